@@ -1,0 +1,103 @@
+"""Spans and diagnostics: the data every pass produces and every format renders.
+
+A diagnostic is plain data. Its text comes from the code registry
+(:mod:`shapecheck.codes`); the passes only choose a code and fill in fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A source range: 1-based line and column, end column exclusive."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+    def to(self, other: Span) -> Span:
+        """The span from the start of ``self`` to the end of ``other``."""
+        return Span(self.line, self.column, other.end_line, other.end_column)
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    NOTE = "note"
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """A secondary location with a message ("`Q` declared here as [N, d]")."""
+
+    message: str
+    span: Span | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    code: str
+    severity: Severity
+    message: str
+    span: Span
+    notes: tuple[Note, ...] = ()
+    help: tuple[str, ...] = ()
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity is Severity.ERROR
+
+
+@dataclass(slots=True)
+class DiagnosticSink:
+    """Collects diagnostics for one file, capping runaway counts."""
+
+    limit: int = 200
+    items: list[Diagnostic] = field(default_factory=list)
+    dropped: int = 0
+
+    def add(self, diagnostic: Diagnostic) -> None:
+        if len(self.items) >= self.limit:
+            self.dropped += 1
+            return
+        self.items.append(diagnostic)
+
+    def extend(self, diagnostics: list[Diagnostic]) -> None:
+        for diagnostic in diagnostics:
+            self.add(diagnostic)
+
+    @property
+    def full(self) -> bool:
+        return len(self.items) >= self.limit
+
+    def sorted(self) -> list[Diagnostic]:
+        return sorted(self.items, key=lambda d: (d.span.line, d.span.column))
+
+
+@dataclass(slots=True)
+class FileResult:
+    """What `verify` knows about one file, ready for any output format.
+
+    ``shapes`` maps every tensor whose shape is known to its dims, each printed
+    in the spec's own notation (``["N", "H*d"]``).
+    """
+
+    path: str
+    source: str | None
+    diagnostics: list[Diagnostic]
+    shapes: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for d in self.diagnostics if d.severity is Severity.ERROR)
+
+    @property
+    def warnings(self) -> int:
+        return sum(1 for d in self.diagnostics if d.severity is Severity.WARNING)
+
+    def ok(self, strict: bool = False) -> bool:
+        return self.errors == 0 and not (strict and self.warnings)
