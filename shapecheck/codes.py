@@ -417,6 +417,7 @@ SYNTAX_TEXT: dict[str, str] = {
     "expected_at_start": "expected {expected}, found {found}",
     "unexpected_char": "unexpected character {char}",
     "unclosed": "`{bracket}` was never closed",
+    "unmatched": "unmatched `{bracket}`",
     "unterminated_string": "unterminated string",
     "statement_start": "a statement starts with `dim`, `constraint`, `input`, `param`, "
     "`output`, `assert`, or a name to define, found {found}",

@@ -1,0 +1,220 @@
+"""The syntax tree: small frozen dataclasses, each with the span it came from.
+
+One expression language serves values, shapes, dim definitions and
+constraints; the checker decides what each position may hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from .diagnostics import Span
+
+
+@dataclass(frozen=True, slots=True)
+class Ident:
+    """A name as written, with its span."""
+
+    name: str
+    span: Span
+
+
+# --- expressions -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Name:
+    name: str
+    span: Span
+    depth: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Integer:
+    value: int
+    text: str
+    span: Span
+    depth: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Decimal:
+    value: float
+    text: str
+    span: Span
+    depth: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Inf:
+    span: Span
+    depth: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Boolean:
+    value: bool
+    span: Span
+    depth: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class String:
+    value: str
+    span: Span
+    depth: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class AxisName:
+    """`row` or `col`."""
+
+    name: str
+    span: Span
+    depth: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class BinOp:
+    op: str
+    left: Expr
+    right: Expr
+    span: Span
+    op_span: Span
+    depth: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Unary:
+    op: str
+    operand: Expr
+    span: Span
+    depth: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Transpose:
+    operand: Expr
+    span: Span
+    depth: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Paren:
+    inner: Expr
+    span: Span
+    depth: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ListExpr:
+    items: tuple[Expr, ...]
+    span: Span
+    depth: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Keyword:
+    name: Ident
+    value: Expr
+    span: Span
+    depth: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    func: Ident
+    args: tuple[Expr, ...]
+    keywords: tuple[Keyword, ...]
+    span: Span
+    depth: int = 1
+
+
+Expr = Union[
+    Name, Integer, Decimal, Inf, Boolean, String, AxisName, BinOp, Unary, Transpose,
+    Paren, ListExpr, Call,
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """`[N, H * d]`, optionally `bool[...]`."""
+
+    dims: tuple[Expr, ...]
+    is_bool: bool
+    span: Span
+
+
+# --- statements ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DimFree:
+    names: tuple[Ident, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class DimDef:
+    name: Ident
+    value: Expr
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    left: Expr
+    op: str
+    right: Expr
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class TensorDecl:
+    kind: str  # "input" or "param"
+    name: Ident
+    shape: Shape
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Define:
+    name: Ident
+    annotation: Shape | None
+    value: Expr
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Assert:
+    name: Ident
+    shape: Shape
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    name: Ident
+    annotation: Shape | None
+    value: Expr | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Broken:
+    """A statement that did not parse; its syntax error is already reported.
+
+    ``defines`` is the name it seemed to define (``S`` in ``S = Q @``), so
+    later uses of that name are not reported again as undefined.
+    """
+
+    defines: str | None
+    span: Span
+
+
+Stmt = Union[DimFree, DimDef, Constraint, TensorDecl, Define, Assert, Output, Broken]
+
+
+def depth_of(expr: Expr | None) -> int:
+    return 0 if expr is None else expr.depth

@@ -1,0 +1,485 @@
+"""Text -> syntax tree (:mod:`shapecheck.nodes`), with recovery.
+
+The whole file is parsed in one LALR pass with an inline transformer, so no
+parse tree is built. Only when that fails is the file split into statements
+and each one parsed on its own, so that every broken statement yields exactly
+one syntax error and the valid ones are still checked.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from lark import Lark, Token, Transformer
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+
+from . import codes, nodes
+from .diagnostics import Diagnostic, Span
+
+MAX_NESTING = 200  # brackets and expression depth, as CPython's parser
+MAX_INT_DIGITS = 40
+
+_SEPARATOR_TYPES = frozenset({"_SEP"})
+_OPEN = frozenset({"LPAR", "LSQB"})
+_CLOSE = frozenset({"RPAR", "RSQB"})
+
+
+class LimitExceeded(Exception):
+    """Raised inside the parser when the input passes a safety limit."""
+
+    def __init__(self, message: str, span: Span) -> None:
+        super().__init__(message)
+        self.message = message
+        self.span = span
+
+
+def token_span(token: Token) -> Span:
+    return Span(token.line or 1, token.column or 1, token.end_line or 1, token.end_column or 1)
+
+
+# --- grammar -------------------------------------------------------------------
+
+
+def grammar_text() -> str:
+    """The grammar: packaged copy in a wheel, top-level ``grammar/`` in a checkout."""
+    packaged = resources.files("shapecheck").joinpath("attn.lark")
+    if packaged.is_file():
+        return packaged.read_text(encoding="utf-8")
+    source_tree = Path(__file__).resolve().parent.parent / "grammar" / "attn.lark"
+    return source_tree.read_text(encoding="utf-8")
+
+
+class BracketNewlines:
+    """Post-lexer: a newline inside ( ) or [ ] does not end a statement.
+
+    It also enforces the nesting limit, and can shift token positions so that a
+    statement parsed on its own reports positions in the whole file.
+    """
+
+    always_accept = ("_SEP",)
+
+    def __init__(self) -> None:
+        self.line_offset = 0
+        self.column_offset = 0
+        # The last two tokens handed to the parser: on a parse error, the one
+        # before the offending token is what the message says "after".
+        self.previous: Token | None = None
+        self.last: Token | None = None
+
+    def process(self, stream: Iterator[Token]) -> Iterator[Token]:
+        depth = 0
+        self.previous = self.last = None
+        for token in stream:
+            if self.line_offset or self.column_offset:
+                self._shift(token)
+            kind = token.type
+            if kind in _OPEN:
+                depth += 1
+                if depth > MAX_NESTING:
+                    raise LimitExceeded(
+                        codes.syntax_text("nesting", limit=MAX_NESTING), token_span(token)
+                    )
+            elif kind in _CLOSE:
+                depth = max(0, depth - 1)
+            elif kind == "_SEP" and depth and token.value != ";":
+                continue
+            self.previous, self.last = self.last, token
+            yield token
+
+    def _shift(self, token: Token) -> None:
+        if token.line == 1:
+            token.column = (token.column or 1) + self.column_offset
+        if token.end_line == 1:
+            token.end_column = (token.end_column or 1) + self.column_offset
+        token.line = (token.line or 1) + self.line_offset
+        token.end_line = (token.end_line or 1) + self.line_offset
+
+
+def _depth(*children: Any) -> int:
+    return 1 + max((getattr(c, "depth", 0) for c in children), default=0)
+
+
+def _checked_depth(depth: int, span: Span) -> int:
+    if depth > MAX_NESTING:
+        raise LimitExceeded(codes.syntax_text("nesting", limit=MAX_NESTING), span)
+    return depth
+
+
+class ToNodes(Transformer):  # type: ignore[type-arg]
+    """One method per grammar rule; runs inline while parsing (LALR)."""
+
+    # statements
+
+    def file(self, children: list[Any]) -> list[nodes.Stmt]:
+        return [c for c in children if c is not None]
+
+    def dim_free(self, c: list[Any]) -> nodes.DimFree:
+        names = tuple(nodes.Ident(str(t), token_span(t)) for t in c[1:])
+        return nodes.DimFree(names, token_span(c[0]).to(names[-1].span))
+
+    def dim_def(self, c: list[Any]) -> nodes.DimDef:
+        keyword, name, value = c
+        return nodes.DimDef(_ident(name), value, token_span(keyword).to(value.span))
+
+    def constraint(self, c: list[Any]) -> nodes.Constraint:
+        keyword, left, op, right = c
+        return nodes.Constraint(left, str(op), right, token_span(keyword).to(right.span))
+
+    def tensor_decl(self, c: list[Any]) -> nodes.TensorDecl:
+        kind, name, shape = c
+        return nodes.TensorDecl(str(kind), _ident(name), shape, token_span(kind).to(shape.span))
+
+    def define(self, c: list[Any]) -> nodes.Define:
+        name, annotation, value = c
+        return nodes.Define(_ident(name), annotation, value, token_span(name).to(value.span))
+
+    def assert_stmt(self, c: list[Any]) -> nodes.Assert:
+        keyword, name, shape = c
+        return nodes.Assert(_ident(name), shape, token_span(keyword).to(shape.span))
+
+    def output_stmt(self, c: list[Any]) -> nodes.Output:
+        keyword, name, annotation, value = c
+        end = value.span if value is not None else (annotation.span if annotation else token_span(name))
+        return nodes.Output(_ident(name), annotation, value, token_span(keyword).to(end))
+
+    def shape(self, c: list[Any]) -> nodes.Shape:
+        is_bool = isinstance(c[0], Token) and c[0].type == "BOOL"
+        start = c[0] if is_bool or c[0] is not None else c[1]
+        items = tuple(x for x in c if x is not None and not isinstance(x, Token))
+        return nodes.Shape(items, is_bool, token_span(start).to(token_span(c[-1])))
+
+    # expressions
+
+    def binop(self, c: list[Any]) -> nodes.BinOp:
+        left, op, right = c
+        span = left.span.to(right.span)
+        depth = _checked_depth(_depth(left, right), span)
+        return nodes.BinOp(str(op), left, right, span, token_span(op), depth)
+
+    def unary(self, c: list[Any]) -> nodes.Unary:
+        op, operand = c
+        span = token_span(op).to(operand.span)
+        return nodes.Unary(str(op), operand, span, _checked_depth(_depth(operand), span))
+
+    def transpose(self, c: list[Any]) -> nodes.Transpose:
+        operand, tok = c
+        span = operand.span.to(token_span(tok))
+        return nodes.Transpose(operand, span, _checked_depth(_depth(operand), span))
+
+    def name(self, c: list[Any]) -> nodes.Name:
+        return nodes.Name(str(c[0]), token_span(c[0]))
+
+    def integer(self, c: list[Any]) -> nodes.Integer:
+        text = str(c[0])
+        if len(text) > MAX_INT_DIGITS:
+            raise LimitExceeded(
+                codes.syntax_text("literal_too_long", limit=MAX_INT_DIGITS), token_span(c[0])
+            )
+        return nodes.Integer(int(text), text, token_span(c[0]))
+
+    def decimal(self, c: list[Any]) -> nodes.Decimal:
+        return nodes.Decimal(float(c[0]), str(c[0]), token_span(c[0]))
+
+    def inf(self, c: list[Any]) -> nodes.Inf:
+        return nodes.Inf(token_span(c[0]))
+
+    def boolean(self, c: list[Any]) -> nodes.Boolean:
+        return nodes.Boolean(str(c[0]).lower() == "true", token_span(c[0]))
+
+    def string(self, c: list[Any]) -> nodes.String:
+        return nodes.String(str(c[0])[1:-1], token_span(c[0]))
+
+    def axis_name(self, c: list[Any]) -> nodes.AxisName:
+        return nodes.AxisName(str(c[0]), token_span(c[0]))
+
+    def paren(self, c: list[Any]) -> nodes.Paren:
+        open_, inner, close = c
+        span = token_span(open_).to(token_span(close))
+        return nodes.Paren(inner, span, _checked_depth(_depth(inner), span))
+
+    def list(self, c: list[Any]) -> nodes.ListExpr:
+        items = tuple(x for x in c[1:-1] if x is not None)
+        span = token_span(c[0]).to(token_span(c[-1]))
+        return nodes.ListExpr(items, span, _checked_depth(_depth(*items), span))
+
+    def keyword(self, c: list[Any]) -> nodes.Keyword:
+        name, value = c
+        ident = _ident(name)
+        return nodes.Keyword(ident, value, ident.span.to(value.span), value.depth)
+
+    def call(self, c: list[Any]) -> nodes.Call:
+        func, *rest = c
+        close = rest[-1]
+        inner = [x for x in rest[1:-1] if x is not None]
+        args = tuple(x for x in inner if not isinstance(x, nodes.Keyword))
+        keywords = tuple(x for x in inner if isinstance(x, nodes.Keyword))
+        span = token_span(func).to(token_span(close))
+        return nodes.Call(_ident(func), args, keywords, span, _checked_depth(_depth(*inner), span))
+
+
+def _ident(token: Token) -> nodes.Ident:
+    return nodes.Ident(str(token), token_span(token))
+
+
+@dataclass
+class _Parsers:
+    lark: Lark
+    postlex: BracketNewlines
+
+
+@lru_cache(maxsize=1)
+def _parsers() -> _Parsers:
+    postlex = BracketNewlines()
+    lark = Lark(
+        grammar_text(),
+        parser="lalr",
+        lexer="contextual",
+        start=["file", "stmt"],
+        postlex=postlex,
+        transformer=ToNodes(),
+        cache=True,
+    )
+    return _Parsers(lark, postlex)
+
+
+def bare_parser() -> Lark:
+    """The same grammar without the transformer: the benchmark's baseline."""
+    return Lark(grammar_text(), parser="lalr", lexer="contextual", start="file",
+                postlex=BracketNewlines(), cache=True)
+
+
+# --- parsing with recovery -------------------------------------------------------
+
+
+@dataclass
+class ParseResult:
+    statements: list[nodes.Stmt]
+    diagnostics: list[Diagnostic]
+
+
+def parse(text: str) -> ParseResult:
+    parsers = _parsers()
+    parsers.postlex.line_offset = parsers.postlex.column_offset = 0
+    try:
+        statements = parsers.lark.parse(text, start="file")
+        return ParseResult(list(statements), [])
+    except (UnexpectedInput, LimitExceeded, RecursionError):
+        return _parse_statements(text, parsers)
+
+
+def _parse_statements(text: str, parsers: _Parsers) -> ParseResult:
+    statements: list[nodes.Stmt] = []
+    diagnostics: list[Diagnostic] = []
+    for chunk in split_statements(text):
+        parsers.postlex.line_offset = chunk.line - 1
+        parsers.postlex.column_offset = chunk.column - 1
+        try:
+            statements.append(parsers.lark.parse(chunk.text, start="stmt"))
+        except LimitExceeded as exc:
+            diagnostics.append(codes.LIMIT.diag(exc.span, detail=exc.message))
+            statements.append(nodes.Broken(chunk.defines, chunk.span))
+        except (UnexpectedInput, RecursionError) as exc:
+            diagnostics.append(_syntax_diagnostic(exc, chunk, parsers.postlex))
+            statements.append(nodes.Broken(chunk.defines, chunk.span))
+        if len(diagnostics) >= codes_limit():
+            break
+    parsers.postlex.line_offset = parsers.postlex.column_offset = 0
+    return ParseResult(statements, diagnostics)
+
+
+def codes_limit() -> int:
+    return 200
+
+
+# --- splitting into statements ---------------------------------------------------------
+
+_SCAN = re.compile(r'#[^\n]*|"[^"\n]*"?|[()\[\];\n]')
+_STATEMENT_START = re.compile(
+    r"(dim|constraint|input|param|output|assert)\b|[A-Za-z_][A-Za-z0-9_]*\s*(:|=(?!=))"
+)
+_DEFINES = re.compile(r"\s*(?:output\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*(?::|=(?!=))")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    text: str
+    line: int
+    column: int
+    span: Span
+    defines: str | None
+
+
+def split_statements(text: str) -> Iterator[Chunk]:
+    """Statement boundaries the way the grammar sees them, without parsing.
+
+    A newline inside brackets continues the statement, unless the next line
+    starts at column 1 with something that looks like a new statement: then
+    the bracket was most likely never closed.
+    """
+    start = 0
+    depth = 0
+    for match in _SCAN.finditer(text):
+        token = match.group()
+        if token in "([":
+            depth += 1
+        elif token in ")]":
+            depth = max(0, depth - 1)
+        elif token == ";" or token == "\n":
+            if depth and token == "\n" and not _STATEMENT_START.match(text, match.end()):
+                continue
+            depth = 0
+            yield from _chunk(text, start, match.start())
+            start = match.end()
+    yield from _chunk(text, start, len(text))
+
+
+def _chunk(text: str, start: int, end: int) -> Iterator[Chunk]:
+    body = text[start:end]
+    stripped = _strip_comment_lines(body)
+    if not stripped.strip():
+        return
+    lead = len(body) - len(body.lstrip())
+    start += lead
+    body = body[lead:].rstrip()
+    line = text.count("\n", 0, start) + 1
+    column = start - (text.rfind("\n", 0, start) + 1) + 1
+    last_line = line + body.count("\n")
+    last_nl = body.rfind("\n")
+    end_column = (len(body) - last_nl) if last_nl >= 0 else column + len(body)
+    defines = _DEFINES.match(body)
+    yield Chunk(body, line, column, Span(line, column, last_line, end_column),
+                defines.group(1) if defines else None)
+
+
+def _strip_comment_lines(body: str) -> str:
+    return re.sub(r"#[^\n]*", "", body)
+
+
+# --- syntax errors in words ------------------------------------------------------------
+
+_WORDS = {
+    "NAME": "a name", "INT": "a number", "DECIMAL": "a number", "STRING": "a string",
+    "LPAR": "`(`", "RPAR": "`)`", "LSQB": "`[`", "RSQB": "`]`", "COLON": "`:`",
+    "EQUAL": "`=`", "COMMA": "`,`", "EQ": "`==`", "NE": "`!=`", "LE": "`<=`", "GE": "`>=`",
+    "LT": "`<`", "GT": "`>`", "PLUS": "`+`", "MINUS": "`-`", "STAR": "`*`", "SLASH": "`/`",
+    "DSLASH": "`//`", "AT": "`@`", "POW": "`**`", "TRANSPOSE": "`.T`", "BOOL": "`bool`",
+    "_SEP": "end of line", "$END": "end of line",
+}
+_EXPRESSION_START = frozenset({"NAME", "INT", "DECIMAL", "LPAR", "LSQB", "STRING", "INF"})
+_COMPARISONS = frozenset({"EQ", "NE", "LE", "GE", "LT", "GT"})
+_OPERAND_END = frozenset(
+    {"NAME", "INT", "DECIMAL", "STRING", "INF", "RPAR", "RSQB", "TRANSPOSE", "ROW", "COL"}
+)
+
+
+def _describe_expected(
+    expected: set[str], in_constraint: bool, open_bracket: str | None, after_operand: bool
+) -> str:
+    """The few things most worth saying, in words, not terminal names.
+
+    LALR merges states, so ``expected`` can list closers of brackets that are
+    not open here; only the innermost open bracket's closer is worth saying.
+    """
+    parts: list[str] = []
+    wanted = {None: (), "(": ("COMMA", "RPAR"), "[": ("COMMA", "RSQB")}[open_bracket]
+    closing = [n for n in wanted if n in expected]
+    if expected & {"INT", "DECIMAL", "LPAR"} and not closing and not after_operand:
+        parts.append("an expression")
+    elif "NAME" in expected and not closing and not after_operand:
+        parts.append("a name")
+    if in_constraint and expected & _COMPARISONS:
+        parts.append("`==`")
+    parts += [_WORDS[n] for n in ("COLON", "EQUAL") if n in expected]
+    parts += [_WORDS[n] for n in closing]
+    if not parts and after_operand:
+        parts.append("an operator or end of line")
+    if not parts:
+        parts = sorted({_WORDS.get(e, f"`{e.lower()}`") for e in expected})
+    parts = parts[:3]
+    if len(parts) == 1:
+        return parts[0]
+    return ", ".join(parts[:-1]) + " or " + parts[-1]
+
+
+def _describe_token(token: Token | None) -> str:
+    if token is None or token.type in ("$END", "_SEP") and token.value != ";":
+        return "end of line"
+    return f"`{token.value}`"
+
+
+def _syntax_diagnostic(exc: Exception, chunk: Chunk, postlex: BracketNewlines) -> Diagnostic:
+    if isinstance(exc, UnexpectedToken):
+        # A token the parser rejected went through the post-lexer (and was
+        # shifted there); one the lexer rejected for this state did not.
+        passed_postlex = exc.token is postlex.last
+        previous = postlex.previous if passed_postlex else postlex.last
+        if not passed_postlex and exc.token.type != "$END":
+            postlex._shift(exc.token)
+        return _unexpected_token(exc, chunk, previous)
+    if isinstance(exc, UnexpectedCharacters):
+        line = (exc.line or 1) + chunk.line - 1
+        column = (exc.column or 1) + (chunk.column - 1 if exc.line == 1 else 0)
+        char = chunk.text[exc.pos_in_stream] if exc.pos_in_stream < len(chunk.text) else ""
+        key = "unterminated_string" if char == '"' else "unexpected_char"
+        shown = repr(char) if not char.isprintable() or char.isspace() else f"`{char}`"
+        return codes.SYNTAX.diag(Span(line, column, line, column + 1),
+                                 detail=codes.syntax_text(key, char=shown))
+    detail = codes.syntax_text("statement_start", found="end of line")
+    return codes.SYNTAX.diag(chunk.span, detail=detail)
+
+
+def _unexpected_token(exc: UnexpectedToken, chunk: Chunk, previous: Token | None) -> Diagnostic:
+    token = exc.token
+    expected = set(exc.expected)
+    if token.type == "$END":
+        span = Span(chunk.span.end_line, chunk.span.end_column,
+                    chunk.span.end_line, chunk.span.end_column + 1)
+    else:
+        span = token_span(token)
+    found = _describe_token(token)
+    in_constraint = chunk.text.startswith("constraint")
+    error_offset = len(chunk.text) if token.type == "$END" else (token.start_pos or 0)
+    open_bracket = _unclosed_bracket(chunk.text[:error_offset])
+    if previous is None:
+        if "DIM" in expected or "CONSTRAINT" in expected:
+            detail = codes.syntax_text("statement_start", found=found)
+        else:
+            detail = codes.syntax_text(
+                "expected_at_start", expected=_describe_expected(
+                    expected, in_constraint, open_bracket,
+                    after_operand=previous.type in _OPERAND_END,
+                ),
+                found=found,
+            )
+    else:
+        unclosed = _unclosed_bracket(chunk.text)
+        if token.type == "$END" and unclosed:
+            detail = codes.syntax_text("unclosed", bracket=unclosed)
+        elif token.type in _CLOSE and not unclosed:
+            detail = codes.syntax_text("unmatched", bracket=token.value)
+        else:
+            detail = codes.syntax_text(
+                "expected_after", expected=_describe_expected(
+                    expected, in_constraint, open_bracket,
+                    after_operand=previous.type in _OPERAND_END,
+                ),
+                previous=f"`{previous.value}`", found=found,
+            )
+    return codes.SYNTAX.diag(span, detail=detail)
+
+
+def _unclosed_bracket(text: str) -> str | None:
+    stack: list[str] = []
+    for match in _SCAN.finditer(text):
+        token = match.group()
+        if token in "([":
+            stack.append(token)
+        elif token in ")]" and stack:
+            stack.pop()
+    return stack[-1] if stack else None
