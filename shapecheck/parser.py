@@ -451,10 +451,8 @@ def _unexpected_token(exc: UnexpectedToken, chunk: Chunk, previous: Token | None
             detail = codes.syntax_text("statement_start", found=found)
         else:
             detail = codes.syntax_text(
-                "expected_at_start", expected=_describe_expected(
-                    expected, in_constraint, open_bracket,
-                    after_operand=previous.type in _OPERAND_END,
-                ),
+                "expected_at_start",
+                expected=_describe_expected(expected, in_constraint, open_bracket, False),
                 found=found,
             )
     else:
