@@ -191,11 +191,10 @@ CONSTRAINT_VIOLATED = _code(
 BAD_BINDING = _code(
     "SC204", "bad-binding", E, "a `--dim` binding is invalid",
     "{detail}",
-    what="A `--dim NAME=VALUE` binding must name a declared dim and give a positive "
-    "integer; binding a derived or fixed dim must agree with its definition.",
-    why="A binding that names nothing is a typo; one that disagrees with a definition "
-    "cannot be satisfied.",
-    example="dim N\n# with --dim n=128\n# error[SC204]: `--dim n=128` binds `n`, which is not a dim of this spec",
+    what="Binding a derived or fixed dim with `--dim` must agree with its definition.",
+    why="A binding that disagrees with a definition cannot be satisfied.",
+    example="dim N, d, H\ndim D = H * d\n# with --dim H=8 --dim d=64 --dim D=500\n"
+    "# error[SC204]: `--dim D=500` contradicts its definition D = H*d = 512",
     fix="Bind a dim the spec declares, with a positive integer.",
 )
 CONSTRAINT_UNPROVABLE = _code(
@@ -213,6 +212,16 @@ NOT_A_DIM_EXPR = _code(
     why="Shapes must be computable from the sizes alone.",
     example="dim N\ninput X: [N * 0.5]\n# error[SC206]: the number 0.5 is not allowed in a dim expression",
     fix="Write the size with integers and dims only.",
+)
+
+UNKNOWN_BINDING = _code(
+    "SC207", "unknown-binding", W, "a `--dim` binding names a dim the spec does not declare",
+    "`--dim {name}={value}` binds `{name}`, which this spec does not declare",
+    what="The command line binds a dim that the file does not declare. With several "
+    "files, a binding applies to the files that declare the dim.",
+    why="It is usually a typo (`--dim n=128` for `N`); the binding then has no effect.",
+    example="dim N\n# with --dim n=128\n# warning[SC207]",
+    fix="Bind a dim the spec declares (names are case-sensitive).",
 )
 
 # --- shapes -------------------------------------------------------------------------
@@ -242,7 +251,7 @@ MATMUL_RANK = _code(
 )
 BROADCAST = _code(
     "SC303", "broadcast-mismatch", E, "the operands do not broadcast",
-    "shapes {lhs_shape} and {rhs_shape} do not broadcast for `{op}`: {lhs_dim} {relation} {rhs_dim}",
+    "shapes {lhs_shape} and {rhs_shape} do not broadcast for `{op}`: {lhs_dim} and {rhs_dim} {relation}",
     what="Elementwise operations, matmul batch axes and `where` broadcast as NumPy: "
     "aligned from the right, two sizes match when they are provably equal or one of "
     "them is the literal 1.",
@@ -389,6 +398,7 @@ SOFTMAX_AXIS = _code(
 
 NOTES: dict[str, str] = {
     "declared": "`{name}` is declared here as {shape}",
+    "operand": "`{text}` has shape {shape}",
     "defined": "`{name}` is defined here as {shape}",
     "dim_declared": "`{name}` is declared here",
     "first_defined": "`{name}` was first defined here",

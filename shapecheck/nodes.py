@@ -205,11 +205,13 @@ class Output:
 class Broken:
     """A statement that did not parse; its syntax error is already reported.
 
-    ``defines`` is the name it seemed to define (``S`` in ``S = Q @``), so
-    later uses of that name are not reported again as undefined.
+    ``defines`` holds the names it seemed to define (``S`` in ``S = Q @``,
+    ``N`` and ``d`` in ``dim N d``), so later uses of them are not reported
+    again as undefined.
     """
 
-    defines: str | None
+    defines: tuple[str, ...]
+    is_dim: bool
     span: Span
 
 

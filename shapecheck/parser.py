@@ -283,10 +283,10 @@ def _parse_statements(text: str, parsers: _Parsers) -> ParseResult:
             statements.append(parsers.lark.parse(chunk.text, start="stmt"))
         except LimitExceeded as exc:
             diagnostics.append(codes.LIMIT.diag(exc.span, detail=exc.message))
-            statements.append(nodes.Broken(chunk.defines, chunk.span))
+            statements.append(nodes.Broken(chunk.defines, chunk.is_dim, chunk.span))
         except (UnexpectedInput, RecursionError) as exc:
             diagnostics.append(_syntax_diagnostic(exc, chunk, parsers.postlex))
-            statements.append(nodes.Broken(chunk.defines, chunk.span))
+            statements.append(nodes.Broken(chunk.defines, chunk.is_dim, chunk.span))
         if len(diagnostics) >= codes_limit():
             break
     parsers.postlex.line_offset = parsers.postlex.column_offset = 0
@@ -303,7 +303,8 @@ _SCAN = re.compile(r'#[^\n]*|"[^"\n]*"?|[()\[\];\n]')
 _STATEMENT_START = re.compile(
     r"(dim|constraint|input|param|output|assert)\b|[A-Za-z_][A-Za-z0-9_]*\s*(:|=(?!=))"
 )
-_DEFINES = re.compile(r"\s*(?:output\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*(?::|=(?!=))")
+_DEFINES = re.compile(r"(?:output|input|param|assert)?\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?::|=(?!=))")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -312,7 +313,8 @@ class Chunk:
     line: int
     column: int
     span: Span
-    defines: str | None
+    defines: tuple[str, ...]
+    is_dim: bool
 
 
 def split_statements(text: str) -> Iterator[Chunk]:
@@ -352,9 +354,17 @@ def _chunk(text: str, start: int, end: int) -> Iterator[Chunk]:
     last_line = line + body.count("\n")
     last_nl = body.rfind("\n")
     end_column = (len(body) - last_nl) if last_nl >= 0 else column + len(body)
-    defines = _DEFINES.match(body)
     yield Chunk(body, line, column, Span(line, column, last_line, end_column),
-                defines.group(1) if defines else None)
+                *_guess_defined_names(body))
+
+
+def _guess_defined_names(body: str) -> tuple[tuple[str, ...], bool]:
+    """What a broken statement was probably defining, to avoid follow-on errors."""
+    if re.match(r"dim\b", body):
+        declared = body[3:].split("=", 1)[0]
+        return tuple(_NAME.findall(declared)), True
+    match = _DEFINES.match(body)
+    return ((match.group(1),) if match else ()), False
 
 
 def _strip_comment_lines(body: str) -> str:

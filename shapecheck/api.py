@@ -1,0 +1,47 @@
+"""Load and check specs: the entry points the CLI and users call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import codes
+from .checker import check
+from .diagnostics import FileResult, Span
+from .parser import parse
+from .program import Program
+
+
+def check_text(text: str, bindings: dict[str, int] | None = None) -> Program:
+    """Parse and check a spec given as text."""
+    parsed = parse(text)
+    return check(text, parsed.statements, parsed.diagnostics, bindings)
+
+
+def check_bytes(data: bytes, bindings: dict[str, int] | None = None) -> Program:
+    """Decode (UTF-8, BOM allowed) and check; undecodable input is a diagnostic."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        return _undecodable(data, error)
+    return check_text(text, bindings)
+
+
+def check_path(path: str | Path, bindings: dict[str, int] | None = None) -> Program:
+    """Read and check a file. Raises OSError when the file cannot be read."""
+    return check_bytes(Path(path).read_bytes(), bindings)
+
+
+def _undecodable(data: bytes, error: UnicodeDecodeError) -> Program:
+    before = data[: error.start]
+    line = before.count(b"\n") + 1
+    column = len(before) - (before.rfind(b"\n") + 1) + 1
+    text = data.decode("utf-8", errors="replace")
+    program = check("", [], [], None)
+    program.source = text
+    program.diagnostics = [codes.ENCODING.diag(Span(line, column, line, column + 1),
+                                               byte=data[error.start], offset=error.start)]
+    return program
+
+
+def file_result(program: Program, path: str) -> FileResult:
+    return FileResult(path, program.source, list(program.diagnostics), program.shapes())

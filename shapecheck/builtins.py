@@ -1,0 +1,438 @@
+"""Shape rules as data: one row per builtin, plus the operator rules.
+
+A row names the builtin's parameters (with the kind of argument each takes)
+and a small shape function. The checker resolves the arguments by kind, then
+calls the shape function with a :class:`Ctx` to report problems through.
+Adding a builtin is adding a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Protocol
+
+from . import codes, symbolic
+from .diagnostics import Note, Span
+from .program import SCALAR, Shape, Value
+from .symbolic import Dim, DimSystem, Verdict, shape_text, to_text
+
+
+class Kind(Enum):
+    TENSOR = "a tensor"
+    TENSORS = "a list of tensors"
+    DIM = "a dim expression"
+    SHAPE = "a shape (a list of dim expressions)"
+    AXIS = "an axis (an integer, `row` or `col`)"
+    PERM = "a list of axis indices"
+    STRING = "a string"
+    NUMBER = "a number"
+    BOOL = "`true` or `false`"
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    kind: Kind
+    default: Any = None
+    required: bool = True
+
+
+class Ctx(Protocol):
+    """What a shape function may ask of the checker."""
+
+    dims: DimSystem
+
+    def report(self, code: codes.Code, at: str | None = None, *, notes: Sequence[Note] = (),
+               help: Sequence[str] = (), **fields: object) -> None: ...
+
+    def text(self, param: str) -> str: ...
+
+    def notes(self, *params: str) -> list[Note]: ...
+
+
+Rule = Callable[[Ctx, dict[str, Any]], "Value | None"]
+
+
+@dataclass(frozen=True)
+class Builtin:
+    name: str
+    params: tuple[Param, ...]
+    rule: Rule
+    doc: str
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)
+
+
+# --- helpers shared by rules and operators ---------------------------------------------------
+
+
+def resolve_axis(ctx: Ctx, axis: int | str, value: Value, param: str = "axis",
+                 rank: int | None = None) -> int | None:
+    """`row`/`col`/negative -> a non-negative axis index, or report SC305."""
+    rank = value.rank if rank is None else rank
+    index = {"row": -1, "col": -2}.get(axis, axis) if isinstance(axis, str) else axis
+    assert isinstance(index, int)
+    normalised = index + rank if index < 0 else index
+    if not 0 <= normalised < rank:
+        ctx.report(codes.AXIS, param, axis=axis, rank=rank, shape=value.text())
+        return None
+    return normalised
+
+
+def broadcast(ctx: Ctx, left: Value, right: Value, op: str, at: str | None = None,
+              params: tuple[str, str] = ("left", "right")) -> Shape | None:
+    """NumPy broadcasting, where a dim broadcasts only when it is the literal 1."""
+    assert left.shape is not None and right.shape is not None
+    rank = max(len(left.shape), len(right.shape))
+    lhs = (symbolic.ONE,) * (rank - len(left.shape)) + left.shape
+    rhs = (symbolic.ONE,) * (rank - len(right.shape)) + right.shape
+    result: list[Dim] = []
+    for a, b in zip(lhs, rhs):
+        if symbolic.is_literal_one(b):
+            result.append(a)
+        elif symbolic.is_literal_one(a):
+            result.append(b)
+        else:
+            verdict = ctx.dims.equal(a, b)
+            if not verdict:
+                ctx.report(
+                    codes.BROADCAST, at, notes=ctx.notes(*params),
+                    help=_constraint_help(ctx, a, b, verdict),
+                    lhs_shape=left.text(), rhs_shape=right.text(), op=op,
+                    lhs_dim=to_text(a), rhs_dim=to_text(b), relation=_relation(verdict),
+                )
+                return None
+            result.append(a)
+    return tuple(result)
+
+
+def _relation(verdict: Verdict) -> str:
+    return codes.RELATIONS["differ" if verdict is Verdict.DIFFERENT else "unproved"]
+
+
+def _constraint_help(ctx: Ctx, a: Dim, b: Dim, verdict: Verdict) -> list[str]:
+    """Suggest the constraint when two different expressions of dims could be equal."""
+    if verdict is Verdict.DIFFERENT or (a.is_Symbol and b.is_Symbol):
+        return []
+    lhs, rhs = ctx.dims.suggestion(a, b)
+    return [codes.help_text("add_constraint", lhs=lhs, rhs=rhs)]
+
+
+def matmul(ctx: Ctx, left: Value, right: Value, left_text: str, right_text: str) -> Value | None:
+    assert left.shape is not None and right.shape is not None
+    for side, value in (("left", left), ("right", right)):
+        if not value.shape:
+            ctx.report(codes.MATMUL_RANK, None, side=side)
+            return None
+    if left.is_bool or right.is_bool:
+        ctx.report(codes.ELEMENT_TYPE, None, detail="`@` needs real tensors, but an operand is bool")
+        return None
+    lshape = left.shape if len(left.shape) > 1 else (symbolic.ONE,) + left.shape
+    rshape = right.shape if len(right.shape) > 1 else right.shape + (symbolic.ONE,)
+    inner_left, inner_right = lshape[-1], rshape[-2]
+    verdict = ctx.dims.equal(inner_left, inner_right)
+    if not verdict:
+        helps = _matmul_help(ctx, lshape, rshape, left_text, right_text, verdict)
+        ctx.report(
+            codes.MATMUL_INNER, None, notes=ctx.notes("left", "right"), help=helps,
+            relation=_relation(verdict), lhs_inner=to_text(inner_left),
+            rhs_inner=to_text(inner_right), lhs_shape=left.text(), rhs_shape=right.text(),
+        )
+        return None
+    batch = broadcast(ctx, Value(lshape[:-2]), Value(rshape[:-2]), "@ (batch axes)")
+    if batch is None:
+        return None
+    rows = lshape[-2:-1] if len(left.shape) > 1 else ()
+    cols = rshape[-1:] if len(right.shape) > 1 else ()
+    return Value(batch + rows + cols)
+
+
+def _matmul_help(ctx: Ctx, lshape: Shape, rshape: Shape, left_text: str, right_text: str,
+                 verdict: Verdict) -> list[str]:
+    if len(rshape) >= 2 and ctx.dims.equal(lshape[-1], rshape[-1]):
+        return [codes.help_text("transpose", fix=f"{left_text} @ {_postfix(right_text)}.T")]
+    if len(lshape) >= 2 and ctx.dims.equal(lshape[-2], rshape[-2]):
+        return [codes.help_text("transpose", fix=f"{_postfix(left_text)}.T @ {right_text}")]
+    return _constraint_help(ctx, lshape[-1], rshape[-2], verdict)
+
+
+def _postfix(text: str) -> str:
+    simple = text.replace("_", "").isalnum() or text.endswith(")")
+    return text if simple else f"({text})"
+
+
+def transpose_last_two(ctx: Ctx, value: Value, operation: str, operand: str) -> Value | None:
+    assert value.shape is not None
+    if len(value.shape) < 2:
+        ctx.report(codes.RANK, "x", operation=operation, requirement="at least 2 axes",
+                   operand=operand, shape=value.text())
+        return None
+    return Value(value.shape[:-2] + (value.shape[-1], value.shape[-2]), value.is_bool)
+
+
+def _count(shape: Shape) -> Dim:
+    return symbolic.product(shape)
+
+
+# --- the rules --------------------------------------------------------------------------------
+
+
+def _same_shape(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    x: Value = a["x"]
+    if x.is_bool:
+        ctx.report(codes.ELEMENT_TYPE, "x", detail=f"`{ctx.text('x')}` is bool; this builtin needs real values")
+        return None
+    return Value(x.shape)
+
+
+def _softmax(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    x: Value = a["x"]
+    if resolve_axis(ctx, a["axis"], x) is None:
+        return None
+    return _same_shape(ctx, a)
+
+
+def _transpose(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    x: Value = a["x"]
+    perm: tuple[int, ...] | None = a["perm"]
+    if perm is None:
+        return transpose_last_two(ctx, x, "`transpose`", ctx.text("x"))
+    assert x.shape is not None
+    if sorted(perm) != list(range(len(x.shape))):
+        ctx.report(codes.PERMUTATION, "perm", perm=list(perm), last=len(x.shape) - 1)
+        return None
+    return Value(tuple(x.shape[p] for p in perm), x.is_bool)
+
+
+def _reshape(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    x: Value = a["x"]
+    target: Shape = a["shape"]
+    assert x.shape is not None
+    inferred = [i for i, d in enumerate(target) if symbolic.as_int(d) == -1]
+    if len(inferred) > 1:
+        ctx.report(codes.RESHAPE, "shape", source=x.text(), target=shape_text(target),
+                   relation="is ambiguous", source_count=to_text(_count(x.shape)),
+                   target_count="more than one `-1`")
+        return None
+    source_count = _count(x.shape)
+    if inferred:
+        known = _count(tuple(d for d in target if symbolic.as_int(d) != -1))
+        verdict = ctx.dims.divides(source_count, known)
+        if not verdict:
+            ctx.report(codes.NOT_DIVISIBLE, "shape", numerator=to_text(source_count),
+                       denominator=to_text(known),
+                       help=_reshape_help(ctx, x.shape, target, inferred[0]))
+            return None
+        filled = symbolic.exact_quotient(source_count, known)
+        target = target[: inferred[0]] + (filled,) + target[inferred[0] + 1:]
+        return Value(target, x.is_bool)
+    verdict = ctx.dims.equal(source_count, _count(target))
+    if not verdict:
+        ctx.report(codes.RESHAPE, "shape", notes=ctx.notes("x"),
+                   help=_reshape_help(ctx, x.shape, target, None),
+                   source=x.text(), target=shape_text(target), relation=_relation(verdict),
+                   source_count=to_text(source_count), target_count=to_text(_count(target)))
+        return None
+    return Value(target, x.is_bool)
+
+
+def _reshape_help(ctx: Ctx, source: Shape, target: Shape, inferred: int | None) -> list[str]:
+    """Name the relation a reshape needs: the entries that differ, as a constraint."""
+    source_rest = [d for d in source if not any(ctx.dims.equal(d, t) for t in target)]
+    target_rest = [d for i, d in enumerate(target)
+                   if i != inferred and not any(ctx.dims.equal(d, s) for s in source)]
+    if len(source_rest) == 1 and target_rest and inferred is None:
+        lhs, rhs = ctx.dims.suggestion(source_rest[0], symbolic.product(target_rest))
+        return [codes.help_text("add_constraint", lhs=lhs, rhs=rhs)]
+    if len(source_rest) == 1 and target_rest and inferred is not None:
+        product = symbolic.product(target_rest)
+        return [codes.help_text("add_constraint", lhs=to_text(source_rest[0]),
+                                rhs=f"{symbolic._spaced(to_text(product))} * k")]
+    return []
+
+
+def _split_heads(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    x: Value = a["x"]
+    heads: Dim = a["heads"]
+    assert x.shape is not None
+    if len(x.shape) < 2:
+        ctx.report(codes.RANK, "x", operation="`split_heads`", requirement="at least 2 axes",
+                   operand=ctx.text("x"), shape=x.text())
+        return None
+    *batch, n, last = x.shape
+    verdict = ctx.dims.divides(last, heads)
+    if not verdict:
+        helps = []
+        if last.is_Symbol:
+            helps = [codes.help_text("add_constraint", lhs=to_text(last),
+                                     rhs=f"{symbolic._spaced(to_text(heads))} * d")]
+        ctx.report(codes.SPLIT_HEADS, "x", notes=ctx.notes("x"), help=helps,
+                   last=to_text(last), shape=x.text(), heads=to_text(heads),
+                   reason=f"cannot prove that {to_text(heads)} divides {to_text(last)}")
+        return None
+    return Value((*batch, heads, n, symbolic.exact_quotient(last, heads)), x.is_bool)
+
+
+def _merge_heads(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    x: Value = a["x"]
+    assert x.shape is not None
+    if len(x.shape) < 3:
+        ctx.report(codes.RANK, "x", operation="`merge_heads`", requirement="at least 3 axes",
+                   operand=ctx.text("x"), shape=x.text())
+        return None
+    *batch, heads, n, d = x.shape
+    return Value((*batch, n, heads * d), x.is_bool)
+
+
+def _repeat(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    x: Value = a["x"]
+    axis = resolve_axis(ctx, a["axis"], x)
+    if axis is None:
+        return None
+    assert x.shape is not None
+    shape = list(x.shape)
+    shape[axis] = shape[axis] * a["repeats"]
+    return Value(tuple(shape), x.is_bool)
+
+
+def _concat(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    parts: list[Value] = a["tensors"]
+    if not parts:
+        ctx.report(codes.CONCAT, "tensors", detail="`concat` needs at least one tensor")
+        return None
+    first = parts[0]
+    assert first.shape is not None
+    axis = resolve_axis(ctx, a["axis"], first)
+    if axis is None:
+        return None
+    for index, part in enumerate(parts[1:], start=2):
+        assert part.shape is not None
+        if len(part.shape) != len(first.shape):
+            ctx.report(codes.CONCAT, "tensors", detail=(
+                f"tensor {index} has shape {part.text()}, of rank {len(part.shape)}, "
+                f"but the first has shape {first.text()}, of rank {len(first.shape)}"))
+            return None
+        for i, (d1, d2) in enumerate(zip(first.shape, part.shape)):
+            verdict = ctx.dims.equal(d1, d2) if i != axis else Verdict.PROVED
+            if not verdict:
+                ctx.report(codes.CONCAT, "tensors", detail=(
+                    f"tensor {index} has shape {part.text()}, which {_relation(verdict)} from the "
+                    f"first, {first.text()}, on axis {i} ({to_text(d2)} vs {to_text(d1)}); "
+                    f"only axis {axis} may differ"))
+                return None
+    shape = list(first.shape)
+    shape[axis] = symbolic.total(p.shape[axis] for p in parts)  # type: ignore[index]
+    return Value(tuple(shape), all(p.is_bool for p in parts))
+
+
+def _reduce(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    x: Value = a["x"]
+    assert x.shape is not None
+    if a["axis"] is None:
+        axes = set(range(len(x.shape)))
+    else:
+        axis = resolve_axis(ctx, a["axis"], x)
+        if axis is None:
+            return None
+        axes = {axis}
+    keep = bool(a["keepdims"])
+    shape = tuple(symbolic.ONE if i in axes else d for i, d in enumerate(x.shape) if keep or i not in axes)
+    return Value(shape)
+
+
+def _where(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    cond: Value = a["condition"]
+    if not cond.is_bool:
+        ctx.report(codes.ELEMENT_TYPE, "condition", notes=ctx.notes("condition"),
+                   help=[codes.help_text("use_where")],
+                   detail=f"the condition of `where` must be bool, but `{ctx.text('condition')}` "
+                   f"has shape {cond.text()}")
+        return None
+    both = broadcast(ctx, a["x"], a["y"], "where", "y", ("x", "y"))
+    if both is None:
+        return None
+    shape = broadcast(ctx, cond, Value(both), "where", "condition", ("condition", "x"))
+    if shape is None:
+        return None
+    return Value(shape, a["x"].is_bool and a["y"].is_bool)
+
+
+def _causal_mask(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    n: Dim = a["n"]
+    return Value((n, n), is_bool=True)
+
+
+def _constant(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    shape: Shape = a["shape"]
+    if any(symbolic.as_int(d) == -1 for d in shape):
+        ctx.report(codes.CALL_ARGS, "shape", detail="`-1` is only allowed in `reshape`")
+        return None
+    return Value(shape)
+
+
+def _dropout(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    if not 0 <= a["p"] < 1:
+        ctx.report(codes.CALL_ARGS, "p", detail=f"the dropout probability must be in [0, 1), got {a['p']}")
+        return None
+    return _same_shape(ctx, a)
+
+
+def _einsum(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    from .einsum import einsum_shape
+
+    return einsum_shape(ctx, a["subscripts"], a["operands"])
+
+
+X = Param("x", Kind.TENSOR)
+AXIS_ROW = Param("axis", Kind.AXIS, "row", required=False)
+EPS = Param("eps", Kind.NUMBER, 1e-5, required=False)
+
+
+def _table() -> dict[str, Builtin]:
+    rows = [
+        Builtin("softmax", (X, AXIS_ROW), _softmax, "shape of x; each slice along `axis` sums to 1"),
+        Builtin("transpose", (X, Param("perm", Kind.PERM, None, required=False)), _transpose,
+                "without perm: swap the last two axes; with perm: permute the axes"),
+        Builtin("reshape", (X, Param("shape", Kind.SHAPE)), _reshape,
+                "the given shape; element counts must be provably equal; one `-1` is inferred"),
+        Builtin("split_heads", (X, Param("heads", Kind.DIM)), _split_heads,
+                "[..., N, H*d] -> [..., H, N, d], head-major"),
+        Builtin("merge_heads", (X,), _merge_heads, "[..., H, N, d] -> [..., N, H*d]"),
+        Builtin("repeat", (X, Param("repeats", Kind.DIM), Param("axis", Kind.AXIS)), _repeat,
+                "axis multiplied by repeats (NumPy repeat)"),
+        Builtin("concat", (Param("tensors", Kind.TENSORS), Param("axis", Kind.AXIS, 0, required=False)),
+                _concat, "sizes on axis add up; other axes equal"),
+        Builtin("layernorm", (X, EPS), _same_shape, "shape of x; normalised over the last axis"),
+        Builtin("rmsnorm", (X, EPS), _same_shape, "shape of x; normalised over the last axis"),
+        Builtin("where", (Param("condition", Kind.TENSOR), Param("x", Kind.TENSOR),
+                          Param("y", Kind.TENSOR)), _where, "c is bool; the three broadcast"),
+        Builtin("causal_mask", (Param("n", Kind.DIM),), _causal_mask,
+                "bool[N, N], true on and below the diagonal"),
+        Builtin("ones", (Param("shape", Kind.SHAPE),), _constant, "a constant of ones"),
+        Builtin("zeros", (Param("shape", Kind.SHAPE),), _constant, "a constant of zeros"),
+        Builtin("einsum", (Param("subscripts", Kind.STRING), Param("operands", Kind.TENSORS)),
+                _einsum, "NumPy einsum; `...` allowed"),
+        Builtin("dropout", (X, Param("p", Kind.NUMBER, 0.0, required=False)), _dropout,
+                "shape of x (identity when executed)"),
+    ]
+    for name in ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "abs"):
+        rows.append(Builtin(name, (X,), _same_shape, "elementwise; shape of x"))
+    for name in ("sum", "mean", "max", "min"):
+        rows.append(Builtin(
+            name,
+            (X, Param("axis", Kind.AXIS, None, required=False),
+             Param("keepdims", Kind.BOOL, False, required=False)),
+            _reduce, "the axis removed (kept as 1 with keepdims=true); all axes without axis",
+        ))
+    return {row.name: row for row in rows}
+
+
+BUILTINS: dict[str, Builtin] = _table()
+ELEMENTWISE = frozenset({"exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "abs"})
+# `einsum` takes its operands variadically after the subscripts.
+VARIADIC = {"einsum": "operands"}
+
+__all__ = ["BUILTINS", "Builtin", "Ctx", "Kind", "Param", "SCALAR", "broadcast", "matmul"]

@@ -1,0 +1,650 @@
+"""Syntax tree -> checked program: shapes for every statement, and diagnostics.
+
+User mistakes are diagnostics, never exceptions. A statement that fails gets
+an unknown shape, and unknown shapes cause no further errors.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import codes, nodes
+from .builtins import BUILTINS, VARIADIC, Builtin, Kind, broadcast, matmul, transpose_last_two
+from .diagnostics import Diagnostic, DiagnosticSink, Note, Span
+from .program import SCALAR, UNKNOWN, CallInfo, Program, Shape, Tensor, Value
+from .symbolic import Dim, DimBuilder, DimSystem, Verdict, shape_text, to_text
+
+RESERVED_WORDS = frozenset(
+    "dim constraint input param output assert bool inf row col true false True False".split()
+)
+_WHERE = {"define": "its annotation", "assert": "the assert", "output": "the output declaration"}
+
+
+@dataclass
+class _Names:
+    """What each name is: a dim, a tensor, or unknown (its statement failed)."""
+
+    kind: dict[str, str] = field(default_factory=dict)  # "dim" | "tensor" | "unknown"
+    span: dict[str, Span] = field(default_factory=dict)
+    used: set[str] = field(default_factory=set)
+
+
+class Checker:
+    def __init__(self, source: str, bindings: dict[str, int] | None = None) -> None:
+        self.source = source
+        self._line_starts = _line_starts(source)
+        self.dims = DimSystem(bindings=dict(bindings or {}))
+        self.sink = DiagnosticSink()
+        self.names = _Names()
+        self.program = Program(source=source, statements=[], dims=self.dims)
+        self._softmax_axis: dict[str, Any] = {}
+        self._has_output_statement = False
+        self._builder = DimBuilder(self.dims, self._resolve_dim, [])
+
+    # --- driving ----------------------------------------------------------------------
+
+    def run(self, statements: list[nodes.Stmt], parse_diagnostics: Sequence[Diagnostic]) -> Program:
+        self.sink.extend(list(parse_diagnostics))
+        self.program.statements = statements
+        handlers: dict[type, Callable[[Any], None]] = {
+            nodes.DimFree: self._dim_free, nodes.DimDef: self._dim_def,
+            nodes.Constraint: self._constraint, nodes.TensorDecl: self._tensor_decl,
+            nodes.Define: self._define, nodes.Assert: self._assert, nodes.Output: self._output,
+            nodes.Broken: self._broken,
+        }
+        for statement in statements:
+            if self.sink.full:
+                break
+            handlers[type(statement)](statement)
+        self._finish()
+        return self.program
+
+    def _finish(self) -> None:
+        self._warn_unused()
+        self._warn_unknown_bindings()
+        if not self._has_output_statement:
+            self.program.outputs = [
+                name for name, tensor in self.program.tensors.items()
+                if tensor.kind == "defined" and name not in self.names.used
+            ]
+        if self.sink.dropped:
+            last = self.sink.items[-1].span
+            self.sink.items.append(codes.TOO_MANY.diag(last, count=self.sink.limit))
+        self.program.diagnostics = self.sink.sorted()
+
+    def report(self, diagnostic: Diagnostic) -> None:
+        self.sink.add(diagnostic)
+
+    def _flush_builder(self) -> None:
+        for diagnostic in self._builder.diagnostics:
+            self.report(diagnostic)
+        self._builder.diagnostics.clear()
+
+    # --- names ------------------------------------------------------------------------
+
+    def _claim(self, ident: nodes.Ident, kind: str) -> bool:
+        """Register a new name; report reserved words, builtins and redefinitions."""
+        name = ident.name
+        if name in RESERVED_WORDS or name in BUILTINS:
+            what = "reserved word" if name in RESERVED_WORDS else "builtin function"
+            self.report(codes.RESERVED.diag(ident.span, name=name, what_kind=what))
+            self.names.kind.setdefault(name, "unknown")
+            return False
+        if name in self.names.kind:
+            first = self.names.span.get(name)
+            self.report(codes.REDEFINED.diag(
+                ident.span, name=name,
+                notes=[codes.note("first_defined", first, name=name)] if first else [],
+                help=[codes.help_text("rename", name=name)] if kind == "tensor" else [],
+            ))
+            return False
+        self.names.kind[name] = kind
+        self.names.span[name] = ident.span
+        return True
+
+    def _undefined(self, name: str, span: Span) -> None:
+        candidates = [n for n, k in self.names.kind.items() if k != "unknown"]
+        close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+        if not close:
+            close = [n for n in candidates if n.lower() == name.lower()][:1]
+        helps = [codes.help_text("did_you_mean", name=close[0])] if close else []
+        self.report(codes.UNDEFINED.diag(span, name=name, help=helps))
+
+    def _resolve_dim(self, node: nodes.Name) -> Dim | None:
+        kind = self.names.kind.get(node.name)
+        if kind == "dim":
+            self.names.used.add(node.name)
+            return self.dims.symbol_of(node.name)
+        if kind == "unknown":
+            self.names.used.add(node.name)
+            return None
+        if kind == "tensor":
+            self.report(codes.WRONG_KIND.diag(node.span, name=node.name, actual="tensor",
+                                              expected="dim"))
+            return None
+        if node.name in BUILTINS or node.name in RESERVED_WORDS:
+            self.report(codes.RESERVED.diag(node.span, name=node.name, what_kind="builtin function"
+                                            if node.name in BUILTINS else "reserved word"))
+            return None
+        self._undefined(node.name, node.span)
+        return None
+
+    # --- dims and constraints ----------------------------------------------------------------
+
+    def _dim_free(self, stmt: nodes.DimFree) -> None:
+        for ident in stmt.names:
+            if self._claim(ident, "dim"):
+                self.dims.declare_free(ident.name, ident.span)
+
+    def _dim_def(self, stmt: nodes.DimDef) -> None:
+        value = self._dim_expr(stmt.value)
+        if not self._claim(stmt.name, "dim"):
+            return
+        if value is None:
+            self.names.kind[stmt.name.name] = "unknown"
+            return
+        name = stmt.name.name
+        if value.is_Integer:
+            bound = self.dims.bindings.get(name)
+            if bound is not None and bound != int(value):
+                self.report(codes.BAD_BINDING.diag(stmt.span, detail=(
+                    f"`--dim {name}={bound}` contradicts `dim {name} = {int(value)}`")))
+            self.dims.declare_fixed(name, int(value), stmt.name.span)
+            return
+        self.dims.declare_derived(name, value, stmt.name.span)
+        for dim_name, bound, definition in self.dims.check_derived_bindings():
+            self.report(codes.BAD_BINDING.diag(stmt.span, detail=(
+                f"`--dim {dim_name}={bound}` contradicts its definition "
+                f"{dim_name} = {to_text(value)} = {to_text(definition)}")))
+
+    def _dim_expr(self, node: nodes.Expr, allow_minus_one: bool = False) -> Dim | None:
+        """A whole dim expression: built, and proved a positive integer."""
+        value = self._builder.build(node, allow_minus_one)
+        self._flush_builder()
+        if value is None:
+            return None
+        if allow_minus_one and value == -1:
+            return value
+        verdict = self.dims.positive(value)
+        if not verdict:
+            reason = "" if verdict is Verdict.UNPROVED else " (it is not positive at the bindings)"
+            helps = [codes.help_text("bind_dim", name=n) for n in sorted(_names_in(value))[:1]]
+            self.report(codes.NOT_POSITIVE.diag(node.span, expr=to_text(value), reason=reason,
+                                                help=helps if verdict is Verdict.UNPROVED else []))
+            return None
+        return value
+
+    def _constraint(self, stmt: nodes.Constraint) -> None:
+        left = self._builder.build(stmt.left)
+        right = self._builder.build(stmt.right)
+        self._flush_builder()
+        if left is None or right is None:
+            return
+        text = f"{to_text(left)} {stmt.op} {to_text(right)}"
+        outcome = self.dims.add_constraint(left, stmt.op, right, text, stmt.span)
+        if outcome.status == "trivial":
+            self.report(codes.CONSTRAINT_UNPROVABLE.diag(stmt.span, constraint=text))
+        elif outcome.status == "violated":
+            assert outcome.values is not None
+            lhs_value, rhs_value, bound = outcome.values
+            self.report(codes.CONSTRAINT_VIOLATED.diag(
+                stmt.span, constraint=text, lhs_value=lhs_value, rhs_value=rhs_value,
+                op_negated=_NEGATED[stmt.op], bindings=bound))
+
+    # --- tensors -----------------------------------------------------------------------------
+
+    def _shape(self, shape: nodes.Shape) -> Value:
+        dims: list[Dim] = []
+        for entry in shape.dims:
+            dim = self._dim_expr(entry)
+            if dim is None:
+                return UNKNOWN
+            dims.append(dim)
+        return Value(tuple(dims), shape.is_bool)
+
+    def _tensor_decl(self, stmt: nodes.TensorDecl) -> None:
+        value = self._shape(stmt.shape)
+        if self._claim(stmt.name, "tensor"):
+            self._add_tensor(stmt.name, stmt.kind, value, stmt.span)
+
+    def _add_tensor(self, ident: nodes.Ident, kind: str, value: Value, span: Span) -> None:
+        self.program.tensors[ident.name] = Tensor(ident.name, kind, value, span, ident.span)
+        if not value.known:
+            self.names.kind[ident.name] = "unknown"
+
+    def _define(self, stmt: nodes.Define) -> None:
+        self._define_value(stmt.name, stmt.annotation, stmt.value, stmt.span, "define")
+
+    def _define_value(self, ident: nodes.Ident, annotation: nodes.Shape | None,
+                      expr: nodes.Expr, span: Span, where: str) -> None:
+        value = self.value(expr)
+        if value.dim is not None or (value.known and value.shape == () and _is_literal(expr)):
+            value = Value((), value.is_bool)
+        declared = self._shape(annotation) if annotation is not None else None
+        if declared is not None and declared.known and value.known:
+            if self._compare(ident, value, declared, annotation, where):
+                value = declared  # provably equal: keep the spec's own notation
+        elif declared is not None and declared.known and not value.known:
+            value = declared
+        if self._claim(ident, "tensor"):
+            self._add_tensor(ident, "defined", value, span)
+            softmax = self.program.calls.get(id(_strip_parens(expr)))
+            if softmax is not None and softmax.builtin == "softmax":
+                self._softmax_axis[ident.name] = softmax.args["axis"]
+
+    def _compare(self, ident: nodes.Ident, actual: Value, declared: Value,
+                 annotation: nodes.Shape | None, where: str) -> bool:
+        assert actual.shape is not None and declared.shape is not None
+        mismatch = len(actual.shape) != len(declared.shape) or actual.is_bool != declared.is_bool
+        helps: list[str] = []
+        if not mismatch:
+            for got, want in zip(actual.shape, declared.shape):
+                verdict = self.dims.equal(got, want)
+                if not verdict:
+                    mismatch = True
+                    if verdict is Verdict.UNPROVED and not (got.is_Symbol and want.is_Symbol):
+                        lhs, rhs = self.dims.suggestion(want, got)
+                        helps.append(codes.help_text("add_constraint", lhs=lhs, rhs=rhs))
+        if mismatch:
+            span = annotation.span if annotation is not None else ident.span
+            self.report(codes.SHAPE_ANNOTATION.diag(
+                span, name=ident.name, actual=actual.text(), declared=declared.text(),
+                where=_WHERE[where], help=helps,
+                notes=self._origin_notes(ident.name) if where != "define" else [],
+            ))
+        return not mismatch
+
+    def _assert(self, stmt: nodes.Assert) -> None:
+        declared = self._shape(stmt.shape)
+        actual = self._tensor_value(stmt.name)
+        if actual is not None and actual.known and declared.known:
+            self._compare(stmt.name, actual, declared, stmt.shape, "assert")
+
+    def _output(self, stmt: nodes.Output) -> None:
+        self._has_output_statement = True
+        self.program.outputs.append(stmt.name.name)
+        if stmt.value is not None:
+            self._define_value(stmt.name, stmt.annotation, stmt.value, stmt.span, "output")
+            return
+        actual = self._tensor_value(stmt.name)
+        if stmt.annotation is not None:
+            declared = self._shape(stmt.annotation)
+            if actual is not None and actual.known and declared.known:
+                self._compare(stmt.name, actual, declared, stmt.annotation, "output")
+
+    def _tensor_value(self, ident: nodes.Ident) -> Value | None:
+        kind = self.names.kind.get(ident.name)
+        if kind == "tensor":
+            self.names.used.add(ident.name)
+            return self.program.tensors[ident.name].value
+        if kind == "dim":
+            self.report(codes.WRONG_KIND.diag(ident.span, name=ident.name, actual="dim",
+                                              expected="tensor"))
+        elif kind is None:
+            self._undefined(ident.name, ident.span)
+        return None
+
+    def _broken(self, stmt: nodes.Broken) -> None:
+        for name in stmt.defines:
+            self.names.kind.setdefault(name, "unknown")
+
+    # --- expressions ---------------------------------------------------------------------------
+
+    def value(self, node: nodes.Expr) -> Value:
+        result = self._value(node)
+        self.program.types[id(node)] = result
+        return result
+
+    def _value(self, node: nodes.Expr) -> Value:
+        if isinstance(node, nodes.Name):
+            return self._name_value(node)
+        if isinstance(node, (nodes.Integer, nodes.Decimal, nodes.Inf)):
+            return SCALAR
+        if isinstance(node, nodes.Boolean):
+            return Value((), is_bool=True)
+        if isinstance(node, nodes.Paren):
+            return self.value(node.inner)
+        if isinstance(node, nodes.BinOp):
+            return self._binop(node)
+        if isinstance(node, nodes.Unary):
+            return self._unary(node)
+        if isinstance(node, nodes.Transpose):
+            operand = self.value(node.operand)
+            if not operand.known:
+                return UNKNOWN
+            ctx = self._ctx(node, {"x": node.operand})
+            result = transpose_last_two(ctx, operand, "`.T`", self.text(node.operand))
+            return result or UNKNOWN
+        if isinstance(node, nodes.Call):
+            return self._call(node)
+        self.report(codes.SCALAR_OPERAND.diag(node.span, detail=_not_a_value(node)))
+        return UNKNOWN
+
+    def _name_value(self, node: nodes.Name) -> Value:
+        kind = self.names.kind.get(node.name)
+        if kind == "tensor":
+            self.names.used.add(node.name)
+            return self.program.tensors[node.name].value
+        if kind == "dim":
+            self.names.used.add(node.name)
+            return Value((), dim=self.dims.symbol_of(node.name))
+        if kind == "unknown":
+            self.names.used.add(node.name)
+            return UNKNOWN
+        self._resolve_dim(node)  # reports undefined / reserved
+        return UNKNOWN
+
+    def _unary(self, node: nodes.Unary) -> Value:
+        operand = self.value(node.operand)
+        if operand.known and operand.is_bool:
+            self.report(codes.ELEMENT_TYPE.diag(node.span, detail=(
+                f"unary `{node.op}` needs a real tensor, but `{self.text(node.operand)}` is bool")))
+            return UNKNOWN
+        return Value(operand.shape) if operand.known else UNKNOWN
+
+    def _binop(self, node: nodes.BinOp) -> Value:
+        left, right = self.value(node.left), self.value(node.right)
+        if not (left.known and right.known):
+            return UNKNOWN
+        ctx = self._ctx(node, {"left": node.left, "right": node.right})
+        if node.op == "@":
+            self._check_softmax_axis(node.left)
+            result = matmul(ctx, left, right, self.text(node.left), self.text(node.right))
+            return result or UNKNOWN
+        if left.is_bool or right.is_bool:
+            bad = node.left if left.is_bool else node.right
+            self.report(codes.ELEMENT_TYPE.diag(node.span, detail=(
+                f"`{node.op}` needs real operands, but `{self.text(bad)}` is bool; "
+                "use `where(mask, x, -inf)` to apply a mask")))
+            return UNKNOWN
+        shape = broadcast(ctx, left, right, node.op)
+        return Value(shape) if shape is not None else UNKNOWN
+
+    def _check_softmax_axis(self, left: nodes.Expr) -> None:
+        left = _strip_parens(left)
+        axis = None
+        rank = self.program.type_of(left).rank
+        if isinstance(left, nodes.Name):
+            axis = self._softmax_axis.get(left.name)
+        else:
+            info = self.program.calls.get(id(left))
+            axis = info.args["axis"] if info is not None and info.builtin == "softmax" else None
+        if axis is None or rank < 2:
+            return
+        index = {"row": -1, "col": -2}.get(axis, axis) if isinstance(axis, str) else axis
+        if index not in (-1, rank - 1):
+            self.report(codes.SOFTMAX_AXIS.diag(left.span, name=f"`{self.text(left)}`", axis=axis))
+
+    # --- calls ---------------------------------------------------------------------------------
+
+    def _call(self, node: nodes.Call) -> Value:
+        builtin = BUILTINS.get(node.func.name)
+        if builtin is None:
+            close = difflib.get_close_matches(node.func.name, list(BUILTINS), n=1)
+            helps = [codes.help_text("did_you_mean", name=close[0])] if close else []
+            self.report(codes.NOT_CALLABLE.diag(node.func.span, name=node.func.name, help=helps))
+            return UNKNOWN
+        bound = self._bind_arguments(builtin, node)
+        if bound is None:
+            return UNKNOWN
+        args: dict[str, Any] = {}
+        backend_args: dict[str, Any] = {}
+        for param in builtin.params:
+            arg_node = bound.get(param.name)
+            if arg_node is None:
+                args[param.name] = backend_args[param.name] = param.default
+                continue
+            resolved = self._resolve_argument(param.kind, arg_node, builtin, param.name)
+            if resolved is _FAILED:
+                return UNKNOWN
+            args[param.name] = resolved
+            backend_args[param.name] = arg_node if param.kind in (Kind.TENSOR, Kind.TENSORS) else resolved
+        ctx = self._ctx(node, bound)
+        result = builtin.rule(ctx, args)
+        if result is None:
+            return UNKNOWN
+        if param_nodes := bound.get(VARIADIC.get(builtin.name, "")):
+            backend_args[VARIADIC[builtin.name]] = param_nodes
+        self.program.calls[id(node)] = CallInfo(builtin.name, backend_args)
+        return result
+
+    def _bind_arguments(self, builtin: Builtin, node: nodes.Call) -> dict[str, Any] | None:
+        """Match positional and keyword arguments to the builtin's parameters."""
+        bound: dict[str, Any] = {}
+        params = list(builtin.params)
+        variadic = VARIADIC.get(builtin.name)
+        positional = list(node.args)
+        for param in params:
+            if not positional:
+                break
+            if param.name == variadic:
+                bound[param.name] = nodes.ListExpr(tuple(positional), node.span)
+                positional = []
+                break
+            bound[param.name] = positional.pop(0)
+        if positional:
+            return self._call_error(node, positional[0].span, (
+                f"`{builtin.name}` takes at most {len(params)} positional argument(s), "
+                f"got {len(node.args)}"))
+        for keyword in node.keywords:
+            name = keyword.name.name
+            if builtin.param(name) is None:
+                close = difflib.get_close_matches(name, [p.name for p in params], n=1)
+                helps = [codes.help_text("did_you_mean", name=close[0])] if close else []
+                return self._call_error(node, keyword.name.span,
+                                        f"`{builtin.name}` has no keyword `{name}`", helps)
+            if name in bound:
+                return self._call_error(node, keyword.span,
+                                        f"`{builtin.name}` got `{name}` twice")
+            bound[name] = keyword.value
+        missing = [p.name for p in params if p.required and p.name not in bound]
+        if missing:
+            return self._call_error(node, node.span,
+                                    f"`{builtin.name}` is missing its argument `{missing[0]}`")
+        return bound
+
+    def _call_error(self, node: nodes.Call, span: Span, detail: str,
+                    helps: Sequence[str] = ()) -> None:
+        for arg in node.args:  # still report mistakes inside the arguments
+            if not isinstance(arg, (nodes.ListExpr, nodes.String, nodes.AxisName)):
+                self.value(arg)
+        self.report(codes.CALL_ARGS.diag(span, detail=detail, help=helps))
+        return None
+
+    def _resolve_argument(self, kind: Kind, node: nodes.Expr, builtin: Builtin, param: str) -> Any:
+        resolver = _RESOLVERS[kind]
+        result = resolver(self, node)
+        if result is _WRONG_KIND:
+            self.report(codes.CALL_ARGS.diag(node.span, detail=(
+                f"argument `{param}` of `{builtin.name}` must be {kind.value}")))
+            return _FAILED
+        return result
+
+    def _arg_tensor(self, node: nodes.Expr) -> Any:
+        if isinstance(node, (nodes.ListExpr, nodes.String, nodes.AxisName)):
+            return _WRONG_KIND
+        value = self.value(node)
+        return value if value.known else _FAILED
+
+    def _arg_tensors(self, node: nodes.Expr) -> Any:
+        if not isinstance(node, nodes.ListExpr):
+            return _WRONG_KIND
+        values = [self.value(item) for item in node.items]
+        return values if all(v.known for v in values) else _FAILED
+
+    def _arg_dim(self, node: nodes.Expr) -> Any:
+        dim = self._dim_expr(node)
+        return _FAILED if dim is None else dim
+
+    def _arg_shape(self, node: nodes.Expr) -> Any:
+        if not isinstance(node, nodes.ListExpr):
+            return _WRONG_KIND
+        dims = [self._dim_expr(item, allow_minus_one=True) for item in node.items]
+        return _FAILED if any(d is None for d in dims) else tuple(dims)
+
+    def _arg_axis(self, node: nodes.Expr) -> Any:
+        if isinstance(node, nodes.AxisName):
+            return node.name
+        number = _int_literal(node)
+        return _WRONG_KIND if number is None else number
+
+    def _arg_perm(self, node: nodes.Expr) -> Any:
+        if not isinstance(node, nodes.ListExpr):
+            return _WRONG_KIND
+        items = [_int_literal(item) for item in node.items]
+        return _WRONG_KIND if any(i is None for i in items) else tuple(items)
+
+    def _arg_string(self, node: nodes.Expr) -> Any:
+        return node.value if isinstance(node, nodes.String) else _WRONG_KIND
+
+    def _arg_number(self, node: nodes.Expr) -> Any:
+        inner = node.operand if isinstance(node, nodes.Unary) else node
+        if not isinstance(inner, (nodes.Integer, nodes.Decimal)):
+            return _WRONG_KIND
+        value = float(inner.value)
+        return -value if isinstance(node, nodes.Unary) and node.op == "-" else value
+
+    def _arg_bool(self, node: nodes.Expr) -> Any:
+        return node.value if isinstance(node, nodes.Boolean) else _WRONG_KIND
+
+    # --- context for shape rules -----------------------------------------------------------------
+
+    def _ctx(self, node: nodes.Expr, params: dict[str, Any]) -> _RuleCtx:
+        return _RuleCtx(self, node, params)
+
+    def text(self, node: nodes.Expr | nodes.Shape) -> str:
+        span = node.span
+        start = self._line_starts[span.line - 1] + span.column - 1
+        end = self._line_starts[span.end_line - 1] + span.end_column - 1
+        return " ".join(self.source[start:end].split())
+
+    def _origin_notes(self, name: str) -> list[Note]:
+        tensor = self.program.tensors.get(name)
+        if tensor is None or not tensor.value.known:
+            return []
+        key = "defined" if tensor.kind == "defined" else "declared"
+        return [codes.note(key, tensor.name_span, name=name, shape=tensor.value.text())]
+
+    def operand_notes(self, node: nodes.Expr) -> list[Note]:
+        node = _strip_parens(node)
+        if isinstance(node, nodes.Name):
+            return self._origin_notes(node.name)
+        value = self.program.type_of(node)
+        if not value.known or isinstance(node, nodes.ListExpr):
+            return []
+        return [codes.note("operand", node.span, text=self.text(node), shape=value.text())]
+
+    # --- warnings ----------------------------------------------------------------------------
+
+    def _warn_unused(self) -> None:
+        for name, tensor in self.program.tensors.items():
+            if tensor.kind in ("input", "param") and name not in self.names.used:
+                self.report(codes.UNUSED.diag(tensor.name_span, kind=tensor.kind, name=name))
+        for name, info in self.dims.dims.items():
+            if name not in self.names.used and name not in self.dims.bindings:
+                self.report(codes.UNUSED.diag(info.span, kind="dim", name=name))
+
+    def _warn_unknown_bindings(self) -> None:
+        first = Span(1, 1, 1, 1)
+        for name, value in self.dims.bindings.items():
+            if name not in self.dims.dims:
+                self.report(codes.UNKNOWN_BINDING.diag(first, name=name, value=value))
+
+
+@dataclass
+class _RuleCtx:
+    """The :class:`builtins.Ctx` a shape rule reports through."""
+
+    checker: Checker
+    node: nodes.Expr
+    params: dict[str, Any]
+
+    @property
+    def dims(self) -> DimSystem:
+        return self.checker.dims
+
+    def report(self, code: codes.Code, at: str | None = None, *, notes: Sequence[Note] = (),
+               help: Sequence[str] = (), **fields: object) -> None:
+        target = self.params.get(at) if at is not None else None
+        span = target.span if target is not None else self.node.span
+        self.checker.report(code.diag(span, notes=notes, help=help, **fields))
+
+    def text(self, param: str) -> str:
+        target = self.params.get(param)
+        return self.checker.text(target) if target is not None else ""
+
+    def notes(self, *params: str) -> list[Note]:
+        result: list[Note] = []
+        for param in params:
+            target = self.params.get(param)
+            if isinstance(target, nodes.ListExpr):
+                for item in target.items:
+                    result += self.checker.operand_notes(item)
+            elif target is not None:
+                result += self.checker.operand_notes(target)
+        return result
+
+
+_FAILED = object()  # the argument had an error, already reported
+_WRONG_KIND = object()  # the argument is not of the kind the parameter takes
+
+_RESOLVERS: dict[Kind, Callable[[Checker, nodes.Expr], Any]] = {
+    Kind.TENSOR: Checker._arg_tensor, Kind.TENSORS: Checker._arg_tensors,
+    Kind.DIM: Checker._arg_dim, Kind.SHAPE: Checker._arg_shape, Kind.AXIS: Checker._arg_axis,
+    Kind.PERM: Checker._arg_perm, Kind.STRING: Checker._arg_string,
+    Kind.NUMBER: Checker._arg_number, Kind.BOOL: Checker._arg_bool,
+}
+
+_NEGATED = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
+def _int_literal(node: nodes.Expr) -> int | None:
+    if isinstance(node, nodes.Integer):
+        return node.value
+    if isinstance(node, nodes.Unary) and isinstance(node.operand, nodes.Integer):
+        return -node.operand.value if node.op == "-" else node.operand.value
+    return None
+
+
+def _is_literal(node: nodes.Expr) -> bool:
+    return isinstance(node, (nodes.Integer, nodes.Decimal, nodes.Inf, nodes.Boolean))
+
+
+def _strip_parens(node: nodes.Expr) -> nodes.Expr:
+    while isinstance(node, nodes.Paren):
+        node = node.inner
+    return node
+
+
+def _names_in(dim: Dim) -> set[str]:
+    return {s.name for s in dim.free_symbols}
+
+
+def _not_a_value(node: nodes.Expr) -> str:
+    if isinstance(node, nodes.ListExpr):
+        return "a list is not a tensor; lists are arguments of `reshape`, `concat`, `ones`, ..."
+    if isinstance(node, nodes.String):
+        return "a string is only allowed as the subscripts of `einsum`"
+    if isinstance(node, nodes.AxisName):
+        return f"`{node.name}` is only allowed as an axis (`axis={node.name}`)"
+    return "this is not a value"
+
+
+def _line_starts(source: str) -> list[int]:
+    starts = [0]
+    index = source.find("\n")
+    while index >= 0:
+        starts.append(index + 1)
+        index = source.find("\n", index + 1)
+    return starts
+
+
+def check(source: str, statements: list[nodes.Stmt], parse_diagnostics: Sequence[Diagnostic] = (),
+          bindings: dict[str, int] | None = None) -> Program:
+    return Checker(source, bindings).run(statements, parse_diagnostics)
+
+
+__all__ = ["Checker", "check", "shape_text", "Shape"]

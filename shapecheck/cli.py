@@ -1,0 +1,175 @@
+"""The `shapecheck` command line (contract: shared/spec/cli.md).
+
+Exit status: 0 no errors, 1 errors in a spec, 2 usage error, unreadable file
+or internal failure. No traceback reaches the user; set SHAPECHECK_DEBUG=1 to
+see one for an internal failure.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import click
+
+from ._version import __version__
+
+EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
+
+
+class UsageFailure(Exception):
+    """A problem with the command line or the files named on it (exit 2)."""
+
+
+# --- shared option parsing -----------------------------------------------------------
+
+
+def parse_bindings(values: Sequence[str]) -> dict[str, int]:
+    """`--dim NAME=INT` (repeatable) -> {NAME: INT}; a bad one is a usage error."""
+    bindings: dict[str, int] = {}
+    for item in values:
+        name, sep, number = item.partition("=")
+        name, number = name.strip(), number.strip()
+        if not sep or not name.isidentifier():
+            raise click.BadParameter(f"`{item}` is not NAME=INT", param_hint="--dim")
+        if not number.isdigit() or int(number) <= 0 or len(number) > 18:
+            raise click.BadParameter(
+                f"`{item}`: the value must be a positive integer", param_hint="--dim")
+        if name in bindings and bindings[name] != int(number):
+            raise click.BadParameter(f"`{name}` is bound twice", param_hint="--dim")
+        bindings[name] = int(number)
+    return bindings
+
+
+dim_option = click.option(
+    "--dim", "dims", multiple=True, metavar="NAME=INT",
+    help="Bind a dim to a size (repeatable). Binding a derived dim is checked against its definition.",
+)
+
+
+def spec_files(paths: Sequence[str]) -> Iterator[Path]:
+    """Files as given; a folder means every `*.attn` below it, in sorted order."""
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            yield from sorted(p for p in path.rglob("*.attn") if p.is_file())
+        elif path.exists():
+            yield path
+        else:
+            raise UsageFailure(f"{raw}: no such file or directory")
+
+
+def use_color(choice: str) -> bool:
+    if choice != "auto":
+        return choice == "always"
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+# --- commands ---------------------------------------------------------------------------
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="shapecheck",
+                      message="%(prog)s %(version)s")
+def cli() -> None:
+    """Symbolic shape and formula checker for attention specs (.attn files)."""
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]),
+              default="text", show_default=True, help="Output format.")
+@click.option("--strict", is_flag=True, help="Warnings count as errors.")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto",
+              show_default=True, help="Colour in text output (auto: on a terminal, unless NO_COLOR is set).")
+@dim_option
+def verify(paths: tuple[str, ...], fmt: str, strict: bool, color: str, dims: tuple[str, ...]) -> None:
+    """Check spec files (a folder means every *.attn below it)."""
+    from .api import check_path, file_result
+    from .formats import github_step_summary, render
+
+    bindings = parse_bindings(dims)
+    results = []
+    unreadable = False
+    for path in spec_files(paths):
+        try:
+            program = check_path(path, bindings)
+        except OSError as error:
+            click.echo(f"shapecheck: cannot read {path}: {error.strerror or error}", err=True)
+            unreadable = True
+            continue
+        results.append(file_result(program, str(path)))
+    click.echo(render(results, fmt, color=use_color(color), strict=strict), nl=False)
+    summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
+    if fmt == "github" and summary_file:
+        _append(summary_file, github_step_summary(results, strict=strict))
+    if unreadable:
+        sys.exit(EXIT_USAGE)
+    sys.exit(EXIT_OK if all(r.ok(strict) for r in results) else EXIT_ERRORS)
+
+
+def _append(path: str, text: str) -> None:
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as error:
+        click.echo(f"shapecheck: cannot write the step summary {path}: {error}", err=True)
+
+
+@cli.command()
+@click.argument("code", required=False)
+def explain(code: str | None) -> None:
+    """Explain a diagnostic code (without CODE: list them all)."""
+    from . import codes
+
+    if code is None:
+        for entry in codes.REGISTRY.values():
+            click.echo(f"{entry.id}  {entry.severity.value:<7}  {entry.name}: {entry.summary}")
+        return
+    text = codes.explain(code)
+    if text is None:
+        raise UsageFailure(f"unknown code `{code}`; `shapecheck explain` lists them all")
+    click.echo(text, nl=False)
+
+
+# --- entry point --------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the CLI, turning every failure into a message and an exit status."""
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="shapecheck",
+                 standalone_mode=False)
+    except click.exceptions.Exit as done:
+        sys.exit(done.exit_code)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(EXIT_USAGE)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(EXIT_USAGE)
+    except UsageFailure as error:
+        click.echo(f"shapecheck: {error}", err=True)
+        sys.exit(EXIT_USAGE)
+    except SystemExit:
+        raise
+    except BrokenPipeError:
+        sys.exit(EXIT_USAGE)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(EXIT_USAGE)
+    except BaseException as error:  # an internal failure: a bug, never a user mistake
+        if os.environ.get("SHAPECHECK_DEBUG"):
+            traceback.print_exc()
+        click.echo(f"shapecheck: internal error: {type(error).__name__}: {error}\n"
+                   "This is a bug in shapecheck; set SHAPECHECK_DEBUG=1 to see the traceback.",
+                   err=True)
+        sys.exit(EXIT_USAGE)
+    sys.exit(EXIT_OK)
+
+
+if __name__ == "__main__":
+    main()

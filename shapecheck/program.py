@@ -1,0 +1,95 @@
+"""The checked program: what the checker hands to every backend.
+
+Shapes are tuples of dim expressions (opaque here; see :mod:`symbolic`), or
+``None`` when unknown (a failed statement). Per-node facts are kept in side
+tables keyed by ``id(node)``; the program keeps its syntax tree alive.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import nodes
+from .diagnostics import Diagnostic, Span
+from .symbolic import Dim, DimSystem, shape_text
+
+Shape = tuple[Dim, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    """The type of an expression: its shape and element type."""
+
+    shape: Shape | None
+    is_bool: bool = False
+    dim: Dim | None = None  # set when the value is a dim used as a scalar
+
+    @property
+    def known(self) -> bool:
+        return self.shape is not None
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape) if self.shape is not None else -1
+
+    def text(self) -> str:
+        return shape_text(self.shape, self.is_bool)
+
+
+UNKNOWN = Value(None)
+SCALAR = Value(())
+
+
+@dataclass(frozen=True, slots=True)
+class Tensor:
+    """A named tensor: declared (input/param) or defined."""
+
+    name: str
+    kind: str  # "input", "param", "defined"
+    value: Value
+    span: Span  # the statement that declares or defines it
+    name_span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class CallInfo:
+    """A builtin call as resolved by the checker, for the backends.
+
+    ``args`` holds the normalised arguments by parameter name: tensors are the
+    argument nodes, axes are non-negative ints, shapes are tuples of dims, and
+    so on, as each builtin's row says.
+    """
+
+    builtin: str
+    args: dict[str, Any]
+
+
+@dataclass
+class Program:
+    source: str
+    statements: list[nodes.Stmt]
+    dims: DimSystem
+    tensors: dict[str, Tensor] = field(default_factory=dict)
+    outputs: list[str] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    types: dict[int, Value] = field(default_factory=dict)  # id(expr node) -> Value
+    calls: dict[int, CallInfo] = field(default_factory=dict)  # id(Call node) -> CallInfo
+    # Facts the checker proved, for the report: id(node) -> list of (what, how).
+    proofs: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.is_error for d in self.diagnostics)
+
+    def type_of(self, node: nodes.Expr) -> Value:
+        return self.types.get(id(node), UNKNOWN)
+
+    def shapes(self) -> dict[str, list[str]]:
+        from .symbolic import to_text
+
+        return {
+            name: [to_text(d) for d in tensor.value.shape]
+            for name, tensor in self.tensors.items()
+            if tensor.value.shape is not None
+        }

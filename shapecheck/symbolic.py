@@ -1,0 +1,518 @@
+"""Symbolic dims: the only module that imports SymPy.
+
+Dims are SymPy symbols built from the parse tree (positive integers), never
+from text, so names SymPy treats specially (``E``, ``I``, ``S``, ``pi``) are
+ordinary dims. :class:`DimSystem` holds what the spec declares (free, derived
+and fixed dims, bindings, constraints) and answers the questions the checker
+asks: are two dim expressions provably equal, is one provably positive, does
+a division provably leave no remainder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import sympy
+from sympy.printing.str import StrPrinter
+
+from . import codes, nodes
+from .diagnostics import Diagnostic, Span
+
+Dim = sympy.Expr
+"""A dim expression. Other modules treat it as opaque (and may use + - *)."""
+
+MAX_EXPONENT = 64
+MAX_BITS = 4096
+
+
+class Verdict(Enum):
+    PROVED = "proved"
+    DIFFERENT = "different"  # provably different (or different at the bindings)
+    UNPROVED = "unproved"  # may hold for some sizes, not proved for all
+
+    def __bool__(self) -> bool:
+        return self is Verdict.PROVED
+
+
+# --- construction and printing ------------------------------------------------------
+
+
+def symbol(name: str) -> Dim:
+    return sympy.Symbol(name, integer=True, positive=True)
+
+
+def integer(value: int) -> Dim:
+    return sympy.Integer(value)
+
+
+ONE: Dim = sympy.Integer(1)
+
+
+def product(dims: Iterable[Dim]) -> Dim:
+    return sympy.Mul(*dims)
+
+
+def total(dims: Iterable[Dim]) -> Dim:
+    return sympy.Add(*dims)
+
+
+def exact_quotient(numerator: Dim, denominator: Dim) -> Dim:
+    return sympy.cancel(numerator / denominator)
+
+
+def is_literal_one(dim: Dim) -> bool:
+    return dim == ONE
+
+
+def as_int(dim: Dim) -> int | None:
+    return int(dim) if isinstance(dim, sympy.Integer) else None
+
+
+def free_names(dim: Dim) -> set[str]:
+    return {s.name for s in dim.free_symbols}
+
+
+class _SpecPrinter(StrPrinter):
+    """SymPy's printer, with floor division written as the spec writes it."""
+
+    def _print_floor(self, expr: Any) -> str:
+        numerator, denominator = sympy.fraction(sympy.together(expr.args[0]))
+        return f"{self.parenthesize(numerator, 50)}//{self.parenthesize(denominator, 50)}"
+
+
+_PRINTER = _SpecPrinter({"order": "none"})
+
+
+def to_text(dim: Dim) -> str:
+    return _PRINTER.doprint(dim)
+
+
+def shape_text(shape: Sequence[Dim] | None, is_bool: bool = False) -> str:
+    if shape is None:
+        return "<unknown>"
+    inner = "[" + ", ".join(to_text(d) for d in shape) + "]"
+    return "bool" + inner if is_bool else inner
+
+
+# --- the system of dims -----------------------------------------------------------------
+
+
+@dataclass
+class ConstraintUse:
+    """A constraint and what it was used for (shown by the report)."""
+
+    text: str
+    span: Span
+    eliminates: str | None = None
+    used: int = 0
+
+
+@dataclass
+class DimInfo:
+    name: str
+    kind: str  # "free", "derived", "fixed"
+    span: Span
+    definition: Dim | None = None
+
+
+@dataclass
+class DimSystem:
+    bindings: dict[str, int] = field(default_factory=dict)  # from --dim
+    dims: dict[str, DimInfo] = field(default_factory=dict)
+    constraints: list[ConstraintUse] = field(default_factory=list)
+    _symbols: dict[str, Dim] = field(default_factory=dict)
+    _values: dict[Dim, int] = field(default_factory=dict)
+    _derived: dict[Dim, Dim] = field(default_factory=dict)
+    _eliminated: dict[Dim, Dim] = field(default_factory=dict)
+    _eliminated_by: dict[Dim, int] = field(default_factory=dict)
+    _relations: list[Dim] = field(default_factory=list)
+    _lower: dict[Dim, int] = field(default_factory=dict)
+    _canon_cache: dict[Dim, Dim] = field(default_factory=dict)
+    _groebner: Any = None
+    # Derived dims bound on the command line, checked against their definition.
+    _derived_bindings: list[tuple[Dim, int]] = field(default_factory=list)
+
+    # declarations
+
+    def symbol_of(self, name: str) -> Dim | None:
+        return self._symbols.get(name)
+
+    def declare_free(self, name: str, span: Span) -> Dim:
+        sym = self._new_symbol(name, DimInfo(name, "free", span))
+        if name in self.bindings:
+            self._values[sym] = self.bindings[name]
+        return sym
+
+    def declare_fixed(self, name: str, value: int, span: Span) -> Dim:
+        sym = self._new_symbol(name, DimInfo(name, "fixed", span, sympy.Integer(value)))
+        self._values[sym] = value
+        return sym
+
+    def declare_derived(self, name: str, definition: Dim, span: Span) -> Dim:
+        sym = self._new_symbol(name, DimInfo(name, "derived", span, definition))
+        self._derived[sym] = definition
+        if name in self.bindings:
+            # Binding a derived dim is checked against its definition later:
+            # it becomes the equation `value == definition`.
+            self._derived_bindings.append((sym, self.bindings[name]))
+        return sym
+
+    def _new_symbol(self, name: str, info: DimInfo) -> Dim:
+        sym = symbol(name)
+        self._symbols[name] = sym
+        self.dims[name] = info
+        self._canon_cache.clear()
+        self._groebner = None
+        return sym
+
+    def value_of(self, name: str) -> int | None:
+        """The concrete value of a dim at the bindings, if it has one."""
+        sym = self._symbols.get(name)
+        if sym is None:
+            return None
+        return as_int(self.canonical(sym))
+
+    # constraints
+
+    def add_constraint(self, left: Dim, op: str, right: Dim, text: str, span: Span) -> ConstraintOutcome:
+        use = ConstraintUse(text, span)
+        self.constraints.append(use)
+        if op != "==":
+            return self._add_inequality(left, op, right)
+        difference = sympy.expand(self.canonical(left) - self.canonical(right))
+        if difference == 0:
+            return ConstraintOutcome("trivial")
+        if difference.is_number:
+            return ConstraintOutcome("violated", self._values_text(left, right))
+        self._use_equation(difference, len(self.constraints) - 1, left)
+        return ConstraintOutcome("ok")
+
+    def check_derived_bindings(self) -> list[tuple[str, int, Dim]]:
+        """Derived dims bound on the command line whose binding contradicts the definition."""
+        conflicts = []
+        for sym, value in self._derived_bindings:
+            definition = self.canonical(self._derived[sym])
+            difference = sympy.expand(definition - value)
+            if difference == 0:
+                continue
+            if difference.is_number:
+                conflicts.append((sym.name, value, definition))
+            else:
+                self._use_equation(difference, None, None)
+        self._derived_bindings.clear()
+        return conflicts
+
+    def _use_equation(self, difference: Dim, index: int | None, preferred: Dim | None) -> None:
+        target = self._pick_elimination(difference, preferred)
+        if target is None:
+            self._relations.append(difference)
+        else:
+            sym, replacement = target
+            if replacement.is_number:
+                self._values[sym] = int(replacement)
+            else:
+                self._eliminated = {
+                    s: sympy.expand(r.subs(sym, replacement)) for s, r in self._eliminated.items()
+                }
+                self._eliminated[sym] = replacement
+            if index is not None:
+                self._eliminated_by[sym] = index
+                self.constraints[index].eliminates = sym.name
+        self._canon_cache.clear()
+        self._groebner = None
+
+    def _pick_elimination(self, difference: Dim, preferred: Dim | None) -> tuple[Dim, Dim] | None:
+        """A symbol with coefficient +-1 that the equation defines, if any."""
+        candidates = sorted(difference.free_symbols, key=lambda s: (s != preferred, s.name))
+        for sym in candidates:
+            poly = sympy.Poly(difference, sym)
+            if poly.degree() != 1:
+                continue
+            coefficient, rest = poly.all_coeffs()
+            if coefficient.free_symbols:
+                continue
+            if coefficient in (1, -1):
+                return sym, sympy.expand(-rest / coefficient)
+            if not rest.free_symbols:
+                value = -rest / coefficient
+                if value.is_integer and value > 0:
+                    return sym, value
+        return None
+
+    def _add_inequality(self, left: Dim, op: str, right: Dim) -> ConstraintOutcome:
+        lhs, rhs = self.canonical(left), self.canonical(right)
+        relation = {"<": sympy.Lt, "<=": sympy.Le, ">": sympy.Gt, ">=": sympy.Ge, "!=": sympy.Ne}[op]
+        if lhs.is_number and rhs.is_number:
+            holds = bool(relation(lhs, rhs))
+            return ConstraintOutcome("ok" if holds else "violated", self._values_text(left, right))
+        # A lower bound on one dim (`N >= 2`) helps prove positivity (`N - 1`).
+        if lhs.is_Symbol and rhs.is_Integer and op in (">", ">="):
+            self._lower[lhs] = max(self._lower.get(lhs, 1), int(rhs) + (op == ">"))
+        elif rhs.is_Symbol and lhs.is_Integer and op in ("<", "<="):
+            self._lower[rhs] = max(self._lower.get(rhs, 1), int(lhs) + (op == "<"))
+        return ConstraintOutcome("ok")
+
+    def _values_text(self, left: Dim, right: Dim) -> tuple[str, str, str]:
+        names = sorted(free_names(left) | free_names(right))
+        bound = ", ".join(
+            f"{n}={self.value_of(n)}" for n in names if self.value_of(n) is not None
+        )
+        return to_text(self.canonical(left)), to_text(self.canonical(right)), bound or "these values"
+
+    # questions
+
+    def canonical(self, dim: Dim) -> Dim:
+        """The expression with derived dims, bindings and eliminations substituted."""
+        cached = self._canon_cache.get(dim)
+        if cached is not None:
+            return cached
+        result = dim
+        for _ in range(len(self._derived) + 1):
+            if not result.free_symbols & self._derived.keys():
+                break
+            result = result.xreplace(self._derived)
+        result = result.xreplace(self._eliminated)
+        result = result.xreplace({s: sympy.Integer(v) for s, v in self._values.items()})
+        result = sympy.expand(result)
+        if result.has(sympy.floor):
+            result = sympy.simplify(result)
+        self._canon_cache[dim] = result
+        return result
+
+    def equal(self, left: Dim, right: Dim) -> Verdict:
+        if left == right:
+            return Verdict.PROVED
+        difference = sympy.expand(self.canonical(left) - self.canonical(right))
+        if difference == 0:
+            return Verdict.PROVED
+        if difference.is_number:
+            return Verdict.DIFFERENT
+        if self._distinct_dims(left, right):
+            return Verdict.DIFFERENT
+        if self._relations and self._reduces_to_zero(difference):
+            return Verdict.PROVED
+        together = sympy.cancel(sympy.together(difference))
+        if together == 0:
+            return Verdict.PROVED
+        return Verdict.UNPROVED
+
+    def _distinct_dims(self, left: Dim, right: Dim) -> bool:
+        """Two different free dims are not equal (language.md, section 1)."""
+        a, b = self.canonical(left), self.canonical(right)
+        return a.is_Symbol and b.is_Symbol and a != b and not self._relations
+
+    def _reduces_to_zero(self, difference: Dim) -> bool:
+        gens = sorted(set().union(*(r.free_symbols for r in self._relations)) | difference.free_symbols,
+                      key=lambda s: s.name)
+        try:
+            if self._groebner is None:
+                self._groebner = sympy.groebner(self._relations, *gens, order="lex")
+            _, remainder = self._groebner.reduce(difference)
+        except (sympy.PolynomialError, sympy.polys.polyerrors.PolificationFailed, ValueError):
+            return False
+        return remainder == 0
+
+    def positive(self, dim: Dim) -> Verdict:
+        """Is the dim expression a positive integer under every admissible binding?"""
+        direct = self._bind_only(dim)
+        if direct.is_number:
+            return Verdict.PROVED if direct.is_integer and direct > 0 else Verdict.DIFFERENT
+        if self._positive_polynomial(direct):
+            return Verdict.PROVED
+        reduced = self.canonical(dim)
+        if reduced.is_number:
+            return Verdict.PROVED if reduced.is_integer and reduced > 0 else Verdict.DIFFERENT
+        return Verdict.PROVED if self._positive_polynomial(reduced) else Verdict.UNPROVED
+
+    def _bind_only(self, dim: Dim) -> Dim:
+        return sympy.expand(dim.xreplace({s: sympy.Integer(v) for s, v in self._values.items()}))
+
+    def _positive_polynomial(self, dim: Dim) -> bool:
+        """Every dim is >= its lower bound (1 unless constrained): shift and look at signs."""
+        symbols = sorted(dim.free_symbols, key=lambda s: s.name)
+        if not symbols or not dim.is_polynomial(*symbols):
+            return bool(dim.is_positive) and bool(dim.is_integer)
+        shifted = sympy.expand(dim.xreplace({s: s + self._lower.get(s, 1) for s in symbols}))
+        poly = sympy.Poly(shifted, *symbols)
+        coefficients = poly.coeffs()
+        if not all(c.is_integer and c >= 0 for c in coefficients):
+            return False
+        return poly.coeff_monomial(1) > 0 and self._integer_valued(dim)
+
+    def _integer_valued(self, dim: Dim) -> bool:
+        symbols = sorted(dim.free_symbols, key=lambda s: s.name)
+        if not symbols:
+            return bool(dim.is_integer)
+        return all(c.is_integer for c in sympy.Poly(dim, *symbols).coeffs())
+
+    def divides(self, numerator: Dim, denominator: Dim) -> Verdict:
+        """Does ``denominator`` divide ``numerator`` for every admissible binding?"""
+        quotient = sympy.cancel(self.canonical(numerator) / self.canonical(denominator))
+        if quotient.is_number:
+            return Verdict.PROVED if quotient.is_integer else Verdict.DIFFERENT
+        symbols = sorted(quotient.free_symbols, key=lambda s: s.name)
+        if quotient.is_polynomial(*symbols) and self._integer_valued(quotient):
+            return Verdict.PROVED
+        return Verdict.UNPROVED
+
+    def evaluate(self, dim: Dim) -> int | None:
+        """The concrete value at the bindings, when every dim in it is bound."""
+        value = self.canonical(dim)
+        return int(value) if value.is_Integer else None
+
+    def constraint_used(self, dim_names: Iterable[str]) -> None:
+        for name in dim_names:
+            sym = self._symbols.get(name)
+            index = self._eliminated_by.get(sym) if sym is not None else None
+            if index is not None:
+                self.constraints[index].used += 1
+
+    def unbound(self) -> list[str]:
+        """Free dims with no value at the bindings (run names them)."""
+        return [
+            info.name for info in self.dims.values()
+            if info.kind == "free" and self.value_of(info.name) is None
+        ]
+
+    def suggestion(self, left: Dim, right: Dim) -> tuple[str, str]:
+        """The constraint that would make ``left == right``, as the user would write it."""
+        lone = [d for d in (left, right) if d.is_Symbol]
+        if lone and lone[0] is right:
+            left, right = right, left
+        return to_text(left), _spaced(to_text(right))
+
+
+def _spaced(text: str) -> str:
+    return text.replace("*", " * ") if "**" not in text else text
+
+
+@dataclass(frozen=True)
+class ConstraintOutcome:
+    status: str  # "ok", "trivial", "violated"
+    values: tuple[str, str, str] | None = None
+
+
+# --- from the syntax tree -----------------------------------------------------------------
+
+Resolve = Callable[[nodes.Name], "Dim | None"]
+
+
+@dataclass
+class DimBuilder:
+    """Turns an expression node into a dim expression, reporting what is not allowed."""
+
+    system: DimSystem
+    resolve: Resolve
+    diagnostics: list[Diagnostic]
+
+    def build(self, node: nodes.Expr, allow_minus_one: bool = False) -> Dim | None:
+        if allow_minus_one and isinstance(node, nodes.Unary) and node.op == "-" \
+                and isinstance(node.operand, nodes.Integer) and node.operand.value == 1:
+            return sympy.Integer(-1)
+        return self._build(node)
+
+    def _build(self, node: nodes.Expr) -> Dim | None:
+        if isinstance(node, nodes.Integer):
+            return sympy.Integer(node.value)
+        if isinstance(node, nodes.Name):
+            return self.resolve(node)
+        if isinstance(node, nodes.Paren):
+            return self._build(node.inner)
+        if isinstance(node, nodes.Unary):
+            operand = self._build(node.operand)
+            return None if operand is None else (-operand if node.op == "-" else operand)
+        if isinstance(node, nodes.BinOp):
+            return self._binop(node)
+        self.diagnostics.append(codes.NOT_A_DIM_EXPR.diag(node.span, what_found=_describe(node)))
+        return None
+
+    def _binop(self, node: nodes.BinOp) -> Dim | None:
+        if node.op == "@":
+            self.diagnostics.append(codes.NOT_A_DIM_EXPR.diag(node.op_span, what_found="`@`"))
+            return None
+        if node.op == "**":
+            return self._power(node)
+        left, right = self._build(node.left), self._build(node.right)
+        if left is None or right is None:
+            return None
+        if node.op == "+":
+            return self._sized(left + right, node.span)
+        if node.op == "-":
+            return left - right
+        if node.op == "*":
+            return self._sized(left * right, node.span)
+        if right == 0:
+            self.diagnostics.append(codes.NOT_DIVISIBLE.diag(
+                node.span, numerator=to_text(left), denominator="0"))
+            return None
+        if node.op == "//":
+            return sympy.floor(left / right)
+        verdict = self.system.divides(left, right)
+        if not verdict:
+            self.diagnostics.append(codes.NOT_DIVISIBLE.diag(
+                node.span, numerator=to_text(left), denominator=to_text(right),
+                help=[_divisibility_help(left, right)],
+            ))
+            return None
+        return sympy.cancel(left / right)
+
+    def _power(self, node: nodes.BinOp) -> Dim | None:
+        base = self._build(node.left)
+        exponent_node = node.right
+        if not isinstance(exponent_node, nodes.Integer):
+            self.diagnostics.append(codes.POWER.diag(
+                exponent_node.span,
+                detail="the exponent of `**` in a dim expression must be a non-negative integer",
+            ))
+            return None
+        if exponent_node.value > MAX_EXPONENT:
+            self.diagnostics.append(codes.LIMIT.diag(exponent_node.span, detail=codes.syntax_text(
+                "exponent_too_large", value=exponent_node.value, limit=MAX_EXPONENT)))
+            return None
+        if base is None:
+            return None
+        return self._sized(base ** exponent_node.value, node.span)
+
+    def _sized(self, dim: Dim, span: Span) -> Dim | None:
+        """Refuse expressions whose numbers or degrees are absurdly large."""
+        too_big = any(
+            (p.is_Pow and p.exp.is_Integer and abs(int(p.exp)) > MAX_EXPONENT)
+            or (p.is_Integer and abs(int(p)).bit_length() > MAX_BITS)
+            for p in sympy.preorder_traversal(dim)
+        )
+        if too_big:
+            self.diagnostics.append(codes.LIMIT.diag(
+                span, detail="this dim expression is too large to check"))
+            return None
+        return dim
+
+
+def _divisibility_help(numerator: Dim, denominator: Dim) -> str:
+    if numerator.is_Symbol and denominator.is_Symbol:
+        return codes.help_text("add_constraint", lhs=to_text(numerator),
+                               rhs=f"{to_text(denominator)} * k")
+    return codes.help_text("add_constraint", lhs=to_text(numerator),
+                           rhs=f"{_spaced(to_text(denominator))} * k")
+
+
+def _describe(node: nodes.Expr) -> str:
+    if isinstance(node, nodes.Decimal):
+        return f"the number {node.text}"
+    if isinstance(node, nodes.Call):
+        return f"the call `{node.func.name}(...)`"
+    if isinstance(node, nodes.Transpose):
+        return "`.T`"
+    if isinstance(node, nodes.String):
+        return "a string"
+    if isinstance(node, nodes.Inf):
+        return "`inf`"
+    if isinstance(node, nodes.ListExpr):
+        return "a list"
+    if isinstance(node, nodes.AxisName):
+        return f"`{node.name}`"
+    if isinstance(node, nodes.Boolean):
+        return "a boolean"
+    return "this expression"
