@@ -1,0 +1,106 @@
+"""GitHub Actions: workflow-command annotations, and the job summary table.
+
+An annotation is one line::
+
+    ::error file=a.attn,line=4,col=5,endLine=4,endColumn=10,title=SC301::message%0Ahelp: ...
+
+GitHub only places a column range on a single line, so a span over several
+lines gives ``line`` and ``endLine`` without columns.
+"""
+
+from __future__ import annotations
+
+from ..diagnostics import Diagnostic, FileResult, Note, Severity
+from ._common import Totals, plural, posix_path, scrub
+
+COMMANDS: dict[Severity, str] = {
+    Severity.ERROR: "error",
+    Severity.WARNING: "warning",
+    Severity.NOTE: "notice",
+}
+
+
+def escape_data(text: str) -> str:
+    """Escape a command's message (after ``::``)."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """Escape a command property's value (``file=...``)."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def render_github(results: list[FileResult]) -> str:
+    lines = [
+        annotation(diagnostic, result.path)
+        for result in results
+        for diagnostic in result.diagnostics
+    ]
+    return "".join(line + "\n" for line in lines)
+
+
+def annotation(diagnostic: Diagnostic, path: str) -> str:
+    properties = ",".join(
+        f"{key}={escape_property(value)}" for key, value in _properties(diagnostic, path)
+    )
+    message = escape_data(_message(diagnostic, path))
+    return scrub(f"::{COMMANDS[diagnostic.severity]} {properties}::{message}")
+
+
+def _properties(diagnostic: Diagnostic, path: str) -> list[tuple[str, str]]:
+    span = diagnostic.span
+    properties = [("file", posix_path(path)), ("line", str(span.line))]
+    if span.end_line == span.line:
+        properties.append(("col", str(span.column)))
+    properties.append(("endLine", str(max(span.line, span.end_line))))
+    if span.end_line == span.line:
+        properties.append(("endColumn", str(max(span.column, span.end_column))))
+    properties.append(("title", diagnostic.code))
+    return properties
+
+
+def _message(diagnostic: Diagnostic, path: str) -> str:
+    lines = [diagnostic.message]
+    lines.extend(_note_line(note, path) for note in diagnostic.notes)
+    lines.extend(f"help: {line}" for line in diagnostic.help)
+    return "\n".join(lines)
+
+
+def _note_line(note: Note, path: str) -> str:
+    if note.span is None:
+        return f"note: {note.message}"
+    return f"note: {note.message} ({posix_path(path)}:{note.span.line}:{note.span.column})"
+
+
+# --- the job summary ($GITHUB_STEP_SUMMARY) -------------------------------------------
+
+_MARKDOWN_SPECIAL = "\\`*_[]<>|~"
+
+
+def escape_markdown(text: str) -> str:
+    """Text that GitHub's Markdown shows literally (inside a table cell too)."""
+    flat = " ".join(text.split())  # a newline would end the table row
+    return "".join("\\" + char if char in _MARKDOWN_SPECIAL else char for char in flat)
+
+
+def step_summary(results: list[FileResult], *, strict: bool = False) -> str:
+    totals = Totals.of(results)
+    verdict = "failed" if totals.failed(strict) else "passed"
+    rows = [
+        "### shapecheck",
+        "",
+        f"{plural(totals.files, 'file')}, {plural(totals.errors, 'error')}, "
+        f"{plural(totals.warnings, 'warning')}: **{verdict}**"
+        + (" (`--strict`)" if strict else ""),
+        "",
+        "| file | errors | warnings | status |",
+        "| --- | ---: | ---: | --- |",
+    ]
+    rows.extend(_summary_row(result, strict) for result in results)
+    return "".join(row + "\n" for row in rows)
+
+
+def _summary_row(result: FileResult, strict: bool) -> str:
+    status = "✅ verified" if result.ok(strict) else "❌ failed"
+    path = escape_markdown(scrub(result.path))
+    return f"| {path} | {result.errors} | {result.warnings} | {status} |"

@@ -1,0 +1,64 @@
+"""The JSON format: the contract's document, plus each diagnostic's notes and help.
+
+Keys come in a fixed order (the contract's, then ``notes`` and ``help``); tensors
+in ``shapes`` keep the order the checker found them in. The output is ASCII
+(``ensure_ascii``), so it survives any pipe or locale.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..diagnostics import Diagnostic, FileResult, Note, Span
+from ._common import Totals, scrub_tree
+
+JsonObject = dict[str, object]
+
+
+def render_json(results: list[FileResult], *, strict: bool) -> str:
+    return (
+        json.dumps(scrub_tree(document(results, strict=strict)), indent=2, ensure_ascii=True) + "\n"
+    )
+
+
+def document(results: list[FileResult], *, strict: bool) -> JsonObject:
+    totals = Totals.of(results)
+    return {
+        "files": [_file(result, strict) for result in results],
+        "summary": {"files": totals.files, "errors": totals.errors, "warnings": totals.warnings},
+    }
+
+
+def _file(result: FileResult, strict: bool) -> JsonObject:
+    return {
+        "path": result.path,
+        "ok": result.ok(strict),
+        "diagnostics": [_diagnostic(diagnostic) for diagnostic in result.diagnostics],
+        "shapes": {name: list(dims) for name, dims in result.shapes.items()},
+    }
+
+
+def _diagnostic(diagnostic: Diagnostic) -> JsonObject:
+    return {
+        "severity": diagnostic.severity.value,
+        "code": diagnostic.code,
+        "message": diagnostic.message,
+        **_position(diagnostic.span),
+        "notes": [_note(note) for note in diagnostic.notes],
+        "help": list(diagnostic.help),
+    }
+
+
+def _note(note: Note) -> JsonObject:
+    if note.span is None:
+        return {"message": note.message}
+    return {"message": note.message, **_position(note.span)}
+
+
+def _position(span: Span) -> JsonObject:
+    return {
+        "line": span.line,
+        "column": span.column,
+        "end_line": span.end_line,
+        "end_column": span.end_column,
+    }
