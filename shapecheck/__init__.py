@@ -1,0 +1,35 @@
+"""shapecheck: a symbolic shape and formula checker for attention specs.
+
+The public API, re-exported lazily so that ``shapecheck --version`` and the
+CLI start fast (SymPy and Lark load only when a spec is checked)::
+
+    import shapecheck
+    program = shapecheck.check_text(source, bindings={"N": 128})
+    program.ok, program.diagnostics, program.shapes()
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+from ._version import __version__
+
+_EXPORTS = {
+    "check_text": "api",
+    "check_path": "api",
+    "check_bytes": "api",
+    "Program": "program",
+    "Diagnostic": "diagnostics",
+    "Severity": "diagnostics",
+    "Span": "diagnostics",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'shapecheck' has no attribute {name!r}")
+    return getattr(import_module(f".{module}", __name__), name)
