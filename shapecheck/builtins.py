@@ -63,7 +63,10 @@ class Builtin:
     doc: str
 
     def param(self, name: str) -> Param | None:
-        return next((p for p in self.params if p.name == name), None)
+        for param in self.params:
+            if param.name == name:
+                return param
+        return None
 
 
 # --- helpers shared by rules and operators ---------------------------------------------------
@@ -226,7 +229,7 @@ def _reshape(ctx: Ctx, a: dict[str, Any]) -> Value | None:
                        denominator=to_text(known),
                        help=_reshape_help(ctx, x.shape, target, inferred[0]))
             return None
-        filled = symbolic.exact_quotient(source_count, known)
+        filled = ctx.dims.quotient(source_count, known)
         target = target[: inferred[0]] + (filled,) + target[inferred[0] + 1:]
         return Value(target, x.is_bool)
     verdict = ctx.dims.equal(source_count, _count(target))
@@ -273,7 +276,7 @@ def _split_heads(ctx: Ctx, a: dict[str, Any]) -> Value | None:
                    last=to_text(last), shape=x.text(), heads=to_text(heads),
                    reason=f"cannot prove that {to_text(heads)} divides {to_text(last)}")
         return None
-    return Value((*batch, heads, n, symbolic.exact_quotient(last, heads)), x.is_bool)
+    return Value((*batch, heads, n, ctx.dims.quotient(last, heads)), x.is_bool)
 
 
 def _merge_heads(ctx: Ctx, a: dict[str, Any]) -> Value | None:

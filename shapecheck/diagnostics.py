@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
-    """A source range: 1-based line and column, end column exclusive."""
+class Span(NamedTuple):
+    """A source range: 1-based line and column, end column exclusive.
+
+    A named tuple rather than a dataclass: spans are built for every token
+    and node, and tuples are the cheapest immutable record to build.
+    """
 
     line: int
     column: int

@@ -1,4 +1,8 @@
-"""The syntax tree: small frozen dataclasses, each with the span it came from.
+"""The syntax tree: small dataclasses, each with the span it came from.
+
+Nodes are treated as immutable; they are not declared ``frozen`` only because
+frozen dataclasses are several times slower to build, and a 10,000-statement
+spec builds hundreds of thousands of them. Side tables key them by ``id``.
 
 One expression language serves values, shapes, dim definitions and
 constraints; the checker decides what each position may hold.
@@ -12,7 +16,7 @@ from typing import Union
 from .diagnostics import Span
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Ident:
     """A name as written, with its span."""
 
@@ -23,14 +27,14 @@ class Ident:
 # --- expressions -------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Name:
     name: str
     span: Span
     depth: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Integer:
     value: int
     text: str
@@ -38,7 +42,7 @@ class Integer:
     depth: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Decimal:
     value: float
     text: str
@@ -46,27 +50,27 @@ class Decimal:
     depth: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Inf:
     span: Span
     depth: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Boolean:
     value: bool
     span: Span
     depth: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class String:
     value: str
     span: Span
     depth: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AxisName:
     """`row` or `col`."""
 
@@ -75,7 +79,7 @@ class AxisName:
     depth: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class BinOp:
     op: str
     left: Expr
@@ -85,7 +89,7 @@ class BinOp:
     depth: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Unary:
     op: str
     operand: Expr
@@ -93,28 +97,28 @@ class Unary:
     depth: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Transpose:
     operand: Expr
     span: Span
     depth: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Paren:
     inner: Expr
     span: Span
     depth: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ListExpr:
     items: tuple[Expr, ...]
     span: Span
     depth: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Keyword:
     name: Ident
     value: Expr
@@ -122,7 +126,7 @@ class Keyword:
     depth: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Call:
     func: Ident
     args: tuple[Expr, ...]
@@ -137,7 +141,7 @@ Expr = Union[
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Shape:
     """`[N, H * d]`, optionally `bool[...]`."""
 
@@ -149,20 +153,20 @@ class Shape:
 # --- statements ----------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DimFree:
     names: tuple[Ident, ...]
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DimDef:
     name: Ident
     value: Expr
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Constraint:
     left: Expr
     op: str
@@ -170,7 +174,7 @@ class Constraint:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TensorDecl:
     kind: str  # "input" or "param"
     name: Ident
@@ -178,7 +182,7 @@ class TensorDecl:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Define:
     name: Ident
     annotation: Shape | None
@@ -186,14 +190,14 @@ class Define:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Assert:
     name: Ident
     shape: Shape
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Output:
     name: Ident
     annotation: Shape | None
@@ -201,7 +205,7 @@ class Output:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Broken:
     """A statement that did not parse; its syntax error is already reported.
 

@@ -60,7 +60,41 @@ def total(dims: Iterable[Dim]) -> Dim:
 
 
 def exact_quotient(numerator: Dim, denominator: Dim) -> Dim:
-    return sympy.cancel(numerator / denominator)
+    quotient = _monomial_quotient(numerator, denominator)
+    return quotient if quotient is not None else sympy.cancel(numerator / denominator)
+
+
+def _powers(dim: Dim) -> tuple[int, dict[Dim, int]] | None:
+    """``3*H*d**2`` -> (3, {H: 1, d: 2}); None if it is not such a monomial."""
+    coefficient, powers = 1, {}
+    for factor in dim.args if dim.is_Mul else (dim,):
+        if factor.is_Integer:
+            coefficient *= int(factor)
+        elif factor.is_Symbol:
+            powers[factor] = powers.get(factor, 0) + 1
+        elif factor.is_Pow and factor.base.is_Symbol and factor.exp.is_Integer and factor.exp > 0:
+            powers[factor.base] = powers.get(factor.base, 0) + int(factor.exp)
+        else:
+            return None
+    return coefficient, powers
+
+
+def _monomial_quotient(numerator: Dim, denominator: Dim) -> Dim | None:
+    """Exact division of monomials by exponent arithmetic on Python ints.
+
+    The common case (``H*d / H``) without SymPy's general machinery, whose
+    first use costs a slow lazy import. None when it does not apply.
+    """
+    top, bottom = _powers(numerator), _powers(denominator)
+    if top is None or bottom is None or bottom[0] == 0 or top[0] % bottom[0]:
+        return None
+    powers = dict(top[1])
+    for base, exponent in bottom[1].items():
+        if powers.get(base, 0) < exponent:
+            return None
+        powers[base] -= exponent
+    factors = [base**exponent for base, exponent in powers.items() if exponent]
+    return sympy.Mul(sympy.Integer(top[0] // bottom[0]), *factors)
 
 
 def is_literal_one(dim: Dim) -> bool:
@@ -131,6 +165,9 @@ class DimSystem:
     _relations: list[Dim] = field(default_factory=list)
     _lower: dict[Dim, int] = field(default_factory=dict)
     _canon_cache: dict[Dim, Dim] = field(default_factory=dict)
+    # Answers are memoised until the next declaration or constraint changes
+    # what is known; checking statements asks the same questions many times.
+    _answers: dict[tuple[str, Dim, Dim | None], Any] = field(default_factory=dict)
     _groebner: Any = None
     # Derived dims bound on the command line, checked against their definition.
     _derived_bindings: list[tuple[Dim, int]] = field(default_factory=list)
@@ -164,8 +201,7 @@ class DimSystem:
         sym = symbol(name)
         self._symbols[name] = sym
         self.dims[name] = info
-        self._canon_cache.clear()
-        self._groebner = None
+        self._invalidate()
         return sym
 
     def value_of(self, name: str) -> int | None:
@@ -182,7 +218,15 @@ class DimSystem:
         self.constraints.append(use)
         if op != "==":
             return self._add_inequality(left, op, right)
-        difference = sympy.expand(self.canonical(left) - self.canonical(right))
+        lhs, rhs = self.canonical(left), self.canonical(right)
+        if lhs == rhs:
+            return ConstraintOutcome("trivial")
+        if lhs.is_Symbol and lhs not in rhs.free_symbols and not rhs.is_number:
+            # The common `D_model == H * d`: eliminate the lone dim directly
+            # (no subtraction: building a SymPy Add costs a slow lazy import).
+            self._eliminate(lhs, rhs, len(self.constraints) - 1)
+            return ConstraintOutcome("ok")
+        difference = sympy.expand(lhs - rhs)
         if difference == 0:
             return ConstraintOutcome("trivial")
         if difference.is_number:
@@ -209,20 +253,35 @@ class DimSystem:
         target = self._pick_elimination(difference, preferred)
         if target is None:
             self._relations.append(difference)
+            self._invalidate()
         else:
-            sym, replacement = target
-            if replacement.is_number:
-                self._values[sym] = int(replacement)
-            else:
-                self._eliminated = {
-                    s: sympy.expand(r.subs(sym, replacement)) for s, r in self._eliminated.items()
-                }
-                self._eliminated[sym] = replacement
-            if index is not None:
-                self._eliminated_by[sym] = index
-                self.constraints[index].eliminates = sym.name
+            self._eliminate(*target, index)
+
+    def _eliminate(self, sym: Dim, replacement: Dim, index: int | None) -> None:
+        """Record ``sym := replacement`` (a value, or an expression in other dims)."""
+        if replacement.is_number:
+            self._values[sym] = int(replacement)
+        else:
+            self._eliminated = {
+                s: sympy.expand(r.xreplace({sym: replacement})) for s, r in self._eliminated.items()
+            }
+            self._eliminated[sym] = replacement
+        if index is not None:
+            self._eliminated_by[sym] = index
+            self.constraints[index].eliminates = sym.name
+        self._invalidate()
+
+    def _invalidate(self) -> None:
         self._canon_cache.clear()
+        self._answers.clear()
         self._groebner = None
+
+    def _memo(self, question: str, a: Dim, b: Dim | None, answer: Callable[[], Any]) -> Any:
+        key = (question, a, b)
+        cached = self._answers.get(key)
+        if cached is None:
+            cached = self._answers[key] = answer()
+        return cached
 
     def _pick_elimination(self, difference: Dim, preferred: Dim | None) -> tuple[Dim, Dim] | None:
         """A symbol with coefficient +-1 that the equation defines, if any."""
@@ -253,6 +312,7 @@ class DimSystem:
             self._lower[lhs] = max(self._lower.get(lhs, 1), int(rhs) + (op == ">"))
         elif rhs.is_Symbol and lhs.is_Integer and op in ("<", "<="):
             self._lower[rhs] = max(self._lower.get(rhs, 1), int(lhs) + (op == "<"))
+        self._invalidate()
         return ConstraintOutcome("ok")
 
     def _values_text(self, left: Dim, right: Dim) -> tuple[str, str, str]:
@@ -284,6 +344,11 @@ class DimSystem:
 
     def equal(self, left: Dim, right: Dim) -> Verdict:
         if left == right:
+            return Verdict.PROVED
+        return self._memo("equal", left, right, lambda: self._equal(left, right))
+
+    def _equal(self, left: Dim, right: Dim) -> Verdict:
+        if self.canonical(left) == self.canonical(right):
             return Verdict.PROVED
         difference = sympy.expand(self.canonical(left) - self.canonical(right))
         if difference == 0:
@@ -317,6 +382,13 @@ class DimSystem:
 
     def positive(self, dim: Dim) -> Verdict:
         """Is the dim expression a positive integer under every admissible binding?"""
+        if dim.is_Symbol and dim not in self._values:
+            return Verdict.PROVED  # a declared dim is positive by definition
+        return self._memo("positive", dim, None, lambda: self._positive(dim))
+
+    def _positive(self, dim: Dim) -> Verdict:
+        if _product_of_dims(dim) and not dim.free_symbols & self._values.keys():
+            return Verdict.PROVED
         direct = self._bind_only(dim)
         if direct.is_number:
             return Verdict.PROVED if direct.is_integer and direct > 0 else Verdict.DIFFERENT
@@ -350,6 +422,17 @@ class DimSystem:
 
     def divides(self, numerator: Dim, denominator: Dim) -> Verdict:
         """Does ``denominator`` divide ``numerator`` for every admissible binding?"""
+        return self._memo("divides", numerator, denominator,
+                          lambda: self._divides(numerator, denominator))
+
+    def quotient(self, numerator: Dim, denominator: Dim) -> Dim:
+        """``numerator / denominator`` simplified (divisibility proved by the caller)."""
+        return self._memo("quotient", numerator, denominator,
+                          lambda: exact_quotient(numerator, denominator))
+
+    def _divides(self, numerator: Dim, denominator: Dim) -> Verdict:
+        if _monomial_quotient(self.canonical(numerator), self.canonical(denominator)) is not None:
+            return Verdict.PROVED
         quotient = sympy.cancel(self.canonical(numerator) / self.canonical(denominator))
         if quotient.is_number:
             return Verdict.PROVED if quotient.is_integer else Verdict.DIFFERENT
@@ -383,6 +466,16 @@ class DimSystem:
         if lone and lone[0] is right:
             left, right = right, left
         return to_text(left), _spaced(to_text(right))
+
+
+def _product_of_dims(dim: Dim) -> bool:
+    """A product of dims, positive integers and their powers is a positive integer."""
+    factors = dim.args if dim.is_Mul else (dim,)
+    return all(
+        f.is_Symbol or (f.is_Integer and f > 0)
+        or (f.is_Pow and f.base.is_Symbol and f.exp.is_Integer and f.exp > 0)
+        for f in factors
+    )
 
 
 def _spaced(text: str) -> str:
@@ -516,3 +609,130 @@ def _describe(node: nodes.Expr) -> str:
     if isinstance(node, nodes.Boolean):
         return "a boolean"
     return "this expression"
+
+
+# --- for the report: how a fact was proved, and cost expressions ------------------------------
+#
+# The report explains each check the way the notes teach it ("inner d = d, by the
+# constraint on line 9"). These helpers retrace the checker's own reasoning in stages, so
+# the explanation names the smallest kind of fact that was needed; the verdict itself is
+# always the checker's (DimSystem.equal / divides), never recomputed differently.
+
+
+@dataclass(frozen=True)
+class Proof:
+    """How a verdict on a fact about dims was reached.
+
+    ``method``: ``identical`` (the same expression), ``algebra`` (equal after expanding),
+    ``definition`` (after substituting derived and fixed dims), ``constraint`` (after the
+    eliminations that constraints made), ``bindings`` (only at the bound sizes), ``relations``
+    (by the checker's algebra over the constraints), or ``""`` when not proved.
+    """
+
+    verdict: Verdict
+    method: str
+    definitions: tuple[str, ...] = ()
+    constraints: tuple[int, ...] = ()  # indices into DimSystem.constraints
+    bound: tuple[str, ...] = ()
+
+
+def explain_equal(system: DimSystem, left: Dim, right: Dim) -> Proof:
+    verdict = system.equal(left, right)
+    if not verdict:
+        return Proof(verdict, "")
+    if left == right:
+        return Proof(verdict, "identical")
+    return _explain(system, (left, right), lambda a, b: sympy.expand(a - b) == 0)
+
+
+def explain_divides(system: DimSystem, numerator: Dim, denominator: Dim) -> Proof:
+    verdict = system.divides(numerator, denominator)
+    if not verdict:
+        return Proof(verdict, "")
+
+    def exact(top: Dim, bottom: Dim) -> bool:
+        quotient = sympy.cancel(top / bottom)
+        if quotient.is_number:
+            return bool(quotient.is_integer)
+        symbols = sorted(quotient.free_symbols, key=lambda s: s.name)
+        return bool(quotient.is_polynomial(*symbols)) and system._integer_valued(quotient)
+
+    return _explain(system, (numerator, denominator), exact)
+
+
+def _explain(system: DimSystem, dims: tuple[Dim, Dim],
+             holds: Callable[[Dim, Dim], bool]) -> Proof:
+    verdict = Verdict.PROVED
+    if holds(*dims):
+        return Proof(verdict, "algebra")
+    # 1. definitions: derived dims, and dims fixed by `dim T = 128`
+    fixed = {s: sympy.Integer(v) for s, v in system._values.items()
+             if system.dims.get(s.name) is not None and system.dims[s.name].kind == "fixed"}
+    defined: set[Dim] = set()
+    current = list(dims)
+    for _ in range(len(system._derived) + 1):
+        found = set().union(*(d.free_symbols for d in current)) & (system._derived.keys() | fixed.keys())
+        if not found:
+            break
+        defined |= found
+        current = [d.xreplace(system._derived).xreplace(fixed) for d in current]
+    definitions = tuple(sorted(s.name for s in defined))
+    if holds(*current):
+        return Proof(verdict, "definition", definitions)
+    # 2. constraints: the eliminations they made (and values they fixed)
+    present = set().union(*(d.free_symbols for d in current))
+    by_constraint = {s for s in present if s in system._eliminated_by}
+    replacements = {s: system._eliminated.get(s, sympy.Integer(system._values.get(s, 0)))
+                    for s in by_constraint}
+    current = [d.xreplace(replacements) for d in current]
+    constraints = tuple(sorted({system._eliminated_by[s] for s in by_constraint}))
+    if holds(*current):
+        return Proof(verdict, "constraint", definitions, constraints)
+    # 3. bindings
+    remaining = set().union(*(d.free_symbols for d in current))
+    other = {s: e for s, e in system._eliminated.items() if s in remaining}
+    current = [d.xreplace(other) for d in current]
+    remaining = set().union(*(d.free_symbols for d in current))
+    bound = {s for s in remaining if s in system._values}
+    current = [d.xreplace({s: sympy.Integer(system._values[s]) for s in bound}) for d in current]
+    if holds(*current):
+        return Proof(verdict, "bindings", definitions, constraints, tuple(sorted(s.name for s in bound)))
+    return Proof(verdict, "relations", definitions, constraints)
+
+
+_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+class _PrettyPrinter(_SpecPrinter):
+    """Cost formulas as a reader writes them: ``4·H·N²·d``, largest terms first."""
+
+    def _print_Pow(self, expr: Any, rational: bool = False) -> str:
+        exponent = expr.exp
+        if exponent.is_Integer and int(exponent) > 1:
+            return self.parenthesize(expr.base, 60) + str(int(exponent)).translate(_SUPERSCRIPT)
+        return super()._print_Pow(expr, rational)
+
+
+_PRETTY = _PrettyPrinter({"order": "grlex"})
+
+
+def pretty(dim: Dim) -> str:
+    """An expanded dim expression, printed with ``·`` and superscript powers."""
+    return _PRETTY.doprint(sympy.expand(dim)).replace("*", "·")
+
+
+def growth(system: DimSystem, dim: Dim, names: Iterable[str] = ()) -> tuple[int, int]:
+    """(degree in ``names``, total degree) of a dim expression with derived dims substituted
+    (constraints and bindings not): how fast it grows. (0, 0) if not a polynomial."""
+    expanded = dim
+    for _ in range(len(system._derived) + 1):
+        if not expanded.free_symbols & system._derived.keys():
+            break
+        expanded = expanded.xreplace(system._derived)
+    expanded = sympy.expand(expanded)
+    symbols = sorted(expanded.free_symbols, key=lambda s: s.name)
+    if not symbols or not expanded.is_polynomial(*symbols):
+        return (0, 0)
+    poly = sympy.Poly(expanded, *symbols)
+    wanted = {i for i, s in enumerate(symbols) if s.name in set(names)}
+    return (max(sum(m[i] for i in wanted) for m in poly.monoms()), poly.total_degree())
