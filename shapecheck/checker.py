@@ -259,7 +259,9 @@ class Checker:
 
     def _assert(self, stmt: nodes.Assert) -> None:
         declared = self._shape(stmt.shape)
-        actual = self._tensor_value(stmt.name)
+        # An assert only looks at a tensor: it does not make it "used", so a
+        # tensor that is asserted and nothing else is still an output.
+        actual = self._tensor_value(stmt.name, mark_used=False)
         if actual is not None and actual.known and declared.known:
             self._compare(stmt.name, actual, declared, stmt.shape, "assert")
 
@@ -275,10 +277,11 @@ class Checker:
             if actual is not None and actual.known and declared.known:
                 self._compare(stmt.name, actual, declared, stmt.annotation, "output")
 
-    def _tensor_value(self, ident: nodes.Ident) -> Value | None:
+    def _tensor_value(self, ident: nodes.Ident, mark_used: bool = True) -> Value | None:
         kind = self.names.kind.get(ident.name)
         if kind == "tensor":
-            self.names.used.add(ident.name)
+            if mark_used:
+                self.names.used.add(ident.name)
             return self.program.tensors[ident.name].value
         if kind == "dim":
             self.report(codes.WRONG_KIND.diag(ident.span, name=ident.name, actual="dim",

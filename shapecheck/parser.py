@@ -12,7 +12,6 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +47,9 @@ def token_span(token: Token) -> Span:
 
 def grammar_text() -> str:
     """The grammar: packaged copy in a wheel, top-level ``grammar/`` in a checkout."""
-    packaged = resources.files("shapecheck").joinpath("attn.lark")
+    # A plain path, not importlib.resources: that costs more start-up time
+    # than reading the file, and the package is never imported from a zip.
+    packaged = Path(__file__).with_name("attn.lark")
     if packaged.is_file():
         return packaged.read_text(encoding="utf-8")
     source_tree = Path(__file__).resolve().parent.parent / "grammar" / "attn.lark"

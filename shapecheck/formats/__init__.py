@@ -9,25 +9,20 @@ undecodable bytes in a path all print safely.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from importlib import import_module
 
 from ..diagnostics import FileResult
-from .github import render_github, step_summary
-from .json_format import render_json
-from .sarif import render_sarif
-from .text import render_text
 
 __all__ = ["FORMATS", "github_step_summary", "render"]
 
 FORMATS: tuple[str, ...] = ("text", "json", "sarif", "github")
 
-Renderer = Callable[[list[FileResult], bool, bool], str]
-
-_RENDERERS: dict[str, Renderer] = {
-    "text": lambda results, color, strict: render_text(results, color=color, strict=strict),
-    "json": lambda results, color, strict: render_json(results, strict=strict),
-    "sarif": lambda results, color, strict: render_sarif(results),
-    "github": lambda results, color, strict: render_github(results),
+# Each format's module loads only when used: a linter's start-up time counts.
+_RENDERERS: dict[str, tuple[str, str]] = {
+    "text": ("text", "render_text"),
+    "json": ("json_format", "render_json"),
+    "sarif": ("sarif", "render_sarif"),
+    "github": ("github", "render_github"),
 }
 
 
@@ -38,12 +33,20 @@ def render(results: list[FileResult], fmt: str, *, color: bool, strict: bool) ->
     ``NO_COLOR``). ``strict`` makes warnings count as errors in the verdicts
     (``text`` summary, ``json`` ``ok``); severities themselves are unchanged.
     """
-    renderer = _RENDERERS.get(fmt)
-    if renderer is None:
+    entry = _RENDERERS.get(fmt)
+    if entry is None:
         raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
-    return renderer(results, color, strict)
+    module, function = entry
+    renderer = getattr(import_module(f".{module}", __name__), function)
+    if fmt == "text":
+        return renderer(results, color=color, strict=strict)
+    if fmt == "json":
+        return renderer(results, strict=strict)
+    return renderer(results)
 
 
 def github_step_summary(results: list[FileResult], *, strict: bool = False) -> str:
     """A Markdown table (file, errors, warnings, status) for ``$GITHUB_STEP_SUMMARY``."""
+    from .github import step_summary
+
     return step_summary(results, strict=strict)
