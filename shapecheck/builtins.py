@@ -225,8 +225,8 @@ def _reshape(ctx: Ctx, a: dict[str, Any]) -> Value | None:
         known = _count(tuple(d for d in target if symbolic.as_int(d) != -1))
         verdict = ctx.dims.divides(source_count, known)
         if not verdict:
-            ctx.report(codes.NOT_DIVISIBLE, "shape", numerator=to_text(source_count),
-                       denominator=to_text(known),
+            ctx.report(codes.NOT_DIVISIBLE, "shape",
+                       claim=ctx.dims.divisibility_claim(source_count, known, verdict),
                        help=_reshape_help(ctx, x.shape, target, inferred[0]))
             return None
         filled = ctx.dims.quotient(source_count, known)

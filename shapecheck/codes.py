@@ -170,7 +170,7 @@ NOT_POSITIVE = _code(
 )
 NOT_DIVISIBLE = _code(
     "SC202", "not-divisible", E, "an exact division cannot be proved exact",
-    "cannot prove that {numerator} is divisible by {denominator}",
+    "{claim}",
     what="`/` in a dim expression (and `split_heads`, `reshape` with `-1`) is exact "
     "division; the checker must prove that the division leaves no remainder.",
     why="`D_model / H` is only a size if `H` divides `D_model`; without a constraint "
@@ -438,6 +438,24 @@ SYNTAX_TEXT: dict[str, str] = {
     "duplicate_keyword": "keyword `{name}` given twice",
     "positional_after_keyword": "positional argument after a keyword argument",
 }
+
+
+DIVISIBILITY: dict[str, str] = {
+    "unproved": "cannot prove that {numerator} is divisible by {denominator}",
+    "different": "{numerator} is not divisible by {denominator}",
+    "different_at": "{numerator} is not divisible by {denominator}: {top} / {bottom} leaves a remainder",
+}
+
+
+def divisibility(definite: bool, numerator: str, denominator: str,
+                 values: tuple[int, int] | None = None) -> str:
+    """The claim of an SC202 message: unproved, or false (at the bindings)."""
+    if not definite:
+        return DIVISIBILITY["unproved"].format(numerator=numerator, denominator=denominator)
+    if values is None:
+        return DIVISIBILITY["different"].format(numerator=numerator, denominator=denominator)
+    return DIVISIBILITY["different_at"].format(numerator=numerator, denominator=denominator,
+                                               top=values[0], bottom=values[1])
 
 
 def note(key: str, span: Span | None = None, **fields: object) -> Note:

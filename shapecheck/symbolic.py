@@ -117,7 +117,7 @@ class _SpecPrinter(StrPrinter):
         return f"{self.parenthesize(numerator, 50)}//{self.parenthesize(denominator, 50)}"
 
 
-_PRINTER = _SpecPrinter({"order": "none"})
+_PRINTER = _SpecPrinter()
 
 
 def to_text(dim: Dim) -> str:
@@ -425,6 +425,13 @@ class DimSystem:
         return self._memo("divides", numerator, denominator,
                           lambda: self._divides(numerator, denominator))
 
+    def divisibility_claim(self, numerator: Dim, denominator: Dim, verdict: Verdict) -> str:
+        """The words of an SC202 message, with the values when the dims are bound."""
+        top, bottom = self.evaluate(numerator), self.evaluate(denominator)
+        values = (top, bottom) if top is not None and bottom is not None else None
+        return codes.divisibility(verdict is Verdict.DIFFERENT, to_text(numerator),
+                                  to_text(denominator), values)
+
     def quotient(self, numerator: Dim, denominator: Dim) -> Dim:
         """``numerator / denominator`` simplified (divisibility proved by the caller)."""
         return self._memo("quotient", numerator, denominator,
@@ -539,15 +546,15 @@ class DimBuilder:
             return self._sized(left * right, node.span)
         if right == 0:
             self.diagnostics.append(codes.NOT_DIVISIBLE.diag(
-                node.span, numerator=to_text(left), denominator="0"))
+                node.span, claim=codes.divisibility(True, to_text(left), "0")))
             return None
         if node.op == "//":
             return sympy.floor(left / right)
         verdict = self.system.divides(left, right)
         if not verdict:
             self.diagnostics.append(codes.NOT_DIVISIBLE.diag(
-                node.span, numerator=to_text(left), denominator=to_text(right),
-                help=[_divisibility_help(left, right)],
+                node.span, claim=self.system.divisibility_claim(left, right, verdict),
+                help=[_divisibility_help(left, right)] if verdict is Verdict.UNPROVED else [],
             ))
             return None
         return sympy.cancel(left / right)
