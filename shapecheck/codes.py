@@ -189,7 +189,7 @@ CONSTRAINT_VIOLATED = _code(
     fix="Change the binding, or the constraint if the model really is different.",
 )
 BAD_BINDING = _code(
-    "SC204", "bad-binding", E, "a `--dim` binding is invalid",
+    "SC204", "bad-binding", E, "a `--dim` binding contradicts a definition",
     "{detail}",
     what="Binding a derived or fixed dim with `--dim` must agree with its definition.",
     why="A binding that disagrees with a definition cannot be satisfied.",
@@ -383,7 +383,7 @@ UNUSED = _code(
     fix="Use it, or remove the declaration.",
 )
 SOFTMAX_AXIS = _code(
-    "SC402", "softmax-axis", W, "softmax over the key axis is expected to be by row",
+    "SC402", "softmax-axis", W, "softmax weights are not normalised by row",
     "softmax of {name} is taken over axis {axis}; attention weights are normalised by row",
     what="In attention the scores `S = Q K^T` have one row per query; softmax along the "
     "row makes each query's weights sum to 1. A softmax along `col` is almost always "
