@@ -130,9 +130,6 @@ def matmul(ctx: Ctx, left: Value, right: Value, left_text: str, right_text: str)
         if not value.shape:
             ctx.report(codes.MATMUL_RANK, None, side=side)
             return None
-    if left.is_bool or right.is_bool:
-        ctx.report(codes.ELEMENT_TYPE, None, detail="`@` needs real tensors, but an operand is bool")
-        return None
     lshape = left.shape if len(left.shape) > 1 else (symbolic.ONE,) + left.shape
     rshape = right.shape if len(right.shape) > 1 else right.shape + (symbolic.ONE,)
     inner_left, inner_right = lshape[-1], rshape[-2]
@@ -186,8 +183,9 @@ def _count(shape: Shape) -> Dim:
 def _same_shape(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     x: Value = a["x"]
     if x.is_bool:
-        ctx.report(codes.ELEMENT_TYPE, "x", detail=f"`{ctx.text('x')}` is bool; this builtin needs real values")
-        return None
+        text = ctx.text("x")
+        ctx.report(codes.BOOL_ARITHMETIC, "x", operand=text, operation="this builtin",
+                   help=[codes.help_text("apply_mask", mask=text)])
     return Value(x.shape)
 
 

@@ -343,10 +343,14 @@ class Checker:
     def _unary(self, node: nodes.Unary) -> Value:
         operand = self.value(node.operand)
         if operand.known and operand.is_bool:
-            self.report(codes.ELEMENT_TYPE.diag(node.span, detail=(
-                f"unary `{node.op}` needs a real tensor, but `{self.text(node.operand)}` is bool")))
-            return UNKNOWN
+            self._warn_bool(node.operand, f"unary `{node.op}`")
         return Value(operand.shape) if operand.known else UNKNOWN
+
+    def _warn_bool(self, operand: nodes.Expr, operation: str) -> None:
+        text = self.text(operand)
+        self.report(codes.BOOL_ARITHMETIC.diag(
+            operand.span, operand=text, operation=operation,
+            help=[codes.help_text("apply_mask", mask=text)]))
 
     def _binop(self, node: nodes.BinOp) -> Value:
         left, right = self.value(node.left), self.value(node.right)
@@ -355,16 +359,16 @@ class Checker:
         ctx = self._ctx(node, {"left": node.left, "right": node.right})
         if node.op == "@":
             self._check_softmax_axis(node.left)
+            for operand, value in ((node.left, left), (node.right, right)):
+                if value.is_bool:
+                    self._warn_bool(operand, "`@`")
             result = matmul(ctx, left, right, self.text(node.left), self.text(node.right))
             return result or UNKNOWN
-        if left.is_bool or right.is_bool:
-            bad = node.left if left.is_bool else node.right
-            self.report(codes.ELEMENT_TYPE.diag(node.span, detail=(
-                f"`{node.op}` needs real operands, but `{self.text(bad)}` is bool; "
-                "use `where(mask, x, -inf)` to apply a mask")))
-            return UNKNOWN
+        for operand, value in ((node.left, left), (node.right, right)):
+            if value.is_bool and not (left.is_bool and right.is_bool):
+                self._warn_bool(operand, f"`{node.op}`")
         shape = broadcast(ctx, left, right, node.op)
-        return Value(shape) if shape is not None else UNKNOWN
+        return Value(shape, left.is_bool and right.is_bool) if shape is not None else UNKNOWN
 
     def _check_softmax_axis(self, left: nodes.Expr) -> None:
         left = _strip_parens(left)

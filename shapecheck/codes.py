@@ -329,13 +329,13 @@ EINSUM = _code(
     fix="Correct the subscripts so each letter names one size.",
 )
 ELEMENT_TYPE = _code(
-    "SC311", "element-type", E, "a real tensor is used where bool is needed, or the reverse",
+    "SC311", "not-bool", E, "the condition of `where` is not bool",
     "{detail}",
-    what="Masks are `bool` tensors; `where` needs a bool condition, and arithmetic or "
-    "`@` on a bool tensor is not allowed.",
-    why="Adding a bool mask to scores silently adds 0/1 instead of masking.",
+    what="`where(c, a, b)` takes a `bool` condition (language.md, section 6): a mask.",
+    why="A real-valued condition is true wherever it is non-zero, which is rarely what "
+    "a mask means.",
     example="dim N\ninput S: [N, N]\ninput M: [N, N]\nP = where(M, S, -inf)\n# error[SC311]",
-    fix="Declare the mask `bool[...]`, or use `where(mask, x, -inf)` instead of arithmetic.",
+    fix="Declare the mask `bool[...]` (or build it with `causal_mask`).",
 )
 CALL_ARGS = _code(
     "SC312", "bad-arguments", E, "a builtin is called with the wrong arguments",
@@ -394,6 +394,17 @@ SOFTMAX_AXIS = _code(
     fix="Use `axis=row` (the default).",
 )
 
+BOOL_ARITHMETIC = _code(
+    "SC403", "bool-arithmetic", W, "a bool tensor is used as numbers",
+    "`{operand}` is bool; {operation} treats it as 0 and 1",
+    what="Arithmetic, `@`, `einsum` and elementwise functions accept a bool tensor as "
+    "NumPy does, reading true as 1 and false as 0. The shapes are still checked.",
+    why="A bool tensor is almost always a mask, and adding a mask to scores shifts "
+    "them by 1 instead of removing the masked positions.",
+    example="dim N\ninput S: [N, N]\ninput M: bool[N, N]\nP = softmax(S + M)\n# warning[SC403]",
+    fix="Apply the mask with `where(M, S, -inf)`.",
+)
+
 # --- notes and help ---------------------------------------------------------------
 
 NOTES: dict[str, str] = {
@@ -413,6 +424,7 @@ HELPS: dict[str, str] = {
     "declare_dim": "declare it with `dim {name}`",
     "use_row": "use `softmax({arg}, axis=row)`",
     "use_where": "declare it as `bool[...]` to use it as a mask",
+    "apply_mask": "to apply a mask, write `where({mask}, x, -inf)`",
     "bind_dim": "bind it with `--dim {name}=VALUE` or `dim {name} = VALUE`",
     "rename": "give the new value its own name, e.g. `{name}2`",
 }

@@ -68,8 +68,8 @@ def einsum_shape(ctx: Ctx, subscripts: str, operands: list[Value]) -> Value | No
     for index, (term, operand) in enumerate(zip(terms, operands), start=1):
         assert operand.shape is not None
         if operand.is_bool:
-            ctx.report(codes.ELEMENT_TYPE, "operands", detail=f"einsum operand {index} is bool")
-            return None
+            ctx.report(codes.BOOL_ARITHMETIC, "operands", operand=f"operand {index}",
+                       operation="`einsum`")
         letters = term.replace("...", "")
         rank = len(operand.shape)
         if ("..." in term and rank < len(letters)) or ("..." not in term and rank != len(letters)):
