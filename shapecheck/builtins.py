@@ -118,7 +118,7 @@ def _relation(verdict: Verdict) -> str:
 
 def _constraint_help(ctx: Ctx, a: Dim, b: Dim, verdict: Verdict) -> list[str]:
     """Suggest the constraint when two different expressions of dims could be equal."""
-    if verdict is Verdict.DIFFERENT or (a.is_Symbol and b.is_Symbol):
+    if verdict is Verdict.DIFFERENT or (symbolic.is_name(a) and symbolic.is_name(b)):
         return []
     lhs, rhs = ctx.dims.suggestion(a, b)
     return [codes.help_text("add_constraint", lhs=lhs, rhs=rhs)]
@@ -251,7 +251,7 @@ def _reshape_help(ctx: Ctx, source: Shape, target: Shape, inferred: int | None) 
     if len(source_rest) == 1 and target_rest and inferred is not None:
         product = symbolic.product(target_rest)
         return [codes.help_text("add_constraint", lhs=to_text(source_rest[0]),
-                                rhs=f"{symbolic._spaced(to_text(product))} * k")]
+                                rhs=f"{symbolic.spaced(to_text(product))} * k")]
     return []
 
 
@@ -267,9 +267,9 @@ def _split_heads(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     verdict = ctx.dims.divides(last, heads)
     if not verdict:
         helps = []
-        if last.is_Symbol:
+        if symbolic.is_name(last):
             helps = [codes.help_text("add_constraint", lhs=to_text(last),
-                                     rhs=f"{symbolic._spaced(to_text(heads))} * d")]
+                                     rhs=f"{symbolic.spaced(to_text(heads))} * d")]
         ctx.report(codes.SPLIT_HEADS, "x", notes=ctx.notes("x"), help=helps,
                    last=to_text(last), shape=x.text(), heads=to_text(heads),
                    reason=f"cannot prove that {to_text(heads)} divides {to_text(last)}")

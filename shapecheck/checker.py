@@ -15,7 +15,9 @@ from . import codes, nodes
 from .builtins import BUILTINS, VARIADIC, Builtin, Kind, broadcast, matmul, transpose_last_two
 from .diagnostics import Diagnostic, DiagnosticSink, Note, Span
 from .program import SCALAR, UNKNOWN, CallInfo, Program, Shape, Tensor, Value
-from .symbolic import Dim, DimBuilder, DimSystem, Verdict, shape_text, to_text
+from .symbolic import (
+    Dim, DimBuilder, DimSystem, Verdict, as_int, free_names, is_name, shape_text, to_text,
+)
 
 RESERVED_WORDS = frozenset(
     "dim constraint input param output assert bool inf row col true false True False".split()
@@ -147,12 +149,13 @@ class Checker:
             self.names.kind[stmt.name.name] = "unknown"
             return
         name = stmt.name.name
-        if value.is_Integer:
+        fixed = as_int(value)
+        if fixed is not None:
             bound = self.dims.bindings.get(name)
-            if bound is not None and bound != int(value):
+            if bound is not None and bound != fixed:
                 self.report(codes.BAD_BINDING.diag(stmt.span, detail=(
-                    f"`--dim {name}={bound}` contradicts `dim {name} = {int(value)}`")))
-            self.dims.declare_fixed(name, int(value), stmt.name.span)
+                    f"`--dim {name}={bound}` contradicts `dim {name} = {fixed}`")))
+            self.dims.declare_fixed(name, fixed, stmt.name.span)
             return
         self.dims.declare_derived(name, value, stmt.name.span)
         for dim_name, bound, definition in self.dims.check_derived_bindings():
@@ -171,7 +174,7 @@ class Checker:
         verdict = self.dims.positive(value)
         if not verdict:
             reason = "" if verdict is Verdict.UNPROVED else " (it is not positive at the bindings)"
-            helps = [codes.help_text("bind_dim", name=n) for n in sorted(_names_in(value))[:1]]
+            helps = [codes.help_text("bind_dim", name=n) for n in sorted(free_names(value))[:1]]
             self.report(codes.NOT_POSITIVE.diag(node.span, expr=to_text(value), reason=reason,
                                                 help=helps if verdict is Verdict.UNPROVED else []))
             return None
@@ -245,7 +248,7 @@ class Checker:
                 verdict = self.dims.equal(got, want)
                 if not verdict:
                     mismatch = True
-                    if verdict is Verdict.UNPROVED and not (got.is_Symbol and want.is_Symbol):
+                    if verdict is Verdict.UNPROVED and not (is_name(got) and is_name(want)):
                         lhs, rhs = self.dims.suggestion(want, got)
                         helps.append(codes.help_text("add_constraint", lhs=lhs, rhs=rhs))
         if mismatch:
@@ -624,10 +627,6 @@ def _strip_parens(node: nodes.Expr) -> nodes.Expr:
     while isinstance(node, nodes.Paren):
         node = node.inner
     return node
-
-
-def _names_in(dim: Dim) -> set[str]:
-    return {s.name for s in dim.free_symbols}
 
 
 def _not_a_value(node: nodes.Expr) -> str:

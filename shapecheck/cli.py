@@ -120,6 +120,37 @@ def _append(path: str, text: str) -> None:
 
 
 @cli.command()
+@click.argument("path", type=click.Path())
+@dim_option
+@click.option("--input", "input_files", multiple=True, metavar="NAME=FILE.npy",
+              help="Load an input or param from a .npy file (repeatable; never with pickle).")
+@click.option("--inputs", "archive", metavar="FILE.npz",
+              help="Load inputs and params from a .npz archive (keys: their names).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed for the inputs and params that are not supplied.")
+@click.option("--save", metavar="FILE.npz", help="Write the outputs, keyed by name.")
+@click.option("--save-all", is_flag=True, help="With --save: write every intermediate too.")
+@click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float64",
+              show_default=True, help="Element type of the computation, end to end.")
+@click.option("--backend", type=click.Choice(["numpy"]), default="numpy", show_default=True,
+              help="Numeric backend.")
+@click.option("--max-memory", metavar="SIZE",
+              help="Refuse a run estimated to need more (4GiB, 512MiB, unlimited). "
+              "Default: 4 GiB, or half the machine's memory if less.")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto",
+              show_default=True, help="Colour in diagnostics.")
+def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive: str | None,
+        seed: int, save: str | None, save_all: bool, dtype: str, backend: str,
+        max_memory: str | None, color: str) -> None:
+    """Verify a spec, then execute it with NumPy and report its outputs."""
+    from .backend.command import RunOptions, run_command
+
+    options = RunOptions(path, parse_bindings(dims), input_files, archive, seed, save, save_all,
+                         dtype, max_memory, use_color(color))
+    sys.exit(run_command(options))
+
+
+@cli.command()
 @click.argument("code", required=False)
 def explain(code: str | None) -> None:
     """Explain a diagnostic code (without CODE: list them all)."""

@@ -105,6 +105,11 @@ def as_int(dim: Dim) -> int | None:
     return int(dim) if isinstance(dim, sympy.Integer) else None
 
 
+def is_name(dim: Dim) -> bool:
+    """Is the dim expression a single dim (``N``), not a compound one (``H*d``)?"""
+    return bool(dim.is_Symbol)
+
+
 def free_names(dim: Dim) -> set[str]:
     return {s.name for s in dim.free_symbols}
 
@@ -472,7 +477,7 @@ class DimSystem:
         lone = [d for d in (left, right) if d.is_Symbol]
         if lone and lone[0] is right:
             left, right = right, left
-        return to_text(left), _spaced(to_text(right))
+        return to_text(left), spaced(to_text(right))
 
 
 def _product_of_dims(dim: Dim) -> bool:
@@ -485,7 +490,7 @@ def _product_of_dims(dim: Dim) -> bool:
     )
 
 
-def _spaced(text: str) -> str:
+def spaced(text: str) -> str:
     return text.replace("*", " * ") if "**" not in text else text
 
 
@@ -595,7 +600,7 @@ def _divisibility_help(numerator: Dim, denominator: Dim) -> str:
         return codes.help_text("add_constraint", lhs=to_text(numerator),
                                rhs=f"{to_text(denominator)} * k")
     return codes.help_text("add_constraint", lhs=to_text(numerator),
-                           rhs=f"{_spaced(to_text(denominator))} * k")
+                           rhs=f"{spaced(to_text(denominator))} * k")
 
 
 def _describe(node: nodes.Expr) -> str:
@@ -664,14 +669,14 @@ def explain_divides(system: DimSystem, numerator: Dim, denominator: Dim) -> Proo
         symbols = sorted(quotient.free_symbols, key=lambda s: s.name)
         return bool(quotient.is_polynomial(*symbols)) and system._integer_valued(quotient)
 
-    return _explain(system, (numerator, denominator), exact)
+    return _explain(system, (numerator, denominator), exact, direct="identical")
 
 
-def _explain(system: DimSystem, dims: tuple[Dim, Dim],
-             holds: Callable[[Dim, Dim], bool]) -> Proof:
+def _explain(system: DimSystem, dims: tuple[Dim, Dim], holds: Callable[[Dim, Dim], bool],
+             direct: str = "algebra") -> Proof:
     verdict = Verdict.PROVED
     if holds(*dims):
-        return Proof(verdict, "algebra")
+        return Proof(verdict, direct)
     # 1. definitions: derived dims, and dims fixed by `dim T = 128`
     fixed = {s: sympy.Integer(v) for s, v in system._values.items()
              if system.dims.get(s.name) is not None and system.dims[s.name].kind == "fixed"}
@@ -743,3 +748,19 @@ def growth(system: DimSystem, dim: Dim, names: Iterable[str] = ()) -> tuple[int,
     poly = sympy.Poly(expanded, *symbols)
     wanted = {i for i, s in enumerate(symbols) if s.name in set(names)}
     return (max(sum(m[i] for i in wanted) for m in poly.monoms()), poly.total_degree())
+
+
+def solve_for(system: DimSystem, dim: Dim, value: int) -> tuple[str, int] | None:
+    """The dim that makes ``dim == value`` at the bindings, when exactly one dim is
+    left unbound in ``dim`` and exactly one positive integer solves the equation
+    (``run`` binds dims from arrays with it: ``[N, H * d]`` with H bound gives d)."""
+    expression = system.canonical(dim)
+    if len(expression.free_symbols) != 1:
+        return None
+    (unknown,) = expression.free_symbols
+    try:
+        roots = sympy.solve(sympy.Eq(expression, value), unknown)
+    except Exception:  # SymPy's solver fails in many ways on what it cannot solve
+        return None
+    fits = [r for r in roots if r.is_Integer and r > 0]
+    return (unknown.name, int(fits[0])) if len(fits) == 1 else None
