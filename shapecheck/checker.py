@@ -59,6 +59,7 @@ class Checker:
         }
         for statement in statements:
             if self.sink.full:
+                self.sink.dropped += 1  # the rest is not checked
                 break
             handlers[type(statement)](statement)
         self._finish()
@@ -294,6 +295,7 @@ class Checker:
         return None
 
     def _broken(self, stmt: nodes.Broken) -> None:
+        self.names.used.update(stmt.mentions)
         for name in stmt.defines:
             self.names.kind.setdefault(name, "unknown")
 

@@ -217,6 +217,7 @@ class Broken:
     defines: tuple[str, ...]
     is_dim: bool
     span: Span
+    mentions: tuple[str, ...] = ()  # every name in it: they count as used
 
 
 Stmt = Union[DimFree, DimDef, Constraint, TensorDecl, Define, Assert, Output, Broken]

@@ -284,10 +284,10 @@ def _parse_statements(text: str, parsers: _Parsers) -> ParseResult:
             statements.append(parsers.lark.parse(chunk.text, start="stmt"))
         except LimitExceeded as exc:
             diagnostics.append(codes.LIMIT.diag(exc.span, detail=exc.message))
-            statements.append(nodes.Broken(chunk.defines, chunk.is_dim, chunk.span))
+            statements.append(nodes.Broken(chunk.defines, chunk.is_dim, chunk.span, _mentions(chunk.text)))
         except (UnexpectedInput, RecursionError) as exc:
             diagnostics.append(_syntax_diagnostic(exc, chunk, parsers.postlex))
-            statements.append(nodes.Broken(chunk.defines, chunk.is_dim, chunk.span))
+            statements.append(nodes.Broken(chunk.defines, chunk.is_dim, chunk.span, _mentions(chunk.text)))
         if len(diagnostics) >= codes_limit():
             break
     parsers.postlex.line_offset = parsers.postlex.column_offset = 0
@@ -357,6 +357,12 @@ def _chunk(text: str, start: int, end: int) -> Iterator[Chunk]:
     end_column = (len(body) - last_nl) if last_nl >= 0 else column + len(body)
     yield Chunk(body, line, column, Span(line, column, last_line, end_column),
                 *_guess_defined_names(body))
+
+
+def _mentions(body: str) -> tuple[str, ...]:
+    """The names a broken statement mentions (outside comments and strings)."""
+    code = re.sub(r'#[^\n]*|"[^"\n]*"?', " ", body)
+    return tuple(dict.fromkeys(_NAME.findall(code)))
 
 
 def _guess_defined_names(body: str) -> tuple[tuple[str, ...], bool]:
