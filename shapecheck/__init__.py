@@ -23,6 +23,11 @@ _EXPORTS = {
     "Diagnostic": "diagnostics",
     "Severity": "diagnostics",
     "Span": "diagnostics",
+    "compile_spec": "backend",
+    "load": "backend",
+    "CompiledSpec": "backend",
+    "RunResult": "backend",
+    "RunError": "backend",
 }
 
 __all__ = ["__version__", *_EXPORTS]

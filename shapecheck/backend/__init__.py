@@ -1,0 +1,26 @@
+"""The numeric backend: execute a verified spec with NumPy.
+
+This package is the only place that imports NumPy; nothing imports it unless
+a spec is run (``shapecheck verify`` stays light)::
+
+    from shapecheck.backend import compile_spec
+    attention = compile_spec(Path("examples/single_head.attn"))
+    outputs = attention(Q=q, K=k, V=v)          # {"O": array}, dims read from the arrays
+"""
+
+from __future__ import annotations
+
+from .compiled import CompiledSpec, RunResult, compile_spec, load
+from .errors import CheckerBug, InputError, MemoryLimitError, RunError, SpecError
+
+__all__ = [
+    "CheckerBug",
+    "CompiledSpec",
+    "InputError",
+    "MemoryLimitError",
+    "RunError",
+    "RunResult",
+    "SpecError",
+    "compile_spec",
+    "load",
+]

@@ -1,0 +1,158 @@
+"""`shapecheck run`: verify, bind, execute, report (contract: shared/spec/cli.md).
+
+Results go to stdout; diagnostics, warnings and errors to stderr. Exit status:
+0 success; 1 the spec does not verify, or an input (array, binding, size) is
+wrong; 2 usage error, unreadable file, or internal failure (a checker bug).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+import numpy as np
+
+from ..api import check_path, file_result
+from ..program import Program
+from . import runtime
+from .compiled import CompiledSpec, RunResult
+from .errors import CheckerBug, InputError, RunError, SpecError, message
+from .runtime import UnreadableFile
+
+EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    path: str
+    bindings: dict[str, int]
+    input_files: tuple[str, ...] = ()
+    archive: str | None = None
+    seed: int = 0
+    save: str | None = None
+    save_all: bool = False
+    dtype: str = "float64"
+    max_memory: str | None = None
+    color: bool = False
+
+
+def run_command(options: RunOptions) -> int:
+    """Everything `shapecheck run` does; returns the exit status."""
+    if options.save_all and options.save is None:
+        raise click.UsageError(message("report_save_all_needs_save"))
+    try:
+        limit = (runtime.default_max_memory() if options.max_memory is None
+                 else runtime.parse_size(options.max_memory))
+    except InputError as error:
+        raise click.BadParameter(str(error), param_hint="--max-memory") from None
+    try:
+        return _run(options, limit)
+    except SpecError as error:
+        _show_diagnostics(error.program, options)
+        _error(str(error))
+        if error.bindings:
+            _error(error.bindings)
+        return EXIT_ERRORS
+    except CheckerBug as error:
+        click.echo(message("report_internal", text=error), err=True)
+        return EXIT_USAGE
+    except RunError as error:
+        _error(str(error))
+        return error.exit_code
+
+
+def _run(options: RunOptions, limit: int | None) -> int:
+    try:
+        program = check_path(options.path, options.bindings)
+    except OSError as error:
+        raise UnreadableFile(message("unreadable", path=options.path,
+                                     reason=error.strerror or error)) from None
+    if not program.ok:
+        raise SpecError(program)
+    _show_diagnostics(program, options)  # warnings, if any
+    if options.save is not None and not Path(options.save).parent.is_dir():
+        raise UnreadableFile(message("cannot_write", path=options.save,
+                                     reason=message("no_folder")))  # before a long run
+    arrays, origins = _load_arrays(options)
+    spec = CompiledSpec(program, dims=options.bindings, dtype=options.dtype, max_memory=limit,
+                        hint=runtime.cli_hint)
+    result = spec.run(arrays, seed=options.seed, keep_intermediates=options.save_all,
+                      check_invariants=True)
+    _report(spec, result, origins, options)
+    if options.save is not None:
+        saved = result.tensors if options.save_all else result.outputs
+        runtime.save_npz(options.save, saved)
+        click.echo(message("report_saved", count=len(saved), path=options.save))
+    return EXIT_OK
+
+
+def _load_arrays(options: RunOptions) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    arrays: dict[str, np.ndarray] = {}
+    origins: dict[str, str] = {}
+    if options.archive is not None:
+        for key, array in runtime.load_npz(options.archive).items():
+            arrays[key] = array
+            origins[key] = f"{options.archive}[{key}]"
+    for item in options.input_files:
+        name, separator, file = item.partition("=")
+        name, file = name.strip(), file.strip()
+        if not separator or not name.isidentifier() or not file:
+            raise click.BadParameter(message("input_syntax", item=item), param_hint="--input")
+        if name in origins:
+            raise click.BadParameter(message("input_twice", name=name, first=origins[name],
+                                             second=file), param_hint="--input")
+        arrays[name] = runtime.load_npy(file)
+        origins[name] = file
+    return arrays, origins
+
+
+def _report(spec: CompiledSpec, result: RunResult, origins: dict[str, str],
+            options: RunOptions) -> None:
+    bindings = ", ".join(f"{n}={v}" for n, v in result.bindings.items()) or "no dims"
+    click.echo(message("report_header", path=options.path, bindings=bindings,
+                                       dtype=options.dtype))
+    for name in spec.declared:
+        if name in origins:
+            click.echo(message("report_loaded", name=name, source=origins[name]))
+    by_kind: dict[str, list[str]] = {}
+    for name in result.generated:
+        by_kind.setdefault(runtime.generation_note(spec.declared[name]), []).append(name)
+    for how, names in by_kind.items():
+        click.echo(message("report_generated", seed=options.seed, names=", ".join(names), how=how))
+    for name, value in result.outputs.items():
+        click.echo(message("report_output", name=name, shape=list(value.shape),
+                                           dtype=value.dtype, stats=_stats(value)))
+    click.echo(message("report_checked"))
+    for text in result.checks:
+        click.echo(message("report_check", text=text))
+    for text in result.warnings:
+        click.echo(message("report_warning", text=text), err=True)
+
+
+def _stats(value: np.ndarray) -> str:
+    if value.dtype.kind == "b":
+        return message("report_stats_bool", true=int(np.count_nonzero(value)), size=value.size)
+    finite = value[~np.isnan(value)]
+    if finite.size == 0:
+        return message("report_stats_nan", count=value.size).lstrip(", ")
+    text = message("report_stats", min=float(finite.min()), max=float(finite.max()),
+                                  mean=float(finite.mean()))
+    missing = value.size - finite.size
+    return text + (message("report_stats_nan", count=missing) if missing else "")
+
+
+def _show_diagnostics(program: Program, options: RunOptions) -> None:
+    if not program.diagnostics:
+        return
+    from ..formats import render
+
+    result = file_result(program, options.path)
+    click.echo(render([result], "text", color=options.color, strict=False), nl=False, err=True)
+
+
+def _error(text: str) -> None:
+    click.echo(message("report_error", text=text), err=True)
+
+
+__all__ = ["RunOptions", "run_command"]

@@ -1,0 +1,149 @@
+"""Errors of the numeric backend, and every text it prints (messages and the run report).
+
+The backend never builds prose inline: it picks a key of :data:`MESSAGES` and
+fills in the fields (as the checker does with :mod:`shapecheck.codes`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..program import Program
+
+MESSAGES: dict[str, str] = {
+    # the spec and its dims
+    "spec_errors": "the spec does not verify ({count}); it cannot be run",
+    "unbound": "free dims left unbound: {names}; bind them with {flags}{derived}",
+    "unbound_derived": " (then the spec determines {names})",
+    "hint_cli": "--dim {name}=INT",
+    "hint_api": "'{name}': ...",
+    "hints_api": "dims={{{hints}}}",
+    "bindings_from": "bindings: {bindings}",
+    # supplied arrays
+    "unknown_array": "`{name}` is not an input or param of the spec (they are: {names})",
+    "missing_arrays": "no array for {names}; pass every input and param (or use run(..., seed=...) "
+    "to generate the missing ones)",
+    "not_an_array": "{kind} `{name}`: expected a NumPy array, got {type}",
+    "rank": "{kind} `{name}` is declared as {declared} (rank {rank}), but the array has shape "
+    "{actual} (rank {actual_rank})",
+    "dim_conflict": "{kind} `{name}` is declared as {declared}, but the array has shape {actual}: "
+    "axis {axis} gives {dim} = {got}, but {source} gives {dim} = {bound}",
+    "entry_conflict": "{kind} `{name}` is declared as {declared}, which is {expected} at the "
+    "bindings ({bindings}), but the array has shape {actual}: axis {axis} ({dim}) is {bound} "
+    "at the bindings, the array has {got}",
+    "element_type": "{kind} `{name}` is declared as {declared}, which holds {wanted}, but the "
+    "array's element type is {dtype}",
+    "non_finite": "{kind} `{name}` contains {count} non-finite value(s) (NaN or infinity); "
+    "inputs and params must be finite",
+    "zero_axis": "{kind} `{name}` has shape {actual}: axis {axis} is empty, but dims are "
+    "positive integers",
+    "source_dim": "--dim {dim}={value}",
+    "source_array": "{kind} `{name}` (shape {shape})",
+    "source_spec": "the spec ({definition})",
+    "generated_input": "N(0, 1)",
+    "generated_param": "N(0, 1/fan_in), fan_in the second-to-last axis",
+    "generated_mask": "true with probability {fraction}, at least one true per row",
+    # files
+    "no_file": "{path}: no such file",
+    "unreadable": "cannot read {path}: {reason}",
+    "not_npy": "{path}: not a .npy file ({reason})",
+    "not_npz": "{path}: not a .npz archive ({reason})",
+    "no_magic": "it does not start with a NumPy header",
+    "npz_not_npy": "it is a .npz archive; pass it with --inputs",
+    "npy_not_npz": "it is a single .npy array; pass it with --input NAME=FILE",
+    "truncated": "the file is shorter than its header says: truncated?",
+    "pickled": "{path}: holds Python objects (a pickled or object array); only numeric and bool "
+    "arrays are loaded, never with pickle",
+    "npz_key": "{path}: array `{key}` cannot be loaded ({reason})",
+    "input_twice": "`{name}` is given twice (by {first} and by {second})",
+    "input_syntax": "`{item}` is not NAME=FILE.npy",
+    "cannot_write": "cannot write {path}: {reason}",
+    "no_folder": "its folder does not exist",
+    "dtype": "dtype must be one of {choices}, got {dtype}",
+    # resources
+    "memory": "the run needs about {total} at the bindings ({bindings}), more than --max-memory "
+    "{limit}; the largest tensor is {largest} {shape}, {size}",
+    "tensor_label": "`{name}`",
+    "temporary_label": "a temporary of the statement defining `{name}` (line {line})",
+    "memory_size": "`{text}` is not a size (examples: 4GiB, 512MiB, 2GB, 1000000, unlimited)",
+    # internal failures: checker bugs, never user mistakes
+    "shape_bug": "checker bug: `{name}` (line {line}) has runtime shape {actual}, but the checker "
+    "computed {symbolic}, which is {expected} at the bindings ({bindings}); please report it",
+    "dtype_bug": "backend bug: `{name}` (line {line}) has element type {actual}, expected "
+    "{expected}; please report it",
+    "bug_unbound_shape": "backend bug: shape {shape} is not known at the bindings; please report it",
+    "bug_no_type": "backend bug: the checker recorded no shape for the expression on line {line}; "
+    "please report it",
+    "bug_unresolved_call": "backend bug: the checker did not resolve the call of `{name}` on line "
+    "{line}; please report it",
+    "bug_no_builtin": "backend bug: builtin `{name}` has no NumPy implementation; please report it",
+    "bug_not_value": "backend bug: cannot execute a {kind} as a value (line {line}); please report it",
+    # the report of `shapecheck run`
+    "report_header": "{path}: ran with {bindings} ({dtype}, numpy)",
+    "report_generated": "  generated (seed {seed}): {names} ~ {how}",
+    "report_loaded": "  loaded: {name} from {source}",
+    "report_output": "output {name}: shape {shape}, {dtype}, {stats}",
+    "report_stats": "min {min:.6g}, max {max:.6g}, mean {mean:.6g}",
+    "report_stats_bool": "{true} of {size} true",
+    "report_stats_nan": ", {count} NaN",
+    "report_checked": "checked:",
+    "report_check": "  {text}",
+    "report_warning": "warning: {text}",
+    "report_saved": "saved {count} array(s) to {path}",
+    "report_error": "shapecheck: {text}",
+    "report_internal": "shapecheck: internal error: {text}",
+    "report_save_all_needs_save": "--save-all needs --save FILE.npz",
+    # invariants and warnings
+    "masked_rows": "`{name}` (line {line}): {count} softmax row(s) are entirely -inf (fully "
+    "masked) and give NaN",
+    "non_finite_output": "output `{name}` contains {count} non-finite value(s)",
+    "check_shapes": "{count} statement shape(s) match the checker's at the bindings",
+    "check_dtype": "every tensor is {dtype} (bool masks excepted)",
+    "check_softmax": "softmax `{name}` (line {line}): every {what} sums to 1 along axis {axis} "
+    "(largest error {error:.1e})",
+    "check_softmax_nan": "softmax `{name}` (line {line}): every {what} that is not NaN sums to 1 "
+    "along axis {axis} (largest error {error:.1e})",
+    "softmax_sum": "softmax `{name}` (line {line}): a {what} sums to {total!r} along axis {axis}, "
+    "not 1",
+}
+
+
+def message(key: str, **fields: object) -> str:
+    return MESSAGES[key].format(**fields)
+
+
+class RunError(Exception):
+    """The root of every error ``run`` and a compiled spec raise."""
+
+    exit_code = 1
+
+
+class SpecError(RunError):
+    """The spec does not verify (at the bindings); ``program`` holds its diagnostics."""
+
+    def __init__(self, program: Program, bindings: str | None = None) -> None:
+        errors = sum(1 for d in program.diagnostics if d.is_error)
+        count = f"{errors} error{'s' if errors != 1 else ''}"
+        super().__init__(message("spec_errors", count=count))
+        self.program = program
+        self.bindings = bindings  # where the bindings came from, when arrays gave some
+
+
+class InputError(RunError):
+    """A supplied array, file or binding that does not fit the spec."""
+
+
+class MemoryLimitError(InputError):
+    """The run would need more memory than allowed."""
+
+
+class CheckerBug(RunError):
+    """Execution disagrees with the checker: a bug in shapecheck, never ignored."""
+
+    exit_code = 2
+
+
+def names_text(names: Sequence[str]) -> str:
+    return ", ".join(f"`{n}`" for n in names)
