@@ -201,13 +201,12 @@ class Checker:
     # --- tensors -----------------------------------------------------------------------------
 
     def _shape(self, shape: nodes.Shape) -> Value:
-        dims: list[Dim] = []
-        for entry in shape.dims:
-            dim = self._dim_expr(entry)
-            if dim is None:
-                return UNKNOWN
-            dims.append(dim)
-        return Value(tuple(dims), shape.is_bool)
+        # Every entry is checked, so that each independent mistake is reported
+        # and every dim in the shape counts as used.
+        dims = [self._dim_expr(entry) for entry in shape.dims]
+        if any(dim is None for dim in dims):
+            return UNKNOWN
+        return Value(tuple(dims), shape.is_bool)  # type: ignore[arg-type]
 
     def _tensor_decl(self, stmt: nodes.TensorDecl) -> None:
         value = self._shape(stmt.shape)
@@ -292,6 +291,8 @@ class Checker:
                                               expected="tensor"))
         elif kind is None:
             self._undefined(ident.name, ident.span)
+        elif kind == "unknown" and mark_used:
+            self.names.used.add(ident.name)  # its statement failed; it is still used here
         return None
 
     def _broken(self, stmt: nodes.Broken) -> None:
@@ -398,6 +399,7 @@ class Checker:
             close = difflib.get_close_matches(node.func.name, list(BUILTINS), n=1)
             helps = [codes.help_text("did_you_mean", name=close[0])] if close else []
             self.report(codes.NOT_CALLABLE.diag(node.func.span, name=node.func.name, help=helps))
+            self._check_arguments(node)
             return UNKNOWN
         bound = self._bind_arguments(builtin, node)
         if bound is None:
@@ -460,11 +462,15 @@ class Checker:
 
     def _call_error(self, node: nodes.Call, span: Span, detail: str,
                     helps: Sequence[str] = ()) -> None:
-        for arg in node.args:  # still report mistakes inside the arguments
-            if not isinstance(arg, (nodes.ListExpr, nodes.String, nodes.AxisName)):
-                self.value(arg)
+        self._check_arguments(node)
         self.report(codes.CALL_ARGS.diag(span, detail=detail, help=helps))
         return None
+
+    def _check_arguments(self, node: nodes.Call) -> None:
+        """A call that failed still reports the mistakes inside its arguments."""
+        for arg in node.args:
+            if not isinstance(arg, (nodes.ListExpr, nodes.String, nodes.AxisName)):
+                self.value(arg)
 
     def _resolve_argument(self, kind: Kind, node: nodes.Expr, builtin: Builtin, param: str) -> Any:
         resolver = _RESOLVERS[kind]
