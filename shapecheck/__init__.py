@@ -6,6 +6,8 @@ CLI start fast (SymPy and Lark load only when a spec is checked)::
     import shapecheck
     program = shapecheck.check_text(source, bindings={"N": 128})
     program.ok, program.diagnostics, program.shapes()
+    attention = shapecheck.compile_spec(program)  # NumPy is imported here, not before
+    outputs = attention(X=x, W_Q=w_q, ...)         # by name; dims read from the arrays
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ _EXPORTS = {
     "CompiledSpec": "backend",
     "RunResult": "backend",
     "RunError": "backend",
+    "SpecError": "backend",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -108,12 +108,11 @@ class CompiledSpec:
             self._plans[key] = bound
         values = {n: runtime.cast(self.declared[n], a, self.dtype) for n, a in supplied.items()}
         generated = [n for n in self.declared if n not in supplied]
-        for name in generated:
+        for name in generated:  # none unless a seed was given (see _supplied)
             tensor = self.declared[name]
             shape = evaluate_shape(bound.bound.program, tensor.value)
             values[name] = runtime.generate(tensor, shape, self.dtype, seed or 0)
-        frame = bound.plan.execute(values, check_invariants=check_invariants,
-                                   keep_all=keep_intermediates)
+        frame = bound.plan.execute(values, check_invariants=check_invariants)
         outputs = {name: np.asarray(frame.values[name]) for name in self.outputs}
         checks = [message("check_shapes", count=len(bound.plan.steps)),
                   message("check_dtype", dtype=self.dtype.name), *frame.checks.values()]
@@ -167,11 +166,12 @@ def memory_error(plan: Plan, limit: int) -> MemoryLimitError:
 def load(spec: SpecSource, dims: Mapping[str, int] | None = None) -> Program:
     """Check a spec: a :class:`Program` (re-checked with ``dims``), a path, or source text.
 
-    A ``str`` is source text; pass a :class:`pathlib.Path` for a file.
+    A path is a :class:`os.PathLike`, or a one-line ``str`` ending in ``.attn``; any
+    other ``str`` is source text.
     """
     if isinstance(spec, Program):
         return check_text(spec.source, dict(dims or {})) if dims else spec
-    if isinstance(spec, os.PathLike):
+    if isinstance(spec, os.PathLike) or (spec.endswith(".attn") and "\n" not in spec):
         return check_path(Path(spec), dict(dims or {}))
     return check_text(spec, dict(dims or {}))
 

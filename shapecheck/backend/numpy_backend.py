@@ -80,14 +80,11 @@ class Allocation:
 @dataclass(frozen=True)
 class Plan:
     steps: tuple[Step, ...]
-    outputs: tuple[str, ...]
     bindings: dict[str, int]
-    dtype: np.dtype
     peak_bytes: int  # the estimate: tensors alive plus each statement's temporaries
     largest: Allocation | None
 
-    def execute(self, values: dict[str, Any], *, check_invariants: bool = False,
-                keep_all: bool = False) -> Frame:
+    def execute(self, values: dict[str, Any], *, check_invariants: bool = False) -> Frame:
         """Run every step on ``values`` (inputs and params by name, already cast)."""
         frame = Frame(dict(values), check_invariants)
         with np.errstate(all="ignore"):  # NaN and inf are reported by name, not by NumPy
@@ -95,9 +92,8 @@ class Plan:
                 result = step.run(frame)
                 self._check(step, result)
                 frame.values[step.name] = result
-                if not keep_all:
-                    for name in step.release:
-                        del frame.values[name]
+                for name in step.release:
+                    del frame.values[name]
         return frame
 
     def _check(self, step: Step, result: Any) -> None:
@@ -129,6 +125,12 @@ class _Usage:
 
     last_use: dict[str, int] = field(default_factory=dict)
     reads: list[dict[str, int]] = field(default_factory=list)  # per statement: name -> count
+
+    def dead_after(self, index: int, defined: str, kept: set[str]) -> tuple[str, ...]:
+        """What statement ``index`` reads for the last time, and what it defines if
+        nothing reads it (and it is not an output)."""
+        names = [*self.reads[index], defined]  # a statement never reads what it defines
+        return tuple(n for n in names if self.last_use[n] == index and n not in kept)
 
 
 def _definitions(program: Program) -> Iterator[tuple[nodes.Ident, nodes.Expr, int]]:
@@ -182,21 +184,15 @@ class _PlanBuilder:
             else:
                 shared = {n for n in _names(expr) if n in self.program.tensors}
                 self.aliases[name] = shared.union(*(self.aliases.get(n, set()) for n in shared))
-            release = self._release(index)
+            release = () if self.keep_all else self.usage.dead_after(index, name, self.kept)
             for dead in release:
-                live.pop(dead, None)
+                if self.program.tensors[dead].kind == "defined":  # the caller holds the inputs
+                    live.pop(dead, None)
             steps.append(Step(
                 name, line, compiled.run, shape, tensor.value.text(),
                 np.dtype(bool) if tensor.value.is_bool else self.dtype, release))
         largest = max(allocations, key=lambda a: a.nbytes, default=None)
-        return Plan(tuple(steps), tuple(self.program.outputs), self.bindings, self.dtype, peak,
-                    largest)
-
-    def _release(self, index: int) -> tuple[str, ...]:
-        if self.keep_all:
-            return ()
-        return tuple(name for name, last in self.usage.last_use.items()
-                     if last == index and name not in self.kept)
+        return Plan(tuple(steps), self.bindings, peak, largest)
 
     def _donatable(self, index: int) -> frozenset[str]:
         """Tensors read once by this statement, for the last time, whose buffer no
@@ -321,6 +317,17 @@ class _ExprCompiler:
                 return self.constant(compiled.run(Frame({})))
         return compiled
 
+    def numeric(self, node: nodes.Expr) -> Compiled:
+        """A value used as numbers: a bool one is read as 0 and 1 in the run's dtype
+        (SC403), so that NumPy's own bool rules (``exp`` of bool is float16) never apply."""
+        compiled = self.compile(node)
+        if not self.value_of(node).is_bool:
+            return compiled
+        run, dtype = compiled.run, self.dtype
+        if self.shape_of(node):
+            self.allocates(node)
+        return self.fold(Compiled(lambda frame: run(frame).astype(dtype), fresh=True), compiled)
+
     def elementwise(self, node: nodes.Expr, operand: Compiled,
                     apply: Callable[[Any, Any], Any]) -> Compiled:
         """``apply(x, out)`` for a same-shape elementwise result, in place when
@@ -369,7 +376,7 @@ def _compile_paren(c: _ExprCompiler, node: nodes.Paren) -> Compiled:
 
 
 def _compile_unary(c: _ExprCompiler, node: nodes.Unary) -> Compiled:
-    operand = c.compile(node.operand)
+    operand = c.numeric(node.operand)
     if node.op == "+":
         return operand
     return c.elementwise(node, operand, lambda x, out: np.negative(x, out=out))
@@ -382,13 +389,19 @@ _UFUNCS: dict[str, np.ufunc] = {
 
 
 def _compile_binop(c: _ExprCompiler, node: nodes.BinOp) -> Compiled:
-    left, right = c.compile(node.left), c.compile(node.right)
+    left, right = c.numeric(node.left), c.numeric(node.right)
     lrun, rrun = left.run, right.run
     if node.op == "@":
         c.allocates(node)
         return Compiled(lambda frame: np.matmul(lrun(frame), rrun(frame)), fresh=True)
     ufunc = _UFUNCS[node.op]
     shape = c.shape_of(node)
+    if c.value_of(node).is_bool:  # bool with bool: computed as 0 and 1, nonzero is true
+        zero = c.scalar(0)        # (`+` and `*` give NumPy's logical or and and)
+        if shape:
+            c.allocates(node)
+        return c.fold(Compiled(lambda frame: np.not_equal(ufunc(lrun(frame), rrun(frame)), zero),
+                               fresh=True), left, right)
     if shape and left.fresh and c.shape_of(node.left) == shape:
         return Compiled(lambda frame: _binary_into_left(ufunc, lrun(frame), rrun(frame)), fresh=True)
     if shape and right.fresh and c.shape_of(node.right) == shape:
@@ -450,9 +463,13 @@ class _Call:
     def tensor(self, param: str = "x") -> Compiled:
         return self.c.compile(self.info.args[param])
 
-    def tensors(self, param: str) -> list[Compiled]:
+    def numeric(self, param: str = "x") -> Compiled:
+        return self.c.numeric(self.info.args[param])
+
+    def tensors(self, param: str, numeric: bool = False) -> list[Compiled]:
         items: nodes.ListExpr = self.info.args[param]
-        return [self.c.compile(item) for item in items.items]
+        compile = self.c.numeric if numeric else self.c.compile
+        return [compile(item) for item in items.items]
 
     def rank(self, param: str = "x") -> int:
         argument = self.info.args[param]
@@ -486,7 +503,7 @@ class _Call:
         self.c.allocates(self.node)
 
     def elementwise(self, apply: Callable[[Any, Any], Any]) -> Compiled:
-        return self.c.elementwise(self.node, self.tensor(), apply)
+        return self.c.elementwise(self.node, self.numeric(), apply)
 
 
 Implementation = Callable[[_Call], Compiled]
@@ -527,7 +544,7 @@ def _gelu(call: _Call) -> Compiled:
 
 
 def _softmax(call: _Call) -> Compiled:
-    x = call.tensor()
+    x = call.numeric()
     axis = call.axis()
     assert axis is not None
     run, fresh = x.run, x.fresh
@@ -614,14 +631,10 @@ def _concat(call: _Call) -> Compiled:
 
 def _reduction(reduce: Callable[..., Any]) -> Implementation:
     def implementation(call: _Call) -> Compiled:
-        x = call.tensor()
+        x = call.numeric()  # counting a mask gives a real number
         run, axis, keep = x.run, call.axis(), bool(call.arg("keepdims"))
-        dtype = call.c.dtype
         if call.out_shape:
             call.allocates()
-        if call.c.value_of(call.info.args["x"]).is_bool:  # counting a mask gives a real number
-            return Compiled(lambda frame: reduce(run(frame).astype(dtype), axis=axis,
-                                                 keepdims=keep), fresh=True)
         return call.c.fold(Compiled(lambda frame: reduce(run(frame), axis=axis, keepdims=keep),
                                     fresh=True), x)
 
@@ -685,7 +698,7 @@ def _constant_fill(fill: Callable[..., Any]) -> Implementation:
 
 def _einsum(call: _Call) -> Compiled:
     subscripts = call.arg("subscripts")
-    operands = call.tensors("operands")
+    operands = call.tensors("operands", numeric=True)
     runs = [o.run for o in operands]
     if len(operands) == 1:  # may return a view of its operand
         run = runs[0]
@@ -697,7 +710,7 @@ def _einsum(call: _Call) -> Compiled:
 
 
 def _dropout(call: _Call) -> Compiled:
-    return call.tensor()  # identity when executed (language.md, section 6)
+    return call.numeric()  # identity when executed (language.md, section 6)
 
 
 BUILTINS: dict[str, Implementation] = {

@@ -106,7 +106,7 @@ def bind(base: Program, shapes: Mapping[str, tuple[int, ...]], dims: Mapping[str
     sources = {name: message("source_dim", dim=name, value=value) for name, value in dims.items()}
     for name, shape in shapes.items():
         _bind_plain_dims(base, tensors[name], shape, bindings, sources)
-    program = _recheck(base, bindings, sources)
+    program = base if bindings == base.dims.bindings else _recheck(base, bindings, sources)
     while True:  # a dim met only inside an expression (`[N, H * d]`): solve for it
         solved = False
         for name, shape in shapes.items():
@@ -187,14 +187,20 @@ def _compare(program: Program, tensor: Tensor, shape: tuple[int, ...],
     return False
 
 
-def _demand_bound(program: Program, hint: Callable[[list[str]], str]) -> None:
-    unbound = program.dims.unbound()
-    if not unbound:
-        return
+def unbound_dims(program: Program) -> tuple[list[str], list[str]]:
+    """Free dims without a value: those to bind, and those the spec then determines
+    (``D_model`` when ``constraint D_model == H * d`` and H, d are unbound)."""
     dims = program.dims
+    unbound = dims.unbound()
     independent = [n for n in unbound if dims.canonical(dims.symbol_of(n)) == dims.symbol_of(n)]
-    derived = [n for n in unbound if n not in independent]
-    names = independent or unbound
+    return independent, [n for n in unbound if n not in independent]
+
+
+def _demand_bound(program: Program, hint: Callable[[list[str]], str]) -> None:
+    independent, derived = unbound_dims(program)
+    if not independent and not derived:
+        return
+    names = independent or derived
     follow = message("unbound_derived", names=", ".join(derived)) if independent and derived else ""
     raise InputError(message("unbound", names=", ".join(names), flags=hint(names),
                              derived=follow))
