@@ -1,0 +1,73 @@
+"""The shape-annotated report (`shapecheck report`): HTML or Markdown.
+
+::
+
+    from shapecheck.api import check_path
+    from shapecheck.report import build_report, render
+
+    program = check_path("model.attn", {"N": 128})
+    html = render(build_report(program, "model.attn", {"N": 128}), "html")
+
+:func:`build_report` turns a checked program into a :class:`~.model.Report` (all text
+already worded); :func:`render` writes it in a format; :func:`write_atomically` puts it on
+disk whole or not at all.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from .model import Report, build_report
+
+FORMATS = ("html", "md")
+SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
+
+__all__ = ["FORMATS", "Report", "build_report", "format_for", "render", "write_atomically"]
+
+
+def format_for(path: str) -> str | None:
+    """The format an output file's suffix asks for, if it asks for one."""
+    return SUFFIXES.get(Path(path).suffix.lower())
+
+
+def render(report: Report, fmt: str) -> str:
+    if fmt == "html":
+        from .html import render_html
+
+        return render_html(report)
+    if fmt == "md":
+        from .markdown import render_markdown
+
+        return render_markdown(report)
+    raise ValueError(f"unknown report format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def write_atomically(path: str, content: str) -> None:
+    """Write ``content`` to ``path`` whole or not at all (a temporary file, then a rename).
+
+    Raises OSError when the file cannot be written; the old file, if any, is then untouched.
+    """
+    target = Path(path)
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
+                                         dir=target.parent if str(target.parent) else ".")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
+            stream.write(content)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(temporary, 0o666 & ~_umask())
+        os.replace(temporary, target)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+
+
+def _umask() -> int:
+    current = os.umask(0o22)
+    os.umask(current)
+    return current

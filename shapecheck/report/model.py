@@ -1,0 +1,441 @@
+"""The report as data: everything the HTML and Markdown renderers show, already worded.
+
+:func:`build_report` reads a checked :class:`Program` once and produces a :class:`Report`
+of plain strings and styled text (:mod:`.templates`). Nothing here depends on the output
+format, and nothing depends on time or on the order of a hash: the same program gives
+the same report.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from .. import nodes
+from .._version import __version__
+from ..diagnostics import Diagnostic, Severity
+from ..formats._common import plural
+from ..formats.source import printable_line
+from ..formats.text import Palette, _diagnostic
+from ..program import Program, Value
+from ..symbolic import Dim, growth, pretty, product, to_text, total
+from .cards import Card, cards, find_patterns
+from .context import ITEM_SIZES, Spec, postorder
+from .cost import result_bytes, statement_cost
+from .reasoning import StatementReasoning, reasoning
+from .templates import Rich, code, join, listing, math, rich, text
+
+
+@dataclass(frozen=True)
+class Problem:
+    severity: str
+    code: str
+    line: int
+    column: int
+    message: str
+    frame: str  # exactly as `shapecheck verify` prints it (without colour)
+
+
+@dataclass(frozen=True)
+class Annotation:
+    label: str
+    shape: str | None
+    concrete: str | None
+    status: str  # "ok", "error", "warning"
+    note: str | None = None  # a word instead of a shape: "free", "failed"
+
+
+@dataclass(frozen=True)
+class SourceLine:
+    number: int
+    text: str
+    annotations: tuple[Annotation, ...]
+    problems: tuple[Problem, ...]
+
+
+@dataclass(frozen=True)
+class DimRow:
+    name: str
+    kind: str
+    definition: Rich
+    value: int | None
+    line: int
+
+
+@dataclass(frozen=True)
+class ConstraintRow:
+    text: str
+    line: int
+    ok: bool | None
+    status: Rich
+    uses: Rich
+
+
+@dataclass(frozen=True)
+class CostRow:
+    line: int
+    name: str
+    flops: str | None
+    flops_value: int | None
+    bytes: str | None
+    bytes_value: int | None
+    ops: str
+
+
+@dataclass(frozen=True)
+class Cost:
+    rows: tuple[CostRow, ...]
+    total: str | None
+    total_value: int | None
+    partial: bool
+    largest: Rich
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    name: str
+    kind: str  # "input", "param", "defined"
+    shape: str
+    concrete: str | None
+    output: bool
+    failed: bool
+    line: int
+
+
+@dataclass(frozen=True)
+class GraphEdge:
+    source: str
+    target: str
+    label: str
+
+
+@dataclass(frozen=True)
+class Report:
+    title: str
+    path: str
+    ok: bool
+    verdict: str
+    errors: int
+    warnings: int
+    bindings: str | None
+    dtype: str
+    version: str
+    lines: tuple[SourceLine, ...]
+    problems: tuple[Problem, ...]
+    dims: tuple[DimRow, ...]
+    constraints: tuple[ConstraintRow, ...]
+    identities: tuple[Rich, ...]
+    cards: tuple[Card, ...]
+    unfilled_cards: tuple[int, ...]  # lines of attention patterns whose shapes are unknown
+    cost: Cost
+    reasoning: tuple[StatementReasoning, ...]
+    nodes: tuple[GraphNode, ...]
+    edges: tuple[GraphEdge, ...]
+
+
+def build_report(program: Program, path: str, bindings: dict[str, int] | None = None,
+                 dtype: str = "float64") -> Report:
+    spec = Spec(program, path, dict(bindings or {}), dtype)
+    steps = reasoning(spec)  # first: it records which constraint served as a proof where
+    patterns = find_patterns(spec)
+    card_list = cards(spec, patterns)
+    filled = {card.line for card in card_list}
+    problems = [_problem(spec, d) for d in program.diagnostics]
+    errors = sum(1 for d in program.diagnostics if d.severity is Severity.ERROR)
+    warnings = sum(1 for d in program.diagnostics if d.severity is Severity.WARNING)
+    return Report(
+        title=text("title", path=printable_line(path)),
+        path=printable_line(path),
+        ok=program.ok,
+        verdict=_verdict(errors, warnings),
+        errors=errors,
+        warnings=warnings,
+        bindings=_bindings(spec),
+        dtype=text("dtype", dtype=dtype, size=ITEM_SIZES[dtype]),
+        version=__version__,
+        lines=tuple(_source_lines(spec, problems)),
+        problems=tuple(problems),
+        dims=tuple(_dims(spec)),
+        constraints=tuple(_constraints(spec)),
+        identities=tuple(_identities(card_list)),
+        cards=tuple(card_list),
+        unfilled_cards=tuple(sorted({p.output.span.line for p in patterns} - filled)),
+        cost=_cost(spec, card_list),
+        reasoning=tuple(steps),
+        nodes=tuple(_graph_nodes(spec)),
+        edges=tuple(_graph_edges(spec)),
+    )
+
+
+def _verdict(errors: int, warnings: int) -> str:
+    if errors:
+        return text("verdict_errors", errors=plural(errors, "error"), warnings=plural(warnings, "warning"))
+    if warnings:
+        return text("verdict_ok_warnings", warnings=plural(warnings, "warning"))
+    return text("verdict_ok")
+
+
+def _bindings(spec: Spec) -> str | None:
+    if not spec.bindings:
+        return None
+    declared = list(spec.program.dims.dims)
+    order = sorted(spec.bindings, key=lambda n: (n not in declared, declared.index(n) if n in declared else 0, n))
+    return text("bindings", bindings=", ".join(f"{n}={spec.bindings[n]}" for n in order))
+
+
+def _problem(spec: Spec, diagnostic: Diagnostic) -> Problem:
+    frame = _diagnostic(diagnostic, printable_line(spec.path), spec.lines, Palette(False))
+    return Problem(diagnostic.severity.value, diagnostic.code, diagnostic.span.line,
+                   diagnostic.span.column, diagnostic.message, frame)
+
+
+# --- annotated source --------------------------------------------------------------------------
+
+
+def _source_lines(spec: Spec, problems: list[Problem]) -> list[SourceLine]:
+    source = spec.program.source.split("\n")
+    if source and source[-1] == "":
+        source.pop()
+    count = max(len(source), 1)
+    annotations: dict[int, list[Annotation]] = {}
+    for statement in spec.program.statements:
+        annotations.setdefault(statement.span.line, []).extend(_annotate(spec, statement))
+    by_line: dict[int, list[Problem]] = {}
+    for problem in problems:
+        by_line.setdefault(min(max(problem.line, 1), count), []).append(problem)
+    return [
+        SourceLine(number, printable_line((source[number - 1] if number <= len(source) else "")
+                                          .removesuffix("\r")),
+                   tuple(annotations.get(number, ())), tuple(by_line.get(number, ())))
+        for number in range(1, count + 1)
+    ]
+
+
+def _status(spec: Spec, statement: nodes.Stmt) -> str:
+    found = spec.problems_in(statement.span)
+    if any(d.is_error for d in found):
+        return "error"
+    return "warning" if found else "ok"
+
+
+def _annotate(spec: Spec, statement: nodes.Stmt) -> list[Annotation]:
+    status = _status(spec, statement)
+    dims = spec.program.dims
+    if isinstance(statement, nodes.DimFree):
+        names = [i.name for i in statement.names]
+        bound = [text("ann_dim_bound", name=n, value=dims.value_of(n)) for n in names
+                 if spec.bindings and dims.value_of(n) is not None]
+        return [Annotation(", ".join(names), None, ", ".join(bound) or None, status, text("ann_dim_free"))]
+    if isinstance(statement, nodes.DimDef):
+        info = dims.dims.get(statement.name.name)
+        definition = f"= {to_text(info.definition)}" if info is not None and info.definition is not None else None
+        value = dims.value_of(statement.name.name) if spec.bindings else None
+        return [Annotation(statement.name.name, None, None if value is None else str(value), status, definition)]
+    if isinstance(statement, nodes.Constraint):
+        return [Annotation(text("ann_constraint"), None, None, status)]
+    if isinstance(statement, nodes.Broken):
+        return [Annotation(text("ann_broken"), None, None, "error")]
+    if isinstance(statement, nodes.Assert):
+        value = spec.shape_of(statement.name.name)
+        return [Annotation(f"{text('ann_assert')} {statement.name.name}", spec.text(statement.shape),
+                           spec.concrete(value), status)]
+    assert isinstance(statement, (nodes.TensorDecl, nodes.Define, nodes.Output))
+    value = _statement_value(spec, statement)
+    label = statement.name.name
+    if isinstance(statement, nodes.Output):
+        label = f"{text('ann_output')} {label}"
+    if not value.known:
+        return [Annotation(label, None, None, status, text("ann_failed"))]
+    return [Annotation(label, value.text(), spec.concrete(value), status)]
+
+
+def _statement_value(spec: Spec, statement: nodes.TensorDecl | nodes.Define | nodes.Output) -> Value:
+    tensor = spec.program.tensors.get(statement.name.name)
+    if tensor is not None and (tensor.span == statement.span or isinstance(statement, nodes.Output)
+                               and statement.value is None):
+        return tensor.value
+    value = getattr(statement, "value", None)
+    return spec.value(value) if value is not None else spec.shape_of(statement.name.name)
+
+
+# --- dims and constraints ---------------------------------------------------------------------------
+
+
+def _dims(spec: Spec) -> list[DimRow]:
+    system = spec.program.dims
+    eliminated = {use.eliminates: use for use in system.constraints if use.eliminates}
+    rows = []
+    for name, info in system.dims.items():
+        value = system.value_of(name)
+        if info.kind == "derived":
+            assert info.definition is not None
+            definition = rich("dim_derived", name=code(name), definition=math(to_text(info.definition)))
+        elif info.kind == "fixed":
+            definition = rich("dim_fixed", name=code(name), value=math(str(value)))
+        elif name in eliminated:
+            use = eliminated[name]
+            symbol = system.symbol_of(name)
+            assert symbol is not None
+            definition = rich("dim_eliminated", constraint=code(f"constraint {use.text}"),
+                              line=str(use.span.line), name=code(name),
+                              value=math(to_text(system.canonical(symbol))))
+        elif name in spec.bindings:
+            definition = rich("dim_bound", binding=code(f"--dim {name}={spec.bindings[name]}"))
+        else:
+            definition = rich("dim_free")
+        rows.append(DimRow(name, text(f"kind_{info.kind}"), definition, value, info.span.line))
+    return rows
+
+
+def _constraints(spec: Spec) -> list[ConstraintRow]:
+    uses = {use.span: index for index, use in enumerate(spec.program.dims.constraints)}
+    rows = []
+    for statement in spec.program.statements:
+        if not isinstance(statement, nodes.Constraint):
+            continue
+        index = uses.get(statement.span)
+        ok, status = _constraint_status(spec, statement, index)
+        used = spec.uses.get(index, []) if index is not None else []
+        uses_text = listing([rich("used_at", line=str(u.line), what=(code(u.what),)) for u in used]) \
+            if used else rich("never_used")
+        rows.append(ConstraintRow(spec.text(statement).removeprefix("constraint").strip(),
+                                  statement.span.line, ok, status, uses_text))
+    return rows
+
+
+def _constraint_status(spec: Spec, statement: nodes.Constraint, index: int | None) -> tuple[bool | None, Rich]:
+    problems = spec.problems_in(statement.span)
+    for problem in problems:
+        if problem.code == "SC203":
+            return False, rich("status_violated", message=problem.message)
+        if problem.code == "SC205":
+            return True, rich("status_trivial")
+    if index is None or any(p.is_error for p in problems):
+        return False, rich("status_failed")
+    left, right = spec.dims_of(statement.left), spec.dims_of(statement.right)
+    values = [spec.evaluate(side) if side is not None else None for side in (left, right)]
+    if values[0] is not None and values[1] is not None:
+        if statement.op == "==":
+            return True, rich("status_holds", left=math(str(values[0])), right=math(str(values[1])))
+        return True, rich("status_holds_ineq")
+    if statement.op != "==":
+        return None, rich("status_bound")
+    use = spec.program.dims.constraints[index]
+    if use.eliminates:
+        return None, rich("status_assumed", name=code(use.eliminates))
+    return None, rich("status_relation")
+
+
+def _identities(card_list: list[Card]) -> list[Rich]:
+    seen: dict[str, Rich] = {}
+    for card in card_list:
+        if card.identity_ok is not None:
+            seen.setdefault("".join(s[1] for s in card.identity), card.identity)
+    return list(seen.values())
+
+
+# --- cost ---------------------------------------------------------------------------------------------
+
+
+_OPS_ORDER = ("matmul", "einsum", "softmax", "layernorm", "rmsnorm", "elementwise", "reduce", "move")
+
+
+def _ops_text(ops: Counter[str]) -> str:
+    parts = []
+    for kind in _OPS_ORDER:
+        count = ops.get(kind, 0)
+        label = text(f"op_{kind}")
+        if count == 1:
+            parts.append(label)
+        elif count > 1:
+            parts.append(text("op_count", count=count, op=label))
+    return ", ".join(parts)
+
+
+def _cost(spec: Spec, card_list: list[Card]) -> Cost:
+    rows: list[CostRow] = []
+    flops: list[Dim] = []
+    partial = False
+    candidates: list[tuple[str, Value, Dim]] = []
+    for name, statement in spec.definitions.items():
+        assert statement.value is not None
+        value = spec.shape_of(name)
+        cost = statement_cost(spec, statement.value)
+        size = result_bytes(spec, value)
+        if cost.flops is None:
+            partial = True
+        else:
+            flops.append(cost.flops)
+        if value.shape is not None:
+            candidates.append((name, value, size))  # type: ignore[arg-type]
+        rows.append(CostRow(
+            statement.span.line, name,
+            pretty(cost.flops) if cost.flops is not None else None,
+            spec.evaluate(cost.flops) if cost.flops is not None else None,
+            pretty(size) if size is not None else None,
+            spec.evaluate(size) if size is not None else None,
+            _ops_text(cost.ops)))
+    sequence = {n for card in card_list for n in card.sequence}
+    total_flops = total(flops) if flops else None
+    return Cost(tuple(rows), pretty(total_flops) if total_flops is not None else None,
+                spec.evaluate(total_flops) if total_flops is not None else None, partial,
+                _largest(spec, candidates, sequence))
+
+
+def _largest(spec: Spec, candidates: list[tuple[str, Value, Dim]], sequence: set[str]) -> Rich:
+    if not candidates:
+        return rich("no_largest")
+    system = spec.program.dims
+    counts = [(name, value, size, _count(value)) for name, value, size in candidates]
+    values = [spec.evaluate(count) for _, _, _, count in counts]
+    if all(v is not None for v in values):
+        ranked = max(range(len(counts)), key=lambda i: (values[i], -i))
+    else:
+        ranked = max(range(len(counts)), key=lambda i: (growth(system, counts[i][3], sequence), -i))
+    name, value, size, count = counts[ranked]
+    at = ""
+    if values[ranked] is not None and spec.evaluate(size) is not None:
+        at = text("largest_at", value=f"{spec.evaluate(size):,}")
+    sentence = rich("largest", name=code(name), shape=("shape", value.text()),
+                    elements=math(pretty(count)), bytes=math(pretty(size)), at=at)
+    degree = growth(system, count, sequence)[0]
+    if sequence and degree >= 2 and value.shape is not None and len(value.shape) >= 2:
+        sentence = join(list(sentence), " ", rich(
+            "largest_quadratic", rows=math(to_text(value.shape[-2])), cols=math(to_text(value.shape[-1]))))
+    return sentence
+
+
+def _count(value: Value) -> Dim:
+    assert value.shape is not None
+    return product(value.shape)
+
+
+# --- dataflow ---------------------------------------------------------------------------------------
+
+
+def _graph_nodes(spec: Spec) -> list[GraphNode]:
+    outputs = set(spec.program.outputs)
+    return [
+        GraphNode(name, tensor.kind, tensor.value.text() if tensor.value.known else "?",
+                  spec.concrete(tensor.value), name in outputs, not tensor.value.known,
+                  tensor.span.line)
+        for name, tensor in spec.program.tensors.items()
+    ]
+
+
+def _graph_edges(spec: Spec) -> list[GraphEdge]:
+    edges = []
+    for name, statement in spec.definitions.items():
+        assert statement.value is not None
+        seen: list[str] = []
+        for node in postorder(statement.value):
+            if isinstance(node, nodes.Name) and node.name in spec.program.tensors \
+                    and node.name != name and node.name not in seen:
+                seen.append(node.name)
+        for source in seen:
+            value = spec.shape_of(source)
+            edges.append(GraphEdge(source, name, value.text() if value.known else "?"))
+    return edges
+
+
+__all__ = ["Report", "build_report"]

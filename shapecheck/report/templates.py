@@ -1,0 +1,308 @@
+"""Every piece of text the report shows, in one place.
+
+A template is a ``str.format`` pattern. :func:`rich` fills it with fields that may be
+plain text or styled segments (names as code, shapes, formulas, check marks), so the
+HTML and Markdown renderers style the same words the same way; :func:`text` fills it
+with plain strings.
+"""
+
+from __future__ import annotations
+
+import re
+from string import Formatter
+from typing import Union
+
+TEXT: dict[str, str] = {
+    # --- page ---------------------------------------------------------------------------
+    "title": "Shape report: {path}",
+    "generator": "shapecheck {version}",
+    "verdict_ok": "verifies",
+    "verdict_ok_warnings": "verifies, with {warnings}",
+    "verdict_errors": "does not verify: {errors}, {warnings}",
+    "bindings": "Concrete sizes: {bindings}.",
+    "no_bindings": "No concrete sizes: shapes and costs are symbolic (give `--dim NAME=INT` to "
+    "evaluate them).",
+    "dtype": "Bytes are counted at {dtype} ({size} bytes per element; bool: 1).",
+    "footer": "Written by shapecheck {version}. The same spec and options give the same file.",
+    "contents": "Contents",
+    # --- sections -----------------------------------------------------------------------
+    "sec_problems": "Problems",
+    "sec_source": "Annotated source",
+    "sec_dims": "Dims and constraints",
+    "sec_cards": "Cheat cards",
+    "sec_cost": "Cost",
+    "sec_reasoning": "Reasoning",
+    "sec_graph": "Dataflow",
+    "intro_source": "Every statement with its symbolic shape{concrete}; problems are shown "
+    "where they occur, as `shapecheck verify` prints them.",
+    "intro_source_concrete": " and its shape at the concrete sizes",
+    "intro_cards": "The notes' one-line cheat card, filled in for each attention pattern "
+    "found (`softmax(scores) @ values`). Database analogy: Q is the query, K the index (key), "
+    "V the content (value); QKᵀ scores the query against every key, softmax turns the scores "
+    "into weights, and multiplying by V reads the content out by weight.",
+    "no_cards": "No attention pattern (`softmax(…) @ values`) was found in this spec.",
+    "unfilled_cards": "An attention pattern on line {lines} has shapes that are unknown "
+    "because of the errors above: its card is left out.",
+    "intro_cost": "Floating-point operations per statement and the bytes of each result, "
+    "as expressions in the spec's dims{evaluated}. Conventions: a matmul [a, b] @ [b, c] costs "
+    "2·a·b·c (batch axes multiply); elementwise operations and functions 1 per element; "
+    "softmax 5 per element (max, subtract, exp, sum, divide); layernorm 5 and rmsnorm 3 per "
+    "element; a reduction 1 per input element; einsum 2 per term of its sum; reshapes, "
+    "transposes, masks and constants 0; operations on scalars are not counted.",
+    "intro_cost_evaluated": ", evaluated at the concrete sizes",
+    "intro_reasoning": "Don't memorise, reason: for each `@`, the notes' 30-second self-check "
+    "(the operand shapes, the inner dimensions that must agree and why they do, the index "
+    "form); for each softmax, the axis and what sums to 1; for each reshape, the element "
+    "counts and what they needed.",
+    "intro_graph": "Inputs and params on the left, each statement in the column after "
+    "everything it reads, outputs on the right; every edge carries the shape that flows "
+    "along it.",
+    "no_problems": "No problems.",
+    # --- tables -------------------------------------------------------------------------
+    "col_line": "line",
+    "col_source": "source",
+    "col_shape": "shape",
+    "col_concrete": "at the sizes",
+    "col_dim": "dim",
+    "col_kind": "kind",
+    "col_definition": "definition or binding",
+    "col_value": "value",
+    "col_constraint": "constraint",
+    "col_status": "status",
+    "col_used": "used as a proof",
+    "col_role": "role",
+    "col_tensor": "tensor",
+    "col_meaning": "what it is",
+    "col_statement": "statement",
+    "col_flops": "FLOPs",
+    "col_bytes": "bytes of the result",
+    "col_ops": "operations",
+    "total": "total",
+    "total_partial": "total (statements with errors left out)",
+    "unknown": "unknown",
+    "none": "—",
+    # --- source annotations ------------------------------------------------------------
+    "ann_dim_free": "free",
+    "ann_dim_bound": "{name} = {value}",
+    "ann_constraint": "constraint",
+    "ann_output": "output",
+    "ann_assert": "assert",
+    "ann_broken": "does not parse",
+    "ann_failed": "failed",
+    # --- dims and constraints ----------------------------------------------------------
+    "kind_free": "free",
+    "kind_derived": "derived",
+    "kind_fixed": "fixed",
+    "dim_free": "any positive integer",
+    "dim_bound": "bound: {binding}",
+    "dim_derived": "{name} = {definition}",
+    "dim_fixed": "{name} = {value}",
+    "dim_eliminated": "determined by {constraint} (line {line}): {name} = {value}",
+    "status_violated": "violated: {message}",
+    "status_trivial": "holds trivially (it adds nothing)",
+    "status_holds": "holds at the concrete sizes: {left} = {right}",
+    "status_holds_ineq": "holds at the concrete sizes",
+    "status_assumed": "assumed for every size (it eliminates {name})",
+    "status_relation": "assumed for every size (used by the checker's algebra)",
+    "status_bound": "assumed: a lower bound",
+    "status_failed": "not checked: it has an error",
+    "used_at": "line {line} ({what})",
+    "never_used": "not needed by any check of this spec",
+    "no_constraints": "The spec declares no constraints.",
+    "no_dims": "The spec declares no dims.",
+    "identity_lead": "Multi-head identity {identity}: {status}",
+    "identity_other": "Multi-head: {status}",
+    # --- proofs ------------------------------------------------------------------------
+    "how_algebra": "(by algebra)",
+    "how_definition": "by the definition of {names}",
+    "how_constraint": "by {constraints}",
+    "how_bindings": "at the concrete sizes {bound}",
+    "how_bindings_with": "at the concrete sizes {bound}, with {constraints}",
+    "how_relations": "by the declared constraints",
+    "constraint_ref": "{constraint} (line {line})",
+    "and": " and ",
+    "see_problem": "see {code} on line {line}",
+    # --- identity ------------------------------------------------------------------------
+    "identity_identical": "holds: both sides are {value}",
+    "identity_proved": "holds {how}",
+    "identity_bindings": "holds at the concrete sizes: {left} = {right}",
+    "identity_violated": "violated at the concrete sizes: {left} ≠ {right}",
+    "identity_unproved": "not proved: nothing in the spec says so",
+    "identity_single": "one head: the notes' recipe as it is",
+    "identity_none": "Q is given directly (no projection from a model width)",
+    # --- cards ---------------------------------------------------------------------------
+    "card_title": "Attention {number}: {statement} (line {line})",
+    "card_line": "Q/K/V: {qkv} · scores S = QKᵀ: {scores} · weights P = softmax(S): {weights} "
+    "({axis}) · output O = PV: {output} · multi-head: {identity}",
+    "card_qkv_same": "{shape}",
+    "card_qkv_differ": "Q {q}, K {k}, V {v}",
+    "role_query": "Q: query",
+    "role_key": "K: index (key)",
+    "role_value": "V: content (value)",
+    "role_scores": "S = QKᵀ: scores",
+    "role_weights": "P = softmax(S): weights",
+    "role_output": "O = PV: output",
+    "role_identity": "multi-head",
+    "role_core": "cost of the core",
+    "mean_query": "what each of the {queries} queries looks for: one {d}-vector per query",
+    "mean_key": "what each of the {keys} keys is found by; its inner size {d} must equal the "
+    "query's",
+    "mean_value": "the content read out: one {dv}-vector per key",
+    "mean_scores": "{queries} queries × {keys} keys: a table of match scores{per}",
+    "mean_scores_per": ", one table for each {heads}",
+    "mean_weights": "softmax along {axis}: {sums}",
+    "mean_weights_keys": "each query's weights over the {keys} keys sum to 1",
+    "mean_weights_wrong": "this axis is not the keys' axis: the rows do not sum to 1 "
+    "(see the warning)",
+    "mean_output": "each query's weighted sum of the values: one {dv}-vector per query; "
+    "attention mixes tokens, it does not change each token's vector size",
+    "mean_output_then": "; then {statement} gives {name} {shape}",
+    "mean_core": "QKᵀ and PV together",
+    "keys_given_transposed": "{text} (the keys, given already transposed)",
+    "axis_row": "row (the last axis)",
+    "axis_col": "col (the second-to-last axis)",
+    "axis_int": "axis {axis}",
+    "by_row": "by row",
+    "by_axis": "by {axis}",
+    # --- cost ----------------------------------------------------------------------------
+    "largest": "Largest intermediate: {name} {shape}, {elements} elements = {bytes} bytes{at}.",
+    "largest_at": " ({value} at the concrete sizes)",
+    "largest_quadratic": "It grows quadratically with the sequence length: the {rows}×{cols} "
+    "table of the notes.",
+    "no_largest": "No intermediate has a known shape.",
+    "op_matmul": "matmul",
+    "op_elementwise": "elementwise",
+    "op_einsum": "einsum",
+    "op_reduce": "reduction",
+    "op_move": "data movement",
+    "op_softmax": "softmax",
+    "op_layernorm": "layernorm",
+    "op_rmsnorm": "rmsnorm",
+    "op_count": "{count}× {op}",
+    # --- reasoning -------------------------------------------------------------------------
+    "step_matmul": "{left} {lshape} @ {right} {rshape}: inner {inner_left} = {inner_right} "
+    "{mark} {how}→ {result}",
+    "step_matmul_batch": "; batch axes {lbatch} and {rbatch} → {batch} {mark} {how}",
+    "step_matmul_failed": "{left} {lshape} @ {right} {rshape}: inner {inner_left} vs "
+    "{inner_right} {mark} {problem}",
+    "step_softmax": "softmax({x}) along {axis} of {shape} (size {size}): {sums}",
+    "step_softmax_sums": "Σ_{index} {name}[{indices}] = 1 for every {others}",
+    "step_softmax_sums_all": "Σ_{index} {name}[{indices}] = 1",
+    "step_reshape": "reshape {x} {source} → {target}: {source_count} = {target_count} elements "
+    "{mark} {how}",
+    "step_reshape_inferred": "reshape {x} {source} → {target}: the −1 is {inferred}; "
+    "{denominator} divides {numerator} {mark} {how}",
+    "step_split": "split_heads {x} {source} → {result}: last axis {last} = {heads} heads × "
+    "{per_head} {mark} {how}",
+    "step_merge": "merge_heads {x} {source} → {result}: the {heads} heads of {per_head} side "
+    "by side, {width} per token",
+    "step_einsum": "einsum {subscripts} of {operands} → {result}{letters}",
+    "step_einsum_letters": ": {checks}",
+    "step_einsum_letter": "{letter}: {sizes} {mark} {how}",
+    "step_where": "where({condition}, {x}, {y}): {cshape}, {xshape} and {yshape} broadcast to "
+    "{result} {mark} {how}",
+    "step_repeat": "repeat {x} {source} {times} along axis {axis} → {result}",
+    "step_transpose": "transpose {x} {source} by {perm} → {result}",
+    "step_concat": "concat along axis {axis}: {parts} → {result}",
+    "step_broadcast": "{left} {lshape} {op} {right} {rshape} broadcast to {result} {mark} {how}",
+    "step_annotation": "{what} {name}: {declared} = computed {actual} {mark} {how}",
+    "step_annotation_failed": "{what} {name}: {declared}, but computed {actual} {mark} {problem}",
+    "step_failed": "{what} {mark} {problem}",
+    "what_annotation": "annotation",
+    "what_assert": "assert",
+    "what_output": "output",
+    "index_form": "index form: {formula}",
+    # --- dataflow ------------------------------------------------------------------------
+    "graph_title": "Dataflow of {path}",
+    "legend_input": "input",
+    "legend_param": "param",
+    "legend_defined": "statement",
+    "legend_output": "output",
+    "legend_failed": "failed (unknown shape)",
+    "graph_in_html": "The dataflow picture is in the HTML report "
+    "(`shapecheck report {path} -o report.html`).",
+    "no_steps": "No operation to reason about.",
+}
+
+Seg = tuple[str, str]
+"""A styled piece of text: (style, text). Styles: text, code, shape, math, ok, bad.
+
+In a template, a `backquoted` word is code; fields are inserted as they are given."""
+
+Rich = tuple[Seg, ...]
+Field = Union[str, Seg, Rich]
+
+_FORMATTER = Formatter()
+
+
+def text(key: str, **fields: object) -> str:
+    return TEXT[key].format(**fields)
+
+
+def rich(key: str, **fields: Field) -> Rich:
+    """The template ``key`` with each field inserted as text or as styled segments."""
+    out: list[Seg] = []
+    for literal, name, _, _ in _FORMATTER.parse(TEXT[key]):
+        # `backquoted` words of a template are code (an odd number of ` is a typo in TEXT).
+        for index, part in enumerate(literal.split("`")):
+            out.append(("code" if index % 2 else "text", part))
+        if name is not None:
+            out.extend(as_rich(fields[name]))
+    # An empty field leaves its spaces behind: tidy them.
+    tidy = [(style, re.sub(" {2,}", " ", value)) if style == "text" else (style, value)
+            for style, value in join(out)]
+    if tidy and tidy[-1][0] == "text":
+        tidy[-1] = ("text", tidy[-1][1].rstrip())
+    return join(tidy)
+
+
+def as_rich(value: Field | int) -> Rich:
+    if isinstance(value, int):
+        value = str(value)
+    if isinstance(value, str):
+        return (("text", value),) if value else ()
+    if value and isinstance(value[0], str):
+        return (value,)  # type: ignore[return-value]
+    return value  # type: ignore[return-value]
+
+
+def join(parts: list[Seg] | Rich, *more: Field) -> Rich:
+    """Concatenate segments, merging neighbouring plain text."""
+    out: list[Seg] = []
+    for seg in list(parts) + [s for m in more for s in as_rich(m)]:
+        if not seg[1]:
+            continue
+        if out and seg[0] == "text" and out[-1][0] == "text":
+            out[-1] = ("text", out[-1][1] + seg[1])
+        else:
+            out.append(seg)
+    return tuple(out)
+
+
+def code(value: str) -> Seg:
+    return ("code", value)
+
+
+def shape(value: str) -> Seg:
+    return ("shape", value)
+
+
+def math(value: str) -> Seg:
+    return ("math", value)
+
+
+def mark(ok: bool) -> Seg:
+    return ("ok", "✓") if ok else ("bad", "✗")
+
+
+def plain(value: Field) -> str:
+    return "".join(seg[1] for seg in as_rich(value))
+
+
+def listing(items: list[Rich], separator: str = ", ") -> Rich:
+    out: list[Seg] = []
+    for index, item in enumerate(items):
+        if index:
+            out.append(("text", separator))
+        out.extend(item)
+    return join(out)
