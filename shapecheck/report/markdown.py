@@ -1,0 +1,232 @@
+"""The report in GitHub-flavoured Markdown: for a pull-request comment or a job summary.
+
+The same content as the HTML page: tables, code spans, fenced blocks for the problems
+(exactly as `verify` prints them, placed after the line they point at), and the dataflow
+as a Mermaid flowchart, which GitHub draws. User text is either inside a code span or
+fence (shown literally) or escaped with the formats' Markdown escaping.
+"""
+
+from __future__ import annotations
+
+from ..formats.github import escape_markdown
+from .cards import Card
+from .model import Report, SourceLine
+from .templates import Rich, rich, text
+
+
+def code_span(value: str, in_table: bool = False) -> str:
+    """A code span that shows ``value`` literally (in a table cell too)."""
+    if in_table:
+        value = value.replace("|", "\\|")
+    fence = "`" * (_longest_run(value, "`") + 1)
+    padded = f" {value} " if value.startswith("`") or value.endswith("`") or not value.strip() else value
+    return f"{fence}{padded}{fence}"
+
+
+def fenced(value: str, info: str = "") -> str:
+    fence = "`" * max(3, _longest_run(value, "`") + 1)
+    return f"{fence}{info}\n{value}\n{fence}"
+
+
+def _longest_run(value: str, char: str) -> int:
+    longest = run = 0
+    for current in value:
+        run = run + 1 if current == char else 0
+        longest = max(longest, run)
+    return longest
+
+
+def md(value: Rich, in_table: bool = False) -> str:
+    out = []
+    for style, part in value:
+        if style == "text":  # escaping collapses whitespace: keep the spaces at the ends
+            core = escape_markdown(part)
+            lead = " " if part[:1].isspace() else ""
+            out.append(lead + core + (" " if part[-1:].isspace() and core else ""))
+        elif style in ("ok", "bad"):
+            out.append(part)
+        else:
+            out.append(code_span(part, in_table))
+    return "".join(out)
+
+
+def _e(value: str) -> str:
+    return escape_markdown(value)
+
+
+def _table(head: list[str], rows: list[list[str]], align: list[str] | None = None) -> str:
+    align = align or ["---"] * len(head)
+    lines = ["| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |"]
+    lines.extend("| " + " | ".join(cell or " " for cell in row) + " |" for row in rows)
+    return "\n".join(lines)
+
+
+def render_markdown(report: Report) -> str:
+    mark = "✓" if report.ok else "✗"
+    sizes = _e(report.bindings) if report.bindings else md(rich("no_bindings"))
+    parts = [
+        f"# {_e(report.title)}",
+        f"**{mark} {_e(report.verdict)}**",
+        f"{sizes}  \n{_e(report.dtype)}",
+    ]
+    if report.problems:
+        parts += [f"## {_e(text('sec_problems'))}", "\n".join(
+            f"- {p.line}:{p.column} {_e(p.severity)}\\[{_e(p.code)}\\]: {_e(p.message)}"
+            for p in report.problems)]
+    parts += [f"## {_e(text('sec_source'))}", _source(report)]
+    parts += [f"## {_e(text('sec_dims'))}", _dims(report)]
+    parts += [f"## {_e(text('sec_cards'))}", md(rich("intro_cards"))]
+    parts += [_card(card, bool(report.bindings)) for card in report.cards]
+    if report.unfilled_cards:
+        lines = ", ".join(str(line) for line in report.unfilled_cards)
+        parts.append(md(rich("unfilled_cards", lines=lines)))
+    elif not report.cards:
+        parts.append(md(rich("no_cards")))
+    parts += [f"## {_e(text('sec_cost'))}", _cost(report)]
+    parts += [f"## {_e(text('sec_reasoning'))}", _reasoning(report)]
+    parts += [f"## {_e(text('sec_graph'))}", _e(text("intro_graph")), _mermaid(report)]
+    parts += [f"<sub>{_e(text('footer', version=report.version))}</sub>"]
+    return "\n\n".join(part for part in parts if part) + "\n"
+
+
+# --- annotated source ---------------------------------------------------------------------------
+
+
+def _source(report: Report) -> str:
+    concrete = bool(report.bindings)
+    head = [text("col_line"), text("col_source"), text("col_shape")] + ([text("col_concrete")] if concrete else [])
+    align = ["---:", "---", "---"] + (["---"] if concrete else [])
+    out = [md(rich("intro_source", concrete=text("intro_source_concrete") if concrete else ""))]
+    rows: list[list[str]] = []
+    for line in report.lines:
+        rows.append(_source_row(line, concrete))
+        if line.problems:  # the table breaks for the problems, then goes on
+            out.append(_table(head, rows, align))
+            out.extend(fenced(p.frame, "text") for p in line.problems)
+            rows = []
+    if rows:
+        out.append(_table(head, rows, align))
+    return "\n\n".join(out)
+
+
+def _source_row(line: SourceLine, concrete: bool) -> list[str]:
+    shapes = "<br>".join(
+        f"**{_e(a.label)}**" + (f" {code_span(a.shape, True)}" if a.shape else "")
+        + (f" {_e(a.note)}" if a.note else "") for a in line.annotations)
+    row = [str(line.number), code_span(line.text, True) if line.text.strip() else "", shapes]
+    if concrete:
+        row.append("<br>".join(code_span(a.concrete, True) for a in line.annotations if a.concrete))
+    return row
+
+
+# --- dims, cards, cost, reasoning -------------------------------------------------------------------
+
+
+def _dims(report: Report) -> str:
+    concrete = bool(report.bindings)
+    out = []
+    if report.dims:
+        head = [text("col_dim"), text("col_kind"), text("col_definition")] \
+            + ([text("col_value")] if concrete else []) + [text("col_line")]
+        rows = [[code_span(d.name, True), _e(d.kind), md(d.definition, True)]
+                + ([str(d.value) if d.value is not None else ""] if concrete else []) + [str(d.line)]
+                for d in report.dims]
+        out.append(_table(head, rows))
+    else:
+        out.append(_e(text("no_dims")))
+    if report.constraints:
+        head = [text("col_constraint"), text("col_line"), text("col_status"), text("col_used")]
+        rows = [[code_span(c.text, True), str(c.line), md(c.status, True), md(c.uses, True)]
+                for c in report.constraints]
+        out.append(_table(head, rows))
+    else:
+        out.append(_e(text("no_constraints")))
+    out.extend(f"**{md(identity)}**" for identity in report.identities)
+    return "\n\n".join(out)
+
+
+def _card(card: Card, concrete: bool) -> str:
+    head = [text("col_role"), text("col_tensor"), text("col_shape")] \
+        + ([text("col_concrete")] if concrete else []) + [text("col_meaning")]
+    rows = [[_e(row.role), md(row.tensor, True), code_span(row.shape, True)]
+            + ([code_span(row.concrete, True) if row.concrete else ""] if concrete else [])
+            + [md(row.meaning, True)] for row in card.rows]
+    out = [f"### {md(card.title)}", f"> {md(card.summary)}", _table(head, rows), md(card.identity)]
+    if card.core_flops is not None:
+        value = f" = {card.core_value:,}" if card.core_value is not None else ""
+        out.append(f"{_e(text('role_core'))} ({_e(text('mean_core'))}): {code_span(card.core_flops)} "
+                   f"{_e(text('col_flops'))}{value}")
+    return "\n\n".join(out)
+
+
+def _cost(report: Report) -> str:
+    concrete = bool(report.bindings)
+    cost = report.cost
+    head = [text("col_line"), text("col_statement"), text("col_flops")] \
+        + ([text("col_value")] if concrete else []) + [text("col_bytes")] \
+        + ([text("col_value")] if concrete else []) + [text("col_ops")]
+    align = ["---:", "---", "---"] + (["---:"] if concrete else []) + ["---"] \
+        + (["---:"] if concrete else []) + ["---"]
+    rows = []
+    for row in cost.rows:
+        cells = [str(row.line), code_span(row.name, True), _formula(row.flops)]
+        if concrete:
+            cells.append(_number(row.flops_value))
+        cells.append(_formula(row.bytes))
+        if concrete:
+            cells.append(_number(row.bytes_value))
+        cells.append(_e(row.ops))
+        rows.append(cells)
+    label = text("total_partial") if cost.partial else text("total")
+    total = ["", f"**{_e(label)}**", _formula(cost.total)] + ([_number(cost.total_value)] if concrete else [])
+    rows.append(total + [""] * (len(head) - len(total)))
+    intro = md(rich("intro_cost", evaluated=text("intro_cost_evaluated") if concrete else ""))
+    return "\n\n".join([intro, _table(head, rows, align), md(cost.largest)])
+
+
+def _formula(value: str | None) -> str:
+    return code_span(value, True) if value is not None else _e(text("unknown"))
+
+
+def _number(value: int | None) -> str:
+    return "" if value is None else f"{value:,}"
+
+
+def _reasoning(report: Report) -> str:
+    out = [md(rich("intro_reasoning"))]
+    if not report.reasoning:
+        out.append(_e(text("no_steps")))
+    for statement in report.reasoning:
+        lines = [f"**{_e(text('col_line'))} {statement.line}** {code_span(statement.source)}", ""]
+        for step in statement.steps:
+            lines.append(f"- {md(step.text)}")
+            if step.index_form:
+                lines.append(f"  - {md(step.index_form)}")
+        out.append("\n".join(lines))
+    return "\n\n".join(out)
+
+
+# --- the picture ---------------------------------------------------------------------------------------
+
+
+def _mermaid(report: Report) -> str:
+    """The dataflow as a Mermaid flowchart (GitHub draws it); ids are generated, labels quoted."""
+    if not report.nodes:
+        return ""
+    ids = {node.name: f"n{index}" for index, node in enumerate(report.nodes)}
+    lines = ["flowchart LR"]
+    for node in report.nodes:
+        label = f"{node.name}<br/>{node.shape}" + (f"<br/>{node.concrete}" if node.concrete else "")
+        open_, close = ("([", "])") if node.kind in ("input", "param") else ("[", "]")
+        if node.output:
+            open_, close = "[[", "]]"
+        lines.append(f'  {ids[node.name]}{open_}"{_mermaid_text(label)}"{close}')
+    for edge in report.edges:
+        if edge.source in ids and edge.target in ids:
+            lines.append(f'  {ids[edge.source]} -->|"{_mermaid_text(edge.label)}"| {ids[edge.target]}')
+    return fenced("\n".join(lines), "mermaid")
+
+
+def _mermaid_text(value: str) -> str:
+    return value.replace("&", "#amp;").replace('"', "#quot;").replace("<br/>", "\n").replace(
+        "<", "#lt;").replace(">", "#gt;").replace("\n", "<br/>")
