@@ -151,6 +151,39 @@ def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive:
 
 
 @cli.command()
+@click.argument("path", type=click.Path())
+@click.option("-o", "--output", "output", required=True, type=click.Path(), metavar="OUT",
+              help="The report to write: .html or .md (by its suffix, unless --format says).")
+@click.option("--format", "fmt", type=click.Choice(["html", "md"]), default=None,
+              help="Report format (default: from OUT's suffix).")
+@click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float64",
+              show_default=True, help="Element type for the byte counts.")
+@dim_option
+def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str, ...]) -> None:
+    """Write a shape-annotated report of one spec (HTML or Markdown)."""
+    from .api import check_path
+    from .report import build_report, format_for, render, write_atomically
+
+    bindings = parse_bindings(dims)
+    fmt = fmt or format_for(output)
+    if fmt is None:
+        raise UsageFailure(f"cannot tell the report format from `{output}`; "
+                           "name it .html or .md, or give --format html|md")
+    if Path(output).exists() and Path(path).exists() and Path(output).samefile(path):
+        raise UsageFailure(f"the report {output} would overwrite the spec it reports on")
+    try:
+        program = check_path(path, bindings)
+    except OSError as error:
+        raise UsageFailure(f"cannot read {path}: {error.strerror or error}") from None
+    content = render(build_report(program, path, bindings, dtype), fmt)
+    try:
+        write_atomically(output, content)
+    except OSError as error:
+        raise UsageFailure(f"cannot write {output}: {error.strerror or error}") from None
+    sys.exit(EXIT_OK if program.ok else EXIT_ERRORS)
+
+
+@cli.command()
 @click.argument("code", required=False)
 def explain(code: str | None) -> None:
     """Explain a diagnostic code (without CODE: list them all)."""

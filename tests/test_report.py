@@ -1,0 +1,418 @@
+"""The shape-annotated report (`shapecheck report`, shapecheck.report).
+
+HTML is read back with the standard library's HTML parser and checked for structure:
+every statement with its shape, the cards, the picture with a node for every tensor and
+an edge for every dependency, no external resource, no executable markup from a spec.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shapecheck.api import check_path, check_text
+from shapecheck.cli import main
+from shapecheck.diagnostics import Diagnostic, FileResult, Severity, Span
+from shapecheck.formats import github_step_summary
+from shapecheck.report import build_report, render, write_atomically
+from shapecheck.report.templates import plain
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+MULTI_HEAD_SIZES = {"N": 128, "H": 8, "d": 64}
+
+
+# --- a small DOM -----------------------------------------------------------------------------
+
+VOID = {"meta", "br", "img", "link", "input", "hr", "source", "wbr", "area", "base", "col", "embed"}
+
+
+@dataclass
+class Element:
+    tag: str
+    attrs: dict[str, str]
+    children: list[Element | str] = field(default_factory=list)
+
+    def text(self) -> str:
+        return "".join(c if isinstance(c, str) else c.text() for c in self.children)
+
+    def iter(self):  # type: ignore[no-untyped-def]
+        yield self
+        for child in self.children:
+            if isinstance(child, Element):
+                yield from child.iter()
+
+    def find_all(self, tag: str, **attrs: str) -> list[Element]:
+        want = {k.rstrip("_").replace("_", "-"): v for k, v in attrs.items()}
+        return [e for e in self.iter() if e.tag == tag
+                and all(v in e.attrs.get(k, "").split() if k == "class" else e.attrs.get(k) == v
+                        for k, v in want.items())]
+
+
+class _Builder(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.root = Element("#document", {})
+        self.stack = [self.root]
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        element = Element(tag, {k: v or "" for k, v in attrs})
+        self.stack[-1].children.append(element)
+        if tag not in VOID:
+            self.stack.append(element)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.stack[-1].children.append(Element(tag, {k: v or "" for k, v in attrs}))
+
+    def handle_endtag(self, tag: str) -> None:
+        assert tag not in VOID
+        assert self.stack[-1].tag == tag, f"</{tag}> closes <{self.stack[-1].tag}>"
+        self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        self.stack[-1].children.append(data)
+
+
+def parse_html(text: str) -> Element:
+    builder = _Builder()
+    builder.feed(text)
+    builder.close()
+    assert builder.stack == [builder.root], "unclosed elements"
+    return builder.root
+
+
+def report_html(path: Path, bindings: dict[str, int] | None = None) -> tuple[str, Element]:
+    program = check_path(path, bindings)
+    html = render(build_report(program, str(path.relative_to(ROOT)), bindings), "html")
+    return html, parse_html(html)
+
+
+# --- structure ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("*.attn")))
+def test_every_statement_is_shown_with_its_shape(name: str) -> None:
+    path = EXAMPLES / name
+    program = check_path(path)
+    _, dom = report_html(path)
+    lines = program.source.splitlines()
+    rows = {e.attrs["id"]: e for e in dom.find_all("tr") if e.attrs.get("id", "").startswith("L")}
+    assert sorted(rows, key=lambda r: int(r[1:])) == [f"L{n}" for n in range(1, len(lines) + 1)]
+    for number, line in enumerate(lines, start=1):
+        assert rows[f"L{number}"].find_all("td", class_="code")[0].text() == line
+    shown = {(e.attrs["data-name"], e.attrs["data-shape"]) for e in dom.find_all("span", class_="stmt")}
+    for tensor_name, tensor in program.tensors.items():
+        label = f"output {tensor_name}" if tensor_name in program.outputs and tensor.kind == "defined" \
+            and _is_output_statement(program, tensor_name) else tensor_name
+        assert (label, tensor.value.text()) in shown, tensor_name
+
+
+def _is_output_statement(program, name: str) -> bool:  # type: ignore[no-untyped-def]
+    from shapecheck import nodes
+
+    return any(isinstance(s, nodes.Output) and s.name.name == name and s.value is not None
+               for s in program.statements)
+
+
+def test_concrete_shapes_at_the_bindings() -> None:
+    _, dom = report_html(EXAMPLES / "multi_head.attn", MULTI_HEAD_SIZES)
+    row = dom.find_all("tr", id="L20")[0]  # S: [H, N, N] = Q @ K.T / sqrt(d)
+    assert row.find_all("span", class_="stmt")[0].attrs["data-shape"] == "[H, N, N]"
+    assert "[8, 128, 128]" in row.text()
+    assert "D_model = 512" in dom.find_all("tr", id="L8")[0].text()
+
+
+@pytest.mark.parametrize(("name", "count"), [
+    ("single_head.attn", 1), ("multi_head.attn", 1), ("index_form.attn", 1),
+    ("multi_head_einsum.attn", 1), ("causal.attn", 1), ("cross_attention.attn", 1),
+])
+def test_one_card_per_attention_pattern(name: str, count: int) -> None:
+    _, dom = report_html(EXAMPLES / name)
+    assert len(dom.find_all("article", class_="card")) == count
+
+
+def test_a_spec_with_two_attention_blocks_gets_two_cards() -> None:
+    spec = (EXAMPLES / "single_head.attn").read_text() + (
+        "input K2: [N, d]\ninput V2: [N, d]\n"
+        "S2 = O @ K2.T\nP2 = softmax(S2)\nO2 = P2 @ V2\n")
+    report = build_report(check_text(spec), "two.attn")
+    assert [card.line for card in report.cards] == [16, 21]
+    second = report.cards[1]
+    roles = {row.role: plain(row.tensor) for row in second.rows}
+    assert roles["Q: query"] == "O" and roles["K: index (key)"] == "K2" and roles["V: content (value)"] == "V2"
+
+
+def test_card_of_multi_head_attention() -> None:
+    report = build_report(check_path(EXAMPLES / "multi_head.attn"), "multi_head.attn")
+    (card,) = report.cards
+    rows = {row.role: row for row in card.rows}
+    assert [plain(rows[r].tensor) for r in ("Q: query", "K: index (key)", "V: content (value)")] == ["Q", "K", "V"]
+    assert rows["S = QKᵀ: scores"].shape == "[H, N, N]"
+    assert rows["P = softmax(S): weights"].shape == "[H, N, N]"
+    assert "row" in plain(rows["P = softmax(S): weights"].meaning)
+    assert rows["O = PV: output"].shape == "[H, N, d]"
+    assert plain(card.summary).startswith("Q/K/V: [H, N, d] · scores S = QKᵀ: [H, N, N]")
+    assert "D_model = H·d" in plain(card.identity) and "line 9" in plain(card.identity)
+    assert card.identity_ok is True
+    assert card.core_flops == "4·H·N²·d"
+
+
+def test_card_reads_through_masks_and_scaling() -> None:
+    report = build_report(check_path(EXAMPLES / "causal.attn"), "causal.attn")
+    (card,) = report.cards
+    assert plain(card.rows[3].tensor) == "S ← Q @ K.T"
+
+
+def test_the_multi_head_identity_violated_at_the_bindings() -> None:
+    program = check_path(EXAMPLES / "multi_head.attn", {"N": 4, "H": 2, "d": 3, "D_model": 5})
+    report = build_report(program, "multi_head.attn", {"N": 4, "H": 2, "d": 3, "D_model": 5})
+    (constraint,) = report.constraints
+    assert constraint.ok is False and "does not hold" in plain(constraint.status)
+    assert report.cards[0].identity_ok is False
+    assert "violated at the concrete sizes: 5 ≠ 6" in plain(report.cards[0].identity)
+
+
+def test_constraint_uses_are_named() -> None:
+    report = build_report(check_path(EXAMPLES / "multi_head_nhd.attn"), "nhd.attn")
+    (constraint,) = report.constraints
+    assert plain(constraint.uses) == "line 16 (reshape), line 17 (reshape), line 18 (reshape), line 29 (@)"
+    plain_report = build_report(check_path(EXAMPLES / "multi_head.attn"), "multi_head.attn")
+    assert plain(plain_report.constraints[0].uses) == "not needed by any check of this spec"
+
+
+def test_reasoning_self_check_and_index_form() -> None:
+    report = build_report(check_path(EXAMPLES / "multi_head.attn"), "multi_head.attn")
+    steps = {r.line: r.steps for r in report.reasoning}
+    scores = steps[20][0]
+    assert plain(scores.text).startswith("Q [H, N, d] @ K.T [H, d, N]: inner d = d ✓ → [H, N, N]")
+    assert plain(scores.index_form) == "index form: S[h,i,j] = (Σ_k Q[h,i,k]·K[h,j,k]) / sqrt(d)"
+    assert plain(steps[21][0].text).endswith("Σ_j P[h,i,j] = 1 for every h, i")
+    nhd = build_report(check_path(EXAMPLES / "multi_head_nhd.attn"), "nhd.attn")
+    reshape = {r.line: r.steps for r in nhd.reasoning}[16][1]
+    assert plain(reshape.text) == ("reshape X @ W_Q [N, D_model] → [N, H, d]: D_model·N = H·N·d "
+                                   "elements ✓ by constraint D_model == H*d (line 8)")
+
+
+def test_cost_of_the_attention_core() -> None:
+    report = build_report(check_path(EXAMPLES / "single_head.attn", {"N": 128, "d": 64}),
+                          "single_head.attn", {"N": 128, "d": 64})
+    rows = {row.name: row for row in report.cost.rows}
+    assert rows["S"].flops == "2·N²·d + N²" and rows["S"].flops_value == 2 * 128 * 128 * 64 + 128 * 128
+    assert rows["O"].flops == "2·N²·d" and rows["S"].bytes == "8·N²"
+    assert report.cost.total == "4·N²·d + 6·N²"
+    assert report.cards[0].core_flops == "4·N²·d" and report.cards[0].core_value == 4 * 128 * 128 * 64
+    largest = plain(report.cost.largest)
+    assert largest.startswith("Largest intermediate: S [N, N], N² elements = 8·N² bytes (131,072")
+    assert "the N×N table" in largest
+
+
+def test_picture_has_a_node_per_tensor_and_an_edge_per_dependency() -> None:
+    program = check_path(EXAMPLES / "multi_head.attn")
+    _, dom = report_html(EXAMPLES / "multi_head.attn")
+    (svg,) = dom.find_all("svg")
+    assert float(svg.attrs["width"]) > 300 and float(svg.attrs["height"]) > 100
+    drawn = {g.attrs["data-name"] for g in svg.find_all("g", class_="sc-node") if "data-name" in g.attrs}
+    assert drawn == set(program.tensors)
+    edges = {(g.attrs["data-source"], g.attrs["data-target"]): g.text()
+             for g in svg.find_all("g", class_="sc-edge")}
+    assert edges[("X", "Q")] == "[N, D_model]"
+    assert edges[("S", "P")] == "[H, N, N]" and edges[("O", "Y")] == "[N, H*d]"
+    assert set(edges) == {("X", "Q"), ("W_Q", "Q"), ("X", "K"), ("W_K", "K"), ("X", "V"), ("W_V", "V"),
+                          ("Q", "S"), ("K", "S"), ("S", "P"), ("P", "O"), ("V", "O"), ("O", "Y"),
+                          ("W_O", "Y")}
+
+
+def test_page_is_self_contained() -> None:
+    html, dom = report_html(EXAMPLES / "causal.attn", {"N": 8, "H": 2, "d": 4})
+    assert not dom.find_all("script") and not dom.find_all("link") and not dom.find_all("img")
+    for element in dom.iter():
+        for name, value in element.attrs.items():
+            if name in ("src", "href", "xlink:href", "action"):
+                assert value.startswith("#") or value.startswith("url(#"), (name, value)
+    assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "https://" not in html and "@import" not in html and "url(http" not in html
+    (policy,) = [m for m in dom.find_all("meta") if m.attrs.get("http-equiv") == "Content-Security-Policy"]
+    assert "default-src 'none'" in policy.attrs["content"]
+
+
+def test_a_spec_with_errors_shows_them_inline_as_verify_does(capsys: pytest.CaptureFixture[str]) -> None:
+    path = EXAMPLES / "broken" / "missing_transpose.attn"
+    html, dom = report_html(path)
+    problems = dom.find_all("tr", class_="problem")
+    assert [p.attrs["data-code"] for p in problems] == ["SC301"]
+    row_ids = [e.attrs.get("id") for e in dom.find_all("tr")]
+    assert row_ids.index(None, row_ids.index("L11")) == row_ids.index("L11") + 1  # just after line 11
+    with pytest.raises(SystemExit):
+        main(["verify", "--color", "never", str(path.relative_to(ROOT))])
+    verify = capsys.readouterr().out
+    frame = problems[0].find_all("pre")[0].text()
+    assert frame in verify and "help: did you mean `Q @ K.T`?" in frame
+    assert dom.find_all("body")[0].attrs["data-verified"] == "false"
+
+
+# --- escaping -------------------------------------------------------------------------------------
+
+HOSTILE = '<script>alert(1)</script> "><img src=x onerror=alert(2)>'
+
+
+def hostile_spec() -> str:
+    return (
+        f"# {HOSTILE}\n"
+        "dim N, d\n"
+        "input Q: [N, d]   # ' onmouseover='alert(3)\n"
+        f'T = einsum("{HOSTILE}", Q)\n'
+        "S = Q @ Q.T\n"
+        f"output O = softmax(S) @ Q  # </code></td></tr></table><script>alert(4)</script>\n"
+    )
+
+
+def test_user_text_is_escaped_in_html() -> None:
+    program = check_text(hostile_spec())
+    assert not program.ok  # the einsum subscripts are invalid, and quoted in the message
+    html = render(build_report(program, f"specs/{HOSTILE}.attn"), "html")
+    dom = parse_html(html)
+    assert not dom.find_all("script") and not dom.find_all("img")
+    for element in dom.iter():
+        assert not any(name.startswith("on") for name in element.attrs), element
+    text = dom.text()
+    assert HOSTILE in text  # shown, as text
+    assert "<script>alert(4)</script>" in text
+    assert dom.find_all("title")[0].text() == f"Shape report: specs/{HOSTILE}.attn"
+
+
+def test_user_text_is_inert_in_markdown() -> None:
+    markdown = render(build_report(check_text(hostile_spec()), f"specs/{HOSTILE}.attn"), "md")
+    outside = re.sub(r"^(`{3,})[^\n]*\n.*?^\1$", "", markdown, flags=re.MULTILINE | re.DOTALL)
+    outside = re.sub(r"(`+)(?!`).+?(?<!`)\1(?!`)", "", outside)  # code spans
+    assert not re.search(r"(?<!\\)<(script|img|/code)", outside)  # only escaped: \<script
+    assert "\\<script\\>" in outside  # the problem list and the title escape it
+    assert HOSTILE in markdown  # and the source shows it literally, in code
+
+
+# --- determinism, the command ----------------------------------------------------------------------
+
+
+def test_same_input_same_bytes_whatever_the_hash_seed(tmp_path: Path) -> None:
+    outputs = []
+    for seed in ("1", "2"):
+        out = tmp_path / f"r{seed}.html"
+        subprocess.run([sys.executable, "-m", "shapecheck", "report", "examples/grouped_query.attn",
+                        "-o", str(out), "--dim", "N=16", "--dim", "d=8"], cwd=ROOT, check=True,
+                       env={**os.environ, "PYTHONHASHSEED": seed})
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1]
+
+
+def run(args: list[str]) -> int:
+    with pytest.raises(SystemExit) as done:
+        main(args)
+    return int(done.value.code or 0)
+
+
+def test_exit_status_and_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = str(EXAMPLES / "single_head.attn")
+    assert run(["report", spec, "-o", str(tmp_path / "a.html")]) == 0
+    assert (tmp_path / "a.html").read_text().startswith("<!DOCTYPE html>")
+    assert run(["report", spec, "-o", str(tmp_path / "a.md")]) == 0
+    assert (tmp_path / "a.md").read_text().startswith("# Shape report:")
+    assert run(["report", spec, "-o", str(tmp_path / "b.txt"), "--format", "md"]) == 0
+    assert run(["report", str(EXAMPLES / "broken" / "wrong_w_o.attn"), "-o", str(tmp_path / "w.md")]) == 1
+    assert "SC301" in (tmp_path / "w.md").read_text()
+    capsys.readouterr()
+    assert run(["report", spec, "-o", str(tmp_path / "b.txt")]) == 2
+    assert "name it .html or .md" in capsys.readouterr().err
+    assert run(["report", str(tmp_path / "missing.attn"), "-o", str(tmp_path / "m.md")]) == 2
+    assert run(["report", str(EXAMPLES), "-o", str(tmp_path / "m.md")]) == 2
+    assert run(["report", spec, "-o", str(tmp_path / "no" / "such" / "dir.md")]) == 2
+    assert run(["report", spec, "-o", str(tmp_path / "x.md"), "--dim", "N=zero"]) == 2
+    copy = tmp_path / "copy.md"
+    copy.write_text((EXAMPLES / "single_head.attn").read_text())
+    assert run(["report", str(copy), "-o", str(copy), "--format", "html"]) == 2
+    assert copy.read_text() == (EXAMPLES / "single_head.attn").read_text()
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_written_whole_or_not_at_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "report.html"
+    target.write_text("the previous report")
+
+    def broken_replace(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError):
+        write_atomically(str(target), "x" * 100_000)
+    assert target.read_text() == "the previous report"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
+    assert run(["report", str(EXAMPLES / "single_head.attn"), "-o", str(target)]) == 2
+    assert target.read_text() == "the previous report"
+
+
+def test_verify_and_report_import_neither_numpy_nor_more_than_they_need() -> None:
+    probe = (
+        "import sys\n"
+        "from shapecheck.cli import main\n"
+        "sys.argv = ['shapecheck', 'verify', 'examples/multi_head.attn']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('shapecheck.report' in sys.modules, 'numpy' in sys.modules)\n"
+        "from shapecheck.report import build_report, render\n"
+        "from shapecheck.api import check_path\n"
+        "render(build_report(check_path('examples/causal.attn'), 'c'), 'html')\n"
+        "render(build_report(check_path('examples/causal.attn'), 'c'), 'md')\n"
+        "print('numpy' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split()[-3:] == ["False", "False", "False"]
+
+
+# --- robustness -------------------------------------------------------------------------------------
+
+_SOURCES = [p.read_text() for p in sorted(EXAMPLES.glob("*.attn"))]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(index=st.integers(0, len(_SOURCES) - 1), cut=st.integers(0, 2000), length=st.integers(0, 40),
+       insert=st.sampled_from(["", "@", ".T", ")", "[", "softmax(", "\n", "K", "reshape(", "-1"]))
+def test_any_damaged_spec_still_gets_a_report(index: int, cut: int, length: int, insert: str) -> None:
+    source = _SOURCES[index]
+    cut %= len(source) + 1
+    damaged = source[:cut] + insert + source[cut + length:]
+    report = build_report(check_text(damaged, {"N": 4}), "damaged.attn", {"N": 4})
+    parse_html(render(report, "html"))
+    render(report, "md")
+
+
+# --- the GitHub job summary -----------------------------------------------------------------------
+
+
+def test_step_summary_lists_the_problems_before_the_file_table(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    assert run(["verify", "--format", "github", str(EXAMPLES / "broken" / "missing_transpose.attn"),
+                str(EXAMPLES / "single_head.attn")]) == 1
+    text = summary.read_text()
+    assert text.startswith("earlier step\n### shapecheck\n")
+    assert "<details><summary>1 problem</summary>" in text
+    assert "| 11:5 | error\\[SC301\\] | inner dimensions of \\`@\\` differ" in text
+    assert "help: did you mean \\`Q @ K.T\\`?" in text
+    assert text.rstrip().splitlines()[-1].endswith("| 0 | 0 | ✅ verified |")
+
+
+def test_step_summary_caps_the_problem_list() -> None:
+    many = FileResult("a.attn", "", [Diagnostic("SC101", Severity.ERROR, f"<b>{i}</b>", Span(i, 1, i, 2))
+                                     for i in range(1, 61)])
+    text = github_step_summary([many])
+    assert "60 problems" in text and "| … | | | 10 more |" in text
+    assert not re.search(r"(?<!\\)<b>", text) and "\\<b\\>50\\</b\\>" in text and "51\\</b" not in text
+    assert "<details>" not in github_step_summary([FileResult("ok.attn", "", [])])
