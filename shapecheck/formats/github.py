@@ -93,11 +93,39 @@ def step_summary(results: list[FileResult], *, strict: bool = False) -> str:
         f"{plural(totals.warnings, 'warning')}: **{verdict}**"
         + (" (`--strict`)" if strict else ""),
         "",
+        *_problem_details(results),
         "| file | errors | warnings | status |",
         "| --- | ---: | ---: | --- |",
     ]
     rows.extend(_summary_row(result, strict) for result in results)
     return "".join(row + "\n" for row in rows)
+
+
+#: At most this many problems are listed in the job summary (GitHub caps its size).
+SUMMARY_PROBLEMS = 50
+
+
+def _problem_details(results: list[FileResult]) -> list[str]:
+    """The errors and warnings, folded away: where, which code, the message and its help."""
+    found = [(result.path, d) for result in results for d in result.diagnostics
+             if d.severity is not Severity.NOTE]
+    if not found:
+        return []
+    rows = [
+        f"<details><summary>{plural(len(found), 'problem')}</summary>",
+        "",
+        "| file | line | code | message |",
+        "| --- | ---: | --- | --- |",
+    ]
+    for path, diagnostic in found[:SUMMARY_PROBLEMS]:
+        message = " — ".join([diagnostic.message] + [f"help: {line}" for line in diagnostic.help])
+        rows.append(f"| {escape_markdown(scrub(path))} | {diagnostic.span.line}:{diagnostic.span.column} "
+                    f"| {diagnostic.severity.value}\\[{escape_markdown(diagnostic.code)}\\] "
+                    f"| {escape_markdown(scrub(message))} |")
+    if len(found) > SUMMARY_PROBLEMS:
+        rows.append(f"| … | | | {len(found) - SUMMARY_PROBLEMS} more |")
+    rows += ["", "</details>", ""]
+    return rows
 
 
 def _summary_row(result: FileResult, strict: bool) -> str:
