@@ -32,10 +32,18 @@ _CLOSE = frozenset({"RPAR", "RSQB"})
 class LimitExceeded(Exception):
     """Raised inside the parser when the input passes a safety limit."""
 
+    code = codes.LIMIT
+
     def __init__(self, message: str, span: Span) -> None:
         super().__init__(message)
         self.message = message
         self.span = span
+
+
+class GrammarMisuse(LimitExceeded):
+    """A mistake the grammar lets through but Python refuses (`f(axis=row, x)`)."""
+
+    code = codes.SYNTAX
 
 
 def token_span(token: Token) -> Span:
@@ -218,10 +226,21 @@ class ToNodes(Transformer):  # type: ignore[type-arg]
         func, *rest = c
         close = rest[-1]
         inner = [x for x in rest[1:-1] if x is not None]
+        _positional_after_keyword(inner)
         args = tuple(x for x in inner if not isinstance(x, nodes.Keyword))
         keywords = tuple(x for x in inner if isinstance(x, nodes.Keyword))
         span = token_span(func).to(token_span(close))
         return nodes.Call(_ident(func), args, keywords, span, _checked_depth(_depth(*inner), span))
+
+
+def _positional_after_keyword(arguments: list[Any]) -> None:
+    """As in Python, every positional argument comes before the keywords."""
+    seen_keyword = False
+    for argument in arguments:
+        if isinstance(argument, nodes.Keyword):
+            seen_keyword = True
+        elif seen_keyword:
+            raise GrammarMisuse(codes.syntax_text("positional_after_keyword"), argument.span)
 
 
 def _ident(token: Token) -> nodes.Ident:
@@ -283,7 +302,7 @@ def _parse_statements(text: str, parsers: _Parsers) -> ParseResult:
         try:
             statements.append(parsers.lark.parse(chunk.text, start="stmt"))
         except LimitExceeded as exc:
-            diagnostics.append(codes.LIMIT.diag(exc.span, detail=exc.message))
+            diagnostics.append(exc.code.diag(exc.span, detail=exc.message))
             statements.append(nodes.Broken(chunk.defines, chunk.is_dim, chunk.span, _mentions(chunk.text)))
         except (UnexpectedInput, RecursionError) as exc:
             diagnostics.append(_syntax_diagnostic(exc, chunk, parsers.postlex))
@@ -396,7 +415,8 @@ _OPERAND_END = frozenset(
 
 
 def _describe_expected(
-    expected: set[str], in_constraint: bool, open_bracket: str | None, after_operand: bool
+    expected: set[str], in_constraint: bool, open_bracket: str | None, after_operand: bool,
+    in_dim: bool = False,
 ) -> str:
     """The few things most worth saying, in words, not terminal names.
 
@@ -406,12 +426,14 @@ def _describe_expected(
     parts: list[str] = []
     wanted = {None: (), "(": ("COMMA", "RPAR"), "[": ("COMMA", "RSQB")}[open_bracket]
     closing = [n for n in wanted if n in expected]
-    if expected & {"INT", "DECIMAL", "LPAR"} and not closing and not after_operand:
-        parts.append("an expression")
-    elif "NAME" in expected and not closing and not after_operand:
+    if expected & {"INT", "DECIMAL", "LPAR"} and not after_operand:
+        parts.append("an expression")  # after `(`, `[` or `,` also the closer
+    elif "NAME" in expected and not after_operand:
         parts.append("a name")
     if in_constraint and expected & _COMPARISONS:
         parts.append("`==`")
+    if in_dim and "COMMA" in expected and not closing:
+        parts.append("`,`")  # `dim A B`: the names are separated by commas
     parts += [_WORDS[n] for n in ("COLON", "EQUAL") if n in expected]
     parts += [_WORDS[n] for n in closing]
     if not parts and after_operand:
@@ -454,13 +476,18 @@ def _syntax_diagnostic(exc: Exception, chunk: Chunk, postlex: BracketNewlines) -
 def _unexpected_token(exc: UnexpectedToken, chunk: Chunk, previous: Token | None) -> Diagnostic:
     token = exc.token
     expected = set(exc.expected)
-    if token.type == "$END":
+    if token.type == "$END" and previous is not None:
+        # Just after the last token, not after a trailing comment.
+        span = Span(previous.end_line or 1, previous.end_column or 1,
+                    previous.end_line or 1, (previous.end_column or 1) + 1)
+    elif token.type == "$END":
         span = Span(chunk.span.end_line, chunk.span.end_column,
                     chunk.span.end_line, chunk.span.end_column + 1)
     else:
         span = token_span(token)
     found = _describe_token(token)
     in_constraint = chunk.text.startswith("constraint")
+    in_dim = re.match(r"dim\b", chunk.text) is not None
     error_offset = len(chunk.text) if token.type == "$END" else (token.start_pos or 0)
     open_bracket = _unclosed_bracket(chunk.text[:error_offset])
     if previous is None:
@@ -469,20 +496,21 @@ def _unexpected_token(exc: UnexpectedToken, chunk: Chunk, previous: Token | None
         else:
             detail = codes.syntax_text(
                 "expected_at_start",
-                expected=_describe_expected(expected, in_constraint, open_bracket, False),
+                expected=_describe_expected(expected, in_constraint, open_bracket, False, in_dim),
                 found=found,
             )
     else:
-        unclosed = _unclosed_bracket(chunk.text)
-        if token.type == "$END" and unclosed:
-            detail = codes.syntax_text("unclosed", bracket=unclosed)
-        elif token.type in _CLOSE and not unclosed:
+        unclosed = _unclosed_offset(chunk.text)
+        if token.type == "$END" and unclosed is not None:
+            detail = codes.syntax_text("unclosed", bracket=chunk.text[unclosed])
+            span = _offset_span(chunk, unclosed)  # point at the bracket itself
+        elif token.type in _CLOSE and open_bracket is None:
             detail = codes.syntax_text("unmatched", bracket=token.value)
         else:
             detail = codes.syntax_text(
                 "expected_after", expected=_describe_expected(
                     expected, in_constraint, open_bracket,
-                    after_operand=previous.type in _OPERAND_END,
+                    after_operand=previous.type in _OPERAND_END, in_dim=in_dim,
                 ),
                 previous=f"`{previous.value}`", found=found,
             )
@@ -490,11 +518,25 @@ def _unexpected_token(exc: UnexpectedToken, chunk: Chunk, previous: Token | None
 
 
 def _unclosed_bracket(text: str) -> str | None:
-    stack: list[str] = []
+    offset = _unclosed_offset(text)
+    return text[offset] if offset is not None else None
+
+
+def _unclosed_offset(text: str) -> int | None:
+    """Where the innermost bracket that is still open at the end of ``text`` opens."""
+    stack: list[int] = []
     for match in _SCAN.finditer(text):
         token = match.group()
         if token in "([":
-            stack.append(token)
+            stack.append(match.start())
         elif token in ")]" and stack:
             stack.pop()
     return stack[-1] if stack else None
+
+
+def _offset_span(chunk: Chunk, offset: int) -> Span:
+    """The one-character span at ``offset`` in the chunk, in file coordinates."""
+    line = chunk.line + chunk.text.count("\n", 0, offset)
+    line_start = chunk.text.rfind("\n", 0, offset) + 1
+    column = offset - line_start + 1 + (chunk.column - 1 if line == chunk.line else 0)
+    return Span(line, column, line, column + 1)
