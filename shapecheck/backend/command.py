@@ -17,7 +17,7 @@ from ..api import check_path, file_result
 from ..program import Program
 from . import runtime
 from .compiled import CompiledSpec, RunResult
-from .errors import CheckerBug, InputError, RunError, SpecError, message
+from .errors import CheckerBug, InputError, RunError, SpecError, bindings_text, message
 from .runtime import UnreadableFile
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
@@ -93,7 +93,7 @@ def _load_arrays(options: RunOptions) -> tuple[dict[str, np.ndarray], dict[str, 
     if options.archive is not None:
         for key, array in runtime.load_npz(options.archive).items():
             arrays[key] = array
-            origins[key] = f"{options.archive}[{key}]"
+            origins[key] = message("npz_member", path=options.archive, key=key)
     for item in options.input_files:
         name, separator, file = item.partition("=")
         name, file = name.strip(), file.strip()
@@ -109,8 +109,7 @@ def _load_arrays(options: RunOptions) -> tuple[dict[str, np.ndarray], dict[str, 
 
 def _report(spec: CompiledSpec, result: RunResult, origins: dict[str, str],
             options: RunOptions) -> None:
-    bindings = ", ".join(f"{n}={v}" for n, v in result.bindings.items()) or "no dims"
-    click.echo(message("report_header", path=options.path, bindings=bindings,
+    click.echo(message("report_header", path=options.path, bindings=bindings_text(result.bindings),
                                        dtype=options.dtype))
     for name in spec.declared:
         if name in origins:

@@ -20,7 +20,7 @@ import numpy as np
 from ..api import check_path, check_text
 from ..program import Program
 from . import runtime
-from .errors import InputError, MemoryLimitError, SpecError, message, names_text
+from .errors import InputError, MemoryLimitError, SpecError, bindings_text, message, names_text
 from .numpy_backend import Plan, compile_program, evaluate_shape
 
 DTYPES = ("float32", "float64")
@@ -64,11 +64,14 @@ class CompiledSpec:
                  hint: Callable[[list[str]], str] = runtime.api_hint) -> None:
         if not program.ok:
             raise SpecError(program)
-        if str(dtype) not in DTYPES:
+        try:
+            self.dtype = np.dtype(dtype)
+        except TypeError:
+            self.dtype = np.dtype(object)
+        if self.dtype.name not in DTYPES:
             raise InputError(message("dtype", dtype=dtype, choices=", ".join(DTYPES)))
         self.program = program
         self.dims = dict(dims or {})
-        self.dtype = np.dtype(str(dtype))
         self.max_memory = runtime.default_max_memory() if max_memory == DEFAULT else max_memory
         self.declared = runtime.declared(program)
         self.inputs = tuple(n for n, t in self.declared.items() if t.kind == "input")
@@ -108,10 +111,11 @@ class CompiledSpec:
             self._plans[key] = bound
         values = {n: runtime.cast(self.declared[n], a, self.dtype) for n, a in supplied.items()}
         generated = [n for n in self.declared if n not in supplied]
-        for name in generated:  # none unless a seed was given (see _supplied)
+        for name in generated:
+            assert seed is not None  # _supplied refuses missing arrays without a seed
             tensor = self.declared[name]
             shape = evaluate_shape(bound.bound.program, tensor.value)
-            values[name] = runtime.generate(tensor, shape, self.dtype, seed or 0)
+            values[name] = runtime.generate(tensor, shape, self.dtype, seed)
         frame = bound.plan.execute(values, check_invariants=check_invariants)
         outputs = {name: np.asarray(frame.values[name]) for name in self.outputs}
         checks = [message("check_shapes", count=len(bound.plan.steps)),
@@ -158,7 +162,7 @@ def memory_error(plan: Plan, limit: int) -> MemoryLimitError:
     largest = plan.largest
     assert largest is not None
     return MemoryLimitError(message(
-        "memory", total=runtime.format_bytes(plan.peak_bytes), bindings=plan.bindings_text(),
+        "memory", total=runtime.format_bytes(plan.peak_bytes), bindings=bindings_text(plan.bindings),
         limit=runtime.format_bytes(limit), largest=largest.label,
         shape=list(largest.shape), size=runtime.format_bytes(largest.nbytes)))
 

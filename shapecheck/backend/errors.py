@@ -6,7 +6,7 @@ fills in the fields (as the checker does with :mod:`shapecheck.codes`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 MESSAGES: dict[str, str] = {
     # the spec and its dims
+    "no_dims": "no dims",
     "spec_errors": "the spec does not verify ({count}); it cannot be run",
     "unbound": "free dims left unbound: {names}; bind them with {flags}{derived}",
     "unbound_derived": " (then the spec determines {names})",
@@ -35,6 +36,8 @@ MESSAGES: dict[str, str] = {
     "at the bindings, the array has {got}",
     "element_type": "{kind} `{name}` is declared as {declared}, which holds {wanted}, but the "
     "array's element type is {dtype}",
+    "wanted_bool": "bool values",
+    "wanted_real": "real numbers (floats or integers)",
     "non_finite": "{kind} `{name}` contains {count} non-finite value(s) (NaN or infinity); "
     "inputs and params must be finite",
     "zero_axis": "{kind} `{name}` has shape {actual}: axis {axis} is empty, but dims are "
@@ -57,6 +60,7 @@ MESSAGES: dict[str, str] = {
     "pickled": "{path}: holds Python objects (a pickled or object array); only numeric and bool "
     "arrays are loaded, never with pickle",
     "npz_key": "{path}: array `{key}` cannot be loaded ({reason})",
+    "npz_member": "{path}[{key}]",
     "input_twice": "`{name}` is given twice (by {first} and by {second})",
     "input_syntax": "`{item}` is not NAME=FILE.npy",
     "cannot_write": "cannot write {path}: {reason}",
@@ -110,8 +114,8 @@ MESSAGES: dict[str, str] = {
 }
 
 
-def message(key: str, **fields: object) -> str:
-    return MESSAGES[key].format(**fields)
+def message(template: str, /, **fields: object) -> str:
+    return MESSAGES[template].format(**fields)
 
 
 class RunError(Exception):
@@ -147,3 +151,12 @@ class CheckerBug(RunError):
 
 def names_text(names: Sequence[str]) -> str:
     return ", ".join(f"`{n}`" for n in names)
+
+
+def bindings_text(values: Mapping[str, object], sources: Mapping[str, str] | None = None) -> str:
+    """``N=128, d=64``, or ``N=128 (--dim N=128), ...`` with where each value came from."""
+    if not values:
+        return MESSAGES["no_dims"]
+    if sources is None:
+        return ", ".join(f"{n}={v}" for n, v in values.items())
+    return ", ".join(f"{n}={v} ({sources[n]})" for n, v in values.items())

@@ -29,7 +29,7 @@ import numpy as np
 from .. import nodes
 from ..program import CallInfo, Program, Value
 from ..symbolic import shape_text
-from .errors import CheckerBug, message
+from .errors import CheckerBug, bindings_text, message
 
 Thunk = Callable[["Frame"], Any]
 SOFTMAX_TOLERANCE = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-10}
@@ -101,14 +101,12 @@ class Plan:
         if shape != step.shape:
             raise CheckerBug(message(
                 "shape_bug", name=step.name, line=step.line, actual=list(shape),
-                symbolic=step.symbolic, expected=list(step.shape), bindings=self.bindings_text()))
+                symbolic=step.symbolic, expected=list(step.shape),
+                bindings=bindings_text(self.bindings)))
         dtype = getattr(result, "dtype", None)
         if dtype != step.dtype:
             raise CheckerBug(message("dtype_bug", name=step.name, line=step.line,
                                      actual=dtype, expected=step.dtype))
-
-    def bindings_text(self) -> str:
-        return ", ".join(f"{name}={value}" for name, value in self.bindings.items())
 
 
 # --- compiling a program ------------------------------------------------------------------

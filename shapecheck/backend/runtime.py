@@ -25,7 +25,7 @@ import numpy as np
 from .. import symbolic
 from ..api import check_text
 from ..program import Program, Tensor
-from .errors import InputError, RunError, SpecError, message
+from .errors import InputError, RunError, SpecError, bindings_text, message
 
 NPY_MAGIC = b"\x93NUMPY"
 ZIP_MAGIC = b"PK"
@@ -62,7 +62,7 @@ def check_array(tensor: Tensor, array: Any) -> np.ndarray:
             raise InputError(message("not_an_array", kind=tensor.kind, name=tensor.name,
                                      type=type(array).__name__)) from None
     if not element_kind_ok(tensor, array):
-        wanted = "bool values" if tensor.value.is_bool else "real numbers (floats or integers)"
+        wanted = message("wanted_bool" if tensor.value.is_bool else "wanted_real")
         raise InputError(message("element_type", kind=tensor.kind, name=tensor.name,
                                  declared=tensor.value.text(), wanted=wanted, dtype=array.dtype))
     return array
@@ -89,9 +89,6 @@ class Bound:
     program: Program
     bindings: dict[str, int]  # the dims given or read from arrays (what was fed to the checker)
     sources: dict[str, str]  # dim -> where its value came from
-
-    def sources_text(self) -> str:
-        return ", ".join(f"{n}={v} ({self.sources[n]})" for n, v in self.bindings.items())
 
 
 def bind(base: Program, shapes: Mapping[str, tuple[int, ...]], dims: Mapping[str, int],
@@ -155,8 +152,7 @@ def _spec_source(program: Program, name: str) -> str:
 def _recheck(base: Program, bindings: dict[str, int], sources: dict[str, str]) -> Program:
     program = check_text(base.source, bindings)
     if not program.ok:
-        listing = ", ".join(f"{n}={v} ({sources[n]})" for n, v in bindings.items())
-        raise SpecError(program, message("bindings_from", bindings=listing))
+        raise SpecError(program, message("bindings_from", bindings=bindings_text(bindings, sources)))
     return program
 
 
@@ -178,7 +174,7 @@ def _compare(program: Program, tensor: Tensor, shape: tuple[int, ...],
             continue
         if expected != size:
             names = sorted(symbolic.free_names(entry))
-            values = ", ".join(f"{n}={program.dims.value_of(n)}" for n in names) or "constants"
+            values = bindings_text({n: program.dims.value_of(n) for n in names})
             evaluated = [program.dims.evaluate(d) for d in declared_shape]
             raise InputError(message(
                 "entry_conflict", kind=tensor.kind, name=tensor.name, declared=tensor.value.text(),
@@ -309,7 +305,7 @@ def _head(path: str | Path) -> bytes:
 def _load_error(path: str | Path, error: ValueError, key: str | None = None) -> InputError:
     text = str(error)
     if any(word in text for word in ("pickle", "Object arrays", "Python objects")):
-        where = f"{path}[{key}]" if key is not None else str(path)
+        where = message("npz_member", path=path, key=key) if key is not None else str(path)
         return InputError(message("pickled", path=where))
     if "mmap length" in text:
         text = message("truncated")
