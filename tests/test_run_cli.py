@@ -169,6 +169,13 @@ def test_an_archive_supplies_inputs_by_name(files):
     assert "`Z` is not an input or param of the spec (they are: `Q`, `K`, `V`)" in stranger.stderr
     single = shapecheck_run(SINGLE_HEAD, "--inputs", str(files / "q.npy"))
     assert single.exit_code == 1 and "not a .npz archive" in single.stderr
+    np.savez(files / "objects.npz", Q=np.array([{}, 1], dtype=object))
+    objects = shapecheck_run(SINGLE_HEAD, "--inputs", str(files / "objects.npz"))
+    assert objects.exit_code == 1 and "objects.npz[Q]: holds Python objects" in objects.stderr
+    whole = (files / "qkv.npz").read_bytes()
+    (files / "cut.npz").write_bytes(whole[: len(whole) // 2])
+    cut = shapecheck_run(SINGLE_HEAD, "--inputs", str(files / "cut.npz"))
+    assert cut.exit_code == 1 and "cut.npz: not a .npz archive" in cut.stderr
 
 
 def test_usage_errors_exit_2(files):
