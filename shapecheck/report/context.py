@@ -15,7 +15,7 @@ from .. import nodes
 from ..diagnostics import Diagnostic, Span
 from ..formats.source import SourceLines, printable_line
 from ..program import UNKNOWN, Program, Value
-from ..symbolic import Dim, DimBuilder, Proof, Verdict, explain_divides, explain_equal
+from ..symbolic import Dim, DimBuilder, Proof, Verdict, explain_divides, explain_equal, growth, pretty
 from .templates import Rich, code, join, listing, rich, text
 
 ITEM_SIZES = {"float32": 4, "float64": 8}
@@ -39,6 +39,8 @@ class Spec:
     lines: SourceLines = field(init=False)
     definitions: dict[str, nodes.Define | nodes.Output] = field(init=False)
     uses: dict[int, list[Use]] = field(default_factory=dict)  # constraint index -> uses
+    _printed: dict[Dim, str] = field(default_factory=dict, repr=False)
+    _growth: dict[tuple[Dim, frozenset[str]], tuple[int, int]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.lines = SourceLines(self.program.source)
@@ -91,6 +93,19 @@ class Spec:
             return None
         inner = "[" + ", ".join(str(size) for size in sizes) + "]"
         return "bool" + inner if value.is_bool else inner
+
+    def pretty(self, dim: Dim) -> str:
+        """A formula as the cost tables print it (memoised: printing is the slow part)."""
+        printed = self._printed.get(dim)
+        if printed is None:
+            printed = self._printed[dim] = pretty(dim)
+        return printed
+
+    def growth(self, dim: Dim, names: frozenset[str]) -> tuple[int, int]:
+        key = (dim, names)
+        if key not in self._growth:
+            self._growth[key] = growth(self.program.dims, dim, names)
+        return self._growth[key]
 
     def evaluate(self, dim: Dim) -> int | None:
         return self.program.dims.evaluate(dim) if self.bindings else None

@@ -278,6 +278,9 @@ def _reasoning(report: Report) -> str:
 def _graph(report: Report) -> str:
     title = text("graph_title", path=report.path)
     svg = render_svg(report.nodes, report.edges, title)
+    if not svg:
+        key = "no_graph" if report.nodes else "no_tensors"
+        return f"<p>{h(text(key, count=len(report.nodes)))}</p>"
     return f"<p>{h(text('intro_graph'))}</p>\n<div class=\"graph scroll\">\n{svg}</div>"
 
 

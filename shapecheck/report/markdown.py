@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..formats.github import escape_markdown
 from .cards import Card
 from .model import Report, SourceLine
+from .svg import MAX_NODES
 from .templates import Rich, rich, text
 
 
@@ -84,7 +85,7 @@ def render_markdown(report: Report) -> str:
         parts.append(md(rich("no_cards")))
     parts += [f"## {_e(text('sec_cost'))}", _cost(report)]
     parts += [f"## {_e(text('sec_reasoning'))}", _reasoning(report)]
-    parts += [f"## {_e(text('sec_graph'))}", _e(text("intro_graph")), _mermaid(report)]
+    parts += [f"## {_e(text('sec_graph'))}", _graph(report)]
     parts += [f"<sub>{_e(text('footer', version=report.version))}</sub>"]
     return "\n\n".join(part for part in parts if part) + "\n"
 
@@ -209,10 +210,16 @@ def _reasoning(report: Report) -> str:
 # --- the picture ---------------------------------------------------------------------------------------
 
 
+def _graph(report: Report) -> str:
+    if not report.nodes:
+        return _e(text("no_tensors"))
+    if len(report.nodes) > MAX_NODES:
+        return _e(text("no_graph", count=len(report.nodes)))
+    return _e(text("intro_graph")) + "\n\n" + _mermaid(report)
+
+
 def _mermaid(report: Report) -> str:
     """The dataflow as a Mermaid flowchart (GitHub draws it); ids are generated, labels quoted."""
-    if not report.nodes:
-        return ""
     ids = {node.name: f"n{index}" for index, node in enumerate(report.nodes)}
     lines = ["flowchart LR"]
     for node in report.nodes:

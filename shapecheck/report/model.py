@@ -18,7 +18,7 @@ from ..formats._common import plural
 from ..formats.source import printable_line
 from ..formats.text import Palette, _diagnostic
 from ..program import Program, Value
-from ..symbolic import Dim, growth, pretty, product, to_text, total
+from ..symbolic import Dim, product, to_text, total
 from .cards import Card, cards, find_patterns
 from .context import ITEM_SIZES, Spec, postorder
 from .cost import result_bytes, statement_cost
@@ -370,35 +370,34 @@ def _cost(spec: Spec, card_list: list[Card]) -> Cost:
             candidates.append((name, value, size))  # type: ignore[arg-type]
         rows.append(CostRow(
             statement.span.line, name,
-            pretty(cost.flops) if cost.flops is not None else None,
+            spec.pretty(cost.flops) if cost.flops is not None else None,
             spec.evaluate(cost.flops) if cost.flops is not None else None,
-            pretty(size) if size is not None else None,
+            spec.pretty(size) if size is not None else None,
             spec.evaluate(size) if size is not None else None,
             _ops_text(cost.ops)))
-    sequence = {n for card in card_list for n in card.sequence}
+    sequence = frozenset(n for card in card_list for n in card.sequence)
     total_flops = total(flops) if flops else None
-    return Cost(tuple(rows), pretty(total_flops) if total_flops is not None else None,
+    return Cost(tuple(rows), spec.pretty(total_flops) if total_flops is not None else None,
                 spec.evaluate(total_flops) if total_flops is not None else None, partial,
                 _largest(spec, candidates, sequence))
 
 
-def _largest(spec: Spec, candidates: list[tuple[str, Value, Dim]], sequence: set[str]) -> Rich:
+def _largest(spec: Spec, candidates: list[tuple[str, Value, Dim]], sequence: frozenset[str]) -> Rich:
     if not candidates:
         return rich("no_largest")
-    system = spec.program.dims
     counts = [(name, value, size, _count(value)) for name, value, size in candidates]
     values = [spec.evaluate(count) for _, _, _, count in counts]
     if all(v is not None for v in values):
         ranked = max(range(len(counts)), key=lambda i: (values[i], -i))
     else:
-        ranked = max(range(len(counts)), key=lambda i: (growth(system, counts[i][3], sequence), -i))
+        ranked = max(range(len(counts)), key=lambda i: (spec.growth(counts[i][3], sequence), -i))
     name, value, size, count = counts[ranked]
     at = ""
     if values[ranked] is not None and spec.evaluate(size) is not None:
         at = text("largest_at", value=f"{spec.evaluate(size):,}")
     sentence = rich("largest", name=code(name), shape=("shape", value.text()),
-                    elements=math(pretty(count)), bytes=math(pretty(size)), at=at)
-    degree = growth(system, count, sequence)[0]
+                    elements=math(spec.pretty(count)), bytes=math(spec.pretty(size)), at=at)
+    degree = spec.growth(count, sequence)[0]
     if sequence and degree >= 2 and value.shape is not None and len(value.shape) >= 2:
         sentence = join(list(sentence), " ", rich(
             "largest_quadratic", rows=math(to_text(value.shape[-2])), cols=math(to_text(value.shape[-1]))))

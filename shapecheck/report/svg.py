@@ -27,6 +27,11 @@ COLUMN_GAP = 48
 MARGIN = 16
 LEGEND = 34
 WAYPOINT = 6
+#: An edge that skips more columns than this is drawn directly (waypoints would grow
+#: quadratically with a long chain of statements that all read one weight).
+MAX_WAYPOINTS = 6
+#: Beyond this many tensors the picture is left out: it could not be read anyway.
+MAX_NODES = 400
 
 
 @dataclass
@@ -49,12 +54,14 @@ class _Box:
 
 
 def render_svg(nodes: tuple[GraphNode, ...], edges: tuple[GraphEdge, ...], title: str) -> str:
-    if not nodes:
+    if not nodes or len(nodes) > MAX_NODES:
         return ""
     boxes = _columns(nodes, edges)
     edges = tuple(e for e in edges if e.source in boxes and e.target in boxes)
     chains = _chains(boxes, edges)
-    incoming = {n.name: [e for e in edges if e.target == n.name] for n in nodes}
+    incoming: dict[str, list[GraphEdge]] = {n.name: [] for n in nodes}
+    for edge in edges:
+        incoming[edge.target].append(edge)
     _size(boxes, incoming)
     columns = _order(boxes, chains)
     width, height = _place(columns, incoming)
@@ -99,7 +106,8 @@ def _chains(boxes: dict[str, _Box], edges: tuple[GraphEdge, ...]) -> dict[GraphE
     chains = {}
     for index, edge in enumerate(edges):
         chain = [edge.source]
-        for column in range(boxes[edge.source].column + 1, boxes[edge.target].column):
+        start, end = boxes[edge.source].column + 1, boxes[edge.target].column
+        for column in range(start, end if end - start <= MAX_WAYPOINTS else start):
             name = f"edge {index} column {column}"  # a space: never a tensor's name
             boxes[name] = _Box(name, None, column)
             chain.append(name)

@@ -219,8 +219,8 @@ TEXT: dict[str, str] = {
     "legend_defined": "statement",
     "legend_output": "output",
     "legend_failed": "failed (unknown shape)",
-    "graph_in_html": "The dataflow picture is in the HTML report "
-    "(`shapecheck report {path} -o report.html`).",
+    "no_tensors": "The spec has no tensors to draw.",
+    "no_graph": "The picture is left out: {count} tensors are too many to draw readably.",
     "no_steps": "No operation to reason about.",
 }
 
