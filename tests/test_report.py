@@ -416,3 +416,13 @@ def test_step_summary_caps_the_problem_list() -> None:
     assert "60 problems" in text and "| … | | | 10 more |" in text
     assert not re.search(r"(?<!\\)<b>", text) and "\\<b\\>50\\</b\\>" in text and "51\\</b" not in text
     assert "<details>" not in github_step_summary([FileResult("ok.attn", "", [])])
+
+
+def test_a_long_spec_stays_fast_and_drops_the_picture() -> None:
+    lines = ["dim N, d", "input X0: [N, d]", "param W: [d, d]"]
+    lines += [f"X{i} = X{i - 1} @ W + X{i - 1}" for i in range(1, 600)]
+    report = build_report(check_text("\n".join(lines) + "\n"), "long.attn")
+    html = render(report, "html")
+    assert "<svg" not in html and "601 tensors are too many to draw" in html
+    assert "601 tensors are too many to draw" in render(report, "md")
+    assert report.cost.rows[-1].flops == "2·N·d² + N·d"
