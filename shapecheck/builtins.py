@@ -124,7 +124,9 @@ def _constraint_help(ctx: Ctx, a: Dim, b: Dim, verdict: Verdict) -> list[str]:
     return [codes.help_text("add_constraint", lhs=lhs, rhs=rhs)]
 
 
-def matmul(ctx: Ctx, left: Value, right: Value, left_text: str, right_text: str) -> Value | None:
+def matmul(ctx: Ctx, left: Value, right: Value, left_text: str, right_text: str,
+           right_param: bool = False) -> Value | None:
+    """``left @ right``; ``right_param`` says the right operand is a declared weight."""
     assert left.shape is not None and right.shape is not None
     for side, value in (("left", left), ("right", right)):
         if not value.shape:
@@ -136,6 +138,11 @@ def matmul(ctx: Ctx, left: Value, right: Value, left_text: str, right_text: str)
     verdict = ctx.dims.equal(inner_left, inner_right)
     if not verdict:
         helps = _matmul_help(ctx, lshape, rshape, left_text, right_text, verdict)
+        if right_param and len(right.shape) == 2:
+            # A weight is more often declared wrong than used untransposed.
+            fixed = Value((lshape[-1], rshape[-1]))
+            helps = [codes.help_text("redeclare", name=right_text, shape=fixed.text())] + [
+                codes.help_text("or", text=h) for h in helps]
         ctx.report(
             codes.MATMUL_INNER, None, notes=ctx.notes("left", "right"), help=helps,
             relation=_relation(verdict), lhs_inner=to_text(inner_left),

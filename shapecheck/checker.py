@@ -368,7 +368,11 @@ class Checker:
             for operand, value in ((node.left, left), (node.right, right)):
                 if value.is_bool:
                     self._warn_bool(operand, "`@`")
-            result = matmul(ctx, left, right, self.text(node.left), self.text(node.right))
+            right_node = _strip_parens(node.right)
+            right_param = isinstance(right_node, nodes.Name) and getattr(
+                self.program.tensors.get(right_node.name), "kind", None) == "param"
+            result = matmul(ctx, left, right, self.text(node.left), self.text(node.right),
+                            right_param)
             return result or UNKNOWN
         for operand, value in ((node.left, left), (node.right, right)):
             if value.is_bool and not (left.is_bool and right.is_bool):

@@ -419,6 +419,8 @@ NOTES: dict[str, str] = {
 
 HELPS: dict[str, str] = {
     "transpose": "did you mean `{fix}`?",
+    "redeclare": "if `{name}` is declared with the wrong shape: `param {name}: {shape}`",
+    "or": "or: {text}",
     "add_constraint": "add `constraint {lhs} == {rhs}`",
     "did_you_mean": "did you mean `{name}`?",
     "declare_dim": "declare it with `dim {name}`",
