@@ -26,6 +26,9 @@ Dim = sympy.Expr
 
 MAX_EXPONENT = 64
 MAX_BITS = 4096
+# Expanding a product of sums multiplies their term counts: `(a+1)*(b+1)*...` with
+# 40 factors has 2**40 terms. Past this many, an expression is refused (SC003).
+MAX_TERMS = 10_000
 
 
 class Verdict(Enum):
@@ -225,7 +228,7 @@ class DimSystem:
             return self._add_inequality(left, op, right)
         lhs, rhs = self.canonical(left), self.canonical(right)
         if lhs == rhs:
-            return ConstraintOutcome("trivial")
+            return self._satisfied(left, right)
         if lhs.is_Symbol and lhs not in rhs.free_symbols and not rhs.is_number:
             # The common `D_model == H * d`: eliminate the lone dim directly
             # (no subtraction: building a SymPy Add costs a slow lazy import).
@@ -233,11 +236,31 @@ class DimSystem:
             return ConstraintOutcome("ok")
         difference = sympy.expand(lhs - rhs)
         if difference == 0:
-            return ConstraintOutcome("trivial")
+            return self._satisfied(left, right)
         if difference.is_number:
             return ConstraintOutcome("violated", self._values_text(left, right))
         self._use_equation(difference, len(self.constraints) - 1, left)
         return ConstraintOutcome("ok")
+
+    def _satisfied(self, left: Dim, right: Dim) -> ConstraintOutcome:
+        """A constraint that already holds: trivial, unless it holds only at the `--dim` values."""
+        return ConstraintOutcome("ok" if self._involves_bindings(left, right) else "trivial")
+
+    def _involves_bindings(self, *dims: Dim) -> bool:
+        """Does any dim bound on the command line occur, directly or through a definition?"""
+        if not self.bindings:
+            return False
+        pending = set().union(*(d.free_symbols for d in dims))
+        seen: set[Dim] = set()
+        while pending:
+            sym = pending.pop()
+            seen.add(sym)
+            if sym.name in self.bindings:
+                return True
+            definition = self._derived.get(sym)
+            if definition is not None:
+                pending |= definition.free_symbols - seen
+        return False
 
     def check_derived_bindings(self) -> list[tuple[str, int, Dim]]:
         """Derived dims bound on the command line whose binding contradicts the definition."""
@@ -268,7 +291,7 @@ class DimSystem:
             self._values[sym] = int(replacement)
         else:
             self._eliminated = {
-                s: sympy.expand(r.xreplace({sym: replacement})) for s, r in self._eliminated.items()
+                s: _substitute(r, sym, replacement) for s, r in self._eliminated.items()
             }
             self._eliminated[sym] = replacement
         if index is not None:
@@ -367,7 +390,19 @@ class DimSystem:
         together = sympy.cancel(sympy.together(difference))
         if together == 0:
             return Verdict.PROVED
+        if self._definite(difference) or self._definite(-difference):
+            return Verdict.DIFFERENT  # `H*d` vs `2*H*d`: never equal for positive dims
         return Verdict.UNPROVED
+
+    def _definite(self, dim: Dim) -> bool:
+        """Positive for every admissible size: shifted to the lower bounds, every
+        coefficient is non-negative and the constant term is positive."""
+        symbols = sorted(dim.free_symbols, key=lambda s: s.name)
+        if not symbols or not dim.is_polynomial(*symbols):
+            return False
+        shifted = sympy.expand(dim.xreplace({s: s + self._lower.get(s, 1) for s in symbols}))
+        coefficients, constant = _coefficients(shifted)
+        return all(c >= 0 for c in coefficients) and constant > 0
 
     def _distinct_dims(self, left: Dim, right: Dim) -> bool:
         """Two different free dims are not equal (language.md, section 1)."""
@@ -397,12 +432,49 @@ class DimSystem:
         direct = self._bind_only(dim)
         if direct.is_number:
             return Verdict.PROVED if direct.is_integer and direct > 0 else Verdict.DIFFERENT
-        if self._positive_polynomial(direct):
+        if self._positive_polynomial(direct) or self._positive_floor(direct):
             return Verdict.PROVED
         reduced = self.canonical(dim)
         if reduced.is_number:
             return Verdict.PROVED if reduced.is_integer and reduced > 0 else Verdict.DIFFERENT
         return Verdict.PROVED if self._positive_polynomial(reduced) else Verdict.UNPROVED
+
+    def _positive_floor(self, dim: Dim) -> bool:
+        """`p // q` is at least 1 exactly when `p >= q`, i.e. when `p - q + 1` is positive."""
+        if not isinstance(dim, sympy.floor):
+            return False
+        numerator, denominator = sympy.fraction(sympy.together(dim.args[0]))
+        return bool(self.positive(denominator)) and bool(
+            self.positive(sympy.expand(numerator - denominator + 1)))
+
+    def expanded_terms(self, dim: Dim) -> int:
+        """An upper bound of the number of terms of ``dim`` expanded, capped past MAX_TERMS.
+
+        Cheap on purpose (no expansion, no canonical form): it guards the expansions.
+        """
+        counts: dict[Dim, int] = {}
+
+        def terms(expr: Dim) -> int:
+            if expr in counts:
+                return counts[expr]
+            if expr.is_Symbol:
+                definition = self._eliminated.get(expr, self._derived.get(expr))
+                count = 1 if definition is None or expr in self._values else terms(definition)
+            elif expr.is_Add:
+                count = sum(terms(a) for a in expr.args)
+            elif expr.is_Mul:
+                count = 1
+                for factor in expr.args:
+                    count = min(count * terms(factor), MAX_TERMS + 1)
+            elif expr.is_Pow and expr.exp.is_Integer and expr.exp > 0:
+                base = terms(expr.base)
+                count = 1 if base == 1 else base ** min(int(expr.exp), 64)
+            else:
+                count = 1
+            counts[expr] = min(count, MAX_TERMS + 1)
+            return counts[expr]
+
+        return terms(dim)
 
     def _bind_only(self, dim: Dim) -> Dim:
         return sympy.expand(dim.xreplace({s: sympy.Integer(v) for s, v in self._values.items()}))
@@ -413,17 +485,16 @@ class DimSystem:
         if not symbols or not dim.is_polynomial(*symbols):
             return bool(dim.is_positive) and bool(dim.is_integer)
         shifted = sympy.expand(dim.xreplace({s: s + self._lower.get(s, 1) for s in symbols}))
-        poly = sympy.Poly(shifted, *symbols)
-        coefficients = poly.coeffs()
+        coefficients, constant = _coefficients(shifted)
         if not all(c.is_integer and c >= 0 for c in coefficients):
             return False
-        return poly.coeff_monomial(1) > 0 and self._integer_valued(dim)
+        return constant > 0 and self._integer_valued(dim)
 
     def _integer_valued(self, dim: Dim) -> bool:
         symbols = sorted(dim.free_symbols, key=lambda s: s.name)
         if not symbols:
             return bool(dim.is_integer)
-        return all(c.is_integer for c in sympy.Poly(dim, *symbols).coeffs())
+        return all(c.is_integer for c in _coefficients(sympy.expand(dim))[0])
 
     def divides(self, numerator: Dim, denominator: Dim) -> Verdict:
         """Does ``denominator`` divide ``numerator`` for every admissible binding?"""
@@ -450,6 +521,8 @@ class DimSystem:
             return Verdict.PROVED if quotient.is_integer else Verdict.DIFFERENT
         symbols = sorted(quotient.free_symbols, key=lambda s: s.name)
         if quotient.is_polynomial(*symbols) and self._integer_valued(quotient):
+            return Verdict.PROVED
+        if quotient.is_integer:  # e.g. a product of dims and floor divisions
             return Verdict.PROVED
         return Verdict.UNPROVED
 
@@ -478,6 +551,30 @@ class DimSystem:
         if lone and lone[0] is right:
             left, right = right, left
         return to_text(left), spaced(to_text(right))
+
+
+def _coefficients(expanded: Dim) -> tuple[list[Dim], Dim]:
+    """The numeric coefficient of each term of an expanded polynomial, and its constant.
+
+    Read off the terms directly: `sympy.Poly` is dense in its generators and takes
+    seconds on a sum of 200 dims.
+    """
+    coefficients: list[Dim] = []
+    constant: Dim = sympy.Integer(0)
+    for term in sympy.Add.make_args(expanded):
+        coefficient, rest = term.as_coeff_Mul()
+        coefficients.append(coefficient)
+        if rest == 1:
+            constant += coefficient
+    return coefficients, constant
+
+
+def _substitute(expr: Dim, sym: Dim, replacement: Dim) -> Dim:
+    """``expr`` with ``sym := replacement``, expanded only when that can distribute."""
+    if sym not in expr.free_symbols:
+        return expr
+    result = expr.xreplace({sym: replacement})
+    return sympy.expand(result) if replacement.is_Add else result
 
 
 def _product_of_dims(dim: Dim) -> bool:
@@ -587,7 +684,7 @@ class DimBuilder:
             (p.is_Pow and p.exp.is_Integer and abs(int(p.exp)) > MAX_EXPONENT)
             or (p.is_Integer and abs(int(p)).bit_length() > MAX_BITS)
             for p in sympy.preorder_traversal(dim)
-        )
+        ) or self.system.expanded_terms(dim) > MAX_TERMS
         if too_big:
             self.diagnostics.append(codes.LIMIT.diag(
                 span, detail="this dim expression is too large to check"))
