@@ -1,0 +1,179 @@
+"""Tests as data: every ``tests/cases/*.attn`` file is checked with ``check_text``.
+
+A case file is a spec whose expected diagnostics sit next to the offending line,
+as trailing comments (mypy's ``test-data`` style)::
+
+    S = Q @ K                 # E: SC301
+    S = Q @ K                 # E: SC301 inner dimensions
+    dim A, B                  # W: SC401 # W: SC401
+    S = Q @ K.T               # => [N, N]
+    P = softmax(S); O = P @ V # P => [N, N] # O => [N, d]
+
+- ``# E: CODE`` expects an error, ``# W: CODE`` a warning, ``# N: CODE`` a note,
+  reported on that line (the line where the diagnostic's span starts). Text after
+  the code, up to the next ``#``, is a fragment that must occur in the message;
+  text after ``help:`` in it must occur in one of the diagnostic's help lines.
+- ``# => SHAPE`` expects the tensor defined by the statement that starts on the line
+  to have that shape, printed as the checker prints it (``[N, H*d]``, ``bool[N, N]``);
+  ``# NAME => SHAPE`` names the tensor (for ``;``-separated statements).
+- An optional header line ``# dims: N=4 d=2`` gives the bindings (``--dim``).
+- A case file that is not UTF-8 is checked with ``check_bytes`` (as ``verify`` reads
+  files); every other one with ``check_text``.
+
+The expected diagnostics must equal the reported ones exactly, as a multiset of
+(line, severity, code): a missing one and an extra one both fail.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from shapecheck import codes
+from shapecheck.api import check_bytes, check_text
+from shapecheck.diagnostics import Diagnostic
+from shapecheck.program import Program
+
+CASES = Path(__file__).parent / "cases"
+CASE_FILES = sorted(CASES.glob("*.attn"))
+
+_EXPECT = re.compile(r"#\s*([EWN]):\s*(SC\d{3})\b([^#]*)")
+_SHAPE = re.compile(r"#\s*(?:([A-Za-z_][A-Za-z0-9_]*)\s+)?=>\s*([^#]*)")
+_DIMS = re.compile(r"^#\s*dims:([^#\n]*)", re.MULTILINE)
+_SEVERITY = {"E": "error", "W": "warning", "N": "note"}
+
+
+@dataclass
+class Case:
+    path: Path
+    data: bytes
+    text: str
+    bindings: dict[str, int]
+    # (line, severity, code) -> fragments the messages must contain
+    expected: list[tuple[int, str, str, str]] = field(default_factory=list)
+    shapes: list[tuple[int, str | None, str]] = field(default_factory=list)
+
+
+def load_case(path: Path) -> Case:
+    # Bytes, not read_text: "\r\n" stays as written, as `verify` reads it. A case
+    # that is not UTF-8 (SC002) is read for its markers with replacement characters.
+    data = path.read_bytes()
+    text = data.decode("utf-8", errors="replace")
+    case = Case(path, data, text, parse_bindings(text))
+    for number, line in enumerate(text.split("\n"), start=1):
+        for match in _EXPECT.finditer(line):
+            letter, code, fragment = match.groups()
+            case.expected.append((number, _SEVERITY[letter], code, fragment.strip()))
+        for match in _SHAPE.finditer(line):
+            name, shape = match.groups()
+            case.shapes.append((number, name, shape.strip()))
+    return case
+
+
+def parse_bindings(text: str) -> dict[str, int]:
+    match = _DIMS.search(text)
+    if match is None:
+        return {}
+    bindings = {}
+    for item in match.group(1).split():
+        name, _, value = item.partition("=")
+        bindings[name] = int(value)
+    return bindings
+
+
+def run_case(case: Case) -> Program:
+    """`check_text` on the text; a file that is not UTF-8 goes through `check_bytes`."""
+    try:
+        text = case.data.decode("utf-8")
+    except UnicodeDecodeError:
+        return check_bytes(case.data, case.bindings)
+    return check_text(text, case.bindings)
+
+
+def describe(diagnostic: Diagnostic) -> str:
+    helps = "".join(f"\n      help: {h}" for h in diagnostic.help)
+    return (f"  line {diagnostic.span.line}:{diagnostic.span.column}: "
+            f"{diagnostic.severity.value}[{diagnostic.code}] {diagnostic.message}{helps}")
+
+
+@pytest.mark.parametrize("path", CASE_FILES, ids=[p.stem for p in CASE_FILES])
+def test_case(path: Path) -> None:
+    case = load_case(path)
+    program = run_case(case)
+    reported = Counter((d.span.line, d.severity.value, d.code) for d in program.diagnostics)
+    expected = Counter((line, severity, code) for line, severity, code, _ in case.expected)
+    if reported != expected:
+        missing = sorted((expected - reported).elements())
+        extra = sorted((reported - expected).elements())
+        lines = [f"{path.name}: diagnostics differ"]
+        lines += [f"  missing: line {ln}: {sev}[{code}]" for ln, sev, code in missing]
+        lines += [f"  unexpected: line {ln}: {sev}[{code}]" for ln, sev, code in extra]
+        lines.append("all reported:")
+        lines += [describe(d) for d in program.diagnostics]
+        pytest.fail("\n".join(lines), pytrace=False)
+    for line, severity, code, fragment in case.expected:
+        if not fragment:
+            continue
+        candidates = [d for d in program.diagnostics
+                      if d.span.line == line and d.code == code and d.severity.value == severity]
+        message, _, wanted_help = (part.strip() for part in fragment.partition("help:"))
+        ok = any(message in d.message and any(wanted_help in h for h in d.help or ("",))
+                 for d in candidates)
+        if not ok:
+            pytest.fail(f"{path.name}:{line}: no {code} contains {fragment!r}:\n"
+                        + "\n".join(describe(d) for d in candidates), pytrace=False)
+    check_shapes(case, program)
+
+
+def check_shapes(case: Case, program: Program) -> None:
+    """`# => SHAPE` names the tensor of the statement that spans the marker's line."""
+    where = case.path.name
+    for line, name, shape in case.shapes:
+        if name is None:
+            defined = [t for t in program.tensors.values() if t.span.line <= line <= t.span.end_line]
+            if len(defined) != 1:
+                pytest.fail(f"{where}:{line}: `=>` needs exactly one tensor defined by the "
+                            f"statement on this line, found {[t.name for t in defined]}",
+                            pytrace=False)
+            tensor = defined[0]
+        elif name in program.tensors:
+            tensor = program.tensors[name]
+        else:
+            pytest.fail(f"{where}:{line}: no tensor `{name}`", pytrace=False)
+        if tensor.value.text() != shape:
+            pytest.fail(f"{where}:{line}: `{tensor.name}` has shape {tensor.value.text()}, "
+                        f"expected {shape}", pytrace=False)
+
+
+def test_there_are_cases() -> None:
+    assert len(CASE_FILES) >= 10
+
+
+def test_every_registered_code_is_exercised() -> None:
+    """Each code in the registry is expected by at least one case file."""
+    used = {code for path in CASE_FILES for _, _, code, _ in load_case(path).expected}
+    missing = sorted(set(codes.REGISTRY) - used)
+    assert not missing, f"no case file expects {missing}"
+
+
+def test_expected_codes_are_registered_with_their_severity() -> None:
+    for path in CASE_FILES:
+        for line, severity, code, _ in load_case(path).expected:
+            assert code in codes.REGISTRY, f"{path.name}:{line}: unknown code {code}"
+            assert codes.REGISTRY[code].severity.value == severity, (
+                f"{path.name}:{line}: {code} is a {codes.REGISTRY[code].severity.value}")
+
+
+def test_examples_match_their_markers() -> None:
+    """The shipped examples follow the same convention: broken ones carry `# E:`."""
+    examples = Path(__file__).parent.parent / "examples"
+    for path in sorted(examples.rglob("*.attn")):
+        case = load_case(path)
+        program = run_case(case)
+        reported = sorted((d.span.line, d.severity.value, d.code) for d in program.diagnostics)
+        expected = sorted((line, severity, code) for line, severity, code, _ in case.expected)
+        assert reported == expected, f"{path}: {[describe(d) for d in program.diagnostics]}"
