@@ -116,6 +116,11 @@ def _relation(verdict: Verdict) -> str:
     return codes.RELATIONS["differ" if verdict is Verdict.DIFFERENT else "unproved"]
 
 
+def _relation_to(verdict: Verdict) -> str:
+    """`differs from` / `cannot be proved equal to`, for "X, which ... Y"."""
+    return codes.RELATIONS["differs_from" if verdict is Verdict.DIFFERENT else "unproved_to"]
+
+
 def _constraint_help(ctx: Ctx, a: Dim, b: Dim, verdict: Verdict) -> list[str]:
     """Suggest the constraint when two different expressions of dims could be equal."""
     if verdict is Verdict.DIFFERENT or (symbolic.is_name(a) and symbolic.is_name(b)):
@@ -160,14 +165,23 @@ def matmul(ctx: Ctx, left: Value, right: Value, left_text: str, right_text: str,
 def _matmul_help(ctx: Ctx, lshape: Shape, rshape: Shape, left_text: str, right_text: str,
                  verdict: Verdict) -> list[str]:
     if len(rshape) >= 2 and ctx.dims.equal(lshape[-1], rshape[-1]):
-        return [codes.help_text("transpose", fix=f"{left_text} @ {_postfix(right_text)}.T")]
+        return [codes.help_text("transpose", fix=f"{left_text} @ {_transposed(right_text)}")]
     if len(lshape) >= 2 and ctx.dims.equal(lshape[-2], rshape[-2]):
-        return [codes.help_text("transpose", fix=f"{_postfix(left_text)}.T @ {right_text}")]
+        return [codes.help_text("transpose", fix=f"{_transposed(left_text)} @ {right_text}")]
     return _constraint_help(ctx, lshape[-1], rshape[-2], verdict)
 
 
+def _transposed(text: str) -> str:
+    """The operand's text with its last two axes swapped: `K` -> `K.T`, `K.T` -> `K`."""
+    for suffix in (".T", "^T"):
+        if text.endswith(suffix) and _postfix(text[: -len(suffix)]) == text[: -len(suffix)]:
+            return text[: -len(suffix)]
+    return f"{_postfix(text)}.T"
+
+
 def _postfix(text: str) -> str:
-    simple = text.replace("_", "").isalnum() or text.endswith(")")
+    simple = text.replace("_", "").isalnum() or text.endswith(")") or (
+        text.endswith((".T", "^T")) and _postfix(text[:-2]) == text[:-2])
     return text if simple else f"({text})"
 
 
@@ -239,8 +253,9 @@ def _reshape(ctx: Ctx, a: dict[str, Any]) -> Value | None:
         return Value(target, x.is_bool)
     verdict = ctx.dims.equal(source_count, _count(target))
     if not verdict:
-        ctx.report(codes.RESHAPE, "shape", notes=ctx.notes("x"),
-                   help=_reshape_help(ctx, x.shape, target, None),
+        # No constraint can help counts that provably differ.
+        helps = _reshape_help(ctx, x.shape, target, None) if verdict is Verdict.UNPROVED else []
+        ctx.report(codes.RESHAPE, "shape", notes=ctx.notes("x"), help=helps,
                    source=x.text(), target=shape_text(target), relation=_relation(verdict),
                    source_count=to_text(source_count), target_count=to_text(_count(target)))
         return None
@@ -258,7 +273,8 @@ def _reshape_help(ctx: Ctx, source: Shape, target: Shape, inferred: int | None) 
     if len(source_rest) == 1 and target_rest and inferred is not None:
         product = symbolic.product(target_rest)
         return [codes.help_text("add_constraint", lhs=to_text(source_rest[0]),
-                                rhs=f"{symbolic.spaced(to_text(product))} * k")]
+                                rhs=f"{symbolic.spaced(to_text(product))} * "
+                                f"{ctx.dims.fresh_name('k', source_rest[0], product)}")]
     return []
 
 
@@ -276,7 +292,8 @@ def _split_heads(ctx: Ctx, a: dict[str, Any]) -> Value | None:
         helps = []
         if symbolic.is_name(last):
             helps = [codes.help_text("add_constraint", lhs=to_text(last),
-                                     rhs=f"{symbolic.spaced(to_text(heads))} * d")]
+                                     rhs=f"{symbolic.spaced(to_text(heads))} * "
+                                     f"{ctx.dims.fresh_name('d', last, heads)}")]
         ctx.report(codes.SPLIT_HEADS, "x", notes=ctx.notes("x"), help=helps,
                    last=to_text(last), shape=x.text(), heads=to_text(heads),
                    reason=f"cannot prove that {to_text(heads)} divides {to_text(last)}")
@@ -327,7 +344,7 @@ def _concat(ctx: Ctx, a: dict[str, Any]) -> Value | None:
             verdict = ctx.dims.equal(d1, d2) if i != axis else Verdict.PROVED
             if not verdict:
                 ctx.report(codes.CONCAT, "tensors", detail=(
-                    f"tensor {index} has shape {part.text()}, which {_relation(verdict)} from the "
+                    f"tensor {index} has shape {part.text()}, which {_relation_to(verdict)} the "
                     f"first, {first.text()}, on axis {i} ({to_text(d2)} vs {to_text(d1)}); "
                     f"only axis {axis} may differ"))
                 return None

@@ -174,7 +174,9 @@ class Checker:
             return value
         verdict = self.dims.positive(value)
         if not verdict:
-            reason = "" if verdict is Verdict.UNPROVED else " (it is not positive at the bindings)"
+            # "at the bindings" only when there are dims to bind: `0` is simply not positive.
+            at_bindings = verdict is Verdict.DIFFERENT and free_names(value)
+            reason = " (it is not positive at the bindings)" if at_bindings else ""
             helps = [codes.help_text("bind_dim", name=n) for n in sorted(free_names(value))[:1]]
             self.report(codes.NOT_POSITIVE.diag(node.span, expr=to_text(value), reason=reason,
                                                 help=helps if verdict is Verdict.UNPROVED else []))

@@ -545,6 +545,19 @@ class DimSystem:
             if info.kind == "free" and self.value_of(info.name) is None
         ]
 
+    def fresh_name(self, preferred: str, *used_in: Dim) -> str:
+        """The quotient's name in a suggested constraint: ``preferred`` (a dim the spec
+        may already declare, as in `D_model == H * d`) unless the relation itself uses
+        it, which would give `d == N * d`."""
+        taken = set().union(*(free_names(dim) for dim in used_in))
+        for name in (preferred, f"{preferred}_new", "k", "m"):
+            if name not in taken:
+                return name
+        index = 2
+        while f"k{index}" in taken:
+            index += 1
+        return f"k{index}"
+
     def suggestion(self, left: Dim, right: Dim) -> tuple[str, str]:
         """The constraint that would make ``left == right``, as the user would write it."""
         lone = [d for d in (left, right) if d.is_Symbol]
@@ -656,7 +669,8 @@ class DimBuilder:
         if not verdict:
             self.diagnostics.append(codes.NOT_DIVISIBLE.diag(
                 node.span, claim=self.system.divisibility_claim(left, right, verdict),
-                help=[_divisibility_help(left, right)] if verdict is Verdict.UNPROVED else [],
+                help=[_divisibility_help(left, right, self.system.fresh_name("k", left, right))]
+                if verdict is Verdict.UNPROVED else [],
             ))
             return None
         return sympy.cancel(left / right)
@@ -692,12 +706,12 @@ class DimBuilder:
         return dim
 
 
-def _divisibility_help(numerator: Dim, denominator: Dim) -> str:
+def _divisibility_help(numerator: Dim, denominator: Dim, quotient_name: str) -> str:
     if numerator.is_Symbol and denominator.is_Symbol:
         return codes.help_text("add_constraint", lhs=to_text(numerator),
-                               rhs=f"{to_text(denominator)} * k")
+                               rhs=f"{to_text(denominator)} * {quotient_name}")
     return codes.help_text("add_constraint", lhs=to_text(numerator),
-                           rhs=f"{spaced(to_text(denominator))} * k")
+                           rhs=f"{spaced(to_text(denominator))} * {quotient_name}")
 
 
 def _describe(node: nodes.Expr) -> str:

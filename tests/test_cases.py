@@ -177,3 +177,23 @@ def test_examples_match_their_markers() -> None:
         reported = sorted((d.span.line, d.severity.value, d.code) for d in program.diagnostics)
         expected = sorted((line, severity, code) for line, severity, code, _ in case.expected)
         assert reported == expected, f"{path}: {[describe(d) for d in program.diagnostics]}"
+
+
+@pytest.mark.parametrize("code", sorted(codes.REGISTRY))
+def test_explain_example_produces_its_code(code: str) -> None:
+    """The example `shapecheck explain CODE` prints really gives that diagnostic."""
+    example = codes.REGISTRY[code].example
+    if example.startswith("("):  # described in words (a binary file, ...), not a spec
+        pytest.skip("the example is a description")
+    bindings = {name: int(value) for name, value in re.findall(r"--dim (\w+)=(\d+)", example)}
+    reported = [d.code for d in check_text(example, bindings).diagnostics]
+    assert code in reported, f"{code}'s example gives {reported}:\n{example}"
+
+
+def test_limit_explanation_states_the_real_limits() -> None:
+    from shapecheck import parser, symbolic
+
+    what = codes.REGISTRY["SC003"].what
+    for limit in (parser.MAX_NESTING, parser.MAX_INT_DIGITS, symbolic.MAX_EXPONENT):
+        assert f" {limit} " in what, (limit, what)
+    assert f"{symbolic.MAX_TERMS:,}" in what
