@@ -385,8 +385,11 @@ class DimSystem:
             return Verdict.DIFFERENT
         if self._distinct_dims(left, right):
             return Verdict.DIFFERENT
-        if self._relations and self._reduces_to_zero(difference):
+        remainder = self._reduced(difference) if self._relations else None
+        if remainder == 0:
             return Verdict.PROVED
+        if remainder is not None and remainder.is_number:
+            return Verdict.DIFFERENT  # `F*G` vs 24 under `F*G == 12`
         together = sympy.cancel(sympy.together(difference))
         if together == 0:
             return Verdict.PROVED
@@ -410,15 +413,21 @@ class DimSystem:
         return a.is_Symbol and b.is_Symbol and a != b and not self._relations
 
     def _reduces_to_zero(self, difference: Dim) -> bool:
+        return self._reduced(difference) == 0
+
+    def _reduced(self, difference: Dim) -> Dim | None:
+        """The remainder of ``difference`` modulo the relations (None: cannot tell)."""
         gens = sorted(set().union(*(r.free_symbols for r in self._relations)) | difference.free_symbols,
                       key=lambda s: s.name)
         try:
-            if self._groebner is None:
+            # The basis is over these generators: one built for another question may
+            # lack a dim of this one (reducing would fail), so it is rebuilt then.
+            if self._groebner is None or self._groebner.gens != tuple(gens):
                 self._groebner = sympy.groebner(self._relations, *gens, order="lex")
             _, remainder = self._groebner.reduce(difference)
-        except (sympy.PolynomialError, sympy.polys.polyerrors.PolificationFailed, ValueError):
-            return False
-        return remainder == 0
+        except (sympy.polys.polyerrors.BasePolynomialError, ValueError):
+            return None
+        return remainder
 
     def positive(self, dim: Dim) -> Verdict:
         """Is the dim expression a positive integer under every admissible binding?"""
