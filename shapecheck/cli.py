@@ -51,21 +51,32 @@ dim_option = click.option(
 
 
 def spec_files(paths: Sequence[str]) -> Iterator[Path]:
-    """Files as given; a folder means every `*.attn` below it, in sorted order."""
+    """Files as given; a folder means every `*.attn` below it, in sorted order.
+
+    A file named twice (`verify examples examples/broken`) is checked once.
+    """
+    seen: set[Path] = set()
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            yield from sorted(p for p in path.rglob("*.attn") if p.is_file())
+            found = sorted(p for p in path.rglob("*.attn") if p.is_file())
         elif path.exists():
-            yield path
+            found = [path]
         else:
             raise UsageFailure(f"{raw}: no such file or directory")
+        for file in found:
+            key = file.resolve()
+            if key not in seen:
+                seen.add(key)
+                yield file
 
 
 def use_color(choice: str) -> bool:
+    if os.environ.get("NO_COLOR"):  # the contract: never when NO_COLOR is set
+        return False
     if choice != "auto":
         return choice == "always"
-    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    return sys.stdout.isatty()
 
 
 # --- commands ---------------------------------------------------------------------------
