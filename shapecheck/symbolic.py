@@ -10,6 +10,7 @@ a division provably leave no remainder.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -27,8 +28,9 @@ Dim = sympy.Expr
 MAX_EXPONENT = 64
 MAX_BITS = 4096
 # Expanding a product of sums multiplies their term counts: `(a+1)*(b+1)*...` with
-# 40 factors has 2**40 terms. Past this many, an expression is refused (SC003).
-MAX_TERMS = 10_000
+# 40 factors has 2**40 terms, and a few hundred terms of high degree already take
+# seconds. Past this many, an expression is refused (SC003).
+MAX_TERMS = 256
 
 
 class Verdict(Enum):
@@ -438,6 +440,8 @@ class DimSystem:
     def _positive(self, dim: Dim) -> Verdict:
         if _product_of_dims(dim) and not dim.free_symbols & self._values.keys():
             return Verdict.PROVED
+        if _built_of_positives(dim):  # no expansion: `(N + 1)**64 * (d + 1)` is instant
+            return Verdict.PROVED
         direct = self._bind_only(dim)
         if direct.is_number:
             return Verdict.PROVED if direct.is_integer and direct > 0 else Verdict.DIFFERENT
@@ -476,8 +480,9 @@ class DimSystem:
                 for factor in expr.args:
                     count = min(count * terms(factor), MAX_TERMS + 1)
             elif expr.is_Pow and expr.exp.is_Integer and expr.exp > 0:
+                # (t terms) ** n has at most C(n + t - 1, t - 1) monomials: (N + 1)**64 has 65.
                 base = terms(expr.base)
-                count = 1 if base == 1 else base ** min(int(expr.exp), 64)
+                count = 1 if base == 1 else math.comb(min(int(expr.exp), 64) + base - 1, base - 1)
             else:
                 count = 1
             counts[expr] = min(count, MAX_TERMS + 1)
@@ -597,6 +602,20 @@ def _substitute(expr: Dim, sym: Dim, replacement: Dim) -> Dim:
         return expr
     result = expr.xreplace({sym: replacement})
     return sympy.expand(result) if replacement.is_Add else result
+
+
+def _built_of_positives(dim: Dim) -> bool:
+    """Dims (positive by declaration, bound or not), positive integers, `+`, `*` and
+    positive integer powers only: a positive integer whatever the sizes."""
+    if dim.is_Integer:
+        return bool(dim > 0)
+    if dim.is_Symbol:
+        return True
+    if dim.is_Add or dim.is_Mul:
+        return all(_built_of_positives(arg) for arg in dim.args)
+    if dim.is_Pow:
+        return bool(dim.exp.is_Integer and dim.exp > 0) and _built_of_positives(dim.base)
+    return False
 
 
 def _product_of_dims(dim: Dim) -> bool:
