@@ -96,7 +96,7 @@ class BracketNewlines:
                     )
             elif kind in _CLOSE:
                 depth = max(0, depth - 1)
-            elif kind == "_SEP" and depth and token.value != ";":
+            elif kind == "_SEP" and depth and ";" not in token.value:
                 continue
             self.previous, self.last = self.last, token
             yield token
@@ -447,7 +447,7 @@ def _describe_expected(
 
 
 def _describe_token(token: Token | None) -> str:
-    if token is None or token.type in ("$END", "_SEP") and token.value != ";":
+    if token is None or token.type in ("$END", "_SEP") and not token.value.startswith(";"):
         return "end of line"
     return f"`{token.value}`"
 
