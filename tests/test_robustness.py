@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
 import time
@@ -126,6 +127,9 @@ HOSTILE: dict[str, tuple[bytes, set[str] | None]] = {
 }
 
 
+_TERMINALS = re.compile(r"\$END|_SEP|\b(?:[A-Z]{2,}_?)+\b|Token\(|Tree\(")
+
+
 def assert_well_formed(program: Program, text: str) -> None:
     """Codes registered with their severity; 1-based spans inside the text."""
     lines = text.split("\n")
@@ -142,6 +146,9 @@ def assert_well_formed(program: Program, text: str) -> None:
         for note in diagnostic.notes:
             if note.span is not None:
                 assert 1 <= note.span.line <= note.span.end_line <= len(lines), note
+        if diagnostic.code == "SC001":  # in words: no parser internals outside the quotes
+            words = re.sub(r"`[^`]*`|'[^']*'", "", diagnostic.message)
+            assert not _TERMINALS.search(words), diagnostic.message
     assert len(program.diagnostics) <= 201  # 200, and SC004 saying so
     for name, dims in program.shapes().items():
         assert isinstance(name, str) and all(isinstance(d, str) for d in dims)
