@@ -193,12 +193,18 @@ class Checker:
         outcome = self.dims.add_constraint(left, stmt.op, right, text, stmt.span)
         if outcome.status == "trivial":
             self.report(codes.CONSTRAINT_UNPROVABLE.diag(stmt.span, constraint=text))
-        elif outcome.status == "violated":
+        elif outcome.status in ("violated", "unsatisfiable"):
             assert outcome.values is not None
             lhs_value, rhs_value, bound = outcome.values
-            self.report(codes.CONSTRAINT_VIOLATED.diag(
-                stmt.span, constraint=text, lhs_value=lhs_value, rhs_value=rhs_value,
-                op_negated=_NEGATED[stmt.op], bindings=bound))
+            if outcome.status == "violated":
+                reason = codes.constraint_reason(
+                    "values", lhs_value=lhs_value, rhs_value=rhs_value,
+                    op_negated=_NEGATED[stmt.op], bindings=bound)
+            else:
+                reason = codes.constraint_reason(
+                    "no_integer", name=outcome.unknown, lhs_value=lhs_value,
+                    rhs_value=rhs_value, bindings=bound)
+            self.report(codes.CONSTRAINT_VIOLATED.diag(stmt.span, constraint=text, reason=reason))
 
     # --- tensors -----------------------------------------------------------------------------
 

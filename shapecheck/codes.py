@@ -183,7 +183,7 @@ NOT_DIVISIBLE = _code(
 )
 CONSTRAINT_VIOLATED = _code(
     "SC203", "constraint-violated", E, "the bindings violate a constraint",
-    "constraint {constraint} does not hold: {lhs_value} {op_negated} {rhs_value} with {bindings}",
+    "constraint {constraint} does not hold: {reason}",
     what="Concrete sizes (from `--dim` or `dim T = 128`) must satisfy every constraint.",
     why="A binding that breaks a declared relation describes a different model.",
     example="dim N, d, H\ndim D = 500\nconstraint D == H * d\n# with --dim H=8 --dim d=64\n"
@@ -460,6 +460,17 @@ SYNTAX_TEXT: dict[str, str] = {
     "duplicate_keyword": "keyword `{name}` given twice",
     "positional_after_keyword": "positional argument after a keyword argument",
 }
+
+
+CONSTRAINT_REASONS: dict[str, str] = {
+    "values": "{lhs_value} {op_negated} {rhs_value} with {bindings}",
+    "no_integer": "no positive integer {name} makes {lhs_value} equal {rhs_value} "
+    "with {bindings}",
+}
+
+
+def constraint_reason(key: str, **fields: object) -> str:
+    return CONSTRAINT_REASONS[key].format(**fields)
 
 
 DIVISIBILITY: dict[str, str] = {

@@ -241,8 +241,23 @@ class DimSystem:
             return self._satisfied(left, right)
         if difference.is_number:
             return ConstraintOutcome("violated", self._values_text(left, right))
+        unknown = self._no_positive_solution(difference)
+        if unknown is not None:
+            return ConstraintOutcome("unsatisfiable", self._values_text(left, right), unknown)
         self._use_equation(difference, len(self.constraints) - 1, left)
         return ConstraintOutcome("ok")
+
+    def _no_positive_solution(self, difference: Dim) -> str | None:
+        """The dim, when the equation is linear in one dim and no positive integer solves it."""
+        if len(difference.free_symbols) != 1:
+            return None
+        (sym,) = difference.free_symbols
+        poly = sympy.Poly(difference, sym)
+        if poly.degree() != 1:
+            return None
+        coefficient, rest = poly.all_coeffs()
+        value = -rest / coefficient
+        return None if value.is_integer and value > 0 else str(sym.name)
 
     def _satisfied(self, left: Dim, right: Dim) -> ConstraintOutcome:
         """A constraint that already holds: trivial, unless it holds only at the `--dim` values."""
@@ -553,10 +568,20 @@ class DimSystem:
                 self.constraints[index].used += 1
 
     def unbound(self) -> list[str]:
-        """Free dims with no value at the bindings (run names them)."""
+        """Free dims with no value at the bindings, that no constraint defines (run names them)."""
         return [
             info.name for info in self.dims.values()
             if info.kind == "free" and self.value_of(info.name) is None
+            and self._symbols[info.name] not in self._eliminated
+        ]
+
+    def determined(self) -> list[str]:
+        """Free dims with no value yet that a constraint defines from others (``D_model``
+        under ``constraint D_model == H * d``): binding the others gives their value."""
+        return [
+            info.name for info in self.dims.values()
+            if info.kind == "free" and self.value_of(info.name) is None
+            and self._symbols[info.name] in self._eliminated
         ]
 
     def fresh_name(self, preferred: str, *used_in: Dim) -> str:
@@ -634,8 +659,9 @@ def spaced(text: str) -> str:
 
 @dataclass(frozen=True)
 class ConstraintOutcome:
-    status: str  # "ok", "trivial", "violated"
+    status: str  # "ok", "trivial", "violated", "unsatisfiable"
     values: tuple[str, str, str] | None = None
+    unknown: str | None = None  # "unsatisfiable": the dim no positive integer can be
 
 
 # --- from the syntax tree -----------------------------------------------------------------

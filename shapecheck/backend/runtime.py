@@ -186,10 +186,7 @@ def _compare(program: Program, tensor: Tensor, shape: tuple[int, ...],
 def unbound_dims(program: Program) -> tuple[list[str], list[str]]:
     """Free dims without a value: those to bind, and those the spec then determines
     (``D_model`` when ``constraint D_model == H * d`` and H, d are unbound)."""
-    dims = program.dims
-    unbound = dims.unbound()
-    independent = [n for n in unbound if dims.canonical(dims.symbol_of(n)) == dims.symbol_of(n)]
-    return independent, [n for n in unbound if n not in independent]
+    return program.dims.unbound(), program.dims.determined()
 
 
 def _demand_bound(program: Program, hint: Callable[[list[str]], str]) -> None:
