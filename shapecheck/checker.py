@@ -382,11 +382,14 @@ class Checker:
             result = matmul(ctx, left, right, self.text(node.left), self.text(node.right),
                             right_param)
             return result or UNKNOWN
+        both_bool = left.is_bool and right.is_bool
         for operand, value in ((node.left, left), (node.right, right)):
-            if value.is_bool and not (left.is_bool and right.is_bool):
+            if value.is_bool and not (both_bool and node.op in _LOGICAL):
                 self._warn_bool(operand, f"`{node.op}`")
         shape = broadcast(ctx, left, right, node.op)
-        return Value(shape, left.is_bool and right.is_bool) if shape is not None else UNKNOWN
+        if shape is None:
+            return UNKNOWN
+        return Value(shape, both_bool and node.op in _LOGICAL)
 
     def _check_softmax_axis(self, left: nodes.Expr) -> None:
         left = _strip_parens(left)
@@ -627,6 +630,9 @@ _RESOLVERS: dict[Kind, Callable[[Checker, nodes.Expr], Any]] = {
     Kind.PERM: Checker._arg_perm, Kind.STRING: Checker._arg_string,
     Kind.NUMBER: Checker._arg_number, Kind.BOOL: Checker._arg_bool,
 }
+
+# NumPy keeps two bool operands bool only for these (logical or / and).
+_LOGICAL = frozenset({"+", "*"})
 
 _NEGATED = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 
