@@ -14,7 +14,7 @@ from enum import Enum
 from typing import Any, Protocol
 
 from . import codes, symbolic
-from .diagnostics import Note, Span
+from .diagnostics import Note
 from .program import SCALAR, Shape, Value
 from .symbolic import Dim, DimSystem, Verdict, shape_text, to_text
 

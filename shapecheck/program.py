@@ -75,8 +75,6 @@ class Program:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     types: dict[int, Value] = field(default_factory=dict)  # id(expr node) -> Value
     calls: dict[int, CallInfo] = field(default_factory=dict)  # id(Call node) -> CallInfo
-    # Facts the checker proved, for the report: id(node) -> list of (what, how).
-    proofs: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

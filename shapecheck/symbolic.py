@@ -151,7 +151,6 @@ class ConstraintUse:
     text: str
     span: Span
     eliminates: str | None = None
-    used: int = 0
 
 
 @dataclass
@@ -559,13 +558,6 @@ class DimSystem:
         """The concrete value at the bindings, when every dim in it is bound."""
         value = self.canonical(dim)
         return int(value) if value.is_Integer else None
-
-    def constraint_used(self, dim_names: Iterable[str]) -> None:
-        for name in dim_names:
-            sym = self._symbols.get(name)
-            index = self._eliminated_by.get(sym) if sym is not None else None
-            if index is not None:
-                self.constraints[index].used += 1
 
     def unbound(self) -> list[str]:
         """Free dims with no value at the bindings, that no constraint defines (run names them)."""
