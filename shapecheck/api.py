@@ -42,14 +42,17 @@ def check_path(path: str | Path, bindings: dict[str, int] | None = None) -> Prog
 
 
 def _undecodable(data: bytes, error: UnicodeDecodeError) -> Program:
-    before = data[: error.start]
+    # utf-8-sig reports the position after the byte order mark it removed.
+    start = error.start + (len(data) - len(error.object))
+    before = data[:start]
     line = before.count(b"\n") + 1
-    column = len(before) - (before.rfind(b"\n") + 1) + 1
+    # In characters, as every other column (`before` is valid UTF-8 up to the error).
+    column = len(before[before.rfind(b"\n") + 1:].decode("utf-8", errors="replace")) + 1
     text = data.decode("utf-8", errors="replace")
     program = check("", [], [], None)
     program.source = text
     program.diagnostics = [codes.ENCODING.diag(Span(line, column, line, column + 1),
-                                               byte=data[error.start], offset=error.start)]
+                                               byte=data[start], offset=start)]
     return program
 
 

@@ -348,3 +348,18 @@ def test_arbitrary_bytes_never_crash(data: bytes) -> None:
         data.decode("utf-8")
     except UnicodeDecodeError:
         assert [d.code for d in program.diagnostics] == ["SC002"]
+
+
+def test_the_bad_byte_column_counts_characters_not_bytes() -> None:
+    """Columns are characters everywhere, so the code frame underlines the right place."""
+    program = check_bytes("dim é\n# café ".encode() + b"\xff\n")
+    (diagnostic,) = program.diagnostics
+    assert (diagnostic.span.line, diagnostic.span.column) == (2, 8)
+    assert program.source.split("\n")[1][diagnostic.span.column - 1] == "\ufffd"
+
+
+def test_the_bad_byte_after_a_byte_order_mark_is_located() -> None:
+    program = check_bytes(b"\xef\xbb\xbfdim N\n# \xfe\n")
+    (diagnostic,) = program.diagnostics
+    assert "byte 0xfe at offset 11" in diagnostic.message
+    assert (diagnostic.span.line, diagnostic.span.column) == (2, 3)
