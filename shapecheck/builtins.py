@@ -42,7 +42,8 @@ class Param:
 class Ctx(Protocol):
     """What a shape function may ask of the checker."""
 
-    dims: DimSystem
+    @property
+    def dims(self) -> DimSystem: ...
 
     def report(self, code: codes.Code, at: str | None = None, *, notes: Sequence[Note] = (),
                help: Sequence[str] = (), **fields: object) -> None: ...

@@ -455,31 +455,33 @@ class Checker:
                 break
             bound[param.name] = positional.pop(0)
         if positional:
-            return self._call_error(node, positional[0].span, (
+            self._call_error(node, positional[0].span, (
                 f"`{builtin.name}` takes at most {len(params)} positional argument(s), "
                 f"got {len(node.args)}"))
+            return None
         for keyword in node.keywords:
             name = keyword.name.name
             if builtin.param(name) is None:
                 close = difflib.get_close_matches(name, [p.name for p in params], n=1)
                 helps = [codes.help_text("did_you_mean", name=close[0])] if close else []
-                return self._call_error(node, keyword.name.span,
-                                        f"`{builtin.name}` has no keyword `{name}`", helps)
+                self._call_error(node, keyword.name.span,
+                                 f"`{builtin.name}` has no keyword `{name}`", helps)
+                return None
             if name in bound:
-                return self._call_error(node, keyword.span,
-                                        f"`{builtin.name}` got `{name}` twice")
+                self._call_error(node, keyword.span, f"`{builtin.name}` got `{name}` twice")
+                return None
             bound[name] = keyword.value
         missing = [p.name for p in params if p.required and p.name not in bound]
         if missing:
-            return self._call_error(node, node.span,
-                                    f"`{builtin.name}` is missing its argument `{missing[0]}`")
+            self._call_error(node, node.span,
+                             f"`{builtin.name}` is missing its argument `{missing[0]}`")
+            return None
         return bound
 
     def _call_error(self, node: nodes.Call, span: Span, detail: str,
                     helps: Sequence[str] = ()) -> None:
         self._check_arguments(node)
         self.report(codes.CALL_ARGS.diag(span, detail=detail, help=helps))
-        return None
 
     def _check_arguments(self, node: nodes.Call) -> None:
         """A call that failed still reports the mistakes inside its arguments."""

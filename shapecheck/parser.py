@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
@@ -212,7 +212,7 @@ class ToNodes(Transformer):  # type: ignore[type-arg]
         span = token_span(open_).to(token_span(close))
         return nodes.Paren(inner, span, _checked_depth(_depth(inner), span))
 
-    def list(self, c: list[Any]) -> nodes.ListExpr:
+    def list_expr(self, c: list[Any]) -> nodes.ListExpr:
         items = tuple(x for x in c[1:-1] if x is not None)
         span = token_span(c[0]).to(token_span(c[-1]))
         return nodes.ListExpr(items, span, _checked_depth(_depth(*items), span))
@@ -287,8 +287,9 @@ def parse(text: str) -> ParseResult:
     parsers = _parsers()
     parsers.postlex.line_offset = parsers.postlex.column_offset = 0
     try:
-        statements = parsers.lark.parse(text, start="file")
-        return ParseResult(list(statements), [])
+        # The inline transformer makes Lark return our nodes, not a Tree.
+        statements = cast(list[nodes.Stmt], parsers.lark.parse(text, start="file"))
+        return ParseResult(statements, [])
     except (UnexpectedInput, LimitExceeded, RecursionError):
         return _parse_statements(text, parsers)
 
@@ -300,7 +301,7 @@ def _parse_statements(text: str, parsers: _Parsers) -> ParseResult:
         parsers.postlex.line_offset = chunk.line - 1
         parsers.postlex.column_offset = chunk.column - 1
         try:
-            statements.append(parsers.lark.parse(chunk.text, start="stmt"))
+            statements.append(cast(nodes.Stmt, parsers.lark.parse(chunk.text, start="stmt")))
         except LimitExceeded as exc:
             diagnostics.append(exc.code.diag(exc.span, detail=exc.message))
             statements.append(nodes.Broken(chunk.defines, chunk.is_dim, chunk.span, _mentions(chunk.text)))
@@ -464,7 +465,8 @@ def _syntax_diagnostic(exc: Exception, chunk: Chunk, postlex: BracketNewlines) -
     if isinstance(exc, UnexpectedCharacters):
         line = (exc.line or 1) + chunk.line - 1
         column = (exc.column or 1) + (chunk.column - 1 if exc.line == 1 else 0)
-        char = chunk.text[exc.pos_in_stream] if exc.pos_in_stream < len(chunk.text) else ""
+        position = exc.pos_in_stream or 0
+        char = chunk.text[position] if position < len(chunk.text) else ""
         key = "unterminated_string" if char == '"' else "unexpected_char"
         shown = repr(char) if not char.isprintable() or char.isspace() else f"`{char}`"
         return codes.SYNTAX.diag(Span(line, column, line, column + 1),

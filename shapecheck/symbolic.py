@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, TypeAlias
 
 import sympy
 from sympy.printing.str import StrPrinter
@@ -22,7 +22,7 @@ from sympy.printing.str import StrPrinter
 from . import codes, nodes
 from .diagnostics import Diagnostic, Span
 
-Dim = sympy.Expr
+Dim: TypeAlias = sympy.Expr
 """A dim expression. Other modules treat it as opaque (and may use + - *)."""
 
 MAX_EXPONENT = 64
@@ -71,7 +71,8 @@ def exact_quotient(numerator: Dim, denominator: Dim) -> Dim:
 
 def _powers(dim: Dim) -> tuple[int, dict[Dim, int]] | None:
     """``3*H*d**2`` -> (3, {H: 1, d: 2}); None if it is not such a monomial."""
-    coefficient, powers = 1, {}
+    coefficient = 1
+    powers: dict[Dim, int] = {}
     for factor in dim.args if dim.is_Mul else (dim,):
         if factor.is_Integer:
             coefficient *= int(factor)
