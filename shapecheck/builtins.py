@@ -126,6 +126,8 @@ def _constraint_help(ctx: Ctx, a: Dim, b: Dim, verdict: Verdict) -> list[str]:
     """Suggest the constraint when two different expressions of dims could be equal."""
     if verdict is Verdict.DIFFERENT or (symbolic.is_name(a) and symbolic.is_name(b)):
         return []
+    if symbolic.free_names(a) & symbolic.free_names(b):
+        return []  # `N == N**2` or `A == A*B` would only say "some dim is 1"
     lhs, rhs = ctx.dims.suggestion(a, b)
     return [codes.help_text("add_constraint", lhs=lhs, rhs=rhs)]
 
@@ -291,13 +293,13 @@ def _split_heads(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     verdict = ctx.dims.divides(last, heads)
     if not verdict:
         helps = []
-        if symbolic.is_name(last):
+        if symbolic.is_name(last) and verdict is Verdict.UNPROVED:
             helps = [codes.help_text("add_constraint", lhs=to_text(last),
                                      rhs=f"{symbolic.spaced(to_text(heads))} * "
                                      f"{ctx.dims.fresh_name('d', last, heads)}")]
         ctx.report(codes.SPLIT_HEADS, "x", notes=ctx.notes("x"), help=helps,
                    last=to_text(last), shape=x.text(), heads=to_text(heads),
-                   reason=f"cannot prove that {to_text(heads)} divides {to_text(last)}")
+                   reason=ctx.dims.divisibility_claim(last, heads, verdict))
         return None
     return Value((*batch, heads, n, ctx.dims.quotient(last, heads)), x.is_bool)
 
@@ -399,6 +401,13 @@ def _constant(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     return Value(shape)
 
 
+def _normalise(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    if a["eps"] <= 0:
+        ctx.report(codes.CALL_ARGS, "eps", detail=f"`eps` must be positive, got {a['eps']}")
+        return None
+    return _same_shape(ctx, a)
+
+
 def _dropout(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     if not 0 <= a["p"] < 1:
         ctx.report(codes.CALL_ARGS, "p", detail=f"the dropout probability must be in [0, 1), got {a['p']}")
@@ -431,8 +440,8 @@ def _table() -> dict[str, Builtin]:
                 "axis multiplied by repeats (NumPy repeat)"),
         Builtin("concat", (Param("tensors", Kind.TENSORS), Param("axis", Kind.AXIS, 0, required=False)),
                 _concat, "sizes on axis add up; other axes equal"),
-        Builtin("layernorm", (X, EPS), _same_shape, "shape of x; normalised over the last axis"),
-        Builtin("rmsnorm", (X, EPS), _same_shape, "shape of x; normalised over the last axis"),
+        Builtin("layernorm", (X, EPS), _normalise, "shape of x; normalised over the last axis"),
+        Builtin("rmsnorm", (X, EPS), _normalise, "shape of x; normalised over the last axis"),
         Builtin("where", (Param("condition", Kind.TENSOR), Param("x", Kind.TENSOR),
                           Param("y", Kind.TENSOR)), _where, "c is bool; the three broadcast"),
         Builtin("causal_mask", (Param("n", Kind.DIM),), _causal_mask,

@@ -453,7 +453,7 @@ SYNTAX_TEXT: dict[str, str] = {
     "unterminated_string": "unterminated string",
     "statement_start": "a statement starts with `dim`, `constraint`, `input`, `param`, "
     "`output`, `assert`, or a name to define, found {found}",
-    "nesting": "expression nested too deeply (more than {limit} levels)",
+    "nesting": "expression nested too deeply (more than {limit} levels of brackets or operators)",
     "literal_too_long": "integer literal too long (more than {limit} digits)",
     "exponent_too_large": "exponent {value} is too large (at most {limit})",
     "dim_too_large": "dim value {value} is too large (at most {limit})",

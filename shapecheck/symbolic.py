@@ -540,7 +540,16 @@ class DimSystem:
     def quotient(self, numerator: Dim, denominator: Dim) -> Dim:
         """``numerator / denominator`` simplified (divisibility proved by the caller)."""
         return self._memo("quotient", numerator, denominator,
-                          lambda: exact_quotient(numerator, denominator))
+                          lambda: self._quotient(numerator, denominator))
+
+    def _quotient(self, numerator: Dim, denominator: Dim) -> Dim:
+        quotient = exact_quotient(numerator, denominator)
+        below = sympy.fraction(quotient)[1]
+        if below.is_Integer or below.is_Symbol:
+            return quotient  # `D_model/H`, `D_model/8`: the spec's own notation
+        # Written in the spec's dims the quotient is a fraction (`A*N/(N*gamma)`
+        # with derived dims inside); in rewritten form it is the size it proves.
+        return exact_quotient(self.canonical(numerator), self.canonical(denominator))
 
     def _divides(self, numerator: Dim, denominator: Dim) -> Verdict:
         if _monomial_quotient(self.canonical(numerator), self.canonical(denominator)) is not None:

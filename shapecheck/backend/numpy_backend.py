@@ -28,7 +28,6 @@ import numpy as np
 
 from .. import nodes
 from ..program import CallInfo, Program, Value
-from ..symbolic import shape_text
 from .errors import CheckerBug, bindings_text, message
 
 Thunk = Callable[["Frame"], Any]
