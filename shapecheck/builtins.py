@@ -20,15 +20,21 @@ from .symbolic import Dim, DimSystem, Verdict, shape_text, to_text
 
 
 class Kind(Enum):
-    TENSOR = "a tensor"
-    TENSORS = "a list of tensors"
-    DIM = "a dim expression"
-    SHAPE = "a shape (a list of dim expressions)"
-    AXIS = "an axis (an integer, `row` or `col`)"
-    PERM = "a list of axis indices"
-    STRING = "a string"
-    NUMBER = "a number"
-    BOOL = "`true` or `false`"
+    """The kind of argument a parameter takes; ``codes.DETAILS["kind_" + value]`` words it."""
+
+    TENSOR = "tensor"
+    TENSORS = "tensors"
+    DIM = "dim"
+    SHAPE = "shape"
+    AXIS = "axis"
+    PERM = "perm"
+    STRING = "string"
+    NUMBER = "number"
+    BOOL = "bool"
+
+    @property
+    def description(self) -> str:
+        return codes.detail(f"kind_{self.value}")
 
 
 @dataclass(frozen=True)
@@ -157,7 +163,7 @@ def matmul(ctx: Ctx, left: Value, right: Value, left_text: str, right_text: str,
             rhs_inner=to_text(inner_right), lhs_shape=left.text(), rhs_shape=right.text(),
         )
         return None
-    batch = broadcast(ctx, Value(lshape[:-2]), Value(rshape[:-2]), "@ (batch axes)")
+    batch = broadcast(ctx, Value(lshape[:-2]), Value(rshape[:-2]), codes.detail("op_batch_axes"))
     if batch is None:
         return None
     rows = lshape[-2:-1] if len(left.shape) > 1 else ()
@@ -191,7 +197,8 @@ def _postfix(text: str) -> str:
 def transpose_last_two(ctx: Ctx, value: Value, operation: str, operand: str) -> Value | None:
     assert value.shape is not None
     if len(value.shape) < 2:
-        ctx.report(codes.RANK, "x", operation=operation, requirement="at least 2 axes",
+        ctx.report(codes.RANK, "x", operation=operation,
+                   requirement=codes.detail("at_least_axes", count=2),
                    operand=operand, shape=value.text())
         return None
     return Value(value.shape[:-2] + (value.shape[-1], value.shape[-2]), value.is_bool)
@@ -208,7 +215,8 @@ def _same_shape(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     x: Value = a["x"]
     if x.is_bool:
         text = ctx.text("x")
-        ctx.report(codes.BOOL_ARITHMETIC, "x", operand=text, operation="this builtin",
+        ctx.report(codes.BOOL_ARITHMETIC, "x", operand=text,
+                   operation=codes.detail("bool_in_builtin"),
                    help=[codes.help_text("apply_mask", mask=text)])
     return Value(x.shape)
 
@@ -239,8 +247,9 @@ def _reshape(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     inferred = [i for i, d in enumerate(target) if symbolic.as_int(d) == -1]
     if len(inferred) > 1:
         ctx.report(codes.RESHAPE, "shape", source=x.text(), target=shape_text(target),
-                   relation="is ambiguous", source_count=to_text(_count(x.shape)),
-                   target_count="more than one `-1`")
+                   relation=codes.detail("reshape_ambiguous"),
+                   source_count=to_text(_count(x.shape)),
+                   target_count=codes.detail("reshape_many_inferred"))
         return None
     source_count = _count(x.shape)
     if inferred:
@@ -286,7 +295,8 @@ def _split_heads(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     heads: Dim = a["heads"]
     assert x.shape is not None
     if len(x.shape) < 2:
-        ctx.report(codes.RANK, "x", operation="`split_heads`", requirement="at least 2 axes",
+        ctx.report(codes.RANK, "x", operation="`split_heads`",
+                   requirement=codes.detail("at_least_axes", count=2),
                    operand=ctx.text("x"), shape=x.text())
         return None
     *batch, n, last = x.shape
@@ -308,7 +318,8 @@ def _merge_heads(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     x: Value = a["x"]
     assert x.shape is not None
     if len(x.shape) < 3:
-        ctx.report(codes.RANK, "x", operation="`merge_heads`", requirement="at least 3 axes",
+        ctx.report(codes.RANK, "x", operation="`merge_heads`",
+                   requirement=codes.detail("at_least_axes", count=3),
                    operand=ctx.text("x"), shape=x.text())
         return None
     *batch, heads, n, d = x.shape
@@ -329,7 +340,7 @@ def _repeat(ctx: Ctx, a: dict[str, Any]) -> Value | None:
 def _concat(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     parts: list[Value] = a["tensors"]
     if not parts:
-        ctx.report(codes.CONCAT, "tensors", detail="`concat` needs at least one tensor")
+        ctx.report(codes.CONCAT, "tensors", detail=codes.detail("concat_empty"))
         return None
     first = parts[0]
     assert first.shape is not None
@@ -339,17 +350,17 @@ def _concat(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     for index, part in enumerate(parts[1:], start=2):
         assert part.shape is not None
         if len(part.shape) != len(first.shape):
-            ctx.report(codes.CONCAT, "tensors", detail=(
-                f"tensor {index} has shape {part.text()}, of rank {len(part.shape)}, "
-                f"but the first has shape {first.text()}, of rank {len(first.shape)}"))
+            ctx.report(codes.CONCAT, "tensors", detail=codes.detail(
+                "concat_rank", index=index, shape=part.text(), rank=len(part.shape),
+                first_shape=first.text(), first_rank=len(first.shape)))
             return None
         for i, (d1, d2) in enumerate(zip(first.shape, part.shape)):
             verdict = ctx.dims.equal(d1, d2) if i != axis else Verdict.PROVED
             if not verdict:
-                ctx.report(codes.CONCAT, "tensors", detail=(
-                    f"tensor {index} has shape {part.text()}, which {_relation_to(verdict)} the "
-                    f"first, {first.text()}, on axis {i} ({to_text(d2)} vs {to_text(d1)}); "
-                    f"only axis {axis} may differ"))
+                ctx.report(codes.CONCAT, "tensors", detail=codes.detail(
+                    "concat_axis", index=index, shape=part.text(), relation=_relation_to(verdict),
+                    first_shape=first.text(), axis=i, size=to_text(d2), first_size=to_text(d1),
+                    free_axis=axis))
                 return None
     shape = list(first.shape)
     shape[axis] = symbolic.total(p.shape[axis] for p in parts)  # type: ignore[index]
@@ -376,8 +387,8 @@ def _where(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     if not cond.is_bool:
         ctx.report(codes.ELEMENT_TYPE, "condition", notes=ctx.notes("condition"),
                    help=[codes.help_text("use_where")],
-                   detail=f"the condition of `where` must be bool, but `{ctx.text('condition')}` "
-                   f"has shape {cond.text()}")
+                   detail=codes.detail("where_not_bool", text=ctx.text("condition"),
+                                       shape=cond.text()))
         return None
     both = broadcast(ctx, a["x"], a["y"], "where", "y", ("x", "y"))
     if both is None:
@@ -396,21 +407,21 @@ def _causal_mask(ctx: Ctx, a: dict[str, Any]) -> Value | None:
 def _constant(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     shape: Shape = a["shape"]
     if any(symbolic.as_int(d) == -1 for d in shape):
-        ctx.report(codes.CALL_ARGS, "shape", detail="`-1` is only allowed in `reshape`")
+        ctx.report(codes.CALL_ARGS, "shape", detail=codes.detail("minus_one_outside_reshape"))
         return None
     return Value(shape)
 
 
 def _normalise(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     if a["eps"] <= 0:
-        ctx.report(codes.CALL_ARGS, "eps", detail=f"`eps` must be positive, got {a['eps']}")
+        ctx.report(codes.CALL_ARGS, "eps", detail=codes.detail("eps_not_positive", eps=a["eps"]))
         return None
     return _same_shape(ctx, a)
 
 
 def _dropout(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     if not 0 <= a["p"] < 1:
-        ctx.report(codes.CALL_ARGS, "p", detail=f"the dropout probability must be in [0, 1), got {a['p']}")
+        ctx.report(codes.CALL_ARGS, "p", detail=codes.detail("dropout_range", p=a["p"]))
         return None
     return _same_shape(ctx, a)
 

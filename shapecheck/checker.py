@@ -22,7 +22,6 @@ from .symbolic import (
 RESERVED_WORDS = frozenset(
     "dim constraint input param output assert bool inf row col true false True False".split()
 )
-_WHERE = {"define": "its annotation", "assert": "the assert", "output": "the output declaration"}
 
 
 @dataclass
@@ -92,7 +91,7 @@ class Checker:
         """Register a new name; report reserved words, builtins and redefinitions."""
         name = ident.name
         if name in RESERVED_WORDS or name in BUILTINS:
-            what = "reserved word" if name in RESERVED_WORDS else "builtin function"
+            what = codes.detail("reserved_word" if name in RESERVED_WORDS else "builtin_function")
             self.report(codes.RESERVED.diag(ident.span, name=name, what_kind=what))
             self.names.kind.setdefault(name, "unknown")
             return False
@@ -129,8 +128,8 @@ class Checker:
                                               expected="dim"))
             return None
         if node.name in BUILTINS or node.name in RESERVED_WORDS:
-            self.report(codes.RESERVED.diag(node.span, name=node.name, what_kind="builtin function"
-                                            if node.name in BUILTINS else "reserved word"))
+            what = codes.detail("builtin_function" if node.name in BUILTINS else "reserved_word")
+            self.report(codes.RESERVED.diag(node.span, name=node.name, what_kind=what))
             return None
         self._undefined(node.name, node.span)
         return None
@@ -154,15 +153,15 @@ class Checker:
         if fixed is not None:
             bound = self.dims.bindings.get(name)
             if bound is not None and bound != fixed:
-                self.report(codes.BAD_BINDING.diag(stmt.span, detail=(
-                    f"`--dim {name}={bound}` contradicts `dim {name} = {fixed}`")))
+                self.report(codes.BAD_BINDING.diag(stmt.span, detail=codes.detail(
+                    "binding_contradicts_value", name=name, bound=bound, value=fixed)))
             self.dims.declare_fixed(name, fixed, stmt.name.span)
             return
         self.dims.declare_derived(name, value, stmt.name.span)
         for dim_name, bound, definition in self.dims.check_derived_bindings():
-            self.report(codes.BAD_BINDING.diag(stmt.span, detail=(
-                f"`--dim {dim_name}={bound}` contradicts its definition "
-                f"{dim_name} = {to_text(value)} = {to_text(definition)}")))
+            self.report(codes.BAD_BINDING.diag(stmt.span, detail=codes.detail(
+                "binding_contradicts_definition", name=dim_name, bound=bound,
+                definition=to_text(value), value=to_text(definition))))
 
     def _dim_expr(self, node: nodes.Expr, allow_minus_one: bool = False) -> Dim | None:
         """A whole dim expression: built, and proved a positive integer."""
@@ -176,7 +175,7 @@ class Checker:
         if not verdict:
             # "at the bindings" only when there are dims to bind: `0` is simply not positive.
             at_bindings = verdict is Verdict.DIFFERENT and free_names(value)
-            reason = " (it is not positive at the bindings)" if at_bindings else ""
+            reason = codes.detail("not_positive_at_bindings") if at_bindings else ""
             helps = [codes.help_text("bind_dim", name=n) for n in sorted(free_names(value))[:1]]
             self.report(codes.NOT_POSITIVE.diag(node.span, expr=to_text(value), reason=reason,
                                                 help=helps if verdict is Verdict.UNPROVED else []))
@@ -263,7 +262,7 @@ class Checker:
             span = annotation.span if annotation is not None else ident.span
             self.report(codes.SHAPE_ANNOTATION.diag(
                 span, name=ident.name, actual=actual.text(), declared=declared.text(),
-                where=_WHERE[where], help=helps,
+                where=codes.detail(f"where_{where}"), help=helps,
                 notes=self._origin_notes(ident.name) if where != "define" else [],
             ))
         return not mismatch
@@ -357,7 +356,7 @@ class Checker:
     def _unary(self, node: nodes.Unary) -> Value:
         operand = self.value(node.operand)
         if operand.known and operand.is_bool:
-            self._warn_bool(node.operand, f"unary `{node.op}`")
+            self._warn_bool(node.operand, codes.detail("bool_in_unary", op=node.op))
         return Value(operand.shape) if operand.known else UNKNOWN
 
     def _warn_bool(self, operand: nodes.Expr, operation: str) -> None:
@@ -455,9 +454,9 @@ class Checker:
                 break
             bound[param.name] = positional.pop(0)
         if positional:
-            self._call_error(node, positional[0].span, (
-                f"`{builtin.name}` takes at most {len(params)} positional argument(s), "
-                f"got {len(node.args)}"))
+            self._call_error(node, positional[0].span, codes.detail(
+                "too_many_positional", builtin=builtin.name, limit=len(params),
+                count=len(node.args)))
             return None
         for keyword in node.keywords:
             name = keyword.name.name
@@ -465,16 +464,17 @@ class Checker:
                 close = difflib.get_close_matches(name, [p.name for p in params], n=1)
                 helps = [codes.help_text("did_you_mean", name=close[0])] if close else []
                 self._call_error(node, keyword.name.span,
-                                 f"`{builtin.name}` has no keyword `{name}`", helps)
+                                 codes.detail("no_keyword", builtin=builtin.name, name=name), helps)
                 return None
             if name in bound:
-                self._call_error(node, keyword.span, f"`{builtin.name}` got `{name}` twice")
+                self._call_error(node, keyword.span,
+                                 codes.detail("keyword_twice", builtin=builtin.name, name=name))
                 return None
             bound[name] = keyword.value
         missing = [p.name for p in params if p.required and p.name not in bound]
         if missing:
-            self._call_error(node, node.span,
-                             f"`{builtin.name}` is missing its argument `{missing[0]}`")
+            self._call_error(node, node.span, codes.detail(
+                "missing_argument", builtin=builtin.name, name=missing[0]))
             return None
         return bound
 
@@ -493,8 +493,8 @@ class Checker:
         resolver = _RESOLVERS[kind]
         result = resolver(self, node)
         if result is _WRONG_KIND:
-            self.report(codes.CALL_ARGS.diag(node.span, detail=(
-                f"argument `{param}` of `{builtin.name}` must be {kind.value}")))
+            self.report(codes.CALL_ARGS.diag(node.span, detail=codes.detail(
+                "argument_kind", param=param, builtin=builtin.name, kind=kind.description)))
             return _FAILED
         return result
 
@@ -659,12 +659,12 @@ def _strip_parens(node: nodes.Expr) -> nodes.Expr:
 
 def _not_a_value(node: nodes.Expr) -> str:
     if isinstance(node, nodes.ListExpr):
-        return "a list is not a tensor; lists are arguments of `reshape`, `concat`, `ones`, ..."
+        return codes.detail("list_not_a_tensor")
     if isinstance(node, nodes.String):
-        return "a string is only allowed as the subscripts of `einsum`"
+        return codes.detail("string_not_a_tensor")
     if isinstance(node, nodes.AxisName):
-        return f"`{node.name}` is only allowed as an axis (`axis={node.name}`)"
-    return "this is not a value"
+        return codes.detail("axis_not_a_tensor", name=node.name)
+    return codes.detail("not_a_value")
 
 
 def _line_starts(source: str) -> list[int]:

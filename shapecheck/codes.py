@@ -1,8 +1,9 @@
 """The diagnostic code registry: every message, help and note text lives here.
 
 Passes never build prose. They pick a :class:`Code`, pass the fields its
-template needs, and attach notes and help lines built from :data:`NOTES` and
-:data:`HELPS`. ``shapecheck explain CODE`` prints a code's documentation.
+template needs (wordings such as a ``detail`` come from :data:`DETAILS`), and
+attach notes and help lines built from :data:`NOTES` and :data:`HELPS`.
+``shapecheck explain CODE`` prints a code's documentation.
 """
 
 from __future__ import annotations
@@ -489,6 +490,101 @@ def divisibility(definite: bool, numerator: str, denominator: str,
         return DIVISIBILITY["different"].format(numerator=numerator, denominator=denominator)
     return DIVISIBILITY["different_at"].format(numerator=numerator, denominator=denominator,
                                                top=values[0], bottom=values[1])
+
+
+# The wording the checker, the shape rules, einsum and the dim builder put into
+# message fields (`detail=`, `reason=`, `operation=`, `what_found=`, ...). A key
+# names what happened; its fields are the values, formatted by the caller.
+DETAILS: dict[str, str] = {
+    # SC104: what a reserved name is
+    "reserved_word": "reserved word",
+    "builtin_function": "builtin function",
+    # SC201: why a dim expression is not positive
+    "not_positive_at_bindings": " (it is not positive at the bindings)",
+    # SC203: the bindings of a constraint when no dim in it is bound
+    "no_bindings": "these values",
+    # SC204
+    "binding_contradicts_value": "`--dim {name}={bound}` contradicts `dim {name} = {value}`",
+    "binding_contradicts_definition": "`--dim {name}={bound}` contradicts its definition "
+    "{name} = {definition} = {value}",
+    # SC206: what stands where a dim expression is needed
+    "found_number": "the number {text}",
+    "found_call": "the call `{name}(...)`",
+    "found_string": "a string",
+    "found_list": "a list",
+    "found_boolean": "a boolean",
+    "found_expression": "this expression",
+    # SC003, SC315
+    "expression_too_large": "this dim expression is too large to check",
+    "power_exponent": "the exponent of `**` in a dim expression must be a non-negative integer",
+    # SC304: what declared the shape
+    "where_define": "its annotation",
+    "where_assert": "the assert",
+    "where_output": "the output declaration",
+    # SC303: broadcasts that are not a written operator
+    "op_batch_axes": "@ (batch axes)",
+    "op_einsum_ellipsis": "einsum `...`",
+    # SC306
+    "at_least_axes": "at least {count} axes",
+    # SC307
+    "reshape_ambiguous": "is ambiguous",
+    "reshape_many_inferred": "more than one `-1`",
+    # SC309
+    "concat_empty": "`concat` needs at least one tensor",
+    "concat_rank": "tensor {index} has shape {shape}, of rank {rank}, but the first has shape "
+    "{first_shape}, of rank {first_rank}",
+    "concat_axis": "tensor {index} has shape {shape}, which {relation} the first, {first_shape}, "
+    "on axis {axis} ({size} vs {first_size}); only axis {free_axis} may differ",
+    # SC310
+    "einsum_invalid": "invalid subscripts \"{subscripts}\": {reason}",
+    "einsum_many_arrows": "more than one `->`",
+    "einsum_term_count": "the subscripts name {terms} operand(s), but {operands} were given",
+    "einsum_stray_dot": "`{term}`: a `.` that is not part of `...`",
+    "einsum_many_ellipses": "`{term}`: `...` may appear once per term",
+    "einsum_not_a_letter": "`{term}`: `{char}` is not a letter",
+    "einsum_output_repeats": "output `{output}` repeats a letter",
+    "einsum_rank": "operand {index} has shape {shape} (rank {rank}), but its subscripts "
+    "`{term}` name {letters} axes",
+    "einsum_unknown_output": "output letter `{letter}` does not appear in any input",
+    "einsum_letter": "letter `{letter}` in \"{subscripts}\" is {size} in operand {index}, "
+    "which {relation} {previous} in operand {first}",
+    "einsum_operand": "operand {index}",
+    # SC311
+    "where_not_bool": "the condition of `where` must be bool, but `{text}` has shape {shape}",
+    # SC312
+    "too_many_positional": "`{builtin}` takes at most {limit} positional argument(s), got {count}",
+    "no_keyword": "`{builtin}` has no keyword `{name}`",
+    "keyword_twice": "`{builtin}` got `{name}` twice",
+    "missing_argument": "`{builtin}` is missing its argument `{name}`",
+    "argument_kind": "argument `{param}` of `{builtin}` must be {kind}",
+    "minus_one_outside_reshape": "`-1` is only allowed in `reshape`",
+    "eps_not_positive": "`eps` must be positive, got {eps}",
+    "dropout_range": "the dropout probability must be in [0, 1), got {p}",
+    # SC312: the kinds of argument a builtin parameter takes (builtins.Kind)
+    "kind_tensor": "a tensor",
+    "kind_tensors": "a list of tensors",
+    "kind_dim": "a dim expression",
+    "kind_shape": "a shape (a list of dim expressions)",
+    "kind_axis": "an axis (an integer, `row` or `col`)",
+    "kind_perm": "a list of axis indices",
+    "kind_string": "a string",
+    "kind_number": "a number",
+    "kind_bool": "`true` or `false`",
+    # SC314: what stands where a value is needed
+    "list_not_a_tensor": "a list is not a tensor; lists are arguments of `reshape`, `concat`, "
+    "`ones`, ...",
+    "string_not_a_tensor": "a string is only allowed as the subscripts of `einsum`",
+    "axis_not_a_tensor": "`{name}` is only allowed as an axis (`axis={name}`)",
+    "not_a_value": "this is not a value",
+    # SC403: what treats a bool tensor as numbers
+    "bool_in_builtin": "this builtin",
+    "bool_in_unary": "unary `{op}`",
+}
+
+
+def detail(key: str, **fields: object) -> str:
+    """The wording of a message field: :data:`DETAILS` ``[key]`` with ``fields`` filled in."""
+    return DETAILS[key].format(**fields)
 
 
 def note(key: str, span: Span | None = None, **fields: object) -> Note:

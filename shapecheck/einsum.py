@@ -23,24 +23,24 @@ def parse_subscripts(subscripts: str, operand_count: int) -> tuple[list[str], st
     """Split ``"ij,jk->ik"`` into input terms and the output term (None: implicit)."""
     text = subscripts.replace(" ", "")
     if text.count("->") > 1:
-        raise SubscriptError("more than one `->`")
+        raise SubscriptError(codes.detail("einsum_many_arrows"))
     inputs_text, arrow, output = text.partition("->")
     terms = inputs_text.split(",")
     if len(terms) != operand_count:
-        raise SubscriptError(
-            f"the subscripts name {len(terms)} operand(s), but {operand_count} were given")
+        raise SubscriptError(codes.detail("einsum_term_count", terms=len(terms),
+                                          operands=operand_count))
     for term in terms + ([output] if arrow else []):
         letters = term.replace("...", "")
         if "." in letters:
-            raise SubscriptError(f"`{term}`: a `.` that is not part of `...`")
+            raise SubscriptError(codes.detail("einsum_stray_dot", term=term))
         if term.count("...") > 1:
-            raise SubscriptError(f"`{term}`: `...` may appear once per term")
+            raise SubscriptError(codes.detail("einsum_many_ellipses", term=term))
         bad = [c for c in letters if c not in LETTERS]
         if bad:
-            raise SubscriptError(f"`{term}`: `{bad[0]}` is not a letter")
+            raise SubscriptError(codes.detail("einsum_not_a_letter", term=term, char=bad[0]))
     if arrow:
         if len(set(output.replace("...", ""))) != len(output.replace("...", "")):
-            raise SubscriptError(f"output `{output}` repeats a letter")
+            raise SubscriptError(codes.detail("einsum_output_repeats", output=output))
         return terms, output
     return terms, None
 
@@ -59,7 +59,8 @@ def einsum_shape(ctx: Ctx, subscripts: str, operands: list[Value]) -> Value | No
     try:
         terms, output = parse_subscripts(subscripts, len(operands))
     except SubscriptError as error:
-        ctx.report(codes.EINSUM, "subscripts", detail=f"invalid subscripts \"{subscripts}\": {error}")
+        ctx.report(codes.EINSUM, "subscripts",
+                   detail=codes.detail("einsum_invalid", subscripts=subscripts, reason=error))
         return None
     if output is None:
         output = implicit_output(terms)
@@ -68,14 +69,15 @@ def einsum_shape(ctx: Ctx, subscripts: str, operands: list[Value]) -> Value | No
     for index, (term, operand) in enumerate(zip(terms, operands), start=1):
         assert operand.shape is not None
         if operand.is_bool:
-            ctx.report(codes.BOOL_ARITHMETIC, "operands", operand=f"operand {index}",
+            ctx.report(codes.BOOL_ARITHMETIC, "operands",
+                       operand=codes.detail("einsum_operand", index=index),
                        operation="`einsum`")
         letters = term.replace("...", "")
         rank = len(operand.shape)
         if ("..." in term and rank < len(letters)) or ("..." not in term and rank != len(letters)):
-            ctx.report(codes.EINSUM, "operands", detail=(
-                f"operand {index} has shape {operand.text()} (rank {rank}), but its subscripts "
-                f"`{term}` name {len(letters)} axes"))
+            ctx.report(codes.EINSUM, "operands", detail=codes.detail(
+                "einsum_rank", index=index, shape=operand.text(), rank=rank, term=term,
+                letters=len(letters)))
             return None
         head, _, tail = term.partition("...")
         if "..." in term:
@@ -91,7 +93,7 @@ def einsum_shape(ctx: Ctx, subscripts: str, operands: list[Value]) -> Value | No
     unknown = [c for c in output.replace("...", "") if c not in sizes]
     if unknown:
         ctx.report(codes.EINSUM, "subscripts",
-                   detail=f"output letter `{unknown[0]}` does not appear in any input")
+                   detail=codes.detail("einsum_unknown_output", letter=unknown[0]))
         return None
     batch = _broadcast_ellipsis(ctx, ellipsis_shapes)
     if batch is None:
@@ -111,10 +113,11 @@ def _record(ctx: Ctx, sizes: dict[str, tuple[Dim, int]], letter: str, dim: Dim, 
     verdict = ctx.dims.equal(previous, dim)
     if verdict:
         return True
-    relation = "differs from" if verdict is symbolic.Verdict.DIFFERENT else "cannot be proved equal to"
-    ctx.report(codes.EINSUM, "operands", notes=ctx.notes("operands"), detail=(
-        f"letter `{letter}` in \"{subscripts}\" is {to_text(dim)} in operand {index}, which "
-        f"{relation} {to_text(previous)} in operand {first}"))
+    relation = codes.RELATIONS[
+        "differs_from" if verdict is symbolic.Verdict.DIFFERENT else "unproved_to"]
+    ctx.report(codes.EINSUM, "operands", notes=ctx.notes("operands"), detail=codes.detail(
+        "einsum_letter", letter=letter, subscripts=subscripts, size=to_text(dim), index=index,
+        relation=relation, previous=to_text(previous), first=first))
     return False
 
 
@@ -123,7 +126,8 @@ def _broadcast_ellipsis(ctx: Ctx, shapes: list[Value]) -> Shape | None:
 
     result: Shape = ()
     for value in shapes:
-        merged = broadcast(ctx, Value(result), value, "einsum `...`", "operands")
+        merged = broadcast(ctx, Value(result), value, codes.detail("op_einsum_ellipsis"),
+                           "operands")
         if merged is None:
             return None
         result = merged

@@ -365,7 +365,8 @@ class DimSystem:
         bound = ", ".join(
             f"{n}={self.value_of(n)}" for n in names if self.value_of(n) is not None
         )
-        return to_text(self.canonical(left)), to_text(self.canonical(right)), bound or "these values"
+        return (to_text(self.canonical(left)), to_text(self.canonical(right)),
+                bound or codes.detail("no_bindings"))
 
     # questions
 
@@ -736,9 +737,7 @@ class DimBuilder:
         exponent_node = node.right
         if not isinstance(exponent_node, nodes.Integer):
             self.diagnostics.append(codes.POWER.diag(
-                exponent_node.span,
-                detail="the exponent of `**` in a dim expression must be a non-negative integer",
-            ))
+                exponent_node.span, detail=codes.detail("power_exponent")))
             return None
         if exponent_node.value > MAX_EXPONENT:
             self.diagnostics.append(codes.LIMIT.diag(exponent_node.span, detail=codes.syntax_text(
@@ -757,7 +756,7 @@ class DimBuilder:
         ) or self.system.expanded_terms(dim) > MAX_TERMS
         if too_big:
             self.diagnostics.append(codes.LIMIT.diag(
-                span, detail="this dim expression is too large to check"))
+                span, detail=codes.detail("expression_too_large")))
             return None
         return dim
 
@@ -772,22 +771,22 @@ def _divisibility_help(numerator: Dim, denominator: Dim, quotient_name: str) -> 
 
 def _describe(node: nodes.Expr) -> str:
     if isinstance(node, nodes.Decimal):
-        return f"the number {node.text}"
+        return codes.detail("found_number", text=node.text)
     if isinstance(node, nodes.Call):
-        return f"the call `{node.func.name}(...)`"
+        return codes.detail("found_call", name=node.func.name)
     if isinstance(node, nodes.Transpose):
         return "`.T`"
     if isinstance(node, nodes.String):
-        return "a string"
+        return codes.detail("found_string")
     if isinstance(node, nodes.Inf):
         return "`inf`"
     if isinstance(node, nodes.ListExpr):
-        return "a list"
+        return codes.detail("found_list")
     if isinstance(node, nodes.AxisName):
         return f"`{node.name}`"
     if isinstance(node, nodes.Boolean):
-        return "a boolean"
-    return "this expression"
+        return codes.detail("found_boolean")
+    return codes.detail("found_expression")
 
 
 # --- for the report: how a fact was proved, and cost expressions ------------------------------
