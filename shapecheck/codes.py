@@ -587,6 +587,26 @@ def detail(key: str, **fields: object) -> str:
     return DETAILS[key].format(**fields)
 
 
+# What a syntax error says it expected or found, by terminal name (and a few
+# summaries of several terminals).
+TOKEN_WORDS: dict[str, str] = {
+    "NAME": "a name", "INT": "a number", "DECIMAL": "a number", "STRING": "a string",
+    "LPAR": "`(`", "RPAR": "`)`", "LSQB": "`[`", "RSQB": "`]`", "COLON": "`:`",
+    "EQUAL": "`=`", "COMMA": "`,`", "EQ": "`==`", "NE": "`!=`", "LE": "`<=`", "GE": "`>=`",
+    "LT": "`<`", "GT": "`>`", "PLUS": "`+`", "MINUS": "`-`", "STAR": "`*`", "SLASH": "`/`",
+    "DSLASH": "`//`", "AT": "`@`", "POW": "`**`", "TRANSPOSE": "`.T`", "BOOL": "`bool`",
+    "_SEP": "end of line", "$END": "end of line",
+    "expression": "an expression", "operator": "an operator or end of line",
+}
+
+
+def one_of(parts: list[str]) -> str:
+    """``a``, ``a or b``, ``a, b or c``."""
+    if len(parts) == 1:
+        return parts[0]
+    return ", ".join(parts[:-1]) + " or " + parts[-1]
+
+
 def note(key: str, span: Span | None = None, **fields: object) -> Note:
     return Note(NOTES[key].format(**fields), span)
 

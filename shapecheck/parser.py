@@ -400,14 +400,7 @@ def _strip_comment_lines(body: str) -> str:
 
 # --- syntax errors in words ------------------------------------------------------------
 
-_WORDS = {
-    "NAME": "a name", "INT": "a number", "DECIMAL": "a number", "STRING": "a string",
-    "LPAR": "`(`", "RPAR": "`)`", "LSQB": "`[`", "RSQB": "`]`", "COLON": "`:`",
-    "EQUAL": "`=`", "COMMA": "`,`", "EQ": "`==`", "NE": "`!=`", "LE": "`<=`", "GE": "`>=`",
-    "LT": "`<`", "GT": "`>`", "PLUS": "`+`", "MINUS": "`-`", "STAR": "`*`", "SLASH": "`/`",
-    "DSLASH": "`//`", "AT": "`@`", "POW": "`**`", "TRANSPOSE": "`.T`", "BOOL": "`bool`",
-    "_SEP": "end of line", "$END": "end of line",
-}
+_WORDS = codes.TOKEN_WORDS
 _EXPRESSION_START = frozenset({"NAME", "INT", "DECIMAL", "LPAR", "LSQB", "STRING", "INF"})
 _COMPARISONS = frozenset({"EQ", "NE", "LE", "GE", "LT", "GT"})
 _OPERAND_END = frozenset(
@@ -428,9 +421,9 @@ def _describe_expected(
     wanted = {None: (), "(": ("COMMA", "RPAR"), "[": ("COMMA", "RSQB")}[open_bracket]
     closing = [n for n in wanted if n in expected]
     if expected & {"INT", "DECIMAL", "LPAR"} and not after_operand:
-        parts.append("an expression")  # after `(`, `[` or `,` also the closer
+        parts.append(_WORDS["expression"])  # after `(`, `[` or `,` also the closer
     elif "NAME" in expected and not after_operand:
-        parts.append("a name")
+        parts.append(_WORDS["NAME"])
     if in_constraint and expected & _COMPARISONS:
         parts.append("`==`")
     if in_dim and "COMMA" in expected and not closing:
@@ -438,18 +431,15 @@ def _describe_expected(
     parts += [_WORDS[n] for n in ("COLON", "EQUAL") if n in expected]
     parts += [_WORDS[n] for n in closing]
     if not parts and after_operand:
-        parts.append("an operator or end of line")
+        parts.append(_WORDS["operator"])
     if not parts:
         parts = sorted({_WORDS.get(e, f"`{e.lower()}`") for e in expected})
-    parts = parts[:3]
-    if len(parts) == 1:
-        return parts[0]
-    return ", ".join(parts[:-1]) + " or " + parts[-1]
+    return codes.one_of(parts[:3])
 
 
 def _describe_token(token: Token | None) -> str:
     if token is None or token.type in ("$END", "_SEP") and not token.value.startswith(";"):
-        return "end of line"
+        return _WORDS["$END"]
     return f"`{token.value}`"
 
 
@@ -471,7 +461,7 @@ def _syntax_diagnostic(exc: Exception, chunk: Chunk, postlex: BracketNewlines) -
         shown = repr(char) if not char.isprintable() or char.isspace() else f"`{char}`"
         return codes.SYNTAX.diag(Span(line, column, line, column + 1),
                                  detail=codes.syntax_text(key, char=shown))
-    detail = codes.syntax_text("statement_start", found="end of line")
+    detail = codes.syntax_text("statement_start", found=_WORDS["$END"])
     return codes.SYNTAX.diag(chunk.span, detail=detail)
 
 
