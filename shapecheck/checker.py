@@ -44,6 +44,10 @@ class Checker:
         self._softmax_axis: dict[str, Any] = {}
         self._has_output_statement = False
         self._builder = DimBuilder(self.dims, self._resolve_dim, [])
+        self._position = Span(1, 1, 1, 1)  # the statement being checked
+        # Where each name is first defined, and as what: dims and constraints
+        # are checked before tensors, but "first" is still by position.
+        self._first: dict[str, tuple[Span, str]] = {}
 
     # --- driving ----------------------------------------------------------------------
 
@@ -56,13 +60,26 @@ class Checker:
             nodes.Define: self._define, nodes.Assert: self._assert, nodes.Output: self._output,
             nodes.Broken: self._broken,
         }
-        for statement in statements:
+        self._first = _first_definitions(statements)
+        for statement in _dims_first(statements):
             if self.sink.full:
                 self.sink.dropped += 1  # the rest is not checked
                 break
+            self._position = statement.span
             handlers[type(statement)](statement)
         self._finish()
         return self.program
+
+    def _declared_later(self, node: nodes.Name) -> bool:
+        """A dim used by a tensor statement above its declaration (see _dims_first)."""
+        declared = self.names.span.get(node.name)
+        if declared is None or (declared.line, declared.column) < (
+                self._position.line, self._position.column):
+            return False
+        self.report(codes.UNDEFINED.diag(
+            node.span, name=node.name,
+            notes=[codes.note("declared_later", declared, name=node.name)]))
+        return True
 
     def _finish(self) -> None:
         self._warn_unused()
@@ -95,8 +112,9 @@ class Checker:
             self.report(codes.RESERVED.diag(ident.span, name=name, what_kind=what))
             self.names.kind.setdefault(name, "unknown")
             return False
-        if name in self.names.kind:
-            first = self.names.span.get(name)
+        first_here = self._first.get(name)
+        if name in self.names.kind or (first_here is not None and first_here[0] != ident.span):
+            first = self.names.span.get(name) or (first_here[0] if first_here else None)
             self.report(codes.REDEFINED.diag(
                 ident.span, name=name,
                 notes=[codes.note("first_defined", first, name=name)] if first else [],
@@ -119,11 +137,12 @@ class Checker:
         kind = self.names.kind.get(node.name)
         if kind == "dim":
             self.names.used.add(node.name)
-            return self.dims.symbol_of(node.name)
+            return None if self._declared_later(node) else self.dims.symbol_of(node.name)
         if kind == "unknown":
             self.names.used.add(node.name)
             return None
-        if kind == "tensor":
+        first = self._first.get(node.name)
+        if kind == "tensor" or (kind is None and first is not None and first[1] == "tensor"):
             self.report(codes.WRONG_KIND.diag(node.span, name=node.name, actual="tensor",
                                               expected="dim"))
             return None
@@ -346,6 +365,8 @@ class Checker:
             return self.program.tensors[node.name].value
         if kind == "dim":
             self.names.used.add(node.name)
+            if self._declared_later(node):
+                return UNKNOWN
             return Value((), dim=self.dims.symbol_of(node.name))
         if kind == "unknown":
             self.names.used.add(node.name)
@@ -576,7 +597,9 @@ class Checker:
 
     def _warn_unused(self) -> None:
         for name, tensor in self.program.tensors.items():
-            if tensor.kind in ("input", "param") and name not in self.names.used:
+            # One whose shape failed already has its error.
+            if tensor.kind in ("input", "param") and name not in self.names.used \
+                    and tensor.value.known:
                 self.report(codes.UNUSED.diag(tensor.name_span, kind=tensor.kind, name=name))
         for name, info in self.dims.dims.items():
             if name not in self.names.used and name not in self.dims.bindings:
@@ -637,6 +660,34 @@ _RESOLVERS: dict[Kind, Callable[[Checker, nodes.Expr], Any]] = {
 _LOGICAL = frozenset({"+", "*"})
 
 _NEGATED = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
+def _first_definitions(statements: list[nodes.Stmt]) -> dict[str, tuple[Span, str]]:
+    first: dict[str, tuple[Span, str]] = {}
+    for statement in statements:
+        if isinstance(statement, nodes.DimFree):
+            for ident in statement.names:
+                first.setdefault(ident.name, (ident.span, "dim"))
+        elif isinstance(statement, nodes.DimDef):
+            first.setdefault(statement.name.name, (statement.name.span, "dim"))
+        elif isinstance(statement, (nodes.TensorDecl, nodes.Define)) or (
+                isinstance(statement, nodes.Output) and statement.value is not None):
+            first.setdefault(statement.name.name, (statement.name.span, "tensor"))
+    return first
+
+
+def _dims_first(statements: list[nodes.Stmt]) -> list[nodes.Stmt]:
+    """Dims and constraints first, each group in file order.
+
+    A constraint holds for the whole spec (language.md, section 1), so a
+    statement above it may use it. Names are still declared before use: a
+    tensor statement that uses a dim declared below it is an error.
+    """
+    def is_dim(statement: nodes.Stmt) -> bool:
+        return isinstance(statement, (nodes.DimFree, nodes.DimDef, nodes.Constraint)) or (
+            isinstance(statement, nodes.Broken) and statement.is_dim)
+
+    return [s for s in statements if is_dim(s)] + [s for s in statements if not is_dim(s)]
 
 
 def _int_literal(node: nodes.Expr) -> int | None:

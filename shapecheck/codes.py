@@ -420,6 +420,7 @@ NOTES: dict[str, str] = {
     "defined": "`{name}` is defined here as {shape}",
     "dim_declared": "`{name}` is declared here",
     "first_defined": "`{name}` was first defined here",
+    "declared_later": "`{name}` is declared below its first use, here",
     "bound": "bound by {source}",
     "equal_because": "{lhs} = {rhs} by {reason}",
 }
