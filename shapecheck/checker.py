@@ -34,8 +34,11 @@ class _Names:
 
 
 class Checker:
-    def __init__(self, source: str, bindings: dict[str, int] | None = None) -> None:
+    def __init__(self, source: str, bindings: dict[str, int] | None = None,
+                 warn_unknown_bindings: bool = True) -> None:
         self.source = source
+        # Off when several files share the bindings: the CLI then warns once.
+        self.warn_unknown_bindings = warn_unknown_bindings
         self._line_starts = _line_starts(source)
         self.dims = DimSystem(bindings=dict(bindings or {}))
         self.sink = DiagnosticSink()
@@ -267,7 +270,9 @@ class Checker:
     def _compare(self, ident: nodes.Ident, actual: Value, declared: Value,
                  annotation: nodes.Shape | None, where: str) -> bool:
         assert actual.shape is not None and declared.shape is not None
-        mismatch = len(actual.shape) != len(declared.shape) or actual.is_bool != declared.is_bool
+        # `[N, N]` checks the shape only; `bool[N, N]` also asks for a bool value.
+        mismatch = len(actual.shape) != len(declared.shape) or (
+            declared.is_bool and not actual.is_bool)
         helps: list[str] = []
         if not mismatch:
             for got, want in zip(actual.shape, declared.shape):
@@ -608,7 +613,9 @@ class Checker:
     def _warn_unknown_bindings(self) -> None:
         first = Span(1, 1, 1, 1)
         for name, value in self.dims.bindings.items():
-            if name not in self.dims.dims:
+            # A dim whose declaration failed is declared: its error is reported.
+            if name not in self.dims.dims and name not in self.names.kind \
+                    and self.warn_unknown_bindings:
                 self.report(codes.UNKNOWN_BINDING.diag(first, name=name, value=value))
 
 

@@ -72,7 +72,7 @@ def spec_files(paths: Sequence[str]) -> Iterator[Path]:
 
 
 def use_color(choice: str) -> bool:
-    if os.environ.get("NO_COLOR"):  # the contract: never when NO_COLOR is set
+    if "NO_COLOR" in os.environ:  # the contract: never when NO_COLOR is set (even empty)
         return False
     if choice != "auto":
         return choice == "always"

@@ -201,7 +201,7 @@ BAD_BINDING = _code(
     fix="Bind a dim the spec declares, with a positive integer.",
 )
 CONSTRAINT_UNPROVABLE = _code(
-    "SC205", "constraint-trivial", W, "a constraint holds trivially",
+    "SC205", "constraint-trivial", Severity.NOTE, "a constraint holds trivially",
     "constraint {constraint} holds trivially",
     what="A constraint whose two sides are already provably equal adds nothing.",
     why="It is usually a sign that the constraint names the wrong dims.",

@@ -320,12 +320,14 @@ def codes_limit() -> int:
 
 # --- splitting into statements ---------------------------------------------------------
 
-_SCAN = re.compile(r'#[^\n]*|"[^"\n]*"?|[()\[\];\n]')
+_STRING = r'"[^"\n]*"?|\'[^\'\n]*\'?'
+_SCAN = re.compile(r'#[^\n]*|' + _STRING + r'|[()\[\];\n]')
+_NAME_PATTERN = r"[^\W\d]\w*"  # as the grammar's NAME: a letter or `_`, then letters, digits, `_`
 _STATEMENT_START = re.compile(
-    r"(dim|constraint|input|param|output|assert)\b|[A-Za-z_][A-Za-z0-9_]*\s*(:|=(?!=))"
+    r"(dim|constraint|input|param|output|assert)\b|" + _NAME_PATTERN + r"\s*(:|=(?!=))"
 )
-_DEFINES = re.compile(r"(?:output|input|param|assert)?\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?::|=(?!=))")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DEFINES = re.compile(r"(?:output|input|param|assert)?\s*(" + _NAME_PATTERN + r")\s*(?::|=(?!=))")
+_NAME = re.compile(_NAME_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -381,15 +383,15 @@ def _chunk(text: str, start: int, end: int) -> Iterator[Chunk]:
 
 def _mentions(body: str) -> tuple[str, ...]:
     """The names a broken statement mentions (outside comments and strings)."""
-    code = re.sub(r'#[^\n]*|"[^"\n]*"?', " ", body)
+    code = re.sub(r"#[^\n]*|" + _STRING, " ", body)
     return tuple(dict.fromkeys(_NAME.findall(code)))
 
 
 def _guess_defined_names(body: str) -> tuple[tuple[str, ...], bool]:
     """What a broken statement was probably defining, to avoid follow-on errors."""
     if re.match(r"dim\b", body):
-        declared = body[3:].split("=", 1)[0]
-        return tuple(_NAME.findall(declared)), True
+        # Every name: `dim N = 128, d = 64` meant to declare both.
+        return tuple(_NAME.findall(body[3:])), True
     match = _DEFINES.match(body)
     return ((match.group(1),) if match else ()), False
 
@@ -457,7 +459,7 @@ def _syntax_diagnostic(exc: Exception, chunk: Chunk, postlex: BracketNewlines) -
         column = (exc.column or 1) + (chunk.column - 1 if exc.line == 1 else 0)
         position = exc.pos_in_stream or 0
         char = chunk.text[position] if position < len(chunk.text) else ""
-        key = "unterminated_string" if char == '"' else "unexpected_char"
+        key = "unterminated_string" if char in "\"'" else "unexpected_char"
         shown = repr(char) if not char.isprintable() or char.isspace() else f"`{char}`"
         return codes.SYNTAX.diag(Span(line, column, line, column + 1),
                                  detail=codes.syntax_text(key, char=shown))
