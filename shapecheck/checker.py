@@ -205,8 +205,8 @@ class Checker:
         return value
 
     def _constraint(self, stmt: nodes.Constraint) -> None:
-        left = self._builder.build(stmt.left)
-        right = self._builder.build(stmt.right)
+        left = self._builder.constraint_side(stmt.left)
+        right = self._builder.constraint_side(stmt.right)
         self._flush_builder()
         if left is None or right is None:
             return

@@ -231,12 +231,14 @@ class DimSystem:
         lhs, rhs = self.canonical(left), self.canonical(right)
         if lhs == rhs:
             return self._satisfied(left, right)
-        if lhs.is_Symbol and lhs not in rhs.free_symbols and not rhs.is_number:
+        if lhs.is_Symbol and lhs not in rhs.free_symbols and not rhs.is_number \
+                and sympy.fraction(rhs)[1] == 1:
             # The common `D_model == H * d`: eliminate the lone dim directly
             # (no subtraction: building a SymPy Add costs a slow lazy import).
             self._eliminate(lhs, rhs, len(self.constraints) - 1)
             return ConstraintOutcome("ok")
-        difference = sympy.expand(lhs - rhs)
+        # Clear denominators: `d == D_model / H` is the equation `H*d - D_model = 0`.
+        difference = sympy.expand(sympy.fraction(sympy.together(lhs - rhs))[0])
         if difference == 0:
             return self._satisfied(left, right)
         if difference.is_number:
@@ -679,6 +681,16 @@ class DimBuilder:
     system: DimSystem
     resolve: Resolve
     diagnostics: list[Diagnostic]
+    in_constraint: bool = False
+
+    def constraint_side(self, node: nodes.Expr) -> Dim | None:
+        """A side of a constraint: `/` there states a relation (`d == D_model / H`
+        says that H divides D_model), so it needs no proof of its own."""
+        self.in_constraint = True
+        try:
+            return self._build(node)
+        finally:
+            self.in_constraint = False
 
     def build(self, node: nodes.Expr, allow_minus_one: bool = False) -> Dim | None:
         if allow_minus_one and isinstance(node, nodes.Unary) and node.op == "-" \
@@ -722,6 +734,8 @@ class DimBuilder:
             return None
         if node.op == "//":
             return sympy.floor(left / right)
+        if self.in_constraint:
+            return left / right  # the constraint asserts the division; it is not a size
         verdict = self.system.divides(left, right)
         if not verdict:
             self.diagnostics.append(codes.NOT_DIVISIBLE.diag(
