@@ -174,6 +174,8 @@ class DimSystem:
     _eliminated_by: dict[Dim, int] = field(default_factory=dict)
     _relations: list[Dim] = field(default_factory=list)
     _lower: dict[Dim, int] = field(default_factory=dict)
+    # Inequalities between dims, each as an expression known to be >= 0.
+    _facts: list[Dim] = field(default_factory=list)
     _canon_cache: dict[Dim, Dim] = field(default_factory=dict)
     # Answers are memoised until the next declaration or constraint changes
     # what is known; checking statements asks the same questions many times.
@@ -359,6 +361,10 @@ class DimSystem:
             self._lower[lhs] = max(self._lower.get(lhs, 1), int(rhs) + (op == ">"))
         elif rhs.is_Symbol and lhs.is_Integer and op in ("<", "<="):
             self._lower[rhs] = max(self._lower.get(rhs, 1), int(lhs) + (op == "<"))
+        elif op != "!=":
+            # `W <= N` is the fact `N - W >= 0`, which proves `N - W + 1` positive.
+            larger, smaller = (lhs, rhs) if op in (">", ">=") else (rhs, lhs)
+            self._facts.append(sympy.expand(larger - smaller - (1 if op in (">", "<") else 0)))
         self._invalidate()
         return ConstraintOutcome("ok")
 
@@ -468,7 +474,17 @@ class DimSystem:
         reduced = self.canonical(dim)
         if reduced.is_number:
             return Verdict.PROVED if reduced.is_integer and reduced > 0 else Verdict.DIFFERENT
-        return Verdict.PROVED if self._positive_polynomial(reduced) else Verdict.UNPROVED
+        if self._positive_polynomial(reduced) or self._positive_by_fact(reduced):
+            return Verdict.PROVED
+        return Verdict.UNPROVED
+
+    def _positive_by_fact(self, dim: Dim) -> bool:
+        """``dim = fact + p`` with ``fact >= 0`` (an inequality) and ``p`` provably
+        positive: then ``dim`` is positive too."""
+        return any(
+            self._positive_polynomial(sympy.expand(dim - self.canonical(fact)))
+            for fact in self._facts
+        )
 
     def _positive_floor(self, dim: Dim) -> bool:
         """`p // q` is at least 1 exactly when `p >= q`, i.e. when `p - q + 1` is positive."""
