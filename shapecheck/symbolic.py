@@ -121,7 +121,21 @@ def free_names(dim: Dim) -> set[str]:
 
 
 class _SpecPrinter(StrPrinter):
-    """SymPy's printer, with floor division written as the spec writes it."""
+    """SymPy's printer, as the spec writes: floor division as `//`, and a sum with
+    a positive term first (`Mx - L`, not `-L + Mx`)."""
+
+    def _print_Add(self, expr: Any, order: str | None = None) -> str:
+        ordered = list(self._as_ordered_terms(expr, order=order))
+        first_positive = next(
+            (i for i, t in enumerate(ordered) if not t.could_extract_minus_sign()), 0)
+        ordered.insert(0, ordered.pop(first_positive))
+        text = self._print(ordered[0])
+        for term in ordered[1:]:
+            if term.could_extract_minus_sign():
+                text += " - " + self.parenthesize(-term, 40)
+            else:
+                text += " + " + self.parenthesize(term, 40)
+        return text
 
     def _print_floor(self, expr: Any) -> str:
         numerator, denominator = sympy.fraction(sympy.together(expr.args[0]))
