@@ -130,8 +130,11 @@ def _report(spec: CompiledSpec, result: RunResult, origins: dict[str, str],
 
 
 def _stats(value: np.ndarray) -> str:
-    if value.dtype.kind == "b":
-        return message("report_stats_bool", true=int(np.count_nonzero(value)), size=value.size)
+    if value.dtype.kind == "b":  # min / max / mean as for any output, read as 0 and 1
+        as_numbers = value.astype(np.uint8)
+        return message("report_stats", min=int(as_numbers.min()), max=int(as_numbers.max()),
+                       mean=float(as_numbers.mean())) + message(
+            "report_stats_bool", true=int(np.count_nonzero(value)), size=value.size)
     finite = value[~np.isnan(value)]
     if finite.size == 0:
         return message("report_stats_nan", count=value.size).lstrip(", ")

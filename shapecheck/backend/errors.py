@@ -90,7 +90,7 @@ MESSAGES: dict[str, str] = {
     "report_loaded": "  loaded: {name} from {source}",
     "report_output": "output {name}: shape {shape}, {dtype}, {stats}",
     "report_stats": "min {min:.6g}, max {max:.6g}, mean {mean:.6g}",
-    "report_stats_bool": "{true} of {size} true",
+    "report_stats_bool": " ({true} of {size} true)",
     "report_stats_nan": ", {count} NaN",
     "report_checked": "checked:",
     "report_check": "  {text}",
