@@ -12,8 +12,13 @@ from .parser import parse
 from .program import Program
 
 
-def check_text(text: str, bindings: dict[str, int] | None = None) -> Program:
-    """Parse and check a spec given as text."""
+def check_text(text: str, bindings: dict[str, int] | None = None, *,
+               warn_unknown_bindings: bool = True) -> Program:
+    """Parse and check a spec given as text.
+
+    ``warn_unknown_bindings=False`` leaves out SC207 (a binding that names no dim
+    of this spec), for callers that check several files with one set of bindings.
+    """
     # The syntax tree and shapes hold no reference cycles worth collecting
     # while we build them; pausing the cyclic GC keeps checking linear in the
     # size of the spec (a full collection walks every live object).
@@ -21,24 +26,28 @@ def check_text(text: str, bindings: dict[str, int] | None = None) -> Program:
     gc.disable()
     try:
         parsed = parse(text)
-        return check(text, parsed.statements, parsed.diagnostics, bindings)
+        return check(text, parsed.statements, parsed.diagnostics, bindings,
+                     warn_unknown_bindings=warn_unknown_bindings)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def check_bytes(data: bytes, bindings: dict[str, int] | None = None) -> Program:
+def check_bytes(data: bytes, bindings: dict[str, int] | None = None, *,
+                warn_unknown_bindings: bool = True) -> Program:
     """Decode (UTF-8, BOM allowed) and check; undecodable input is a diagnostic."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         return _undecodable(data, error)
-    return check_text(text, bindings)
+    return check_text(text, bindings, warn_unknown_bindings=warn_unknown_bindings)
 
 
-def check_path(path: str | Path, bindings: dict[str, int] | None = None) -> Program:
+def check_path(path: str | Path, bindings: dict[str, int] | None = None, *,
+               warn_unknown_bindings: bool = True) -> Program:
     """Read and check a file. Raises OSError when the file cannot be read."""
-    return check_bytes(Path(path).read_bytes(), bindings)
+    return check_bytes(Path(path).read_bytes(), bindings,
+                       warn_unknown_bindings=warn_unknown_bindings)
 
 
 def _undecodable(data: bytes, error: UnicodeDecodeError) -> Program:

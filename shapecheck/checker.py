@@ -735,8 +735,9 @@ def _line_starts(source: str) -> list[int]:
 
 
 def check(source: str, statements: list[nodes.Stmt], parse_diagnostics: Sequence[Diagnostic] = (),
-          bindings: dict[str, int] | None = None) -> Program:
-    return Checker(source, bindings).run(statements, parse_diagnostics)
+          bindings: dict[str, int] | None = None, *, warn_unknown_bindings: bool = True) -> Program:
+    checker = Checker(source, bindings, warn_unknown_bindings=warn_unknown_bindings)
+    return checker.run(statements, parse_diagnostics)
 
 
 __all__ = ["Checker", "check", "shape_text", "Shape"]

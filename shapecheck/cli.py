@@ -12,10 +12,14 @@ import sys
 import traceback
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ._version import __version__
+
+if TYPE_CHECKING:
+    from .diagnostics import Diagnostic
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
@@ -103,16 +107,23 @@ def verify(paths: tuple[str, ...], fmt: str, strict: bool, color: str, dims: tup
     from .formats import github_step_summary, render
 
     bindings = parse_bindings(dims)
+    files = list(spec_files(paths))
     results = []
+    declared: set[str] = set()
     unreadable = False
-    for path in spec_files(paths):
+    for path in files:
         try:
-            program = check_path(path, bindings)
+            # With several files a binding applies to those that declare the dim;
+            # one that no file declares is reported once, below.
+            program = check_path(path, bindings, warn_unknown_bindings=len(files) == 1)
         except OSError as error:
             click.echo(f"shapecheck: cannot read {path}: {error.strerror or error}", err=True)
             unreadable = True
             continue
+        declared.update(program.dims.dims)
         results.append(file_result(program, str(path)))
+    if len(files) > 1 and results:
+        results[0].diagnostics.extend(_unknown_bindings(bindings, declared))
     click.echo(render(results, fmt, color=use_color(color), strict=strict), nl=False)
     summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
     if fmt == "github" and summary_file:
@@ -120,6 +131,14 @@ def verify(paths: tuple[str, ...], fmt: str, strict: bool, color: str, dims: tup
     if unreadable:
         sys.exit(EXIT_USAGE)
     sys.exit(EXIT_OK if all(r.ok(strict) for r in results) else EXIT_ERRORS)
+
+
+def _unknown_bindings(bindings: dict[str, int], declared: set[str]) -> list[Diagnostic]:
+    from . import codes
+    from .diagnostics import Span
+
+    return [codes.UNKNOWN_BINDING.diag(Span(1, 1, 1, 1), name=name, value=value)
+            for name, value in bindings.items() if name not in declared]
 
 
 def _append(path: str, text: str) -> None:

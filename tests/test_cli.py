@@ -409,3 +409,15 @@ def test_no_traceback_from_the_installed_command(tmp_path):
     process = subprocess_run("verify", junk)
     assert process.returncode == 1
     assert "Traceback" not in process.stdout + process.stderr
+
+
+def test_a_binding_applies_to_the_files_that_declare_the_dim(capsys, tmp_path):
+    heads = spec(tmp_path, "heads.attn", "dim N, H\ninput X: [N, H]\nY = X * 2\n")
+    plain = spec(tmp_path, "plain.attn", "dim N\ninput X: [N]\nY = X * 2\n")
+    code, out, _ = run(capsys, "verify", "--strict", "--format", "json", "--dim", "H=2",
+                       heads, plain)
+    assert code == 0, out
+    code, out, _ = run(capsys, "verify", "--strict", "--format", "json", "--dim", "Hx=2",
+                       heads, plain)
+    reported = [d["code"] for f in json.loads(out)["files"] for d in f["diagnostics"]]
+    assert (code, reported.count("SC207")) == (1, 1)  # once for the run, not per file
