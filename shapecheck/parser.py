@@ -259,7 +259,7 @@ def _parsers() -> _Parsers:
     lark = Lark(
         grammar_text(),
         parser="lalr",
-        lexer="contextual",
+        lexer="basic",
         start=["file", "stmt"],
         postlex=postlex,
         transformer=ToNodes(),
@@ -270,7 +270,7 @@ def _parsers() -> _Parsers:
 
 def bare_parser() -> Lark:
     """The same grammar without the transformer: the benchmark's baseline."""
-    return Lark(grammar_text(), parser="lalr", lexer="contextual", start="file",
+    return Lark(grammar_text(), parser="lalr", lexer="basic", start="file",
                 postlex=BracketNewlines(), cache=True)
 
 
@@ -403,6 +403,10 @@ def _strip_comment_lines(body: str) -> str:
 # --- syntax errors in words ------------------------------------------------------------
 
 _WORDS = codes.TOKEN_WORDS
+_KEYWORDS = frozenset({
+    "DIM", "CONSTRAINT", "INPUT", "PARAM", "ASSERT", "OUTPUT", "BOOL", "INF", "TRUE", "TRUE_CAP",
+    "FALSE", "FALSE_CAP", "ROW", "COL",
+})
 _EXPRESSION_START = frozenset({"NAME", "INT", "DECIMAL", "LPAR", "LSQB", "STRING", "INF"})
 _COMPARISONS = frozenset({"EQ", "NE", "LE", "GE", "LT", "GT"})
 _OPERAND_END = frozenset(
@@ -479,6 +483,10 @@ def _unexpected_token(exc: UnexpectedToken, chunk: Chunk, previous: Token | None
                     chunk.span.end_line, chunk.span.end_column + 1)
     else:
         span = token_span(token)
+    if token.type in _KEYWORDS and "NAME" in expected:
+        # The lexer reads reserved words as keywords everywhere (one scanner, built
+        # fast); where a name was expected, say that it is reserved.
+        return codes.RESERVED.diag(span, name=token.value, what_kind=codes.detail("reserved_word"))
     found = _describe_token(token)
     in_constraint = chunk.text.startswith("constraint")
     in_dim = re.match(r"dim\b", chunk.text) is not None
