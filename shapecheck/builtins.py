@@ -194,13 +194,20 @@ def _postfix(text: str) -> str:
     return text if simple else f"({text})"
 
 
+def has_rank(ctx: Ctx, value: Value, minimum: int, operation: str, operand: str) -> bool:
+    """Report SC306 unless ``value`` (the argument ``x``) has at least ``minimum`` axes."""
+    if value.rank >= minimum:
+        return True
+    ctx.report(codes.RANK, "x", operation=operation,
+               requirement=codes.detail("at_least_axes", count=minimum),
+               operand=operand, shape=value.text())
+    return False
+
+
 def transpose_last_two(ctx: Ctx, value: Value, operation: str, operand: str) -> Value | None:
-    assert value.shape is not None
-    if len(value.shape) < 2:
-        ctx.report(codes.RANK, "x", operation=operation,
-                   requirement=codes.detail("at_least_axes", count=2),
-                   operand=operand, shape=value.text())
+    if not has_rank(ctx, value, 2, operation, operand):
         return None
+    assert value.shape is not None
     return Value(value.shape[:-2] + (value.shape[-1], value.shape[-2]), value.is_bool)
 
 
@@ -293,12 +300,9 @@ def _reshape_help(ctx: Ctx, source: Shape, target: Shape, inferred: int | None) 
 def _split_heads(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     x: Value = a["x"]
     heads: Dim = a["heads"]
-    assert x.shape is not None
-    if len(x.shape) < 2:
-        ctx.report(codes.RANK, "x", operation="`split_heads`",
-                   requirement=codes.detail("at_least_axes", count=2),
-                   operand=ctx.text("x"), shape=x.text())
+    if not has_rank(ctx, x, 2, "`split_heads`", ctx.text("x")):
         return None
+    assert x.shape is not None
     *batch, n, last = x.shape
     verdict = ctx.dims.divides(last, heads)
     if not verdict:
@@ -316,12 +320,9 @@ def _split_heads(ctx: Ctx, a: dict[str, Any]) -> Value | None:
 
 def _merge_heads(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     x: Value = a["x"]
-    assert x.shape is not None
-    if len(x.shape) < 3:
-        ctx.report(codes.RANK, "x", operation="`merge_heads`",
-                   requirement=codes.detail("at_least_axes", count=3),
-                   operand=ctx.text("x"), shape=x.text())
+    if not has_rank(ctx, x, 3, "`merge_heads`", ctx.text("x")):
         return None
+    assert x.shape is not None
     *batch, heads, n, d = x.shape
     return Value((*batch, n, heads * d), x.is_bool)
 
