@@ -124,7 +124,9 @@ def verify(paths: tuple[str, ...], fmt: str, strict: bool, color: str, dims: tup
         results.append(file_result(program, str(path)))
     if len(files) > 1 and results:
         results[0].diagnostics.extend(_unknown_bindings(bindings, declared))
-    click.echo(render(results, fmt, color=use_color(color), strict=strict), nl=False)
+    colored = use_color(color)
+    # click strips ANSI codes off a terminal unless told; `--color always` means it.
+    click.echo(render(results, fmt, color=colored, strict=strict), nl=False, color=colored)
     summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
     if fmt == "github" and summary_file:
         _append(summary_file, github_step_summary(results, strict=strict))

@@ -421,3 +421,14 @@ def test_a_binding_applies_to_the_files_that_declare_the_dim(capsys, tmp_path):
                        heads, plain)
     reported = [d["code"] for f in json.loads(out)["files"] for d in f["diagnostics"]]
     assert (code, reported.count("SC207")) == (1, 1)  # once for the run, not per file
+
+
+def test_color_always_colours_a_pipe_but_never_with_no_color(tmp_path):
+    path = spec(tmp_path, "bad.attn", "dim N\ninput X: [N]\nY = Z\n")
+    command = [sys.executable, "-m", "shapecheck", "verify", "--color", "always", str(path)]
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    piped = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    assert "\x1b[" in piped.stdout
+    env["NO_COLOR"] = ""
+    plain = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    assert "\x1b[" not in plain.stdout
