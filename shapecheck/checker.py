@@ -14,9 +14,9 @@ from typing import Any
 from . import codes, nodes
 from .builtins import BUILTINS, VARIADIC, Builtin, Kind, broadcast, matmul, transpose_last_two
 from .diagnostics import Diagnostic, DiagnosticSink, Note, Span
-from .program import SCALAR, UNKNOWN, CallInfo, Program, Shape, Tensor, Value
+from .program import SCALAR, UNKNOWN, CallInfo, Program, Tensor, Value
 from .symbolic import (
-    Dim, DimBuilder, DimSystem, Verdict, as_int, free_names, is_name, shape_text, to_text,
+    Dim, DimBuilder, DimSystem, Verdict, as_int, free_names, is_name, to_text,
 )
 
 RESERVED_WORDS = frozenset(
@@ -740,4 +740,4 @@ def check(source: str, statements: list[nodes.Stmt], parse_diagnostics: Sequence
     return checker.run(statements, parse_diagnostics)
 
 
-__all__ = ["Checker", "check", "shape_text", "Shape"]
+__all__ = ["Checker", "check"]

@@ -56,11 +56,14 @@ class Diagnostic:
         return self.severity is Severity.ERROR
 
 
+MAX_DIAGNOSTICS = 200  # per file: past that, SC004 says the checker stopped
+
+
 @dataclass(slots=True)
 class DiagnosticSink:
     """Collects diagnostics for one file, capping runaway counts."""
 
-    limit: int = 200
+    limit: int = MAX_DIAGNOSTICS
     items: list[Diagnostic] = field(default_factory=list)
     dropped: int = 0
 

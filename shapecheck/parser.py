@@ -19,7 +19,7 @@ from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from . import codes, nodes
-from .diagnostics import Diagnostic, Span
+from .diagnostics import MAX_DIAGNOSTICS, Diagnostic, Span
 
 MAX_NESTING = 200  # brackets and expression depth, as CPython's parser
 MAX_INT_DIGITS = 40
@@ -308,14 +308,10 @@ def _parse_statements(text: str, parsers: _Parsers) -> ParseResult:
         except (UnexpectedInput, RecursionError) as exc:
             diagnostics.append(_syntax_diagnostic(exc, chunk, parsers.postlex))
             statements.append(nodes.Broken(chunk.defines, chunk.is_dim, chunk.span, _mentions(chunk.text)))
-        if len(diagnostics) >= codes_limit():
+        if len(diagnostics) >= MAX_DIAGNOSTICS:  # the checker stops there too
             break
     parsers.postlex.line_offset = parsers.postlex.column_offset = 0
     return ParseResult(statements, diagnostics)
-
-
-def codes_limit() -> int:
-    return 200
 
 
 # --- splitting into statements ---------------------------------------------------------
