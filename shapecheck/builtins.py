@@ -79,13 +79,20 @@ class Builtin:
 # --- helpers shared by rules and operators ---------------------------------------------------
 
 
+def axis_index(axis: int | str, rank: int) -> int:
+    """`row` (last axis), `col` (second-to-last) or a negative axis, as an index from 0.
+
+    The one place axes are normalised: the checker, the report and the backend use it.
+    """
+    index = {"row": -1, "col": -2}[axis] if isinstance(axis, str) else axis
+    return index + rank if index < 0 else index
+
+
 def resolve_axis(ctx: Ctx, axis: int | str, value: Value, param: str = "axis",
                  rank: int | None = None) -> int | None:
     """`row`/`col`/negative -> a non-negative axis index, or report SC305."""
     rank = value.rank if rank is None else rank
-    index = {"row": -1, "col": -2}.get(axis, axis) if isinstance(axis, str) else axis
-    assert isinstance(index, int)
-    normalised = index + rank if index < 0 else index
+    normalised = axis_index(axis, rank)
     if not 0 <= normalised < rank:
         ctx.report(codes.AXIS, param, axis=axis, rank=rank, shape=value.text())
         return None

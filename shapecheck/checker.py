@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import codes, nodes
-from .builtins import BUILTINS, VARIADIC, Builtin, Kind, broadcast, matmul, transpose_last_two
+from .builtins import (
+    BUILTINS, VARIADIC, Builtin, Kind, axis_index, broadcast, matmul, transpose_last_two,
+)
 from .diagnostics import Diagnostic, DiagnosticSink, Note, Span
 from .program import SCALAR, UNKNOWN, CallInfo, Program, Tensor, Value
 from .symbolic import (
@@ -263,7 +265,7 @@ class Checker:
             value = declared
         if self._claim(ident, "tensor"):
             self._add_tensor(ident, "defined", value, span)
-            softmax = self.program.calls.get(id(_strip_parens(expr)))
+            softmax = self.program.calls.get(id(nodes.strip_parens(expr)))
             if softmax is not None and softmax.builtin == "softmax":
                 self._softmax_axis[ident.name] = softmax.args["axis"]
 
@@ -401,7 +403,7 @@ class Checker:
             for operand, value in ((node.left, left), (node.right, right)):
                 if value.is_bool:
                     self._warn_bool(operand, "`@`")
-            right_node = _strip_parens(node.right)
+            right_node = nodes.strip_parens(node.right)
             right_param = isinstance(right_node, nodes.Name) and getattr(
                 self.program.tensors.get(right_node.name), "kind", None) == "param"
             result = matmul(ctx, left, right, self.text(node.left), self.text(node.right),
@@ -417,7 +419,7 @@ class Checker:
         return Value(shape, both_bool and node.op in _LOGICAL)
 
     def _check_softmax_axis(self, left: nodes.Expr) -> None:
-        left = _strip_parens(left)
+        left = nodes.strip_parens(left)
         axis = None
         rank = self.program.type_of(left).rank
         if isinstance(left, nodes.Name):
@@ -427,8 +429,7 @@ class Checker:
             axis = info.args["axis"] if info is not None and info.builtin == "softmax" else None
         if axis is None or rank < 2:
             return
-        index = {"row": -1, "col": -2}.get(axis, axis) if isinstance(axis, str) else axis
-        if index not in (-1, rank - 1):
+        if axis_index(axis, rank) != rank - 1:
             self.report(codes.SOFTMAX_AXIS.diag(left.span, name=f"`{self.text(left)}`", axis=axis))
 
     # --- calls ---------------------------------------------------------------------------------
@@ -590,7 +591,7 @@ class Checker:
         return [codes.note(key, tensor.name_span, name=name, shape=tensor.value.text())]
 
     def operand_notes(self, node: nodes.Expr) -> list[Note]:
-        node = _strip_parens(node)
+        node = nodes.strip_parens(node)
         if isinstance(node, nodes.Name):
             return self._origin_notes(node.name)
         value = self.program.type_of(node)
@@ -707,12 +708,6 @@ def _int_literal(node: nodes.Expr) -> int | None:
 
 def _is_literal(node: nodes.Expr) -> bool:
     return isinstance(node, (nodes.Integer, nodes.Decimal, nodes.Inf, nodes.Boolean))
-
-
-def _strip_parens(node: nodes.Expr) -> nodes.Expr:
-    while isinstance(node, nodes.Paren):
-        node = node.inner
-    return node
 
 
 def _not_a_value(node: nodes.Expr) -> str:

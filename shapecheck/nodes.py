@@ -223,5 +223,12 @@ class Broken:
 Stmt = Union[DimFree, DimDef, Constraint, TensorDecl, Define, Assert, Output, Broken]
 
 
+def strip_parens(node: Expr) -> Expr:
+    """The expression inside any parentheses: `((Q))` is `Q`."""
+    while isinstance(node, Paren):
+        node = node.inner
+    return node
+
+
 def depth_of(expr: Expr | None) -> int:
     return 0 if expr is None else expr.depth

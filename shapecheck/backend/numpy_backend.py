@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from .. import nodes
+from ..builtins import axis_index
 from ..program import CallInfo, Program, Value
 from .errors import CheckerBug, bindings_text, message
 
@@ -479,9 +480,7 @@ class _Call:
         axis = self.info.args[param]
         if axis is None:
             return None
-        rank = self.rank(of)
-        index = {"row": -1, "col": -2}[axis] if isinstance(axis, str) else axis
-        return index + rank if index < 0 else index
+        return axis_index(axis, self.rank(of))
 
     def arg(self, param: str) -> Any:
         return self.info.args[param]

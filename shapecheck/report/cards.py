@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from .. import nodes
 from ..program import Value
 from ..symbolic import Dim, free_names, pretty, product, to_text
-from .context import Spec, axis_index, einsum_terms, postorder, strip
+from ..builtins import axis_index
+from ..nodes import strip_parens
+from .context import Spec, einsum_terms, postorder
 from .cost import operation_cost
 from .reasoning import axis_words, index_letters
 from .templates import Rich, code, join, mark, math, rich, shape, text
@@ -147,7 +149,7 @@ def _query_key(spec: Spec, scores: nodes.Expr) -> tuple[nodes.Expr, nodes.Expr, 
     query, right = operands
     if not isinstance(scores, nodes.BinOp):
         return query, right, False  # einsum: both as they are
-    for candidate in (strip(right), spec.definition(right)):
+    for candidate in (strip_parens(right), spec.definition(right)):
         if isinstance(candidate, nodes.Transpose):
             return query, candidate.operand, False
         info = spec.program.calls.get(id(candidate)) if isinstance(candidate, nodes.Call) else None
@@ -240,7 +242,7 @@ def _card(spec: Spec, p: Pattern, number: int) -> Card | None:
         "mean_weights_keys", **f) if on_keys else rich("mean_weights_wrong"))
     output_meaning = rich("mean_output", **f)
     result = spec.shape_of(p.statement.name.name)
-    if strip(p.statement.value) is not p.output and result.known:  # type: ignore[arg-type]
+    if strip_parens(p.statement.value) is not p.output and result.known:  # type: ignore[arg-type]
         output_meaning = join(list(output_meaning), rich(
             "mean_output_then", statement=code(spec.text(p.statement.value)),  # type: ignore[arg-type]
             name=code(p.statement.name.name), shape=shape(result.text())))
@@ -287,7 +289,7 @@ def _named(spec: Spec, node: nodes.Expr, statement: nodes.Stmt | None = None) ->
     if holder is None:
         return (written,)
     name = holder.name.name  # type: ignore[union-attr]
-    if strip(holder.value) is node:  # type: ignore[union-attr]
+    if strip_parens(holder.value) is node:  # type: ignore[union-attr]
         return (code(name),)
     return (code(name), ("text", " ← "), written)
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from .. import nodes
+from ..nodes import strip_parens
 from ..diagnostics import Diagnostic, Span
 from ..formats.source import SourceLines, printable_line
 from ..program import UNKNOWN, Program, Value
@@ -68,7 +69,7 @@ class Spec:
 
     def operand(self, node: nodes.Expr) -> str:
         """How a node is named in a formula: its name, or its text in parentheses."""
-        node = strip(node)
+        node = strip_parens(node)
         if isinstance(node, nodes.Name):
             return node.name
         text = self.text(node)
@@ -124,11 +125,11 @@ class Spec:
 
     def definition(self, node: nodes.Expr) -> nodes.Expr:
         """Follow a name to the expression that defines it (once)."""
-        node = strip(node)
+        node = strip_parens(node)
         if isinstance(node, nodes.Name) and node.name in self.definitions:
             value = self.definitions[node.name].value
             assert value is not None
-            return strip(value)
+            return strip_parens(value)
         return node
 
     # --- problems -------------------------------------------------------------------------
@@ -197,19 +198,6 @@ def merge(proofs: list[Proof]) -> Proof:
         tuple(sorted({i for p in proofs for i in p.constraints})),
         tuple(sorted({n for p in proofs for n in p.bound})),
     )
-
-
-def axis_index(axis: int | str, rank: int) -> int:
-    """`row`, `col` or a (negative) integer axis, as a non-negative index."""
-    index = {"row": -1, "col": -2}.get(axis, axis) if isinstance(axis, str) else axis
-    assert isinstance(index, int)
-    return index + rank if index < 0 else index
-
-
-def strip(node: nodes.Expr) -> nodes.Expr:
-    while isinstance(node, nodes.Paren):
-        node = node.inner
-    return node
 
 
 def children(node: nodes.Expr) -> Iterator[nodes.Expr]:

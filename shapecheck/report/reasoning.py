@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from .. import nodes
 from ..program import Value
 from ..symbolic import Dim, Proof, as_int, is_literal_one, pretty, product, to_text
-from .context import Spec, axis_index, einsum_terms, merge, postorder, strip
+from ..builtins import axis_index
+from ..nodes import strip_parens
+from .context import Spec, einsum_terms, merge, postorder
 from .templates import Rich, code, join, listing, mark, math, plain, rich, shape, text
 
 
@@ -74,10 +76,10 @@ def _kind(spec: Spec, node: nodes.Expr) -> str:
 
 def _target(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output) -> tuple[str, str]:
     """How the result of ``node`` is named in its index form, and a scalar factor after it."""
-    value = strip(statement.value) if statement.value is not None else None
+    value = strip_parens(statement.value) if statement.value is not None else None
     if value is node:
         return statement.name.name, ""
-    if isinstance(value, nodes.BinOp) and value.op in "*/" and strip(value.left) is node \
+    if isinstance(value, nodes.BinOp) and value.op in "*/" and strip_parens(value.left) is node \
             and spec.value(value.right).rank == 0:
         return statement.name.name, f" {value.op} {spec.text(value.right)}"
     return f"({spec.text(node)})", ""
@@ -107,7 +109,7 @@ def _aligned(batch: list[str], operand: tuple[Dim, ...], result: tuple[Dim, ...]
 
 def _indexed(spec: Spec, node: nodes.Expr, indices: list[str]) -> str:
     """``K[h,j,k]`` for ``K.T`` indexed by [h,k,j]: read through a transpose."""
-    node = strip(node)
+    node = strip_parens(node)
     if isinstance(node, nodes.Transpose) and len(indices) >= 2:
         indices = indices[:-2] + [indices[-1], indices[-2]]
         return f"{spec.operand(node.operand)}[{','.join(indices)}]"
