@@ -438,14 +438,21 @@ class DimSystem:
         return Verdict.UNPROVED
 
     def _definite(self, dim: Dim) -> bool:
-        """Positive for every admissible size: shifted to the lower bounds, every
-        coefficient is non-negative and the constant term is positive."""
+        """Positive (not necessarily an integer) for every admissible size."""
+        shifted = self._shifted(dim)
+        if shifted is None:
+            return False
+        coefficients, constant = shifted
+        return all(c >= 0 for c in coefficients) and constant > 0
+
+    def _shifted(self, dim: Dim) -> tuple[list[Dim], Dim] | None:
+        """The coefficients and constant of a polynomial with every dim moved to its
+        lower bound (``x = lower(x) + t``, ``t >= 0``); None if it is not one."""
         symbols = sorted(dim.free_symbols, key=lambda s: s.name)
         if not symbols or not dim.is_polynomial(*symbols):
-            return False
-        shifted = sympy.expand(dim.xreplace({s: s + self._lower.get(s, 1) for s in symbols}))
-        coefficients, constant = _coefficients(shifted)
-        return all(c >= 0 for c in coefficients) and constant > 0
+            return None
+        return _coefficients(
+            sympy.expand(dim.xreplace({s: s + self._lower.get(s, 1) for s in symbols})))
 
     def _distinct_dims(self, left: Dim, right: Dim) -> bool:
         """Two different free dims are not equal (language.md, section 1)."""
@@ -476,8 +483,6 @@ class DimSystem:
         return self._memo("positive", dim, None, lambda: self._positive(dim))
 
     def _positive(self, dim: Dim) -> Verdict:
-        if _product_of_dims(dim) and not dim.free_symbols & self._values.keys():
-            return Verdict.PROVED
         if _built_of_positives(dim):  # no expansion: `(N + 1)**64 * (d + 1)` is instant
             return Verdict.PROVED
         direct = self._bind_only(dim)
@@ -543,11 +548,10 @@ class DimSystem:
 
     def _positive_polynomial(self, dim: Dim) -> bool:
         """Every dim is >= its lower bound (1 unless constrained): shift and look at signs."""
-        symbols = sorted(dim.free_symbols, key=lambda s: s.name)
-        if not symbols or not dim.is_polynomial(*symbols):
+        shifted = self._shifted(dim)
+        if shifted is None:
             return bool(dim.is_positive) and bool(dim.is_integer)
-        shifted = sympy.expand(dim.xreplace({s: s + self._lower.get(s, 1) for s in symbols}))
-        coefficients, constant = _coefficients(shifted)
+        coefficients, constant = shifted
         if not all(c.is_integer and c >= 0 for c in coefficients):
             return False
         return constant > 0 and self._integer_valued(dim)
@@ -676,16 +680,6 @@ def _built_of_positives(dim: Dim) -> bool:
     if dim.is_Pow:
         return bool(dim.exp.is_Integer and dim.exp > 0) and _built_of_positives(dim.base)
     return False
-
-
-def _product_of_dims(dim: Dim) -> bool:
-    """A product of dims, positive integers and their powers is a positive integer."""
-    factors = dim.args if dim.is_Mul else (dim,)
-    return all(
-        f.is_Symbol or (f.is_Integer and f > 0)
-        or (f.is_Pow and f.base.is_Symbol and f.exp.is_Integer and f.exp > 0)
-        for f in factors
-    )
 
 
 def spaced(text: str) -> str:
