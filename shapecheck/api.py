@@ -10,6 +10,7 @@ from .checker import check
 from .diagnostics import FileResult, Span
 from .parser import parse
 from .program import Program
+from .symbolic import DimSystem
 
 
 def check_text(text: str, bindings: dict[str, int] | None = None, *,
@@ -58,11 +59,9 @@ def _undecodable(data: bytes, error: UnicodeDecodeError) -> Program:
     # In characters, as every other column (`before` is valid UTF-8 up to the error).
     column = len(before[before.rfind(b"\n") + 1:].decode("utf-8", errors="replace")) + 1
     text = data.decode("utf-8", errors="replace")
-    program = check("", [], [], None)
-    program.source = text
-    program.diagnostics = [codes.ENCODING.diag(Span(line, column, line, column + 1),
-                                               byte=data[start], offset=start)]
-    return program
+    diagnostic = codes.ENCODING.diag(Span(line, column, line, column + 1),
+                                     byte=data[start], offset=start)
+    return Program(source=text, statements=[], dims=DimSystem(), diagnostics=[diagnostic])
 
 
 def file_result(program: Program, path: str) -> FileResult:

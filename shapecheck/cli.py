@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ._version import __version__
+from .formats import FORMATS  # light: each format's module loads only when used
 
 if TYPE_CHECKING:
     from .diagnostics import Diagnostic
@@ -75,6 +76,10 @@ def spec_files(paths: Sequence[str]) -> Iterator[Path]:
                 yield file
 
 
+def cannot_read(path: str | Path, error: OSError) -> str:
+    return f"cannot read {path}: {error.strerror or error}"
+
+
 def use_color(choice: str) -> bool:
     if "NO_COLOR" in os.environ:  # the contract: never when NO_COLOR is set (even empty)
         return False
@@ -95,7 +100,7 @@ def cli() -> None:
 
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]),
+@click.option("--format", "fmt", type=click.Choice(FORMATS),
               default="text", show_default=True, help="Output format.")
 @click.option("--strict", is_flag=True, help="Warnings count as errors.")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto",
@@ -117,7 +122,7 @@ def verify(paths: tuple[str, ...], fmt: str, strict: bool, color: str, dims: tup
             # one that no file declares is reported once, below.
             program = check_path(path, bindings, warn_unknown_bindings=len(files) == 1)
         except OSError as error:
-            click.echo(f"shapecheck: cannot read {path}: {error.strerror or error}", err=True)
+            click.echo(f"shapecheck: {cannot_read(path, error)}", err=True)
             unreadable = True
             continue
         declared.update(program.dims.dims)
@@ -206,7 +211,7 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
     try:
         program = check_path(path, bindings)
     except OSError as error:
-        raise UsageFailure(f"cannot read {path}: {error.strerror or error}") from None
+        raise UsageFailure(cannot_read(path, error)) from None
     content = render(build_report(program, path, bindings, dtype), fmt)
     try:
         write_atomically(output, content)
