@@ -253,25 +253,21 @@ class _Parsers:
     postlex: BracketNewlines
 
 
+def _lark(postlex: BracketNewlines, **options: Any) -> Lark:
+    # Lark caches the analysed grammar on disk (keyed by grammar and options).
+    return Lark(grammar_text(), parser="lalr", lexer="basic", postlex=postlex, cache=True,
+                **options)
+
+
 @lru_cache(maxsize=1)
 def _parsers() -> _Parsers:
     postlex = BracketNewlines()
-    lark = Lark(
-        grammar_text(),
-        parser="lalr",
-        lexer="basic",
-        start=["file", "stmt"],
-        postlex=postlex,
-        transformer=ToNodes(),
-        cache=True,
-    )
-    return _Parsers(lark, postlex)
+    return _Parsers(_lark(postlex, start=["file", "stmt"], transformer=ToNodes()), postlex)
 
 
 def bare_parser() -> Lark:
     """The same grammar without the transformer: the benchmark's baseline."""
-    return Lark(grammar_text(), parser="lalr", lexer="basic", start="file",
-                postlex=BracketNewlines(), cache=True)
+    return _lark(BracketNewlines(), start="file")
 
 
 # --- parsing with recovery -------------------------------------------------------
@@ -302,12 +298,13 @@ def _parse_statements(text: str, parsers: _Parsers) -> ParseResult:
         parsers.postlex.column_offset = chunk.column - 1
         try:
             statements.append(cast(nodes.Stmt, parsers.lark.parse(chunk.text, start="stmt")))
+            continue
         except LimitExceeded as exc:
             diagnostics.append(exc.code.diag(exc.span, detail=exc.message))
-            statements.append(nodes.Broken(chunk.defines, chunk.is_dim, chunk.span, _mentions(chunk.text)))
         except (UnexpectedInput, RecursionError) as exc:
             diagnostics.append(_syntax_diagnostic(exc, chunk, parsers.postlex))
-            statements.append(nodes.Broken(chunk.defines, chunk.is_dim, chunk.span, _mentions(chunk.text)))
+        statements.append(
+            nodes.Broken(chunk.defines, chunk.is_dim, chunk.span, _mentions(chunk.text)))
         if len(diagnostics) >= MAX_DIAGNOSTICS:  # the checker stops there too
             break
     parsers.postlex.line_offset = parsers.postlex.column_offset = 0
