@@ -31,7 +31,6 @@ class _Names:
     """What each name is: a dim, a tensor, or unknown (its statement failed)."""
 
     kind: dict[str, str] = field(default_factory=dict)  # "dim" | "tensor" | "unknown"
-    span: dict[str, Span] = field(default_factory=dict)
     used: set[str] = field(default_factory=set)
 
 
@@ -77,7 +76,7 @@ class Checker:
 
     def _declared_later(self, node: nodes.Name) -> bool:
         """A dim used by a tensor statement above its declaration (see _dims_first)."""
-        declared = self.names.span.get(node.name)
+        declared = self._first[node.name][0] if node.name in self._first else None
         if declared is None or (declared.line, declared.column) < (
                 self._position.line, self._position.column):
             return False
@@ -118,8 +117,8 @@ class Checker:
             self.names.kind.setdefault(name, "unknown")
             return False
         first_here = self._first.get(name)
-        if name in self.names.kind or (first_here is not None and first_here[0] != ident.span):
-            first = self.names.span.get(name) or (first_here[0] if first_here else None)
+        first = first_here[0] if first_here is not None else None
+        if name in self.names.kind or (first is not None and first != ident.span):
             self.report(codes.REDEFINED.diag(
                 ident.span, name=name,
                 notes=[codes.note("first_defined", first, name=name)] if first else [],
@@ -127,7 +126,6 @@ class Checker:
             ))
             return False
         self.names.kind[name] = kind
-        self.names.span[name] = ident.span
         return True
 
     def _undefined(self, name: str, span: Span) -> None:
