@@ -136,12 +136,16 @@ def _relation_to(verdict: Verdict) -> str:
 
 
 def _constraint_help(ctx: Ctx, a: Dim, b: Dim, verdict: Verdict) -> list[str]:
+    return constraint_help(ctx.dims, a, b, verdict)
+
+
+def constraint_help(dims: DimSystem, a: Dim, b: Dim, verdict: Verdict) -> list[str]:
     """Suggest the constraint when two different expressions of dims could be equal."""
     if verdict is Verdict.DIFFERENT or (symbolic.is_name(a) and symbolic.is_name(b)):
         return []
     if symbolic.free_names(a) & symbolic.free_names(b):
         return []  # `N == N**2` or `A == A*B` would only say "some dim is 1"
-    lhs, rhs = ctx.dims.suggestion(a, b)
+    lhs, rhs = dims.suggestion(a, b)
     return [codes.help_text("add_constraint", lhs=lhs, rhs=rhs)]
 
 

@@ -13,12 +13,13 @@ from typing import Any
 
 from . import codes, nodes
 from .builtins import (
-    BUILTINS, VARIADIC, Builtin, Kind, axis_index, broadcast, matmul, transpose_last_two,
+    BUILTINS, VARIADIC, Builtin, Kind, axis_index, broadcast, constraint_help, matmul,
+    transpose_last_two,
 )
 from .diagnostics import Diagnostic, DiagnosticSink, Note, Span
 from .program import SCALAR, UNKNOWN, CallInfo, Program, Tensor, Value
 from .symbolic import (
-    Dim, DimBuilder, DimSystem, Verdict, as_int, free_names, is_name, to_text,
+    Dim, DimBuilder, DimSystem, Verdict, as_int, free_names, to_text,
 )
 
 RESERVED_WORDS = frozenset(
@@ -279,9 +280,7 @@ class Checker:
                 verdict = self.dims.equal(got, want)
                 if not verdict:
                     mismatch = True
-                    if verdict is Verdict.UNPROVED and not (is_name(got) and is_name(want)):
-                        lhs, rhs = self.dims.suggestion(want, got)
-                        helps.append(codes.help_text("add_constraint", lhs=lhs, rhs=rhs))
+                    helps += constraint_help(self.dims, want, got, verdict)
         if mismatch:
             span = annotation.span if annotation is not None else ident.span
             self.report(codes.SHAPE_ANNOTATION.diag(
