@@ -79,7 +79,7 @@ class Spec:
     # --- shapes -----------------------------------------------------------------------------
 
     def value(self, node: nodes.Expr) -> Value:
-        return self.program.types.get(id(node), UNKNOWN)
+        return self.program.type_of(node)
 
     def shape_of(self, name: str) -> Value:
         tensor = self.program.tensors.get(name)
