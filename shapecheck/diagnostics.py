@@ -43,6 +43,31 @@ class Note:
 
 
 @dataclass(frozen=True, slots=True)
+class Edit:
+    """Replace the text of ``span`` (1-based lines, character columns, end
+    exclusive, in the file as read) with ``replacement``; an empty span inserts."""
+
+    span: Span
+    replacement: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    """A `help:` suggestion that is an exact edit of the spec.
+
+    ``help`` is the help line it belongs to (one of ``Diagnostic.help``). A fix
+    is attached only after the edited spec was re-checked and the diagnostic it
+    fixes is gone; ``safe`` fixes are the ones `verify --fix` applies without
+    being asked twice (a rename of a misspelled name, `K` -> `K.T`, a missing
+    constraint), the others are offered to editors and SARIF only.
+    """
+
+    help: str
+    edits: tuple[Edit, ...]
+    safe: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class Diagnostic:
     code: str
     severity: Severity
@@ -50,6 +75,7 @@ class Diagnostic:
     span: Span
     notes: tuple[Note, ...] = ()
     help: tuple[str, ...] = ()
+    fixes: tuple[Fix, ...] = ()
 
     @property
     def is_error(self) -> bool:
