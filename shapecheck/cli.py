@@ -227,6 +227,7 @@ def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive:
 
 
 @cli.command(name="conform")
+@lang_option
 @click.argument("path", type=click.Path())
 @click.argument("target", metavar="MODULE:FUNCTION")
 @dim_option

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
 from .api import admissible_bindings
+from .i18n import Table
 from .program import Program
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ ATTEMPTS, HIGHEST = 200, 8  # candidate bindings tried, and their largest size
 
 EXIT_CONFORMS, EXIT_DIFFERS, EXIT_FUNCTION = 0, 1, 2
 
-MESSAGES: dict[str, str] = {
+MESSAGES: Table = Table("conform", "MESSAGES", {
     # the target and the mapping (usage errors, exit 2)
     "target_syntax": "`{target}` is not MODULE:FUNCTION (for example `mypackage.attention:forward` "
     "or `path/to/file.py:forward`)",
@@ -87,7 +88,6 @@ MESSAGES: dict[str, str] = {
     "failed_at": "output `{output}` does not match the spec at {bindings}{shrunk}",
     "raised_at": "the function raised at {bindings}{shrunk}: {error}",
     "shrunk": " (the smallest failing binding; it first failed at {first})",
-    "not_shrunk": "",
     "values": "  max abs error {max_abs:.3g}, max rel error {max_rel:.3g} (allowed: |error| <= "
     "{atol:g} + {rtol:g}·|expected|, for {tolerance_dtype})",
     "worst": "  worst at index {index}: the spec gives {expected}, the function {got}",
@@ -106,7 +106,11 @@ MESSAGES: dict[str, str] = {
     "error": "shapecheck: {text}",
     "pair_syntax": "`{item}` is not NAME=VALUE",
     "pair_twice": "`{name}` is given twice",
-}
+    "no_such_file": "no such file",
+    "not_python": "not a Python file",
+    "type_none": "None",
+    "type_a": "a {type}",
+})
 
 
 def message(template: str, /, **fields: object) -> str:
@@ -537,11 +541,11 @@ def _import(name: str) -> Any:
 
 def _import_file(path: Path) -> Any:
     if not path.is_file():
-        raise UsageError(message("no_module", module=path, reason="no such file"))
+        raise UsageError(message("no_module", module=path, reason=message("no_such_file")))
     name = path.stem if path.stem.isidentifier() else "conform_target"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise UsageError(message("no_module", module=path, reason="not a Python file"))
+        raise UsageError(message("no_module", module=path, reason=message("not_python")))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # so that the function's module can be looked up by name
     try:
@@ -674,7 +678,7 @@ def _bindings_text(bindings: Mapping[str, int] | None) -> str:
 
 
 def _type_text(value: Any) -> str:
-    return "None" if value is None else f"a {type(value).__name__}"
+    return message("type_none") if value is None else message("type_a", type=type(value).__name__)
 
 
 def _error_text(error: BaseException) -> str:
