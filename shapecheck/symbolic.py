@@ -603,11 +603,40 @@ class DimSystem:
     def _quotient(self, numerator: Dim, denominator: Dim) -> Dim:
         quotient = exact_quotient(numerator, denominator)
         below = sympy.fraction(quotient)[1]
+        if below == 1:
+            return quotient
+        named = self._named_quotient(numerator, denominator)
+        if named is not None:
+            return named
         if below.is_Integer or below.is_Symbol:
             return quotient  # `D_model/H`, `D_model/8`: the spec's own notation
         # Written in the spec's dims the quotient is a fraction (`A*N/(N*gamma)`
         # with derived dims inside); in rewritten form it is the size it proves.
         return exact_quotient(self.canonical(numerator), self.canonical(denominator))
+
+    def _named_quotient(self, numerator: Dim, denominator: Dim) -> Dim | None:
+        """The quotient by the name the spec gives it: `d` for `D/H` when `dim D = H * d` or
+        `constraint D == H * d` says so, or when `dim d = D / H` declares it. First without
+        the bindings (the spec's own relations), then with them (a constraint applied at
+        `--dim` values); never a bare number, which would hide the dims."""
+        for top, bottom in ((self._unvalued(numerator), self._unvalued(denominator)),
+                            (self.canonical(numerator), self.canonical(denominator))):
+            rewritten = exact_quotient(top, bottom)
+            for name, info in self.dims.items():
+                if info.kind == "derived" and self._unvalued(self._symbols[name]) == rewritten:
+                    return self._symbols[name]
+            if sympy.fraction(rewritten)[1] == 1 and not rewritten.is_number:
+                return rewritten
+        return None
+
+    def _unvalued(self, dim: Dim) -> Dim:
+        """``dim`` with derived dims and eliminations substituted, but no value."""
+        result = dim
+        for _ in range(len(self._derived) + 1):
+            if not result.free_symbols & self._derived.keys():
+                break
+            result = result.xreplace(self._derived)
+        return sympy.expand(result.xreplace(self._eliminated))
 
     def _divides(self, numerator: Dim, denominator: Dim) -> Verdict:
         if _monomial_quotient(self.canonical(numerator), self.canonical(denominator)) is not None:
