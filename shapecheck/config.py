@@ -36,6 +36,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .i18n import Table
+
 CONFIG_NAMES: tuple[str, ...] = (".shapecheck.toml", "shapecheck.toml", "pyproject.toml")
 SECTION = ("tool", "shapecheck")
 
@@ -47,17 +49,34 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     "__pypackages__", "_build", "buck-out", "dist", "node_modules", "site-packages", "venv",
 )
 
-_KEYS: dict[str, str] = {  # key -> what its value must be (for the error message)
-    "select": "a list of codes",
-    "extend-select": "a list of codes",
-    "ignore": "a list of codes",
-    "strict": "true or false",
-    "exclude": "a list of patterns",
-    "extend-exclude": "a list of patterns",
-    "per-file-ignores": "a table of pattern = [codes]",
-    "dims": "a table of NAME = positive integer",
-    "respect-gitignore": "true or false",
-}
+_KEYS: tuple[str, ...] = ("select", "extend-select", "ignore", "strict", "exclude",
+                          "extend-exclude", "per-file-ignores", "dims", "respect-gitignore")
+
+# What a bad configuration is told (the file, line and key come first: ConfigError).
+MESSAGES: Table = Table("config", "MESSAGES", {
+    "one_file": "only one configuration file can be given",
+    "cannot_read": "cannot read the configuration: {reason}",
+    "no_section": "has no [tool.shapecheck] table",
+    "top_level": "in this file the settings stand at the top level, without a "
+    "[tool.shapecheck] header",
+    "not_toml": "not valid TOML: {error}",
+    "not_inline": "`{item}` is neither a file nor a TOML `KEY = VALUE` pair ({error})",
+    "unknown_key_close": "unknown key; did you mean `{close}`?",
+    "unknown_key": "unknown key; the keys are {keys}",
+    "not_bool": "must be true or false, not {value}",
+    "not_strings": "must be a list of strings, not {value}",
+    "not_table_ignores": "must be a table of pattern = [codes], not {value}",
+    "not_table_dims": "must be a table of NAME = positive integer, not {value}",
+    "not_dim_name": "is not a dim name",
+    "not_positive": "must be a positive integer, not {value}",
+    "a_table": "a table",
+    "no_code": "`{selector}` matches no code (codes look like `SC402`; prefixes like `SC4` "
+    "and `ALL` work too)",
+    "is_error": "`{selector}` is an error, and errors cannot be ignored (only warnings and "
+    "notes)",
+    "only_errors": "`{selector}` matches only errors, and errors cannot be ignored (only "
+    "warnings and notes)",
+})
 MAX_DIM_DIGITS = 18  # as `--dim`
 
 
@@ -180,7 +199,7 @@ class Finder:
             if _is_inline(item):
                 inline.update(parse_inline(item))
         if len(files) > 1:
-            raise ConfigError(None, "only one configuration file can be given")
+            raise ConfigError(None, MESSAGES["one_file"])
         if inline:
             self.overrides = replace(self.overrides, inline={**self.overrides.inline, **inline})
         if files:
@@ -245,18 +264,17 @@ def load(path: Path, *, root: Path | None = None) -> Settings:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-        raise ConfigError(path, f"cannot read the configuration: {reason}") from None
+        raise ConfigError(path, MESSAGES["cannot_read"].format(reason=reason)) from None
     data = _parse(path, text)
     is_pyproject = path.name == "pyproject.toml"
     if is_pyproject:
         table = _section(data)
         if table is None:
-            raise ConfigError(path, "has no [tool.shapecheck] table")
+            raise ConfigError(path, MESSAGES["no_section"])
     else:
         table = data
         if "tool" in table and isinstance(table["tool"], dict) and "shapecheck" in table["tool"]:
-            raise ConfigError(path, "in this file the settings stand at the top level, "
-                              "without a [tool.shapecheck] header", key="tool",
+            raise ConfigError(path, MESSAGES["top_level"], key="tool",
                               line=_line_of(text, (), "tool"))
     base = Settings(root=root or Path(os.path.abspath(path)).parent, file=path)
     return _with_keys(base, table, path, text, prefix=SECTION if is_pyproject else ())
@@ -276,7 +294,7 @@ def _parse(path: Path, text: str) -> dict[str, Any]:
             line = int(found.group(1)) if found else None
         if line is None and "end of document" in str(error):
             line = max(1, len(text.splitlines()))
-        raise ConfigError(path, f"not valid TOML: {error}", line=line) from None
+        raise ConfigError(path, MESSAGES["not_toml"].format(error=error), line=line) from None
 
 
 def _section(data: dict[str, Any]) -> dict[str, Any] | None:
@@ -299,8 +317,7 @@ def parse_inline(item: str) -> dict[str, Any]:
     try:
         data = tomllib.loads(item)
     except tomllib.TOMLDecodeError as error:
-        raise ConfigError(None, f"`{item}` is neither a file nor a TOML `KEY = VALUE` pair "
-                          f"({error})") from None
+        raise ConfigError(None, MESSAGES["not_inline"].format(item=item, error=error)) from None
     # `tool.shapecheck.select = [...]` is accepted as well as `select = [...]`.
     section = _section(data)
     return section if section is not None else data
@@ -320,13 +337,11 @@ def _with_keys(settings: Settings, table: Mapping[str, Any], path: Path | None, 
             import difflib
 
             close = difflib.get_close_matches(key, list(_KEYS), n=1)
-            hint = f"; did you mean `{close[0]}`?" if close else \
-                f"; the keys are {', '.join(f'`{k}`' for k in _KEYS)}"
-            raise fail(key, f"unknown key{hint}")
+            raise fail(key, MESSAGES["unknown_key_close"].format(close=close[0]) if close else
+                       MESSAGES["unknown_key"].format(keys=", ".join(f"`{k}`" for k in _KEYS)))
     changes: dict[str, Any] = {}
     select = extend = ignore = None
     for key, value in table.items():
-        kind = _KEYS[key]
         if key in ("select", "extend-select", "ignore"):
             selectors = _strings(value, fail, key)
             for selector in selectors:
@@ -341,7 +356,7 @@ def _with_keys(settings: Settings, table: Mapping[str, Any], path: Path | None, 
                 ignore = selectors
         elif key in ("strict", "respect-gitignore"):
             if not isinstance(value, bool):
-                raise fail(key, f"must be {kind}, not {_show(value)}")
+                raise fail(key, MESSAGES["not_bool"].format(value=_show(value)))
             changes[key.replace("-", "_")] = value
         elif key in ("exclude", "extend-exclude"):
             changes[key.replace("-", "_")] = _strings(value, fail, key)
@@ -356,13 +371,13 @@ def _with_keys(settings: Settings, table: Mapping[str, Any], path: Path | None, 
 
 def _strings(value: Any, fail: Any, key: str, table_path: tuple[str, ...] = ()) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise fail(key, f"must be a list of strings, not {_show(value)}", table_path)
+        raise fail(key, MESSAGES["not_strings"].format(value=_show(value)), table_path)
     return tuple(value)
 
 
 def _per_file_ignores(value: Any, fail: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
     if not isinstance(value, dict):
-        raise fail("per-file-ignores", f"must be {_KEYS['per-file-ignores']}, not {_show(value)}")
+        raise fail("per-file-ignores", MESSAGES["not_table_ignores"].format(value=_show(value)))
     entries = []
     for pattern, selectors in value.items():
         listed = _strings(selectors, fail, pattern, ("per-file-ignores",))
@@ -376,14 +391,14 @@ def _per_file_ignores(value: Any, fail: Any) -> tuple[tuple[str, tuple[str, ...]
 
 def _dims(value: Any, fail: Any) -> dict[str, int]:
     if not isinstance(value, dict):
-        raise fail("dims", f"must be {_KEYS['dims']}, not {_show(value)}")
+        raise fail("dims", MESSAGES["not_table_dims"].format(value=_show(value)))
     dims: dict[str, int] = {}
     for name, size in value.items():
         if not name.isidentifier():
-            raise fail(name, "is not a dim name", ("dims",))
+            raise fail(name, MESSAGES["not_dim_name"], ("dims",))
         if isinstance(size, bool) or not isinstance(size, int) or size <= 0 \
                 or len(str(size)) > MAX_DIM_DIGITS:
-            raise fail(name, f"must be a positive integer, not {_show(size)}", ("dims",))
+            raise fail(name, MESSAGES["not_positive"].format(value=_show(size)), ("dims",))
         dims[name] = size
     return dims
 
@@ -394,7 +409,7 @@ def _show(value: Any) -> str:
     if isinstance(value, str):
         return f'"{value}"'
     if isinstance(value, dict):
-        return "a table"
+        return MESSAGES["a_table"]
     return repr(value)
 
 
@@ -439,11 +454,9 @@ def selector_problem(selector: str, *, turning_off: bool) -> str | None:
 
     matched = _expand(selector, codes.REGISTRY)
     if not matched:
-        return f"`{selector}` matches no code (codes look like `SC402`; prefixes like `SC4` and `ALL` work too)"
+        return MESSAGES["no_code"].format(selector=selector)
     if turning_off and all(codes.REGISTRY[code].severity.value == "error" for code in matched):
-        what = f"`{selector}` is an error" if len(matched) == 1 else \
-            f"`{selector}` matches only errors"
-        return f"{what}, and errors cannot be ignored (only warnings and notes)"
+        return MESSAGES["is_error" if len(matched) == 1 else "only_errors"].format(selector=selector)
     return None
 
 
