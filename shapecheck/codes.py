@@ -474,7 +474,7 @@ BAD_SUPPRESSION = _code(
     "spaces between them); a code that shapecheck does not have is reported too.",
     why="A malformed suppression suppresses nothing, which is rarely what its author "
     "meant.",
-    example="dim N\ninput X: [N]\n# noqa: SC999\n"
+    example="dim N\ninput X: [N]  # noqa: SC999\noutput Y = X * 2\n"
     "# warning[SC503]: `SC999` is not a shapecheck code",
     fix="Write the codes as `# noqa: SC402, SC401`, or a bare `# noqa`.",
 )
@@ -654,6 +654,9 @@ DETAILS: Table = Table("codes", "DETAILS", {
     # SC403: what treats a bool tensor as numbers
     "bool_in_builtin": "this builtin",
     "bool_in_unary": "unary `{op}`",
+    # SC007: why a path cannot be read (other reasons are the system's words)
+    "no_such_path": "no such file or directory",
+    "permission_denied": "permission denied",
     # SC501, SC503: suppression comments (suppress.py)
     "noqa_on_statement": "on this statement",
     "noqa_in_file": "in this file",

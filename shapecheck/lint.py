@@ -10,6 +10,7 @@ still checked and reported in every format; either makes the run a tool failure
 
 from __future__ import annotations
 
+import errno
 import os
 import traceback
 from collections.abc import Mapping, Sequence
@@ -63,10 +64,7 @@ def lint(paths: Sequence[str], finder: Finder, bindings: Mapping[str, int], *,
             settings = finder.settings_for(Path(stdin.name or Path.cwd() / STDIN))
             result, dims = check_file(stdin.display, stdin.data, settings, bindings)
         elif target.problem is not None:
-            reason = target.problem.strerror or str(target.problem)
-            result = FileResult(str(target.path), None, [
-                codes.UNREADABLE.diag(FILE_START, path=str(target.path), reason=reason.lower())])
-            outcome.results.append(result)
+            outcome.results.append(unreadable(str(target.path), target.problem))
             continue
         else:
             settings = finder.settings_for(target.path)
@@ -112,15 +110,22 @@ def check_file(path: str, data: bytes | None, settings: Settings,
         if data is None:
             data = Path(path).read_bytes()
     except OSError as error:
-        reason = (error.strerror or str(error)).lower()
-        return FileResult(path, None, [codes.UNREADABLE.diag(FILE_START, path=path,
-                                                              reason=reason)]), set()
+        return unreadable(path, error), set()
     try:
         program = check_bytes(data, dict(bindings), warn_unknown_bindings=False,
                               ignore=settings.disabled(path))
         return file_result(program, path), set(program.dims.dims)
     except Exception as error:  # a bug in shapecheck: this file's diagnostic, not the run's end
         return _internal(path, data, error), set()
+
+
+def unreadable(path: str, error: OSError) -> FileResult:
+    """SC007 for a path: the system's reason, in the current language where we know it."""
+    known = {errno.ENOENT: "no_such_path", errno.ENOTDIR: "no_such_path",
+             errno.EACCES: "permission_denied", errno.EPERM: "permission_denied"}
+    key = known.get(error.errno or 0)
+    reason = codes.detail(key) if key else (error.strerror or str(error)).lower()
+    return FileResult(path, None, [codes.UNREADABLE.diag(FILE_START, path=path, reason=reason)])
 
 
 def _internal(path: str, data: bytes, error: BaseException) -> FileResult:

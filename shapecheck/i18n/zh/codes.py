@@ -347,7 +347,7 @@ CODES: dict[str, dict[str, str]] = {
         what="`# noqa:` 后面必须跟代码, 例如 `SC402` (之间用逗号或空格分隔); shapecheck 没有的"
         "代码也会报告。",
         why="写错的屏蔽什么也屏蔽不了, 这很少是作者的本意。",
-        example="dim N\ninput X: [N]\n# noqa: SC999\n"
+        example="dim N\ninput X: [N]  # noqa: SC999\noutput Y = X * 2\n"
         "# warning[SC503]: `SC999` 不是 shapecheck 的代码",
         fix="把代码写成 `# noqa: SC402, SC401`, 或者只写 `# noqa`。",
     ),
@@ -484,6 +484,8 @@ DETAILS = {
     "not_a_value": "这不是一个值",
     "bool_in_builtin": "这个内置函数",
     "bool_in_unary": "一元 `{op}`",
+    "no_such_path": "没有这个文件或目录",
+    "permission_denied": "没有权限",
     "noqa_on_statement": "在这条语句上",
     "noqa_in_file": "在这个文件中",
     "noqa_unknown_code": "`{code}` 不是 shapecheck 的代码",
