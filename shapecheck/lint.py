@@ -104,17 +104,17 @@ def check_file(path: str, data: bytes | None, settings: Settings,
 
     Returns the result and the dims the spec declares.
     """
-    from .api import check_bytes, file_result
+    from .api import check_bytes, check_path, file_result
 
+    ignore = settings.disabled(path)
     try:
-        if data is None:
-            data = Path(path).read_bytes()
+        if data is None:  # check_path reads safely (a FIFO or a device is refused, not read)
+            program = check_path(path, dict(bindings), warn_unknown_bindings=False, ignore=ignore)
+        else:
+            program = check_bytes(data, dict(bindings), warn_unknown_bindings=False, ignore=ignore)
+        return file_result(program, path), set(program.dims.dims)
     except OSError as error:
         return unreadable(path, error), set()
-    try:
-        program = check_bytes(data, dict(bindings), warn_unknown_bindings=False,
-                              ignore=settings.disabled(path))
-        return file_result(program, path), set(program.dims.dims)
     except Exception as error:  # a bug in shapecheck: this file's diagnostic, not the run's end
         return _internal(path, data, error), set()
 
@@ -128,9 +128,9 @@ def unreadable(path: str, error: OSError) -> FileResult:
     return FileResult(path, None, [codes.UNREADABLE.diag(FILE_START, path=path, reason=reason)])
 
 
-def _internal(path: str, data: bytes, error: BaseException) -> FileResult:
+def _internal(path: str, data: bytes | None, error: BaseException) -> FileResult:
     if os.environ.get("SHAPECHECK_DEBUG"):
         traceback.print_exception(error)
-    text = data.decode("utf-8", errors="replace")
+    text = None if data is None else data.decode("utf-8", errors="replace")
     described = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
     return FileResult(path, text, [codes.INTERNAL.diag(FILE_START, path=path, error=described)])
