@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Iterable, Sequence
+import random
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, NamedTuple, TypeAlias
@@ -376,6 +377,7 @@ class DimSystem:
     # Each dim with a rule, fully resolved and expanded; dropped when a dim it
     # mentions gets a rule (``_users``: dim -> resolved dims that mention it).
     _resolved: dict[Dim, Dim] = field(default_factory=dict)
+    _resolved_unvalued: dict[Dim, Dim] = field(default_factory=dict)  # values not substituted
     _resolved_sizes: dict[Dim, _Size] = field(default_factory=dict)
     _users: dict[Dim, set[Dim]] = field(default_factory=dict)
     _canon_cache: dict[Dim, Dim | TooComplex] = field(default_factory=dict)
@@ -535,6 +537,7 @@ class DimSystem:
         """``sym`` has a new rule: resolved forms that mention it are stale."""
         for user in self._users.pop(sym, ()):
             self._resolved.pop(user, None)
+            self._resolved_unvalued.pop(user, None)
             self._resolved_sizes.pop(user, None)
 
     def _invalidate(self) -> None:
@@ -597,46 +600,49 @@ class DimSystem:
 
     # resolving rules
 
-    def _rule(self, sym: Dim) -> Dim | None:
-        value = self._values.get(sym)
+    def _rule(self, sym: Dim, values: bool = True) -> Dim | None:
+        """What ``sym`` stands for: its value (unless ``values`` is false), its
+        definition, or the elimination a constraint made; None when it is itself."""
+        value = self._values.get(sym) if values else None
         if value is not None:
             return sympy.Integer(value)
         rule = self._derived.get(sym)
         return rule if rule is not None else self._eliminated.get(sym)
 
-    def _has_rule(self, sym: Dim) -> bool:
-        return sym in self._values or sym in self._derived or sym in self._eliminated
+    def _has_rule(self, sym: Dim, values: bool = True) -> bool:
+        return (values and sym in self._values) or sym in self._derived or sym in self._eliminated
 
-    def _resolve(self, sym: Dim) -> Dim:
+    def _resolve(self, sym: Dim, values: bool = True) -> Dim:
         """The dim's rule with every rule in it resolved, expanded. A depth-first walk
         with an explicit path: a chain of a thousand definitions is no recursion."""
-        if sym in self._resolved:
-            return self._resolved[sym]
-        path = [(sym, iter(self._rule_of(sym).free_symbols))]
+        resolved = self._resolved if values else self._resolved_unvalued
+        if sym in resolved:
+            return resolved[sym]
+
+        def rule_of(dim: Dim) -> Dim:
+            rule = self._rule(dim, values)
+            assert rule is not None, dim
+            return rule
+
+        path = [(sym, iter(rule_of(sym).free_symbols))]
         on_path = {sym}
         while path:
             top, dependencies = path[-1]
             for dependency in dependencies:
-                if dependency not in self._resolved and dependency not in on_path \
-                        and self._has_rule(dependency):
-                    path.append((dependency, iter(self._rule_of(dependency).free_symbols)))
+                if dependency not in resolved and dependency not in on_path \
+                        and self._has_rule(dependency, values):
+                    path.append((dependency, iter(rule_of(dependency).free_symbols)))
                     on_path.add(dependency)
                     break
             else:
                 path.pop()
                 on_path.discard(top)
-                rule = self._rule_of(top)
-                known = {s: self._resolved[s] for s in rule.free_symbols if s in self._resolved}
-                resolved = _expand(rule.xreplace(known) if known else rule)
-                self._resolved[top] = resolved
-                for mentioned in resolved.free_symbols:
+                rule = rule_of(top)
+                known = {s: resolved[s] for s in rule.free_symbols if s in resolved}
+                resolved[top] = _expand(rule.xreplace(known) if known else rule)
+                for mentioned in resolved[top].free_symbols:
                     self._users.setdefault(mentioned, set()).add(top)
-        return self._resolved[sym]
-
-    def _rule_of(self, sym: Dim) -> Dim:
-        rule = self._rule(sym)
-        assert rule is not None, sym
-        return rule
+        return resolved[sym]
 
     def _leaf_size(self, sym: Dim) -> _Size | None:
         """The size a dim stands for once its rules are substituted (None: itself)."""
@@ -833,11 +839,37 @@ class DimSystem:
     def _quotient(self, numerator: Dim, denominator: Dim) -> Dim:
         quotient = exact_quotient(numerator, denominator)
         below = sympy.fraction(quotient)[1]
+        if below == 1:
+            return quotient
+        named = self._named_quotient(numerator, denominator)
+        if named is not None:
+            return named
         if below.is_Integer or below.is_Symbol:
             return quotient  # `D_model/H`, `D_model/8`: the spec's own notation
         # Written in the spec's dims the quotient is a fraction (`A*N/(N*gamma)`
         # with derived dims inside); in rewritten form it is the size it proves.
         return exact_quotient(self.canonical(numerator), self.canonical(denominator))
+
+    def _named_quotient(self, numerator: Dim, denominator: Dim) -> Dim | None:
+        """The quotient by the name the spec gives it: `d` for `D/H` when `dim D = H * d` or
+        `constraint D == H * d` says so, or when `dim d = D / H` declares it. First without
+        the bindings (the spec's own relations), then with them (a constraint applied at
+        `--dim` values); never a bare number, which would hide the dims."""
+        for top, bottom in ((self._unvalued(numerator), self._unvalued(denominator)),
+                            (self.canonical(numerator), self.canonical(denominator))):
+            rewritten = exact_quotient(top, bottom)
+            for name, info in self.dims.items():
+                if info.kind == "derived" and self._unvalued(self._symbols[name]) == rewritten:
+                    return self._symbols[name]
+            if sympy.fraction(rewritten)[1] == 1 and not rewritten.is_number:
+                return rewritten
+        return None
+
+    def _unvalued(self, dim: Dim) -> Dim:
+        """``dim`` with derived dims and eliminations substituted, but no value."""
+        known = {s: self._resolve(s, values=False) for s in dim.free_symbols
+                 if self._has_rule(s, values=False)}
+        return _expand(dim.xreplace(known) if known else dim)
 
     def _divides(self, numerator: Dim, denominator: Dim) -> Verdict:
         top, bottom = self.canonical(numerator), self.canonical(denominator)
@@ -1440,3 +1472,32 @@ def solve_for(system: DimSystem, dim: Dim, value: int) -> tuple[str, int] | None
         else:
             high = middle
     return (unknown.name, low) if at(low) == value else None
+
+
+# --- drawing bindings ----------------------------------------------------------------------
+
+# Sizes of the first candidate: a different size for every dim, odd ones first, so that
+# no table is square by accident and no size is a power of two.
+DISTINCT_SIZES = (3, 5, 7, 2, 9, 4, 11, 6, 13, 8, 10, 12)
+SQUARE_SIZE = 4  # the second candidate: every dim the same size
+
+
+def draw_bindings(system: DimSystem, *, seed: int = 0, high: int = 8) -> Iterator[dict[str, int]]:
+    """Candidate bindings for the free dims a spec leaves to choose, without end.
+
+    The dims chosen are ``system.unbound()`` (free dims without a value that no
+    constraint defines); the others follow from the constraints (``D_model`` from
+    ``D_model == H * d``). First every dim a different size, odd sizes first (a
+    cross-attention table is not square, ``N`` differs from ``d``); then every dim
+    the same size (square tables, ``N == d``); then sizes drawn uniformly from
+    ``1..high``, reproducibly from ``seed``. A candidate may still violate a
+    constraint or a divisibility (``dim d = D_model / H``): the checker decides,
+    by checking the spec at the candidate (``check_text(source, candidate)``).
+    """
+    names = system.unbound()
+    extra = range(max(DISTINCT_SIZES) + 1, max(DISTINCT_SIZES) + 1 + len(names))
+    yield dict(zip(names, (*DISTINCT_SIZES, *extra)))
+    yield {name: SQUARE_SIZE for name in names}
+    rng = random.Random(seed)
+    while True:
+        yield {name: rng.randint(1, high) for name in names}
