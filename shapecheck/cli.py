@@ -38,6 +38,8 @@ MESSAGES: i18n.Table = i18n.Table("cli", "MESSAGES", {
     "nothing_checked": "no spec files to check (a folder means the *.attn files below it, "
     "less what exclude and .gitignore skip); --allow-empty accepts that",
     "cannot_read_stdin": "cannot read standard input: {reason}",
+    "lsp_missing": "the language server needs pygls and lsprotocol: "
+    "python -m pip install 'attn-shapecheck[lsp]'",
     "fix_and_diff": "--fix writes the fixes and --diff only shows them: give one of them",
     "fixed": "Fixed {count} problem(s) in {files} file(s).",
     "would_fix": "Would fix {count} problem(s) in {files} file(s).",
@@ -490,6 +492,19 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
     click.echo(MESSAGES["report_written"].format(path=output))
     click.echo(summary_line(Totals(1, built.errors, built.warnings), strict=False))
     sys.exit(EXIT_OK if program.ok else EXIT_ERRORS)
+
+
+@cli.command(epilog="""\b
+Attach it from an editor as a language server for .attn files that runs
+`shapecheck lsp` (docs/editors.md shows Neovim and VS Code).""")
+@lang_option
+def lsp() -> None:
+    """Run the language server over stdin/stdout (for editors)."""
+    from . import lsp as server
+
+    if not server.available():
+        raise UsageFailure(MESSAGES["lsp_missing"])
+    server.serve()
 
 
 @cli.command()
