@@ -64,7 +64,7 @@ def test_float32_stays_float32_and_the_invariants_are_checked():
     program = check_text((EXAMPLES / "causal.attn").read_text(encoding="utf-8"),
                          {"N": 7, "d": 3, "H": 2})
     case = reference(program, "float32", seed=0)
-    plan = torch_backend.compile_program(program, "float32")
+    plan = torch_backend.compile_program(program, "float32", fuse=False)
     frame = plan.execute(case.inputs, check_invariants=True)
     assert frame.values["Y"].dtype == torch.float32
     (check,) = frame.checks.values()
@@ -113,3 +113,90 @@ def test_conversions_keep_values_and_name_the_element_type():
     read_only = np.ones(3)
     read_only.flags.writeable = False
     assert torch_backend.to_torch(read_only).sum() == 3
+
+
+# --- attention as one scaled_dot_product_attention call -------------------------------------
+
+
+@pytest.mark.parametrize("path", SPECS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_fused_torch_equals_numpy_on_the_outputs(path: Path) -> None:
+    program = check_path(path)
+    for checked in admissible_bindings(program, 2, seed=3):
+        plan = torch_backend.compile_program(checked, "float64")
+        if plan.peak_bytes > MEMORY_CAP:
+            continue
+        case = reference(checked, "float64", seed=4)
+        frame = plan.execute(case.inputs, check_invariants=True)
+        for name, value in case.outputs.items():
+            got, _ = torch_backend.to_numpy(frame.values[name])
+            np.testing.assert_allclose(got, value, rtol=1e-11, atol=1e-12, equal_nan=True,
+                                       err_msg=f"{path.name}: {name} at {checked.dims.bindings}")
+
+
+def _plan(name: str, bindings: dict[str, int], **options):
+    program = check_text((EXAMPLES / name).read_text(encoding="utf-8"), bindings)
+    return program, torch_backend.compile_program(program, "float64", **options)
+
+
+def test_every_example_attention_is_one_sdpa_call_with_4d_inputs(monkeypatch):
+    calls: list[tuple[int, ...]] = []
+    original = torch.nn.functional.scaled_dot_product_attention
+
+    def recording(q, k, v, **kwargs):
+        calls.append((q.ndim, k.ndim, v.ndim))
+        return original(q, k, v, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", recording)
+    for example in sorted(EXAMPLES.glob("*.attn")):
+        program = check_path(example)
+        (checked,) = admissible_bindings(program, 1)
+        plan = torch_backend.compile_program(checked, "float64")
+        assert any("fused into one scaled_dot_product_attention" in n for n in plan.notes), example
+        assert "P" not in {step.name for step in plan.steps}, example  # never computed
+        calls.clear()
+        plan.execute(reference(checked, "float64", 0).inputs)
+        assert calls == [(4, 4, 4)], example
+
+
+def test_a_causal_mask_is_is_causal_and_a_padding_mask_a_bool_mask():
+    _, causal = _plan("causal.attn", {"N": 6, "d": 2, "H": 2})
+    assert causal.notes == ("softmax `P` (line 20): fused into one scaled_dot_product_attention "
+                            "call (is_causal)",)
+    assert {step.name for step in causal.steps} == {"Q", "K", "V", "O", "Y"}  # no mask either
+    _, batched = _plan("batched.attn", {"B": 2, "N": 5, "d": 2, "H": 2})
+    assert batched.notes[0].endswith("(a bool mask)")
+
+
+def test_keeping_every_tensor_turns_fusion_off():
+    _, plan = _plan("multi_head.attn", {"N": 4, "d": 2, "H": 2}, keep_all=True)
+    assert plan.notes == ("softmax `P` (line 21): not fused: every intermediate is kept "
+                          "(--save-all)",)
+    assert "P" in {step.name for step in plan.steps}
+    _, plan = _plan("multi_head.attn", {"N": 4, "d": 2, "H": 2}, fuse=False)
+    assert plan.notes == () and "S" in {step.name for step in plan.steps}
+
+
+def test_a_fully_masked_row_is_nan_with_sdpa_too():
+    source = ("dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
+              "input keep: bool[N, N]\n"
+              "output O = softmax(where(keep, Q @ K.T / sqrt(d), -inf)) @ V\n")
+    program = check_text(source, {"N": 3, "d": 2})
+    plan = torch_backend.compile_program(program, "float64")
+    assert "fused" in plan.notes[0] and "not fused" not in plan.notes[0]
+    keep = np.ones((3, 3), dtype=bool)
+    keep[1] = False
+    ones = np.ones((3, 2))
+    frame = plan.execute({"Q": ones, "K": ones, "V": ones, "keep": keep}, check_invariants=True)
+    out = frame.values["O"]
+    assert torch.isnan(out[1]).all() and not torch.isnan(out[0]).any()
+    assert frame.warnings == ["`O` (line 6): 1 softmax row(s) are entirely -inf (fully masked) "
+                              "and give NaN"]
+
+
+def test_the_sampled_rows_catch_a_wrong_fused_call(monkeypatch):
+    program, plan = _plan("single_head.attn", {"N": 5, "d": 3})
+    inputs = reference(program, "float64", 0).inputs
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
+                        lambda q, k, v, **kwargs: torch.zeros_like(q))
+    with pytest.raises(CheckerBug, match="scaled_dot_product_attention for softmax `P`"):
+        plan.execute(inputs, check_invariants=True)
