@@ -5,7 +5,8 @@ from __future__ import annotations
 import gc
 from pathlib import Path
 
-from . import codes
+from . import codes, fileio
+from .options import check_bindings
 from .checker import check
 from .diagnostics import FileResult, Span
 from .parser import parse
@@ -17,12 +18,15 @@ def check_text(text: str, bindings: dict[str, int] | None = None, *,
                warn_unknown_bindings: bool = True) -> Program:
     """Parse and check a spec given as text.
 
+    ``bindings`` maps dim names to positive integers (as ``--dim``); anything else
+    raises :class:`shapecheck.OptionError` (a ``ValueError``) saying which and why.
     ``warn_unknown_bindings=False`` leaves out SC207 (a binding that names no dim
     of this spec), for callers that check several files with one set of bindings.
     """
     # The syntax tree and shapes hold no reference cycles worth collecting
     # while we build them; pausing the cyclic GC keeps checking linear in the
     # size of the spec (a full collection walks every live object).
+    bindings = check_bindings(bindings)
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -37,6 +41,7 @@ def check_text(text: str, bindings: dict[str, int] | None = None, *,
 def check_bytes(data: bytes, bindings: dict[str, int] | None = None, *,
                 warn_unknown_bindings: bool = True) -> Program:
     """Decode (UTF-8, BOM allowed) and check; undecodable input is a diagnostic."""
+    bindings = check_bindings(bindings)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
@@ -46,8 +51,9 @@ def check_bytes(data: bytes, bindings: dict[str, int] | None = None, *,
 
 def check_path(path: str | Path, bindings: dict[str, int] | None = None, *,
                warn_unknown_bindings: bool = True) -> Program:
-    """Read and check a file. Raises OSError when the file cannot be read."""
-    return check_bytes(Path(path).read_bytes(), bindings,
+    """Read and check a file. Raises OSError when the file cannot be read, or is not a
+    regular file (a FIFO, a device, a folder: :func:`fileio.read_bytes`)."""
+    return check_bytes(fileio.read_bytes(path), bindings,
                        warn_unknown_bindings=warn_unknown_bindings)
 
 

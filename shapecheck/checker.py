@@ -7,8 +7,10 @@ an unknown shape, and unknown shapes cause no further errors.
 from __future__ import annotations
 
 import difflib
+import gc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from . import codes, nodes
@@ -729,7 +731,23 @@ def _line_starts(source: str) -> list[int]:
 def check(source: str, statements: list[nodes.Stmt], parse_diagnostics: Sequence[Diagnostic] = (),
           bindings: dict[str, int] | None = None, *, warn_unknown_bindings: bool = True) -> Program:
     checker = Checker(source, bindings, warn_unknown_bindings=warn_unknown_bindings)
-    return checker.run(statements, parse_diagnostics)
+    program = checker.run(statements, parse_diagnostics)
+    program.recheck = partial(_recheck, source, statements, tuple(parse_diagnostics),
+                              warn_unknown_bindings)
+    return program
+
+
+def _recheck(source: str, statements: list[nodes.Stmt], parse_diagnostics: Sequence[Diagnostic],
+             warn_unknown_bindings: bool, bindings: dict[str, int]) -> Program:
+    """`Program.at`: the same statements checked at other bindings (no parsing)."""
+    was_enabled = gc.isenabled()
+    gc.disable()  # as api.check_text: the tree and shapes hold no cycles worth collecting
+    try:
+        return check(source, statements, parse_diagnostics, bindings,
+                     warn_unknown_bindings=warn_unknown_bindings)
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 __all__ = ["Checker", "check"]

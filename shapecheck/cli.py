@@ -34,19 +34,12 @@ class UsageFailure(Exception):
 
 def parse_bindings(values: Sequence[str]) -> dict[str, int]:
     """`--dim NAME=INT` (repeatable) -> {NAME: INT}; a bad one is a usage error."""
-    bindings: dict[str, int] = {}
-    for item in values:
-        name, sep, number = item.partition("=")
-        name, number = name.strip(), number.strip()
-        if not sep or not name.isidentifier():
-            raise click.BadParameter(f"`{item}` is not NAME=INT", param_hint="--dim")
-        if not number.isdigit() or int(number) <= 0 or len(number) > 18:
-            raise click.BadParameter(
-                f"`{item}`: the value must be a positive integer", param_hint="--dim")
-        if name in bindings and bindings[name] != int(number):
-            raise click.BadParameter(f"`{name}` is bound twice", param_hint="--dim")
-        bindings[name] = int(number)
-    return bindings
+    from .options import OptionError, parse_bindings as parse
+
+    try:
+        return parse(tuple(values))
+    except OptionError as error:
+        raise click.BadParameter(str(error), param_hint="--dim") from None
 
 
 dim_option = click.option(
@@ -78,6 +71,24 @@ def spec_files(paths: Sequence[str]) -> Iterator[Path]:
 
 def cannot_read(path: str | Path, error: OSError) -> str:
     return f"cannot read {path}: {error.strerror or error}"
+
+
+def cannot_write(path: str | Path, error: OSError) -> str:
+    return f"cannot write {path}: {error.strerror or error}"
+
+
+STDOUT = "-"  # `report -o -`: the report goes to standard output
+
+
+def _check_output(path: str, protect: list[tuple[str, str]]) -> None:
+    """Refuse a bad output path before any work (fileio's rules: not empty, not a folder,
+    device or FIFO, not the spec, in a folder that exists)."""
+    from .fileio import check_target
+
+    try:
+        check_target(path, protect=protect)
+    except OSError as error:
+        raise UsageFailure(cannot_write(path, error)) from None
 
 
 def use_color(choice: str) -> bool:
@@ -190,7 +201,8 @@ def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive:
 @cli.command()
 @click.argument("path", type=click.Path())
 @click.option("-o", "--output", "output", required=True, type=click.Path(), metavar="OUT",
-              help="The report to write: .html or .md (by its suffix, unless --format says).")
+              help="The report to write: .html or .md (by its suffix, unless --format says); "
+              "`-` writes it to standard output (Markdown unless --format says).")
 @click.option("--format", "fmt", type=click.Choice(["html", "md"]), default=None,
               help="Report format (default: from OUT's suffix).")
 @click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float64",
@@ -202,21 +214,25 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
     from .report import build_report, format_for, render, write_atomically
 
     bindings = parse_bindings(dims)
-    fmt = fmt or format_for(output)
+    to_stdout = output == STDOUT
+    fmt = fmt or ("md" if to_stdout else format_for(output))
     if fmt is None:
         raise UsageFailure(f"cannot tell the report format from `{output}`; "
                            "name it .html or .md, or give --format html|md")
-    if Path(output).exists() and Path(path).exists() and Path(output).samefile(path):
-        raise UsageFailure(f"the report {output} would overwrite the spec it reports on")
+    if not to_stdout:
+        _check_output(output, protect=[(path, "the spec it reports on")])
     try:
         program = check_path(path, bindings)
     except OSError as error:
         raise UsageFailure(cannot_read(path, error)) from None
     content = render(build_report(program, path, bindings, dtype), fmt)
-    try:
-        write_atomically(output, content)
-    except OSError as error:
-        raise UsageFailure(f"cannot write {output}: {error.strerror or error}") from None
+    if to_stdout:
+        click.echo(content, nl=False)
+    else:
+        try:
+            write_atomically(output, content, protect=[(path, "the spec it reports on")])
+        except OSError as error:
+            raise UsageFailure(cannot_write(output, error)) from None
     sys.exit(EXIT_OK if program.ok else EXIT_ERRORS)
 
 

@@ -7,6 +7,7 @@ tables keyed by ``id(node)``; the program keeps its syntax tree alive.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,10 +76,27 @@ class Program:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     types: dict[int, Value] = field(default_factory=dict)  # id(expr node) -> Value
     calls: dict[int, CallInfo] = field(default_factory=dict)  # id(Call node) -> CallInfo
+    # Set by the checker: checks the same statements again at other bindings (see `at`).
+    recheck: Callable[[dict[str, int]], Program] | None = field(default=None, repr=False,
+                                                                compare=False)
 
     @property
     def ok(self) -> bool:
         return not any(d.is_error for d in self.diagnostics)
+
+    def at(self, bindings: Mapping[str, int]) -> Program:
+        """This spec checked again at these bindings (as ``--dim``): derived dims,
+        constraints and divisibility decided at those sizes, without parsing again.
+
+        The bindings replace this program's own; the result is this program when
+        they are the same. Backends bind the sizes they run at through this.
+        """
+        wanted = dict(bindings)
+        if wanted == self.dims.bindings:
+            return self
+        if self.recheck is None:
+            raise ValueError("this program was not made by the checker and cannot be re-checked")
+        return self.recheck(wanted)
 
     def type_of(self, node: nodes.Expr) -> Value:
         return self.types.get(id(node), UNKNOWN)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from shapecheck import codes
+from shapecheck import codes, fileio
 from shapecheck._version import __version__
 from shapecheck.cli import main
 
@@ -109,14 +109,14 @@ def test_a_missing_path_exits_2(capsys, tmp_path):
 
 def test_an_unreadable_file_exits_2(capsys, tmp_path, monkeypatch):
     unreadable = spec(tmp_path, "secret.attn", CLEAN)
-    real_read = Path.read_bytes
+    real_read = fileio.read_bytes
 
-    def read_bytes(self: Path) -> bytes:
-        if self.name == "secret.attn":
+    def read_bytes(path) -> bytes:
+        if Path(path).name == "secret.attn":
             raise PermissionError(13, "Permission denied")
-        return real_read(self)
+        return real_read(path)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(fileio, "read_bytes", read_bytes)
     status, out, err = run(capsys, "verify", unreadable, spec(tmp_path, "ok.attn", CLEAN))
     assert status == 2
     assert "cannot read" in err and "secret.attn" in err and "Permission denied" in err
