@@ -7,6 +7,7 @@ see one for an internal failure.
 
 from __future__ import annotations
 
+import contextvars
 import os
 import sys
 import traceback
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from . import i18n
 from ._version import __version__
 from .formats import FORMATS  # light: each format's module loads only when used
 
@@ -23,6 +25,26 @@ if TYPE_CHECKING:
     from .diagnostics import Diagnostic
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
+
+# The command line's own messages (click's parsing errors and --help texts are click's and
+# stay in English: see docs/i18n.md).
+MESSAGES: i18n.Table = i18n.Table("cli", "MESSAGES", {
+    "no_such_path": "{path}: no such file or directory",
+    "cannot_read": "cannot read {path}: {reason}",
+    "cannot_write_summary": "cannot write the step summary {path}: {reason}",
+    "report_format": "cannot tell the report format from `{output}`; name it .html or .md, or "
+    "give --format html|md",
+    "what_spec": "the spec it reports on",
+    "cannot_write": "cannot write {path}: {reason}",
+    "report_written": "Wrote {path}.",
+    "unknown_code": "unknown code `{code}`; `shapecheck explain` lists them all",
+    "unknown_language": "{variable}={value} is not a language shapecheck speaks ({languages}); "
+    "using English",
+    "aborted": "aborted",
+    "interrupted": "interrupted",
+    "internal": "internal error: {error}\nThis is a bug in shapecheck; set SHAPECHECK_DEBUG=1 "
+    "to see the traceback.",
+})
 
 
 class UsageFailure(Exception):
@@ -41,6 +63,17 @@ def parse_bindings(values: Sequence[str]) -> dict[str, int]:
     except OptionError as error:
         raise click.BadParameter(str(error), param_hint="--dim") from None
 
+
+def _choose_language(context: click.Context, parameter: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        i18n.set_language(value)
+
+
+lang_option = click.option(
+    "--lang", type=click.Choice(i18n.LANGUAGES, case_sensitive=False), default=None,
+    expose_value=False, is_eager=True, callback=_choose_language,
+    help=f"Language of the messages and the report (default: ${i18n.ENV}, else en).",
+)
 
 dim_option = click.option(
     "--dim", "dims", multiple=True, metavar="NAME=INT",
@@ -61,7 +94,7 @@ def spec_files(paths: Sequence[str]) -> Iterator[Path]:
         elif path.exists():
             found = [path]
         else:
-            raise UsageFailure(f"{raw}: no such file or directory")
+            raise UsageFailure(MESSAGES["no_such_path"].format(path=raw))
         for file in found:
             key = file.resolve()
             if key not in seen:
@@ -70,11 +103,11 @@ def spec_files(paths: Sequence[str]) -> Iterator[Path]:
 
 
 def cannot_read(path: str | Path, error: OSError) -> str:
-    return f"cannot read {path}: {error.strerror or error}"
+    return MESSAGES["cannot_read"].format(path=path, reason=error.strerror or error)
 
 
 def cannot_write(path: str | Path, error: OSError) -> str:
-    return f"cannot write {path}: {error.strerror or error}"
+    return MESSAGES["cannot_write"].format(path=path, reason=error.strerror or error)
 
 
 STDOUT = "-"  # `report -o -`: the report goes to standard output
@@ -105,11 +138,13 @@ def use_color(choice: str) -> bool:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="shapecheck",
                       message="%(prog)s %(version)s")
+@lang_option
 def cli() -> None:
     """Symbolic shape and formula checker for attention specs (.attn files)."""
 
 
 @cli.command()
+@lang_option
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(FORMATS),
               default="text", show_default=True, help="Output format.")
@@ -164,10 +199,12 @@ def _append(path: str, text: str) -> None:
         with open(path, "a", encoding="utf-8") as handle:
             handle.write(text)
     except OSError as error:
-        click.echo(f"shapecheck: cannot write the step summary {path}: {error}", err=True)
+        click.echo("shapecheck: " + MESSAGES["cannot_write_summary"].format(path=path, reason=error),
+                   err=True)
 
 
 @cli.command()
+@lang_option
 @click.argument("path", type=click.Path())
 @dim_option
 @click.option("--input", "input_files", multiple=True, metavar="NAME=FILE.npy",
@@ -199,6 +236,7 @@ def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive:
 
 
 @cli.command()
+@lang_option
 @click.argument("path", type=click.Path())
 @click.option("-o", "--output", "output", required=True, type=click.Path(), metavar="OUT",
               help="The report to write: .html or .md (by its suffix, unless --format says); "
@@ -217,26 +255,33 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
     to_stdout = output == STDOUT
     fmt = fmt or ("md" if to_stdout else format_for(output))
     if fmt is None:
-        raise UsageFailure(f"cannot tell the report format from `{output}`; "
-                           "name it .html or .md, or give --format html|md")
+        raise UsageFailure(MESSAGES["report_format"].format(output=output))
+    protect = [(path, MESSAGES["what_spec"])]
     if not to_stdout:
-        _check_output(output, protect=[(path, "the spec it reports on")])
+        _check_output(output, protect)
     try:
         program = check_path(path, bindings)
     except OSError as error:
         raise UsageFailure(cannot_read(path, error)) from None
-    content = render(build_report(program, path, bindings, dtype), fmt)
+    built = build_report(program, path, bindings, dtype)
     if to_stdout:
-        click.echo(content, nl=False)
-    else:
-        try:
-            write_atomically(output, content, protect=[(path, "the spec it reports on")])
-        except OSError as error:
-            raise UsageFailure(cannot_write(output, error)) from None
+        click.echo(render(built, fmt), nl=False)
+        sys.exit(EXIT_OK if program.ok else EXIT_ERRORS)
+    try:
+        write_atomically(output, render(built, fmt), protect=protect)
+    except OSError as error:
+        raise UsageFailure(cannot_write(output, error)) from None
+    # Like `verify`: where it went, then the verdict in verify's own words.
+    from .formats._common import Totals
+    from .formats.text import summary_line
+
+    click.echo(MESSAGES["report_written"].format(path=output))
+    click.echo(summary_line(Totals(1, built.errors, built.warnings), strict=False))
     sys.exit(EXIT_OK if program.ok else EXIT_ERRORS)
 
 
 @cli.command()
+@lang_option
 @click.argument("code", required=False)
 def explain(code: str | None) -> None:
     """Explain a diagnostic code (without CODE: list them all)."""
@@ -244,11 +289,11 @@ def explain(code: str | None) -> None:
 
     if code is None:
         for entry in codes.REGISTRY.values():
-            click.echo(f"{entry.id}  {entry.severity.value:<7}  {entry.name}: {entry.summary}")
+            click.echo(f"{entry.id}  {entry.severity.value:<7}  {entry.name}: {entry.text('summary')}")
         return
     text = codes.explain(code)
     if text is None:
-        raise UsageFailure(f"unknown code `{code}`; `shapecheck explain` lists them all")
+        raise UsageFailure(MESSAGES["unknown_code"].format(code=code))
     click.echo(text, nl=False)
 
 
@@ -257,6 +302,13 @@ def explain(code: str | None) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the CLI, turning every failure into a message and an exit status."""
+    # In a context of its own: `--lang` chooses the language for this call only (a test
+    # or a program that calls `main` several times gets no language left behind).
+    contextvars.copy_context().run(_main, argv)
+
+
+def _main(argv: Sequence[str] | None) -> None:
+    _check_language_variable()
     try:
         cli.main(args=list(argv) if argv is not None else None, prog_name="shapecheck",
                  standalone_mode=False)
@@ -266,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         error.show()
         sys.exit(EXIT_USAGE)
     except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+        click.echo(MESSAGES["aborted"], err=True)
         sys.exit(EXIT_USAGE)
     except UsageFailure as error:
         click.echo(f"shapecheck: {error}", err=True)
@@ -276,16 +328,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     except BrokenPipeError:
         sys.exit(EXIT_USAGE)
     except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
+        click.echo(MESSAGES["interrupted"], err=True)
         sys.exit(EXIT_USAGE)
     except BaseException as error:  # an internal failure: a bug, never a user mistake
         if os.environ.get("SHAPECHECK_DEBUG"):
             traceback.print_exc()
-        click.echo(f"shapecheck: internal error: {type(error).__name__}: {error}\n"
-                   "This is a bug in shapecheck; set SHAPECHECK_DEBUG=1 to see the traceback.",
+        click.echo("shapecheck: " + MESSAGES["internal"].format(error=f"{type(error).__name__}: {error}"),
                    err=True)
         sys.exit(EXIT_USAGE)
     sys.exit(EXIT_OK)
+
+
+def _check_language_variable() -> None:
+    """An unknown ``SHAPECHECK_LANG`` is said once, not silently ignored."""
+    value = os.environ.get(i18n.ENV)
+    if value and i18n.normalise(value) is None:
+        click.echo("shapecheck: " + MESSAGES["unknown_language"].format(
+            variable=i18n.ENV, value=value, languages=", ".join(i18n.LANGUAGES)), err=True)
 
 
 if __name__ == "__main__":

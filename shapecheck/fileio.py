@@ -31,11 +31,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import BinaryIO, Union
 
+from .i18n import Table
+
 PathLike = Union[str, "os.PathLike[str]"]
 Protected = Union[PathLike, tuple[PathLike, str]]  # a path, or (path, what it is)
 Content = Union[bytes, str, Callable[[BinaryIO], None]]
 
-MESSAGES = {
+MESSAGES: Table = Table("fileio", "MESSAGES", {
     "fifo": "not a regular file (a FIFO)",
     "char_device": "not a regular file (a character device)",
     "block_device": "not a regular file (a block device)",
@@ -46,7 +48,8 @@ MESSAGES = {
     "no_folder": "its folder does not exist",
     "protected": "it is {what}, which would be overwritten",
     "symlink_loop": "the symlink does not lead to a file",
-}
+    "no_temporary": "no unused temporary name",
+})
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -221,7 +224,7 @@ def _create_temporary(target: Path) -> tuple[int, Path]:
             return os.open(temporary, flags, 0o600), temporary
         except FileExistsError:
             continue
-    raise FileExistsError(errno.EEXIST, "no unused temporary name", os.fspath(target))
+    raise FileExistsError(errno.EEXIST, MESSAGES["no_temporary"], os.fspath(target))
 
 
 def _new_mode(target: Path, keep_mode: bool) -> int:

@@ -22,9 +22,11 @@ import operator
 import re
 from collections.abc import Mapping
 
+from .i18n import Table
+
 MAX_BINDING = 10**18 - 1  # 18 digits: far past any real size, and exact as a float-free int
 
-MESSAGES = {
+MESSAGES: Table = Table("options", "MESSAGES", {
     "binding_syntax": "`{item}` is not NAME=INT",
     "binding_name": "`{name}` is not a dim name",
     "binding_value": "`{name}`: the value must be a positive integer, got {value}",
@@ -34,7 +36,9 @@ MESSAGES = {
     "size": "`{text}` is not a size (examples: 4GiB, 512MiB, 2GB, 1000000, unlimited)",
     "size_small": "`{text}` is less than one byte",
     "size_type": "a size is a number of bytes, a string such as '4GiB', or None; got {type}",
-}
+    "many_digits": "a {digits}-digit number",
+    "huge_number": "a number of over 3000 digits",
+})
 
 _DIGITS = re.compile(r"[0-9]+")
 _SIZE = re.compile(r"(?P<number>[0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)(?P<unit>[kmgt]i?)?b?")
@@ -110,8 +114,9 @@ def parse_bindings(items: list[str] | tuple[str, ...]) -> dict[str, int]:
 
 
 def _short(number: int) -> str:
-    digits = len(str(number)) if number.bit_length() < 10_000 else None
-    return f"a {digits}-digit number" if digits else "a number of over 3000 digits"
+    if number.bit_length() < 10_000:
+        return _message("many_digits", digits=len(str(number)))
+    return _message("huge_number")
 
 
 # --- sizes ------------------------------------------------------------------------------------
