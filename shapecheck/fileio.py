@@ -178,7 +178,8 @@ def _protected(protect: Iterable[Protected]) -> Iterable[tuple[tuple[int, int], 
 
 
 def write_atomic(path: PathLike, content: Content, *, protect: Iterable[Protected] = (),
-                 keep_mode: bool = False, follow_symlinks: bool = False) -> Path:
+                 keep_mode: bool = False, follow_symlinks: bool = False,
+                 mode: int | None = None) -> Path:
     """Write ``content`` to ``path`` whole or not at all; returns the path written.
 
     ``content`` is bytes, text (written as UTF-8 with ``\\n`` line ends) or a
@@ -186,12 +187,14 @@ def write_atomic(path: PathLike, content: Content, *, protect: Iterable[Protecte
     never be replaced (a path, or a ``(path, description)`` pair for the message).
     ``keep_mode``: the new file takes the mode of the file it replaces.
     ``follow_symlinks``: a symlink at ``path`` is followed and its target replaced.
+    ``mode``: the new file's mode, instead of 0666 minus the umask (0600: private).
     Raises :class:`OSError` (an :class:`UnsafeWrite` for a refused target); the
     old file, if any, is then untouched and no temporary file is left behind.
     """
     protect = list(protect)
     target = check_target(path, protect=protect, follow_symlinks=follow_symlinks)
-    mode = _new_mode(target, keep_mode)
+    if mode is None:
+        mode = _new_mode(target, keep_mode)
     descriptor, temporary = _create_temporary(target)
     try:
         with os.fdopen(descriptor, "wb") as handle:

@@ -43,6 +43,7 @@ from .numpy_backend import Plan, compile_program, evaluate_shape
 DTYPES = ("float32", "float64")
 DEFAULT = "default"  # max_memory: runtime.default_max_memory()
 CACHE_SIZE = 32
+RUN_OVERHEAD = 64 << 10  # the run's own Python objects and NumPy scalars, in bytes
 BACKENDS: dict[str, Callable[..., Plan]] = {"numpy": compile_program}
 
 SpecSource = Union[Program, str, "os.PathLike[str]"]
@@ -163,7 +164,8 @@ class CompiledSpec:
         bound = runtime.bind(base, {n: a.shape for n, a in supplied.items()}, dims, self._hint)
         plan = self._compile(bound.program, self.dtype, keep_all=keep_all)
         reading = runtime.reading_bytes(bound.program, self.declared, supplied, self.dtype)
-        peak = max(plan.peak_bytes, reading, plan.final_bytes + _report_bytes(bound.program, plan))
+        peak = RUN_OVERHEAD + max(plan.peak_bytes, reading,
+                                  plan.final_bytes + _report_bytes(bound.program, plan))
         if self.max_memory is not None and peak > self.max_memory:
             raise memory_error(plan, peak, self.max_memory)
         result = _Bound(bound, plan, peak)

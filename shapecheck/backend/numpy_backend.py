@@ -380,7 +380,7 @@ class _ExprCompiler:
             return compiled
         run, dtype = compiled.run, self.dtype
         if self.shape_of(node):
-            self.allocates(node)
+            self.buffer(self.shape_of(node), dtype.itemsize)  # the numbers, not the bools
         return self.fold(Compiled(lambda frame: run(frame).astype(dtype), fresh=True,
                                   contiguous=compiled.contiguous), compiled)
 
@@ -460,6 +460,7 @@ def _compile_binop(c: _ExprCompiler, node: nodes.BinOp) -> Compiled:
     if c.value_of(node).is_bool:  # bool with bool: computed as 0 and 1, nonzero is true
         zero = c.scalar(0)        # (`+` and `*` give NumPy's logical or and and)
         if shape:
+            c.buffer(shape, c.dtype.itemsize)  # the numbers
             c.allocates(node)
         return c.fold(Compiled(lambda frame: np.not_equal(ufunc(lrun(frame), rrun(frame)), zero),
                                fresh=True, contiguous=both), left, right)

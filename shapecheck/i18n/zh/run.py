@@ -57,7 +57,6 @@ MESSAGES = {
     "save_stdout": "--save 需要一个文件名: 标准输出用于这次运行的报告",
     "what_spec": "正在运行的 spec",
     "what_input": "这次运行的一个输入数组",
-    "no_folder": "它所在的文件夹不存在",
     "dtype": "dtype 必须是 {choices} 之一, 得到的是 {dtype}",
     # 资源
     "memory": "在绑定的尺寸 ({bindings}) 下这次运行大约需要 {total}, 超过了 --max-memory {limit}; "
