@@ -36,7 +36,7 @@ from typing import Any
 import lark
 from lark import Lark
 
-FORMAT = 1
+FORMAT = 2
 MAX_BYTES = 16 << 20
 _FALLBACK_LOAD_OPTIONS = frozenset({
     "postlex", "transformer", "lexer_callbacks", "use_bytes", "debug", "g_regex_flags", "regex",
@@ -158,12 +158,20 @@ def write(path: Path, key: str, parser: Lark) -> None:
         pass
 
 
+_INT_KEYS, _TUPLE = "\x00i", "\x00t"  # tags no key of Lark's data starts with
+
+
 def _encode(value: Any) -> Any:
-    """JSON keeps lists and string keys only: tag tuples and dicts to restore them exactly."""
+    """JSON keeps lists and string keys only: tag integer-keyed dicts and tuples (few),
+    so that ``json.loads`` gives back exactly what Lark serialised."""
     if isinstance(value, dict):
-        return {"d": [[_encode(k), _encode(v)] for k, v in value.items()]}
+        if all(type(k) is str and not k.startswith("\x00") for k in value):
+            return {k: _encode(v) for k, v in value.items()}
+        if all(type(k) is int for k in value):
+            return {_INT_KEYS: [[k, _encode(v)] for k, v in value.items()]}
+        raise TypeError("cannot cache a dict with mixed keys")
     if isinstance(value, tuple):
-        return {"t": [_encode(v) for v in value]}
+        return {_TUPLE: [_encode(v) for v in value]}
     if isinstance(value, list):
         return [_encode(v) for v in value]
     if value is None or isinstance(value, (str, int, float, bool)):
@@ -172,17 +180,12 @@ def _encode(value: Any) -> Any:
 
 
 def _decode(tagged: dict[str, Any]) -> Any:
-    if "d" in tagged:
-        return {_hashable(k): v for k, v in tagged["d"]}
-    if "t" in tagged:
-        return tuple(tagged["t"])
-    raise ValueError("not a tagged value")
-
-
-def _hashable(key: Any) -> Any:
-    if isinstance(key, (list, dict)):
-        raise ValueError("not a key")
-    return key
+    if len(tagged) == 1:
+        if _INT_KEYS in tagged:
+            return {int(k): v for k, v in tagged[_INT_KEYS]}
+        if _TUPLE in tagged:
+            return tuple(tagged[_TUPLE])
+    return tagged
 
 
 __all__ = ["build", "cache_folder", "cache_key", "read", "trusted_folder", "write"]

@@ -136,7 +136,7 @@ def test_a_damaged_or_foreign_file_falls_back_to_analysing_the_grammar(cache_hom
     grammar_cache.build(parser.grammar_text(), **build_options())
     path = cached_file(cache_home)
     for content in (b"not json", b'{"key": "another", "data": {}, "memo": {}}', b"[1, 2]",
-                    b'{"d": [[[1], 2]]}'):
+                    b'{"\\u0000i": [[[1], 2]]}', b'{"\\u0000i": 5}'):
         path.write_bytes(content)
         built = grammar_cache.build(parser.grammar_text(), **build_options())
         assert built.parse("dim N\n", start="file")

@@ -215,8 +215,9 @@ def _layout(array: runtime.Supplied) -> bool:
 
 def _report_bytes(program: Program, plan: Plan) -> int:
     """Temporaries of the run's last pass over the outputs (finiteness, statistics):
-    two bool arrays of the largest output."""
-    sizes = [plan.element_counts.get(name, 0) for name in program.outputs]
+    two bool arrays of the largest real output (a bool output needs none)."""
+    sizes = [plan.element_counts.get(name, 0) for name in program.outputs
+             if not program.tensors[name].value.is_bool]
     return 2 * max(sizes, default=0)
 
 
