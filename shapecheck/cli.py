@@ -235,6 +235,45 @@ def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive:
     sys.exit(run_command(options))
 
 
+@cli.command(name="conform")
+@lang_option
+@click.argument("path", type=click.Path())
+@click.argument("target", metavar="MODULE:FUNCTION")
+@dim_option
+@click.option("--name", "names", multiple=True, metavar="SPEC=PARAM",
+              help="Pass the spec's input, param or dim SPEC as the function's parameter PARAM "
+              "(an output: read it from the returned mapping's key PARAM). Repeatable.")
+@click.option("--layout", "layouts", multiple=True, metavar="NAME=transpose|PERM",
+              help="The function takes (or returns) NAME with its last two axes swapped, or its "
+              "axes permuted (NAME=1,0,2). Repeatable.")
+@click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float64",
+              show_default=True, help="Element type of the generated inputs and the spec's run.")
+@click.option("--cases", type=click.IntRange(min=1), default=5, show_default=True,
+              help="How many admissible bindings to try.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed for the bindings and the generated inputs.")
+@click.option("--rtol", type=click.FloatRange(min=0), help="Relative tolerance (default: by dtype).")
+@click.option("--atol", type=click.FloatRange(min=0), help="Absolute tolerance (default: by dtype).")
+@click.option("--framework", type=click.Choice(["auto", "numpy", "torch"]), default="auto",
+              show_default=True,
+              help="Arrays or tensors (auto: tensors when the function's module imports torch).")
+@click.option("--device", default="cpu", show_default=True, help="Device of the torch tensors.")
+@click.option("--no-shrink", "no_shrink", is_flag=True,
+              help="Report the first failing binding as found, without shrinking it.")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto",
+              show_default=True, help="Colour in diagnostics.")
+def conform_command(path: str, target: str, dims: tuple[str, ...], names: tuple[str, ...],
+                    layouts: tuple[str, ...], dtype: str, cases: int, seed: int,
+                    rtol: float | None, atol: float | None, framework: str, device: str,
+                    no_shrink: bool, color: str) -> None:
+    """Check that a function (NumPy or PyTorch) computes what a spec says."""
+    from .conform import ConformOptions, command
+
+    options = ConformOptions(path, target, parse_bindings(dims), names, layouts, dtype, cases,
+                             seed, rtol, atol, framework, device, not no_shrink, use_color(color))
+    sys.exit(command(options))
+
+
 @cli.command()
 @lang_option
 @click.argument("path", type=click.Path())

@@ -33,6 +33,7 @@ class Code:
         *,
         notes: Iterable[Note] = (),
         help: Iterable[str] = (),
+        counterexample: Iterable[tuple[str, int]] = (),
         **fields: object,
     ) -> Diagnostic:
         return Diagnostic(
@@ -42,6 +43,7 @@ class Code:
             span=span,
             notes=tuple(notes),
             help=tuple(help),
+            counterexample=tuple(counterexample),
         )
 
     def text(self, field: str) -> str:
@@ -185,8 +187,9 @@ NOT_DIVISIBLE = _code(
     why="`D_model / H` is only a size if `H` divides `D_model`; without a constraint "
     "this fails for some admissible sizes.",
     example="dim D_model, H\ndim d = D_model / H\n"
-    "# error[SC202]: cannot prove that D_model is divisible by H",
-    fix="Declare the relation: `constraint D_model == H * d` (with a new dim `d`).",
+    "# error[SC202]: D_model is not divisible by H for every size: it fails at D_model=1, H=2: "
+    "1 is not divisible by 2\n# help: add `dim k` and `constraint D_model == H * k`",
+    fix="Declare the relation, as the help says: `dim k` and `constraint D_model == H * k`.",
 )
 CONSTRAINT_VIOLATED = _code(
     "SC203", "constraint-violated", E, "the bindings violate a constraint",
@@ -361,8 +364,9 @@ SPLIT_HEADS = _code(
     what="`split_heads(x, H)` turns `[..., N, H*d]` into `[..., H, N, d]`; the last axis "
     "must be provably divisible by `H`.",
     why="With `D_model` and `H` unrelated, `D_model / H` is not a size for every choice.",
-    example="dim N, H, D_model\ninput X: [N, D_model]\nQ = split_heads(X, H)\n# error[SC313]",
-    fix="Add `constraint D_model == H * d` (declaring `d`).",
+    example="dim N, H, D_model\ninput X: [N, D_model]\nQ = split_heads(X, H)\n# error[SC313]: ... "
+    "it fails at D_model=1, H=2: 1 is not divisible by 2",
+    fix="Add the relation, as the help says: `dim k` and `constraint D_model == H * k`.",
 )
 SCALAR_OPERAND = _code(
     "SC314", "not-a-tensor", E, "a tensor is needed but a scalar or list was given",
@@ -435,7 +439,8 @@ HELPS: Table = Table("codes", "HELPS", {
     "transpose": "did you mean `{fix}`?",
     "redeclare": "if `{name}` is declared with the wrong shape: `param {name}: {shape}`",
     "or": "or: {text}",
-    "add_constraint": "add `constraint {lhs} == {rhs}`",
+    "add_constraint": "add `constraint {constraint}`",
+    "add_dim_and_constraint": "add `dim {dims}` and `constraint {constraint}`",
     "did_you_mean": "did you mean `{name}`?",
     "declare_dim": "declare it with `dim {name}`",
     "use_row": "use `softmax({arg}, axis=row)`",
@@ -448,9 +453,33 @@ HELPS: Table = Table("codes", "HELPS", {
 RELATIONS: Table = Table("codes", "RELATIONS", {
     "differ": "differ",
     "unproved": "cannot be proved equal",
+    "refuted": "differ at {values} ({left} vs {right})",
     "differs_from": "differs from",
     "unproved_to": "cannot be proved equal to",
+    "refuted_to": "differs (at {values}: {left} vs {right}) from",
 })
+
+
+def relation(kind: str, to: bool = False, counterexample: object = None) -> str:
+    """How two dims relate: ``kind`` is `differ` (always), `refuted` (at the
+    counterexample's sizes, a ``symbolic.Counterexample``) or `unproved`; ``to`` for
+    the "X, which ... Y" form."""
+    key = {"differ": "differs_from", "unproved": "unproved_to", "refuted": "refuted_to"}[kind] \
+        if to else kind
+    if kind != "refuted":
+        return RELATIONS[key]
+    left, right = counterexample.sides  # type: ignore[attr-defined]
+    return RELATIONS[key].format(values=counterexample.text(),  # type: ignore[attr-defined]
+                                 left=left, right=right)
+
+
+def needed_help(dims: Iterable[str], constraint: str) -> str:
+    """`help: add ...` for the weakest constraint, declaring the new dims it needs."""
+    names = ", ".join(dims)
+    if names:
+        return HELPS["add_dim_and_constraint"].format(dims=names, constraint=constraint)
+    return HELPS["add_constraint"].format(constraint=constraint)
+
 
 SYNTAX_TEXT: Table = Table("codes", "SYNTAX_TEXT", {
     "expected_after": "expected {expected} after {previous}, found {found}",
@@ -483,14 +512,22 @@ def constraint_reason(key: str, **fields: object) -> str:
 
 DIVISIBILITY: Table = Table("codes", "DIVISIBILITY", {
     "unproved": "cannot prove that {numerator} is divisible by {denominator}",
+    "refuted": "{numerator} is not divisible by {denominator} for every size: it fails at "
+    "{values}: {top} is not divisible by {bottom}",
     "different": "{numerator} is not divisible by {denominator}",
     "different_at": "{numerator} is not divisible by {denominator}: {top} / {bottom} leaves a remainder",
 })
 
 
 def divisibility(definite: bool, numerator: str, denominator: str,
-                 values: tuple[int, int] | None = None) -> str:
-    """The claim of an SC202 message: unproved, or false (at the bindings)."""
+                 values: tuple[int, int] | None = None, counterexample: object = None) -> str:
+    """The claim of an SC202 message: refuted (at a counterexample, a
+    ``symbolic.Counterexample``), unproved, or false (at the bindings)."""
+    if not definite and counterexample is not None:
+        top, bottom = counterexample.sides  # type: ignore[attr-defined]
+        return DIVISIBILITY["refuted"].format(
+            numerator=numerator, denominator=denominator, top=top, bottom=bottom,
+            values=counterexample.text())  # type: ignore[attr-defined]
     if not definite:
         return DIVISIBILITY["unproved"].format(numerator=numerator, denominator=denominator)
     if values is None:
@@ -514,6 +551,7 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "builtin_function": "builtin function",
     # SC201: why a dim expression is not positive
     "not_positive_at_bindings": " (it is not positive at the bindings)",
+    "not_positive_at": ": it is {value} at {values}",
     # SC203: the bindings of a constraint when no dim in it is bound
     "no_bindings": "these values",
     # SC204

@@ -97,6 +97,8 @@ MESSAGES: Table = Table("run", "MESSAGES", {
     "bug_unresolved_call": "backend bug: the checker did not resolve the call of `{name}` on line "
     "{line}; please report it",
     "bug_no_builtin": "backend bug: builtin `{name}` has no NumPy implementation; please report it",
+    "bug_no_builtin_torch": "backend bug: builtin `{name}` has no torch implementation; please "
+    "report it",
     "bug_not_value": "backend bug: cannot execute a {kind} as a value (line {line}); please report it",
     # the report of `shapecheck run`
     "report_header": "{path}: ran with {bindings} ({dtype}, numpy)",

@@ -96,8 +96,10 @@ CODES: dict[str, dict[str, str]] = {
         "(`split_heads` 用 SC313 说同一件事。)",
         why="只有 `H` 整除 `D_model` 时, `D_model / H` 才是一个尺寸; 没有约束时, "
         "总有某些允许的尺寸会失败。",
-        example="dim D_model, H\ndim d = D_model / H\n# error[SC202]: 无法证明 D_model 能被 H 整除",
-        fix="声明这个关系: `constraint D_model == H * d` (并声明新维度 `d`)。",
+        example="dim D_model, H\ndim d = D_model / H\n"
+        "# error[SC202]: D_model 并非对所有尺寸都能被 H 整除: 在 D_model=1, H=2 时不成立: "
+        "1 不能被 2 整除\n# help: 加上 `dim k` 和 `constraint D_model == H * k`",
+        fix="按 help 声明这个关系: `dim k` 和 `constraint D_model == H * k`。",
     ),
     "SC203": dict(
         summary="绑定违反了约束",
@@ -252,8 +254,9 @@ CODES: dict[str, dict[str, str]] = {
         message="无法把 {shape} 的最后一轴 {last} 拆成 {heads} 个 head: {reason}",
         what="`split_heads(x, H)` 把 `[..., N, H*d]` 变成 `[..., H, N, d]`; 最后一轴必须可证明能被 `H` 整除。",
         why="`D_model` 和 `H` 没有关系时, `D_model / H` 并非对每种取值都是一个尺寸。",
-        example="dim N, H, D_model\ninput X: [N, D_model]\nQ = split_heads(X, H)\n# error[SC313]",
-        fix="加上 `constraint D_model == H * d` (并声明 `d`)。",
+        example="dim N, H, D_model\ninput X: [N, D_model]\nQ = split_heads(X, H)\n# error[SC313]: ... "
+        "在 D_model=1, H=2 时不成立: 1 不能被 2 整除",
+        fix="按 help 加上这个关系: `dim k` 和 `constraint D_model == H * k`。",
     ),
     "SC314": dict(
         summary="需要张量, 却给了标量或列表",
@@ -318,7 +321,8 @@ HELPS = {
     "transpose": "你是不是想写 `{fix}`?",
     "redeclare": "如果 `{name}` 声明的形状错了: `param {name}: {shape}`",
     "or": "或者: {text}",
-    "add_constraint": "加上 `constraint {lhs} == {rhs}`",
+    "add_constraint": "加上 `constraint {constraint}`",
+    "add_dim_and_constraint": "加上 `dim {dims}` 和 `constraint {constraint}`",
     "did_you_mean": "你是不是想写 `{name}`?",
     "declare_dim": "用 `dim {name}` 声明它",
     "use_row": "使用 `softmax({arg}, axis=row)`",
@@ -331,8 +335,10 @@ HELPS = {
 RELATIONS = {
     "differ": "不一致",
     "unproved": "无法证明相等",
+    "refuted": "在 {values} 时不一致 ({left} 对 {right})",
     "differs_from": "不同于",
     "unproved_to": "无法证明等于",
+    "refuted_to": "(在 {values} 时: {left} 对 {right}) 不同于",
 }
 
 SYNTAX_TEXT = {
@@ -359,6 +365,8 @@ CONSTRAINT_REASONS = {
 
 DIVISIBILITY = {
     "unproved": "无法证明 {numerator} 能被 {denominator} 整除",
+    "refuted": "{numerator} 并非对所有尺寸都能被 {denominator} 整除: 在 {values} 时不成立: "
+    "{top} 不能被 {bottom} 整除",
     "different": "{numerator} 不能被 {denominator} 整除",
     "different_at": "{numerator} 不能被 {denominator} 整除: {top} / {bottom} 有余数",
 }
@@ -371,6 +379,7 @@ DETAILS = {
     "reserved_word": "保留字",
     "builtin_function": "内置函数",
     "not_positive_at_bindings": " (在绑定的尺寸下它不是正数)",
+    "not_positive_at": ": 在 {values} 时它等于 {value}",
     "no_bindings": "这些值",
     "binding_contradicts_value": "`--dim {name}={bound}` 与 `dim {name} = {value}` 矛盾",
     "binding_contradicts_definition": "`--dim {name}={bound}` 与它的定义 "

@@ -75,6 +75,7 @@ MESSAGES = {
     "bug_no_type": "后端 bug: 检查器没有为第 {line} 行的表达式记录形状; 请报告它",
     "bug_unresolved_call": "后端 bug: 检查器没有解析第 {line} 行对 `{name}` 的调用; 请报告它",
     "bug_no_builtin": "后端 bug: 内置函数 `{name}` 没有 NumPy 实现; 请报告它",
+    "bug_no_builtin_torch": "后端 bug: 内置函数 `{name}` 没有 torch 实现; 请报告它",
     "bug_not_value": "后端 bug: 无法把 {kind} 当作值执行 (第 {line} 行); 请报告它",
     # `shapecheck run` 的报告
     "report_header": "{path}: 以 {bindings} 运行 ({dtype}, numpy)",
