@@ -82,6 +82,8 @@ def test_compile_spec_takes_a_size_string_and_refuses_a_bad_one():
         compile_spec(SINGLE_HEAD, max_memory="lots")
     with pytest.raises(OptionError, match="dtype"):
         compile_spec(SINGLE_HEAD, dtype="float16")
+    with pytest.raises(OptionError, match="backend"):
+        shapecheck.backend.CompiledSpec(shapecheck.check_path(SINGLE_HEAD), backend="jax")
 
 
 def test_huge_fixed_dims_are_refused_with_sizes_not_an_overflow(tmp_path):
@@ -240,6 +242,11 @@ def test_an_array_file_as_input_to_the_api(tmp_path):
     assert array.shape == (4, 2) and array.mapped
     with pytest.raises(InputError, match="no array for"):
         compile_spec(SINGLE_HEAD).run({"Q": array})
+    assert compile_spec(SINGLE_HEAD).run({"Q": array}, seed=0).outputs["O"].shape == (4, 2)
+    # A file cut short after its header was read: an input error, not a crash.
+    (tmp_path / "q.npy").write_bytes((tmp_path / "q.npy").read_bytes()[:-16])
+    with pytest.raises(InputError, match="shorter than its header says"):
+        compile_spec(SINGLE_HEAD).run({"Q": array}, seed=0)
 
 
 # --- output paths -------------------------------------------------------------------------------

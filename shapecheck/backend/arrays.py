@@ -84,9 +84,14 @@ def open_npy(path: PathLike) -> ArrayFile:
     def read() -> np.ndarray:
         if nbytes == 0:
             return np.empty(shape, dtype=dtype, order="F" if fortran else "C")
-        with _open(path) as again:
-            return np.memmap(again, dtype=dtype, mode="r", offset=offset, shape=shape,
-                             order="F" if fortran else "C")
+        with _open(path) as again:  # the file may have changed since its header was read
+            if _file_size(again) < offset + nbytes:
+                raise InputError(message("not_npy", path=path, reason=message("truncated")))
+            try:
+                return np.memmap(again, dtype=dtype, mode="r", offset=offset, shape=shape,
+                                 order="F" if fortran else "C")
+            except (OSError, ValueError) as error:
+                raise InputError(message("not_npy", path=path, reason=error)) from None
 
     return ArrayFile(str(path), shape, dtype, fortran, True, read)
 

@@ -98,6 +98,9 @@ class CompiledSpec:
         self.inputs = tuple(n for n, t in self.declared.items() if t.kind == "input")
         self.params = tuple(n for n, t in self.declared.items() if t.kind == "param")
         self.outputs = tuple(program.outputs)
+        if backend not in BACKENDS:
+            raise OptionError(message("backend", backend=repr(backend),
+                                      choices=", ".join(BACKENDS)))
         self._compile = BACKENDS[backend]
         self._hint = hint  # how the user binds dims, for the message naming unbound ones
         self._plans: dict[Any, _Bound] = {}

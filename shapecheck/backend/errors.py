@@ -76,6 +76,7 @@ MESSAGES: Table = Table("run", "MESSAGES", {
     "what_spec": "the spec being run",
     "what_input": "an input array of this run",
     "dtype": "dtype must be one of {choices}, got {dtype}",
+    "backend": "backend must be one of {choices}, got {backend}",
     # resources
     "memory": "the run needs about {total} at the bindings ({bindings}), more than --max-memory "
     "{limit}; the largest tensor is {largest} {shape}, {size}",

@@ -58,6 +58,7 @@ MESSAGES = {
     "what_spec": "正在运行的 spec",
     "what_input": "这次运行的一个输入数组",
     "dtype": "dtype 必须是 {choices} 之一, 得到的是 {dtype}",
+    "backend": "backend 必须是 {choices} 之一, 得到的是 {backend}",
     # 资源
     "memory": "在绑定的尺寸 ({bindings}) 下这次运行大约需要 {total}, 超过了 --max-memory {limit}; "
     "最大的张量是 {largest} {shape}, {size}",
