@@ -7,7 +7,8 @@ wrong; 2 usage error, unreadable file, or internal failure (a checker bug).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
@@ -15,6 +16,7 @@ import numpy as np
 
 from .. import fileio
 from ..api import check_path, file_result
+from ..config import default_bindings
 from ..options import OptionError, parse_size
 from ..program import Program
 from . import runtime
@@ -38,6 +40,8 @@ class RunOptions:
     dtype: str = "float64"
     max_memory: str | None = None
     color: bool = False
+    ignore: frozenset[str] = frozenset()  # codes the configuration turns off
+    defaults: Mapping[str, int] = field(default_factory=dict)  # the configuration's [dims]
 
 
 def run_command(options: RunOptions) -> int:
@@ -77,7 +81,8 @@ def _run(options: RunOptions, limit: int | None) -> int:
     protect = _protected(options, origins)
     if options.save is not None:
         _check_save(options.save, protect)  # before a long run
-    spec = CompiledSpec(program, dims=options.bindings, dtype=options.dtype, max_memory=limit,
+    bindings = {**default_bindings(options.defaults, program.dims.dims), **options.bindings}
+    spec = CompiledSpec(program, dims=bindings, dtype=options.dtype, max_memory=limit,
                         hint=runtime.cli_hint)
     result = spec.run(arrays, seed=options.seed, keep_intermediates=options.save_all,
                       check_invariants=True)
@@ -91,7 +96,8 @@ def _run(options: RunOptions, limit: int | None) -> int:
 
 def _load_spec(options: RunOptions) -> Program:
     try:
-        program = check_path(options.path, options.bindings)
+        program = check_path(options.path, options.bindings, ignore=options.ignore,
+                             defaults=options.defaults)
     except OSError as error:
         raise UnreadableFile(message("unreadable", path=options.path,
                                      reason=error.strerror or error)) from None
