@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import nodes
 from ..builtins import axis_index
-from ..einsum import implicit_output, parse_subscripts
+from ..einsum import parse_subscripts
 from ..program import CallInfo, Program, Value
 from .errors import CheckerBug, InputError, bindings_text, message
 
@@ -838,10 +838,10 @@ def _einsum(call: _Call) -> Compiled:
 
 def einsum_letters(subscripts: str, shapes: list[tuple[int, ...]]) -> tuple[list[str], str]:
     """One letter per axis of each operand and of the result: ``...`` becomes letters
-    unused elsewhere (right-aligned, as NumPy broadcasts), the implicit output NumPy's."""
-    terms, output = parse_subscripts(subscripts, len(shapes))
-    if output is None:
-        output = implicit_output(terms)
+    unused elsewhere (right-aligned, as NumPy broadcasts); those the output leaves out are
+    summed, as the checker reads them (``shapecheck.einsum``)."""
+    parsed = parse_subscripts(subscripts, len(shapes))  # the checker's one reading
+    terms, output = list(parsed.inputs), parsed.output
     used = set("".join(terms) + output)
     spare = [c for c in string.ascii_letters if c not in used]
     width = max((len(s) - len(t.replace("...", "")) for t, s in zip(terms, shapes) if "..." in t),
