@@ -6,19 +6,23 @@ import gc
 from pathlib import Path
 
 from . import codes
-from .checker import check
-from .diagnostics import FileResult, Span
+from .checker import Checker
+from .diagnostics import FileResult, InferredNames, Span
 from .parser import parse
-from .program import Program
+from .program import Inferred, Program
 from .symbolic import DimSystem
 
 
 def check_text(text: str, bindings: dict[str, int] | None = None, *,
-               warn_unknown_bindings: bool = True) -> Program:
+               warn_unknown_bindings: bool = True, infer: bool | None = None) -> Program:
     """Parse and check a spec given as text.
 
     ``warn_unknown_bindings=False`` leaves out SC207 (a binding that names no dim
     of this spec), for callers that check several files with one set of bindings.
+    ``infer``: the shapes of undeclared names are inferred in a spec that declares
+    nothing (None, the default), in any spec (True), or never (False: each is SC101).
+    A spec that declares something keeps its SC101 errors, with the inferred
+    declaration in their help. See :mod:`shapecheck.infer`.
     """
     # The syntax tree and shapes hold no reference cycles worth collecting
     # while we build them; pausing the cyclic GC keeps checking linear in the
@@ -27,28 +31,41 @@ def check_text(text: str, bindings: dict[str, int] | None = None, *,
     gc.disable()
     try:
         parsed = parse(text)
-        return check(text, parsed.statements, parsed.diagnostics, bindings,
-                     warn_unknown_bindings=warn_unknown_bindings)
+
+        def check_again(inferred: Inferred | None = None, dims: DimSystem | None = None, *,
+                        complete: bool = False) -> Program:
+            checker = Checker(text, bindings, warn_unknown_bindings, dims=dims, inferred=inferred,
+                              complete=complete)
+            return checker.run(parsed.statements, parsed.diagnostics)
+
+        program = check_again()
+        if program.undeclared and infer is not False:
+            # Only where something is undeclared: a declared spec never loads inference.
+            from .infer import infer as infer_undeclared
+
+            program = infer_undeclared(program, check_again, infer)
+        program.infer = infer
+        return program
     finally:
         if was_enabled:
             gc.enable()
 
 
 def check_bytes(data: bytes, bindings: dict[str, int] | None = None, *,
-                warn_unknown_bindings: bool = True) -> Program:
+                warn_unknown_bindings: bool = True, infer: bool | None = None) -> Program:
     """Decode (UTF-8, BOM allowed) and check; undecodable input is a diagnostic."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         return _undecodable(data, error)
-    return check_text(text, bindings, warn_unknown_bindings=warn_unknown_bindings)
+    return check_text(text, bindings, warn_unknown_bindings=warn_unknown_bindings, infer=infer)
 
 
 def check_path(path: str | Path, bindings: dict[str, int] | None = None, *,
-               warn_unknown_bindings: bool = True) -> Program:
+               warn_unknown_bindings: bool = True, infer: bool | None = None) -> Program:
     """Read and check a file. Raises OSError when the file cannot be read."""
     return check_bytes(Path(path).read_bytes(), bindings,
-                       warn_unknown_bindings=warn_unknown_bindings)
+                       warn_unknown_bindings=warn_unknown_bindings, infer=infer)
 
 
 def _undecodable(data: bytes, error: UnicodeDecodeError) -> Program:
@@ -65,7 +82,11 @@ def _undecodable(data: bytes, error: UnicodeDecodeError) -> Program:
 
 
 def file_result(program: Program, path: str) -> FileResult:
-    return FileResult(path, program.source, list(program.diagnostics), program.shapes())
+    found = program.inferred
+    inferred = InferredNames() if found is None else InferredNames(
+        tuple(t.name for t in found.tensors), tuple(name for name, _ in found.dims),
+        tuple(found.declarations()))
+    return FileResult(path, program.source, list(program.diagnostics), program.shapes(), inferred)
 
 
 def admissible_bindings(program: Program, count: int, *, seed: int = 0, high: int = 8,

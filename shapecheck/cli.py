@@ -89,6 +89,12 @@ dim_option = click.option(
     help="Bind a dim to a size (repeatable). Binding a derived dim is checked against its definition.",
 )
 
+infer_option = click.option(
+    "--infer/--no-infer", "infer", default=None,
+    help="Infer the shapes of undeclared names in any spec (--infer), or in none: each is "
+    "an error (--no-infer). Default: only in a spec that declares nothing (a sketch).",
+)
+
 
 def spec_files(paths: Sequence[str]) -> Iterator[Path]:
     """Files as given; a folder means every `*.attn` below it, in sorted order.
@@ -143,7 +149,9 @@ def cli() -> None:
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto",
               show_default=True, help="Colour in text output (auto: on a terminal, unless NO_COLOR is set).")
 @dim_option
-def verify(paths: tuple[str, ...], fmt: str, strict: bool, color: str, dims: tuple[str, ...]) -> None:
+@infer_option
+def verify(paths: tuple[str, ...], fmt: str, strict: bool, color: str, dims: tuple[str, ...],
+           infer: bool | None) -> None:
     """Check spec files (a folder means every *.attn below it)."""
     from .api import check_path, file_result
     from .formats import github_step_summary, render
@@ -157,7 +165,8 @@ def verify(paths: tuple[str, ...], fmt: str, strict: bool, color: str, dims: tup
         try:
             # With several files a binding applies to those that declare the dim;
             # one that no file declares is reported once, below.
-            program = check_path(path, bindings, warn_unknown_bindings=len(files) == 1)
+            program = check_path(path, bindings, warn_unknown_bindings=len(files) == 1,
+                                 infer=infer)
         except OSError as error:
             click.echo(f"shapecheck: {cannot_read(path, error)}", err=True)
             unreadable = True
@@ -215,14 +224,15 @@ def _append(path: str, text: str) -> None:
               "Default: 4 GiB, or half the machine's memory if less.")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto",
               show_default=True, help="Colour in diagnostics.")
+@infer_option
 def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive: str | None,
         seed: int, save: str | None, save_all: bool, dtype: str, backend: str,
-        max_memory: str | None, color: str) -> None:
+        max_memory: str | None, color: str, infer: bool | None) -> None:
     """Verify a spec, then execute it with NumPy and report its outputs."""
     from .backend.command import RunOptions, run_command
 
     options = RunOptions(path, parse_bindings(dims), input_files, archive, seed, save, save_all,
-                         dtype, max_memory, use_color(color))
+                         dtype, max_memory, use_color(color), infer)
     sys.exit(run_command(options))
 
 
@@ -275,7 +285,9 @@ def conform_command(path: str, target: str, dims: tuple[str, ...], names: tuple[
 @click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float64",
               show_default=True, help="Element type for the byte counts.")
 @dim_option
-def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str, ...]) -> None:
+@infer_option
+def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str, ...],
+           infer: bool | None) -> None:
     """Write a shape-annotated report of one spec (HTML or Markdown)."""
     from .api import check_path
     from .report import build_report, format_for, render, write_atomically
@@ -287,7 +299,7 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
     if Path(output).exists() and Path(path).exists() and Path(output).samefile(path):
         raise UsageFailure(MESSAGES["report_over_spec"].format(output=output))
     try:
-        program = check_path(path, bindings)
+        program = check_path(path, bindings, infer=infer)
     except OSError as error:
         raise UsageFailure(cannot_read(path, error)) from None
     built = build_report(program, path, bindings, dtype)

@@ -35,6 +35,7 @@ class RunOptions:
     dtype: str = "float64"
     max_memory: str | None = None
     color: bool = False
+    infer: bool | None = None  # --infer / --no-infer (None: only in a sketch)
 
 
 def run_command(options: RunOptions) -> int:
@@ -64,7 +65,7 @@ def run_command(options: RunOptions) -> int:
 
 def _run(options: RunOptions, limit: int | None) -> int:
     try:
-        program = check_path(options.path, options.bindings)
+        program = check_path(options.path, options.bindings, infer=options.infer)
     except OSError as error:
         raise UnreadableFile(message("unreadable", path=options.path,
                                      reason=error.strerror or error)) from None
