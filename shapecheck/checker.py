@@ -103,6 +103,7 @@ class Checker:
             self.program.tensors[tensor.name] = Tensor(
                 tensor.name, "input", tensor.value, tensor.span, tensor.span, inferred=True)
             self.names.kind[tensor.name] = "tensor"
+            self.names.used.add(tensor.name)  # inferred from its uses: never unused
         self.program.inferred = inferred
 
     def _declared_later(self, node: nodes.Name) -> bool:
@@ -160,7 +161,9 @@ class Checker:
         return True
 
     def _undefined(self, name: str, span: Span, role: str) -> None:
-        """SC101; the use is recorded (``role``: "dim" or "tensor") for inference."""
+        """SC101; the use is recorded for inference, with its ``role``: "dim" (a dim is
+        needed), "value" (a value: a tensor, or a dim as a scalar) or "tensor" (only a
+        tensor will do: `output X`, `assert X: [...]`)."""
         self.program.undeclared.setdefault(name, []).append((span, role))
         candidates = [n for n, k in self.names.kind.items() if k != "unknown"]
         close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
@@ -170,7 +173,7 @@ class Checker:
         self.report(codes.UNDEFINED.diag(span, name=name, help=helps))
 
     def _resolve_dim(self, node: nodes.Name, role: str = "dim") -> Dim | None:
-        """The dim a name stands for, or report why there is none (``role`` "tensor":
+        """The dim a name stands for, or report why there is none (``role`` "value":
         the name stands where a value is needed, and is not a dim or a tensor)."""
         kind = self.names.kind.get(node.name)
         if kind == "dim":
@@ -180,7 +183,7 @@ class Checker:
             self.names.used.add(node.name)
             return None
         first = self._first.get(node.name)
-        if role == "tensor" and kind is None and first is not None and first[1] == "tensor":
+        if role == "value" and kind is None and first is not None and first[1] == "tensor":
             # a tensor used above its definition
             self.report(codes.UNDEFINED.diag(
                 node.span, name=node.name,
@@ -429,7 +432,7 @@ class Checker:
         if kind == "unknown":
             self.names.used.add(node.name)
             return UNKNOWN
-        self._resolve_dim(node, role="tensor")  # reports undefined / reserved
+        self._resolve_dim(node, role="value")  # reports undefined / reserved
         return UNKNOWN
 
     def _unary(self, node: nodes.Unary) -> Value:

@@ -366,9 +366,12 @@ class _Namer:
         numbered: dict[tuple[str, ...], int] = {}
         dims: list[tuple[str, Span]] = list(self.inference.dims)
         tensors: list[InferredTensor] = []
-        # A name nothing gives axes is a size used as a scalar (the note's `sqrt(d)`).
+        # A name nothing gives axes is a size used as a scalar (the note's `sqrt(d)`),
+        # unless a use needs a tensor (`output x`).
+        program = self.inference.program
         scalars = {i for i, shape in enumerate(resolved) if not shape
-                   and not self.attempt.guess.bools[i]}
+                   and not self.attempt.guess.bools[i] and all(
+                       role == "value" for _, role in program.undeclared[self.inference.tensors[i][0]])}
         for i, ((name, span), shape) in enumerate(zip(self.inference.tensors, resolved)):
             if i in scalars:
                 dims.append((name, span))

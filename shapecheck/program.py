@@ -112,7 +112,8 @@ class Program:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     types: dict[int, Value] = field(default_factory=dict)  # id(expr node) -> Value
     calls: dict[int, CallInfo] = field(default_factory=dict)  # id(Call node) -> CallInfo
-    # Names used without a declaration: name -> each use, as (span, "dim" | "tensor").
+    # Names used without a declaration: name -> each use, as (span, role), the role
+    # "dim", "value" or "tensor" (see Checker._undefined).
     undeclared: dict[str, list[tuple[Span, str]]] = field(default_factory=dict)
     # What inference supplied (a sketch), and the mode the spec was checked in
     # (`infer=` of api.check_text: None automatic, True / False forced).
