@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
-from . import codes
+from . import codes, nodes, suppress
 from .checker import Checker
+from .config import default_bindings
 from .diagnostics import FileResult, InferredNames, Span
 from .parser import parse
 from .program import Inferred, Program
@@ -14,11 +16,21 @@ from .symbolic import DimSystem
 
 
 def check_text(text: str, bindings: dict[str, int] | None = None, *,
-               warn_unknown_bindings: bool = True, infer: bool | None = None) -> Program:
+               warn_unknown_bindings: bool = True, ignore: Collection[str] = (),
+               defaults: Mapping[str, int] | None = None, infer: bool | None = None) -> Program:
     """Parse and check a spec given as text.
 
     ``warn_unknown_bindings=False`` leaves out SC207 (a binding that names no dim
     of this spec), for callers that check several files with one set of bindings.
+
+    ``# noqa`` comments in the text are honoured (:mod:`shapecheck.suppress`);
+    ``ignore`` lists further codes not to report (a configuration's selection,
+    ``Settings.disabled(path)``). Errors are never suppressed.
+
+    ``defaults`` are default bindings (a configuration's ``[dims]``): each applies
+    when the spec declares that dim and ``bindings`` does not bind it (or, in a
+    sketch, when inference names it).
+
     ``infer``: the shapes of undeclared names are inferred in a spec that declares
     nothing (None, the default), in any spec (True), or never (False: each is SC101).
     A spec that declares something keeps its SC101 errors, with the inferred
@@ -31,10 +43,17 @@ def check_text(text: str, bindings: dict[str, int] | None = None, *,
     gc.disable()
     try:
         parsed = parse(text)
+        declared = _declared(parsed.statements)
+        given = {**default_bindings(defaults, declared), **(bindings or {})} if defaults \
+            else bindings
 
         def check_again(inferred: Inferred | None = None, dims: DimSystem | None = None, *,
                         complete: bool = False) -> Program:
-            checker = Checker(text, bindings, warn_unknown_bindings, dims=dims, inferred=inferred,
+            chosen = given
+            if inferred is not None and defaults and dims is None:
+                named = {name for name, _ in inferred.dims}
+                chosen = {**default_bindings(defaults, declared | named), **(bindings or {})}
+            checker = Checker(text, chosen, warn_unknown_bindings, dims=dims, inferred=inferred,
                               complete=complete)
             return checker.run(parsed.statements, parsed.diagnostics)
 
@@ -45,6 +64,9 @@ def check_text(text: str, bindings: dict[str, int] | None = None, *,
 
             program = infer_undeclared(program, check_again, infer)
         program.infer = infer
+        program.diagnostics = suppress.apply(
+            program.diagnostics, text, (statement.span for statement in program.statements),
+            frozenset(ignore))
         return program
     finally:
         if was_enabled:
@@ -52,20 +74,35 @@ def check_text(text: str, bindings: dict[str, int] | None = None, *,
 
 
 def check_bytes(data: bytes, bindings: dict[str, int] | None = None, *,
-                warn_unknown_bindings: bool = True, infer: bool | None = None) -> Program:
+                warn_unknown_bindings: bool = True, ignore: Collection[str] = (),
+                defaults: Mapping[str, int] | None = None, infer: bool | None = None) -> Program:
     """Decode (UTF-8, BOM allowed) and check; undecodable input is a diagnostic."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         return _undecodable(data, error)
-    return check_text(text, bindings, warn_unknown_bindings=warn_unknown_bindings, infer=infer)
+    return check_text(text, bindings, warn_unknown_bindings=warn_unknown_bindings,
+                      ignore=ignore, defaults=defaults, infer=infer)
 
 
 def check_path(path: str | Path, bindings: dict[str, int] | None = None, *,
-               warn_unknown_bindings: bool = True, infer: bool | None = None) -> Program:
+               warn_unknown_bindings: bool = True, ignore: Collection[str] = (),
+               defaults: Mapping[str, int] | None = None, infer: bool | None = None) -> Program:
     """Read and check a file. Raises OSError when the file cannot be read."""
     return check_bytes(Path(path).read_bytes(), bindings,
-                       warn_unknown_bindings=warn_unknown_bindings, infer=infer)
+                       warn_unknown_bindings=warn_unknown_bindings, ignore=ignore,
+                       defaults=defaults, infer=infer)
+
+
+def _declared(statements: list[nodes.Stmt]) -> set[str]:
+    """The dims these statements declare."""
+    names: set[str] = set()
+    for statement in statements:
+        if isinstance(statement, nodes.DimFree):
+            names.update(ident.name for ident in statement.names)
+        elif isinstance(statement, nodes.DimDef):
+            names.add(statement.name.name)
+    return names
 
 
 def _undecodable(data: bytes, error: UnicodeDecodeError) -> Program:

@@ -20,7 +20,8 @@ from .builtins import (
 from .diagnostics import Diagnostic, DiagnosticSink, Note, Span
 from .program import SCALAR, UNKNOWN, CallInfo, Inferred, Program, Tensor, Value
 from .symbolic import (
-    Claim, Decision, Dim, DimBuilder, DimSystem, Verdict, as_int, free_names, to_text,
+    Claim, Decision, Dim, DimBuilder, DimSystem, TooComplex, Verdict, as_int, free_names,
+    to_text,
 )
 
 RESERVED_WORDS = frozenset(
@@ -83,7 +84,10 @@ class Checker:
                 self.sink.dropped += 1  # the rest is not checked
                 break
             self._position = self.dims.at = statement.span
-            handlers[type(statement)](statement)
+            try:
+                handlers[type(statement)](statement)
+            except TooComplex as error:
+                self._too_complex(statement, error)
         self._finish()
         return self.program
 
@@ -116,6 +120,14 @@ class Checker:
             node.span, name=node.name,
             notes=[codes.note("declared_later", declared, name=node.name)]))
         return True
+
+    def _too_complex(self, statement: nodes.Stmt, error: TooComplex) -> None:
+        """The algebra this statement needs passed the budget: SC003, and what it
+        defines is unknown (so its uses cause no further errors)."""
+        self._flush_builder()
+        self.report(codes.LIMIT.diag(statement.span, detail=error.detail))
+        for name in _defined_names(statement):
+            self.names.kind.setdefault(name, "unknown")
 
     def _finish(self) -> None:
         self._warn_unused()
@@ -749,6 +761,15 @@ def _first_definitions(statements: list[nodes.Stmt]) -> dict[str, tuple[Span, st
                 isinstance(statement, nodes.Output) and statement.value is not None):
             first.setdefault(statement.name.name, (statement.name.span, "tensor"))
     return first
+
+
+def _defined_names(statement: nodes.Stmt) -> list[str]:
+    if isinstance(statement, nodes.DimFree):
+        return [ident.name for ident in statement.names]
+    if isinstance(statement, (nodes.DimDef, nodes.TensorDecl, nodes.Define)) or (
+            isinstance(statement, nodes.Output) and statement.value is not None):
+        return [statement.name.name]
+    return []
 
 
 def _dims_first(statements: list[nodes.Stmt]) -> list[nodes.Stmt]:

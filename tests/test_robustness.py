@@ -29,7 +29,10 @@ from shapecheck.program import Program
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").rglob("*.attn"))
 EXAMPLE_TEXTS = [path.read_text(encoding="utf-8") for path in EXAMPLES]
-BUDGET = 10.0  # seconds for one input, on a slow CI machine; most take milliseconds
+# CPU seconds for one input, on a slow CI machine; most take milliseconds. A guard
+# against hangs, not a speed target (those are benchmarks): CPU time, not the clock,
+# so that other work on a shared machine does not fail it.
+BUDGET = 10.0
 
 HEAD = b"dim N, d\ninput Q: [N, d]\n"
 LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -170,9 +173,9 @@ def assert_renders(program: Program) -> None:
 @pytest.mark.parametrize("name", list(HOSTILE))
 def test_hostile_input_gives_diagnostics_quickly(name: str) -> None:
     data, expected = HOSTILE[name]
-    start = time.perf_counter()
+    start = time.process_time()
     program = check_bytes(data)
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert elapsed < BUDGET, f"{name}: {elapsed:.1f} s"
     assert_well_formed(program, program.source)
     assert_renders(program)

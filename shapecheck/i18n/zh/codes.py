@@ -25,12 +25,17 @@ CODES: dict[str, dict[str, str]] = {
         summary="超出了检查器的某项上限",
         message="{detail}",
         what="这条语句超出了检查器的某项上限: 嵌套超过 {depth} 层, 整数字面量超过 {digits} 位, "
-        "维度表达式中的指数大于 {exponent}, 或者维度表达式展开后超过 {terms} 项。".format(
-            depth=200, digits=40, exponent=64, terms=256),
-        why="这样的输入几乎总是误生成的, 检查它可能耗尽时间或内存。这些上限让 `shapecheck` "
-        "对任何输入都又快又安全。",
+        "维度表达式中的指数大于 {exponent}, 或者证明会超出代数预算 (\"太复杂, 无法证明\"): "
+        "代入派生维度和约束之后, 维度表达式展开超过 {terms} 项、次数超过 {degree}、"
+        "数字超过 {bits} 位 (二进制), 或展开需要超过 {work} 次项的乘法; "
+        "或者把约束组合起来需要超过 {steps} 步。".format(
+            depth=200, digits=40, exponent=64, terms="256", degree=256, bits="8,192",
+            work="4,096", steps="4,000"),
+        why="这样的输入几乎总是误生成的, 检查它可能耗尽时间或内存。预算按项数和步数计算, "
+        "从不按秒计算, 所以在每台机器上、每个编辑器里结论都相同。",
         example="dim N\ndim M = N ** 100000\n# error[SC003]: 指数 100000 太大",
-        fix="简化表达式, 或者拆成几条语句。",
+        fix="按信息所说简化表达式或约束 (把关系写成定义, `constraint D == H * d`), "
+        "拆成几条语句, 或者用 `--dim` 绑定一些维度。",
     ),
     "SC004": dict(
         summary="错误太多, 检查器停止了",
@@ -39,6 +44,25 @@ CODES: dict[str, dict[str, str]] = {
         why="几百个错误之后, 其余的几乎总是同一个错误的后果, 全部打印只会淹没最前面的几个。",
         example="(把一个二进制文件当作 spec 传入)",
         fix="先改正显示出来的错误, 再运行一次检查。",
+    ),
+    "SC006": dict(
+        summary="检查这个文件时 shapecheck 内部出错",
+        message="检查 {path} 时内部出错: {error} (这是 shapecheck 的 bug; "
+        "设置 SHAPECHECK_DEBUG=1 可以看到回溯)",
+        what="shapecheck 自己在检查这个文件时出错: 这是 shapecheck 的 bug, 不是 spec 的错误。"
+        "其他文件照常检查和报告。",
+        why="一个触发 bug 的文件不应让其他所有文件的结果丢失, 无论哪种输出格式; 退出状态是 2, "
+        "和任何内部错误一样。",
+        example="(任何让检查器出错的文件; 设置 SHAPECHECK_DEBUG=1 可以看到回溯)",
+        fix="把这个文件报告给 shapecheck 的开发者; 在此之前, 简化触发它的语句。",
+    ),
+    "SC007": dict(
+        summary="命令行上给出的路径无法读取",
+        message="无法读取 {path}: {reason}",
+        what="要检查的文件或文件夹不存在, 或者无法读取、无法列出。",
+        why="无法读取的 spec 没有被验证; 其他路径照常检查和报告, 退出状态是 2。",
+        example="(shapecheck verify missing.attn)",
+        fix="改正路径, 或者让文件可读。",
     ),
     "SC101": dict(
         summary="名字在声明之前就被使用",
@@ -320,6 +344,37 @@ CODES: dict[str, dict[str, str]] = {
         example="dim N\ninput S: [N, N]\ninput M: bool[N, N]\nP = softmax(S + M)\n# warning[SC403]",
         fix="用 `where(M, S, -inf)` 施加掩码。",
     ),
+    "SC501": dict(
+        summary="`noqa` 注释没有屏蔽任何东西",
+        message="`{directive}` {where}没有屏蔽任何东西",
+        what="`# noqa` 注释 (或文件级的 `# shapecheck: noqa`) 点名的 warning 或 note 在它所在的"
+        "地方并没有报告, 或者单独的 `# noqa` 所在之处什么也没有报告。",
+        why="过时的屏蔽会藏住这条语句下一个真正的 warning; 去掉它, 屏蔽才可信, 就像 ruff 的 "
+        "unused-noqa 规则。",
+        example="dim N\ninput X: [N]\noutput Y = X * 2  # noqa: SC401\n"
+        "# warning[SC501]: `# noqa: SC401` 在这条语句上没有屏蔽任何东西",
+        fix="去掉这条注释, 或去掉不再适用的代码 (`verify --fix` 会去掉什么也没屏蔽的注释)。",
+    ),
+    "SC502": dict(
+        summary="`noqa` 注释点名了一个 error",
+        message="`{code}` 是 error, 而 error 不能被屏蔽",
+        what="只有 warning 和 note 可以被屏蔽 (用 `# noqa`、`ignore` 或 `per-file-ignores`)。"
+        "error 意味着 spec 对某些允许的大小形状不对: 它会保留, `run` 也会拒绝这个 spec。",
+        why="被屏蔽的 error 会让一个无法运行的 spec 冒充已验证。",
+        example="dim N, d\ninput Q: [N, d]\nS = Q @ Q  # noqa: SC301\n"
+        "# warning[SC502]: `SC301` 是 error, 而 error 不能被屏蔽",
+        fix="改正这个 error; 从注释中去掉这个代码。",
+    ),
+    "SC503": dict(
+        summary="`noqa` 注释无法读懂",
+        message="{detail}",
+        what="`# noqa:` 后面必须跟代码, 例如 `SC402` (之间用逗号或空格分隔); shapecheck 没有的"
+        "代码也会报告。",
+        why="写错的屏蔽什么也屏蔽不了, 这很少是作者的本意。",
+        example="dim N\ninput X: [N]  # noqa: SC999\noutput Y = X * 2\n"
+        "# warning[SC503]: `SC999` 不是 shapecheck 的代码",
+        fix="把代码写成 `# noqa: SC402, SC401`, 或者只写 `# noqa`。",
+    ),
 }
 
 NOTES = {
@@ -351,6 +406,7 @@ HELPS = {
     "apply_mask": "要施加掩码, 写成 `where({mask}, x, -inf)`",
     "bind_dim": "用 `--dim {name}=VALUE` 或 `dim {name} = VALUE` 绑定它",
     "rename": "给新的值起一个自己的名字, 例如 `{name}2`",
+    "remove_noqa": "去掉这条注释",
 }
 
 RELATIONS = {
@@ -412,6 +468,17 @@ DETAILS = {
     "found_boolean": "布尔值",
     "found_expression": "这个表达式",
     "expression_too_large": "这个维度表达式太大, 无法检查",
+    "too_complex_terms": "太复杂, 无法证明: 代入派生维度和约束之后, 这里的一个维度表达式展开"
+    "超过 {limit} 项; 请简化它, 或者绑定它的一些维度 (`--dim N=...`)",
+    "too_complex_work": "太复杂, 无法证明: 代入派生维度和约束之后, 展开这里的一个维度表达式"
+    "要做超过 {limit} 次项的乘法; 请简化它, 或者绑定它的一些维度 (`--dim N=...`)",
+    "too_complex_degree": "太复杂, 无法证明: 代入派生维度和约束之后, 这里的一个维度表达式的"
+    "次数超过 {limit}; 请用更低的幂, 或者绑定它的一些维度 (`--dim N=...`)",
+    "too_complex_bits": "太复杂, 无法证明: 代入派生维度、约束和绑定之后, 这里的一个数字超过 "
+    "{limit} 位 (二进制); 请用更小的尺寸或幂",
+    "too_complex_steps": "太复杂, 无法证明: 把不定义维度的约束组合起来需要超过 {limit} 步; "
+    "请把它们写成定义 (一边只有一个维度, `constraint D == H * d`), 去掉不需要的, "
+    "或者绑定一些维度 (`--dim N=...`)",
     "power_exponent": "维度表达式中 `**` 的指数必须是非负整数",
     "where_define": "它的注解",
     "where_assert": " assert ",
@@ -463,6 +530,12 @@ DETAILS = {
     "not_a_value": "这不是一个值",
     "bool_in_builtin": "这个内置函数",
     "bool_in_unary": "一元 `{op}`",
+    "no_such_path": "没有这个文件或目录",
+    "permission_denied": "没有权限",
+    "noqa_on_statement": "在这条语句上",
+    "noqa_in_file": "在这个文件中",
+    "noqa_unknown_code": "`{code}` 不是 shapecheck 的代码",
+    "noqa_no_codes": "`# noqa:` 后面必须跟代码, 例如 `# noqa: SC402`",
 }
 
 TOKEN_WORDS = {
