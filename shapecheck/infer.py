@@ -91,28 +91,31 @@ def infer(program: Program, check_again: CheckAgain, mode: bool | None) -> Progr
     if not program.undeclared or mode is False:
         return program
     sketch = mode is True or is_sketch(program)
+    collected = program
     if sketch and any(d.code == codes.TOO_MANY.id for d in program.diagnostics):
         # The check stopped early: every undeclared name is needed, not the first ones.
-        program = check_again(complete=True)
-    found = _Inference(program, check_again).run()
+        collected = check_again(complete=True)
+    found = _Inference(collected, check_again).run()
     if not sketch:
         return _offer_declarations(program, found)
-    if found is None:
+    if found is None:  # past the budget before a single attempt: the spec as written
         return program
     checked = check_again(found, None)
-    checked.diagnostics = sorted(checked.diagnostics + [_inferred_note(program, found)],
+    checked.diagnostics = sorted(checked.diagnostics + [_inferred_note(collected, found)],
                                  key=lambda d: (d.span.line, d.span.column))
     return checked
 
 
 def is_sketch(program: Program) -> bool:
     """Does the spec declare nothing (no `dim`, `input` or `param`, not even a broken one)?"""
+    lines = program.source.splitlines()
     for statement in program.statements:
         if isinstance(statement, (nodes.DimFree, nodes.DimDef, nodes.TensorDecl)):
             return False
-        if isinstance(statement, nodes.Broken) and _text(program, statement.span).split(
-                maxsplit=1)[:1] in (["dim"], ["input"], ["param"]):
-            return False
+        if isinstance(statement, nodes.Broken) and statement.span.line <= len(lines):
+            start = lines[statement.span.line - 1][statement.span.column - 1:]
+            if start.split(maxsplit=1)[:1] in (["dim"], ["input"], ["param"]):
+                return False
     return True
 
 
@@ -340,13 +343,6 @@ def _walk(node: object) -> Iterator[object]:
 def _inside(inner: Span, outer: Span) -> bool:
     return (outer.line, outer.column) <= (inner.line, inner.column) and (
         inner.end_line, inner.end_column) <= (outer.end_line, outer.end_column)
-
-
-def _text(program: Program, span: Span) -> str:
-    lines = program.source.splitlines()
-    if not 1 <= span.line <= len(lines):
-        return ""
-    return lines[span.line - 1][span.column - 1:]
 
 
 # --- naming and declaring ----------------------------------------------------------------
