@@ -10,7 +10,7 @@ from . import codes, nodes, suppress
 from .checker import Checker
 from .config import default_bindings
 from .diagnostics import FileResult, InferredNames, Span
-from .parser import parse
+from .parser import ParseResult, parse
 from .program import Inferred, Program
 from .symbolic import DimSystem
 
@@ -39,13 +39,27 @@ def check_text(text: str, bindings: dict[str, int] | None = None, *,
     # The syntax tree and shapes hold no reference cycles worth collecting
     # while we build them; pausing the cyclic GC keeps checking linear in the
     # size of the spec (a full collection walks every live object).
+    return check_parsed(text, None, bindings, warn_unknown_bindings=warn_unknown_bindings,
+                        ignore=ignore, defaults=defaults, infer=infer)
+
+
+def check_parsed(text: str, parsed: ParseResult | None, bindings: dict[str, int] | None = None,
+                 *, warn_unknown_bindings: bool = True, ignore: Collection[str] = (),
+                 defaults: Mapping[str, int] | None = None,
+                 infer: bool | None = None) -> Program:
+    """:func:`check_text` on a parse the caller already has (``None``: parse ``text``).
+
+    The language server passes a parse that reuses the statements which did not change.
+    """
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        parsed = parse(text)
+        if parsed is None:
+            parsed = parse(text)
         declared = _declared(parsed.statements)
         given = {**default_bindings(defaults, declared), **(bindings or {})} if defaults \
             else bindings
+        statements, syntax = parsed.statements, parsed.diagnostics
 
         def check_again(inferred: Inferred | None = None, dims: DimSystem | None = None, *,
                         complete: bool = False) -> Program:
@@ -55,7 +69,7 @@ def check_text(text: str, bindings: dict[str, int] | None = None, *,
                 chosen = {**default_bindings(defaults, declared | named), **(bindings or {})}
             checker = Checker(text, chosen, warn_unknown_bindings, dims=dims, inferred=inferred,
                               complete=complete)
-            return checker.run(parsed.statements, parsed.diagnostics)
+            return checker.run(statements, syntax)
 
         program = check_again()
         if program.undeclared and infer is not False:

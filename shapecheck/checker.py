@@ -19,6 +19,7 @@ from .builtins import (
 )
 from .diagnostics import Diagnostic, DiagnosticSink, Note, Span
 from .program import SCALAR, UNKNOWN, CallInfo, Inferred, Program, Tensor, Value
+from .rules import MAX_RANK
 from .symbolic import (
     Claim, Decision, Dim, DimBuilder, DimSystem, TooComplex, Verdict, as_int, free_names,
     to_text,
@@ -304,7 +305,7 @@ class Checker:
         dims = [self._dim_expr(entry) for entry in shape.dims]
         if any(dim is None for dim in dims):
             return UNKNOWN
-        return Value(tuple(dims), shape.is_bool)  # type: ignore[arg-type]
+        return self._within_rank(Value(tuple(dims), shape.is_bool), shape.span)  # type: ignore[arg-type]
 
     def _tensor_decl(self, stmt: nodes.TensorDecl) -> None:
         value = self._shape(stmt.shape)
@@ -402,9 +403,17 @@ class Checker:
     # --- expressions ---------------------------------------------------------------------------
 
     def value(self, node: nodes.Expr) -> Value:
-        result = self._value(node)
+        result = self._within_rank(self._value(node), node.span)
         self.program.types[id(node)] = result
         return result
+
+    def _within_rank(self, value: Value, span: Span) -> Value:
+        """NumPy holds at most MAX_RANK axes: a value with more cannot run (SC003)."""
+        if value.rank <= MAX_RANK:
+            return value
+        self.report(codes.LIMIT.diag(span, detail=codes.detail(
+            "rank_too_large", rank=value.rank, limit=MAX_RANK)))
+        return UNKNOWN
 
     def _value(self, node: nodes.Expr) -> Value:
         if isinstance(node, nodes.Name):
@@ -530,6 +539,7 @@ class Checker:
         result = builtin.rule(ctx, args)
         if result is None:
             return UNKNOWN
+        backend_args.update(ctx.normalised)
         if param_nodes := bound.get(VARIADIC.get(builtin.name, "")):
             backend_args[VARIADIC[builtin.name]] = param_nodes
         self.program.calls[id(node)] = CallInfo(builtin.name, backend_args)
@@ -702,10 +712,14 @@ class _RuleCtx:
     checker: Checker
     node: nodes.Expr
     params: dict[str, Any]
+    normalised: dict[str, Any] = field(default_factory=dict)
 
     @property
     def dims(self) -> DimSystem:
         return self.checker.dims
+
+    def normalise(self, param: str, value: Any) -> None:
+        self.normalised[param] = value
 
     def report(self, code: codes.Code, at: str | None = None, *, notes: Sequence[Note] = (),
                help: Sequence[str] = (), counterexample: Sequence[tuple[str, int]] = (),

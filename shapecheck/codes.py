@@ -662,6 +662,8 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "found_expression": "this expression",
     # SC003, SC315
     "expression_too_large": "this dim expression is too large to check",
+    "rank_too_large": "rank {rank} is more than the {limit} axes NumPy holds",
+    "einsum_too_many_operands": "`einsum` with {count} operands: NumPy takes at most {limit}",
     # SC003: past the algebra budget (symbolic.TooComplex); each says what to simplify
     "too_complex_terms": "too complex to prove: a dim expression here expands to more than "
     "{limit} terms once derived dims and constraints are substituted; simplify it, or bind "

@@ -468,6 +468,8 @@ DETAILS = {
     "found_boolean": "布尔值",
     "found_expression": "这个表达式",
     "expression_too_large": "这个维度表达式太大, 无法检查",
+    "rank_too_large": "秩 {rank} 超过了 NumPy 能容纳的 {limit} 个轴",
+    "einsum_too_many_operands": "`einsum` 有 {count} 个操作数: NumPy 最多接受 {limit} 个",
     "too_complex_terms": "太复杂, 无法证明: 代入派生维度和约束之后, 这里的一个维度表达式展开"
     "超过 {limit} 项; 请简化它, 或者绑定它的一些维度 (`--dim N=...`)",
     "too_complex_work": "太复杂, 无法证明: 代入派生维度和约束之后, 展开这里的一个维度表达式"
