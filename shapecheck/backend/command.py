@@ -42,6 +42,7 @@ class RunOptions:
     color: bool = False
     ignore: frozenset[str] = frozenset()  # codes the configuration turns off
     defaults: Mapping[str, int] = field(default_factory=dict)  # the configuration's [dims]
+    infer: bool | None = None  # --infer / --no-infer (None: only in a sketch)
 
 
 def run_command(options: RunOptions) -> int:
@@ -97,7 +98,7 @@ def _run(options: RunOptions, limit: int | None) -> int:
 def _load_spec(options: RunOptions) -> Program:
     try:
         program = check_path(options.path, options.bindings, ignore=options.ignore,
-                             defaults=options.defaults)
+                             defaults=options.defaults, infer=options.infer)
     except OSError as error:
         raise UnreadableFile(message("unreadable", path=options.path,
                                      reason=error.strerror or error)) from None
