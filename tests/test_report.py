@@ -212,7 +212,8 @@ def test_cost_of_the_attention_core() -> None:
     assert report.cards[0].core_flops == "4·N²·d" and report.cards[0].core_value == 4 * 128 * 128 * 64
     largest = plain(report.cost.largest)
     assert largest.startswith("Largest intermediate: S [N, N], N² elements = 8·N² bytes (131,072")
-    assert "the N×N table" in largest
+    assert largest.endswith("It grows as N²: quadratically with the sequence length. "
+                            "It is the notes' N×N table of match scores.")
 
 
 def test_picture_has_a_node_per_tensor_and_an_edge_per_dependency() -> None:
@@ -250,7 +251,7 @@ def test_a_spec_with_errors_shows_them_inline_as_verify_does(capsys: pytest.Capt
     problems = dom.find_all("tr", class_="problem")
     assert [p.attrs["data-code"] for p in problems] == ["SC301"]
     row_ids = [e.attrs.get("id") for e in dom.find_all("tr")]
-    assert row_ids.index(None, row_ids.index("L11")) == row_ids.index("L11") + 1  # just after line 11
+    assert row_ids[row_ids.index("L11") + 1] == "problem-1"  # just after line 11
     with pytest.raises(SystemExit):
         main(["verify", "--color", "never", str(path.relative_to(ROOT))])
     verify = capsys.readouterr().out
