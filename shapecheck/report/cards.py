@@ -411,12 +411,17 @@ class _Steps:
     def __init__(self, spec: Spec, pattern: Pattern) -> None:
         self.spec = spec
         self.p = pattern
+        self.extra: list[Span] = []  # statements past the pattern that a check points at
+        self.causes: list[Diagnostic] = []  # the problems the ✗ marks name
 
     def cause(self, node: nodes.Expr | None) -> Diagnostic | None:
         """The first error that keeps ``node`` from a shape: in it, or where what it reads failed."""
         if node is None:
             return None
-        return self.spec.cause(node)
+        found = self.spec.cause(node)
+        if found is not None:
+            self.causes.append(found)
+        return found
 
     def row(self, role: str, tensor: Rich, node: nodes.Expr | None, meaning: Rich) -> CardRow:
         spec = self.spec
@@ -479,10 +484,36 @@ class _Steps:
                          False if cause is not None else None)
         rows, width = value.shape[-2], value.shape[-1]
         fields = dict(output=shape(value.text()), rows=math(to_text(rows)), width=math(to_text(width)))
+        after = self.downstream()
+        broken = next(((statement, d) for statement in after for d in spec.problems_in(statement.span)
+                       if d.is_error), None)
+        if broken is not None:  # "or N×D_model after concatenating heads": what follows fails
+            statement, problem = broken
+            self.extra.append(statement.span)
+            return Check(label, join(list(rich("check_output_after", **fields,
+                                               statement=code(spec.text(statement)))),
+                                     " ", mark(False), " ", _reference(problem)), False)
         if axes.queries is not None and axes.dv is not None and spec.equal(rows, axes.queries).verdict \
                 and spec.equal(width, axes.dv).verdict:
-            return Check(label, join(list(rich("check_output_ok", **fields)), " ", mark(True)), True)
+            final = next((s for s in reversed(after) if s.name.name in spec.program.outputs), None)
+            then = rich("check_output_final", name=code(final.name.name),
+                        shape=shape(spec.shape_of(final.name.name).text())) \
+                if final is not None and spec.shape_of(final.name.name).known else ()
+            return Check(label, join(list(rich("check_output_ok", **fields)), then, " ", mark(True)), True)
         return Check(label, rich("check_output_shape", **fields), None)
+
+    def downstream(self) -> list[nodes.Define | nodes.Output]:
+        """The statements that read the attention's output, directly or not (to the outputs)."""
+        spec = self.spec
+        reached = {self.p.statement.name.name}
+        found: list[nodes.Define | nodes.Output] = []
+        for name, statement in spec.definitions.items():
+            if statement is self.p.statement or statement.value is None:
+                continue
+            if any(isinstance(n, nodes.Name) and n.name in reached for n in postorder(statement.value)):
+                reached.add(name)
+                found.append(statement)
+        return found
 
     def softmax_on_keys(self, softmax_axis: int | str, keys_axis: int | None) -> bool | None:
         source_node = _argument(self.spec, self.p.softmax, "x", 0)
@@ -551,6 +582,8 @@ class _Steps:
             holder = _holder(spec, node)
             if holder is not None:
                 found.append(holder.span)
+        found.extend(self.extra)
+        found.extend(d.span for d in self.causes)
         return tuple(dict.fromkeys(found))
 
 

@@ -99,7 +99,9 @@ class Spec:
         """The dims (by name, in the spec's order) that keep ``dims`` from having a value."""
         if not self.bindings:
             return []
-        names = set().union(*(free_names(dim) for dim in dims)) if dims else set()
+        # In terms of the dims a binding can give (D_model under `D_model == H * d` is H and d).
+        system = self.program.dims
+        names = set().union(*(free_names(system.canonical(dim)) for dim in dims)) if dims else set()
         return [name for name in self.program.dims.dims
                 if name in names and self.program.dims.value_of(name) is None]
 

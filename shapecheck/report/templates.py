@@ -191,6 +191,9 @@ TEXT: Table = Table("report", "TEXT", {
     "check_output": "2. output N×d",
     "check_output_ok": "{output}: one {width}-vector for each of the {rows} queries",
     "check_output_shape": "{output}",
+    "check_output_final": "; then the output {name} is {shape}",
+    "check_output_after": "{output}: one {width}-vector for each of the {rows} queries, but what "
+    "follows fails: {statement}",
     "check_output_annotation": "{message}",
     "check_axes": "axes",
     "check_axes_ok": "softmax normalises over the keys ({keys}), axis {axis}; {output} sums over "

@@ -172,6 +172,8 @@ TEXT = {
     "check_output": "2. 输出 N×d",
     "check_output_ok": "{output}: {rows} 个 query 每个一个 {width} 维向量",
     "check_output_shape": "{output}",
+    "check_output_final": "; 最终输出 {name} 为 {shape}",
+    "check_output_after": "{output}: {rows} 个 query 每个一个 {width} 维向量, 但之后的一步失败了: {statement}",
     "check_output_annotation": "{message}",
     "check_axes": "轴",
     "check_axes_ok": "softmax 在 key ({keys}) 上归一化, 即轴 {axis}; {output} 也沿同一个轴求和",
