@@ -27,8 +27,6 @@ from .reasoning import axis_words, index_letters
 from .templates import Rich, code, inline, join, mark, math, rich, shape, text
 
 _MAX_DEPTH = 64
-# The scalar functions a scale may be written with, and how they act on a dim.
-_ROOT = "sqrt"
 
 
 @dataclass(frozen=True)
@@ -372,7 +370,7 @@ def _card(spec: Spec, p: Pattern, number: int) -> Card:
         number, p.output.span.line,
         rich("card_title", number=str(number), statement=code(spec.text(p.statement)),
              line=str(p.statement.span.line)),
-        summary, tuple(rows), tuple(c for c in checks if c is not None), identity, identity_ok,
+        summary, tuple(rows), tuple(checks), identity, identity_ok,
         pretty(core) if core is not None else None,
         spec.evaluate(core) if core is not None else None,
         tuple(sorted((free_names(axes.queries) if axes.queries is not None else set())
@@ -593,7 +591,7 @@ def _radicand(spec: Spec, factors: tuple[tuple[nodes.Expr, bool], ...]) -> Dim |
         return None
     node, divides = factors[0]
     node = strip_parens(node)
-    if isinstance(node, nodes.Call) and _builtin(spec, node) == _ROOT and divides and node.args:
+    if isinstance(node, nodes.Call) and _builtin(spec, node) == "sqrt" and divides and node.args:
         return spec.dims_of(node.args[0])
     if isinstance(node, nodes.BinOp) and node.op == "**":
         exponent = strip_parens(node.right)
