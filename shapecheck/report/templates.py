@@ -102,6 +102,7 @@ TEXT: Table = Table("report", "TEXT", {
     "kind_fixed": "fixed",
     "kind_determined": "determined",
     "dim_free": "any positive integer",
+    "dim_inferred": "any positive integer; not declared: inferred from the uses",
     "dim_bound": "bound: {binding}",
     "dim_derived": "{name} = {definition}",
     "dim_fixed": "{name} = {value}",
