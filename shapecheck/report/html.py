@@ -343,7 +343,7 @@ nav ol { display: flex; flex-wrap: wrap; gap: .3rem 1.2rem; padding: 0; margin: 
 table { border-collapse: collapse; margin: .5rem 0 1rem; font-size: .92rem; }
 th, td { border-bottom: 1px solid var(--line); padding: .25rem .6rem; text-align: left; vertical-align: top; }
 thead th { background: #f9fafb; font-weight: 600; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.math .term, code.shape { white-space: nowrap; }
 table.source { font-size: .85rem; width: 100%; }
 table.source td { border: 0; padding: 0 .6rem; }
