@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import nodes
 from .diagnostics import Diagnostic, Note, Span
@@ -58,8 +58,7 @@ class Tensor:
     inferred: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class InferredTensor:
+class InferredTensor(NamedTuple):
     """An undeclared tensor, with the shape inference gave it: the most general one
     that makes every statement correct. ``origins`` point at the uses that gave an
     axis its size (a number, or a product such as `H*k`)."""
@@ -73,10 +72,10 @@ class InferredTensor:
         return f"input {self.name}: {self.value.text()}"
 
 
-@dataclass(frozen=True)
-class Inferred:
+class Inferred(NamedTuple):
     """What inference added to a spec: the dims and input tensors it uses without
-    declaring them, in the order of the declarations that state them."""
+    declaring them, in the order of the declarations that state them. (Named tuples,
+    not dataclasses: creating a dataclass costs start-up time every `verify` pays.)"""
 
     dims: tuple[tuple[str, Span], ...]  # each dim and where it is first needed
     tensors: tuple[InferredTensor, ...]
