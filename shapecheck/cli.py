@@ -30,9 +30,6 @@ EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 # The command line's own messages (click's parsing errors and --help texts are click's and
 # stay in English: see docs/i18n.md).
 MESSAGES: i18n.Table = i18n.Table("cli", "MESSAGES", {
-    "not_name_int": "`{item}` is not NAME=INT",
-    "not_positive": "`{item}`: the value must be a positive integer",
-    "bound_twice": "`{name}` is bound twice",
     "no_path": "no path given; `shapecheck verify --help` shows how",
     "statistics_format": "--statistics prints text or json",
     "nothing_checked": "no spec files to check (a folder means the *.attn files below it, "
@@ -47,7 +44,7 @@ MESSAGES: i18n.Table = i18n.Table("cli", "MESSAGES", {
     "cannot_write_summary": "cannot write the step summary {path}: {reason}",
     "report_format": "cannot tell the report format from `{output}`; name it .html or .md, or "
     "give --format html|md",
-    "report_over_spec": "the report {output} would overwrite the spec it reports on",
+    "what_spec": "the spec it reports on",
     "cannot_write": "cannot write {path}: {reason}",
     "report_written": "Wrote {path}.",
     "unknown_code": "unknown code `{code}`; `shapecheck explain` lists them all",
@@ -69,18 +66,12 @@ class UsageFailure(Exception):
 
 def parse_bindings(values: Sequence[str]) -> dict[str, int]:
     """`--dim NAME=INT` (repeatable) -> {NAME: INT}; a bad one is a usage error."""
-    bindings: dict[str, int] = {}
-    for item in values:
-        name, sep, number = item.partition("=")
-        name, number = name.strip(), number.strip()
-        if not sep or not name.isidentifier():
-            raise click.BadParameter(MESSAGES["not_name_int"].format(item=item), param_hint="--dim")
-        if not number.isdigit() or int(number) <= 0 or len(number) > 18:
-            raise click.BadParameter(MESSAGES["not_positive"].format(item=item), param_hint="--dim")
-        if name in bindings and bindings[name] != int(number):
-            raise click.BadParameter(MESSAGES["bound_twice"].format(name=name), param_hint="--dim")
-        bindings[name] = int(number)
-    return bindings
+    from .options import OptionError, parse_bindings as parse
+
+    try:
+        return parse(tuple(values))
+    except OptionError as error:
+        raise click.BadParameter(str(error), param_hint="--dim") from None
 
 
 def _choose_language(context: click.Context, parameter: click.Parameter, value: str | None) -> None:
@@ -99,9 +90,33 @@ dim_option = click.option(
     help="Bind a dim to a size (repeatable). Binding a derived dim is checked against its definition.",
 )
 
+infer_option = click.option(
+    "--infer/--no-infer", "infer", default=None,
+    help="Infer the shapes of undeclared names in any spec (--infer), or in none: each is "
+    "an error (--no-infer). Default: only in a spec that declares nothing (a sketch).",
+)
+
 
 def cannot_read(path: str | Path, error: OSError) -> str:
     return MESSAGES["cannot_read"].format(path=path, reason=error.strerror or error)
+
+
+def cannot_write(path: str | Path, error: OSError) -> str:
+    return MESSAGES["cannot_write"].format(path=path, reason=error.strerror or error)
+
+
+STDOUT = "-"  # `report -o -`: the report goes to standard output
+
+
+def _check_output(path: str, protect: list[tuple[str, str]]) -> None:
+    """Refuse a bad output path before any work (fileio's rules: not empty, not a folder,
+    device or FIFO, not the spec, in a folder that exists)."""
+    from .fileio import check_target
+
+    try:
+        check_target(path, protect=protect)
+    except OSError as error:
+        raise UsageFailure(cannot_write(path, error)) from None
 
 
 def use_color(choice: str, *, isatty: bool | None = None) -> bool:
@@ -240,12 +255,13 @@ with `# noqa: SC402` on its statement; errors cannot be suppressed.
               "remains. A spec read from `-` is printed fixed instead.")
 @click.option("--diff", is_flag=True,
               help="Print the safe fixes as a unified diff instead of the report; write nothing.")
+@infer_option
 def verify(paths: tuple[str, ...], fmt: str, strict: bool | None, color: str,
            dims: tuple[str, ...], select: tuple[str, ...], extend_select: tuple[str, ...],
            ignore: tuple[str, ...], exclude: tuple[str, ...], extend_exclude: tuple[str, ...],
            config: tuple[str, ...], isolated: bool, statistics: bool, quiet: bool,
            exit_zero: bool, stdin_filename: str | None, base_dir: str | None,
-           allow_empty: bool, fix: bool, diff: bool) -> None:
+           allow_empty: bool, fix: bool, diff: bool, infer: bool | None) -> None:
     """Check spec files (a folder means every *.attn below it; `-` reads standard input)."""
     from .config import ConfigError, Overrides
     from .formats import github_step_summary, render, render_statistics
@@ -272,12 +288,12 @@ def verify(paths: tuple[str, ...], fmt: str, strict: bool | None, color: str,
     finder = finder_for(config, isolated, overrides)
     stdin = Stdin(_read_stdin(), stdin_filename) if "-" in paths else None
     try:
-        outcome = lint(paths, finder, bindings, stdin=stdin)
+        outcome = lint(paths, finder, bindings, stdin=stdin, infer=infer)
     except ConfigError as error:
         raise UsageFailure(str(error)) from None
     nothing = not outcome.results
     if diff or fix:
-        fixed = apply_fixes(outcome, bindings, write=fix, stdin=stdin)
+        fixed = apply_fixes(outcome, bindings, write=fix, stdin=stdin, infer=infer)
         if diff:
             _show_diff(fixed)
             if nothing and not allow_empty:
@@ -379,18 +395,26 @@ def _append(path: str, text: str) -> None:
 @click.option("--save-all", is_flag=True, help="With --save: write every intermediate too.")
 @click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float64",
               show_default=True, help="Element type of the computation, end to end.")
-@click.option("--backend", type=click.Choice(["numpy"]), default="numpy", show_default=True,
-              help="Numeric backend.")
+@click.option("--backend", type=click.Choice(["numpy", "torch"]), default="numpy",
+              show_default=True,
+              help="Numeric backend (torch: the optional extra attn-shapecheck[torch]).")
+@click.option("--device", default="cpu", show_default=True, metavar="cpu|cuda",
+              help="Where the torch backend runs (cuda, cuda:N where there is one).")
+@click.option("--fused", type=click.Choice(["auto", "off"]), default="auto", show_default=True,
+              help="Run each attention pattern fused where it can (NumPy: block by block, "
+              "O(N·d) memory; torch: one scaled_dot_product_attention), or never.")
 @click.option("--max-memory", metavar="SIZE",
               help="Refuse a run estimated to need more (4GiB, 512MiB, unlimited). "
               "Default: 4 GiB, or half the machine's memory if less.")
 @color_option
 @config_option
 @isolated_option
+@infer_option
 def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive: str | None,
-        seed: int, save: str | None, save_all: bool, dtype: str, backend: str,
-        max_memory: str | None, color: str, config: tuple[str, ...], isolated: bool) -> None:
-    """Verify a spec, then execute it with NumPy and report its outputs.
+        seed: int, save: str | None, save_all: bool, dtype: str, backend: str, device: str,
+        fused: str, max_memory: str | None, color: str, config: tuple[str, ...], isolated: bool,
+        infer: bool | None) -> None:
+    """Verify a spec, then execute it (NumPy, or PyTorch) and report its outputs.
 
     The configuration's [dims] are default bindings (--dim wins), and its rule
     selection and the spec's `# noqa` comments apply to the warnings shown.
@@ -400,7 +424,8 @@ def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive:
     settings = finder_for(config, isolated).settings_for(path)
     options = RunOptions(path, parse_bindings(dims), input_files, archive, seed, save, save_all,
                          dtype, max_memory, use_color(color), ignore=settings.disabled(path),
-                         defaults=dict(settings.dims))
+                         defaults=dict(settings.dims), infer=infer, backend=backend,
+                         device=device, fused=fused)
     sys.exit(run_command(options))
 
 
@@ -447,7 +472,8 @@ def conform_command(path: str, target: str, dims: tuple[str, ...], names: tuple[
 @lang_option
 @click.argument("path", type=click.Path())
 @click.option("-o", "--output", "output", required=True, type=click.Path(), metavar="OUT",
-              help="The report to write: .html or .md (by its suffix, unless --format says).")
+              help="The report to write: .html or .md (by its suffix, unless --format says); "
+              "`-` writes it to standard output (Markdown unless --format says).")
 @click.option("--format", "fmt", type=click.Choice(["html", "md"]), default=None,
               help="Report format (default: from OUT's suffix).")
 @click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float64",
@@ -455,8 +481,9 @@ def conform_command(path: str, target: str, dims: tuple[str, ...], names: tuple[
 @dim_option
 @config_option
 @isolated_option
+@infer_option
 def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str, ...],
-           config: tuple[str, ...], isolated: bool) -> None:
+           config: tuple[str, ...], isolated: bool, infer: bool | None) -> None:
     """Write a shape-annotated report of one spec (HTML or Markdown).
 
     The configuration's [dims] are default bindings (--dim wins), and its rule
@@ -467,24 +494,28 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
     from .report import build_report, format_for, render, write_atomically
 
     bindings = parse_bindings(dims)
-    fmt = fmt or format_for(output)
+    to_stdout = output == STDOUT
+    fmt = fmt or ("md" if to_stdout else format_for(output))
     if fmt is None:
         raise UsageFailure(MESSAGES["report_format"].format(output=output))
-    if Path(output).exists() and Path(path).exists() and Path(output).samefile(path):
-        raise UsageFailure(MESSAGES["report_over_spec"].format(output=output))
+    protect = [(path, MESSAGES["what_spec"])]
+    if not to_stdout:
+        _check_output(output, protect)
     settings = finder_for(config, isolated).settings_for(path)
     try:
         program = check_path(path, bindings, ignore=settings.disabled(path),
-                             defaults=settings.dims)
+                             defaults=settings.dims, infer=infer)
     except OSError as error:
         raise UsageFailure(cannot_read(path, error)) from None
     bindings = {**default_bindings(settings.dims, program.dims.dims), **bindings}
     built = build_report(program, path, bindings, dtype)
+    if to_stdout:
+        click.echo(render(built, fmt), nl=False)
+        sys.exit(EXIT_OK if program.ok else EXIT_ERRORS)
     try:
-        write_atomically(output, render(built, fmt))
+        write_atomically(output, render(built, fmt), protect=protect)
     except OSError as error:
-        raise UsageFailure(MESSAGES["cannot_write"].format(path=output, reason=error.strerror or error)) \
-            from None
+        raise UsageFailure(cannot_write(output, error)) from None
     # Like `verify`: where it went, then the verdict in verify's own words.
     from .formats._common import Totals
     from .formats.text import summary_line

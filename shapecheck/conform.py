@@ -380,8 +380,6 @@ def _shrink(driver: _Driver, program: Program, checked: Program, case: Case,
     """Make each chosen dim as small as it can be while the function still fails the same
     way (a mismatch stays a mismatch, a raise a raise), one dim at a time, until no dim
     shrinks; at most :data:`SHRINK_BUDGET` candidates."""
-    from .api import check_text
-
     chosen = program.dims.unbound()
     raised = isinstance(outcome, BaseException)
     budget = SHRINK_BUDGET
@@ -394,7 +392,7 @@ def _shrink(driver: _Driver, program: Program, checked: Program, case: Case,
                 if budget <= 0:
                     break
                 budget -= 1
-                candidate = check_text(program.source, {**checked.dims.bindings, dim: smaller})
+                candidate = program.at({**checked.dims.bindings, dim: smaller})
                 if not candidate.ok or candidate.dims.unbound() or candidate.dims.determined():
                     continue
                 new_case, new_outcome = driver.attempt(candidate)

@@ -7,11 +7,12 @@ tables keyed by ``id(node)``; the program keeps its syntax tree alive.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import nodes
-from .diagnostics import Diagnostic, Span
+from .diagnostics import Diagnostic, Note, Span
 from .symbolic import Dim, DimSystem, shape_text
 
 Shape = tuple[Dim, ...]
@@ -43,13 +44,49 @@ SCALAR = Value(())
 
 @dataclass(frozen=True, slots=True)
 class Tensor:
-    """A named tensor: declared (input/param) or defined."""
+    """A named tensor: declared (input/param) or defined.
+
+    An input the spec uses without declaring it (a sketch; :mod:`shapecheck.infer`) has
+    ``inferred`` set, and both spans are its first use.
+    """
 
     name: str
     kind: str  # "input", "param", "defined"
     value: Value
     span: Span  # the statement that declares or defines it
     name_span: Span
+    inferred: bool = False
+
+
+class InferredTensor(NamedTuple):
+    """An undeclared tensor, with the shape inference gave it: the most general one
+    that makes every statement correct. ``origins`` point at the uses that gave an
+    axis its size (a number, or a product such as `H*k`)."""
+
+    name: str
+    value: Value
+    span: Span  # its first use
+    origins: tuple[Note, ...] = ()
+
+    def declaration(self) -> str:
+        return f"input {self.name}: {self.value.text()}"
+
+
+class Inferred(NamedTuple):
+    """What inference added to a spec: the dims and input tensors it uses without
+    declaring them, in the order of the declarations that state them. (Named tuples,
+    not dataclasses: creating a dataclass costs start-up time every `verify` pays.)"""
+
+    dims: tuple[tuple[str, Span], ...]  # each dim and where it is first needed
+    tensors: tuple[InferredTensor, ...]
+
+    def declarations(self) -> list[str]:
+        """Lines to paste at the top of the spec: `dim N, M, d, e`, `input Q: [N, d]`, ..."""
+        lines = [f"dim {', '.join(name for name, _ in self.dims)}"] if self.dims else []
+        return lines + [tensor.declaration() for tensor in self.tensors]
+
+    def tensor(self, name: str) -> InferredTensor | None:
+        return next((t for t in self.tensors if t.name == name), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,10 +112,34 @@ class Program:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     types: dict[int, Value] = field(default_factory=dict)  # id(expr node) -> Value
     calls: dict[int, CallInfo] = field(default_factory=dict)  # id(Call node) -> CallInfo
+    # Names used without a declaration: name -> each use, as (span, role), the role
+    # "dim", "value" or "tensor" (see Checker._undefined).
+    undeclared: dict[str, list[tuple[Span, str]]] = field(default_factory=dict)
+    # What inference supplied (a sketch), and the mode the spec was checked in
+    # (`infer=` of api.check_text: None automatic, True / False forced).
+    inferred: Inferred | None = None
+    infer: bool | None = None
+    # Set by the API that checked it: the same parse checked again at other bindings (`at`).
+    recheck: Callable[[dict[str, int]], Program] | None = field(default=None, repr=False,
+                                                                compare=False)
 
     @property
     def ok(self) -> bool:
         return not any(d.is_error for d in self.diagnostics)
+
+    def at(self, bindings: Mapping[str, int]) -> Program:
+        """This spec checked again at these bindings (as ``--dim``): derived dims,
+        constraints and divisibility decided at those sizes, without parsing again.
+
+        The bindings replace this program's own; the result is this program when
+        they are the same. Backends bind the sizes they run at through this.
+        """
+        wanted = dict(bindings)
+        if wanted == self.dims.bindings:
+            return self
+        if self.recheck is None:
+            raise ValueError("this program was not made by shapecheck.api and cannot be re-checked")
+        return self.recheck(wanted)
 
     def type_of(self, node: nodes.Expr) -> Value:
         return self.types.get(id(node), UNKNOWN)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -105,18 +105,27 @@ class Plan:
     device: torch.device
     dtype: torch.dtype
     notes: tuple[str, ...] = ()  # which attention patterns were fused, and why not
+    final_bytes: int = 0  # what is still held after the last statement
+    element_counts: dict[str, int] = field(default_factory=dict)  # every tensor, by name
 
-    def execute(self, values: dict[str, Any], *, check_invariants: bool = False) -> Frame:
+    def execute(self, values: dict[str, Any], *, check_invariants: bool = False,
+                progress: Callable[[float, str], None] | None = None,
+                tensors: bool = False) -> Frame:
         """Run every step on ``values`` (inputs and params by name: NumPy arrays in the
-        run's dtype, or tensors); the frame holds tensors."""
+        run's dtype, or tensors). The frame's values come back as NumPy arrays on the CPU,
+        or as tensors on the device with ``tensors``."""
         frame = Frame({n: self._tensor(v) for n, v in values.items()}, check_invariants)
         with torch.inference_mode():
-            for step in self.steps:
+            for index, step in enumerate(self.steps):
+                if progress is not None:
+                    progress(index / len(self.steps), step.name)
                 result = step.run(frame)
                 self._check(step, result)
                 frame.values[step.name] = result
                 for name in step.release:
                     del frame.values[name]
+        if not tensors:
+            frame.values = {n: to_numpy(v)[0] for n, v in frame.values.items()}
         return frame
 
     def _tensor(self, value: Any) -> torch.Tensor:
@@ -137,12 +146,13 @@ class Plan:
                                      expected=str(step.dtype).removeprefix("torch.")))
 
 
-def compile_program(program: Program, dtype: str, *, device: str = "cpu",
+def compile_program(program: Program, dtype: str | np.dtype, *, device: str = "cpu",
                     keep_all: bool = False, fuse: bool = True) -> Plan:
     """Compile a verified program whose dims are all bound into a :class:`Plan`; with
     ``fuse``, every attention pattern that allows it runs as one
     ``scaled_dot_product_attention`` call (its scores and weights are never built)."""
-    return _PlanBuilder(program, DTYPES[dtype], device_of(device), keep_all, fuse).build()
+    return _PlanBuilder(program, DTYPES[np.dtype(dtype).name], device_of(device), keep_all,
+                        fuse).build()
 
 
 class _PlanBuilder:
@@ -213,8 +223,9 @@ class _PlanBuilder:
             steps.append(Step(ident.name, line, compiled.run, shape, tensor.value.text(),
                               torch.bool if tensor.value.is_bool else self.dtype, release))
         largest = max(allocations, key=lambda a: a.nbytes, default=None)
+        counts = {n: math.prod(self._shape(t.value)) for n, t in self.program.tensors.items()}
         return Plan(tuple(steps), self.bindings, peak, largest, self.device, self.dtype,
-                    tuple(self.notes))
+                    tuple(self.notes), sum(live.values()), counts)
 
     def shape_of(self, node: nodes.Expr) -> tuple[int, ...]:
         return evaluate_shape(self.program, self.program.type_of(node))
