@@ -145,6 +145,7 @@ MESSAGES: Table = Table("run", "MESSAGES", {
     "sdpa_bug": "backend bug: scaled_dot_product_attention for softmax `{name}` (line {line}) differs "
     "from the {what}s recomputed from Q, K and V by {error:.1e}; please report it",
     "fused": "softmax `{name}` (line {line}): {how}",
+    "fused_workspace": "the score blocks of the fused softmax `{name}` (line {line})",
     "fused_blocks": "fused, {rows} query rows at a time{keys}; the {shape} table is never built",
     "fused_keys": ", keys {keys} at a time (online softmax)",
     "fused_sdpa": "fused into one scaled_dot_product_attention call ({mask})",

@@ -43,6 +43,7 @@ from .pattern import Fusable, Layout, layout
 TILE_BYTES = 4 << 20  # the scores of one block: small enough to stay near the caches
 MIN_ROWS = 32  # fewer rows than this against every key: block the keys instead
 MIN_KEYS = 256
+SHARES = 4  # row blocks per worker, at least, where there are rows enough
 
 
 @dataclass(frozen=True)
@@ -111,12 +112,16 @@ class Blocks:
     online: bool  # keys in blocks of ``keys`` (an online softmax); else every key at once
 
 
-def blocks_for(batch: int, nq: int, nk: int, itemsize: int, tile_bytes: int = TILE_BYTES) -> Blocks:
-    """Row and key block sizes keeping a block's scores near ``tile_bytes``."""
+def blocks_for(batch: int, nq: int, nk: int, itemsize: int, tile_bytes: int = TILE_BYTES,
+               workers: int = 1) -> Blocks:
+    """Row and key block sizes keeping a block's scores near ``tile_bytes``, with at least
+    :data:`SHARES` row blocks per worker where the rows allow (so that the workers stay
+    busy, and a short table does not get blocks larger than itself)."""
     per_row = batch * nk * itemsize
     rows = max(1, tile_bytes // max(per_row, 1))
     if rows >= MIN_ROWS or rows >= nq:
-        return Blocks(min(rows, nq), nk, False)
+        shared = max(MIN_ROWS, -(-nq // (SHARES * workers)))
+        return Blocks(min(rows, nq, shared), nk, False)
     rows = min(nq, MIN_ROWS)
     keys = max(MIN_KEYS, tile_bytes // max(batch * rows * itemsize, 1))
     return Blocks(rows, min(keys, nk), keys < nk)
@@ -388,7 +393,8 @@ def plan(fusable: Fusable, shape_of: Callable[[Any], tuple[int, ...]],
     batch = output.shape[:-2]
     nq, dv = output.shape[-2:]
     nk = layouts[id(fusable.key.node)].shape[-2]
-    blocks = blocks_for(math.prod(batch), nq, nk, itemsize)
-    workers = min(default_workers(), -(-nq // blocks.rows))
+    workers = default_workers()
+    blocks = blocks_for(math.prod(batch), nq, nk, itemsize, workers=workers)
+    workers = min(workers, -(-nq // blocks.rows))
     workspace = workers * workspace_bytes(blocks, math.prod(batch), dv, itemsize)
     return Planned(fusable, layouts, causal, blocks, workers, batch, nq, nk, dv, workspace)

@@ -561,8 +561,10 @@ def _compile_fused(c: _ExprCompiler, planned: fused.Planned) -> Compiled:
     itemsize = c.dtype.itemsize
     c.allocations.append(Allocation(message("tensor_label", name=c.name), output.shape,
                                     math.prod(output.shape) * itemsize))
-    c.allocations.append(Allocation(message("temporary_label", name=c.name, line=c.line),
-                                    (planned.workspace // itemsize,), planned.workspace))
+    blocks = planned.blocks
+    c.allocations.append(Allocation(
+        message("fused_workspace", name=f.softmax_name, line=f.softmax_line),
+        (planned.workers, *planned.batch, blocks.rows, blocks.keys), planned.workspace))
     name, line, axis = f.softmax_name, f.softmax_line, f.softmax_axis
     what = message("what_row" if axis == f.softmax_rank - 1 else
                    "what_column" if axis == f.softmax_rank - 2 else "what_slice")

@@ -119,6 +119,7 @@ MESSAGES = {
     "sdpa_bug": "后端 bug: softmax `{name}` (第 {line} 行) 的 scaled_dot_product_attention 与由 Q、K、V "
     "重新算出的{what}相差 {error:.1e}; 请报告它",
     "fused": "softmax `{name}` (第 {line} 行): {how}",
+    "fused_workspace": "融合的 softmax `{name}` (第 {line} 行) 的分数块",
     "fused_blocks": "已融合, 每次 {rows} 行查询{keys}; {shape} 的匹配分数表从不整体构造",
     "fused_keys": ", 每次 {keys} 个 key (在线 softmax)",
     "fused_sdpa": "已融合为一次 scaled_dot_product_attention 调用 ({mask})",
