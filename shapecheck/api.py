@@ -7,7 +7,8 @@ from pathlib import Path
 
 from . import codes
 from .checker import check
-from .diagnostics import FileResult, Span
+from .diagnostics import MAX_DIAGNOSTICS, FileResult, Span
+from .meaning import analyse
 from .parser import parse
 from .program import Program
 from .symbolic import DimSystem
@@ -27,11 +28,22 @@ def check_text(text: str, bindings: dict[str, int] | None = None, *,
     gc.disable()
     try:
         parsed = parse(text)
-        return check(text, parsed.statements, parsed.diagnostics, bindings,
-                     warn_unknown_bindings=warn_unknown_bindings)
+        program = check(text, parsed.statements, parsed.diagnostics, bindings,
+                        warn_unknown_bindings=warn_unknown_bindings)
+        _add_meaning(program)
+        return program
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _add_meaning(program: Program) -> None:
+    """The axis-meaning pass runs on every check; its diagnostics join the checker's."""
+    program.meaning = meaning = analyse(program)
+    room = MAX_DIAGNOSTICS - len(program.diagnostics)
+    if meaning.diagnostics and room > 0:
+        program.diagnostics = sorted(program.diagnostics + meaning.diagnostics[:room],
+                                     key=lambda d: (d.span.line, d.span.column))
 
 
 def check_bytes(data: bytes, bindings: dict[str, int] | None = None, *,
