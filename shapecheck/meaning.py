@@ -245,13 +245,14 @@ _OPAQUE = _Scalar(opaque=True)
 
 
 class _Factor:
-    __slots__ = ("node", "divides", "operand", "scalar")
+    """A scalar factor of a value: its node is evaluated (:meth:`_Analysis.scalar`) only
+    when a scale is judged."""
 
-    def __init__(self, node: nodes.Expr, divides: bool, scalar: _Scalar,
-                 operand: nodes.Expr | None = None) -> None:
+    __slots__ = ("node", "divides", "operand")
+
+    def __init__(self, node: nodes.Expr, divides: bool, operand: nodes.Expr | None = None) -> None:
         self.node = node
         self.divides = divides
-        self.scalar = scalar
         self.operand = operand
 
 
@@ -358,41 +359,53 @@ class _Reduced:
 
 
 class _Info:
-    """What the pass knows about one value: its axes and the facts that travel with it."""
+    """What the pass knows about one value: its axes and the facts that travel with it.
 
-    __slots__ = ("axes", "norm", "product", "scale", "applied", "biases", "masks", "causal",
-                 "reduced", "exp_of")
+    Facts default to the class attributes; a value sets only those it has (most values
+    have none), which keeps the pass cheap on long specs.
+    """
 
-    def __init__(self, axes: tuple[Axis, ...] | None, *, norm: _Norm | None = None,
-                 product: _Product | None = None, scale: tuple[_Factor, ...] = (),
-                 applied: tuple[_Applied, ...] = (), biases: tuple[Bias, ...] = (),
-                 masks: tuple[_Applied, ...] = (), causal: tuple[_Causal, ...] = (),
-                 reduced: _Reduced | None = None, exp_of: _Info | None = None) -> None:
+    norm: _Norm | None = None
+    product: _Product | None = None  # the contraction this value is, through scales, biases, masks
+    scale: tuple[_Factor, ...] = ()  # scalar factors applied since the last contraction
+    applied: tuple[_Applied, ...] = ()  # masks applied to this value (before any softmax)
+    biases: tuple[Bias, ...] = ()  # tensors added to it
+    masks: tuple[_Applied, ...] = ()  # the additive masks this value is (where(m, 0, -inf))
+    causal: tuple[_Causal, ...] = ()  # bool values: the causal masks this value is
+    reduced: _Reduced | None = None  # a reduction's result (its axes are the ones left)
+    exp_of: _Info | None = None  # exp(x): x's facts (a softmax written by hand)
+
+    def __init__(self, axes: tuple[Axis, ...] | None, **facts: Any) -> None:
         self.axes = axes
-        self.norm = norm
-        self.product = product  # the contraction this value is, through scales, biases, masks
-        self.scale = scale  # scalar factors applied since the last contraction
-        self.applied = applied  # masks applied to this value (before any softmax)
-        self.biases = biases  # tensors added to it
-        self.masks = masks  # the additive masks this value is (where(m, 0, -inf))
-        self.causal = causal  # bool values: the causal masks this value is
-        self.reduced = reduced  # a reduction's result (its axes are the ones left)
-        self.exp_of = exp_of  # exp(x): x's facts (a softmax written by hand)
+        if facts:
+            self.__dict__.update(facts)
 
     def moved(self, axes: tuple[Axis, ...]) -> _Info:
         """The same facts on a value whose values were only moved (same axis identities)."""
-        return _Info(axes, norm=self.norm, product=self.product, scale=self.scale,
-                     applied=self.applied, biases=self.biases, masks=self.masks,
-                     causal=self.causal, reduced=self.reduced)
+        info = _Info(axes)
+        info.__dict__.update(self.__dict__)
+        info.axes = axes
+        info.__dict__.pop("exp_of", None)
+        return info
 
     def shifted(self, axes: tuple[Axis, ...], scale: tuple[_Factor, ...] | None = None,
                 norm: _Norm | None = None, applied: tuple[_Applied, ...] = (),
                 biases: tuple[Bias, ...] = ()) -> _Info:
         """Scores scaled, shifted, biased or masked: what the softmax does not undo."""
-        return _Info(axes, norm=norm, product=self.product,
-                     scale=self.scale if scale is None else scale,
-                     applied=self.applied + applied, biases=self.biases + biases,
-                     reduced=self.reduced)
+        info = _Info(axes)
+        if self.product is not None:
+            info.product = self.product
+        if scale is not None or self.scale:
+            info.scale = self.scale if scale is None else scale
+        if norm is not None:
+            info.norm = norm
+        if applied or self.applied:
+            info.applied = self.applied + applied
+        if biases or self.biases:
+            info.biases = self.biases + biases
+        if self.reduced is not None:
+            info.reduced = self.reduced
+        return info
 
 
 _UNKNOWN = _Info(None)
@@ -482,7 +495,7 @@ class _Analysis:
             return self.value(node.inner)  # type: ignore[union-attr]
         if kind is nodes.Name:
             return _SCALAR if value.shape == () else _UNKNOWN
-        if not value.shape and kind is not nodes.Call:
+        if not value.shape:  # a scalar has no axes; an `@` inside one still has meaning
             self._visit_children(node)
             return _SCALAR
         handler = _HANDLERS.get(kind)
@@ -530,27 +543,23 @@ class _Analysis:
         summed = [[lrank - 1], [rrank - 2 if rrank >= 2 else 0]]
         kept = [[lrank - 2] if lrank >= 2 else [], [rrank - 1] if rrank >= 2 else []]
         batch_rank = len(result) - len(kept[0]) - len(kept[1])
-        batch: list[list[int]] = [[], []]
         axes: list[Axis] = []
-        for position in range(batch_rank):
-            from_right = batch_rank - position  # 1 for the last batch axis
-            sources = []
-            index = lrank - 2 - from_right
-            if index >= 0:
-                sources.append((0, index))
-                batch[0].append(index)
-            index = rrank - 2 - from_right
-            if index >= 0:
-                sources.append((1, index))
-                batch[1].append(index)
-            axes.append(Axis(result[position], node, None, tuple(sources)))
+        if batch_rank:
+            left_batch = list(range(lrank - 2 - batch_rank, lrank - 2))
+            right_batch = list(range(rrank - 2 - batch_rank, rrank - 2))
+            for position in range(batch_rank):
+                sources = tuple((operand, index) for operand, index in
+                                ((0, left_batch[position]), (1, right_batch[position])) if index >= 0)
+                axes.append(Axis(result[position], node, None, sources))
+            batch = [[i for i in left_batch if i >= 0], [i for i in right_batch if i >= 0]]
+        else:
+            batch = [[], []]
         if kept[0]:
             axes.append(Axis(result[len(axes)], node, None, ((0, kept[0][0]),)))
         if kept[1]:
             axes.append(Axis(result[len(axes)], node, None, ((1, kept[1][0]),)))
-        size = laxes[-1].size
         return self._contracted(node, (node.left, node.right), (left, right), summed, kept,
-                                batch, tuple(axes), size)
+                                batch, tuple(axes), laxes[-1].size)
 
     def _einsum(self, node: nodes.Call, operands: Sequence[nodes.Expr], subscripts: str) -> _Info:
         infos = [self.value(operand) for operand in operands]
@@ -604,7 +613,7 @@ class _Analysis:
         inner: tuple[_Factor, ...] = ()
         for operand, info in zip(operands, infos):
             if info.scale:
-                inner += tuple(_Factor(f.node, f.divides, f.scalar, f.operand or operand)
+                inner += tuple(_Factor(f.node, f.divides, f.operand or operand)
                                for f in info.scale)
         return _Info(axes, product=_Product(contraction, inner))
 
@@ -628,7 +637,7 @@ class _Analysis:
         norm = tensor.norm.changed_by(node) if tensor.norm is not None else None
         assert tensor.axes is not None
         if node.op == "*" or (node.op == "/" and tensor_first):
-            factor = _Factor(scalar_node, node.op == "/", self.scalar(scalar_node))
+            factor = _Factor(scalar_node, node.op == "/")
             return tensor.shifted(tensor.axes, tensor.scale + (factor,), norm)
         if node.op in "+-":  # a constant shift: the softmax does not see it
             return tensor.shifted(tensor.axes, norm=norm)
@@ -1225,8 +1234,8 @@ class _Analysis:
         public = tuple(ScaleFactor(f.node, f.divides, f.operand) for f in factors)
         coefficient: float | None = 1.0
         powers: list[tuple[Dim, Fraction]] = []
-        for factor in factors:
-            scalar = factor.scalar
+        scalars = [self.scalar(factor.node) for factor in factors]
+        for factor, scalar in zip(factors, scalars):
             sign = -1 if factor.divides else 1
             if scalar.opaque:
                 coefficient = None
@@ -1243,7 +1252,8 @@ class _Analysis:
             verdict, radicand = self._scale_verdict(powers, expected)
         scale = Scale(public, coefficient, tuple(powers), radicand, expected, verdict)
         if verdict in ("wrong", "inverted"):
-            self._wrong_scale(scores, factors, scale)
+            located = next(f for f, s in zip(factors, scalars) if s.powers)
+            self._wrong_scale(scores, factors, located, scale)
         elif verdict == "none":
             self._unscaled(scores)
         return scale
@@ -1274,14 +1284,14 @@ class _Analysis:
             return "unusual", None
         return "wrong", radicand
 
-    def _wrong_scale(self, scores: _Contraction, factors: Sequence[_Factor], scale: Scale) -> None:
+    def _wrong_scale(self, scores: _Contraction, factors: Sequence[_Factor], located: _Factor,
+                     scale: Scale) -> None:
         key = ("SC404", id(scores.node))
         if key in self._reported:
             return
         self._reported.add(key)
         expected = scale.expected
         assert expected is not None
-        located = next(f for f in factors if f.scalar.powers)
         written = " ".join(("/ " if f.divides else "* ") + self._text(f.node) for f in factors)
         size = to_text(expected)
         if scale.verdict == "inverted":
