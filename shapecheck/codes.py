@@ -33,6 +33,7 @@ class Code:
         *,
         notes: Iterable[Note] = (),
         help: Iterable[str] = (),
+        counterexample: Iterable[tuple[str, int]] = (),
         **fields: object,
     ) -> Diagnostic:
         return Diagnostic(
@@ -42,6 +43,7 @@ class Code:
             span=span,
             notes=tuple(notes),
             help=tuple(help),
+            counterexample=tuple(counterexample),
         )
 
     def text(self, field: str) -> str:
@@ -116,6 +118,29 @@ TOO_MANY = _code(
     fix="Fix the errors shown first and run the checker again.",
 )
 
+INTERNAL = _code(
+    "SC006", "internal-failure", E, "checking this file failed inside shapecheck",
+    "internal failure while checking {path}: {error} (a bug in shapecheck; "
+    "SHAPECHECK_DEBUG=1 shows the traceback)",
+    what="shapecheck itself failed while checking this file: a bug in shapecheck, not a "
+    "mistake in the spec. The other files are still checked and reported.",
+    why="One file that trips a bug must not cost the results of every other file, in "
+    "any output format; the exit status is 2, as for any internal failure.",
+    example="(any file that makes the checker fail; set SHAPECHECK_DEBUG=1 to see the "
+    "traceback)",
+    fix="Report the file to the shapecheck developers; meanwhile, simplify the statement "
+    "that triggers it.",
+)
+UNREADABLE = _code(
+    "SC007", "unreadable-path", E, "a path named on the command line cannot be read",
+    "cannot read {path}: {reason}",
+    what="A file or folder to check does not exist, or cannot be read or listed.",
+    why="A spec that cannot be read is not verified; the other paths are still "
+    "checked and reported, and the exit status is 2.",
+    example="(shapecheck verify missing.attn)",
+    fix="Correct the path, or make the file readable.",
+)
+
 # --- names ----------------------------------------------------------------------
 
 UNDEFINED = _code(
@@ -185,8 +210,9 @@ NOT_DIVISIBLE = _code(
     why="`D_model / H` is only a size if `H` divides `D_model`; without a constraint "
     "this fails for some admissible sizes.",
     example="dim D_model, H\ndim d = D_model / H\n"
-    "# error[SC202]: cannot prove that D_model is divisible by H",
-    fix="Declare the relation: `constraint D_model == H * d` (with a new dim `d`).",
+    "# error[SC202]: D_model is not divisible by H for every size: it fails at D_model=1, H=2: "
+    "1 is not divisible by 2\n# help: add `dim k` and `constraint D_model == H * k`",
+    fix="Declare the relation, as the help says: `dim k` and `constraint D_model == H * k`.",
 )
 CONSTRAINT_VIOLATED = _code(
     "SC203", "constraint-violated", E, "the bindings violate a constraint",
@@ -361,8 +387,9 @@ SPLIT_HEADS = _code(
     what="`split_heads(x, H)` turns `[..., N, H*d]` into `[..., H, N, d]`; the last axis "
     "must be provably divisible by `H`.",
     why="With `D_model` and `H` unrelated, `D_model / H` is not a size for every choice.",
-    example="dim N, H, D_model\ninput X: [N, D_model]\nQ = split_heads(X, H)\n# error[SC313]",
-    fix="Add `constraint D_model == H * d` (declaring `d`).",
+    example="dim N, H, D_model\ninput X: [N, D_model]\nQ = split_heads(X, H)\n# error[SC313]: ... "
+    "it fails at D_model=1, H=2: 1 is not divisible by 2",
+    fix="Add the relation, as the help says: `dim k` and `constraint D_model == H * k`.",
 )
 SCALAR_OPERAND = _code(
     "SC314", "not-a-tensor", E, "a tensor is needed but a scalar or list was given",
@@ -530,6 +557,43 @@ RESHAPE_MIXES = _code(
     fix="Move the axes first (`transpose(O, [1, 0, 2])`), or use `merge_heads` / "
     "`split_heads`, which move them.",
 )
+# --- suppression (shapecheck/suppress.py) ------------------------------------------------
+
+UNUSED_SUPPRESSION = _code(
+    "SC501", "unused-suppression", W, "a `noqa` comment suppresses nothing",
+    "`{directive}` suppresses nothing {where}",
+    what="A `# noqa` comment (or a file-level `# shapecheck: noqa`) names a warning or "
+    "note that is not reported where it stands, or a bare `# noqa` stands where nothing "
+    "is reported.",
+    why="A stale suppression hides the next real warning on that statement; removing it "
+    "keeps suppressions honest, as ruff's unused-noqa rule does.",
+    example="dim N\ninput X: [N]\noutput Y = X * 2  # noqa: SC401\n"
+    "# warning[SC501]: `# noqa: SC401` suppresses nothing on this statement",
+    fix="Remove the comment, or the code that no longer applies (`verify --fix` removes "
+    "a comment that suppresses nothing).",
+)
+ERROR_SUPPRESSED = _code(
+    "SC502", "error-not-suppressible", W, "a `noqa` comment names an error",
+    "`{code}` is an error, and errors cannot be suppressed",
+    what="Only warnings and notes can be suppressed (by `# noqa`, `ignore` or "
+    "`per-file-ignores`). An error means the spec is not shape-correct for some "
+    "admissible size: it stays, and `run` refuses the spec.",
+    why="A silenced error would let a spec that cannot run pass as verified.",
+    example="dim N, d\ninput Q: [N, d]\nS = Q @ Q  # noqa: SC301\n"
+    "# warning[SC502]: `SC301` is an error, and errors cannot be suppressed",
+    fix="Fix the error; remove the code from the comment.",
+)
+BAD_SUPPRESSION = _code(
+    "SC503", "bad-suppression", W, "a `noqa` comment cannot be read",
+    "{detail}",
+    what="A `# noqa:` comment must be followed by codes such as `SC402` (commas or "
+    "spaces between them); a code that shapecheck does not have is reported too.",
+    why="A malformed suppression suppresses nothing, which is rarely what its author "
+    "meant.",
+    example="dim N\ninput X: [N]  # noqa: SC999\noutput Y = X * 2\n"
+    "# warning[SC503]: `SC999` is not a shapecheck code",
+    fix="Write the codes as `# noqa: SC402, SC401`, or a bare `# noqa`.",
+)
 
 # --- notes and help ---------------------------------------------------------------
 
@@ -555,7 +619,8 @@ HELPS: Table = Table("codes", "HELPS", {
     "transpose": "did you mean `{fix}`?",
     "redeclare": "if `{name}` is declared with the wrong shape: `param {name}: {shape}`",
     "or": "or: {text}",
-    "add_constraint": "add `constraint {lhs} == {rhs}`",
+    "add_constraint": "add `constraint {constraint}`",
+    "add_dim_and_constraint": "add `dim {dims}` and `constraint {constraint}`",
     "did_you_mean": "did you mean `{name}`?",
     "declare_dim": "declare it with `dim {name}`",
     "use_row": "use `softmax({arg}, axis=row)`",
@@ -572,14 +637,39 @@ HELPS: Table = Table("codes", "HELPS", {
     "fill_minus_inf": "fill with `-inf`: `where(mask, S, -inf)`",
     "keepdims": "keep the reduced axis: add `keepdims=true` to `{reduction}`",
     "move_axes_first": "move the axes first with `transpose`, or use `merge_heads` / `split_heads`",
+    "remove_noqa": "remove the comment",
 })
 
 RELATIONS: Table = Table("codes", "RELATIONS", {
     "differ": "differ",
     "unproved": "cannot be proved equal",
+    "refuted": "differ at {values} ({left} vs {right})",
     "differs_from": "differs from",
     "unproved_to": "cannot be proved equal to",
+    "refuted_to": "differs (at {values}: {left} vs {right}) from",
 })
+
+
+def relation(kind: str, to: bool = False, counterexample: object = None) -> str:
+    """How two dims relate: ``kind`` is `differ` (always), `refuted` (at the
+    counterexample's sizes, a ``symbolic.Counterexample``) or `unproved`; ``to`` for
+    the "X, which ... Y" form."""
+    key = {"differ": "differs_from", "unproved": "unproved_to", "refuted": "refuted_to"}[kind] \
+        if to else kind
+    if kind != "refuted":
+        return RELATIONS[key]
+    left, right = counterexample.sides  # type: ignore[attr-defined]
+    return RELATIONS[key].format(values=counterexample.text(),  # type: ignore[attr-defined]
+                                 left=left, right=right)
+
+
+def needed_help(dims: Iterable[str], constraint: str) -> str:
+    """`help: add ...` for the weakest constraint, declaring the new dims it needs."""
+    names = ", ".join(dims)
+    if names:
+        return HELPS["add_dim_and_constraint"].format(dims=names, constraint=constraint)
+    return HELPS["add_constraint"].format(constraint=constraint)
+
 
 SYNTAX_TEXT: Table = Table("codes", "SYNTAX_TEXT", {
     "expected_after": "expected {expected} after {previous}, found {found}",
@@ -612,14 +702,22 @@ def constraint_reason(key: str, **fields: object) -> str:
 
 DIVISIBILITY: Table = Table("codes", "DIVISIBILITY", {
     "unproved": "cannot prove that {numerator} is divisible by {denominator}",
+    "refuted": "{numerator} is not divisible by {denominator} for every size: it fails at "
+    "{values}: {top} is not divisible by {bottom}",
     "different": "{numerator} is not divisible by {denominator}",
     "different_at": "{numerator} is not divisible by {denominator}: {top} / {bottom} leaves a remainder",
 })
 
 
 def divisibility(definite: bool, numerator: str, denominator: str,
-                 values: tuple[int, int] | None = None) -> str:
-    """The claim of an SC202 message: unproved, or false (at the bindings)."""
+                 values: tuple[int, int] | None = None, counterexample: object = None) -> str:
+    """The claim of an SC202 message: refuted (at a counterexample, a
+    ``symbolic.Counterexample``), unproved, or false (at the bindings)."""
+    if not definite and counterexample is not None:
+        top, bottom = counterexample.sides  # type: ignore[attr-defined]
+        return DIVISIBILITY["refuted"].format(
+            numerator=numerator, denominator=denominator, top=top, bottom=bottom,
+            values=counterexample.text())  # type: ignore[attr-defined]
     if not definite:
         return DIVISIBILITY["unproved"].format(numerator=numerator, denominator=denominator)
     if values is None:
@@ -643,6 +741,7 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "builtin_function": "builtin function",
     # SC201: why a dim expression is not positive
     "not_positive_at_bindings": " (it is not positive at the bindings)",
+    "not_positive_at": ": it is {value} at {values}",
     # SC203: the bindings of a constraint when no dim in it is bound
     "no_bindings": "these values",
     # SC204
@@ -744,6 +843,14 @@ DETAILS: Table = Table("codes", "DETAILS", {
     # SC403: what treats a bool tensor as numbers
     "bool_in_builtin": "this builtin",
     "bool_in_unary": "unary `{op}`",
+    # SC007: why a path cannot be read (other reasons are the system's words)
+    "no_such_path": "no such file or directory",
+    "permission_denied": "permission denied",
+    # SC501, SC503: suppression comments (suppress.py)
+    "noqa_on_statement": "on this statement",
+    "noqa_in_file": "in this file",
+    "noqa_unknown_code": "`{code}` is not a shapecheck code",
+    "noqa_no_codes": "`# noqa:` must be followed by codes, such as `# noqa: SC402`",
 })
 
 

@@ -40,6 +40,25 @@ CODES: dict[str, dict[str, str]] = {
         example="(把一个二进制文件当作 spec 传入)",
         fix="先改正显示出来的错误, 再运行一次检查。",
     ),
+    "SC006": dict(
+        summary="检查这个文件时 shapecheck 内部出错",
+        message="检查 {path} 时内部出错: {error} (这是 shapecheck 的 bug; "
+        "设置 SHAPECHECK_DEBUG=1 可以看到回溯)",
+        what="shapecheck 自己在检查这个文件时出错: 这是 shapecheck 的 bug, 不是 spec 的错误。"
+        "其他文件照常检查和报告。",
+        why="一个触发 bug 的文件不应让其他所有文件的结果丢失, 无论哪种输出格式; 退出状态是 2, "
+        "和任何内部错误一样。",
+        example="(任何让检查器出错的文件; 设置 SHAPECHECK_DEBUG=1 可以看到回溯)",
+        fix="把这个文件报告给 shapecheck 的开发者; 在此之前, 简化触发它的语句。",
+    ),
+    "SC007": dict(
+        summary="命令行上给出的路径无法读取",
+        message="无法读取 {path}: {reason}",
+        what="要检查的文件或文件夹不存在, 或者无法读取、无法列出。",
+        why="无法读取的 spec 没有被验证; 其他路径照常检查和报告, 退出状态是 2。",
+        example="(shapecheck verify missing.attn)",
+        fix="改正路径, 或者让文件可读。",
+    ),
     "SC101": dict(
         summary="名字在声明之前就被使用",
         message="`{name}` 没有定义",
@@ -96,8 +115,10 @@ CODES: dict[str, dict[str, str]] = {
         "(`split_heads` 用 SC313 说同一件事。)",
         why="只有 `H` 整除 `D_model` 时, `D_model / H` 才是一个尺寸; 没有约束时, "
         "总有某些允许的尺寸会失败。",
-        example="dim D_model, H\ndim d = D_model / H\n# error[SC202]: 无法证明 D_model 能被 H 整除",
-        fix="声明这个关系: `constraint D_model == H * d` (并声明新维度 `d`)。",
+        example="dim D_model, H\ndim d = D_model / H\n"
+        "# error[SC202]: D_model 并非对所有尺寸都能被 H 整除: 在 D_model=1, H=2 时不成立: "
+        "1 不能被 2 整除\n# help: 加上 `dim k` 和 `constraint D_model == H * k`",
+        fix="按 help 声明这个关系: `dim k` 和 `constraint D_model == H * k`。",
     ),
     "SC203": dict(
         summary="绑定违反了约束",
@@ -252,8 +273,9 @@ CODES: dict[str, dict[str, str]] = {
         message="无法把 {shape} 的最后一轴 {last} 拆成 {heads} 个 head: {reason}",
         what="`split_heads(x, H)` 把 `[..., N, H*d]` 变成 `[..., H, N, d]`; 最后一轴必须可证明能被 `H` 整除。",
         why="`D_model` 和 `H` 没有关系时, `D_model / H` 并非对每种取值都是一个尺寸。",
-        example="dim N, H, D_model\ninput X: [N, D_model]\nQ = split_heads(X, H)\n# error[SC313]",
-        fix="加上 `constraint D_model == H * d` (并声明 `d`)。",
+        example="dim N, H, D_model\ninput X: [N, D_model]\nQ = split_heads(X, H)\n# error[SC313]: ... "
+        "在 D_model=1, H=2 时不成立: 1 不能被 2 整除",
+        fix="按 help 加上这个关系: `dim k` 和 `constraint D_model == H * k`。",
     ),
     "SC314": dict(
         summary="需要张量, 却给了标量或列表",
@@ -402,6 +424,37 @@ CODES: dict[str, dict[str, str]] = {
         example="dim N, d, H\ninput O: [H, N, d]\nY = reshape(O, [N, H * d])\n# warning[SC411]",
         fix="先移动轴 (`transpose(O, [1, 0, 2])`), 或使用会移动轴的 `merge_heads` / `split_heads`。",
     ),
+    "SC501": dict(
+        summary="`noqa` 注释没有屏蔽任何东西",
+        message="`{directive}` {where}没有屏蔽任何东西",
+        what="`# noqa` 注释 (或文件级的 `# shapecheck: noqa`) 点名的 warning 或 note 在它所在的"
+        "地方并没有报告, 或者单独的 `# noqa` 所在之处什么也没有报告。",
+        why="过时的屏蔽会藏住这条语句下一个真正的 warning; 去掉它, 屏蔽才可信, 就像 ruff 的 "
+        "unused-noqa 规则。",
+        example="dim N\ninput X: [N]\noutput Y = X * 2  # noqa: SC401\n"
+        "# warning[SC501]: `# noqa: SC401` 在这条语句上没有屏蔽任何东西",
+        fix="去掉这条注释, 或去掉不再适用的代码 (`verify --fix` 会去掉什么也没屏蔽的注释)。",
+    ),
+    "SC502": dict(
+        summary="`noqa` 注释点名了一个 error",
+        message="`{code}` 是 error, 而 error 不能被屏蔽",
+        what="只有 warning 和 note 可以被屏蔽 (用 `# noqa`、`ignore` 或 `per-file-ignores`)。"
+        "error 意味着 spec 对某些允许的大小形状不对: 它会保留, `run` 也会拒绝这个 spec。",
+        why="被屏蔽的 error 会让一个无法运行的 spec 冒充已验证。",
+        example="dim N, d\ninput Q: [N, d]\nS = Q @ Q  # noqa: SC301\n"
+        "# warning[SC502]: `SC301` 是 error, 而 error 不能被屏蔽",
+        fix="改正这个 error; 从注释中去掉这个代码。",
+    ),
+    "SC503": dict(
+        summary="`noqa` 注释无法读懂",
+        message="{detail}",
+        what="`# noqa:` 后面必须跟代码, 例如 `SC402` (之间用逗号或空格分隔); shapecheck 没有的"
+        "代码也会报告。",
+        why="写错的屏蔽什么也屏蔽不了, 这很少是作者的本意。",
+        example="dim N\ninput X: [N]  # noqa: SC999\noutput Y = X * 2\n"
+        "# warning[SC503]: `SC999` 不是 shapecheck 的代码",
+        fix="把代码写成 `# noqa: SC402, SC401`, 或者只写 `# noqa`。",
+    ),
 }
 
 NOTES = {
@@ -426,7 +479,8 @@ HELPS = {
     "transpose": "你是不是想写 `{fix}`?",
     "redeclare": "如果 `{name}` 声明的形状错了: `param {name}: {shape}`",
     "or": "或者: {text}",
-    "add_constraint": "加上 `constraint {lhs} == {rhs}`",
+    "add_constraint": "加上 `constraint {constraint}`",
+    "add_dim_and_constraint": "加上 `dim {dims}` 和 `constraint {constraint}`",
     "did_you_mean": "你是不是想写 `{name}`?",
     "declare_dim": "用 `dim {name}` 声明它",
     "use_row": "使用 `softmax({arg}, axis=row)`",
@@ -442,13 +496,16 @@ HELPS = {
     "fill_minus_inf": "填入 `-inf`: `where(mask, S, -inf)`",
     "keepdims": "保留被归约的轴: 给 `{reduction}` 加上 `keepdims=true`",
     "move_axes_first": "先用 `transpose` 移动轴, 或使用 `merge_heads` / `split_heads`",
+    "remove_noqa": "去掉这条注释",
 }
 
 RELATIONS = {
     "differ": "不一致",
     "unproved": "无法证明相等",
+    "refuted": "在 {values} 时不一致 ({left} 对 {right})",
     "differs_from": "不同于",
     "unproved_to": "无法证明等于",
+    "refuted_to": "(在 {values} 时: {left} 对 {right}) 不同于",
 }
 
 SYNTAX_TEXT = {
@@ -475,6 +532,8 @@ CONSTRAINT_REASONS = {
 
 DIVISIBILITY = {
     "unproved": "无法证明 {numerator} 能被 {denominator} 整除",
+    "refuted": "{numerator} 并非对所有尺寸都能被 {denominator} 整除: 在 {values} 时不成立: "
+    "{top} 不能被 {bottom} 整除",
     "different": "{numerator} 不能被 {denominator} 整除",
     "different_at": "{numerator} 不能被 {denominator} 整除: {top} / {bottom} 有余数",
 }
@@ -487,6 +546,7 @@ DETAILS = {
     "reserved_word": "保留字",
     "builtin_function": "内置函数",
     "not_positive_at_bindings": " (在绑定的尺寸下它不是正数)",
+    "not_positive_at": ": 在 {values} 时它等于 {value}",
     "no_bindings": "这些值",
     "binding_contradicts_value": "`--dim {name}={bound}` 与 `dim {name} = {value}` 矛盾",
     "binding_contradicts_definition": "`--dim {name}={bound}` 与它的定义 "
@@ -567,6 +627,12 @@ DETAILS = {
     "not_a_value": "这不是一个值",
     "bool_in_builtin": "这个内置函数",
     "bool_in_unary": "一元 `{op}`",
+    "no_such_path": "没有这个文件或目录",
+    "permission_denied": "没有权限",
+    "noqa_on_statement": "在这条语句上",
+    "noqa_in_file": "在这个文件中",
+    "noqa_unknown_code": "`{code}` 不是 shapecheck 的代码",
+    "noqa_no_codes": "`# noqa:` 后面必须跟代码, 例如 `# noqa: SC402`",
 }
 
 TOKEN_WORDS = {
