@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 from . import codes, nodes, symbolic
 from .builtins import BUILTINS, AxisKind, axis_index
 from .diagnostics import Diagnostic, Note, Span
-from .einsum import SubscriptError, implicit_output, parse_subscripts
+from .einsum import SubscriptError, parse_subscripts
 from .program import Program, Value
 from .symbolic import Dim, DimSystem, Verdict, to_text
 
@@ -567,10 +567,10 @@ class _Analysis:
         if result is None or any(info.axes is None for info in infos):
             return _UNKNOWN
         try:
-            terms, output = parse_subscripts(subscripts, len(operands))
+            parsed = parse_subscripts(subscripts, len(operands))
         except SubscriptError:
             return _UNKNOWN
-        output = implicit_output(terms) if output is None else output
+        terms, output = parsed.inputs, parsed.output
         keys = [_einsum_keys(term, len(info.axes or ())) for term, info in zip(terms, infos)]
         out_keys = _einsum_keys(output, len(result))
         if out_keys is None or any(k is None for k in keys):
