@@ -8,14 +8,11 @@ tables keyed by ``id(node)``; the program keeps its syntax tree alive.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import nodes
 from .diagnostics import Diagnostic, Span
 from .symbolic import Dim, DimSystem, shape_text
-
-if TYPE_CHECKING:
-    from .meaning import Meaning
 
 Shape = tuple[Dim, ...]
 
@@ -78,8 +75,9 @@ class Program:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     types: dict[int, Value] = field(default_factory=dict)  # id(expr node) -> Value
     calls: dict[int, CallInfo] = field(default_factory=dict)  # id(Call node) -> CallInfo
-    # What the axis-meaning pass found (meaning.analyse): set by api.check_text.
-    meaning: Meaning | None = None
+    # What the axis-meaning pass found (a meaning.Meaning), set by api.check_parsed; the
+    # pass stands above this module, so the type is not imported here.
+    meaning: Any = None
 
     @property
     def ok(self) -> bool:
