@@ -494,7 +494,13 @@ class _Analysis:
         if kind is nodes.Paren:
             return self.value(node.inner)  # type: ignore[union-attr]
         if kind is nodes.Name:
-            return _SCALAR if value.shape == () else _UNKNOWN
+            if value.shape == ():
+                return _SCALAR
+            # A tensor the spec uses without declaring it (a sketch: inference gave its
+            # shape): its axes are new at its first use, and shared by every later one.
+            name = node.name  # type: ignore[union-attr]
+            info = self.names[name] = _Info(tuple(Axis(size, tensor=name) for size in value.shape))
+            return info
         if not value.shape:  # a scalar has no axes; an `@` inside one still has meaning
             self._visit_children(node)
             return _SCALAR
