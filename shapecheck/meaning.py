@@ -78,6 +78,15 @@ class Role(NamedTuple):
         return found[0] if len(found) == 1 else None
 
 
+class Bias(NamedTuple):
+    """A tensor added to the scores (an ALiBi or relative-position bias), with the role of
+    each of its axes as :class:`Role` gives them; ``subtracts``: written `S - B`."""
+
+    node: nodes.Expr
+    axes: tuple[str | None, ...]
+    subtracts: bool
+
+
 class ScaleFactor(NamedTuple):
     """One scalar factor of the scores: ``node`` is the scalar (`sqrt(d)` in `/ sqrt(d)`)."""
 
@@ -95,7 +104,9 @@ class Scale(NamedTuple):
     the size of the contracted axis. ``verdict``: ``"ok"`` (X provably equals it, up to a
     numeric factor), ``"wrong"`` (it does not: SC404), ``"inverted"`` (multiplied by
     ``sqrt(expected)``: SC404), ``"constant"`` (numbers only: no opinion), ``"unusual"``
-    (another power of the dims: no opinion), ``"none"`` (no scale at all: note SC405).
+    (another power of the dims: no opinion), ``"inferred"`` (X differs from the size, but
+    a sketch's inference named one of them: no opinion), ``"none"`` (no scale at all:
+    note SC405).
     """
 
     factors: tuple[ScaleFactor, ...]
@@ -157,8 +168,14 @@ class Attention(NamedTuple):
     - ``scores`` / ``scores_statement``: the Q·K contraction, when found; ``query``,
       ``key``: its operands as :class:`Role`; ``value``: V.
     - ``batch``: the sizes of the batch axes ``batch:0``, ``batch:1``, ...
-    - ``scale`` (None without scores), ``biases`` (tensors added to the scores, as roles),
-      ``masks``, ``changes`` (what changed the weights between the softmax and the sum).
+    - ``scale`` (None without scores), ``biases`` (tensors added to the scores), ``masks``,
+      ``changes`` (what changed the weights between the softmax and the sum).
+    - ``ops``: what happens to the scores between the product and the softmax, in the order
+      it happens: each a :class:`ScaleFactor` (those on Q or K, before the product, first),
+      :class:`Bias` or :class:`Mask` (masks after the softmax are not in it). Shifts by a
+      constant or by a row maximum, `dropout` and moves are left out: the softmax does not
+      see them. None when the scores reach the softmax through something else (a `tanh`
+      soft-cap, an unknown construct): then only the roles are known.
     - Verdicts: ``axis_ok`` (the softmax normalises the summed axis), ``scale_ok`` (None:
       no opinion or no scale), ``mask_ok`` (None: no mask whose alignment is known).
     """
@@ -181,8 +198,9 @@ class Attention(NamedTuple):
     value: Role
     batch: tuple[Dim, ...]
     scale: Scale | None
-    biases: tuple[Role, ...]
+    biases: tuple[Bias, ...]
     masks: tuple[Mask, ...]
+    ops: tuple[ScaleFactor | Bias | Mask, ...] | None
     changes: tuple[nodes.Expr, ...]
     axis_ok: bool | None
     scale_ok: bool | None
@@ -325,7 +343,9 @@ class _Product:
         self.inner_scale = inner_scale  # factors applied to the operands before the product
 
 
-Bias = tuple[nodes.Expr, tuple["Axis | None", ...]]  # the tensor added, and its axes' places
+# A tensor added to the scores: its node, the scores' axis each of its axes lines up
+# with, and whether it is subtracted.
+_Bias = tuple[nodes.Expr, tuple["Axis | None", ...], bool]
 
 
 class _Norm:
@@ -369,7 +389,9 @@ class _Info:
     product: _Product | None = None  # the contraction this value is, through scales, biases, masks
     scale: tuple[_Factor, ...] = ()  # scalar factors applied since the last contraction
     applied: tuple[_Applied, ...] = ()  # masks applied to this value (before any softmax)
-    biases: tuple[Bias, ...] = ()  # tensors added to it
+    biases: tuple[_Bias, ...] = ()  # tensors added to it
+    # The scales, biases and masks above, in the order they were applied.
+    ops: tuple[_Factor | _Bias | _Applied, ...] = ()
     masks: tuple[_Applied, ...] = ()  # the additive masks this value is (where(m, 0, -inf))
     causal: tuple[_Causal, ...] = ()  # bool values: the causal masks this value is
     reduced: _Reduced | None = None  # a reduction's result (its axes are the ones left)
@@ -388,23 +410,21 @@ class _Info:
         info.__dict__.pop("exp_of", None)
         return info
 
-    def shifted(self, axes: tuple[Axis, ...], scale: tuple[_Factor, ...] | None = None,
-                norm: _Norm | None = None, applied: tuple[_Applied, ...] = (),
-                biases: tuple[Bias, ...] = ()) -> _Info:
-        """Scores scaled, shifted, biased or masked: what the softmax does not undo."""
+    def shifted(self, axes: tuple[Axis, ...], norm: _Norm | None = None,
+                ops: tuple[_Factor | _Bias | _Applied, ...] = ()) -> _Info:
+        """Scores scaled, shifted, biased or masked (``ops``, in order): the facts go on."""
         info = _Info(axes)
         if self.product is not None:
             info.product = self.product
-        if scale is not None or self.scale:
-            info.scale = self.scale if scale is None else scale
         if norm is not None:
             info.norm = norm
-        if applied or self.applied:
-            info.applied = self.applied + applied
-        if biases or self.biases:
-            info.biases = self.biases + biases
         if self.reduced is not None:
             info.reduced = self.reduced
+        if ops or self.ops:
+            info.ops = self.ops + ops
+            info.scale = self.scale + tuple(op for op in ops if type(op) is _Factor)
+            info.applied = self.applied + tuple(op for op in ops if type(op) is _Applied)
+            info.biases = self.biases + tuple(op for op in ops if type(op) is tuple)
         return info
 
 
@@ -436,6 +456,8 @@ class _Analysis:
         self._line_starts = _line_starts(program.source)
         self._system: DimSystem | None = None
         self._verdicts: dict[tuple[Any, ...], tuple[str, Dim | None]] = {}
+        inferred = program.inferred
+        self._inferred = frozenset(name for name, _ in inferred.dims) if inferred else frozenset()
 
     @property
     def system(self) -> DimSystem:
@@ -517,7 +539,7 @@ class _Analysis:
         if operand.axes is None or node.op == "+":
             return operand
         changed = operand.norm.changed_by(node) if operand.norm is not None else None
-        return operand.shifted(operand.axes, norm=changed)
+        return _Info(operand.axes, norm=changed)
 
     def _transpose(self, node: nodes.Transpose, value: Value) -> _Info:
         operand = self.value(node.operand)
@@ -634,8 +656,8 @@ class _Analysis:
                 (left, right, node.left, node.right) if not right.axes
                 else (right, left, node.right, node.left))
             return self._with_scalar(node, tensor, scalar_node, tensor_node is node.left)
-        if node.op == "/" and self._normalises(node, left):
-            return self._handmade_softmax(node, left)
+        if node.op == "/" and self._normalises(node, right):
+            return self._handmade_softmax(node, left, right)
         return self._tensors(node, [node.left, node.right], [left, right], value)
 
     def _with_scalar(self, node: nodes.BinOp, tensor: _Info, scalar_node: nodes.Expr,
@@ -644,9 +666,9 @@ class _Analysis:
         assert tensor.axes is not None
         if node.op == "*" or (node.op == "/" and tensor_first):
             factor = _Factor(scalar_node, node.op == "/")
-            return tensor.shifted(tensor.axes, tensor.scale + (factor,), norm)
+            return tensor.shifted(tensor.axes, norm, (factor,))
         if node.op in "+-":  # a constant shift: the softmax does not see it
-            return tensor.shifted(tensor.axes, norm=norm)
+            return tensor.shifted(tensor.axes, norm)
         return _Info(tensor.axes, norm=norm, reduced=tensor.reduced)
 
     def _tensors(self, node: nodes.Expr, operand_nodes: list[nodes.Expr], operands: list[_Info],
@@ -668,18 +690,19 @@ class _Analysis:
         if op in ("+", "-") and not norms:
             # Scores plus a bias, an additive mask, or a shift by a reduction (a softmax
             # written by hand): the scores' facts go on.
+            if op == "-" and order[0] != 0:
+                return _Info(axes)  # `B - S`: the scores negated, not understood
             main = operands[order[0]]
-            applied: tuple[_Applied, ...] = ()
-            biases: tuple[Bias, ...] = ()
+            ops: tuple[_Bias | _Applied, ...] = ()
             for i, other in enumerate(operands):
                 if i == order[0]:
                     continue
                 if other.masks:
-                    applied += tuple(m.moved(mappings[i]) for m in other.masks)
+                    ops += tuple(m.moved(mappings[i]) for m in other.masks)
                 elif other.reduced is None:
-                    biases += ((operand_nodes[i], tuple(mappings[i].get(id(a))
-                                                        for a in other.axes or ())),)
-            return main.shifted(axes, applied=applied, biases=biases)
+                    ops += ((operand_nodes[i], tuple(mappings[i].get(id(a))
+                                                     for a in other.axes or ()), op == "-"),)
+            return main.shifted(axes, None, ops)
         if len(norms) == 1:
             # Weights masked, scaled by a tensor or mixed with other numbers.
             return _Info(axes, norm=norms[0].changed_by(node))
@@ -734,18 +757,21 @@ class _Analysis:
                     help=[codes.help_text("keepdims", reduction=self._text(reduced.call))]))
                 return
 
-    def _normalises(self, node: nodes.BinOp, left: _Info) -> bool:
-        """`E / sum(E, axis=a, keepdims=true)`: each slice of the result along a sums to 1."""
-        right = nodes.strip_parens(node.right)
-        info = self.calls.get(id(right)) if isinstance(right, nodes.Call) else None
+    def _normalises(self, node: nodes.BinOp, right: _Info) -> bool:
+        """`E / sum(E, axis=a, keepdims=true)` (the sum may be named): each slice of the
+        result along a sums to 1."""
+        reduced = right.reduced
+        if reduced is None or self.infos.get(id(reduced.call)) is not right:
+            return False  # not the sum itself (`2 * sum(E)` does not normalise)
+        info = self.calls.get(id(reduced.call))
         if info is None or info.builtin != "sum" or not info.args.get("keepdims") \
-                or info.args.get("axis") is None or left.axes is None:
+                or info.args.get("axis") is None:
             return False
-        return self._same(node.left, info.args["x"])
+        return self._same(node.left, reduced.x)
 
-    def _handmade_softmax(self, node: nodes.BinOp, left: _Info) -> _Info:
-        right = nodes.strip_parens(node.right)
-        info = self.calls[id(right)]
+    def _handmade_softmax(self, node: nodes.BinOp, left: _Info, right: _Info) -> _Info:
+        assert right.reduced is not None
+        info = self.calls[id(right.reduced.call)]
         assert left.axes is not None
         axis = left.axes[axis_index(info.args["axis"], len(left.axes))]
         source = left.exp_of or left
@@ -935,7 +961,7 @@ class _Analysis:
             if self._remasks(target.norm, c_node):
                 return target.moved(axes)
             return _Info(axes, norm=target.norm.changed_by(node, applied))
-        return target.shifted(axes, applied=(applied,))
+        return target.shifted(axes, None, (applied,))
 
     def _applied(self, node: nodes.Call, c_node: nodes.Expr, cond: _Info, mapping: dict[int, Axis],
                  keeps: bool, fill: float | None, additive: bool) -> _Applied:
@@ -1023,11 +1049,20 @@ class _Analysis:
         if product is not None and scores is not None and product.contraction is not scores:
             product = None
         scale = self._scale(product, norm.source) if product is not None else None
-        masks = self._masks(contraction, norm, query, key, roles)
+        masks, after = self._masks(contraction, norm, query, key, roles)
+        biases = {id(b): Bias(b[0], tuple(roles.get(id(a)) if a else None for a in b[1]), b[2])
+                  for b in norm.source.biases}
+        ops = None
+        if product is not None and scale is not None:
+            factors = {id(f.node): f for f in scale.factors}
+            ops = tuple(factors[id(f.node)] for f in product.inner_scale) + tuple(
+                factors[id(op.node)] if type(op) is _Factor else
+                masks[id(op)] if type(op) is _Applied else biases[id(op)]
+                for op in norm.source.ops)
         summed_set = set(summed)
         batch_sizes = tuple(axis.size for i, axis in enumerate(weights_axes)
                             if i in contraction.batch[w])
-        checked_masks = [m.alignment == "aligned" and m.keeps for m in masks
+        checked_masks = [m.alignment == "aligned" and m.keeps for m in (*masks.values(), *after)
                          if m.kind == "causal" and m.alignment is not None]
         self.patterns.append(Attention(
             statement=contraction.statement, output=contraction.node,
@@ -1045,9 +1080,8 @@ class _Analysis:
             key=self._operand_role(scores, key, roles, 1),
             value=self._role(contraction.operands[v], value_roles),
             batch=batch_sizes, scale=scale,
-            biases=tuple(Role(n, tuple(roles.get(id(a)) if a else None for a in aligned))
-                         for n, aligned in norm.source.biases),
-            masks=tuple(masks), changes=norm.changed, axis_ok=axis_ok,
+            biases=tuple(biases.values()), masks=tuple(masks.values()) + after,
+            ops=ops, changes=norm.changed, axis_ok=axis_ok,
             scale_ok=None if scale is None else {"ok": True, "wrong": False,
                                                  "inverted": False}.get(scale.verdict),
             mask_ok=all(checked_masks) if checked_masks else None,
@@ -1288,6 +1322,10 @@ class _Analysis:
             return "inverted", radicand
         if radicand is None:
             return "unusual", None
+        if (symbolic.free_names(radicand) | symbolic.free_names(expected)) & self._inferred:
+            # A sketch: inference named these dims and cannot know `sqrt(d)` meant the
+            # head dim it called `k`.
+            return "inferred", radicand
         return "wrong", radicand
 
     def _wrong_scale(self, scores: _Contraction, factors: Sequence[_Factor], located: _Factor,
@@ -1347,8 +1385,10 @@ class _Analysis:
             help=[codes.help_text("scale_by", size=symbolic.spaced(size))]))
 
     def _masks(self, contraction: _Contraction, norm: _Norm, query: Axis | None,
-               key: Axis | None, roles: dict[int, str]) -> list[Mask]:
+               key: Axis | None, roles: dict[int, str]) -> tuple[dict[int, Mask], tuple[Mask, ...]]:
+        """The masks on the scores (by the identity of their fact) and those after the softmax."""
         applied = [(m, False) for m in norm.source.applied] + [(m, True) for m in norm.after]
+        before: dict[int, Mask] = {}
         masks = []
         for mask, after in applied:
             alignment = None
@@ -1359,10 +1399,14 @@ class _Analysis:
                     alignment = "transposed"
             condition = Role(mask.condition, tuple(roles.get(id(a)) if a is not None else None
                                                    for a in mask.aligned))
-            masks.append(Mask(mask.node, condition, mask.kind, mask.keeps, mask.fill,
-                              mask.additive, alignment, after))
+            public = Mask(mask.node, condition, mask.kind, mask.keeps, mask.fill,
+                          mask.additive, alignment, after)
+            if after:
+                masks.append(public)
+            else:
+                before[id(mask)] = public
             self._check_mask(contraction, mask, alignment, after)
-        return masks
+        return before, tuple(masks)
 
     def _check_mask(self, contraction: _Contraction, mask: _Applied, alignment: str | None,
                     after: bool) -> None:
@@ -1519,4 +1563,4 @@ _HANDLERS: dict[type, Any] = {
     nodes.Transpose: _Analysis._transpose, nodes.Call: _Analysis._call,
 }
 
-__all__ = ["Attention", "Axis", "Mask", "Meaning", "Role", "Scale", "ScaleFactor", "analyse"]
+__all__ = ["Attention", "Axis", "Bias", "Mask", "Meaning", "Role", "Scale", "ScaleFactor", "analyse"]

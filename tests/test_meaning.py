@@ -17,7 +17,7 @@ from shapecheck import nodes
 from shapecheck.api import check_text
 from shapecheck.builtins import BUILTINS, AxisKind, AxisMap, Kind
 from shapecheck.cli import cli
-from shapecheck.meaning import Attention, Meaning, analyse
+from shapecheck.meaning import Attention, Bias, Mask, Meaning, ScaleFactor, analyse
 
 HEAD = "dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
 
@@ -152,9 +152,34 @@ def test_additive_mask_and_bias() -> None:
                    "O = softmax(S) @ V\n")
     found = only(text)
     assert [source(text, b.node) for b in found.biases] == ["bias"]
-    assert found.biases[0].axes == ("query", "key")
+    assert found.biases[0].axes == ("query", "key") and not found.biases[0].subtracts
     mask, = found.masks
     assert mask.additive and mask.keeps and mask.fill == -math.inf and mask.alignment == "aligned"
+
+
+def test_ops_are_in_the_order_they_apply() -> None:
+    text = HEAD + ("input bias: [N, N]\n"
+                   "S = where(causal_mask(N), (Q * 0.5) @ K.T, -1e9) / sqrt(d) - bias\n"
+                   "O = softmax(S - max(S, axis=-1, keepdims=true)) @ V\n")
+    found = only(text)
+    kinds = [type(op) for op in found.ops]
+    assert kinds == [ScaleFactor, Mask, ScaleFactor, Bias]
+    first, mask, second, bias = found.ops
+    assert source(text, first.node) == "0.5" and source(text, first.operand) == "(Q * 0.5)"
+    assert mask.fill == -1e9 and source(text, second.node) == "sqrt(d)" and second.divides
+    assert bias.subtracts and source(text, bias.node) == "bias"
+    # tanh soft-capping: the chain is not understood, so no ops (the roles still are)
+    capped = only(HEAD + "O = softmax(tanh(Q @ K.T / sqrt(d))) @ V\n")
+    assert capped.ops is None and capped.scale is None
+    assert capped.query is not None and capped.key is not None
+
+
+def test_a_named_sum_normalises_too() -> None:
+    text = HEAD + ("E = exp(Q @ K.T / sqrt(d))\nZ = sum(E, axis=-1, keepdims=true)\n"
+                   "O = (E / Z) @ V\nW = (E / (2 * Z)) @ V\n")
+    found = meaning(text).patterns
+    assert len(found) == 1 and found[0].axis_ok and found[0].scale.verdict == "ok"
+    assert codes_of(text.replace("(E / Z) @ V", "(E / Z).T @ V")) == ["SC402"]
 
 
 def test_wrong_forms_have_false_verdicts() -> None:
@@ -252,3 +277,12 @@ def test_the_pass_is_silent_where_identity_is_lost() -> None:
 def test_broken_specs_get_no_meaning_traceback(text: str) -> None:
     program = check_text(text)
     assert program.meaning is not None
+
+
+def test_sketches_have_patterns_and_no_opinion_on_inferred_dims() -> None:
+    found = only("S = Q @ K.T; P = softmax(S, axis=row); O = P @ V\n")
+    assert found.query.axes == ("query", "feature") and found.scale.verdict == "none"
+    multi = ("Q = split_heads(X @ W_Q, H)\nK = split_heads(X @ W_K, H)\n"
+             "V = split_heads(X @ W_V, H)\nO = softmax(Q @ K.T / sqrt(d)) @ V\n")
+    assert only(multi).scale.verdict == "inferred"
+    assert "SC404" not in codes_of(multi)
