@@ -84,7 +84,8 @@ class Op:
     """One operation on the scores, applied in this order.
 
     - ``scale``: multiply by ``value`` (or divide, ``divides``, as the spec writes it);
-    - ``bias``: add ``tensor`` (broadcastable to ``[..., Nq, Nk]``);
+    - ``bias``: add ``tensor`` (broadcastable to ``[..., Nq, Nk]``), or subtract it
+      (``divides``, as for a scale: the inverse operation);
     - ``mask``: where the mask does not keep a score, replace it by ``fill`` (or add
       ``fill``, ``additive``, as ``S + where(m, 0, fill)``). The mask is ``causal``
       (generated) or ``tensor`` (bool, broadcastable); ``keeps`` False inverts it
@@ -205,7 +206,7 @@ def _apply(op: Op, block: np.ndarray, rows: range, keys: range) -> None:
         return
     if op.kind == "bias":
         assert op.tensor is not None
-        np.add(block, _slice(op.tensor, rows, keys), out=block)
+        (np.subtract if op.divides else np.add)(block, _slice(op.tensor, rows, keys), out=block)
         return
     if op.causal is not None:
         keep = op.causal.keep(rows, keys)

@@ -576,7 +576,7 @@ def _compile_fused(c: _ExprCompiler, planned: fused.Planned) -> Compiled:
         tensor = None if value is None else fused.to_canonical(
             np.asarray(value), planned.layouts[id(step.part.node)])  # type: ignore[union-attr]
         if step.kind == "bias":
-            return fused.Op("bias", tensor=tensor)
+            return fused.Op("bias", tensor=tensor, divides=step.divides)
         return fused.Op("mask", tensor=tensor, causal=planned.causal.get(id(step)),
                         keeps=step.keeps, fill=step.fill, additive=step.additive)
 

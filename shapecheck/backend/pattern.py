@@ -2,17 +2,16 @@
 
 The axis-meaning pass (:func:`shapecheck.meaning.analyse`, kept as ``Program.meaning``)
 finds every ``softmax(scale · Q @ K.T [+ bias] [masked]) @ V`` whatever its letters or
-layout, and says which axis of each tensor is the query, the key, the feature, a batch
-axis. This module does not look for patterns again: it reads each one and decides whether
-it can be fused, and how:
+layout, says which axis of each tensor is the query, the key, the feature, a batch axis,
+and lists what happens to the scores between the product and the softmax in the order it
+happens (``Attention.ops``: scale factors, biases, masks). This module does not look for
+patterns again: it reads each one and decides whether it can be fused, and how:
 
-- the steps between the product and the softmax, **in the order the spec applies them**
-  (:class:`Step`: a scale, an added bias, a mask) — found by following the path from the
-  softmax's argument down to the scores, where every node must be one the pattern names
-  (a scale factor, a bias, a mask) or one that does not change values (parentheses,
-  transposes, ``dropout``, a tensor's name leading to its definition);
+- the steps (:class:`Step`: a scale, an added or subtracted bias, a mask) are the pattern's
+  ``ops``, in order;
 - the tensors computed only for the pattern (the scores, the masked scores, the weights, a
-  ``causal_mask`` read only there): a fused run never computes them. A pattern whose
+  ``causal_mask`` read only there) are found by following the names from the contraction's
+  weights down to the scores: a fused run never computes them. A pattern whose
   intermediates are needed elsewhere — an output, read by another statement, or every
   tensor kept (``--save-all``) — is not fused: the table is built anyway.
 - a ``causal_mask`` (in any transpose) is generated block by block (:class:`Causal`);
@@ -34,7 +33,7 @@ from .. import nodes
 from ..program import Program
 
 if TYPE_CHECKING:
-    from ..meaning import Attention, Mask, Role
+    from ..meaning import Attention, Bias, Mask, Role, ScaleFactor
 
 
 @dataclass(frozen=True)
@@ -59,12 +58,13 @@ class Causal:
 @dataclass(frozen=True)
 class Step:
     """One operation on the scores: ``scale`` (multiply by, or ``divides``, the scalar
-    ``node``), ``bias`` (add ``part``), ``mask`` (where it does not keep a score, replace it
-    by ``fill``, or add ``fill`` when ``additive``; the mask is ``causal`` or ``part``)."""
+    ``node``), ``bias`` (add ``part``, or subtract it: ``divides``), ``mask`` (where it does
+    not keep a score, replace it by ``fill``, or add ``fill`` when ``additive``; the mask is
+    ``causal`` or ``part``)."""
 
     kind: str
     node: nodes.Expr | None = None
-    divides: bool = False
+    divides: bool = False  # a scale written as a divisor; a bias subtracted
     part: Part | None = None
     causal: Causal | None = None
     keeps: bool = True
@@ -204,23 +204,28 @@ class _Builder:
 
     def build(self) -> Fusable:
         a = self.attention
-        if a.scores is None or a.query is None or a.key is None or a.scale is None:
+        if a.scores is None or a.query is None or a.key is None or a.ops is None:
             raise _NotFusable("fused_no_scores")
         if not a.axis_ok or a.changes:
             raise _NotFusable("fused_changed")
-        if any(mask.after_softmax for mask in a.masks):
-            raise _NotFusable("fused_changed")
         self._walk_weights(a.weights)
-        argument = self._softmax_argument()
-        steps = self._walk_scores(argument)
-        steps = [Step("scale", f.node, f.divides) for f in a.scale.factors
-                 if f.operand is not None] + steps
-        skipped = self._skipped()
+        self._walk_scores(self._softmax_argument())
+        steps = tuple(self._step(op) for op in a.ops)
         name, line = _softmax_place(a)
         batch = tuple(f"batch:{i}" for i in range(len(a.batch)))
+        argument = self._softmax_argument()
         return Fusable(a.output, a.output_roles.axes, _part(a.query), _part(a.key),
-                       _part(a.value), tuple(steps), batch, frozenset(skipped), name, line,
+                       _part(a.value), steps, batch, frozenset(self._skipped()), name, line,
                        a.softmax_axis, self.program.type_of(argument).rank)
+
+    def _step(self, op: ScaleFactor | Bias | Mask) -> Step:
+        kind = type(op).__name__
+        if kind == "ScaleFactor":
+            return Step("scale", op.node, op.divides)  # type: ignore[union-attr]
+        if kind == "Bias":
+            return Step("bias", divides=op.subtracts,  # type: ignore[union-attr]
+                        part=Part(op.node, tuple(op.axes)))
+        return self._mask(op)  # type: ignore[arg-type]
 
     # the path from the contraction's weights operand to the softmax
 
@@ -249,44 +254,22 @@ class _Builder:
                 return info.args["x"]
         raise _NotFusable("fused_unknown_step")
 
-    # the path from the softmax's argument to the scores
+    # the path from the softmax's argument to the scores: the tensors on it
 
-    def _walk_scores(self, node: nodes.Expr) -> list[Step]:
-        steps: list[Step] = []  # outermost first; reversed at the end
+    def _walk_scores(self, node: nodes.Expr) -> None:
+        """Follow the scores from the softmax's argument down to the product, naming the
+        tensors met on the way (the ``ops`` say what happens along it)."""
         while node is not self.attention.scores:
             mask = self.masks.get(id(node))
             if mask is not None and not mask.additive:
-                steps.append(self._mask(mask))
                 node = self._masked_operand(node, mask)
-            elif isinstance(node, nodes.BinOp) and node.op in ("*", "/", "+"):
-                step, node = self._binary(node)
-                steps.append(step)
+            elif isinstance(node, nodes.BinOp) and node.op in ("*", "/", "+", "-"):
+                leading = [side for side in (node.left, node.right) if self._leads_to_scores(side)]
+                if len(leading) != 1:
+                    raise _NotFusable("fused_unknown_step")
+                node = leading[0]
             else:
                 node = self._through(node)
-        return steps[::-1]
-
-    def _binary(self, node: nodes.BinOp) -> tuple[Step, nodes.Expr]:
-        left, right = node.left, node.right
-        if node.op in ("*", "/"):
-            if self.program.type_of(right).rank == 0:
-                return Step("scale", right, divides=node.op == "/"), left
-            if node.op == "*" and self.program.type_of(left).rank == 0:
-                return Step("scale", left), right
-            raise _NotFusable("fused_unknown_step")
-        for other, path in ((right, left), (left, right)):
-            mask = self.masks.get(id(nodes.strip_parens(other)))
-            if mask is not None and mask.additive:
-                return self._mask(mask), path
-            bias = self._bias(other)
-            if bias is not None and self._leads_to_scores(path):
-                return Step("bias", part=bias), path
-        raise _NotFusable("fused_unknown_step")
-
-    def _bias(self, node: nodes.Expr) -> Part | None:
-        for role in self.attention.biases:
-            if _under_layout(node, role.node):
-                return _part(role)
-        return None
 
     def _leads_to_scores(self, node: nodes.Expr) -> bool:
         if node is self.attention.scores:
@@ -368,18 +351,6 @@ class _Builder:
 
 def _part(role: Role) -> Part:
     return Part(role.node, tuple(role.axes))
-
-
-def _under_layout(node: nodes.Expr, target: nodes.Expr) -> bool:
-    """``node`` is ``target`` under parentheses and transposes."""
-    while node is not target:
-        if isinstance(node, nodes.Paren):
-            node = node.inner
-        elif isinstance(node, nodes.Transpose):
-            node = node.operand
-        else:
-            return False
-    return True
 
 
 # --- the steps in scaled_dot_product_attention's form -----------------------------------------

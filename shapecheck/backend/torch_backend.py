@@ -694,8 +694,9 @@ def _sdpa_form(builder: _PlanBuilder, fusable: pattern.Fusable) -> tuple[_Sdpa |
     layouts[id(fusable.output)] = output
     scale = math.prod(1 / v if step.divides else v for step, v in zip(form.scales, scalars))  # type: ignore[operator]
     by_step = {id(step): value for step, value in zip(form.scales, scalars)}
-    coefficients = tuple(math.prod(1 / by_step[id(s)] if s.divides else by_step[id(s)]
-                                   for s in after) for _, after in form.terms)
+    coefficients = tuple((-1 if term.kind == "bias" and term.divides else 1) * math.prod(
+        1 / by_step[id(s)] if s.divides else by_step[id(s)] for s in after)
+        for term, after in form.terms)
     causal = {id(step): _causal_at(builder, step.causal) for step in fusable.steps if step.causal}
     nq = builder.shape_of(fusable.query.node)[fusable.query.labels.index("query")]
     nk = builder.shape_of(fusable.key.node)[fusable.key.labels.index("key")]
