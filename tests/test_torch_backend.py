@@ -199,3 +199,65 @@ def test_the_sampled_rows_catch_a_wrong_fused_call(monkeypatch):
                         lambda q, k, v, **kwargs: torch.zeros_like(q))
     with pytest.raises(CheckerBug, match="scaled_dot_product_attention for softmax `P`"):
         plan.execute(inputs, check_invariants=True)
+
+
+# --- every builtin runs in both backends ---------------------------------------------------------
+
+_HEAD = ("dim N, M, H\ninput X: [N, M]\ninput Y: [N, M]\ninput T: [N, H * M]\n"
+         "input B: [H, N, M]\ninput keep: bool[N, M]\n")
+CALLS = {  # one small use of each builtin, its arguments' options included
+    "abs": "output O = abs(X) + abs(Y - X)",
+    "causal_mask": "output O = where(causal_mask(N), X @ Y.T, -1.0) + where(causal_mask(N).T, 1, 0)",
+    "concat": "output O = concat([X, Y, X], axis=1)\noutput O2 = concat([X, Y])",
+    "dropout": "output O = dropout(X) + dropout(Y, 0.25)",
+    "einsum": 'output O = einsum("hnm,nm->hn", B, X)\noutput O2 = einsum("...m,km", X, Y)',
+    "exp": "output O = exp(X)",
+    "gelu": "output O = gelu(X)",
+    "layernorm": "output O = layernorm(X)\noutput O2 = layernorm(B, eps=1e-3)",
+    "log": "output O = log(abs(X) + 0.5)",
+    "max": "output O = max(X, axis=-1)\noutput O2 = max(B, axis=0, keepdims=true) + max(X)",
+    "mean": "output O = mean(X, axis=0)\noutput O2 = mean(B, axis=1, keepdims=true) + mean(X)",
+    "merge_heads": "output O = merge_heads(B)",
+    "min": "output O = min(X, axis=1)\noutput O2 = min(B, axis=-1, keepdims=true) + min(Y)",
+    "ones": "output O = X + ones([N, M])\noutput O2 = ones([]) * 2",
+    "relu": "output O = relu(X)",
+    "repeat": "output O = repeat(X, H, axis=0)\noutput O2 = repeat(B, 2, axis=-1)",
+    "reshape": "output O = reshape(B, [N, H * M])\noutput O2 = reshape(X, [M, N])",
+    "rmsnorm": "output O = rmsnorm(X)\noutput O2 = rmsnorm(B, eps=0.1)",
+    "sigmoid": "output O = sigmoid(X)",
+    "softmax": "output O = softmax(X)\noutput O2 = softmax(B, axis=0)\noutput O3 = softmax(X @ Y.T, axis=row)",
+    "split_heads": "output O = split_heads(T, H)",
+    "sqrt": "output O = sqrt(abs(X)) / sqrt(M)",
+    "sum": "output O = sum(X, axis=1)\noutput O2 = sum(B, axis=-1, keepdims=true) + sum(Y)",
+    "tanh": "output O = tanh(X)",
+    "transpose": "output O = transpose(X)\noutput O2 = transpose(B, [2, 0, 1])",
+    "where": "output O = where(keep, X, Y)\noutput O2 = where(keep, 0, -inf) + where(keep, 1.0, X)",
+    "zeros": "output O = X + zeros([N, M])\noutput O2 = zeros([H]) - 1",
+}
+
+
+def test_every_builtin_has_a_call_run_by_both_backends():
+    """A builtin added to the table fails here until it has a call below (and so a torch
+    implementation compared with NumPy's)."""
+    assert set(CALLS) == set(builtins.BUILTINS)
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_every_builtin_runs_in_torch_as_in_numpy(name: str, dtype: str) -> None:
+    source = _HEAD + CALLS[name] + "\n"
+    for bindings in ({"N": 5, "M": 3, "H": 2}, {"N": 4, "M": 4, "H": 1}):
+        program = check_text(source, bindings)
+        assert program.ok, (name, [d.message for d in program.diagnostics])
+        case = reference(program, dtype, seed=7)
+        expected = CompiledSpec(program, dims=bindings, dtype=dtype).run(
+            case.inputs, keep_intermediates=True, check_invariants=True)
+        plan = torch_backend.compile_program(program, dtype, keep_all=True)
+        frame = plan.execute(case.inputs, check_invariants=True)
+        tight = dtype == "float64"
+        for tensor, value in expected.tensors.items():
+            got = frame.values[tensor]
+            assert (got.shape, got.dtype) == (value.shape, value.dtype), (name, tensor)
+            np.testing.assert_allclose(got, value, rtol=1e-12 if tight else 2e-6,
+                                       atol=1e-13 if tight else 1e-6, equal_nan=True,
+                                       err_msg=f"{name}: {tensor} at {bindings}")

@@ -126,7 +126,7 @@ class CompiledSpec:
                 from . import torch_backend  # noqa: F401 -- only to know that it can run
             except ImportError as error:
                 raise OptionError(message("no_torch", reason=error)) from None
-        self.backend, self.device, self.fuse = backend, _device(backend, device), fused == "auto"
+        self.backend, self.device, self.fuse = backend, check_device(backend, device), fused == "auto"
         self._compile = BACKENDS[backend]
         self._hint = hint  # how the user binds dims, for the message naming unbound ones
         self._plans: dict[Any, _Bound] = {}
@@ -240,7 +240,7 @@ class CompiledSpec:
                          generated, checks, warnings, bound.peak_bytes, list(bound.plan.notes))
 
 
-def _device(backend: str, device: str) -> str:
+def check_device(backend: str, device: str) -> str:
     """The device, checked: NumPy runs on the CPU; torch on ``cpu``, ``cuda`` or ``cuda:N``
     (a CUDA device this machine lacks is refused here, before anything runs)."""
     if not isinstance(device, str) or (device not in DEVICES[backend] and not (
