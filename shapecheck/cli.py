@@ -223,7 +223,10 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
 @cli.command()
 @click.argument("code", required=False)
 def explain(code: str | None) -> None:
-    """Explain a diagnostic code (without CODE: list them all)."""
+    """Explain a diagnostic code, by number (SC301) or slug (matmul-inner-mismatch);
+    without CODE, list them all."""
+    import difflib
+
     from . import codes
 
     if code is None:
@@ -232,7 +235,10 @@ def explain(code: str | None) -> None:
         return
     text = codes.explain(code)
     if text is None:
-        raise UsageFailure(f"unknown code `{code}`; `shapecheck explain` lists them all")
+        names = [entry.name for entry in codes.REGISTRY.values()]
+        close = difflib.get_close_matches(code.lower(), names, n=1)
+        hint = f"did you mean `{close[0]}`? " if close else ""
+        raise UsageFailure(f"unknown code `{code}`; {hint}`shapecheck explain` lists them all")
     click.echo(text, nl=False)
 
 

@@ -410,6 +410,19 @@ class DimSystem:
         self._canon_cache[dim] = result
         return result
 
+    def simplest(self, dim: Dim) -> Dim:
+        """``dim`` rewritten by definitions and constraints when that makes it shorter
+        (`(d + 1)//2` and `d - h` are `h` under `dim d = 2 * h`); else as it is."""
+        if dim.is_Atom:
+            return dim
+        rewritten = dim
+        for _ in range(len(self._derived) + 1):
+            if not rewritten.free_symbols & self._derived.keys():
+                break
+            rewritten = rewritten.xreplace(self._derived)
+        rewritten = sympy.expand(rewritten.xreplace(self._eliminated))
+        return rewritten if sympy.count_ops(rewritten) < sympy.count_ops(dim) else dim
+
     def equal(self, left: Dim, right: Dim) -> Verdict:
         if left == right:
             return Verdict.PROVED
@@ -488,14 +501,42 @@ class DimSystem:
         direct = self._bind_only(dim)
         if direct.is_number:
             return Verdict.PROVED if direct.is_integer and direct > 0 else Verdict.DIFFERENT
-        if self._positive_polynomial(direct) or self._positive_floor(direct):
+        if self._positive_polynomial(direct) or self._positive_floor(direct) \
+                or self._positive_relaxed(direct):
             return Verdict.PROVED
         reduced = self.canonical(dim)
         if reduced.is_number:
             return Verdict.PROVED if reduced.is_integer and reduced > 0 else Verdict.DIFFERENT
-        if self._positive_polynomial(reduced) or self._positive_by_fact(reduced):
+        if self._positive_polynomial(reduced) or self._positive_by_fact(reduced) \
+                or self._positive_relaxed(reduced):
             return Verdict.PROVED
         return Verdict.UNPROVED
+
+    def _positive_relaxed(self, dim: Dim) -> bool:
+        """Floor divisions by a number, as in slice lengths (`d - d//2 + 1`): each
+        ``c * (p // q)`` is replaced by the bound of ``p // q`` that makes the sum
+        smallest, ``p/q`` or ``(p - q + 1)/q``. When that polynomial is positive for
+        every admissible size, so is ``dim``, an integer: it is at least 1."""
+        if not dim.has(sympy.floor):
+            return False
+        relaxed: list[Dim] = []
+        for term in sympy.Add.make_args(sympy.expand(dim)):
+            coefficient, rest = term.as_coeff_Mul()
+            if not coefficient.is_Integer:
+                return False
+            if isinstance(rest, sympy.floor):
+                numerator, denominator = sympy.fraction(sympy.together(rest.args[0]))
+                if not (denominator.is_Integer and denominator > 0) \
+                        or not self._integer_valued(numerator):
+                    return False
+                low = (numerator - denominator + 1) / denominator
+                relaxed.append(coefficient * (low if coefficient > 0 else numerator / denominator))
+            elif rest.has(sympy.floor) or not self._integer_valued(rest):
+                return False
+            else:
+                relaxed.append(term)
+        bound = sympy.expand(sympy.Add(*relaxed))
+        return bool(bound > 0) if bound.is_number else self._definite(bound)
 
     def _positive_by_fact(self, dim: Dim) -> bool:
         """``dim = fact + p`` with ``fact >= 0`` (an inequality) and ``p`` provably
@@ -729,7 +770,7 @@ class DimBuilder:
             return self.resolve(node)
         if isinstance(node, nodes.Paren):
             return self._build(node.inner)
-        if isinstance(node, nodes.Unary):
+        if isinstance(node, nodes.Unary) and node.op in "+-":
             operand = self._build(node.operand)
             return None if operand is None else (-operand if node.op == "-" else operand)
         if isinstance(node, nodes.BinOp):
@@ -738,8 +779,9 @@ class DimBuilder:
         return None
 
     def _binop(self, node: nodes.BinOp) -> Dim | None:
-        if node.op == "@":
-            self.diagnostics.append(codes.NOT_A_DIM_EXPR.diag(node.op_span, what_found="`@`"))
+        if node.op not in nodes.DIM_OPERATORS:  # `@`, comparisons, `&`, `|`
+            self.diagnostics.append(codes.NOT_A_DIM_EXPR.diag(node.op_span,
+                                                              what_found=f"`{node.op}`"))
             return None
         if node.op == "**":
             return self._power(node)
@@ -797,6 +839,27 @@ class DimBuilder:
                 span, detail=codes.detail("expression_too_large")))
             return None
         return dim
+
+
+def floor_quotient(numerator: Dim, denominator: Dim) -> Dim:
+    """``numerator // denominator``, as the spec writes it (`(d + 1)//2`)."""
+    return sympy.floor(numerator / denominator)
+
+
+def condition_text(dim: Dim, strict: bool) -> str:
+    """The constraint that makes ``dim > 0`` (``strict``) or ``dim >= 0`` hold, as a
+    user writes it: `T - 1 > 0` is `T >= 2`, `d - h >= 0` is `h <= d`, and `d // 2 > 0`
+    is `d >= 2`."""
+    if isinstance(dim, sympy.floor) and strict:  # p // q >= 1 exactly when p >= q
+        numerator, denominator = sympy.fraction(sympy.together(dim.args[0]))
+        return f"{to_text(numerator)} >= {to_text(denominator)}"
+    terms = sympy.Add.make_args(dim)
+    larger = sympy.Add(*[t for t in terms if not t.could_extract_minus_sign()])
+    smaller = sympy.Add(*[-t for t in terms if t.could_extract_minus_sign()])
+    if smaller.is_Integer:
+        return f"{to_text(larger)} >= {to_text(smaller + 1 if strict else smaller)}"
+    return f"{to_text(larger)} > {to_text(smaller)}" if strict \
+        else f"{to_text(smaller)} <= {to_text(larger)}"
 
 
 def _divisibility_help(numerator: Dim, denominator: Dim, quotient_name: str) -> str:
