@@ -66,3 +66,34 @@ def _undecodable(data: bytes, error: UnicodeDecodeError) -> Program:
 
 def file_result(program: Program, path: str) -> FileResult:
     return FileResult(path, program.source, list(program.diagnostics), program.shapes())
+
+
+def admissible_bindings(program: Program, count: int, *, seed: int = 0, high: int = 8,
+                        attempts: int = 200) -> list[Program]:
+    """The spec checked at up to ``count`` distinct admissible bindings of its free dims.
+
+    ``program`` is a spec that verifies, possibly checked at some bindings already (those
+    stay). Candidates come from :func:`symbolic.draw_bindings` (every dim a different odd
+    size, then every dim the same size, then random sizes in ``1..high``); a candidate is
+    admissible when the spec verifies at it with every dim determined, which the checker
+    decides (constraints, divisibility, inequalities). At most ``attempts`` candidates are
+    tried, so a spec whose constraints few small sizes satisfy may give fewer than
+    ``count``. Each result's ``dims.bindings`` is its binding.
+    """
+    from .symbolic import draw_bindings
+
+    fixed = dict(program.dims.bindings)
+    found: list[Program] = []
+    seen: set[tuple[tuple[str, int], ...]] = set()
+    for tried, candidate in enumerate(draw_bindings(program.dims, seed=seed, high=high)):
+        if len(found) >= count or tried >= attempts:
+            break
+        bindings = {**fixed, **candidate}
+        key = tuple(sorted(bindings.items()))
+        if key in seen:
+            continue
+        seen.add(key)
+        checked = check_text(program.source, bindings)
+        if checked.ok and not checked.dims.unbound() and not checked.dims.determined():
+            found.append(checked)
+    return found

@@ -154,7 +154,7 @@ def matmul(ctx: Ctx, left: Value, right: Value, left_text: str, right_text: str,
            right_param: bool = False) -> Value | None:
     """``left @ right``; ``right_param`` says the right operand is a declared weight."""
     assert left.shape is not None and right.shape is not None
-    for side, value in (("left", left), ("right", right)):
+    for side, value in ((codes.detail("side_left"), left), (codes.detail("side_right"), right)):
         if not value.shape:
             ctx.report(codes.MATMUL_RANK, None, side=side)
             return None

@@ -151,8 +151,9 @@ class Checker:
             return None
         first = self._first.get(node.name)
         if kind == "tensor" or (kind is None and first is not None and first[1] == "tensor"):
-            self.report(codes.WRONG_KIND.diag(node.span, name=node.name, actual="tensor",
-                                              expected="dim"))
+            self.report(codes.WRONG_KIND.diag(node.span, name=node.name,
+                                              actual=codes.detail("noun_tensor"),
+                                              expected=codes.detail("noun_dim")))
             return None
         if node.name in BUILTINS or node.name in RESERVED_WORDS:
             what = codes.detail("builtin_function" if node.name in BUILTINS else "reserved_word")
@@ -322,8 +323,9 @@ class Checker:
                 self.names.used.add(ident.name)
             return self.program.tensors[ident.name].value
         if kind == "dim":
-            self.report(codes.WRONG_KIND.diag(ident.span, name=ident.name, actual="dim",
-                                              expected="tensor"))
+            self.report(codes.WRONG_KIND.diag(ident.span, name=ident.name,
+                                              actual=codes.detail("noun_dim"),
+                                              expected=codes.detail("noun_tensor")))
         elif kind is None:
             self._undefined(ident.name, ident.span)
         elif kind == "unknown" and mark_used:

@@ -7,6 +7,7 @@ see one for an internal failure.
 
 from __future__ import annotations
 
+import contextvars
 import os
 import sys
 import traceback
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from . import i18n
 from ._version import __version__
 from .formats import FORMATS  # light: each format's module loads only when used
 
@@ -23,6 +25,31 @@ if TYPE_CHECKING:
     from .diagnostics import Diagnostic
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
+
+# The command line's own messages (click's parsing errors and --help texts are click's and
+# stay in English: see docs/i18n.md).
+MESSAGES: i18n.Table = i18n.Table("cli", "MESSAGES", {
+    "not_name_int": "`{item}` is not NAME=INT",
+    "not_positive": "`{item}`: the value must be a positive integer",
+    "bound_twice": "`{name}` is bound twice",
+    "no_such_path": "{path}: no such file or directory",
+    "cannot_read": "cannot read {path}: {reason}",
+    "cannot_write_summary": "cannot write the step summary {path}: {reason}",
+    "report_format": "cannot tell the report format from `{output}`; name it .html or .md, or "
+    "give --format html|md",
+    "report_over_spec": "the report {output} would overwrite the spec it reports on",
+    "cannot_write": "cannot write {path}: {reason}",
+    "report_written": "Wrote {path}.",
+    "unknown_code": "unknown code `{code}`; `shapecheck explain` lists them all",
+    "unknown_code_near": "unknown code `{code}`; did you mean `{name}`? `shapecheck explain` "
+    "lists them all",
+    "unknown_language": "{variable}={value} is not a language shapecheck speaks ({languages}); "
+    "using English",
+    "aborted": "aborted",
+    "interrupted": "interrupted",
+    "internal": "internal error: {error}\nThis is a bug in shapecheck; set SHAPECHECK_DEBUG=1 "
+    "to see the traceback.",
+})
 
 
 class UsageFailure(Exception):
@@ -39,15 +66,25 @@ def parse_bindings(values: Sequence[str]) -> dict[str, int]:
         name, sep, number = item.partition("=")
         name, number = name.strip(), number.strip()
         if not sep or not name.isidentifier():
-            raise click.BadParameter(f"`{item}` is not NAME=INT", param_hint="--dim")
+            raise click.BadParameter(MESSAGES["not_name_int"].format(item=item), param_hint="--dim")
         if not number.isdigit() or int(number) <= 0 or len(number) > 18:
-            raise click.BadParameter(
-                f"`{item}`: the value must be a positive integer", param_hint="--dim")
+            raise click.BadParameter(MESSAGES["not_positive"].format(item=item), param_hint="--dim")
         if name in bindings and bindings[name] != int(number):
-            raise click.BadParameter(f"`{name}` is bound twice", param_hint="--dim")
+            raise click.BadParameter(MESSAGES["bound_twice"].format(name=name), param_hint="--dim")
         bindings[name] = int(number)
     return bindings
 
+
+def _choose_language(context: click.Context, parameter: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        i18n.set_language(value)
+
+
+lang_option = click.option(
+    "--lang", type=click.Choice(i18n.LANGUAGES, case_sensitive=False), default=None,
+    expose_value=False, is_eager=True, callback=_choose_language,
+    help=f"Language of the messages and the report (default: ${i18n.ENV}, else en).",
+)
 
 dim_option = click.option(
     "--dim", "dims", multiple=True, metavar="NAME=INT",
@@ -68,7 +105,7 @@ def spec_files(paths: Sequence[str]) -> Iterator[Path]:
         elif path.exists():
             found = [path]
         else:
-            raise UsageFailure(f"{raw}: no such file or directory")
+            raise UsageFailure(MESSAGES["no_such_path"].format(path=raw))
         for file in found:
             key = file.resolve()
             if key not in seen:
@@ -77,7 +114,7 @@ def spec_files(paths: Sequence[str]) -> Iterator[Path]:
 
 
 def cannot_read(path: str | Path, error: OSError) -> str:
-    return f"cannot read {path}: {error.strerror or error}"
+    return MESSAGES["cannot_read"].format(path=path, reason=error.strerror or error)
 
 
 def use_color(choice: str) -> bool:
@@ -94,11 +131,13 @@ def use_color(choice: str) -> bool:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="shapecheck",
                       message="%(prog)s %(version)s")
+@lang_option
 def cli() -> None:
     """Symbolic shape and formula checker for attention specs (.attn files)."""
 
 
 @cli.command()
+@lang_option
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(FORMATS),
               default="text", show_default=True, help="Output format.")
@@ -153,10 +192,12 @@ def _append(path: str, text: str) -> None:
         with open(path, "a", encoding="utf-8") as handle:
             handle.write(text)
     except OSError as error:
-        click.echo(f"shapecheck: cannot write the step summary {path}: {error}", err=True)
+        click.echo("shapecheck: " + MESSAGES["cannot_write_summary"].format(path=path, reason=error),
+                   err=True)
 
 
 @cli.command()
+@lang_option
 @click.argument("path", type=click.Path())
 @dim_option
 @click.option("--input", "input_files", multiple=True, metavar="NAME=FILE.npy",
@@ -187,7 +228,47 @@ def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive:
     sys.exit(run_command(options))
 
 
+@cli.command(name="conform")
+@lang_option
+@click.argument("path", type=click.Path())
+@click.argument("target", metavar="MODULE:FUNCTION")
+@dim_option
+@click.option("--name", "names", multiple=True, metavar="SPEC=PARAM",
+              help="Pass the spec's input, param or dim SPEC as the function's parameter PARAM "
+              "(an output: read it from the returned mapping's key PARAM). Repeatable.")
+@click.option("--layout", "layouts", multiple=True, metavar="NAME=transpose|PERM",
+              help="The function takes (or returns) NAME with its last two axes swapped, or its "
+              "axes permuted (NAME=1,0,2). Repeatable.")
+@click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float64",
+              show_default=True, help="Element type of the generated inputs and the spec's run.")
+@click.option("--cases", type=click.IntRange(min=1), default=5, show_default=True,
+              help="How many admissible bindings to try.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed for the bindings and the generated inputs.")
+@click.option("--rtol", type=click.FloatRange(min=0), help="Relative tolerance (default: by dtype).")
+@click.option("--atol", type=click.FloatRange(min=0), help="Absolute tolerance (default: by dtype).")
+@click.option("--framework", type=click.Choice(["auto", "numpy", "torch"]), default="auto",
+              show_default=True,
+              help="Arrays or tensors (auto: tensors when the function's module imports torch).")
+@click.option("--device", default="cpu", show_default=True, help="Device of the torch tensors.")
+@click.option("--no-shrink", "no_shrink", is_flag=True,
+              help="Report the first failing binding as found, without shrinking it.")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto",
+              show_default=True, help="Colour in diagnostics.")
+def conform_command(path: str, target: str, dims: tuple[str, ...], names: tuple[str, ...],
+                    layouts: tuple[str, ...], dtype: str, cases: int, seed: int,
+                    rtol: float | None, atol: float | None, framework: str, device: str,
+                    no_shrink: bool, color: str) -> None:
+    """Check that a function (NumPy or PyTorch) computes what a spec says."""
+    from .conform import ConformOptions, command
+
+    options = ConformOptions(path, target, parse_bindings(dims), names, layouts, dtype, cases,
+                             seed, rtol, atol, framework, device, not no_shrink, use_color(color))
+    sys.exit(command(options))
+
+
 @cli.command()
+@lang_option
 @click.argument("path", type=click.Path())
 @click.option("-o", "--output", "output", required=True, type=click.Path(), metavar="OUT",
               help="The report to write: .html or .md (by its suffix, unless --format says).")
@@ -204,23 +285,30 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
     bindings = parse_bindings(dims)
     fmt = fmt or format_for(output)
     if fmt is None:
-        raise UsageFailure(f"cannot tell the report format from `{output}`; "
-                           "name it .html or .md, or give --format html|md")
+        raise UsageFailure(MESSAGES["report_format"].format(output=output))
     if Path(output).exists() and Path(path).exists() and Path(output).samefile(path):
-        raise UsageFailure(f"the report {output} would overwrite the spec it reports on")
+        raise UsageFailure(MESSAGES["report_over_spec"].format(output=output))
     try:
         program = check_path(path, bindings)
     except OSError as error:
         raise UsageFailure(cannot_read(path, error)) from None
-    content = render(build_report(program, path, bindings, dtype), fmt)
+    built = build_report(program, path, bindings, dtype)
     try:
-        write_atomically(output, content)
+        write_atomically(output, render(built, fmt))
     except OSError as error:
-        raise UsageFailure(f"cannot write {output}: {error.strerror or error}") from None
+        raise UsageFailure(MESSAGES["cannot_write"].format(path=output, reason=error.strerror or error)) \
+            from None
+    # Like `verify`: where it went, then the verdict in verify's own words.
+    from .formats._common import Totals
+    from .formats.text import summary_line
+
+    click.echo(MESSAGES["report_written"].format(path=output))
+    click.echo(summary_line(Totals(1, built.errors, built.warnings), strict=False))
     sys.exit(EXIT_OK if program.ok else EXIT_ERRORS)
 
 
 @cli.command()
+@lang_option
 @click.argument("code", required=False)
 def explain(code: str | None) -> None:
     """Explain a diagnostic code, by number (SC301) or slug (matmul-inner-mismatch);
@@ -231,14 +319,15 @@ def explain(code: str | None) -> None:
 
     if code is None:
         for entry in codes.REGISTRY.values():
-            click.echo(f"{entry.id}  {entry.severity.value:<7}  {entry.name}: {entry.summary}")
+            click.echo(f"{entry.id}  {entry.severity.value:<7}  {entry.name}: {entry.text('summary')}")
         return
     text = codes.explain(code)
     if text is None:
         names = [entry.name for entry in codes.REGISTRY.values()]
         close = difflib.get_close_matches(code.lower(), names, n=1)
-        hint = f"did you mean `{close[0]}`? " if close else ""
-        raise UsageFailure(f"unknown code `{code}`; {hint}`shapecheck explain` lists them all")
+        if close:
+            raise UsageFailure(MESSAGES["unknown_code_near"].format(code=code, name=close[0]))
+        raise UsageFailure(MESSAGES["unknown_code"].format(code=code))
     click.echo(text, nl=False)
 
 
@@ -247,6 +336,13 @@ def explain(code: str | None) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the CLI, turning every failure into a message and an exit status."""
+    # In a context of its own: `--lang` chooses the language for this call only (a test
+    # or a program that calls `main` several times gets no language left behind).
+    contextvars.copy_context().run(_main, argv)
+
+
+def _main(argv: Sequence[str] | None) -> None:
+    _check_language_variable()
     try:
         cli.main(args=list(argv) if argv is not None else None, prog_name="shapecheck",
                  standalone_mode=False)
@@ -256,7 +352,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         error.show()
         sys.exit(EXIT_USAGE)
     except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+        click.echo(MESSAGES["aborted"], err=True)
         sys.exit(EXIT_USAGE)
     except UsageFailure as error:
         click.echo(f"shapecheck: {error}", err=True)
@@ -266,16 +362,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     except BrokenPipeError:
         sys.exit(EXIT_USAGE)
     except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
+        click.echo(MESSAGES["interrupted"], err=True)
         sys.exit(EXIT_USAGE)
     except BaseException as error:  # an internal failure: a bug, never a user mistake
         if os.environ.get("SHAPECHECK_DEBUG"):
             traceback.print_exc()
-        click.echo(f"shapecheck: internal error: {type(error).__name__}: {error}\n"
-                   "This is a bug in shapecheck; set SHAPECHECK_DEBUG=1 to see the traceback.",
+        click.echo("shapecheck: " + MESSAGES["internal"].format(error=f"{type(error).__name__}: {error}"),
                    err=True)
         sys.exit(EXIT_USAGE)
     sys.exit(EXIT_OK)
+
+
+def _check_language_variable() -> None:
+    """An unknown ``SHAPECHECK_LANG`` is said once, not silently ignored."""
+    value = os.environ.get(i18n.ENV)
+    if value and i18n.normalise(value) is None:
+        click.echo("shapecheck: " + MESSAGES["unknown_language"].format(
+            variable=i18n.ENV, value=value, languages=", ".join(i18n.LANGUAGES)), err=True)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .diagnostics import Diagnostic, Note, Severity, Span
+from .i18n import Table, code_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,11 +38,16 @@ class Code:
         return Diagnostic(
             code=self.id,
             severity=self.severity,
-            message=self.message.format(**fields),
+            message=self.text("message").format(**fields),
             span=span,
             notes=tuple(notes),
             help=tuple(help),
         )
+
+    def text(self, field: str) -> str:
+        """``summary``, ``message``, ``what``, ``why``, ``example`` or ``fix`` in the current
+        language (:mod:`shapecheck.i18n`); the attributes themselves hold the English."""
+        return code_text(self.id, field, getattr(self, field))
 
 
 REGISTRY: dict[str, Code] = {}
@@ -485,7 +491,7 @@ BOOL_ARITHMETIC = _code(
 
 # --- notes and help ---------------------------------------------------------------
 
-NOTES: dict[str, str] = {
+NOTES: Table = Table("codes", "NOTES", {
     "declared": "`{name}` is declared here as {shape}",
     "operand": "`{text}` has shape {shape}",
     "defined": "`{name}` is defined here as {shape}",
@@ -494,9 +500,9 @@ NOTES: dict[str, str] = {
     "declared_later": "`{name}` is declared below its first use, here",
     "bound": "bound by {source}",
     "equal_because": "{lhs} = {rhs} by {reason}",
-}
+})
 
-HELPS: dict[str, str] = {
+HELPS: Table = Table("codes", "HELPS", {
     "transpose": "did you mean `{fix}`?",
     "redeclare": "if `{name}` is declared with the wrong shape: `param {name}: {shape}`",
     "or": "or: {text}",
@@ -512,17 +518,16 @@ HELPS: dict[str, str] = {
     "compare_first": "compare first, e.g. `({operand} > 0)`",
     "parenthesize_comparisons": "`&` and `|` bind tighter than comparisons: write each "
     "comparison in parentheses, `(a < b) & (c < d)`",
-    "declare_multiple": "declare `{name}` as a multiple of {factor}: `dim {name} = {factor} * {quotient}`",
-}
+})
 
-RELATIONS: dict[str, str] = {
+RELATIONS: Table = Table("codes", "RELATIONS", {
     "differ": "differ",
     "unproved": "cannot be proved equal",
     "differs_from": "differs from",
     "unproved_to": "cannot be proved equal to",
-}
+})
 
-SYNTAX_TEXT: dict[str, str] = {
+SYNTAX_TEXT: Table = Table("codes", "SYNTAX_TEXT", {
     "expected_after": "expected {expected} after {previous}, found {found}",
     "expected_at_start": "expected {expected}, found {found}",
     "unexpected_char": "unexpected character {char}",
@@ -540,25 +545,25 @@ SYNTAX_TEXT: dict[str, str] = {
     "chained_comparison": "comparisons cannot be chained (NumPy arrays cannot be `a < b < c`); "
     "`&` and `|` bind tighter than comparisons, so write each comparison in parentheses: "
     "`(a < b) & (b < c)`",
-}
+})
 
 
-CONSTRAINT_REASONS: dict[str, str] = {
+CONSTRAINT_REASONS: Table = Table("codes", "CONSTRAINT_REASONS", {
     "values": "{lhs_value} {op_negated} {rhs_value} with {bindings}",
     "no_integer": "no positive integer {name} makes {lhs_value} equal {rhs_value} "
     "with {bindings}",
-}
+})
 
 
 def constraint_reason(key: str, **fields: object) -> str:
     return CONSTRAINT_REASONS[key].format(**fields)
 
 
-DIVISIBILITY: dict[str, str] = {
+DIVISIBILITY: Table = Table("codes", "DIVISIBILITY", {
     "unproved": "cannot prove that {numerator} is divisible by {denominator}",
     "different": "{numerator} is not divisible by {denominator}",
     "different_at": "{numerator} is not divisible by {denominator}: {top} / {bottom} leaves a remainder",
-}
+})
 
 
 def divisibility(definite: bool, numerator: str, denominator: str,
@@ -575,7 +580,13 @@ def divisibility(definite: bool, numerator: str, denominator: str,
 # The wording the checker, the shape rules, einsum and the dim builder put into
 # message fields (`detail=`, `reason=`, `operation=`, `what_found=`, ...). A key
 # names what happened; its fields are the values, formatted by the caller.
-DETAILS: dict[str, str] = {
+DETAILS: Table = Table("codes", "DETAILS", {
+    # SC103: what a name is
+    "noun_tensor": "tensor",
+    "noun_dim": "dim",
+    # SC302: which operand of `@`
+    "side_left": "left",
+    "side_right": "right",
     # SC104: what a reserved name is
     "reserved_word": "reserved word",
     "builtin_function": "builtin function",
@@ -687,7 +698,7 @@ DETAILS: dict[str, str] = {
     # SC403: what treats a bool tensor as numbers
     "bool_in_builtin": "this builtin",
     "bool_in_unary": "unary `{op}`",
-}
+})
 
 
 def detail(key: str, **fields: object) -> str:
@@ -697,7 +708,7 @@ def detail(key: str, **fields: object) -> str:
 
 # What a syntax error says it expected or found, by terminal name (and a few
 # summaries of several terminals).
-TOKEN_WORDS: dict[str, str] = {
+TOKEN_WORDS: Table = Table("codes", "TOKEN_WORDS", {
     "NAME": "a name", "INT": "a number", "DECIMAL": "a number", "STRING": "a string",
     "LPAR": "`(`", "RPAR": "`)`", "LSQB": "`[`", "RSQB": "`]`", "COLON": "`:`",
     "EQUAL": "`=`", "COMMA": "`,`", "EQ": "`==`", "NE": "`!=`", "LE": "`<=`", "GE": "`>=`",
@@ -706,14 +717,14 @@ TOKEN_WORDS: dict[str, str] = {
     "AMP": "`&`", "PIPE": "`|`", "TILDE": "`~`", "ELLIPSIS": "`...`",
     "_SEP": "end of line", "$END": "end of line",
     "expression": "an expression", "operator": "an operator or end of line",
-}
+})
 
 
 def one_of(parts: list[str]) -> str:
     """``a``, ``a or b``, ``a, b or c``."""
     if len(parts) == 1:
         return parts[0]
-    return ", ".join(parts[:-1]) + " or " + parts[-1]
+    return EXPLAIN["one_of"].format(rest=", ".join(parts[:-1]), last=parts[-1])
 
 
 def note(key: str, span: Span | None = None, **fields: object) -> Note:
@@ -735,16 +746,29 @@ def lookup(key: str) -> Code | None:
     return REGISTRY.get(key.upper()) or by_name.get(key.lower().replace("_", "-"))
 
 
+# The headings of `shapecheck explain` (and of SARIF's rule help), and small words.
+EXPLAIN: Table = Table("codes", "EXPLAIN", {
+    "title": "{id} ({name}): {summary}",
+    "severity": "severity: {severity}",
+    "what": "What it means",
+    "why": "Why it matters",
+    "example": "Example",
+    "fix": "How to fix it",
+    "one_of": "{rest} or {last}",
+})
+
+
 def explain(code_id: str) -> str | None:
     """The documentation of a code (by number or slug), as ``shapecheck explain`` prints it."""
     code = lookup(code_id)
     if code is None:
         return None
+    example = "\n".join("  " + line for line in code.text("example").splitlines())
     return (
-        f"{code.id} ({code.name}): {code.summary}\n"
-        f"severity: {code.severity.value}\n\n"
-        f"What it means\n  {code.what}\n\n"
-        f"Why it matters\n  {code.why}\n\n"
-        "Example\n" + "\n".join("  " + line for line in code.example.splitlines()) + "\n\n"
-        f"How to fix it\n  {code.fix}\n"
+        EXPLAIN["title"].format(id=code.id, name=code.name, summary=code.text("summary")) + "\n"
+        + EXPLAIN["severity"].format(severity=code.severity.value) + "\n\n"
+        + f"{EXPLAIN['what']}\n  {code.text('what')}\n\n"
+        + f"{EXPLAIN['why']}\n  {code.text('why')}\n\n"
+        + f"{EXPLAIN['example']}\n{example}\n\n"
+        + f"{EXPLAIN['fix']}\n  {code.text('fix')}\n"
     )

@@ -11,7 +11,8 @@ a division provably leave no remainder.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+import random
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeAlias
@@ -1031,3 +1032,32 @@ def solve_for(system: DimSystem, dim: Dim, value: int) -> tuple[str, int] | None
         return None
     fits = [r for r in roots if r.is_Integer and r > 0]
     return (unknown.name, int(fits[0])) if len(fits) == 1 else None
+
+
+# --- drawing bindings ----------------------------------------------------------------------
+
+# Sizes of the first candidate: a different size for every dim, odd ones first, so that
+# no table is square by accident and no size is a power of two.
+DISTINCT_SIZES = (3, 5, 7, 2, 9, 4, 11, 6, 13, 8, 10, 12)
+SQUARE_SIZE = 4  # the second candidate: every dim the same size
+
+
+def draw_bindings(system: DimSystem, *, seed: int = 0, high: int = 8) -> Iterator[dict[str, int]]:
+    """Candidate bindings for the free dims a spec leaves to choose, without end.
+
+    The dims chosen are ``system.unbound()`` (free dims without a value that no
+    constraint defines); the others follow from the constraints (``D_model`` from
+    ``D_model == H * d``). First every dim a different size, odd sizes first (a
+    cross-attention table is not square, ``N`` differs from ``d``); then every dim
+    the same size (square tables, ``N == d``); then sizes drawn uniformly from
+    ``1..high``, reproducibly from ``seed``. A candidate may still violate a
+    constraint or a divisibility (``dim d = D_model / H``): the checker decides,
+    by checking the spec at the candidate (``check_text(source, candidate)``).
+    """
+    names = system.unbound()
+    extra = range(max(DISTINCT_SIZES) + 1, max(DISTINCT_SIZES) + 1 + len(names))
+    yield dict(zip(names, (*DISTINCT_SIZES, *extra)))
+    yield {name: SQUARE_SIZE for name in names}
+    rng = random.Random(seed)
+    while True:
+        yield {name: rng.randint(1, high) for name in names}

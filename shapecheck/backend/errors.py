@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ..i18n import Table
+
 if TYPE_CHECKING:
     from ..program import Program
 
-MESSAGES: dict[str, str] = {
+MESSAGES: Table = Table("run", "MESSAGES", {
     # the spec and its dims
     "no_dims": "no dims",
     "spec_errors": "the spec does not verify ({count}); it cannot be run",
@@ -45,6 +47,7 @@ MESSAGES: dict[str, str] = {
     "source_dim": "--dim {dim}={value}",
     "source_array": "{kind} `{name}` (shape {shape})",
     "source_spec": "the spec ({definition})",
+    "its_constraints": "its constraints",
     "generated_input": "N(0, 1)",
     "generated_param": "N(0, 1/fan_in), fan_in the second-to-last axis",
     "generated_mask": "true with probability {fraction}, at least one true per row",
@@ -83,6 +86,8 @@ MESSAGES: dict[str, str] = {
     "bug_unresolved_call": "backend bug: the checker did not resolve the call of `{name}` on line "
     "{line}; please report it",
     "bug_no_builtin": "backend bug: builtin `{name}` has no NumPy implementation; please report it",
+    "bug_no_builtin_torch": "backend bug: builtin `{name}` has no torch implementation; please "
+    "report it",
     "bug_not_value": "backend bug: cannot execute a {kind} as a value (line {line}); please report it",
     # the report of `shapecheck run`
     "report_header": "{path}: ran with {bindings} ({dtype}, numpy)",
@@ -109,9 +114,12 @@ MESSAGES: dict[str, str] = {
     "(largest error {error:.1e})",
     "check_softmax_nan": "softmax `{name}` (line {line}): every {what} that is not NaN sums to 1 "
     "along axis {axis} (largest error {error:.1e})",
+    "what_row": "row",
+    "what_column": "column",
+    "what_slice": "slice",
     "softmax_sum": "softmax `{name}` (line {line}): a {what} sums to {total!r} along axis {axis}, "
     "not 1",
-}
+})
 
 
 def message(template: str, /, **fields: object) -> str:
@@ -128,9 +136,10 @@ class SpecError(RunError):
     """The spec does not verify (at the bindings); ``program`` holds its diagnostics."""
 
     def __init__(self, program: Program, bindings: str | None = None) -> None:
+        from ..formats._common import plural
+
         errors = sum(1 for d in program.diagnostics if d.is_error)
-        count = f"{errors} error{'s' if errors != 1 else ''}"
-        super().__init__(message("spec_errors", count=count))
+        super().__init__(message("spec_errors", count=plural(errors, "error")))
         self.program = program
         self.bindings = bindings  # where the bindings came from, when arrays gave some
 

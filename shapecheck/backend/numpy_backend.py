@@ -614,7 +614,8 @@ def _softmax(call: _Call) -> Compiled:
     run, fresh = x.run, x.fresh
     name, line = call.c.name, call.c.line
     tolerance = SOFTMAX_TOLERANCE.get(call.c.dtype, 1e-4)
-    what = "row" if axis == call.rank() - 1 else ("column" if axis == call.rank() - 2 else "slice")
+    what = message("what_row" if axis == call.rank() - 1 else
+                   "what_column" if axis == call.rank() - 2 else "what_slice")
     if not fresh:
         call.allocates()
 

@@ -146,7 +146,7 @@ def _spec_source(program: Program, name: str) -> str:
     info = program.dims.dims[name]
     if info.definition is not None:
         return message("source_spec", definition=f"dim {name} = {symbolic.to_text(info.definition)}")
-    return message("source_spec", definition="its constraints")
+    return message("source_spec", definition=message("its_constraints"))
 
 
 def _recheck(base: Program, bindings: dict[str, int], sources: dict[str, str]) -> Program:

@@ -8,6 +8,44 @@ from pathlib import PurePath
 from urllib.parse import quote
 
 from ..diagnostics import FileResult
+from ..i18n import Table
+
+# The words of the formats' summaries (`verify`'s last line, the GitHub job summary) and of
+# `report`'s verdict. A counted word has one entry for 1 (`error`) and one for the rest
+# (`errors`): :func:`plural` picks one.
+WORDS: Table = Table("formats", "WORDS", {
+    "error": "{count} error",
+    "errors": "{count} errors",
+    "warning": "{count} warning",
+    "warnings": "{count} warnings",
+    "file": "{count} file",
+    "files": "{count} files",
+    "problem": "{count} problem",
+    "problems": "{count} problems",
+    "no_files": "No files checked.",
+    "verified_one": "{files} verified",
+    "verified_all": "All {files} verified",
+    "verified_with": "{verified}, with {warnings}.",
+    "verified": "{verified}.",
+    "found": "Found {errors} and {warnings} in {files}",
+    "found_strict": "{found} (--strict: warnings count as errors).",
+    "found_end": "{found}.",
+    "continues": "(continues to line {line})",
+    "summary_counts": "{files}, {errors}, {warnings}: **{verdict}**",
+    "summary_failed": "failed",
+    "summary_passed": "passed",
+    "summary_strict": " (`--strict`)",
+    "col_file": "file",
+    "col_line": "line",
+    "col_code": "code",
+    "col_message": "message",
+    "col_errors": "errors",
+    "col_warnings": "warnings",
+    "col_status": "status",
+    "status_verified": "✅ verified",
+    "status_failed": "❌ failed",
+    "more": "{count} more",
+})
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +70,8 @@ class Totals:
 
 
 def plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+    """``1 error``, ``2 errors`` (in the current language): ``word`` is a key of :data:`WORDS`."""
+    return WORDS[word if count == 1 else word + "s"].format(count=count)
 
 
 def scrub(text: str) -> str:

@@ -11,7 +11,7 @@ lines gives ``line`` and ``endLine`` without columns.
 from __future__ import annotations
 
 from ..diagnostics import Diagnostic, FileResult, Note, Severity
-from ._common import Totals, plural, posix_path, scrub
+from ._common import WORDS, Totals, plural, posix_path, scrub
 
 COMMANDS: dict[Severity, str] = {
     Severity.ERROR: "error",
@@ -85,16 +85,17 @@ def escape_markdown(text: str) -> str:
 
 def step_summary(results: list[FileResult], *, strict: bool = False) -> str:
     totals = Totals.of(results)
-    verdict = "failed" if totals.failed(strict) else "passed"
+    verdict = WORDS["summary_failed" if totals.failed(strict) else "summary_passed"]
     rows = [
         "### shapecheck",
         "",
-        f"{plural(totals.files, 'file')}, {plural(totals.errors, 'error')}, "
-        f"{plural(totals.warnings, 'warning')}: **{verdict}**"
-        + (" (`--strict`)" if strict else ""),
+        WORDS["summary_counts"].format(files=plural(totals.files, "file"),
+                                       errors=plural(totals.errors, "error"),
+                                       warnings=plural(totals.warnings, "warning"), verdict=verdict)
+        + (WORDS["summary_strict"] if strict else ""),
         "",
         *_problem_details(results),
-        "| file | errors | warnings | status |",
+        _row(WORDS["col_file"], WORDS["col_errors"], WORDS["col_warnings"], WORDS["col_status"]),
         "| --- | ---: | ---: | --- |",
     ]
     rows.extend(_summary_row(result, strict) for result in results)
@@ -114,7 +115,7 @@ def _problem_details(results: list[FileResult]) -> list[str]:
     rows = [
         f"<details><summary>{plural(len(found), 'problem')}</summary>",
         "",
-        "| file | line | code | message |",
+        _row(WORDS["col_file"], WORDS["col_line"], WORDS["col_code"], WORDS["col_message"]),
         "| --- | ---: | --- | --- |",
     ]
     for path, diagnostic in found[:SUMMARY_PROBLEMS]:
@@ -123,12 +124,16 @@ def _problem_details(results: list[FileResult]) -> list[str]:
                     f"| {diagnostic.severity.value}\\[{escape_markdown(diagnostic.code)}\\] "
                     f"| {escape_markdown(scrub(message))} |")
     if len(found) > SUMMARY_PROBLEMS:
-        rows.append(f"| … | | | {len(found) - SUMMARY_PROBLEMS} more |")
+        rows.append(f"| … | | | {WORDS['more'].format(count=len(found) - SUMMARY_PROBLEMS)} |")
     rows += ["", "</details>", ""]
     return rows
 
 
+def _row(*cells: str) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
 def _summary_row(result: FileResult, strict: bool) -> str:
-    status = "✅ verified" if result.ok(strict) else "❌ failed"
+    status = WORDS["status_verified" if result.ok(strict) else "status_failed"]
     path = escape_markdown(scrub(result.path))
     return f"| {path} | {result.errors} | {result.warnings} | {status} |"

@@ -90,22 +90,24 @@ def _rule(rule_id: str) -> JsonObject:
     return {
         "id": code.id,
         "name": code.name,
-        "shortDescription": {"text": code.summary},
-        "fullDescription": {"text": code.what},
-        "help": {"text": codes.explain(code.id) or code.summary, "markdown": rule_markdown(code)},
+        "shortDescription": {"text": code.text("summary")},
+        "fullDescription": {"text": code.text("what")},
+        "help": {"text": codes.explain(code.id) or code.text("summary"), "markdown": rule_markdown(code)},
         "defaultConfiguration": {"level": LEVELS[code.severity]},
     }
 
 
 def rule_markdown(code: codes.Code) -> str:
     """A code's documentation as Markdown, in the order ``shapecheck explain`` prints it."""
-    fence = _fence_for(code.example)
+    example = code.text("example")
+    fence = _fence_for(example)
+    heading = codes.EXPLAIN
     return (
-        f"**{code.id}** (`{code.name}`): {code.summary}\n\n"
-        f"### What it means\n\n{code.what}\n\n"
-        f"### Why it matters\n\n{code.why}\n\n"
-        f"### Example\n\n{fence}\n{code.example}\n{fence}\n\n"
-        f"### How to fix it\n\n{code.fix}\n"
+        f"**{code.id}** (`{code.name}`): {code.text('summary')}\n\n"
+        f"### {heading['what']}\n\n{code.text('what')}\n\n"
+        f"### {heading['why']}\n\n{code.text('why')}\n\n"
+        f"### {heading['example']}\n\n{fence}\n{example}\n{fence}\n\n"
+        f"### {heading['fix']}\n\n{code.text('fix')}\n"
     )
 
 

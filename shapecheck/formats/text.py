@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..diagnostics import Diagnostic, FileResult, Note, Severity, Span
-from ._common import Totals, plural
+from ._common import WORDS, Totals, plural
 from .source import Excerpt, SourceLines, printable, printable_line
 
 RESET = "\x1b[0m"
@@ -57,7 +57,7 @@ def render_text(results: list[FileResult], *, color: bool, strict: bool) -> str:
         lines = SourceLines(result.source)
         path = printable_line(result.path)
         for diagnostic in result.diagnostics:
-            blocks.append(_diagnostic(diagnostic, path, lines, palette) + "\n")
+            blocks.append(render_diagnostic(diagnostic, path, lines, color=color) + "\n")
     blocks.append(palette.paint(summary_line(Totals.of(results), strict), BOLD) + "\n")
     return "\n".join(blocks)
 
@@ -65,21 +65,26 @@ def render_text(results: list[FileResult], *, color: bool, strict: bool) -> str:
 def summary_line(totals: Totals, strict: bool) -> str:
     """The verdict: counts, worded so that it agrees with the exit status."""
     if totals.files == 0:
-        return "No files checked."
+        return WORDS["no_files"]
     files = plural(totals.files, "file")
     if not totals.failed(strict):
-        verified = f"All {files} verified" if totals.files > 1 else f"{files} verified"
+        verified = WORDS["verified_all" if totals.files > 1 else "verified_one"].format(files=files)
         if totals.warnings:
-            return f"{verified}, with {plural(totals.warnings, 'warning')}."
-        return f"{verified}."
-    counts = f"{plural(totals.errors, 'error')} and {plural(totals.warnings, 'warning')}"
-    found = f"Found {counts} in {files}"
+            return WORDS["verified_with"].format(verified=verified,
+                                                 warnings=plural(totals.warnings, "warning"))
+        return WORDS["verified"].format(verified=verified)
+    found = WORDS["found"].format(errors=plural(totals.errors, "error"),
+                                  warnings=plural(totals.warnings, "warning"), files=files)
     if strict and totals.warnings:
-        return f"{found} (--strict: warnings count as errors)."
-    return f"{found}."
+        return WORDS["found_strict"].format(found=found)
+    return WORDS["found_end"].format(found=found)
 
 
-def _diagnostic(diagnostic: Diagnostic, path: str, lines: SourceLines, palette: Palette) -> str:
+def render_diagnostic(diagnostic: Diagnostic, path: str, lines: SourceLines, *,
+                      color: bool = False) -> str:
+    """One diagnostic as ``verify`` prints it: header, code frame, notes and ``help:`` lines
+    (no trailing newline). ``path`` is shown as given; the report uses this too, uncoloured."""
+    palette = Palette(color)
     span = diagnostic.span
     width = _gutter_width(diagnostic)
     out = [_header(diagnostic, path, palette)]
@@ -131,7 +136,7 @@ def _snippet(excerpt: Excerpt, width: int, mark: str, style: str, palette: Palet
     number = palette.paint(f"{excerpt.line:>{width}} |", GUTTER)
     underline = palette.paint(mark * excerpt.width, style)
     if excerpt.continues_to is not None:
-        underline += " " + palette.paint(f"(continues to line {excerpt.continues_to})", style)
+        underline += " " + palette.paint(WORDS["continues"].format(line=excerpt.continues_to), style)
     return [
         bar,
         f"{number} {excerpt.text}",

@@ -52,7 +52,7 @@ def render_html(report: Report) -> str:
     ]
     return (
         "<!DOCTYPE html>\n"
-        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<html lang="{h(text("html_lang"))}">\n<head>\n<meta charset="utf-8">\n'
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
         "style-src 'unsafe-inline'\">\n"
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
@@ -289,7 +289,8 @@ _CSS = """
   --warn: #b45309; --code-bg: #f3f4f6; --accent: #1d4ed8; }
 * { box-sizing: border-box; }
 body { margin: 0; color: var(--fg); background: #fff;
-  font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; }
+  font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", "Noto Sans CJK SC",
+    "PingFang SC", "Microsoft YaHei", sans-serif; }
 main { max-width: 76rem; margin: 0 auto; padding: 1.5rem 1.5rem 3rem; }
 h1 { font-size: 1.6rem; margin: 0 0 .4rem; overflow-wrap: anywhere; }
 h2 { font-size: 1.25rem; margin: 2.2rem 0 .6rem; padding-bottom: .2rem; border-bottom: 2px solid var(--line); }

@@ -16,7 +16,7 @@ from .._version import __version__
 from ..diagnostics import Diagnostic, Severity
 from ..formats._common import plural
 from ..formats.source import printable_line
-from ..formats.text import Palette, _diagnostic
+from ..formats.text import render_diagnostic
 from ..program import Program, Value
 from ..symbolic import Dim, product, to_text, total
 from .cards import Card, cards, find_patterns
@@ -184,7 +184,7 @@ def _bindings(spec: Spec) -> str | None:
 
 
 def _problem(spec: Spec, diagnostic: Diagnostic) -> Problem:
-    frame = _diagnostic(diagnostic, printable_line(spec.path), spec.lines, Palette(False))
+    frame = render_diagnostic(diagnostic, printable_line(spec.path), spec.lines)
     return Problem(diagnostic.severity.value, diagnostic.code, diagnostic.span.line,
                    diagnostic.span.column, diagnostic.message, frame)
 

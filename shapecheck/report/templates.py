@@ -12,8 +12,11 @@ import re
 from string import Formatter
 from typing import Union
 
-TEXT: dict[str, str] = {
+from ..i18n import Table
+
+TEXT: Table = Table("report", "TEXT", {
     # --- page ---------------------------------------------------------------------------
+    "html_lang": "en",
     "title": "Shape report: {path}",
     "generator": "shapecheck {version}",
     "verdict_ok": "verifies",
@@ -222,7 +225,7 @@ TEXT: dict[str, str] = {
     "no_tensors": "The spec has no tensors to draw.",
     "no_graph": "The picture is left out: {count} tensors are too many to draw readably.",
     "no_steps": "No operation to reason about.",
-}
+})
 
 Seg = tuple[str, str]
 """A styled piece of text: (style, text). Styles: text, code, shape, math, ok, bad.

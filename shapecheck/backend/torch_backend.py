@@ -1,0 +1,705 @@
+"""The PyTorch backend: a checked program at concrete bindings, compiled into torch closures.
+
+The only module that imports torch (besides conformance of a torch function, which
+converts through :func:`to_torch` and :func:`to_numpy`). It mirrors
+:mod:`.numpy_backend`: one compile function per node kind, one row per builtin in
+:data:`BUILTINS` (a test checks that it covers :data:`shapecheck.builtins.BUILTINS`),
+and the same checks after every statement — the runtime shape against the checker's
+shape at the bindings, the element type against the run's dtype — and the same
+invariants (every softmax sums to 1; a fully masked row is a warning). Semantics are
+NumPy's (docs/run.md, "Numeric meaning"); where torch differs, the row says how it is
+made to agree.
+
+Scalars (numbers, dims used as values, ``eps``) are 0-d tensors of the run's dtype on
+the run's device, so that nothing is promoted and nothing crosses devices.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from .. import nodes
+from ..builtins import axis_index
+from ..program import CallInfo, Program, Range, Take, Value
+from .errors import CheckerBug, bindings_text, message
+from .numpy_backend import Frame, _definitions, _names, evaluate_shape
+
+Thunk = Callable[["Frame"], Any]
+DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
+SOFTMAX_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-10}
+DEVICES = ("cpu", "cuda")
+
+
+# --- converting arrays ----------------------------------------------------------------------
+
+
+def to_torch(array: np.ndarray, device: str | torch.device = "cpu") -> torch.Tensor:
+    """A NumPy array as a tensor on ``device`` (shares memory on the CPU when it can)."""
+    if not array.flags.writeable:  # torch warns on (and may not write through) read-only memory
+        array = np.array(array)
+    return torch.from_numpy(np.ascontiguousarray(array)).to(device)
+
+
+def to_numpy(tensor: torch.Tensor) -> tuple[np.ndarray, str]:
+    """A tensor as a NumPy array on the CPU, and its own element type's name (``bfloat16``
+    has no NumPy type, so it arrives as float32: the name says what it was)."""
+    name = str(tensor.dtype).removeprefix("torch.")
+    value = tensor.detach()
+    if value.dtype in (torch.bfloat16,):
+        value = value.to(torch.float32)
+    return value.cpu().numpy(), name
+
+
+def device_of(name: str) -> torch.device:
+    """``cpu``, ``cuda`` or ``cuda:N``; a CUDA device that this machine lacks is an error
+    raised by torch when the run starts (checked by the caller)."""
+    return torch.device(name)
+
+
+def cuda_available() -> bool:
+    return torch.cuda.is_available()
+
+
+# --- the plan ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Compiled:
+    """A node's closure; ``const``: folded at compile time."""
+
+    run: Thunk
+    const: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    name: str
+    line: int
+    run: Thunk
+    shape: tuple[int, ...]
+    symbolic: str
+    dtype: torch.dtype
+    release: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    label: str
+    shape: tuple[int, ...]
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    steps: tuple[Step, ...]
+    bindings: dict[str, int]
+    peak_bytes: int
+    largest: Allocation | None
+    device: torch.device
+    dtype: torch.dtype
+
+    def execute(self, values: dict[str, Any], *, check_invariants: bool = False) -> Frame:
+        """Run every step on ``values`` (inputs and params by name: NumPy arrays in the
+        run's dtype, or tensors); the frame holds tensors."""
+        frame = Frame({n: self._tensor(v) for n, v in values.items()}, check_invariants)
+        with torch.inference_mode():
+            for step in self.steps:
+                result = step.run(frame)
+                self._check(step, result)
+                frame.values[step.name] = result
+                for name in step.release:
+                    del frame.values[name]
+        return frame
+
+    def _tensor(self, value: Any) -> torch.Tensor:
+        if isinstance(value, torch.Tensor):
+            return value.to(self.device)
+        return to_torch(np.asarray(value), self.device)
+
+    def _check(self, step: Step, result: torch.Tensor) -> None:
+        shape = tuple(result.shape)
+        if shape != step.shape:
+            raise CheckerBug(message(
+                "shape_bug", name=step.name, line=step.line, actual=list(shape),
+                symbolic=step.symbolic, expected=list(step.shape),
+                bindings=bindings_text(self.bindings)))
+        if result.dtype != step.dtype:
+            raise CheckerBug(message("dtype_bug", name=step.name, line=step.line,
+                                     actual=str(result.dtype).removeprefix("torch."),
+                                     expected=str(step.dtype).removeprefix("torch.")))
+
+
+def compile_program(program: Program, dtype: str, *, device: str = "cpu",
+                    keep_all: bool = False) -> Plan:
+    """Compile a verified program whose dims are all bound into a :class:`Plan`."""
+    return _PlanBuilder(program, DTYPES[dtype], device_of(device), keep_all).build()
+
+
+class _PlanBuilder:
+    def __init__(self, program: Program, dtype: torch.dtype, device: torch.device,
+                 keep_all: bool) -> None:
+        self.program = program
+        self.dtype = dtype
+        self.device = device
+        self.keep_all = keep_all
+        self.bindings = {n: v for n in program.dims.dims
+                         if (v := program.dims.value_of(n)) is not None}
+
+    def build(self) -> Plan:
+        definitions = list(_definitions(self.program))
+        last_use: dict[str, int] = {}
+        for index, (ident, expr, _) in enumerate(definitions):
+            for name in _names(expr):
+                if name in self.program.tensors:
+                    last_use[name] = index
+            last_use.setdefault(ident.name, index)
+        kept = set(self.program.outputs)
+        inputs = [t for t in self.program.tensors.values() if t.kind in ("input", "param")]
+        live = {t.name: self._nbytes(t.value) for t in inputs}
+        allocations = [Allocation(message("tensor_label", name=t.name),
+                                  self._shape(t.value), live[t.name]) for t in inputs]
+        peak = sum(live.values())
+        steps: list[Step] = []
+        for index, (ident, expr, line) in enumerate(definitions):
+            tensor = self.program.tensors[ident.name]
+            shape = self._shape(tensor.value)
+            compiler = _ExprCompiler(self, ident.name, line, shape)
+            compiled = compiler.compile(expr)
+            peak = max(peak, sum(live.values()) + sum(a.nbytes for a in compiler.allocations))
+            allocations += compiler.allocations
+            live[ident.name] = self._nbytes(tensor.value)
+            release: tuple[str, ...] = ()
+            if not self.keep_all:
+                release = tuple(n for n, last in last_use.items()
+                                if last == index and n not in kept and n in self.program.tensors
+                                and self.program.tensors[n].kind == "defined")
+                for dead in release:
+                    live.pop(dead, None)
+            steps.append(Step(ident.name, line, compiled.run, shape, tensor.value.text(),
+                              torch.bool if tensor.value.is_bool else self.dtype, release))
+        largest = max(allocations, key=lambda a: a.nbytes, default=None)
+        return Plan(tuple(steps), self.bindings, peak, largest, self.device, self.dtype)
+
+    def _shape(self, value: Value) -> tuple[int, ...]:
+        return evaluate_shape(self.program, value)
+
+    def _nbytes(self, value: Value) -> int:
+        itemsize = 1 if value.is_bool else self.dtype.itemsize
+        return math.prod(self._shape(value)) * itemsize
+
+
+# --- compiling expressions -------------------------------------------------------------------
+
+
+class _ExprCompiler:
+    def __init__(self, plan: _PlanBuilder, name: str, line: int,
+                 result_shape: tuple[int, ...]) -> None:
+        self.plan = plan
+        self.program = plan.program
+        self.dtype = plan.dtype
+        self.device = plan.device
+        self.name = name
+        self.line = line
+        self.result_shape = result_shape
+        self.allocations: list[Allocation] = []
+
+    def compile(self, node: nodes.Expr) -> Compiled:
+        handler = _NODE_COMPILERS.get(type(node))
+        if handler is None:
+            raise CheckerBug(message("bug_not_value", kind=type(node).__name__, line=node.span.line))
+        return handler(self, node)
+
+    def scalar(self, value: float | int | bool, dtype: torch.dtype | None = None) -> torch.Tensor:
+        return torch.tensor(value, dtype=dtype or self.dtype, device=self.device)
+
+    def constant(self, value: Any) -> Compiled:
+        return Compiled(lambda frame: value, const=True)
+
+    def value_of(self, node: nodes.Expr) -> Value:
+        value = self.program.types.get(id(node))
+        if value is None or value.shape is None:
+            raise CheckerBug(message("bug_no_type", line=node.span.line))
+        return value
+
+    def shape_of(self, node: nodes.Expr) -> tuple[int, ...]:
+        return evaluate_shape(self.program, self.value_of(node))
+
+    def dim(self, dim: Any) -> int:
+        value = self.program.dims.evaluate(dim)
+        if value is None:
+            raise CheckerBug(message("bug_unbound_shape", shape=f"[{dim}]"))
+        return value
+
+    def allocates(self, node: nodes.Expr) -> None:
+        value = self.value_of(node)
+        shape = self.shape_of(node)
+        if not shape:
+            return
+        itemsize = 1 if value.is_bool else self.dtype.itemsize
+        if shape == self.result_shape:
+            label = message("tensor_label", name=self.name)
+        else:
+            label = message("temporary_label", name=self.name, line=self.line)
+        self.allocations.append(Allocation(label, shape, math.prod(shape) * itemsize))
+
+    def fold(self, compiled: Compiled, *children: Compiled) -> Compiled:
+        """Evaluate at compile time when every operand is a constant."""
+        if children and all(c.const for c in children):
+            return self.constant(compiled.run(Frame({})))
+        return compiled
+
+    def numeric(self, node: nodes.Expr) -> Compiled:
+        """A bool value used as numbers is read as 0 and 1 in the run's dtype (SC403)."""
+        compiled = self.compile(node)
+        if not self.value_of(node).is_bool:
+            return compiled
+        run, dtype = compiled.run, self.dtype
+        self.allocates(node)
+        return self.fold(Compiled(lambda frame: run(frame).to(dtype)), compiled)
+
+    def elementwise(self, node: nodes.Expr, operand: Compiled,
+                    apply: Callable[[torch.Tensor], torch.Tensor]) -> Compiled:
+        run = operand.run
+        self.allocates(node)
+        return self.fold(Compiled(lambda frame: apply(run(frame))), operand)
+
+
+def _compile_name(c: _ExprCompiler, node: nodes.Name) -> Compiled:
+    if node.name not in c.program.tensors:  # a dim used as a value: a scalar
+        value = c.program.dims.value_of(node.name)
+        if value is None:
+            raise CheckerBug(message("bug_unbound_shape", shape=f"[{node.name}]"))
+        return c.constant(c.scalar(value))
+    name = node.name
+    return Compiled(lambda frame: frame.values[name])
+
+
+def _compile_number(c: _ExprCompiler, node: nodes.Integer | nodes.Decimal) -> Compiled:
+    return c.constant(c.scalar(node.value))
+
+
+def _compile_inf(c: _ExprCompiler, node: nodes.Inf) -> Compiled:
+    return c.constant(c.scalar(math.inf))
+
+
+def _compile_boolean(c: _ExprCompiler, node: nodes.Boolean) -> Compiled:
+    return c.constant(c.scalar(node.value, torch.bool))
+
+
+def _compile_paren(c: _ExprCompiler, node: nodes.Paren) -> Compiled:
+    return c.compile(node.inner)
+
+
+def _compile_unary(c: _ExprCompiler, node: nodes.Unary) -> Compiled:
+    if node.op == "~":  # on bool (the checker made sure)
+        return c.elementwise(node, c.compile(node.operand), torch.logical_not)
+    operand = c.numeric(node.operand)
+    if node.op == "+":
+        return operand
+    return c.elementwise(node, operand, torch.neg)
+
+
+_BINARY: dict[str, Callable[[Any, Any], Any]] = {
+    "+": torch.add, "-": torch.sub, "*": torch.mul, "/": torch.true_divide,
+    "//": torch.floor_divide, "**": torch.pow,
+}
+
+
+# Comparisons and logic: bool results. Bool operands are compared as bool only when
+# both are; otherwise as numbers (SC403), as in the NumPy backend.
+_BOOL_BINARY: dict[str, Callable[[Any, Any], Any]] = {
+    "==": torch.eq, "!=": torch.ne, "<": torch.lt, "<=": torch.le, ">": torch.gt,
+    ">=": torch.ge, "&": torch.logical_and, "|": torch.logical_or,
+}
+
+
+def _compile_binop(c: _ExprCompiler, node: nodes.BinOp) -> Compiled:
+    if node.op in _BOOL_BINARY:
+        both_bool = c.value_of(node.left).is_bool and c.value_of(node.right).is_bool
+        operand = c.compile if both_bool else c.numeric
+        left, right = operand(node.left), operand(node.right)
+        lrun, rrun, compare = left.run, right.run, _BOOL_BINARY[node.op]
+        c.allocates(node)
+        return c.fold(Compiled(lambda frame: compare(lrun(frame), rrun(frame))), left, right)
+    left, right = c.numeric(node.left), c.numeric(node.right)
+    lrun, rrun = left.run, right.run
+    c.allocates(node)
+    if node.op == "@":
+        return Compiled(lambda frame: torch.matmul(lrun(frame), rrun(frame)))
+    operation = _BINARY[node.op]
+    if c.value_of(node).is_bool:  # bool with bool: computed as 0 and 1, nonzero is true
+        zero = c.scalar(0)
+        return c.fold(Compiled(lambda frame: torch.ne(operation(lrun(frame), rrun(frame)), zero)),
+                      left, right)
+    return c.fold(Compiled(lambda frame: operation(lrun(frame), rrun(frame))), left, right)
+
+
+def _compile_transpose(c: _ExprCompiler, node: nodes.Transpose) -> Compiled:
+    run = c.compile(node.operand).run
+    return Compiled(lambda frame: run(frame).transpose(-1, -2))
+
+
+def _compile_subscript(c: _ExprCompiler, node: nodes.Subscript) -> Compiled:
+    """`x[...]` with the bounds the checker normalised. Torch slices go forward only: an
+    axis sliced backward is flipped first, and sliced forward from the mirrored bounds."""
+    plan = c.program.subscripts.get(id(node))
+    if plan is None:
+        raise CheckerBug(message("bug_unresolved_call", name="[...]", line=node.span.line))
+    flips: list[int] = []
+    key: list[Any] = []
+    for entry in plan.entries:
+        if isinstance(entry, Take):
+            key.append(c.dim(entry.index))
+        elif isinstance(entry, Range):
+            start = None if entry.start is None else c.dim(entry.start)
+            stop = None if entry.stop is None else c.dim(entry.stop)
+            step = c.dim(entry.step)
+            if step < 0:
+                size = c.dim(c.value_of(node.operand).shape[entry.axis])  # type: ignore[index]
+                flips.append(entry.axis)
+                start, stop, step = (0 if start is None else size - 1 - start,
+                                     size if stop is None else size - 1 - stop, -step)
+            key.append(slice(start, stop, step))
+        else:
+            key.append(None)
+    operand = c.compile(node.operand)
+    run, index, axes = operand.run, tuple(key), tuple(flips)
+    if axes:
+        c.allocates(node)
+        return c.fold(Compiled(lambda frame: torch.flip(run(frame), axes)[index]), operand)
+    return c.fold(Compiled(lambda frame: run(frame)[index]), operand)
+
+
+def _compile_call(c: _ExprCompiler, node: nodes.Call) -> Compiled:
+    info = c.program.calls.get(id(node))
+    if info is None:
+        raise CheckerBug(message("bug_unresolved_call", name=node.func.name, line=node.span.line))
+    implementation = BUILTINS.get(info.builtin)
+    if implementation is None:
+        raise CheckerBug(message("bug_no_builtin_torch", name=info.builtin))
+    return implementation(_Call(c, node, info))
+
+
+_NODE_COMPILERS: dict[type, Callable[[_ExprCompiler, Any], Compiled]] = {
+    nodes.Name: _compile_name,
+    nodes.Integer: _compile_number,
+    nodes.Decimal: _compile_number,
+    nodes.Inf: _compile_inf,
+    nodes.Boolean: _compile_boolean,
+    nodes.Paren: _compile_paren,
+    nodes.Unary: _compile_unary,
+    nodes.BinOp: _compile_binop,
+    nodes.Transpose: _compile_transpose,
+    nodes.Call: _compile_call,
+    nodes.Subscript: _compile_subscript,
+}
+
+
+# --- builtins: one row per builtin ------------------------------------------------------------
+
+
+@dataclass
+class _Call:
+    """What a builtin's implementation may ask about its call."""
+
+    c: _ExprCompiler
+    node: nodes.Call
+    info: CallInfo
+
+    def tensor(self, param: str = "x") -> Compiled:
+        return self.c.compile(self.info.args[param])
+
+    def numeric(self, param: str = "x") -> Compiled:
+        return self.c.numeric(self.info.args[param])
+
+    def tensors(self, param: str, numeric: bool = False) -> list[Compiled]:
+        items: nodes.ListExpr = self.info.args[param]
+        compile = self.c.numeric if numeric else self.c.compile
+        return [compile(item) for item in items.items]
+
+    def rank(self, param: str = "x") -> int:
+        argument = self.info.args[param]
+        if isinstance(argument, nodes.ListExpr):
+            argument = argument.items[0]
+        return self.c.value_of(argument).rank
+
+    def axis(self, param: str = "axis", of: str = "x") -> int | None:
+        axis = self.info.args[param]
+        if axis is None:
+            return None
+        return axis_index(axis, self.rank(of))
+
+    def arg(self, param: str) -> Any:
+        return self.info.args[param]
+
+    def dim(self, param: str) -> int:
+        return self.c.dim(self.info.args[param])
+
+    def shape(self, param: str = "shape") -> tuple[int, ...]:
+        return tuple(self.c.dim(d) for d in self.info.args[param])
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        return self.c.shape_of(self.node)
+
+    def allocates(self) -> None:
+        self.c.allocates(self.node)
+
+    def elementwise(self, apply: Callable[[torch.Tensor], torch.Tensor]) -> Compiled:
+        return self.c.elementwise(self.node, self.numeric(), apply)
+
+
+Implementation = Callable[[_Call], Compiled]
+
+
+def _unary(function: Callable[[torch.Tensor], torch.Tensor]) -> Implementation:
+    return lambda call: call.elementwise(function)
+
+
+def _gelu(x: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.gelu(x)  # approximate="none": the exact erf form
+
+
+def _softmax(call: _Call) -> Compiled:
+    run = call.numeric().run
+    axis = call.axis()
+    assert axis is not None
+    name, line = call.c.name, call.c.line
+    tolerance = SOFTMAX_TOLERANCE.get(call.c.dtype, 1e-4)
+    rank = call.rank()
+    what = "row" if axis == rank - 1 else ("column" if axis == rank - 2 else "slice")
+    call.allocates()
+
+    def softmax(frame: Frame) -> torch.Tensor:
+        value = run(frame)
+        masked = int(torch.count_nonzero(torch.isneginf(torch.amax(value, dim=axis))))
+        if masked:  # an entirely -inf slice gives NaN, as in NumPy
+            frame.warnings.append(message("masked_rows", name=name, line=line, count=masked))
+        out = torch.softmax(value, dim=axis)
+        if frame.check_invariants:
+            check_sums(frame, torch.sum(out, dim=axis, dtype=torch.float64),
+                       name, line, what, axis, tolerance)
+        return out
+
+    return Compiled(softmax)
+
+
+def check_sums(frame: Frame, totals: torch.Tensor, name: str, line: int, what: str, axis: int,
+               tolerance: float) -> None:
+    """Every softmax slice's sum is 1 within ``tolerance`` (NaN slices excepted)."""
+    valid = ~torch.isnan(totals)
+    deviation = torch.abs(totals[valid] - 1.0)
+    error = float(deviation.max()) if deviation.numel() else 0.0
+    if error > tolerance:
+        worst = float(totals[valid][torch.argmax(deviation)])
+        raise CheckerBug(message("softmax_sum", name=name, line=line, what=what, total=worst,
+                                 axis=axis))
+    key = "check_softmax" if bool(valid.all()) else "check_softmax_nan"
+    frame.checks[f"{name}:{line}:{axis}"] = message(key, name=name, line=line, what=what,
+                                                     axis=axis, error=error)
+
+
+def _transpose(call: _Call) -> Compiled:
+    run, perm = call.tensor().run, call.arg("perm")
+    if perm is None:
+        return Compiled(lambda frame: run(frame).transpose(-1, -2))
+    order = tuple(perm)
+    return Compiled(lambda frame: run(frame).permute(order))
+
+
+def _reshape(call: _Call) -> Compiled:
+    run, target = call.tensor().run, call.out_shape  # the checker inferred any -1
+    return Compiled(lambda frame: torch.reshape(run(frame), target))
+
+
+def _split_heads(call: _Call) -> Compiled:
+    run = call.tensor().run
+    *batch, heads, n, d = call.out_shape
+    grouped = (*batch, n, heads, d)  # head h owns columns h*d ... h*d+d-1
+    return Compiled(lambda frame: torch.reshape(run(frame), grouped).transpose(-3, -2))
+
+
+def _merge_heads(call: _Call) -> Compiled:
+    run, target = call.tensor().run, call.out_shape
+    call.allocates()
+    return Compiled(lambda frame: torch.reshape(run(frame).transpose(-3, -2), target))
+
+
+def _repeat(call: _Call) -> Compiled:
+    run, repeats, axis = call.tensor().run, call.dim("repeats"), call.axis()
+    call.allocates()  # NumPy's repeat: each element `repeats` times in a row
+    return Compiled(lambda frame: torch.repeat_interleave(run(frame), repeats, dim=axis))
+
+
+def _concat(call: _Call) -> Compiled:
+    parts = [p.run for p in call.tensors("tensors")]
+    axis = call.axis(of="tensors")
+    call.allocates()
+    return Compiled(lambda frame: torch.cat([p(frame) for p in parts], dim=axis))
+
+
+def _all_axes(x: torch.Tensor) -> tuple[int, ...]:
+    return tuple(range(x.ndim))
+
+
+def _reduction(reduce: Callable[..., torch.Tensor]) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        x = call.numeric()  # counting a mask gives a real number
+        run, axis, keep = x.run, call.axis(), bool(call.arg("keepdims"))
+        call.allocates()
+
+        def apply(frame: Frame) -> torch.Tensor:
+            value = run(frame)
+            if value.ndim == 0:  # NumPy reduces a scalar to itself
+                return value
+            return reduce(value, dim=_all_axes(value) if axis is None else axis, keepdim=keep)
+
+        return call.c.fold(Compiled(apply), x)
+
+    return implementation
+
+
+def _normalise(rms: bool) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        eps = call.c.scalar(call.arg("eps"))
+
+        def apply(x: torch.Tensor) -> torch.Tensor:
+            if x.ndim == 0:
+                centred = x if rms else x - x
+                return centred / torch.sqrt(torch.square(centred) + eps)
+            centred = x if rms else x - torch.mean(x, dim=-1, keepdim=True)
+            scale = torch.sqrt(torch.mean(torch.square(centred), dim=-1, keepdim=True) + eps)
+            return centred / scale
+
+        return call.elementwise(apply)
+
+    return implementation
+
+
+def _where(call: _Call) -> Compiled:
+    crun, xrun, yrun = (call.tensor(p).run for p in ("condition", "x", "y"))
+    call.allocates()
+    return Compiled(lambda frame: torch.where(crun(frame), xrun(frame), yrun(frame)))
+
+
+def _causal_mask(call: _Call) -> Compiled:
+    queries, device = call.dim("n"), call.c.device
+    keys = call.dim("n_k") if call.arg("n_k") is not None else queries
+    offset = keys - queries  # aligned bottom right: query i sees key j <= i + offset
+    window = call.dim("window") if call.arg("window") is not None else None
+    call.allocates()
+
+    def mask(frame: Frame) -> torch.Tensor:
+        visible = torch.ones((queries, keys), dtype=torch.bool, device=device).tril_(offset)
+        if window is not None:
+            visible &= ~torch.ones((queries, keys), dtype=torch.bool,
+                                   device=device).tril_(offset - window)
+        return visible
+
+    return Compiled(mask)
+
+
+def _triangle(keep: Callable[..., torch.Tensor]) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        x = call.tensor()
+        run, k = x.run, call.dim("k")
+        call.allocates()
+        return call.c.fold(Compiled(lambda frame: keep(run(frame), diagonal=k)), x)
+
+    return implementation
+
+
+def _arange(call: _Call) -> Compiled:
+    n, dtype, device = call.dim("n"), call.c.dtype, call.c.device
+    call.allocates()
+    return Compiled(lambda frame: torch.arange(n, dtype=dtype, device=device))
+
+
+def _stack(call: _Call) -> Compiled:
+    parts = [p.run for p in call.tensors("tensors")]
+    axis = axis_index(call.arg("axis"), call.rank("tensors") + 1)
+    call.allocates()
+    return Compiled(lambda frame: torch.stack([p(frame) for p in parts], dim=axis))
+
+
+def _elu(call: _Call) -> Compiled:
+    alpha, zero = call.c.scalar(call.arg("alpha")), call.c.scalar(0)
+    # As NumPy's row: alpha * expm1 of min(x, 0), so that nothing overflows.
+    return call.elementwise(lambda x: torch.where(
+        x > zero, x, alpha * torch.expm1(torch.minimum(x, zero))))
+
+
+def _softplus(call: _Call) -> Compiled:
+    zero = call.c.scalar(0)  # log(1 + e^x) exactly; torch's softplus is linear past 20
+    return call.elementwise(lambda x: torch.logaddexp(zero, x))
+
+
+def _constant_fill(fill: Callable[..., torch.Tensor]) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        shape, dtype, device = call.shape(), call.c.dtype, call.c.device
+        if shape:
+            call.allocates()
+            return Compiled(lambda frame: fill(shape, dtype=dtype, device=device))
+        return call.c.constant(fill((), dtype=dtype, device=device))
+
+    return implementation
+
+
+def _einsum(call: _Call) -> Compiled:
+    subscripts = call.arg("subscripts")
+    runs = [o.run for o in call.tensors("operands", numeric=True)]
+    call.allocates()
+    return Compiled(lambda frame: torch.einsum(subscripts, *[r(frame) for r in runs]))
+
+
+def _dropout(call: _Call) -> Compiled:
+    return call.numeric()  # identity when executed (language.md, section 6)
+
+
+BUILTINS: dict[str, Implementation] = {
+    "softmax": _softmax,
+    "transpose": _transpose,
+    "reshape": _reshape,
+    "split_heads": _split_heads,
+    "merge_heads": _merge_heads,
+    "repeat": _repeat,
+    "concat": _concat,
+    "layernorm": _normalise(rms=False),
+    "rmsnorm": _normalise(rms=True),
+    "where": _where,
+    "causal_mask": _causal_mask,
+    "tril": _triangle(torch.tril),
+    "triu": _triangle(torch.triu),
+    "arange": _arange,
+    "stack": _stack,
+    "ones": _constant_fill(torch.ones),
+    "zeros": _constant_fill(torch.zeros),
+    "einsum": _einsum,
+    "dropout": _dropout,
+    "exp": _unary(torch.exp),
+    "log": _unary(torch.log),
+    "sqrt": _unary(torch.sqrt),
+    "tanh": _unary(torch.tanh),
+    "abs": _unary(torch.abs),
+    "sigmoid": _unary(torch.sigmoid),
+    "relu": _unary(torch.relu),
+    "gelu": _unary(_gelu),
+    "cos": _unary(torch.cos),
+    "sin": _unary(torch.sin),
+    "square": _unary(torch.square),
+    "rsqrt": _unary(torch.rsqrt),
+    "erf": _unary(torch.erf),
+    "silu": _unary(torch.nn.functional.silu),
+    "softplus": _softplus,
+    "elu": _elu,
+    "sum": _reduction(torch.sum),
+    "mean": _reduction(torch.mean),
+    "max": _reduction(torch.amax),
+    "min": _reduction(torch.amin),
+}

@@ -1,0 +1,25 @@
+"""命令行自己的中文信息: :data:`shapecheck.cli.MESSAGES` 的翻译.
+
+click 自己的解析错误和 ``--help`` 文本仍是英文 (见 docs/i18n.md)。
+"""
+
+from __future__ import annotations
+
+MESSAGES = {
+    "not_name_int": "`{item}` 不是 NAME=INT",
+    "not_positive": "`{item}`: 值必须是正整数",
+    "bound_twice": "`{name}` 绑定了两次",
+    "no_such_path": "{path}: 没有这个文件或目录",
+    "cannot_read": "无法读取 {path}: {reason}",
+    "cannot_write_summary": "无法写入步骤摘要 {path}: {reason}",
+    "report_format": "无法从 `{output}` 判断报告格式; 请命名为 .html 或 .md, 或给出 --format html|md",
+    "report_over_spec": "报告 {output} 会覆盖它所报告的 spec",
+    "cannot_write": "无法写入 {path}: {reason}",
+    "report_written": "已写入 {path}。",
+    "unknown_code": "未知代码 `{code}`; `shapecheck explain` 会列出全部代码",
+    "unknown_code_near": "未知代码 `{code}`; 是不是 `{name}`? `shapecheck explain` 会列出全部代码",
+    "unknown_language": "{variable}={value} 不是 shapecheck 会说的语言 ({languages}); 使用英文",
+    "aborted": "已中止",
+    "interrupted": "已中断",
+    "internal": "内部错误: {error}\n这是 shapecheck 的 bug; 设置 SHAPECHECK_DEBUG=1 可以看到回溯。",
+}

@@ -1,0 +1,551 @@
+"""诊断代码的中文文本: :mod:`shapecheck.codes` 中每张表的翻译 (键与 ``{字段}`` 相同)."""
+
+from __future__ import annotations
+
+# 每个代码: summary (一句话), message (诊断信息, 字段与英文相同), what / why / fix (explain),
+# example (与英文相同的 spec, 只有 `#` 注释行是中文).
+CODES: dict[str, dict[str, str]] = {
+    "SC001": dict(
+        summary="语句无法解析",
+        message="{detail}",
+        what="解析器读不懂这条语句。每条出错的语句只报一个错误; 文件的其余部分照常检查。",
+        why="无法解析的语句没有含义; 它本应定义的张量被当作形状未知, 不再引出更多错误。",
+        example="S = Q @ \n# error[SC001]: `@` 之后应当是一个表达式",
+        fix="按信息所说补全或改正这条语句。",
+    ),
+    "SC002": dict(
+        summary="文件不是 UTF-8 文本",
+        message="文件不是有效的 UTF-8 文本 (偏移 {offset} 处的字节 0x{byte:02x})",
+        what="spec 文件是 UTF-8 文本, 而这个文件含有不是 UTF-8 的字节。",
+        why="无法解码的 spec 读不可靠; 猜测编码可能悄悄改变名字。",
+        example="(一个以 Latin-1 保存、注释中含有 `é` 的文件)",
+        fix="把文件另存为 UTF-8。",
+    ),
+    "SC003": dict(
+        summary="超出了检查器的某项上限",
+        message="{detail}",
+        what="这条语句超出了检查器的某项上限: 嵌套超过 {depth} 层, 整数字面量超过 {digits} 位, "
+        "维度表达式中的指数大于 {exponent}, 或者维度表达式展开后超过 {terms} 项。".format(
+            depth=200, digits=40, exponent=64, terms=256),
+        why="这样的输入几乎总是误生成的, 检查它可能耗尽时间或内存。这些上限让 `shapecheck` "
+        "对任何输入都又快又安全。",
+        example="dim N\ndim M = N ** 100000\n# error[SC003]: 指数 100000 太大",
+        fix="简化表达式, 或者拆成几条语句。",
+    ),
+    "SC004": dict(
+        summary="错误太多, 检查器停止了",
+        message="错误太多; 在 {count} 个之后停止",
+        what="这个文件产生的诊断超过了报告上限。",
+        why="几百个错误之后, 其余的几乎总是同一个错误的后果, 全部打印只会淹没最前面的几个。",
+        example="(把一个二进制文件当作 spec 传入)",
+        fix="先改正显示出来的错误, 再运行一次检查。",
+    ),
+    "SC101": dict(
+        summary="名字在声明之前就被使用",
+        message="`{name}` 没有定义",
+        what="这个名字既不是已声明的维度, 也不是文件中前面定义过的张量。",
+        why="一切都要先声明再使用, 这样每个形状在需要时都是已知的。最常见的原因是拼写错误。",
+        example="dim N, d\ninput Q: [N, d]\nS = Q @ K.T\n# error[SC101]: `K` 没有定义",
+        fix="声明这个名字 (`input K: [N, d]`), 或改正拼写。",
+    ),
+    "SC102": dict(
+        summary="一个名字被定义了两次",
+        message="`{name}` 已经定义过了",
+        what="每个名字只定义一次: 要么是维度, 要么是张量, 不能两者都是, 也不能定义两次。",
+        why="一个 spec 描述一次计算; 重新绑定名字会让之后每次使用的形状对读者来说含糊不清。",
+        example="dim N, d\ninput Q: [N, d]\nQ = Q * 2\n# error[SC102]: `Q` 已经定义过了",
+        fix="给新的值起一个自己的名字 (`Q2 = Q * 2`)。",
+    ),
+    "SC103": dict(
+        summary="维度被当作张量用, 或张量被当作维度用",
+        message="`{name}` 是 {actual}, 但这里需要 {expected}",
+        what="形状和维度表达式由维度构成; 值由张量构成 (维度在值中当作标量)。张量不能出现在形状里。",
+        why="形状中的每一项必须是计算开始前就已知的正整数; 张量是数据。",
+        example="dim N\ninput X: [N, N]\ninput Y: [X, N]\n# error[SC103]: `X` 是张量, 但这里需要维度",
+        fix="使用一个维度 (用 `dim` 声明)。",
+    ),
+    "SC104": dict(
+        summary="保留字或内置函数被用作名字",
+        message="`{name}` 是{what_kind}, 不能用作名字",
+        what="保留字 (`dim`、`input`、`row` ……) 和内置函数名 (`softmax`、`exp` ……) "
+        "不能用来命名维度或张量。",
+        why="遮蔽内置函数会让之后的调用含糊不清。",
+        example="dim N\ninput exp: [N]\n# error[SC104]: `exp` 是内置函数, 不能用作名字",
+        fix="换一个名字。",
+    ),
+    "SC105": dict(
+        summary="调用了不是内置函数的东西",
+        message="`{name}` 不是内置函数",
+        what="只能调用语言参考中列出的内置函数。",
+        why="检查器必须知道每个运算的形状规则。",
+        example="dim N\ninput X: [N, N]\nY = softmaxx(X)\n# error[SC105]: `softmaxx` 不是内置函数",
+        fix="使用某个内置函数; help 行会给出最接近的名字。",
+    ),
+    "SC201": dict(
+        summary="维度表达式可能不是正整数",
+        message="{expr} 并非对每个允许的尺寸都是正整数{reason}",
+        what="形状中的每一整项, 以及维度定义的每一边, 在满足约束的每一种自由维度取值下都必须是正整数。",
+        why="像 `[N - 1]` 这样的形状在 `N = 1` 时是空的; \"验证通过\" 必须对所有尺寸成立。",
+        example="dim N\ninput X: [N - 1]\n# error[SC201]: N - 1 并非对每个允许的尺寸都是正整数",
+        fix="加一条使它为正的约束, 绑定这个维度, 或修改表达式。",
+    ),
+    "SC202": dict(
+        summary="无法证明整除",
+        message="{claim}",
+        what="维度表达式中的 `/` (以及 `reshape` 中的 `-1`) 是整除; 检查器必须证明除法没有余数。"
+        "(`split_heads` 用 SC313 说同一件事。)",
+        why="只有 `H` 整除 `D_model` 时, `D_model / H` 才是一个尺寸; 没有约束时, "
+        "总有某些允许的尺寸会失败。",
+        example="dim D_model, H\ndim d = D_model / H\n# error[SC202]: 无法证明 D_model 能被 H 整除",
+        fix="声明这个关系: `constraint D_model == H * d` (并声明新维度 `d`)。",
+    ),
+    "SC203": dict(
+        summary="绑定违反了约束",
+        message="约束 {constraint} 不成立: {reason}",
+        what="具体尺寸 (来自 `--dim` 或 `dim T = 128`) 必须满足每一条约束。",
+        why="破坏已声明关系的绑定描述的是另一个模型。",
+        example="dim N, d, H\ndim D = 500\nconstraint D == H * d\n# 使用 --dim H=8 --dim d=64\n"
+        "# error[SC203]: 约束 D == H*d 不成立: 500 != 512 (D=500, H=8, d=64)",
+        fix="修改绑定; 如果模型确实不同, 就修改约束。",
+    ),
+    "SC204": dict(
+        summary="`--dim` 绑定与定义矛盾",
+        message="{detail}",
+        what="用 `--dim` 绑定派生维度或固定维度时, 值必须与它的定义一致。",
+        why="与定义不一致的绑定无法满足。",
+        example="dim N, d, H\ndim D = H * d\n# 使用 --dim H=8 --dim d=64 --dim D=500\n"
+        "# error[SC204]: `--dim D=500` 与它的定义 D = H*d = 512 矛盾",
+        fix="绑定 spec 声明过的维度, 值为正整数。",
+    ),
+    "SC205": dict(
+        summary="约束平凡成立",
+        message="约束 {constraint} 平凡成立",
+        what="两边本来就可证明相等的约束没有增加任何信息。",
+        why="这通常说明约束写错了维度。",
+        example="dim N\nconstraint N == N\n# warning[SC205]: 约束 N == N 平凡成立",
+        fix="删掉它, 或写出你真正想表达的关系。",
+    ),
+    "SC206": dict(
+        summary="需要维度表达式的地方出现了别的东西",
+        message="维度表达式中不允许出现{what_found}",
+        what="维度表达式由整数、维度、`+ - * / // **` 和括号构成。",
+        why="形状必须只由尺寸就能算出来。",
+        example="dim N\ninput X: [N * 0.5]\n# error[SC206]: 维度表达式中不允许出现数字 0.5",
+        fix="只用整数和维度来写这个尺寸。",
+    ),
+    "SC207": dict(
+        summary="`--dim` 绑定了 spec 没有声明的维度",
+        message="`--dim {name}={value}` 绑定了 `{name}`, 但这个 spec 没有声明它",
+        what="命令行绑定了文件中没有声明的维度。多个文件时, 一个绑定只作用于声明了该维度的文件。",
+        why="这通常是拼写错误 (把 `N` 写成 `--dim n=128`); 这样的绑定不起作用。",
+        example="dim N\n# 使用 --dim n=128\n# warning[SC207]",
+        fix="绑定 spec 声明过的维度 (名字区分大小写)。",
+    ),
+    "SC301": dict(
+        summary="`@` 的内维不一致",
+        message="`@` 的内维{relation}: {lhs_inner} ({lhs_shape} 的最后一轴) 对 "
+        "{rhs_inner} ({rhs_shape} 的倒数第二轴)",
+        what="`A @ B` 把 `A` 的最后一轴与 `B` 的倒数第二轴收缩; 这两个尺寸必须可证明相等。",
+        why="这正是笔记 30 秒自检的第一条: `QKᵀ` 的\"内维\"必须一致 (都是 `d`)。"
+        "`Q, K: [N, d]` 时写 `Q @ K` 会把 `d` 和 `N` 配在一起, 对大多数尺寸都是错的。",
+        example="dim N, d\ninput Q: [N, d]\ninput K: [N, d]\nS = Q @ K\n"
+        "# error[SC301]: `@` 的内维不一致: d ([N, d] 的最后一轴) 对 N (……)\n"
+        "# help: 你是不是想写 `Q @ K.T`?",
+        fix="把右操作数转置 (`K.T`), 或加上使两个尺寸相等的约束。",
+    ),
+    "SC302": dict(
+        summary="`@` 的操作数是标量",
+        message="`@` 需要秩至少为 1 的张量, 但{side}操作数是标量",
+        what="矩阵乘只对向量和矩阵 (及其批) 有定义, 与 NumPy 的 `matmul` 相同。",
+        why="`x @ 2` 在 NumPy 中也是错误; 缩放要写成 `*`。",
+        example="dim N, d\ninput Q: [N, d]\nS = Q @ d\n# error[SC302]",
+        fix="用 `*` 缩放, 或者乘以一个张量。",
+    ),
+    "SC303": dict(
+        summary="操作数无法广播",
+        message="形状 {lhs_shape} 和 {rhs_shape} 在 `{op}` 中无法广播: {lhs_dim} 和 {rhs_dim} {relation}",
+        what="逐元素运算、矩阵乘的批轴和 `where` 按 NumPy 的规则广播: 从右对齐, "
+        "两个尺寸可证明相等或其中之一是字面量 1 时才匹配。",
+        why="只在某些尺寸下为 1 的维度, 在这些尺寸下能广播, 在其余尺寸下会失败。",
+        example="dim N, d\ninput A: [N, d]\ninput B: [d, N]\nC = A + B\n# error[SC303]",
+        fix="转置其中一个操作数, 或用 `reshape` 插入一个大小为 1 的轴。",
+    ),
+    "SC304": dict(
+        summary="声明的形状与算出的形状不符",
+        message="`{name}` 的形状是 {actual}, 但{where}写的是 {declared}",
+        what="带形状注解的定义 (`S: [N, N] = ...`)、`assert`, 或带形状的 `output`, "
+        "都会把这个形状与算出的形状逐项比对。",
+        why="注解是 spec 自己的断言; 笔记 30 秒自检的第二条: 输出形状必须是 `N×d` (或 `N×D_model`)。",
+        example="dim N, d\ninput Q: [N, d]\ninput K: [N, d]\nS: [N, d] = Q @ K.T\n"
+        "# error[SC304]: `S` 的形状是 [N, N], 但它的注解写的是 [N, d]",
+        fix="改正计算; 如果注解写错了, 就改正注解。",
+    ),
+    "SC305": dict(
+        summary="轴超出范围",
+        message="轴 {axis} 超出了秩为 {rank} 的张量 ({shape}) 的范围",
+        what="`axis=` 取 `-rank .. rank-1` 之间的整数, 或者 `row` (最后一轴) 或 `col` (倒数第二轴)。",
+        why="NumPy 遇到这样的轴会报错; `col` 要求秩至少为 2。",
+        example="dim N\ninput x: [N]\ny = softmax(x, axis=col)\n# error[SC305]",
+        fix="使用张量具有的轴。",
+    ),
+    "SC306": dict(
+        summary="运算需要不同的秩",
+        message="{operation} 需要{requirement}, 但 {operand} 的形状是 {shape}",
+        what="有些运算需要最小的秩: `.T` 和 `merge_heads` 分别至少 2 / 3 个轴, `split_heads` 至少 2 个。",
+        why="`.T` 交换最后两个轴, 而向量没有两个轴。",
+        example="dim N\ninput x: [N]\ny = x.T\n# error[SC306]: `.T` 需要至少 2 个轴, 但 x 的形状是 [N]",
+        fix="先 reshape 这个张量, 或者去掉转置。",
+    ),
+    "SC307": dict(
+        summary="reshape 改变了元素个数",
+        message="从 {source} 到 {target} 的 reshape {relation}: {source_count} 个元素对 {target_count}",
+        what="`reshape` 保持元素不变; 新旧形状的乘积必须可证明相等 (`-1` 这一项由整除推出)。",
+        why="在多头注意力中, `[N, D_model] -> [N, H, d]` 只有在 `D_model == H * d` 时才成立, "
+        "这正是笔记的关键等式。",
+        example="dim N, d, H, D_model\ninput X: [N, D_model]\nY = reshape(X, [N, H, d])\n"
+        "# error[SC307] …… help: 加上 `constraint D_model == H * d`",
+        fix="用约束声明这个关系, 或改正目标形状。",
+    ),
+    "SC308": dict(
+        summary="转置的排列无效",
+        message="{perm} 不是轴 0..{last} 的一个排列",
+        what="`transpose(x, [p0, p1, ...])` 中每个轴的下标恰好出现一次。",
+        why="NumPy 遇到重复或缺少的轴会报错。",
+        example="dim N, d\ninput x: [N, d]\ny = transpose(x, [0, 0])\n# error[SC308]",
+        fix="每个轴列出一次。",
+    ),
+    "SC309": dict(
+        summary="张量无法拼接",
+        message="{detail}",
+        what="`concat([a, b, ...], axis=k)` 需要秩相同的张量, 除轴 `k` 外各轴的尺寸都一致; "
+        "`stack([a, b, ...], axis=k)` 需要形状完全相同。",
+        why="与 `np.concatenate` 和 `np.stack` 相同。",
+        example="dim N, d\ninput a: [N, d]\ninput b: [d, d]\nc = concat([a, b], axis=-1)\n# error[SC309]",
+        fix="转置或 reshape, 使其他轴一致。",
+    ),
+    "SC310": dict(
+        summary="einsum 无效",
+        message="{detail}",
+        what="`einsum(\"subscripts\", ...)` 遵循 NumPy: 每个操作数一项, 每个轴一个字母 (或 `...`), "
+        "重复的字母只有一个尺寸, 输出的字母都出现在输入中。",
+        why="下标版是笔记中 \"永远不会错\" 的写法; 检查器对它的要求与矩阵乘相同。",
+        example="dim N, d\ninput Q: [N, d]\ninput K: [N, d]\nS = einsum(\"ij,ji->ij\", Q, K)\n# error[SC310]",
+        fix="改正下标, 使每个字母只对应一个尺寸。",
+    ),
+    "SC311": dict(
+        summary="`where` 的条件不是 bool",
+        message="{detail}",
+        what="`where(c, a, b)` 的条件是 `bool` (language.md 第 6 节): 一个掩码。",
+        why="实数条件在非零处都为真, 这很少是掩码想表达的意思。",
+        example="dim N\ninput S: [N, N]\ninput M: [N, N]\nP = where(M, S, -inf)\n# error[SC311]",
+        fix="把掩码声明为 `bool[...]` (或用 `causal_mask` 构造)。",
+    ),
+    "SC312": dict(
+        summary="内置函数的参数不对",
+        message="{detail}",
+        what="每个内置函数接受固定的位置参数和关键字 (见语言参考)。",
+        why="否则拼错的关键字或缺少的参数会被悄悄忽略。",
+        example="dim N\ninput x: [N, N]\ny = softmax(x, axes=row)\n# error[SC312]: `softmax` 没有关键字 `axes`",
+        fix="按文档调用内置函数。",
+    ),
+    "SC313": dict(
+        summary="split_heads 无法拆分最后一轴",
+        message="无法把 {shape} 的最后一轴 {last} 拆成 {heads} 个 head: {reason}",
+        what="`split_heads(x, H)` 把 `[..., N, H*d]` 变成 `[..., H, N, d]`; 最后一轴必须可证明能被 `H` 整除。",
+        why="`D_model` 和 `H` 没有关系时, `D_model / H` 并非对每种取值都是一个尺寸。",
+        example="dim N, H, D_model\ninput X: [N, D_model]\nQ = split_heads(X, H)\n# error[SC313]",
+        fix="加上 `constraint D_model == H * d` (并声明 `d`)。",
+    ),
+    "SC314": dict(
+        summary="需要张量, 却给了标量或列表",
+        message="{detail}",
+        what="需要值 (张量, 或者数字、维度这样的标量) 的地方出现了列表、字符串或轴名。"
+        "列表是内置函数的参数 (`reshape`、`concat`、`ones` ……), 字符串是 `einsum` 的下标, "
+        "`row` / `col` 是轴。",
+        why="它们都没有形状, 由它们算出的东西都无法检查。",
+        example="dim N\ninput X: [N]\nY = X + [N]\n# error[SC314]: 列表不是张量",
+        fix="使用张量 (`ones([N])` 可以构造一个常量张量), 或把列表传给接受它的内置函数。",
+    ),
+    "SC315": dict(
+        summary="不允许的指数",
+        message="{detail}",
+        what="在维度表达式中, `**` 需要非负整数指数。",
+        why="`N ** 0.5` 不是整数尺寸。",
+        example="dim N\ninput x: [N ** 0.5]\n# error[SC315]",
+        fix="使用整数指数。",
+    ),
+    "SC316": dict(
+        summary="下标可能落在轴的范围之外",
+        message="下标 `{index}` 在轴 {axis} ({shape}) 上{relation}: 它必须{bound}",
+        what="整数下标 `x[i]` 沿长度为 `n` 的轴取出一个元素; 对每种允许的尺寸, 它都必须在 "
+        "`-n .. n-1` 之内 (负下标从末尾数起)。",
+        why="NumPy 遇到这样的下标会抛出 `IndexError`, 但只在越界的那些尺寸下: `x[1]` 在 "
+        "`N >= 2` 时可以, `N = 1` 时出错。",
+        example="dim N, d\ninput x: [N, d]\ny = x[1]\n# error[SC316]: 下标 `1` 在轴 0 "
+        "([N, d]) 上可能越界: 它必须小于 N\n# help: 加上 `constraint N >= 2`",
+        fix="加上 help 行给出的约束, 或者使用轴内的下标。",
+    ),
+    "SC317": dict(
+        summary="切片的边界可能落在轴的范围之外",
+        message="切片 `{slice}` 的{part} `{bound}` {relation} (轴 {axis}, {shape}, 长度 {size}); "
+        "NumPy 会悄悄把它截断",
+        what="对每种允许的尺寸, 切片的边界都必须在轴内 (`0 .. n`, 或从末尾数起的 `-n .. -1`): "
+        "长度为 `d` 的轴上的 `x[..., :h]` 需要 `h <= d`。",
+        why="边界超出末尾时 NumPy 会一声不响地截断, 于是 `x[..., :h]` 悄悄返回少于 `h` 列, "
+        "之后的每个形状都会错。",
+        example="dim N, d, h\ninput x: [N, d]\ny = x[:, :h]\n# error[SC317]: 切片 `:h` 的终点 "
+        "`h` 可能超出轴的末尾 (轴 1, [N, d], 长度 d); NumPy 会悄悄把它截断\n"
+        "# help: 加上 `constraint h <= d`",
+        fix="声明这个关系 (`constraint h <= d`, 一半一半时用 `dim d = 2 * h`), 或者在轴内切片。",
+    ),
+    "SC318": dict(
+        summary="切片可能一个元素也取不到",
+        message="轴 {axis} ({shape}) 上的切片 `{slice}` {relation}空的: 它的长度是 {length}",
+        what="切片得到的轴有 `(stop - start) / step` 个元素 (向上取整); 和每个尺寸一样, "
+        "对每种允许的尺寸它都必须是正整数。",
+        why="维度是正整数; `T = 1` 时长度为 `T` 的轴上的 `x[1:]` 是空的, `d = 1` 时 "
+        "`x[..., :d//2]` 也是空的。",
+        example="dim T, d\ninput x: [T, d]\ny = x[1:]\n# error[SC318]: 轴 0 ([T, d]) 上的切片 "
+        "`1:` 可能是空的: 它的长度是 T - 1\n# help: 加上 `constraint T >= 2`",
+        fix="加上 help 行给出的约束 (`constraint T >= 2`), 或者修改边界。",
+    ),
+    "SC319": dict(
+        summary="下标涉及的轴比张量的轴还多",
+        message="{detail}",
+        what="`x[...]` 中每个整数下标和每个切片占用一个轴 (`None` 增加一个轴, `...` 代表剩下的轴, "
+        "最多出现一次)。",
+        why="NumPy 会抛出 `IndexError: too many indices`。",
+        example="dim N, d\ninput x: [N, d]\ny = x[0, 0, 0]\n# error[SC319]: 下标太多: "
+        "[N, d] 是 2 维的, 但用了 3 个下标",
+        fix="下标的个数不要超过张量的轴数。",
+    ),
+    "SC320": dict(
+        summary="下标或切片无法检查",
+        message="{detail}",
+        what="下标或切片边界是符号已知的维度表达式 (整数、维度、`+ - * //`), 步长是非零的维度表达式。"
+        "不支持用张量做下标 (NumPy 的掩码下标或整数数组下标)。",
+        why="`x[mask]` 的形状取决于 `mask` 的值, 因此无法检查; 而 `x[i]` 是从开头还是从末尾数起, "
+        "取决于 `i` 的符号。",
+        example="dim N\ninput x: [N]\ninput m: bool[N]\ny = x[m]\n# error[SC320]: 不支持用张量做下标",
+        fix="用 `where(m, x, 0)` 施加掩码, 或使用符号已知的下标 (声明 help 行给出的约束)。",
+    ),
+    "SC321": dict(
+        summary="逻辑运算用在了不是 bool 的张量上",
+        message="`{op}` 需要 bool 操作数, 但 `{operand}` 的形状是 {shape}",
+        what="`&`、`|` 和 `~` 是 bool 张量 (掩码, 比如比较的结果) 上的逻辑与、或、非。",
+        why="NumPy 拒绝对实数做 `&`。原因往往是优先级: `&` 比比较运算结合得更紧, "
+        "所以 `i >= j & i < n` 读作 `i >= (j & i) < n`。",
+        example="dim N\ninput x: [N]\ny = x & (x > 0)\n# error[SC321]",
+        fix="先做比较 (`x > 0`), 并把每个比较放进括号: `(i >= j) & (i < n)`。",
+    ),
+    "SC401": dict(
+        summary="声明的 input、param 或 dim 从未使用",
+        message="{kind} `{name}` 已声明但从未使用",
+        what="没有任何地方引用的 input、param 或 dim。",
+        why="这通常是忘了某一步 (`W_O` 从未用上), 或者是过时的名字。",
+        example="dim N, d\ninput X: [N, d]\nparam W_O: [d, d]\noutput X\n"
+        "# warning[SC401]: param `W_O` 已声明但从未使用",
+        fix="用上它, 或删掉这个声明。",
+    ),
+    "SC402": dict(
+        summary="softmax 权重不是按行归一化的",
+        message="{name} 的 softmax 沿轴 {axis} 计算; 注意力权重应当按行归一化",
+        what="在注意力中, 分数 `S = QKᵀ` 每个 query 一行; 按行 softmax 让每个 query 的权重之和为 1。"
+        "当结果要去乘 V 时, 沿 `col` 做 softmax 几乎总是错误。",
+        why="按列归一化得到的权重, 对每个 query 来说和不为 1。",
+        example="dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
+        "P = softmax(Q @ K.T, axis=col)\nO = P @ V\n# warning[SC402]",
+        fix="使用 `axis=row` (默认值)。",
+    ),
+    "SC403": dict(
+        summary="bool 张量被当作数字使用",
+        message="`{operand}` 是 bool; {operation} 把它当作 0 和 1",
+        what="算术运算、`@`、`einsum` 和逐元素函数像 NumPy 一样接受 bool 张量, 把 true 读作 1, "
+        "false 读作 0。形状照常检查。",
+        why="bool 张量几乎总是掩码, 把掩码加到分数上只会让分数整体偏移 1, 而不是去掉被掩盖的位置。",
+        example="dim N\ninput S: [N, N]\ninput M: bool[N, N]\nP = softmax(S + M)\n# warning[SC403]",
+        fix="用 `where(M, S, -inf)` 施加掩码。",
+    ),
+}
+
+NOTES = {
+    "declared": "`{name}` 在这里声明为 {shape}",
+    "operand": "`{text}` 的形状是 {shape}",
+    "defined": "`{name}` 在这里定义为 {shape}",
+    "dim_declared": "`{name}` 在这里声明",
+    "first_defined": "`{name}` 第一次在这里定义",
+    "declared_later": "`{name}` 在第一次使用之后才声明, 在这里",
+    "bound": "由 {source} 绑定",
+    "equal_because": "{lhs} = {rhs}, 依据 {reason}",
+}
+
+HELPS = {
+    "transpose": "你是不是想写 `{fix}`?",
+    "redeclare": "如果 `{name}` 声明的形状错了: `param {name}: {shape}`",
+    "or": "或者: {text}",
+    "add_constraint": "加上 `constraint {lhs} == {rhs}`",
+    "did_you_mean": "你是不是想写 `{name}`?",
+    "declare_dim": "用 `dim {name}` 声明它",
+    "use_row": "使用 `softmax({arg}, axis=row)`",
+    "use_where": "把它声明为 `bool[...]`, 才能用作掩码",
+    "apply_mask": "要施加掩码, 写成 `where({mask}, x, -inf)`",
+    "bind_dim": "用 `--dim {name}=VALUE` 或 `dim {name} = VALUE` 绑定它",
+    "rename": "给新的值起一个自己的名字, 例如 `{name}2`",
+    "add_condition": "加上 `constraint {condition}`",
+    "compare_first": "先做比较, 例如 `({operand} > 0)`",
+    "parenthesize_comparisons": "`&` 和 `|` 比比较运算结合得更紧: 把每个比较放进括号, "
+    "`(a < b) & (c < d)`",
+}
+
+RELATIONS = {
+    "differ": "不一致",
+    "unproved": "无法证明相等",
+    "differs_from": "不同于",
+    "unproved_to": "无法证明等于",
+}
+
+SYNTAX_TEXT = {
+    "expected_after": "{previous} 之后应当是 {expected}, 但遇到了 {found}",
+    "expected_at_start": "应当是 {expected}, 但遇到了 {found}",
+    "unexpected_char": "意外的字符 {char}",
+    "unclosed": "`{bracket}` 没有闭合",
+    "unmatched": "不匹配的 `{bracket}`",
+    "unterminated_string": "字符串没有结束",
+    "statement_start": "语句以 `dim`、`constraint`、`input`、`param`、`output`、`assert` "
+    "或要定义的名字开头, 但遇到了 {found}",
+    "nesting": "表达式嵌套太深 (括号或运算符超过 {limit} 层)",
+    "literal_too_long": "整数字面量太长 (超过 {limit} 位)",
+    "exponent_too_large": "指数 {value} 太大 (最多 {limit})",
+    "dim_too_large": "维度值 {value} 太大 (最多 {limit})",
+    "duplicate_keyword": "关键字 `{name}` 给了两次",
+    "positional_after_keyword": "位置参数出现在关键字参数之后",
+    "chained_comparison": "比较不能连写 (NumPy 数组不能写 `a < b < c`); `&` 和 `|` 比比较运算"
+    "结合得更紧, 所以把每个比较放进括号: `(a < b) & (b < c)`",
+}
+
+CONSTRAINT_REASONS = {
+    "values": "{lhs_value} {op_negated} {rhs_value} ({bindings})",
+    "no_integer": "没有正整数 {name} 能让 {lhs_value} 等于 {rhs_value} ({bindings})",
+}
+
+DIVISIBILITY = {
+    "unproved": "无法证明 {numerator} 能被 {denominator} 整除",
+    "different": "{numerator} 不能被 {denominator} 整除",
+    "different_at": "{numerator} 不能被 {denominator} 整除: {top} / {bottom} 有余数",
+}
+
+DETAILS = {
+    "noun_tensor": "张量",
+    "noun_dim": "维度",
+    "side_left": "左",
+    "side_right": "右",
+    "reserved_word": "保留字",
+    "builtin_function": "内置函数",
+    "not_positive_at_bindings": " (在绑定的尺寸下它不是正数)",
+    "no_bindings": "这些值",
+    "binding_contradicts_value": "`--dim {name}={bound}` 与 `dim {name} = {value}` 矛盾",
+    "binding_contradicts_definition": "`--dim {name}={bound}` 与它的定义 "
+    "{name} = {definition} = {value} 矛盾",
+    "found_number": "数字 {text}",
+    "found_call": "调用 `{name}(...)`",
+    "found_string": "字符串",
+    "found_list": "列表",
+    "found_boolean": "布尔值",
+    "found_expression": "这个表达式",
+    "expression_too_large": "这个维度表达式太大, 无法检查",
+    "power_exponent": "维度表达式中 `**` 的指数必须是非负整数",
+    "where_define": "它的注解",
+    "where_assert": " assert ",
+    "where_output": " output 声明",
+    "op_batch_axes": "@ (批轴)",
+    "op_einsum_ellipsis": "einsum `...`",
+    "at_least_axes": "至少 {count} 个轴",
+    "reshape_ambiguous": "有歧义",
+    "reshape_many_inferred": "多于一个 `-1`",
+    "concat_empty": "`{builtin}` 至少需要一个张量",
+    "stack_shape": "第 {index} 个张量的形状是 {shape}, {relation}第一个张量 {first_shape}; "
+    "`stack` 需要形状完全相同",
+    "concat_rank": "第 {index} 个张量的形状是 {shape}, 秩为 {rank}, 但第一个张量的形状是 "
+    "{first_shape}, 秩为 {first_rank}",
+    "concat_axis": "第 {index} 个张量的形状是 {shape}, 在轴 {axis} 上{relation}第一个张量 "
+    "{first_shape} ({size} 对 {first_size}); 只有轴 {free_axis} 可以不同",
+    "einsum_invalid": "无效的下标 \"{subscripts}\": {reason}",
+    "einsum_many_arrows": "多于一个 `->`",
+    "einsum_term_count": "下标列出了 {terms} 个操作数, 但给了 {operands} 个",
+    "einsum_stray_dot": "`{term}`: 一个不属于 `...` 的 `.`",
+    "einsum_many_ellipses": "`{term}`: 每一项中 `...` 只能出现一次",
+    "einsum_not_a_letter": "`{term}`: `{char}` 不是字母",
+    "einsum_output_repeats": "输出 `{output}` 重复了一个字母",
+    "einsum_rank": "第 {index} 个操作数的形状是 {shape} (秩 {rank}), 但它的下标 `{term}` "
+    "列出了 {letters} 个轴",
+    "einsum_unknown_output": "输出字母 `{letter}` 没有出现在任何输入中",
+    "einsum_letter": "\"{subscripts}\" 中的字母 `{letter}` 在第 {index} 个操作数中是 {size}, "
+    "{relation}第 {first} 个操作数中的 {previous}",
+    "einsum_operand": "第 {index} 个操作数",
+    "where_not_bool": "`where` 的条件必须是 bool, 但 `{text}` 的形状是 {shape}",
+    "too_many_positional": "`{builtin}` 最多接受 {limit} 个位置参数, 但给了 {count} 个",
+    "no_keyword": "`{builtin}` 没有关键字 `{name}`",
+    "keyword_twice": "`{builtin}` 的 `{name}` 给了两次",
+    "missing_argument": "`{builtin}` 缺少参数 `{name}`",
+    "argument_kind": "`{builtin}` 的参数 `{param}` 必须是{kind}",
+    "minus_one_outside_reshape": "`-1` 只能用在 `reshape` 中",
+    "eps_not_positive": "`eps` 必须为正, 但得到 {eps}",
+    "dropout_range": "dropout 概率必须在 [0, 1) 之内, 但得到 {p}",
+    "kind_tensor": "张量",
+    "kind_tensors": "张量的列表",
+    "kind_dim": "维度表达式",
+    "kind_offset": "维度表达式 (正负均可)",
+    "kind_shape": "形状 (维度表达式的列表)",
+    "kind_axis": "轴 (整数、`row` 或 `col`)",
+    "kind_perm": "轴下标的列表",
+    "kind_string": "字符串",
+    "kind_number": "数字",
+    "kind_bool": "`true` 或 `false`",
+    "list_not_a_tensor": "列表不是张量; 列表是 `reshape`、`concat`、`ones` …… 的参数",
+    "string_not_a_tensor": "字符串只能用作 `einsum` 的下标",
+    "axis_not_a_tensor": "`{name}` 只能用作轴 (`axis={name}`)",
+    "not_a_value": "这不是一个值",
+    "index_below_size": "小于 {size}",
+    "index_at_least": "至少为 -{size}",
+    "lies_outside": "越界",
+    "may_lie_outside": "可能越界",
+    "slice_past_end": "超出了轴的末尾",
+    "slice_may_pass_end": "可能超出轴的末尾",
+    "slice_before_start": "在轴的开头之前",
+    "slice_may_precede_start": "可能在轴的开头之前",
+    "slice_start": "起点",
+    "slice_end": "终点",
+    "is": "是",
+    "may_be": "可能是",
+    "too_many_indices": "下标太多: {shape} 是 {rank} 维的, 但用了 {count} 个下标",
+    "many_ellipses": "一个下标中只能有一个 `...`",
+    "tensor_index": "不支持用张量做下标: 结果的形状会取决于它的值",
+    "sign_unknown": "无法判断 `{index}` 是从轴的开头还是末尾数起: 对某些尺寸它可能是负数, "
+    "对另一些则不是",
+    "step_zero": "切片的步长不能为零",
+    "step_sign_unknown": "无法判断步长 `{step}` 是向前还是向后: 对某些尺寸它可能是负数, "
+    "对另一些则不是",
+    "bool_in_builtin": "这个内置函数",
+    "bool_in_unary": "一元 `{op}`",
+}
+
+TOKEN_WORDS = {
+    "NAME": "名字", "INT": "数字", "DECIMAL": "数字", "STRING": "字符串",
+    "LPAR": "`(`", "RPAR": "`)`", "LSQB": "`[`", "RSQB": "`]`", "COLON": "`:`",
+    "EQUAL": "`=`", "COMMA": "`,`", "EQ": "`==`", "NE": "`!=`", "LE": "`<=`", "GE": "`>=`",
+    "LT": "`<`", "GT": "`>`", "PLUS": "`+`", "MINUS": "`-`", "STAR": "`*`", "SLASH": "`/`",
+    "DSLASH": "`//`", "AT": "`@`", "POW": "`**`", "TRANSPOSE": "`.T`", "BOOL": "`bool`",
+    "AMP": "`&`", "PIPE": "`|`", "TILDE": "`~`", "ELLIPSIS": "`...`",
+    "_SEP": "行尾", "$END": "行尾",
+    "expression": "表达式", "operator": "运算符或行尾",
+}
+
+EXPLAIN = {
+    "title": "{id} ({name}): {summary}",
+    "severity": "严重程度: {severity}",
+    "what": "含义",
+    "why": "为什么要紧",
+    "example": "例子",
+    "fix": "怎么改",
+    "one_of": "{rest} 或 {last}",
+}

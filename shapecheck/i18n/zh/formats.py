@@ -1,0 +1,37 @@
+"""`verify` 各格式的中文用词: :data:`shapecheck.formats._common.WORDS` 的翻译."""
+
+from __future__ import annotations
+
+WORDS = {
+    "error": "{count} 个错误",
+    "errors": "{count} 个错误",
+    "warning": "{count} 个警告",
+    "warnings": "{count} 个警告",
+    "file": "{count} 个文件",
+    "files": "{count} 个文件",
+    "problem": "{count} 个问题",
+    "problems": "{count} 个问题",
+    "no_files": "没有检查任何文件。",
+    "verified_one": "{files}验证通过",
+    "verified_all": "全部 {files}验证通过",
+    "verified_with": "{verified}, 有 {warnings}。",
+    "verified": "{verified}。",
+    "found": "在 {files}中发现 {errors}和 {warnings}",
+    "found_strict": "{found} (--strict: 警告按错误计)。",
+    "found_end": "{found}。",
+    "continues": "(延续到第 {line} 行)",
+    "summary_counts": "{files}, {errors}, {warnings}: **{verdict}**",
+    "summary_failed": "未通过",
+    "summary_passed": "通过",
+    "summary_strict": " (`--strict`)",
+    "col_file": "文件",
+    "col_line": "行",
+    "col_code": "代码",
+    "col_message": "信息",
+    "col_errors": "错误",
+    "col_warnings": "警告",
+    "col_status": "状态",
+    "status_verified": "✅ 验证通过",
+    "status_failed": "❌ 未通过",
+    "more": "还有 {count} 个",
+}

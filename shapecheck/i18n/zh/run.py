@@ -1,0 +1,99 @@
+"""`shapecheck run` 的中文文本: :data:`shapecheck.backend.errors.MESSAGES` 的翻译."""
+
+from __future__ import annotations
+
+MESSAGES = {
+    # spec 与它的维度
+    "no_dims": "没有维度",
+    "spec_errors": "spec 没有通过验证 ({count}); 无法运行",
+    "unbound": "仍有未绑定的自由维度: {names}; 用 {flags} 绑定它们{derived}",
+    "unbound_derived": " (然后 spec 会确定 {names})",
+    "hint_cli": "--dim {name}=INT",
+    "hint_api": "'{name}': ...",
+    "hints_api": "dims={{{hints}}}",
+    "bindings_from": "绑定: {bindings}",
+    # 传入的数组
+    "unknown_array": "`{name}` 不是这个 spec 的 input 或 param (它们是: {names})",
+    "missing_arrays": "{names} 没有数组; 请传入每个 input 和 param (或用 run(..., seed=...) "
+    "生成缺少的那些)",
+    "not_an_array": "{kind} `{name}`: 需要 NumPy 数组, 得到的是 {type}",
+    "rank": "{kind} `{name}` 声明为 {declared} (秩 {rank}), 但数组的形状是 {actual} (秩 {actual_rank})",
+    "dim_conflict": "{kind} `{name}` 声明为 {declared}, 但数组的形状是 {actual}: 轴 {axis} 给出 "
+    "{dim} = {got}, 而 {source} 给出 {dim} = {bound}",
+    "entry_conflict": "{kind} `{name}` 声明为 {declared}, 在绑定的尺寸 ({bindings}) 下是 {expected}, "
+    "但数组的形状是 {actual}: 轴 {axis} ({dim}) 在绑定下是 {bound}, 数组中是 {got}",
+    "element_type": "{kind} `{name}` 声明为 {declared}, 应存放{wanted}, 但数组的元素类型是 {dtype}",
+    "wanted_bool": " bool 值",
+    "wanted_real": "实数 (浮点数或整数)",
+    "non_finite": "{kind} `{name}` 含有 {count} 个非有限值 (NaN 或无穷); input 和 param 必须是有限值",
+    "zero_axis": "{kind} `{name}` 的形状是 {actual}: 轴 {axis} 为空, 但维度是正整数",
+    "source_dim": "--dim {dim}={value}",
+    "source_array": "{kind} `{name}` (形状 {shape})",
+    "source_spec": "spec ({definition})",
+    "its_constraints": "它的约束",
+    "generated_input": "N(0, 1)",
+    "generated_param": "N(0, 1/fan_in), fan_in 为倒数第二轴",
+    "generated_mask": "以概率 {fraction} 为 true, 每行至少一个 true",
+    # 文件
+    "no_file": "{path}: 没有这个文件",
+    "unreadable": "无法读取 {path}: {reason}",
+    "not_npy": "{path}: 不是 .npy 文件 ({reason})",
+    "not_npz": "{path}: 不是 .npz 归档 ({reason})",
+    "no_magic": "它不是以 NumPy 文件头开始的",
+    "npz_not_npy": "它是 .npz 归档; 请用 --inputs 传入",
+    "npy_not_npz": "它是单个 .npy 数组; 请用 --input NAME=FILE 传入",
+    "truncated": "文件比它的文件头所说的短: 被截断了?",
+    "pickled": "{path}: 存放的是 Python 对象 (pickle 或 object 数组); 只加载数值和 bool 数组, "
+    "从不使用 pickle",
+    "npz_key": "{path}: 数组 `{key}` 无法加载 ({reason})",
+    "npz_member": "{path}[{key}]",
+    "input_twice": "`{name}` 给了两次 (由 {first} 和 {second})",
+    "input_syntax": "`{item}` 不是 NAME=FILE.npy",
+    "cannot_write": "无法写入 {path}: {reason}",
+    "no_folder": "它所在的文件夹不存在",
+    "dtype": "dtype 必须是 {choices} 之一, 得到的是 {dtype}",
+    # 资源
+    "memory": "在绑定的尺寸 ({bindings}) 下这次运行大约需要 {total}, 超过了 --max-memory {limit}; "
+    "最大的张量是 {largest} {shape}, {size}",
+    "tensor_label": "`{name}`",
+    "temporary_label": "定义 `{name}` 的语句 (第 {line} 行) 的一个临时量",
+    "memory_size": "`{text}` 不是一个大小 (例如: 4GiB、512MiB、2GB、1000000、unlimited)",
+    # 内部故障: 检查器的 bug, 从来不是用户的错误
+    "shape_bug": "检查器 bug: `{name}` (第 {line} 行) 运行时形状是 {actual}, 但检查器算出 {symbolic}, "
+    "在绑定的尺寸 ({bindings}) 下是 {expected}; 请报告它",
+    "dtype_bug": "后端 bug: `{name}` (第 {line} 行) 的元素类型是 {actual}, 应为 {expected}; 请报告它",
+    "bug_unbound_shape": "后端 bug: 形状 {shape} 在绑定的尺寸下未知; 请报告它",
+    "bug_no_type": "后端 bug: 检查器没有为第 {line} 行的表达式记录形状; 请报告它",
+    "bug_unresolved_call": "后端 bug: 检查器没有解析第 {line} 行对 `{name}` 的调用; 请报告它",
+    "bug_no_builtin": "后端 bug: 内置函数 `{name}` 没有 NumPy 实现; 请报告它",
+    "bug_no_builtin_torch": "后端 bug: 内置函数 `{name}` 没有 torch 实现; 请报告它",
+    "bug_not_value": "后端 bug: 无法把 {kind} 当作值执行 (第 {line} 行); 请报告它",
+    # `shapecheck run` 的报告
+    "report_header": "{path}: 以 {bindings} 运行 ({dtype}, numpy)",
+    "report_generated": "  生成 (seed {seed}): {names} ~ {how}",
+    "report_loaded": "  加载: {name} 来自 {source}",
+    "report_output": "输出 {name}: 形状 {shape}, {dtype}, {stats}",
+    "report_stats": "min {min:.6g}, max {max:.6g}, mean {mean:.6g}",
+    "report_stats_bool": " ({size} 个中 {true} 个为 true)",
+    "report_stats_nan": ", {count} 个 NaN",
+    "report_checked": "已检查:",
+    "report_check": "  {text}",
+    "report_warning": "warning: {text}",
+    "report_saved": "已把 {count} 个数组保存到 {path}",
+    "report_error": "shapecheck: {text}",
+    "report_internal": "shapecheck: 内部错误: {text}",
+    "report_save_all_needs_save": "--save-all 需要 --save FILE.npz",
+    # 不变量与警告
+    "masked_rows": "`{name}` (第 {line} 行): {count} 行 softmax 全是 -inf (完全被掩盖), 得到 NaN",
+    "non_finite_output": "输出 `{name}` 含有 {count} 个非有限值",
+    "check_shapes": "{count} 条语句的形状在绑定的尺寸下与检查器的一致",
+    "check_dtype": "每个张量都是 {dtype} (bool 掩码除外)",
+    "check_softmax": "softmax `{name}` (第 {line} 行): 沿轴 {axis} 每一{what}之和为 1 "
+    "(最大误差 {error:.1e})",
+    "check_softmax_nan": "softmax `{name}` (第 {line} 行): 沿轴 {axis} 每一个不是 NaN 的{what}之和为 1 "
+    "(最大误差 {error:.1e})",
+    "what_row": "行",
+    "what_column": "列",
+    "what_slice": "片",
+    "softmax_sum": "softmax `{name}` (第 {line} 行): 有一{what}沿轴 {axis} 之和为 {total!r}, 不是 1",
+}
