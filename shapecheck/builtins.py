@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from . import codes, symbolic
 from .diagnostics import Note
 from .program import SCALAR, Shape, Value
-from .symbolic import Dim, DimSystem, Verdict, shape_text, to_text
+from .symbolic import Claim, Decision, Dim, DimSystem, Verdict, shape_text, to_text
 
 
 class Kind(Enum):
@@ -53,7 +53,8 @@ class Ctx(Protocol):
     def dims(self) -> DimSystem: ...
 
     def report(self, code: codes.Code, at: str | None = None, *, notes: Sequence[Note] = (),
-               help: Sequence[str] = (), **fields: object) -> None: ...
+               help: Sequence[str] = (), counterexample: Sequence[tuple[str, int]] = (),
+               **fields: object) -> None: ...
 
     def text(self, param: str) -> str: ...
 
@@ -116,38 +117,44 @@ def broadcast(ctx: Ctx, left: Value, right: Value, op: str, at: str | None = Non
         else:
             verdict = ctx.dims.equal(a, b)
             if not verdict:
+                decision = ctx.dims.decide(Claim.equal(a, b))
                 ctx.report(
-                    codes.BROADCAST, at, notes=ctx.notes(*params),
-                    help=_constraint_help(ctx, a, b, verdict),
+                    codes.BROADCAST, at, notes=ctx.notes(*params), help=needed_help(decision),
+                    counterexample=counterexample(decision),
                     lhs_shape=left.text(), rhs_shape=right.text(), op=op,
-                    lhs_dim=to_text(a), rhs_dim=to_text(b), relation=_relation(verdict),
+                    lhs_dim=to_text(a), rhs_dim=to_text(b), relation=relation(decision),
                 )
                 return None
             result.append(a)
     return tuple(result)
 
 
-def _relation(verdict: Verdict) -> str:
-    return codes.RELATIONS["differ" if verdict is Verdict.DIFFERENT else "unproved"]
+def relation(decision: Decision, to: bool = False) -> str:
+    """`differ` (always), `differ at N=1, d=2 (1 vs 2)` (refuted), or `cannot be proved
+    equal` (undetermined); ``to`` for the "X, which ... Y" form."""
+    if decision.verdict is Verdict.DIFFERENT:
+        kind = "differ"
+    else:
+        kind = "refuted" if decision.refuted else "unproved"
+    return codes.relation(kind, to, decision.counterexample)
 
 
-def _relation_to(verdict: Verdict) -> str:
-    """`differs from` / `cannot be proved equal to`, for "X, which ... Y"."""
-    return codes.RELATIONS["differs_from" if verdict is Verdict.DIFFERENT else "unproved_to"]
+def counterexample(decision: Decision) -> tuple[tuple[str, int], ...]:
+    """The sizes where a refuted claim fails, as a diagnostic carries them."""
+    return decision.counterexample.values if decision.counterexample is not None else ()
 
 
-def _constraint_help(ctx: Ctx, a: Dim, b: Dim, verdict: Verdict) -> list[str]:
-    return constraint_help(ctx.dims, a, b, verdict)
+def needed_help(decision: Decision) -> list[str]:
+    """`help: add ...` with the weakest constraint that makes the claim hold, if any."""
+    needed = decision.needed
+    return [codes.needed_help(needed.dims, needed.constraint)] if needed is not None else []
 
 
 def constraint_help(dims: DimSystem, a: Dim, b: Dim, verdict: Verdict) -> list[str]:
     """Suggest the constraint when two different expressions of dims could be equal."""
-    if verdict is Verdict.DIFFERENT or (symbolic.is_name(a) and symbolic.is_name(b)):
+    if verdict is Verdict.DIFFERENT:
         return []
-    if symbolic.free_names(a) & symbolic.free_names(b):
-        return []  # `N == N**2` or `A == A*B` would only say "some dim is 1"
-    lhs, rhs = dims.suggestion(a, b)
-    return [codes.help_text("add_constraint", lhs=lhs, rhs=rhs)]
+    return needed_help(dims.decide(Claim.equal(a, b)))
 
 
 def matmul(ctx: Ctx, left: Value, right: Value, left_text: str, right_text: str,
@@ -163,7 +170,8 @@ def matmul(ctx: Ctx, left: Value, right: Value, left_text: str, right_text: str,
     inner_left, inner_right = lshape[-1], rshape[-2]
     verdict = ctx.dims.equal(inner_left, inner_right)
     if not verdict:
-        helps = _matmul_help(ctx, lshape, rshape, left_text, right_text, verdict)
+        decision = ctx.dims.decide(Claim.equal(inner_left, inner_right))
+        helps = _matmul_help(ctx, lshape, rshape, left_text, right_text, decision)
         if right_param and len(right.shape) == 2:
             # A weight is more often declared wrong than used untransposed.
             fixed = Value((lshape[-1], rshape[-1]))
@@ -171,7 +179,8 @@ def matmul(ctx: Ctx, left: Value, right: Value, left_text: str, right_text: str,
                 codes.help_text("or", text=h) for h in helps]
         ctx.report(
             codes.MATMUL_INNER, None, notes=ctx.notes("left", "right"), help=helps,
-            relation=_relation(verdict), lhs_inner=to_text(inner_left),
+            counterexample=counterexample(decision),
+            relation=relation(decision), lhs_inner=to_text(inner_left),
             rhs_inner=to_text(inner_right), lhs_shape=left.text(), rhs_shape=right.text(),
         )
         return None
@@ -184,12 +193,12 @@ def matmul(ctx: Ctx, left: Value, right: Value, left_text: str, right_text: str,
 
 
 def _matmul_help(ctx: Ctx, lshape: Shape, rshape: Shape, left_text: str, right_text: str,
-                 verdict: Verdict) -> list[str]:
+                 decision: Decision) -> list[str]:
     if len(rshape) >= 2 and ctx.dims.equal(lshape[-1], rshape[-1]):
         return [codes.help_text("transpose", fix=f"{left_text} @ {_transposed(right_text)}")]
     if len(lshape) >= 2 and ctx.dims.equal(lshape[-2], rshape[-2]):
         return [codes.help_text("transpose", fix=f"{_transposed(left_text)} @ {right_text}")]
-    return _constraint_help(ctx, lshape[-1], rshape[-2], verdict)
+    return needed_help(decision)
 
 
 def _transposed(text: str) -> str:
@@ -275,38 +284,41 @@ def _reshape(ctx: Ctx, a: dict[str, Any]) -> Value | None:
         known = _count(tuple(d for d in target if symbolic.as_int(d) != -1))
         verdict = ctx.dims.divides(source_count, known)
         if not verdict:
+            decision = ctx.dims.decide(Claim.divides(source_count, known))
             ctx.report(codes.NOT_DIVISIBLE, "shape",
-                       claim=ctx.dims.divisibility_claim(source_count, known, verdict),
-                       help=_reshape_help(ctx, x.shape, target, inferred[0]))
+                       claim=ctx.dims.divisibility_claim(source_count, known, decision),
+                       counterexample=counterexample(decision),
+                       help=_reshape_help(ctx, x.shape, target, inferred[0], decision))
             return None
         filled = ctx.dims.quotient(source_count, known)
         target = target[: inferred[0]] + (filled,) + target[inferred[0] + 1:]
         return Value(target, x.is_bool)
     verdict = ctx.dims.equal(source_count, _count(target))
     if not verdict:
-        # No constraint can help counts that provably differ.
-        helps = _reshape_help(ctx, x.shape, target, None) if verdict is Verdict.UNPROVED else []
-        ctx.report(codes.RESHAPE, "shape", notes=ctx.notes("x"), help=helps,
-                   source=x.text(), target=shape_text(target), relation=_relation(verdict),
+        decision = ctx.dims.decide(Claim.equal(source_count, _count(target)))
+        ctx.report(codes.RESHAPE, "shape", notes=ctx.notes("x"),
+                   help=_reshape_help(ctx, x.shape, target, None, decision),
+                   counterexample=counterexample(decision),
+                   source=x.text(), target=shape_text(target), relation=relation(decision),
                    source_count=to_text(source_count), target_count=to_text(_count(target)))
         return None
     return Value(target, x.is_bool)
 
 
-def _reshape_help(ctx: Ctx, source: Shape, target: Shape, inferred: int | None) -> list[str]:
-    """Name the relation a reshape needs: the entries that differ, as a constraint."""
+def _reshape_help(ctx: Ctx, source: Shape, target: Shape, inferred: int | None,
+                  decision: Decision) -> list[str]:
+    """The relation a reshape needs, as a constraint: the element counts with the
+    entries both shapes share cancelled (`D == H * d` rather than `N*D == N*H*d`)."""
+    if decision.verdict is Verdict.DIFFERENT:
+        return []  # no constraint can help counts that provably differ
     source_rest = [d for d in source if not any(ctx.dims.equal(d, t) for t in target)]
     target_rest = [d for i, d in enumerate(target)
                    if i != inferred and not any(ctx.dims.equal(d, s) for s in source)]
-    if len(source_rest) == 1 and target_rest and inferred is None:
-        lhs, rhs = ctx.dims.suggestion(source_rest[0], symbolic.product(target_rest))
-        return [codes.help_text("add_constraint", lhs=lhs, rhs=rhs)]
-    if len(source_rest) == 1 and target_rest and inferred is not None:
+    if len(source_rest) == 1 and target_rest:
         product = symbolic.product(target_rest)
-        return [codes.help_text("add_constraint", lhs=to_text(source_rest[0]),
-                                rhs=f"{symbolic.spaced(to_text(product))} * "
-                                f"{ctx.dims.fresh_name('k', source_rest[0], product)}")]
-    return []
+        claim = (Claim.divides if inferred is not None else Claim.equal)(source_rest[0], product)
+        return needed_help(ctx.dims.decide(claim))
+    return needed_help(decision)
 
 
 def _split_heads(ctx: Ctx, a: dict[str, Any]) -> Value | None:
@@ -318,14 +330,11 @@ def _split_heads(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     *batch, n, last = x.shape
     verdict = ctx.dims.divides(last, heads)
     if not verdict:
-        helps = []
-        if symbolic.is_name(last) and verdict is Verdict.UNPROVED:
-            helps = [codes.help_text("add_constraint", lhs=to_text(last),
-                                     rhs=f"{symbolic.spaced(to_text(heads))} * "
-                                     f"{ctx.dims.fresh_name('d', last, heads)}")]
-        ctx.report(codes.SPLIT_HEADS, "x", notes=ctx.notes("x"), help=helps,
+        decision = ctx.dims.decide(Claim.divides(last, heads))
+        ctx.report(codes.SPLIT_HEADS, "x", notes=ctx.notes("x"), help=needed_help(decision),
+                   counterexample=counterexample(decision),
                    last=to_text(last), shape=x.text(), heads=to_text(heads),
-                   reason=ctx.dims.divisibility_claim(last, heads, verdict))
+                   reason=ctx.dims.divisibility_claim(last, heads, decision))
         return None
     return Value((*batch, heads, n, ctx.dims.quotient(last, heads)), x.is_bool)
 
@@ -370,8 +379,10 @@ def _concat(ctx: Ctx, a: dict[str, Any]) -> Value | None:
         for i, (d1, d2) in enumerate(zip(first.shape, part.shape)):
             verdict = ctx.dims.equal(d1, d2) if i != axis else Verdict.PROVED
             if not verdict:
-                ctx.report(codes.CONCAT, "tensors", detail=codes.detail(
-                    "concat_axis", index=index, shape=part.text(), relation=_relation_to(verdict),
+                decision = ctx.dims.decide(Claim.equal(d2, d1))
+                ctx.report(codes.CONCAT, "tensors", counterexample=counterexample(decision),
+                           help=needed_help(decision), detail=codes.detail(
+                    "concat_axis", index=index, shape=part.text(), relation=relation(decision, to=True),
                     first_shape=first.text(), axis=i, size=to_text(d2), first_size=to_text(d1),
                     free_axis=axis))
                 return None
@@ -443,12 +454,15 @@ def _stack(ctx: Ctx, a: dict[str, Any]) -> Value | None:
         return None
     for index, part in enumerate(parts[1:], start=2):
         assert part.shape is not None
-        verdicts = [ctx.dims.equal(d1, d2) for d1, d2 in zip(first.shape, part.shape)]
-        if part.rank != first.rank or not all(verdicts):
-            failed = next((v for v in verdicts if not v), Verdict.DIFFERENT)
-            ctx.report(codes.CONCAT, "tensors", notes=ctx.notes("tensors"), detail=codes.detail(
-                "stack_shape", index=index, shape=part.text(), relation=_relation_to(failed),
-                first_shape=first.text()))
+        unequal = [(d1, d2) for d1, d2 in zip(first.shape, part.shape) if not ctx.dims.equal(d1, d2)]
+        if part.rank != first.rank or unequal:
+            decision = ctx.dims.decide(Claim.equal(*unequal[0])) if unequal else Decision(
+                Verdict.DIFFERENT)
+            ctx.report(codes.CONCAT, "tensors", notes=ctx.notes("tensors"),
+                       counterexample=counterexample(decision), help=needed_help(decision),
+                       detail=codes.detail("stack_shape", index=index, shape=part.text(),
+                                           relation=relation(decision, to=True),
+                                           first_shape=first.text()))
             return None
     shape = first.shape[:axis] + (symbolic.integer(len(parts)),) + first.shape[axis:]
     return Value(shape, all(p.is_bool for p in parts))

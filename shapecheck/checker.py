@@ -14,13 +14,13 @@ from typing import Any
 from . import codes, nodes
 from .builtins import (
     BUILTINS, KEYWORD_SYNONYMS, VARIADIC, Builtin, Kind, axis_index, broadcast, constraint_help,
-    matmul, transpose_last_two,
+    matmul, needed_help, transpose_last_two,
 )
 from .diagnostics import Diagnostic, DiagnosticSink, Note, Span
 from .indexing import Entry, subscript_shape
 from .program import SCALAR, UNKNOWN, CallInfo, Program, Tensor, Value
 from .symbolic import (
-    Dim, DimBuilder, DimSystem, Verdict, as_int, condition_text, free_names, to_text,
+    Claim, Decision, Dim, DimBuilder, DimSystem, Verdict, as_int, free_names, to_text,
 )
 
 RESERVED_WORDS = frozenset(
@@ -70,6 +70,7 @@ class Checker:
             nodes.Broken: self._broken,
         }
         self._first = _first_definitions(statements)
+        self.dims.taken = frozenset(self._first)
         for statement in _dims_first(statements):
             if self.sink.full:
                 self.sink.dropped += 1  # the rest is not checked
@@ -201,15 +202,26 @@ class Checker:
             return value
         verdict = self.dims.positive(value)
         if not verdict:
-            # "at the bindings" only when there are dims to bind: `0` is simply not positive.
-            at_bindings = verdict is Verdict.DIFFERENT and free_names(value)
-            reason = codes.detail("not_positive_at_bindings") if at_bindings else ""
-            helps = [codes.help_text("add_condition", condition=condition_text(value, True))] + [
-                codes.help_text("bind_dim", name=n) for n in sorted(free_names(value))[:1]]
-            self.report(codes.NOT_POSITIVE.diag(node.span, expr=to_text(value), reason=reason,
-                                                help=helps if verdict is Verdict.UNPROVED else []))
+            self.report(self._not_positive(node, value, self.dims.decide(Claim.positive(value))))
             return None
         return value
+
+    def _not_positive(self, node: nodes.Expr, value: Dim, decision: Decision) -> Diagnostic:
+        """SC201: refuted (the sizes where it is not positive), undetermined, or not
+        positive at the bindings; the help adds the constraint, or binds a dim."""
+        # "at the bindings" only when there are dims to bind: `0` is simply not positive.
+        at_bindings = decision.verdict is Verdict.DIFFERENT and free_names(value)
+        reason = codes.detail("not_positive_at_bindings") if at_bindings else ""
+        example = decision.counterexample
+        if example is not None:
+            reason = codes.detail("not_positive_at", value=example.sides[0], values=example.text())
+        helps: list[str] = []
+        if decision.verdict is Verdict.UNPROVED:
+            helps = needed_help(decision) + [
+                codes.help_text("bind_dim", name=n) for n in sorted(free_names(value))[:1]]
+            helps[1:] = [codes.help_text("or", text=h) for h in helps[1:]]
+        return codes.NOT_POSITIVE.diag(node.span, expr=to_text(value), reason=reason, help=helps,
+                                       counterexample=example.values if example else ())
 
     def _constraint(self, stmt: nodes.Constraint) -> None:
         left = self._builder.constraint_side(stmt.left)
@@ -727,10 +739,12 @@ class _RuleCtx:
         return self.checker.dims
 
     def report(self, code: codes.Code, at: str | None = None, *, notes: Sequence[Note] = (),
-               help: Sequence[str] = (), **fields: object) -> None:
+               help: Sequence[str] = (), counterexample: Sequence[tuple[str, int]] = (),
+               **fields: object) -> None:
         target = self.params.get(at) if at is not None else None
         span = target.span if target is not None else self.node.span
-        self.checker.report(code.diag(span, notes=notes, help=help, **fields))
+        self.checker.report(code.diag(span, notes=notes, help=help,
+                                      counterexample=counterexample, **fields))
 
     def text(self, param: str) -> str:
         target = self.params.get(param)

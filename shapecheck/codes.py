@@ -33,6 +33,7 @@ class Code:
         *,
         notes: Iterable[Note] = (),
         help: Iterable[str] = (),
+        counterexample: Iterable[tuple[str, int]] = (),
         **fields: object,
     ) -> Diagnostic:
         return Diagnostic(
@@ -42,6 +43,7 @@ class Code:
             span=span,
             notes=tuple(notes),
             help=tuple(help),
+            counterexample=tuple(counterexample),
         )
 
     def text(self, field: str) -> str:
@@ -185,8 +187,9 @@ NOT_DIVISIBLE = _code(
     why="`D_model / H` is only a size if `H` divides `D_model`; without a constraint "
     "this fails for some admissible sizes.",
     example="dim D_model, H\ndim d = D_model / H\n"
-    "# error[SC202]: cannot prove that D_model is divisible by H",
-    fix="Declare the relation: `constraint D_model == H * d` (with a new dim `d`).",
+    "# error[SC202]: D_model is not divisible by H for every size: it fails at D_model=1, H=2: "
+    "1 is not divisible by 2\n# help: add `dim k` and `constraint D_model == H * k`",
+    fix="Declare the relation, as the help says: `dim k` and `constraint D_model == H * k`.",
 )
 CONSTRAINT_VIOLATED = _code(
     "SC203", "constraint-violated", E, "the bindings violate a constraint",
@@ -361,8 +364,9 @@ SPLIT_HEADS = _code(
     what="`split_heads(x, H)` turns `[..., N, H*d]` into `[..., H, N, d]`; the last axis "
     "must be provably divisible by `H`.",
     why="With `D_model` and `H` unrelated, `D_model / H` is not a size for every choice.",
-    example="dim N, H, D_model\ninput X: [N, D_model]\nQ = split_heads(X, H)\n# error[SC313]",
-    fix="Add `constraint D_model == H * d` (declaring `d`).",
+    example="dim N, H, D_model\ninput X: [N, D_model]\nQ = split_heads(X, H)\n# error[SC313]: ... "
+    "it fails at D_model=1, H=2: 1 is not divisible by 2",
+    fix="Add the relation, as the help says: `dim k` and `constraint D_model == H * k`.",
 )
 SCALAR_OPERAND = _code(
     "SC314", "not-a-tensor", E, "a tensor is needed but a scalar or list was given",
@@ -387,7 +391,7 @@ POWER = _code(
 
 INDEX_RANGE = _code(
     "SC316", "index-out-of-range", E, "an index may lie outside its axis",
-    "index `{index}` {relation} axis {axis} of {shape}: it must be {bound}",
+    "index `{index}` {relation} axis {axis} of {shape}{where}: it must be {bound}",
     what="An integer index `x[i]` picks one element along an axis of size `n`; it must "
     "lie in `-n .. n-1` (a negative index counts from the end) for every admissible size.",
     why="NumPy raises `IndexError` on such an index, but only at the sizes where it "
@@ -399,7 +403,7 @@ INDEX_RANGE = _code(
 SLICE_RANGE = _code(
     "SC317", "slice-out-of-range", E, "a slice bound may lie outside its axis",
     "the {part} `{bound}` of the slice `{slice}` {relation} axis {axis} of {shape} "
-    "(size {size}); NumPy would clamp it silently",
+    "(size {size}){where}; NumPy would clamp it silently",
     what="A slice bound must lie inside the axis (`0 .. n`, or `-n .. -1` from the end) "
     "for every admissible size: `x[..., :h]` of an axis of size `d` needs `h <= d`.",
     why="NumPy clamps a bound past the end without a word, so `x[..., :h]` would "
@@ -412,7 +416,7 @@ SLICE_RANGE = _code(
 )
 EMPTY_SLICE = _code(
     "SC318", "empty-slice", E, "a slice may select no element",
-    "the slice `{slice}` of axis {axis} of {shape} {relation} empty: its length is {length}",
+    "the slice `{slice}` of axis {axis} of {shape} {relation} empty{where}: its length is {length}",
     what="A slice gives an axis of `(stop - start) / step` elements (rounded up); like "
     "every size, it must be a positive integer for every admissible size.",
     why="Dims are positive integers; `x[1:]` of an axis of size `T` is empty when `T = 1`, "
@@ -506,7 +510,8 @@ HELPS: Table = Table("codes", "HELPS", {
     "transpose": "did you mean `{fix}`?",
     "redeclare": "if `{name}` is declared with the wrong shape: `param {name}: {shape}`",
     "or": "or: {text}",
-    "add_constraint": "add `constraint {lhs} == {rhs}`",
+    "add_constraint": "add `constraint {constraint}`",
+    "add_dim_and_constraint": "add `dim {dims}` and `constraint {constraint}`",
     "did_you_mean": "did you mean `{name}`?",
     "declare_dim": "declare it with `dim {name}`",
     "use_row": "use `softmax({arg}, axis=row)`",
@@ -523,9 +528,33 @@ HELPS: Table = Table("codes", "HELPS", {
 RELATIONS: Table = Table("codes", "RELATIONS", {
     "differ": "differ",
     "unproved": "cannot be proved equal",
+    "refuted": "differ at {values} ({left} vs {right})",
     "differs_from": "differs from",
     "unproved_to": "cannot be proved equal to",
+    "refuted_to": "differs (at {values}: {left} vs {right}) from",
 })
+
+
+def relation(kind: str, to: bool = False, counterexample: object = None) -> str:
+    """How two dims relate: ``kind`` is `differ` (always), `refuted` (at the
+    counterexample's sizes, a ``symbolic.Counterexample``) or `unproved`; ``to`` for
+    the "X, which ... Y" form."""
+    key = {"differ": "differs_from", "unproved": "unproved_to", "refuted": "refuted_to"}[kind] \
+        if to else kind
+    if kind != "refuted":
+        return RELATIONS[key]
+    left, right = counterexample.sides  # type: ignore[attr-defined]
+    return RELATIONS[key].format(values=counterexample.text(),  # type: ignore[attr-defined]
+                                 left=left, right=right)
+
+
+def needed_help(dims: Iterable[str], constraint: str) -> str:
+    """`help: add ...` for the weakest constraint, declaring the new dims it needs."""
+    names = ", ".join(dims)
+    if names:
+        return HELPS["add_dim_and_constraint"].format(dims=names, constraint=constraint)
+    return HELPS["add_constraint"].format(constraint=constraint)
+
 
 SYNTAX_TEXT: Table = Table("codes", "SYNTAX_TEXT", {
     "expected_after": "expected {expected} after {previous}, found {found}",
@@ -561,14 +590,22 @@ def constraint_reason(key: str, **fields: object) -> str:
 
 DIVISIBILITY: Table = Table("codes", "DIVISIBILITY", {
     "unproved": "cannot prove that {numerator} is divisible by {denominator}",
+    "refuted": "{numerator} is not divisible by {denominator} for every size: it fails at "
+    "{values}: {top} is not divisible by {bottom}",
     "different": "{numerator} is not divisible by {denominator}",
     "different_at": "{numerator} is not divisible by {denominator}: {top} / {bottom} leaves a remainder",
 })
 
 
 def divisibility(definite: bool, numerator: str, denominator: str,
-                 values: tuple[int, int] | None = None) -> str:
-    """The claim of an SC202 message: unproved, or false (at the bindings)."""
+                 values: tuple[int, int] | None = None, counterexample: object = None) -> str:
+    """The claim of an SC202 message: refuted (at a counterexample, a
+    ``symbolic.Counterexample``), unproved, or false (at the bindings)."""
+    if not definite and counterexample is not None:
+        top, bottom = counterexample.sides  # type: ignore[attr-defined]
+        return DIVISIBILITY["refuted"].format(
+            numerator=numerator, denominator=denominator, top=top, bottom=bottom,
+            values=counterexample.text())  # type: ignore[attr-defined]
     if not definite:
         return DIVISIBILITY["unproved"].format(numerator=numerator, denominator=denominator)
     if values is None:
@@ -592,6 +629,7 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "builtin_function": "builtin function",
     # SC201: why a dim expression is not positive
     "not_positive_at_bindings": " (it is not positive at the bindings)",
+    "not_positive_at": ": it is {value} at {values}",
     # SC203: the bindings of a constraint when no dim in it is bound
     "no_bindings": "these values",
     # SC204
@@ -672,6 +710,7 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "not_a_value": "this is not a value",
     # SC316: what an index must be
     "index_below_size": "less than {size}",
+    "at_sizes": " at {values}",
     "index_at_least": "at least -{size}",
     # SC316, SC317, SC318: definitely or possibly
     "lies_outside": "lies outside",

@@ -69,6 +69,10 @@ class Fix:
 
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
+    """One problem. ``counterexample`` holds, for a claim about dims that was refuted
+    ("fails at D_model=1, H=2"), the sizes where it fails: (dim name, size) pairs,
+    sorted by name; empty otherwise."""
+
     code: str
     severity: Severity
     message: str
@@ -76,6 +80,7 @@ class Diagnostic:
     notes: tuple[Note, ...] = ()
     help: tuple[str, ...] = ()
     fixes: tuple[Fix, ...] = ()
+    counterexample: tuple[tuple[str, int], ...] = ()
 
     @property
     def is_error(self) -> bool:

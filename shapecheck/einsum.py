@@ -113,11 +113,13 @@ def _record(ctx: Ctx, sizes: dict[str, tuple[Dim, int]], letter: str, dim: Dim, 
     verdict = ctx.dims.equal(previous, dim)
     if verdict:
         return True
-    relation = codes.RELATIONS[
-        "differs_from" if verdict is symbolic.Verdict.DIFFERENT else "unproved_to"]
-    ctx.report(codes.EINSUM, "operands", notes=ctx.notes("operands"), detail=codes.detail(
+    from .builtins import counterexample, needed_help, relation
+
+    decision = ctx.dims.decide(symbolic.Claim.equal(dim, previous))
+    ctx.report(codes.EINSUM, "operands", notes=ctx.notes("operands"), help=needed_help(decision),
+               counterexample=counterexample(decision), detail=codes.detail(
         "einsum_letter", letter=letter, subscripts=subscripts, size=to_text(dim), index=index,
-        relation=relation, previous=to_text(previous), first=first))
+        relation=relation(decision, to=True), previous=to_text(previous), first=first))
     return False
 
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import codes, symbolic
+from .builtins import needed_help
 from .program import IndexPlan, NewAxis, Range, Take, Value
-from .symbolic import Dim, Verdict, condition_text, to_text
+from .symbolic import Claim, Decision, Dim, Verdict, to_text
 
 if TYPE_CHECKING:
     from .builtins import Ctx
@@ -109,20 +110,32 @@ def _known_sign(ctx: Ctx, value: Dim, key: str, step: bool = False) -> int | Non
     if sign is None:
         detail = codes.detail("step_sign_unknown", step=ctx.text(key)) if step \
             else codes.detail("sign_unknown", index=ctx.text(key))
-        ctx.report(codes.BAD_INDEX, key, detail=detail,
-                   help=[codes.help_text("add_condition", condition=condition_text(value, step))])
+        claim = Claim.positive(value) if step else Claim.at_most(symbolic.integer(0), value)
+        ctx.report(codes.BAD_INDEX, key, detail=detail, help=needed_help(ctx.dims.decide(claim)))
     return sign
 
 
-def _relation(verdict: Verdict, definite: str, possible: str) -> str:
-    return codes.detail(definite if verdict is Verdict.DIFFERENT else possible)
+def _failed(ctx: Ctx, claim: Claim) -> tuple[Decision, dict[str, Any]] | None:
+    """None when the claim is proved; else its decision and the message fields that say
+    how it fails: ``definite`` (always, or at the bindings) or not, and where."""
+    decision = ctx.dims.decide(claim)
+    if decision:
+        return None
+    example = decision.counterexample
+    fields: dict[str, Any] = {
+        "where": codes.detail("at_sizes", values=example.text()) if example else "",
+        "counterexample": example.values if example else (),
+        "help": needed_help(decision),
+    }
+    return decision, fields
 
 
-def _helps(verdict: Verdict, needed: Dim, strict: bool) -> list[str]:
-    """The constraint that would make ``needed`` positive (or non-negative)."""
-    if verdict is Verdict.DIFFERENT:
-        return []
-    return [codes.help_text("add_condition", condition=condition_text(needed, strict))]
+def _definite(decision: Decision) -> bool:
+    return decision.verdict is Verdict.DIFFERENT or decision.refuted
+
+
+def _relation(decision: Decision, definite: str, possible: str) -> str:
+    return codes.detail(definite if _definite(decision) else possible)
 
 
 def _take(ctx: Ctx, x: Value, axis: int, entry: Entry) -> Dim | None:
@@ -133,14 +146,14 @@ def _take(ctx: Ctx, x: Value, axis: int, entry: Entry) -> Dim | None:
     if sign is None:
         return None
     # From the start it must be below the size; from the end, at least -size.
-    needed, strict, bound = (size - index, True, "index_below_size") if sign > 0 \
-        else (size + index, False, "index_at_least")
-    verdict = ctx.dims.positive(needed if strict else needed + 1)
-    if not verdict:
-        ctx.report(codes.INDEX_RANGE, entry.key, help=_helps(verdict, needed, strict),
-                   index=ctx.text(entry.key), axis=axis, shape=x.text(),
-                   relation=_relation(verdict, "lies_outside", "may_lie_outside"),
-                   bound=codes.detail(bound, size=to_text(size)))
+    claim, bound = (Claim.positive(size - index), "index_below_size") if sign > 0 \
+        else (Claim.at_most(-index, size), "index_at_least")
+    failed = _failed(ctx, claim)
+    if failed is not None:
+        decision, fields = failed
+        ctx.report(codes.INDEX_RANGE, entry.key, index=ctx.text(entry.key), axis=axis,
+                   shape=x.text(), relation=_relation(decision, "lies_outside", "may_lie_outside"),
+                   bound=codes.detail(bound, size=to_text(size)), **fields)
         return None
     return index if sign > 0 else size + index
 
@@ -172,14 +185,14 @@ def _range(ctx: Ctx, x: Value, axis: int, entry: Entry) -> Range | None:
     first = start if start is not None else (symbolic.integer(0) if forward else size - 1)
     end = stop if stop is not None else (size if forward else symbolic.integer(-1))
     span = end - first if forward else first - end
-    verdict = ctx.dims.positive(span)
     magnitude = step if forward else -step
     length = span if magnitude == 1 else symbolic.floor_quotient(span + magnitude - 1, magnitude)
-    if not verdict:
-        ctx.report(codes.EMPTY_SLICE, entry.key, help=_helps(verdict, span, True),
-                   slice=ctx.text(entry.key), axis=axis, shape=x.text(),
-                   relation=codes.detail("is" if verdict is Verdict.DIFFERENT else "may_be"),
-                   length=to_text(length))
+    empty = _failed(ctx, Claim.positive(span))  # at least one element
+    if empty is not None:
+        decision, fields = empty
+        ctx.report(codes.EMPTY_SLICE, entry.key, slice=ctx.text(entry.key), axis=axis,
+                   shape=x.text(), length=to_text(length),
+                   relation=codes.detail("is" if _definite(decision) else "may_be"), **fields)
         return None
     return Range(axis, start, stop, step, ctx.dims.simplest(length))
 
@@ -194,14 +207,16 @@ def _bound(ctx: Ctx, x: Value, axis: int, entry: Entry, part: str, value: Dim,
     if sign is None:
         return None
     if sign > 0:
-        needed, relation = last - value, ("slice_past_end", "slice_may_pass_end")
+        claim, relation = Claim.at_most(value, last), ("slice_past_end", "slice_may_pass_end")
     else:
-        needed, relation = size + value, ("slice_before_start", "slice_may_precede_start")
-    verdict = ctx.dims.positive(needed + 1)
-    if not verdict:
-        ctx.report(codes.SLICE_RANGE, key, help=_helps(verdict, needed, False),
+        claim, relation = Claim.at_most(-value, size), ("slice_before_start",
+                                                        "slice_may_precede_start")
+    failed = _failed(ctx, claim)
+    if failed is not None:
+        decision, fields = failed
+        ctx.report(codes.SLICE_RANGE, key,
                    part=codes.detail("slice_start" if part == "start" else "slice_end"),
                    bound=ctx.text(key), slice=ctx.text(entry.key), axis=axis, shape=x.text(),
-                   size=to_text(size), relation=_relation(verdict, *relation))
+                   size=to_text(size), relation=_relation(decision, *relation), **fields)
         return None
     return value if sign > 0 else size + value

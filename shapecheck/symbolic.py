@@ -10,10 +10,12 @@ a division provably leave no remainder.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from enum import Enum
 from typing import Any, TypeAlias
 
@@ -138,6 +140,13 @@ class _SpecPrinter(StrPrinter):
                 text += " + " + self.parenthesize(term, 40)
         return text
 
+    def parenthesize(self, item: Any, level: int, strict: bool = False) -> str:
+        # `a//b` binds like `*` (left to right): as a factor or a base it needs brackets,
+        # or `2*((N + 1)//2)` would print as `2*(N + 1)//2`, which reads `(2*(N + 1))//2`.
+        if isinstance(item, sympy.floor) and level >= 50:
+            return f"({self._print(item)})"
+        return str(super().parenthesize(item, level, strict))
+
     def _print_floor(self, expr: Any) -> str:
         numerator, denominator = sympy.fraction(sympy.together(expr.args[0]))
         return f"{self.parenthesize(numerator, 50)}//{self.parenthesize(denominator, 50)}"
@@ -191,6 +200,8 @@ class DimSystem:
     _lower: dict[Dim, int] = field(default_factory=dict)
     # Inequalities between dims, each as an expression known to be >= 0.
     _facts: list[Dim] = field(default_factory=list)
+    # `!=` constraints, each as an expression that is never 0 (used by refutation).
+    _unequal: list[Dim] = field(default_factory=list)
     _canon_cache: dict[Dim, Dim] = field(default_factory=dict)
     # Answers are memoised until the next declaration or constraint changes
     # what is known; checking statements asks the same questions many times.
@@ -198,6 +209,8 @@ class DimSystem:
     _groebner: Any = None
     # Derived dims bound on the command line, checked against their definition.
     _derived_bindings: list[tuple[Dim, int]] = field(default_factory=list)
+    # Every name the spec defines (tensors too): a dim a suggestion introduces avoids them.
+    taken: frozenset[str] = frozenset()
 
     # declarations
 
@@ -271,6 +284,8 @@ class DimSystem:
         if len(difference.free_symbols) != 1:
             return None
         (sym,) = difference.free_symbols
+        if not difference.is_polynomial(sym):
+            return None  # `N // 2 == 3`: not an equation in N itself
         poly = sympy.Poly(difference, sym)
         if poly.degree() != 1:
             return None
@@ -351,6 +366,8 @@ class DimSystem:
         """A symbol with coefficient +-1 that the equation defines, if any."""
         candidates = sorted(difference.free_symbols, key=lambda s: (s != preferred, s.name))
         for sym in candidates:
+            if not difference.is_polynomial(sym):
+                continue  # inside a floor division: the equation does not define it
             poly = sympy.Poly(difference, sym)
             if poly.degree() != 1:
                 continue
@@ -380,6 +397,8 @@ class DimSystem:
             # `W <= N` is the fact `N - W >= 0`, which proves `N - W + 1` positive.
             larger, smaller = (lhs, rhs) if op in (">", ">=") else (rhs, lhs)
             self._facts.append(sympy.expand(larger - smaller - (1 if op in (">", "<") else 0)))
+        else:
+            self._unequal.append(sympy.expand(lhs - rhs))
         self._invalidate()
         return ConstraintOutcome("ok")
 
@@ -609,12 +628,13 @@ class DimSystem:
         return self._memo("divides", numerator, denominator,
                           lambda: self._divides(numerator, denominator))
 
-    def divisibility_claim(self, numerator: Dim, denominator: Dim, verdict: Verdict) -> str:
-        """The words of an SC202 message, with the values when the dims are bound."""
+    def divisibility_claim(self, numerator: Dim, denominator: Dim, decision: Decision) -> str:
+        """The words of an SC202 message, with the values when the dims are bound, or
+        the counterexample when the division was refuted."""
         top, bottom = self.evaluate(numerator), self.evaluate(denominator)
         values = (top, bottom) if top is not None and bottom is not None else None
-        return codes.divisibility(verdict is Verdict.DIFFERENT, to_text(numerator),
-                                  to_text(denominator), values)
+        return codes.divisibility(decision.verdict is Verdict.DIFFERENT, to_text(numerator),
+                                  to_text(denominator), values, decision.counterexample)
 
     def quotient(self, numerator: Dim, denominator: Dim) -> Dim:
         """``numerator / denominator`` simplified (divisibility proved by the caller)."""
@@ -624,11 +644,40 @@ class DimSystem:
     def _quotient(self, numerator: Dim, denominator: Dim) -> Dim:
         quotient = exact_quotient(numerator, denominator)
         below = sympy.fraction(quotient)[1]
+        if below == 1:
+            return quotient
+        named = self._named_quotient(numerator, denominator)
+        if named is not None:
+            return named
         if below.is_Integer or below.is_Symbol:
             return quotient  # `D_model/H`, `D_model/8`: the spec's own notation
         # Written in the spec's dims the quotient is a fraction (`A*N/(N*gamma)`
         # with derived dims inside); in rewritten form it is the size it proves.
         return exact_quotient(self.canonical(numerator), self.canonical(denominator))
+
+    def _named_quotient(self, numerator: Dim, denominator: Dim) -> Dim | None:
+        """The quotient by the name the spec gives it: `d` for `D/H` when `dim D = H * d` or
+        `constraint D == H * d` says so, or when `dim d = D / H` declares it. First without
+        the bindings (the spec's own relations), then with them (a constraint applied at
+        `--dim` values); never a bare number, which would hide the dims."""
+        for top, bottom in ((self._unvalued(numerator), self._unvalued(denominator)),
+                            (self.canonical(numerator), self.canonical(denominator))):
+            rewritten = exact_quotient(top, bottom)
+            for name, info in self.dims.items():
+                if info.kind == "derived" and self._unvalued(self._symbols[name]) == rewritten:
+                    return self._symbols[name]
+            if sympy.fraction(rewritten)[1] == 1 and not rewritten.is_number:
+                return rewritten
+        return None
+
+    def _unvalued(self, dim: Dim) -> Dim:
+        """``dim`` with derived dims and eliminations substituted, but no value."""
+        result = dim
+        for _ in range(len(self._derived) + 1):
+            if not result.free_symbols & self._derived.keys():
+                break
+            result = result.xreplace(self._derived)
+        return sympy.expand(result.xreplace(self._eliminated))
 
     def _divides(self, numerator: Dim, denominator: Dim) -> Verdict:
         if _monomial_quotient(self.canonical(numerator), self.canonical(denominator)) is not None:
@@ -665,18 +714,17 @@ class DimSystem:
             and self._symbols[info.name] in self._eliminated
         ]
 
-    def fresh_name(self, preferred: str, *used_in: Dim) -> str:
-        """The quotient's name in a suggested constraint: ``preferred`` (a dim the spec
-        may already declare, as in `D_model == H * d`) unless the relation itself uses
-        it, which would give `d == N * d`."""
-        taken = set().union(*(free_names(dim) for dim in used_in))
-        for name in (preferred, f"{preferred}_new", "k", "m"):
-            if name not in taken:
-                return name
+    def fresh_name(self, preferred: str, *used_in: Dim, taken: Iterable[str] = ()) -> str:
+        """The quotient's name in a suggested constraint: ``preferred`` unless the
+        relation itself uses it (which would give `d == N * d`) or ``taken`` has it."""
+        taken = set(taken) | self.taken | self._symbols.keys()
+        taken = taken.union(*(free_names(dim) for dim in used_in))
+        if preferred not in taken:
+            return preferred
         index = 2
-        while f"k{index}" in taken:
+        while f"{preferred}{index}" in taken:
             index += 1
-        return f"k{index}"
+        return f"{preferred}{index}"
 
     def suggestion(self, left: Dim, right: Dim) -> tuple[str, str]:
         """The constraint that would make ``left == right``, as the user would write it."""
@@ -684,6 +732,170 @@ class DimSystem:
         if lone and lone[0] is right:
             left, right = right, left
         return to_text(left), spaced(to_text(right))
+
+    # --- three-way verdicts: proved, refuted with a counterexample, or undetermined ----
+
+    def holds(self, claim: Claim) -> Verdict:
+        """The verdict on a claim (the checker's own question for its kind)."""
+        if claim.kind == "equal":
+            return self.equal(claim.left, claim.right)
+        if claim.kind == "divides":
+            return self.divides(claim.left, claim.right)
+        if claim.kind == "positive":
+            return self.positive(claim.left)
+        return self.at_most(claim.left, claim.right)
+
+    def at_most(self, left: Dim, right: Dim) -> Verdict:
+        """Is ``left <= right`` for every admissible size? (``right - left + 1`` is a size.)"""
+        return self.positive(sympy.expand(right - left + 1))
+
+    def decide(self, claim: Claim, taken: Iterable[str] = ()) -> Decision:
+        """The three-way verdict on a claim: the entry point for every "cannot be proved".
+
+        Proved and provably different stay as they are. Otherwise the claim is
+        *refuted* when a bounded search finds an admissible size where it fails
+        (the smallest sum of the free dims; ``Decision.counterexample``), or
+        *undetermined*. Either way ``Decision.needed`` is the weakest constraint
+        that makes it hold, when the checker can then prove it: new dims get
+        names not in ``taken`` (the spec's other names) and are declared by it.
+        """
+        verdict = self.holds(claim)
+        if verdict is not Verdict.UNPROVED:
+            return Decision(verdict)
+        names = frozenset(taken)
+        key = ("decide", claim, names)
+        cached = self._answers.get(key)
+        if cached is None:
+            cached = self._answers[key] = Decision(
+                verdict, self.counterexample(claim), self.weakest_constraint(claim, names))
+        return cached
+
+    def counterexample(self, claim: Claim) -> Counterexample | None:
+        """The admissible assignment of the claim's free dims with the smallest sum
+        (then the first in name order) where the claim fails, if one is found among
+        the first REFUTATION_POINTS assignments. Deterministic: no clock, no randomness."""
+        sides = [self.canonical(d) for d in claim.dims]
+        roots = set().union(*(s.free_symbols for s in sides))
+        if not roots:
+            return None
+        try:
+            fails = _failure_test(claim.kind, [_compiled(s) for s in sides])
+            conditions, variables = self._admissible(roots)
+        except _Unsupported:
+            return None
+        names = sorted(variables, key=lambda s: s.name)
+        lower = [self._lower.get(s, 1) for s in names]
+        for point in _points(lower, REFUTATION_POINTS):
+            values = dict(zip(names, point))
+            try:
+                if fails(values) and all(condition(values) for condition in conditions):
+                    return self._described(claim, sides, values)
+            except ZeroDivisionError:
+                continue
+        return None
+
+    def _admissible(self, roots: set[Dim]) -> tuple[list[Callable[[Env], bool]], set[Dim]]:
+        """The conditions an assignment of ``roots`` must meet to be admissible, and the
+        dims they involve: relations hold, inequalities hold, and every dim a constraint
+        or a definition expresses through them is a positive integer (at least its bound)."""
+        equations = [(r, _is_zero) for r in self._relations]
+        equations += [(self.canonical(f), _is_non_negative) for f in self._facts]
+        equations += [(self.canonical(u), _is_non_zero) for u in self._unequal]
+        for sym, replacement in (*self._eliminated.items(), *self._derived.items()):
+            size = self.canonical(replacement) - self._lower.get(sym, 1) + 1
+            if sym not in self._values and not _built_of_positives(size):
+                equations.append((size, _is_size))
+        variables = set(roots)
+        chosen: list[Callable[[Env], bool]] = []
+        pending = list(equations)
+        grew = True
+        while grew:  # a relation about a dim of the claim brings in its other dims
+            grew = False
+            for item in list(pending):
+                expression, test = item
+                if expression.free_symbols & variables:
+                    variables |= expression.free_symbols
+                    compiled = _compiled(expression)
+                    chosen.append(lambda values, c=compiled, t=test: t(c(values)))
+                    pending.remove(item)
+                    grew = True
+        return chosen, variables
+
+    def _described(self, claim: Claim, sides: list[Dim], values: dict[Dim, int]) -> Counterexample:
+        """The counterexample as the user reads it: the dims the claim names (evaluated
+        through definitions and constraints), the free dims it reduces to, and any other
+        dim a constraint ties to them that is not at its smallest size."""
+        shown: dict[str, int] = {}
+        for sym in set().union(*(d.free_symbols for d in claim.dims)):
+            value = _compiled(self.canonical(sym))(values)
+            if _is_integer(value):
+                shown[sym.name] = int(value)
+        for sym, value in values.items():
+            # A dim only a constraint ties to the claim is shown when it matters (not 1).
+            if any(sym in s.free_symbols for s in sides) or value != self._lower.get(sym, 1):
+                shown.setdefault(sym.name, value)
+        evaluated = tuple(_number_text(_compiled(s)(values)) for s in sides)
+        return Counterexample(tuple(sorted(shown.items())), evaluated)
+
+    def weakest_constraint(self, claim: Claim, taken: frozenset[str] = frozenset()) -> Needed | None:
+        """The constraint that states exactly the claim, as the user would paste it
+        (any new dim declared), if adding it lets the checker prove the claim."""
+        needed = self._needed(claim, taken)
+        if needed is None:
+            return None
+        trial = self.fork()
+        for name in needed.dims:
+            trial.declare_free(name, Span(1, 1, 1, 1))
+        left, op, right = needed.built
+        trial.add_constraint(left, op, right, "", Span(1, 1, 1, 1))
+        return needed if trial.holds(claim) is Verdict.PROVED else None
+
+    def _needed(self, claim: Claim, taken: frozenset[str]) -> Needed | None:
+        left, right = claim.left, claim.right
+        if claim.kind == "equal":
+            if is_name(left) and is_name(right):
+                return None  # `N == d` merges two dims the spec keeps apart on purpose
+            if free_names(left) & free_names(right):
+                return None  # `N == N**2` would only say that some dim is 1
+            lhs, rhs = self.suggestion(left, right)
+            return Needed((), lhs, "==", rhs, (left, "==", right))
+        if claim.kind == "divides":
+            name = self.fresh_name("k", left, right, taken=taken)
+            quotient = symbol(name)
+            return Needed((name,), to_text(left), "==", f"{spaced(to_text(right))} * {name}",
+                          (left, "==", right * quotient))
+        if claim.kind == "positive":
+            if isinstance(left, sympy.floor):  # p // q >= 1 exactly when p >= q
+                top, bottom = sympy.fraction(sympy.together(left.args[0]))
+                return Needed((), spaced(to_text(top)), ">=", spaced(to_text(bottom)),
+                              (top, ">=", bottom))
+            lone = _lone_dim_offset(left)
+            if lone is not None:
+                dim, offset = lone
+                return Needed((), to_text(dim), ">=", str(1 - offset),
+                              (dim, ">=", sympy.Integer(1 - offset)))
+            return Needed((), spaced(to_text(left)), ">=", "1", (left, ">=", ONE))
+        # `left <= right` with the terms on the side where they are positive: `0 <= h - N`
+        # reads `N <= h`, and `2 <= N` reads `N >= 2`.
+        terms = sympy.Add.make_args(sympy.expand(right - left))
+        larger = sympy.Add(*[t for t in terms if not t.could_extract_minus_sign()])
+        smaller = sympy.Add(*[-t for t in terms if t.could_extract_minus_sign()])
+        if larger == 0:
+            return Needed((), spaced(to_text(left)), "<=", spaced(to_text(right)), (left, "<=", right))
+        if smaller.is_Integer:
+            return Needed((), spaced(to_text(larger)), ">=", to_text(smaller), (larger, ">=", smaller))
+        return Needed((), spaced(to_text(smaller)), "<=", spaced(to_text(larger)), (smaller, "<=", larger))
+
+    def fork(self) -> DimSystem:
+        """An independent copy (a trial constraint must not change this system)."""
+        copy = dataclasses.replace(self)
+        for name in ("bindings", "dims", "_symbols", "_values", "_derived", "_eliminated",
+                     "_eliminated_by", "_lower"):
+            setattr(copy, name, dict(getattr(self, name)))
+        for name in ("constraints", "_relations", "_facts", "_unequal", "_derived_bindings"):
+            setattr(copy, name, list(getattr(self, name)))
+        copy._canon_cache, copy._answers, copy._groebner = {}, {}, None
+        return copy
 
 
 def _coefficients(expanded: Dim) -> tuple[list[Dim], Dim]:
@@ -733,6 +945,202 @@ class ConstraintOutcome:
     status: str  # "ok", "trivial", "violated", "unsatisfiable"
     values: tuple[str, str, str] | None = None
     unknown: str | None = None  # "unsatisfiable": the dim no positive integer can be
+
+
+# --- claims, counterexamples and the weakest constraint -------------------------------------
+
+# Assignments tried per claim, smallest sums first: enough for every counterexample
+# with a few small dims (the common case), and a fixed amount of work on any input.
+REFUTATION_POINTS = 2000
+
+Env: TypeAlias = "dict[Dim, int]"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A fact about dims that a statement needs.
+
+    ``kind``: ``equal`` (left == right), ``divides`` (right divides left),
+    ``positive`` (left is a positive integer), ``at_most`` (left <= right).
+    """
+
+    kind: str
+    left: Dim
+    right: Dim = ONE
+
+    @classmethod
+    def equal(cls, left: Dim, right: Dim) -> Claim:
+        return cls("equal", left, right)
+
+    @classmethod
+    def divides(cls, numerator: Dim, denominator: Dim) -> Claim:
+        return cls("divides", numerator, denominator)
+
+    @classmethod
+    def positive(cls, dim: Dim) -> Claim:
+        return cls("positive", dim)
+
+    @classmethod
+    def at_most(cls, left: Dim, right: Dim) -> Claim:
+        return cls("at_most", left, right)
+
+    @property
+    def dims(self) -> tuple[Dim, ...]:
+        return (self.left,) if self.kind == "positive" else (self.left, self.right)
+
+
+@dataclass(frozen=True)
+class Counterexample:
+    """Sizes at which a claim fails: ``values`` (dim name, size), sorted by name, and
+    the claim's sides evaluated there (``sides``, printed: `1`, `3/2`)."""
+
+    values: tuple[tuple[str, int], ...]
+    sides: tuple[str, ...]
+
+    def text(self) -> str:
+        return ", ".join(f"{name}={value}" for name, value in self.values)
+
+
+@dataclass(frozen=True)
+class Needed:
+    """The weakest constraint that makes a claim hold: ``constraint {lhs} {op} {rhs}``,
+    after declaring ``dims`` (new dims, e.g. the quotient `k` of a division); ``built``
+    holds the same constraint as dim expressions."""
+
+    dims: tuple[str, ...]
+    lhs: str
+    op: str
+    rhs: str
+    built: tuple[Dim, str, Dim] = field(compare=False, repr=False)
+
+    @property
+    def constraint(self) -> str:
+        return f"{self.lhs} {self.op} {self.rhs}"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A three-way verdict: proved (or provably different), refuted (a
+    counterexample), or undetermined; and the weakest constraint that would make
+    it hold (``needed``), for either of the last two."""
+
+    verdict: Verdict
+    counterexample: Counterexample | None = None
+    needed: Needed | None = None
+
+    def __bool__(self) -> bool:
+        return self.verdict is Verdict.PROVED
+
+    @property
+    def refuted(self) -> bool:
+        return self.counterexample is not None
+
+
+class _Unsupported(Exception):
+    """An expression the evaluator does not handle (refutation gives up on it)."""
+
+
+def _compiled(dim: Dim) -> Callable[[Env], Fraction | int]:
+    """An evaluator of a dim expression at integer sizes, built from its tree (never
+    by generating code): exact, with Python ints and Fractions."""
+    if dim.is_Integer:
+        value = int(dim)
+        return lambda env: value
+    if dim.is_Rational:
+        fraction = Fraction(int(dim.p), int(dim.q))
+        return lambda env: fraction
+    if dim.is_Symbol:
+        return lambda env: env[dim]
+    if dim.is_Add or dim.is_Mul:
+        parts = [_compiled(arg) for arg in dim.args]
+        if dim.is_Add:
+            return lambda env: sum(part(env) for part in parts)
+        return lambda env: math.prod(part(env) for part in parts)
+    if dim.is_Pow and dim.exp.is_Integer and abs(int(dim.exp)) <= MAX_EXPONENT:
+        base, exponent = _compiled(dim.base), int(dim.exp)
+        if exponent >= 0:
+            return lambda env: base(env) ** exponent
+        return lambda env: Fraction(1) / Fraction(base(env)) ** -exponent
+    if isinstance(dim, sympy.floor):
+        inner = _compiled(dim.args[0])
+        return lambda env: math.floor(inner(env))
+    raise _Unsupported(dim)
+
+
+def _is_integer(value: Fraction | int) -> bool:
+    return isinstance(value, int) or value.denominator == 1
+
+
+def _is_zero(value: Fraction | int) -> bool:
+    return value == 0
+
+
+def _is_non_zero(value: Fraction | int) -> bool:
+    return value != 0
+
+
+def _is_non_negative(value: Fraction | int) -> bool:
+    return value >= 0
+
+
+def _is_size(value: Fraction | int) -> bool:
+    return _is_integer(value) and value >= 1
+
+
+def _failure_test(kind: str, sides: list[Callable[[Env], Fraction | int]]) -> Callable[[Env], bool]:
+    """Does the claim fail at these sizes?"""
+    if kind == "equal":
+        left, right = sides
+        return lambda env: left(env) != right(env)
+    if kind == "divides":
+        top, bottom = sides
+        return lambda env: not _is_integer(Fraction(top(env)) / Fraction(bottom(env)))
+    if kind == "positive":
+        (value,) = sides
+        return lambda env: not _is_size(value(env))
+    left, right = sides
+    return lambda env: left(env) > right(env)
+
+
+def _points(lower: list[int], budget: int) -> Iterator[tuple[int, ...]]:
+    """Assignments of len(lower) dims, each at least its lower bound, by increasing
+    sum (within one sum, the first dim largest first), at most ``budget`` of them."""
+    if not lower:
+        return
+    count, extra = 0, 0
+    while True:
+        for parts in _compositions(extra, len(lower)):
+            yield tuple(bound + part for bound, part in zip(lower, parts))
+            count += 1
+            if count >= budget:
+                return
+        extra += 1
+
+
+def _compositions(total: int, count: int) -> Iterator[tuple[int, ...]]:
+    if count == 1:
+        yield (total,)
+        return
+    for first in range(total, -1, -1):
+        for rest in _compositions(total - first, count - 1):
+            yield (first, *rest)
+
+
+def _number_text(value: Fraction | int) -> str:
+    return str(int(value)) if _is_integer(value) else str(value)
+
+
+def _lone_dim_offset(dim: Dim) -> tuple[Dim, int] | None:
+    """``N - 1`` -> (N, -1): one dim with coefficient 1 plus an integer."""
+    rest, terms = sympy.Integer(0), []
+    for term in sympy.Add.make_args(sympy.expand(dim)):
+        if term.is_Integer:
+            rest += term
+        else:
+            terms.append(term)
+    if len(terms) == 1 and terms[0].is_Symbol:
+        return terms[0], int(rest)
+    return None
 
 
 # --- from the syntax tree -----------------------------------------------------------------
@@ -805,10 +1213,12 @@ class DimBuilder:
             return left / right  # the constraint asserts the division; it is not a size
         verdict = self.system.divides(left, right)
         if not verdict:
+            decision = self.system.decide(Claim.divides(left, right))
+            needed = decision.needed
             self.diagnostics.append(codes.NOT_DIVISIBLE.diag(
-                node.span, claim=self.system.divisibility_claim(left, right, verdict),
-                help=[_divisibility_help(left, right, self.system.fresh_name("k", left, right))]
-                if verdict is Verdict.UNPROVED else [],
+                node.span, claim=self.system.divisibility_claim(left, right, decision),
+                counterexample=decision.counterexample.values if decision.refuted else (),
+                help=[codes.needed_help(needed.dims, needed.constraint)] if needed else [],
             ))
             return None
         return sympy.cancel(left / right)
@@ -845,30 +1255,6 @@ class DimBuilder:
 def floor_quotient(numerator: Dim, denominator: Dim) -> Dim:
     """``numerator // denominator``, as the spec writes it (`(d + 1)//2`)."""
     return sympy.floor(numerator / denominator)
-
-
-def condition_text(dim: Dim, strict: bool) -> str:
-    """The constraint that makes ``dim > 0`` (``strict``) or ``dim >= 0`` hold, as a
-    user writes it: `T - 1 > 0` is `T >= 2`, `d - h >= 0` is `h <= d`, and `d // 2 > 0`
-    is `d >= 2`."""
-    if isinstance(dim, sympy.floor) and strict:  # p // q >= 1 exactly when p >= q
-        numerator, denominator = sympy.fraction(sympy.together(dim.args[0]))
-        return f"{to_text(numerator)} >= {to_text(denominator)}"
-    terms = sympy.Add.make_args(dim)
-    larger = sympy.Add(*[t for t in terms if not t.could_extract_minus_sign()])
-    smaller = sympy.Add(*[-t for t in terms if t.could_extract_minus_sign()])
-    if smaller.is_Integer:
-        return f"{to_text(larger)} >= {to_text(smaller + 1 if strict else smaller)}"
-    return f"{to_text(larger)} > {to_text(smaller)}" if strict \
-        else f"{to_text(smaller)} <= {to_text(larger)}"
-
-
-def _divisibility_help(numerator: Dim, denominator: Dim, quotient_name: str) -> str:
-    if numerator.is_Symbol and denominator.is_Symbol:
-        return codes.help_text("add_constraint", lhs=to_text(numerator),
-                               rhs=f"{to_text(denominator)} * {quotient_name}")
-    return codes.help_text("add_constraint", lhs=to_text(numerator),
-                           rhs=f"{spaced(to_text(denominator))} * {quotient_name}")
 
 
 def _describe(node: nodes.Expr) -> str:

@@ -258,7 +258,8 @@ JSON_CONTRACT = {
                         "items": {
                             "type": "object",
                             "additionalProperties": False,
-                            "required": ["severity", "code", "message", *POSITION, "notes", "help"],
+                            "required": ["severity", "code", "message", *POSITION, "notes", "help",
+                                         "counterexample"],
                             "properties": {
                                 "severity": {"enum": ["error", "warning", "note"]},
                                 "code": {"type": "string", "pattern": "^SC[0-9]{3}$"},
@@ -275,6 +276,10 @@ JSON_CONTRACT = {
                                     },
                                 },
                                 "help": {"type": "array", "items": {"type": "string"}},
+                                "counterexample": {
+                                    "type": ["object", "null"],
+                                    "additionalProperties": {"type": "integer", "minimum": 1},
+                                },
                             },
                         },
                     },
@@ -316,6 +321,7 @@ def test_json_matches_the_contract() -> None:
         "end_column",
         "notes",
         "help",
+        "counterexample",
     ]
     assert first["notes"][0] == {
         "message": "`Q` is declared here as [N, d]",

@@ -265,3 +265,24 @@ def test_only_symbolic_imports_sympy() -> None:
                for line in path.read_text(encoding="utf-8").splitlines())
     )
     assert importers == ["symbolic.py"]
+
+
+# --- quotients are shown by the names the spec gives them (issue 12) ----------------------------
+
+NAMED = "input X: [N, D]\nQ = split_heads(X, H)\nR = reshape(X, [N, H, -1])\n"
+
+
+@pytest.mark.parametrize(("declarations", "bindings", "per_head"), [
+    ("dim d\ndim D = H * d", {}, "d"),                      # a definition says D = H·d
+    ("dim d, D\nconstraint D == H * d", {}, "d"),           # so does a constraint
+    ("dim d, D\nconstraint D == H * d", {"H": 8}, "d"),     # still, with the head count bound
+    ("dim k, D\nconstraint D == H * k\ndim d = D / H", {}, "d"),  # a derived dim's own name
+    ("dim D\nconstraint D == 8 * H", {}, "D/H"),            # no name for it: the spec's notation
+    ("dim D\nconstraint D == 8 * H", {"H": 2}, "D/H"),      # never a bare number
+])
+def test_a_quotient_is_named_as_the_spec_names_it(declarations: str, bindings: dict[str, int],
+                                                   per_head: str) -> None:
+    program = check_text("dim N, H\n" + declarations + "\n" + NAMED, bindings)
+    assert not [d for d in program.diagnostics if d.is_error], program.diagnostics
+    assert program.shapes()["Q"] == ["H", "N", per_head]
+    assert program.shapes()["R"] == ["N", "H", per_head]

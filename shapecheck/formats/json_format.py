@@ -1,4 +1,5 @@
-"""The JSON format: the contract's document, plus each diagnostic's notes and help.
+"""The JSON format: the contract's document, plus each diagnostic's notes, help and
+counterexample (a refuted claim's sizes, or null).
 
 Keys come in a fixed order (the contract's, then ``notes`` and ``help``); tensors
 in ``shapes`` keep the order the checker found them in. The output is ASCII
@@ -46,6 +47,8 @@ def _diagnostic(diagnostic: Diagnostic) -> JsonObject:
         **_position(diagnostic.span),
         "notes": [_note(note) for note in diagnostic.notes],
         "help": list(diagnostic.help),
+        # A refuted claim about dims: the sizes where it fails ({"D_model": 1, "H": 2}).
+        "counterexample": dict(diagnostic.counterexample) if diagnostic.counterexample else None,
     }
 
 

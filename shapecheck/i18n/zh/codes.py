@@ -96,8 +96,10 @@ CODES: dict[str, dict[str, str]] = {
         "(`split_heads` 用 SC313 说同一件事。)",
         why="只有 `H` 整除 `D_model` 时, `D_model / H` 才是一个尺寸; 没有约束时, "
         "总有某些允许的尺寸会失败。",
-        example="dim D_model, H\ndim d = D_model / H\n# error[SC202]: 无法证明 D_model 能被 H 整除",
-        fix="声明这个关系: `constraint D_model == H * d` (并声明新维度 `d`)。",
+        example="dim D_model, H\ndim d = D_model / H\n"
+        "# error[SC202]: D_model 并非对所有尺寸都能被 H 整除: 在 D_model=1, H=2 时不成立: "
+        "1 不能被 2 整除\n# help: 加上 `dim k` 和 `constraint D_model == H * k`",
+        fix="按 help 声明这个关系: `dim k` 和 `constraint D_model == H * k`。",
     ),
     "SC203": dict(
         summary="绑定违反了约束",
@@ -253,8 +255,9 @@ CODES: dict[str, dict[str, str]] = {
         message="无法把 {shape} 的最后一轴 {last} 拆成 {heads} 个 head: {reason}",
         what="`split_heads(x, H)` 把 `[..., N, H*d]` 变成 `[..., H, N, d]`; 最后一轴必须可证明能被 `H` 整除。",
         why="`D_model` 和 `H` 没有关系时, `D_model / H` 并非对每种取值都是一个尺寸。",
-        example="dim N, H, D_model\ninput X: [N, D_model]\nQ = split_heads(X, H)\n# error[SC313]",
-        fix="加上 `constraint D_model == H * d` (并声明 `d`)。",
+        example="dim N, H, D_model\ninput X: [N, D_model]\nQ = split_heads(X, H)\n# error[SC313]: ... "
+        "在 D_model=1, H=2 时不成立: 1 不能被 2 整除",
+        fix="按 help 加上这个关系: `dim k` 和 `constraint D_model == H * k`。",
     ),
     "SC314": dict(
         summary="需要张量, 却给了标量或列表",
@@ -276,7 +279,7 @@ CODES: dict[str, dict[str, str]] = {
     ),
     "SC316": dict(
         summary="下标可能落在轴的范围之外",
-        message="下标 `{index}` 在轴 {axis} ({shape}) 上{relation}: 它必须{bound}",
+        message="下标 `{index}` 在轴 {axis} ({shape}) 上{relation}{where}: 它必须{bound}",
         what="整数下标 `x[i]` 沿长度为 `n` 的轴取出一个元素; 对每种允许的尺寸, 它都必须在 "
         "`-n .. n-1` 之内 (负下标从末尾数起)。",
         why="NumPy 遇到这样的下标会抛出 `IndexError`, 但只在越界的那些尺寸下: `x[1]` 在 "
@@ -287,8 +290,8 @@ CODES: dict[str, dict[str, str]] = {
     ),
     "SC317": dict(
         summary="切片的边界可能落在轴的范围之外",
-        message="切片 `{slice}` 的{part} `{bound}` {relation} (轴 {axis}, {shape}, 长度 {size}); "
-        "NumPy 会悄悄把它截断",
+        message="切片 `{slice}` 的{part} `{bound}` {relation} (轴 {axis}, {shape}, 长度 {size})"
+        "{where}; NumPy 会悄悄把它截断",
         what="对每种允许的尺寸, 切片的边界都必须在轴内 (`0 .. n`, 或从末尾数起的 `-n .. -1`): "
         "长度为 `d` 的轴上的 `x[..., :h]` 需要 `h <= d`。",
         why="边界超出末尾时 NumPy 会一声不响地截断, 于是 `x[..., :h]` 悄悄返回少于 `h` 列, "
@@ -300,7 +303,7 @@ CODES: dict[str, dict[str, str]] = {
     ),
     "SC318": dict(
         summary="切片可能一个元素也取不到",
-        message="轴 {axis} ({shape}) 上的切片 `{slice}` {relation}空的: 它的长度是 {length}",
+        message="轴 {axis} ({shape}) 上的切片 `{slice}` {relation}空的{where}: 它的长度是 {length}",
         what="切片得到的轴有 `(stop - start) / step` 个元素 (向上取整); 和每个尺寸一样, "
         "对每种允许的尺寸它都必须是正整数。",
         why="维度是正整数; `T = 1` 时长度为 `T` 的轴上的 `x[1:]` 是空的, `d = 1` 时 "
@@ -383,7 +386,8 @@ HELPS = {
     "transpose": "你是不是想写 `{fix}`?",
     "redeclare": "如果 `{name}` 声明的形状错了: `param {name}: {shape}`",
     "or": "或者: {text}",
-    "add_constraint": "加上 `constraint {lhs} == {rhs}`",
+    "add_constraint": "加上 `constraint {constraint}`",
+    "add_dim_and_constraint": "加上 `dim {dims}` 和 `constraint {constraint}`",
     "did_you_mean": "你是不是想写 `{name}`?",
     "declare_dim": "用 `dim {name}` 声明它",
     "use_row": "使用 `softmax({arg}, axis=row)`",
@@ -400,8 +404,10 @@ HELPS = {
 RELATIONS = {
     "differ": "不一致",
     "unproved": "无法证明相等",
+    "refuted": "在 {values} 时不一致 ({left} 对 {right})",
     "differs_from": "不同于",
     "unproved_to": "无法证明等于",
+    "refuted_to": "(在 {values} 时: {left} 对 {right}) 不同于",
 }
 
 SYNTAX_TEXT = {
@@ -430,6 +436,8 @@ CONSTRAINT_REASONS = {
 
 DIVISIBILITY = {
     "unproved": "无法证明 {numerator} 能被 {denominator} 整除",
+    "refuted": "{numerator} 并非对所有尺寸都能被 {denominator} 整除: 在 {values} 时不成立: "
+    "{top} 不能被 {bottom} 整除",
     "different": "{numerator} 不能被 {denominator} 整除",
     "different_at": "{numerator} 不能被 {denominator} 整除: {top} / {bottom} 有余数",
 }
@@ -442,6 +450,7 @@ DETAILS = {
     "reserved_word": "保留字",
     "builtin_function": "内置函数",
     "not_positive_at_bindings": " (在绑定的尺寸下它不是正数)",
+    "not_positive_at": ": 在 {values} 时它等于 {value}",
     "no_bindings": "这些值",
     "binding_contradicts_value": "`--dim {name}={bound}` 与 `dim {name} = {value}` 矛盾",
     "binding_contradicts_definition": "`--dim {name}={bound}` 与它的定义 "
@@ -506,6 +515,7 @@ DETAILS = {
     "axis_not_a_tensor": "`{name}` 只能用作轴 (`axis={name}`)",
     "not_a_value": "这不是一个值",
     "index_below_size": "小于 {size}",
+    "at_sizes": " (在 {values} 时)",
     "index_at_least": "至少为 -{size}",
     "lies_outside": "越界",
     "may_lie_outside": "可能越界",
