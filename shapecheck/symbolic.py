@@ -827,7 +827,10 @@ class DimSystem:
         dim a constraint ties to them that is not at its smallest size."""
         shown: dict[str, int] = {}
         for sym in set().union(*(d.free_symbols for d in claim.dims)):
-            value = _compiled(self.canonical(sym))(values)
+            expression = self.canonical(sym)
+            if not expression.free_symbols <= values.keys():
+                continue  # a dim the claim does not depend on once rewritten (`d // E`, E == H*d)
+            value = _compiled(expression)(values)
             if _is_integer(value):
                 shown[sym.name] = int(value)
         for sym, value in values.items():

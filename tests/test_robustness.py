@@ -130,6 +130,9 @@ HOSTILE: dict[str, tuple[bytes, set[str] | None]] = {
     "a 10,000-entry subscript": (HEAD + b"S = Q[" + b"None, " * 10_000 + b"...]\noutput S\n",
                                  None),
     "a slice with a huge bound": (HEAD + b"S = Q[:" + b"9" * 39 + b"]\n", {"SC317"}),
+    # the counterexample of `d // E` under E == H*d does not depend on d
+    "a floor a constraint cancels": (b"dim d, H, E\nconstraint E == H * d\ninput X: [d // E]\n",
+                                     {"SC201"}),
     "300 syntax errors": (b"x = @\n" * 300, {"SC001", "SC004"}),
     "300 undefined names": (b"".join(b"t%d = u\n" % i for i in range(300)), {"SC101", "SC004"}),
 }
