@@ -410,15 +410,15 @@ class Checker:
             self._warn_bool(node.operand, codes.detail("bool_in_unary", op=node.op))
         return Value(operand.shape)
 
-    def _logical_operand(self, node: nodes.Expr, operand: nodes.Expr, value: Value) -> bool:
+    def _logical_operand(self, node: nodes.BinOp | nodes.Unary, operand: nodes.Expr,
+                         value: Value) -> bool:
         """`&`, `|` and `~` take bool operands (SC321)."""
         if value.is_bool:
             return True
-        op = node.op if isinstance(node, (nodes.BinOp, nodes.Unary)) else ""
         text = self.text(operand)
         helps = [codes.help_text("parenthesize_comparisons")] if id(node) in self._compared \
             else [codes.help_text("compare_first", operand=text)]
-        self.report(codes.LOGICAL_OPERAND.diag(operand.span, op=op, operand=text,
+        self.report(codes.LOGICAL_OPERAND.diag(operand.span, op=node.op, operand=text,
                                                shape=value.text(), help=helps))
         return False
 
@@ -452,17 +452,15 @@ class Checker:
                      for operand, value in ((node.left, left), (node.right, right))]
             if not all(valid):
                 return UNKNOWN
-        both_bool = left.is_bool and right.is_bool
+        as_bools = node.op in nodes.LOGICAL or (
+            left.is_bool and right.is_bool and node.op in _BOOL_WITH_BOOL)
         for operand, value in ((node.left, left), (node.right, right)):
-            if value.is_bool and not (both_bool and node.op in _BOOL_WITH_BOOL) \
-                    and node.op not in nodes.LOGICAL and not (both_bool and node.op in ("==", "!=")):
+            if value.is_bool and not as_bools:
                 self._warn_bool(operand, f"`{node.op}`")
         shape = broadcast(ctx, left, right, node.op)
         if shape is None:
             return UNKNOWN
-        is_bool = node.op in nodes.COMPARISONS or node.op in nodes.LOGICAL or (
-            both_bool and node.op in _BOOL_WITH_BOOL)
-        return Value(shape, is_bool)
+        return Value(shape, as_bools or node.op in nodes.COMPARISONS)
 
     def _subscript(self, node: nodes.Subscript) -> Value:
         operand = self.value(node.operand)
@@ -773,8 +771,9 @@ _RESOLVERS: dict[Kind, Callable[[Checker, nodes.Expr], Any]] = {
     Kind.NUMBER: Checker._arg_number, Kind.BOOL: Checker._arg_bool,
 }
 
-# NumPy keeps two bool operands bool only for these (logical or / and).
-_BOOL_WITH_BOOL = frozenset({"+", "*"})
+# Two bool operands stay bools (no SC403) only here: NumPy's logical or / and for
+# `+` / `*`, and bool comparison for `==` / `!=`.
+_BOOL_WITH_BOOL = frozenset({"+", "*", "==", "!="})
 
 _NEGATED = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 
