@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
-from . import codes
+from . import codes, nodes, suppress
 from .checker import check
+from .config import default_bindings
 from .diagnostics import FileResult, Span
 from .parser import parse
 from .program import Program
@@ -14,11 +16,19 @@ from .symbolic import DimSystem
 
 
 def check_text(text: str, bindings: dict[str, int] | None = None, *,
-               warn_unknown_bindings: bool = True) -> Program:
+               warn_unknown_bindings: bool = True, ignore: Collection[str] = (),
+               defaults: Mapping[str, int] | None = None) -> Program:
     """Parse and check a spec given as text.
 
     ``warn_unknown_bindings=False`` leaves out SC207 (a binding that names no dim
     of this spec), for callers that check several files with one set of bindings.
+
+    ``# noqa`` comments in the text are honoured (:mod:`shapecheck.suppress`);
+    ``ignore`` lists further codes not to report (a configuration's selection,
+    ``Settings.disabled(path)``). Errors are never suppressed.
+
+    ``defaults`` are default bindings (a configuration's ``[dims]``): each applies
+    when the spec declares that dim and ``bindings`` does not bind it.
     """
     # The syntax tree and shapes hold no reference cycles worth collecting
     # while we build them; pausing the cyclic GC keeps checking linear in the
@@ -27,28 +37,50 @@ def check_text(text: str, bindings: dict[str, int] | None = None, *,
     gc.disable()
     try:
         parsed = parse(text)
-        return check(text, parsed.statements, parsed.diagnostics, bindings,
-                     warn_unknown_bindings=warn_unknown_bindings)
+        if defaults:
+            bindings = {**default_bindings(defaults, _declared(parsed.statements)),
+                        **(bindings or {})}
+        program = check(text, parsed.statements, parsed.diagnostics, bindings,
+                        warn_unknown_bindings=warn_unknown_bindings)
+        program.diagnostics = suppress.apply(
+            program.diagnostics, text, (statement.span for statement in program.statements),
+            frozenset(ignore))
+        return program
     finally:
         if was_enabled:
             gc.enable()
 
 
 def check_bytes(data: bytes, bindings: dict[str, int] | None = None, *,
-                warn_unknown_bindings: bool = True) -> Program:
+                warn_unknown_bindings: bool = True, ignore: Collection[str] = (),
+                defaults: Mapping[str, int] | None = None) -> Program:
     """Decode (UTF-8, BOM allowed) and check; undecodable input is a diagnostic."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         return _undecodable(data, error)
-    return check_text(text, bindings, warn_unknown_bindings=warn_unknown_bindings)
+    return check_text(text, bindings, warn_unknown_bindings=warn_unknown_bindings,
+                      ignore=ignore, defaults=defaults)
 
 
 def check_path(path: str | Path, bindings: dict[str, int] | None = None, *,
-               warn_unknown_bindings: bool = True) -> Program:
+               warn_unknown_bindings: bool = True, ignore: Collection[str] = (),
+               defaults: Mapping[str, int] | None = None) -> Program:
     """Read and check a file. Raises OSError when the file cannot be read."""
     return check_bytes(Path(path).read_bytes(), bindings,
-                       warn_unknown_bindings=warn_unknown_bindings)
+                       warn_unknown_bindings=warn_unknown_bindings, ignore=ignore,
+                       defaults=defaults)
+
+
+def _declared(statements: list[nodes.Stmt]) -> set[str]:
+    """The dims these statements declare."""
+    names: set[str] = set()
+    for statement in statements:
+        if isinstance(statement, nodes.DimFree):
+            names.update(ident.name for ident in statement.names)
+        elif isinstance(statement, nodes.DimDef):
+            names.add(statement.name.name)
+    return names
 
 
 def _undecodable(data: bytes, error: UnicodeDecodeError) -> Program:

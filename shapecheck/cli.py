@@ -11,7 +11,7 @@ import contextvars
 import os
 import sys
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,7 +22,7 @@ from ._version import __version__
 from .formats import FORMATS  # light: each format's module loads only when used
 
 if TYPE_CHECKING:
-    from .diagnostics import Diagnostic
+    from .config import Finder
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
@@ -32,7 +32,11 @@ MESSAGES: i18n.Table = i18n.Table("cli", "MESSAGES", {
     "not_name_int": "`{item}` is not NAME=INT",
     "not_positive": "`{item}`: the value must be a positive integer",
     "bound_twice": "`{name}` is bound twice",
-    "no_such_path": "{path}: no such file or directory",
+    "no_path": "no path given; `shapecheck verify --help` shows how",
+    "statistics_format": "--statistics prints text or json",
+    "nothing_checked": "no spec files to check (a folder means the *.attn files below it, "
+    "less what exclude and .gitignore skip); --allow-empty accepts that",
+    "cannot_read_stdin": "cannot read standard input: {reason}",
     "cannot_read": "cannot read {path}: {reason}",
     "cannot_write_summary": "cannot write the step summary {path}: {reason}",
     "report_format": "cannot tell the report format from `{output}`; name it .html or .md, or "
@@ -92,43 +96,80 @@ dim_option = click.option(
 )
 
 
-def spec_files(paths: Sequence[str]) -> Iterator[Path]:
-    """Files as given; a folder means every `*.attn` below it, in sorted order.
-
-    A file named twice (`verify examples examples/broken`) is checked once.
-    """
-    seen: set[Path] = set()
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*.attn") if p.is_file())
-        elif path.exists():
-            found = [path]
-        else:
-            raise UsageFailure(MESSAGES["no_such_path"].format(path=raw))
-        for file in found:
-            key = file.resolve()
-            if key not in seen:
-                seen.add(key)
-                yield file
-
-
 def cannot_read(path: str | Path, error: OSError) -> str:
     return MESSAGES["cannot_read"].format(path=path, reason=error.strerror or error)
 
 
-def use_color(choice: str) -> bool:
-    if "NO_COLOR" in os.environ:  # the contract: never when NO_COLOR is set (even empty)
-        return False
+def use_color(choice: str, *, isatty: bool | None = None) -> bool:
+    """Colour by no-color.org: an explicit ``--color`` wins; otherwise a non-empty
+    ``NO_COLOR`` turns it off, a non-empty ``FORCE_COLOR`` turns it on off a
+    terminal, and else colour means a terminal."""
     if choice != "auto":
         return choice == "always"
-    return sys.stdout.isatty()
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return sys.stdout.isatty() if isatty is None else isatty
+
+
+def _codes_list(values: Sequence[str]) -> tuple[str, ...]:
+    """``--select SC4,SC501 --select SC2`` -> ("SC4", "SC501", "SC2")."""
+    return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
+
+
+def _selectors(values: Sequence[str], option: str, *, turning_off: bool) -> tuple[str, ...]:
+    from .config import selector_problem
+
+    selectors = _codes_list(values)
+    for selector in selectors:
+        problem = selector_problem(selector, turning_off=turning_off)
+        if problem:
+            raise click.BadParameter(problem, param_hint=option)
+    return selectors
+
+
+color_option = click.option(
+    "--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+    help="Colour: auto follows NO_COLOR / FORCE_COLOR, then whether stdout is a terminal.")
+config_option = click.option(
+    "--config", "config", multiple=True, metavar="FILE | 'KEY = VALUE'",
+    help="Use this configuration file for every spec (instead of the one found from each "
+    "spec's folder upward), or override one key (repeatable).")
+isolated_option = click.option(
+    "--isolated", is_flag=True, help="Ignore every configuration file.")
+
+
+def finder_for(config: Sequence[str], isolated: bool, overrides: object | None = None) -> Finder:
+    from .config import ConfigError, Finder, Overrides
+
+    try:
+        return Finder(config=config, isolated=isolated,
+                      overrides=overrides if isinstance(overrides, Overrides) else None)
+    except ConfigError as error:
+        raise UsageFailure(str(error)) from None
 
 
 # --- commands ---------------------------------------------------------------------------
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+EXIT_STATUS_HELP = """\b
+Exit status:
+  0  no errors (warnings allowed unless --strict)
+  1  at least one error in at least one spec (0 with --exit-zero)
+  2  usage error, bad configuration, unreadable path, or internal failure"""
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+             epilog="""\b
+Examples:
+  shapecheck verify specs/                      check every *.attn below specs/
+  shapecheck verify model.attn --format sarif   SARIF 2.1.0 for code scanning
+  shapecheck run model.attn --dim N=128         verify, then execute with NumPy
+  shapecheck report model.attn -o model.html    a shape-annotated report
+  shapecheck explain SC301                      what a code means and how to fix it
+
+""" + EXIT_STATUS_HELP)
 @click.version_option(__version__, "--version", prog_name="shapecheck",
                       message="%(prog)s %(version)s")
 @lang_option
@@ -136,55 +177,134 @@ def cli() -> None:
     """Symbolic shape and formula checker for attention specs (.attn files)."""
 
 
-@cli.command()
+VERIFY_EPILOG = """\b
+Examples:
+  shapecheck verify specs/                          every *.attn below specs/
+  shapecheck verify model.attn --dim N=128 --dim H=8
+  shapecheck verify specs/ --select SC4 --ignore SC402 --statistics
+  shapecheck verify specs/ --format sarif > shapecheck.sarif
+  cat model.attn | shapecheck verify - --stdin-filename specs/model.attn
+  shapecheck verify specs/ --fix                    apply the safe fixes
+
+\b
+Configuration: [tool.shapecheck] in pyproject.toml, or shapecheck.toml, found
+from each spec's folder upward (see docs/configuration.md). Suppress a warning
+with `# noqa: SC402` on its statement; errors cannot be suppressed.
+
+""" + EXIT_STATUS_HELP
+
+
+@cli.command(epilog=VERIFY_EPILOG)
 @lang_option
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
-@click.option("--format", "fmt", type=click.Choice(FORMATS),
+@click.argument("paths", nargs=-1)
+@click.option("--format", "--output-format", "fmt", type=click.Choice(FORMATS),
               default="text", show_default=True, help="Output format.")
-@click.option("--strict", is_flag=True, help="Warnings count as errors.")
-@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto",
-              show_default=True, help="Colour in text output (auto: on a terminal, unless NO_COLOR is set).")
+@click.option("--strict/--no-strict", default=None,
+              help="Warnings count as errors (default: the configuration's `strict`, else off).")
+@color_option
 @dim_option
-def verify(paths: tuple[str, ...], fmt: str, strict: bool, color: str, dims: tuple[str, ...]) -> None:
-    """Check spec files (a folder means every *.attn below it)."""
-    from .api import check_path, file_result
-    from .formats import github_step_summary, render
+@click.option("--select", multiple=True, metavar="CODES",
+              help="Report only these warnings and notes (codes or prefixes, comma-separated, "
+              "ALL); replaces the configuration's selection. Errors are always reported.")
+@click.option("--extend-select", multiple=True, metavar="CODES",
+              help="Add to the selection.")
+@click.option("--ignore", multiple=True, metavar="CODES",
+              help="Do not report these warnings and notes (errors cannot be ignored).")
+@click.option("--exclude", multiple=True, metavar="PATTERNS",
+              help="Folders and files a walk skips (gitignore patterns, comma-separated); "
+              "replaces the configuration's `exclude` and its defaults.")
+@click.option("--extend-exclude", multiple=True, metavar="PATTERNS",
+              help="More patterns to skip, on top of `exclude`.")
+@config_option
+@isolated_option
+@click.option("--statistics", is_flag=True,
+              help="Print how often each code was reported, instead of the diagnostics.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="Print the diagnostics only: no summary line.")
+@click.option("--exit-zero", is_flag=True,
+              help="Exit 0 even when a spec has errors (2 still means a tool failure).")
+@click.option("--stdin-filename", metavar="PATH",
+              help="The name of the spec read from `-` (standard input): used in messages, "
+              "to find its configuration, and for per-file-ignores.")
+@click.option("--base-dir", type=click.Path(file_okay=False), metavar="DIR",
+              help="SARIF and GitHub paths are relative to DIR (default: the repository root "
+              "when inside a git repository, else the current folder).")
+@click.option("--allow-empty", is_flag=True,
+              help="Checking no file at all is not an error.")
+def verify(paths: tuple[str, ...], fmt: str, strict: bool | None, color: str,
+           dims: tuple[str, ...], select: tuple[str, ...], extend_select: tuple[str, ...],
+           ignore: tuple[str, ...], exclude: tuple[str, ...], extend_exclude: tuple[str, ...],
+           config: tuple[str, ...], isolated: bool, statistics: bool, quiet: bool,
+           exit_zero: bool, stdin_filename: str | None, base_dir: str | None,
+           allow_empty: bool) -> None:
+    """Check spec files (a folder means every *.attn below it; `-` reads standard input)."""
+    from .config import ConfigError, Overrides
+    from .formats import github_step_summary, render, render_statistics
+    from .lint import TOOL_CODES, Stdin, lint
 
     bindings = parse_bindings(dims)
-    files = list(spec_files(paths))
-    results = []
-    declared: set[str] = set()
-    unreadable = False
-    for path in files:
-        try:
-            # With several files a binding applies to those that declare the dim;
-            # one that no file declares is reported once, below.
-            program = check_path(path, bindings, warn_unknown_bindings=len(files) == 1)
-        except OSError as error:
-            click.echo(f"shapecheck: {cannot_read(path, error)}", err=True)
-            unreadable = True
-            continue
-        declared.update(program.dims.dims)
-        results.append(file_result(program, str(path)))
-    if len(files) > 1 and results:
-        results[0].diagnostics.extend(_unknown_bindings(bindings, declared))
+    if not paths:
+        if stdin_filename is None:
+            raise click.UsageError(MESSAGES["no_path"])
+        paths = ("-",)
+    if statistics and fmt not in ("text", "json"):
+        raise click.BadParameter(MESSAGES["statistics_format"], param_hint="--format")
+    overrides = Overrides(
+        select=_selectors(select, "--select", turning_off=False) if select else None,
+        extend_select=_selectors(extend_select, "--extend-select", turning_off=False),
+        ignore=_selectors(ignore, "--ignore", turning_off=True),
+        exclude=_codes_list(exclude) if exclude else None,
+        extend_exclude=_codes_list(extend_exclude),
+        strict=strict,
+    )
+    finder = finder_for(config, isolated, overrides)
+    stdin = Stdin(_read_stdin(), stdin_filename) if "-" in paths else None
+    try:
+        outcome = lint(paths, finder, bindings, stdin=stdin)
+    except ConfigError as error:
+        raise UsageFailure(str(error)) from None
+    nothing = not outcome.results
+    strict_now = any(settings.strict for settings in outcome.settings.values()) \
+        if outcome.settings else bool(strict) or finder.settings_for(Path.cwd()).strict
     colored = use_color(color)
+    root = _base_dir(base_dir)
+    if statistics:
+        out = render_statistics(outcome.results, outcome.notices, fmt)
+    else:
+        out = render(outcome.results, fmt, color=colored, strict=strict_now,
+                     notices=outcome.notices, base_dir=root, quiet=quiet)
     # click strips ANSI codes off a terminal unless told; `--color always` means it.
-    click.echo(render(results, fmt, color=colored, strict=strict), nl=False, color=colored)
+    click.echo(out, nl=False, color=colored)
+    if fmt != "text":  # the document is on stdout; a person reading the log sees these
+        for result in outcome.results:
+            for diagnostic in result.diagnostics:
+                if diagnostic.code in TOOL_CODES:
+                    click.echo(f"shapecheck: {diagnostic.code}: {diagnostic.message}", err=True)
     summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
     if fmt == "github" and summary_file:
-        _append(summary_file, github_step_summary(results, strict=strict))
-    if unreadable:
+        _append(summary_file, github_step_summary(outcome.results, strict=strict_now))
+    if nothing and not allow_empty:
+        raise UsageFailure(MESSAGES["nothing_checked"])
+    if outcome.tool_failure:
         sys.exit(EXIT_USAGE)
-    sys.exit(EXIT_OK if all(r.ok(strict) for r in results) else EXIT_ERRORS)
+    failed = not all(r.ok(strict_now) for r in outcome.results) or (
+        strict_now and bool(outcome.notices))
+    sys.exit(EXIT_ERRORS if failed and not exit_zero else EXIT_OK)
 
 
-def _unknown_bindings(bindings: dict[str, int], declared: set[str]) -> list[Diagnostic]:
-    from . import codes
-    from .diagnostics import Span
+def _read_stdin() -> bytes:
+    try:
+        return sys.stdin.buffer.read()
+    except (OSError, AttributeError, ValueError) as error:
+        raise UsageFailure(MESSAGES["cannot_read_stdin"].format(reason=error)) from None
 
-    return [codes.UNKNOWN_BINDING.diag(Span(1, 1, 1, 1), name=name, value=value)
-            for name, value in bindings.items() if name not in declared]
+
+def _base_dir(given: str | None) -> Path:
+    if given is not None:
+        return Path(os.path.abspath(given))
+    from .walk import repository_root
+
+    return repository_root(Path.cwd()) or Path.cwd()
 
 
 def _append(path: str, text: str) -> None:
@@ -215,16 +335,23 @@ def _append(path: str, text: str) -> None:
 @click.option("--max-memory", metavar="SIZE",
               help="Refuse a run estimated to need more (4GiB, 512MiB, unlimited). "
               "Default: 4 GiB, or half the machine's memory if less.")
-@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto",
-              show_default=True, help="Colour in diagnostics.")
+@color_option
+@config_option
+@isolated_option
 def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive: str | None,
         seed: int, save: str | None, save_all: bool, dtype: str, backend: str,
-        max_memory: str | None, color: str) -> None:
-    """Verify a spec, then execute it with NumPy and report its outputs."""
+        max_memory: str | None, color: str, config: tuple[str, ...], isolated: bool) -> None:
+    """Verify a spec, then execute it with NumPy and report its outputs.
+
+    The configuration's [dims] are default bindings (--dim wins), and its rule
+    selection and the spec's `# noqa` comments apply to the warnings shown.
+    """
     from .backend.command import RunOptions, run_command
 
+    settings = finder_for(config, isolated).settings_for(path)
     options = RunOptions(path, parse_bindings(dims), input_files, archive, seed, save, save_all,
-                         dtype, max_memory, use_color(color))
+                         dtype, max_memory, use_color(color), ignore=settings.disabled(path),
+                         defaults=dict(settings.dims))
     sys.exit(run_command(options))
 
 
@@ -277,9 +404,17 @@ def conform_command(path: str, target: str, dims: tuple[str, ...], names: tuple[
 @click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float64",
               show_default=True, help="Element type for the byte counts.")
 @dim_option
-def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str, ...]) -> None:
-    """Write a shape-annotated report of one spec (HTML or Markdown)."""
+@config_option
+@isolated_option
+def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str, ...],
+           config: tuple[str, ...], isolated: bool) -> None:
+    """Write a shape-annotated report of one spec (HTML or Markdown).
+
+    The configuration's [dims] are default bindings (--dim wins), and its rule
+    selection and the spec's `# noqa` comments apply to the problems shown.
+    """
     from .api import check_path
+    from .config import default_bindings
     from .report import build_report, format_for, render, write_atomically
 
     bindings = parse_bindings(dims)
@@ -288,10 +423,13 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
         raise UsageFailure(MESSAGES["report_format"].format(output=output))
     if Path(output).exists() and Path(path).exists() and Path(output).samefile(path):
         raise UsageFailure(MESSAGES["report_over_spec"].format(output=output))
+    settings = finder_for(config, isolated).settings_for(path)
     try:
-        program = check_path(path, bindings)
+        program = check_path(path, bindings, ignore=settings.disabled(path),
+                             defaults=settings.dims)
     except OSError as error:
         raise UsageFailure(cannot_read(path, error)) from None
+    bindings = {**default_bindings(settings.dims, program.dims.dims), **bindings}
     built = build_report(program, path, bindings, dtype)
     try:
         write_atomically(output, render(built, fmt))

@@ -118,6 +118,29 @@ TOO_MANY = _code(
     fix="Fix the errors shown first and run the checker again.",
 )
 
+INTERNAL = _code(
+    "SC006", "internal-failure", E, "checking this file failed inside shapecheck",
+    "internal failure while checking {path}: {error} (a bug in shapecheck; "
+    "SHAPECHECK_DEBUG=1 shows the traceback)",
+    what="shapecheck itself failed while checking this file: a bug in shapecheck, not a "
+    "mistake in the spec. The other files are still checked and reported.",
+    why="One file that trips a bug must not cost the results of every other file, in "
+    "any output format; the exit status is 2, as for any internal failure.",
+    example="(any file that makes the checker fail; set SHAPECHECK_DEBUG=1 to see the "
+    "traceback)",
+    fix="Report the file to the shapecheck developers; meanwhile, simplify the statement "
+    "that triggers it.",
+)
+UNREADABLE = _code(
+    "SC007", "unreadable-path", E, "a path named on the command line cannot be read",
+    "cannot read {path}: {reason}",
+    what="A file or folder to check does not exist, or cannot be read or listed.",
+    why="A spec that cannot be read is not verified; the other paths are still "
+    "checked and reported, and the exit status is 2.",
+    example="(shapecheck verify missing.attn)",
+    fix="Correct the path, or make the file readable.",
+)
+
 # --- names ----------------------------------------------------------------------
 
 UNDEFINED = _code(
@@ -493,6 +516,44 @@ BOOL_ARITHMETIC = _code(
     fix="Apply the mask with `where(M, S, -inf)`.",
 )
 
+# --- suppression (shapecheck/suppress.py) ------------------------------------------------
+
+UNUSED_SUPPRESSION = _code(
+    "SC501", "unused-suppression", W, "a `noqa` comment suppresses nothing",
+    "`{directive}` suppresses nothing {where}",
+    what="A `# noqa` comment (or a file-level `# shapecheck: noqa`) names a warning or "
+    "note that is not reported where it stands, or a bare `# noqa` stands where nothing "
+    "is reported.",
+    why="A stale suppression hides the next real warning on that statement; removing it "
+    "keeps suppressions honest, as ruff's unused-noqa rule does.",
+    example="dim N\ninput X: [N]\noutput Y = X * 2  # noqa: SC401\n"
+    "# warning[SC501]: `# noqa: SC401` suppresses nothing on this statement",
+    fix="Remove the comment, or the code that no longer applies (`verify --fix` removes "
+    "a comment that suppresses nothing).",
+)
+ERROR_SUPPRESSED = _code(
+    "SC502", "error-not-suppressible", W, "a `noqa` comment names an error",
+    "`{code}` is an error, and errors cannot be suppressed",
+    what="Only warnings and notes can be suppressed (by `# noqa`, `ignore` or "
+    "`per-file-ignores`). An error means the spec is not shape-correct for some "
+    "admissible size: it stays, and `run` refuses the spec.",
+    why="A silenced error would let a spec that cannot run pass as verified.",
+    example="dim N, d\ninput Q: [N, d]\nS = Q @ Q  # noqa: SC301\n"
+    "# warning[SC502]: `SC301` is an error, and errors cannot be suppressed",
+    fix="Fix the error; remove the code from the comment.",
+)
+BAD_SUPPRESSION = _code(
+    "SC503", "bad-suppression", W, "a `noqa` comment cannot be read",
+    "{detail}",
+    what="A `# noqa:` comment must be followed by codes such as `SC402` (commas or "
+    "spaces between them); a code that shapecheck does not have is reported too.",
+    why="A malformed suppression suppresses nothing, which is rarely what its author "
+    "meant.",
+    example="dim N\ninput X: [N]  # noqa: SC999\noutput Y = X * 2\n"
+    "# warning[SC503]: `SC999` is not a shapecheck code",
+    fix="Write the codes as `# noqa: SC402, SC401`, or a bare `# noqa`.",
+)
+
 # --- notes and help ---------------------------------------------------------------
 
 NOTES: Table = Table("codes", "NOTES", {
@@ -519,10 +580,10 @@ HELPS: Table = Table("codes", "HELPS", {
     "apply_mask": "to apply a mask, write `where({mask}, x, -inf)`",
     "bind_dim": "bind it with `--dim {name}=VALUE` or `dim {name} = VALUE`",
     "rename": "give the new value its own name, e.g. `{name}2`",
-    "add_condition": "add `constraint {condition}`",
     "compare_first": "compare first, e.g. `({operand} > 0)`",
     "parenthesize_comparisons": "`&` and `|` bind tighter than comparisons: write each "
     "comparison in parentheses, `(a < b) & (c < d)`",
+    "remove_noqa": "remove the comment",
 })
 
 RELATIONS: Table = Table("codes", "RELATIONS", {
@@ -737,6 +798,14 @@ DETAILS: Table = Table("codes", "DETAILS", {
     # SC403: what treats a bool tensor as numbers
     "bool_in_builtin": "this builtin",
     "bool_in_unary": "unary `{op}`",
+    # SC007: why a path cannot be read (other reasons are the system's words)
+    "no_such_path": "no such file or directory",
+    "permission_denied": "permission denied",
+    # SC501, SC503: suppression comments (suppress.py)
+    "noqa_on_statement": "on this statement",
+    "noqa_in_file": "in this file",
+    "noqa_unknown_code": "`{code}` is not a shapecheck code",
+    "noqa_no_codes": "`# noqa:` must be followed by codes, such as `# noqa: SC402`",
 })
 
 

@@ -99,12 +99,19 @@ def test_exit_status_is_the_same_in_every_format(capsys, tmp_path, fmt):
     assert run(capsys, "verify", "--format", fmt, "--strict", warn)[0] == 1
 
 
-def test_a_missing_path_exits_2(capsys, tmp_path):
-    status, out, err = run(capsys, "verify", spec(tmp_path, "ok.attn", CLEAN),
-                           tmp_path / "nope.attn")
+def test_a_missing_path_is_a_diagnostic_and_the_rest_is_checked(capsys, tmp_path):
+    good = spec(tmp_path, "ok.attn", CLEAN)
+    status, out, err = run(capsys, "verify", good, tmp_path / "nope.attn")
     assert status == 2
-    assert "nope.attn" in err and "no such file" in err
+    assert "nope.attn:1:1: error[SC007]: cannot read" in out and "no such file" in out
+    assert "1 error" in out and "2 files" in out
     assert "Traceback" not in err
+    status, out, err = run(capsys, "verify", "--format", "json", tmp_path / "nope.attn", good)
+    assert status == 2
+    document = json.loads(out)
+    assert [f["ok"] for f in document["files"]] == [False, True]
+    assert document["files"][0]["diagnostics"][0]["code"] == "SC007"
+    assert "nope.attn" in err and "no such file" in err  # for whoever reads the log
 
 
 def test_an_unreadable_file_exits_2(capsys, tmp_path, monkeypatch):
@@ -119,8 +126,8 @@ def test_an_unreadable_file_exits_2(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(Path, "read_bytes", read_bytes)
     status, out, err = run(capsys, "verify", unreadable, spec(tmp_path, "ok.attn", CLEAN))
     assert status == 2
-    assert "cannot read" in err and "secret.attn" in err and "Permission denied" in err
-    assert "1 file verified" in out  # the readable file is still checked and reported
+    assert "secret.attn:1:1: error[SC007]: cannot read" in out and "permission denied" in out
+    assert "Found 1 error and 0 warnings in 2 files." in out  # the readable file is still checked
 
 
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
@@ -129,10 +136,10 @@ def test_a_file_without_read_permission_exits_2(capsys, tmp_path):
     path = spec(tmp_path, "locked.attn", CLEAN)
     path.chmod(0)
     try:
-        status, _, err = run(capsys, "verify", path)
+        status, out, _ = run(capsys, "verify", path)
     finally:
         path.chmod(0o644)
-    assert status == 2 and "cannot read" in err
+    assert status == 2 and "error[SC007]: cannot read" in out
 
 
 def test_a_malformed_file_is_a_diagnostic_not_exit_2(capsys, tmp_path):
@@ -182,17 +189,32 @@ def test_usage_errors_exit_2(capsys):
     assert run(capsys, "verify", "--no-such-option", MULTI_HEAD)[0] == 2
 
 
-def test_an_internal_failure_exits_2_without_a_traceback(capsys, monkeypatch):
+def test_an_internal_failure_in_one_file_is_a_diagnostic_for_that_file(capsys, tmp_path,
+                                                                       monkeypatch):
+    """Issue 7 §3: the other files are still checked and reported, in every format; exit 2."""
     from shapecheck import api
 
-    def broken(*args: object, **kwargs: object) -> None:
-        raise RuntimeError("boom")
+    real = api.check_text
 
-    monkeypatch.setattr(api, "check_path", broken)
+    def broken(text: str, *args: object, **kwargs: object) -> object:
+        if "boom" in text:
+            raise RuntimeError("boom")
+        return real(text, *args, **kwargs)
+
+    monkeypatch.setattr(api, "check_text", broken)
     monkeypatch.delenv("SHAPECHECK_DEBUG", raising=False)
-    status, _, err = run(capsys, "verify", MULTI_HEAD)
+    bad = spec(tmp_path, "a_bad.attn", "# boom\n" + CLEAN)
+    good = spec(tmp_path, "b_error.attn", ERROR)
+    status, out, err = run(capsys, "verify", bad, good)
     assert status == 2
-    assert "internal error" in err and "boom" in err and "Traceback" not in err
+    assert "a_bad.attn:1:1: error[SC006]: internal failure while checking" in out
+    assert "RuntimeError: boom" in out and "error[SC301]" in out
+    assert "Traceback" not in out + err
+    for fmt in ("json", "sarif", "github"):
+        status, out, err = run(capsys, "verify", "--format", fmt, tmp_path)
+        assert status == 2, fmt
+        assert "SC301" in out and "a_bad.attn" in out and "boom" in out, fmt
+        assert "SC006" in err and "Traceback" not in err
 
 
 # --- folders ------------------------------------------------------------------------------
@@ -213,8 +235,11 @@ def test_a_folder_means_every_attn_file_below_it(capsys, tmp_path):
     assert document["summary"]["files"] == 3
 
 
-def test_a_folder_without_specs_is_not_an_error(capsys, tmp_path):
-    status, out, _ = run(capsys, "verify", "--format", "json", tmp_path)
+def test_a_folder_without_specs_is_a_usage_error_unless_allowed(capsys, tmp_path):
+    status, out, err = run(capsys, "verify", "--format", "json", tmp_path)
+    assert status == 2 and "no spec files" in err and "--allow-empty" in err
+    assert json.loads(out)["summary"] == {"files": 0, "errors": 0, "warnings": 0}
+    status, out, _ = run(capsys, "verify", "--allow-empty", "--format", "json", tmp_path)
     assert status == 0
     assert json.loads(out)["summary"] == {"files": 0, "errors": 0, "warnings": 0}
 
@@ -296,18 +321,20 @@ def test_no_ansi_when_not_a_terminal(capsys):
     assert ESC not in out and ESC not in err
 
 
-def test_no_ansi_when_no_color_is_set(capsys, monkeypatch):
+def test_no_ansi_when_no_color_is_set_unless_color_is_asked_for(capsys, monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
-    for choice in ("auto", "always"):
-        _, out, _ = run(capsys, "verify", "--color", choice, MISSING_TRANSPOSE)
-        assert ESC not in out, choice
+    monkeypatch.setenv("FORCE_COLOR", "1")  # NO_COLOR wins over FORCE_COLOR
+    _, out, _ = run(capsys, "verify", MISSING_TRANSPOSE)
+    assert ESC not in out
+    _, out, _ = run(capsys, "verify", "--color", "always", MISSING_TRANSPOSE)
+    assert ESC in out  # no-color.org: an explicit choice wins over the environment
 
 
-def _on_a_terminal(*args: str, no_color: bool) -> str:
+def _on_a_terminal(*args: str, env_extra: dict[str, str] | None = None) -> str:
     """Run the CLI with stdout on a pseudo-terminal; what it wrote there."""
-    env = {key: value for key, value in os.environ.items() if key != "NO_COLOR"}
-    if no_color:
-        env["NO_COLOR"] = "1"
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("NO_COLOR", "FORCE_COLOR")}
+    env.update(env_extra or {})
     controller, terminal = pty.openpty()
     try:
         process = subprocess.Popen([sys.executable, "-m", "shapecheck", *args],
@@ -328,13 +355,33 @@ def _on_a_terminal(*args: str, no_color: bool) -> str:
     return b"".join(chunks).decode("utf-8", errors="replace")
 
 
-def test_colour_on_a_terminal_and_never_with_no_color():
+def test_colour_on_a_terminal_follows_no_color_org():
     spec_path = str(MISSING_TRANSPOSE)
-    coloured = _on_a_terminal("verify", spec_path, no_color=False)
+    coloured = _on_a_terminal("verify", spec_path)
     assert "error" in coloured and ESC in coloured
-    for choice in ("auto", "always"):
-        plain = _on_a_terminal("verify", "--color", choice, spec_path, no_color=True)
-        assert "error" in plain and ESC not in plain, choice
+    plain = _on_a_terminal("verify", spec_path, env_extra={"NO_COLOR": "1"})
+    assert "error" in plain and ESC not in plain
+    # An empty NO_COLOR does not count (no-color.org); --color never always wins.
+    assert ESC in _on_a_terminal("verify", spec_path, env_extra={"NO_COLOR": ""})
+    assert ESC not in _on_a_terminal("verify", "--color", "never", spec_path)
+
+
+def test_color_follows_force_color_and_the_flag_off_a_terminal(tmp_path):
+    path = spec(tmp_path, "bad.attn", "dim N\ninput X: [N]\nY = Z\n")
+    command = [sys.executable, "-m", "shapecheck", "verify", str(path)]
+    base = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+
+    def out(*extra: str, **env: str) -> str:
+        return subprocess.run(command + list(extra), capture_output=True, text=True,
+                              env={**base, **env}, check=False).stdout
+
+    assert "\x1b[" not in out()
+    assert "\x1b[" in out(FORCE_COLOR="1")
+    assert "\x1b[" not in out(FORCE_COLOR="")
+    assert "\x1b[" not in out(FORCE_COLOR="1", NO_COLOR="1")
+    assert "\x1b[" in out("--color", "always")
+    assert "\x1b[" in out("--color", "always", NO_COLOR="1")
+    assert "\x1b[" not in out("--color", "never", FORCE_COLOR="1")
 
 
 # --- --version and explain -----------------------------------------------------------------------
@@ -430,16 +477,16 @@ def test_a_binding_applies_to_the_files_that_declare_the_dim(capsys, tmp_path):
     assert code == 0, out
     code, out, _ = run(capsys, "verify", "--strict", "--format", "json", "--dim", "Hx=2",
                        heads, plain)
-    reported = [d["code"] for f in json.loads(out)["files"] for d in f["diagnostics"]]
-    assert (code, reported.count("SC207")) == (1, 1)  # once for the run, not per file
+    document = json.loads(out)
+    assert [d["code"] for f in document["files"] for d in f["diagnostics"]] == []
+    # once for the run, not per file, and not at some file's 1:1
+    assert [n["code"] for n in document["notifications"]] == ["SC207"]
+    assert code == 1  # --strict: a warning
 
 
-def test_color_always_colours_a_pipe_but_never_with_no_color(tmp_path):
-    path = spec(tmp_path, "bad.attn", "dim N\ninput X: [N]\nY = Z\n")
-    command = [sys.executable, "-m", "shapecheck", "verify", "--color", "always", str(path)]
-    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
-    piped = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    assert "\x1b[" in piped.stdout
-    env["NO_COLOR"] = ""
-    plain = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    assert "\x1b[" not in plain.stdout
+def test_an_unknown_binding_with_one_file_is_a_notice_too(capsys, tmp_path):
+    path = spec(tmp_path, "ok.attn", CLEAN)
+    status, out, _ = run(capsys, "verify", "--dim", "n=4", path)
+    assert status == 0
+    assert out.startswith("warning[SC207]: `--dim n=4` binds `n`") and "ok.attn:1:1" not in out
+    assert out.rstrip().endswith("1 file verified, with 1 warning.")

@@ -20,7 +20,7 @@ def test_wheel_carries_the_grammar(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=300,
     )
     assert build.returncode == 0, build.stderr
-    wheel = next(tmp_path.glob("shapecheck-*.whl"))
+    wheel = next(tmp_path.glob("attn_shapecheck-*.whl"))  # the distribution's own name
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         assert "shapecheck/py.typed" in names

@@ -7,13 +7,15 @@ wrong; 2 usage error, unreadable file, or internal failure (a checker bug).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
 import numpy as np
 
 from ..api import check_path, file_result
+from ..config import default_bindings
 from ..program import Program
 from . import runtime
 from .compiled import CompiledSpec, RunResult
@@ -35,6 +37,8 @@ class RunOptions:
     dtype: str = "float64"
     max_memory: str | None = None
     color: bool = False
+    ignore: frozenset[str] = frozenset()  # codes the configuration turns off
+    defaults: Mapping[str, int] = field(default_factory=dict)  # the configuration's [dims]
 
 
 def run_command(options: RunOptions) -> int:
@@ -64,7 +68,8 @@ def run_command(options: RunOptions) -> int:
 
 def _run(options: RunOptions, limit: int | None) -> int:
     try:
-        program = check_path(options.path, options.bindings)
+        program = check_path(options.path, options.bindings, ignore=options.ignore,
+                             defaults=options.defaults)
     except OSError as error:
         raise UnreadableFile(message("unreadable", path=options.path,
                                      reason=error.strerror or error)) from None
@@ -75,7 +80,8 @@ def _run(options: RunOptions, limit: int | None) -> int:
         raise UnreadableFile(message("cannot_write", path=options.save,
                                      reason=message("no_folder")))  # before a long run
     arrays, origins = _load_arrays(options)
-    spec = CompiledSpec(program, dims=options.bindings, dtype=options.dtype, max_memory=limit,
+    bindings = {**default_bindings(options.defaults, program.dims.dims), **options.bindings}
+    spec = CompiledSpec(program, dims=bindings, dtype=options.dtype, max_memory=limit,
                         hint=runtime.cli_hint)
     result = spec.run(arrays, seed=options.seed, keep_intermediates=options.save_all,
                       check_invariants=True)

@@ -9,11 +9,13 @@ undecodable bytes in a path all print safely.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from importlib import import_module
+from pathlib import Path
 
-from ..diagnostics import FileResult
+from ..diagnostics import Diagnostic, FileResult
 
-__all__ = ["FORMATS", "github_step_summary", "render"]
+__all__ = ["FORMATS", "github_step_summary", "render", "render_statistics"]
 
 FORMATS: tuple[str, ...] = ("text", "json", "sarif", "github")
 
@@ -26,12 +28,18 @@ _RENDERERS: dict[str, tuple[str, str]] = {
 }
 
 
-def render(results: list[FileResult], fmt: str, *, color: bool, strict: bool) -> str:
+def render(results: list[FileResult], fmt: str, *, color: bool, strict: bool,
+           notices: Sequence[Diagnostic] = (), base_dir: Path | None = None,
+           quiet: bool = False) -> str:
     """Render ``results`` in format ``fmt`` (one of :data:`FORMATS`).
 
-    ``color`` only affects ``text`` (the caller decides: a terminal and no
-    ``NO_COLOR``). ``strict`` makes warnings count as errors in the verdicts
-    (``text`` summary, ``json`` ``ok``); severities themselves are unchanged.
+    ``color`` only affects ``text`` (the caller decides: see ``cli.use_color``).
+    ``strict`` makes warnings count as errors in the verdicts (``text`` summary,
+    ``json`` ``ok``); severities themselves are unchanged. ``notices`` are
+    run-level problems that belong to no file (SC207: a ``--dim`` that no spec
+    declares); their spans mean nothing. ``base_dir`` makes SARIF and GitHub paths
+    relative to that folder (the repository root), whatever the current folder;
+    without it, paths are written as given. ``quiet`` leaves out the text summary.
     """
     entry = _RENDERERS.get(fmt)
     if entry is None:
@@ -39,10 +47,26 @@ def render(results: list[FileResult], fmt: str, *, color: bool, strict: bool) ->
     module, function = entry
     renderer = getattr(import_module(f".{module}", __name__), function)
     if fmt == "text":
-        return renderer(results, color=color, strict=strict)
+        return renderer(results, color=color, strict=strict, notices=notices, quiet=quiet)
     if fmt == "json":
-        return renderer(results, strict=strict)
-    return renderer(results)
+        return renderer(results, strict=strict, notices=notices)
+    return renderer(results, notices=notices, base_dir=base_dir)
+
+
+def render_statistics(results: list[FileResult], notices: Sequence[Diagnostic], fmt: str) -> str:
+    """``verify --statistics``: how often each code was reported, most frequent first
+    (``text``: one aligned row per code; ``json``: a list of objects)."""
+    from ._common import statistics
+
+    rows = statistics(results, notices)
+    if fmt == "json":
+        import json
+
+        return json.dumps([{"code": code, "name": name, "count": count, "fixable": fixable}
+                           for code, name, count, fixable in rows], indent=2) + "\n"
+    width = max((len(str(count)) for _, _, count, _ in rows), default=1)
+    return "".join(f"{count:>{width}}  {code}  {'[*] ' if fixable else ''}{name}\n"
+                   for code, name, count, fixable in rows)
 
 
 def github_step_summary(results: list[FileResult], *, strict: bool = False) -> str:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import os
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from urllib.parse import quote
 
-from ..diagnostics import FileResult
+from ..diagnostics import Diagnostic, FileResult, Severity
 from ..i18n import Table
 
 # The words of the formats' summaries (`verify`'s last line, the GitHub job summary) and of
@@ -57,12 +59,14 @@ class Totals:
     warnings: int
 
     @classmethod
-    def of(cls, results: Iterable[FileResult]) -> Totals:
+    def of(cls, results: Iterable[FileResult], notices: Sequence[Diagnostic] = ()) -> Totals:
         files = errors = warnings = 0
         for result in results:
             files += 1
             errors += result.errors
             warnings += result.warnings
+        errors += sum(1 for notice in notices if notice.severity is Severity.ERROR)
+        warnings += sum(1 for notice in notices if notice.severity is Severity.WARNING)
         return cls(files, errors, warnings)
 
     def failed(self, strict: bool) -> bool:
@@ -117,3 +121,35 @@ def _quote(path: str) -> str:
         return quote(path, safe="/", errors="surrogateescape")
     except UnicodeEncodeError:
         return quote(path, safe="/", errors="surrogatepass")
+
+
+def statistics(results: Iterable[FileResult],
+               notices: Sequence[Diagnostic]) -> list[tuple[str, str, int, bool]]:
+    """(code, name, count, fixable) for every code reported, most frequent first."""
+    from .. import codes
+
+    counts: Counter[str] = Counter()
+    fixable: set[str] = set()
+    for diagnostic in [d for r in results for d in r.diagnostics] + list(notices):
+        counts[diagnostic.code] += 1
+        if any(fix.safe for fix in diagnostic.fixes):
+            fixable.add(diagnostic.code)
+    rows = []
+    for code, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
+        entry = codes.REGISTRY.get(code)
+        rows.append((code, entry.name if entry else "", count, code in fixable))
+    return rows
+
+
+def rebase(path: str, base_dir: Path | None) -> str:
+    """``path`` relative to ``base_dir`` when it lies below it; else absolute.
+
+    Without a base folder the path stays as given.
+    """
+    if base_dir is None or path == "-":
+        return path
+    absolute = Path(os.path.abspath(path))
+    try:
+        return absolute.relative_to(base_dir).as_posix()
+    except ValueError:
+        return str(absolute)

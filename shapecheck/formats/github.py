@@ -10,8 +10,11 @@ lines gives ``line`` and ``endLine`` without columns.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+
 from ..diagnostics import Diagnostic, FileResult, Note, Severity
-from ._common import WORDS, Totals, plural, posix_path, scrub
+from ._common import WORDS, Totals, plural, posix_path, rebase, scrub
 
 COMMANDS: dict[Severity, str] = {
     Severity.ERROR: "error",
@@ -30,13 +33,23 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def render_github(results: list[FileResult]) -> str:
+def render_github(results: list[FileResult], *, notices: Sequence[Diagnostic] = (),
+                  base_dir: Path | None = None) -> str:
+    """One annotation per diagnostic; ``file=`` is relative to ``base_dir`` (the
+    repository root, which is what GitHub expects) when one is given. A notice
+    (SC207) has no file."""
     lines = [
-        annotation(diagnostic, result.path)
+        annotation(diagnostic, rebase(result.path, base_dir))
         for result in results
         for diagnostic in result.diagnostics
     ]
+    lines.extend(_run_annotation(notice) for notice in notices)
     return "".join(line + "\n" for line in lines)
+
+
+def _run_annotation(notice: Diagnostic) -> str:
+    message = escape_data(_message(notice, ""))
+    return scrub(f"::{COMMANDS[notice.severity]} title={escape_property(notice.code)}::{message}")
 
 
 def annotation(diagnostic: Diagnostic, path: str) -> str:

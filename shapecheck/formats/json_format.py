@@ -9,25 +9,36 @@ in ``shapes`` keep the order the checker found them in. The output is ASCII
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
-from ..diagnostics import Diagnostic, FileResult, Note, Span
+from ..diagnostics import Diagnostic, FileResult, Fix, Note, Span
 from ._common import Totals, scrub_tree
 
 JsonObject = dict[str, object]
 
 
-def render_json(results: list[FileResult], *, strict: bool) -> str:
+def render_json(results: list[FileResult], *, strict: bool,
+                notices: Sequence[Diagnostic] = ()) -> str:
     return (
-        json.dumps(scrub_tree(document(results, strict=strict)), indent=2, ensure_ascii=True) + "\n"
+        json.dumps(scrub_tree(document(results, strict=strict, notices=notices)), indent=2,
+                   ensure_ascii=True) + "\n"
     )
 
 
-def document(results: list[FileResult], *, strict: bool) -> JsonObject:
-    totals = Totals.of(results)
-    return {
+def document(results: list[FileResult], *, strict: bool,
+             notices: Sequence[Diagnostic] = ()) -> JsonObject:
+    """The contract's document; ``notifications`` (run-level problems such as SC207,
+    with no position) is added when there are any."""
+    totals = Totals.of(results, notices)
+    out: JsonObject = {
         "files": [_file(result, strict) for result in results],
         "summary": {"files": totals.files, "errors": totals.errors, "warnings": totals.warnings},
     }
+    if notices:
+        out["notifications"] = [
+            {"severity": n.severity.value, "code": n.code, "message": n.message,
+             "help": list(n.help)} for n in notices]
+    return out
 
 
 def _file(result: FileResult, strict: bool) -> JsonObject:
@@ -49,6 +60,16 @@ def _diagnostic(diagnostic: Diagnostic) -> JsonObject:
         "help": list(diagnostic.help),
         # A refuted claim about dims: the sizes where it fails ({"D_model": 1, "H": 2}).
         "counterexample": dict(diagnostic.counterexample) if diagnostic.counterexample else None,
+        **({"fixes": [_fix(fix) for fix in diagnostic.fixes]} if diagnostic.fixes else {}),
+    }
+
+
+def _fix(fix: Fix) -> JsonObject:
+    return {
+        "help": fix.help,
+        "safe": fix.safe,
+        "edits": [{**_position(edit.span), "replacement": edit.replacement}
+                  for edit in fix.edits],
     }
 
 

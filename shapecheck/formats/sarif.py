@@ -14,6 +14,15 @@ Choices, each for a reason:
   not the line number, so an alert survives edits above it; ``:N`` counts
   repeats of the same code on identical lines of one file.
 - Relative paths are relative to ``%SRCROOT%`` (the checkout root for GitHub).
+  ``verify`` passes a base folder (``--base-dir``, by default the repository root),
+  so URIs are the same from whatever folder it runs; ``originalUriBaseIds`` then
+  says where ``%SRCROOT%`` is.
+- Problems of the tool rather than of a spec -- a path that cannot be read (SC007),
+  an internal failure while checking a file (SC006), a ``--dim`` that no spec
+  declares (SC207) -- are ``invocations[0].toolExecutionNotifications``, not
+  results: they are not alerts on code. ``executionSuccessful`` is false when one
+  of them is an error. The document is valid in every case, empty runs included.
+- A diagnostic whose ``help:`` is an exact edit carries it as a SARIF ``fix``.
 """
 
 from __future__ import annotations
@@ -21,11 +30,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
 
 from .. import codes
 from .._version import __version__
-from ..diagnostics import Diagnostic, FileResult, Note, Severity, Span
-from ._common import absolute_uri, is_absolute, posix_path, relative_uri, scrub_tree
+from ..diagnostics import Diagnostic, FileResult, Fix, Note, Severity, Span
+from ._common import absolute_uri, is_absolute, posix_path, rebase, relative_uri, scrub_tree
 from .source import SourceLines
 
 JsonObject = dict[str, object]
@@ -35,7 +46,9 @@ SCHEMA_URI = (
 )
 SARIF_VERSION = "2.1.0"
 TOOL_NAME = "shapecheck"
-INFORMATION_URI = "https://pypi.org/project/shapecheck/"
+INFORMATION_URI = "https://pypi.org/project/attn-shapecheck/"
+#: Codes that are problems of the tool, not of a spec (see the module docstring).
+TOOL_CODES = frozenset({"SC006", "SC007"})
 SRCROOT = "%SRCROOT%"
 FINGERPRINT_KEY = "shapecheck/v1"
 LEVELS: dict[Severity, str] = {
@@ -45,31 +58,64 @@ LEVELS: dict[Severity, str] = {
 }
 
 
-def render_sarif(results: list[FileResult]) -> str:
-    return json.dumps(scrub_tree(sarif_log(results)), indent=2, ensure_ascii=True) + "\n"
+def render_sarif(results: list[FileResult], *, notices: Sequence[Diagnostic] = (),
+                 base_dir: Path | None = None) -> str:
+    log = sarif_log(results, notices=notices, base_dir=base_dir)
+    return json.dumps(scrub_tree(log), indent=2, ensure_ascii=True) + "\n"
 
 
-def sarif_log(results: list[FileResult]) -> JsonObject:
-    rules = _rule_ids(results)
+def sarif_log(results: list[FileResult], *, notices: Sequence[Diagnostic] = (),
+              base_dir: Path | None = None) -> JsonObject:
+    rules = _rule_ids(results, notices)
     index = {rule_id: position for position, rule_id in enumerate(rules)}
     sarif_results: list[JsonObject] = []
+    notifications: list[JsonObject] = []
     for result in results:
-        sarif_results.extend(_file_results(result, index))
+        path = rebase(result.path, base_dir)
+        findings = [d for d in result.diagnostics if d.code not in TOOL_CODES]
+        sarif_results.extend(_file_results(result, path, findings, index))
+        location = artifact_location(path)
+        notifications.extend(_notification(d, index, location) for d in result.diagnostics
+                             if d.code in TOOL_CODES)
+    notifications.extend(_notification(notice, index, None) for notice in notices)
     run: JsonObject = {
         "tool": {"driver": _driver(rules)},
+        "invocations": [{
+            "executionSuccessful": not any(n["level"] == "error" for n in notifications),
+            "toolExecutionNotifications": notifications,
+        }],
         "columnKind": "unicodeCodePoints",
         "results": sarif_results,
     }
+    if base_dir is not None:
+        run["originalUriBaseIds"] = {SRCROOT: {"uri": _folder_uri(base_dir)}}
     return {"$schema": SCHEMA_URI, "version": SARIF_VERSION, "runs": [run]}
 
 
-def _rule_ids(results: list[FileResult]) -> list[str]:
+def _folder_uri(folder: Path) -> str:
+    uri = absolute_uri(str(folder))
+    return uri if uri.endswith("/") else uri + "/"
+
+
+def _notification(diagnostic: Diagnostic, index: dict[str, int],
+                  location: JsonObject | None) -> JsonObject:
+    notification: JsonObject = {
+        "level": LEVELS[diagnostic.severity],
+        "message": {"text": _message_text(diagnostic)},
+        "associatedRule": {"id": diagnostic.code, "index": index[diagnostic.code]},
+    }
+    if location is not None:
+        notification["locations"] = [{"physicalLocation": {"artifactLocation": dict(location)}}]
+    return notification
+
+
+def _rule_ids(results: list[FileResult], notices: Sequence[Diagnostic]) -> list[str]:
     """Every registry code, then any unregistered code that occurs (in order)."""
     ids = sorted(codes.REGISTRY)
-    for result in results:
-        for diagnostic in result.diagnostics:
-            if diagnostic.code not in codes.REGISTRY and diagnostic.code not in ids:
-                ids.append(diagnostic.code)
+    found = [d for result in results for d in result.diagnostics] + list(notices)
+    for diagnostic in found:
+        if diagnostic.code not in codes.REGISTRY and diagnostic.code not in ids:
+            ids.append(diagnostic.code)
     return ids
 
 
@@ -120,17 +166,18 @@ def _fence_for(text: str) -> str:
     return "`" * max(3, longest + 1)
 
 
-def _file_results(result: FileResult, index: dict[str, int]) -> list[JsonObject]:
+def _file_results(result: FileResult, path: str, findings: list[Diagnostic],
+                  index: dict[str, int]) -> list[JsonObject]:
     lines = SourceLines(result.source)
-    location = artifact_location(result.path)
+    location = artifact_location(path)
     seen: Counter[tuple[str, str]] = Counter()
     line_keys: dict[int, str] = {}  # a long line is normalised once, not per diagnostic
     out: list[JsonObject] = []
-    for diagnostic in result.diagnostics:
+    for diagnostic in findings:
         content = _fingerprint_content(diagnostic, lines, line_keys)
         seen[(diagnostic.code, content)] += 1
         fingerprint = _fingerprint(
-            diagnostic.code, result.path, content, seen[(diagnostic.code, content)]
+            diagnostic.code, path, content, seen[(diagnostic.code, content)]
         )
         out.append(_result(diagnostic, location, index, fingerprint))
     return out
@@ -154,7 +201,23 @@ def _result(
     ]
     if related:
         result["relatedLocations"] = related
+    if diagnostic.fixes:
+        result["fixes"] = [_fix(fix, location) for fix in diagnostic.fixes]
     return result
+
+
+def _fix(fix: Fix, location: JsonObject) -> JsonObject:
+    """A SARIF fix: the help line it belongs to, and its replacements."""
+    return {
+        "description": {"text": fix.help},
+        "artifactChanges": [{
+            "artifactLocation": dict(location),
+            "replacements": [
+                {"deletedRegion": region(edit.span), "insertedContent": {"text": edit.replacement}}
+                for edit in fix.edits
+            ],
+        }],
+    }
 
 
 def _message_text(diagnostic: Diagnostic) -> str:

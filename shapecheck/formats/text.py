@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..diagnostics import Diagnostic, FileResult, Note, Severity, Span
@@ -50,7 +51,8 @@ class Palette:
         return f"\x1b[{style}m{text}{RESET}"
 
 
-def render_text(results: list[FileResult], *, color: bool, strict: bool) -> str:
+def render_text(results: list[FileResult], *, color: bool, strict: bool,
+                notices: Sequence[Diagnostic] = (), quiet: bool = False) -> str:
     palette = Palette(color)
     blocks: list[str] = []
     for result in results:
@@ -58,8 +60,19 @@ def render_text(results: list[FileResult], *, color: bool, strict: bool) -> str:
         path = printable_line(result.path)
         for diagnostic in result.diagnostics:
             blocks.append(render_diagnostic(diagnostic, path, lines, color=color) + "\n")
-    blocks.append(palette.paint(summary_line(Totals.of(results), strict), BOLD) + "\n")
+    blocks.extend(_notice(notice, palette) + "\n" for notice in notices)
+    if not quiet:
+        blocks.append(palette.paint(summary_line(Totals.of(results, notices), strict), BOLD) + "\n")
     return "\n".join(blocks)
+
+
+def _notice(notice: Diagnostic, palette: Palette) -> str:
+    """A problem of the run, not of a file: `warning[SC207]: message`, then help."""
+    kind = palette.paint(f"{notice.severity.value}[{printable_line(notice.code)}]",
+                         SEVERITY_STYLE[notice.severity])
+    out = [f"{kind}{palette.paint(': ' + printable(notice.message), BOLD)}"]
+    out.extend(_labelled("help", line, palette) for line in notice.help)
+    return "\n".join(out)
 
 
 def summary_line(totals: Totals, strict: bool) -> str:

@@ -9,7 +9,11 @@ MESSAGES = {
     "not_name_int": "`{item}` 不是 NAME=INT",
     "not_positive": "`{item}`: 值必须是正整数",
     "bound_twice": "`{name}` 绑定了两次",
-    "no_such_path": "{path}: 没有这个文件或目录",
+    "no_path": "没有给出路径; `shapecheck verify --help` 说明用法",
+    "statistics_format": "--statistics 只输出 text 或 json",
+    "nothing_checked": "没有要检查的 spec 文件 (文件夹指其下的 *.attn 文件, 不含 exclude 和 "
+    ".gitignore 跳过的); 用 --allow-empty 可以接受这种情况",
+    "cannot_read_stdin": "无法读取标准输入: {reason}",
     "cannot_read": "无法读取 {path}: {reason}",
     "cannot_write_summary": "无法写入步骤摘要 {path}: {reason}",
     "report_format": "无法从 `{output}` 判断报告格式; 请命名为 .html 或 .md, 或给出 --format html|md",

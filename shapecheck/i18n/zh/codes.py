@@ -40,6 +40,25 @@ CODES: dict[str, dict[str, str]] = {
         example="(把一个二进制文件当作 spec 传入)",
         fix="先改正显示出来的错误, 再运行一次检查。",
     ),
+    "SC006": dict(
+        summary="检查这个文件时 shapecheck 内部出错",
+        message="检查 {path} 时内部出错: {error} (这是 shapecheck 的 bug; "
+        "设置 SHAPECHECK_DEBUG=1 可以看到回溯)",
+        what="shapecheck 自己在检查这个文件时出错: 这是 shapecheck 的 bug, 不是 spec 的错误。"
+        "其他文件照常检查和报告。",
+        why="一个触发 bug 的文件不应让其他所有文件的结果丢失, 无论哪种输出格式; 退出状态是 2, "
+        "和任何内部错误一样。",
+        example="(任何让检查器出错的文件; 设置 SHAPECHECK_DEBUG=1 可以看到回溯)",
+        fix="把这个文件报告给 shapecheck 的开发者; 在此之前, 简化触发它的语句。",
+    ),
+    "SC007": dict(
+        summary="命令行上给出的路径无法读取",
+        message="无法读取 {path}: {reason}",
+        what="要检查的文件或文件夹不存在, 或者无法读取、无法列出。",
+        why="无法读取的 spec 没有被验证; 其他路径照常检查和报告, 退出状态是 2。",
+        example="(shapecheck verify missing.attn)",
+        fix="改正路径, 或者让文件可读。",
+    ),
     "SC101": dict(
         summary="名字在声明之前就被使用",
         message="`{name}` 没有定义",
@@ -369,6 +388,37 @@ CODES: dict[str, dict[str, str]] = {
         example="dim N\ninput S: [N, N]\ninput M: bool[N, N]\nP = softmax(S + M)\n# warning[SC403]",
         fix="用 `where(M, S, -inf)` 施加掩码。",
     ),
+    "SC501": dict(
+        summary="`noqa` 注释没有屏蔽任何东西",
+        message="`{directive}` {where}没有屏蔽任何东西",
+        what="`# noqa` 注释 (或文件级的 `# shapecheck: noqa`) 点名的 warning 或 note 在它所在的"
+        "地方并没有报告, 或者单独的 `# noqa` 所在之处什么也没有报告。",
+        why="过时的屏蔽会藏住这条语句下一个真正的 warning; 去掉它, 屏蔽才可信, 就像 ruff 的 "
+        "unused-noqa 规则。",
+        example="dim N\ninput X: [N]\noutput Y = X * 2  # noqa: SC401\n"
+        "# warning[SC501]: `# noqa: SC401` 在这条语句上没有屏蔽任何东西",
+        fix="去掉这条注释, 或去掉不再适用的代码 (`verify --fix` 会去掉什么也没屏蔽的注释)。",
+    ),
+    "SC502": dict(
+        summary="`noqa` 注释点名了一个 error",
+        message="`{code}` 是 error, 而 error 不能被屏蔽",
+        what="只有 warning 和 note 可以被屏蔽 (用 `# noqa`、`ignore` 或 `per-file-ignores`)。"
+        "error 意味着 spec 对某些允许的大小形状不对: 它会保留, `run` 也会拒绝这个 spec。",
+        why="被屏蔽的 error 会让一个无法运行的 spec 冒充已验证。",
+        example="dim N, d\ninput Q: [N, d]\nS = Q @ Q  # noqa: SC301\n"
+        "# warning[SC502]: `SC301` 是 error, 而 error 不能被屏蔽",
+        fix="改正这个 error; 从注释中去掉这个代码。",
+    ),
+    "SC503": dict(
+        summary="`noqa` 注释无法读懂",
+        message="{detail}",
+        what="`# noqa:` 后面必须跟代码, 例如 `SC402` (之间用逗号或空格分隔); shapecheck 没有的"
+        "代码也会报告。",
+        why="写错的屏蔽什么也屏蔽不了, 这很少是作者的本意。",
+        example="dim N\ninput X: [N]  # noqa: SC999\noutput Y = X * 2\n"
+        "# warning[SC503]: `SC999` 不是 shapecheck 的代码",
+        fix="把代码写成 `# noqa: SC402, SC401`, 或者只写 `# noqa`。",
+    ),
 }
 
 NOTES = {
@@ -395,10 +445,10 @@ HELPS = {
     "apply_mask": "要施加掩码, 写成 `where({mask}, x, -inf)`",
     "bind_dim": "用 `--dim {name}=VALUE` 或 `dim {name} = VALUE` 绑定它",
     "rename": "给新的值起一个自己的名字, 例如 `{name}2`",
-    "add_condition": "加上 `constraint {condition}`",
     "compare_first": "先做比较, 例如 `({operand} > 0)`",
     "parenthesize_comparisons": "`&` 和 `|` 比比较运算结合得更紧: 把每个比较放进括号, "
     "`(a < b) & (c < d)`",
+    "remove_noqa": "去掉这条注释",
 }
 
 RELATIONS = {
@@ -537,6 +587,12 @@ DETAILS = {
     "对另一些则不是",
     "bool_in_builtin": "这个内置函数",
     "bool_in_unary": "一元 `{op}`",
+    "no_such_path": "没有这个文件或目录",
+    "permission_denied": "没有权限",
+    "noqa_on_statement": "在这条语句上",
+    "noqa_in_file": "在这个文件中",
+    "noqa_unknown_code": "`{code}` 不是 shapecheck 的代码",
+    "noqa_no_codes": "`# noqa:` 后面必须跟代码, 例如 `# noqa: SC402`",
 }
 
 TOKEN_WORDS = {

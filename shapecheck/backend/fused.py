@@ -1,0 +1,347 @@
+"""Blockwise attention in NumPy: ``softmax(ops(Q @ K.T)) @ V`` in O(N·d) memory.
+
+The kernel takes the pattern in a *canonical* layout — ``q: [..., Nq, d]``,
+``k: [..., Nk, d]``, ``v: [..., Nk, dv]`` (batch axes broadcast as in ``matmul``) —
+and the operations the spec applies to the scores between the product and the
+softmax, in the order it applies them (:class:`Op`: a scale, an added bias, a mask).
+It never builds the ``[..., Nq, Nk]`` table:
+
+- **Row blocks.** Queries are processed ``rows`` at a time; a block's scores
+  ``[..., rows, keys]`` are computed, masked, normalised and multiplied by ``V`` at once.
+- **Key blocks.** Where even a block of a few rows against every key would be too
+  large, the keys are processed ``keys`` at a time with an *online softmax*: the
+  running row maximum ``m``, normaliser ``l`` and output ``acc`` are rescaled by
+  ``exp(m_old - m_new)`` as each key block arrives, and ``acc / l`` is the output.
+- **Masks** are applied per block: a causal or sliding-window mask is generated from
+  the block's row and key indices (:class:`Causal`), never materialised; a mask given as
+  a tensor (a key-padding mask) is sliced. Key blocks that a ``-inf`` causal or window
+  mask hides entirely are skipped.
+- **Invariants** are checked inside the blocks, where the normaliser is at hand: every
+  row's weights ``exp(s - m) / l`` sum to 1 (recomputed in float64 from each key block's
+  partial sums and maxima, so the online bookkeeping is checked too); a row whose
+  every key is hidden by ``-inf`` gives NaN, as the unfused softmax does, and is counted.
+
+Semantics are those of the unfused execution (a fully masked row is NaN; a finite fill
+such as ``-1e9`` replaces the score, as ``where`` does); values agree to rounding.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+TILE_BYTES = 4 << 20  # the scores of one block: small enough to stay near the caches
+MIN_ROWS = 32  # fewer rows than this against every key: block the keys instead
+MIN_KEYS = 256
+
+
+@dataclass(frozen=True)
+class Causal:
+    """Query ``i`` sees key ``j`` when ``j <= i + offset`` (and, with a window ``W``, when
+    ``j > i + offset - W``): ``causal_mask(N_q, N_k, window=W)`` has ``offset = N_k - N_q``."""
+
+    offset: int = 0
+    window: int | None = None
+
+    def keep(self, rows: range, keys: range) -> np.ndarray:
+        """The ``[rows, keys]`` block of the mask, from indices alone."""
+        i = np.arange(rows.start, rows.stop).reshape(-1, 1) + self.offset
+        j = np.arange(keys.start, keys.stop).reshape(1, -1)
+        keep = j <= i
+        if self.window is not None:
+            keep &= j > i - self.window
+        return keep
+
+    def key_range(self, rows: range, nk: int) -> range:
+        """The keys some row of ``rows`` may see (the others are hidden for every row)."""
+        stop = min(nk, rows.stop - 1 + self.offset + 1)
+        start = 0 if self.window is None else max(0, rows.start + self.offset - self.window + 1)
+        return range(start, max(start, stop))
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation on the scores, applied in this order.
+
+    - ``scale``: multiply by ``value`` (or divide, ``divides``, as the spec writes it);
+    - ``bias``: add ``tensor`` (broadcastable to ``[..., Nq, Nk]``);
+    - ``mask``: where the mask does not keep a score, replace it by ``fill`` (or add
+      ``fill``, ``additive``, as ``S + where(m, 0, fill)``). The mask is ``causal``
+      (generated) or ``tensor`` (bool, broadcastable); ``keeps`` False inverts it
+      (``where(m, fill, S)``).
+    """
+
+    kind: str
+    value: float = 1.0
+    divides: bool = False
+    tensor: np.ndarray | None = None
+    causal: Causal | None = None
+    keeps: bool = True
+    fill: float = -math.inf
+    additive: bool = False
+
+    def hides(self) -> bool:
+        """A ``-inf`` mask: what it hides has weight exactly 0, whatever else is added."""
+        return self.kind == "mask" and self.fill == -math.inf
+
+
+@dataclass(frozen=True)
+class Blocks:
+    rows: int
+    keys: int
+    online: bool  # keys in blocks of ``keys`` (an online softmax); else every key at once
+
+
+def blocks_for(batch: int, nq: int, nk: int, itemsize: int, tile_bytes: int = TILE_BYTES) -> Blocks:
+    """Row and key block sizes keeping a block's scores near ``tile_bytes``."""
+    per_row = batch * nk * itemsize
+    rows = max(1, tile_bytes // max(per_row, 1))
+    if rows >= MIN_ROWS or rows >= nq:
+        return Blocks(min(rows, nq), nk, False)
+    rows = min(nq, MIN_ROWS)
+    keys = max(MIN_KEYS, tile_bytes // max(batch * rows * itemsize, 1))
+    return Blocks(rows, min(keys, nk), keys < nk)
+
+
+def workspace_bytes(blocks: Blocks, batch: int, dv: int, itemsize: int) -> int:
+    """The memory the kernel adds to its inputs and output: a block's scores, a bool mask
+    block, the block's ``P @ V``, and (online) the running maximum, normaliser and output."""
+    tile = batch * blocks.rows * blocks.keys
+    rows = batch * blocks.rows
+    extra = 3 * rows * dv * itemsize + 4 * rows * 8 if blocks.online else rows * dv * itemsize
+    return tile * itemsize + tile + 2 * rows * 8 + extra
+
+
+@dataclass
+class Observed:
+    """What the kernel saw: fully masked rows, the worst softmax sum."""
+
+    masked_rows: int = 0
+    worst_sum: float = 0.0  # largest |sum of a row's weights - 1| (NaN rows excepted)
+    worst_total: float = 1.0  # that row's sum
+    rows_checked: int = 0
+
+    def merge(self, other: Observed) -> None:
+        self.masked_rows += other.masked_rows
+        self.rows_checked += other.rows_checked
+        if other.worst_sum > self.worst_sum:
+            self.worst_sum, self.worst_total = other.worst_sum, other.worst_total
+
+
+@dataclass(frozen=True)
+class _Kernel:
+    q: np.ndarray
+    k_t: np.ndarray  # [..., d, Nk] (a view of K)
+    v: np.ndarray
+    ops: Sequence[Op]
+    blocks: Blocks
+    check: bool
+    batch: tuple[int, ...]
+
+    def scores(self, rows: range, keys: range) -> np.ndarray:
+        block = np.matmul(self.q[..., rows.start:rows.stop, :], self.k_t[..., keys.start:keys.stop])
+        for op in self.ops:
+            _apply(op, block, rows, keys)
+        return block
+
+    def key_range(self, rows: range) -> range:
+        """The keys this row block must see: those no ``-inf`` causal mask hides from all
+        of its rows (a replaced ``-inf`` has weight exactly 0, whatever else is added)."""
+        nk = self.k_t.shape[-1]
+        keys = range(0, nk)
+        for op in self.ops:
+            if op.hides() and op.causal is not None and op.keeps and not op.additive:
+                allowed = op.causal.key_range(rows, nk)
+                keys = range(max(keys.start, allowed.start), min(keys.stop, allowed.stop))
+        return keys if keys.stop > keys.start else range(0, 0)
+
+    def row_block(self, rows: range) -> tuple[np.ndarray, Observed]:
+        observed = Observed()
+        keys = self.key_range(rows)
+        with np.errstate(all="ignore"):  # -inf - -inf is NaN on purpose (a fully masked row)
+            if self.blocks.online and len(keys) > self.blocks.keys:
+                return _online(self, rows, keys, observed), observed
+            return _whole(self, rows, keys, observed), observed
+
+
+def _slice(tensor: np.ndarray, rows: range, keys: range) -> np.ndarray:
+    """A broadcastable ``[..., Nq, Nk]`` operand's part for the block (size-1 axes stay)."""
+    row_part = slice(None) if tensor.shape[-2] == 1 else slice(rows.start, rows.stop)
+    key_part = slice(None) if tensor.shape[-1] == 1 else slice(keys.start, keys.stop)
+    return tensor[..., row_part, key_part]
+
+
+def _apply(op: Op, block: np.ndarray, rows: range, keys: range) -> None:
+    scalar = block.dtype.type
+    if op.kind == "scale":
+        if op.divides:
+            np.true_divide(block, scalar(op.value), out=block)
+        else:
+            np.multiply(block, scalar(op.value), out=block)
+        return
+    if op.kind == "bias":
+        assert op.tensor is not None
+        np.add(block, _slice(op.tensor, rows, keys), out=block)
+        return
+    if op.causal is not None:
+        keep = op.causal.keep(rows, keys)
+    else:
+        assert op.tensor is not None
+        keep = _slice(op.tensor, rows, keys)
+    hidden = np.broadcast_to(np.logical_not(keep) if op.keeps else keep, block.shape)
+    if op.additive:
+        np.add(block, scalar(op.fill), out=block, where=hidden)
+    else:
+        np.copyto(block, scalar(op.fill), where=hidden)
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, ops: Sequence[Op], *,
+              blocks: Blocks | None = None, check: bool = False, workers: int | None = None,
+              progress: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, Observed]:
+    """``softmax(ops(q @ k.T)) @ v`` over the last axis, block by block; canonical layout.
+
+    Row blocks run on ``workers`` threads (default: :func:`default_workers`), NumPy releasing
+    the GIL in every ufunc and product, with BLAS held to one thread meanwhile so that the
+    two kinds of parallelism do not oversubscribe the cores. ``progress(done, total)`` is
+    called as row blocks finish (rows done, rows in all). Returns the output
+    ``[..., Nq, dv]`` and what was observed.
+    """
+    nq, nk = q.shape[-2], k.shape[-2]
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    if blocks is None:
+        blocks = blocks_for(math.prod(batch), nq, nk, q.dtype.itemsize)
+    out = np.empty((*batch, nq, v.shape[-1]), dtype=np.result_type(q, v))
+    kernel = _Kernel(q, np.swapaxes(k, -1, -2), v, ops, blocks, check, batch)
+    observed = Observed()
+    starts = range(0, nq, blocks.rows)
+    workers = max(1, min(workers or default_workers(), len(starts)))
+
+    def run(start: int) -> tuple[int, Observed]:
+        rows = range(start, min(nq, start + blocks.rows))
+        result, seen = kernel.row_block(rows)
+        out[..., rows.start:rows.stop, :] = result
+        return len(rows), seen
+
+    done = 0
+    with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
+        for count, seen in (map(run, starts) if workers == 1 else pool.map(run, starts)):
+            observed.merge(seen)
+            done += count
+            if progress is not None:
+                progress(done, nq)
+    return out, observed
+
+
+def default_workers() -> int:
+    """One thread per core this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _whole(kernel: _Kernel, rows: range, keys: range, observed: Observed) -> np.ndarray:
+    """One row block against all the keys it may see, at once."""
+    v = kernel.v[..., keys.start:keys.stop, :]
+    if len(keys) == 0:  # every key hidden: a fully masked row is NaN
+        observed.masked_rows += math.prod(kernel.batch) * len(rows)
+        return np.full((*kernel.batch, len(rows), v.shape[-1]), np.nan, dtype=kernel.q.dtype)
+    block = kernel.scores(rows, keys)
+    peak = np.max(block, axis=-1, keepdims=True)
+    observed.masked_rows += int(np.count_nonzero(np.isneginf(peak)))
+    np.subtract(block, peak, out=block)
+    np.exp(block, out=block)
+    total = np.sum(block, axis=-1, keepdims=True)
+    result = np.matmul(block, v)
+    result /= total
+    if kernel.check:
+        _observe(observed, np.sum(block, axis=-1, dtype=np.float64) / total[..., 0])
+    return result
+
+
+def _online(kernel: _Kernel, rows: range, keys: range, observed: Observed) -> np.ndarray:
+    """One row block, the keys ``kernel.blocks.keys`` at a time (online softmax)."""
+    dtype, batch = kernel.q.dtype, kernel.batch
+    shape = (*batch, len(rows), 1)
+    peak = np.full(shape, -np.inf, dtype=dtype)
+    total = np.zeros(shape, dtype=dtype)
+    acc = np.zeros((*batch, len(rows), kernel.v.shape[-1]), dtype=dtype)
+    partial: list[tuple[np.ndarray, np.ndarray]] = []  # (shift, float64 sum) per key block
+    for start in range(keys.start, keys.stop, kernel.blocks.keys):
+        part = range(start, min(keys.stop, start + kernel.blocks.keys))
+        block = kernel.scores(rows, part)
+        new_peak = np.maximum(peak, np.max(block, axis=-1, keepdims=True))
+        shift = np.where(np.isneginf(new_peak), dtype.type(0), new_peak)  # no -inf - -inf here
+        np.subtract(block, shift, out=block)
+        np.exp(block, out=block)
+        rescale = np.exp(peak - shift)
+        total *= rescale
+        total += np.sum(block, axis=-1, keepdims=True)
+        acc *= rescale
+        acc += np.matmul(block, kernel.v[..., part.start:part.stop, :])
+        peak = new_peak
+        if kernel.check:
+            partial.append((shift, np.sum(block, axis=-1, keepdims=True, dtype=np.float64)))
+    masked = np.isneginf(peak)
+    observed.masked_rows += int(np.count_nonzero(masked))
+    result = acc / total  # 0 / 0: NaN for a fully masked row, as the unfused softmax
+    if kernel.check:
+        final = np.where(masked, 0.0, peak).astype(np.float64)
+        sums = sum(s * np.exp(shift.astype(np.float64) - final) for shift, s in partial)
+        _observe(observed, (np.asarray(sums) / total)[..., 0])
+    return result
+
+
+def _observe(observed: Observed, totals: np.ndarray) -> None:
+    valid = ~np.isnan(totals)
+    observed.rows_checked += int(totals.size)
+    if valid.any():
+        deviation = np.abs(totals[valid] - 1.0)
+        worst = int(np.argmax(deviation))
+        if deviation[worst] > observed.worst_sum:
+            observed.worst_sum = float(deviation[worst])
+            observed.worst_total = float(totals[valid][worst])
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How to bring an array into a canonical axis order: reshape to ``squeezed`` (size-1
+    axes without a role dropped), permute by ``order``, reshape to ``shape`` (a size-1 axis
+    for each role the array lacks, so that it broadcasts)."""
+
+    squeezed: tuple[int, ...]
+    order: tuple[int, ...]
+    shape: tuple[int, ...]
+    inverse: tuple[int, ...]  # undoes ``order`` (for an output written back)
+
+
+def layout(labels: Sequence[str | None], shape: Sequence[int],
+           target: Sequence[str]) -> Layout | None:
+    """The :class:`Layout` taking axes labelled ``labels`` (``batch:0``, ``query``, ``key``,
+    ..., None for a size-1 axis without a role) to the order ``target``; None when the
+    labels do not allow it (a role twice, a role not in ``target``, a sized axis with no
+    role)."""
+    if len(labels) != len(shape) or any(label is not None and label not in target
+                                        for label in labels):
+        return None
+    if any(label is None and size != 1 for label, size in zip(labels, shape)):
+        return None
+    present = [label for label in labels if label is not None]
+    if len(set(present)) != len(present):
+        return None
+    sizes = {label: size for label, size in zip(labels, shape) if label is not None}
+    ordered = [label for label in target if label in sizes]
+    order = tuple(present.index(label) for label in ordered)
+    inverse = tuple(ordered.index(label) for label in present)
+    return Layout(tuple(sizes[label] for label in present), order, inverse=inverse,
+                  shape=tuple(sizes.get(label, 1) for label in target))
+
+
+def to_canonical(array: np.ndarray, recipe: Layout) -> np.ndarray:
+    return np.reshape(np.transpose(np.reshape(array, recipe.squeezed), recipe.order), recipe.shape)

@@ -1,0 +1,136 @@
+"""What `shapecheck verify` does before it renders: walk, configure, check each file.
+
+One entry point, :func:`lint`. Each file is checked **in isolation**: a path that
+cannot be read becomes SC007 for that path, and a failure inside shapecheck while
+checking one file becomes SC006 for that file (issue 7), so every other file is
+still checked and reported in every format; either makes the run a tool failure
+(exit 2). A ``--dim`` that no checked spec declares is one run-level notice
+(SC207), not a diagnostic of some file.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import codes
+from .config import Finder, Settings
+from .diagnostics import Diagnostic, FileResult, Span
+from .walk import STDIN, Target, targets
+
+#: Codes that describe a failure of the tool, not a mistake in a spec: SARIF carries
+#: them as tool execution notifications, and they make the exit status 2.
+TOOL_CODES = frozenset({"SC006", "SC007"})
+FILE_START = Span(1, 1, 1, 1)
+
+
+@dataclass
+class Outcome:
+    """Everything a format renders: one result per file, and run-level notices."""
+
+    results: list[FileResult] = field(default_factory=list)
+    notices: list[Diagnostic] = field(default_factory=list)
+    settings: dict[str, Settings] = field(default_factory=dict)  # path -> its settings
+
+    @property
+    def tool_failure(self) -> bool:
+        return any(d.code in TOOL_CODES for r in self.results for d in r.diagnostics)
+
+
+@dataclass(frozen=True)
+class Stdin:
+    """The spec read from standard input (``-``), and the name it is checked as."""
+
+    data: bytes
+    name: str | None = None
+
+    @property
+    def display(self) -> str:
+        return self.name or STDIN
+
+
+def lint(paths: Sequence[str], finder: Finder, bindings: Mapping[str, int], *,
+         stdin: Stdin | None = None) -> Outcome:
+    outcome = Outcome()
+    declared: set[str] = set()
+    checked = 0  # files checked to the end (not unreadable, no internal failure)
+    for target in _with_stdin(paths, finder):
+        if target is None:
+            assert stdin is not None
+            settings = finder.settings_for(Path(stdin.name or Path.cwd() / STDIN))
+            result, dims = check_file(stdin.display, stdin.data, settings, bindings)
+        elif target.problem is not None:
+            outcome.results.append(unreadable(str(target.path), target.problem))
+            continue
+        else:
+            settings = finder.settings_for(target.path)
+            result, dims = check_file(str(target.path), None, settings, bindings)
+        outcome.settings[result.path] = settings
+        outcome.results.append(result)
+        declared.update(dims)
+        checked += not any(d.code in TOOL_CODES for d in result.diagnostics)
+    if checked:
+        outcome.notices.extend(
+            codes.UNKNOWN_BINDING.diag(FILE_START, name=name, value=value)
+            for name, value in bindings.items() if name not in declared)
+    return outcome
+
+
+def _with_stdin(paths: Sequence[str], finder: Finder) -> list[Target | None]:
+    """The targets in order; ``None`` stands for standard input."""
+    out: list[Target | None] = []
+    rest: list[str] = []
+    for raw in paths:
+        if raw == STDIN:
+            if rest:
+                out.extend(targets(rest, finder))
+                rest = []
+            if None not in out:
+                out.append(None)
+        else:
+            rest.append(raw)
+    if rest:
+        out.extend(targets(rest, finder))
+    return out
+
+
+def check_file(path: str, data: bytes | None, settings: Settings,
+               bindings: Mapping[str, int]) -> tuple[FileResult, set[str]]:
+    """Check one file (read from ``path`` unless ``data`` is given), in isolation.
+
+    Returns the result and the dims the spec declares.
+    """
+    from .api import check_bytes, check_path, file_result
+
+    ignore = settings.disabled(path)
+    try:
+        if data is None:  # check_path reads safely (a FIFO or a device is refused, not read)
+            program = check_path(path, dict(bindings), warn_unknown_bindings=False, ignore=ignore)
+        else:
+            program = check_bytes(data, dict(bindings), warn_unknown_bindings=False, ignore=ignore)
+        return file_result(program, path), set(program.dims.dims)
+    except OSError as error:
+        return unreadable(path, error), set()
+    except Exception as error:  # a bug in shapecheck: this file's diagnostic, not the run's end
+        return _internal(path, data, error), set()
+
+
+def unreadable(path: str, error: OSError) -> FileResult:
+    """SC007 for a path: the system's reason, in the current language where we know it."""
+    known = {errno.ENOENT: "no_such_path", errno.ENOTDIR: "no_such_path",
+             errno.EACCES: "permission_denied", errno.EPERM: "permission_denied"}
+    key = known.get(error.errno or 0)
+    reason = codes.detail(key) if key else (error.strerror or str(error)).lower()
+    return FileResult(path, None, [codes.UNREADABLE.diag(FILE_START, path=path, reason=reason)])
+
+
+def _internal(path: str, data: bytes | None, error: BaseException) -> FileResult:
+    if os.environ.get("SHAPECHECK_DEBUG"):
+        traceback.print_exception(error)
+    text = None if data is None else data.decode("utf-8", errors="replace")
+    described = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    return FileResult(path, text, [codes.INTERNAL.diag(FILE_START, path=path, error=described)])
