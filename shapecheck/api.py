@@ -10,7 +10,7 @@ from . import codes, nodes, suppress
 from .checker import check
 from .config import default_bindings
 from .diagnostics import FileResult, Span
-from .parser import parse
+from .parser import ParseResult, parse
 from .program import Program
 from .symbolic import DimSystem
 
@@ -33,10 +33,22 @@ def check_text(text: str, bindings: dict[str, int] | None = None, *,
     # The syntax tree and shapes hold no reference cycles worth collecting
     # while we build them; pausing the cyclic GC keeps checking linear in the
     # size of the spec (a full collection walks every live object).
+    return check_parsed(text, None, bindings, warn_unknown_bindings=warn_unknown_bindings,
+                        ignore=ignore, defaults=defaults)
+
+
+def check_parsed(text: str, parsed: ParseResult | None, bindings: dict[str, int] | None = None,
+                 *, warn_unknown_bindings: bool = True, ignore: Collection[str] = (),
+                 defaults: Mapping[str, int] | None = None) -> Program:
+    """:func:`check_text` on a parse the caller already has (``None``: parse ``text``).
+
+    The language server passes a parse that reuses the statements which did not change.
+    """
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        parsed = parse(text)
+        if parsed is None:
+            parsed = parse(text)
         if defaults:
             bindings = {**default_bindings(defaults, _declared(parsed.statements)),
                         **(bindings or {})}

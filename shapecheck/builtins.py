@@ -8,15 +8,18 @@ Adding a builtin is adding a row.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Protocol
+from typing import Any
 
-from . import codes, symbolic
-from .diagnostics import Note
+from . import codes, einsum, symbolic
 from .program import SCALAR, Shape, Value
-from .symbolic import Claim, Decision, Dim, DimSystem, Verdict, shape_text, to_text
+from .rules import (
+    Ctx, axis_index, broadcast, constraint_help, counterexample, needed_help, relation,
+    resolve_axis,
+)
+from .symbolic import Claim, Decision, Dim, Verdict, shape_text, to_text
 
 
 class Kind(Enum):
@@ -46,21 +49,6 @@ class Param:
     required: bool = True
 
 
-class Ctx(Protocol):
-    """What a shape function may ask of the checker."""
-
-    @property
-    def dims(self) -> DimSystem: ...
-
-    def report(self, code: codes.Code, at: str | None = None, *, notes: Sequence[Note] = (),
-               help: Sequence[str] = (), counterexample: Sequence[tuple[str, int]] = (),
-               **fields: object) -> None: ...
-
-    def text(self, param: str) -> str: ...
-
-    def notes(self, *params: str) -> list[Note]: ...
-
-
 Rule = Callable[[Ctx, dict[str, Any]], "Value | None"]
 
 
@@ -78,83 +66,7 @@ class Builtin:
         return None
 
 
-# --- helpers shared by rules and operators ---------------------------------------------------
-
-
-def axis_index(axis: int | str, rank: int) -> int:
-    """`row` (last axis), `col` (second-to-last) or a negative axis, as an index from 0.
-
-    The one place axes are normalised: the checker, the report and the backend use it.
-    """
-    index = {"row": -1, "col": -2}[axis] if isinstance(axis, str) else axis
-    return index + rank if index < 0 else index
-
-
-def resolve_axis(ctx: Ctx, axis: int | str, value: Value, param: str = "axis",
-                 rank: int | None = None) -> int | None:
-    """`row`/`col`/negative -> a non-negative axis index, or report SC305."""
-    rank = value.rank if rank is None else rank
-    normalised = axis_index(axis, rank)
-    if not 0 <= normalised < rank:
-        ctx.report(codes.AXIS, param, axis=axis, rank=rank, shape=value.text())
-        return None
-    return normalised
-
-
-def broadcast(ctx: Ctx, left: Value, right: Value, op: str, at: str | None = None,
-              params: tuple[str, str] = ("left", "right")) -> Shape | None:
-    """NumPy broadcasting, where a dim broadcasts only when it is the literal 1."""
-    assert left.shape is not None and right.shape is not None
-    rank = max(len(left.shape), len(right.shape))
-    lhs = (symbolic.ONE,) * (rank - len(left.shape)) + left.shape
-    rhs = (symbolic.ONE,) * (rank - len(right.shape)) + right.shape
-    result: list[Dim] = []
-    for a, b in zip(lhs, rhs):
-        if symbolic.is_literal_one(b):
-            result.append(a)
-        elif symbolic.is_literal_one(a):
-            result.append(b)
-        else:
-            verdict = ctx.dims.equal(a, b)
-            if not verdict:
-                decision = ctx.dims.decide(Claim.equal(a, b))
-                ctx.report(
-                    codes.BROADCAST, at, notes=ctx.notes(*params), help=needed_help(decision),
-                    counterexample=counterexample(decision),
-                    lhs_shape=left.text(), rhs_shape=right.text(), op=op,
-                    lhs_dim=to_text(a), rhs_dim=to_text(b), relation=relation(decision),
-                )
-                return None
-            result.append(a)
-    return tuple(result)
-
-
-def relation(decision: Decision, to: bool = False) -> str:
-    """`differ` (always), `differ at N=1, d=2 (1 vs 2)` (refuted), or `cannot be proved
-    equal` (undetermined); ``to`` for the "X, which ... Y" form."""
-    if decision.verdict is Verdict.DIFFERENT:
-        kind = "differ"
-    else:
-        kind = "refuted" if decision.refuted else "unproved"
-    return codes.relation(kind, to, decision.counterexample)
-
-
-def counterexample(decision: Decision) -> tuple[tuple[str, int], ...]:
-    """The sizes where a refuted claim fails, as a diagnostic carries them."""
-    return decision.counterexample.values if decision.counterexample is not None else ()
-
-
-def needed_help(decision: Decision) -> list[str]:
-    """`help: add ...` with the weakest constraint that makes the claim hold, if any."""
-    needed = decision.needed
-    return [codes.needed_help(needed.dims, needed.constraint)] if needed is not None else []
-
-
-def constraint_help(dims: DimSystem, a: Dim, b: Dim, verdict: Verdict) -> list[str]:
-    """Suggest the constraint when two different expressions of dims could be equal."""
-    if verdict is Verdict.DIFFERENT:
-        return []
-    return needed_help(dims.decide(Claim.equal(a, b)))
+# --- operators and helpers shared by rules (the common ones are in rules.py) -----------------
 
 
 def matmul(ctx: Ctx, left: Value, right: Value, left_text: str, right_text: str,
@@ -490,11 +402,6 @@ def _dropout(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     return _same_shape(ctx, a)
 
 
-def _einsum(ctx: Ctx, a: dict[str, Any]) -> Value | None:
-    from .einsum import einsum_shape
-
-    return einsum_shape(ctx, a["subscripts"], a["operands"])
-
 
 X = Param("x", Kind.TENSOR)
 OFFSET = Param("k", Kind.OFFSET, symbolic.integer(0), required=False)
@@ -538,7 +445,7 @@ def _table() -> dict[str, Builtin]:
         Builtin("ones", (Param("shape", Kind.SHAPE),), _constant, "a constant of ones"),
         Builtin("zeros", (Param("shape", Kind.SHAPE),), _constant, "a constant of zeros"),
         Builtin("einsum", (Param("subscripts", Kind.STRING), Param("operands", Kind.TENSORS)),
-                _einsum, "NumPy einsum; `...` allowed"),
+                einsum.rule, "NumPy einsum; `...` allowed"),
         Builtin("dropout", (X, Param("p", Kind.NUMBER, 0.0, required=False)), _dropout,
                 "shape of x (identity when executed)"),
     ]
@@ -560,4 +467,5 @@ VARIADIC = {"einsum": "operands"}
 # Keywords accepted for another parameter: PyTorch's words (`softmax(S, dim=-1)`).
 KEYWORD_SYNONYMS = {"dim": "axis", "keepdim": "keepdims"}
 
-__all__ = ["BUILTINS", "Builtin", "Ctx", "Kind", "Param", "SCALAR", "broadcast", "matmul"]
+__all__ = ["BUILTINS", "Builtin", "Ctx", "Kind", "Param", "SCALAR", "axis_index", "broadcast",
+           "constraint_help", "matmul", "needed_help"]

@@ -19,8 +19,10 @@ from .builtins import (
 from .diagnostics import Diagnostic, DiagnosticSink, Note, Span
 from .indexing import Entry, subscript_shape
 from .program import SCALAR, UNKNOWN, CallInfo, Program, Tensor, Value
+from .rules import MAX_RANK
 from .symbolic import (
-    Claim, Decision, Dim, DimBuilder, DimSystem, Verdict, as_int, free_names, to_text,
+    Claim, Decision, Dim, DimBuilder, DimSystem, TooComplex, Verdict, as_int, free_names,
+    to_text,
 )
 
 RESERVED_WORDS = frozenset(
@@ -76,7 +78,10 @@ class Checker:
                 self.sink.dropped += 1  # the rest is not checked
                 break
             self._position = statement.span
-            handlers[type(statement)](statement)
+            try:
+                handlers[type(statement)](statement)
+            except TooComplex as error:
+                self._too_complex(statement, error)
         self._finish()
         return self.program
 
@@ -90,6 +95,14 @@ class Checker:
             node.span, name=node.name,
             notes=[codes.note("declared_later", declared, name=node.name)]))
         return True
+
+    def _too_complex(self, statement: nodes.Stmt, error: TooComplex) -> None:
+        """The algebra this statement needs passed the budget: SC003, and what it
+        defines is unknown (so its uses cause no further errors)."""
+        self._flush_builder()
+        self.report(codes.LIMIT.diag(statement.span, detail=error.detail))
+        for name in _defined_names(statement):
+            self.names.kind.setdefault(name, "unknown")
 
     def _finish(self) -> None:
         self._warn_unused()
@@ -254,7 +267,7 @@ class Checker:
         dims = [self._dim_expr(entry) for entry in shape.dims]
         if any(dim is None for dim in dims):
             return UNKNOWN
-        return Value(tuple(dims), shape.is_bool)  # type: ignore[arg-type]
+        return self._within_rank(Value(tuple(dims), shape.is_bool), shape.span)  # type: ignore[arg-type]
 
     def _tensor_decl(self, stmt: nodes.TensorDecl) -> None:
         value = self._shape(stmt.shape)
@@ -352,9 +365,17 @@ class Checker:
     # --- expressions ---------------------------------------------------------------------------
 
     def value(self, node: nodes.Expr) -> Value:
-        result = self._value(node)
+        result = self._within_rank(self._value(node), node.span)
         self.program.types[id(node)] = result
         return result
+
+    def _within_rank(self, value: Value, span: Span) -> Value:
+        """NumPy holds at most MAX_RANK axes: a value with more cannot run (SC003)."""
+        if value.rank <= MAX_RANK:
+            return value
+        self.report(codes.LIMIT.diag(span, detail=codes.detail(
+            "rank_too_large", rank=value.rank, limit=MAX_RANK)))
+        return UNKNOWN
 
     def _value(self, node: nodes.Expr) -> Value:
         if isinstance(node, nodes.Name):
@@ -558,6 +579,7 @@ class Checker:
         result = builtin.rule(ctx, args)
         if result is None:
             return UNKNOWN
+        backend_args.update(ctx.normalised)
         if param_nodes := bound.get(VARIADIC.get(builtin.name, "")):
             backend_args[VARIADIC[builtin.name]] = param_nodes
         self.program.calls[id(node)] = CallInfo(builtin.name, backend_args)
@@ -731,10 +753,14 @@ class _RuleCtx:
     checker: Checker
     node: nodes.Expr
     params: dict[str, Any]
+    normalised: dict[str, Any] = field(default_factory=dict)
 
     @property
     def dims(self) -> DimSystem:
         return self.checker.dims
+
+    def normalise(self, param: str, value: Any) -> None:
+        self.normalised[param] = value
 
     def report(self, code: codes.Code, at: str | None = None, *, notes: Sequence[Note] = (),
                help: Sequence[str] = (), counterexample: Sequence[tuple[str, int]] = (),
@@ -790,6 +816,15 @@ def _first_definitions(statements: list[nodes.Stmt]) -> dict[str, tuple[Span, st
                 isinstance(statement, nodes.Output) and statement.value is not None):
             first.setdefault(statement.name.name, (statement.name.span, "tensor"))
     return first
+
+
+def _defined_names(statement: nodes.Stmt) -> list[str]:
+    if isinstance(statement, nodes.DimFree):
+        return [ident.name for ident in statement.names]
+    if isinstance(statement, (nodes.DimDef, nodes.TensorDecl, nodes.Define)) or (
+            isinstance(statement, nodes.Output) and statement.value is not None):
+        return [statement.name.name]
+    return []
 
 
 def _dims_first(statements: list[nodes.Stmt]) -> list[nodes.Stmt]:

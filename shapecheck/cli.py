@@ -23,6 +23,7 @@ from .formats import FORMATS  # light: each format's module loads only when used
 
 if TYPE_CHECKING:
     from .config import Finder
+    from .lint import FileFix, Stdin
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
@@ -37,6 +38,11 @@ MESSAGES: i18n.Table = i18n.Table("cli", "MESSAGES", {
     "nothing_checked": "no spec files to check (a folder means the *.attn files below it, "
     "less what exclude and .gitignore skip); --allow-empty accepts that",
     "cannot_read_stdin": "cannot read standard input: {reason}",
+    "lsp_missing": "the language server needs pygls and lsprotocol: "
+    "python -m pip install 'attn-shapecheck[lsp]'",
+    "fix_and_diff": "--fix writes the fixes and --diff only shows them: give one of them",
+    "fixed": "Fixed {count} problem(s) in {files} file(s).",
+    "would_fix": "Would fix {count} problem(s) in {files} file(s).",
     "cannot_read": "cannot read {path}: {reason}",
     "cannot_write_summary": "cannot write the step summary {path}: {reason}",
     "report_format": "cannot tell the report format from `{output}`; name it .html or .md, or "
@@ -231,22 +237,30 @@ with `# noqa: SC402` on its statement; errors cannot be suppressed.
               "when inside a git repository, else the current folder).")
 @click.option("--allow-empty", is_flag=True,
               help="Checking no file at all is not an error.")
+@click.option("--fix", is_flag=True,
+              help="Apply the safe fixes (exact `help:` edits) to the files, then report what "
+              "remains. A spec read from `-` is printed fixed instead.")
+@click.option("--diff", is_flag=True,
+              help="Print the safe fixes as a unified diff instead of the report; write nothing.")
 def verify(paths: tuple[str, ...], fmt: str, strict: bool | None, color: str,
            dims: tuple[str, ...], select: tuple[str, ...], extend_select: tuple[str, ...],
            ignore: tuple[str, ...], exclude: tuple[str, ...], extend_exclude: tuple[str, ...],
            config: tuple[str, ...], isolated: bool, statistics: bool, quiet: bool,
            exit_zero: bool, stdin_filename: str | None, base_dir: str | None,
-           allow_empty: bool) -> None:
+           allow_empty: bool, fix: bool, diff: bool) -> None:
     """Check spec files (a folder means every *.attn below it; `-` reads standard input)."""
     from .config import ConfigError, Overrides
     from .formats import github_step_summary, render, render_statistics
     from .lint import TOOL_CODES, Stdin, lint
+    from .lint import fix as apply_fixes
 
     bindings = parse_bindings(dims)
     if not paths:
         if stdin_filename is None:
             raise click.UsageError(MESSAGES["no_path"])
         paths = ("-",)
+    if fix and diff:
+        raise click.UsageError(MESSAGES["fix_and_diff"])
     if statistics and fmt not in ("text", "json"):
         raise click.BadParameter(MESSAGES["statistics_format"], param_hint="--format")
     overrides = Overrides(
@@ -264,6 +278,15 @@ def verify(paths: tuple[str, ...], fmt: str, strict: bool | None, color: str,
     except ConfigError as error:
         raise UsageFailure(str(error)) from None
     nothing = not outcome.results
+    if diff or fix:
+        fixed = apply_fixes(outcome, bindings, write=fix, stdin=stdin)
+        if diff:
+            _show_diff(fixed)
+            if nothing and not allow_empty:
+                raise UsageFailure(MESSAGES["nothing_checked"])
+            sys.exit(EXIT_USAGE if outcome.tool_failure else EXIT_OK)
+        if stdin is not None:
+            _print_fixed_stdin(fixed, stdin)
     strict_now = any(settings.strict for settings in outcome.settings.values()) \
         if outcome.settings else bool(strict) or finder.settings_for(Path.cwd()).strict
     colored = use_color(color)
@@ -273,8 +296,15 @@ def verify(paths: tuple[str, ...], fmt: str, strict: bool | None, color: str,
     else:
         out = render(outcome.results, fmt, color=colored, strict=strict_now,
                      notices=outcome.notices, base_dir=root, quiet=quiet)
+    # With `--fix -`, standard output holds the fixed spec: the report goes to stderr.
+    report_to_stderr = fix and stdin is not None
     # click strips ANSI codes off a terminal unless told; `--color always` means it.
-    click.echo(out, nl=False, color=colored)
+    click.echo(out, nl=False, color=colored, err=report_to_stderr)
+    if fix and not quiet:
+        count = sum(item.applied for item in fixed)
+        if count:
+            click.echo(MESSAGES["fixed"].format(count=count, files=len(fixed)),
+                       err=report_to_stderr or fmt != "text")
     if fmt != "text":  # the document is on stdout; a person reading the log sees these
         for result in outcome.results:
             for diagnostic in result.diagnostics:
@@ -290,6 +320,27 @@ def verify(paths: tuple[str, ...], fmt: str, strict: bool | None, color: str,
     failed = not all(r.ok(strict_now) for r in outcome.results) or (
         strict_now and bool(outcome.notices))
     sys.exit(EXIT_ERRORS if failed and not exit_zero else EXIT_OK)
+
+
+def _show_diff(fixed: Sequence[FileFix]) -> None:
+    """`--diff`: the changes on stdout, how many on stderr."""
+    from .fixes import unified_diff
+
+    for item in fixed:
+        click.echo(unified_diff(item.path, item.before, item.after), nl=False)
+    count = sum(item.applied for item in fixed)
+    click.echo(MESSAGES["would_fix"].format(count=count, files=len(fixed)), err=True)
+
+
+def _print_fixed_stdin(fixed: Sequence[FileFix], stdin: Stdin) -> None:
+    """`--fix -`: the fixed spec (or the spec as it was) on stdout, as ruff does."""
+    after = next((item.after for item in fixed if item.path == stdin.display), None)
+    if after is None:
+        data = stdin.data
+        click.echo(data, nl=False)
+    else:
+        bom = "\ufeff" if stdin.data.startswith(b"\xef\xbb\xbf") else ""
+        click.echo(bom + after, nl=False)
 
 
 def _read_stdin() -> bytes:
@@ -443,6 +494,19 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
     click.echo(MESSAGES["report_written"].format(path=output))
     click.echo(summary_line(Totals(1, built.errors, built.warnings), strict=False))
     sys.exit(EXIT_OK if program.ok else EXIT_ERRORS)
+
+
+@cli.command(epilog="""\b
+Attach it from an editor as a language server for .attn files that runs
+`shapecheck lsp` (docs/editors.md shows Neovim and VS Code).""")
+@lang_option
+def lsp() -> None:
+    """Run the language server over stdin/stdout (for editors)."""
+    from . import lsp as server
+
+    if not server.available():
+        raise UsageFailure(MESSAGES["lsp_missing"])
+    server.serve()
 
 
 @cli.command()

@@ -1,35 +1,59 @@
-"""The shape rule of `einsum`, as NumPy reads its subscripts."""
+"""`einsum`: the one reading of its subscripts, and its shape rule (a row of
+:data:`builtins.BUILTINS`).
+
+**One parser.** The checker, the report and every backend read subscripts through
+:func:`parse_subscripts`; the checker records the normalised text
+(:attr:`Subscripts.text`) in the resolved call, and the backends run exactly that.
+The meaning (docs/language.md, section 6): whitespace is ignored anywhere
+(`"ij - > ji"` is `"ij->ji"`); without `->` the output is NumPy's implicit one
+(`...` first, then the letters used once, sorted); axes under `...` that the output
+leaves out are summed (`"...i->i"`), as NumPy's `optimize` path and PyTorch do.
+NumPy's default parser rejects both strings; the normalised text always has an
+explicit output, and the NumPy backend runs it with `optimize=True`.
+"""
 
 from __future__ import annotations
 
 import string
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Any
 
-from . import codes, symbolic
+from . import codes
 from .program import Shape, Value
-from .symbolic import Dim, to_text
-
-if TYPE_CHECKING:
-    from .builtins import Ctx
+from .rules import MAX_EINSUM_OPERANDS, Ctx, broadcast, counterexample, needed_help, relation
+from .symbolic import Claim, Dim, to_text
 
 LETTERS = frozenset(string.ascii_letters)
 
 
 class SubscriptError(Exception):
-    pass
+    """Subscripts that cannot be read; the message is the reason, in words."""
 
 
-def parse_subscripts(subscripts: str, operand_count: int) -> tuple[list[str], str | None]:
-    """Split ``"ij,jk->ik"`` into input terms and the output term (None: implicit)."""
-    text = subscripts.replace(" ", "")
+@dataclass(frozen=True)
+class Subscripts:
+    """Subscripts as read: one term per operand and the explicit output term."""
+
+    inputs: tuple[str, ...]
+    output: str
+
+    @property
+    def text(self) -> str:
+        """The normalised subscripts: no whitespace, the output explicit."""
+        return ",".join(self.inputs) + "->" + self.output
+
+
+def parse_subscripts(subscripts: str, operand_count: int) -> Subscripts:
+    """Read ``"ij,jk->ik"`` (or ``"ij,jk"``, implicit output) for ``operand_count`` operands."""
+    text = "".join(subscripts.split())
     if text.count("->") > 1:
         raise SubscriptError(codes.detail("einsum_many_arrows"))
     inputs_text, arrow, output = text.partition("->")
-    terms = inputs_text.split(",")
+    terms = tuple(inputs_text.split(","))
     if len(terms) != operand_count:
         raise SubscriptError(codes.detail("einsum_term_count", terms=len(terms),
                                           operands=operand_count))
-    for term in terms + ([output] if arrow else []):
+    for term in terms + ((output,) if arrow else ()):
         letters = term.replace("...", "")
         if "." in letters:
             raise SubscriptError(codes.detail("einsum_stray_dot", term=term))
@@ -38,14 +62,14 @@ def parse_subscripts(subscripts: str, operand_count: int) -> tuple[list[str], st
         bad = [c for c in letters if c not in LETTERS]
         if bad:
             raise SubscriptError(codes.detail("einsum_not_a_letter", term=term, char=bad[0]))
-    if arrow:
-        if len(set(output.replace("...", ""))) != len(output.replace("...", "")):
-            raise SubscriptError(codes.detail("einsum_output_repeats", output=output))
-        return terms, output
-    return terms, None
+    if not arrow:
+        return Subscripts(terms, _implicit_output(terms))
+    if len(set(output.replace("...", ""))) != len(output.replace("...", "")):
+        raise SubscriptError(codes.detail("einsum_output_repeats", output=output))
+    return Subscripts(terms, output)
 
 
-def implicit_output(terms: list[str]) -> str:
+def _implicit_output(terms: tuple[str, ...]) -> str:
     """NumPy's implicit mode: letters used exactly once, in alphabetical order."""
     counts: dict[str, int] = {}
     for term in terms:
@@ -55,18 +79,24 @@ def implicit_output(terms: list[str]) -> str:
     return ellipsis + "".join(sorted(c for c, n in counts.items() if n == 1))
 
 
-def einsum_shape(ctx: Ctx, subscripts: str, operands: list[Value]) -> Value | None:
+def rule(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    """The shape rule: ``a["subscripts"]`` (a string) and ``a["operands"]`` (values)."""
+    subscripts: str = a["subscripts"]
+    operands: list[Value] = a["operands"]
+    if len(operands) > MAX_EINSUM_OPERANDS:
+        ctx.report(codes.LIMIT, "operands", detail=codes.detail(
+            "einsum_too_many_operands", count=len(operands), limit=MAX_EINSUM_OPERANDS))
+        return None
     try:
-        terms, output = parse_subscripts(subscripts, len(operands))
+        parsed = parse_subscripts(subscripts, len(operands))
     except SubscriptError as error:
         ctx.report(codes.EINSUM, "subscripts",
                    detail=codes.detail("einsum_invalid", subscripts=subscripts, reason=error))
         return None
-    if output is None:
-        output = implicit_output(terms)
+    ctx.normalise("subscripts", parsed.text)
     sizes: dict[str, tuple[Dim, int]] = {}
     ellipsis_shapes: list[Value] = []
-    for index, (term, operand) in enumerate(zip(terms, operands), start=1):
+    for index, (term, operand) in enumerate(zip(parsed.inputs, operands), start=1):
         assert operand.shape is not None
         if operand.is_bool:
             ctx.report(codes.BOOL_ARITHMETIC, "operands",
@@ -90,7 +120,7 @@ def einsum_shape(ctx: Ctx, subscripts: str, operands: list[Value]) -> Value | No
         for letter, dim in named:
             if not _record(ctx, sizes, letter, dim, index, subscripts):
                 return None
-    unknown = [c for c in output.replace("...", "") if c not in sizes]
+    unknown = [c for c in parsed.output.replace("...", "") if c not in sizes]
     if unknown:
         ctx.report(codes.EINSUM, "subscripts",
                    detail=codes.detail("einsum_unknown_output", letter=unknown[0]))
@@ -98,8 +128,8 @@ def einsum_shape(ctx: Ctx, subscripts: str, operands: list[Value]) -> Value | No
     batch = _broadcast_ellipsis(ctx, ellipsis_shapes)
     if batch is None:
         return None
-    head, _, tail = output.partition("...")
-    middle = batch if "..." in output else ()
+    head, _, tail = parsed.output.partition("...")
+    middle = batch if "..." in parsed.output else ()
     shape = tuple(sizes[c][0] for c in head) + middle + tuple(sizes[c][0] for c in tail)
     return Value(shape)
 
@@ -113,9 +143,7 @@ def _record(ctx: Ctx, sizes: dict[str, tuple[Dim, int]], letter: str, dim: Dim, 
     verdict = ctx.dims.equal(previous, dim)
     if verdict:
         return True
-    from .builtins import counterexample, needed_help, relation
-
-    decision = ctx.dims.decide(symbolic.Claim.equal(dim, previous))
+    decision = ctx.dims.decide(Claim.equal(dim, previous))
     ctx.report(codes.EINSUM, "operands", notes=ctx.notes("operands"), help=needed_help(decision),
                counterexample=counterexample(decision), detail=codes.detail(
         "einsum_letter", letter=letter, subscripts=subscripts, size=to_text(dim), index=index,
@@ -124,8 +152,6 @@ def _record(ctx: Ctx, sizes: dict[str, tuple[Dim, int]], letter: str, dim: Dim, 
 
 
 def _broadcast_ellipsis(ctx: Ctx, shapes: list[Value]) -> Shape | None:
-    from .builtins import broadcast
-
     result: Shape = ()
     for value in shapes:
         merged = broadcast(ctx, Value(result), value, codes.detail("op_einsum_ellipsis"),

@@ -16,11 +16,15 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import codes
 from .config import Finder, Settings
 from .diagnostics import Diagnostic, FileResult, Span
 from .walk import STDIN, Target, targets
+
+if TYPE_CHECKING:
+    from .program import Program
 
 #: Codes that describe a failure of the tool, not a mistake in a spec: SARIF carries
 #: them as tool execution notifications, and they make the exit status 2.
@@ -134,3 +138,71 @@ def _internal(path: str, data: bytes | None, error: BaseException) -> FileResult
     text = None if data is None else data.decode("utf-8", errors="replace")
     described = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
     return FileResult(path, text, [codes.INTERNAL.diag(FILE_START, path=path, error=described)])
+
+
+# --- fixes (verify --fix / --diff) -------------------------------------------------------------
+
+BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(frozen=True)
+class FileFix:
+    """What fixing one file did (or would do, with ``--diff``)."""
+
+    path: str
+    before: str
+    after: str
+    applied: int
+    written: bool = False
+
+
+def fix(outcome: Outcome, bindings: Mapping[str, int], *, write: bool,
+        stdin: Stdin | None = None) -> list[FileFix]:
+    """Apply the safe fixes of every checked file (:mod:`shapecheck.fixes`).
+
+    With ``write``, each changed file is rewritten atomically, keeping its mode and
+    its byte order mark, through a symbolic link to the file it points at, and its
+    result in ``outcome`` becomes that of the fixed text. A file that changed on
+    disk since it was checked is left alone. The spec read from standard input is
+    never written (the caller prints it).
+    """
+    from .api import check_text, file_result
+    from .fixes import fix_text
+
+    done: list[FileFix] = []
+    for index, result in enumerate(outcome.results):
+        if result.source is None or not any(fix.safe for d in result.diagnostics
+                                             for fix in d.fixes):
+            continue
+        ignore = outcome.settings[result.path].disabled(result.path)
+        last: list[Program] = []
+
+        def check(text: str) -> list[Diagnostic]:
+            last[:] = [check_text(text, dict(bindings), warn_unknown_bindings=False,
+                                  ignore=ignore)]
+            return last[0].diagnostics
+
+        fixed = fix_text(result.source, check, result.diagnostics)
+        if not fixed.changed(result.source):
+            continue
+        is_stdin = stdin is not None and result.path == stdin.display
+        written = write and not is_stdin and _write(result.path, result.source, fixed.text)
+        done.append(FileFix(result.path, result.source, fixed.text, fixed.applied, written))
+        if (written or (write and is_stdin)) and last:
+            outcome.results[index] = file_result(last[0], result.path)
+    return done
+
+
+def _write(path: str, checked: str, text: str) -> bool:
+    """Rewrite ``path`` with ``text`` if it still holds what was checked."""
+    from . import fileio
+
+    try:
+        data = fileio.read_bytes(path)
+    except OSError:
+        return False
+    bom = BOM if data.startswith(BOM) else b""
+    if data[len(bom):].decode("utf-8", errors="replace") != checked:
+        return False  # edited since it was checked: never overwrite someone's work
+    fileio.write_atomic(path, bom + text.encode("utf-8"), keep_mode=True, follow_symlinks=True)
+    return True

@@ -331,21 +331,32 @@ def _parse_statements(text: str, parsers: _Parsers) -> ParseResult:
     statements: list[nodes.Stmt] = []
     diagnostics: list[Diagnostic] = []
     for chunk in split_statements(text):
-        parsers.postlex.line_offset = chunk.line - 1
-        parsers.postlex.column_offset = chunk.column - 1
-        try:
-            statements.append(cast(nodes.Stmt, parsers.lark.parse(chunk.text, start="stmt")))
-            continue
-        except LimitExceeded as exc:
-            diagnostics.append(exc.code.diag(exc.span, detail=exc.message))
-        except (UnexpectedInput, RecursionError) as exc:
-            diagnostics.append(_syntax_diagnostic(exc, chunk, parsers.postlex))
-        statements.append(
-            nodes.Broken(chunk.defines, chunk.is_dim, chunk.span, _mentions(chunk.text)))
-        if len(diagnostics) >= MAX_DIAGNOSTICS:  # the checker stops there too
-            break
-    parsers.postlex.line_offset = parsers.postlex.column_offset = 0
+        statement, problem = parse_chunk(chunk)
+        statements.append(statement)
+        if problem is not None:
+            diagnostics.append(problem)
+            if len(diagnostics) >= MAX_DIAGNOSTICS:  # the checker stops there too
+                break
     return ParseResult(statements, diagnostics)
+
+
+def parse_chunk(chunk: Chunk) -> tuple[nodes.Stmt, Diagnostic | None]:
+    """One statement on its own, with whole-file positions: the statement, or a
+    ``Broken`` node and its syntax error. (Recovery parses this way; so does the
+    language server, which reuses the statements that did not change.)"""
+    parsers = _parsers()
+    parsers.postlex.line_offset = chunk.line - 1
+    parsers.postlex.column_offset = chunk.column - 1
+    problem: Diagnostic
+    try:
+        return cast(nodes.Stmt, parsers.lark.parse(chunk.text, start="stmt")), None
+    except LimitExceeded as exc:
+        problem = exc.code.diag(exc.span, detail=exc.message)
+    except (UnexpectedInput, RecursionError) as exc:
+        problem = _syntax_diagnostic(exc, chunk, parsers.postlex)
+    finally:
+        parsers.postlex.line_offset = parsers.postlex.column_offset = 0
+    return nodes.Broken(chunk.defines, chunk.is_dim, chunk.span, _mentions(chunk.text)), problem
 
 
 # --- splitting into statements ---------------------------------------------------------
@@ -382,6 +393,7 @@ def split_statements(text: str) -> Iterator[Chunk]:
     """
     start = 0
     depth = 0
+    lines = _LineCounter(text)
     for match in _SCAN.finditer(text):
         token = match.group()
         if token in "([":
@@ -392,12 +404,25 @@ def split_statements(text: str) -> Iterator[Chunk]:
             if depth and token == "\n" and not _STATEMENT_START.match(text, match.end()):
                 continue
             depth = 0
-            yield from _chunk(text, start, match.start())
+            yield from _chunk(text, start, match.start(), lines)
             start = match.end()
-    yield from _chunk(text, start, len(text))
+    yield from _chunk(text, start, len(text), lines)
 
 
-def _chunk(text: str, start: int, end: int) -> Iterator[Chunk]:
+class _LineCounter:
+    """The line of an offset, counted on from the last one asked (offsets only grow),
+    so that splitting a file is linear in its size."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.offset, self.line = text, 0, 1
+
+    def at(self, offset: int) -> int:
+        self.line += self.text.count("\n", self.offset, offset)
+        self.offset = offset
+        return self.line
+
+
+def _chunk(text: str, start: int, end: int, lines: _LineCounter) -> Iterator[Chunk]:
     body = text[start:end]
     stripped = _strip_comment_lines(body)
     if not stripped.strip():
@@ -405,7 +430,7 @@ def _chunk(text: str, start: int, end: int) -> Iterator[Chunk]:
     lead = len(body) - len(body.lstrip())
     start += lead
     body = body[lead:].rstrip()
-    line = text.count("\n", 0, start) + 1
+    line = lines.at(start)
     column = start - (text.rfind("\n", 0, start) + 1) + 1
     last_line = line + body.count("\n")
     last_nl = body.rfind("\n")

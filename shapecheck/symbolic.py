@@ -6,10 +6,19 @@ ordinary dims. :class:`DimSystem` holds what the spec declares (free, derived
 and fixed dims, bindings, constraints) and answers the questions the checker
 asks: are two dim expressions provably equal, is one provably positive, does
 a division provably leave no remainder.
+
+**The budget.** All algebra runs under a deterministic budget, never a clock, so
+a verdict is the same on every machine and inside an editor: every expansion is
+measured *before* it is made (:func:`_estimate`: terms, degree, size of the
+integers), the Gröbner reduction counts its steps, and SymPy's unbounded
+machinery (``simplify``, ``solve``) is not used. A question that would pass the
+budget raises :class:`TooComplex`; the checker reports it as SC003 on the
+statement that asked, saying what to simplify.
 """
 
 from __future__ import annotations
 
+import heapq
 import dataclasses
 import math
 import random
@@ -17,9 +26,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from enum import Enum
-from typing import Any, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 import sympy
+from sympy.polys.domains import QQ
+from sympy.polys.monomials import monomial_div, monomial_lcm
+from sympy.polys.orderings import lex
+from sympy.polys.rings import PolyElement, ring
 from sympy.printing.str import StrPrinter
 
 from . import codes, nodes
@@ -28,12 +41,164 @@ from .diagnostics import Diagnostic, Span
 Dim: TypeAlias = sympy.Expr
 """A dim expression. Other modules treat it as opaque (and may use + - *)."""
 
-MAX_EXPONENT = 64
-MAX_BITS = 4096
+# --- the budget ----------------------------------------------------------------------------
+
+MAX_EXPONENT = 64  # of `**` in a dim expression, as written
 # Expanding a product of sums multiplies their term counts: `(a+1)*(b+1)*...` with
 # 40 factors has 2**40 terms, and a few hundred terms of high degree already take
-# seconds. Past this many, an expression is refused (SC003).
+# seconds. Every expansion (of an expression, or of one with derived dims and
+# constraints substituted) is refused past these, before it is made.
 MAX_TERMS = 256
+MAX_DEGREE = 256
+MAX_WORK = 4096  # products of terms one expansion multiplies out
+# Integers stay far below the 4,300 digits Python will print (8,192 bits is 2,467 digits).
+MAX_BITS = 8192
+# Steps of the Gröbner basis and of one reduction (a step cancels one leading term).
+MAX_STEPS = 4000
+MAX_BASIS = 64  # polynomials in a Gröbner basis
+
+
+class TooComplex(Exception):
+    """A question about dims would pass the budget: the checker reports SC003.
+
+    ``detail`` is the wording of the message (from ``codes.DETAILS``): what was
+    too large, and what to simplify.
+    """
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+def _too_complex(key: str, limit: int) -> TooComplex:
+    return TooComplex(codes.detail(key, limit=f"{limit:,}"))
+
+
+class _Size(NamedTuple):
+    """Upper bounds for an expression once expanded."""
+
+    terms: int
+    degree: int
+    bits: int  # log2 of the sum of the absolute values of the coefficients
+
+
+def _bits(value: int) -> int:
+    return abs(value).bit_length()
+
+
+def _estimate(expr: Dim, leaf: Callable[[Dim], _Size | None] | None = None) -> _Size:
+    """Upper bounds of the size of ``sympy.expand(expr)``, computed without expanding.
+
+    Raises TooComplex as soon as the result, or the work of an expansion it implies
+    (the products a power or a product of sums multiplies out, a denominator, a
+    floor's argument), passes the budget. ``leaf`` gives the size a symbol stands for
+    (a derived dim: its definition's), by default one term of degree 1.
+    """
+    memo: dict[Dim, _Size] = {}
+
+    def size(e: Dim) -> _Size:
+        found = memo.get(e)
+        if found is not None:
+            return found
+        if e.is_Integer:
+            result = _Size(1, 0, _bits(int(e)))
+        elif e.is_Rational:
+            result = _Size(1, 0, _bits(int(e.p)) + _bits(int(e.q)))
+        elif e.is_Symbol:
+            result = (leaf(e) if leaf is not None else None) or _Size(1, 1, 0)
+        elif e.is_Add:
+            parts = [size(a) for a in e.args]
+            result = _Size(sum(p.terms for p in parts), max(p.degree for p in parts),
+                           max(p.bits for p in parts) + len(parts).bit_length())
+        elif e.is_Mul:
+            result = _product_size([size(a) for a in e.args], _univariate(e))
+        elif e.is_Pow and e.exp.is_Integer:
+            result = _power_size(size(e.base), int(e.exp), _univariate(e.base))
+        else:  # floor(...), or anything else: one term; its arguments are expanded inside
+            parts = [size(a) for a in e.args]
+            result = _Size(1, max((p.degree for p in parts), default=1),
+                           max((p.bits for p in parts), default=0))
+        memo[e] = _within_budget(result)
+        return memo[e]
+
+    return size(expr)
+
+
+def _within_budget(size: _Size) -> _Size:
+    if size.terms > MAX_TERMS:
+        raise _too_complex("too_complex_terms", MAX_TERMS)
+    if size.degree > MAX_DEGREE:
+        raise _too_complex("too_complex_degree", MAX_DEGREE)
+    if size.bits > MAX_BITS:
+        raise _too_complex("too_complex_bits", MAX_BITS)
+    return size
+
+
+def _work(products: int) -> None:
+    """An expansion multiplies out ``products`` pairs of terms: refused past MAX_WORK."""
+    if products > MAX_WORK:
+        raise _too_complex("too_complex_work", MAX_WORK)
+
+
+def _univariate(expr: Dim) -> bool:
+    """One generator only (a floor is a generator of its own), so that at most
+    degree + 1 terms survive the expansion."""
+    generators = {a for a in sympy.preorder_traversal(expr)
+                  if a.is_Symbol or (a.is_Function and not a.is_Number)}
+    return len(generators) == 1
+
+
+def _product_size(parts: list[_Size], univariate: bool) -> _Size:
+    terms, degree, bits = 1, 0, 0
+    for part in parts:
+        terms, degree, bits = terms * part.terms, degree + part.degree, bits + part.bits
+        _within_budget(_Size(1, degree, bits))
+        _work(terms)
+    return _Size(min(terms, degree + 1) if univariate else terms, degree, bits)
+
+
+def _power_size(base: _Size, exponent: int, univariate: bool) -> _Size:
+    """The size of ``base ** exponent`` expanded (a negative power expands its base's
+    positive power, in a denominator: one term)."""
+    n = abs(exponent)
+    degree, bits = n * base.degree, n * base.bits
+    _within_budget(_Size(1, degree, bits))  # before the binomial below
+    # Multiplying out (t terms)**n makes C(n + t - 1, t - 1) products; a polynomial
+    # in one generator keeps at most degree + 1 of them.
+    products = 1 if base.terms == 1 else math.comb(n + base.terms - 1, base.terms - 1)
+    _work(products)
+    terms = min(products, degree + 1) if univariate else products
+    expanded = _within_budget(_Size(terms, degree, bits))
+    return expanded if exponent > 0 else _Size(1, degree, bits)
+
+
+def _actual_bits(expanded: Dim) -> int:
+    return max((_bits(int(a.p)) + _bits(int(a.q)) for a in sympy.preorder_traversal(expanded)
+                if a.is_Rational), default=0)
+
+
+def _expand(expr: Dim, leaf: Callable[[Dim], _Size | None] | None = None) -> Dim:
+    """``sympy.expand``, refused (TooComplex) before it would pass the budget."""
+    if expr.is_Symbol or expr.is_Number:
+        return expr
+    _estimate(expr, leaf)
+    return sympy.expand(expr)
+
+
+def _cancel(expr: Dim) -> Dim:
+    """``sympy.cancel`` (a polynomial gcd), on expressions within the budget only."""
+    _estimate(expr)
+    return sympy.cancel(expr)
+
+
+def _numer_denom(expr: Dim) -> tuple[Dim, Dim]:
+    """Numerator and denominator over a common denominator, within the budget."""
+    if not _has_denominator(expr):
+        return expr, sympy.Integer(1)
+    _estimate(expr)
+    together = sympy.together(expr)
+    _estimate(together)
+    return sympy.fraction(together)
 
 
 class Verdict(Enum):
@@ -69,7 +234,7 @@ def total(dims: Iterable[Dim]) -> Dim:
 
 def exact_quotient(numerator: Dim, denominator: Dim) -> Dim:
     quotient = _monomial_quotient(numerator, denominator)
-    return quotient if quotient is not None else sympy.cancel(numerator / denominator)
+    return quotient if quotient is not None else _cancel(numerator / denominator)
 
 
 def _powers(dim: Dim) -> tuple[int, dict[Dim, int]] | None:
@@ -148,7 +313,10 @@ class _SpecPrinter(StrPrinter):
         return str(super().parenthesize(item, level, strict))
 
     def _print_floor(self, expr: Any) -> str:
-        numerator, denominator = sympy.fraction(sympy.together(expr.args[0]))
+        try:
+            numerator, denominator = _numer_denom(expr.args[0])
+        except TooComplex:  # printing never fails: as written, then
+            numerator, denominator = sympy.fraction(expr.args[0])
         return f"{self.parenthesize(numerator, 50)}//{self.parenthesize(denominator, 50)}"
 
 
@@ -188,25 +356,46 @@ class DimInfo:
 
 @dataclass
 class DimSystem:
+    """What the spec says about its dims, and the questions the checker asks of it.
+
+    Each dim with a *rule* stands for something else: a value (``_values``: a binding,
+    a fixed dim, a constraint such as ``2 * d == 128``), a definition (``_derived``)
+    or an elimination made by a constraint (``_eliminated``: ``D_model := H*d``).
+    Rules are kept as they were made and resolved lazily, with memo (``_resolve``):
+    rewriting every earlier rule whenever a constraint arrives is quadratic in the
+    constraints, and its expansions are what blew up on chains of constraints.
+    """
+
     bindings: dict[str, int] = field(default_factory=dict)  # from --dim
     dims: dict[str, DimInfo] = field(default_factory=dict)
     constraints: list[ConstraintUse] = field(default_factory=list)
     _symbols: dict[str, Dim] = field(default_factory=dict)
     _values: dict[Dim, int] = field(default_factory=dict)
     _derived: dict[Dim, Dim] = field(default_factory=dict)
+    # dim := replacement, written in the dims that had no rule when it was made
     _eliminated: dict[Dim, Dim] = field(default_factory=dict)
     _eliminated_by: dict[Dim, int] = field(default_factory=dict)
+    # Equations that are no elimination, as polynomials equal to 0 (the Gröbner basis's).
     _relations: list[Dim] = field(default_factory=list)
+    # Equations that are neither (floor divisions in odd places: `d == 2 * (d // 2)`):
+    # checked at the bindings, never used in a proof.
+    _opaque: list[Dim] = field(default_factory=list)
     _lower: dict[Dim, int] = field(default_factory=dict)
     # Inequalities between dims, each as an expression known to be >= 0.
     _facts: list[Dim] = field(default_factory=list)
+    # Each dim with a rule, fully resolved and expanded; dropped when a dim it
+    # mentions gets a rule (``_users``: dim -> resolved dims that mention it).
+    _resolved: dict[Dim, Dim] = field(default_factory=dict)
+    _resolved_unvalued: dict[Dim, Dim] = field(default_factory=dict)  # values not substituted
+    _resolved_sizes: dict[Dim, _Size] = field(default_factory=dict)
+    _users: dict[Dim, set[Dim]] = field(default_factory=dict)
+    _canon_cache: dict[Dim, Dim | TooComplex] = field(default_factory=dict)
     # `!=` constraints, each as an expression that is never 0 (used by refutation).
     _unequal: list[Dim] = field(default_factory=list)
-    _canon_cache: dict[Dim, Dim] = field(default_factory=dict)
     # Answers are memoised until the next declaration or constraint changes
     # what is known; checking statements asks the same questions many times.
     _answers: dict[tuple[str, Dim, Dim | None], Any] = field(default_factory=dict)
-    _groebner: Any = None
+    _basis: _Basis | TooComplex | None = None
     # Derived dims bound on the command line, checked against their definition.
     _derived_bindings: list[tuple[Dim, int]] = field(default_factory=list)
     # Every name the spec defines (tensors too): a dim a suggestion introduces avoids them.
@@ -241,6 +430,7 @@ class DimSystem:
         sym = symbol(name)
         self._symbols[name] = sym
         self.dims[name] = info
+        self._forget(sym)  # a name declared twice (an error) must not keep a stale rule
         self._invalidate()
         return sym
 
@@ -249,7 +439,10 @@ class DimSystem:
         sym = self._symbols.get(name)
         if sym is None:
             return None
-        return as_int(self.canonical(sym))
+        try:
+            return as_int(self.canonical(sym))
+        except TooComplex:
+            return None
 
     # constraints
 
@@ -268,7 +461,7 @@ class DimSystem:
             self._eliminate(lhs, rhs, len(self.constraints) - 1)
             return ConstraintOutcome("ok")
         # Clear denominators: `d == D_model / H` is the equation `H*d - D_model = 0`.
-        difference = sympy.expand(sympy.fraction(sympy.together(lhs - rhs))[0])
+        difference = _expand(_numer_denom(lhs - rhs)[0])
         if difference == 0:
             return self._satisfied(left, right)
         if difference.is_number:
@@ -284,12 +477,10 @@ class DimSystem:
         if len(difference.free_symbols) != 1:
             return None
         (sym,) = difference.free_symbols
-        if not difference.is_polynomial(sym):
-            return None  # `N // 2 == 3`: not an equation in N itself
-        poly = sympy.Poly(difference, sym)
-        if poly.degree() != 1:
+        linear = _linear_in(difference, sym)
+        if linear is None:
             return None
-        coefficient, rest = poly.all_coeffs()
+        coefficient, rest = linear
         value = -rest / coefficient
         return None if value.is_integer and value > 0 else str(sym.name)
 
@@ -318,10 +509,10 @@ class DimSystem:
         conflicts = []
         for sym, value in self._derived_bindings:
             definition = self.canonical(self._derived[sym])
-            difference = sympy.expand(definition - value)
+            difference = _expand(definition - value)
             if difference == 0:
                 continue
-            if difference.is_number:
+            if difference.is_number or self._no_positive_solution(difference) is not None:
                 conflicts.append((sym.name, value, definition))
             else:
                 self._use_equation(difference, None, None)
@@ -330,63 +521,75 @@ class DimSystem:
 
     def _use_equation(self, difference: Dim, index: int | None, preferred: Dim | None) -> None:
         target = self._pick_elimination(difference, preferred)
-        if target is None:
-            self._relations.append(difference)
-            self._invalidate()
-        else:
+        if target is not None:
             self._eliminate(*target, index)
+            return
+        symbols = sorted(difference.free_symbols, key=lambda s: s.name)
+        if difference.is_polynomial(*symbols):
+            self._relations.append(difference)
+        else:
+            self._opaque.append(difference)
+        self._invalidate()
 
     def _eliminate(self, sym: Dim, replacement: Dim, index: int | None) -> None:
         """Record ``sym := replacement`` (a value, or an expression in other dims)."""
         if replacement.is_number:
             self._values[sym] = int(replacement)
         else:
-            self._eliminated = {
-                s: _substitute(r, sym, replacement) for s, r in self._eliminated.items()
-            }
             self._eliminated[sym] = replacement
+            if not _built_of_positives(replacement):
+                # `d == N // 2` also says that N // 2 is at least 1 (d is a dim).
+                self._facts.append(_expand(replacement - 1))
+        self._forget(sym)
         if index is not None:
             self._eliminated_by[sym] = index
             self.constraints[index].eliminates = sym.name
         self._invalidate()
 
+    def _forget(self, sym: Dim) -> None:
+        """``sym`` has a new rule: resolved forms that mention it are stale."""
+        for user in self._users.pop(sym, ()):
+            self._resolved.pop(user, None)
+            self._resolved_unvalued.pop(user, None)
+            self._resolved_sizes.pop(user, None)
+
     def _invalidate(self) -> None:
         self._canon_cache.clear()
         self._answers.clear()
-        self._groebner = None
+        self._basis = None
 
     def _memo(self, question: str, a: Dim, b: Dim | None, answer: Callable[[], Any]) -> Any:
         key = (question, a, b)
         cached = self._answers.get(key)
         if cached is None:
-            cached = self._answers[key] = answer()
+            try:
+                cached = answer()
+            except TooComplex as error:
+                cached = error
+            self._answers[key] = cached
+        if isinstance(cached, TooComplex):
+            raise TooComplex(cached.detail)
         return cached
 
     def _pick_elimination(self, difference: Dim, preferred: Dim | None) -> tuple[Dim, Dim] | None:
-        """A symbol with coefficient +-1 that the equation defines, if any."""
+        """A dim with coefficient +-1 that the equation defines, if any (or one it
+        fixes to a positive integer)."""
         candidates = sorted(difference.free_symbols, key=lambda s: (s != preferred, s.name))
-        for sym in candidates:
-            if not difference.is_polynomial(sym):
-                continue  # inside a floor division: the equation does not define it
-            poly = sympy.Poly(difference, sym)
-            if poly.degree() != 1:
-                continue
-            coefficient, rest = poly.all_coeffs()
-            if coefficient.free_symbols:
-                continue
-            if coefficient in (1, -1):
-                return sym, sympy.expand(-rest / coefficient)
-            if not rest.free_symbols:
-                value = -rest / coefficient
-                if value.is_integer and value > 0:
-                    return sym, value
+        linear = [(sym, found) for sym in candidates
+                  if (found := _linear_in(difference, sym)) is not None]
+        # A coefficient of +-1 first (the replacement keeps integer coefficients), then
+        # any (`2 * a == 3 * b` makes a stand for 3*b/2: exact, with no Gröbner basis).
+        for sym, (coefficient, rest) in sorted(linear, key=lambda f: f[1][0] not in (1, -1)):
+            replacement = _expand(-rest / coefficient)
+            if not replacement.is_number or (replacement.is_integer and replacement > 0):
+                return sym, replacement
         return None
 
     def _add_inequality(self, left: Dim, op: str, right: Dim) -> ConstraintOutcome:
         lhs, rhs = self.canonical(left), self.canonical(right)
         relation = {"<": sympy.Lt, "<=": sympy.Le, ">": sympy.Gt, ">=": sympy.Ge, "!=": sympy.Ne}[op]
         if lhs.is_number and rhs.is_number:
-            holds = bool(relation(lhs, rhs))
+            holds = lhs.is_Rational and rhs.is_Rational and bool(relation(lhs, rhs))
             return ConstraintOutcome("ok" if holds else "violated", self._values_text(left, right))
         # A lower bound on one dim (`N >= 2`) helps prove positivity (`N - 1`).
         if lhs.is_Symbol and rhs.is_Integer and op in (">", ">="):
@@ -396,9 +599,9 @@ class DimSystem:
         elif op != "!=":
             # `W <= N` is the fact `N - W >= 0`, which proves `N - W + 1` positive.
             larger, smaller = (lhs, rhs) if op in (">", ">=") else (rhs, lhs)
-            self._facts.append(sympy.expand(larger - smaller - (1 if op in (">", "<") else 0)))
+            self._facts.append(_expand(larger - smaller - (1 if op in (">", "<") else 0)))
         else:
-            self._unequal.append(sympy.expand(lhs - rhs))
+            self._unequal.append(_expand(lhs - rhs))
         self._invalidate()
         return ConstraintOutcome("ok")
 
@@ -410,37 +613,95 @@ class DimSystem:
         return (to_text(self.canonical(left)), to_text(self.canonical(right)),
                 bound or codes.detail("no_bindings"))
 
+    # resolving rules
+
+    def _rule(self, sym: Dim, values: bool = True) -> Dim | None:
+        """What ``sym`` stands for: its value (unless ``values`` is false), its
+        definition, or the elimination a constraint made; None when it is itself."""
+        value = self._values.get(sym) if values else None
+        if value is not None:
+            return sympy.Integer(value)
+        rule = self._derived.get(sym)
+        return rule if rule is not None else self._eliminated.get(sym)
+
+    def _has_rule(self, sym: Dim, values: bool = True) -> bool:
+        return (values and sym in self._values) or sym in self._derived or sym in self._eliminated
+
+    def _resolve(self, sym: Dim, values: bool = True) -> Dim:
+        """The dim's rule with every rule in it resolved, expanded. A depth-first walk
+        with an explicit path: a chain of a thousand definitions is no recursion."""
+        resolved = self._resolved if values else self._resolved_unvalued
+        if sym in resolved:
+            return resolved[sym]
+
+        def rule_of(dim: Dim) -> Dim:
+            rule = self._rule(dim, values)
+            assert rule is not None, dim
+            return rule
+
+        path = [(sym, iter(rule_of(sym).free_symbols))]
+        on_path = {sym}
+        while path:
+            top, dependencies = path[-1]
+            for dependency in dependencies:
+                if dependency not in resolved and dependency not in on_path \
+                        and self._has_rule(dependency, values):
+                    path.append((dependency, iter(rule_of(dependency).free_symbols)))
+                    on_path.add(dependency)
+                    break
+            else:
+                path.pop()
+                on_path.discard(top)
+                rule = rule_of(top)
+                known = {s: resolved[s] for s in rule.free_symbols if s in resolved}
+                resolved[top] = _expand(rule.xreplace(known) if known else rule)
+                for mentioned in resolved[top].free_symbols:
+                    self._users.setdefault(mentioned, set()).add(top)
+        return resolved[sym]
+
+    def _leaf_size(self, sym: Dim) -> _Size | None:
+        """The size a dim stands for once its rules are substituted (None: itself)."""
+        if not self._has_rule(sym):
+            return None
+        size = self._resolved_sizes.get(sym)
+        if size is None:
+            size = self._resolved_sizes[sym] = _estimate(self._resolve(sym))
+        return size
+
+    def check_size(self, dim: Dim) -> None:
+        """TooComplex if the canonical form of ``dim`` would pass the budget (no expansion)."""
+        _estimate(dim, self._leaf_size)
+
     # questions
 
     def canonical(self, dim: Dim) -> Dim:
-        """The expression with derived dims, bindings and eliminations substituted."""
+        """The expression with derived dims, bindings and eliminations substituted, expanded."""
         cached = self._canon_cache.get(dim)
-        if cached is not None:
-            return cached
-        result = dim
-        for _ in range(len(self._derived) + 1):
-            if not result.free_symbols & self._derived.keys():
-                break
-            result = result.xreplace(self._derived)
-        result = result.xreplace(self._eliminated)
-        result = result.xreplace({s: sympy.Integer(v) for s, v in self._values.items()})
-        result = sympy.expand(result)
-        if result.has(sympy.floor):
-            result = sympy.simplify(result)
-        self._canon_cache[dim] = result
+        if cached is None:
+            try:
+                cached = self._canonical(dim)
+            except TooComplex as error:
+                cached = error
+            self._canon_cache[dim] = cached
+        if isinstance(cached, TooComplex):
+            raise TooComplex(cached.detail)
+        return cached
+
+    def _canonical(self, dim: Dim) -> Dim:
+        known = {s: self._resolve(s) for s in dim.free_symbols if self._has_rule(s)}
+        result = _expand(dim.xreplace(known) if known else dim)
+        if _actual_bits(result) > MAX_BITS:  # the estimate is an upper bound; this is exact
+            raise _too_complex("too_complex_bits", MAX_BITS)
         return result
 
     def simplest(self, dim: Dim) -> Dim:
-        """``dim`` rewritten by definitions and constraints when that makes it shorter
-        (`(d + 1)//2` and `d - h` are `h` under `dim d = 2 * h`); else as it is."""
-        if dim.is_Atom:
+        """``dim`` rewritten by definitions and constraints (not bindings) when that makes
+        it shorter (`(d + 1)//2` and `d - h` are `h` under `dim d = 2 * h`); else as it is."""
+        known = {s: self._resolve(s, values=False) for s in dim.free_symbols
+                 if self._has_rule(s, values=False)}
+        if not known:
             return dim
-        rewritten = dim
-        for _ in range(len(self._derived) + 1):
-            if not rewritten.free_symbols & self._derived.keys():
-                break
-            rewritten = rewritten.xreplace(self._derived)
-        rewritten = sympy.expand(rewritten.xreplace(self._eliminated))
+        rewritten = _expand(dim.xreplace(known))
         return rewritten if sympy.count_ops(rewritten) < sympy.count_ops(dim) else dim
 
     def equal(self, left: Dim, right: Dim) -> Verdict:
@@ -449,22 +710,22 @@ class DimSystem:
         return self._memo("equal", left, right, lambda: self._equal(left, right))
 
     def _equal(self, left: Dim, right: Dim) -> Verdict:
-        if self.canonical(left) == self.canonical(right):
+        a, b = self.canonical(left), self.canonical(right)
+        if a == b:
             return Verdict.PROVED
-        difference = sympy.expand(self.canonical(left) - self.canonical(right))
+        difference = _expand(a - b)
         if difference == 0:
             return Verdict.PROVED
         if difference.is_number:
             return Verdict.DIFFERENT
-        if self._distinct_dims(left, right):
+        if self._distinct_dims(a, b):
             return Verdict.DIFFERENT
         remainder = self._reduced(difference) if self._relations else None
         if remainder == 0:
             return Verdict.PROVED
         if remainder is not None and remainder.is_number:
             return Verdict.DIFFERENT  # `F*G` vs 24 under `F*G == 12`
-        together = sympy.cancel(sympy.together(difference))
-        if together == 0:
+        if _has_denominator(difference) and _cancel(difference) == 0:
             return Verdict.PROVED
         if self._definite(difference) or self._definite(-difference):
             return Verdict.DIFFERENT  # `H*d` vs `2*H*d`: never equal for positive dims
@@ -485,29 +746,46 @@ class DimSystem:
         if not symbols or not dim.is_polynomial(*symbols):
             return None
         return _coefficients(
-            sympy.expand(dim.xreplace({s: s + self._lower.get(s, 1) for s in symbols})))
+            _expand(dim.xreplace({s: s + self._lower.get(s, 1) for s in symbols})))
 
     def _distinct_dims(self, left: Dim, right: Dim) -> bool:
         """Two different free dims are not equal (language.md, section 1)."""
-        a, b = self.canonical(left), self.canonical(right)
-        return a.is_Symbol and b.is_Symbol and a != b and not self._relations
+        return left.is_Symbol and right.is_Symbol and left != right \
+            and not self._relations and not self._opaque
 
     def _reduces_to_zero(self, difference: Dim) -> bool:
         return self._reduced(difference) == 0
 
     def _reduced(self, difference: Dim) -> Dim | None:
         """The remainder of ``difference`` modulo the relations (None: cannot tell)."""
-        gens = sorted(set().union(*(r.free_symbols for r in self._relations)) | difference.free_symbols,
-                      key=lambda s: s.name)
-        try:
-            # The basis is over these generators: one built for another question may
-            # lack a dim of this one (reducing would fail), so it is rebuilt then.
-            if self._groebner is None or self._groebner.gens != tuple(gens):
-                self._groebner = sympy.groebner(self._relations, *gens, order="lex")
-            _, remainder = self._groebner.reduce(difference)
-        except (sympy.polys.polyerrors.BasePolynomialError, ValueError):
-            return None
-        return remainder
+        basis = self._relation_basis()
+        return basis.remainder(difference) if basis is not None else None
+
+    def _relation_basis(self) -> _Basis | None:
+        if self._basis is None:
+            try:
+                self._basis = self._build_basis()
+            except TooComplex as error:
+                self._basis = error
+        if isinstance(self._basis, TooComplex):
+            raise TooComplex(self._basis.detail)
+        return self._basis
+
+    def _build_basis(self) -> _Basis:
+        # A relation stated before a later constraint eliminated one of its dims is
+        # rewritten first, so that the basis speaks of the dims canonical forms use.
+        polys = [p for p in (self.canonical(r) for r in self._relations) if p != 0]
+        gens = tuple(sorted(set().union(*(p.free_symbols for p in polys)), key=lambda s: s.name))
+        if not gens:
+            return _Basis((), ())
+        poly_ring = ring(list(gens), QQ, lex)[0]
+        converted = []
+        for poly in polys:
+            try:
+                converted.append(_checked_poly(poly_ring.from_expr(poly)))
+            except (ValueError, sympy.polys.polyerrors.BasePolynomialError):
+                continue  # no longer a polynomial (a floor came in): not used
+        return _Basis(gens, tuple(_groebner(converted, _Steps())))
 
     def positive(self, dim: Dim) -> Verdict:
         """Is the dim expression a positive integer under every admissible binding?"""
@@ -520,13 +798,13 @@ class DimSystem:
             return Verdict.PROVED
         direct = self._bind_only(dim)
         if direct.is_number:
-            return Verdict.PROVED if direct.is_integer and direct > 0 else Verdict.DIFFERENT
+            return _number_verdict(direct)
         if self._positive_polynomial(direct) or self._positive_floor(direct) \
                 or self._positive_relaxed(direct):
             return Verdict.PROVED
         reduced = self.canonical(dim)
         if reduced.is_number:
-            return Verdict.PROVED if reduced.is_integer and reduced > 0 else Verdict.DIFFERENT
+            return _number_verdict(reduced)
         if self._positive_polynomial(reduced) or self._positive_by_fact(reduced) \
                 or self._positive_relaxed(reduced):
             return Verdict.PROVED
@@ -540,7 +818,7 @@ class DimSystem:
         if not dim.has(sympy.floor):
             return False
         relaxed: list[Dim] = []
-        for term in sympy.Add.make_args(sympy.expand(dim)):
+        for term in sympy.Add.make_args(_expand(dim)):
             coefficient, rest = term.as_coeff_Mul()
             if not coefficient.is_Integer:
                 return False
@@ -555,14 +833,14 @@ class DimSystem:
                 return False
             else:
                 relaxed.append(term)
-        bound = sympy.expand(sympy.Add(*relaxed))
+        bound = _expand(sympy.Add(*relaxed))
         return bool(bound > 0) if bound.is_number else self._definite(bound)
 
     def _positive_by_fact(self, dim: Dim) -> bool:
         """``dim = fact + p`` with ``fact >= 0`` (an inequality) and ``p`` provably
         positive: then ``dim`` is positive too."""
         return any(
-            self._positive_polynomial(sympy.expand(dim - self.canonical(fact)))
+            self._positive_polynomial(_expand(dim - self.canonical(fact)))
             for fact in self._facts
         )
 
@@ -570,42 +848,13 @@ class DimSystem:
         """`p // q` is at least 1 exactly when `p >= q`, i.e. when `p - q + 1` is positive."""
         if not isinstance(dim, sympy.floor):
             return False
-        numerator, denominator = sympy.fraction(sympy.together(dim.args[0]))
+        numerator, denominator = _numer_denom(dim.args[0])
         return bool(self.positive(denominator)) and bool(
-            self.positive(sympy.expand(numerator - denominator + 1)))
-
-    def expanded_terms(self, dim: Dim) -> int:
-        """An upper bound of the number of terms of ``dim`` expanded, capped past MAX_TERMS.
-
-        Cheap on purpose (no expansion, no canonical form): it guards the expansions.
-        """
-        counts: dict[Dim, int] = {}
-
-        def terms(expr: Dim) -> int:
-            if expr in counts:
-                return counts[expr]
-            if expr.is_Symbol:
-                definition = self._eliminated.get(expr, self._derived.get(expr))
-                count = 1 if definition is None or expr in self._values else terms(definition)
-            elif expr.is_Add:
-                count = sum(terms(a) for a in expr.args)
-            elif expr.is_Mul:
-                count = 1
-                for factor in expr.args:
-                    count = min(count * terms(factor), MAX_TERMS + 1)
-            elif expr.is_Pow and expr.exp.is_Integer and expr.exp > 0:
-                # (t terms) ** n has at most C(n + t - 1, t - 1) monomials: (N + 1)**64 has 65.
-                base = terms(expr.base)
-                count = 1 if base == 1 else math.comb(min(int(expr.exp), 64) + base - 1, base - 1)
-            else:
-                count = 1
-            counts[expr] = min(count, MAX_TERMS + 1)
-            return counts[expr]
-
-        return terms(dim)
+            self.positive(_expand(numerator - denominator + 1)))
 
     def _bind_only(self, dim: Dim) -> Dim:
-        return sympy.expand(dim.xreplace({s: sympy.Integer(v) for s, v in self._values.items()}))
+        values = {s: sympy.Integer(v) for s, v in self._values.items() if s in dim.free_symbols}
+        return _expand(dim.xreplace(values) if values else dim)
 
     def _positive_polynomial(self, dim: Dim) -> bool:
         """Every dim is >= its lower bound (1 unless constrained): shift and look at signs."""
@@ -621,7 +870,7 @@ class DimSystem:
         symbols = sorted(dim.free_symbols, key=lambda s: s.name)
         if not symbols:
             return bool(dim.is_integer)
-        return all(c.is_integer for c in _coefficients(sympy.expand(dim))[0])
+        return all(c.is_integer for c in _coefficients(_expand(dim))[0])
 
     def divides(self, numerator: Dim, denominator: Dim) -> Verdict:
         """Does ``denominator`` divide ``numerator`` for every admissible binding?"""
@@ -672,17 +921,17 @@ class DimSystem:
 
     def _unvalued(self, dim: Dim) -> Dim:
         """``dim`` with derived dims and eliminations substituted, but no value."""
-        result = dim
-        for _ in range(len(self._derived) + 1):
-            if not result.free_symbols & self._derived.keys():
-                break
-            result = result.xreplace(self._derived)
-        return sympy.expand(result.xreplace(self._eliminated))
+        known = {s: self._resolve(s, values=False) for s in dim.free_symbols
+                 if self._has_rule(s, values=False)}
+        return _expand(dim.xreplace(known) if known else dim)
 
     def _divides(self, numerator: Dim, denominator: Dim) -> Verdict:
-        if _monomial_quotient(self.canonical(numerator), self.canonical(denominator)) is not None:
+        top, bottom = self.canonical(numerator), self.canonical(denominator)
+        if _monomial_quotient(top, bottom) is not None:
             return Verdict.PROVED
-        quotient = sympy.cancel(self.canonical(numerator) / self.canonical(denominator))
+        if bottom == 0:
+            return Verdict.DIFFERENT
+        quotient = _cancel(top / bottom)
         if quotient.is_number:
             return Verdict.PROVED if quotient.is_integer else Verdict.DIFFERENT
         symbols = sorted(quotient.free_symbols, key=lambda s: s.name)
@@ -694,7 +943,10 @@ class DimSystem:
 
     def evaluate(self, dim: Dim) -> int | None:
         """The concrete value at the bindings, when every dim in it is bound."""
-        value = self.canonical(dim)
+        try:
+            value = self.canonical(dim)
+        except TooComplex:
+            return None
         return int(value) if value.is_Integer else None
 
     def unbound(self) -> list[str]:
@@ -747,7 +999,7 @@ class DimSystem:
 
     def at_most(self, left: Dim, right: Dim) -> Verdict:
         """Is ``left <= right`` for every admissible size? (``right - left + 1`` is a size.)"""
-        return self.positive(sympy.expand(right - left + 1))
+        return self.positive(_expand(right - left + 1))
 
     def decide(self, claim: Claim, taken: Iterable[str] = ()) -> Decision:
         """The three-way verdict on a claim: the entry point for every "cannot be proved".
@@ -767,7 +1019,8 @@ class DimSystem:
         cached = self._answers.get(key)
         if cached is None:
             cached = self._answers[key] = Decision(
-                verdict, self.counterexample(claim), self.weakest_constraint(claim, names))
+                verdict, _within(lambda: self.counterexample(claim)),
+                _within(lambda: self.weakest_constraint(claim, names)))
         return cached
 
     def counterexample(self, claim: Claim) -> Counterexample | None:
@@ -805,20 +1058,27 @@ class DimSystem:
             size = self.canonical(replacement) - self._lower.get(sym, 1) + 1
             if sym not in self._values and not _built_of_positives(size):
                 equations.append((size, _is_size))
+        # A relation about a dim of the claim brings in its other dims: a walk over the
+        # dims, each equation taken once (linear in the equations, not quadratic).
+        mentions: dict[Dim, list[int]] = {}
+        for index, (expression, _) in enumerate(equations):
+            for sym in expression.free_symbols:
+                mentions.setdefault(sym, []).append(index)
         variables = set(roots)
+        pending = list(roots)
+        taken: set[int] = set()
         chosen: list[Callable[[Env], bool]] = []
-        pending = list(equations)
-        grew = True
-        while grew:  # a relation about a dim of the claim brings in its other dims
-            grew = False
-            for item in list(pending):
-                expression, test = item
-                if expression.free_symbols & variables:
-                    variables |= expression.free_symbols
-                    compiled = _compiled(expression)
-                    chosen.append(lambda values, c=compiled, t=test: t(c(values)))
-                    pending.remove(item)
-                    grew = True
+        while pending:
+            for index in mentions.get(pending.pop(), ()):
+                if index in taken:
+                    continue
+                taken.add(index)
+                expression, test = equations[index]
+                compiled = _compiled(expression)
+                chosen.append(lambda values, c=compiled, t=test: t(c(values)))
+                new = expression.free_symbols - variables
+                variables |= new
+                pending.extend(new)
         return chosen, variables
 
     def _described(self, claim: Claim, sides: list[Dim], values: dict[Dim, int]) -> Counterexample:
@@ -880,7 +1140,7 @@ class DimSystem:
             return Needed((), spaced(to_text(left)), ">=", "1", (left, ">=", ONE))
         # `left <= right` with the terms on the side where they are positive: `0 <= h - N`
         # reads `N <= h`, and `2 <= N` reads `N >= 2`.
-        terms = sympy.Add.make_args(sympy.expand(right - left))
+        terms = sympy.Add.make_args(_expand(right - left))
         larger = sympy.Add(*[t for t in terms if not t.could_extract_minus_sign()])
         smaller = sympy.Add(*[-t for t in terms if t.could_extract_minus_sign()])
         if larger == 0:
@@ -895,10 +1155,52 @@ class DimSystem:
         for name in ("bindings", "dims", "_symbols", "_values", "_derived", "_eliminated",
                      "_eliminated_by", "_lower"):
             setattr(copy, name, dict(getattr(self, name)))
-        for name in ("constraints", "_relations", "_facts", "_unequal", "_derived_bindings"):
+        for name in ("constraints", "_relations", "_opaque", "_facts", "_unequal",
+                     "_derived_bindings"):
             setattr(copy, name, list(getattr(self, name)))
-        copy._canon_cache, copy._answers, copy._groebner = {}, {}, None
+        # Resolved rules stay valid in the copy until it gets rules of its own.
+        for name in ("_resolved", "_resolved_unvalued", "_resolved_sizes"):
+            setattr(copy, name, dict(getattr(self, name)))
+        copy._users = {sym: set(users) for sym, users in self._users.items()}
+        copy._canon_cache, copy._answers, copy._basis = {}, {}, None
         return copy
+
+
+def _within(question: Callable[[], Any]) -> Any:
+    """The answer, or None when finding it would pass the budget (for what is only
+    extra: a counterexample, a suggestion)."""
+    try:
+        return question()
+    except TooComplex:
+        return None
+
+
+def _number_verdict(value: Dim) -> Verdict:
+    return Verdict.PROVED if value.is_integer and value > 0 else Verdict.DIFFERENT
+
+
+def _linear_in(expr: Dim, sym: Dim) -> tuple[Dim, Dim] | None:
+    """``(c, rest)`` with ``expr == c*sym + rest``, ``c`` a number and ``rest`` free of
+    ``sym`` (an expanded expression); None when ``sym`` occurs otherwise (``sym**2``,
+    ``sym * N``, inside a floor)."""
+    coefficient: Dim = sympy.Integer(0)
+    rest: list[Dim] = []
+    for term in sympy.Add.make_args(expr):
+        if sym not in term.free_symbols:
+            rest.append(term)
+            continue
+        number, factor = term.as_coeff_Mul()
+        if factor != sym:
+            return None
+        coefficient += number
+    if coefficient == 0:
+        return None
+    return coefficient, sympy.Add(*rest)
+
+
+def _has_denominator(expr: Dim) -> bool:
+    return any((p.is_Pow and p.exp.is_negative) or (p.is_Rational and not p.is_Integer)
+               for p in sympy.preorder_traversal(expr))
 
 
 def _coefficients(expanded: Dim) -> tuple[list[Dim], Dim]:
@@ -915,14 +1217,6 @@ def _coefficients(expanded: Dim) -> tuple[list[Dim], Dim]:
         if rest == 1:
             constant += coefficient
     return coefficients, constant
-
-
-def _substitute(expr: Dim, sym: Dim, replacement: Dim) -> Dim:
-    """``expr`` with ``sym := replacement``, expanded only when that can distribute."""
-    if sym not in expr.free_symbols:
-        return expr
-    result = expr.xreplace({sym: replacement})
-    return sympy.expand(result) if replacement.is_Add else result
 
 
 def _built_of_positives(dim: Dim) -> bool:
@@ -948,6 +1242,113 @@ class ConstraintOutcome:
     status: str  # "ok", "trivial", "violated", "unsatisfiable"
     values: tuple[str, str, str] | None = None
     unknown: str | None = None  # "unsatisfiable": the dim no positive integer can be
+
+
+# --- Gröbner bases, counted in steps ------------------------------------------------------
+#
+# SymPy's `groebner` has no budget: a few nonlinear constraints in 8 dims run for minutes.
+# This is Buchberger's algorithm with the coprime-leading-monomial criterion and the
+# normal selection strategy, on SymPy's sparse polynomials (`PolyElement`), where every
+# step that cancels a leading term is counted against MAX_STEPS.
+
+
+class _Steps:
+    def __init__(self, limit: int = MAX_STEPS) -> None:
+        self.left = limit
+
+    def take(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise _too_complex("too_complex_steps", MAX_STEPS)
+
+
+def _coefficient_bits(poly: PolyElement) -> int:
+    return max((_bits(int(c.numerator)) + _bits(int(c.denominator)) for c in poly.values()),
+               default=0)
+
+
+def _checked_poly(poly: PolyElement) -> PolyElement:
+    if len(poly) > MAX_TERMS:
+        raise _too_complex("too_complex_terms", MAX_TERMS)
+    if _coefficient_bits(poly) > MAX_BITS:
+        raise _too_complex("too_complex_bits", MAX_BITS)
+    return poly
+
+
+def _reduce(poly: PolyElement, basis: Sequence[PolyElement], steps: _Steps) -> PolyElement:
+    """The remainder of ``poly`` divided by ``basis`` (monic polynomials)."""
+    remainder = poly.ring.zero
+    poly = poly.copy()
+    while poly:
+        steps.take()
+        monom, coefficient = poly.LT
+        for divisor in basis:
+            quotient = monomial_div(monom, divisor.LM)
+            if quotient is not None:
+                poly = poly - divisor.mul_term((quotient, coefficient))
+                break
+        else:
+            remainder[monom] = coefficient
+            del poly[monom]
+        if len(poly) > MAX_TERMS:
+            raise _too_complex("too_complex_terms", MAX_TERMS)
+    return _checked_poly(remainder)
+
+
+def _groebner(polys: Sequence[PolyElement], steps: _Steps) -> list[PolyElement]:
+    """A Gröbner basis (monic) of ``polys``, or TooComplex past the budget."""
+    basis: list[PolyElement] = []
+    pairs: list[tuple[Any, int, int]] = []  # a heap: smallest lcm first (normal strategy)
+    order = polys[0].ring.order if polys else lex
+
+    def add(poly: PolyElement) -> None:
+        basis.append(_checked_poly(poly.monic()))
+        if len(basis) > MAX_BASIS:
+            raise _too_complex("too_complex_steps", MAX_STEPS)
+        new = len(basis) - 1
+        for i in range(new):
+            first, second = basis[i].LM, basis[new].LM
+            if any(a and b for a, b in zip(first, second)):  # coprime: reduces to 0
+                heapq.heappush(pairs, (order(monomial_lcm(first, second)), i, new))
+
+    for poly in polys:
+        reduced = _reduce(poly, basis, steps)
+        if reduced:
+            add(reduced)
+    while pairs:
+        _, i, j = heapq.heappop(pairs)
+        first, second = basis[i], basis[j]
+        lcm = monomial_lcm(first.LM, second.LM)
+        steps.take()
+        spoly = first.mul_monom(monomial_div(lcm, first.LM)) \
+            - second.mul_monom(monomial_div(lcm, second.LM))
+        reduced = _reduce(_checked_poly(spoly), basis, steps)
+        if reduced:
+            add(reduced)
+    return basis
+
+
+@dataclass(frozen=True)
+class _Basis:
+    """A Gröbner basis of the relations, over their dims (lex, sorted by name)."""
+
+    gens: tuple[Dim, ...]
+    polys: tuple[PolyElement, ...]
+
+    def remainder(self, difference: Dim) -> Dim | None:
+        """The normal form of ``difference``; None when it is not a polynomial.
+
+        Dims that no relation mentions come after the basis's own in the order, so
+        the basis stays a Gröbner basis in the larger ring.
+        """
+        extra = sorted(difference.free_symbols - set(self.gens), key=lambda s: s.name)
+        poly_ring = ring(list(self.gens) + extra, QQ, lex)[0]
+        try:
+            poly = poly_ring.from_expr(difference)
+        except (ValueError, sympy.polys.polyerrors.BasePolynomialError):
+            return None
+        basis = [p.set_ring(poly_ring) for p in self.polys]
+        return _reduce(_checked_poly(poly), basis, _Steps()).as_expr()
 
 
 # --- claims, counterexamples and the weakest constraint -------------------------------------
@@ -1136,7 +1537,7 @@ def _number_text(value: Fraction | int) -> str:
 def _lone_dim_offset(dim: Dim) -> tuple[Dim, int] | None:
     """``N - 1`` -> (N, -1): one dim with coefficient 1 plus an integer."""
     rest, terms = sympy.Integer(0), []
-    for term in sympy.Add.make_args(sympy.expand(dim)):
+    for term in sympy.Add.make_args(_expand(dim)):
         if term.is_Integer:
             rest += term
         else:
@@ -1203,18 +1604,23 @@ class DimBuilder:
         if node.op == "+":
             return self._sized(left + right, node.span)
         if node.op == "-":
-            return left - right
+            return self._sized(left - right, node.span)
         if node.op == "*":
             return self._sized(left * right, node.span)
         if right == 0:
             self.diagnostics.append(codes.NOT_DIVISIBLE.diag(
                 node.span, claim=codes.divisibility(True, to_text(left), "0")))
             return None
+        if not self._positive_divisor(right, node.right):
+            return None
         if node.op == "//":
-            return sympy.floor(left / right)
+            return self._sized(sympy.floor(left / right), node.span)
         if self.in_constraint:
-            return left / right  # the constraint asserts the division; it is not a size
-        verdict = self.system.divides(left, right)
+            # The constraint asserts the division; it is not a size.
+            return self._sized(left / right, node.span)
+        verdict = self._proved(lambda: self.system.divides(left, right), node.span)
+        if verdict is None:
+            return None
         if not verdict:
             decision = self.system.decide(Claim.divides(left, right))
             needed = decision.needed
@@ -1224,7 +1630,29 @@ class DimBuilder:
                 help=[codes.needed_help(needed.dims, needed.constraint)] if needed else [],
             ))
             return None
-        return sympy.cancel(left / right)
+        return self._proved(lambda: exact_quotient(left, right), node.span)
+
+    def _positive_divisor(self, divisor: Dim, node: nodes.Expr) -> bool:
+        """A divisor must be a positive integer wherever the quotient is taken: `N // (H // 2)`
+        is a division by zero at H = 1 (SC201 on the divisor)."""
+        verdict = self._proved(lambda: self.system.positive(divisor), node.span)
+        if verdict is None:
+            return False
+        if not verdict:
+            at_bindings = verdict is Verdict.DIFFERENT and free_names(divisor)
+            self.diagnostics.append(codes.NOT_POSITIVE.diag(
+                node.span, expr=to_text(divisor),
+                reason=codes.detail("not_positive_at_bindings") if at_bindings else ""))
+            return False
+        return True
+
+    def _proved(self, question: Callable[[], Any], span: Span) -> Any:
+        """The answer, or None with SC003 when it is too complex to find."""
+        try:
+            return question()
+        except TooComplex as error:
+            self.diagnostics.append(codes.LIMIT.diag(span, detail=error.detail))
+            return None
 
     def _power(self, node: nodes.BinOp) -> Dim | None:
         base = self._build(node.left)
@@ -1242,15 +1670,18 @@ class DimBuilder:
         return self._sized(base ** exponent_node.value, node.span)
 
     def _sized(self, dim: Dim, span: Span) -> Dim | None:
-        """Refuse expressions whose numbers or degrees are absurdly large."""
-        too_big = any(
-            (p.is_Pow and p.exp.is_Integer and abs(int(p.exp)) > MAX_EXPONENT)
-            or (p.is_Integer and abs(int(p)).bit_length() > MAX_BITS)
-            for p in sympy.preorder_traversal(dim)
-        ) or self.system.expanded_terms(dim) > MAX_TERMS
+        """Refuse expressions whose exponents or expansions (with derived dims and
+        constraints substituted) pass the budget, before anything expands them."""
+        too_big = any(p.is_Pow and p.exp.is_Integer and abs(int(p.exp)) > MAX_EXPONENT
+                      for p in sympy.preorder_traversal(dim))
         if too_big:
             self.diagnostics.append(codes.LIMIT.diag(
                 span, detail=codes.detail("expression_too_large")))
+            return None
+        try:
+            self.system.check_size(dim)
+        except TooComplex as error:
+            self.diagnostics.append(codes.LIMIT.diag(span, detail=error.detail))
             return None
         return dim
 
@@ -1306,21 +1737,27 @@ class Proof:
 
 
 def explain_equal(system: DimSystem, left: Dim, right: Dim) -> Proof:
-    verdict = system.equal(left, right)
+    try:
+        verdict = system.equal(left, right)
+    except TooComplex:
+        return Proof(Verdict.UNPROVED, "")
     if not verdict:
         return Proof(verdict, "")
     if left == right:
         return Proof(verdict, "identical")
-    return _explain(system, (left, right), lambda a, b: sympy.expand(a - b) == 0)
+    return _explain(system, (left, right), lambda a, b: _expand(a - b) == 0)
 
 
 def explain_divides(system: DimSystem, numerator: Dim, denominator: Dim) -> Proof:
-    verdict = system.divides(numerator, denominator)
+    try:
+        verdict = system.divides(numerator, denominator)
+    except TooComplex:
+        return Proof(Verdict.UNPROVED, "")
     if not verdict:
         return Proof(verdict, "")
 
     def exact(top: Dim, bottom: Dim) -> bool:
-        quotient = sympy.cancel(top / bottom)
+        quotient = _cancel(top / bottom)
         if quotient.is_number:
             return bool(quotient.is_integer)
         symbols = sorted(quotient.free_symbols, key=lambda s: s.name)
@@ -1331,6 +1768,14 @@ def explain_divides(system: DimSystem, numerator: Dim, denominator: Dim) -> Proo
 
 def _explain(system: DimSystem, dims: tuple[Dim, Dim], holds: Callable[[Dim, Dim], bool],
              direct: str = "algebra") -> Proof:
+    try:
+        return _explain_stages(system, dims, holds, direct)
+    except TooComplex:  # the checker proved it; retracing the stages passed the budget
+        return Proof(Verdict.PROVED, "relations")
+
+
+def _explain_stages(system: DimSystem, dims: tuple[Dim, Dim], holds: Callable[[Dim, Dim], bool],
+                    direct: str) -> Proof:
     verdict = Verdict.PROVED
     if holds(*dims):
         return Proof(verdict, direct)
@@ -1348,25 +1793,28 @@ def _explain(system: DimSystem, dims: tuple[Dim, Dim], holds: Callable[[Dim, Dim
     definitions = tuple(sorted(s.name for s in defined))
     if holds(*current):
         return Proof(verdict, "definition", definitions)
-    # 2. constraints: the eliminations they made (and values they fixed)
-    present = set().union(*(d.free_symbols for d in current))
-    by_constraint = {s for s in present if s in system._eliminated_by}
-    replacements = {s: system._eliminated.get(s, sympy.Integer(system._values.get(s, 0)))
-                    for s in by_constraint}
-    current = [d.xreplace(replacements) for d in current]
-    constraints = tuple(sorted({system._eliminated_by[s] for s in by_constraint}))
+    # 2. constraints: the eliminations they made (and values they fixed), followed
+    # through chains (an elimination is written in the dims of its time)
+    constraints: set[int] = set()
+    for _ in range(len(system._eliminated_by) + 1):
+        present = set().union(*(d.free_symbols for d in current))
+        by_constraint = {s for s in present if s in system._eliminated_by}
+        if not by_constraint:
+            break
+        constraints |= {system._eliminated_by[s] for s in by_constraint}
+        replacements = {s: system._eliminated.get(s, sympy.Integer(system._values.get(s, 0)))
+                        for s in by_constraint}
+        current = [_expand(d.xreplace(replacements)) for d in current]
     if holds(*current):
-        return Proof(verdict, "constraint", definitions, constraints)
+        return Proof(verdict, "constraint", definitions, tuple(sorted(constraints)))
     # 3. bindings
-    remaining = set().union(*(d.free_symbols for d in current))
-    other = {s: e for s, e in system._eliminated.items() if s in remaining}
-    current = [d.xreplace(other) for d in current]
     remaining = set().union(*(d.free_symbols for d in current))
     bound = {s for s in remaining if s in system._values}
     current = [d.xreplace({s: sympy.Integer(system._values[s]) for s in bound}) for d in current]
     if holds(*current):
-        return Proof(verdict, "bindings", definitions, constraints, tuple(sorted(s.name for s in bound)))
-    return Proof(verdict, "relations", definitions, constraints)
+        return Proof(verdict, "bindings", definitions, tuple(sorted(constraints)),
+                     tuple(sorted(s.name for s in bound)))
+    return Proof(verdict, "relations", definitions, tuple(sorted(constraints)))
 
 
 _SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
@@ -1386,41 +1834,82 @@ _PRETTY = _PrettyPrinter({"order": "grlex"})
 
 
 def pretty(dim: Dim) -> str:
-    """An expanded dim expression, printed with ``·`` and superscript powers."""
-    return _PRETTY.doprint(sympy.expand(dim)).replace("*", "·")
+    """An expanded dim expression, printed with ``·`` and superscript powers (as it
+    stands when expanding it would pass the budget)."""
+    try:
+        expanded = _expand(dim)
+    except TooComplex:
+        expanded = dim
+    return _PRETTY.doprint(expanded).replace("*", "·")
 
 
 def growth(system: DimSystem, dim: Dim, names: Iterable[str] = ()) -> tuple[int, int]:
     """(degree in ``names``, total degree) of a dim expression with derived dims substituted
-    (constraints and bindings not): how fast it grows. (0, 0) if not a polynomial."""
+    (constraints and bindings not): how fast it grows. (0, 0) if not a polynomial, or
+    too large to expand."""
     expanded = dim
     for _ in range(len(system._derived) + 1):
         if not expanded.free_symbols & system._derived.keys():
             break
         expanded = expanded.xreplace(system._derived)
-    expanded = sympy.expand(expanded)
+    try:
+        expanded = _expand(expanded)
+    except TooComplex:
+        return (0, 0)
     symbols = sorted(expanded.free_symbols, key=lambda s: s.name)
     if not symbols or not expanded.is_polynomial(*symbols):
         return (0, 0)
-    poly = sympy.Poly(expanded, *symbols)
-    wanted = {i for i, s in enumerate(symbols) if s.name in set(names)}
-    return (max(sum(m[i] for i in wanted) for m in poly.monoms()), poly.total_degree())
+    wanted = {s for s in symbols if s.name in set(names)}
+    degrees = [_degrees(term, wanted) for term in sympy.Add.make_args(expanded)]
+    return (max(d[0] for d in degrees), max(d[1] for d in degrees))
+
+
+def _degrees(term: Dim, wanted: set[Dim]) -> tuple[int, int]:
+    """(degree in ``wanted``, total degree) of one monomial."""
+    powers = term.as_powers_dict()
+    degree = {base: int(exp) for base, exp in powers.items() if base.is_Symbol}
+    return (sum(e for b, e in degree.items() if b in wanted), sum(degree.values()))
 
 
 def solve_for(system: DimSystem, dim: Dim, value: int) -> tuple[str, int] | None:
     """The dim that makes ``dim == value`` at the bindings, when exactly one dim is
     left unbound in ``dim`` and exactly one positive integer solves the equation
-    (``run`` binds dims from arrays with it: ``[N, H * d]`` with H bound gives d)."""
-    expression = system.canonical(dim)
+    (``run`` binds dims from arrays with it: ``[N, H * d]`` with H bound gives d).
+
+    Only where the answer is unique and found in bounded steps: a polynomial whose
+    terms all grow with the dim (non-negative coefficients: increasing, so bisection
+    finds the one solution), which is every shape a spec writes with `+` and `*`.
+    """
+    try:
+        expression = system.canonical(dim)
+    except TooComplex:
+        return None
     if len(expression.free_symbols) != 1:
         return None
     (unknown,) = expression.free_symbols
-    try:
-        roots = sympy.solve(sympy.Eq(expression, value), unknown)
-    except Exception:  # SymPy's solver fails in many ways on what it cannot solve
+    if not expression.is_polynomial(unknown):
         return None
-    fits = [r for r in roots if r.is_Integer and r > 0]
-    return (unknown.name, int(fits[0])) if len(fits) == 1 else None
+    terms = []
+    for term in sympy.Add.make_args(expression):
+        coefficient, power = term.as_coeff_exponent(unknown)
+        if not (coefficient.is_Integer and power.is_Integer and power >= 0):
+            return None
+        terms.append((int(coefficient), int(power)))
+    if any(c < 0 for c, p in terms if p > 0) or all(p == 0 for c, p in terms):
+        return None
+
+    def at(x: int) -> int:
+        return sum(c * x**p for c, p in terms)
+
+    constant = sum(c for c, p in terms if p == 0)
+    low, high = 1, max(1, value - constant)  # at(x) >= x + constant for x >= 1
+    while low < high:
+        middle = (low + high) // 2
+        if at(middle) < value:
+            low = middle + 1
+        else:
+            high = middle
+    return (unknown.name, low) if at(low) == value else None
 
 
 # --- drawing bindings ----------------------------------------------------------------------

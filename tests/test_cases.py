@@ -205,4 +205,6 @@ def test_limit_explanation_states_the_real_limits() -> None:
     what = codes.REGISTRY["SC003"].what
     for limit in (parser.MAX_NESTING, parser.MAX_INT_DIGITS, symbolic.MAX_EXPONENT):
         assert f" {limit} " in what, (limit, what)
-    assert f"{symbolic.MAX_TERMS:,}" in what
+    for limit in (symbolic.MAX_TERMS, symbolic.MAX_DEGREE, symbolic.MAX_BITS, symbolic.MAX_WORK,
+                  symbolic.MAX_STEPS):
+        assert f"{limit:,}" in what, (limit, what)

@@ -29,7 +29,10 @@ from shapecheck.program import Program
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").rglob("*.attn"))
 EXAMPLE_TEXTS = [path.read_text(encoding="utf-8") for path in EXAMPLES]
-BUDGET = 10.0  # seconds for one input, on a slow CI machine; most take milliseconds
+# CPU seconds for one input, on a slow CI machine; most take milliseconds. A guard
+# against hangs, not a speed target (those are benchmarks): CPU time, not the clock,
+# so that other work on a shared machine does not fail it.
+BUDGET = 10.0
 
 HEAD = b"dim N, d\ninput Q: [N, d]\n"
 LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -116,7 +119,7 @@ HOSTILE: dict[str, tuple[bytes, set[str] | None]] = {
         {"SC003"}),
     "5,000 dims": (f"dim {_names(5000)}\n".encode(), {"SC401", "SC004"}),
     "rank 5,000": (b"dim N\ninput X: [" + b", ".join([b"N"] * 5000) + b"]\nS = X.T + X\noutput S\n",
-                   None),
+                   {"SC003"}),  # NumPy holds 64 axes
     "concat of 3,000 tensors": (HEAD + b"S = concat([" + b", ".join([b"Q"] * 3000) + b"])\noutput S\n",
                                 None),
     "einsum with every letter": (
@@ -128,7 +131,7 @@ HOSTILE: dict[str, tuple[bytes, set[str] | None]] = {
     "10,000 logical nots": (HEAD + b"S = " + b"~" * 10_000 + b"(Q > 0)\noutput S\n", {"SC003"}),
     "10,000 chained comparisons": (HEAD + b"S = Q" + b" < Q" * 10_000 + b"\n", {"SC001"}),
     "a 10,000-entry subscript": (HEAD + b"S = Q[" + b"None, " * 10_000 + b"...]\noutput S\n",
-                                 None),
+                                 {"SC003"}),  # more than the 64 axes NumPy holds
     "a slice with a huge bound": (HEAD + b"S = Q[:" + b"9" * 39 + b"]\n", {"SC317"}),
     # the counterexample of `d // E` under E == H*d does not depend on d
     "a floor a constraint cancels": (b"dim d, H, E\nconstraint E == H * d\ninput X: [d // E]\n",
@@ -176,9 +179,9 @@ def assert_renders(program: Program) -> None:
 @pytest.mark.parametrize("name", list(HOSTILE))
 def test_hostile_input_gives_diagnostics_quickly(name: str) -> None:
     data, expected = HOSTILE[name]
-    start = time.perf_counter()
+    start = time.process_time()
     program = check_bytes(data)
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert elapsed < BUDGET, f"{name}: {elapsed:.1f} s"
     assert_well_formed(program, program.source)
     assert_renders(program)

@@ -66,6 +66,40 @@ def test_einsum_as_numpy():
     np.testing.assert_allclose(out["u"], np.einsum("bnd,bmd", a, b))
 
 
+@pytest.mark.parametrize("subscripts, operands, expected", [
+    # One reading for checker and backend (einsum.parse_subscripts): whitespace anywhere is
+    # ignored, and `...` axes the output leaves out are summed, with one operand or two.
+    ("...i->i", 1, lambda a, b: a.sum(axis=(0, 1))),
+    ("ij - > ji", 1, None),
+    (" b n d , b m d ", 2, lambda a, b: np.einsum("bnd,bmd", a, b)),  # implicit: m, n
+    ("...i,...i->i", 2, lambda a, b: (a * b).sum(axis=(0, 1))),
+])
+def test_einsum_runs_what_the_checker_read(subscripts, operands, expected):
+    a = RNG.standard_normal((2, 3, 4))
+    b = RNG.standard_normal((2, 3, 4))
+    if subscripts == "ij - > ji":
+        a = a[0]
+        expected = lambda a, b: a.T  # noqa: E731
+    shape = "[A, B, C]" if a.ndim == 3 else "[B, C]"
+    args = "a, b" if operands == 2 else "a"
+    out = run(f"dim A, B, C\ninput a: {shape}\ninput b: [A, B, C]\n"
+              f"y = einsum(\"{subscripts}\", {args})\noutput y", a=a, b=b)
+    np.testing.assert_allclose(out["y"], expected(a, b))
+
+
+def test_the_checker_knows_numpys_limits():
+    """rules.MAX_RANK and MAX_EINSUM_OPERANDS are the installed NumPy's, without importing it."""
+    from shapecheck.rules import MAX_EINSUM_OPERANDS, MAX_RANK
+
+    np.empty((1,) * MAX_RANK)
+    with pytest.raises(ValueError):
+        np.empty((1,) * (MAX_RANK + 1))
+    vectors = [np.ones(2)] * (MAX_EINSUM_OPERANDS + 1)
+    np.einsum(",".join(["i"] * MAX_EINSUM_OPERANDS) + "->i", *vectors[:-1])
+    with pytest.raises(ValueError):
+        np.einsum(",".join(["i"] * (MAX_EINSUM_OPERANDS + 1)) + "->i", *vectors)
+
+
 def test_softmax_is_stable_and_sums_to_one_along_its_axis():
     x = RNG.standard_normal((4, 5)) * 1000  # exp would overflow without the shift
     out = run("dim N, M\ninput x: [N, M]\np = softmax(x)\nq = softmax(x, axis=col)", x=x)

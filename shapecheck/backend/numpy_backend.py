@@ -797,14 +797,17 @@ def _constant_fill(fill: Callable[..., Any]) -> Implementation:
 
 
 def _einsum(call: _Call) -> Compiled:
+    # The subscripts as the checker read them (einsum.parse_subscripts: no whitespace, the
+    # output explicit). optimize=True: NumPy's Python parser, which also sums `...` axes
+    # the output leaves out ("...i->i"), and contraction through BLAS; same meaning.
     subscripts = call.arg("subscripts")
     operands = call.tensors("operands", numeric=True)
     runs = [o.run for o in operands]
     if len(operands) == 1:  # may return a view of its operand
         run = runs[0]
-        return Compiled(lambda frame: np.einsum(subscripts, run(frame)), fresh=operands[0].fresh)
+        return Compiled(lambda frame: np.einsum(subscripts, run(frame), optimize=True),
+                        fresh=operands[0].fresh)
     call.allocates()
-    # optimize: contract through BLAS (tensordot) instead of NumPy's loop; same meaning
     return Compiled(lambda frame: np.einsum(subscripts, *[r(frame) for r in runs], optimize=True),
                     fresh=True)
 

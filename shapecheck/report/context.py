@@ -224,12 +224,13 @@ def joined(*parts: Rich | str) -> Rich:
 
 def einsum_terms(subscripts: str, operands: list[Value]) -> tuple[list[list[tuple[str, Dim]]], str] | None:
     """The letters of each einsum operand with their sizes, and the output term."""
-    from ..einsum import SubscriptError, implicit_output, parse_subscripts
+    from ..einsum import SubscriptError, parse_subscripts
 
     try:
-        terms, output = parse_subscripts(subscripts, len(operands))
+        parsed = parse_subscripts(subscripts, len(operands))
     except SubscriptError:
         return None
+    terms, output = parsed.inputs, parsed.output
     named: list[list[tuple[str, Dim]]] = []
     for term, operand in zip(terms, operands):
         if operand.shape is None:
@@ -240,4 +241,4 @@ def einsum_terms(subscripts: str, operands: list[Value]) -> tuple[list[list[tupl
         if tail:
             pairs += list(zip(tail, operand.shape[rank - len(tail):]))
         named.append(pairs)
-    return named, output if output is not None else implicit_output(terms)
+    return named, output

@@ -14,6 +14,11 @@ MESSAGES = {
     "nothing_checked": "没有要检查的 spec 文件 (文件夹指其下的 *.attn 文件, 不含 exclude 和 "
     ".gitignore 跳过的); 用 --allow-empty 可以接受这种情况",
     "cannot_read_stdin": "无法读取标准输入: {reason}",
+    "lsp_missing": "语言服务器需要 pygls 和 lsprotocol: "
+    "python -m pip install 'attn-shapecheck[lsp]'",
+    "fix_and_diff": "--fix 会写入修正, --diff 只显示修正: 只能给出其中一个",
+    "fixed": "在 {files} 个文件中修正了 {count} 个问题。",
+    "would_fix": "将在 {files} 个文件中修正 {count} 个问题。",
     "cannot_read": "无法读取 {path}: {reason}",
     "cannot_write_summary": "无法写入步骤摘要 {path}: {reason}",
     "report_format": "无法从 `{output}` 判断报告格式; 请命名为 .html 或 .md, 或给出 --format html|md",

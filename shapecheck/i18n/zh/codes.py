@@ -25,12 +25,17 @@ CODES: dict[str, dict[str, str]] = {
         summary="超出了检查器的某项上限",
         message="{detail}",
         what="这条语句超出了检查器的某项上限: 嵌套超过 {depth} 层, 整数字面量超过 {digits} 位, "
-        "维度表达式中的指数大于 {exponent}, 或者维度表达式展开后超过 {terms} 项。".format(
-            depth=200, digits=40, exponent=64, terms=256),
-        why="这样的输入几乎总是误生成的, 检查它可能耗尽时间或内存。这些上限让 `shapecheck` "
-        "对任何输入都又快又安全。",
+        "维度表达式中的指数大于 {exponent}, 或者证明会超出代数预算 (\"太复杂, 无法证明\"): "
+        "代入派生维度和约束之后, 维度表达式展开超过 {terms} 项、次数超过 {degree}、"
+        "数字超过 {bits} 位 (二进制), 或展开需要超过 {work} 次项的乘法; "
+        "或者把约束组合起来需要超过 {steps} 步。".format(
+            depth=200, digits=40, exponent=64, terms="256", degree=256, bits="8,192",
+            work="4,096", steps="4,000"),
+        why="这样的输入几乎总是误生成的, 检查它可能耗尽时间或内存。预算按项数和步数计算, "
+        "从不按秒计算, 所以在每台机器上、每个编辑器里结论都相同。",
         example="dim N\ndim M = N ** 100000\n# error[SC003]: 指数 100000 太大",
-        fix="简化表达式, 或者拆成几条语句。",
+        fix="按信息所说简化表达式或约束 (把关系写成定义, `constraint D == H * d`), "
+        "拆成几条语句, 或者用 `--dim` 绑定一些维度。",
     ),
     "SC004": dict(
         summary="错误太多, 检查器停止了",
@@ -512,6 +517,19 @@ DETAILS = {
     "found_boolean": "布尔值",
     "found_expression": "这个表达式",
     "expression_too_large": "这个维度表达式太大, 无法检查",
+    "rank_too_large": "秩 {rank} 超过了 NumPy 能容纳的 {limit} 个轴",
+    "einsum_too_many_operands": "`einsum` 有 {count} 个操作数: NumPy 最多接受 {limit} 个",
+    "too_complex_terms": "太复杂, 无法证明: 代入派生维度和约束之后, 这里的一个维度表达式展开"
+    "超过 {limit} 项; 请简化它, 或者绑定它的一些维度 (`--dim N=...`)",
+    "too_complex_work": "太复杂, 无法证明: 代入派生维度和约束之后, 展开这里的一个维度表达式"
+    "要做超过 {limit} 次项的乘法; 请简化它, 或者绑定它的一些维度 (`--dim N=...`)",
+    "too_complex_degree": "太复杂, 无法证明: 代入派生维度和约束之后, 这里的一个维度表达式的"
+    "次数超过 {limit}; 请用更低的幂, 或者绑定它的一些维度 (`--dim N=...`)",
+    "too_complex_bits": "太复杂, 无法证明: 代入派生维度、约束和绑定之后, 这里的一个数字超过 "
+    "{limit} 位 (二进制); 请用更小的尺寸或幂",
+    "too_complex_steps": "太复杂, 无法证明: 把不定义维度的约束组合起来需要超过 {limit} 步; "
+    "请把它们写成定义 (一边只有一个维度, `constraint D == H * d`), 去掉不需要的, "
+    "或者绑定一些维度 (`--dim N=...`)",
     "power_exponent": "维度表达式中 `**` 的指数必须是非负整数",
     "where_define": "它的注解",
     "where_assert": " assert ",

@@ -1,0 +1,304 @@
+"""What the language server knows about one document, computed by the checker.
+
+:class:`Documents` keeps, per open document, the checked program of its latest
+text. It never copies the checker: a text is parsed by the parser (reusing the
+statements that did not change), then checked by :func:`shapecheck.api.check_parsed`
+with the settings found for the document's path (:mod:`shapecheck.config`), so
+suppression and rule selection are exactly those of ``verify``.
+
+**Incremental work.** A spec is a list of statements split the way the grammar
+splits them (``parser.split_statements``). A statement whose text did not change is
+not parsed again: its syntax tree is reused, its line numbers shifted when lines
+were inserted or removed above it. Only when a statement's brackets do not balance
+(where the splitter's guess and the grammar could disagree) is the whole text parsed
+as ``verify`` parses it. Checking always runs over the whole program: the shape of
+every statement depends on the ones above it.
+
+Positions: shapecheck's spans are 1-based lines split on ``\\n`` and 1-based
+columns in code points; the protocol's are 0-based lines and columns in the code
+units the client and server agreed on (UTF-16 unless told otherwise).
+:class:`Positions` converts between them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from .. import nodes
+from ..diagnostics import Diagnostic, Span
+from ..parser import Chunk, ParseResult, parse, parse_chunk, split_statements
+from ..program import Program
+
+_NAME = re.compile(r"[^\W\d]\w*")
+
+
+# --- positions ------------------------------------------------------------------------------
+
+
+class Positions:
+    """Converts between shapecheck's (line, column) and the protocol's (line, character)."""
+
+    def __init__(self, text: str, encoding: str = "utf-16") -> None:
+        self.lines = text.split("\n")
+        self.encoding = encoding.lower().replace("_", "-")
+
+    def _units(self, text: str) -> int:
+        if self.encoding == "utf-8":
+            return len(text.encode("utf-8", "surrogatepass"))
+        if self.encoding == "utf-32":
+            return len(text)
+        return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+    def to_client(self, line: int, column: int) -> tuple[int, int]:
+        """1-based (line, code-point column) -> 0-based (line, client units)."""
+        if line > len(self.lines):
+            return len(self.lines), 0
+        if line < 1:
+            return 0, 0
+        text = self.lines[line - 1]
+        return line - 1, self._units(text[:max(0, column - 1)])
+
+    def from_client(self, line: int, character: int) -> tuple[int, int]:
+        """0-based (line, client units) -> 1-based (line, code-point column), clamped."""
+        if line >= len(self.lines):
+            return len(self.lines), len(self.lines[-1]) + 1
+        text = self.lines[max(0, line)]
+        units = 0
+        for index, char in enumerate(text):
+            if units >= character:
+                return line + 1, index + 1
+            units += self._units(char)
+        return line + 1, len(text) + 1
+
+
+# --- incremental parsing -----------------------------------------------------------------------
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for token in re.finditer(r"#[^\n]*|\"[^\"\n]*\"?|'[^'\n]*'?|[()\[\]]", text):
+        value = token.group()
+        if value in "([":
+            depth += 1
+        elif value in ")]":
+            depth -= 1
+            if depth < 0:
+                return False
+    return depth == 0
+
+
+def _shift(value: Any, lines: int) -> Any:
+    """A syntax tree (or diagnostic) with every span moved down by ``lines``, in place
+    for nodes, rebuilt for immutable values."""
+    if isinstance(value, Span):
+        return Span(value.line + lines, value.column, value.end_line + lines, value.end_column)
+    if isinstance(value, tuple):
+        return tuple(_shift(item, lines) for item in value)
+    if isinstance(value, list):
+        return [_shift(item, lines) for item in value]
+    if isinstance(value, Diagnostic):
+        return dataclasses.replace(value, span=_shift(value.span, lines),
+                                   notes=_shift(value.notes, lines),
+                                   fixes=_shift(value.fixes, lines))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if getattr(type(value), "__dataclass_params__").frozen:
+            changes = {f.name: _shift(getattr(value, f.name), lines)
+                       for f in dataclasses.fields(value)}
+            return dataclasses.replace(value, **changes)
+        for item in dataclasses.fields(value):
+            setattr(value, item.name, _shift(getattr(value, item.name), lines))
+        return value
+    return value
+
+
+@dataclass
+class _Parsed:
+    line: int
+    statement: nodes.Stmt
+    problem: Diagnostic | None
+
+
+class IncrementalParser:
+    """Parses a document again and again, reusing the statements that did not change."""
+
+    def __init__(self) -> None:
+        # (statement text, its column) -> what it parsed to, at the line it had.
+        self._cache: dict[tuple[str, int], list[_Parsed]] = {}
+        self.reused = 0  # statements not parsed again in the last parse (for the benchmark)
+
+    def parse(self, text: str) -> ParseResult:
+        chunks = list(split_statements(text))
+        if not all(_balanced(chunk.text) for chunk in chunks):
+            self._cache = {}
+            self.reused = 0
+            return parse(text)  # exactly what `verify` does
+        cache: dict[tuple[str, int], list[_Parsed]] = {}
+        statements: list[nodes.Stmt] = []
+        problems: list[Diagnostic] = []
+        self.reused = 0
+        for chunk in chunks:
+            entry = self._take(chunk)
+            cache.setdefault((chunk.text, chunk.column), []).append(entry)
+            statements.append(entry.statement)
+            if entry.problem is not None:
+                problems.append(entry.problem)
+        self._cache = cache
+        return ParseResult(statements, problems)
+
+    def _take(self, chunk: Chunk) -> _Parsed:
+        reusable = self._cache.get((chunk.text, chunk.column))
+        if reusable:
+            entry = reusable.pop()
+            self.reused += 1
+            moved = chunk.line - entry.line
+            if moved:
+                entry = _Parsed(chunk.line, _shift(entry.statement, moved),
+                                _shift(entry.problem, moved))
+            return entry
+        statement, problem = parse_chunk(chunk)
+        return _Parsed(chunk.line, statement, problem)
+
+
+# --- one document -------------------------------------------------------------------------------
+
+
+@dataclass
+class Analysis:
+    """A document's text at one version, and what the checker made of it."""
+
+    uri: str
+    version: int | None
+    text: str
+    program: Program
+    parsed: ParseResult
+    dims: Mapping[str, int] = field(default_factory=dict)  # the configuration's [dims]
+    ignore: frozenset[str] = frozenset()
+    config_problem: str | None = None
+    _bound: Program | None = None
+
+    def bound(self) -> Program | None:
+        """The program checked at the configured dims (None without any)."""
+        if not self.dims:
+            return None
+        if self._bound is None:
+            from ..api import check_parsed
+
+            self._bound = check_parsed(self.text, self.parsed, None, defaults=self.dims,
+                                       warn_unknown_bindings=False, ignore=self.ignore)
+        return self._bound
+
+    def name_at(self, line: int, column: int) -> tuple[str, Span] | None:
+        """The name under (line, column), outside comments and strings."""
+        lines = self.text.split("\n")
+        if not 1 <= line <= len(lines):
+            return None
+        text = lines[line - 1]
+        from ..suppress import comment_start
+
+        comment = comment_start(text)
+        for match in _NAME.finditer(text):
+            if match.start() + 1 <= column <= match.end() + 0 + 1 and (
+                    comment is None or match.start() < comment):
+                if _inside_string(text, match.start()):
+                    return None
+                return match.group(), Span(line, match.start() + 1, line, match.end() + 1)
+        return None
+
+
+def _inside_string(line: str, index: int) -> bool:
+    quote: str | None = None
+    for char in line[:index]:
+        if quote is not None:
+            if char == quote:
+                quote = None
+        elif char in "\"'":
+            quote = char
+    return quote is not None
+
+
+def path_of(uri: str) -> Path | None:
+    """The file a ``file:`` URI names (None for other schemes)."""
+    parsed = urlparse(uri)
+    if parsed.scheme != "file":
+        return None
+    return Path(unquote(parsed.path))
+
+
+class Documents:
+    """The open documents and the analysis of each one's latest text."""
+
+    def __init__(self) -> None:
+        self._parsers: dict[str, IncrementalParser] = {}
+        self._latest: dict[str, Analysis] = {}
+
+    def close(self, uri: str) -> None:
+        self._parsers.pop(uri, None)
+        self._latest.pop(uri, None)
+
+    def latest(self, uri: str) -> Analysis | None:
+        return self._latest.get(uri)
+
+    def analyse(self, uri: str, text: str, version: int | None) -> Analysis:
+        """Check ``text`` (the document's content at ``version``), reusing what can be."""
+        current = self._latest.get(uri)
+        if current is not None and current.version == version and current.text == text:
+            return current
+        from ..api import check_parsed
+
+        settings, problem = _settings(uri)
+        path = path_of(uri)
+        ignore = settings.disabled(path) if settings is not None else frozenset()
+        dims = dict(settings.dims) if settings is not None else {}
+        parser = self._parsers.setdefault(uri, IncrementalParser())
+        # As check_text does: the trees hold no cycles worth collecting, and a full
+        # collection walks every live node of every open document.
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            parsed = parser.parse(text)
+        finally:
+            if was_enabled:
+                gc.enable()
+        try:
+            program = check_parsed(text, parsed, None, warn_unknown_bindings=False,
+                                   ignore=ignore)
+        except Exception as error:  # a bug in the checker: a diagnostic, never a dead server
+            program = _internal(text, path, error)
+        analysis = Analysis(uri, version, text, program, parsed, dims, ignore, problem)
+        self._latest[uri] = analysis
+        return analysis
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._latest)
+
+
+def _settings(uri: str) -> tuple[Any, str | None]:
+    """The settings for the document (found afresh: a configuration edited meanwhile
+    counts), and the text of a configuration error (then the defaults apply)."""
+    from ..config import ConfigError, Finder, Settings
+
+    path = path_of(uri)
+    try:
+        finder = Finder(cwd=path.parent if path is not None else None)
+        return finder.settings_for(path if path is not None else Path.cwd() / "untitled.attn"), None
+    except ConfigError as error:
+        return Settings(root=Path.cwd()), str(error)
+    except OSError:
+        return Settings(root=Path.cwd()), None
+
+
+def _internal(text: str, path: Path | None, error: Exception) -> Program:
+    from .. import codes
+    from ..symbolic import DimSystem
+
+    described = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    diagnostic = codes.INTERNAL.diag(Span(1, 1, 1, 1), path=str(path or "<document>"),
+                                     error=described)
+    return Program(source=text, statements=[], dims=DimSystem(), diagnostics=[diagnostic])
