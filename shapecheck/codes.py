@@ -665,6 +665,8 @@ SYNTAX_TEXT: Table = Table("codes", "SYNTAX_TEXT", {
     "dim_too_large": "dim value {value} is too large (at most {limit})",
     "duplicate_keyword": "keyword `{name}` given twice",
     "positional_after_keyword": "positional argument after a keyword argument",
+    "python_logic": "`{word}` is not an operator on tensors (NumPy arrays have no single "
+    "truth value); write `{operator}`, and put comparisons in parentheses",
     "chained_comparison": "comparisons cannot be chained (NumPy arrays cannot be `a < b < c`); "
     "`&` and `|` bind tighter than comparisons, so write each comparison in parentheses: "
     "`(a < b) & (b < c)`",

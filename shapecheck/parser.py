@@ -571,6 +571,11 @@ def _unexpected_token(exc: UnexpectedToken, chunk: Chunk, previous: Token | None
             span = _offset_span(chunk, unclosed)  # point at the bracket itself
         elif token.type in _CLOSE and open_bracket is None:
             detail = codes.syntax_text("unmatched", bracket=token.value)
+        elif (word := _python_logic(token, previous)) is not None:
+            # `not M`, `a and b`: Python's words, which NumPy arrays refuse.
+            detail = codes.syntax_text("python_logic", word=word.value,
+                                       operator=_PYTHON_LOGIC[word.value])
+            span = token_span(word)
         else:
             detail = codes.syntax_text(
                 "expected_after", expected=_describe_expected(
@@ -583,6 +588,16 @@ def _unexpected_token(exc: UnexpectedToken, chunk: Chunk, previous: Token | None
     return codes.SYNTAX.diag(span, detail=detail)
 
 
+_PYTHON_LOGIC = {"not": "~", "and": "&", "or": "|"}
+
+
+def _python_logic(token: Token, previous: Token) -> Token | None:
+    """The `not` / `and` / `or` a syntax error comes from: the token itself (`a and b`
+    fails at `and`) or the one before it (`not M` fails at `M`)."""
+    for candidate in (token, previous):
+        if candidate.type == "NAME" and candidate.value in _PYTHON_LOGIC:
+            return candidate
+    return None
 _HEAD = re.compile(r"(?:(?:input|param|assert|output)\s+)?(" + _NAME_PATTERN + ")")
 
 

@@ -501,6 +501,8 @@ SYNTAX_TEXT = {
     "dim_too_large": "维度值 {value} 太大 (最多 {limit})",
     "duplicate_keyword": "关键字 `{name}` 给了两次",
     "positional_after_keyword": "位置参数出现在关键字参数之后",
+    "python_logic": "`{word}` 不是张量上的运算符 (NumPy 数组没有单一的真值); 请写 `{operator}`, "
+    "并把比较放进括号",
     "chained_comparison": "比较不能连写 (NumPy 数组不能写 `a < b < c`); `&` 和 `|` 比比较运算"
     "结合得更紧, 所以把每个比较放进括号: `(a < b) & (b < c)`",
 }
