@@ -1362,8 +1362,7 @@ REFUTATION_POINTS = 2000
 Env: TypeAlias = "dict[Dim, int]"
 
 
-@dataclass(frozen=True)
-class Claim:
+class Claim(NamedTuple):
     """A fact about dims that a statement needs.
 
     ``kind``: ``equal`` (left == right), ``divides`` (right divides left),
@@ -1395,8 +1394,7 @@ class Claim:
         return (self.left,) if self.kind == "positive" else (self.left, self.right)
 
 
-@dataclass(frozen=True)
-class Counterexample:
+class Counterexample(NamedTuple):
     """Sizes at which a claim fails: ``values`` (dim name, size), sorted by name, and
     the claim's sides evaluated there (``sides``, printed: `1`, `3/2`)."""
 
@@ -1407,8 +1405,7 @@ class Counterexample:
         return ", ".join(f"{name}={value}" for name, value in self.values)
 
 
-@dataclass(frozen=True)
-class Needed:
+class Needed(NamedTuple):
     """The weakest constraint that makes a claim hold: ``constraint {lhs} {op} {rhs}``,
     after declaring ``dims`` (new dims, e.g. the quotient `k` of a division); ``built``
     holds the same constraint as dim expressions."""
@@ -1417,15 +1414,14 @@ class Needed:
     lhs: str
     op: str
     rhs: str
-    built: tuple[Dim, str, Dim] = field(compare=False, repr=False)
+    built: tuple[Dim, str, Dim]
 
     @property
     def constraint(self) -> str:
         return f"{self.lhs} {self.op} {self.rhs}"
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
     """A three-way verdict: proved (or provably different), refuted (a
     counterexample), or undetermined; and the weakest constraint that would make
     it hold (``needed``), for either of the last two."""
@@ -1917,7 +1913,6 @@ def solve_for(system: DimSystem, dim: Dim, value: int) -> tuple[str, int] | None
 # --- inference: unification over dims ----------------------------------------------------------
 
 
-@dataclass
 class Unifier(DimSystem):
     """A :class:`DimSystem` with *unknowns*: dims of undeclared tensors whose size
     is to be found (:mod:`shapecheck.infer`).
@@ -1934,9 +1929,12 @@ class Unifier(DimSystem):
     it was made, so that an error can point at the use that fixed a size.
     """
 
-    links: dict[Dim, tuple[Dim, Span]] = field(default_factory=dict)
-    _unknowns: dict[Dim, int] = field(default_factory=dict)  # unknown -> creation order
-    _failed_at: Span | None = None  # the statement where a check last failed
+    # Not a dataclass of its own: creating one costs start-up time every `verify` pays.
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: dict[Dim, tuple[Dim, Span]] = {}
+        self._unknowns: dict[Dim, int] = {}  # unknown -> creation order
+        self._failed_at: Span | None = None  # the statement where a check last failed
 
     def unknown(self) -> Dim:
         """A new unknown size (named `?0`, `?1`, ...: never a name of the spec)."""
