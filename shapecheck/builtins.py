@@ -63,7 +63,7 @@ class AxisKind(Enum):
     SPLIT_HEADS = "split_heads"  # [..., N, H*d] -> [..., H, N, d]: N kept, H and d split off
     MERGE_HEADS = "merge_heads"  # [..., H, N, d] -> [..., N, H*d]: N kept, H and d merged
     RESIZE = "resize"  # x's axes, the one named by `axis` resized (repeat: same index, copies)
-    JOIN = "join"  # the tensors joined along `axis` (a new axis there; the others aligned)
+    JOIN = "join"  # joined along `axis`: a new axis there (concat: in its place; stack: inserted)
     REDUCE = "reduce"  # x's axes without `axis` (None: all), or kept as 1 with `keepdims`
     CONTRACT = "contract"  # einsum: the subscripts name each axis
     CREATE = "create"  # new axes that come from no tensor argument (ones, causal_mask)

@@ -196,9 +196,9 @@ def test_key_padding_hides_the_padding_keys():
     np.testing.assert_allclose(again[1, :2], got[1, :2], rtol=1e-10)
 
 
-def test_latent_attention_equals_concatenating_content_and_rotary_parts():
-    """DeepSeek-V2's MLA written the long way: the rotary key part repeated for every
-    head and concatenated to the content part, one score product per head."""
+def test_latent_attention_equals_content_plus_rotary_scores():
+    """DeepSeek-V2's MLA computed the other way: per head, the content score and the
+    rotary score (with the key part shared by every head) as two products, added."""
     rng = np.random.default_rng(5)
     dims = {"N": 6, "H": 2, "d_nope": 3, "h_rope": 2, "d_v": 3, "d_c": 4, "d_cq": 5,
             "D_model": 8}
@@ -217,8 +217,8 @@ def test_latent_attention_equals_concatenating_content_and_rotary_parts():
         q_rope = apply_rope_half(_heads(c_q @ arrays["W_QR"], heads)[h])
         k_content = _heads(c_kv @ arrays["W_UK"], heads)[h]
         value = _heads(c_kv @ arrays["W_UV"], heads)[h]
-        q = np.concatenate([q_content, q_rope], -1)
-        k = np.concatenate([k_content, k_rope], -1)
-        heads_out.append(_attention(q, k, value, _causal(n, n)))
+        scores = (q_content @ k_content.T + q_rope @ k_rope.T) / np.sqrt(d_nope + d_rope)
+        scores = np.where(_causal(n, n), scores, -np.inf)
+        heads_out.append(_softmax_rows(scores) @ value)
     np.testing.assert_allclose(got, np.concatenate(heads_out, -1) @ arrays["W_O"],
                                rtol=1e-10, atol=1e-12)
