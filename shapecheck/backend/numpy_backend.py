@@ -745,7 +745,9 @@ def _checked_weights(compiled: Compiled, check: WeightsCheck, tolerance: float) 
 
 def _check_weights(frame: Frame, value: Any, check: WeightsCheck, tolerance: float) -> None:
     totals = np.sum(value, axis=check.axes, dtype=np.float64)
-    valid = ~np.isnan(totals)  # a fully masked row is NaN, and warned about already
+    # A fully masked row is NaN (warned about already); a row zeroed whole (a padded
+    # query, `where(pad_q, P, 0)`) gives no weight to anything: neither is a mistake.
+    valid = ~np.isnan(totals) & (totals != 0)
     deviation = np.abs(totals[valid] - 1.0)
     error = float(np.max(deviation)) if deviation.size else 0.0
     fields = dict(weights=check.weights, contraction=check.contraction, line=check.line,
