@@ -165,6 +165,13 @@ MESSAGES: Table = Table("run", "MESSAGES", {
     "fused_layout": "an axis of Q, K, V, a bias or a mask has no role in the attention",
     "fused_not_sdpa": "a mask replaces scores by a finite value, or the scale is not a positive "
     "constant: no form of scaled_dot_product_attention computes that",
+    "check_weights": "`{contraction}` (line {line}): the weights `{weights}` sum to 1 along the "
+    "axis it sums over (axis {axes}; largest error {error:.1e})",
+    "check_weights_nan": "`{contraction}` (line {line}): the weights `{weights}` that are not NaN "
+    "or all zero sum to 1 along the axis it sums over (axis {axes}; largest error {error:.1e})",
+    "weights_sum": "`{contraction}` (line {line}) sums weights `{weights}` that do not add up to 1 "
+    "along axis {axes}: {count} slice(s) off, one sums to {total:.6g}; the output is not a "
+    "weighted average (a mask or a change after the softmax, or the softmax's axis)",
 })
 
 
