@@ -188,7 +188,7 @@ class CompiledSpec:
         estimate; cached per set of shapes."""
         key = (tuple((n, a.shape, a.dtype.str, isinstance(a, ArrayFile), _layout(a))
                      for n, a in supplied.items()), tuple(sorted(dims.items())), keep_all)
-        # a key also names the backend, device and fusion: a plan is made for one of each
+        # (one backend, device and fusion choice per CompiledSpec: the key need not name them)
         cached = self._plans.get(key)
         if cached is not None:
             return cached

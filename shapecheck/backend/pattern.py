@@ -159,27 +159,8 @@ def _reads(program: Program) -> Counter[str]:
 def _names(expr: nodes.Expr) -> Iterator[str]:
     if isinstance(expr, nodes.Name):
         yield expr.name
-    for child in _children(expr):
+    for child in nodes.children(expr):
         yield from _names(child)
-
-
-def _children(expr: nodes.Expr) -> Iterator[nodes.Expr]:
-    if isinstance(expr, nodes.BinOp):
-        yield expr.left
-        yield expr.right
-    elif isinstance(expr, (nodes.Unary, nodes.Transpose)):
-        yield expr.operand
-    elif isinstance(expr, nodes.Paren):
-        yield expr.inner
-    elif isinstance(expr, nodes.ListExpr):
-        yield from expr.items
-    elif isinstance(expr, nodes.Call):
-        yield from expr.args
-        yield from (keyword.value for keyword in expr.keywords)
-    else:
-        operand = getattr(expr, "operand", None)  # e.g. a subscript
-        if operand is not None:
-            yield operand
 
 
 def _softmax_place(attention: Attention) -> tuple[str, int]:
@@ -277,7 +258,7 @@ class _Builder:
         if isinstance(node, nodes.Name):
             value = self.definitions.get(node.name)
             return value is not None and self._leads_to_scores(value)
-        return any(self._leads_to_scores(child) for child in _children(node))
+        return any(self._leads_to_scores(child) for child in nodes.children(node))
 
     def _masked_operand(self, node: nodes.Expr, mask: Mask) -> nodes.Expr:
         info = self.program.calls[id(node)]
@@ -410,7 +391,7 @@ def names_read(expr: nodes.Expr, fused: Mapping[int, Fusable]) -> Iterator[str]:
         return
     if isinstance(expr, nodes.Name):
         yield expr.name
-    for child in _children(expr):
+    for child in nodes.children(expr):
         yield from names_read(child, fused)
 
 
