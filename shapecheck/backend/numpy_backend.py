@@ -194,6 +194,10 @@ class _PlanBuilder:
         self.contiguous: dict[str, bool] = {}  # defined tensor -> surely C-contiguous
         self.aliases: dict[str, set[str]] = {}  # defined tensor -> names it may share memory with
         self.weights = _weights_checks(program)  # id(weights operand) -> its check
+        # a fused pattern's weights are never built: its check is made inside the blocks
+        self.fused_weights = {id(a.output): self.weights[id(a.weights)]
+                              for a in (program.meaning.patterns if program.meaning else ())
+                              if id(a.output) in self.fused and id(a.weights) in self.weights}
 
     def _choose_fused(self) -> None:
         found, refused = pattern.fusable(self.program, self.kept, keep_all=self.keep_all)
@@ -354,7 +358,7 @@ class _ExprCompiler:
     def compile(self, node: nodes.Expr) -> Compiled:
         planned = self.plan.fused.get(id(node))
         if planned is not None:
-            return _compile_fused(self, planned)
+            return _compile_fused(self, planned, self.plan.fused_weights.get(id(node)))
         handler = _NODE_COMPILERS.get(type(node))
         if handler is None:
             raise CheckerBug(message("bug_not_value", kind=type(node).__name__, line=node.span.line))
@@ -607,10 +611,13 @@ def _compile_call(c: _ExprCompiler, node: nodes.Call) -> Compiled:
     return implementation(_Call(c, node, info))
 
 
-def _compile_fused(c: _ExprCompiler, planned: fused.Planned) -> Compiled:
+def _compile_fused(c: _ExprCompiler, planned: fused.Planned,
+                   weights: WeightsCheck | None) -> Compiled:
     """An attention pattern, block by block (:func:`fused.attention`): its operands are
     evaluated as written, brought to the canonical layout, and the output written back
-    in the layout of the contraction it replaces."""
+    in the layout of the contraction it replaces. The weights the contraction sums are
+    the softmax's own (a fusable pattern changes nothing between them), so the blocks'
+    row sums confirm ``weights`` too."""
     f = planned.fusable
     parts = [(c.compile(p.node).run, planned.layouts[id(p.node)]) for p in (f.query, f.key, f.value)]
     steps = [(step, None if step.causal is not None else
@@ -655,6 +662,11 @@ def _compile_fused(c: _ExprCompiler, planned: fused.Planned) -> Compiled:
             frame.checks[f"{name}:{line}:{axis}"] = message(
                 "check_softmax_fused", name=name, line=line, what=what, axis=axis,
                 error=seen.worst_sum)
+            if weights is not None:
+                frame.checks[f"weights:{weights.line}:{weights.contraction}"] = message(
+                    "check_weights_nan" if seen.masked_rows else "check_weights",
+                    weights=weights.weights, contraction=weights.contraction, line=weights.line,
+                    axes=", ".join(map(str, weights.axes)), error=seen.worst_sum)
         return fused.from_canonical(out, output, shape)
 
     return Compiled(attention, fresh=True)
