@@ -334,13 +334,27 @@ class _Contraction:
 
 
 class _Product:
-    """A value that is a contraction, then scaled, biased or masked: possibly scores."""
+    """A value that is a contraction, then scaled, biased or masked: possibly scores.
 
-    __slots__ = ("contraction", "inner_scale")
+    ``parts``: the contracted sizes of products added to it with the same result axes
+    (``Qn @ Kn.T + Qr @ Kr.T``, a content and a rotary part): the scores then sum over
+    ``size + sum(parts)`` features, as if the factors were concatenated."""
 
-    def __init__(self, contraction: _Contraction, inner_scale: tuple[_Factor, ...]) -> None:
+    __slots__ = ("contraction", "inner_scale", "parts", "node")
+
+    def __init__(self, contraction: _Contraction, inner_scale: tuple[_Factor, ...],
+                 parts: tuple[Dim, ...] = (), node: nodes.Expr | None = None) -> None:
         self.contraction = contraction
         self.inner_scale = inner_scale  # factors applied to the operands before the product
+        self.parts = parts
+        self.node = node or contraction.node  # the sum of the products, if there are parts
+
+    @property
+    def size(self) -> Dim | None:
+        size = self.contraction.size
+        if size is None or not self.parts:
+            return size
+        return symbolic.total((size, *self.parts))
 
 
 # A tensor added to the scores: its node, the scores' axis each of its axes lines up
@@ -694,15 +708,24 @@ class _Analysis:
                 return _Info(axes)  # `B - S`: the scores negated, not understood
             main = operands[order[0]]
             ops: tuple[_Bias | _Applied, ...] = ()
+            parts: tuple[Dim, ...] = ()
             for i, other in enumerate(operands):
                 if i == order[0]:
                     continue
                 if other.masks:
                     ops += tuple(m.moved(mappings[i]) for m in other.masks)
                 elif other.reduced is None:
-                    ops += ((operand_nodes[i], tuple(mappings[i].get(id(a))
-                                                     for a in other.axes or ()), op == "-"),)
-            return main.shifted(axes, None, ops)
+                    lined_up = tuple(mappings[i].get(id(a)) for a in other.axes or ())
+                    ops += ((operand_nodes[i], lined_up, op == "-"),)
+                    if op == "+" and other.product is not None and main.product is not None \
+                            and other.product.size is not None and lined_up == axes:
+                        parts += (other.product.size,)  # a product of the same axes
+            info = main.shifted(axes, None, ops)
+            if parts:
+                assert main.product is not None
+                info.product = _Product(main.product.contraction, main.product.inner_scale,
+                                        main.product.parts + parts, node)
+            return info
         if len(norms) == 1:
             # Weights masked, scaled by a tensor or mixed with other numbers.
             return _Info(axes, norm=norms[0].changed_by(node))
@@ -1291,7 +1314,7 @@ class _Analysis:
                 coefficient *= scalar.coef ** sign
             for base, exponent in scalar.powers:
                 _add_power(powers, base, exponent * sign)
-        expected = scores.size
+        expected = product.size
         if not factors:
             verdict, radicand = "none", None
         elif not powers:
@@ -1301,9 +1324,9 @@ class _Analysis:
         scale = Scale(public, coefficient, tuple(powers), radicand, expected, verdict)
         if verdict in ("wrong", "inverted"):
             located = next(f for f, s in zip(factors, scalars) if s.powers)
-            self._wrong_scale(scores, factors, located, scale)
+            self._wrong_scale(product, factors, located, scale)
         elif verdict == "none":
-            self._unscaled(scores)
+            self._unscaled(product)
         return scale
 
     def _scale_verdict(self, powers: list[tuple[Dim, Fraction]], expected: Dim | None
@@ -1336,8 +1359,9 @@ class _Analysis:
             return "inferred", radicand
         return "wrong", radicand
 
-    def _wrong_scale(self, scores: _Contraction, factors: Sequence[_Factor], located: _Factor,
+    def _wrong_scale(self, product: _Product, factors: Sequence[_Factor], located: _Factor,
                      scale: Scale) -> None:
+        scores = product.contraction
         key = ("SC404", id(scores.node))
         if key in self._reported:
             return
@@ -1352,8 +1376,8 @@ class _Analysis:
             assert scale.radicand is not None
             reason = self._scale_reason(scale.radicand, expected)
         self._report(codes.SCALE.diag(
-            located.node.span, scores=self._text(scores.node), written=written, size=size,
-            where=self._contracted_where(scores), reason=reason,
+            located.node.span, scores=self._text(product.node), written=written, size=size,
+            where="" if product.parts else self._contracted_where(scores), reason=reason,
             notes=self._scores_note(scores),
             help=[codes.help_text("scale_by", size=symbolic.spaced(size))]))
 
@@ -1382,15 +1406,16 @@ class _Analysis:
         return codes.detail("contracted_axis", index=positions[0] - len(value.shape or ()),
                             operand=self._text(operand), shape=value.text())
 
-    def _unscaled(self, scores: _Contraction) -> None:
-        key = ("SC405", id(scores.node))
-        if key in self._reported or scores.size is None:
+    def _unscaled(self, product: _Product) -> None:
+        key = ("SC405", id(product.contraction.node))
+        size = product.size
+        if key in self._reported or size is None:
             return
         self._reported.add(key)
-        size = to_text(scores.size)
+        text = to_text(size)
         self._report(codes.UNSCALED.diag(
-            scores.node.span, scores=self._text(scores.node), size=size,
-            help=[codes.help_text("scale_by", size=symbolic.spaced(size))]))
+            product.node.span, scores=self._text(product.node), size=text,
+            help=[codes.help_text("scale_by", size=symbolic.spaced(text))]))
 
     def _masks(self, contraction: _Contraction, norm: _Norm, query: Axis | None,
                key: Axis | None, roles: dict[int, str]) -> tuple[dict[int, Mask], tuple[Mask, ...]]:

@@ -132,6 +132,20 @@ def test_scale_value_and_constant_scales() -> None:
     assert unscaled.scale.verdict == "none" and unscaled.scale.factors == ()
 
 
+def test_a_sum_of_products_sums_over_both_widths() -> None:
+    """`Qn @ Kn.T + Qr @ Kr.T` (content and rotary parts): the scale is judged against
+    d_n + d_r, the part is kept as an added term (so a fused plan computes it)."""
+    text = ("dim N, a, b\ninput Qn: [N, a]; input Qr: [N, b]; input Kn: [N, a]\n"
+            "input Kr: [N, b]; input V: [N, a]\n"
+            "O = softmax((Qn @ Kn.T + Qr @ Kr.T) / sqrt(a + b)) @ V\n")
+    found = only(text)
+    assert found.scale.verdict == "ok" and str(found.scale.expected) == "a + b"
+    assert source(text, found.scores) == "Qn @ Kn.T"
+    (bias,) = found.biases
+    assert source(text, bias.node) == "Qr @ Kr.T" and bias.axes == ("query", "key")
+    assert codes_of(text.replace("sqrt(a + b)", "sqrt(a)")) == ["SC404"]
+
+
 def test_masks_with_kind_polarity_and_alignment() -> None:
     text = HEAD + ("input pad: bool[1, N]\n"
                    "S = where(causal_mask(N), Q @ K.T / sqrt(d), -inf)\n"
