@@ -1079,7 +1079,7 @@ class _Analysis:
         product = norm.source.product
         if product is not None and scores is not None and product.contraction is not scores:
             product = None
-        scale = self._scale(product, norm.source) if product is not None else None
+        scale = self._scale(product, norm.source, key) if product is not None else None
         masks, after = self._masks(contraction, norm, query, key, roles)
         biases = {id(b): Bias(b[0], tuple(roles.get(id(a)) if a else None for a in b[1]), b[2])
                   for b in norm.source.biases}
@@ -1299,7 +1299,7 @@ class _Analysis:
                               contraction=self._text(contraction.node))],
             help=[codes.help_text("mask_before_softmax")]))
 
-    def _scale(self, product: _Product, source: _Info) -> Scale:
+    def _scale(self, product: _Product, source: _Info, key: Axis | None) -> Scale:
         factors = product.inner_scale + source.scale
         scores = product.contraction
         public = tuple(ScaleFactor(f.node, f.divides, f.operand) for f in factors)
@@ -1325,9 +1325,20 @@ class _Analysis:
         if verdict in ("wrong", "inverted"):
             located = next(f for f, s in zip(factors, scalars) if s.powers)
             self._wrong_scale(product, factors, located, scale)
-        elif verdict == "none":
+        elif verdict == "none" and not self._learned(scores, key):
             self._unscaled(product)
         return scale
+
+    def _learned(self, scores: _Contraction, axis: Axis | None) -> bool:
+        """The scores' axis comes straight from a parameter's axis: `X @ W_g` is a learned
+        projection (a gate over experts, a classifier), not queries against keys."""
+        if axis is None or axis.node is not scores.node or not axis.sources:
+            return False
+        operand, position = axis.sources[0]
+        layout = scores.infos[operand].axes or ()
+        name = layout[position].tensor if position < len(layout) else None
+        tensor = self.program.tensors.get(name) if name is not None else None
+        return tensor is not None and tensor.kind == "param"
 
     def _scale_verdict(self, powers: list[tuple[Dim, Fraction]], expected: Dim | None
                        ) -> tuple[str, Dim | None]:
