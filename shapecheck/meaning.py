@@ -133,13 +133,17 @@ class Mask(NamedTuple):
     """A mask applied to the scores (or, wrongly, to the weights).
 
     ``node`` is the `where(...)` call; ``condition`` the bool tensor with the role of each
-    of its axes in this attention. ``kind`` is ``"causal"`` (built by `causal_mask`, in any
-    transpose) or ``"bool"`` (any other bool tensor). ``keeps``: true entries keep the
+    of its axes in this attention. ``kind`` is ``"causal"`` (built by `causal_mask`, `tril`,
+    `triu` or by comparing positions, `i >= j`; in any transpose, negated or joined with `&`)
+    or ``"bool"`` (any other bool tensor). ``keeps``: true entries keep the
     score (``where(m, S, -inf)``); False when they are the hidden ones
     (``where(m, -inf, S)``). ``fill`` is the value hidden scores get (None if it is not a
     number); ``additive`` says the mask was built as ``where(m, 0, -inf)`` and added.
-    ``alignment`` (causal only): ``"aligned"`` (the mask's row index is the query),
-    ``"transposed"``, or None (unknown).
+    ``alignment`` (causal only), of what the mask lets through: ``"aligned"`` (each query
+    sees the keys up to itself: `where(causal_mask(N), S, -inf)`, or
+    `where(j > i, -inf, S)` hiding the future), ``"transposed"`` (each query sees the
+    keys after it: a transposed mask, or the branches of `where` swapped), or None
+    (unknown).
     """
 
     node: nodes.Expr
@@ -278,11 +282,12 @@ class _Applied:
     """A mask applied to a value, in the value's own axes."""
 
     __slots__ = ("node", "condition", "kind", "seer", "seen", "keeps", "fill", "aligned",
-                 "additive", "origin")
+                 "additive", "origin", "strict")
 
     def __init__(self, node: nodes.Expr, condition: nodes.Expr, kind: str, seer: Axis | None,
                  seen: Axis | None, keeps: bool, fill: float | None,
-                 aligned: tuple[Axis | None, ...], additive: bool, origin: nodes.Expr | None) -> None:
+                 aligned: tuple[Axis | None, ...], additive: bool, origin: nodes.Expr | None,
+                 strict: bool | None = False) -> None:
         self.node = node
         self.condition = condition
         self.kind = kind
@@ -292,25 +297,41 @@ class _Applied:
         self.fill = fill
         self.aligned = aligned  # per axis of the condition: the value's axis it lines up with
         self.additive = additive
-        self.origin = origin  # the causal_mask call
+        self.origin = origin  # what built the causal condition (`causal_mask`, `i >= j`)
+        self.strict = strict  # the condition excludes the diagonal (None: unknown)
 
     def moved(self, mapping: dict[int, Axis]) -> _Applied:
         def move(axis: Axis | None) -> Axis | None:
             return None if axis is None else mapping.get(id(axis))
         return _Applied(self.node, self.condition, self.kind, move(self.seer), move(self.seen),
                         self.keeps, self.fill, tuple(move(a) for a in self.aligned),
-                        self.additive, self.origin)
+                        self.additive, self.origin, self.strict)
 
 
 class _Causal:
-    """A bool value that is a causal mask: true where ``seer``'s index >= ``seen``'s."""
+    """A value that is a causal mask: true (non-zero) only where ``seer``'s index >=
+    ``seen``'s (``strict``: >; None: shifted by an offset of unknown sign).
 
-    __slots__ = ("seer", "seen", "node")
+    Built by a row whose axis map names a ``triangle`` (`causal_mask`, `tril`, `triu`) or
+    by comparing positions (`arange(N)[:, None] >= arange(N)[None, :]`); joined by `&`
+    (or `*`) with another mask it still holds; negated (`~m`, `m == 0`) it swaps."""
 
-    def __init__(self, seer: Axis, seen: Axis, node: nodes.Expr) -> None:
+    __slots__ = ("seer", "seen", "node", "strict")
+
+    def __init__(self, seer: Axis, seen: Axis, node: nodes.Expr, strict: bool | None = False) -> None:
         self.seer = seer
         self.seen = seen
         self.node = node
+        self.strict = strict
+
+    def negated(self) -> _Causal:
+        return _Causal(self.seen, self.seer, self.node, None if self.strict is None else not self.strict)
+
+    def moved(self, mapping: dict[int, Axis]) -> _Causal | None:
+        seer, seen = mapping.get(id(self.seer)), mapping.get(id(self.seen))
+        if seer is None or seen is None or seer is seen:
+            return None
+        return _Causal(seer, seen, self.node, self.strict)
 
 
 class _Contraction:
@@ -408,6 +429,8 @@ class _Info:
     ops: tuple[_Factor | _Bias | _Applied, ...] = ()
     masks: tuple[_Applied, ...] = ()  # the additive masks this value is (where(m, 0, -inf))
     causal: tuple[_Causal, ...] = ()  # bool values: the causal masks this value is
+    position: Axis | None = None  # each value is its index along this axis (`arange`)
+    shifted_position: bool = False  # ... plus an offset (`arange(N) + M - N`)
     reduced: _Reduced | None = None  # a reduction's result (its axes are the ones left)
     exp_of: _Info | None = None  # exp(x): x's facts (a softmax written by hand)
 
@@ -552,6 +575,8 @@ class _Analysis:
         operand = self.value(node.operand)
         if operand.axes is None or node.op == "+":
             return operand
+        if node.op == "~":
+            return _Info(operand.axes, causal=tuple(c.negated() for c in operand.causal))
         changed = operand.norm.changed_by(node) if operand.norm is not None else None
         return _Info(operand.axes, norm=changed)
 
@@ -702,14 +727,45 @@ class _Analysis:
 
     def _with_scalar(self, node: nodes.BinOp, tensor: _Info, scalar_node: nodes.Expr,
                      tensor_first: bool) -> _Info:
-        norm = tensor.norm.changed_by(node) if tensor.norm is not None else None
         assert tensor.axes is not None
+        if node.op in nodes.COMPARISONS:
+            return self._compare_number(node, tensor, scalar_node, tensor_first)
+        norm = tensor.norm.changed_by(node) if tensor.norm is not None else None
         if node.op == "*" or (node.op == "/" and tensor_first):
             factor = _Factor(scalar_node, node.op == "/")
             return tensor.shifted(tensor.axes, norm, (factor,))
-        if node.op in "+-":  # a constant shift: the softmax does not see it
-            return tensor.shifted(tensor.axes, norm)
+        if node.op in ("+", "-"):  # a constant shift: the softmax does not see it
+            info = tensor.shifted(tensor.axes, norm)
+            if tensor.position is not None:  # positions plus an offset (`i + M - N`)
+                info.position, info.shifted_position = tensor.position, True
+            return info
         return _Info(tensor.axes, norm=norm, reduced=tensor.reduced)
+
+    def _compare_number(self, node: nodes.BinOp, tensor: _Info, number_node: nodes.Expr,
+                        tensor_first: bool) -> _Info:
+        """A causal mask compared with 0 or 1 (`tril(ones([N, N])) == 1`, `m == 0`,
+        `m != false`): the same mask, or its negation."""
+        number = self._number(number_node)
+        op = node.op if tensor_first else _MIRRORED[node.op]
+        truth = _TRUTH.get((op, number))
+        if truth is None or not tensor.causal:
+            return _Info(tensor.axes)
+        return _Info(tensor.axes, causal=tensor.causal if truth else
+                     tuple(c.negated() for c in tensor.causal))
+
+    def _compare(self, node: nodes.Expr, operands: list[_Info], axes: tuple[Axis, ...],
+                 mappings: list[dict[int, Axis]]) -> _Info:
+        """Positions compared along two axes (`arange(N)[:, None] >= arange(M)[None, :]`):
+        a causal mask whose rows see the columns at or before them."""
+        left, right = operands
+        a = mappings[0].get(id(left.position)) if left.position is not None else None
+        b = mappings[1].get(id(right.position)) if right.position is not None else None
+        op = node.op if isinstance(node, nodes.BinOp) else ""
+        if a is None or b is None or a is b or op not in (">=", ">", "<=", "<"):
+            return _Info(axes)
+        seer, seen = (a, b) if op in (">=", ">") else (b, a)
+        strict = None if left.shifted_position or right.shifted_position else op in (">", "<")
+        return _Info(axes, causal=(_Causal(seer, seen, node, strict),))
 
     def _tensors(self, node: nodes.Expr, operand_nodes: list[nodes.Expr], operands: list[_Info],
                  value: Value) -> _Info:
@@ -720,12 +776,17 @@ class _Analysis:
         if axes is None:
             return _UNKNOWN
         op = node.op if isinstance(node, nodes.BinOp) else ""
-        if value.is_bool:
-            # bool with bool: `*` is "and", so each causal part still holds.
-            causal = tuple(_Causal(mappings[i][id(c.seer)], mappings[i][id(c.seen)], c.node)
-                           for i, o in enumerate(operands) for c in o.causal
-                           if op == "*" and id(c.seer) in mappings[i] and id(c.seen) in mappings[i])
-            return _Info(axes, causal=causal)
+        if op in nodes.COMPARISONS:
+            return self._compare(node, operands, axes, mappings)
+        if value.is_bool or op == "&":
+            # `&` (or `*` on bools) is "and": each causal part still holds, if they agree.
+            if op not in ("&", "*"):
+                return _Info(axes)
+            causal = [moved for i, o in enumerate(operands) for c in o.causal
+                      if (moved := c.moved(mappings[i])) is not None]
+            if len({(id(c.seer), id(c.seen)) for c in causal}) != 1:
+                return _Info(axes)
+            return _Info(axes, causal=(causal[0],))
         norms = [o.norm for o in operands if o.norm is not None]
         if op in ("+", "-") and not norms:
             # Scores plus a bias, an additive mask, or a shift by a reduction (a softmax
@@ -849,7 +910,7 @@ class _Analysis:
         if info.builtin == "where":
             return self._where(node, tensors, value)
         if kind is AxisKind.CREATE:
-            return self._create(node, info.builtin, value)
+            return self._create(node, axis_map, info.args, value)
         if kind is AxisKind.OPAQUE or any(i.axes is None for _, i in tensors):
             return self._opaque(node, value) if kind is AxisKind.OPAQUE else _UNKNOWN
         if kind is AxisKind.ELEMENTWISE:
@@ -906,16 +967,32 @@ class _Analysis:
             return _Info(x.axes, norm=_Norm(node, axis, source, x_node, self._statement))
         if axis_map.keeps_values:
             return x.moved(x.axes)
+        if axis_map.triangle is not None and len(x.axes) >= 2:
+            return _Info(x.axes, causal=(self._triangle(node, axis_map, args, x.axes),))
         norm = x.norm.changed_by(node) if x.norm is not None else None
         exp_of = x if node.func.name == "exp" else None
         return _Info(x.axes, norm=norm, reduced=x.reduced, exp_of=exp_of)
 
-    def _create(self, node: nodes.Call, builtin: str, value: Value) -> _Info:
+    def _create(self, node: nodes.Call, axis_map: Any, args: dict[str, Any], value: Value) -> _Info:
         assert value.shape is not None
         axes = tuple(Axis(size, node) for size in value.shape)
-        if builtin == "causal_mask" and len(axes) == 2:
-            return _Info(axes, causal=(_Causal(axes[0], axes[1], node),))
+        if axis_map.triangle is not None and len(axes) >= 2:
+            return _Info(axes, causal=(self._triangle(node, axis_map, args, axes),))
+        if axis_map.positions and len(axes) == 1:
+            return _Info(axes, position=axes[0])
         return _Info(axes)
+
+    def _triangle(self, node: nodes.Call, axis_map: Any, args: dict[str, Any],
+                  axes: tuple[Axis, ...]) -> _Causal:
+        """The causal mask of a row with a ``triangle``: which of the last two axes sees
+        the other, and whether the diagonal is excluded (its ``offset``: tril's k < 0,
+        triu's k > 0; another offset is of unknown effect)."""
+        rows, columns = axes[-2], axes[-1]
+        offset = args.get(axis_map.offset) if axis_map.offset is not None else None
+        k = symbolic.as_int(offset) if offset is not None else 0
+        if axis_map.triangle == "lower":
+            return _Causal(rows, columns, node, None if k is None or k > 0 else k < 0)
+        return _Causal(columns, rows, node, None if k is None or k < 0 else k > 0)
 
     def _reshape(self, node: nodes.Call, x_node: nodes.Expr, x: _Info, target: tuple[Dim, ...]) -> _Info:
         """Axes matched by size from either end keep their identity (C order keeps the
@@ -1031,7 +1108,7 @@ class _Analysis:
         for causal in cond.causal:
             seer, seen = mapping.get(id(causal.seer)), mapping.get(id(causal.seen))
             return _Applied(node, c_node, "causal", seer, seen, keeps, fill, aligned, additive,
-                            causal.node)
+                            causal.node, causal.strict)
         return _Applied(node, c_node, "bool", None, None, keeps, fill, aligned, additive, None)
 
     def _remasks(self, norm: _Norm, condition: nodes.Expr) -> bool:
@@ -1053,6 +1130,8 @@ class _Analysis:
             return _Scalar(float(node.value))
         if isinstance(node, nodes.Inf):
             return _Scalar(math.inf)
+        if isinstance(node, nodes.Boolean):
+            return _Scalar(1.0 if node.value else 0.0)
         if isinstance(node, nodes.Name):
             value = self.types.get(id(node))
             if value is not None and value.dim is not None:
@@ -1110,7 +1189,7 @@ class _Analysis:
         if product is not None and scores is not None and product.contraction is not scores:
             product = None
         scale = self._scale(product, norm.source, key) if product is not None else None
-        masks, after = self._masks(contraction, norm, query, key, roles)
+        masks, after, mask_verdicts = self._masks(contraction, norm, query, key, roles)
         biases = {id(b): Bias(b[0], tuple(roles.get(id(a)) if a else None for a in b[1]), b[2])
                   for b in norm.source.biases}
         ops = None
@@ -1123,8 +1202,6 @@ class _Analysis:
         summed_set = set(summed)
         batch_sizes = tuple(axis.size for i, axis in enumerate(weights_axes)
                             if i in contraction.batch[w])
-        checked_masks = [m.alignment == "aligned" and m.keeps for m in (*masks.values(), *after)
-                         if m.kind == "causal" and m.alignment is not None]
         self.patterns.append(Attention(
             statement=contraction.statement, output=contraction.node,
             output_roles=Role(contraction.node, tuple(output_roles.get(id(a))
@@ -1145,7 +1222,7 @@ class _Analysis:
             ops=ops, changes=norm.changed, axis_ok=axis_ok,
             scale_ok=None if scale is None else {"ok": True, "wrong": False,
                                                  "inverted": False}.get(scale.verdict),
-            mask_ok=all(checked_masks) if checked_masks else None,
+            mask_ok=all(mask_verdicts) if mask_verdicts else None,
         ))
 
     def _scores(self, norm: _Norm, query: Axis | None, key: Axis | None) -> _Contraction | None:
@@ -1459,18 +1536,24 @@ class _Analysis:
             help=[codes.help_text("scale_by", size=symbolic.spaced(text))]))
 
     def _masks(self, contraction: _Contraction, norm: _Norm, query: Axis | None,
-               key: Axis | None, roles: dict[int, str]) -> tuple[dict[int, Mask], tuple[Mask, ...]]:
-        """The masks on the scores (by the identity of their fact) and those after the softmax."""
+               key: Axis | None, roles: dict[int, str]
+               ) -> tuple[dict[int, Mask], tuple[Mask, ...], list[bool]]:
+        """The masks on the scores (by the identity of their fact), those after the softmax,
+        and for each causal mask whose alignment is known whether it is right."""
         applied = [(m, False) for m in norm.source.applied] + [(m, True) for m in norm.after]
         before: dict[int, Mask] = {}
         masks = []
+        verdicts = []
         for mask, after in applied:
-            alignment = None
+            orientation = None  # of the condition: are its rows (the seeing axis) the queries?
             if mask.kind == "causal" and query is not None and key is not None:
                 if mask.seer is query and mask.seen is key:
-                    alignment = "aligned"
+                    orientation = "aligned"
                 elif mask.seer is key and mask.seen is query:
-                    alignment = "transposed"
+                    orientation = "transposed"
+            # What the mask lets through: hiding where the condition is true flips it.
+            alignment = orientation if mask.keeps or orientation is None else \
+                _FLIPPED[orientation]
             condition = Role(mask.condition, tuple(roles.get(id(a)) if a is not None else None
                                                    for a in mask.aligned))
             public = Mask(mask.node, condition, mask.kind, mask.keeps, mask.fill,
@@ -1479,23 +1562,33 @@ class _Analysis:
                 masks.append(public)
             else:
                 before[id(mask)] = public
-            self._check_mask(contraction, mask, alignment, after)
-        return before, tuple(masks)
+            wrong = self._check_mask(contraction, mask, orientation, after)
+            if alignment is not None:
+                verdicts.append(not wrong)
+        return before, tuple(masks), verdicts
 
-    def _check_mask(self, contraction: _Contraction, mask: _Applied, alignment: str | None,
-                    after: bool) -> None:
+    def _check_mask(self, contraction: _Contraction, mask: _Applied, orientation: str | None,
+                    after: bool) -> bool:
+        """SC407, SC408 (by the condition's ``orientation`` and which branch keeps the
+        scores), SC410; whether the mask lets a query see the wrong keys."""
         key = (id(mask.node), id(contraction.node))
         where = self._text(mask.node)
         notes = [codes.note("weights_summed", contraction.node.span,
                             contraction=self._text(contraction.node))]
         if mask.origin is not None:
             notes.insert(0, codes.note("mask_built", mask.origin.span, mask=self._text(mask.origin)))
-        if alignment is not None and not mask.keeps and ("SC408",) + key not in self._reported:
+        # Hiding where a transposed condition is true hides the future: right when the
+        # condition leaves the diagonal out (`where(j > i, -inf, S)`, `triu(.., 1)`);
+        # when it has the diagonal, each query loses itself (SC408); unknown: no opinion.
+        inverted = not mask.keeps and (orientation == "aligned" or
+                                       (orientation == "transposed" and mask.strict is False))
+        transposed = mask.keeps and orientation == "transposed"
+        if inverted and ("SC408",) + key not in self._reported:
             self._reported.add(("SC408",) + key)
-            sees = codes.detail("sees_future_only" if alignment == "aligned" else "sees_past_only")
+            sees = codes.detail("sees_future_only" if orientation == "aligned" else "sees_past_only")
             self._report(codes.MASK_INVERTED.diag(mask.node.span, where=where, sees=sees,
                                                   notes=notes, help=[codes.help_text("swap_branches")]))
-        elif alignment == "transposed" and ("SC407",) + key not in self._reported:
+        elif transposed and ("SC407",) + key not in self._reported:
             self._reported.add(("SC407",) + key)
             self._report(codes.MASK_TRANSPOSED.diag(
                 mask.node.span, where=where, contraction=self._text(contraction.node),
@@ -1506,6 +1599,7 @@ class _Analysis:
             self._report(codes.MASK_FILL.diag(mask.node.span, where=where,
                                               fill=_number_text(mask.fill),
                                               help=[codes.help_text("fill_minus_inf")]))
+        return inverted or transposed
 
     # --- text and reporting ------------------------------------------------------------------
 
@@ -1633,6 +1727,13 @@ def _line_starts(source: str) -> list[int]:
         index = source.find("\n", index + 1)
     return starts
 
+
+# `x OP number` written `number OP' x`; and what `m OP number` is for a 0/1 mask m:
+# True the mask itself, False its negation.
+_FLIPPED = {"aligned": "transposed", "transposed": "aligned"}
+_MIRRORED = {"==": "==", "!=": "!=", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
+_TRUTH = {("==", 1.0): True, ("!=", 0.0): True, (">", 0.0): True, (">=", 1.0): True,
+          ("==", 0.0): False, ("!=", 1.0): False, ("<", 1.0): False, ("<=", 0.0): False}
 
 _HANDLERS: dict[type, Any] = {
     nodes.BinOp: _Analysis._binop, nodes.Unary: _Analysis._unary,
