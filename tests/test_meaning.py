@@ -160,6 +160,22 @@ def test_masks_with_kind_polarity_and_alignment() -> None:
     assert found.mask_ok is True
 
 
+@pytest.mark.parametrize("mask, alignment, ok", [
+    ("where(causal_mask(N), S, -inf)", "aligned", True),
+    ("where(arange(N)[None, :] > arange(N)[:, None], -inf, S)", "aligned", True),
+    ("where(tril(ones([N, N])) == 0, -inf, S)", "aligned", True),
+    ("where(causal_mask(N).T, S, -inf)", "transposed", False),
+    ("where(causal_mask(N), -inf, S)", "transposed", False),
+    ("where(causal_mask(N).T, -inf, S)", "aligned", False),  # each query loses itself
+    ("where(arange(N)[:, None] > arange(N)[None, :], S, -inf)", "aligned", True),
+])
+def test_mask_alignment_is_what_the_mask_lets_through(mask: str, alignment: str, ok: bool) -> None:
+    found = only(HEAD + f"S = Q @ K.T / sqrt(d)\nO = softmax({mask}) @ V\n")
+    (applied,) = found.masks
+    assert applied.kind == "causal" and applied.alignment == alignment
+    assert found.mask_ok is ok
+
+
 def test_additive_mask_and_bias() -> None:
     text = HEAD + ("input bias: [N, N]\n"
                    "S = Q @ K.T / sqrt(d) + bias + where(causal_mask(N), 0, -inf)\n"
