@@ -143,7 +143,8 @@ class Mask(NamedTuple):
     sees the keys up to itself: `where(causal_mask(N), S, -inf)`, or
     `where(j > i, -inf, S)` hiding the future), ``"transposed"`` (each query sees the
     keys after it: a transposed mask, or the branches of `where` swapped), or None
-    (unknown).
+    (unknown). ``strict``: the condition leaves its diagonal out (`j < i`, `tril(m, -1)`;
+    None: shifted by an offset).
     """
 
     node: nodes.Expr
@@ -154,6 +155,7 @@ class Mask(NamedTuple):
     additive: bool
     alignment: str | None
     after_softmax: bool
+    strict: bool | None = False
 
 
 class Attention(NamedTuple):
@@ -736,7 +738,8 @@ class _Analysis:
             return tensor.shifted(tensor.axes, norm, (factor,))
         if node.op in ("+", "-"):  # a constant shift: the softmax does not see it
             info = tensor.shifted(tensor.axes, norm)
-            if tensor.position is not None:  # positions plus an offset (`i + M - N`)
+            if tensor.position is not None and (node.op == "+" or tensor_first):
+                # positions plus an offset (`i + M - N`) keep their order; `T - i` does not
                 info.position, info.shifted_position = tensor.position, True
             return info
         return _Info(tensor.axes, norm=norm, reduced=tensor.reduced)
@@ -1143,8 +1146,9 @@ class _Analysis:
             return _Scalar(-inner.coef if node.op == "-" else inner.coef, inner.powers, inner.opaque)
         if isinstance(node, nodes.Call):
             info = self.calls.get(id(node))
-            if info is not None and info.builtin == "sqrt" and isinstance(info.args.get("x"), nodes.Expr):
-                return _power(self.scalar(info.args["x"], depth + 1), Fraction(1, 2))
+            power = _POWERS.get(info.builtin) if info is not None else None
+            if power is not None and isinstance(info.args.get("x"), nodes.Expr):
+                return _power(self.scalar(info.args["x"], depth + 1), power)
             return _OPAQUE
         if isinstance(node, nodes.BinOp):
             left = self.scalar(node.left, depth + 1)
@@ -1557,7 +1561,7 @@ class _Analysis:
             condition = Role(mask.condition, tuple(roles.get(id(a)) if a is not None else None
                                                    for a in mask.aligned))
             public = Mask(mask.node, condition, mask.kind, mask.keeps, mask.fill,
-                          mask.additive, alignment, after)
+                          mask.additive, alignment, after, mask.strict)
             if after:
                 masks.append(public)
             else:
@@ -1592,7 +1596,8 @@ class _Analysis:
             self._reported.add(("SC407",) + key)
             self._report(codes.MASK_TRANSPOSED.diag(
                 mask.node.span, where=where, contraction=self._text(contraction.node),
-                notes=notes, help=[codes.help_text("untranspose_mask")]))
+                notes=notes, help=[codes.help_text(
+                    "flip_comparison" if isinstance(mask.origin, nodes.BinOp) else "untranspose_mask")]))
         if not after and mask.fill is not None and mask.fill > _LEAKS and \
                 ("SC410", id(mask.node)) not in self._reported:
             self._reported.add(("SC410", id(mask.node)))
@@ -1730,6 +1735,8 @@ def _line_starts(source: str) -> list[int]:
 
 # `x OP number` written `number OP' x`; and what `m OP number` is for a 0/1 mask m:
 # True the mask itself, False its negation.
+# Functions of a scalar that are a power of it (`sqrt(d)`, `rsqrt(d)`, `square(d)`).
+_POWERS = {"sqrt": Fraction(1, 2), "rsqrt": Fraction(-1, 2), "square": Fraction(2)}
 _FLIPPED = {"aligned": "transposed", "transposed": "aligned"}
 _MIRRORED = {"==": "==", "!=": "!=", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
 _TRUTH = {("==", 1.0): True, ("!=", 0.0): True, (">", 0.0): True, (">=", 1.0): True,
