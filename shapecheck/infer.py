@@ -83,6 +83,9 @@ POOLS: dict[int, tuple[str, ...]] = {
     -1: ("d", "e", "f", "g"), -2: ("N", "M", "L"), -3: ("H", "G"), -4: ("B", "C"),
 }
 QUOTIENTS = ("k",)
+# A last axis that is also the rows of another tensor is a width a projection maps from
+# (`X @ W_Q`: X's model width, `D`), not a feature of the attention itself (`d`).
+WIDTHS = ("D", "E", "F")
 
 
 def infer(program: Program, check_again: CheckAgain, mode: bool | None) -> Program:
@@ -388,6 +391,7 @@ class _Namer:
         unifier = self.attempt.unifier
         taken = set(self.inference.program.undeclared) | set(unifier.taken) | set(unifier.dims)
         numbered: dict[tuple[str, ...], int] = {}
+        rows = {entry for shape in resolved if len(shape) >= 2 for entry in shape[-2:-1]}
         dims = []
         for i, ((_, span), shape) in enumerate(zip(self.inference.tensors, resolved)):
             if i in scalars:
@@ -396,7 +400,9 @@ class _Namer:
                 for unknown in unifier.roots(entry):
                     if unknown not in self.names:
                         slot = axis - len(shape) if entry == unknown else None
-                        self.names[unknown] = _fresh(slot, taken, numbered)
+                        pool = QUOTIENTS if slot is None else WIDTHS if (
+                            slot == -1 and unknown in rows) else POOLS[max(slot, -4)]
+                        self.names[unknown] = _fresh(pool, taken, numbered)
                         taken.add(self.names[unknown])
                         dims.append((self.names[unknown], span))
         return dims
@@ -435,10 +441,9 @@ class _Namer:
         return None
 
 
-def _fresh(slot: int | None, taken: set[str], start: dict[tuple[str, ...], int]) -> str:
-    """The first name of the slot's pool not taken: `d`, `e`, ..., then `d2`, `e2`, ...
+def _fresh(pool: tuple[str, ...], taken: set[str], start: dict[tuple[str, ...], int]) -> str:
+    """The first name of the pool not taken: `d`, `e`, ..., then `d2`, `e2`, ...
     (``start`` remembers where a pool's numbered names continue)."""
-    pool = QUOTIENTS if slot is None else POOLS.get(max(slot, -4), POOLS[-4])
     for name in pool:
         if name not in taken:
             return name
