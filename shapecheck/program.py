@@ -7,6 +7,7 @@ tables keyed by ``id(node)``; the program keeps its syntax tree alive.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -118,10 +119,27 @@ class Program:
     # (`infer=` of api.check_text: None automatic, True / False forced).
     inferred: Inferred | None = None
     infer: bool | None = None
+    # Set by the API that checked it: the same parse checked again at other bindings (`at`).
+    recheck: Callable[[dict[str, int]], Program] | None = field(default=None, repr=False,
+                                                                compare=False)
 
     @property
     def ok(self) -> bool:
         return not any(d.is_error for d in self.diagnostics)
+
+    def at(self, bindings: Mapping[str, int]) -> Program:
+        """This spec checked again at these bindings (as ``--dim``): derived dims,
+        constraints and divisibility decided at those sizes, without parsing again.
+
+        The bindings replace this program's own; the result is this program when
+        they are the same. Backends bind the sizes they run at through this.
+        """
+        wanted = dict(bindings)
+        if wanted == self.dims.bindings:
+            return self
+        if self.recheck is None:
+            raise ValueError("this program was not made by shapecheck.api and cannot be re-checked")
+        return self.recheck(wanted)
 
     def type_of(self, node: nodes.Expr) -> Value:
         return self.types.get(id(node), UNKNOWN)

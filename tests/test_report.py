@@ -24,7 +24,8 @@ from shapecheck.cli import main
 from shapecheck.diagnostics import Diagnostic, FileResult, Severity, Span
 from shapecheck.formats import github_step_summary
 from shapecheck.report import build_report, render, write_atomically
-from shapecheck.report.templates import plain
+from shapecheck import i18n
+from shapecheck.report.templates import plain, text
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -276,22 +277,27 @@ def hostile_spec() -> str:
     )
 
 
-def test_user_text_is_escaped_in_html() -> None:
-    program = check_text(hostile_spec())
+@pytest.mark.parametrize("language", i18n.LANGUAGES)
+def test_user_text_is_escaped_in_html(language: str) -> None:
+    with i18n.use(language):
+        program = check_text(hostile_spec())
+        html = render(build_report(program, f"specs/{HOSTILE}.attn"), "html")
+        title = text("title", path=f"specs/{HOSTILE}.attn")
     assert not program.ok  # the einsum subscripts are invalid, and quoted in the message
-    html = render(build_report(program, f"specs/{HOSTILE}.attn"), "html")
     dom = parse_html(html)
     assert not dom.find_all("script") and not dom.find_all("img")
     for element in dom.iter():
         assert not any(name.startswith("on") for name in element.attrs), element
-    text = dom.text()
-    assert HOSTILE in text  # shown, as text
-    assert "<script>alert(4)</script>" in text
-    assert dom.find_all("title")[0].text() == f"Shape report: specs/{HOSTILE}.attn"
+    shown = dom.text()
+    assert HOSTILE in shown  # shown, as text
+    assert "<script>alert(4)</script>" in shown
+    assert dom.find_all("title")[0].text() == title
 
 
-def test_user_text_is_inert_in_markdown() -> None:
-    markdown = render(build_report(check_text(hostile_spec()), f"specs/{HOSTILE}.attn"), "md")
+@pytest.mark.parametrize("language", i18n.LANGUAGES)
+def test_user_text_is_inert_in_markdown(language: str) -> None:
+    with i18n.use(language):
+        markdown = render(build_report(check_text(hostile_spec()), f"specs/{HOSTILE}.attn"), "md")
     outside = re.sub(r"^(`{3,})[^\n]*\n.*?^\1$", "", markdown, flags=re.MULTILINE | re.DOTALL)
     outside = re.sub(r"(`+)(?!`).+?(?<!`)\1(?!`)", "", outside)  # code spans
     assert not re.search(r"(?<!\\)<(script|img|/code)", outside)  # only escaped: \<script
@@ -302,13 +308,15 @@ def test_user_text_is_inert_in_markdown() -> None:
 # --- determinism, the command ----------------------------------------------------------------------
 
 
-def test_same_input_same_bytes_whatever_the_hash_seed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("language", i18n.LANGUAGES)
+def test_same_input_same_bytes_whatever_the_hash_seed(tmp_path: Path, language: str) -> None:
     outputs = []
     for seed in ("1", "2"):
         out = tmp_path / f"r{seed}.html"
         subprocess.run([sys.executable, "-m", "shapecheck", "report", "examples/grouped_query.attn",
-                        "-o", str(out), "--dim", "N=16", "--dim", "d=8"], cwd=ROOT, check=True,
-                       env={**os.environ, "PYTHONHASHSEED": seed})
+                        "-o", str(out), "--dim", "N=16", "--dim", "d=8", "--lang", language],
+                       cwd=ROOT, check=True, env={**os.environ, "PYTHONHASHSEED": seed},
+                       capture_output=True)
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1]
 
