@@ -122,6 +122,9 @@ class Program:
     # Set by the API that checked it: the same parse checked again at other bindings (`at`).
     recheck: Callable[[dict[str, int]], Program] | None = field(default=None, repr=False,
                                                                 compare=False)
+    # What the axis-meaning pass found (a meaning.Meaning), set by api.check_parsed; the
+    # pass stands above this module, so the type is not imported here.
+    meaning: Any = None
 
     @property
     def ok(self) -> bool:
