@@ -11,8 +11,9 @@ splits them (``parser.split_statements``). A statement whose text did not change
 not parsed again: its syntax tree is reused, its line numbers shifted when lines
 were inserted or removed above it. Only when a statement's brackets do not balance
 (where the splitter's guess and the grammar could disagree) is the whole text parsed
-as ``verify`` parses it. Checking always runs over the whole program: the shape of
-every statement depends on the ones above it.
+as ``verify`` parses it. Checking reuses, through the document's
+:class:`~shapecheck.incremental.Memo`, what checking an unchanged statement did when
+nothing it reads has changed.
 
 Positions: shapecheck's spans are 1-based lines split on ``\\n`` and 1-based
 columns in code points; the protocol's are 0-based lines and columns in the code
@@ -33,6 +34,7 @@ from urllib.parse import unquote, urlparse
 
 from .. import nodes
 from ..diagnostics import Diagnostic, Span
+from ..incremental import Memo
 from ..parser import Chunk, ParseResult, parse, parse_chunk, split_statements
 from ..program import Program
 
@@ -236,10 +238,12 @@ class Documents:
 
     def __init__(self) -> None:
         self._parsers: dict[str, IncrementalParser] = {}
+        self._memos: dict[str, Memo] = {}
         self._latest: dict[str, Analysis] = {}
 
     def close(self, uri: str) -> None:
         self._parsers.pop(uri, None)
+        self._memos.pop(uri, None)
         self._latest.pop(uri, None)
 
     def latest(self, uri: str) -> Analysis | None:
@@ -268,7 +272,7 @@ class Documents:
                 gc.enable()
         try:
             program = check_parsed(text, parsed, None, warn_unknown_bindings=False,
-                                   ignore=ignore)
+                                   ignore=ignore, memo=self._memos.setdefault(uri, Memo()))
         except Exception as error:  # a bug in the checker: a diagnostic, never a dead server
             program = _internal(text, path, error)
         analysis = Analysis(uri, version, text, program, parsed, dims, ignore, problem)

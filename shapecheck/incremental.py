@@ -1,0 +1,193 @@
+"""Checking a spec again after an edit, re-checking only what the edit can change.
+
+An editor checks the same document again and again, a statement or two different
+each time. :class:`Memo` drives a :class:`~shapecheck.checker.Checker` through its
+``start`` / ``check`` / ``finish`` steps and remembers, for each tensor statement
+(by the identity of its syntax tree, which :class:`shapecheck.lsp.analysis.IncrementalParser`
+keeps for a statement whose text did not change), what checking it did to the
+checker's tables. The next time, a statement whose tree is the same object and
+whose *inputs* are equal is not checked: its recorded effect is applied instead.
+The result is the program a full check gives — same shapes, same diagnostics, same
+tables (``tests/test_incremental.py`` compares them after series of edits).
+
+**What a statement's check reads** (its inputs), for every name the statement
+mentions: what the name is so far (a dim, a tensor, unknown), the kind and type of
+the tensor it names, and where the name is first defined relative to the statement
+(here, above, below: redefinitions and uses above a definition depend on it). Besides
+those, only the dims and constraints (the :class:`~shapecheck.symbolic.DimSystem`)
+— checked first, always again (they are few): when the text of any dim statement
+or the bindings differ from the last check, nothing is reused.
+
+**What it writes** (its effect): new entries in the name table, the tensors, the
+types of its expressions and its builtin calls, and the names it uses. A statement
+whose check reported anything is not remembered (it is checked every time): a
+diagnostic can depend on more than the inputs above (the names close to a misspelt
+one, the text of the spec), and only correct statements are cheap to trust.
+Likewise ``output`` statements and statements the parser could not read.
+
+A correct statement whose inputs did not change after an edit above it therefore
+costs a comparison; an edit that changes a tensor's type re-checks the statements
+that use it, and theirs only if their types changed in turn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any
+
+from . import nodes
+from .checker import Checker, is_dim_statement
+from .diagnostics import Diagnostic, Span
+from .program import Program
+
+__all__ = ["Memo"]
+
+# Statements whose effect can be recorded and replayed.
+_REMEMBERED = (nodes.TensorDecl, nodes.Define, nodes.Assert)
+
+
+@dataclass(slots=True)
+class _Effect:
+    """What checking one statement did, and what it read."""
+
+    statement: nodes.Stmt  # held, so that its id stays its own
+    line: int  # the statement's line when it was checked
+    mentions: tuple[str, ...]
+    inputs: tuple[Any, ...]
+    kinds: tuple[tuple[str, str], ...]
+    tensors: tuple[tuple[str, Any], ...]
+    types: tuple[tuple[int, Any], ...]
+    calls: tuple[tuple[int, Any], ...]
+    used: frozenset[str]
+
+
+class Memo:
+    """What checking each statement of one document did, for the next check of it.
+
+    ``run(checker, statements, parse_diagnostics)`` is ``checker.run(...)``, reusing
+    the previous run's work where it is still valid. One memo per document.
+    """
+
+    def __init__(self) -> None:
+        self._effects: dict[int, _Effect] = {}
+        self._dims_key: tuple[Any, ...] | None = None
+        self.reused = 0  # statements not checked in the last run (for tests and benchmarks)
+
+    def run(self, checker: Checker, statements: list[nodes.Stmt],
+            parse_diagnostics: Sequence[Diagnostic]) -> Program:
+        order = checker.start(statements, parse_diagnostics)
+        previous, effects = self._effects, {}
+        self.reused = 0
+        dims: list[nodes.Stmt] = []
+        in_dims = True
+        for statement in order:
+            if in_dims and not is_dim_statement(statement):
+                in_dims = False
+                key = (tuple((type(s).__name__, checker.text(s)) for s in dims),
+                       tuple(sorted(checker.dims.bindings.items())))
+                if key != self._dims_key:
+                    previous = {}
+                self._dims_key = key
+            if in_dims:
+                dims.append(statement)
+            elif isinstance(statement, _REMEMBERED) and not checker.sink.full:
+                effect = previous.get(id(statement))
+                if effect is not None and effect.statement is statement and \
+                        effect.inputs == _inputs(checker, statement, effect.mentions):
+                    effects[id(statement)] = _replay(checker, statement, effect)
+                    self.reused += 1
+                    continue
+                recorded = _record(checker, statement)
+                if recorded is not None:
+                    effects[id(statement)] = recorded
+                continue
+            if not checker.check(statement):
+                break
+        self._effects = effects
+        return checker.finish()
+
+
+def _mentions(statement: nodes.Stmt) -> tuple[str, ...]:
+    """Every name the statement's tree holds, once each."""
+    found: dict[str, None] = {}
+    stack: list[Any] = [statement]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (nodes.Name, nodes.Ident)):
+            found[node.name] = None
+        elif isinstance(node, Span):
+            continue
+        elif isinstance(node, (tuple, list)):
+            stack.extend(node)
+        elif hasattr(node, "__slots__"):
+            stack.extend(getattr(node, slot) for slot in node.__slots__)
+    return tuple(found)
+
+
+def _inputs(checker: Checker, statement: nodes.Stmt, mentions: tuple[str, ...]) -> tuple[Any, ...]:
+    kinds = checker.names.kind
+    tensors = checker.program.tensors
+    start = (statement.span.line, statement.span.column)
+    defined = getattr(statement, "name", None)
+    result = []
+    for name in mentions:
+        tensor = tensors.get(name)
+        first = checker.first_definition(name)
+        where = None
+        if first is not None:
+            span, what = first
+            where = (what, "here" if defined is not None and span == defined.span
+                     else "above" if (span.line, span.column) < start else "below")
+        result.append((kinds.get(name),
+                       None if tensor is None else (tensor.kind, tensor.value, tensor.inferred),
+                       where))
+    return tuple(result)
+
+
+def _added(table: dict[Any, Any], before: int) -> tuple[tuple[Any, Any], ...]:
+    """The entries added to ``table`` since it had ``before`` of them, in order."""
+    count = len(table) - before
+    return tuple(reversed(list(islice(reversed(table.items()), count)))) if count else ()
+
+
+def _record(checker: Checker, statement: nodes.Stmt) -> _Effect | None:
+    """Check the statement; its effect, when it can be replayed."""
+    program, names = checker.program, checker.names
+    mentions = _mentions(statement)
+    inputs = _inputs(checker, statement, mentions)
+    counts = (len(names.kind), len(program.tensors), len(program.types), len(program.calls))
+    before = {name: names.kind[name] for name in mentions if name in names.kind}
+    reported = (len(checker.sink.items), checker.sink.dropped, len(program.undeclared))
+    checker.check(statement)
+    if (len(checker.sink.items), checker.sink.dropped, len(program.undeclared)) != reported or \
+            any(names.kind.get(name) != kind for name, kind in before.items()):
+        return None  # it reported something, or changed what it does not add
+    return _Effect(
+        statement, statement.span.line, mentions, inputs,
+        _added(names.kind, counts[0]), _added(program.tensors, counts[1]),
+        _added(program.types, counts[2]), _added(program.calls, counts[3]),
+        frozenset(name for name in mentions if name in names.used))
+
+
+def _replay(checker: Checker, statement: nodes.Stmt, effect: _Effect) -> _Effect:
+    """Apply a recorded effect; the effect, its spans moved where the statement moved."""
+    moved = statement.span.line - effect.line
+    if moved:
+        effect = dataclasses.replace(effect, line=statement.span.line, tensors=tuple(
+            (name, dataclasses.replace(tensor, span=_down(tensor.span, moved),
+                                       name_span=_down(tensor.name_span, moved)))
+            for name, tensor in effect.tensors))
+    program = checker.program
+    checker.names.kind.update(effect.kinds)
+    checker.names.used.update(effect.used)
+    program.tensors.update(effect.tensors)
+    program.types.update(effect.types)
+    program.calls.update(effect.calls)
+    return effect
+
+
+def _down(span: Span, lines: int) -> Span:
+    return Span(span.line + lines, span.column, span.end_line + lines, span.end_column)
