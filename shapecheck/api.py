@@ -88,7 +88,7 @@ def check_parsed(text: str, parsed: ParseResult | None, bindings: dict[str, int]
 
             program = infer_undeclared(program, check_again, infer)
         program.infer = infer
-        _add_meaning(program)
+        _add_meaning(program, memo)
         program.diagnostics = suppress.apply(
             program.diagnostics, text, (statement.span for statement in program.statements),
             frozenset(ignore))
@@ -102,9 +102,9 @@ def check_parsed(text: str, parsed: ParseResult | None, bindings: dict[str, int]
             gc.enable()
 
 
-def _add_meaning(program: Program) -> None:
+def _add_meaning(program: Program, memo: Memo | None = None) -> None:
     """The axis-meaning pass runs on every check; its diagnostics join the checker's."""
-    program.meaning = meaning = analyse(program)
+    program.meaning = meaning = analyse(program) if memo is None else memo.meaning(program)
     room = MAX_DIAGNOSTICS - len(program.diagnostics)
     if meaning.diagnostics and room > 0:
         program.diagnostics = sorted(program.diagnostics + meaning.diagnostics[:room],

@@ -41,6 +41,7 @@ from typing import Any
 from . import nodes
 from .checker import Checker, is_dim_statement
 from .diagnostics import Diagnostic, Span
+from .meaning import Meaning, Pass
 from .program import Program
 
 __all__ = ["Memo"]
@@ -62,25 +63,50 @@ class _Effect:
     types: tuple[tuple[int, Any], ...]
     calls: tuple[tuple[int, Any], ...]
     used: frozenset[str]
+    replayable: bool = True  # it reported nothing: replaying it is checking it
+
+    def same_as(self, other: _Effect) -> bool:
+        """The same tables as ``other`` left (the tensors' spans aside)."""
+        return (self.kinds, self.types, self.calls, self.used) == \
+            (other.kinds, other.types, other.calls, other.used) and \
+            [(n, t.kind, t.value, t.inferred) for n, t in self.tensors] == \
+            [(n, t.kind, t.value, t.inferred) for n, t in other.tensors]
 
 
 class Memo:
     """What checking each statement of one document did, for the next check of it.
 
-    ``run(checker, statements, parse_diagnostics)`` is ``checker.run(...)``, reusing
-    the previous run's work where it is still valid. One memo per document.
+    ``run(checker, statements, parse_diagnostics)`` is ``checker.run(...)``, and
+    ``meaning(program)`` is :func:`shapecheck.meaning.analyse`, both reusing the
+    previous run's work where it is still valid. One memo per document.
     """
+
+    #: Statements between two checkpoints of the axis-meaning pass.
+    CHECKPOINT_EVERY = 20
 
     def __init__(self) -> None:
         self._effects: dict[int, _Effect] = {}
         self._dims_key: tuple[Any, ...] | None = None
+        self._program: Program | None = None  # what the last run made
+        self._unchanged: set[int] = set()  # its statements whose check did what it did before
+        self._before: list[tuple[nodes.Stmt, int]] = []  # its statements, and their lines
+        self._same_until = 0  # its statements up to here are those of the run before
+        self._moved_at = 0  # ... and up to here at the same lines
+        self._checkpoints: list[tuple[int, dict[str, Any]]] = []  # of the meaning pass
         self.reused = 0  # statements not checked in the last run (for tests and benchmarks)
+        self.resumed_at = 0  # statements the last meaning pass did not follow again
 
     def run(self, checker: Checker, statements: list[nodes.Stmt],
             parse_diagnostics: Sequence[Diagnostic]) -> Program:
         order = checker.start(statements, parse_diagnostics)
+        before, self._before = self._before, [(s, s.span.line) for s in statements]
+        self._same_until = next((index for index, (s, (old, _)) in enumerate(
+            zip(statements, before)) if s is not old), min(len(statements), len(before)))
+        self._moved_at = next((index for index, (s, (_, line)) in enumerate(
+            zip(statements[:self._same_until], before)) if s.span.line != line), self._same_until)
         previous, effects = self._effects, {}
         self.reused = 0
+        self._unchanged = set()
         dims: list[nodes.Stmt] = []
         in_dims = True
         for statement in order:
@@ -94,20 +120,53 @@ class Memo:
             if in_dims:
                 dims.append(statement)
             elif isinstance(statement, _REMEMBERED) and not checker.sink.full:
-                effect = previous.get(id(statement))
-                if effect is not None and effect.statement is statement and \
-                        effect.inputs == _inputs(checker, statement, effect.mentions):
-                    effects[id(statement)] = _replay(checker, statement, effect)
+                before = previous.get(id(statement))
+                if before is not None and before.statement is not statement:
+                    before = None
+                if before is not None and before.replayable and \
+                        before.inputs == _inputs(checker, statement, before.mentions):
+                    effects[id(statement)] = _replay(checker, statement, before)
+                    self._unchanged.add(id(statement))
                     self.reused += 1
                     continue
-                recorded = _record(checker, statement)
-                if recorded is not None:
-                    effects[id(statement)] = recorded
+                effect = effects[id(statement)] = _record(checker, statement)
+                if before is not None and effect.same_as(before):
+                    self._unchanged.add(id(statement))
                 continue
             if not checker.check(statement):
                 break
         self._effects = effects
-        return checker.finish()
+        self._program = checker.finish()
+        return self._program
+
+    def meaning(self, program: Program) -> Meaning:
+        """The axis-meaning pass over ``program``, resumed after the longest beginning
+        of it whose statements are the same trees, checked as before, with the same dims."""
+        analysis = Pass(program)
+        if program is not self._program:  # not what run made (inference checked it again)
+            self._checkpoints = []
+            return analysis.run()
+        statements = program.statements
+        unchanged = 0
+        for statement in statements[:self._same_until]:
+            if not (is_dim_statement(statement) or id(statement) in self._unchanged):
+                break
+            unchanged += 1
+        # A checkpoint holds the diagnostics found so far at the lines they had: one with
+        # any is only good when none of the statements before it moved.
+        kept = [(index, state) for index, state in self._checkpoints
+                if index <= unchanged and (index <= self._moved_at or not state["diagnostics"])]
+        start = 0
+        if kept:
+            start, state = kept[-1]
+            analysis.restore(state)
+        for index in range(start, len(statements)):
+            if index % self.CHECKPOINT_EVERY == 0 and index > start:
+                kept.append((index, analysis.checkpoint()))
+            analysis.step(statements[index])
+        self._checkpoints = kept
+        self.resumed_at = start
+        return analysis.result()
 
 
 def _mentions(statement: nodes.Stmt) -> tuple[str, ...]:
@@ -153,8 +212,8 @@ def _added(table: dict[Any, Any], before: int) -> tuple[tuple[Any, Any], ...]:
     return tuple(reversed(list(islice(reversed(table.items()), count)))) if count else ()
 
 
-def _record(checker: Checker, statement: nodes.Stmt) -> _Effect | None:
-    """Check the statement; its effect, when it can be replayed."""
+def _record(checker: Checker, statement: nodes.Stmt) -> _Effect:
+    """Check the statement; its effect (replayable when it reported nothing)."""
     program, names = checker.program, checker.names
     mentions = _mentions(statement)
     inputs = _inputs(checker, statement, mentions)
@@ -162,14 +221,15 @@ def _record(checker: Checker, statement: nodes.Stmt) -> _Effect | None:
     before = {name: names.kind[name] for name in mentions if name in names.kind}
     reported = (len(checker.sink.items), checker.sink.dropped, len(program.undeclared))
     checker.check(statement)
-    if (len(checker.sink.items), checker.sink.dropped, len(program.undeclared)) != reported or \
-            any(names.kind.get(name) != kind for name, kind in before.items()):
-        return None  # it reported something, or changed what it does not add
+    # Replayable unless it reported something, or changed what it does not add.
+    replayable = (len(checker.sink.items), checker.sink.dropped,
+                  len(program.undeclared)) == reported and \
+        all(names.kind.get(name) == kind for name, kind in before.items())
     return _Effect(
         statement, statement.span.line, mentions, inputs,
         _added(names.kind, counts[0]), _added(program.tensors, counts[1]),
         _added(program.types, counts[2]), _added(program.calls, counts[3]),
-        frozenset(name for name in mentions if name in names.used))
+        frozenset(name for name in mentions if name in names.used), replayable)
 
 
 def _replay(checker: Checker, statement: nodes.Stmt, effect: _Effect) -> _Effect:

@@ -111,7 +111,9 @@ class Editor:
         self.check()
 
 
-def test_a_series_of_edits_gives_what_a_full_check_gives():
+@pytest.mark.parametrize("every", [Memo.CHECKPOINT_EVERY, 4])
+def test_a_series_of_edits_gives_what_a_full_check_gives(every, monkeypatch):
+    monkeypatch.setattr(Memo, "CHECKPOINT_EVERY", every)
     editor = Editor(spec())
     editor.replace("Q3 @ K3.T", "Q3 @ K3")  # an error in the middle
     editor.replace("Q3 @ K3", "Q3 @ K3.T")  # and fixed
@@ -148,15 +150,17 @@ def test_a_series_of_edits_gives_what_a_full_check_gives():
     editor.replace("output X6", "output X6: [N, d]")
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_random_line_edits_give_what_a_full_check_gives(seed):
+@pytest.mark.parametrize("seed", range(6))
+def test_random_line_edits_give_what_a_full_check_gives(seed, monkeypatch):
+    # Checkpoints of the meaning pass every few statements, so that edits land between many.
+    monkeypatch.setattr(Memo, "CHECKPOINT_EVERY", 3)
     rng = random.Random(seed)
     editor = Editor(spec(4))
     names = ["X1", "Q2", "S0", "P3", "W_O", "d", "H", "N", "D_model", "Y2", "zz"]
     for _ in range(25):
         lines = editor.lines
         index = rng.randrange(len(lines))
-        action = rng.randrange(6)
+        action = rng.randrange(7)
         if action == 0:
             editor.delete(index)
         elif action == 1:
@@ -172,8 +176,12 @@ def test_random_line_edits_give_what_a_full_check_gives(seed):
             editor.check()
         elif action == 4:
             editor.insert(index, rng.choice(["# moved", "", "dim E", "constraint N >= 2"]))
-        else:
+        elif action == 5:
             lines[index] = lines[index].replace(".T", "", 1).replace("H * d", "d", 1)
+            editor.check()
+        else:  # what the meaning pass sees: the softmax's axis, the scale
+            lines[index] = lines[index].replace("axis=row", "axis=col").replace(
+                "/ sqrt(d)", "/ sqrt(N)")
             editor.check()
 
 
