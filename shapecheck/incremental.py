@@ -187,20 +187,22 @@ def _mentions(statement: nodes.Stmt) -> tuple[str, ...]:
 
 
 def _inputs(checker: Checker, statement: nodes.Stmt, mentions: tuple[str, ...]) -> tuple[Any, ...]:
-    kinds = checker.names.kind
-    tensors = checker.program.tensors
+    kind_of = checker.names.kind.get
+    tensor_of = checker.program.tensors.get
+    first_of = checker.first_definition
     start = (statement.span.line, statement.span.column)
     defined = getattr(statement, "name", None)
+    here = defined.span if defined is not None else None
     result = []
     for name in mentions:
-        tensor = tensors.get(name)
-        first = checker.first_definition(name)
+        tensor = tensor_of(name)
+        first = first_of(name)
         where = None
         if first is not None:
-            span, what = first
-            where = (what, "here" if defined is not None and span == defined.span
+            span = first[0]
+            where = (first[1], "here" if span == here
                      else "above" if (span.line, span.column) < start else "below")
-        result.append((kinds.get(name),
+        result.append((kind_of(name),
                        None if tensor is None else (tensor.kind, tensor.value, tensor.inferred),
                        where))
     return tuple(result)

@@ -197,3 +197,52 @@ def test_a_memo_is_the_checker_run():
     edited = text.replace("S1: [H, N, N]", "S1: [H, N, d]")
     second = check_parsed(edited, None, memo=memo)
     assert memo.reused == 0 and _fingerprint(second) == _fingerprint(check_text(edited))
+
+
+TRICKY = """\
+dim N, d  # two dims
+input Q: [N, d]; input K: [N, d]
+input V: [N,
+          d]
+# a comment line
+
+S = Q @ K.T / sqrt(d); P = softmax(S,
+                                   axis=row)
+O = P @ V  # noqa
+T = einsum("ij,jk->ik", P, V)
+"""
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_character_edits_give_what_a_full_parse_gives(seed):
+    """Edits of single characters anywhere — inside multi-line statements, next to `;`,
+    in comments and strings, unbalancing brackets — parsed incrementally, then checked."""
+    rng = random.Random(seed)
+    editor = Editor(TRICKY)
+    alphabet = ["(", ")", "[", "]", ";", "\n", " ", "#", '"', "x", "K", ".T", "=", ":"]
+    for _ in range(30):
+        text = editor.text
+        where = rng.randrange(len(text) + 1)
+        if rng.random() < 0.5 and where < len(text):
+            text = text[:where] + text[where + 1:]
+        else:
+            text = text[:where] + rng.choice(alphabet) + text[where:]
+        editor.lines = text.split("\n")
+        editor.check()
+
+
+def test_parsing_again_reuses_the_statements_around_an_edit():
+    from shapecheck.lsp.analysis import IncrementalParser
+    from shapecheck.parser import parse
+
+    text = spec(6)
+    parser = IncrementalParser()
+    first = parser.parse(text)
+    edited = text.replace("S3: [H, N, N] = Q3 @ K3.T", "S3: [H, N, N] = Q3 @ K3")
+    second = parser.parse(edited)
+    assert parser.reused == len(second.statements) - 1
+    changed = [i for i, (a, b) in enumerate(zip(first.statements, second.statements)) if a is not b]
+    assert len(changed) == 1 and second.statements[changed[0]] == parse(edited).statements[changed[0]]
+    moved = parser.parse("# above\n" + edited)
+    assert parser.reused == len(moved.statements)
+    assert moved.statements == parse("# above\n" + edited).statements
