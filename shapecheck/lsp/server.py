@@ -127,15 +127,14 @@ class Collector:
     Python's collector scans every live object now and then, and a server holding the
     syntax trees and checked programs of large documents holds hundreds of thousands:
     left to itself it would scan them all every few changes (tens of milliseconds each
-    time, on the way from a change to its diagnostics). Instead, a check runs with the
-    collector paused; after it, the objects it made are scanned (the young generation:
-    the garbage of one check is a handful of cycles) and the survivors are frozen
-    (``gc.freeze``: not scanned again). A frozen object is still freed when nothing
-    refers to it; only garbage cycles among frozen objects wait, for the full collection
-    made every ``FULL_EVERY`` checks, which bounds what they can hold.
+    time, on the way from a change to its diagnostics). Instead a check runs with the
+    collector paused, and what exists after it is frozen (``gc.freeze``: not scanned by
+    later collections). A frozen object is still freed as soon as nothing refers to it;
+    only garbage *cycles* (a check leaves about a thousand small objects in them) wait
+    for the full collection made every ``FULL_EVERY`` checks, which bounds them.
     """
 
-    FULL_EVERY = 100
+    FULL_EVERY = 50
 
     def __init__(self) -> None:
         self.checks = 0
@@ -151,8 +150,6 @@ class Collector:
             if self.checks % self.FULL_EVERY == 0:
                 gc.unfreeze()
                 gc.collect()
-            else:
-                gc.collect(0)
             gc.freeze()
             if enabled:
                 gc.enable()
