@@ -42,7 +42,7 @@ from . import nodes
 from .checker import Checker, is_dim_statement
 from .diagnostics import Diagnostic, Span
 from .meaning import Meaning, Pass
-from .program import Program
+from .program import Program, Tensor
 
 __all__ = ["Memo"]
 
@@ -93,12 +93,15 @@ class Memo:
         self._same_until = 0  # its statements up to here are those of the run before
         self._moved_at = 0  # ... and up to here at the same lines
         self._checkpoints: list[tuple[int, dict[str, Any]]] = []  # of the meaning pass
+        self._meaning_of: Program | None = None  # the program they were taken on
         self.reused = 0  # statements not checked in the last run (for tests and benchmarks)
         self.resumed_at = 0  # statements the last meaning pass did not follow again
 
     def run(self, checker: Checker, statements: list[nodes.Stmt],
             parse_diagnostics: Sequence[Diagnostic]) -> Program:
         order = checker.start(statements, parse_diagnostics)
+        if self._meaning_of is not self._program:  # the last run's meaning pass did not end
+            self._checkpoints = []
         before, self._before = self._before, [(s, s.span.line) for s in statements]
         self._same_until = next((index for index, (s, (old, _)) in enumerate(
             zip(statements, before)) if s is not old), min(len(statements), len(before)))
@@ -120,17 +123,17 @@ class Memo:
             if in_dims:
                 dims.append(statement)
             elif isinstance(statement, _REMEMBERED) and not checker.sink.full:
-                before = previous.get(id(statement))
-                if before is not None and before.statement is not statement:
-                    before = None
-                if before is not None and before.replayable and \
-                        before.inputs == _inputs(checker, statement, before.mentions):
-                    effects[id(statement)] = _replay(checker, statement, before)
+                last = previous.get(id(statement))
+                if last is not None and last.statement is not statement:
+                    last = None
+                if last is not None and last.replayable and \
+                        last.inputs == _inputs(checker, statement, last.mentions):
+                    effects[id(statement)] = _replay(checker, statement, last)
                     self._unchanged.add(id(statement))
                     self.reused += 1
                     continue
                 effect = effects[id(statement)] = _record(checker, statement)
-                if before is not None and effect.same_as(before):
+                if last is not None and effect.same_as(last):
                     self._unchanged.add(id(statement))
                 continue
             if not checker.check(statement):
@@ -164,7 +167,7 @@ class Memo:
             if index % self.CHECKPOINT_EVERY == 0 and index > start:
                 kept.append((index, analysis.checkpoint()))
             analysis.step(statements[index])
-        self._checkpoints = kept
+        self._checkpoints, self._meaning_of = kept, program
         self.resumed_at = start
         return analysis.result()
 
@@ -239,8 +242,8 @@ def _replay(checker: Checker, statement: nodes.Stmt, effect: _Effect) -> _Effect
     moved = statement.span.line - effect.line
     if moved:
         effect = dataclasses.replace(effect, line=statement.span.line, tensors=tuple(
-            (name, dataclasses.replace(tensor, span=_down(tensor.span, moved),
-                                       name_span=_down(tensor.name_span, moved)))
+            (name, Tensor(tensor.name, tensor.kind, tensor.value, _down(tensor.span, moved),
+                          _down(tensor.name_span, moved), tensor.inferred))
             for name, tensor in effect.tensors))
     program = checker.program
     checker.names.kind.update(effect.kinds)

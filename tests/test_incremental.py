@@ -200,6 +200,7 @@ def test_a_memo_is_the_checker_run():
 
 
 TRICKY = """\
+# a spec whose statements share lines and span lines
 dim N, d  # two dims
 input Q: [N, d]; input K: [N, d]
 input V: [N,
@@ -246,3 +247,9 @@ def test_parsing_again_reuses_the_statements_around_an_edit():
     moved = parser.parse("# above\n" + edited)
     assert parser.reused == len(moved.statements)
     assert moved.statements == parse("# above\n" + edited).statements
+    # A statement typed above a leading comment, then one inside it.
+    added = parser.parse("X = 1\n# above\n" + edited)
+    assert added.statements == parse("X = 1\n# above\n" + edited).statements
+    assert parser.reused == len(added.statements) - 1
+    inside = parser.parse("X = 1\n# ab\nZ = 2\nove\n" + edited)
+    assert inside.statements == parse("X = 1\n# ab\nZ = 2\nove\n" + edited).statements

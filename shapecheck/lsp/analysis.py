@@ -117,27 +117,43 @@ def _move(statement: nodes.Stmt, lines: int) -> None:
     stack: list[Any] = [statement]
     while stack:
         node = stack.pop()
-        for slot in _slots(type(node)):
+        if type(node) is tuple:
+            stack.extend(node)
+            continue
+        spans, children = _fields(type(node))
+        for slot in spans:
+            span = getattr(node, slot)
+            setattr(node, slot, Span(span[0] + lines, span[1], span[2] + lines, span[3]))
+        for slot in children:
             value = getattr(node, slot)
             if type(value) is Span:
-                setattr(node, slot, Span(value.line + lines, value.column,
-                                         value.end_line + lines, value.end_column))
+                setattr(node, slot, _down(value, lines))
             elif type(value) is tuple:
-                stack.extend(item for item in value if _slots(type(item)))
-            elif _slots(type(value)):
+                stack.extend(item for item in value if item is not None)
+            elif value is not None:
                 stack.append(value)
 
 
-_SLOTS: dict[type, tuple[str, ...]] = {}
+_FIELDS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
 
-def _slots(kind: type) -> tuple[str, ...]:
-    """The fields of a syntax-tree node class (none for anything else)."""
-    found = _SLOTS.get(kind)
+def _fields(kind: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A node class's fields that hold a span, and those that may hold nodes (a node,
+    a tuple of nodes, or None); other fields hold names, numbers and flags."""
+    found = _FIELDS.get(kind)
     if found is None:
-        found = _SLOTS[kind] = tuple(getattr(kind, "__slots__", ())) \
-            if kind.__module__ == nodes.__name__ else ()
+        spans: list[str] = []
+        children: list[str] = []
+        for item in dataclasses.fields(kind) if dataclasses.is_dataclass(kind) else ():
+            if item.type == "Span":
+                spans.append(item.name)
+            elif item.type not in _PLAIN:
+                children.append(item.name)
+        found = _FIELDS[kind] = (tuple(spans), tuple(children))
     return found
+
+
+_PLAIN = frozenset({"str", "int", "float", "bool", "tuple[str, ...]"})
 
 
 @dataclass
@@ -176,14 +192,17 @@ class IncrementalParser:
         tail_from = len(text) - _common_suffix(old, text, prefix)
         # Kept as they are: the statements before the last one that starts a line at or
         # before the first change (the split is redone from that line's start).
-        keep = 0
+        keep: int | None = None
         for index, entry in enumerate(entries):
             if entry.offset > prefix:
                 break
             if not old[entry.offset - entry.column + 1:entry.offset].strip():
                 keep = index
-        restart = entries[keep].offset - entries[keep].column + 1 if entries else 0
-        line = entries[keep].line if entries else 1
+        if keep is None:  # the change is above every statement: split it all again
+            keep, restart, line = 0, 0, 1
+        else:
+            restart = entries[keep].offset - entries[keep].column + 1
+            line = entries[keep].line
         delta = len(text) - len(old)
         old_starts = {entry.offset: index for index, entry in enumerate(entries)}
         body = text[restart:]
