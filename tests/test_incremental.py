@@ -242,8 +242,10 @@ def test_parsing_again_reuses_the_statements_around_an_edit():
     edited = text.replace("S3: [H, N, N] = Q3 @ K3.T", "S3: [H, N, N] = Q3 @ K3")
     second = parser.parse(edited)
     assert parser.reused == len(second.statements) - 1
-    changed = [i for i, (a, b) in enumerate(zip(first.statements, second.statements)) if a is not b]
-    assert len(changed) == 1 and second.statements[changed[0]] == parse(edited).statements[changed[0]]
+    changed = [i for i, (a, b) in enumerate(zip(first.statements, second.statements))
+               if a is not b]
+    assert len(changed) == 1
+    assert second.statements[changed[0]] == parse(edited).statements[changed[0]]
     moved = parser.parse("# above\n" + edited)
     assert parser.reused == len(moved.statements)
     assert moved.statements == parse("# above\n" + edited).statements
