@@ -102,7 +102,8 @@ class Memo:
         order = checker.start(statements, parse_diagnostics)
         if self._meaning_of is not self._program:  # the last run's meaning pass did not end
             self._checkpoints = []
-        before, self._before = self._before, [(s, s.span.line) for s in statements]
+        before = self._before
+        self._before = []  # until this run ends (a checker failure leaves nothing to trust)
         self._same_until = next((index for index, (s, (old, _)) in enumerate(
             zip(statements, before)) if s is not old), min(len(statements), len(before)))
         self._moved_at = next((index for index, (s, (_, line)) in enumerate(
@@ -138,8 +139,8 @@ class Memo:
                 continue
             if not checker.check(statement):
                 break
-        self._effects = effects
         self._program = checker.finish()
+        self._effects, self._before = effects, [(s, s.span.line) for s in statements]
         return self._program
 
     def meaning(self, program: Program) -> Meaning:
