@@ -18,8 +18,9 @@ those, only the dims and constraints (the :class:`~shapecheck.symbolic.DimSystem
 — checked first, always again (they are few): when the text of any dim statement
 or the bindings differ from the last check, nothing is reused.
 
-**What it writes** (its effect): new entries in the name table, the tensors, the
-types of its expressions and its builtin calls, and the names it uses. A statement
+**What it writes** (its effect): new entries in the name table and in every table of
+the program (tensors, the types of its expressions, its builtin calls, its subscripts:
+each ``dict`` field of :class:`~shapecheck.program.Program`), and the names it uses. A statement
 whose check reported anything is not remembered (it is checked every time): a
 diagnostic can depend on more than the inputs above (the names close to a misspelt
 one, the text of the spec), and only correct statements are cheap to trust.
@@ -59,18 +60,26 @@ class _Effect:
     mentions: tuple[str, ...]
     inputs: tuple[Any, ...]
     kinds: tuple[tuple[str, str], ...]
-    tensors: tuple[tuple[str, Any], ...]
-    types: tuple[tuple[int, Any], ...]
-    calls: tuple[tuple[int, Any], ...]
+    added: tuple[tuple[tuple[Any, Any], ...], ...]  # to each of the program's _tables
     used: frozenset[str]
     replayable: bool = True  # it reported nothing: replaying it is checking it
+    movable: bool = True  # ... also where the statement moved (see _anchored)
 
     def same_as(self, other: _Effect) -> bool:
         """The same tables as ``other`` left (the tensors' spans aside)."""
-        return (self.kinds, self.types, self.calls, self.used) == \
-            (other.kinds, other.types, other.calls, other.used) and \
-            [(n, t.kind, t.value, t.inferred) for n, t in self.tensors] == \
-            [(n, t.kind, t.value, t.inferred) for n, t in other.tensors]
+        return (self.kinds, self.used) == (other.kinds, other.used) and all(
+            mine == theirs if table != "tensors" else
+            [(n, t.kind, t.value, t.inferred) for n, t in mine] ==
+            [(n, t.kind, t.value, t.inferred) for n, t in theirs]
+            for table, mine, theirs in zip(_TABLES, self.added, other.added))
+
+
+#: The program's tables a statement's check adds entries to: every ``dict`` field of
+#: :class:`Program` (tensors, expression types, calls, subscripts, and any a later pass of
+#: the checker adds) but ``undeclared``, whose lists grow in place (a statement that adds
+#: to it reported SC101, and is checked every time).
+_TABLES = tuple(f.name for f in dataclasses.fields(Program)
+                if f.default_factory is dict and f.name != "undeclared")  # type: ignore[comparison-overlap]
 
 
 class Memo:
@@ -128,6 +137,7 @@ class Memo:
                 if last is not None and last.statement is not statement:
                     last = None
                 if last is not None and last.replayable and \
+                        (last.movable or last.line == statement.span.line) and \
                         last.inputs == _inputs(checker, statement, last.mentions):
                     effects[id(statement)] = _replay(checker, statement, last)
                     self._unchanged.add(id(statement))
@@ -173,21 +183,42 @@ class Memo:
         return analysis.result()
 
 
-def _mentions(statement: nodes.Stmt) -> tuple[str, ...]:
-    """Every name the statement's tree holds, once each."""
+def _walk(statement: nodes.Stmt) -> tuple[tuple[str, ...], set[int]]:
+    """Every name the statement's tree holds (once each), and the ids of its nodes."""
     found: dict[str, None] = {}
+    tree: set[int] = set()
     stack: list[Any] = [statement]
     while stack:
         node = stack.pop()
-        if isinstance(node, (nodes.Name, nodes.Ident)):
-            found[node.name] = None
-        elif isinstance(node, Span):
+        if isinstance(node, Span):
             continue
-        elif isinstance(node, (tuple, list)):
+        if isinstance(node, (tuple, list)):
             stack.extend(node)
         elif hasattr(node, "__slots__"):
+            tree.add(id(node))
+            if isinstance(node, (nodes.Name, nodes.Ident)):
+                found[node.name] = None
             stack.extend(getattr(node, slot) for slot in node.__slots__)
-    return tuple(found)
+    return tuple(found), tree
+
+
+def _anchored(added: Any, tree: set[int]) -> bool:
+    """No syntax node in ``added`` but the statement's own. A node the checker made (the
+    operand list of a call with any number of operands) keeps the spans it was made
+    with: the parser moves the statement's tree, not it, so such an effect cannot move."""
+    stack = [added]
+    while stack:
+        value = stack.pop()
+        if type(value).__module__ == nodes.__name__:
+            if id(value) not in tree:
+                return False
+        elif isinstance(value, (tuple, list)):
+            stack.extend(value)
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            stack.extend(getattr(value, item.name) for item in dataclasses.fields(value))
+    return True
 
 
 def _inputs(checker: Checker, statement: nodes.Stmt, mentions: tuple[str, ...]) -> tuple[Any, ...]:
@@ -221,9 +252,10 @@ def _added(table: dict[Any, Any], before: int) -> tuple[tuple[Any, Any], ...]:
 def _record(checker: Checker, statement: nodes.Stmt) -> _Effect:
     """Check the statement; its effect (replayable when it reported nothing)."""
     program, names = checker.program, checker.names
-    mentions = _mentions(statement)
+    mentions, tree = _walk(statement)
     inputs = _inputs(checker, statement, mentions)
-    counts = (len(names.kind), len(program.tensors), len(program.types), len(program.calls))
+    kinds = len(names.kind)
+    counts = [len(getattr(program, table)) for table in _TABLES]
     before = {name: names.kind[name] for name in mentions if name in names.kind}
     reported = (len(checker.sink.items), checker.sink.dropped, len(program.undeclared))
     checker.check(statement)
@@ -231,27 +263,28 @@ def _record(checker: Checker, statement: nodes.Stmt) -> _Effect:
     replayable = (len(checker.sink.items), checker.sink.dropped,
                   len(program.undeclared)) == reported and \
         all(names.kind.get(name) == kind for name, kind in before.items())
+    added = tuple(_added(getattr(program, table), count)
+                  for table, count in zip(_TABLES, counts))
     return _Effect(
-        statement, statement.span.line, mentions, inputs,
-        _added(names.kind, counts[0]), _added(program.tensors, counts[1]),
-        _added(program.types, counts[2]), _added(program.calls, counts[3]),
-        frozenset(name for name in mentions if name in names.used), replayable)
+        statement, statement.span.line, mentions, inputs, _added(names.kind, kinds), added,
+        frozenset(name for name in mentions if name in names.used), replayable,
+        replayable and _anchored(added, tree))
 
 
 def _replay(checker: Checker, statement: nodes.Stmt, effect: _Effect) -> _Effect:
     """Apply a recorded effect; the effect, its spans moved where the statement moved."""
     moved = statement.span.line - effect.line
     if moved:
-        effect = dataclasses.replace(effect, line=statement.span.line, tensors=tuple(
-            (name, Tensor(tensor.name, tensor.kind, tensor.value, _down(tensor.span, moved),
-                          _down(tensor.name_span, moved), tensor.inferred))
-            for name, tensor in effect.tensors))
-    program = checker.program
+        effect = dataclasses.replace(effect, line=statement.span.line, added=tuple(
+            added if table != "tensors" else tuple(
+                (name, Tensor(tensor.name, tensor.kind, tensor.value, _down(tensor.span, moved),
+                              _down(tensor.name_span, moved), tensor.inferred))
+                for name, tensor in added)
+            for table, added in zip(_TABLES, effect.added)))
     checker.names.kind.update(effect.kinds)
     checker.names.used.update(effect.used)
-    program.tensors.update(effect.tensors)
-    program.types.update(effect.types)
-    program.calls.update(effect.calls)
+    for table, added in zip(_TABLES, effect.added):
+        getattr(checker.program, table).update(added)
     return effect
 
 

@@ -12,6 +12,7 @@ attention patterns must be exactly those of a fresh ``check_text`` of the same t
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -48,7 +49,7 @@ def spec(blocks: int = 6) -> str:
 
 def _types(program):
     """The type of every expression, in document order, by span (hovers and inlay hints
-    read these)."""
+    read these), with its call and subscript plan (what `run` executes)."""
     found = []
     stack = list(reversed(program.statements))
     while stack:
@@ -57,7 +58,8 @@ def _types(program):
             stack.extend(reversed(node))
         elif hasattr(node, "__slots__") and hasattr(node, "span"):
             if id(node) in program.types:
-                found.append((type(node).__name__, node.span, program.types[id(node)]))
+                found.append((type(node).__name__, node.span, program.types[id(node)],
+                              program.calls.get(id(node)), program.subscripts.get(id(node))))
             stack.extend(reversed([getattr(node, slot) for slot in node.__slots__]))
     return found
 
@@ -255,3 +257,28 @@ def test_parsing_again_reuses_the_statements_around_an_edit():
     assert parser.reused == len(added.statements) - 1
     inside = parser.parse("X = 1\n# ab\nZ = 2\nove\n" + edited)
     assert inside.statements == parse("X = 1\n# ab\nZ = 2\nove\n" + edited).statements
+
+
+EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples").glob("*.attn"))
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda path: path.stem)
+def test_edits_of_every_example_give_what_a_full_check_gives(example, monkeypatch):
+    """Every construct of the language (slices, einsum, masks, sketches...) through the
+    incremental path: lines moved, removed, duplicated and retyped in each example."""
+    monkeypatch.setattr(Memo, "CHECKPOINT_EVERY", 2)
+    rng = random.Random(example.stem)
+    editor = Editor(example.read_text(encoding="utf-8"))
+    for _ in range(12):
+        lines = editor.lines
+        index = rng.randrange(len(lines))
+        action = rng.randrange(4)
+        if action == 0:
+            editor.delete(index)
+        elif action == 1:
+            editor.insert(rng.randrange(len(lines) + 1), lines[index])
+        elif action == 2:
+            editor.insert(0, "# moved")
+        else:
+            lines[index] = lines[index].replace(".T", "", 1).replace(":", ": ", 1)
+            editor.check()
