@@ -2043,6 +2043,15 @@ class Unifier(DimSystem):
         # probes for a help line (`Q.T @ X`?): nothing is bound for the rest of this
         # statement, so a probe cannot change a shape. Inference reads only whether a
         # statement fails, not its message: no counterexample search.
+        # Indexing asks its bounds here first (the claim is its check, not a probe): one
+        # that holds, or that an unknown axis can be lengthened to meet (`x[:h]`), fails
+        # nothing.
+        if claim.kind in ("positive", "at_most"):
+            verdict = DimSystem.holds(self, claim)
+            if not verdict and self._lengthen(*claim.dims):
+                verdict = DimSystem.holds(self, claim)
+            if verdict:
+                return Decision(verdict)
         self._failed_at = self.at
         return Decision(DimSystem.holds(self, claim))
 
@@ -2105,6 +2114,30 @@ class Unifier(DimSystem):
             return False
         newest = max(unknowns, key=self._unknowns.__getitem__)
         self._bind(newest, self.resolved(denominator) * self.unknown())
+        return True
+
+    def _lengthen(self, first: Dim, second: Dim | None = None) -> bool:
+        """Indexing's bounds on an axis of unknown size ``?a``: ``bound <= ?a`` (a slice
+        bound; ``at_most(first, second)``) or ``?a - index`` positive (an index from the
+        start; ``positive(first)``). Binds ``?a := bound + ?b`` (or ``index + ?b``), a
+        new unknown, as :meth:`_make_divisible` folds a divisibility into the size. The
+        axis is then longer than the bound, so the part past it is never empty
+        (`x[..., :h]` and `x[..., h:]` of one axis give it `2*h`)."""
+        if self._frozen():
+            return False
+        if second is not None:
+            target, value = self.resolved(second), self.resolved(first)
+        else:
+            expression = _expand(self.resolved(first))
+            found = [u for u in expression.free_symbols & self._unknowns.keys()
+                     if expression.coeff(u) == 1]
+            if len(found) != 1:
+                return False
+            target, value = found[0], _expand(found[0] - expression)
+        if target not in self._unknowns or target in value.free_symbols \
+                or self.positive(value + 1) is not Verdict.PROVED:
+            return False
+        self._bind(target, value + self.unknown())
         return True
 
     def _bind(self, sym: Dim, value: Dim) -> None:

@@ -44,6 +44,10 @@ SKETCHES = {
     "concat_heads": "O = concat([A, B], axis=-1) @ W\n",
     "reductions": "m = max(S, axis=-1, keepdims=true)\nP = exp(S - m) / sum(exp(S - m), axis=-1, keepdims=true)\n",
     "scalar_only": "y = relu(x) * 2\n",
+    "rotary_slices": "q1 = Q[..., :h]\nq2 = Q[..., h:]\n"
+                     "Qr = concat([q1 * c - q2 * s, q2 * c + q1 * s], axis=-1)\n"
+                     "O = softmax(Qr @ K.T / sqrt(d), axis=-1) @ V\n",
+    "slice_alone": "y = x[:, :h] @ W\n",
 }
 
 
@@ -135,6 +139,16 @@ def test_a_name_in_a_dim_position_is_a_dim_and_divisibility_is_part_of_the_shape
     assert program.tensors["W_Q"].value.text() == "[D, H*k]"  # as the issue writes it
     assert program.tensors["Q"].value.text() == "[H, N, k]"
     assert "H" in program.dims.dims and "H" not in program.tensors
+
+
+def test_a_slice_bound_is_part_of_the_shape() -> None:
+    # As with divisibility: the axis a slice cuts is longer than the bound, and the two
+    # halves of a rotary embedding make it twice the half.
+    program = check_text(SKETCHES["rotary_slices"])
+    assert program.ok, [d.message for d in program.diagnostics]
+    assert program.tensors["Q"].value.text().endswith("2*h]")
+    alone = check_text(SKETCHES["slice_alone"])
+    assert alone.ok and alone.tensors["x"].value.text() == "[N, h + k]"
 
 
 def test_operands_of_matmul_are_matrices_and_partners_share_the_shape() -> None:
