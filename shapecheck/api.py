@@ -9,7 +9,8 @@ from pathlib import Path
 from . import codes, nodes, suppress
 from .checker import Checker
 from .config import default_bindings
-from .diagnostics import FileResult, InferredNames, Span
+from .diagnostics import MAX_DIAGNOSTICS, FileResult, InferredNames, Span
+from .meaning import analyse
 from .parser import ParseResult, parse
 from .program import Inferred, Program
 from .symbolic import DimSystem
@@ -78,6 +79,7 @@ def check_parsed(text: str, parsed: ParseResult | None, bindings: dict[str, int]
 
             program = infer_undeclared(program, check_again, infer)
         program.infer = infer
+        _add_meaning(program)
         program.diagnostics = suppress.apply(
             program.diagnostics, text, (statement.span for statement in program.statements),
             frozenset(ignore))
@@ -85,6 +87,15 @@ def check_parsed(text: str, parsed: ParseResult | None, bindings: dict[str, int]
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _add_meaning(program: Program) -> None:
+    """The axis-meaning pass runs on every check; its diagnostics join the checker's."""
+    program.meaning = meaning = analyse(program)
+    room = MAX_DIAGNOSTICS - len(program.diagnostics)
+    if meaning.diagnostics and room > 0:
+        program.diagnostics = sorted(program.diagnostics + meaning.diagnostics[:room],
+                                     key=lambda d: (d.span.line, d.span.column))
 
 
 def check_bytes(data: bytes, bindings: dict[str, int] | None = None, *,

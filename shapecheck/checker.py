@@ -57,7 +57,6 @@ class Checker:
         self.sink = DiagnosticSink(limit=sys.maxsize) if complete else DiagnosticSink()
         self.names = _Names()
         self.program = Program(source=source, statements=[], dims=self.dims)
-        self._softmax_axis: dict[str, Any] = {}
         self._has_output_statement = False
         self._builder = DimBuilder(self.dims, self._resolve_dim, [])
         self._position = Span(1, 1, 1, 1)  # the statement being checked
@@ -333,9 +332,6 @@ class Checker:
             value = declared
         if self._claim(ident, "tensor"):
             self._add_tensor(ident, "defined", value, span)
-            softmax = self.program.calls.get(id(nodes.strip_parens(expr)))
-            if softmax is not None and softmax.builtin == "softmax":
-                self._softmax_axis[ident.name] = softmax.args["axis"]
 
     def _compare(self, ident: nodes.Ident, actual: Value, declared: Value,
                  annotation: nodes.Shape | None, where: str) -> bool:
@@ -474,7 +470,6 @@ class Checker:
             return UNKNOWN
         ctx = self._ctx(node, {"left": node.left, "right": node.right})
         if node.op == "@":
-            self._check_softmax_axis(node.left)
             for operand, value in ((node.left, left), (node.right, right)):
                 if value.is_bool:
                     self._warn_bool(operand, "`@`")
@@ -492,20 +487,6 @@ class Checker:
         if shape is None:
             return UNKNOWN
         return Value(shape, both_bool and node.op in _LOGICAL)
-
-    def _check_softmax_axis(self, left: nodes.Expr) -> None:
-        left = nodes.strip_parens(left)
-        axis = None
-        rank = self.program.type_of(left).rank
-        if isinstance(left, nodes.Name):
-            axis = self._softmax_axis.get(left.name)
-        else:
-            info = self.program.calls.get(id(left))
-            axis = info.args["axis"] if info is not None and info.builtin == "softmax" else None
-        if axis is None or rank < 2:
-            return
-        if axis_index(axis, rank) != rank - 1:
-            self.report(codes.SOFTMAX_AXIS.diag(left.span, name=f"`{self.text(left)}`", axis=axis))
 
     # --- calls ---------------------------------------------------------------------------------
 

@@ -118,6 +118,9 @@ class Program:
     # (`infer=` of api.check_text: None automatic, True / False forced).
     inferred: Inferred | None = None
     infer: bool | None = None
+    # What the axis-meaning pass found (a meaning.Meaning), set by api.check_parsed; the
+    # pass stands above this module, so the type is not imported here.
+    meaning: Any = None
 
     @property
     def ok(self) -> bool:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from enum import Enum
+from fractions import Fraction
 from typing import Any, NamedTuple, TypeAlias
 
 import sympy
@@ -344,6 +345,7 @@ class ConstraintUse:
     text: str
     span: Span
     eliminates: str | None = None
+    sides: tuple[Dim, str, Dim] | None = None  # left, op, right (replayed by without_bindings)
 
 
 @dataclass
@@ -398,6 +400,33 @@ class DimSystem:
     _basis: _Basis | TooComplex | None = None
     # Derived dims bound on the command line, checked against their definition.
     _derived_bindings: list[tuple[Dim, int]] = field(default_factory=list)
+    _unbound_view: DimSystem | None = None
+
+    def without_bindings(self) -> DimSystem:
+        """The same dims and constraints without the `--dim` bindings.
+
+        The meaning checks (a scale by the wrong size, axes matched across a
+        reshape) hold for every admissible size, as the spec is written: bindings
+        that happen to make two sizes equal must not hide a mistake. Fixed dims
+        (`dim T = 128`) and constraints are part of the spec and stay.
+        """
+        if not self.bindings:
+            return self
+        if self._unbound_view is None:
+            view = DimSystem()
+            for info in self.dims.values():
+                if info.kind == "free":
+                    view.declare_free(info.name, info.span)
+                elif info.kind == "fixed" and info.definition is not None:
+                    view.declare_fixed(info.name, int(info.definition), info.span)
+                elif info.definition is not None:
+                    view.declare_derived(info.name, info.definition, info.span)
+            for use in self.constraints:
+                if use.sides is not None:
+                    left, op, right = use.sides
+                    view.add_constraint(left, op, right, use.text, use.span)
+            self._unbound_view = view
+        return self._unbound_view
     # Every name the spec defines (tensors too): a dim a suggestion introduces avoids them.
     taken: frozenset[str] = frozenset()
     # The statement being checked (the checker sets it): inference notes where a size came from.
@@ -449,7 +478,7 @@ class DimSystem:
     # constraints
 
     def add_constraint(self, left: Dim, op: str, right: Dim, text: str, span: Span) -> ConstraintOutcome:
-        use = ConstraintUse(text, span)
+        use = ConstraintUse(text, span, sides=(left, op, right))
         self.constraints.append(use)
         if op != "==":
             return self._add_inequality(left, op, right)
@@ -778,6 +807,13 @@ class DimSystem:
             except (ValueError, sympy.polys.polyerrors.BasePolynomialError):
                 continue  # no longer a polynomial (a floor came in): not used
         return _Basis(gens, tuple(_groebner(converted, _Steps())))
+
+    def constant_ratio(self, left: Dim, right: Dim) -> Fraction | None:
+        """``left / right`` when it is a number for every admissible size (`3*d` / `d`)."""
+        def answer() -> Fraction | None:
+            ratio = sympy.cancel(self.canonical(left) / self.canonical(right))
+            return Fraction(int(ratio.p), int(ratio.q)) if ratio.is_Rational and ratio != 0 else None
+        return self._memo("ratio", left, right, answer) or None
 
     def positive(self, dim: Dim) -> Verdict:
         """Is the dim expression a positive integer under every admissible binding?"""
@@ -1182,6 +1218,30 @@ def _built_of_positives(dim: Dim) -> bool:
     if dim.is_Pow:
         return bool(dim.exp.is_Integer and dim.exp > 0) and _built_of_positives(dim.base)
     return False
+
+
+_MINUS_HALF = Fraction(-1, 2)
+
+
+def radicand(factors: Sequence[tuple[Dim, Fraction]]) -> tuple[Dim, Dim] | None:
+    """``X`` with ``prod(base ** exponent) == 1 / sqrt(X)``, as (numerator, denominator).
+
+    None when ``X`` would not be a ratio of products of the bases (a fourth root).
+    A scale `1 / sqrt(d)` is ``[(d, -1/2)]`` and gives ``(d, 1)``; `1 / d` gives ``(d**2, 1)``.
+    """
+    if len(factors) == 1 and factors[0][1] == _MINUS_HALF:
+        return factors[0][0], ONE  # the common `/ sqrt(d)`: no arithmetic
+    numerator: Dim = ONE
+    denominator: Dim = ONE
+    for base, exponent in factors:
+        power = -2 * exponent
+        if power.denominator != 1:
+            return None
+        if power > 0:
+            numerator *= base ** int(power)
+        elif power < 0:
+            denominator *= base ** int(-power)
+    return numerator, denominator
 
 
 def spaced(text: str) -> str:

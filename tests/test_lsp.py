@@ -87,7 +87,7 @@ async def test_diagnostics_on_open_and_after_an_incremental_edit(client: Languag
 @pytest.mark.asyncio(loop_scope="function")
 async def test_configuration_and_noqa_apply(client: LanguageClient, tmp_path):
     uri = (tmp_path / "b.attn").as_uri()
-    text = "dim N, d, unused\ninput Q: [N, d]\nP = softmax(Q @ Q.T, axis=col)\n" \
+    text = "dim N, d, unused\ninput Q: [N, d]\nP = softmax(Q @ Q.T / sqrt(d), axis=col)\n" \
            "output O = P @ Q  # noqa: SC402\nx = Q @ Q  # noqa: SC301\n"
     codes = sorted(d.code for d in await _open(client, uri, text))
     assert codes == ["SC301", "SC502"]  # SC401 ignored by pyproject.toml, SC402 by noqa
