@@ -196,7 +196,9 @@ def test_reasoning_self_check_and_index_form() -> None:
     scores = steps[20][0]
     assert plain(scores.text).startswith("Q [H, N, d] @ K.T [H, d, N]: inner d = d ✓ → [H, N, N]")
     assert plain(scores.index_form) == "index form: S[h,i,j] = (Σ_k Q[h,i,k]·K[h,j,k]) / sqrt(d)"
-    assert plain(steps[21][0].text).endswith("Σ_j P[h,i,j] = 1 for every h, i")
+    assert plain(steps[21][0].text).endswith(
+        "Σ_j P[h,i,j] = 1 for every h, i; the queries (N) are axis −2, the keys (N) axis −1; "
+        "softmax normalises over the keys, axis −1; P @ V sums over the same axis ✓")
     nhd = build_report(check_path(EXAMPLES / "multi_head_nhd.attn"), "nhd.attn")
     reshape = {r.line: r.steps for r in nhd.reasoning}[16][1]
     assert plain(reshape.text) == ("reshape X @ W_Q [N, D_model] → [N, H, d]: D_model·N = H·N·d "
@@ -613,3 +615,58 @@ def test_invisible_characters_are_shown_in_both_formats() -> None:
         assert shown in out or "\\<U+200B\\>" in out, fmt
         for char in INVISIBLE:
             assert f"U+{ord(char):04X}" in out, (fmt, hex(ord(char)))
+
+
+def test_every_template_is_used() -> None:
+    from shapecheck.report.templates import TEXT
+
+    sources = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "shapecheck" / "report").glob("*.py")
+                        if p.name != "templates.py")
+    dynamic = ("kind_", "op_", "what_")  # text(f"kind_{kind}"), the operation names, annotations
+    unused = [key for key in TEXT.english if f'"{key}"' not in sources and f"'{key}'" not in sources
+              and not key.startswith(dynamic)]
+    assert unused == []
+
+
+# --- the card reads the formula's axes from the axis-meaning analysis (issue 8 §4) ------------------
+
+
+def _checks(spec: str) -> dict[str, tuple[str, bool | None]]:
+    (card,) = build_report(check_text(spec), "a.attn").cards
+    found: dict[str, tuple[str, bool | None]] = {}
+    for check in card.checks:
+        found.setdefault(check.label, (plain(check.text), check.ok))
+    return found
+
+
+BASE = "dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
+
+
+def test_the_card_marks_the_axes_and_the_scale_from_the_analysis() -> None:
+    checks = _checks(BASE + "S = Q @ K.T / sqrt(N)\nP = softmax(S, axis=row)\nO = P.T @ V\noutput O\n")
+    axes, ok = checks["axes"]
+    assert ok is False and axes.startswith("softmax normalises axis −1 of its scores, but P.T @ V sums "
+                                           "over axis −2 of them") and "see SC402 on line 7" in axes
+    scale, ok = checks["scale"]
+    assert ok is False and scale == "/ sqrt(N) is 1/sqrt(N), but the scores sum over d ✗ see SC404 on line 5"
+
+
+def test_the_card_marks_a_transposed_mask_and_a_mask_after_the_softmax() -> None:
+    (card,) = build_report(check_text(
+        BASE + "input M: bool[N, N]\nS = where(causal_mask(N).T, Q @ K.T / sqrt(d), -inf)\n"
+        "P = softmax(S)\nPm = where(M, P, 0)\nO = Pm @ V\noutput O\n"), "m.attn").cards
+    masks = [(plain(c.text), c.ok) for c in card.checks if c.label == "mask"]
+    assert masks[0][1] is False and "transposed" in masks[0][0] and "SC407" in masks[0][0]
+    assert masks[1][1] is False and "after the softmax" in masks[1][0] and "SC406" in masks[1][0]
+    assert not card.ok
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.attn")), ids=lambda p: p.stem)
+def test_every_example_s_card_names_its_axes(path: Path) -> None:
+    report = build_report(check_path(path), "x.attn")
+    assert report.cards
+    for card in report.cards:
+        axes = next(c for c in card.checks if c.label == "axes")
+        assert axes.ok is True and "softmax normalises over the keys" in plain(axes.text)
+    softmax_steps = [plain(s.text) for r in report.reasoning for s in r.steps if plain(s.text).startswith("softmax(")]
+    assert softmax_steps and all("sums over the same axis ✓" in step for step in softmax_steps)

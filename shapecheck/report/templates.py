@@ -61,7 +61,6 @@ TEXT: Table = Table("report", "TEXT", {
     "intro_graph": "Inputs and params on the left, each statement in the column after "
     "everything it reads, outputs on the right; every edge carries the shape that flows "
     "along it.",
-    "no_problems": "No problems.",
     "link_picture": "in the picture",
     "link_card": "card {number}",
     "link_line": "line {line}",
@@ -132,7 +131,6 @@ TEXT: Table = Table("report", "TEXT", {
     "and": " and ",
     "see_problem": "see {code} on line {line}",
     # --- identity ------------------------------------------------------------------------
-    "identity_identical": "holds: both sides are {value}",
     "identity_proved": "holds {how}",
     "identity_bindings": "holds at the concrete sizes: {left} = {right}",
     "identity_violated": "violated at the concrete sizes: {left} ≠ {right}",
@@ -147,7 +145,6 @@ TEXT: Table = Table("report", "TEXT", {
     "card_title": "Attention {number}: {statement} (line {line})",
     "card_line": "Q/K/V: {qkv} · scores S = QKᵀ: {scores} · weights P = softmax(S): {weights} "
     "({axis}) · output O = PV: {output} · multi-head: {identity}",
-    "card_qkv_same": "{shape}",
     "card_qkv_differ": "Q {q}, K {k}, V {v}",
     "role_query": "Q: query",
     "role_key": "K: index (key)",
@@ -155,7 +152,6 @@ TEXT: Table = Table("report", "TEXT", {
     "role_scores": "S = QKᵀ: scores",
     "role_weights": "P = softmax(S): weights",
     "role_output": "O = PV: output",
-    "role_identity": "multi-head",
     "role_core": "cost of the core",
     "mean_query": "what each of the {queries} queries looks for: one {d}-vector per query",
     "mean_key": "what each of the {keys} keys is found by; its inner size {d} must equal the "
@@ -197,21 +193,29 @@ TEXT: Table = Table("report", "TEXT", {
     "follows fails: {statement}",
     "check_output_annotation": "{message}",
     "check_axes": "axes",
-    "check_axes_ok": "softmax normalises over the keys ({keys}), axis {axis}; {output} sums over "
-    "the same axis",
-    "check_axes_bad": "softmax normalises along {softmax_axis}, but {output} sums over axis {axis}, "
-    "the keys ({keys}): each query's weights do not sum to 1",
+    "check_axes_ok": "the queries ({queries}) are axis {query_axis}, the keys ({keys}) axis {axis}; "
+    "softmax normalises over the keys, axis {axis}; {output} sums over the same axis",
+    "check_axes_bad": "softmax normalises axis {normalised} of its scores, but {output} sums over "
+    "axis {summed} of them: each output row is a sum that is not a weighted average of the values",
+    "check_axes_bad_unknown": "{output} does not sum over the axis the softmax normalises",
     "check_axes_unknown": "the axes cannot be followed here",
+    "check_cannot_axes": "cannot be checked: the shapes are unknown",
     "check_scale": "scale",
     "check_scale_none": "none: the notes' one-line formula leaves it out; models usually divide "
     "by sqrt(d)",
     "check_scale_other": "{scale}: not of the form 1/sqrt(X), no opinion",
     "check_scale_ok": "{scale} is 1/sqrt({size}), and the scores sum over {d}",
     "check_scale_bad": "{scale} is 1/sqrt({size}), but the scores sum over {d}",
+    "check_scale_inverted": "{scale} multiplies by sqrt({d}) where the notes divide by it",
+    "scale_on": " (on {operand}, before the product)",
     "check_mask": "mask",
-    "check_scale_unknown": "{scale} is 1/sqrt({size}); the width the scores sum over is unknown",
     "check_mask_ok": "{mask}, applied to the scores before the softmax",
     "check_mask_bad": "{mask}",
+    "check_mask_causal": "{mask}: query i sees the keys j ≤ i",
+    "check_mask_transposed": "{mask}: transposed, each query sees the keys after it, not before",
+    "check_mask_after": "{mask} is applied after the softmax: the weights no longer sum to 1",
+    "check_weights": "weights",
+    "check_changed": "{change} changes the weights after the softmax: they no longer sum to 1",
     "by_row": "by row",
     "by_axis": "by {axis}",
     # --- cost ----------------------------------------------------------------------------
