@@ -43,7 +43,7 @@ from . import codes, nodes, symbolic
 from .builtins import BUILTINS, AxisKind, axis_index
 from .diagnostics import Diagnostic, Note, Span
 from .einsum import SubscriptError, parse_subscripts
-from .program import Program, Value
+from .program import NewAxis, Program, Take, Value
 from .symbolic import Dim, DimSystem, Verdict, to_text
 
 # A fill at or below this blocks a key after the softmax (`-1e9`, `-1e4`, `-inf`);
@@ -548,6 +548,32 @@ class _Analysis:
             return _UNKNOWN
         return operand.moved(axes[:-2] + (axes[-1], axes[-2]))
 
+    def _subscript(self, node: nodes.Subscript, value: Value) -> _Info:
+        """`x[...]` (the checker's plan of it): an axis taken whole keeps its identity, a
+        new axis (`None`) is new, a part of an axis is a new, opaque axis (a window of the
+        keys is not the keys). x's facts go on only when no axis is cut or dropped
+        (`P[None]` is still normalised); otherwise the pass stays silent about it."""
+        operand = self.value(node.operand)
+        plan = self.program.subscripts.get(id(node))
+        if operand.axes is None or plan is None or value.shape is None:
+            return _UNKNOWN
+        sizes = iter(value.shape)
+        axes: list[Axis] = []
+        whole = True
+        for entry in plan.entries:
+            if isinstance(entry, Take):
+                whole = False
+                continue
+            size = next(sizes)
+            if isinstance(entry, NewAxis):
+                axes.append(Axis(size, node))
+            elif entry.start is None and entry.stop is None and entry.step == 1:
+                axes.append(operand.axes[entry.axis])
+            else:
+                axes.append(Axis(size, node, opaque=True))
+                whole = False
+        return operand.moved(tuple(axes)) if whole else _Info(tuple(axes))
+
     def _visit_children(self, node: nodes.Expr) -> None:
         """Unknown or scalar values: still look inside (an `@` in an argument has meaning)."""
         for child in _children(node):
@@ -870,27 +896,32 @@ class _Analysis:
 
     def _reshape(self, node: nodes.Call, x_node: nodes.Expr, x: _Info, target: tuple[Dim, ...]) -> _Info:
         """Axes matched by size from either end keep their identity (C order keeps the
-        first and the last indices when those sizes agree); the rest are new."""
+        first and the last indices when those sizes agree); the rest are new. Axes of size
+        1 move nothing, so they are set aside first (`[1, N] -> [N, 1]` keeps `N`)."""
         source = x.axes
         assert source is not None
+        one = symbolic.is_literal_one
+        sized = [axis for axis in source if not one(axis.size)]
+        places = [i for i, size in enumerate(target) if not one(size)]
         equal = self.system.equal
         front = 0
-        while front < min(len(source), len(target)) and equal(source[front].size, target[front]):
+        while front < min(len(sized), len(places)) and equal(sized[front].size, target[places[front]]):
             front += 1
         back = 0
-        while back < min(len(source), len(target)) - front and \
-                equal(source[-1 - back].size, target[-1 - back]):
+        while back < min(len(sized), len(places)) - front and \
+                equal(sized[-1 - back].size, target[places[-1 - back]]):
             back += 1
-        middle_source = source[front: len(source) - back]
-        middle_target = target[front: len(target) - back]
-        if len(middle_source) > 1 and len(middle_target) > 1:
-            self._check_mixing(node, x_node, middle_source, middle_target)
-        opaque = len(middle_source) > 1 and len(middle_target) > 1
-        middle = tuple(Axis(size, node, opaque=opaque) for size in middle_target)
-        axes = source[:front] + middle + source[len(source) - back:]
-        kept = x.norm is not None and x.norm.axis in axes
+        middle_source = sized[front: len(sized) - back]
+        middle_places = places[front: len(places) - back]
+        mixed = len(middle_source) > 1 and len(middle_places) > 1
+        if mixed:
+            self._check_mixing(node, x_node, middle_source, [target[i] for i in middle_places])
+        matched = dict(zip(places[:front], sized[:front]))
+        matched.update(zip(places[len(places) - back:], sized[len(sized) - back:]))
+        axes = tuple(matched.get(i) or Axis(size, node, opaque=mixed and i in middle_places)
+                     for i, size in enumerate(target))
         info = x.moved(axes)
-        if not kept:
+        if x.norm is not None and x.norm.axis not in axes:
             info.norm = None
         return info
 
@@ -914,9 +945,13 @@ class _Analysis:
         first = tensors[0][1].axes
         if not first:
             return _UNKNOWN
-        where = axis_index(args.get(axis_param or "", 0), len(first))
         axes = list(first)
-        axes[where] = Axis(value.shape[where], node)
+        if len(value.shape) == len(first) + 1:  # `stack`: a new axis between the others
+            where = axis_index(args.get(axis_param or "", 0), len(first) + 1)
+            axes.insert(where, Axis(value.shape[where], node))
+        else:  # `concat`: the joined axis is new, the others aligned
+            where = axis_index(args.get(axis_param or "", 0), len(first))
+            axes[where] = Axis(value.shape[where], node)
         # Parts scaled alike keep their scale (a rotary part concatenated to the rest).
         scales = {tuple(id(f.node) for f in i.scale) for _, i in tensors}
         scale = tensors[0][1].scale if len(scales) == 1 else ()
@@ -954,11 +989,14 @@ class _Analysis:
         if x.axes and y.axes:
             return _Info(axes)  # two tensors: a choice, not a mask
         keeps = bool(x.axes)
-        target, fill_node = (x, y_node) if keeps else (y, x_node)
+        target, fill_node, mapping = (x, y_node, mappings[1]) if keeps else (y, x_node, mappings[2])
         applied = self._applied(node, c_node, cond, mappings[0], keeps, self._number(fill_node),
                                 additive=False)
         if target.norm is not None:
-            if self._remasks(target.norm, c_node):
+            normalised = mapping.get(id(target.norm.axis))
+            if self._remasks(target.norm, c_node) or normalised not in applied.aligned:
+                # The same mask again, or one constant along the normalised axis: it
+                # zeroes whole rows (padded queries), no row's weights change.
                 return target.moved(axes)
             return _Info(axes, norm=target.norm.changed_by(node, applied))
         return target.shifted(axes, None, (applied,))
@@ -1546,6 +1584,8 @@ def _children(node: nodes.Expr) -> Iterable[nodes.Expr]:
             tuple(k.value for k in node.keywords)
     if isinstance(node, nodes.ListExpr):
         return node.items
+    if isinstance(node, nodes.Subscript):
+        return (node.operand,)  # the entries are dims, not values
     return ()
 
 
@@ -1561,6 +1601,7 @@ def _line_starts(source: str) -> list[int]:
 _HANDLERS: dict[type, Any] = {
     nodes.BinOp: _Analysis._binop, nodes.Unary: _Analysis._unary,
     nodes.Transpose: _Analysis._transpose, nodes.Call: _Analysis._call,
+    nodes.Subscript: _Analysis._subscript,
 }
 
 __all__ = ["Attention", "Axis", "Bias", "Mask", "Meaning", "Role", "Scale", "ScaleFactor", "analyse"]

@@ -30,7 +30,7 @@ import numpy as np
 from .. import nodes
 from ..builtins import axis_index
 from ..einsum import parse_subscripts
-from ..program import CallInfo, Program, Value
+from ..program import CallInfo, NewAxis, Program, Range, Take, Value
 from .errors import CheckerBug, InputError, bindings_text, message
 
 Thunk = Callable[["Frame"], Any]
@@ -46,7 +46,19 @@ class Frame:
     values: dict[str, Any]
     check_invariants: bool = False
     warnings: list[str] = field(default_factory=list)
-    checks: dict[str, str] = field(default_factory=dict)  # one line per softmax checked
+    checks: dict[str, str] = field(default_factory=dict)  # one line per invariant checked
+
+
+@dataclass(frozen=True, slots=True)
+class WeightsCheck:
+    """The weights a contraction consumes (an attention of ``Program.meaning``): they
+    must sum to 1 along the axes it sums over. A violation is the spec's doing (a mask
+    after the softmax, a softmax over the wrong axis), so it is a warning, not a bug."""
+
+    weights: str  # the operand as written (`P.T`)
+    contraction: str  # `P.T @ V`
+    line: int
+    axes: tuple[int, ...]  # of the weights, non-negative
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +170,7 @@ class _PlanBuilder:
         self.owners: set[str] = set()  # defined tensors whose buffer no other name shares
         self.contiguous: dict[str, bool] = {}  # defined tensor -> surely C-contiguous
         self.aliases: dict[str, set[str]] = {}  # defined tensor -> names it may share memory with
+        self.weights = _weights_checks(program)  # id(weights operand) -> its check
 
     def _usage(self) -> _Usage:
         usage = _Usage()
@@ -272,21 +285,8 @@ def _names(expr: nodes.Expr) -> Iterator[str]:
     """Every name read by an expression (keyword and list arguments included)."""
     if isinstance(expr, nodes.Name):
         yield expr.name
-    elif isinstance(expr, nodes.BinOp):
-        yield from _names(expr.left)
-        yield from _names(expr.right)
-    elif isinstance(expr, (nodes.Unary, nodes.Transpose)):
-        yield from _names(expr.operand)
-    elif isinstance(expr, nodes.Paren):
-        yield from _names(expr.inner)
-    elif isinstance(expr, nodes.ListExpr):
-        for item in expr.items:
-            yield from _names(item)
-    elif isinstance(expr, nodes.Call):
-        for arg in expr.args:
-            yield from _names(arg)
-        for keyword in expr.keywords:
-            yield from _names(keyword.value)
+    for child in nodes.children(expr):
+        yield from _names(child)
 
 
 # --- compiling expressions: one function per node kind --------------------------------------
@@ -311,7 +311,14 @@ class _ExprCompiler:
         handler = _NODE_COMPILERS.get(type(node))
         if handler is None:
             raise CheckerBug(message("bug_not_value", kind=type(node).__name__, line=node.span.line))
-        return handler(self, node)
+        compiled = handler(self, node)
+        check = self.plan.weights.get(id(node))
+        if check is not None:
+            # the check's float64 sums and deviations, and which sums are NaN
+            self.reduced(node, check.axes[0], count=2, itemsize=8)
+            self.reduced(node, check.axes[0], itemsize=1)
+            compiled = _checked_weights(compiled, check, SOFTMAX_TOLERANCE.get(self.dtype, 1e-4))
+        return compiled
 
     # helpers for node and builtin compilers
 
@@ -435,6 +442,9 @@ def _compile_paren(c: _ExprCompiler, node: nodes.Paren) -> Compiled:
 
 
 def _compile_unary(c: _ExprCompiler, node: nodes.Unary) -> Compiled:
+    if node.op == "~":  # on bool (the checker made sure)
+        return c.elementwise(node, c.compile(node.operand),
+                             lambda x, out: np.logical_not(x, out=out))
     operand = c.numeric(node.operand)
     if node.op == "+":
         return operand
@@ -445,9 +455,16 @@ _UFUNCS: dict[str, np.ufunc] = {
     "+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
     "//": np.floor_divide, "**": np.power,
 }
+# Comparisons and logic: bool results.
+_BOOL_UFUNCS: dict[str, np.ufunc] = {
+    "==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
+    ">": np.greater, ">=": np.greater_equal, "&": np.logical_and, "|": np.logical_or,
+}
 
 
 def _compile_binop(c: _ExprCompiler, node: nodes.BinOp) -> Compiled:
+    if node.op in _BOOL_UFUNCS:
+        return _compile_bool_binop(c, node)
     left, right = c.numeric(node.left), c.numeric(node.right)
     lrun, rrun = left.run, right.run
     if node.op == "@":
@@ -476,6 +493,23 @@ def _compile_binop(c: _ExprCompiler, node: nodes.BinOp) -> Compiled:
                            contiguous=both), left, right)
 
 
+def _compile_bool_binop(c: _ExprCompiler, node: nodes.BinOp) -> Compiled:
+    """A comparison or `&` / `|`. Bool operands are compared as bool only when both
+    are (`M == M2`, `M & M2`); otherwise as numbers (SC403), as the checker typed them."""
+    both_bool = c.value_of(node.left).is_bool and c.value_of(node.right).is_bool
+    operand = c.compile if both_bool else c.numeric
+    left, right = operand(node.left), operand(node.right)
+    lrun, rrun, ufunc = left.run, right.run, _BOOL_UFUNCS[node.op]
+    shape = c.shape_of(node)
+    if shape and both_bool and left.fresh and c.shape_of(node.left) == shape:
+        return Compiled(lambda frame: _binary_into_left(ufunc, lrun(frame), rrun(frame)), fresh=True,
+                        contiguous=left.contiguous)
+    if shape:
+        c.allocates(node)
+    return c.fold(Compiled(lambda frame: ufunc(lrun(frame), rrun(frame)), fresh=True,
+                           contiguous=left.contiguous and right.contiguous), left, right)
+
+
 def _binary_into_left(ufunc: np.ufunc, left: Any, right: Any) -> Any:
     return ufunc(left, right, out=left)
 
@@ -488,6 +522,32 @@ def _compile_transpose(c: _ExprCompiler, node: nodes.Transpose) -> Compiled:
     operand = c.compile(node.operand)
     run = operand.run
     return Compiled(lambda frame: np.swapaxes(run(frame), -1, -2), fresh=operand.fresh)
+
+
+def _compile_subscript(c: _ExprCompiler, node: nodes.Subscript) -> Compiled:
+    """`x[...]` as NumPy basic indexing, with the bounds the checker normalised: a
+    view of a named tensor (no copy); of a temporary, a copy, so that the temporary is
+    freed rather than kept alive by a small view of it (the estimate counts the copy)."""
+    plan = c.program.subscripts.get(id(node))
+    if plan is None:
+        raise CheckerBug(message("bug_unresolved_call", name="[...]", line=node.span.line))
+    key = tuple(_index_key(c, entry) for entry in plan.entries)
+    operand = c.compile(node.operand)
+    run = operand.run
+    if operand.fresh:
+        c.allocates(node)
+        return Compiled(lambda frame: np.array(run(frame)[key]), fresh=True, contiguous=True)
+    return c.fold(Compiled(lambda frame: run(frame)[key]), operand)
+
+
+def _index_key(c: _ExprCompiler, entry: Take | Range | NewAxis) -> Any:
+    if isinstance(entry, Take):
+        return c.dim(entry.index)
+    if isinstance(entry, Range):
+        start = None if entry.start is None else c.dim(entry.start)
+        stop = None if entry.stop is None else c.dim(entry.stop)
+        return slice(start, stop, c.dim(entry.step))
+    return None  # np.newaxis
 
 
 def _compile_call(c: _ExprCompiler, node: nodes.Call) -> Compiled:
@@ -511,6 +571,7 @@ _NODE_COMPILERS: dict[type, Callable[[_ExprCompiler, Any], Compiled]] = {
     nodes.BinOp: _compile_binop,
     nodes.Transpose: _compile_transpose,
     nodes.Call: _compile_call,
+    nodes.Subscript: _compile_subscript,
 }
 
 
@@ -581,16 +642,18 @@ def _relu(call: _Call) -> Compiled:
     return call.elementwise(lambda x, out: np.maximum(x, zero, out=out))
 
 
-def _sigmoid(call: _Call) -> Compiled:
-    zero = call.c.scalar(0)
-
+def _sigmoid_apply(zero: Any) -> Callable[[Any, Any], Any]:
     def apply(x: Any, out: Any) -> Any:  # exp(-log(1 + exp(-x))): no overflow either way
         t = np.negative(x, out=out)
         t = np.logaddexp(zero, t, out=_owned(t))
         t = np.negative(t, out=_owned(t))
         return np.exp(t, out=_owned(t))
 
-    return call.elementwise(apply)
+    return apply
+
+
+def _sigmoid(call: _Call) -> Compiled:
+    return call.elementwise(_sigmoid_apply(call.c.scalar(0)))
 
 
 def _gelu(call: _Call) -> Compiled:
@@ -631,6 +694,51 @@ def _blockwise(block: Callable[[Any, Any], None], x: Any, out: Any) -> Any:
         for x_block, out_block in blocks:
             block(x_block, out_block)
     return out
+
+
+def _silu(call: _Call) -> Compiled:
+    sigmoid = _sigmoid_apply(call.c.scalar(0))
+
+    def block(x: Any, out: Any) -> None:  # x * sigmoid(x)
+        np.multiply(x, sigmoid(x, None), out=out)
+
+    _blockwise_temporaries(call)
+    return call.elementwise(lambda x, out: _blockwise(block, x, out))
+
+
+def _softplus(call: _Call) -> Compiled:
+    zero = call.c.scalar(0)
+    return call.elementwise(lambda x, out: np.logaddexp(zero, x, out=out))  # log(1 + e^x), stable
+
+
+def _elu(call: _Call) -> Compiled:
+    alpha, zero = call.c.scalar(call.arg("alpha")), call.c.scalar(0)
+
+    def block(x: Any, out: Any) -> None:  # x where x > 0, alpha * (e^x - 1) elsewhere
+        negative = np.expm1(np.minimum(x, zero))  # of min(x, 0): no overflow
+        negative *= alpha
+        np.copyto(out, np.where(x > zero, x, negative))
+
+    _blockwise_temporaries(call)
+    return call.elementwise(lambda x, out: _blockwise(block, x, out))
+
+
+def _erf(call: _Call) -> Compiled:
+    def block(x: Any, out: Any) -> None:
+        np.copyto(out, erf(x))
+
+    _blockwise_temporaries(call)
+    return call.elementwise(lambda x, out: _blockwise(block, x, out))
+
+
+def _rsqrt(call: _Call) -> Compiled:
+    one = call.c.scalar(1)
+
+    def apply(x: Any, out: Any) -> Any:
+        root = np.sqrt(x, out=out)
+        return np.true_divide(one, root, out=_owned(root))
+
+    return call.elementwise(apply)
 
 
 def _softmax(call: _Call) -> Compiled:
@@ -679,6 +787,68 @@ def _check_softmax(frame: Frame, out: Any, axis: int, name: str, line: int, what
     key = "check_softmax" if valid.all() else "check_softmax_nan"
     frame.checks[f"{name}:{line}:{axis}"] = message(key, name=name, line=line, what=what,
                                                      axis=axis, error=error)
+
+
+def _weights_checks(program: Program) -> dict[int, WeightsCheck]:
+    """The weights operand of every attention the meaning pass found, by node."""
+    meaning = program.meaning
+    if meaning is None:
+        return {}
+    text = _SourceText(program.source)
+    checks = {}
+    for attention in meaning.patterns:
+        if attention.summed_axes:
+            checks[id(attention.weights)] = WeightsCheck(
+                text(attention.weights), text(attention.output), attention.output.span.line,
+                attention.summed_axes)
+    return checks
+
+
+class _SourceText:
+    """A node's source text on one line (for the names in run's messages)."""
+
+    def __init__(self, source: str) -> None:
+        self.lines = source.splitlines()
+
+    def __call__(self, node: nodes.Expr) -> str:
+        span = node.span
+        parts = [self.lines[number - 1] if number - 1 < len(self.lines) else ""
+                 for number in range(span.line, span.end_line + 1)]
+        parts[-1] = parts[-1][: span.end_column - 1]
+        parts[0] = parts[0][span.column - 1:]
+        return " ".join(" ".join(parts).split())
+
+
+def _checked_weights(compiled: Compiled, check: WeightsCheck, tolerance: float) -> Compiled:
+    run = compiled.run
+
+    def weights(frame: Frame) -> Any:
+        value = run(frame)
+        if frame.check_invariants:
+            _check_weights(frame, value, check, tolerance)
+        return value
+
+    return Compiled(weights, fresh=compiled.fresh, const=False, contiguous=compiled.contiguous)
+
+
+def _check_weights(frame: Frame, value: Any, check: WeightsCheck, tolerance: float) -> None:
+    totals = np.sum(value, axis=check.axes, dtype=np.float64)
+    # A fully masked row is NaN (warned about already); a row zeroed whole (a padded
+    # query, `where(pad_q, P, 0)`) gives no weight to anything: neither is a mistake.
+    valid = ~np.isnan(totals) & (totals != 0)
+    deviation = np.abs(totals[valid] - 1.0)
+    error = float(np.max(deviation)) if deviation.size else 0.0
+    fields = dict(weights=check.weights, contraction=check.contraction, line=check.line,
+                  axes=", ".join(map(str, check.axes)))
+    key = f"weights:{check.line}:{check.contraction}"
+    if error > tolerance:
+        worst = float(totals[valid].ravel()[int(np.argmax(deviation))])
+        bad = int(np.count_nonzero(deviation > tolerance))
+        frame.warnings.append(message("weights_sum", total=worst, count=bad, **fields))
+        frame.checks.pop(key, None)
+    elif key not in frame.checks or "NaN" not in frame.checks[key]:
+        frame.checks[key] = message("check_weights" if valid.all() else "check_weights_nan",
+                                    error=error, **fields)
 
 
 def _transpose(call: _Call) -> Compiled:
@@ -795,9 +965,45 @@ def _copy_where(target: Any, source: Any, condition: Any, where: bool) -> Any:
 
 
 def _causal_mask(call: _Call) -> Compiled:
-    n = call.dim("n")
+    queries = call.dim("n")
+    keys = call.dim("n_k") if call.arg("n_k") is not None else queries
+    # Aligned bottom right: query i sees key j <= i + keys - queries, as
+    # np.tril(ones, k=keys - queries); with a window W, not j <= i + offset - W.
+    offset = keys - queries
+    window = call.dim("window") if call.arg("window") is not None else None
     call.allocates()
-    return Compiled(lambda frame: np.tri(n, n, dtype=bool), fresh=True,  # j <= i, as np.tril
+
+    def mask(frame: Frame) -> Any:
+        visible = np.tri(queries, keys, k=offset, dtype=bool)
+        if window is not None:
+            visible &= ~np.tri(queries, keys, k=offset - window, dtype=bool)
+        return visible
+
+    return Compiled(mask, fresh=True, contiguous=True)
+
+
+def _triangle(keep: Callable[..., Any]) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        x = call.tensor()
+        run, k = x.run, call.dim("k")
+        call.allocates()
+        return call.c.fold(Compiled(lambda frame: keep(run(frame), k=k), fresh=True,
+                                    contiguous=True), x)
+
+    return implementation
+
+
+def _arange(call: _Call) -> Compiled:
+    n, dtype = call.dim("n"), call.c.dtype
+    call.allocates()
+    return Compiled(lambda frame: np.arange(n, dtype=dtype), fresh=True, contiguous=True)
+
+
+def _stack(call: _Call) -> Compiled:
+    parts = [p.run for p in call.tensors("tensors")]
+    axis = axis_index(call.arg("axis"), call.rank("tensors") + 1)
+    call.allocates()
+    return Compiled(lambda frame: np.stack([p(frame) for p in parts], axis=axis), fresh=True,
                     contiguous=True)
 
 
@@ -949,6 +1155,10 @@ BUILTINS: dict[str, Implementation] = {
     "rmsnorm": _normalise(rms=True),
     "where": _where,
     "causal_mask": _causal_mask,
+    "tril": _triangle(np.tril),
+    "triu": _triangle(np.triu),
+    "arange": _arange,
+    "stack": _stack,
     "ones": _constant_fill(np.ones),
     "zeros": _constant_fill(np.zeros),
     "einsum": _einsum,
@@ -961,6 +1171,14 @@ BUILTINS: dict[str, Implementation] = {
     "sigmoid": _sigmoid,
     "relu": _relu,
     "gelu": _gelu,
+    "cos": _ufunc_row(np.cos),
+    "sin": _ufunc_row(np.sin),
+    "square": _ufunc_row(np.square),
+    "rsqrt": _rsqrt,
+    "silu": _silu,
+    "softplus": _softplus,
+    "elu": _elu,
+    "erf": _erf,
     "sum": _reduction(np.sum),
     "mean": _reduction(np.mean),
     "max": _reduction(np.max),
