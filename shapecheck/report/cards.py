@@ -344,7 +344,7 @@ def _card(spec: Spec, p: Pattern, number: int) -> Card:
         steps.row("role_output", _named(spec, p.output, p.statement), p.output, output_meaning),
     ]
     checks = [steps.inner(axes), steps.output(axes), steps.axes(axes, softmax_axis),
-              steps.scale()] + steps.masks() + steps.changes()
+              steps.scale(axes)] + steps.masks() + steps.changes()
     identity, identity_ok, identity_math = _identity(spec, p, axes)
     flops = [operation_cost(spec, n) if n is not None else None for n in (p.scores, p.output)]
     core = None if any(c is None or c[1] is None for c in flops) else flops[0][1] + flops[1][1]  # type: ignore[index,operator]
@@ -539,8 +539,10 @@ class _Steps:
             "check_axes_bad", output=fields["output"], normalised=math(_negative(a.softmax_axis, rank)),
             summed=math(_negative(summed, rank)))), " ", mark(False), " ", self.warning(("SC402",))), False)
 
-    def scale(self) -> Check:
-        """The scores are scaled by 1/sqrt(d), d the width they sum over (the analysis' verdict)."""
+    def scale(self, axes: Axes) -> Check:
+        """The scores are scaled by 1/sqrt(d), d the width they sum over (the analysis' verdict),
+        named as the card names Q's feature axis when they are the same size (`d`, not the
+        `2*h` of its definition)."""
         spec, label, a = self.spec, text("check_scale"), self.p.attention
         if a is None or a.scale is None:
             return Check(label, rich("check_cannot_axes") if a is None else rich("check_unknown"), None)
@@ -550,8 +552,11 @@ class _Steps:
         written = " ".join(("/ " if f.divides else "* ") + spec.text(f.node)
                            + (text("scale_on", operand=spec.text(f.operand)) if f.operand is not None else "")
                            for f in scale.factors)
+        width = scale.expected
+        if width is not None and axes.d is not None and spec.program.dims.equal(axes.d, width):
+            width = axes.d
         fields = dict(scale=code(written), size=math(to_text(scale.radicand)) if scale.radicand is not None
-                      else "?", d=_dim(scale.expected))
+                      else "?", d=_dim(width))
         if scale.verdict == "ok":
             return Check(label, join(list(rich("check_scale_ok", **fields)), " ", mark(True)), True)
         if scale.verdict == "wrong":
@@ -577,7 +582,10 @@ class _Steps:
                 out.append(Check(label, join(list(rich("check_mask_after", **fields)), " ", mark(False), " ",
                                              self.warning(("SC406",))), False))
             elif mask.alignment == "aligned":
-                out.append(Check(label, join(list(rich("check_mask_causal", **fields)), " ", mark(True)), True))
+                keys = _visible_keys(spec, mask.condition.node)
+                said = rich("check_mask_causal", **fields, keys=math(keys)) if keys is not None \
+                    else rich("check_mask_aligned", **fields)
+                out.append(Check(label, join(list(said), " ", mark(True)), True))
             elif mask.alignment == "transposed":
                 out.append(Check(label, join(list(rich("check_mask_transposed", **fields)), " ", mark(False),
                                              " ", self.warning(("SC407",))), False))
@@ -619,6 +627,26 @@ class _Steps:
         found.extend(self.extra)
         found.extend(d.span for d in self.causes)
         return tuple(dict.fromkeys(found))
+
+
+def _visible_keys(spec: Spec, condition: nodes.Expr) -> str | None:
+    """The keys query i sees under a `causal_mask(n, n_k, window)` condition, as its
+    arguments make them (`j ≤ i`, `j ≤ i + T_past` for a cache, `i - W < j ≤ i` for a
+    window); None when the condition is not that call itself (a combination of masks)."""
+    call = spec.definition(condition)
+    info = spec.program.calls.get(id(call))
+    if info is None or info.builtin != "causal_mask":
+        return None
+    dims = spec.program.dims
+    offset = dims.simplest(info.args["n_k"] - info.args["n"]) if info.args.get("n_k") is not None else 0
+
+    def shifted(by: Dim | int) -> str:
+        written = to_text(by) if by != 0 else ""
+        return "i" if not written else f"i - {written[1:]}" if written.startswith("-") else f"i + {written}"
+
+    seen = f"j ≤ {shifted(offset)}"
+    window = info.args.get("window")
+    return seen if window is None else f"{shifted(dims.simplest(offset - window))} < {seen}"
 
 
 def _negative(index: int, rank: int) -> str:

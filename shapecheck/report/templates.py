@@ -49,10 +49,12 @@ TEXT: Table = Table("report", "TEXT", {
     "because of the errors above: its card is left out.",
     "intro_cost": "Floating-point operations per statement and the bytes of each result, "
     "as expressions in the spec's dims{evaluated}. Conventions: a matmul [a, b] @ [b, c] costs "
-    "2·a·b·c (batch axes multiply); elementwise operations and functions 1 per element; "
-    "softmax 5 per element (max, subtract, exp, sum, divide); layernorm 5 and rmsnorm 3 per "
-    "element; a reduction 1 per input element; einsum 2 per term of its sum; reshapes, "
-    "transposes, masks and constants 0; operations on scalars are not counted.",
+    "2·a·b·c (batch axes multiply); elementwise operations and functions (comparisons and "
+    "& | ~ included) 1 per element; softmax 5 per element (max, subtract, exp, sum, divide); "
+    "layernorm 5 and rmsnorm 3 per element; a reduction 1 per input element; einsum 2 per "
+    "term of its sum; data movement (reshapes, transposes, heads, repeat, concat, stack, "
+    "indexing and slicing, where, masks, tril/triu, arange) and constants 0; operations on "
+    "scalars are not counted.",
     "intro_cost_evaluated": ", evaluated at the concrete sizes",
     "intro_reasoning": "Don't memorise, reason: for each `@`, the notes' 30-second self-check "
     "(the operand shapes, the inner dimensions that must agree and why they do, the index "
@@ -211,7 +213,8 @@ TEXT: Table = Table("report", "TEXT", {
     "check_mask": "mask",
     "check_mask_ok": "{mask}, applied to the scores before the softmax",
     "check_mask_bad": "{mask}",
-    "check_mask_causal": "{mask}: query i sees the keys j ≤ i",
+    "check_mask_causal": "{mask}: query i sees the keys {keys}",
+    "check_mask_aligned": "{mask}: causal, each query sees the keys up to its own position",
     "check_mask_transposed": "{mask}: transposed, each query sees the keys after it, not before",
     "check_mask_after": "{mask} is applied after the softmax: the weights no longer sum to 1",
     "check_weights": "weights",

@@ -35,10 +35,11 @@ TEXT = {
     "no_cards": "这个 spec 中没有找到注意力模式 (`softmax(…) @ values`)。",
     "unfilled_cards": "第 {lines} 行的注意力模式因为上面的错误形状未知: 它的卡片略去了。",
     "intro_cost": "每条语句的浮点运算次数和每个结果的字节数, 写成 spec 维度的表达式{evaluated}。"
-    "约定: 矩阵乘 [a, b] @ [b, c] 计 2·a·b·c (批轴相乘); 逐元素运算和函数每个元素 1 次; "
-    "softmax 每个元素 5 次 (max、减、exp、求和、除); layernorm 每个元素 5 次, rmsnorm 3 次; "
-    "归约每个输入元素 1 次; einsum 其求和的每一项 2 次; reshape、转置、掩码和常量 0 次; "
-    "标量上的运算不计。",
+    "约定: 矩阵乘 [a, b] @ [b, c] 计 2·a·b·c (批轴相乘); 逐元素运算和函数 (包括比较和 "
+    "& | ~) 每个元素 1 次; softmax 每个元素 5 次 (max、减、exp、求和、除); layernorm 每个元素 "
+    "5 次, rmsnorm 3 次; 归约每个输入元素 1 次; einsum 其求和的每一项 2 次; 数据搬运 (reshape、"
+    "转置、拆分与合并多头、repeat、concat、stack、下标与切片、where、掩码、tril/triu、arange) "
+    "和常量 0 次; 标量上的运算不计。",
     "intro_cost_evaluated": ", 并在具体尺寸下求值",
     "intro_reasoning": "不靠记忆, 靠推理: 对每个 `@`, 做笔记的 30 秒自检 (操作数的形状、必须一致的"
     "\"内维\"及其为何一致、下标版); 对每个 softmax, 给出轴和哪些和为 1; 对每个 reshape, "
@@ -190,7 +191,8 @@ TEXT = {
     "check_mask": "掩码",
     "check_mask_ok": "{mask}, 在 softmax 之前作用于分数",
     "check_mask_bad": "{mask}",
-    "check_mask_causal": "{mask}: query i 只看 key j ≤ i",
+    "check_mask_causal": "{mask}: query i 只看 key {keys}",
+    "check_mask_aligned": "{mask}: 因果掩码, 每个 query 只看到自己位置为止的 key",
     "check_mask_transposed": "{mask}: 被转置了, 每个 query 看的是它之后的 key, 而不是之前的",
     "check_mask_after": "{mask} 在 softmax 之后施加: 权重之和不再为 1",
     "check_weights": "权重",
