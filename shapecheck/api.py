@@ -10,6 +10,7 @@ from . import codes, fileio, nodes, suppress
 from .checker import Checker
 from .config import default_bindings
 from .diagnostics import MAX_DIAGNOSTICS, FileResult, InferredNames, Span
+from .incremental import Memo
 from .meaning import analyse
 from .options import check_bindings
 from .parser import ParseResult, parse
@@ -47,10 +48,12 @@ def check_text(text: str, bindings: dict[str, int] | None = None, *,
 def check_parsed(text: str, parsed: ParseResult | None, bindings: dict[str, int] | None = None,
                  *, warn_unknown_bindings: bool = True, ignore: Collection[str] = (),
                  defaults: Mapping[str, int] | None = None,
-                 infer: bool | None = None) -> Program:
+                 infer: bool | None = None, memo: Memo | None = None) -> Program:
     """:func:`check_text` on a parse the caller already has (``None``: parse ``text``).
 
-    The language server passes a parse that reuses the statements which did not change.
+    The language server passes a parse that reuses the statements which did not change,
+    and the document's :class:`~shapecheck.incremental.Memo`, which re-checks only the
+    statements an edit can change (the result is the same as without it).
     """
     bindings = check_bindings(bindings)
     # The syntax tree and shapes hold no reference cycles worth collecting
@@ -74,6 +77,8 @@ def check_parsed(text: str, parsed: ParseResult | None, bindings: dict[str, int]
                 chosen = {**default_bindings(defaults, declared | named), **(bindings or {})}
             checker = Checker(text, chosen, warn_unknown_bindings, dims=dims, inferred=inferred,
                               complete=complete)
+            if memo is not None and inferred is None and dims is None and not complete:
+                return memo.run(checker, statements, syntax)
             return checker.run(statements, syntax)
 
         program = check_again()
@@ -83,7 +88,7 @@ def check_parsed(text: str, parsed: ParseResult | None, bindings: dict[str, int]
 
             program = infer_undeclared(program, check_again, infer)
         program.infer = infer
-        _add_meaning(program)
+        _add_meaning(program, memo)
         program.diagnostics = suppress.apply(
             program.diagnostics, text, (statement.span for statement in program.statements),
             frozenset(ignore))
@@ -97,9 +102,9 @@ def check_parsed(text: str, parsed: ParseResult | None, bindings: dict[str, int]
             gc.enable()
 
 
-def _add_meaning(program: Program) -> None:
+def _add_meaning(program: Program, memo: Memo | None = None) -> None:
     """The axis-meaning pass runs on every check; its diagnostics join the checker's."""
-    program.meaning = meaning = analyse(program)
+    program.meaning = meaning = analyse(program) if memo is None else memo.meaning(program)
     room = MAX_DIAGNOSTICS - len(program.diagnostics)
     if meaning.diagnostics and room > 0:
         program.diagnostics = sorted(program.diagnostics + meaning.diagnostics[:room],
@@ -169,7 +174,7 @@ def admissible_bindings(program: Program, count: int, *, seed: int = 0, high: in
     stay). Candidates come from :func:`symbolic.draw_bindings` (every dim a different odd
     size, then every dim the same size, then random sizes in ``1..high``); a candidate is
     admissible when the spec verifies at it with every dim determined, which the checker
-    decides (constraints, divisibility, inequalities). At most ``attempts`` candidates are
+    decides (``Program.at``: constraints, divisibility, inequalities). At most ``attempts`` candidates are
     tried, so a spec whose constraints few small sizes satisfy may give fewer than
     ``count``. Each result's ``dims.bindings`` is its binding.
     """
@@ -186,7 +191,7 @@ def admissible_bindings(program: Program, count: int, *, seed: int = 0, high: in
         if key in seen:
             continue
         seen.add(key)
-        checked = check_text(program.source, bindings)
+        checked = program.at(bindings)
         if checked.ok and not checked.dims.unbound() and not checked.dims.determined():
             found.append(checked)
     return found

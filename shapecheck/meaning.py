@@ -34,6 +34,7 @@ the biases (tensors added) and the masks (`where` with a bool condition, or an a
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
@@ -507,11 +508,32 @@ class _Analysis:
 
     def run(self) -> Meaning:
         for statement in self.program.statements:
-            if isinstance(statement, nodes.TensorDecl):
-                self._declare(statement)
-            elif isinstance(statement, (nodes.Define, nodes.Output)) and statement.value is not None:
-                self._define(statement)
+            self.step(statement)
+        return self.result()
+
+    # `run` in steps, for a driver that resumes from the state after an unchanged
+    # beginning of the program (:mod:`shapecheck.incremental`).
+
+    def step(self, statement: nodes.Stmt) -> None:
+        """Follow the next statement of ``program.statements``."""
+        if isinstance(statement, nodes.TensorDecl):
+            self._declare(statement)
+        elif isinstance(statement, (nodes.Define, nodes.Output)) and statement.value is not None:
+            self._define(statement)
+
+    def result(self) -> Meaning:
         return Meaning(self.patterns, self.diagnostics, self.infos)
+
+    def checkpoint(self) -> dict[str, Any]:
+        """What the statements followed so far found (copies of the tables; the facts in
+        them are never changed once made, so they are shared)."""
+        return {name: copy.copy(getattr(self, name)) for name in _STATE}
+
+    def restore(self, checkpoint: dict[str, Any]) -> None:
+        """Continue from a checkpoint taken on a program whose statements up to there
+        are the same (same trees, lines, types and dims) as this one's."""
+        for name, value in checkpoint.items():
+            setattr(self, name, copy.copy(value))
 
     def _declare(self, statement: nodes.TensorDecl) -> None:
         tensor = self.program.tensors.get(statement.name.name)
@@ -1748,4 +1770,11 @@ _HANDLERS: dict[type, Any] = {
     nodes.Subscript: _Analysis._subscript,
 }
 
-__all__ = ["Attention", "Axis", "Bias", "Mask", "Meaning", "Role", "Scale", "ScaleFactor", "analyse"]
+#: What :meth:`_Analysis.checkpoint` keeps: everything a statement leaves for the next ones.
+_STATE = ("names", "scalars", "infos", "contractions", "patterns", "diagnostics", "_reported")
+#: Stepping through a program (:mod:`shapecheck.incremental`); :func:`analyse` runs it whole.
+Pass = _Analysis
+
+
+__all__ = ["Attention", "Axis", "Bias", "Mask", "Meaning", "Pass", "Role", "Scale", "ScaleFactor",
+           "analyse"]
