@@ -74,10 +74,15 @@ class Checker:
                 self.sink.dropped += 1  # the rest is not checked
                 break
             self._position = statement.span
+            reported = len(self.sink.items) + self.sink.dropped
             try:
                 handlers[type(statement)](statement)
             except TooComplex as error:
                 self._too_complex(statement, error)
+            if len(self.sink.items) + self.sink.dropped > reported:
+                # A statement that failed may have stopped before looking at every name in
+                # it; they are used all the same (no SC401 for an input used only there).
+                self.names.used.update(nodes.names_in(statement))
         self._finish()
         return self.program
 
@@ -144,6 +149,13 @@ class Checker:
         return True
 
     def _undefined(self, name: str, span: Span) -> None:
+        first = self._first.get(name)
+        if first is not None and (first[0].line, first[0].column) > (span.line, span.column):
+            # `Y = Z + X` above `Z = X`: defined, but below its first use (SC101, a note there)
+            self.names.used.add(name)
+            self.report(codes.UNDEFINED.diag(
+                span, name=name, notes=[codes.note("defined_later", first[0], name=name)]))
+            return
         candidates = [n for n, k in self.names.kind.items() if k != "unknown"]
         close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
         if not close:
@@ -410,6 +422,10 @@ class Checker:
             return Value((), dim=self.dims.symbol_of(node.name))
         if kind == "unknown":
             self.names.used.add(node.name)
+            return UNKNOWN
+        first = self._first.get(node.name)
+        if first is not None and first[1] == "tensor":
+            self._undefined(node.name, node.span)  # a tensor defined further down
             return UNKNOWN
         self._resolve_dim(node)  # reports undefined / reserved
         return UNKNOWN

@@ -500,6 +500,7 @@ NOTES: Table = Table("codes", "NOTES", {
     "dim_declared": "`{name}` is declared here",
     "first_defined": "`{name}` was first defined here",
     "declared_later": "`{name}` is declared below its first use, here",
+    "defined_later": "`{name}` is defined below its first use, here",
     "bound": "bound by {source}",
     "equal_because": "{lhs} = {rhs} by {reason}",
 })

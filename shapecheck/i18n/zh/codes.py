@@ -368,6 +368,7 @@ NOTES = {
     "dim_declared": "`{name}` 在这里声明",
     "first_defined": "`{name}` 第一次在这里定义",
     "declared_later": "`{name}` 在第一次使用之后才声明, 在这里",
+    "defined_later": "`{name}` 在第一次使用之后才定义, 在这里",
     "bound": "由 {source} 绑定",
     "equal_because": "{lhs} = {rhs}, 依据 {reason}",
 }
