@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import codes, nodes
+from . import codes, invisible, nodes
 from .builtins import (
     BUILTINS, VARIADIC, Builtin, Kind, axis_index, broadcast, constraint_help, matmul,
     needed_help, transpose_last_two,
@@ -59,7 +59,7 @@ class Checker:
     # --- driving ----------------------------------------------------------------------
 
     def run(self, statements: list[nodes.Stmt], parse_diagnostics: Sequence[Diagnostic]) -> Program:
-        self.sink.extend(list(parse_diagnostics))
+        self.sink.extend(list(parse_diagnostics) + invisible.find(self.source))
         self.program.statements = statements
         handlers: dict[type, Callable[[Any], None]] = {
             nodes.DimFree: self._dim_free, nodes.DimDef: self._dim_def,

@@ -126,6 +126,24 @@ TOO_MANY = _code(
     fix="Fix the errors shown first and run the checker again.",
 )
 
+INVISIBLE = _code(
+    "SC005", "invisible-character", W, "an invisible or bidirectional control character",
+    "invisible character {character} {where}",
+    what="The spec contains a character that prints as nothing or changes how the text "
+    "around it is shown: a zero-width space or joiner, a soft hyphen, a bidirectional "
+    "control (right-to-left override, isolate, mark), a word joiner, a byte order mark "
+    "inside the file, or another Unicode format character. It is reported wherever it "
+    "is, comments and strings included. A name cannot contain one (it is no letter or "
+    "digit), so inside a name it is also a syntax error.",
+    why="A spec must not look different from what it is: a bidirectional override in a "
+    "comment can make an editor or a code review show the code in another order than "
+    "the one that is checked (\"Trojan Source\"), and a zero-width character makes two "
+    "names that look the same differ.",
+    example="dim N\ninput X: [N]  # the scores\u200b of one head\noutput X\n"
+    "# warning[SC005]: invisible character U+200B ZERO WIDTH SPACE in a comment",
+    fix="Delete the character (the fix does exactly that).",
+)
+
 INTERNAL = _code(
     "SC006", "internal-failure", E, "checking this file failed inside shapecheck",
     "internal failure while checking {path}: {error} (a bug in shapecheck; "
@@ -518,6 +536,7 @@ HELPS: Table = Table("codes", "HELPS", {
     "apply_mask": "to apply a mask, write `where({mask}, x, -inf)`",
     "bind_dim": "bind it with `--dim {name}=VALUE` or `dim {name} = VALUE`",
     "rename": "give the new value its own name, e.g. `{name}2`",
+    "delete_invisible": "delete it",
     "remove_noqa": "remove the comment",
 })
 
@@ -638,6 +657,12 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "found_expression": "this expression",
     # SC003, SC315
     "expression_too_large": "this dim expression is too large to check",
+    # SC005: where an invisible character is
+    "invisible_in_comment": "in a comment",
+    "invisible_in_string": "in a string",
+    "invisible_in_code": "in the code",
+    "invisible_run": "({count} in a row) {where}",
+    "invisible_more": "(and {count} more runs of invisible characters in this file)",
     "rank_too_large": "rank {rank} is more than the {limit} axes NumPy holds",
     "einsum_too_many_operands": "`einsum` with {count} operands: NumPy takes at most {limit}",
     # SC003: past the algebra budget (symbolic.TooComplex); each says what to simplify
