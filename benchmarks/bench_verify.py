@@ -6,6 +6,9 @@
 2. Throughput: checking a generated 10,000-statement spec vs a bare Lark parse
    of the same text with the same grammar (parse tree built, no checking).
    Target: <= 1.5x. And 10k vs 1k statements: target ratio <= 11 (linear).
+3. Sketches (issue 9): the same 1,000 statements with nothing declared (every shape
+   inferred) vs with the inferred declarations pasted in, and the note's one-liner
+   warm. Inference runs only where something is undeclared, so 1 and 2 do not change.
 
 Usage: python benchmarks/bench_verify.py [--runs N]
 """
@@ -113,12 +116,35 @@ def throughput(repeat: int) -> None:
           f"ratio 10k / 1k (target <= 11): {v10 / v1:.2f}")
 
 
+def sketches(repeat: int) -> None:
+    from shapecheck.api import check_text
+
+    body = generate(1_000)[len(HEADER):]
+    sketch = body
+    program = check_text(sketch)
+    assert program.ok and program.inferred is not None, program.diagnostics[:3]
+    declared = "\n".join(program.inferred.declarations()) + "\n" + sketch
+    assert check_text(declared, infer=False).ok
+    card = "S = Q @ K.T; P = softmax(S, axis=row); O = P @ V\n"
+    check_text(card)
+    sketch_times, declared_times, card_times = [], [], []
+    for _ in range(repeat):
+        sketch_times.append(_timed(lambda: check_text(sketch)))
+        declared_times.append(_timed(lambda: check_text(declared, infer=False)))
+        card_times.append(_timed(lambda: check_text(card)))
+    s, d = min(sketch_times), min(declared_times)
+    print(f"1k-statement sketch ({len(program.inferred.tensors)} inputs inferred): "
+          f"{s * 1000:.0f} ms CPU; declared: {d * 1000:.0f} ms CPU; ratio {s / d:.2f}")
+    print(f"the note's one-liner as a sketch, warm: {min(card_times) * 1000:.1f} ms CPU")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9)
     args = parser.parse_args()
     cold_start(args.runs)
     throughput(max(3, args.runs // 2))
+    sketches(max(3, args.runs // 2))
 
 
 if __name__ == "__main__":

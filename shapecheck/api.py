@@ -7,17 +7,17 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from . import codes, nodes, suppress
-from .checker import check
+from .checker import Checker
 from .config import default_bindings
-from .diagnostics import FileResult, Span
+from .diagnostics import FileResult, InferredNames, Span
 from .parser import ParseResult, parse
-from .program import Program
+from .program import Inferred, Program
 from .symbolic import DimSystem
 
 
 def check_text(text: str, bindings: dict[str, int] | None = None, *,
                warn_unknown_bindings: bool = True, ignore: Collection[str] = (),
-               defaults: Mapping[str, int] | None = None) -> Program:
+               defaults: Mapping[str, int] | None = None, infer: bool | None = None) -> Program:
     """Parse and check a spec given as text.
 
     ``warn_unknown_bindings=False`` leaves out SC207 (a binding that names no dim
@@ -28,18 +28,25 @@ def check_text(text: str, bindings: dict[str, int] | None = None, *,
     ``Settings.disabled(path)``). Errors are never suppressed.
 
     ``defaults`` are default bindings (a configuration's ``[dims]``): each applies
-    when the spec declares that dim and ``bindings`` does not bind it.
+    when the spec declares that dim and ``bindings`` does not bind it (or, in a
+    sketch, when inference names it).
+
+    ``infer``: the shapes of undeclared names are inferred in a spec that declares
+    nothing (None, the default), in any spec (True), or never (False: each is SC101).
+    A spec that declares something keeps its SC101 errors, with the inferred
+    declaration in their help. See :mod:`shapecheck.infer`.
     """
     # The syntax tree and shapes hold no reference cycles worth collecting
     # while we build them; pausing the cyclic GC keeps checking linear in the
     # size of the spec (a full collection walks every live object).
     return check_parsed(text, None, bindings, warn_unknown_bindings=warn_unknown_bindings,
-                        ignore=ignore, defaults=defaults)
+                        ignore=ignore, defaults=defaults, infer=infer)
 
 
 def check_parsed(text: str, parsed: ParseResult | None, bindings: dict[str, int] | None = None,
                  *, warn_unknown_bindings: bool = True, ignore: Collection[str] = (),
-                 defaults: Mapping[str, int] | None = None) -> Program:
+                 defaults: Mapping[str, int] | None = None,
+                 infer: bool | None = None) -> Program:
     """:func:`check_text` on a parse the caller already has (``None``: parse ``text``).
 
     The language server passes a parse that reuses the statements which did not change.
@@ -49,11 +56,28 @@ def check_parsed(text: str, parsed: ParseResult | None, bindings: dict[str, int]
     try:
         if parsed is None:
             parsed = parse(text)
-        if defaults:
-            bindings = {**default_bindings(defaults, _declared(parsed.statements)),
-                        **(bindings or {})}
-        program = check(text, parsed.statements, parsed.diagnostics, bindings,
-                        warn_unknown_bindings=warn_unknown_bindings)
+        declared = _declared(parsed.statements)
+        given = {**default_bindings(defaults, declared), **(bindings or {})} if defaults \
+            else bindings
+        statements, syntax = parsed.statements, parsed.diagnostics
+
+        def check_again(inferred: Inferred | None = None, dims: DimSystem | None = None, *,
+                        complete: bool = False) -> Program:
+            chosen = given
+            if inferred is not None and defaults and dims is None:
+                named = {name for name, _ in inferred.dims}
+                chosen = {**default_bindings(defaults, declared | named), **(bindings or {})}
+            checker = Checker(text, chosen, warn_unknown_bindings, dims=dims, inferred=inferred,
+                              complete=complete)
+            return checker.run(statements, syntax)
+
+        program = check_again()
+        if program.undeclared and infer is not False:
+            # Only where something is undeclared: a declared spec never loads inference.
+            from .infer import infer as infer_undeclared
+
+            program = infer_undeclared(program, check_again, infer)
+        program.infer = infer
         program.diagnostics = suppress.apply(
             program.diagnostics, text, (statement.span for statement in program.statements),
             frozenset(ignore))
@@ -65,23 +89,23 @@ def check_parsed(text: str, parsed: ParseResult | None, bindings: dict[str, int]
 
 def check_bytes(data: bytes, bindings: dict[str, int] | None = None, *,
                 warn_unknown_bindings: bool = True, ignore: Collection[str] = (),
-                defaults: Mapping[str, int] | None = None) -> Program:
+                defaults: Mapping[str, int] | None = None, infer: bool | None = None) -> Program:
     """Decode (UTF-8, BOM allowed) and check; undecodable input is a diagnostic."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         return _undecodable(data, error)
     return check_text(text, bindings, warn_unknown_bindings=warn_unknown_bindings,
-                      ignore=ignore, defaults=defaults)
+                      ignore=ignore, defaults=defaults, infer=infer)
 
 
 def check_path(path: str | Path, bindings: dict[str, int] | None = None, *,
                warn_unknown_bindings: bool = True, ignore: Collection[str] = (),
-               defaults: Mapping[str, int] | None = None) -> Program:
+               defaults: Mapping[str, int] | None = None, infer: bool | None = None) -> Program:
     """Read and check a file. Raises OSError when the file cannot be read."""
     return check_bytes(Path(path).read_bytes(), bindings,
                        warn_unknown_bindings=warn_unknown_bindings, ignore=ignore,
-                       defaults=defaults)
+                       defaults=defaults, infer=infer)
 
 
 def _declared(statements: list[nodes.Stmt]) -> set[str]:
@@ -109,7 +133,11 @@ def _undecodable(data: bytes, error: UnicodeDecodeError) -> Program:
 
 
 def file_result(program: Program, path: str) -> FileResult:
-    return FileResult(path, program.source, list(program.diagnostics), program.shapes())
+    found = program.inferred
+    inferred = InferredNames() if found is None else InferredNames(
+        tuple(t.name for t in found.tensors), tuple(name for name, _ in found.dims),
+        tuple(found.declarations()))
+    return FileResult(path, program.source, list(program.diagnostics), program.shapes(), inferred)
 
 
 def admissible_bindings(program: Program, count: int, *, seed: int = 0, high: int = 8,

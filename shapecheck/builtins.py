@@ -283,7 +283,7 @@ def _concat(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     for index, part in enumerate(parts[1:], start=2):
         assert part.shape is not None
         if len(part.shape) != len(first.shape):
-            ctx.report(codes.CONCAT, "tensors", detail=codes.detail(
+            ctx.report(codes.CONCAT, "tensors", item=index - 1, detail=codes.detail(
                 "concat_rank", index=index, shape=part.text(), rank=len(part.shape),
                 first_shape=first.text(), first_rank=len(first.shape)))
             return None

@@ -7,6 +7,7 @@ an unknown shape, and unknown shapes cause no further errors.
 from __future__ import annotations
 
 import difflib
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +18,7 @@ from .builtins import (
     needed_help, transpose_last_two,
 )
 from .diagnostics import Diagnostic, DiagnosticSink, Note, Span
-from .program import SCALAR, UNKNOWN, CallInfo, Program, Tensor, Value
+from .program import SCALAR, UNKNOWN, CallInfo, Inferred, Program, Tensor, Value
 from .rules import MAX_RANK
 from .symbolic import (
     Claim, Decision, Dim, DimBuilder, DimSystem, TooComplex, Verdict, as_int, free_names,
@@ -38,14 +39,22 @@ class _Names:
 
 
 class Checker:
+    """Checks one spec. ``dims`` replaces the usual :class:`DimSystem` (inference passes
+    its unifier); ``inferred`` declares what the spec uses without declaring it, before
+    any statement (a sketch: :mod:`shapecheck.infer`); ``complete`` checks every
+    statement however many diagnostics there are (inference collects every undeclared
+    name so), instead of stopping after MAX_DIAGNOSTICS."""
+
     def __init__(self, source: str, bindings: dict[str, int] | None = None,
-                 warn_unknown_bindings: bool = True) -> None:
+                 warn_unknown_bindings: bool = True, *, dims: DimSystem | None = None,
+                 inferred: Inferred | None = None, complete: bool = False) -> None:
         self.source = source
         # Off when several files share the bindings: the CLI then warns once.
         self.warn_unknown_bindings = warn_unknown_bindings
         self._line_starts = _line_starts(source)
-        self.dims = DimSystem(bindings=dict(bindings or {}))
-        self.sink = DiagnosticSink()
+        self.dims = dims if dims is not None else DimSystem(bindings=dict(bindings or {}))
+        self._inferred = inferred
+        self.sink = DiagnosticSink(limit=sys.maxsize) if complete else DiagnosticSink()
         self.names = _Names()
         self.program = Program(source=source, statements=[], dims=self.dims)
         self._softmax_axis: dict[str, Any] = {}
@@ -69,11 +78,13 @@ class Checker:
         }
         self._first = _first_definitions(statements)
         self.dims.taken = frozenset(self._first)
+        if self._inferred is not None:
+            self._declare_inferred(self._inferred)
         for statement in _dims_first(statements):
             if self.sink.full:
                 self.sink.dropped += 1  # the rest is not checked
                 break
-            self._position = statement.span
+            self._position = self.dims.at = statement.span
             reported = len(self.sink.items) + self.sink.dropped
             try:
                 handlers[type(statement)](statement)
@@ -85,6 +96,25 @@ class Checker:
                 self.names.used.update(nodes.names_in(statement))
         self._finish()
         return self.program
+
+    @property
+    def position(self) -> Span:
+        """The statement being checked."""
+        return self._position
+
+    def _declare_inferred(self, inferred: Inferred) -> None:
+        """Declare what the spec uses undeclared, as if the declarations stood first.
+        The dims are used by those tensors, so none is reported unused."""
+        for name, span in inferred.dims:
+            self.dims.declare_free(name, span)
+            self.names.kind[name] = "dim"
+            self.names.used.add(name)
+        for tensor in inferred.tensors:
+            self.program.tensors[tensor.name] = Tensor(
+                tensor.name, "input", tensor.value, tensor.span, tensor.span, inferred=True)
+            self.names.kind[tensor.name] = "tensor"
+            self.names.used.add(tensor.name)  # inferred from its uses: never unused
+        self.program.inferred = inferred
 
     def _declared_later(self, node: nodes.Name) -> bool:
         """A dim used by a tensor statement above its declaration (see _dims_first)."""
@@ -148,14 +178,11 @@ class Checker:
         self.names.kind[name] = kind
         return True
 
-    def _undefined(self, name: str, span: Span) -> None:
-        first = self._first.get(name)
-        if first is not None and (first[0].line, first[0].column) > (span.line, span.column):
-            # `Y = Z + X` above `Z = X`: defined, but below its first use (SC101, a note there)
-            self.names.used.add(name)
-            self.report(codes.UNDEFINED.diag(
-                span, name=name, notes=[codes.note("defined_later", first[0], name=name)]))
-            return
+    def _undefined(self, name: str, span: Span, role: str) -> None:
+        """SC101; the use is recorded for inference, with its ``role``: "dim" (a dim is
+        needed), "value" (a value: a tensor, or a dim as a scalar) or "tensor" (only a
+        tensor will do: `output X`, `assert X: [...]`)."""
+        self.program.undeclared.setdefault(name, []).append((span, role))
         candidates = [n for n, k in self.names.kind.items() if k != "unknown"]
         close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
         if not close:
@@ -163,7 +190,9 @@ class Checker:
         helps = [codes.help_text("did_you_mean", name=close[0])] if close else []
         self.report(codes.UNDEFINED.diag(span, name=name, help=helps))
 
-    def _resolve_dim(self, node: nodes.Name) -> Dim | None:
+    def _resolve_dim(self, node: nodes.Name, role: str = "dim") -> Dim | None:
+        """The dim a name stands for, or report why there is none (``role`` "value":
+        the name stands where a value is needed, and is not a dim or a tensor)."""
         kind = self.names.kind.get(node.name)
         if kind == "dim":
             self.names.used.add(node.name)
@@ -172,6 +201,12 @@ class Checker:
             self.names.used.add(node.name)
             return None
         first = self._first.get(node.name)
+        if role == "value" and kind is None and first is not None and first[1] == "tensor":
+            # a tensor used above its definition
+            self.report(codes.UNDEFINED.diag(
+                node.span, name=node.name,
+                notes=[codes.note("defined_later", first[0], name=node.name)]))
+            return None
         if kind == "tensor" or (kind is None and first is not None and first[1] == "tensor"):
             self.report(codes.WRONG_KIND.diag(node.span, name=node.name,
                                               actual=codes.detail("noun_tensor"),
@@ -181,7 +216,7 @@ class Checker:
             what = codes.detail("builtin_function" if node.name in BUILTINS else "reserved_word")
             self.report(codes.RESERVED.diag(node.span, name=node.name, what_kind=what))
             return None
-        self._undefined(node.name, node.span)
+        self._undefined(node.name, node.span, role)
         return None
 
     # --- dims and constraints ----------------------------------------------------------------
@@ -360,7 +395,7 @@ class Checker:
                                               actual=codes.detail("noun_dim"),
                                               expected=codes.detail("noun_tensor")))
         elif kind is None:
-            self._undefined(ident.name, ident.span)
+            self._undefined(ident.name, ident.span, "tensor")
         elif kind == "unknown" and mark_used:
             self.names.used.add(ident.name)  # its statement failed; it is still used here
         return None
@@ -423,11 +458,7 @@ class Checker:
         if kind == "unknown":
             self.names.used.add(node.name)
             return UNKNOWN
-        first = self._first.get(node.name)
-        if first is not None and first[1] == "tensor":
-            self._undefined(node.name, node.span)  # a tensor defined further down
-            return UNKNOWN
-        self._resolve_dim(node)  # reports undefined / reserved
+        self._resolve_dim(node, role="value")  # reports undefined / reserved
         return UNKNOWN
 
     def _unary(self, node: nodes.Unary) -> Value:
@@ -496,16 +527,19 @@ class Checker:
             return UNKNOWN
         args: dict[str, Any] = {}
         backend_args: dict[str, Any] = {}
+        failed = False
         for param in builtin.params:
             arg_node = bound.get(param.name)
             if arg_node is None:
                 args[param.name] = backend_args[param.name] = param.default
                 continue
+            # Every argument is resolved, so each independent mistake is reported.
             resolved = self._resolve_argument(param.kind, arg_node, builtin, param.name)
-            if resolved is _FAILED:
-                return UNKNOWN
+            failed = failed or resolved is _FAILED
             args[param.name] = resolved
             backend_args[param.name] = arg_node if param.kind in (Kind.TENSOR, Kind.TENSORS) else resolved
+        if failed:
+            return UNKNOWN
         ctx = self._ctx(node, bound)
         result = builtin.rule(ctx, args)
         if result is None:
@@ -637,6 +671,12 @@ class Checker:
         tensor = self.program.tensors.get(name)
         if tensor is None or not tensor.value.known:
             return []
+        if tensor.inferred:
+            assert self._inferred is not None
+            found = self._inferred.tensor(name)
+            origins = list(found.origins) if found is not None else []
+            return [codes.note("inferred", tensor.name_span, name=name,
+                               shape=tensor.value.text())] + origins
         key = "defined" if tensor.kind == "defined" else "declared"
         return [codes.note(key, tensor.name_span, name=name, shape=tensor.value.text())]
 
@@ -688,8 +728,10 @@ class _RuleCtx:
 
     def report(self, code: codes.Code, at: str | None = None, *, notes: Sequence[Note] = (),
                help: Sequence[str] = (), counterexample: Sequence[tuple[str, int]] = (),
-               **fields: object) -> None:
+               item: int | None = None, **fields: object) -> None:
         target = self.params.get(at) if at is not None else None
+        if item is not None and isinstance(target, nodes.ListExpr) and item < len(target.items):
+            target = target.items[item]
         span = target.span if target is not None else self.node.span
         self.checker.report(code.diag(span, notes=notes, help=help,
                                       counterexample=counterexample, **fields))

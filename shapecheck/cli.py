@@ -99,6 +99,12 @@ dim_option = click.option(
     help="Bind a dim to a size (repeatable). Binding a derived dim is checked against its definition.",
 )
 
+infer_option = click.option(
+    "--infer/--no-infer", "infer", default=None,
+    help="Infer the shapes of undeclared names in any spec (--infer), or in none: each is "
+    "an error (--no-infer). Default: only in a spec that declares nothing (a sketch).",
+)
+
 
 def cannot_read(path: str | Path, error: OSError) -> str:
     return MESSAGES["cannot_read"].format(path=path, reason=error.strerror or error)
@@ -240,12 +246,13 @@ with `# noqa: SC402` on its statement; errors cannot be suppressed.
               "remains. A spec read from `-` is printed fixed instead.")
 @click.option("--diff", is_flag=True,
               help="Print the safe fixes as a unified diff instead of the report; write nothing.")
+@infer_option
 def verify(paths: tuple[str, ...], fmt: str, strict: bool | None, color: str,
            dims: tuple[str, ...], select: tuple[str, ...], extend_select: tuple[str, ...],
            ignore: tuple[str, ...], exclude: tuple[str, ...], extend_exclude: tuple[str, ...],
            config: tuple[str, ...], isolated: bool, statistics: bool, quiet: bool,
            exit_zero: bool, stdin_filename: str | None, base_dir: str | None,
-           allow_empty: bool, fix: bool, diff: bool) -> None:
+           allow_empty: bool, fix: bool, diff: bool, infer: bool | None) -> None:
     """Check spec files (a folder means every *.attn below it; `-` reads standard input)."""
     from .config import ConfigError, Overrides
     from .formats import github_step_summary, render, render_statistics
@@ -272,12 +279,12 @@ def verify(paths: tuple[str, ...], fmt: str, strict: bool | None, color: str,
     finder = finder_for(config, isolated, overrides)
     stdin = Stdin(_read_stdin(), stdin_filename) if "-" in paths else None
     try:
-        outcome = lint(paths, finder, bindings, stdin=stdin)
+        outcome = lint(paths, finder, bindings, stdin=stdin, infer=infer)
     except ConfigError as error:
         raise UsageFailure(str(error)) from None
     nothing = not outcome.results
     if diff or fix:
-        fixed = apply_fixes(outcome, bindings, write=fix, stdin=stdin)
+        fixed = apply_fixes(outcome, bindings, write=fix, stdin=stdin, infer=infer)
         if diff:
             _show_diff(fixed)
             if nothing and not allow_empty:
@@ -387,9 +394,11 @@ def _append(path: str, text: str) -> None:
 @color_option
 @config_option
 @isolated_option
+@infer_option
 def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive: str | None,
         seed: int, save: str | None, save_all: bool, dtype: str, backend: str,
-        max_memory: str | None, color: str, config: tuple[str, ...], isolated: bool) -> None:
+        max_memory: str | None, color: str, config: tuple[str, ...], isolated: bool,
+        infer: bool | None) -> None:
     """Verify a spec, then execute it with NumPy and report its outputs.
 
     The configuration's [dims] are default bindings (--dim wins), and its rule
@@ -400,7 +409,7 @@ def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive:
     settings = finder_for(config, isolated).settings_for(path)
     options = RunOptions(path, parse_bindings(dims), input_files, archive, seed, save, save_all,
                          dtype, max_memory, use_color(color), ignore=settings.disabled(path),
-                         defaults=dict(settings.dims))
+                         defaults=dict(settings.dims), infer=infer)
     sys.exit(run_command(options))
 
 
@@ -455,8 +464,9 @@ def conform_command(path: str, target: str, dims: tuple[str, ...], names: tuple[
 @dim_option
 @config_option
 @isolated_option
+@infer_option
 def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str, ...],
-           config: tuple[str, ...], isolated: bool) -> None:
+           config: tuple[str, ...], isolated: bool, infer: bool | None) -> None:
     """Write a shape-annotated report of one spec (HTML or Markdown).
 
     The configuration's [dims] are default bindings (--dim wins), and its rule
@@ -475,7 +485,7 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
     settings = finder_for(config, isolated).settings_for(path)
     try:
         program = check_path(path, bindings, ignore=settings.disabled(path),
-                             defaults=settings.dims)
+                             defaults=settings.dims, infer=infer)
     except OSError as error:
         raise UsageFailure(cannot_read(path, error)) from None
     bindings = {**default_bindings(settings.dims, program.dims.dims), **bindings}

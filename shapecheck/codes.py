@@ -214,6 +214,26 @@ NOT_CALLABLE = _code(
     example="dim N\ninput X: [N, N]\nY = softmaxx(X)\n# error[SC105]: `softmaxx` is not a builtin function",
     fix="Use one of the builtins; the help line suggests the closest name.",
 )
+INFERRED = _code(
+    "SC106", "inferred-declarations", Severity.NOTE,
+    "undeclared names of a sketch were inferred",
+    "not declared, so inferred from their uses: {names}",
+    what="A sketch is a spec that declares nothing (no `dim`, `input` or `param`), as the "
+    "study note writes its formulas. Every name it uses undeclared gets the most general "
+    "declaration that makes every statement correct: a name used where a size is needed "
+    "is a dim, every other is an input, with distinct dims unless the formula makes two "
+    "equal and the smallest rank the formula needs. The help lines are those declarations, "
+    "ready to paste at the top of the file.",
+    why="So that a formula written as the note writes it verifies, runs and gets a report, "
+    "and what shapecheck assumed is said, not silent. In a spec that declares anything an "
+    "undeclared name stays an error (SC101): a typo must not become a new input.",
+    example="S = Q @ K.T; P = softmax(S, axis=row); O = P @ V\n"
+    "# note[SC106]: not declared, so inferred from their uses: `Q`, `K`, `V`\n"
+    "# help: dim N, d, M, e\n# help: input Q: [N, d]\n# help: input K: [M, d]\n"
+    "# help: input V: [M, e]",
+    fix="Nothing to fix. Paste the declarations to make them explicit (the file is then "
+    "checked strictly); `--no-infer` reports undeclared names as errors instead.",
+)
 
 # --- dims and constraints ------------------------------------------------------------
 
@@ -519,6 +539,9 @@ NOTES: Table = Table("codes", "NOTES", {
     "first_defined": "`{name}` was first defined here",
     "declared_later": "`{name}` is declared below its first use, here",
     "defined_later": "`{name}` is defined below its first use, here",
+    "inferred": "`{name}` is not declared; its shape is inferred as {shape} from its uses",
+    "inferred_axis": "its axis {axis} is {size} because of this use",
+    "inferred_axes": "its axes {axes} are {sizes} because of this use",
     "bound": "bound by {source}",
     "equal_because": "{lhs} = {rhs} by {reason}",
 })
@@ -530,6 +553,7 @@ HELPS: Table = Table("codes", "HELPS", {
     "add_constraint": "add `constraint {constraint}`",
     "add_dim_and_constraint": "add `dim {dims}` and `constraint {constraint}`",
     "did_you_mean": "did you mean `{name}`?",
+    "declare_it": "declare it: `{declaration}`",
     "declare_dim": "declare it with `dim {name}`",
     "use_row": "use `softmax({arg}, axis=row)`",
     "use_where": "declare it as `bool[...]` to use it as a mask",

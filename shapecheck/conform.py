@@ -394,7 +394,8 @@ def _shrink(driver: _Driver, program: Program, checked: Program, case: Case,
                 if budget <= 0:
                     break
                 budget -= 1
-                candidate = check_text(program.source, {**checked.dims.bindings, dim: smaller})
+                candidate = check_text(program.source, {**checked.dims.bindings, dim: smaller},
+                                       infer=program.infer)
                 if not candidate.ok or candidate.dims.unbound() or candidate.dims.determined():
                     continue
                 new_case, new_outcome = driver.attempt(candidate)

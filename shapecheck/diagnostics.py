@@ -116,18 +116,31 @@ class DiagnosticSink:
         return sorted(self.items, key=lambda d: (d.span.line, d.span.column))
 
 
+@dataclass(frozen=True, slots=True)
+class InferredNames:
+    """What a file uses without declaring it and inference supplied (a sketch): the
+    tensors (their shapes are in ``FileResult.shapes``), the dims, and the declarations
+    that state them, one pasteable line each."""
+
+    tensors: tuple[str, ...] = ()
+    dims: tuple[str, ...] = ()
+    declarations: tuple[str, ...] = ()
+
+
 @dataclass(slots=True)
 class FileResult:
     """What `verify` knows about one file, ready for any output format.
 
     ``shapes`` maps every tensor whose shape is known to its dims, each printed
-    in the spec's own notation (``["N", "H*d"]``).
+    in the spec's own notation (``["N", "H*d"]``); ``inferred`` says which of them
+    (and which dims) were inferred rather than declared.
     """
 
     path: str
     source: str | None
     diagnostics: list[Diagnostic]
     shapes: dict[str, list[str]] = field(default_factory=dict)
+    inferred: InferredNames = InferredNames()
 
     @property
     def errors(self) -> int:

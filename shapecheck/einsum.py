@@ -105,7 +105,7 @@ def rule(ctx: Ctx, a: dict[str, Any]) -> Value | None:
         letters = term.replace("...", "")
         rank = len(operand.shape)
         if ("..." in term and rank < len(letters)) or ("..." not in term and rank != len(letters)):
-            ctx.report(codes.EINSUM, "operands", detail=codes.detail(
+            ctx.report(codes.EINSUM, "operands", item=index - 1, detail=codes.detail(
                 "einsum_rank", index=index, shape=operand.text(), rank=rank, term=term,
                 letters=len(letters)))
             return None

@@ -58,7 +58,8 @@ class Stdin:
 
 
 def lint(paths: Sequence[str], finder: Finder, bindings: Mapping[str, int], *,
-         stdin: Stdin | None = None) -> Outcome:
+         stdin: Stdin | None = None, infer: bool | None = None) -> Outcome:
+    """Check every file the paths name; ``infer`` as in ``api.check_text`` (--infer)."""
     outcome = Outcome()
     declared: set[str] = set()
     checked = 0  # files checked to the end (not unreadable, no internal failure)
@@ -66,13 +67,13 @@ def lint(paths: Sequence[str], finder: Finder, bindings: Mapping[str, int], *,
         if target is None:
             assert stdin is not None
             settings = finder.settings_for(Path(stdin.name or Path.cwd() / STDIN))
-            result, dims = check_file(stdin.display, stdin.data, settings, bindings)
+            result, dims = check_file(stdin.display, stdin.data, settings, bindings, infer)
         elif target.problem is not None:
             outcome.results.append(unreadable(str(target.path), target.problem))
             continue
         else:
             settings = finder.settings_for(target.path)
-            result, dims = check_file(str(target.path), None, settings, bindings)
+            result, dims = check_file(str(target.path), None, settings, bindings, infer)
         outcome.settings[result.path] = settings
         outcome.results.append(result)
         declared.update(dims)
@@ -103,7 +104,7 @@ def _with_stdin(paths: Sequence[str], finder: Finder) -> list[Target | None]:
 
 
 def check_file(path: str, data: bytes | None, settings: Settings,
-               bindings: Mapping[str, int]) -> tuple[FileResult, set[str]]:
+               bindings: Mapping[str, int], infer: bool | None = None) -> tuple[FileResult, set[str]]:
     """Check one file (read from ``path`` unless ``data`` is given), in isolation.
 
     Returns the result and the dims the spec declares.
@@ -113,9 +114,11 @@ def check_file(path: str, data: bytes | None, settings: Settings,
     ignore = settings.disabled(path)
     try:
         if data is None:  # check_path reads safely (a FIFO or a device is refused, not read)
-            program = check_path(path, dict(bindings), warn_unknown_bindings=False, ignore=ignore)
+            program = check_path(path, dict(bindings), warn_unknown_bindings=False, ignore=ignore,
+                                 infer=infer)
         else:
-            program = check_bytes(data, dict(bindings), warn_unknown_bindings=False, ignore=ignore)
+            program = check_bytes(data, dict(bindings), warn_unknown_bindings=False, ignore=ignore,
+                                  infer=infer)
         return file_result(program, path), set(program.dims.dims)
     except OSError as error:
         return unreadable(path, error), set()
@@ -157,7 +160,7 @@ class FileFix:
 
 
 def fix(outcome: Outcome, bindings: Mapping[str, int], *, write: bool,
-        stdin: Stdin | None = None) -> list[FileFix]:
+        stdin: Stdin | None = None, infer: bool | None = None) -> list[FileFix]:
     """Apply the safe fixes of every checked file (:mod:`shapecheck.fixes`).
 
     With ``write``, each changed file is rewritten atomically, keeping its mode and
@@ -179,7 +182,7 @@ def fix(outcome: Outcome, bindings: Mapping[str, int], *, write: bool,
 
         def check(text: str) -> list[Diagnostic]:
             last[:] = [check_text(text, dict(bindings), warn_unknown_bindings=False,
-                                  ignore=ignore)]
+                                  ignore=ignore, infer=infer)]
             return last[0].diagnostics
 
         fixed = fix_text(result.source, check, result.diagnostics)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import nodes
-from .diagnostics import Diagnostic, Span
+from .diagnostics import Diagnostic, Note, Span
 from .symbolic import Dim, DimSystem, shape_text
 
 Shape = tuple[Dim, ...]
@@ -43,13 +43,50 @@ SCALAR = Value(())
 
 @dataclass(frozen=True, slots=True)
 class Tensor:
-    """A named tensor: declared (input/param) or defined."""
+    """A named tensor: declared (input/param) or defined.
+
+    An input the spec uses without declaring it (a sketch; :mod:`shapecheck.infer`) has
+    ``inferred`` set, and both spans are its first use.
+    """
 
     name: str
     kind: str  # "input", "param", "defined"
     value: Value
     span: Span  # the statement that declares or defines it
     name_span: Span
+    inferred: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class InferredTensor:
+    """An undeclared tensor, with the shape inference gave it: the most general one
+    that makes every statement correct. ``origins`` point at the uses that gave an
+    axis its size (a number, or a product such as `H*k`)."""
+
+    name: str
+    value: Value
+    span: Span  # its first use
+    origins: tuple[Note, ...] = ()
+
+    def declaration(self) -> str:
+        return f"input {self.name}: {self.value.text()}"
+
+
+@dataclass(frozen=True)
+class Inferred:
+    """What inference added to a spec: the dims and input tensors it uses without
+    declaring them, in the order of the declarations that state them."""
+
+    dims: tuple[tuple[str, Span], ...]  # each dim and where it is first needed
+    tensors: tuple[InferredTensor, ...]
+
+    def declarations(self) -> list[str]:
+        """Lines to paste at the top of the spec: `dim N, M, d, e`, `input Q: [N, d]`, ..."""
+        lines = [f"dim {', '.join(name for name, _ in self.dims)}"] if self.dims else []
+        return lines + [tensor.declaration() for tensor in self.tensors]
+
+    def tensor(self, name: str) -> InferredTensor | None:
+        return next((t for t in self.tensors if t.name == name), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +112,13 @@ class Program:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     types: dict[int, Value] = field(default_factory=dict)  # id(expr node) -> Value
     calls: dict[int, CallInfo] = field(default_factory=dict)  # id(Call node) -> CallInfo
+    # Names used without a declaration: name -> each use, as (span, role), the role
+    # "dim", "value" or "tensor" (see Checker._undefined).
+    undeclared: dict[str, list[tuple[Span, str]]] = field(default_factory=dict)
+    # What inference supplied (a sketch), and the mode the spec was checked in
+    # (`infer=` of api.check_text: None automatic, True / False forced).
+    inferred: Inferred | None = None
+    infer: bool | None = None
 
     @property
     def ok(self) -> bool:

@@ -31,7 +31,9 @@ class Ctx(Protocol):
 
     def report(self, code: codes.Code, at: str | None = None, *, notes: Sequence[Note] = (),
                help: Sequence[str] = (), counterexample: Sequence[tuple[str, int]] = (),
-               **fields: object) -> None: ...
+               item: int | None = None, **fields: object) -> None:
+        """Report at the argument ``at`` (its ``item``-th element, for a list of tensors),
+        or at the whole call."""
 
     def text(self, param: str) -> str: ...
 

@@ -248,7 +248,7 @@ JSON_CONTRACT = {
             "type": "array",
             "items": {
                 "type": "object",
-                "required": ["path", "ok", "diagnostics", "shapes"],
+                "required": ["path", "ok", "diagnostics", "shapes", "inferred"],
                 "additionalProperties": False,
                 "properties": {
                     "path": {"type": "string"},
@@ -286,6 +286,15 @@ JSON_CONTRACT = {
                     "shapes": {
                         "type": "object",
                         "additionalProperties": {"type": "array", "items": {"type": "string"}},
+                    },
+                    "inferred": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["tensors", "dims", "declarations"],
+                        "properties": {
+                            key: {"type": "array", "items": {"type": "string"}}
+                            for key in ("tensors", "dims", "declarations")
+                        },
                     },
                 },
             },

@@ -126,7 +126,12 @@ HOSTILE: dict[str, tuple[bytes, set[str] | None]] = {
         f"dim N\ninput X: [{', '.join(['N'] * 52)}]\nS = einsum(\"{LETTERS}->{LETTERS[::-1]}\", X)"
         "\noutput S\n".encode(), None),
     "300 syntax errors": (b"x = @\n" * 300, {"SC001", "SC004"}),
-    "300 undefined names": (b"".join(b"t%d = u\n" % i for i in range(300)), {"SC101", "SC004"}),
+    # a declared file (a sketch would infer `u`), so each use of `u` is an error
+    "300 undefined names": (b"dim N\n" + b"".join(b"t%d = u\n" % i for i in range(300)),
+                            {"SC101", "SC004"}),
+    # a sketch: 600 inputs inferred, in one attempt (every one an operand of `@`)
+    "600 undeclared names in a sketch": (b"".join(b"t%d = u%d @ v%d.T\n" % (i, i, i)
+                                                  for i in range(300)), None),
 }
 
 

@@ -39,6 +39,7 @@ class RunOptions:
     color: bool = False
     ignore: frozenset[str] = frozenset()  # codes the configuration turns off
     defaults: Mapping[str, int] = field(default_factory=dict)  # the configuration's [dims]
+    infer: bool | None = None  # --infer / --no-infer (None: only in a sketch)
 
 
 def run_command(options: RunOptions) -> int:
@@ -69,7 +70,7 @@ def run_command(options: RunOptions) -> int:
 def _run(options: RunOptions, limit: int | None) -> int:
     try:
         program = check_path(options.path, options.bindings, ignore=options.ignore,
-                             defaults=options.defaults)
+                             defaults=options.defaults, infer=options.infer)
     except OSError as error:
         raise UnreadableFile(message("unreadable", path=options.path,
                                      reason=error.strerror or error)) from None

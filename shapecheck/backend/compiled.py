@@ -147,7 +147,7 @@ class CompiledSpec:
               keep_all: bool) -> _Bound:
         base = self.program
         if dims != base.dims.bindings:
-            base = check_text(self.program.source, dims)
+            base = check_text(self.program.source, dims, infer=self.program.infer)
         if not base.ok:
             raise SpecError(base)
         shapes = {n: a.shape for n, a in supplied.items()}
@@ -174,7 +174,7 @@ def load(spec: SpecSource, dims: Mapping[str, int] | None = None) -> Program:
     other ``str`` is source text.
     """
     if isinstance(spec, Program):
-        return check_text(spec.source, dict(dims or {})) if dims else spec
+        return check_text(spec.source, dict(dims or {}), infer=spec.infer) if dims else spec
     if isinstance(spec, os.PathLike) or (spec.endswith(".attn") and "\n" not in spec):
         return check_path(Path(spec), dict(dims or {}))
     return check_text(spec, dict(dims or {}))

@@ -150,7 +150,7 @@ def _spec_source(program: Program, name: str) -> str:
 
 
 def _recheck(base: Program, bindings: dict[str, int], sources: dict[str, str]) -> Program:
-    program = check_text(base.source, bindings)
+    program = check_text(base.source, bindings, infer=base.infer)
     if not program.ok:
         raise SpecError(program, message("bindings_from", bindings=bindings_text(bindings, sources)))
     return program

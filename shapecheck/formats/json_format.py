@@ -47,6 +47,9 @@ def _file(result: FileResult, strict: bool) -> JsonObject:
         "ok": result.ok(strict),
         "diagnostics": [_diagnostic(diagnostic) for diagnostic in result.diagnostics],
         "shapes": {name: list(dims) for name, dims in result.shapes.items()},
+        # A sketch: which tensors in `shapes`, and which dims, were inferred (not declared).
+        "inferred": {"tensors": list(result.inferred.tensors), "dims": list(result.inferred.dims),
+                     "declarations": list(result.inferred.declarations)},
     }
 
 

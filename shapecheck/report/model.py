@@ -264,6 +264,8 @@ def _statement_value(spec: Spec, statement: nodes.TensorDecl | nodes.Define | no
 def _dims(spec: Spec) -> list[DimRow]:
     system = spec.program.dims
     eliminated = {use.eliminates: use for use in system.constraints if use.eliminates}
+    found = spec.program.inferred
+    inferred = {name for name, _ in found.dims} if found is not None else set()
     rows = []
     for name, info in system.dims.items():
         value = system.value_of(name)
@@ -281,6 +283,8 @@ def _dims(spec: Spec) -> list[DimRow]:
                               value=math(to_text(system.canonical(symbol))))
         elif name in spec.bindings:
             definition = rich("dim_bound", binding=code(f"--dim {name}={spec.bindings[name]}"))
+        elif name in inferred:
+            definition = rich("dim_inferred")
         else:
             definition = rich("dim_free")
         rows.append(DimRow(name, text(f"kind_{info.kind}"), definition, value, info.span.line))

@@ -97,6 +97,7 @@ TEXT: Table = Table("report", "TEXT", {
     "kind_derived": "derived",
     "kind_fixed": "fixed",
     "dim_free": "any positive integer",
+    "dim_inferred": "any positive integer; not declared: inferred from the uses",
     "dim_bound": "bound: {binding}",
     "dim_derived": "{name} = {definition}",
     "dim_fixed": "{name} = {value}",

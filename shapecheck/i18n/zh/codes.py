@@ -119,6 +119,22 @@ CODES: dict[str, dict[str, str]] = {
         example="dim N\ninput X: [N, N]\nY = softmaxx(X)\n# error[SC105]: `softmaxx` 不是内置函数",
         fix="使用某个内置函数; help 行会给出最接近的名字。",
     ),
+    "SC106": dict(
+        summary="草稿中未声明的名字已被推断",
+        message="没有声明, 所以根据用法推断: {names}",
+        what="草稿是什么都不声明 (没有 `dim`、`input` 或 `param`) 的规格, 就像学习笔记那样写公式。"
+        "其中每个未声明的名字都得到让每条语句都正确的最一般的声明: 用在需要尺寸的位置的名字是维度, "
+        "其余的是输入; 除非公式要求两个维度相等, 否则它们互不相同; 秩取公式所需的最小值。"
+        "help 行就是这些声明, 可以直接粘贴到文件开头。",
+        why="这样按笔记的写法写出的公式也能验证、运行并生成报告, 而且 shapecheck 做了哪些假设都会说出来, "
+        "不会默默进行。在声明了任何东西的规格里, 未声明的名字仍然是错误 (SC101): 拼写错误不能变成新的输入。",
+        example="S = Q @ K.T; P = softmax(S, axis=row); O = P @ V\n"
+        "# note[SC106]: 没有声明, 所以根据用法推断: `Q`, `K`, `V`\n"
+        "# help: dim N, d, M, e\n# help: input Q: [N, d]\n# help: input K: [M, d]\n"
+        "# help: input V: [M, e]",
+        fix="不需要修改。粘贴这些声明可以把它们写明 (之后文件按严格模式检查); "
+        "`--no-infer` 则把未声明的名字报告为错误。",
+    ),
     "SC201": dict(
         summary="维度表达式可能不是正整数",
         message="{expr} 并非对每个允许的尺寸都是正整数{reason}",
@@ -383,6 +399,9 @@ NOTES = {
     "first_defined": "`{name}` 第一次在这里定义",
     "declared_later": "`{name}` 在第一次使用之后才声明, 在这里",
     "defined_later": "`{name}` 在第一次使用之后才定义, 在这里",
+    "inferred": "`{name}` 没有声明; 根据它的用法推断出形状 {shape}",
+    "inferred_axis": "它的第 {axis} 维因为这里的用法而是 {size}",
+    "inferred_axes": "它的第 {axes} 维因为这里的用法而是 {sizes}",
     "bound": "由 {source} 绑定",
     "equal_because": "{lhs} = {rhs}, 依据 {reason}",
 }
@@ -394,6 +413,7 @@ HELPS = {
     "add_constraint": "加上 `constraint {constraint}`",
     "add_dim_and_constraint": "加上 `dim {dims}` 和 `constraint {constraint}`",
     "did_you_mean": "你是不是想写 `{name}`?",
+    "declare_it": "声明它: `{declaration}`",
     "declare_dim": "用 `dim {name}` 声明它",
     "use_row": "使用 `softmax({arg}, axis=row)`",
     "use_where": "把它声明为 `bool[...]`, 才能用作掩码",

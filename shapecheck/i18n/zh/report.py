@@ -82,6 +82,7 @@ TEXT = {
     "kind_derived": "派生",
     "kind_fixed": "固定",
     "dim_free": "任意正整数",
+    "dim_inferred": "任意正整数; 没有声明: 根据用法推断",
     "dim_bound": "绑定: {binding}",
     "dim_derived": "{name} = {definition}",
     "dim_fixed": "{name} = {value}",
