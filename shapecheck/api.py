@@ -6,7 +6,7 @@ import gc
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
-from . import codes, nodes, suppress
+from . import codes, fixcheck, nodes, suppress
 from .checker import Checker
 from .config import default_bindings
 from .diagnostics import FileResult, InferredNames, Span
@@ -81,6 +81,7 @@ def check_parsed(text: str, parsed: ParseResult | None, bindings: dict[str, int]
         program.diagnostics = suppress.apply(
             program.diagnostics, text, (statement.span for statement in program.statements),
             frozenset(ignore))
+        program.diagnostics = fixcheck.verified(program)
         return program
     finally:
         if was_enabled:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .diagnostics import Diagnostic, Note, Severity, Span
+from .diagnostics import Diagnostic, Fix, Note, Severity, Span
 from .i18n import Table, code_text
 
 
@@ -34,8 +34,11 @@ class Code:
         notes: Iterable[Note] = (),
         help: Iterable[str] = (),
         counterexample: Iterable[tuple[str, int]] = (),
+        fixes: Iterable[Fix] = (),
         **fields: object,
     ) -> Diagnostic:
+        """A diagnostic of this code. ``fixes`` are *candidates* (each one's ``help`` is
+        among ``help``): :mod:`shapecheck.fixcheck` keeps those that re-check clean."""
         return Diagnostic(
             code=self.id,
             severity=self.severity,
@@ -44,6 +47,7 @@ class Code:
             notes=tuple(notes),
             help=tuple(help),
             counterexample=tuple(counterexample),
+            fixes=tuple(fixes),
         )
 
     def text(self, field: str) -> str:
@@ -548,7 +552,7 @@ NOTES: Table = Table("codes", "NOTES", {
 
 HELPS: Table = Table("codes", "HELPS", {
     "transpose": "did you mean `{fix}`?",
-    "redeclare": "if `{name}` is declared with the wrong shape: `param {name}: {shape}`",
+    "redeclare": "if `{name}` is declared with the wrong shape: `{kind} {name}: {shape}`",
     "or": "or: {text}",
     "add_constraint": "add `constraint {constraint}`",
     "add_dim_and_constraint": "add `dim {dims}` and `constraint {constraint}`",
@@ -556,10 +560,11 @@ HELPS: Table = Table("codes", "HELPS", {
     "declare_it": "declare it: `{declaration}`",
     "declare_dim": "declare it with `dim {name}`",
     "use_row": "use `softmax({arg}, axis=row)`",
+    "redeclare_bool": "declare it as a mask: `{kind} {name}: {shape}`",
     "use_where": "declare it as `bool[...]` to use it as a mask",
     "apply_mask": "to apply a mask, write `where({mask}, x, -inf)`",
     "bind_dim": "bind it with `--dim {name}=VALUE` or `dim {name} = VALUE`",
-    "rename": "give the new value its own name, e.g. `{name}2`",
+    "rename": "give the new value its own name, e.g. `{name}`",
     "delete_invisible": "delete it",
     "remove_noqa": "remove the comment",
 })

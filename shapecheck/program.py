@@ -7,6 +7,7 @@ tables keyed by ``id(node)``; the program keeps its syntax tree alive.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,6 +120,9 @@ class Program:
     # (`infer=` of api.check_text: None automatic, True / False forced).
     inferred: Inferred | None = None
     infer: bool | None = None
+    # Checks statements again as an edit would change them (Checker._recheck): how
+    # shapecheck.fixes verifies a suggested fix before it is offered.
+    recheck: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:

@@ -411,15 +411,20 @@ def render_all(program: Program, report: bool) -> None:
 
 
 def run_verified(program: Program, seed: int) -> bool:
-    """Run a verified spec at admissible small sizes; False if none were found."""
-    from shapecheck.backend import compile_spec
+    """Run a verified spec at admissible small sizes; False if none were found, or if
+    the run would need more than 64 MiB (constraints can force huge sizes: refusing
+    them is the memory guard's documented answer, not a failure)."""
+    from shapecheck.backend import MemoryLimitError, compile_spec
 
     found = admissible_bindings(program, 1, seed=seed, high=5, attempts=12)
     if not found:
         return False
     bound = found[0]
-    compiled = compile_spec(bound, dims=bound.dims.bindings, max_memory=64 * 2**20)
-    compiled.run(seed=0, check_invariants=True)
+    try:
+        compiled = compile_spec(bound, dims=bound.dims.bindings, max_memory=64 * 2**20)
+        compiled.run(seed=0, check_invariants=True)
+    except MemoryLimitError:
+        return False
     return True
 
 

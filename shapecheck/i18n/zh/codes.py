@@ -408,7 +408,7 @@ NOTES = {
 
 HELPS = {
     "transpose": "你是不是想写 `{fix}`?",
-    "redeclare": "如果 `{name}` 声明的形状错了: `param {name}: {shape}`",
+    "redeclare": "如果 `{name}` 声明的形状错了: `{kind} {name}: {shape}`",
     "or": "或者: {text}",
     "add_constraint": "加上 `constraint {constraint}`",
     "add_dim_and_constraint": "加上 `dim {dims}` 和 `constraint {constraint}`",
@@ -416,10 +416,11 @@ HELPS = {
     "declare_it": "声明它: `{declaration}`",
     "declare_dim": "用 `dim {name}` 声明它",
     "use_row": "使用 `softmax({arg}, axis=row)`",
+    "redeclare_bool": "把它声明为掩码: `{kind} {name}: {shape}`",
     "use_where": "把它声明为 `bool[...]`, 才能用作掩码",
     "apply_mask": "要施加掩码, 写成 `where({mask}, x, -inf)`",
     "bind_dim": "用 `--dim {name}=VALUE` 或 `dim {name} = VALUE` 绑定它",
-    "rename": "给新的值起一个自己的名字, 例如 `{name}2`",
+    "rename": "给新的值起一个自己的名字, 例如 `{name}`",
     "delete_invisible": "删除它",
     "remove_noqa": "去掉这条注释",
 }
