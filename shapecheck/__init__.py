@@ -25,6 +25,7 @@ _EXPORTS = {
     "Diagnostic": "diagnostics",
     "Severity": "diagnostics",
     "Span": "diagnostics",
+    "OptionError": "options",
     "compile_spec": "backend",
     "load": "backend",
     "CompiledSpec": "backend",

@@ -6,10 +6,12 @@ import gc
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
-from . import codes, fixcheck, nodes, suppress
+from . import codes, fileio, fixcheck, nodes, suppress
 from .checker import Checker
 from .config import default_bindings
-from .diagnostics import FileResult, InferredNames, Span
+from .diagnostics import MAX_DIAGNOSTICS, FileResult, InferredNames, Span
+from .meaning import analyse
+from .options import check_bindings
 from .parser import ParseResult, parse
 from .program import Inferred, Program
 from .symbolic import DimSystem
@@ -20,6 +22,8 @@ def check_text(text: str, bindings: dict[str, int] | None = None, *,
                defaults: Mapping[str, int] | None = None, infer: bool | None = None) -> Program:
     """Parse and check a spec given as text.
 
+    ``bindings`` maps dim names to positive integers (as ``--dim``); anything else
+    raises :class:`shapecheck.OptionError` (a ``ValueError``) saying which and why.
     ``warn_unknown_bindings=False`` leaves out SC207 (a binding that names no dim
     of this spec), for callers that check several files with one set of bindings.
 
@@ -36,9 +40,6 @@ def check_text(text: str, bindings: dict[str, int] | None = None, *,
     A spec that declares something keeps its SC101 errors, with the inferred
     declaration in their help. See :mod:`shapecheck.infer`.
     """
-    # The syntax tree and shapes hold no reference cycles worth collecting
-    # while we build them; pausing the cyclic GC keeps checking linear in the
-    # size of the spec (a full collection walks every live object).
     return check_parsed(text, None, bindings, warn_unknown_bindings=warn_unknown_bindings,
                         ignore=ignore, defaults=defaults, infer=infer)
 
@@ -51,6 +52,20 @@ def check_parsed(text: str, parsed: ParseResult | None, bindings: dict[str, int]
 
     The language server passes a parse that reuses the statements which did not change.
     """
+    return _check(text, parsed, check_bindings(bindings), warn_unknown_bindings, ignore,
+                  defaults, infer, verify_fixes=True)
+
+
+def _check(text: str, parsed: ParseResult | None, bindings: dict[str, int] | None,
+           warn_unknown_bindings: bool, ignore: Collection[str],
+           defaults: Mapping[str, int] | None, infer: bool | None, *,
+           verify_fixes: bool) -> Program:
+    """Check (bindings already validated); ``verify_fixes``: keep only the suggested
+    fixes that re-check clean (:mod:`shapecheck.fixcheck`, which re-checks an edited
+    spec through this same function, without verifying its fixes in turn)."""
+    # The syntax tree and shapes hold no reference cycles worth collecting
+    # while we build them; pausing the cyclic GC keeps checking linear in the
+    # size of the spec (a full collection walks every live object).
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -78,20 +93,38 @@ def check_parsed(text: str, parsed: ParseResult | None, bindings: dict[str, int]
 
             program = infer_undeclared(program, check_again, infer)
         program.infer = infer
+        _add_meaning(program)
         program.diagnostics = suppress.apply(
             program.diagnostics, text, (statement.span for statement in program.statements),
             frozenset(ignore))
-        program.diagnostics = fixcheck.verified(program)
+        # Program.at: the same parse, inference and suppressions at other bindings.
+        program.recheck = lambda at: check_parsed(
+            text, parsed, at, warn_unknown_bindings=warn_unknown_bindings, ignore=ignore,
+            defaults=defaults, infer=infer)
+        if verify_fixes:
+            program.diagnostics = fixcheck.verified(program, lambda edited: _check(
+                edited, None, bindings, warn_unknown_bindings, ignore, defaults, infer,
+                verify_fixes=False).diagnostics)
         return program
     finally:
         if was_enabled:
             gc.enable()
 
 
+def _add_meaning(program: Program) -> None:
+    """The axis-meaning pass runs on every check; its diagnostics join the checker's."""
+    program.meaning = meaning = analyse(program)
+    room = MAX_DIAGNOSTICS - len(program.diagnostics)
+    if meaning.diagnostics and room > 0:
+        program.diagnostics = sorted(program.diagnostics + meaning.diagnostics[:room],
+                                     key=lambda d: (d.span.line, d.span.column))
+
+
 def check_bytes(data: bytes, bindings: dict[str, int] | None = None, *,
                 warn_unknown_bindings: bool = True, ignore: Collection[str] = (),
                 defaults: Mapping[str, int] | None = None, infer: bool | None = None) -> Program:
     """Decode (UTF-8, BOM allowed) and check; undecodable input is a diagnostic."""
+    bindings = check_bindings(bindings)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
@@ -103,8 +136,9 @@ def check_bytes(data: bytes, bindings: dict[str, int] | None = None, *,
 def check_path(path: str | Path, bindings: dict[str, int] | None = None, *,
                warn_unknown_bindings: bool = True, ignore: Collection[str] = (),
                defaults: Mapping[str, int] | None = None, infer: bool | None = None) -> Program:
-    """Read and check a file. Raises OSError when the file cannot be read."""
-    return check_bytes(Path(path).read_bytes(), bindings,
+    """Read and check a file. Raises OSError when the file cannot be read, or is not a
+    regular file (a FIFO, a device, a folder: :func:`fileio.read_bytes`)."""
+    return check_bytes(fileio.read_bytes(path), bindings,
                        warn_unknown_bindings=warn_unknown_bindings, ignore=ignore,
                        defaults=defaults, infer=infer)
 

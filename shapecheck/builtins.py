@@ -1,9 +1,11 @@
 """Shape rules as data: one row per builtin, plus the operator rules.
 
-A row names the builtin's parameters (with the kind of argument each takes)
-and a small shape function. The checker resolves the arguments by kind, then
-calls the shape function with a :class:`Ctx` to report problems through.
-Adding a builtin is adding a row.
+A row names the builtin's parameters (with the kind of argument each takes),
+a small shape function, and how the result's axes relate to the arguments'
+axes (:class:`AxisMap`). The checker resolves the arguments by kind, then
+calls the shape function with a :class:`Ctx` to report problems through; the
+axis-meaning pass (:mod:`shapecheck.meaning`) reads the axis map. Adding a
+builtin is adding a row.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import codes, einsum, nodes, symbolic
 from .diagnostics import Edit, Fix
@@ -52,12 +54,58 @@ class Param:
 Rule = Callable[[Ctx, dict[str, Any]], "Value | None"]
 
 
+class AxisKind(Enum):
+    """How a builtin's result axes come from its arguments' axes (see :class:`AxisMap`)."""
+
+    ELEMENTWISE = "elementwise"  # the tensors' axes, broadcast together (NumPy rules)
+    PERMUTE = "permute"  # x's axes permuted by `axis` (a permutation; None: swap the last two)
+    RESHAPE = "reshape"  # x's axes regrouped into the shape `axis`, matched by size (C order)
+    SPLIT_HEADS = "split_heads"  # [..., N, H*d] -> [..., H, N, d]: N kept, H and d split off
+    MERGE_HEADS = "merge_heads"  # [..., H, N, d] -> [..., N, H*d]: N kept, H and d merged
+    RESIZE = "resize"  # x's axes, the one named by `axis` resized (repeat: same index, copies)
+    JOIN = "join"  # the tensors joined along `axis` (a new axis there; the others aligned)
+    REDUCE = "reduce"  # x's axes without `axis` (None: all), or kept as 1 with `keepdims`
+    CONTRACT = "contract"  # einsum: the subscripts name each axis
+    CREATE = "create"  # new axes that come from no tensor argument (ones, causal_mask)
+    OPAQUE = "opaque"  # new axes with no known relation to the arguments' (meaning stays silent)
+
+
+class AxisMap(NamedTuple):
+    """How the result's axes map from the arguments' axes: data read by :mod:`meaning`.
+
+    - ``kind``: one of :class:`AxisKind`.
+    - ``tensors``: the parameters whose axes flow into the result, in order
+      (`where`: condition, x, y; `concat`: its list parameter).
+    - ``axis``: the parameter naming the axis (or permutation, or target shape)
+      the builtin acts on; None when it has none.
+    - ``keepdims``: the parameter that keeps a reduced axis as 1 (REDUCE).
+    - ``keeps_values``: the result holds the argument's values, only moved
+      (transpose, reshape, heads, repeat) or unchanged in expectation
+      (dropout): softmax weights passed through it still sum to 1.
+    - ``normalises``: the parameter naming the axis along which every slice of
+      the result sums to 1 (softmax).
+
+    Adding a builtin: pick the kind that says where each result axis comes from.
+    An elementwise function is ``AxisMap(AxisKind.ELEMENTWISE)``; a builtin whose
+    result axes cannot be matched with its arguments' is ``AxisMap(AxisKind.OPAQUE)``
+    (the analysis then stays silent about them rather than guess).
+    """
+
+    kind: AxisKind
+    tensors: tuple[str, ...] = ("x",)
+    axis: str | None = None
+    keepdims: str | None = None
+    keeps_values: bool = False
+    normalises: str | None = None
+
+
 @dataclass(frozen=True)
 class Builtin:
     name: str
     params: tuple[Param, ...]
     rule: Rule
     doc: str
+    axes: AxisMap
 
     def param(self, name: str) -> Param | None:
         for param in self.params:
@@ -437,40 +485,54 @@ EPS = Param("eps", Kind.NUMBER, 1e-5, required=False)
 
 
 def _table() -> dict[str, Builtin]:
+    same = AxisMap(AxisKind.ELEMENTWISE)
     rows = [
-        Builtin("softmax", (X, AXIS_ROW), _softmax, "shape of x; each slice along `axis` sums to 1"),
+        Builtin("softmax", (X, AXIS_ROW), _softmax, "shape of x; each slice along `axis` sums to 1",
+                AxisMap(AxisKind.ELEMENTWISE, normalises="axis")),
         Builtin("transpose", (X, Param("perm", Kind.PERM, None, required=False)), _transpose,
-                "without perm: swap the last two axes; with perm: permute the axes"),
+                "without perm: swap the last two axes; with perm: permute the axes",
+                AxisMap(AxisKind.PERMUTE, axis="perm", keeps_values=True)),
         Builtin("reshape", (X, Param("shape", Kind.SHAPE)), _reshape,
-                "the given shape; element counts must be provably equal; one `-1` is inferred"),
+                "the given shape; element counts must be provably equal; one `-1` is inferred",
+                AxisMap(AxisKind.RESHAPE, axis="shape", keeps_values=True)),
         Builtin("split_heads", (X, Param("heads", Kind.DIM)), _split_heads,
-                "[..., N, H*d] -> [..., H, N, d], head-major"),
-        Builtin("merge_heads", (X,), _merge_heads, "[..., H, N, d] -> [..., N, H*d]"),
+                "[..., N, H*d] -> [..., H, N, d], head-major",
+                AxisMap(AxisKind.SPLIT_HEADS, keeps_values=True)),
+        Builtin("merge_heads", (X,), _merge_heads, "[..., H, N, d] -> [..., N, H*d]",
+                AxisMap(AxisKind.MERGE_HEADS, keeps_values=True)),
         Builtin("repeat", (X, Param("repeats", Kind.DIM), Param("axis", Kind.AXIS)), _repeat,
-                "axis multiplied by repeats (NumPy repeat)"),
+                "axis multiplied by repeats (NumPy repeat)",
+                AxisMap(AxisKind.RESIZE, axis="axis", keeps_values=True)),
         Builtin("concat", (Param("tensors", Kind.TENSORS), Param("axis", Kind.AXIS, 0, required=False)),
-                _concat, "sizes on axis add up; other axes equal"),
-        Builtin("layernorm", (X, EPS), _normalise, "shape of x; normalised over the last axis"),
-        Builtin("rmsnorm", (X, EPS), _normalise, "shape of x; normalised over the last axis"),
+                _concat, "sizes on axis add up; other axes equal",
+                AxisMap(AxisKind.JOIN, tensors=("tensors",), axis="axis")),
+        Builtin("layernorm", (X, EPS), _normalise, "shape of x; normalised over the last axis", same),
+        Builtin("rmsnorm", (X, EPS), _normalise, "shape of x; normalised over the last axis", same),
         Builtin("where", (Param("condition", Kind.TENSOR), Param("x", Kind.TENSOR),
-                          Param("y", Kind.TENSOR)), _where, "c is bool; the three broadcast"),
+                          Param("y", Kind.TENSOR)), _where, "c is bool; the three broadcast",
+                AxisMap(AxisKind.ELEMENTWISE, tensors=("condition", "x", "y"))),
         Builtin("causal_mask", (Param("n", Kind.DIM),), _causal_mask,
-                "bool[N, N], true on and below the diagonal"),
-        Builtin("ones", (Param("shape", Kind.SHAPE),), _constant, "a constant of ones"),
-        Builtin("zeros", (Param("shape", Kind.SHAPE),), _constant, "a constant of zeros"),
+                "bool[N, N], true on and below the diagonal", AxisMap(AxisKind.CREATE, tensors=())),
+        Builtin("ones", (Param("shape", Kind.SHAPE),), _constant, "a constant of ones",
+                AxisMap(AxisKind.CREATE, tensors=())),
+        Builtin("zeros", (Param("shape", Kind.SHAPE),), _constant, "a constant of zeros",
+                AxisMap(AxisKind.CREATE, tensors=())),
         Builtin("einsum", (Param("subscripts", Kind.STRING), Param("operands", Kind.TENSORS)),
-                einsum.rule, "NumPy einsum; `...` allowed"),
+                einsum.rule, "NumPy einsum; `...` allowed",
+                AxisMap(AxisKind.CONTRACT, tensors=("operands",), axis="subscripts")),
         Builtin("dropout", (X, Param("p", Kind.NUMBER, 0.0, required=False)), _dropout,
-                "shape of x (identity when executed)"),
+                "shape of x (identity when executed)",
+                AxisMap(AxisKind.ELEMENTWISE, keeps_values=True)),
     ]
     for name in ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "abs"):
-        rows.append(Builtin(name, (X,), _same_shape, "elementwise; shape of x"))
+        rows.append(Builtin(name, (X,), _same_shape, "elementwise; shape of x", same))
     for name in ("sum", "mean", "max", "min"):
         rows.append(Builtin(
             name,
             (X, Param("axis", Kind.AXIS, None, required=False),
              Param("keepdims", Kind.BOOL, False, required=False)),
             _reduce, "the axis removed (kept as 1 with keepdims=true); all axes without axis",
+            AxisMap(AxisKind.REDUCE, axis="axis", keepdims="keepdims"),
         ))
     return {row.name: row for row in rows}
 
@@ -480,5 +542,5 @@ ELEMENTWISE = frozenset({"exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu"
 # `einsum` takes its operands variadically after the subscripts.
 VARIADIC = {"einsum": "operands"}
 
-__all__ = ["BUILTINS", "Builtin", "Ctx", "Kind", "Param", "SCALAR", "axis_index", "broadcast",
-           "constraint_help", "matmul", "needed_help"]
+__all__ = ["BUILTINS", "AxisKind", "AxisMap", "Builtin", "Ctx", "Kind", "Param", "SCALAR",
+           "axis_index", "broadcast", "constraint_help", "matmul", "needed_help"]

@@ -55,7 +55,6 @@ class Checker:
         self.sink = DiagnosticSink(limit=sys.maxsize) if complete else DiagnosticSink()
         self.names = _Names()
         self.program = Program(source=source, statements=[], dims=self.dims)
-        self._softmax_axis: dict[str, Any] = {}
         self._has_output_statement = False
         self._builder = DimBuilder(self.dims, self._resolve_dim, [],
                                    needed_fixes=lambda decision: needed_fixes(decision, self.anchor))
@@ -87,7 +86,7 @@ class Checker:
                 break
             self._check_statement(statement)
         self._finish()
-        self.program.recheck = self._recheck
+        self.program.recheck_statements = self._recheck_statements
         return self.program
 
     def _check_statement(self, statement: nodes.Stmt) -> None:
@@ -109,24 +108,22 @@ class Checker:
             # it; they are used all the same (no SC401 for an input used only there).
             self.names.used.update(nodes.names_in(statement))
 
-    def _recheck(self, source: str, statements: Sequence[nodes.Stmt],
-                 redefined: set[str]) -> list[list[Diagnostic]]:
+    def _recheck_statements(self, source: str, statements: Sequence[nodes.Stmt],
+                            redefined: set[str]) -> list[list[Diagnostic]]:
         """Check some tensor statements again, as they would be in an edited spec
         (``source``), against this checked spec: its dims and constraints, and the tensors
         it already knows (:mod:`shapecheck.fixcheck` verifies a suggested edit so).
         ``redefined`` names are defined anew by ``statements``. The diagnostics of each."""
         trial = Checker(source, dict(self.dims.bindings), self.warn_unknown_bindings,
-                        dims=self.dims.fork())
+                        dims=self.dims.fork(), inferred=self._inferred)
         trial.names.kind = dict(self.names.kind)
         trial.names.used = set(self.names.used)
         trial.program.tensors = dict(self.program.tensors)
-        trial._softmax_axis = dict(self._softmax_axis)
         trial._anchor, trial.declarations = self._anchor, dict(self.declarations)
         trial._first = dict(self._first)
         for name in redefined:
             trial.names.kind.pop(name, None)
             trial.program.tensors.pop(name, None)
-            trial._softmax_axis.pop(name, None)
         for name, first in _first_definitions(list(statements)).items():
             if name in redefined or name not in trial._first:
                 trial._first[name] = first
@@ -393,9 +390,6 @@ class Checker:
             value = declared
         if self._claim(ident, "tensor"):
             self._add_tensor(ident, "defined", value, span)
-            softmax = self.program.calls.get(id(nodes.strip_parens(expr)))
-            if softmax is not None and softmax.builtin == "softmax":
-                self._softmax_axis[ident.name] = softmax.args["axis"]
 
     def _compare(self, ident: nodes.Ident, actual: Value, declared: Value,
                  annotation: nodes.Shape | None, where: str) -> bool:
@@ -557,7 +551,6 @@ class Checker:
             return UNKNOWN
         ctx = self._ctx(node, {"left": node.left, "right": node.right})
         if node.op == "@":
-            self._check_softmax_axis(node.left)
             for operand, value in ((node.left, left), (node.right, right)):
                 if value.is_bool:
                     self._warn_bool(operand, "`@`")
@@ -572,20 +565,6 @@ class Checker:
         if shape is None:
             return UNKNOWN
         return Value(shape, both_bool and node.op in _LOGICAL)
-
-    def _check_softmax_axis(self, left: nodes.Expr) -> None:
-        left = nodes.strip_parens(left)
-        axis = None
-        rank = self.program.type_of(left).rank
-        if isinstance(left, nodes.Name):
-            axis = self._softmax_axis.get(left.name)
-        else:
-            info = self.program.calls.get(id(left))
-            axis = info.args["axis"] if info is not None and info.builtin == "softmax" else None
-        if axis is None or rank < 2:
-            return
-        if axis_index(axis, rank) != rank - 1:
-            self.report(codes.SOFTMAX_AXIS.diag(left.span, name=f"`{self.text(left)}`", axis=axis))
 
     # --- calls ---------------------------------------------------------------------------------
 

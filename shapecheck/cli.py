@@ -30,9 +30,6 @@ EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 # The command line's own messages (click's parsing errors and --help texts are click's and
 # stay in English: see docs/i18n.md).
 MESSAGES: i18n.Table = i18n.Table("cli", "MESSAGES", {
-    "not_name_int": "`{item}` is not NAME=INT",
-    "not_positive": "`{item}`: the value must be a positive integer",
-    "bound_twice": "`{name}` is bound twice",
     "no_path": "no path given; `shapecheck verify --help` shows how",
     "statistics_format": "--statistics prints text or json",
     "nothing_checked": "no spec files to check (a folder means the *.attn files below it, "
@@ -47,7 +44,7 @@ MESSAGES: i18n.Table = i18n.Table("cli", "MESSAGES", {
     "cannot_write_summary": "cannot write the step summary {path}: {reason}",
     "report_format": "cannot tell the report format from `{output}`; name it .html or .md, or "
     "give --format html|md",
-    "report_over_spec": "the report {output} would overwrite the spec it reports on",
+    "what_spec": "the spec it reports on",
     "cannot_write": "cannot write {path}: {reason}",
     "report_written": "Wrote {path}.",
     "unknown_code": "unknown code `{code}`; `shapecheck explain` lists them all",
@@ -69,18 +66,12 @@ class UsageFailure(Exception):
 
 def parse_bindings(values: Sequence[str]) -> dict[str, int]:
     """`--dim NAME=INT` (repeatable) -> {NAME: INT}; a bad one is a usage error."""
-    bindings: dict[str, int] = {}
-    for item in values:
-        name, sep, number = item.partition("=")
-        name, number = name.strip(), number.strip()
-        if not sep or not name.isidentifier():
-            raise click.BadParameter(MESSAGES["not_name_int"].format(item=item), param_hint="--dim")
-        if not number.isdigit() or int(number) <= 0 or len(number) > 18:
-            raise click.BadParameter(MESSAGES["not_positive"].format(item=item), param_hint="--dim")
-        if name in bindings and bindings[name] != int(number):
-            raise click.BadParameter(MESSAGES["bound_twice"].format(name=name), param_hint="--dim")
-        bindings[name] = int(number)
-    return bindings
+    from .options import OptionError, parse_bindings as parse
+
+    try:
+        return parse(tuple(values))
+    except OptionError as error:
+        raise click.BadParameter(str(error), param_hint="--dim") from None
 
 
 def _choose_language(context: click.Context, parameter: click.Parameter, value: str | None) -> None:
@@ -108,6 +99,24 @@ infer_option = click.option(
 
 def cannot_read(path: str | Path, error: OSError) -> str:
     return MESSAGES["cannot_read"].format(path=path, reason=error.strerror or error)
+
+
+def cannot_write(path: str | Path, error: OSError) -> str:
+    return MESSAGES["cannot_write"].format(path=path, reason=error.strerror or error)
+
+
+STDOUT = "-"  # `report -o -`: the report goes to standard output
+
+
+def _check_output(path: str, protect: list[tuple[str, str]]) -> None:
+    """Refuse a bad output path before any work (fileio's rules: not empty, not a folder,
+    device or FIFO, not the spec, in a folder that exists)."""
+    from .fileio import check_target
+
+    try:
+        check_target(path, protect=protect)
+    except OSError as error:
+        raise UsageFailure(cannot_write(path, error)) from None
 
 
 def use_color(choice: str, *, isatty: bool | None = None) -> bool:
@@ -456,7 +465,8 @@ def conform_command(path: str, target: str, dims: tuple[str, ...], names: tuple[
 @lang_option
 @click.argument("path", type=click.Path())
 @click.option("-o", "--output", "output", required=True, type=click.Path(), metavar="OUT",
-              help="The report to write: .html or .md (by its suffix, unless --format says).")
+              help="The report to write: .html or .md (by its suffix, unless --format says); "
+              "`-` writes it to standard output (Markdown unless --format says).")
 @click.option("--format", "fmt", type=click.Choice(["html", "md"]), default=None,
               help="Report format (default: from OUT's suffix).")
 @click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float64",
@@ -477,11 +487,13 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
     from .report import build_report, format_for, render, write_atomically
 
     bindings = parse_bindings(dims)
-    fmt = fmt or format_for(output)
+    to_stdout = output == STDOUT
+    fmt = fmt or ("md" if to_stdout else format_for(output))
     if fmt is None:
         raise UsageFailure(MESSAGES["report_format"].format(output=output))
-    if Path(output).exists() and Path(path).exists() and Path(output).samefile(path):
-        raise UsageFailure(MESSAGES["report_over_spec"].format(output=output))
+    protect = [(path, MESSAGES["what_spec"])]
+    if not to_stdout:
+        _check_output(output, protect)
     settings = finder_for(config, isolated).settings_for(path)
     try:
         program = check_path(path, bindings, ignore=settings.disabled(path),
@@ -490,11 +502,13 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
         raise UsageFailure(cannot_read(path, error)) from None
     bindings = {**default_bindings(settings.dims, program.dims.dims), **bindings}
     built = build_report(program, path, bindings, dtype)
+    if to_stdout:
+        click.echo(render(built, fmt), nl=False)
+        sys.exit(EXIT_OK if program.ok else EXIT_ERRORS)
     try:
-        write_atomically(output, render(built, fmt))
+        write_atomically(output, render(built, fmt), protect=protect)
     except OSError as error:
-        raise UsageFailure(MESSAGES["cannot_write"].format(path=output, reason=error.strerror or error)) \
-            from None
+        raise UsageFailure(cannot_write(output, error)) from None
     # Like `verify`: where it went, then the verdict in verify's own words.
     from .formats._common import Totals
     from .formats.text import summary_line

@@ -473,17 +473,22 @@ UNUSED = _code(
     fix="Use it, or remove the declaration.",
 )
 SOFTMAX_AXIS = _code(
-    "SC402", "softmax-axis", W, "softmax weights are not normalised by row",
-    "softmax of {name} is taken over axis {axis}; attention weights are normalised by row",
-    what="In attention the scores `S = Q K^T` have one row per query; softmax along the "
-    "row makes each query's weights sum to 1. A softmax along `col` is almost always "
-    "a mistake when its result multiplies the values.",
-    why="Normalising columns gives weights that do not sum to 1 per query.",
+    "SC402", "softmax-axis", W, "softmax weights are summed over an axis they do not normalise",
+    "`{contraction}` sums the softmax weights over {summed}, but the softmax normalised them over "
+    "{normalised}: {consequence}",
+    what="A softmax makes its weights sum to 1 along one axis: in attention, each query's "
+    "weights over the keys. The contraction that reads the values with those weights (`@` or "
+    "`einsum`) must sum over that same axis. The axes are followed through transposes, "
+    "permutations, `einsum` letters, `repeat`, `dropout`, masks and reshapes, whatever the "
+    "layout: the check is about which axis it is, not its size or its position.",
+    why="In self-attention the score table is square, so a softmax over the wrong axis or a "
+    "`P.T @ V` keeps every shape right while each output row becomes a sum over queries "
+    "instead of a weighted average of the values.",
     example="dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
-    "P = softmax(Q @ K.T, axis=col)\nO = P @ V\n# warning[SC402]",
-    fix="Use `axis=row` (the default).",
+    "P = softmax(Q @ K.T / sqrt(d), axis=row)\nO = P.T @ V\n# warning[SC402]",
+    fix="Normalise over the axis the contraction sums over: `softmax(S, axis=row)` with "
+    "`P @ V`, or with scores laid out [key, query], `softmax(S, axis=col)` with `P.T @ V`.",
 )
-
 BOOL_ARITHMETIC = _code(
     "SC403", "bool-arithmetic", W, "a bool tensor is used as numbers",
     "`{operand}` is bool; {operation} treats it as 0 and 1",
@@ -495,6 +500,113 @@ BOOL_ARITHMETIC = _code(
     fix="Apply the mask with `where(M, S, -inf)`.",
 )
 
+# --- axis meaning (shapecheck/meaning.py) ----------------------------------------
+
+SCALE = _code(
+    "SC404", "scale-size", W, "the attention scores are scaled by the wrong size",
+    "`{scores}` is scaled by `{written}`, but it sums over {size}{where}: {reason}",
+    what="Scores `Q K^T` are scaled by 1/sqrt(d), d being the size of the axis the product "
+    "sums over (the head dim). The scale is collected wherever it is written: `/ sqrt(X)`, "
+    "`* (1 / sqrt(X))`, `/ X ** 0.5`, `* X ** -0.5`, on the product or on a factor before it "
+    "(`(Q / sqrt(d)) @ K.T`), and X is compared with that size under the constraints, for "
+    "every size (a `--dim` binding that makes them equal does not silence it). A numeric "
+    "constant (`* 0.125`) or a numeric multiple (`sqrt(3 * d)`) is no opinion.",
+    why="A scale by the model width instead of the head width (`sqrt(D_model)` where the "
+    "product sums over `d`; they agree only when H = 1) or by the sequence length changes "
+    "the softmax's temperature silently: training often hides it.",
+    example="dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
+    "S = Q @ K.T / sqrt(N)\nO = softmax(S) @ V\n# warning[SC404]",
+    fix="Scale by the size of the contracted axis: `/ sqrt(d)`.",
+)
+UNSCALED = _code(
+    "SC405", "unscaled-scores", Severity.NOTE, "the attention scores are not scaled",
+    "`{scores}` is not scaled before the softmax; the usual scale is 1/sqrt({size}), the size "
+    "of the axis it sums over",
+    what="The scores of an attention reach the softmax without any scale.",
+    why="Dot products of d-vectors grow like sqrt(d), which saturates the softmax. Some models "
+    "leave the scale out on purpose (and the notes' one-line formula does), so this is a note.",
+    example="dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
+    "O = softmax(Q @ K.T) @ V\n# note[SC405]",
+    fix="Divide by `sqrt(d)`, or leave it if the model is unscaled on purpose.",
+)
+WEIGHTS_CHANGED = _code(
+    "SC406", "weights-changed", W, "the softmax weights are changed before they are summed",
+    "`{change}` changes the softmax weights before `{contraction}` sums them: their rows no "
+    "longer sum to 1",
+    what="Between the softmax and the contraction with the values, the weights are masked, "
+    "scaled, shifted or otherwise changed (`dropout` and moving axes are fine). Masking them "
+    "again with the very mask the scores had before the softmax is fine too.",
+    why="A mask applied after the softmax leaves each row summing to less than 1: the output "
+    "is no longer a weighted average of the values. `run` shows it on numbers.",
+    example="dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
+    "P = softmax(Q @ K.T / sqrt(d))\nPm = where(causal_mask(N), P, 0)\nO = Pm @ V\n"
+    "# warning[SC406]",
+    fix="Mask the scores before the softmax: `softmax(where(mask, S, -inf))`.",
+)
+MASK_TRANSPOSED = _code(
+    "SC407", "causal-mask-transposed", W, "the causal mask is transposed",
+    "the causal mask in `{where}` is transposed: its rows line up with the keys of "
+    "`{contraction}` and its columns with the queries, so each query sees the keys after it "
+    "(the future) and not those before",
+    what="`causal_mask(N)` is true where row i may see column j <= i: its rows must be the "
+    "queries (the weights' axis kept by `P @ V`) and its columns the keys (the axis summed). "
+    "The axes are followed through every transpose, in any layout.",
+    why="With a square score table a transposed mask keeps every shape right and lets every "
+    "query see the future: the causal model is not causal.",
+    example="dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
+    "S = where(causal_mask(N).T, Q @ K.T / sqrt(d), -inf)\nO = softmax(S) @ V\n"
+    "# warning[SC407]",
+    fix="Use the mask as `causal_mask` builds it: `where(causal_mask(N), S, -inf)`.",
+)
+MASK_INVERTED = _code(
+    "SC408", "causal-mask-inverted", W, "the causal mask hides the positions it allows",
+    "`{where}` hides the positions where the causal mask is true (where a query may look): "
+    "{sees}",
+    what="`causal_mask(N)` is true where a query may look. `where(mask, -inf, S)` (or an added "
+    "`where(mask, -inf, 0)`) puts `-inf` on exactly those positions.",
+    why="The attention then sees only what it must not: the future, or (with a transposed "
+    "mask) only the strict past, leaving the first query no key at all (a NaN row).",
+    example="dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
+    "S = where(causal_mask(N), -inf, Q @ K.T / sqrt(d))\nO = softmax(S) @ V\n"
+    "# warning[SC408]",
+    fix="Swap the branches: `where(mask, S, -inf)` keeps the scores where the mask is true.",
+)
+REDUCED_AXIS = _code(
+    "SC409", "reduced-axis-misaligned", W, "a reduced tensor is broadcast against the wrong axis",
+    "`{reduction}` removes an axis of `{x}`, but in `{expr}` its remaining axis ({size}) lines "
+    "up with a different axis of `{other}`: each entry is combined with another row's result",
+    what="A reduction without `keepdims=true` drops its axis, and broadcasting aligns shapes "
+    "from the right: `sum(E, axis=-1)` is indexed by the rows of `E`, but `E / sum(E, axis=-1)` "
+    "divides each column by it. With a square table the shapes still agree.",
+    why="A softmax written by hand this way does not normalise its rows.",
+    example="dim N\ninput S: [N, N]\nE = exp(S)\nP = E / sum(E, axis=-1)\n# warning[SC409]",
+    fix="Keep the reduced axis: `sum(E, axis=-1, keepdims=true)`.",
+)
+MASK_FILL = _code(
+    "SC410", "mask-fill", W, "masked scores are filled with a value the softmax does not hide",
+    "`{where}` fills the masked scores with {fill}: the softmax still gives the masked keys "
+    "real weight",
+    what="A mask applied to the scores before a softmax must fill with `-inf` (or a very "
+    "negative number such as `-1e9`), so that the softmax gives those keys weight 0.",
+    why="`where(mask, S, 0)` leaves the masked keys a weight exp(0) against the others: the "
+    "mask does not hide them.",
+    example="dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
+    "S = where(causal_mask(N), Q @ K.T / sqrt(d), 0)\nO = softmax(S) @ V\n# warning[SC410]",
+    fix="Fill with `-inf`: `where(mask, S, -inf)`.",
+)
+RESHAPE_MIXES = _code(
+    "SC411", "reshape-mixes-axes", W, "a reshape would have to move an axis",
+    "reshape from {source} to {target} keeps the element order, so it does not move the axis "
+    "{size}: the result's axis {size} runs over other axes",
+    what="`reshape` never moves axes: it reads the elements in order (C order). When the "
+    "target has an axis of the same size as a source axis at another place, the result's "
+    "axis is not that axis: `[H, N, d]` -> `[N, H*d]` gives rows that mix heads and tokens.",
+    why="This is the missing transpose of `merge_heads`: shapes agree, the heads are "
+    "scrambled.",
+    example="dim N, d, H\ninput O: [H, N, d]\nY = reshape(O, [N, H * d])\n# warning[SC411]",
+    fix="Move the axes first (`transpose(O, [1, 0, 2])`), or use `merge_heads` / "
+    "`split_heads`, which move them.",
+)
 # --- suppression (shapecheck/suppress.py) ------------------------------------------------
 
 UNUSED_SUPPRESSION = _code(
@@ -548,6 +660,13 @@ NOTES: Table = Table("codes", "NOTES", {
     "inferred_axes": "its axes {axes} are {sizes} because of this use",
     "bound": "bound by {source}",
     "equal_because": "{lhs} = {rhs} by {reason}",
+    "softmax_here": "the softmax normalises axis {axis} of `{argument}` here",
+    "softmax_normalises": "the softmax of `{argument}` normalises the weights here",
+    "scores_here": "`{scores}` is the product of queries and keys",
+    "summed_here": "`{contraction}` sums the weights here",
+    "weights_summed": "`{contraction}` keeps the queries and sums over the keys here",
+    "mask_built": "the mask is built here by `{mask}`",
+    "reduced_here": "`{reduction}` drops its axis here",
 })
 
 HELPS: Table = Table("codes", "HELPS", {
@@ -565,6 +684,15 @@ HELPS: Table = Table("codes", "HELPS", {
     "apply_mask": "to apply a mask, write `where({mask}, x, -inf)`",
     "bind_dim": "bind it with `--dim {name}=VALUE` or `dim {name} = VALUE`",
     "rename": "give the new value its own name, e.g. `{name}`",
+    "same_axis": "normalise over the axis that is summed: the keys",
+    "scale_by": "scale by the contracted size: `/ sqrt({size})`",
+    "mask_before_softmax": "mask the scores before the softmax: `softmax(where(mask, S, -inf))`",
+    "untranspose_mask": "use the mask as `causal_mask` builds it (rows are queries), without "
+    "the transpose",
+    "swap_branches": "swap the branches: `where(mask, S, -inf)`",
+    "fill_minus_inf": "fill with `-inf`: `where(mask, S, -inf)`",
+    "keepdims": "keep the reduced axis: add `keepdims=true` to `{reduction}`",
+    "move_axes_first": "move the axes first with `transpose`, or use `merge_heads` / `split_heads`",
     "delete_invisible": "delete it",
     "remove_noqa": "remove the comment",
 })
@@ -769,6 +897,29 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "string_not_a_tensor": "a string is only allowed as the subscripts of `einsum`",
     "axis_not_a_tensor": "`{name}` is only allowed as an axis (`axis={name}`)",
     "not_a_value": "this is not a value",
+    # SC402: the axes and what the formula computes instead
+    "axis_of": "axis {index} of `{tensor}` ({size})",
+    "axis_from": "axis {index} of `{tensor}` ({size}, from `{origin}`)",
+    "an_axis": "an axis of size {size}",
+    "sum_over_queries": "each output row becomes a sum over queries (the rows of `{origin}`), "
+    "not a weighted average of `{values}`",
+    "sum_over_batch": "each output becomes a sum over {size}, a batch axis, not a weighted "
+    "average of the values",
+    "normalised_over_queries": "each output row sums weights that were normalised over the "
+    "queries (the rows of `{origin}`), not over the keys: they do not add up to 1",
+    "normalised_over_batch": "each output row sums weights that were normalised over {size}, "
+    "a batch axis, not over the keys: they do not add up to 1",
+    "sum_not_normalised": "the weights it sums do not add up to 1",
+    # SC404: where the contracted axis is, and why the scale is wrong
+    "contracted_axis": " (axis {index} of `{operand}`, {shape})",
+    "scale_differs": "{x} {relation} {size}",
+    "scale_multiple": "{big} is {factor} times {small}, so they are equal only when {factor} = 1",
+    "scale_inverted": "it multiplies by sqrt({size}) instead of dividing by it",
+    "scale_squared": "it divides by {size}, not by sqrt({size})",
+    # SC408: what each query sees
+    "sees_future_only": "each query sees only the keys after it (the future)",
+    "sees_past_only": "each query sees only the keys strictly before it, and the first query "
+    "sees none",
     # SC403: what treats a bool tensor as numbers
     "bool_in_builtin": "this builtin",
     "bool_in_unary": "unary `{op}`",

@@ -116,8 +116,7 @@ class DiagnosticSink:
         return sorted(self.items, key=lambda d: (d.span.line, d.span.column))
 
 
-@dataclass(frozen=True, slots=True)
-class InferredNames:
+class InferredNames(NamedTuple):
     """What a file uses without declaring it and inference supplied (a sketch): the
     tensors (their shapes are in ``FileResult.shapes``), the dims, and the declarations
     that state them, one pasteable line each."""

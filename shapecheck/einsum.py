@@ -9,7 +9,8 @@ The meaning (docs/language.md, section 6): whitespace is ignored anywhere
 (`...` first, then the letters used once, sorted); axes under `...` that the output
 leaves out are summed (`"...i->i"`), as NumPy's `optimize` path and PyTorch do.
 NumPy's default parser rejects both strings; the normalised text always has an
-explicit output, and the NumPy backend runs it with `optimize=True`.
+explicit output, and the NumPy backend runs it through this same reading (one-operand
+`np.einsum` steps and a `np.matmul` per pair of operands: docs/run.md).
 """
 
 from __future__ import annotations

@@ -13,11 +13,15 @@ it goes). A rejected candidate's help line is not shown; help lines without an e
 **What is re-checked, and the cost.** An edit inside tensor statements is re-parsed
 alone and checked in a slice: the edited statements, the statement of the diagnostic,
 and the statements that use what they define, transitively, at most MAX_SLICE of them,
-against the spec's dims and the tensors it already knows (``Program.recheck``); a value
-changes only what reads it. A new `dim` or `constraint`, or an edit of one, changes what
-every statement may prove (it also repairs the other statements that needed it, and
-what they feed): the whole spec is checked again, once per edit whatever diagnostics
-suggested it.
+against the spec's dims and the tensors it already knows
+(``Program.recheck_statements``); a value changes only what reads it. A new `dim` or
+`constraint`, or an edit of one, changes what every statement may prove (it also
+repairs the other statements that needed it, and what they feed): the whole edited
+spec is checked again as the original was (``check_whole``: bindings, defaults,
+inference), once per edit whatever diagnostics suggested it. An edit of the text
+between statements (deleting an invisible character in a comment, a `# noqa` that
+suppresses nothing) leaves every statement and so every diagnostic about one as it was:
+it is right when its diagnostic is about the text it removes.
 Each file gets a budget of statements re-checked, proportional to its size
 (``WORK_PER_STATEMENT`` each, and ``MIN_WORK``), so that many errors in a large file
 cost a small multiple of one check, never a square; a candidate past the budget is
@@ -27,12 +31,12 @@ not verified, and not shown.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from . import nodes
 from .diagnostics import Diagnostic, Edit, Fix, Span
-from .parser import Chunk, parse, parse_chunk
+from .parser import Chunk, parse_chunk
 from .program import Program
 
 MAX_SLICE = 32
@@ -43,11 +47,16 @@ MIN_WORK = 400
 _DIM_PHASE = (nodes.DimFree, nodes.DimDef, nodes.Constraint, nodes.Broken)
 
 
-def verified(program: Program) -> list[Diagnostic]:
+CheckWhole = Callable[[str], Sequence[Diagnostic]]
+"""Checks an edited spec as the original was checked (bindings, defaults, inference,
+suppressions): its diagnostics."""
+
+
+def verified(program: Program, check_whole: CheckWhole) -> list[Diagnostic]:
     """The program's diagnostics, each with only the fixes that re-check clean."""
-    if program.recheck is None or not any(d.fixes for d in program.diagnostics):
+    if program.recheck_statements is None or not any(d.fixes for d in program.diagnostics):
         return program.diagnostics
-    verifier = _Verifier(program)
+    verifier = _Verifier(program, check_whole)
     return [verifier.diagnostic(d) if d.fixes else d for d in program.diagnostics]
 
 
@@ -58,8 +67,9 @@ class _Outcome:
 
 
 class _Verifier:
-    def __init__(self, program: Program) -> None:
+    def __init__(self, program: Program, check_whole: CheckWhole) -> None:
         self.program = program
+        self.check_whole = check_whole
         self.source = program.source
         self.lines = self.source.split("\n")
         self.line_starts = _line_starts(self.source)
@@ -119,11 +129,16 @@ class _Verifier:
         in_place = [e for e in edits if not self._is_anchor(e)]
         touched = sorted({self._statement_containing(e.span) for e in in_place},
                          key=lambda i: -1 if i is None else i)
-        if inserted or None in touched or any(
+        if len(edits) == 1 and target is None and self._between_statements(edits[0]) \
+                and _about_the_text(diagnostic, edits[0]):
+            # Every statement stays as it was, so does every diagnostic about one.
+            return _Outcome(True)
+        if inserted or None in touched or self.program.inferred is not None or any(
                 isinstance(self.statements[i], _DIM_PHASE)
                 for i in [*touched, target] if i is not None):
             # What the dims mean changes, so any statement may (a new constraint also
-            # repairs the other statements that needed it, and what they feed).
+            # repairs the other statements that needed it, and what they feed); in a
+            # sketch, what is inferred may change.
             return self._whole(diagnostic, edited, edits)
         return self._local(diagnostic, edited, in_place, [i for i in touched if i is not None],
                            target)
@@ -148,8 +163,8 @@ class _Verifier:
         redefined |= {name for index in touched for name in _defined(new_statements[index])
                       if self.definer.get(name, index) == index}
         checked = [new_statements.get(i, self.statements[i]) for i in slice_indices]
-        assert self.program.recheck is not None
-        found = self.program.recheck(edited, checked, redefined)
+        assert self.program.recheck_statements is not None
+        found = self.program.recheck_statements(edited, checked, redefined)
         after: list[tuple[str, int, int, bool]] = []
         for index, diagnostics in zip(slice_indices, found):
             for d in diagnostics:
@@ -173,22 +188,28 @@ class _Verifier:
             return _Outcome(False)
         before = {(d.code, d.span.line, d.span.column) for d in self.program.diagnostics
                   if d.is_error}
-        return _judge(diagnostic, after, before)
+        outcome = _judge(diagnostic, after, before)
+        if not outcome.ok:
+            return outcome
+        # Errors left count as for an edit checked in a slice: in the statement of the
+        # diagnostic and what it feeds (errors elsewhere in the file are no measure of
+        # this fix, and would make every whole-spec fix look worse than a local one).
+        target = self._statement_at(diagnostic.span)
+        near = set(self._slice({target}, {})) if target is not None else set()
+        return _Outcome(True, sum(1 for code, line, column, is_error in after if is_error
+                                  and self._statement_at(Span(line, column, line, column)) in near))
 
-    def _check_whole(self, edited: str, edits: list[Edit]) -> list[tuple[str, int, int, bool]] | None:
+    def _check_whole(self, edited: str,
+                     edits: list[Edit]) -> list[tuple[str, int, int, bool]] | None:
         if len(self.statements) > self.work_left:
             return None
         self.work_left -= len(self.statements)
-        from .checker import check
-
-        parsed = parse(edited)
-        program = check(edited, parsed.statements, parsed.diagnostics,
-                        dict(self.program.dims.bindings))
+        found = self.check_whole(edited)
         # Lines an inserted dim or constraint takes: (first, count); later lines move down.
-        new_lines = [found for e in edits if (found := self._insertion(e)) is not None]
+        new_lines = [lines for e in edits if (lines := self._insertion(e)) is not None]
         in_place = [e for e in edits if not self._is_anchor(e)]
         after = []
-        for d in program.diagnostics:
+        for d in found:
             line, column = d.span.line, d.span.column
             for first, count in new_lines:
                 if first <= line < first + count:
@@ -253,6 +274,17 @@ class _Verifier:
             return span.line, text.count("\n")
         return None
 
+    def _between_statements(self, edit: Edit) -> bool:
+        """The edit touches no statement (it is in a comment or a blank)."""
+        span = edit.span
+        index = bisect.bisect_right(self.starts, (span.line, span.column)) - 1
+        if index >= 0:
+            previous = self.statements[index].span
+            if (previous.end_line, previous.end_column) > (span.line, span.column):
+                return False
+        return index + 1 >= len(self.starts) \
+            or self.starts[index + 1] >= (span.end_line, span.end_column)
+
     def _statement_at(self, span: Span) -> int | None:
         return self._statement_containing(Span(span.line, span.column, span.line, span.column))
 
@@ -291,6 +323,15 @@ def _parse_one(text: str, line: int, column: int) -> nodes.Stmt | None:
     span = Span(line, column, line, column)
     statement, problem = parse_chunk(Chunk(text, line, column, span, (), False))
     return None if problem is not None or isinstance(statement, nodes.Broken) else statement
+
+
+def _about_the_text(diagnostic: Diagnostic, edit: Edit) -> bool:
+    """The diagnostic is about the text the edit replaces (an invisible character,
+    a `# noqa` that suppresses nothing), within one line."""
+    span, at = diagnostic.span, edit.span
+    return at.line == at.end_line and "\n" not in edit.replacement \
+        and (at.line, at.column) <= (span.line, span.column) \
+        and (span.end_line, span.end_column) <= (at.end_line, at.end_column)
 
 
 def _judge(diagnostic: Diagnostic, after: Sequence[tuple[str, int, int, bool]],

@@ -18,7 +18,7 @@ from typing import Any, cast
 from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
-from . import codes, nodes
+from . import codes, grammar_cache, nodes
 from .diagnostics import MAX_DIAGNOSTICS, Diagnostic, Span
 
 MAX_NESTING = 200  # brackets and expression depth, as CPython's parser
@@ -254,9 +254,10 @@ class _Parsers:
 
 
 def _lark(postlex: BracketNewlines, **options: Any) -> Lark:
-    # Lark caches the analysed grammar on disk (keyed by grammar and options).
-    return Lark(grammar_text(), parser="lalr", lexer="basic", postlex=postlex, cache=True,
-                **options)
+    # The analysed grammar is cached on disk per user, as JSON, never as a pickle
+    # (grammar_cache: Lark's own cache=True unpickles a file in the shared temp folder).
+    return grammar_cache.build(grammar_text(), parser="lalr", lexer="basic", postlex=postlex,
+                               **options)
 
 
 @lru_cache(maxsize=1)

@@ -7,9 +7,9 @@ tables keyed by ``id(node)``; the program keeps its syntax tree alive.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import nodes
 from .diagnostics import Diagnostic, Note, Span
@@ -58,8 +58,7 @@ class Tensor:
     inferred: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class InferredTensor:
+class InferredTensor(NamedTuple):
     """An undeclared tensor, with the shape inference gave it: the most general one
     that makes every statement correct. ``origins`` point at the uses that gave an
     axis its size (a number, or a product such as `H*k`)."""
@@ -73,10 +72,10 @@ class InferredTensor:
         return f"input {self.name}: {self.value.text()}"
 
 
-@dataclass(frozen=True)
-class Inferred:
+class Inferred(NamedTuple):
     """What inference added to a spec: the dims and input tensors it uses without
-    declaring them, in the order of the declarations that state them."""
+    declaring them, in the order of the declarations that state them. (Named tuples,
+    not dataclasses: creating a dataclass costs start-up time every `verify` pays.)"""
 
     dims: tuple[tuple[str, Span], ...]  # each dim and where it is first needed
     tensors: tuple[InferredTensor, ...]
@@ -120,13 +119,34 @@ class Program:
     # (`infer=` of api.check_text: None automatic, True / False forced).
     inferred: Inferred | None = None
     infer: bool | None = None
-    # Checks statements again as an edit would change them (Checker._recheck): how
-    # shapecheck.fixes verifies a suggested fix before it is offered.
-    recheck: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
+    # Set by the API that checked it: the same parse checked again at other bindings (`at`).
+    recheck: Callable[[dict[str, int]], Program] | None = field(default=None, repr=False,
+                                                                compare=False)
+    # What the axis-meaning pass found (a meaning.Meaning), set by api.check_parsed; the
+    # pass stands above this module, so the type is not imported here.
+    meaning: Any = None
+    # Checks statements again as an edit would change them (Checker._recheck_statements):
+    # how shapecheck.fixcheck verifies a suggested fix before it is offered.
+    recheck_statements: Callable[..., Any] | None = field(default=None, repr=False,
+                                                           compare=False)
 
     @property
     def ok(self) -> bool:
         return not any(d.is_error for d in self.diagnostics)
+
+    def at(self, bindings: Mapping[str, int]) -> Program:
+        """This spec checked again at these bindings (as ``--dim``): derived dims,
+        constraints and divisibility decided at those sizes, without parsing again.
+
+        The bindings replace this program's own; the result is this program when
+        they are the same. Backends bind the sizes they run at through this.
+        """
+        wanted = dict(bindings)
+        if wanted == self.dims.bindings:
+            return self
+        if self.recheck is None:
+            raise ValueError("this program was not made by shapecheck.api and cannot be re-checked")
+        return self.recheck(wanted)
 
     def type_of(self, node: nodes.Expr) -> Value:
         return self.types.get(id(node), UNKNOWN)

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from enum import Enum
+from fractions import Fraction
 from typing import Any, NamedTuple, TypeAlias
 
 import sympy
@@ -344,6 +345,7 @@ class ConstraintUse:
     text: str
     span: Span
     eliminates: str | None = None
+    sides: tuple[Dim, str, Dim] | None = None  # left, op, right (replayed by without_bindings)
 
 
 @dataclass
@@ -398,6 +400,33 @@ class DimSystem:
     _basis: _Basis | TooComplex | None = None
     # Derived dims bound on the command line, checked against their definition.
     _derived_bindings: list[tuple[Dim, int]] = field(default_factory=list)
+    _unbound_view: DimSystem | None = None
+
+    def without_bindings(self) -> DimSystem:
+        """The same dims and constraints without the `--dim` bindings.
+
+        The meaning checks (a scale by the wrong size, axes matched across a
+        reshape) hold for every admissible size, as the spec is written: bindings
+        that happen to make two sizes equal must not hide a mistake. Fixed dims
+        (`dim T = 128`) and constraints are part of the spec and stay.
+        """
+        if not self.bindings:
+            return self
+        if self._unbound_view is None:
+            view = DimSystem()
+            for info in self.dims.values():
+                if info.kind == "free":
+                    view.declare_free(info.name, info.span)
+                elif info.kind == "fixed" and info.definition is not None:
+                    view.declare_fixed(info.name, int(info.definition), info.span)
+                elif info.definition is not None:
+                    view.declare_derived(info.name, info.definition, info.span)
+            for use in self.constraints:
+                if use.sides is not None:
+                    left, op, right = use.sides
+                    view.add_constraint(left, op, right, use.text, use.span)
+            self._unbound_view = view
+        return self._unbound_view
     # Every name the spec defines (tensors too): a dim a suggestion introduces avoids them.
     taken: frozenset[str] = frozenset()
     # The statement being checked (the checker sets it): inference notes where a size came from.
@@ -449,7 +478,7 @@ class DimSystem:
     # constraints
 
     def add_constraint(self, left: Dim, op: str, right: Dim, text: str, span: Span) -> ConstraintOutcome:
-        use = ConstraintUse(text, span)
+        use = ConstraintUse(text, span, sides=(left, op, right))
         self.constraints.append(use)
         if op != "==":
             return self._add_inequality(left, op, right)
@@ -778,6 +807,13 @@ class DimSystem:
             except (ValueError, sympy.polys.polyerrors.BasePolynomialError):
                 continue  # no longer a polynomial (a floor came in): not used
         return _Basis(gens, tuple(_groebner(converted, _Steps())))
+
+    def constant_ratio(self, left: Dim, right: Dim) -> Fraction | None:
+        """``left / right`` when it is a number for every admissible size (`3*d` / `d`)."""
+        def answer() -> Fraction | None:
+            ratio = sympy.cancel(self.canonical(left) / self.canonical(right))
+            return Fraction(int(ratio.p), int(ratio.q)) if ratio.is_Rational and ratio != 0 else None
+        return self._memo("ratio", left, right, answer) or None
 
     def positive(self, dim: Dim) -> Verdict:
         """Is the dim expression a positive integer under every admissible binding?"""
@@ -1185,6 +1221,30 @@ def _built_of_positives(dim: Dim) -> bool:
     return False
 
 
+_MINUS_HALF = Fraction(-1, 2)
+
+
+def radicand(factors: Sequence[tuple[Dim, Fraction]]) -> tuple[Dim, Dim] | None:
+    """``X`` with ``prod(base ** exponent) == 1 / sqrt(X)``, as (numerator, denominator).
+
+    None when ``X`` would not be a ratio of products of the bases (a fourth root).
+    A scale `1 / sqrt(d)` is ``[(d, -1/2)]`` and gives ``(d, 1)``; `1 / d` gives ``(d**2, 1)``.
+    """
+    if len(factors) == 1 and factors[0][1] == _MINUS_HALF:
+        return factors[0][0], ONE  # the common `/ sqrt(d)`: no arithmetic
+    numerator: Dim = ONE
+    denominator: Dim = ONE
+    for base, exponent in factors:
+        power = -2 * exponent
+        if power.denominator != 1:
+            return None
+        if power > 0:
+            numerator *= base ** int(power)
+        elif power < 0:
+            denominator *= base ** int(-power)
+    return numerator, denominator
+
+
 def spaced(text: str) -> str:
     return text.replace("*", " * ") if "**" not in text else text
 
@@ -1312,8 +1372,7 @@ REFUTATION_POINTS = 2000
 Env: TypeAlias = "dict[Dim, int]"
 
 
-@dataclass(frozen=True)
-class Claim:
+class Claim(NamedTuple):
     """A fact about dims that a statement needs.
 
     ``kind``: ``equal`` (left == right), ``divides`` (right divides left),
@@ -1345,8 +1404,7 @@ class Claim:
         return (self.left,) if self.kind == "positive" else (self.left, self.right)
 
 
-@dataclass(frozen=True)
-class Counterexample:
+class Counterexample(NamedTuple):
     """Sizes at which a claim fails: ``values`` (dim name, size), sorted by name, and
     the claim's sides evaluated there (``sides``, printed: `1`, `3/2`)."""
 
@@ -1357,8 +1415,7 @@ class Counterexample:
         return ", ".join(f"{name}={value}" for name, value in self.values)
 
 
-@dataclass(frozen=True)
-class Needed:
+class Needed(NamedTuple):
     """The weakest constraint that makes a claim hold: ``constraint {lhs} {op} {rhs}``,
     after declaring ``dims`` (new dims, e.g. the quotient `k` of a division); ``built``
     holds the same constraint as dim expressions."""
@@ -1367,15 +1424,14 @@ class Needed:
     lhs: str
     op: str
     rhs: str
-    built: tuple[Dim, str, Dim] = field(compare=False, repr=False)
+    built: tuple[Dim, str, Dim]
 
     @property
     def constraint(self) -> str:
         return f"{self.lhs} {self.op} {self.rhs}"
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
     """A three-way verdict: proved (or provably different), refuted (a
     counterexample), or undetermined; and the weakest constraint that would make
     it hold (``needed``), for either of the last two."""
@@ -1865,7 +1921,6 @@ def solve_for(system: DimSystem, dim: Dim, value: int) -> tuple[str, int] | None
 # --- inference: unification over dims ----------------------------------------------------------
 
 
-@dataclass
 class Unifier(DimSystem):
     """A :class:`DimSystem` with *unknowns*: dims of undeclared tensors whose size
     is to be found (:mod:`shapecheck.infer`).
@@ -1882,9 +1937,12 @@ class Unifier(DimSystem):
     it was made, so that an error can point at the use that fixed a size.
     """
 
-    links: dict[Dim, tuple[Dim, Span]] = field(default_factory=dict)
-    _unknowns: dict[Dim, int] = field(default_factory=dict)  # unknown -> creation order
-    _failed_at: Span | None = None  # the statement where a check last failed
+    # Not a dataclass of its own: creating one costs start-up time every `verify` pays.
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: dict[Dim, tuple[Dim, Span]] = {}
+        self._unknowns: dict[Dim, int] = {}  # unknown -> creation order
+        self._failed_at: Span | None = None  # the statement where a check last failed
 
     def unknown(self) -> Dim:
         """A new unknown size (named `?0`, `?1`, ...: never a name of the spec)."""

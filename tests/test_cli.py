@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from shapecheck import codes
+from shapecheck import codes, fileio
 from shapecheck._version import __version__
 from shapecheck.cli import main
 
@@ -116,14 +116,14 @@ def test_a_missing_path_is_a_diagnostic_and_the_rest_is_checked(capsys, tmp_path
 
 def test_an_unreadable_file_exits_2(capsys, tmp_path, monkeypatch):
     unreadable = spec(tmp_path, "secret.attn", CLEAN)
-    real_read = Path.read_bytes
+    real_read = fileio.read_bytes
 
-    def read_bytes(self: Path) -> bytes:
-        if self.name == "secret.attn":
+    def read_bytes(path) -> bytes:
+        if Path(path).name == "secret.attn":
             raise PermissionError(13, "Permission denied")
-        return real_read(self)
+        return real_read(path)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(fileio, "read_bytes", read_bytes)
     status, out, err = run(capsys, "verify", unreadable, spec(tmp_path, "ok.attn", CLEAN))
     assert status == 2
     assert "secret.attn:1:1: error[SC007]: cannot read" in out and "permission denied" in out

@@ -19,7 +19,7 @@ from shapecheck.config import ConfigError, Finder, Overrides, Settings, load
 
 WARN_UNUSED = "dim N, d, unused\ninput Q: [N, d]\noutput S = Q @ Q.T\n"  # SC401 on line 1
 WARN_SOFTMAX = ("dim N, d\ninput Q: [N, d]\ninput V: [N, d]\n"
-                "P = softmax(Q @ Q.T, axis=col)\noutput O = P @ V\n")  # SC402 on line 5
+                "P = softmax(Q @ Q.T / sqrt(d), axis=col)\noutput O = P @ V\n")  # SC402 on line 5
 ERROR = "dim N, d\ninput Q: [N, d]\ninput K: [N, d]\noutput S = Q @ K\n"  # SC301
 CLEAN = "dim N, d\ninput Q: [N, d]\ninput K: [N, d]\noutput S = Q @ K.T\n"
 

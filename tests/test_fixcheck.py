@@ -7,6 +7,9 @@ result with the whole checker: a differential test of the slice the verifier re-
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -184,3 +187,79 @@ def test_crlf_files_get_crlf_lines() -> None:
     text = "dim N\r\ninput X: [N - 1]\r\noutput X\r\n"
     (fix,) = the("SC201", text).fixes
     assert fix.edits[0].replacement == "\r\nconstraint N >= 2"
+
+
+# --- end to end: `verify --fix`, `--diff`, SARIF (the LSP's code actions: test_lsp.py) -----
+
+SCORES = "dim N, d\ninput Q: [N, d]\ninput K: [N, d]\noutput S = Q @ K / sqrt(d)\n"
+SPLIT = "dim N, D, H\ninput X: [N, D]\noutput Y = split_heads(X, H)\n"
+WEIGHT = "dim N, D, E\ninput X: [N, D]\nparam W: [E, D]\noutput Y = X @ W\n"
+
+
+def cli(*args: str | Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "shapecheck", *map(str, args)], input=stdin,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_verify_fix_applies_the_verified_fixes_through_the_cli(tmp_path: Path) -> None:
+    """`Q @ K` -> `Q @ K.T` and a missing constraint with the dim it needs: the real
+    command writes them and the file then verifies."""
+    scores, split = tmp_path / "scores.attn", tmp_path / "split.attn"
+    scores.write_text(SCORES, encoding="utf-8")
+    split.write_text(SPLIT, encoding="utf-8")
+    done = cli("verify", "--fix", scores, split)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Fixed 2 problem(s) in 2 file(s)" in done.stdout
+    assert scores.read_text(encoding="utf-8") == SCORES.replace("Q @ K ", "Q @ K.T ")
+    assert split.read_text(encoding="utf-8") == \
+        "dim N, D, H\ndim k\nconstraint D == H * k\ninput X: [N, D]\noutput Y = split_heads(X, H)\n"
+    assert cli("verify", scores, split).returncode == 0
+
+
+def test_verify_diff_shows_the_fix_and_an_unsafe_fix_is_not_applied(tmp_path: Path) -> None:
+    scores, weight = tmp_path / "scores.attn", tmp_path / "weight.attn"
+    scores.write_text(SCORES, encoding="utf-8")
+    weight.write_text(WEIGHT, encoding="utf-8")
+    done = cli("verify", "--diff", scores)
+    assert "-output S = Q @ K / sqrt(d)" in done.stdout
+    assert "+output S = Q @ K.T / sqrt(d)" in done.stdout
+    assert scores.read_text(encoding="utf-8") == SCORES
+    # A weight declared the other way round is offered (help, SARIF, editor), but
+    # `--fix` does not redeclare a parameter by itself.
+    [diagnostic] = [d for d in check_text(WEIGHT).diagnostics if d.code == "SC301"]
+    assert diagnostic.fixes and not diagnostic.fixes[0].safe
+    assert "`param W: [D, E]`" in diagnostic.fixes[0].help
+    assert cli("verify", "--fix", weight).returncode == 1
+    assert weight.read_text(encoding="utf-8") == WEIGHT
+
+
+def test_sarif_carries_the_verified_fix(tmp_path: Path) -> None:
+    scores = tmp_path / "scores.attn"
+    scores.write_text(SCORES, encoding="utf-8")
+    done = cli("verify", "--format", "sarif", scores)
+    [result] = [r for r in json.loads(done.stdout)["runs"][0]["results"]
+                if r["ruleId"] == "SC301"]
+    [fix] = result["fixes"]
+    assert fix["description"]["text"] == "did you mean `Q @ K.T`?"
+    [change] = fix["artifactChanges"]
+    [replacement] = change["replacements"]
+    assert replacement["insertedContent"]["text"] == "Q @ K.T"
+    assert replacement["deletedRegion"]["startLine"] == 4
+    assert apply_edits(SCORES, check_text(SCORES).diagnostics[0].fixes[0].edits) == \
+        SCORES.replace("Q @ K ", "Q @ K.T ")
+
+
+def test_a_sketch_gets_fixes_checked_as_a_sketch() -> None:
+    """A spec that declares nothing is re-checked with inference, as it was checked:
+    the fix is not refused for the undeclared names the sketch is allowed."""
+    text = "A = ones([4, 3])\nY = A @ A\nZ = Y @ Q\n"
+    diagnostic = the("SC301", text)
+    assert errors(fixed(text, diagnostic)) == Counter()
+    assert "Y = A @ A.T" in fixed(text, diagnostic)
+
+
+def test_an_invisible_character_in_a_comment_is_deleted_without_a_recheck() -> None:
+    text = "dim N\n# a note\u200b here\ninput X: [N]\noutput X\n"
+    [diagnostic] = [d for d in check_text(text).diagnostics if d.code == "SC005"]
+    [fix] = diagnostic.fixes
+    assert apply_edits(text, fix.edits) == text.replace("\u200b", "")

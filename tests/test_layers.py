@@ -20,6 +20,9 @@ BELOW: dict[str, set[str]] = {
     "rules": {"codes", "diagnostics", "nodes", "program", "symbolic"},
     "einsum": {"codes", "program", "rules", "symbolic"},
     "builtins": {"codes", "diagnostics", "einsum", "nodes", "program", "rules", "symbolic"},
+    # The axis-meaning pass reads the checked program; it stands beside the formats, the
+    # report and the backends, never below the checker.
+    "meaning": {"codes", "nodes", "symbolic", "builtins", "diagnostics", "einsum", "program"},
 }
 
 

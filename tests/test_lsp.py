@@ -87,7 +87,7 @@ async def test_diagnostics_on_open_and_after_an_incremental_edit(client: Languag
 @pytest.mark.asyncio(loop_scope="function")
 async def test_configuration_and_noqa_apply(client: LanguageClient, tmp_path):
     uri = (tmp_path / "b.attn").as_uri()
-    text = "dim N, d, unused\ninput Q: [N, d]\nP = softmax(Q @ Q.T, axis=col)\n" \
+    text = "dim N, d, unused\ninput Q: [N, d]\nP = softmax(Q @ Q.T / sqrt(d), axis=col)\n" \
            "output O = P @ Q  # noqa: SC402\nx = Q @ Q  # noqa: SC301\n"
     codes = sorted(d.code for d in await _open(client, uri, text))
     assert codes == ["SC301", "SC502"]  # SC401 ignored by pyproject.toml, SC402 by noqa
@@ -157,6 +157,20 @@ async def test_code_actions_carry_the_fixes(client: LanguageClient, tmp_path):
     assert action.kind == types.CodeActionKind.QuickFix and action.is_preferred
     [edit] = action.edit.changes[uri]
     assert edit.new_text == "" and edit.range.start == types.Position(2, 18)
+
+
+@pytest.mark.asyncio(loop_scope="function")
+async def test_code_actions_carry_the_checkers_verified_fixes(client: LanguageClient, tmp_path):
+    """`Q @ K` -> `Q @ K.T` (verified by re-checking) reaches the editor as a quick fix."""
+    uri = (tmp_path / "k.attn").as_uri()
+    [mismatch] = [d for d in await _open(client, uri, BROKEN) if d.code == "SC301"]
+    actions = await client.text_document_code_action_async(types.CodeActionParams(
+        types.TextDocumentIdentifier(uri), mismatch.range,
+        types.CodeActionContext(diagnostics=[mismatch])))
+    [action] = actions
+    assert action.kind == types.CodeActionKind.QuickFix and "Q @ K.T" in action.title
+    [edit] = action.edit.changes[uri]
+    assert edit.new_text == "Q @ K.T" and edit.range.start == _position(BROKEN, "Q @ K")
 
 
 @pytest.mark.asyncio(loop_scope="function")

@@ -24,7 +24,8 @@ from shapecheck.cli import main
 from shapecheck.diagnostics import Diagnostic, FileResult, Severity, Span
 from shapecheck.formats import github_step_summary
 from shapecheck.report import build_report, render, write_atomically
-from shapecheck.report.templates import plain
+from shapecheck import i18n
+from shapecheck.report.templates import plain, text
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -212,7 +213,8 @@ def test_cost_of_the_attention_core() -> None:
     assert report.cards[0].core_flops == "4·N²·d" and report.cards[0].core_value == 4 * 128 * 128 * 64
     largest = plain(report.cost.largest)
     assert largest.startswith("Largest intermediate: S [N, N], N² elements = 8·N² bytes (131,072")
-    assert "the N×N table" in largest
+    assert largest.endswith("It grows as N²: quadratically with the sequence length. "
+                            "It is the notes' N×N table of match scores.")
 
 
 def test_picture_has_a_node_per_tensor_and_an_edge_per_dependency() -> None:
@@ -250,7 +252,7 @@ def test_a_spec_with_errors_shows_them_inline_as_verify_does(capsys: pytest.Capt
     problems = dom.find_all("tr", class_="problem")
     assert [p.attrs["data-code"] for p in problems] == ["SC301"]
     row_ids = [e.attrs.get("id") for e in dom.find_all("tr")]
-    assert row_ids.index(None, row_ids.index("L11")) == row_ids.index("L11") + 1  # just after line 11
+    assert row_ids[row_ids.index("L11") + 1] == "problem-1"  # just after line 11
     with pytest.raises(SystemExit):
         main(["verify", "--color", "never", str(path.relative_to(ROOT))])
     verify = capsys.readouterr().out
@@ -275,22 +277,27 @@ def hostile_spec() -> str:
     )
 
 
-def test_user_text_is_escaped_in_html() -> None:
-    program = check_text(hostile_spec())
+@pytest.mark.parametrize("language", i18n.LANGUAGES)
+def test_user_text_is_escaped_in_html(language: str) -> None:
+    with i18n.use(language):
+        program = check_text(hostile_spec())
+        html = render(build_report(program, f"specs/{HOSTILE}.attn"), "html")
+        title = text("title", path=f"specs/{HOSTILE}.attn")
     assert not program.ok  # the einsum subscripts are invalid, and quoted in the message
-    html = render(build_report(program, f"specs/{HOSTILE}.attn"), "html")
     dom = parse_html(html)
     assert not dom.find_all("script") and not dom.find_all("img")
     for element in dom.iter():
         assert not any(name.startswith("on") for name in element.attrs), element
-    text = dom.text()
-    assert HOSTILE in text  # shown, as text
-    assert "<script>alert(4)</script>" in text
-    assert dom.find_all("title")[0].text() == f"Shape report: specs/{HOSTILE}.attn"
+    shown = dom.text()
+    assert HOSTILE in shown  # shown, as text
+    assert "<script>alert(4)</script>" in shown
+    assert dom.find_all("title")[0].text() == title
 
 
-def test_user_text_is_inert_in_markdown() -> None:
-    markdown = render(build_report(check_text(hostile_spec()), f"specs/{HOSTILE}.attn"), "md")
+@pytest.mark.parametrize("language", i18n.LANGUAGES)
+def test_user_text_is_inert_in_markdown(language: str) -> None:
+    with i18n.use(language):
+        markdown = render(build_report(check_text(hostile_spec()), f"specs/{HOSTILE}.attn"), "md")
     outside = re.sub(r"^(`{3,})[^\n]*\n.*?^\1$", "", markdown, flags=re.MULTILINE | re.DOTALL)
     outside = re.sub(r"(`+)(?!`).+?(?<!`)\1(?!`)", "", outside)  # code spans
     assert not re.search(r"(?<!\\)<(script|img|/code)", outside)  # only escaped: \<script
@@ -301,13 +308,15 @@ def test_user_text_is_inert_in_markdown() -> None:
 # --- determinism, the command ----------------------------------------------------------------------
 
 
-def test_same_input_same_bytes_whatever_the_hash_seed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("language", i18n.LANGUAGES)
+def test_same_input_same_bytes_whatever_the_hash_seed(tmp_path: Path, language: str) -> None:
     outputs = []
     for seed in ("1", "2"):
         out = tmp_path / f"r{seed}.html"
         subprocess.run([sys.executable, "-m", "shapecheck", "report", "examples/grouped_query.attn",
-                        "-o", str(out), "--dim", "N=16", "--dim", "d=8"], cwd=ROOT, check=True,
-                       env={**os.environ, "PYTHONHASHSEED": seed})
+                        "-o", str(out), "--dim", "N=16", "--dim", "d=8", "--lang", language],
+                       cwd=ROOT, check=True, env={**os.environ, "PYTHONHASHSEED": seed},
+                       capture_output=True)
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1]
 
@@ -426,3 +435,181 @@ def test_a_long_spec_stays_fast_and_drops_the_picture() -> None:
     assert "<svg" not in html and "601 tensors are too many to draw" in html
     assert "601 tensors are too many to draw" in render(report, "md")
     assert report.cost.rows[-1].flops == "2·N·d² + N·d"
+
+
+# --- broken specs get the most help (issue 12) ------------------------------------------------------
+
+BROKEN = sorted((EXAMPLES / "broken").glob("*.attn"))
+
+
+@pytest.mark.parametrize("path", BROKEN, ids=lambda p: p.stem)
+def test_every_broken_example_is_carded_with_its_failing_step(path: Path) -> None:
+    program = check_path(path)
+    report = build_report(program, str(path.relative_to(ROOT)))
+    assert report.cards, "a broken spec keeps its cheat card"
+    failing = [c for c in report.cards if not c.ok]
+    assert failing, "the card of a broken pattern says that it is broken"
+    for card in failing:
+        marks = [row for row in card.rows if not row.ok] + [c for c in card.checks if c.ok is False]
+        assert marks and all("✗" in plain(getattr(m, "meaning", None) or m.text) for m in marks)
+        referenced = {re.search(r"see (SC\d+) on line (\d+)", plain(getattr(m, "meaning", None) or m.text))
+                      for m in marks} - {None}
+        codes = {(d.code, str(d.span.line)) for d in program.diagnostics}
+        assert {r.groups() for r in referenced if r} <= codes  # each ✗ names a real problem
+    assert any(p.card is not None for p in report.problems)  # and the problems list links to it
+
+
+def test_the_missing_transpose_card_says_the_fix() -> None:
+    report = build_report(check_path(EXAMPLES / "broken" / "missing_transpose.attn"), "m.attn")
+    (card,) = report.cards
+    inner = card.checks[0]
+    assert inner.ok is False
+    assert plain(inner.text) == "inner d ≠ N ✗ → did you mean Q @ K.T? see SC301 on line 11"
+    assert ("code", "Q @ K.T") in inner.text  # the fix is code, as `help:` writes it
+    rows = {row.role: row for row in card.rows}
+    assert rows["Q: query"].ok and rows["K: index (key)"].ok  # Q and K are fine; the product is not
+    assert not rows["S = QKᵀ: scores"].ok and rows["S = QKᵀ: scores"].shape is None
+
+
+def test_the_failed_statement_is_marked_in_the_picture() -> None:
+    html, dom = report_html(EXAMPLES / "broken" / "wrong_w_o.attn")
+    (svg,) = dom.find_all("svg")
+    nodes = {g.attrs["data-name"]: g for g in svg.find_all("g", class_="sc-node") if "data-name" in g.attrs}
+    assert "sc-failed" in nodes["Y"].attrs["class"].split()  # not a solid green output
+    assert not any("sc-failed" in nodes[n].attrs["class"].split() for n in ("O", "W_O", "P"))
+    edges = {(g.attrs["data-source"], g.attrs["data-target"]): g.attrs["class"].split()
+             for g in svg.find_all("g", class_="sc-edge")}
+    assert "sc-failed" in edges[("W_O", "Y")] and "sc-failed" in edges[("O", "Y")]
+    assert "sc-failed" not in edges[("P", "O")]
+    (item,) = dom.find_all("ul", class_="problems")[0].find_all("li")
+    targets = [a.attrs["href"] for a in item.find_all("a")]
+    assert targets[0] == "#problem-1" and f"#{nodes['Y'].attrs['id']}" in targets
+    assert dom.find_all("tr", id="problem-1")  # the frame the first link goes to
+    assert nodes["Y"].find_all("a")[0].attrs["href"] == "#problem-1"  # and the node links back
+
+
+# --- honest wording (issue 12) ------------------------------------------------------------------------
+
+
+def test_a_derived_size_is_shown_by_its_name_and_the_identity_is_proved() -> None:
+    spec = ("dim N, H, d\ndim D = H * d\ninput X: [N, D]\nparam W_Q: [D, D]\nparam W_K: [D, D]\n"
+            "param W_V: [D, D]\nQ = split_heads(X @ W_Q, H)\nK = split_heads(X @ W_K, H)\n"
+            "V = split_heads(X @ W_V, H)\nS = Q @ K.T / sqrt(d)\nP = softmax(S)\nO = merge_heads(P @ V)\n")
+    report = build_report(check_text(spec), "dd.attn")
+    (card,) = report.cards
+    assert card.rows[0].shape == "[H, N, d]"
+    assert plain(card.identity) == "Multi-head identity D = H·d: holds by the definition of D ✓"
+    assert "D/H" not in render(report, "md") and "D/H" not in render(report, "html")
+
+
+def test_an_identity_that_holds_only_trivially_is_not_ticked() -> None:
+    spec = ("dim N, H, d\ninput X: [N, H * d]\nparam W: [H * d, H * d]\nQ = split_heads(X @ W, H)\n"
+            "S = Q @ Q.T / sqrt(d)\nO = softmax(S) @ Q\n")
+    (card,) = build_report(check_text(spec), "t.attn").cards
+    assert card.identity_ok is None and "✓" not in plain(card.identity)
+    assert "holds trivially" in plain(card.identity)
+
+
+def test_growth_is_stated_per_axis() -> None:
+    report = build_report(check_path(EXAMPLES / "cross_attention.attn"), "x.attn")
+    largest = plain(report.cost.largest)
+    assert "quadratically" not in largest
+    assert "It grows as L·N with the sequence lengths. It is the notes' N×L table" in largest
+
+
+def test_a_free_dim_a_constraint_determines_is_not_called_free() -> None:
+    report = build_report(check_path(EXAMPLES / "multi_head.attn"), "m.attn")
+    rows = {row.name: row for row in report.dims}
+    assert rows["D_model"].kind == "determined" and "determined by" in plain(rows["D_model"].definition)
+    assert rows["N"].kind == "free"
+
+
+def test_unbound_dims_are_named_where_a_value_is_missing() -> None:
+    bindings = {"N": 128}
+    report = build_report(check_path(EXAMPLES / "multi_head.attn", bindings), "m.attn", bindings)
+    annotations = [a for line in report.lines for a in line.annotations if a.shape]
+    assert annotations and all(a.concrete or a.unbound for a in annotations)
+    x = next(a for a in annotations if a.label == "X")
+    assert x.concrete is None and x.unbound == "d, H unbound"  # in the spec's order
+    dims = {row.name: row for row in report.dims}
+    assert dims["N"].value == 128 and dims["H"].unbound == "unbound"
+    s_cost = next(row for row in report.cost.rows if row.name == "S")
+    assert s_cost.flops_value is None and s_cost.blank == "d, H unbound"
+    html = render(report, "html")
+    assert "d, H unbound" in html and "<code class=\"shape\"></code>" not in html  # no empty chips
+
+
+def test_a_query_built_by_concat_is_not_said_to_be_given_directly() -> None:
+    spec = ("dim N, d, r, D\ninput X: [N, D]\nparam W_a: [D, d]\nparam W_b: [D, r]\n"
+            "Q = concat([X @ W_a, X @ W_b], axis=-1)\nK = concat([X @ W_a, X @ W_b], axis=-1)\n"
+            "S = Q @ K.T\nO = softmax(S) @ X\n")
+    (card,) = build_report(check_text(spec), "mla.attn").cards
+    assert "given directly" not in plain(card.identity)
+    assert "cannot follow Q back" in plain(card.identity)
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.attn")) + BROKEN, ids=lambda p: p.stem)
+def test_every_sentence_is_true_for_the_spec(path: Path) -> None:
+    """The wording checks of issue 12, read from every example's report."""
+    program = check_path(path)
+    report = build_report(program, "x.attn")
+    text = render(report, "md")
+    largest = re.match(r"Largest intermediate: (\S+) ", plain(report.cost.largest))
+    if largest:
+        assert largest.group(1) not in program.outputs  # an output is not an intermediate
+    if "see the warning" in text:
+        assert any(d.severity.value == "warning" for d in program.diagnostics)
+    if "quadratically" in text:
+        assert re.search(r"It grows as (\w+)²: quadratically", plain(report.cost.largest))
+    for row in report.dims:
+        assert not (row.kind == "free" and "determined by" in plain(row.definition))
+    shapes = [a.shape for line in report.lines for a in line.annotations if a.shape]
+    shapes += [row.shape for card in report.cards for row in card.rows if row.shape]
+    assert not [s for s in shapes if "/" in s]  # no example needs a quotient by its formula
+    for card in report.cards:
+        for check in card.checks:  # a tick or a cross always says what holds or fails
+            assert (check.ok is None) or (("✓" if check.ok else "✗") in plain(check.text))
+
+
+# --- Markdown: whole shapes, nothing live (issue 12, issue 7) --------------------------------------
+
+
+def test_markdown_keeps_shapes_whole_in_table_cells() -> None:
+    bindings = {"N": 128, "H": 8, "d": 64}
+    markdown = render(build_report(check_path(EXAMPLES / "multi_head.attn", bindings), "m.attn", bindings), "md")
+    rows = [line for line in markdown.splitlines() if line.startswith("| ")]
+    spans = [span for row in rows for span in re.findall(r"`((?:bool)?\[[^`]*\])`", row)]
+    assert spans and not [s for s in spans if re.search(r"\[[^\]]* [^\]]*\]", s)]  # no breakable space
+    assert "`[8,\u00a0128,\u00a064]`" in markdown
+
+
+REFERENCES = ["@octocat", "#12", "GH-12", "owner/repo#12", "https://evil.example", "www.evil.example",
+              "user@example.com"]
+LIVE = re.compile(r"@[A-Za-z0-9]|#\d|GH-\d|://|www\.", re.IGNORECASE)
+
+
+def test_markdown_places_no_mention_reference_or_link() -> None:
+    words = " ".join(REFERENCES)
+    spec = (f"# {words}\ndim N, d\ninput Q: [N, d]\n"
+            f'T = einsum("{words}", Q)\nS = Q @ Q.T\noutput O = softmax(S) @ Q\n')
+    program = check_text(spec)
+    assert any(words in d.message for d in program.diagnostics)  # the einsum string is quoted
+    markdown = render(build_report(program, f"specs/{words}.attn"), "md")
+    outside = re.sub(r"^(`{3,})[^\n]*\n.*?^\1$", "", markdown, flags=re.MULTILINE | re.DOTALL)
+    outside = re.sub(r"(`+)(?!`).+?(?<!`)\1(?!`)", "", outside)  # code spans stay literal on GitHub
+    assert "octocat" in outside and not LIVE.search(outside), LIVE.findall(outside)
+
+
+INVISIBLE = "\u200b\u200c\u200d\u2060\u00ad\u202e\ufeff"
+
+
+def test_invisible_characters_are_shown_in_both_formats() -> None:
+    spec = (f"# a{INVISIBLE}b\ndim N, d\ninput Q: [N, d]\n"
+            f'T = einsum("ij{INVISIBLE[0]}", Q)\nS = Q @ Q.T\noutput O = softmax(S) @ Q\n')
+    report = build_report(check_text(spec), f"p{INVISIBLE[0]}.attn")
+    for fmt, shown in (("html", "&lt;U+200B&gt;"), ("md", "<U+200B>")):
+        out = render(report, fmt)
+        assert not [c for c in INVISIBLE if c in out], fmt
+        assert shown in out or "\\<U+200B\\>" in out, fmt
+        for char in INVISIBLE:
+            assert f"U+{ord(char):04X}" in out, (fmt, hex(ord(char)))

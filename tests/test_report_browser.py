@@ -1,76 +1,91 @@
-"""The HTML report in a real browser: headless Chromium opens it, lays it out, and draws it.
+"""The HTML reports in a real browser: every example (and every broken one), at 1024 and 1280
+px, in English and in Chinese, opened by headless Chromium and measured.
 
-The report itself has no script. The test renders a copy with a small probe added (and the
-page's Content Security Policy widened by a nonce for that probe only): after the load
-event it records the SVG's laid-out size, how many resources the page fetched, and any
-error or policy violation, into an attribute that ``--dump-dom`` prints. A second run
-takes a screenshot, whose PNG header must give the window's size.
+The measuring is ``tools/report_browser.py`` (also behind ``python tools/screenshots.py``,
+which writes screenshots a person can look at): each report gets a probe script (the page
+itself has none; its Content Security Policy is widened by a nonce for the probe only) and
+is opened as a frame of a laptop's width, scrollbars shown. For every page and width:
 
-Set ``SHAPECHECK_SCREENSHOT_DIR`` to keep the screenshot (``report_causal.png``) for a look.
+- the page never scrolls sideways, and the annotated source never needs to (a problem's
+  frame and a wide picture scroll inside their own box);
+- no table cell spills over its neighbours; no box of the picture overlaps another, no edge
+  label sits on a box or another label, no edge passes through a box;
+- the picture is not shrunk: edge labels are drawn at their full 11 px;
+- no script error, no policy violation, nothing fetched.
 
 Skipped, with the reason, only where no Chromium is installed (Debian: ``apt-get install
-chromium``; ``.ci/run`` installs it).
+chromium fonts-noto-cjk``; ``.ci/run`` installs them).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import shutil
 import struct
-import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from shapecheck.api import check_path
-from shapecheck.report import build_report, render
-
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")
-                 if shutil.which(name)), None)
-WINDOW = (1280, 2000)
+sys.path.insert(0, str(ROOT / "tools"))
+
+import report_browser as rb  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install chromium)")
+    rb.chromium() is None, reason="Chromium is not installed (Debian: apt-get install chromium)")
 
-PROBE = """<script nonce="probe">
-const problems = [];
-window.addEventListener("error", (e) => problems.push("error: " + (e.message || e.target.tagName)), true);
-document.addEventListener("securitypolicyviolation", (e) => problems.push("csp: " + e.violatedDirective));
-window.addEventListener("load", () => {
-  const svg = document.querySelector("svg.sc-graph");
-  const box = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
-  const drawn = svg ? svg.getBBox() : {width: 0, height: 0};
-  document.body.setAttribute("data-probe", JSON.stringify({
-    width: box.width, height: box.height, drawnWidth: drawn.width, drawnHeight: drawn.height,
-    nodes: document.querySelectorAll("svg.sc-graph g.sc-node[data-name]").length,
-    edges: document.querySelectorAll("svg.sc-graph g.sc-edge").length,
-    cards: document.querySelectorAll("article.card").length,
-    resources: performance.getEntriesByType("resource").length,
-    problems: problems,
-  }));
-});
-</script>
-"""
+PAGES = rb.pages()
 
 
-def chromium(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    profile = tmp_path / "profile"
-    profile.mkdir(exist_ok=True)
-    command = [
-        CHROMIUM or "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-        "--no-first-run", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--hide-scrollbars", f"--user-data-dir={profile}",
-        f"--window-size={WINDOW[0]},{WINDOW[1]}", *args,
-    ]
-    return subprocess.run(command, capture_output=True, text=True, timeout=90)
+@pytest.fixture(scope="module", params=rb.LANGUAGES)
+def figures(request: pytest.FixtureRequest) -> list[dict]:
+    reports = [(page.name, rb.report_html(page, request.param)) for page in PAGES]
+    return rb.measure(reports)
 
 
-def with_probe(html: str) -> str:
-    html = html.replace("default-src 'none';", "default-src 'none'; script-src 'nonce-probe';", 1)
-    return html.replace("</body>", PROBE + "</body>", 1)
+def test_every_page_and_width_was_measured(figures: list[dict]) -> None:
+    assert sorted((f["page"], f["width"]) for f in figures) == sorted(
+        (page.name, width) for page in PAGES for width in rb.WIDTHS)
+    assert len(PAGES) >= 18 and any(p.bindings for p in PAGES)  # at the sizes too
+
+
+def test_no_report_scrolls_sideways(figures: list[dict]) -> None:
+    wide = [(f["page"], f["width"], f["overflow"]) for f in figures if f["overflow"] > 0]
+    assert wide == []
+    source = [(f["page"], f["width"]) for f in figures if f["source_scrolls"]]
+    assert source == []  # the shape column is always in view
+    spilling = [(f["page"], f["width"], f["cells"]) for f in figures if f["cells"]]
+    assert spilling == []
+
+
+def test_only_frames_and_pictures_scroll_inside_their_box(figures: list[dict]) -> None:
+    others = [(f["page"], f["width"], s) for f in figures for s in f["scrolling"]
+              if s not in ("pre", "div.graph")]
+    assert others == []
+
+
+def test_the_picture_has_no_overlaps_and_readable_labels(figures: list[dict]) -> None:
+    overlaps = [(f["page"], f["width"], f["overlaps"]) for f in figures if f["overlaps"]]
+    assert overlaps == []
+    small = [(f["page"], f["width"], f["label_px"]) for f in figures
+             if f["label_px"] is not None and f["label_px"] < 10.5]
+    assert small == []  # drawn at 11 px: never shrunk to fit
+    assert all(f["nodes"] > 0 and f["edges"] > 0 for f in figures)
+
+
+def test_no_errors_and_nothing_fetched(figures: list[dict]) -> None:
+    assert [(f["page"], f["problems"]) for f in figures if f["problems"]] == []
+    assert [(f["page"], f["resources"]) for f in figures if f["resources"] != 0] == []
+
+
+def test_every_broken_spec_keeps_its_cards(figures: list[dict]) -> None:
+    uncarded = [f["page"] for f in figures if f["cards"] == 0]
+    assert uncarded == []
+
+
+def test_the_page_says_its_language(figures: list[dict]) -> None:
+    assert len({f["lang"] for f in figures}) == 1 and figures[0]["lang"] in ("en", "zh-CN")
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -80,32 +95,19 @@ def png_size(path: Path) -> tuple[int, int]:
     return width, height
 
 
-def test_report_loads_and_draws_in_chromium(tmp_path: Path) -> None:
-    bindings = {"N": 128, "H": 8, "d": 64}
-    program = check_path(ROOT / "examples" / "causal.attn", bindings)
-    html = render(build_report(program, "examples/causal.attn", bindings), "html")
-    page = tmp_path / "report.html"
-    page.write_text(with_probe(html), encoding="utf-8")
-
-    dom = chromium("--virtual-time-budget=5000", "--dump-dom", page.as_uri(), tmp_path=tmp_path)
-    found = re.search(r'data-probe="([^"]*)"', dom.stdout)
-    assert found, f"the page did not finish loading:\n{dom.stderr[-2000:]}"
-    probe = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
-    assert probe["problems"] == []
-    assert probe["resources"] == 0  # nothing fetched: the page is self-contained
-    assert probe["nodes"] == len(program.tensors) and probe["edges"] >= probe["nodes"] - 5
-    assert probe["cards"] == 1
-    assert probe["width"] > 600 and probe["height"] > 200  # laid out at a real size
-    assert probe["drawnWidth"] > 600 and probe["drawnHeight"] > 200  # and something drawn in it
-
-    # The report as written (no probe): a screenshot of the first screenful and more.
-    plain_page = tmp_path / "plain.html"
-    plain_page.write_text(html, encoding="utf-8")
+@pytest.mark.parametrize("language", rb.LANGUAGES)
+def test_a_screenshot_shows_the_report(tmp_path: Path, language: str) -> None:
+    """The report as written (no probe): a screenshot with something drawn in it."""
+    page = next(p for p in PAGES if p.name == "broken/missing_transpose")
+    source = tmp_path / "report.html"
+    source.write_text(rb.report_html(page, language), encoding="utf-8")
     shot = tmp_path / "report.png"
-    result = chromium(f"--screenshot={shot}", plain_page.as_uri(), tmp_path=tmp_path)
+    window = (1024, 1600)
+    result = rb.run_chromium([f"--screenshot={shot}", "--hide-scrollbars", source.as_uri()], tmp_path,
+                             window=window, timeout=120)
     assert shot.exists(), result.stderr[-2000:]
-    assert png_size(shot) == WINDOW
+    assert png_size(shot) == window
     assert shot.stat().st_size > 50_000  # a blank page compresses to a few kilobytes
     keep = os.environ.get("SHAPECHECK_SCREENSHOT_DIR")
-    if keep:  # for a human to look at
-        shutil.copy(shot, Path(keep) / "report_causal.png")
+    if keep:  # for a human to look at (`python tools/screenshots.py` takes them all)
+        shutil.copy(shot, Path(keep) / f"report_missing_transpose_{language}.png")

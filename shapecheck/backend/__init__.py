@@ -11,16 +11,21 @@ a spec is run (``shapecheck verify`` stays light)::
 from __future__ import annotations
 
 from .compiled import CompiledSpec, RunResult, compile_spec, load
-from .errors import CheckerBug, InputError, MemoryLimitError, RunError, SpecError
+from .arrays import ArrayFile, open_npy, open_npz
+from .errors import CheckerBug, InputError, MemoryLimitError, OptionError, RunError, SpecError
 
 __all__ = [
+    "ArrayFile",
     "CheckerBug",
     "CompiledSpec",
     "InputError",
     "MemoryLimitError",
+    "OptionError",
     "RunError",
     "RunResult",
     "SpecError",
     "compile_spec",
     "load",
+    "open_npy",
+    "open_npz",
 ]

@@ -14,15 +14,18 @@ from pathlib import Path
 import click
 import numpy as np
 
+from .. import fileio
 from ..api import check_path, file_result
 from ..config import default_bindings
+from ..options import OptionError, parse_size
 from ..program import Program
 from . import runtime
+from .arrays import ArrayFile, UnreadableFile, open_npy, open_npz
 from .compiled import CompiledSpec, RunResult
-from .errors import CheckerBug, InputError, RunError, SpecError, bindings_text, message
-from .runtime import UnreadableFile
+from .errors import CheckerBug, RunError, SpecError, bindings_text, message
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
+STDOUT = "-"  # refused for --save: standard output carries the run's report
 
 
 @dataclass(frozen=True)
@@ -46,10 +49,12 @@ def run_command(options: RunOptions) -> int:
     """Everything `shapecheck run` does; returns the exit status."""
     if options.save_all and options.save is None:
         raise click.UsageError(message("report_save_all_needs_save"))
+    if options.save == STDOUT:
+        raise click.BadParameter(message("save_stdout"), param_hint="--save")
     try:
         limit = (runtime.default_max_memory() if options.max_memory is None
-                 else runtime.parse_size(options.max_memory))
-    except InputError as error:
+                 else parse_size(options.max_memory))
+    except OptionError as error:
         raise click.BadParameter(str(error), param_hint="--max-memory") from None
     try:
         return _run(options, limit)
@@ -59,6 +64,8 @@ def run_command(options: RunOptions) -> int:
         if error.bindings:
             _error(error.bindings)
         return EXIT_ERRORS
+    except OptionError as error:
+        raise click.UsageError(str(error)) from None
     except CheckerBug as error:
         click.echo(message("report_internal", text=error), err=True)
         return EXIT_USAGE
@@ -68,19 +75,13 @@ def run_command(options: RunOptions) -> int:
 
 
 def _run(options: RunOptions, limit: int | None) -> int:
-    try:
-        program = check_path(options.path, options.bindings, ignore=options.ignore,
-                             defaults=options.defaults, infer=options.infer)
-    except OSError as error:
-        raise UnreadableFile(message("unreadable", path=options.path,
-                                     reason=error.strerror or error)) from None
-    if not program.ok:
-        raise SpecError(program)
+    """load the spec and arrays → bind and plan → execute → report (and save)."""
+    program = _load_spec(options)
     _show_diagnostics(program, options)  # warnings, if any
-    if options.save is not None and not Path(options.save).parent.is_dir():
-        raise UnreadableFile(message("cannot_write", path=options.save,
-                                     reason=message("no_folder")))  # before a long run
     arrays, origins = _load_arrays(options)
+    protect = _protected(options, origins)
+    if options.save is not None:
+        _check_save(options.save, protect)  # before a long run
     bindings = {**default_bindings(options.defaults, program.dims.dims), **options.bindings}
     spec = CompiledSpec(program, dims=bindings, dtype=options.dtype, max_memory=limit,
                         hint=runtime.cli_hint)
@@ -89,18 +90,57 @@ def _run(options: RunOptions, limit: int | None) -> int:
     _report(spec, result, origins, options)
     if options.save is not None:
         saved = result.tensors if options.save_all else result.outputs
-        runtime.save_npz(options.save, saved)
+        _save(options.save, saved, protect)
         click.echo(message("report_saved", count=len(saved), path=options.save))
     return EXIT_OK
 
 
-def _load_arrays(options: RunOptions) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    arrays: dict[str, np.ndarray] = {}
+def _load_spec(options: RunOptions) -> Program:
+    try:
+        program = check_path(options.path, options.bindings, ignore=options.ignore,
+                             defaults=options.defaults, infer=options.infer)
+    except OSError as error:
+        raise UnreadableFile(message("unreadable", path=options.path,
+                                     reason=error.strerror or error)) from None
+    if not program.ok:
+        raise SpecError(program)
+    return program
+
+
+def _protected(options: RunOptions, origins: dict[str, str]) -> list[tuple[str, str]]:
+    """Files `--save` must never replace: the spec and every input file."""
+    files = [options.path, *([options.archive] if options.archive else []),
+             *(item.partition("=")[2].strip() for item in options.input_files)]
+    return [(path, message("what_spec" if index == 0 else "what_input"))
+            for index, path in enumerate(files)]
+
+
+def _check_save(path: str, protect: list[tuple[str, str]]) -> None:
+    try:
+        fileio.check_target(path, protect=protect)
+    except OSError as error:
+        raise UnreadableFile(message("cannot_write", path=path,
+                                     reason=error.strerror or error)) from None
+
+
+def _save(path: str, arrays: dict[str, np.ndarray], protect: list[tuple[str, str]]) -> None:
+    """The archive, whole or not at all (fileio: a fresh temporary, then a rename)."""
+    try:
+        fileio.write_atomic(path, lambda handle: np.savez(handle, **arrays), protect=protect)
+    except OSError as error:
+        raise UnreadableFile(message("cannot_write", path=path,
+                                     reason=error.strerror or error)) from None
+
+
+def _load_arrays(options: RunOptions) -> tuple[dict[str, ArrayFile], dict[str, str]]:
+    """The files named by --inputs and --input, known by their headers (read after the
+    memory check)."""
+    arrays: dict[str, ArrayFile] = {}
     origins: dict[str, str] = {}
     if options.archive is not None:
-        for key, array in runtime.load_npz(options.archive).items():
+        for key, array in open_npz(options.archive).items():
             arrays[key] = array
-            origins[key] = message("npz_member", path=options.archive, key=key)
+            origins[key] = array.origin
     for item in options.input_files:
         name, separator, file = item.partition("=")
         name, file = name.strip(), file.strip()
@@ -109,7 +149,7 @@ def _load_arrays(options: RunOptions) -> tuple[dict[str, np.ndarray], dict[str, 
         if name in origins:
             raise click.BadParameter(message("input_twice", name=name, first=origins[name],
                                              second=file), param_hint="--input")
-        arrays[name] = runtime.load_npy(file)
+        arrays[name] = open_npy(file)
         origins[name] = file
     return arrays, origins
 
@@ -137,17 +177,20 @@ def _report(spec: CompiledSpec, result: RunResult, origins: dict[str, str],
 
 
 def _stats(value: np.ndarray) -> str:
+    """min / max / mean, ignoring NaN; no temporary larger than one bool per element."""
     if value.dtype.kind == "b":  # min / max / mean as for any output, read as 0 and 1
-        as_numbers = value.astype(np.uint8)
-        return message("report_stats", min=int(as_numbers.min()), max=int(as_numbers.max()),
-                       mean=float(as_numbers.mean())) + message(
-            "report_stats_bool", true=int(np.count_nonzero(value)), size=value.size)
-    finite = value[~np.isnan(value)]
-    if finite.size == 0:
+        true = int(np.count_nonzero(value))
+        return message("report_stats", min=int(true == value.size), max=int(true > 0),
+                       mean=true / value.size) + message(
+            "report_stats_bool", true=true, size=value.size)
+    missing = int(np.count_nonzero(np.isnan(value)))
+    if missing == value.size:
         return message("report_stats_nan", count=value.size).lstrip(", ")
-    text = message("report_stats", min=float(finite.min()), max=float(finite.max()),
-                                  mean=float(finite.mean()))
-    missing = value.size - finite.size
+    present = None if not missing else np.logical_not(np.isnan(value))
+    total = np.add.reduce(value, axis=None, dtype=np.float64, where=present if missing else True)
+    text = message("report_stats", min=float(np.fmin.reduce(value, axis=None)),
+                   max=float(np.fmax.reduce(value, axis=None)),
+                   mean=float(total) / (value.size - missing))
     return text + (message("report_stats_nan", count=missing) if missing else "")
 
 

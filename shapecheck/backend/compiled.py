@@ -1,10 +1,24 @@
 """A verified spec as a callable: arrays in by name, outputs out.
 
+One run is a straight line, each step a method of :class:`CompiledSpec`::
+
+    load     the arrays by name: in memory, or files known by their headers
+    bind     the dims their shapes determine; the program re-checked at those sizes
+             (Program.at); a backend's plan compiled; the memory estimate checked
+    read     files read, arrays cast to the run's dtype, the rest generated
+    execute  the plan, statement by statement, each checked against the checker
+    report   outputs, the invariants checked, warnings (RunResult)
+
 Checking a spec at new sizes costs SymPy work; running it should not. So a
-:class:`CompiledSpec` keeps one compiled plan per set of array shapes: the
-first call with new shapes binds the dims from the arrays, re-checks the spec
-at those bindings (derived dims, constraints) and compiles the plan; later
-calls with the same shapes go straight to NumPy.
+:class:`CompiledSpec` keeps one bound plan per set of array shapes: later calls
+with the same shapes go straight to reading and executing.
+
+Backends: :data:`BACKENDS` maps a name to a function that compiles a program at
+bound sizes into a plan (``numpy_backend.compile_program``); a plan has
+``execute(values, check_invariants=...)`` returning a frame with ``values``,
+``checks`` and ``warnings``, and ``peak_bytes``/``largest``/``final_bytes`` for
+the memory estimate. Invariants a plan checks as it runs (a softmax sums to 1)
+go to ``frame.checks``; a violated one raises :class:`CheckerBug`.
 """
 
 from __future__ import annotations
@@ -17,15 +31,20 @@ from typing import Any, Union
 
 import numpy as np
 
-from ..api import check_path, check_text
+from ..options import check_bindings, parse_size
 from ..program import Program
 from . import runtime
-from .errors import InputError, MemoryLimitError, SpecError, bindings_text, message, names_text
+from .arrays import ArrayFile
+from .errors import (
+    InputError, MemoryLimitError, OptionError, SpecError, bindings_text, message, names_text,
+)
 from .numpy_backend import Plan, compile_program, evaluate_shape
 
 DTYPES = ("float32", "float64")
 DEFAULT = "default"  # max_memory: runtime.default_max_memory()
 CACHE_SIZE = 32
+RUN_OVERHEAD = 64 << 10  # the run's own Python objects and NumPy scalars, in bytes
+BACKENDS: dict[str, Callable[..., Plan]] = {"numpy": compile_program}
 
 SpecSource = Union[Program, str, "os.PathLike[str]"]
 
@@ -46,8 +65,11 @@ class RunResult:
 
 @dataclass(frozen=True)
 class _Bound:
+    """A spec bound to sizes: the program at those sizes, its plan, the whole estimate."""
+
     bound: runtime.Bound
     plan: Plan
+    peak_bytes: int  # the largest of: reading the inputs, the plan, the report
 
 
 class CompiledSpec:
@@ -61,22 +83,25 @@ class CompiledSpec:
 
     def __init__(self, program: Program, *, dims: Mapping[str, int] | None = None,
                  dtype: str = "float64", max_memory: int | None | str = DEFAULT,
-                 hint: Callable[[list[str]], str] = runtime.api_hint) -> None:
+                 hint: Callable[[list[str]], str] = runtime.api_hint,
+                 backend: str = "numpy") -> None:
         if not program.ok:
             raise SpecError(program)
-        try:
-            self.dtype = np.dtype(dtype)
-        except TypeError:
-            self.dtype = np.dtype(object)
-        if self.dtype.name not in DTYPES:
-            raise InputError(message("dtype", dtype=dtype, choices=", ".join(DTYPES)))
+        if not isinstance(dtype, (str, np.dtype)) or str(dtype) not in DTYPES:
+            raise OptionError(message("dtype", dtype=repr(dtype), choices=", ".join(DTYPES)))
+        self.dtype = np.dtype(dtype)
         self.program = program
-        self.dims = dict(dims or {})
-        self.max_memory = runtime.default_max_memory() if max_memory == DEFAULT else max_memory
+        self.dims = check_bindings(dims)
+        self.max_memory = (runtime.default_max_memory() if max_memory == DEFAULT
+                           else parse_size(max_memory))
         self.declared = runtime.declared(program)
         self.inputs = tuple(n for n, t in self.declared.items() if t.kind == "input")
         self.params = tuple(n for n, t in self.declared.items() if t.kind == "param")
         self.outputs = tuple(program.outputs)
+        if backend not in BACKENDS:
+            raise OptionError(message("backend", backend=repr(backend),
+                                      choices=", ".join(BACKENDS)))
+        self._compile = BACKENDS[backend]
         self._hint = hint  # how the user binds dims, for the message naming unbound ones
         self._plans: dict[Any, _Bound] = {}
 
@@ -91,32 +116,84 @@ class CompiledSpec:
     def run(self, arrays: Mapping[str, Any] | None = None, *, dims: Mapping[str, int] | None = None,
             seed: int | None = None, keep_intermediates: bool = False,
             check_invariants: bool = False) -> RunResult:
-        """Execute once.
+        """Execute once: load, bind, read, execute, report.
 
-        ``dims`` adds bindings to the compiled ones; ``seed`` generates every
-        input and param not in ``arrays`` (without it, all must be given);
-        ``keep_intermediates`` returns every tensor in ``RunResult.tensors``;
-        ``check_invariants`` checks that every softmax sums to 1 and that the
-        outputs are finite (an extra pass over the data).
+        ``arrays`` maps input and param names to arrays (or :class:`~.arrays.ArrayFile`
+        headers, read only after the memory check); ``dims`` adds bindings to the
+        compiled ones; ``seed`` generates every input and param not in ``arrays``
+        (without it, all must be given); ``keep_intermediates`` returns every tensor
+        in ``RunResult.tensors``; ``check_invariants`` checks that every softmax sums
+        to 1 and that the outputs are finite (an extra pass over the data).
         """
-        supplied = self._supplied(arrays or {}, seed)
-        all_dims = {**self.dims, **(dims or {})}
-        key = (tuple((n, a.shape, a.dtype.kind == "b") for n, a in supplied.items()),
-               tuple(sorted(all_dims.items())), keep_intermediates)
-        bound = self._plans.get(key)
-        if bound is None:
-            bound = self._bind(supplied, all_dims, keep_intermediates)
-            if len(self._plans) >= CACHE_SIZE:
-                self._plans.pop(next(iter(self._plans)))
-            self._plans[key] = bound
-        values = {n: runtime.cast(self.declared[n], a, self.dtype) for n, a in supplied.items()}
-        generated = [n for n in self.declared if n not in supplied]
-        for name in generated:
-            assert seed is not None  # _supplied refuses missing arrays without a seed
-            tensor = self.declared[name]
+        supplied = self._load(arrays or {}, seed)
+        bound = self._bind(supplied, {**self.dims, **check_bindings(dims)}, keep_intermediates)
+        try:
+            values, generated = self._read(bound, supplied, seed)
+            frame = bound.plan.execute(values, check_invariants=check_invariants)
+            return self._report(bound, frame, generated, keep_intermediates, check_invariants)
+        except MemoryError:
+            raise MemoryLimitError(message(
+                "out_of_memory", bindings=bindings_text(bound.plan.bindings),
+                total=runtime.format_bytes(bound.peak_bytes),
+                limit=_limit_text(self.max_memory))) from None
+
+    # --- the steps of a run, in order ---------------------------------------------------------
+
+    def _load(self, arrays: Mapping[str, Any], seed: int | None) -> dict[str, runtime.Supplied]:
+        """The supplied arrays by name, in declaration order, their element kinds checked."""
+        unknown = [n for n in arrays if n not in self.declared]
+        if unknown:
+            raise InputError(message("unknown_array", name=unknown[0],
+                                     names=names_text(list(self.declared))))
+        missing = [n for n in self.declared if n not in arrays]
+        if missing and seed is None:
+            raise InputError(message("missing_arrays", names=names_text(missing)))
+        # declaration order, so that bindings and messages do not depend on the caller's order
+        return {n: runtime.check_array(self.declared[n], arrays[n]) for n in self.declared
+                if n in arrays}
+
+    def _bind(self, supplied: dict[str, runtime.Supplied], dims: dict[str, int],
+              keep_all: bool) -> _Bound:
+        """Bind the dims (from ``dims`` and the arrays' shapes), plan, check the memory
+        estimate; cached per set of shapes."""
+        key = (tuple((n, a.shape, a.dtype.str, isinstance(a, ArrayFile), _layout(a))
+                     for n, a in supplied.items()), tuple(sorted(dims.items())), keep_all)
+        cached = self._plans.get(key)
+        if cached is not None:
+            return cached
+        base = self.program.at(dims)
+        if not base.ok:
+            raise SpecError(base)
+        bound = runtime.bind(base, {n: a.shape for n, a in supplied.items()}, dims, self._hint)
+        plan = self._compile(bound.program, self.dtype, keep_all=keep_all)
+        reading = runtime.reading_bytes(bound.program, self.declared, supplied, self.dtype)
+        peak = RUN_OVERHEAD + max(plan.peak_bytes, reading,
+                                  plan.final_bytes + _report_bytes(bound.program, plan))
+        if self.max_memory is not None and peak > self.max_memory:
+            raise memory_error(plan, peak, self.max_memory)
+        result = _Bound(bound, plan, peak)
+        if len(self._plans) >= CACHE_SIZE:
+            self._plans.pop(next(iter(self._plans)))
+        self._plans[key] = result
+        return result
+
+    def _read(self, bound: _Bound, supplied: dict[str, runtime.Supplied],
+              seed: int | None) -> tuple[dict[str, np.ndarray], list[str]]:
+        """Every input and param in the run's dtype: read and cast, or generated."""
+        values: dict[str, np.ndarray] = {}
+        generated: list[str] = []
+        for name, tensor in self.declared.items():  # one at a time, as the estimate assumes
+            if name in supplied:
+                values[name] = runtime.cast(tensor, supplied[name], self.dtype)
+                continue
+            assert seed is not None  # _load refuses missing arrays without a seed
             shape = evaluate_shape(bound.bound.program, tensor.value)
             values[name] = runtime.generate(tensor, shape, self.dtype, seed)
-        frame = bound.plan.execute(values, check_invariants=check_invariants)
+            generated.append(name)
+        return values, generated
+
+    def _report(self, bound: _Bound, frame: Any, generated: list[str], keep_intermediates: bool,
+                check_invariants: bool) -> RunResult:
         outputs = {name: np.asarray(frame.values[name]) for name in self.outputs}
         checks = [message("check_shapes", count=len(bound.plan.steps)),
                   message("check_dtype", dtype=self.dtype.name), *frame.checks.values()]
@@ -129,40 +206,33 @@ class CompiledSpec:
         tensors = ({n: np.asarray(v) for n, v in frame.values.items()} if keep_intermediates
                    else dict(outputs))
         return RunResult(outputs, tensors, bound.plan.bindings, dict(bound.bound.sources),
-                         generated, checks, warnings, bound.plan.peak_bytes)
-
-    def _supplied(self, arrays: Mapping[str, Any], seed: int | None) -> dict[str, np.ndarray]:
-        unknown = [n for n in arrays if n not in self.declared]
-        if unknown:
-            raise InputError(message("unknown_array", name=unknown[0],
-                                     names=names_text(list(self.declared))))
-        missing = [n for n in self.declared if n not in arrays]
-        if missing and seed is None:
-            raise InputError(message("missing_arrays", names=names_text(missing)))
-        # declaration order, so that bindings and messages do not depend on the caller's order
-        return {n: runtime.check_array(self.declared[n], arrays[n]) for n in self.declared
-                if n in arrays}
-
-    def _bind(self, supplied: dict[str, np.ndarray], dims: dict[str, int],
-              keep_all: bool) -> _Bound:
-        base = self.program
-        if dims != base.dims.bindings:
-            base = check_text(self.program.source, dims, infer=self.program.infer)
-        if not base.ok:
-            raise SpecError(base)
-        shapes = {n: a.shape for n, a in supplied.items()}
-        bound = runtime.bind(base, shapes, dims, self._hint)
-        plan = compile_program(bound.program, self.dtype, keep_all=keep_all)
-        if self.max_memory is not None and plan.peak_bytes > int(self.max_memory):
-            raise memory_error(plan, int(self.max_memory))
-        return _Bound(bound, plan)
+                         generated, checks, warnings, bound.peak_bytes)
 
 
-def memory_error(plan: Plan, limit: int) -> MemoryLimitError:
+def _layout(array: runtime.Supplied) -> bool:
+    """Whether reading the array gives a C-contiguous one (else casting copies it)."""
+    if isinstance(array, ArrayFile):
+        return not array.fortran_order or array.ndim < 2
+    return bool(array.flags.c_contiguous)
+
+
+def _report_bytes(program: Program, plan: Plan) -> int:
+    """Temporaries of the run's last pass over the outputs (finiteness, statistics):
+    two bool arrays of the largest real output (a bool output needs none)."""
+    sizes = [plan.element_counts.get(name, 0) for name in program.outputs
+             if not program.tensors[name].value.is_bool]
+    return 2 * max(sizes, default=0)
+
+
+def _limit_text(limit: int | None) -> str:
+    return "unlimited" if limit is None else runtime.format_bytes(limit)
+
+
+def memory_error(plan: Plan, total: int, limit: int) -> MemoryLimitError:
     largest = plan.largest
     assert largest is not None
     return MemoryLimitError(message(
-        "memory", total=runtime.format_bytes(plan.peak_bytes), bindings=bindings_text(plan.bindings),
+        "memory", total=runtime.format_bytes(total), bindings=bindings_text(plan.bindings),
         limit=runtime.format_bytes(limit), largest=largest.label,
         shape=list(largest.shape), size=runtime.format_bytes(largest.nbytes)))
 
@@ -171,17 +241,21 @@ def load(spec: SpecSource, dims: Mapping[str, int] | None = None) -> Program:
     """Check a spec: a :class:`Program` (re-checked with ``dims``), a path, or source text.
 
     A path is a :class:`os.PathLike`, or a one-line ``str`` ending in ``.attn``; any
-    other ``str`` is source text.
+    other ``str`` is source text. Bad ``dims`` raise :class:`OptionError`.
     """
+    from ..api import check_path, check_text  # the face's job: reading and parsing a spec
+
+    bindings = check_bindings(dims)
     if isinstance(spec, Program):
-        return check_text(spec.source, dict(dims or {}), infer=spec.infer) if dims else spec
+        return spec.at(bindings) if bindings else spec
     if isinstance(spec, os.PathLike) or (spec.endswith(".attn") and "\n" not in spec):
-        return check_path(Path(spec), dict(dims or {}))
-    return check_text(spec, dict(dims or {}))
+        return check_path(Path(spec), bindings)
+    return check_text(spec, bindings)
 
 
 def compile_spec(spec: SpecSource, *, dims: Mapping[str, int] | None = None,
                  dtype: str = "float64", max_memory: int | None | str = DEFAULT) -> CompiledSpec:
     """Check a spec and compile it into a callable (raises :class:`SpecError` if it
-    does not verify). ``max_memory`` in bytes, ``None`` for no limit."""
+    does not verify). ``max_memory``: bytes, a size such as ``"4GiB"``, ``None`` for
+    no limit; a bad ``dims``, ``dtype`` or ``max_memory`` raises :class:`OptionError`."""
     return CompiledSpec(load(spec, dims), dims=dims, dtype=dtype, max_memory=max_memory)

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..i18n import Table
+from ..options import OptionError
 
 if TYPE_CHECKING:
     from ..program import Program
@@ -64,17 +65,28 @@ MESSAGES: Table = Table("run", "MESSAGES", {
     "arrays are loaded, never with pickle",
     "npz_key": "{path}: array `{key}` cannot be loaded ({reason})",
     "npz_member": "{path}[{key}]",
+    "npz_members": "{count} members, more than {limit}",
+    "npz_not_array": "not a .npy member",
+    "npz_twice": "the key appears twice",
+    "negative_shape": "its header gives a negative size in shape {shape}",
     "input_twice": "`{name}` is given twice (by {first} and by {second})",
     "input_syntax": "`{item}` is not NAME=FILE.npy",
     "cannot_write": "cannot write {path}: {reason}",
-    "no_folder": "its folder does not exist",
+    "save_stdout": "--save needs a file name: standard output carries the run's report",
+    "what_spec": "the spec being run",
+    "what_input": "an input array of this run",
     "dtype": "dtype must be one of {choices}, got {dtype}",
+    "backend": "backend must be one of {choices}, got {backend}",
     # resources
     "memory": "the run needs about {total} at the bindings ({bindings}), more than --max-memory "
     "{limit}; the largest tensor is {largest} {shape}, {size}",
     "tensor_label": "`{name}`",
     "temporary_label": "a temporary of the statement defining `{name}` (line {line})",
-    "memory_size": "`{text}` is not a size (examples: 4GiB, 512MiB, 2GB, 1000000, unlimited)",
+    "too_large": "{what} {shape} has {size} elements: more than NumPy can index ({limit}) at the "
+    "bindings ({bindings})",
+    "out_of_memory": "NumPy could not allocate memory for the run at the bindings ({bindings}); "
+    "its estimate was {total} (--max-memory {limit}): lower the sizes, or keep a --max-memory "
+    "below the machine's free memory",
     # internal failures: checker bugs, never user mistakes
     "shape_bug": "checker bug: `{name}` (line {line}) has runtime shape {actual}, but the checker "
     "computed {symbolic}, which is {expected} at the bindings ({bindings}); please report it",

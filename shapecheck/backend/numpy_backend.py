@@ -20,6 +20,7 @@ float32 array into float64.
 from __future__ import annotations
 
 import math
+import string
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,10 +29,13 @@ import numpy as np
 
 from .. import nodes
 from ..builtins import axis_index
+from ..einsum import parse_subscripts
 from ..program import CallInfo, Program, Value
-from .errors import CheckerBug, bindings_text, message
+from .errors import CheckerBug, InputError, bindings_text, message
 
 Thunk = Callable[["Frame"], Any]
+_MAX_BYTES = int(np.iinfo(np.intp).max)  # the largest array NumPy can allocate, in bytes
+CHUNK = 8192  # elements per block of a blockwise builtin (gelu): bounded temporaries
 SOFTMAX_TOLERANCE = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-10}
 
 
@@ -48,11 +52,14 @@ class Frame:
 @dataclass(frozen=True, slots=True)
 class Compiled:
     """A node's closure. ``fresh``: the value shares memory with no named tensor,
-    so its consumer may overwrite it. ``const``: folded at compile time."""
+    so its consumer may overwrite it. ``const``: folded at compile time.
+    ``contiguous``: known C-contiguous (inputs are cast so; NumPy's ufuncs follow
+    their operands' layout), so that the estimate knows when a reshape copies."""
 
     run: Thunk
     fresh: bool = False
     const: bool = False
+    contiguous: bool = False  # the value is surely C-contiguous (a reshape of it is a view)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +90,8 @@ class Plan:
     bindings: dict[str, int]
     peak_bytes: int  # the estimate: tensors alive plus each statement's temporaries
     largest: Allocation | None
+    final_bytes: int = 0  # what is still held after the last statement
+    element_counts: dict[str, int] = field(default_factory=dict)  # every tensor, by name
 
     def execute(self, values: dict[str, Any], *, check_invariants: bool = False) -> Frame:
         """Run every step on ``values`` (inputs and params by name, already cast)."""
@@ -147,6 +156,7 @@ class _PlanBuilder:
         self.bindings = _bindings(program)
         self.usage = self._usage()
         self.owners: set[str] = set()  # defined tensors whose buffer no other name shares
+        self.contiguous: dict[str, bool] = {}  # defined tensor -> surely C-contiguous
         self.aliases: dict[str, set[str]] = {}  # defined tensor -> names it may share memory with
 
     def _usage(self) -> _Usage:
@@ -164,33 +174,61 @@ class _PlanBuilder:
     def build(self) -> Plan:
         steps: list[Step] = []
         inputs = [t for t in self.program.tensors.values() if t.kind in ("input", "param")]
-        live: dict[str, int] = {t.name: self._nbytes(t.value) for t in inputs}
-        allocations = [Allocation(message("tensor_label", name=t.name), self._shape(t.value), live[t.name])
-                       for t in inputs]
-        peak = sum(live.values())
+        input_bytes = sum(self._nbytes(t.value) for t in inputs)
+        allocations = [Allocation(message("tensor_label", name=t.name), self._shape(t.value),
+                                  self._nbytes(t.value)) for t in inputs]
+        self._check_sizes(allocations)
+        # Memory by owner: a defined tensor's buffer stays held while any live name may
+        # share it (a view such as `B = A.T` keeps A's buffer alive after A's last use).
+        owned: dict[str, int] = {}  # defined tensor -> bytes of the buffer it may own
+        holds: dict[str, set[str]] = {}  # live defined tensor -> owners it may share
+        peak = input_bytes
+
+        def held() -> int:
+            return input_bytes + sum(owned[o] for o in set().union(*holds.values()))
+
         for index, (ident, expr, line) in enumerate(_definitions(self.program)):
             name = ident.name
             tensor = self.program.tensors[name]
             shape = self._shape(tensor.value)
             compiler = _ExprCompiler(self, name, line, shape, self._donatable(index))
-            compiled = compiler.compile(expr)
-            peak = max(peak, sum(live.values()) + sum(a.nbytes for a in compiler.allocations))
+            # A bool value under a plain annotation is read as numbers, as the checker types it.
+            compiled = (compiler.compile(expr) if tensor.value.is_bool
+                        else compiler.numeric(expr))
+            self._check_sizes(compiler.allocations)
+            peak = max(peak, held() + sum(a.nbytes for a in compiler.allocations))
             allocations += compiler.allocations
+            reads = {n for n in _names(expr) if n in holds}
+            # A fresh result owns a buffer (new, or one handed over and released here);
+            # a view may still own one when its builtin may have copied.
+            owned[name] = (self._nbytes(tensor.value)
+                           if compiled.fresh or compiler.owns_result else 0)
+            holds[name] = {name} if compiled.fresh else {name}.union(*(holds[n] for n in reads))
+            self.contiguous[name] = compiled.contiguous
             if compiled.fresh:
                 self.owners.add(name)
-                live[name] = self._nbytes(tensor.value)
             else:
                 shared = {n for n in _names(expr) if n in self.program.tensors}
                 self.aliases[name] = shared.union(*(self.aliases.get(n, set()) for n in shared))
             release = () if self.keep_all else self.usage.dead_after(index, name, self.kept)
             for dead in release:
-                if self.program.tensors[dead].kind == "defined":  # the caller holds the inputs
-                    live.pop(dead, None)
+                holds.pop(dead, None)  # the caller holds the inputs
             steps.append(Step(
                 name, line, compiled.run, shape, tensor.value.text(),
                 np.dtype(bool) if tensor.value.is_bool else self.dtype, release))
         largest = max(allocations, key=lambda a: a.nbytes, default=None)
-        return Plan(tuple(steps), self.bindings, peak, largest)
+        counts = {n: math.prod(self._shape(t.value)) for n, t in self.program.tensors.items()}
+        return Plan(tuple(steps), self.bindings, peak, largest, held(), counts)
+
+    def _check_sizes(self, allocations: list[Allocation]) -> None:
+        """Refuse, before anything is allocated, an array NumPy cannot index."""
+        for allocation in allocations:
+            count = math.prod(allocation.shape)
+            if count * max(1, self.dtype.itemsize) > _MAX_BYTES:
+                raise InputError(message(
+                    "too_large", what=allocation.label, shape=list(allocation.shape),
+                    size=f"about 2^{count.bit_length() - 1}", limit=f"2^{_MAX_BYTES.bit_length()}",
+                    bindings=bindings_text(self.bindings)))
 
     def _donatable(self, index: int) -> frozenset[str]:
         """Tensors read once by this statement, for the last time, whose buffer no
@@ -267,6 +305,7 @@ class _ExprCompiler:
         self.donated = donated
         self.allocations: list[Allocation] = []
         self.result_shape = result_shape
+        self.owns_result = False  # a buffer of the result's shape was created here
 
     def compile(self, node: nodes.Expr) -> Compiled:
         handler = _NODE_COMPILERS.get(type(node))
@@ -280,7 +319,7 @@ class _ExprCompiler:
         return self.dtype.type(value)
 
     def constant(self, value: Any) -> Compiled:
-        return Compiled(lambda frame: value, const=True)
+        return Compiled(lambda frame: value, const=True, contiguous=True)
 
     def value_of(self, node: nodes.Expr) -> Value:
         value = self.program.types.get(id(node))
@@ -302,11 +341,29 @@ class _ExprCompiler:
         value = self.value_of(node)
         shape = self.shape_of(node)
         itemsize = 1 if value.is_bool else self.dtype.itemsize
+        self.buffer(shape, itemsize)
+
+    def buffer(self, shape: tuple[int, ...], itemsize: int) -> None:
+        """Record a buffer this statement creates (a hidden temporary included)."""
         if shape == self.result_shape:  # most likely the buffer that becomes the tensor
             label = message("tensor_label", name=self.name)
+            self.owns_result = True
         else:
             label = message("temporary_label", name=self.name, line=self.line)
         self.allocations.append(Allocation(label, shape, math.prod(shape) * itemsize))
+
+    def reduced(self, node: nodes.Expr, axis: int | None, count: int = 1, itemsize: int = 0) -> None:
+        """Record ``count`` temporaries of ``node``'s shape reduced along ``axis``
+        (keepdims), as softmax and the norms make (their row maxima, sums, variances)."""
+        shape = list(self.shape_of(node))
+        if axis is None:
+            shape = [1] * len(shape)
+        elif shape:
+            shape[axis] = 1
+        for _ in range(count):
+            self.allocations.append(Allocation(
+                message("temporary_label", name=self.name, line=self.line), tuple(shape),
+                math.prod(shape) * (itemsize or self.dtype.itemsize)))
 
     def fold(self, compiled: Compiled, *children: Compiled) -> Compiled:
         """Evaluate at compile time when every operand is a constant."""
@@ -323,8 +380,9 @@ class _ExprCompiler:
             return compiled
         run, dtype = compiled.run, self.dtype
         if self.shape_of(node):
-            self.allocates(node)
-        return self.fold(Compiled(lambda frame: run(frame).astype(dtype), fresh=True), compiled)
+            self.buffer(self.shape_of(node), dtype.itemsize)  # the numbers, not the bools
+        return self.fold(Compiled(lambda frame: run(frame).astype(dtype), fresh=True,
+                                  contiguous=compiled.contiguous), compiled)
 
     def elementwise(self, node: nodes.Expr, operand: Compiled,
                     apply: Callable[[Any, Any], Any]) -> Compiled:
@@ -332,10 +390,12 @@ class _ExprCompiler:
         the operand is a fresh array."""
         run = operand.run
         if operand.fresh and self.shape_of(node):
-            return Compiled(lambda frame: _in_place(apply, run(frame)), fresh=True)
+            return Compiled(lambda frame: _in_place(apply, run(frame)), fresh=True,
+                            contiguous=operand.contiguous)
         if self.shape_of(node):
             self.allocates(node)
-        return self.fold(Compiled(lambda frame: apply(run(frame), None), fresh=True), operand)
+        return self.fold(Compiled(lambda frame: apply(run(frame), None), fresh=True,
+                                  contiguous=operand.contiguous), operand)
 
 
 def _in_place(apply: Callable[[Any, Any], Any], value: Any) -> Any:
@@ -354,7 +414,8 @@ def _compile_name(c: _ExprCompiler, node: nodes.Name) -> Compiled:
             raise CheckerBug(message("bug_unbound_shape", shape=f"[{node.name}]"))
         return c.constant(c.scalar(value))
     name = node.name
-    return Compiled(lambda frame: frame.values[name], fresh=name in c.donated)
+    return Compiled(lambda frame: frame.values[name], fresh=name in c.donated,
+                    contiguous=c.plan.contiguous.get(name, True))  # inputs are cast C-contiguous
 
 
 def _compile_number(c: _ExprCompiler, node: nodes.Integer | nodes.Decimal) -> Compiled:
@@ -391,22 +452,28 @@ def _compile_binop(c: _ExprCompiler, node: nodes.BinOp) -> Compiled:
     lrun, rrun = left.run, right.run
     if node.op == "@":
         c.allocates(node)
-        return Compiled(lambda frame: np.matmul(lrun(frame), rrun(frame)), fresh=True)
+        return Compiled(lambda frame: np.matmul(lrun(frame), rrun(frame)), fresh=True,
+                        contiguous=True)  # matmul allocates C order, whatever its operands
     ufunc = _UFUNCS[node.op]
     shape = c.shape_of(node)
+    both = left.contiguous and right.contiguous
     if c.value_of(node).is_bool:  # bool with bool: computed as 0 and 1, nonzero is true
         zero = c.scalar(0)        # (`+` and `*` give NumPy's logical or and and)
         if shape:
+            c.buffer(shape, c.dtype.itemsize)  # the numbers
             c.allocates(node)
         return c.fold(Compiled(lambda frame: np.not_equal(ufunc(lrun(frame), rrun(frame)), zero),
-                               fresh=True), left, right)
+                               fresh=True, contiguous=both), left, right)
     if shape and left.fresh and c.shape_of(node.left) == shape:
-        return Compiled(lambda frame: _binary_into_left(ufunc, lrun(frame), rrun(frame)), fresh=True)
+        return Compiled(lambda frame: _binary_into_left(ufunc, lrun(frame), rrun(frame)), fresh=True,
+                        contiguous=left.contiguous)
     if shape and right.fresh and c.shape_of(node.right) == shape:
-        return Compiled(lambda frame: _binary_into_right(ufunc, lrun(frame), rrun(frame)), fresh=True)
+        return Compiled(lambda frame: _binary_into_right(ufunc, lrun(frame), rrun(frame)),
+                        fresh=True, contiguous=right.contiguous)
     if shape:
         c.allocates(node)
-    return c.fold(Compiled(lambda frame: ufunc(lrun(frame), rrun(frame)), fresh=True), left, right)
+    return c.fold(Compiled(lambda frame: ufunc(lrun(frame), rrun(frame)), fresh=True,
+                           contiguous=both), left, right)
 
 
 def _binary_into_left(ufunc: np.ufunc, left: Any, right: Any) -> Any:
@@ -530,13 +597,40 @@ def _gelu(call: _Call) -> Compiled:
     half, root2 = call.c.scalar(0.5), call.c.scalar(math.sqrt(2.0))
     one = call.c.scalar(1)
 
-    def apply(x: Any, out: Any) -> Any:  # x * (1 + erf(x / sqrt 2)) / 2, the exact form
+    def block(x: Any, out: Any) -> None:  # x * (1 + erf(x / sqrt 2)) / 2, the exact form
         t = erf(np.true_divide(x, root2))
         t += one
         t *= half
-        return np.multiply(x, t, out=out)
+        np.multiply(x, t, out=out)
 
-    return call.elementwise(apply)
+    _blockwise_temporaries(call)
+    return call.elementwise(lambda x, out: _blockwise(block, x, out))
+
+
+def _blockwise_temporaries(call: _Call) -> None:
+    """What :func:`_blockwise` holds besides its input and result: the iterator's
+    buffers and the block's own temporaries (erf's), all of one block's size."""
+    count = math.prod(call.out_shape)
+    if count:
+        call.c.buffer((_BLOCK_TEMPORARIES, min(count, CHUNK)), call.c.dtype.itemsize)
+
+
+_BLOCK_TEMPORARIES = 16
+
+
+def _blockwise(block: Callable[[Any, Any], None], x: Any, out: Any) -> Any:
+    """``block(x, out)`` over blocks of CHUNK elements, so that its temporaries stay small
+    whatever the array's size (a NumPy buffered iterator handles any layout)."""
+    if out is None:
+        out = np.empty_like(x)
+    if x.ndim == 0:
+        block(x, out)
+        return out
+    with np.nditer([x, out], flags=["external_loop", "buffered", "zerosize_ok"],
+                   op_flags=[["readonly"], ["writeonly"]], buffersize=CHUNK) as blocks:
+        for x_block, out_block in blocks:
+            block(x_block, out_block)
+    return out
 
 
 def _softmax(call: _Call) -> Compiled:
@@ -550,6 +644,11 @@ def _softmax(call: _Call) -> Compiled:
                    "what_column" if axis == call.rank() - 2 else "what_slice")
     if not fresh:
         call.allocates()
+    node = call.info.args["x"]
+    call.c.reduced(node, axis, count=2)  # the maxima and the sums
+    call.c.reduced(node, axis, itemsize=1)  # which maxima are -inf
+    call.c.reduced(node, axis, count=4, itemsize=8)  # the invariant check's float64 sums
+    call.c.reduced(node, axis, itemsize=1)
 
     def softmax(frame: Frame) -> Any:
         value = run(frame)
@@ -565,7 +664,7 @@ def _softmax(call: _Call) -> Compiled:
             _check_softmax(frame, out, axis, name, line, what, tolerance)
         return out
 
-    return Compiled(softmax, fresh=True)
+    return Compiled(softmax, fresh=True, contiguous=x.contiguous)
 
 
 def _check_softmax(frame: Frame, out: Any, axis: int, name: str, line: int, what: str,
@@ -587,19 +686,25 @@ def _transpose(call: _Call) -> Compiled:
     run, perm = x.run, call.arg("perm")
     if perm is None:
         return Compiled(lambda frame: np.swapaxes(run(frame), -1, -2), fresh=x.fresh)
-    return Compiled(lambda frame: np.transpose(run(frame), perm), fresh=x.fresh)
+    return Compiled(lambda frame: np.transpose(run(frame), perm), fresh=x.fresh,
+                    contiguous=x.contiguous and list(perm) == sorted(perm))
 
 
 def _reshape(call: _Call) -> Compiled:
     x = call.tensor()
     run, target = x.run, call.out_shape  # the checker inferred any -1
-    return Compiled(lambda frame: np.reshape(run(frame), target), fresh=x.fresh)
+    if not x.contiguous:  # NumPy copies what it cannot view with the new shape
+        call.allocates()
+    return Compiled(lambda frame: np.reshape(run(frame), target), fresh=x.fresh or not x.contiguous,
+                    contiguous=True)
 
 
 def _split_heads(call: _Call) -> Compiled:
     x = call.tensor()
     *batch, heads, n, d = call.out_shape
     run, grouped = x.run, (*batch, n, heads, d)  # head h owns columns h*d ... h*d+d-1
+    if not x.contiguous:  # the reshape copies
+        call.allocates()
     return Compiled(lambda frame: np.swapaxes(np.reshape(run(frame), grouped), -3, -2),
                     fresh=x.fresh)
 
@@ -609,21 +714,23 @@ def _merge_heads(call: _Call) -> Compiled:
     run, target = x.run, call.out_shape
     call.allocates()
     return Compiled(lambda frame: np.reshape(np.swapaxes(run(frame), -3, -2), target),
-                    fresh=x.fresh)
+                    fresh=x.fresh, contiguous=True)
 
 
 def _repeat(call: _Call) -> Compiled:
     x = call.tensor()
     run, repeats, axis = x.run, call.dim("repeats"), call.axis()
     call.allocates()
-    return Compiled(lambda frame: np.repeat(run(frame), repeats, axis=axis), fresh=True)
+    return Compiled(lambda frame: np.repeat(run(frame), repeats, axis=axis), fresh=True,
+                    contiguous=True)
 
 
 def _concat(call: _Call) -> Compiled:
     parts = [p.run for p in call.tensors("tensors")]
     axis = call.axis(of="tensors")
     call.allocates()
-    return Compiled(lambda frame: np.concatenate([p(frame) for p in parts], axis=axis), fresh=True)
+    return Compiled(lambda frame: np.concatenate([p(frame) for p in parts], axis=axis), fresh=True,
+                    contiguous=True)
 
 
 def _reduction(reduce: Callable[..., Any]) -> Implementation:
@@ -633,7 +740,7 @@ def _reduction(reduce: Callable[..., Any]) -> Implementation:
         if call.out_shape:
             call.allocates()
         return call.c.fold(Compiled(lambda frame: reduce(run(frame), axis=axis, keepdims=keep),
-                                    fresh=True), x)
+                                    fresh=True, contiguous=x.contiguous), x)
 
     return implementation
 
@@ -641,11 +748,19 @@ def _reduction(reduce: Callable[..., Any]) -> Implementation:
 def _normalise(rms: bool) -> Implementation:
     def implementation(call: _Call) -> Compiled:
         eps = call.c.scalar(call.arg("eps"))
-        axis = -1 if call.rank() else None
+        if not call.rank():  # a scalar: (x - x) / sqrt(eps), or x / sqrt(x² + eps)
+            return call.elementwise(lambda x, out: (x - x if not rms else x) / np.sqrt(
+                (x - x if not rms else x) ** 2 + eps))
+        width = call.c.scalar(call.c.shape_of(call.info.args["x"])[-1])
+        call.c.reduced(call.info.args["x"], call.rank() - 1, count=2)  # the means, the scales
 
         def apply(x: Any, out: Any) -> Any:
-            centred = x if rms else np.subtract(x, np.mean(x, axis=axis, keepdims=True), out=out)
-            scale = np.sqrt(np.mean(np.square(centred), axis=axis, keepdims=True) + eps)
+            centred = x if rms else np.subtract(x, np.mean(x, axis=-1, keepdims=True), out=out)
+            # the mean of squares without an array of squares: a sum of products per row
+            scale = np.einsum("...i,...i->...", centred, centred)[..., np.newaxis]
+            scale /= width
+            scale += eps
+            np.sqrt(scale, out=scale)
             return np.true_divide(centred, scale, out=out if rms else _owned(centred))
 
         return call.elementwise(apply)
@@ -658,17 +773,20 @@ def _where(call: _Call) -> Compiled:
     crun, xrun, yrun = condition.run, x.run, y.run
     shape = call.out_shape
     same_type = call.c.value_of(call.node).is_bool == call.c.value_of(call.info.args["x"]).is_bool
-    if x.fresh and same_type and call.c.shape_of(call.info.args["x"]) == shape:
+    contiguous = condition.contiguous and x.contiguous and y.contiguous
+    if shape and x.fresh and same_type and call.c.shape_of(call.info.args["x"]) == shape:
         # overwrite x where the condition is false (a masked score table stays one buffer)
+        call.c.buffer(call.c.shape_of(call.info.args["condition"]), 1)  # the negated condition
         return Compiled(lambda frame: _copy_where(xrun(frame), yrun(frame), crun(frame), False),
-                        fresh=True)
+                        fresh=True, contiguous=x.contiguous)
     same_type = call.c.value_of(call.node).is_bool == call.c.value_of(call.info.args["y"]).is_bool
-    if y.fresh and same_type and call.c.shape_of(call.info.args["y"]) == shape:
+    if shape and y.fresh and same_type and call.c.shape_of(call.info.args["y"]) == shape:
         return Compiled(lambda frame: _copy_where(yrun(frame), xrun(frame), crun(frame), True),
-                        fresh=True)
+                        fresh=True, contiguous=y.contiguous)
     if shape:
         call.allocates()
-    return Compiled(lambda frame: np.where(crun(frame), xrun(frame), yrun(frame)), fresh=True)
+    return Compiled(lambda frame: np.where(crun(frame), xrun(frame), yrun(frame)), fresh=True,
+                    contiguous=contiguous)
 
 
 def _copy_where(target: Any, source: Any, condition: Any, where: bool) -> Any:
@@ -679,7 +797,8 @@ def _copy_where(target: Any, source: Any, condition: Any, where: bool) -> Any:
 def _causal_mask(call: _Call) -> Compiled:
     n = call.dim("n")
     call.allocates()
-    return Compiled(lambda frame: np.tri(n, n, dtype=bool), fresh=True)  # j <= i, as np.tril
+    return Compiled(lambda frame: np.tri(n, n, dtype=bool), fresh=True,  # j <= i, as np.tril
+                    contiguous=True)
 
 
 def _constant_fill(fill: Callable[..., Any]) -> Implementation:
@@ -687,26 +806,131 @@ def _constant_fill(fill: Callable[..., Any]) -> Implementation:
         shape, dtype = call.shape(), call.c.dtype
         if shape:
             call.allocates()
-            return Compiled(lambda frame: fill(shape, dtype=dtype), fresh=True)
+            return Compiled(lambda frame: fill(shape, dtype=dtype), fresh=True, contiguous=True)
         return call.c.constant(fill((), dtype=dtype)[()])
 
     return implementation
 
 
 def _einsum(call: _Call) -> Compiled:
-    # The subscripts as the checker read them (einsum.parse_subscripts: no whitespace, the
-    # output explicit). optimize=True: NumPy's Python parser, which also sums `...` axes
-    # the output leaves out ("...i->i"), and contraction through BLAS; same meaning.
-    subscripts = call.arg("subscripts")
+    """The checker's reading of the subscripts (``shapecheck.einsum``), executed as one
+    single-operand ``np.einsum`` per operand (diagonals, sums over letters used nowhere
+    else) and one ``np.matmul`` per pair of operands, left to right: BLAS speed, and
+    every buffer known to the memory estimate (NumPy's ``optimize`` path copies its
+    operands without saying)."""
+    node_operands: nodes.ListExpr = call.info.args["operands"]
     operands = call.tensors("operands", numeric=True)
+    shapes = [call.c.shape_of(item) for item in node_operands.items]
+    terms, output = einsum_letters(call.arg("subscripts"), shapes)
+    sizes: dict[str, int] = {}
+    for term, shape in zip(terms, shapes):
+        for letter, size in zip(term, shape):
+            sizes[letter] = max(size, sizes.get(letter, 1))  # a broadcast 1 takes the other size
     runs = [o.run for o in operands]
-    if len(operands) == 1:  # may return a view of its operand
-        run = runs[0]
-        return Compiled(lambda frame: np.einsum(subscripts, run(frame), optimize=True),
-                        fresh=operands[0].fresh)
-    call.allocates()
-    return Compiled(lambda frame: np.einsum(subscripts, *[r(frame) for r in runs], optimize=True),
-                    fresh=True)
+    contract = _contraction(call.c, terms, shapes, output, sizes)
+    view = len(runs) == 1 and set(terms[0]) == set(output)  # a transpose or a diagonal
+
+    def einsum(frame: Frame) -> Any:
+        return contract([r(frame) for r in runs])
+
+    return Compiled(einsum, fresh=operands[0].fresh if view else True)
+
+
+def einsum_letters(subscripts: str, shapes: list[tuple[int, ...]]) -> tuple[list[str], str]:
+    """One letter per axis of each operand and of the result: ``...`` becomes letters
+    unused elsewhere (right-aligned, as NumPy broadcasts); those the output leaves out are
+    summed, as the checker reads them (``shapecheck.einsum``)."""
+    parsed = parse_subscripts(subscripts, len(shapes))  # the checker's one reading
+    terms, output = list(parsed.inputs), parsed.output
+    used = set("".join(terms) + output)
+    spare = [c for c in string.ascii_letters if c not in used]
+    width = max((len(s) - len(t.replace("...", "")) for t, s in zip(terms, shapes) if "..." in t),
+                default=0)
+    ellipsis = "".join(spare[:width])
+    expanded = [t.replace("...", ellipsis[width - (len(s) - len(t.replace("...", ""))):])
+                for t, s in zip(terms, shapes)]
+    return expanded, output.replace("...", ellipsis)
+
+
+def _contraction(c: _ExprCompiler, terms: list[str], shapes: list[tuple[int, ...]], output: str,
+                 sizes: dict[str, int]) -> Callable[[list[Any]], Any]:
+    """Compile the contraction, recording every buffer it creates; returns the runner."""
+    itemsize = c.dtype.itemsize
+    stages: list[Callable[[Any, Any], tuple[Any, str]]] = []
+    letters = ""
+    for index, (term, shape) in enumerate(zip(terms, shapes)):
+        later = set(output).union(*terms[index + 1:])
+        reduce_to = "".join(dict.fromkeys(ch for ch in term if ch in later or ch in letters))
+        if index == 0:
+            letters = reduce_to
+        stages.append(_reduce_stage(c, term, reduce_to, shape, sizes, itemsize))
+        if index:
+            stage, letters = _pair_stage(c, letters, reduce_to, later, sizes, itemsize)
+            stages.append(stage)
+    order = [letters.index(ch) for ch in output]
+
+    def run(values: list[Any]) -> Any:
+        accumulated: Any = None
+        position = 0
+        for index, value in enumerate(values):
+            reduced, _ = stages[position](value, None)
+            position += 1
+            if index == 0:
+                accumulated = reduced
+                continue
+            accumulated, _ = stages[position](accumulated, reduced)
+            position += 1
+        return np.transpose(accumulated, order) if order else accumulated
+
+    return run
+
+
+def _reduce_stage(c: _ExprCompiler, term: str, keep: str, shape: tuple[int, ...],
+                  sizes: dict[str, int], itemsize: int) -> Callable[[Any, Any], tuple[Any, str]]:
+    """An operand's diagonals taken and its unneeded letters summed (np.einsum on one operand)."""
+    if term == keep:
+        return lambda value, _: (value, keep)
+    if len(set(term)) > len(keep):  # a letter summed away: a new, smaller array
+        kept = tuple(shape[term.index(ch)] for ch in keep)
+        c.buffer(kept, itemsize)
+    subscripts = f"{term}->{keep}"
+    return lambda value, _: (np.einsum(subscripts, value), keep)
+
+
+def _pair_stage(c: _ExprCompiler, left: str, right: str, later: set[str], sizes: dict[str, int],
+                itemsize: int) -> tuple[Callable[[Any, Any], tuple[Any, str]], str]:
+    """Contract two operands with one matmul: [batch, rows, inner] @ [batch, inner, columns]."""
+    batch = [ch for ch in left if ch in right and ch in later]
+    inner = [ch for ch in left if ch in right and ch not in later]
+    rows = [ch for ch in left if ch not in right]
+    columns = [ch for ch in right if ch not in left]
+    result = "".join(batch + rows + columns)
+
+    def group(letters: list[str]) -> int:
+        return math.prod(sizes[ch] for ch in letters)
+
+    batch_shape = tuple(sizes[ch] for ch in batch)
+    left_shape = (*batch_shape, group(rows), group(inner))
+    right_shape = (*batch_shape, group(inner), group(columns))
+    # Merging two or more letters into one axis may copy the (transposed) operand.
+    if len(rows) > 1 or len(inner) > 1:
+        c.buffer(left_shape, itemsize)
+    if len(inner) > 1 or len(columns) > 1:
+        c.buffer(right_shape, itemsize)
+    c.buffer((*batch_shape, group(rows), group(columns)), itemsize)
+    left_order = [left.index(ch) for ch in batch + rows + inner]
+    right_order = [right.index(ch) for ch in batch + inner + columns]
+    final_shape = tuple(sizes[ch] for ch in result)
+
+    def contract(a: Any, b: Any) -> tuple[Any, str]:
+        a = np.transpose(a, left_order)
+        b = np.transpose(b, right_order)
+        a = a.reshape(*a.shape[:len(batch)], group(rows), group(inner))
+        b = b.reshape(*b.shape[:len(batch)], group(inner), group(columns))
+        return np.matmul(a, b).reshape(np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+                                       + final_shape[len(batch):]), result
+
+    return contract, result
 
 
 def _dropout(call: _Call) -> Compiled:

@@ -1,43 +1,35 @@
 """Everything around execution: arrays in, bindings from them, resources.
 
-- Loading ``.npy``/``.npz`` files, never with pickle.
-- Checking supplied arrays against their declarations (rank, element type,
-  finite values) and binding the dims they determine: the bindings are fed
-  back to the checker (``check_text(source, bindings)``), so derived dims and
-  constraints are decided by the symbolic module, not here.
+- Checking supplied arrays (in memory, or files known by their headers:
+  :mod:`.arrays`) against their declarations (rank, element type, finite values)
+  and binding the dims they determine: the program is re-checked at those
+  bindings (:meth:`Program.at`), so derived dims and constraints are decided by
+  the symbolic module, not here.
 - Generating the arrays that are not supplied, from a seed.
-- Sizes: parsing ``--max-memory``, its default, printing byte counts.
+- Sizes: the default of ``--max-memory``, printing byte counts.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import zipfile
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import numpy as np
 
 from .. import symbolic
-from ..api import check_text
 from ..program import Program, Tensor
-from .errors import InputError, RunError, SpecError, bindings_text, message
+from .arrays import ArrayFile
+from .errors import InputError, SpecError, bindings_text, message
 
-NPY_MAGIC = b"\x93NUMPY"
-ZIP_MAGIC = b"PK"
 MASK_TRUE_FRACTION = 0.8
 GIB = 1 << 30
 DEFAULT_MEMORY_CAP = 4 * GIB
 
-
-class UnreadableFile(RunError):
-    """A file named on the command line cannot be read at all (exit 2, as for `verify`)."""
-
-    exit_code = 2
+Supplied = Union[np.ndarray, ArrayFile]  # an array, or a file known by its header
 
 
 # --- declarations --------------------------------------------------------------------------
@@ -48,14 +40,14 @@ def declared(program: Program) -> dict[str, Tensor]:
     return {n: t for n, t in program.tensors.items() if t.kind in ("input", "param")}
 
 
-def element_kind_ok(tensor: Tensor, array: np.ndarray) -> bool:
+def element_kind_ok(tensor: Tensor, array: Supplied) -> bool:
     """bool declarations take bool arrays; real ones take floats and integers."""
     return array.dtype.kind == "b" if tensor.value.is_bool else array.dtype.kind in "fiu"
 
 
-def check_array(tensor: Tensor, array: Any) -> np.ndarray:
-    """The array as NumPy sees it, if its element type fits the declaration."""
-    if not isinstance(array, np.ndarray):
+def check_array(tensor: Tensor, array: Any) -> Supplied:
+    """The array as NumPy sees it (a file is not read), if its element type fits."""
+    if not isinstance(array, (np.ndarray, ArrayFile)):
         try:
             array = np.asarray(array)
         except (TypeError, ValueError):
@@ -68,11 +60,14 @@ def check_array(tensor: Tensor, array: Any) -> np.ndarray:
     return array
 
 
-def cast(tensor: Tensor, array: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """The array in the run's dtype (bool stays bool), refusing NaN and infinity."""
+def cast(tensor: Tensor, array: Supplied, dtype: np.dtype) -> np.ndarray:
+    """The array in the run's dtype (bool stays bool), C-contiguous, refusing NaN and
+    infinity; a file is read here. A copy is made only when the type or layout differs."""
+    if isinstance(array, ArrayFile):
+        array = array.read()
     if tensor.value.is_bool:
-        return np.asarray(array, dtype=bool)
-    result = np.asarray(array, dtype=dtype)
+        return np.asarray(array, dtype=bool, order="C")
+    result = np.asarray(array, dtype=dtype, order="C")
     if not np.isfinite(result).all():
         count = result.size - int(np.count_nonzero(np.isfinite(result)))
         raise InputError(message("non_finite", kind=tensor.kind, name=tensor.name, count=count))
@@ -150,7 +145,7 @@ def _spec_source(program: Program, name: str) -> str:
 
 
 def _recheck(base: Program, bindings: dict[str, int], sources: dict[str, str]) -> Program:
-    program = check_text(base.source, bindings, infer=base.infer)
+    program = base.at(bindings)
     if not program.ok:
         raise SpecError(program, message("bindings_from", bindings=bindings_text(bindings, sources)))
     return program
@@ -207,6 +202,37 @@ def api_hint(names: list[str]) -> str:
     return message("hints_api", hints=", ".join(message("hint_api", name=n) for n in names))
 
 
+# --- memory of reading the inputs ----------------------------------------------------------
+
+
+def reading_bytes(program: Program, tensors: Mapping[str, Tensor],
+                  supplied: Mapping[str, Supplied], dtype: np.dtype) -> int:
+    """The most memory held while the inputs and params are read, cast and generated,
+    one at a time in declaration order (as ``CompiledSpec._read`` does).
+
+    Each one held in the run's dtype adds to the total; at its own turn it also needs
+    its transient buffers: an ``.npz`` member decompressed at its file's type, a
+    cast or C-ordered copy, the finiteness test (one bool per element), or the
+    float64 draw of a generated array. A caller's array that needs no copy is counted
+    too (the run holds it), so the figure never falls short.
+    """
+    held = peak = 0
+    for name, tensor in tensors.items():
+        shape = tuple(program.dims.evaluate(d) or 0 for d in tensor.value.shape or ())
+        count = math.prod(shape)
+        final = count * (1 if tensor.value.is_bool else dtype.itemsize)
+        source = supplied.get(name)
+        if source is None:
+            transient = generation_bytes(tensor, shape, dtype)
+        else:
+            in_memory = isinstance(source, ArrayFile) and not source.mapped
+            decompressed = source.nbytes if in_memory else 0
+            transient = decompressed + final + (0 if tensor.value.is_bool else count)
+        peak = max(peak, held + transient)
+        held += final
+    return max(peak, held)
+
+
 # --- generated arrays ----------------------------------------------------------------------
 
 
@@ -231,10 +257,20 @@ def generate(tensor: Tensor, shape: tuple[int, ...], dtype: np.dtype, seed: int)
 
 def _mask(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     mask = np.asarray(rng.random(shape) < MASK_TRUE_FRACTION)
-    if mask.ndim:
-        empty = np.nonzero(~mask.any(axis=-1))
-        mask[(*empty, rng.integers(shape[-1], size=len(empty[0])))] = True
+    if mask.ndim:  # rank 1 included: its one "row" is the whole vector
+        empty = np.flatnonzero(~mask.any(axis=-1))
+        rows = mask.reshape(-1, shape[-1])  # a view: the mask is C-contiguous
+        rows[empty, rng.integers(shape[-1], size=len(empty))] = True
     return mask
+
+
+def generation_bytes(tensor: Tensor, shape: tuple[int, ...], dtype: np.dtype) -> int:
+    """What :func:`generate` holds at once: the float64 draw, and the result when it is
+    another array (float32, or a bool mask)."""
+    count = math.prod(shape)
+    if tensor.value.is_bool:
+        return count * 9 + (count // shape[-1] if shape else 0)  # draw + mask + row test
+    return count * 8 + (count * dtype.itemsize if dtype != np.float64 else 0)
 
 
 def generation_note(tensor: Tensor) -> str:
@@ -243,111 +279,7 @@ def generation_note(tensor: Tensor) -> str:
     return message("generated_param" if tensor.kind == "param" else "generated_input")
 
 
-# --- files ------------------------------------------------------------------------------------
-
-
-def load_npy(path: str | Path) -> np.ndarray:
-    """A ``.npy`` file, memory-mapped (nothing is read until it is used), never unpickled."""
-    head = _head(path)
-    if not head.startswith(NPY_MAGIC):
-        reason = message("npz_not_npy") if head.startswith(ZIP_MAGIC) else message("no_magic")
-        raise InputError(message("not_npy", path=path, reason=reason))
-    try:
-        array = np.load(path, mmap_mode="r", allow_pickle=False)
-    except ValueError as error:
-        raise _load_error(path, error) from None
-    except EOFError as error:
-        raise InputError(message("not_npy", path=path, reason=error)) from None
-    except OSError as error:
-        raise UnreadableFile(message("unreadable", path=path, reason=_reason(error))) from None
-    if not isinstance(array, np.ndarray):
-        raise InputError(message("not_npy", path=path, reason=type(array).__name__))
-    return array
-
-
-def load_npz(path: str | Path) -> dict[str, np.ndarray]:
-    """Every array of a ``.npz`` archive, by key, never unpickled."""
-    head = _head(path)
-    if not head.startswith(ZIP_MAGIC):
-        reason = message("npy_not_npz") if head.startswith(NPY_MAGIC) else message("no_magic")
-        raise InputError(message("not_npz", path=path, reason=reason))
-    arrays: dict[str, np.ndarray] = {}
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            for key in archive.files:
-                try:
-                    arrays[key] = archive[key]
-                except ValueError as error:
-                    raise _load_error(path, error, key) from None
-                except (EOFError, zipfile.BadZipFile, zlib.error) as error:
-                    raise InputError(message("npz_key", path=path, key=key,
-                                             reason=error)) from None
-    except (zipfile.BadZipFile, EOFError, ValueError) as error:
-        raise InputError(message("not_npz", path=path, reason=error)) from None
-    except OSError as error:
-        raise UnreadableFile(message("unreadable", path=path, reason=_reason(error))) from None
-    return arrays
-
-
-def _head(path: str | Path) -> bytes:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(len(NPY_MAGIC))
-    except FileNotFoundError:
-        raise UnreadableFile(message("no_file", path=path)) from None
-    except OSError as error:
-        raise UnreadableFile(message("unreadable", path=path, reason=_reason(error))) from None
-
-
-def _load_error(path: str | Path, error: ValueError, key: str | None = None) -> InputError:
-    text = str(error)
-    if any(word in text for word in ("pickle", "Object arrays", "Python objects")):
-        where = message("npz_member", path=path, key=key) if key is not None else str(path)
-        return InputError(message("pickled", path=where))
-    if "mmap length" in text:
-        text = message("truncated")
-    if key is not None:
-        return InputError(message("npz_key", path=path, key=key, reason=text))
-    return InputError(message("not_npy", path=path, reason=text))
-
-
-def _reason(error: OSError) -> str:
-    return error.strerror or str(error)
-
-
-def save_npz(path: str | Path, arrays: Mapping[str, np.ndarray]) -> None:
-    """Write the archive whole or not at all (a temporary file, then a rename)."""
-    target = Path(path)
-    temporary = target.with_name(f".{target.name}.partial")
-    try:
-        with open(temporary, "wb") as handle:
-            np.savez(handle, **arrays)  # type: ignore[arg-type]
-        os.replace(temporary, target)
-    except OSError as error:
-        temporary.unlink(missing_ok=True)
-        raise UnreadableFile(message("cannot_write", path=path, reason=_reason(error))) from None
-
-
 # --- sizes ------------------------------------------------------------------------------------
-
-_UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4,
-          "ki": 1 << 10, "mi": 1 << 20, "gi": 1 << 30, "ti": 1 << 40}
-
-
-def parse_size(text: str) -> int | None:
-    """``4GiB``, ``512MiB``, ``2GB``, ``1000000`` -> bytes; ``unlimited`` -> None."""
-    cleaned = text.strip().lower().replace(" ", "")
-    if cleaned in ("unlimited", "none"):
-        return None
-    number = cleaned.rstrip("kmgtib")
-    unit = cleaned[len(number):].removesuffix("b")
-    try:
-        value = float(number)
-    except ValueError:
-        value = -1.0
-    if unit not in _UNITS or not math.isfinite(value) or value <= 0:
-        raise InputError(message("memory_size", text=text))
-    return int(value * _UNITS[unit])
 
 
 def default_max_memory() -> int:
@@ -360,7 +292,11 @@ def default_max_memory() -> int:
 
 
 def format_bytes(count: int) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+    """``7.6 MiB``; beyond a thousand PiB, a power of two (any size, never OverflowError)."""
+    if count >= 1000 << 50:
+        return f"about 2^{count.bit_length() - 1} B"
+    for unit, size in (("PiB", 1 << 50), ("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20),
+                       ("KiB", 1 << 10)):
         if count >= size:
             return f"{count / size:.1f} {unit}"
     return f"{count} B"

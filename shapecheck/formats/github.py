@@ -10,6 +10,7 @@ lines gives ``line`` and ``endLine`` without columns.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -88,12 +89,27 @@ def _note_line(note: Note, path: str) -> str:
 # --- the job summary ($GITHUB_STEP_SUMMARY) -------------------------------------------
 
 _MARKDOWN_SPECIAL = "\\`*_[]<>|~"
+# Where GitHub would turn text into a live reference: an @mention (`@user`, `@org/team`), an
+# issue or pull request (`#12`, `GH-12`, `owner/repo#12`), an autolink (`https://…`, `www.…`,
+# `user@host`) or a commit (a long hexadecimal word). An empty HTML comment at that point
+# splits the text, so nothing links or notifies, and nothing shows.
+_REFERENCE = re.compile(
+    r"(?<=@)(?=[A-Za-z0-9_])"  # @user, user@host
+    r"|(?<=#)(?=\d)"  # #12, owner/repo#12
+    r"|(?<=\bGH-)(?=\d)"  # GH-12
+    r"|(?<=:)(?=//)"  # https://
+    r"|(?<=\bwww)(?=\.)"  # www.example.com
+    r"|(?<=\b[0-9a-f])(?=[0-9a-f]*\d[0-9a-f]*\b)(?=[0-9a-f]{6,}\b)",  # a commit hash
+    re.IGNORECASE)
+UNLINK = "<!-- -->"
 
 
 def escape_markdown(text: str) -> str:
-    """Text that GitHub's Markdown shows literally (inside a table cell too)."""
+    """Text that GitHub's Markdown shows literally (inside a table cell too): no markup, no
+    mention, no issue reference, no autolink."""
     flat = " ".join(text.split())  # a newline would end the table row
-    return "".join("\\" + char if char in _MARKDOWN_SPECIAL else char for char in flat)
+    escaped = "".join("\\" + char if char in _MARKDOWN_SPECIAL else char for char in flat)
+    return _REFERENCE.sub(UNLINK, escaped)
 
 
 def step_summary(results: list[FileResult], *, strict: bool = False) -> str:

@@ -2,8 +2,10 @@
 
 Columns are 1-based code points (as the parser counts them), end column
 exclusive. On screen a tab takes four cells, a wide (East Asian) character two,
-a combining mark none, and control or bidi-override characters are shown as
-visible symbols: a spec file must never be able to drive the terminal.
+a combining mark none, control characters are shown as visible symbols, and
+invisible ones (bidi controls, zero-width spaces and joiners, the soft hyphen)
+by their code point, ``<U+200B>``: a spec file must never be able to drive the
+terminal or hide text from its reader.
 """
 
 from __future__ import annotations
@@ -20,15 +22,23 @@ MAX_SHOWN = 160
 LEAD = 40
 ELLIPSIS = "…"
 
-# Characters that reorder or hide text on screen (the "Trojan Source" set).
-_BIDI_CONTROLS = frozenset(
-    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-)
 _REPLACEMENT = "\ufffd"
 
 
+# Characters that show nothing, or nothing that tells them apart (format characters such as
+# zero-width spaces and joiners, the soft hyphen and the byte order mark are category Cf;
+# these are the invisible ones outside it).
+_INVISIBLE = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u180e\u3164\uffa0")
+
+
+def is_invisible(char: str) -> bool:
+    """A character that hides or reorders text without showing itself: zero-width spaces
+    and joiners, the soft hyphen, bidi controls, the byte order mark, tag characters, fillers."""
+    return char in _INVISIBLE or unicodedata.category(char) == "Cf"
+
+
 def display_char(char: str) -> str:
-    """How one character is printed in a frame or a message."""
+    """How one character is printed in a frame, a message or a report."""
     if char == "\t":
         return TAB
     code = ord(char)
@@ -36,7 +46,9 @@ def display_char(char: str) -> str:
         return chr(0x2400 + code)  # the Control Pictures block: ␛, ␍, ...
     if code == 0x7F:
         return "\u2421"  # ␡
-    if char in _BIDI_CONTROLS or unicodedata.category(char) in ("Cc", "Cs", "Zl", "Zp"):
+    if is_invisible(char):  # the bidi controls (the "Trojan Source" set) among them
+        return f"<U+{code:04X}>"  # shown by name: a reader must see that it is there
+    if unicodedata.category(char) in ("Cc", "Cs", "Zl", "Zp"):
         return _REPLACEMENT
     return char
 

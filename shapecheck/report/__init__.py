@@ -15,10 +15,10 @@ disk whole or not at all.
 
 from __future__ import annotations
 
-import os
-import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
+from .. import fileio
 from .model import Report, build_report
 
 FORMATS = ("html", "md")
@@ -44,30 +44,10 @@ def render(report: Report, fmt: str) -> str:
     raise ValueError(f"unknown report format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 
-def write_atomically(path: str, content: str) -> None:
-    """Write ``content`` to ``path`` whole or not at all (a temporary file, then a rename).
+def write_atomically(path: str, content: str, *, protect: Iterable[fileio.Protected] = ()) -> None:
+    """Write ``content`` to ``path`` whole or not at all (:func:`shapecheck.fileio.write_atomic`).
 
-    Raises OSError when the file cannot be written; the old file, if any, is then untouched.
+    Raises OSError when the file cannot be written, or must not be (a folder, a device,
+    a FIFO, one of ``protect``); the old file, if any, is then untouched.
     """
-    target = Path(path)
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
-                                         dir=target.parent if str(target.parent) else ".")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
-            stream.write(content)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temporary, 0o666 & ~_umask())
-        os.replace(temporary, target)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
-
-
-def _umask() -> int:
-    current = os.umask(0o22)
-    os.umask(current)
-    return current
+    fileio.write_atomic(path, content, protect=protect)

@@ -1,10 +1,14 @@
-"""The notes' cheat card, filled in for each attention pattern of a spec.
+"""The notes' cheat card, filled in for each attention pattern of a spec — broken ones too.
 
 A pattern is ``softmax(scores) @ values`` (or the same with ``einsum``): an `@` whose left
 operand is, after following names back through their definitions (and through dropout),
 a softmax; whose argument is, through scaling by a scalar, additive masks and ``where``,
 the scores ``Q @ K.T`` (or a two-operand einsum). That gives the query, the key (index) and
 the value (content) of the notes' database analogy.
+
+Patterns are found from the syntax as well as the checked types, so a spec with errors
+still gets its cards: a step whose shape is unknown is marked ✗ with the problem that
+broke it, and the notes' 30-second self-check says which line fails and what the fix is.
 """
 
 from __future__ import annotations
@@ -12,14 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import nodes
+from ..builtins import axis_index
+from ..diagnostics import Diagnostic, Span
+from ..nodes import strip_parens
 from ..program import Value
 from ..symbolic import Dim, free_names, pretty, product, to_text
-from ..builtins import axis_index
-from ..nodes import strip_parens
 from .context import Spec, einsum_terms, postorder
 from .cost import operation_cost
 from .reasoning import axis_words, index_letters
-from .templates import Rich, code, join, mark, math, rich, shape, text
+from .templates import Rich, code, inline, join, mark, math, rich, shape, text
 
 _MAX_DEPTH = 64
 
@@ -30,19 +35,22 @@ class Pattern:
     output: nodes.Expr  # `P @ V` or einsum(P, V)
     weights: nodes.Expr  # the left operand as written
     softmax: nodes.Call
-    scores: nodes.Expr  # `Q @ K.T` or einsum(Q, K)
-    query: nodes.Expr
-    key: nodes.Expr
+    scores: nodes.Expr | None  # `Q @ K.T` or einsum(Q, K); None: not found (a broken spec)
+    query: nodes.Expr | None
+    key: nodes.Expr | None
     key_given_transposed: bool
     value: nodes.Expr
+    scale: tuple[tuple[nodes.Expr, bool], ...]  # scalar factors of the scores: (node, divides)
+    masks: tuple[nodes.Expr, ...]  # `where(...)` calls between the scores and the softmax
+    missing: nodes.Expr | None  # what the scores trace ended on, when it found no product
 
 
 @dataclass(frozen=True)
 class Axes:
-    queries: Dim
-    keys: Dim
-    d: Dim
-    dv: Dim
+    queries: Dim | None
+    keys: Dim | None
+    d: Dim | None
+    dv: Dim | None
     batch: tuple[Dim, ...]
     keys_axis: int | None  # the axis of the weights that the output sums over
 
@@ -51,9 +59,19 @@ class Axes:
 class CardRow:
     role: str
     tensor: Rich
-    shape: str
+    shape: str | None  # None: unknown (a failed step)
     concrete: str | None
     meaning: Rich
+    ok: bool = True  # False: the step failed (its shape is unknown or its statement has an error)
+
+
+@dataclass(frozen=True)
+class Check:
+    """A line of the card's checks: the 30-second self-check, the axes, the scale."""
+
+    label: str
+    text: Rich
+    ok: bool | None  # None: nothing to tick (no opinion, or it cannot be checked)
 
 
 @dataclass(frozen=True)
@@ -63,11 +81,16 @@ class Card:
     title: Rich
     summary: Rich
     rows: tuple[CardRow, ...]
+    checks: tuple[Check, ...]
     identity: Rich  # the multi-head identity and its status, or empty
     identity_ok: bool | None
     core_flops: str | None
     core_value: int | None
     sequence: tuple[str, ...]  # the dims that count queries and keys (N, L)
+    queries: Dim | None = None
+    keys: Dim | None = None
+    spans: tuple[Span, ...] = ()  # the statements of the pattern: problems in them link here
+    ok: bool = True  # every step and check holds
 
 
 # --- finding patterns ---------------------------------------------------------------------------
@@ -83,63 +106,117 @@ def find_patterns(spec: Spec) -> list[Pattern]:
             if operands is None:
                 continue
             softmax = _trace_softmax(spec, operands[0], 0)
-            scores = None if softmax is None else \
-                _trace_scores(spec, spec.program.calls[id(softmax)].args["x"], 0)
-            if softmax is None or scores is None:
+            if softmax is None:
                 continue
-            query, key, given_transposed = _query_key(spec, scores)
+            trace = _ScoresTrace(spec)
+            scores = trace.follow(_argument(spec, softmax, "x", 0), 0)
+            query, key, given_transposed = _query_key(spec, scores) if scores is not None \
+                else (None, None, False)
             patterns.append(Pattern(statement, node, operands[0], softmax, scores, query, key,
-                                    given_transposed, operands[1]))
+                                    given_transposed, operands[1], tuple(trace.scale),
+                                    tuple(trace.masks), trace.end if scores is None else None))
     return patterns
+
+
+def _builtin(spec: Spec, node: nodes.Expr) -> str | None:
+    """The builtin a call is: as the checker resolved it, or by name when it could not."""
+    if not isinstance(node, nodes.Call):
+        return None
+    info = spec.program.calls.get(id(node))
+    return info.builtin if info is not None else node.func.name
+
+
+def _argument(spec: Spec, call: nodes.Call, name: str, position: int) -> nodes.Expr | None:
+    """A tensor argument of a call: resolved by the checker, or read from the syntax."""
+    info = spec.program.calls.get(id(call))
+    if info is not None and isinstance(info.args.get(name), (nodes.Name, nodes.BinOp, nodes.Call,
+                                                             nodes.Unary, nodes.Transpose, nodes.Paren)):
+        return info.args[name]
+    for keyword in call.keywords:
+        if keyword.name.name == name:
+            return keyword.value
+    return call.args[position] if len(call.args) > position else None
 
 
 def _two_operands(spec: Spec, node: nodes.Expr) -> tuple[nodes.Expr, nodes.Expr] | None:
     if isinstance(node, nodes.BinOp) and node.op == "@":
         return node.left, node.right
-    info = spec.program.calls.get(id(node)) if isinstance(node, nodes.Call) else None
-    if info is not None and info.builtin == "einsum" and len(info.args["operands"].items) == 2:
-        first, second = info.args["operands"].items
-        return first, second
+    if _builtin(spec, node) != "einsum":
+        return None
+    assert isinstance(node, nodes.Call)
+    info = spec.program.calls.get(id(node))
+    operands = info.args["operands"].items if info is not None else node.args[1:]
+    if len(operands) == 2:
+        return operands[0], operands[1]
     return None
 
 
-def _trace_softmax(spec: Spec, node: nodes.Expr, depth: int) -> nodes.Call | None:
-    node = spec.definition(node)
-    info = spec.program.calls.get(id(node)) if isinstance(node, nodes.Call) else None
-    if info is None or depth > _MAX_DEPTH:
+def _trace_softmax(spec: Spec, node: nodes.Expr | None, depth: int) -> nodes.Call | None:
+    if node is None or depth > _MAX_DEPTH:
         return None
-    if info.builtin == "softmax":
+    node = spec.definition(node)
+    builtin = _builtin(spec, node)
+    if builtin == "softmax":
         assert isinstance(node, nodes.Call)
         return node
-    if info.builtin == "dropout":
-        return _trace_softmax(spec, info.args["x"], depth + 1)
+    if builtin == "dropout":
+        assert isinstance(node, nodes.Call)
+        return _trace_softmax(spec, _argument(spec, node, "x", 0), depth + 1)
     return None
 
 
-def _trace_scores(spec: Spec, node: nodes.Expr, depth: int) -> nodes.Expr | None:
-    node = spec.definition(node)
-    if depth > _MAX_DEPTH:
-        return None
-    if isinstance(node, nodes.BinOp):
-        if node.op == "@":
-            return node
-        if node.op in "*/" and spec.value(node.right).rank == 0:
-            return _trace_scores(spec, node.left, depth + 1)
-        if node.op == "*" and spec.value(node.left).rank == 0:
-            return _trace_scores(spec, node.right, depth + 1)
-        if node.op in "+-":  # an additive mask or bias
-            return _trace_scores(spec, node.left, depth + 1) or _trace_scores(spec, node.right, depth + 1)
-        return None
-    if isinstance(node, nodes.Unary):
-        return _trace_scores(spec, node.operand, depth + 1)
-    info = spec.program.calls.get(id(node)) if isinstance(node, nodes.Call) else None
-    if info is None:
-        return None
-    if info.builtin == "where":
-        return _trace_scores(spec, info.args["x"], depth + 1) or _trace_scores(spec, info.args["y"], depth + 1)
-    if info.builtin == "dropout":
-        return _trace_scores(spec, info.args["x"], depth + 1)
-    return node if _two_operands(spec, node) is not None else None
+class _ScoresTrace:
+    """Follows the softmax's argument back to the scores, collecting the scale and masks."""
+
+    def __init__(self, spec: Spec) -> None:
+        self.spec = spec
+        self.scale: list[tuple[nodes.Expr, bool]] = []
+        self.masks: list[nodes.Expr] = []
+        self.end: nodes.Expr | None = None
+
+    def follow(self, node: nodes.Expr | None, depth: int) -> nodes.Expr | None:
+        if node is None or depth > _MAX_DEPTH:
+            return None
+        spec = self.spec
+        self.end = strip_parens(node)
+        node = spec.definition(node)
+        if isinstance(node, nodes.BinOp):
+            if node.op == "@":
+                return node
+            if node.op in "*/" and _is_scalar(spec, node.right):
+                self.scale.append((node.right, node.op == "/"))
+                return self.follow(node.left, depth + 1)
+            if node.op == "*" and _is_scalar(spec, node.left):
+                self.scale.append((node.left, False))
+                return self.follow(node.right, depth + 1)
+            if node.op in "+-":  # an additive mask or bias
+                return self.follow(node.left, depth + 1) or self.follow(node.right, depth + 1)
+            return None
+        if isinstance(node, nodes.Unary):
+            return self.follow(node.operand, depth + 1)
+        builtin = _builtin(spec, node)
+        if builtin is None:
+            return None
+        assert isinstance(node, nodes.Call)
+        if builtin == "where":
+            self.masks.append(node)
+            return self.follow(_argument(spec, node, "x", 1), depth + 1) \
+                or self.follow(_argument(spec, node, "y", 2), depth + 1)
+        if builtin == "dropout":
+            return self.follow(_argument(spec, node, "x", 0), depth + 1)
+        return node if _two_operands(spec, node) is not None else None
+
+
+def _is_scalar(spec: Spec, node: nodes.Expr) -> bool:
+    """A scale factor: a number, a dim, or a call on them (`sqrt(d)`, `d ** -0.5`); read from
+    the syntax when its type is unknown (no tensor in it)."""
+    value = spec.value(node)
+    if value.known:
+        return value.rank == 0
+    return all(isinstance(n, (nodes.Integer, nodes.Decimal, nodes.Name, nodes.Call, nodes.BinOp,
+                              nodes.Paren, nodes.Unary))
+               and (not isinstance(n, nodes.Name) or n.name not in spec.program.tensors)
+               for n in postorder(node))
 
 
 def _query_key(spec: Spec, scores: nodes.Expr) -> tuple[nodes.Expr, nodes.Expr, bool]:
@@ -152,39 +229,53 @@ def _query_key(spec: Spec, scores: nodes.Expr) -> tuple[nodes.Expr, nodes.Expr, 
     for candidate in (strip_parens(right), spec.definition(right)):
         if isinstance(candidate, nodes.Transpose):
             return query, candidate.operand, False
-        info = spec.program.calls.get(id(candidate)) if isinstance(candidate, nodes.Call) else None
-        if info is not None and info.builtin == "transpose" and info.args.get("perm") is None:
-            return query, info.args["x"], False
+        if _builtin(spec, candidate) == "transpose":
+            assert isinstance(candidate, nodes.Call)
+            info = spec.program.calls.get(id(candidate))
+            if (info is None and len(candidate.args) == 1) or (info is not None and info.args.get("perm") is None):
+                argument = _argument(spec, candidate, "x", 0)
+                if argument is not None:
+                    return query, argument, False
+    if _unwritten_transpose(spec, scores):
+        return query, right, False  # `Q @ K`: the key as written, not transposed (an error)
     return query, right, True
+
+
+def _unwritten_transpose(spec: Spec, scores: nodes.BinOp) -> bool:
+    """`Q @ K` whose inner dims fail where `Q @ K.T` would not: K is the key, untransposed."""
+    left, right = spec.value(scores.left), spec.value(scores.right)
+    return bool(left.shape and right.shape and len(right.shape) >= 2 and not spec.value(scores).known
+                and spec.program.dims.equal(left.shape[-1], right.shape[-1]))
 
 
 # --- the card ------------------------------------------------------------------------------------
 
 
 def cards(spec: Spec, patterns: list[Pattern]) -> list[Card]:
-    out = []
-    for number, pattern in enumerate(patterns, start=1):
-        card = _card(spec, pattern, number)
-        if card is not None:
-            out.append(card)
-    return out
+    return [_card(spec, pattern, number) for number, pattern in enumerate(patterns, start=1)]
 
 
-def _axes(spec: Spec, p: Pattern) -> Axes | None:
-    q, k, v, s = (spec.value(n) for n in (p.query, p.key, p.value, p.scores))
-    if not all(x.shape for x in (q, k, v, s)) or min(x.rank for x in (q, k, v, s)) < 2:
-        return None
-    assert q.shape and k.shape and v.shape and s.shape
-    if isinstance(p.scores, nodes.BinOp):
+def _axes(spec: Spec, p: Pattern) -> Axes:
+    q, k, v, s = (spec.value(n) if n is not None else Value(None)
+                  for n in (p.query, p.key, p.value, p.scores))
+    if p.scores is not None and not isinstance(p.scores, nodes.BinOp):
+        found = _einsum_axes(spec, p, v)
+        if found is not None:
+            return found
+    queries = q.shape[-2] if q.shape is not None and len(q.shape) >= 2 else None
+    keys = None
+    if k.shape is not None and len(k.shape) >= 2:
         keys = k.shape[-1] if p.key_given_transposed else k.shape[-2]
-        keys_axis = -1 if isinstance(p.output, nodes.BinOp) else None
-        return Axes(q.shape[-2], keys, q.shape[-1], v.shape[-1], s.shape[:-2],
-                    _keys_axis(spec, p, keys_axis))
-    return _einsum_axes(spec, p, v)
+    d = q.shape[-1] if q.shape else None
+    dv = v.shape[-1] if v.shape else None
+    batch = s.shape[:-2] if s.shape is not None else ()
+    return Axes(queries, keys, d, dv, batch, _keys_axis(spec, p))
 
 
 def _einsum_axes(spec: Spec, p: Pattern, v: Value) -> Axes | None:
-    info = spec.program.calls[id(p.scores)]
+    info = spec.program.calls.get(id(p.scores))
+    if info is None:
+        return None
     found = einsum_terms(info.args["subscripts"], [spec.value(n) for n in info.args["operands"].items])
     if found is None:
         return None
@@ -198,88 +289,323 @@ def _einsum_axes(spec: Spec, p: Pattern, v: Value) -> Axes | None:
     batch = tuple(sizes[c] for c in out if c in q_letters and c in k_letters)
     return Axes(size((q_letters & set(out)) - k_letters), size((k_letters & set(out)) - q_letters),
                 size((q_letters & k_letters) - set(out)), v.shape[-1] if v.shape else sizes[out[-1]],
-                batch, _keys_axis(spec, p, None))
+                batch, _keys_axis(spec, p))
 
 
-def _keys_axis(spec: Spec, p: Pattern, default: int | None) -> int | None:
+def _keys_axis(spec: Spec, p: Pattern) -> int | None:
     """The axis of the weights that the output sums over (the keys), non-negative."""
     weights = spec.value(p.weights)
     if weights.shape is None:
         return None
     if isinstance(p.output, nodes.BinOp):
         return len(weights.shape) - 1
-    info = spec.program.calls[id(p.output)]
+    info = spec.program.calls.get(id(p.output))
+    if info is None:
+        return None
     found = einsum_terms(info.args["subscripts"], [spec.value(n) for n in info.args["operands"].items])
     if found is None:
-        return default
+        return None
     (w_term, v_term), out = found
     summed = [i for i, (c, _) in enumerate(w_term) if c not in out and c in {x for x, _ in v_term}]
     head, _, _ = info.args["subscripts"].partition(",")
     if "..." in head or len(summed) != 1:
-        return default
+        return None
     return summed[0]
 
 
-def _card(spec: Spec, p: Pattern, number: int) -> Card | None:
+def _card(spec: Spec, p: Pattern, number: int) -> Card:
     axes = _axes(spec, p)
-    if axes is None:
-        return None
-    values = {role: spec.value(node) for role, node in
-              (("q", p.query), ("k", p.key), ("v", p.value), ("s", p.scores), ("w", p.weights),
-               ("o", p.output))}
-    softmax_axis = spec.program.calls[id(p.softmax)].args["axis"]
-    source = spec.value(spec.program.calls[id(p.softmax)].args["x"])
-    normalised = axis_index(softmax_axis, source.rank)
-    on_keys = axes.keys_axis is None or normalised == axes.keys_axis
-    f = dict(queries=math(to_text(axes.queries)), keys=math(to_text(axes.keys)),
-             d=math(to_text(axes.d)), dv=math(to_text(axes.dv)))
+    steps = _Steps(spec, p)
+    f = dict(queries=_dim(axes.queries), keys=_dim(axes.keys), d=_dim(axes.d), dv=_dim(axes.dv))
     per = rich("mean_scores_per", heads=math(", ".join(index_letters(axes.batch, {"i", "j", "k"})))) \
         if axes.batch else ""
-    key_text: Rich = (code(spec.text(p.key)),)
-    if p.key_given_transposed:
+    key_text: Rich = (code(spec.text(p.key)),) if p.key is not None else ()
+    if p.key is not None and p.key_given_transposed:
         key_text = rich("keys_given_transposed", text=code(spec.text(p.key)))
-    weights_meaning = rich("mean_weights", axis=axis_words(softmax_axis), sums=rich(
-        "mean_weights_keys", **f) if on_keys else rich("mean_weights_wrong"))
+    softmax_axis = _softmax_axis(spec, p)
+    on_keys = steps.softmax_on_keys(softmax_axis, axes.keys_axis)
+    if on_keys is False:
+        warned = any(d.code == "SC402" for d in spec.program.diagnostics)
+        sums = rich("mean_weights_wrong_warned" if warned else "mean_weights_wrong")
+    else:
+        sums = rich("mean_weights_keys", **f)
+    weights_meaning = rich("mean_weights", axis=_axis_text(softmax_axis), sums=sums)
     output_meaning = rich("mean_output", **f)
     result = spec.shape_of(p.statement.name.name)
     if strip_parens(p.statement.value) is not p.output and result.known:  # type: ignore[arg-type]
         output_meaning = join(list(output_meaning), rich(
             "mean_output_then", statement=code(spec.text(p.statement.value)),  # type: ignore[arg-type]
             name=code(p.statement.name.name), shape=shape(result.text())))
+    scores_text = _named(spec, p.scores) if p.scores is not None else \
+        ((code(spec.text(p.missing)),) if p.missing is not None else ())
     rows = [
-        _row(spec, "role_query", (code(spec.text(p.query)),), values["q"], rich("mean_query", **f)),
-        _row(spec, "role_key", key_text, values["k"], rich("mean_key", **f)),
-        _row(spec, "role_value", (code(spec.text(p.value)),), values["v"], rich("mean_value", **f)),
-        _row(spec, "role_scores", _named(spec, p.scores), values["s"],
-             rich("mean_scores", **f, per=per)),
-        _row(spec, "role_weights", _named(spec, p.softmax), values["w"], weights_meaning),
-        _row(spec, "role_output", _named(spec, p.output, p.statement), values["o"], output_meaning),
+        steps.row("role_query", (code(spec.text(p.query)),) if p.query is not None else (), p.query,
+                  rich("mean_query", **f)),
+        steps.row("role_key", key_text, p.key, rich("mean_key", **f)),
+        steps.row("role_value", (code(spec.text(p.value)),), p.value, rich("mean_value", **f)),
+        steps.row("role_scores", scores_text, p.scores if p.scores is not None else p.missing,
+                  rich("mean_scores", **f, per=per)),
+        steps.row("role_weights", _named(spec, p.softmax), p.softmax, weights_meaning),
+        steps.row("role_output", _named(spec, p.output, p.statement), p.output, output_meaning),
     ]
+    checks = [steps.inner(axes), steps.output(axes), steps.axes(axes, softmax_axis, on_keys),
+              steps.scale(axes)] + steps.masks()
     identity, identity_ok, identity_math = _identity(spec, p, axes)
-    flops = [operation_cost(spec, p.scores), operation_cost(spec, p.output)]
+    flops = [operation_cost(spec, n) if n is not None else None for n in (p.scores, p.output)]
     core = None if any(c is None or c[1] is None for c in flops) else flops[0][1] + flops[1][1]  # type: ignore[index,operator]
-    qkv = [values[r].text() for r in "qkv"]
+    shapes = [row.shape for row in rows]
+    qkv = shapes[:3]
     summary = rich(
         "card_line",
-        qkv=shape(qkv[0]) if len(set(qkv)) == 1 else rich(
-            "card_qkv_differ", q=shape(qkv[0]), k=shape(qkv[1]), v=shape(qkv[2])),
-        scores=shape(values["s"].text()), weights=shape(values["w"].text()),
-        axis=text("by_row") if softmax_axis == "row" else text("by_axis", axis=softmax_axis),
-        output=shape(values["o"].text()),
-        identity=join([math(identity_math)], " ", mark(bool(identity_ok))) if identity_math
-        else text("none"))
+        qkv=_shape_or_unknown(qkv[0]) if len(set(qkv)) == 1 else rich(
+            "card_qkv_differ", q=_shape_or_unknown(qkv[0]), k=_shape_or_unknown(qkv[1]),
+            v=_shape_or_unknown(qkv[2])),
+        scores=_shape_or_unknown(shapes[3]), weights=_shape_or_unknown(shapes[4]),
+        axis=text("by_row") if softmax_axis == "row" else text("by_axis", axis=_axis_text(softmax_axis)),
+        output=_shape_or_unknown(shapes[5]),
+        identity=join([math(identity_math)], " ", mark(bool(identity_ok)) if identity_ok is not None
+                      else "") if identity_math else text("none"))
+    card_ok = all(row.ok for row in rows) and all(check.ok is not False for check in checks)
     return Card(
         number, p.output.span.line,
         rich("card_title", number=str(number), statement=code(spec.text(p.statement)),
              line=str(p.statement.span.line)),
-        summary, tuple(rows), identity, identity_ok,
+        summary, tuple(rows), tuple(checks), identity, identity_ok,
         pretty(core) if core is not None else None,
         spec.evaluate(core) if core is not None else None,
-        tuple(sorted(free_names(axes.queries) | free_names(axes.keys))))
+        tuple(sorted((free_names(axes.queries) if axes.queries is not None else set())
+                     | (free_names(axes.keys) if axes.keys is not None else set()))),
+        axes.queries, axes.keys, steps.spans(), card_ok)
 
 
-def _row(spec: Spec, role: str, tensor: Rich, value: Value, meaning: Rich) -> CardRow:
-    return CardRow(text(role), tensor, value.text(), spec.concrete(value), meaning)
+def _dim(dim: Dim | None) -> Rich:
+    return (math(to_text(dim)),) if dim is not None else (("text", "?"),)
+
+
+def _shape_or_unknown(value: str | None) -> Rich:
+    return (shape(value),) if value is not None else (("bad", "?"),)
+
+
+def _softmax_axis(spec: Spec, p: Pattern) -> int | str:
+    info = spec.program.calls.get(id(p.softmax))
+    if info is not None:
+        return info.args["axis"]
+    for keyword in p.softmax.keywords:
+        if keyword.name.name == "axis":
+            value = keyword.value
+            if isinstance(value, nodes.AxisName):
+                return value.name
+            return spec.text(value)
+    return "row"
+
+
+def _axis_text(axis: int | str) -> str:
+    return axis_words(axis) if isinstance(axis, int) or axis in ("row", "col") else text("axis_int", axis=axis)
+
+
+class _Steps:
+    """The steps of one pattern: which failed, why, and the checks of the self-check."""
+
+    def __init__(self, spec: Spec, pattern: Pattern) -> None:
+        self.spec = spec
+        self.p = pattern
+        self.extra: list[Span] = []  # statements past the pattern that a check points at
+        self.causes: list[Diagnostic] = []  # the problems the ✗ marks name
+
+    def cause(self, node: nodes.Expr | None) -> Diagnostic | None:
+        """The first error that keeps ``node`` from a shape: in it, or where what it reads failed."""
+        if node is None:
+            return None
+        found = self.spec.cause(node)
+        if found is not None:
+            self.causes.append(found)
+        return found
+
+    def row(self, role: str, tensor: Rich, node: nodes.Expr | None, meaning: Rich) -> CardRow:
+        spec = self.spec
+        value = spec.value(node) if node is not None else Value(None)
+        # Q and K are not found when the scores are not: what broke the scores says why.
+        cause = self.cause(node) if node is not None else self.cause(self.p.missing)
+        if node is not None and isinstance(strip_parens(node), nodes.Name):
+            statement = spec.definitions.get(strip_parens(node).name)  # type: ignore[union-attr]
+            if statement is not None:
+                cause = cause or next((d for d in spec.problems_in(statement.span) if d.is_error), None)
+        if not value.known or cause is not None:
+            failed = rich("step_failed_because", problem=_reference(cause)) if cause is not None \
+                else rich("step_unknown")
+            return CardRow(text(role), tensor, value.text() if value.known else None,
+                           spec.concrete(value), join(list(failed), " ", mark(False)), False)
+        return CardRow(text(role), tensor, value.text(), spec.concrete(value), meaning)
+
+    def inner(self, axes: Axes) -> Check:
+        """Self-check 1: the inner dims of QKᵀ agree (both d)."""
+        spec, scores = self.spec, self.p.scores
+        label = text("check_inner")
+        operands = _two_operands(spec, scores) if scores is not None else None
+        if operands is None:
+            cause = self.cause(self.p.missing)
+            if cause is None:
+                return Check(label, rich("check_no_scores_found"), None)
+            return Check(label, join(list(rich("check_no_scores", problem=_reference(cause))), " ",
+                                     mark(False)), False)
+        left, right = spec.value(operands[0]), spec.value(operands[1])
+        problem = next((d for d in spec.problems_in(scores.span) if d.is_error), None)
+        if isinstance(scores, nodes.BinOp) and left.shape and right.shape and len(right.shape) >= 2:
+            inner_left, inner_right = left.shape[-1], right.shape[-2]
+            fields = dict(left=math(to_text(inner_left)), right=math(to_text(inner_right)))
+            if problem is None and spec.equal(inner_left, inner_right).verdict:
+                return Check(label, join(list(rich("check_inner_ok", **fields)), " ", mark(True)), True)
+            fix = problem.help[0] if problem is not None and problem.help else ""
+            return Check(label, join(list(rich("check_inner_bad", **fields)), " ", mark(False),
+                                     rich("check_fix", fix=inline(fix)) if fix else "", " ",
+                                     _reference(problem)), False)
+        if problem is not None or not spec.value(scores).known:
+            cause = problem or self.cause(scores)
+            return Check(label, join(list(rich("check_cannot", problem=_reference(cause))), " ",
+                                     mark(False)), False)
+        d = axes.d
+        return Check(label, join(list(rich("check_inner_einsum", d=_dim(d))), " ", mark(True)), True)
+
+    def output(self, axes: Axes) -> Check:
+        """Self-check 2: the output is N×d (one d-vector per query)."""
+        spec, p = self.spec, self.p
+        label = text("check_output")
+        value = spec.value(p.output)
+        annotation = next((d for d in spec.problems_in(p.statement.span) if d.code == "SC304"), None)
+        if annotation is not None:
+            return Check(label, join(list(rich("check_output_annotation", message=inline(annotation.message))),
+                                     " ", mark(False), " ", _reference(annotation)), False)
+        if value.shape is None or len(value.shape) < 2:
+            cause = self.cause(p.output)
+            return Check(label, join(list(rich("check_cannot", problem=_reference(cause))), " ",
+                                     mark(False)) if cause is not None else rich("check_unknown"),
+                         False if cause is not None else None)
+        rows, width = value.shape[-2], value.shape[-1]
+        fields = dict(output=shape(value.text()), rows=math(to_text(rows)), width=math(to_text(width)))
+        after = self.downstream()
+        broken = next(((statement, d) for statement in after for d in spec.problems_in(statement.span)
+                       if d.is_error), None)
+        if broken is not None:  # "or N×D_model after concatenating heads": what follows fails
+            statement, problem = broken
+            self.extra.append(statement.span)
+            return Check(label, join(list(rich("check_output_after", **fields,
+                                               statement=code(spec.text(statement)))),
+                                     " ", mark(False), " ", _reference(problem)), False)
+        if axes.queries is not None and axes.dv is not None and spec.equal(rows, axes.queries).verdict \
+                and spec.equal(width, axes.dv).verdict:
+            final = next((s for s in reversed(after) if s.name.name in spec.program.outputs), None)
+            then = rich("check_output_final", name=code(final.name.name),
+                        shape=shape(spec.shape_of(final.name.name).text())) \
+                if final is not None and spec.shape_of(final.name.name).known else ()
+            return Check(label, join(list(rich("check_output_ok", **fields)), then, " ", mark(True)), True)
+        return Check(label, rich("check_output_shape", **fields), None)
+
+    def downstream(self) -> list[nodes.Define | nodes.Output]:
+        """The statements that read the attention's output, directly or not (to the outputs)."""
+        spec = self.spec
+        reached = {self.p.statement.name.name}
+        found: list[nodes.Define | nodes.Output] = []
+        for name, statement in spec.definitions.items():
+            if statement is self.p.statement or statement.value is None:
+                continue
+            if any(isinstance(n, nodes.Name) and n.name in reached for n in postorder(statement.value)):
+                reached.add(name)
+                found.append(statement)
+        return found
+
+    def softmax_on_keys(self, softmax_axis: int | str, keys_axis: int | None) -> bool | None:
+        source_node = _argument(self.spec, self.p.softmax, "x", 0)
+        source = self.spec.value(source_node) if source_node is not None else Value(None)
+        if keys_axis is None or source.shape is None or not isinstance(softmax_axis, (int, str)) \
+                or (isinstance(softmax_axis, str) and softmax_axis not in ("row", "col")):
+            return None
+        weights = self.spec.value(self.p.weights)
+        if weights.shape is None or len(weights.shape) != len(source.shape):
+            return None
+        return axis_index(softmax_axis, source.rank) == keys_axis
+
+    def axes(self, axes: Axes, softmax_axis: int | str, on_keys: bool | None) -> Check:
+        """The softmax normalises the axis the output sums over: the keys."""
+        label = text("check_axes")
+        weights = self.spec.value(self.p.weights)
+        if on_keys is None or weights.shape is None or axes.keys_axis is None:
+            return Check(label, rich("check_axes_unknown"), None)
+        negative = axes.keys_axis - len(weights.shape)
+        fields = dict(axis=math(str(negative).replace("-", "−")), keys=_dim(axes.keys),
+                      queries=_dim(axes.queries), output=code(self.spec.text(self.p.output)),
+                      softmax_axis=_axis_text(softmax_axis))
+        if on_keys:
+            return Check(label, join(list(rich("check_axes_ok", **fields)), " ", mark(True)), True)
+        return Check(label, join(list(rich("check_axes_bad", **fields)), " ", mark(False)), False)
+
+    def scale(self, axes: Axes) -> Check:
+        """The scores are scaled by 1/sqrt(d), d the size of the contracted axis."""
+        spec, label = self.spec, text("check_scale")
+        if self.p.scores is None:
+            return Check(label, rich("check_unknown"), None)
+        if not self.p.scale:
+            return Check(label, rich("check_scale_none"), None)
+        written = " ".join(("/ " if divides else "* ") + spec.text(node) for node, divides in self.p.scale)
+        radicand = _radicand(spec, self.p.scale)
+        if radicand is None:
+            return Check(label, rich("check_scale_other", scale=code(written)), None)
+        fields = dict(scale=code(written), size=math(to_text(radicand)), d=_dim(axes.d))
+        if axes.d is None:
+            return Check(label, rich("check_scale_unknown", **fields), None)
+        if spec.equal(radicand, axes.d).verdict:
+            return Check(label, join(list(rich("check_scale_ok", **fields)), " ", mark(True)), True)
+        return Check(label, join(list(rich("check_scale_bad", **fields)), " ", mark(False)), False)
+
+    def masks(self) -> list[Check]:
+        spec, out = self.spec, []
+        for mask in self.p.masks:
+            problem = next((d for d in spec.problems_in(mask.span) if d.is_error), None)
+            fields = dict(mask=code(spec.text(mask)))
+            if problem is not None:
+                out.append(Check(text("check_mask"), join(list(rich("check_mask_bad", **fields)), " ",
+                                                          mark(False), " ", _reference(problem)), False))
+            else:
+                out.append(Check(text("check_mask"), rich("check_mask_ok", **fields), None))
+        return out
+
+    def spans(self) -> tuple[Span, ...]:
+        spec, p = self.spec, self.p
+        found = [p.statement.span]
+        for node in (p.weights, p.scores, p.missing, p.query, p.key, p.value, p.softmax, *p.masks):
+            if node is None:
+                continue
+            name = strip_parens(node)
+            if isinstance(name, nodes.Name) and name.name in spec.definitions:
+                found.append(spec.definitions[name.name].span)
+            holder = _holder(spec, node)
+            if holder is not None:
+                found.append(holder.span)
+        found.extend(self.extra)
+        found.extend(d.span for d in self.causes)
+        return tuple(dict.fromkeys(found))
+
+
+def _radicand(spec: Spec, factors: tuple[tuple[nodes.Expr, bool], ...]) -> Dim | None:
+    """X when the scale is 1/sqrt(X) (`/ sqrt(X)`, `* X ** -0.5`, `/ X ** 0.5`); else None."""
+    if len(factors) != 1:
+        return None
+    node, divides = factors[0]
+    node = strip_parens(node)
+    if isinstance(node, nodes.Call) and _builtin(spec, node) == "sqrt" and divides and node.args:
+        return spec.dims_of(node.args[0])
+    if isinstance(node, nodes.BinOp) and node.op == "**":
+        exponent = strip_parens(node.right)
+        negative = isinstance(exponent, nodes.Unary) and exponent.op == "-"
+        number = strip_parens(exponent.operand) if isinstance(exponent, nodes.Unary) else exponent
+        if isinstance(number, nodes.Decimal) and number.value == 0.5 and negative != divides:
+            return spec.dims_of(node.left)
+    return None
+
+
+def _reference(diagnostic: Diagnostic | None) -> Rich:
+    if diagnostic is None:
+        return ()
+    return rich("see_problem", code=diagnostic.code, line=str(diagnostic.span.line))
 
 
 def _named(spec: Spec, node: nodes.Expr, statement: nodes.Stmt | None = None) -> Rich:
@@ -306,10 +632,14 @@ def _holder(spec: Spec, node: nodes.Expr) -> nodes.Define | nodes.Output | None:
 
 def _identity(spec: Spec, p: Pattern, axes: Axes) -> tuple[Rich, bool | None, str]:
     """`D_model = H·d` for this block: (the sentence, whether it holds, the formula)."""
-    source = _projection_source(spec, p.query, 0)
+    if p.query is None or axes.d is None or axes.queries is None:
+        return rich("identity_other", status=text("identity_unknown")), None, ""
+    kind, source = _projection_source(spec, p.query, 0)
     query = spec.value(p.query)
+    if kind == "input":
+        return rich("identity_other", status=text("identity_given")), None, ""
     if source is None or source.shape is None or query.shape is None:
-        return rich("identity_other", status=text("identity_none")), None, ""
+        return rich("identity_other", status=text("identity_untraced")), None, ""
     width = source.shape[-1]
     remaining = list(query.shape)
     for dim in [axes.queries, axes.d, *source.shape[:-2]]:
@@ -322,10 +652,12 @@ def _identity(spec: Spec, p: Pattern, axes: Axes) -> tuple[Rich, bool | None, st
     formula = f"{to_text(width)} = {pretty(per_token)}"
     proof = spec.equal(width, per_token)
     left, right = spec.evaluate(width), spec.evaluate(per_token)
+    if proof.verdict and proof.method == "identical":
+        # Nothing was learned: the spec writes the width as H·d itself.
+        return (rich("identity_lead", identity=math(formula),
+                     status=rich("identity_trivial", value=math(to_text(width)))), None, formula)
     if proof.verdict:
-        if proof.method == "identical":
-            status = rich("identity_identical", value=math(to_text(width)))
-        elif proof.method == "bindings" and not proof.constraints:
+        if proof.method == "bindings" and not proof.constraints:
             status = rich("identity_bindings", left=str(left), right=str(right))
         else:
             status = rich("identity_proved", how=spec.how(proof))
@@ -337,21 +669,30 @@ def _identity(spec: Spec, p: Pattern, axes: Axes) -> tuple[Rich, bool | None, st
             bool(proof.verdict), formula)
 
 
-def _projection_source(spec: Spec, node: nodes.Expr, depth: int) -> Value | None:
-    """The tensor that the query was projected from (X in `split_heads(X @ W_Q, H)`)."""
+def _projection_source(spec: Spec, node: nodes.Expr, depth: int) -> tuple[str, Value | None]:
+    """Where the query comes from: ("projected", X) for `split_heads(X @ W_Q, H)`, ("input",
+    None) when it is a declared input or param, ("untraced", None) otherwise."""
+    stripped = strip_parens(node)
+    if isinstance(stripped, nodes.Name) and stripped.name in spec.program.tensors \
+            and spec.program.tensors[stripped.name].kind in ("input", "param"):
+        return "input", None
     node = spec.definition(node)
     if depth > _MAX_DEPTH:
-        return None
+        return "untraced", None
     if isinstance(node, nodes.BinOp):
         if node.op == "@":
-            return spec.value(node.left)
+            return "projected", spec.value(node.left)
         if node.op in "*/":
             tensor_side = node.left if spec.value(node.right).rank == 0 else node.right
             return _projection_source(spec, tensor_side, depth + 1)
-        return None
-    info = spec.program.calls.get(id(node)) if isinstance(node, nodes.Call) else None
-    if info is not None and info.builtin in ("split_heads", "reshape", "transpose", "repeat", "dropout"):
-        return _projection_source(spec, info.args["x"], depth + 1)
-    if info is not None and info.builtin == "einsum" and len(info.args["operands"].items) == 2:
-        return spec.value(info.args["operands"].items[0])
-    return None
+        return "untraced", None
+    builtin = _builtin(spec, node)
+    if builtin in ("split_heads", "reshape", "transpose", "repeat", "dropout"):
+        assert isinstance(node, nodes.Call)
+        argument = _argument(spec, node, "x", 0)
+        return _projection_source(spec, argument, depth + 1) if argument is not None else ("untraced", None)
+    if builtin == "einsum":
+        operands = _two_operands(spec, node)
+        if operands is not None:
+            return "projected", spec.value(operands[0])
+    return "untraced", None

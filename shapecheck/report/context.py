@@ -16,7 +16,7 @@ from ..nodes import strip_parens
 from ..diagnostics import Diagnostic, Span
 from ..formats.source import SourceLines, printable_line
 from ..program import UNKNOWN, Program, Value
-from ..symbolic import Dim, DimBuilder, Proof, Verdict, explain_divides, explain_equal, growth, pretty
+from ..symbolic import Dim, DimBuilder, Proof, Verdict, explain_divides, explain_equal, free_names, growth, pretty
 from .templates import Rich, code, join, listing, rich, text
 
 ITEM_SIZES = {"float32": 4, "float64": 8}
@@ -95,6 +95,16 @@ class Spec:
         inner = "[" + ", ".join(str(size) for size in sizes) + "]"
         return "bool" + inner if value.is_bool else inner
 
+    def unbound(self, dims: tuple[Dim, ...] | list[Dim]) -> list[str]:
+        """The dims (by name, in the spec's order) that keep ``dims`` from having a value."""
+        if not self.bindings:
+            return []
+        # In terms of the dims a binding can give (D_model under `D_model == H * d` is H and d).
+        system = self.program.dims
+        names = set().union(*(free_names(system.canonical(dim)) for dim in dims)) if dims else set()
+        return [name for name in self.program.dims.dims
+                if name in names and self.program.dims.value_of(name) is None]
+
     def pretty(self, dim: Dim) -> str:
         """A formula as the cost tables print it (memoised: printing is the slow part)."""
         printed = self._printed.get(dim)
@@ -136,6 +146,35 @@ class Spec:
 
     def problems_in(self, span: Span) -> list[Diagnostic]:
         return [d for d in self.program.diagnostics if inside(d.span, span)]
+
+    def cause(self, node: nodes.Expr) -> Diagnostic | None:
+        """The first error that keeps ``node`` from having a shape: one inside it, or, followed
+        back through the names it reads, the one in the statement where their shape was lost."""
+        seen: set[str] = set()
+        pending = [node]
+        while pending:
+            current = pending.pop(0)
+            errors = [d for d in self.program.diagnostics if d.is_error and within(d.span, current.span)]
+            if errors:
+                return errors[0]
+            for inner in postorder(current):
+                if not isinstance(inner, nodes.Name) or inner.name in seen:
+                    continue
+                seen.add(inner.name)
+                tensor = self.program.tensors.get(inner.name)
+                statement = self.definitions.get(inner.name)
+                if tensor is None or statement is None or tensor.value.known:
+                    continue
+                errors = [d for d in self.problems_in(statement.span) if d.is_error]
+                if errors:
+                    return errors[0]
+                assert statement.value is not None
+                pending.append(statement.value)
+        if self.value(node).known:
+            return None
+        # Lost further up (a dim whose declaration failed, say): the last error above it.
+        above = [d for d in self.program.diagnostics if d.is_error and d.span.line <= node.span.line]
+        return above[-1] if above else None
 
     def problem_ref(self, span: Span) -> Rich:
         errors = [d for d in self.problems_in(span) if d.is_error]
@@ -227,6 +266,12 @@ def postorder(node: nodes.Expr) -> Iterator[nodes.Expr]:
         stack.append((current, True))
         for child in reversed(list(children(current))):
             stack.append((child, False))
+
+
+def within(inner: Span, outer: Span) -> bool:
+    """``inner`` lies wholly inside ``outer`` (a problem *in* an operand, not around it)."""
+    return (outer.line, outer.column) <= (inner.line, inner.column) \
+        and (inner.end_line, inner.end_column) <= (outer.end_line, outer.end_column)
 
 
 def inside(inner: Span, outer: Span) -> bool:

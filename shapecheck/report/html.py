@@ -14,7 +14,7 @@ from html import escape
 from .cards import Card
 from .model import Problem, Report, SourceLine
 from .svg import render_svg
-from .templates import Rich, rich, text
+from .templates import Rich, formula_terms, inline, rich, text
 
 _SEGMENT = {
     "text": "{}",
@@ -88,11 +88,19 @@ def _contents(report: Report) -> str:
 
 
 def _problems(report: Report) -> str:
-    items = "".join(
-        f'<li class="{h(p.severity)}"><a href="#L{p.line}">{p.line}:{p.column}</a> '
-        f"{h(p.severity)}[{h(p.code)}]: {h(p.message)}</li>"
-        for p in report.problems)
-    return f'<section id="problems">\n<h2>{h(text("sec_problems"))}</h2>\n<ul class="problems">{items}</ul>\n</section>'
+    items = []
+    for p in report.problems:
+        links = [f'<a href="#{h(p.anchor)}">{p.line}:{p.column}</a>']
+        if p.node is not None:
+            links.append(f'<a class="to" href="#{h(p.node)}">{h(text("link_picture"))}</a>')
+        if p.card is not None:
+            links.append(f'<a class="to" href="#card-{p.card}">'
+                         f'{h(text("link_card", number=p.card))}</a>')
+        items.append(f'<li class="{h(p.severity)}">{links[0]} {h(p.severity)}[{h(p.code)}]: '
+                     f'{r(inline(p.message))}' + (f' <span class="links">{" ".join(links[1:])}</span>'
+                                          if len(links) > 1 else "") + "</li>")
+    return (f'<section id="problems">\n<h2>{h(text("sec_problems"))}</h2>\n'
+            f'<ul class="problems">{"".join(items)}</ul>\n</section>')
 
 
 # --- annotated source --------------------------------------------------------------------------
@@ -106,9 +114,11 @@ def _source(report: Report) -> str:
     for line in report.lines:
         rows.append(_source_row(line, concrete))
         rows.extend(_problem_row(problem, len(head)) for problem in line.problems)
-    return (f"<p>{intro}</p>\n<div class=\"scroll\"><table class=\"source\">\n<thead><tr>"
+    # No scrolling box around it: long source lines wrap, and a problem's frame scrolls
+    # inside its own box, so the shape column always stays in view.
+    return (f"<p>{intro}</p>\n<table class=\"source\">\n<thead><tr>"
             + "".join(f"<th>{h(c)}</th>" for c in head) + "</tr></thead>\n<tbody>\n"
-            + "\n".join(rows) + "\n</tbody></table></div>")
+            + "\n".join(rows) + "\n</tbody></table>")
 
 
 def _source_row(line: SourceLine, concrete: bool) -> str:
@@ -125,15 +135,17 @@ def _source_row(line: SourceLine, concrete: bool) -> str:
     cells = [f'<td class="ln">{line.number}</td>', f'<td class="code"><code>{h(line.text)}</code></td>',
              f'<td class="ann">{shapes}</td>']
     if concrete:
-        values = "<br>".join(h(a.concrete or "") for a in line.annotations)
-        has_values = any(a.concrete for a in line.annotations)
-        cells.append(f'<td class="ann concrete"><code>{values}</code></td>' if has_values
-                     else '<td class="ann concrete"></td>')
+        values = "<br>".join(
+            f'<code class="shape">{h(a.concrete)}</code>' if a.concrete
+            else f'<span class="note">{h(a.unbound)}</span>' if a.unbound else ""
+            for a in line.annotations)
+        cells.append(f'<td class="ann concrete">{values}</td>')
     return f'<tr id="L{line.number}" class="line-{status}">' + "".join(cells) + "</tr>"
 
 
 def _problem_row(problem: Problem, columns: int) -> str:
-    return (f'<tr class="problem {h(problem.severity)}" data-code="{h(problem.code)}"><td></td>'
+    return (f'<tr class="problem {h(problem.severity)}" id="{h(problem.anchor)}" '
+            f'data-code="{h(problem.code)}"><td></td>'
             f'<td colspan="{columns - 1}"><pre>{h(problem.frame)}</pre></td></tr>')
 
 
@@ -151,7 +163,8 @@ def _dims(report: Report) -> str:
             cells = [f"<td><code>{h(dim.name)}</code></td>", f"<td>{h(dim.kind)}</td>",
                      f"<td>{r(dim.definition)}</td>"]
             if concrete:
-                cells.append(f"<td>{'' if dim.value is None else h(dim.value)}</td>")
+                cells.append(f'<td class="num">{h(dim.value)}</td>' if dim.value is not None
+                             else f'<td><span class="note">{h(dim.unbound or "")}</span></td>')
             cells.append(f'<td><a href="#L{dim.line}">{dim.line}</a></td>')
             rows.append(f'<tr data-dim="{h(dim.name)}">' + "".join(cells) + "</tr>")
         parts.append(_table("dims", head, rows))
@@ -199,21 +212,32 @@ def _card(card: Card, concrete: bool) -> str:
         + ([text("col_concrete")] if concrete else []) + [text("col_meaning")]
     rows = []
     for row in card.rows:
-        cells = [f"<th scope=\"row\">{h(row.role)}</th>", f"<td>{r(row.tensor)}</td>",
-                 f'<td><code class="shape">{h(row.shape)}</code></td>']
+        shown = f'<code class="shape">{h(row.shape)}</code>' if row.shape is not None \
+            else f'<span class="bad">?</span>'
+        cells = [f"<th scope=\"row\">{h(row.role)}</th>", f"<td>{r(row.tensor)}</td>", f"<td>{shown}</td>"]
         if concrete:
-            cells.append(f"<td><code>{h(row.concrete or '')}</code></td>")
+            cells.append(f'<td><code class="shape">{h(row.concrete)}</code></td>' if row.concrete
+                         else "<td></td>")
         cells.append(f"<td>{r(row.meaning)}</td>")
-        rows.append("<tr>" + "".join(cells) + "</tr>")
+        rows.append(("<tr>" if row.ok else '<tr class="failed">') + "".join(cells) + "</tr>")
+    checks = "".join(
+        f'<li class="{_check_class(check.ok)}"><b>{h(check.label)}</b>: {r(check.text)}</li>'
+        for check in card.checks)
     core = ""
     if card.core_flops is not None:
         value = f" = {card.core_value:,}" if card.core_value is not None else ""
         core = (f'<p class="core">{h(text("role_core"))} ({h(text("mean_core"))}): '
                 f'<span class="math">{h(card.core_flops)}</span> {h(text("col_flops"))}{h(value)}</p>')
-    return (f'<article class="card" id="card-{card.number}" data-line="{card.line}">\n'
+    state = "card" if card.ok else "card broken"
+    return (f'<article class="{state}" id="card-{card.number}" data-line="{card.line}">\n'
             f"<h3>{r(card.title)}</h3>\n<p class=\"oneline\">{r(card.summary)}</p>\n"
             + _table("roles", head, rows)
-            + f'\n<p class="identity">{r(card.identity)}</p>\n{core}\n</article>')
+            + f'\n<h4>{h(text("checks"))}</h4>\n<ul class="checks">{checks}</ul>\n'
+            + f'<p class="identity">{r(card.identity)}</p>\n{core}\n</article>')
+
+
+def _check_class(ok: bool | None) -> str:
+    return {True: "check-ok", False: "check-failed", None: "check-neutral"}[ok]
 
 
 # --- cost -----------------------------------------------------------------------------------------
@@ -231,10 +255,10 @@ def _cost(report: Report) -> str:
         cells = [f'<td><a href="#L{row.line}">{row.line}</a></td>', f"<td><code>{h(row.name)}</code></td>",
                  _formula(row.flops)]
         if concrete:
-            cells.append(_number(row.flops_value))
+            cells.append(_number(row.flops_value, row.blank))
         cells.append(_formula(row.bytes))
         if concrete:
-            cells.append(_number(row.bytes_value))
+            cells.append(_number(row.bytes_value, row.blank))
         cells.append(f"<td>{h(row.ops)}</td>")
         rows.append(f'<tr data-name="{h(row.name)}">' + "".join(cells) + "</tr>")
     label = text("total_partial") if cost.partial else text("total")
@@ -248,11 +272,18 @@ def _cost(report: Report) -> str:
 
 
 def _formula(value: str | None) -> str:
-    return f'<td class="math">{h(value) if value is not None else h(text("unknown"))}</td>'
+    """A cost formula; its terms never break inside, the sum may wrap between them."""
+    if value is None:
+        return f'<td class="math"><span class="note">{h(text("unknown"))}</span></td>'
+    return '<td class="math">' + " ".join(
+        (f"{h(op)} " if op else "") + f'<span class="term">{h(term)}</span>'
+        for op, term in formula_terms(value)) + "</td>"
 
 
-def _number(value: int | None) -> str:
-    return f'<td class="num">{"" if value is None else h(f"{value:,}")}</td>'
+def _number(value: int | None, blank: str | None = None) -> str:
+    if value is None:
+        return f'<td class="num"><span class="note">{h(blank or "")}</span></td>'
+    return f'<td class="num">{h(f"{value:,}")}</td>'
 
 
 # --- reasoning and picture --------------------------------------------------------------------
@@ -281,7 +312,7 @@ def _graph(report: Report) -> str:
     if not svg:
         key = "no_graph" if report.nodes else "no_tensors"
         return f"<p>{h(text(key, count=len(report.nodes)))}</p>"
-    return f"<p>{h(text('intro_graph'))}</p>\n<div class=\"graph scroll\">\n{svg}</div>"
+    return f"<p>{h(text('intro_graph'))}</p>\n<div class=\"graph\">\n{svg}</div>"
 
 
 _CSS = """
@@ -294,9 +325,11 @@ body { margin: 0; color: var(--fg); background: #fff;
 main { max-width: 76rem; margin: 0 auto; padding: 1.5rem 1.5rem 3rem; }
 h1 { font-size: 1.6rem; margin: 0 0 .4rem; overflow-wrap: anywhere; }
 h2 { font-size: 1.25rem; margin: 2.2rem 0 .6rem; padding-bottom: .2rem; border-bottom: 2px solid var(--line); }
-h3 { font-size: 1.05rem; margin: 0 0 .5rem; }
-code, pre, .math { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono", monospace;
-  font-size: .9em; }
+h3 { font-size: 1.05rem; margin: 0 0 .5rem; overflow-wrap: anywhere; }
+h4 { font-size: .95rem; margin: .8rem 0 .2rem; }
+p, li, td { overflow-wrap: anywhere; }
+code, pre, .math { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono",
+  "Noto Sans Mono CJK SC", monospace; font-size: .9em; }
 code { background: var(--code-bg); padding: 0 .2em; border-radius: 3px; }
 a { color: var(--accent); }
 nav ol { display: flex; flex-wrap: wrap; gap: .3rem 1.2rem; padding: 0; margin: .8rem 0; list-style: none; }
@@ -305,49 +338,61 @@ nav ol { display: flex; flex-wrap: wrap; gap: .3rem 1.2rem; padding: 0; margin: 
 .verdict.fail { background: #fee2e2; color: var(--bad); }
 .ok { color: var(--ok); font-weight: 700; }
 .bad { color: var(--bad); font-weight: 700; }
+.note { color: var(--muted); font-style: italic; }
 .scroll { overflow-x: auto; }
 table { border-collapse: collapse; margin: .5rem 0 1rem; font-size: .92rem; }
 th, td { border-bottom: 1px solid var(--line); padding: .25rem .6rem; text-align: left; vertical-align: top; }
 thead th { background: #f9fafb; font-weight: 600; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-td.math { white-space: nowrap; }
+td.math .term, code.shape { white-space: nowrap; }
 table.source { font-size: .85rem; width: 100%; }
 table.source td { border: 0; padding: 0 .6rem; }
-table.source td.ln { color: var(--muted); text-align: right; user-select: none; width: 3em; }
-table.source td.code code { background: none; padding: 0; white-space: pre; }
-table.source td.ann { white-space: nowrap; color: var(--muted); }
+table.source td.ln { color: var(--muted); text-align: right; user-select: none; width: 3em;
+  white-space: nowrap; }
+table.source td.code code { background: none; padding: 0; white-space: pre-wrap; overflow-wrap: anywhere; }
+table.source td.ann { color: var(--muted); width: 1%; }
+table.source td.ann .stmt { white-space: nowrap; }
 table.source td.ann b { color: var(--fg); font-weight: 600; }
 table.source tr.line-error td.ln { background: #fee2e2; color: var(--bad); }
 table.source tr.line-warning td.ln { background: #fef3c7; color: var(--warn); }
-table.source .note { font-style: italic; }
-code.shape, td.concrete code, table.roles td code { white-space: nowrap; }
-tr.problem pre { margin: .3rem 0 .6rem; padding: .5rem .7rem; background: #fef2f2; border-left: 4px solid var(--bad);
-  white-space: pre; overflow-x: auto; }
+/* A frame never widens the table: it takes the cell's width and scrolls inside itself. */
+tr.problem pre { width: 0; min-width: 100%; margin: .3rem 0 .6rem; padding: .5rem .7rem;
+  background: #fef2f2; border-left: 4px solid var(--bad); white-space: pre; overflow-x: auto; }
 tr.problem.warning pre { background: #fffbeb; border-left-color: var(--warn); }
 tr.problem.note pre { background: #eff6ff; border-left-color: var(--accent); }
+tr.problem:target pre { outline: 2px solid var(--bad); }
 ul.problems li.error { color: var(--bad); }
 ul.problems li.warning { color: var(--warn); }
+ul.problems .links a { margin-left: .5em; font-size: .85em; }
 table.constraints tr.fails td:first-child { border-left: 4px solid var(--bad); }
 table.constraints tr.holds td:first-child { border-left: 4px solid var(--ok); }
 .identity { font-weight: 600; }
 .card { border: 1px solid var(--line); border-radius: 8px; padding: 1rem 1.2rem; margin: 1rem 0;
   break-inside: avoid; }
+.card.broken { border-color: var(--bad); border-width: 2px; }
+.card:target { box-shadow: 0 0 0 3px #bfdbfe; }
 .card .oneline { background: #f9fafb; border-left: 4px solid var(--accent); padding: .4rem .7rem; }
 table.roles th[scope=row] { white-space: nowrap; }
+table.roles tr.failed th, table.roles tr.failed td { background: #fef2f2; }
+ul.checks { margin: .2rem 0 .6rem 1.2rem; padding: 0; }
+ul.checks li { margin: .1rem 0; }
+ul.checks li.check-failed { color: var(--bad); }
 .reason { margin: .6rem 0; break-inside: avoid; }
 .reason p { margin: 0; }
 .reason ul { margin: .2rem 0 .2rem 1.2rem; padding: 0; }
 .reason li { margin: .15rem 0; }
 .reason li.step-failed { color: var(--bad); }
 .index { color: var(--muted); }
-.graph svg { max-width: 100%; height: auto; display: block; }
+/* The picture keeps its size (readable labels) and scrolls sideways when it is wider. */
+.graph { overflow-x: auto; }
+.graph svg { display: block; }
 footer { margin-top: 3rem; color: var(--muted); font-size: .85rem; }
 @media print {
   body { font-size: 10pt; }
   main { max-width: none; padding: 0; }
   nav { display: none; }
-  .scroll { overflow: visible; }
-  table.source td.code code, tr.problem pre { white-space: pre-wrap; }
+  .scroll, .graph { overflow: visible; }
+  tr.problem pre { white-space: pre-wrap; width: auto; }
   h2 { break-after: avoid; }
   a { color: inherit; text-decoration: none; }
 }

@@ -3,16 +3,18 @@
 The same content as the HTML page: tables, code spans, fenced blocks for the problems
 (exactly as `verify` prints them, placed after the line they point at), and the dataflow
 as a Mermaid flowchart, which GitHub draws. User text is either inside a code span or
-fence (shown literally) or escaped with the formats' Markdown escaping.
+fence (shown literally) or escaped with the formats' Markdown escaping, which also keeps
+GitHub from turning it into a mention, an issue reference or a link. Shapes and formulas
+keep their spaces unbreakable, so a table cell never splits `[8, 128, 64]`.
 """
 
 from __future__ import annotations
 
 from ..formats.github import escape_markdown
 from .cards import Card
-from .model import Report, SourceLine
+from .model import Problem, Report, SourceLine
 from .svg import MAX_NODES
-from .templates import Rich, rich, text
+from .templates import Rich, formula_terms, inline, rich, text
 
 
 def code_span(value: str, in_table: bool = False) -> str:
@@ -37,6 +39,20 @@ def _longest_run(value: str, char: str) -> int:
     return longest
 
 
+NBSP = "\u00a0"
+
+
+def whole(value: str) -> str:
+    """A shape or a formula's term that a table cell must not break: `[8, 128, 64]`."""
+    return value.replace(" ", NBSP)
+
+
+def formula(value: str) -> str:
+    """A formula as code spans, one per term: it may wrap between terms, never inside one."""
+    return " ".join((f"{op} " if op else "") + code_span(whole(term), True)
+                    for op, term in formula_terms(value))
+
+
 def md(value: Rich, in_table: bool = False) -> str:
     out = []
     for style, part in value:
@@ -47,7 +63,7 @@ def md(value: Rich, in_table: bool = False) -> str:
         elif style in ("ok", "bad"):
             out.append(part)
         else:
-            out.append(code_span(part, in_table))
+            out.append(code_span(whole(part) if style == "shape" else part, in_table))
     return "".join(out)
 
 
@@ -71,9 +87,7 @@ def render_markdown(report: Report) -> str:
         f"{sizes}  \n{_e(report.dtype)}",
     ]
     if report.problems:
-        parts += [f"## {_e(text('sec_problems'))}", "\n".join(
-            f"- {p.line}:{p.column} {_e(p.severity)}\\[{_e(p.code)}\\]: {_e(p.message)}"
-            for p in report.problems)]
+        parts += [f"## {_e(text('sec_problems'))}", "\n".join(_problem(p) for p in report.problems)]
     parts += [f"## {_e(text('sec_source'))}", _source(report)]
     parts += [f"## {_e(text('sec_dims'))}", _dims(report)]
     parts += [f"## {_e(text('sec_cards'))}", md(rich("intro_cards"))]
@@ -88,6 +102,14 @@ def render_markdown(report: Report) -> str:
     parts += [f"## {_e(text('sec_graph'))}", _graph(report)]
     parts += [f"<sub>{_e(text('footer', version=report.version))}</sub>"]
     return "\n\n".join(part for part in parts if part) + "\n"
+
+
+def _problem(problem: Problem) -> str:
+    where = [text("link_line", line=problem.line)]
+    if problem.card is not None:
+        where.append(text("link_card", number=problem.card))
+    return (f"- {problem.line}:{problem.column} {_e(problem.severity)}\\[{_e(problem.code)}\\]: "
+            f"{md(inline(problem.message))} ({_e(', '.join(where))})")
 
 
 # --- annotated source ---------------------------------------------------------------------------
@@ -112,11 +134,13 @@ def _source(report: Report) -> str:
 
 def _source_row(line: SourceLine, concrete: bool) -> list[str]:
     shapes = "<br>".join(
-        f"**{_e(a.label)}**" + (f" {code_span(a.shape, True)}" if a.shape else "")
+        f"**{_e(a.label)}**" + (f" {code_span(whole(a.shape), True)}" if a.shape else "")
         + (f" {_e(a.note)}" if a.note else "") for a in line.annotations)
     row = [str(line.number), code_span(line.text, True) if line.text.strip() else "", shapes]
     if concrete:
-        row.append("<br>".join(code_span(a.concrete, True) for a in line.annotations if a.concrete))
+        row.append("<br>".join(code_span(whole(a.concrete), True) if a.concrete
+                               else f"*{_e(a.unbound)}*" if a.unbound else ""
+                               for a in line.annotations if a.concrete or a.unbound))
     return row
 
 
@@ -130,7 +154,8 @@ def _dims(report: Report) -> str:
         head = [text("col_dim"), text("col_kind"), text("col_definition")] \
             + ([text("col_value")] if concrete else []) + [text("col_line")]
         rows = [[code_span(d.name, True), _e(d.kind), md(d.definition, True)]
-                + ([str(d.value) if d.value is not None else ""] if concrete else []) + [str(d.line)]
+                + ([str(d.value) if d.value is not None else f"*{_e(d.unbound or '')}*"] if concrete else [])
+                + [str(d.line)]
                 for d in report.dims]
         out.append(_table(head, rows))
     else:
@@ -149,13 +174,16 @@ def _dims(report: Report) -> str:
 def _card(card: Card, concrete: bool) -> str:
     head = [text("col_role"), text("col_tensor"), text("col_shape")] \
         + ([text("col_concrete")] if concrete else []) + [text("col_meaning")]
-    rows = [[_e(row.role), md(row.tensor, True), code_span(row.shape, True)]
-            + ([code_span(row.concrete, True) if row.concrete else ""] if concrete else [])
+    rows = [[_e(row.role) if row.ok else f"**{_e(row.role)}** ✗", md(row.tensor, True),
+             code_span(whole(row.shape), True) if row.shape is not None else "**?**"]
+            + ([code_span(whole(row.concrete), True) if row.concrete else ""] if concrete else [])
             + [md(row.meaning, True)] for row in card.rows]
-    out = [f"### {md(card.title)}", f"> {md(card.summary)}", _table(head, rows), md(card.identity)]
+    checks = "\n".join(f"- **{_e(check.label)}**: {md(check.text)}" for check in card.checks)
+    out = [f"### {md(card.title)}", f"> {md(card.summary)}", _table(head, rows),
+           f"**{_e(text('checks'))}**\n\n{checks}", md(card.identity)]
     if card.core_flops is not None:
         value = f" = {card.core_value:,}" if card.core_value is not None else ""
-        out.append(f"{_e(text('role_core'))} ({_e(text('mean_core'))}): {code_span(card.core_flops)} "
+        out.append(f"{_e(text('role_core'))} ({_e(text('mean_core'))}): {formula(card.core_flops)} "
                    f"{_e(text('col_flops'))}{value}")
     return "\n\n".join(out)
 
@@ -172,10 +200,10 @@ def _cost(report: Report) -> str:
     for row in cost.rows:
         cells = [str(row.line), code_span(row.name, True), _formula(row.flops)]
         if concrete:
-            cells.append(_number(row.flops_value))
+            cells.append(_number(row.flops_value, row.blank))
         cells.append(_formula(row.bytes))
         if concrete:
-            cells.append(_number(row.bytes_value))
+            cells.append(_number(row.bytes_value, row.blank))
         cells.append(_e(row.ops))
         rows.append(cells)
     label = text("total_partial") if cost.partial else text("total")
@@ -186,11 +214,13 @@ def _cost(report: Report) -> str:
 
 
 def _formula(value: str | None) -> str:
-    return code_span(value, True) if value is not None else _e(text("unknown"))
+    return formula(value) if value is not None else f"*{_e(text('unknown'))}*"
 
 
-def _number(value: int | None) -> str:
-    return "" if value is None else f"{value:,}"
+def _number(value: int | None, blank: str | None = None) -> str:
+    if value is None:
+        return f"*{_e(blank)}*" if blank else ""
+    return f"{value:,}"
 
 
 def _reasoning(report: Report) -> str:
@@ -219,7 +249,8 @@ def _graph(report: Report) -> str:
 
 
 def _mermaid(report: Report) -> str:
-    """The dataflow as a Mermaid flowchart (GitHub draws it); ids are generated, labels quoted."""
+    """The dataflow as a Mermaid flowchart (GitHub draws it); ids are generated, labels quoted.
+    A failed statement and the edges into it are drawn red."""
     ids = {node.name: f"n{index}" for index, node in enumerate(report.nodes)}
     lines = ["flowchart LR"]
     for node in report.nodes:
@@ -228,9 +259,20 @@ def _mermaid(report: Report) -> str:
         if node.output:
             open_, close = "[[", "]]"
         lines.append(f'  {ids[node.name]}{open_}"{_mermaid_text(label)}"{close}')
+    failed_edges = []
+    drawn = 0
     for edge in report.edges:
         if edge.source in ids and edge.target in ids:
             lines.append(f'  {ids[edge.source]} -->|"{_mermaid_text(edge.label)}"| {ids[edge.target]}')
+            if edge.failed:
+                failed_edges.append(str(drawn))
+            drawn += 1
+    failed = [ids[node.name] for node in report.nodes if node.failed]
+    if failed:
+        lines.append("  classDef failed fill:#fee2e2,stroke:#b91c1c,stroke-width:2px,stroke-dasharray:4 3")
+        lines.append(f"  class {','.join(failed)} failed")
+    if failed_edges:
+        lines.append(f"  linkStyle {','.join(failed_edges)} stroke:#b91c1c,stroke-width:2px")
     return fenced("\n".join(lines), "mermaid")
 
 

@@ -13,17 +13,17 @@ from dataclasses import dataclass
 
 from .. import nodes
 from .._version import __version__
-from ..diagnostics import Diagnostic, Severity
+from ..diagnostics import Diagnostic, Severity, Span
 from ..formats._common import plural
 from ..formats.source import printable_line
 from ..formats.text import render_diagnostic
 from ..program import Program, Value
-from ..symbolic import Dim, product, to_text, total
+from ..symbolic import Dim, free_names, product, to_text, total
 from .cards import Card, cards, find_patterns
-from .context import ITEM_SIZES, Spec, postorder
+from .context import ITEM_SIZES, Spec, inside, postorder
 from .cost import result_bytes, statement_cost
 from .reasoning import StatementReasoning, reasoning
-from .templates import Rich, code, join, listing, math, rich, text
+from .templates import Rich, code, inline, join, listing, math, rich, text
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,9 @@ class Problem:
     column: int
     message: str
     frame: str  # exactly as `shapecheck verify` prints it (without colour)
+    anchor: str = ""  # the frame's id in the page (`problem-1`)
+    node: str | None = None  # the tensor whose statement it is in: its node in the picture
+    card: int | None = None  # the card of the attention pattern it breaks
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class Annotation:
     concrete: str | None
     status: str  # "ok", "error", "warning"
     note: str | None = None  # a word instead of a shape: "free", "failed"
+    unbound: str | None = None  # with bindings: why there is no concrete shape ("d unbound")
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,7 @@ class DimRow:
     definition: Rich
     value: int | None
     line: int
+    unbound: str | None = None  # with bindings, a dim with no value says so
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,7 @@ class CostRow:
     bytes: str | None
     bytes_value: int | None
     ops: str
+    blank: str | None = None  # why a value cell is empty: "failed", "d unbound"
 
 
 @dataclass(frozen=True)
@@ -98,8 +104,10 @@ class GraphNode:
     shape: str
     concrete: str | None
     output: bool
-    failed: bool
+    failed: bool  # its shape is unknown, or its statement has an error
     line: int
+    anchor: str = ""  # its id in the page (`node-3`), for links from the problems
+    problem: str | None = None  # the anchor of the first error in its statement
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,7 @@ class GraphEdge:
     source: str
     target: str
     label: str
+    failed: bool = False  # it flows into a statement with an error
 
 
 @dataclass(frozen=True)
@@ -140,9 +149,12 @@ def build_report(program: Program, path: str, bindings: dict[str, int] | None = 
     patterns = find_patterns(spec)
     card_list = cards(spec, patterns)
     filled = {card.line for card in card_list}
-    problems = [_problem(spec, d) for d in program.diagnostics]
+    nodes_by_name = _node_anchors(spec)
+    problems = [_problem(spec, d, index, nodes_by_name, card_list)
+                for index, d in enumerate(program.diagnostics, start=1)]
     errors = sum(1 for d in program.diagnostics if d.severity is Severity.ERROR)
     warnings = sum(1 for d in program.diagnostics if d.severity is Severity.WARNING)
+    graph_nodes = _graph_nodes(spec, nodes_by_name, problems)
     return Report(
         title=text("title", path=printable_line(path)),
         path=printable_line(path),
@@ -162,8 +174,8 @@ def build_report(program: Program, path: str, bindings: dict[str, int] | None = 
         unfilled_cards=tuple(sorted({p.output.span.line for p in patterns} - filled)),
         cost=_cost(spec, card_list),
         reasoning=tuple(steps),
-        nodes=tuple(_graph_nodes(spec)),
-        edges=tuple(_graph_edges(spec)),
+        nodes=tuple(graph_nodes),
+        edges=tuple(_graph_edges(spec, {n.name for n in graph_nodes if n.failed})),
     )
 
 
@@ -183,10 +195,25 @@ def _bindings(spec: Spec) -> str | None:
     return text("bindings", bindings=", ".join(f"{n}={spec.bindings[n]}" for n in order))
 
 
-def _problem(spec: Spec, diagnostic: Diagnostic) -> Problem:
+def _problem(spec: Spec, diagnostic: Diagnostic, index: int, anchors: dict[str, str],
+             card_list: list[Card]) -> Problem:
     frame = render_diagnostic(diagnostic, printable_line(spec.path), spec.lines)
+    holder = _holder_of(spec, diagnostic.span)
+    card = next((c.number for c in card_list if any(inside(diagnostic.span, span) for span in c.spans)),
+                None)
     return Problem(diagnostic.severity.value, diagnostic.code, diagnostic.span.line,
-                   diagnostic.span.column, diagnostic.message, frame)
+                   diagnostic.span.column, printable_line(diagnostic.message), frame,
+                   f"problem-{index}", anchors.get(holder) if holder is not None else None, card)
+
+
+def _holder_of(spec: Spec, span: Span) -> str | None:
+    """The tensor whose statement (or declaration) holds ``span``."""
+    for name, tensor in spec.program.tensors.items():
+        statement = spec.definitions.get(name)
+        where = statement.span if statement is not None else tensor.span
+        if inside(span, where):
+            return name
+    return None
 
 
 # --- annotated source --------------------------------------------------------------------------
@@ -223,30 +250,47 @@ def _annotate(spec: Spec, statement: nodes.Stmt) -> list[Annotation]:
     dims = spec.program.dims
     if isinstance(statement, nodes.DimFree):
         names = [i.name for i in statement.names]
-        bound = [text("ann_dim_bound", name=n, value=dims.value_of(n)) for n in names
+        bound = [text("ann_dim_bound", name=printable_line(n), value=dims.value_of(n)) for n in names
                  if spec.bindings and dims.value_of(n) is not None]
-        return [Annotation(", ".join(names), None, ", ".join(bound) or None, status, text("ann_dim_free"))]
+        unbound = [printable_line(n) for n in names if spec.bindings and dims.value_of(n) is None]
+        return [Annotation(printable_line(", ".join(names)), None, ", ".join(bound) or None, status,
+                           text("ann_dim_free"),
+                           text("unbound", names=", ".join(unbound)) if unbound else None)]
     if isinstance(statement, nodes.DimDef):
         info = dims.dims.get(statement.name.name)
         definition = f"= {to_text(info.definition)}" if info is not None and info.definition is not None else None
         value = dims.value_of(statement.name.name) if spec.bindings else None
-        return [Annotation(statement.name.name, None, None if value is None else str(value), status, definition)]
+        unbound_names = spec.unbound([info.definition]) if info is not None and info.definition is not None \
+            and value is None else []
+        return [Annotation(printable_line(statement.name.name), None, None if value is None else str(value),
+                           status, definition,
+                           text("unbound", names=", ".join(unbound_names)) if unbound_names else None)]
     if isinstance(statement, nodes.Constraint):
         return [Annotation(text("ann_constraint"), None, None, status)]
     if isinstance(statement, nodes.Broken):
         return [Annotation(text("ann_broken"), None, None, "error")]
     if isinstance(statement, nodes.Assert):
         value = spec.shape_of(statement.name.name)
-        return [Annotation(f"{text('ann_assert')} {statement.name.name}", spec.text(statement.shape),
-                           spec.concrete(value), status)]
+        return [Annotation(f"{text('ann_assert')} {printable_line(statement.name.name)}",
+                           spec.text(statement.shape), spec.concrete(value), status,
+                           unbound=_unbound_note(spec, value))]
     assert isinstance(statement, (nodes.TensorDecl, nodes.Define, nodes.Output))
     value = _statement_value(spec, statement)
-    label = statement.name.name
+    label = printable_line(statement.name.name)
     if isinstance(statement, nodes.Output):
         label = f"{text('ann_output')} {label}"
     if not value.known:
         return [Annotation(label, None, None, status, text("ann_failed"))]
-    return [Annotation(label, value.text(), spec.concrete(value), status)]
+    return [Annotation(label, value.text(), spec.concrete(value), status,
+                       unbound=_unbound_note(spec, value))]
+
+
+def _unbound_note(spec: Spec, value: Value) -> str | None:
+    """With bindings, why a known shape has no concrete form: the dims left unbound."""
+    if value.shape is None or spec.concrete(value) is not None:
+        return None
+    names = spec.unbound(value.shape)
+    return text("unbound", names=", ".join(names)) if names else None
 
 
 def _statement_value(spec: Spec, statement: nodes.TensorDecl | nodes.Define | nodes.Output) -> Value:
@@ -287,7 +331,12 @@ def _dims(spec: Spec) -> list[DimRow]:
             definition = rich("dim_inferred")
         else:
             definition = rich("dim_free")
-        rows.append(DimRow(name, text(f"kind_{info.kind}"), definition, value, info.span.line))
+        # A free dim that a constraint determines is not free: it is determined (by that
+        # constraint), and the kind says so.
+        kind = "determined" if info.kind == "free" and name in eliminated else info.kind
+        unbound = text("unbound_dim") if spec.bindings and value is None else None
+        rows.append(DimRow(printable_line(name), text(f"kind_{kind}"), definition, value,
+                           info.span.line, unbound))
     return rows
 
 
@@ -311,7 +360,7 @@ def _constraint_status(spec: Spec, statement: nodes.Constraint, index: int | Non
     problems = spec.problems_in(statement.span)
     for problem in problems:
         if problem.code == "SC203":
-            return False, rich("status_violated", message=problem.message)
+            return False, rich("status_violated", message=inline(problem.message))
         if problem.code == "SC205":
             return True, rich("status_trivial")
     if index is None or any(p.is_error for p in problems):
@@ -361,6 +410,7 @@ def _cost(spec: Spec, card_list: list[Card]) -> Cost:
     flops: list[Dim] = []
     partial = False
     candidates: list[tuple[str, Value, Dim]] = []
+    outputs = set(spec.program.outputs)
     for name, statement in spec.definitions.items():
         assert statement.value is not None
         value = spec.shape_of(name)
@@ -370,25 +420,35 @@ def _cost(spec: Spec, card_list: list[Card]) -> Cost:
             partial = True
         else:
             flops.append(cost.flops)
-        if value.shape is not None:
+        if value.shape is not None and name not in outputs:  # an output is not an intermediate
             candidates.append((name, value, size))  # type: ignore[arg-type]
         rows.append(CostRow(
-            statement.span.line, name,
+            statement.span.line, printable_line(name),
             spec.pretty(cost.flops) if cost.flops is not None else None,
             spec.evaluate(cost.flops) if cost.flops is not None else None,
             spec.pretty(size) if size is not None else None,
             spec.evaluate(size) if size is not None else None,
-            _ops_text(cost.ops)))
-    sequence = frozenset(n for card in card_list for n in card.sequence)
+            _ops_text(cost.ops), _blank(spec, value, cost.flops)))
     total_flops = total(flops) if flops else None
     return Cost(tuple(rows), spec.pretty(total_flops) if total_flops is not None else None,
                 spec.evaluate(total_flops) if total_flops is not None else None, partial,
-                _largest(spec, candidates, sequence))
+                _largest(spec, candidates, card_list))
 
 
-def _largest(spec: Spec, candidates: list[tuple[str, Value, Dim]], sequence: frozenset[str]) -> Rich:
+def _blank(spec: Spec, value: Value, flops: Dim | None) -> str | None:
+    """Why the value cells of a cost row are empty at the bindings (None: they are not)."""
+    if not spec.bindings:
+        return None
+    if flops is None or value.shape is None:
+        return text("blank_failed")
+    names = spec.unbound([flops, *value.shape])
+    return text("unbound", names=", ".join(names)) if names else None
+
+
+def _largest(spec: Spec, candidates: list[tuple[str, Value, Dim]], card_list: list[Card]) -> Rich:
     if not candidates:
         return rich("no_largest")
+    sequence = frozenset(n for card in card_list for n in card.sequence)
     counts = [(name, value, size, _count(value)) for name, value, size in candidates]
     values = [spec.evaluate(count) for _, _, _, count in counts]
     if all(v is not None for v in values):
@@ -401,11 +461,28 @@ def _largest(spec: Spec, candidates: list[tuple[str, Value, Dim]], sequence: fro
         at = text("largest_at", value=f"{spec.evaluate(size):,}")
     sentence = rich("largest", name=code(name), shape=("shape", value.text()),
                     elements=math(spec.pretty(count)), bytes=math(spec.pretty(size)), at=at)
-    degree = spec.growth(count, sequence)[0]
-    if sequence and degree >= 2 and value.shape is not None and len(value.shape) >= 2:
-        sentence = join(list(sentence), " ", rich(
-            "largest_quadratic", rows=math(to_text(value.shape[-2])), cols=math(to_text(value.shape[-1]))))
-    return sentence
+    growth = _growth(spec, value, card_list)
+    return join(list(sentence), " ", growth) if growth else sentence
+
+
+def _growth(spec: Spec, value: Value, card_list: list[Card]) -> Rich:
+    """How the tensor grows with the sequence lengths, per axis (`N²`, `N·L`), and, when its
+    last two axes are a card's queries × keys, that it is the notes' score table."""
+    assert value.shape is not None
+    sequence = {n for card in card_list for n in card.sequence}
+    axes = [dim for dim in value.shape if free_names(dim) and free_names(dim) <= sequence]
+    if len(axes) < 2:
+        return ()
+    growth = math(spec.pretty(product(axes)))
+    table = next((card for card in card_list if len(value.shape) >= 2 and card.queries is not None
+                  and card.keys is not None and spec.program.dims.equal(value.shape[-2], card.queries)
+                  and spec.program.dims.equal(value.shape[-1], card.keys)), None)
+    square = len({to_text(dim) for dim in axes}) == 1
+    key = "largest_growth_square" if square else "largest_growth"
+    if table is None:
+        return rich(key, growth=growth)
+    return join(list(rich(key, growth=growth)), " ", rich(
+        "largest_table", rows=math(to_text(value.shape[-2])), cols=math(to_text(value.shape[-1]))))
 
 
 def _count(value: Value) -> Dim:
@@ -416,17 +493,26 @@ def _count(value: Value) -> Dim:
 # --- dataflow ---------------------------------------------------------------------------------------
 
 
-def _graph_nodes(spec: Spec) -> list[GraphNode]:
+def _node_anchors(spec: Spec) -> dict[str, str]:
+    return {name: f"node-{index}" for index, name in enumerate(spec.program.tensors)}
+
+
+def _graph_nodes(spec: Spec, anchors: dict[str, str], problems: list[Problem]) -> list[GraphNode]:
     outputs = set(spec.program.outputs)
+    first_error = {}
+    for problem in problems:
+        if problem.node is not None and problem.severity == "error":
+            first_error.setdefault(problem.node, problem.anchor)
     return [
-        GraphNode(name, tensor.kind, tensor.value.text() if tensor.value.known else "?",
-                  spec.concrete(tensor.value), name in outputs, not tensor.value.known,
-                  tensor.span.line)
+        GraphNode(printable_line(name), tensor.kind, tensor.value.text() if tensor.value.known else "?",
+                  spec.concrete(tensor.value), name in outputs,
+                  not tensor.value.known or anchors[name] in first_error, tensor.span.line,
+                  anchors[name], first_error.get(anchors[name]))
         for name, tensor in spec.program.tensors.items()
     ]
 
 
-def _graph_edges(spec: Spec) -> list[GraphEdge]:
+def _graph_edges(spec: Spec, failed: set[str]) -> list[GraphEdge]:
     edges = []
     for name, statement in spec.definitions.items():
         assert statement.value is not None
@@ -437,7 +523,9 @@ def _graph_edges(spec: Spec) -> list[GraphEdge]:
                 seen.append(node.name)
         for source in seen:
             value = spec.shape_of(source)
-            edges.append(GraphEdge(source, name, value.text() if value.known else "?"))
+            edges.append(GraphEdge(printable_line(source), printable_line(name),
+                                   value.text() if value.known else "?",
+                                   printable_line(name) in failed))
     return edges
 
 

@@ -12,6 +12,7 @@ import re
 from string import Formatter
 from typing import Union
 
+from ..formats.source import printable_line
 from ..i18n import Table
 
 TEXT: Table = Table("report", "TEXT", {
@@ -61,6 +62,9 @@ TEXT: Table = Table("report", "TEXT", {
     "everything it reads, outputs on the right; every edge carries the shape that flows "
     "along it.",
     "no_problems": "No problems.",
+    "link_picture": "in the picture",
+    "link_card": "card {number}",
+    "link_line": "line {line}",
     # --- tables -------------------------------------------------------------------------
     "col_line": "line",
     "col_source": "source",
@@ -96,6 +100,7 @@ TEXT: Table = Table("report", "TEXT", {
     "kind_free": "free",
     "kind_derived": "derived",
     "kind_fixed": "fixed",
+    "kind_determined": "determined",
     "dim_free": "any positive integer",
     "dim_inferred": "any positive integer; not declared: inferred from the uses",
     "dim_bound": "bound: {binding}",
@@ -133,7 +138,11 @@ TEXT: Table = Table("report", "TEXT", {
     "identity_violated": "violated at the concrete sizes: {left} ≠ {right}",
     "identity_unproved": "not proved: nothing in the spec says so",
     "identity_single": "one head: the notes' recipe as it is",
-    "identity_none": "Q is given directly (no projection from a model width)",
+    "identity_given": "Q is given directly (an input), not projected from a model width",
+    "identity_untraced": "not traced: the report cannot follow Q back to a projection of a model "
+    "width",
+    "identity_unknown": "not known: Q's shape is unknown",
+    "identity_trivial": "holds trivially: the spec writes the model width as {value} itself",
     # --- cards ---------------------------------------------------------------------------
     "card_title": "Attention {number}: {statement} (line {line})",
     "card_line": "Q/K/V: {qkv} · scores S = QKᵀ: {scores} · weights P = softmax(S): {weights} "
@@ -156,8 +165,9 @@ TEXT: Table = Table("report", "TEXT", {
     "mean_scores_per": ", one table for each {heads}",
     "mean_weights": "softmax along {axis}: {sums}",
     "mean_weights_keys": "each query's weights over the {keys} keys sum to 1",
-    "mean_weights_wrong": "this axis is not the keys' axis: the rows do not sum to 1 "
-    "(see the warning)",
+    "mean_weights_wrong": "this axis is not the keys' axis: each query's weights do not sum to 1",
+    "mean_weights_wrong_warned": "this axis is not the keys' axis: each query's weights do not "
+    "sum to 1 (see the warning)",
     "mean_output": "each query's weighted sum of the values: one {dv}-vector per query; "
     "attention mixes tokens, it does not change each token's vector size",
     "mean_output_then": "; then {statement} gives {name} {shape}",
@@ -166,13 +176,53 @@ TEXT: Table = Table("report", "TEXT", {
     "axis_row": "row (the last axis)",
     "axis_col": "col (the second-to-last axis)",
     "axis_int": "axis {axis}",
+    "step_failed_because": "failed: {problem}",
+    "step_unknown": "unknown",
+    # --- the card's checks: the notes' 30-second self-check, the axes, the scale -------------
+    "checks": "30-second self-check",
+    "check_inner": "1. inner dims of QKᵀ",
+    "check_inner_ok": "inner {left} = {right}",
+    "check_inner_bad": "inner {left} ≠ {right}",
+    "check_fix": " → {fix}",
+    "check_inner_einsum": "the contracted letters agree: {d}",
+    "check_no_scores": "no scores product before the softmax: {problem}",
+    "check_no_scores_found": "no scores product (`Q @ K.T`) was found before the softmax",
+    "check_cannot": "cannot be checked: {problem}",
+    "check_unknown": "unknown",
+    "check_output": "2. output N×d",
+    "check_output_ok": "{output}: one {width}-vector for each of the {rows} queries",
+    "check_output_shape": "{output}",
+    "check_output_final": "; then the output {name} is {shape}",
+    "check_output_after": "{output}: one {width}-vector for each of the {rows} queries, but what "
+    "follows fails: {statement}",
+    "check_output_annotation": "{message}",
+    "check_axes": "axes",
+    "check_axes_ok": "softmax normalises over the keys ({keys}), axis {axis}; {output} sums over "
+    "the same axis",
+    "check_axes_bad": "softmax normalises along {softmax_axis}, but {output} sums over axis {axis}, "
+    "the keys ({keys}): each query's weights do not sum to 1",
+    "check_axes_unknown": "the axes cannot be followed here",
+    "check_scale": "scale",
+    "check_scale_none": "none: the notes' one-line formula leaves it out; models usually divide "
+    "by sqrt(d)",
+    "check_scale_other": "{scale}: not of the form 1/sqrt(X), no opinion",
+    "check_scale_ok": "{scale} is 1/sqrt({size}), and the scores sum over {d}",
+    "check_scale_bad": "{scale} is 1/sqrt({size}), but the scores sum over {d}",
+    "check_mask": "mask",
+    "check_scale_unknown": "{scale} is 1/sqrt({size}); the width the scores sum over is unknown",
+    "check_mask_ok": "{mask}, applied to the scores before the softmax",
+    "check_mask_bad": "{mask}",
     "by_row": "by row",
     "by_axis": "by {axis}",
     # --- cost ----------------------------------------------------------------------------
     "largest": "Largest intermediate: {name} {shape}, {elements} elements = {bytes} bytes{at}.",
     "largest_at": " ({value} at the concrete sizes)",
-    "largest_quadratic": "It grows quadratically with the sequence length: the {rows}×{cols} "
-    "table of the notes.",
+    "largest_growth": "It grows as {growth} with the sequence lengths.",
+    "largest_growth_square": "It grows as {growth}: quadratically with the sequence length.",
+    "largest_table": "It is the notes' {rows}×{cols} table of match scores.",
+    "blank_failed": "failed",
+    "unbound": "{names} unbound",
+    "unbound_dim": "unbound",
     "no_largest": "No intermediate has a known shape.",
     "op_matmul": "matmul",
     "op_elementwise": "elementwise",
@@ -222,7 +272,7 @@ TEXT: Table = Table("report", "TEXT", {
     "legend_param": "param",
     "legend_defined": "statement",
     "legend_output": "output",
-    "legend_failed": "failed (unknown shape)",
+    "legend_failed": "failed (an error, or an unknown shape)",
     "no_tensors": "The spec has no tensors to draw.",
     "no_graph": "The picture is left out: {count} tensors are too many to draw readably.",
     "no_steps": "No operation to reason about.",
@@ -263,8 +313,8 @@ def rich(key: str, **fields: Field) -> Rich:
 def as_rich(value: Field | int) -> Rich:
     if isinstance(value, int):
         value = str(value)
-    if isinstance(value, str):
-        return (("text", value),) if value else ()
+    if isinstance(value, str):  # user text may be in it: invisible characters are shown
+        return (("text", printable_line(value)),) if value else ()
     if value and isinstance(value[0], str):
         return (value,)  # type: ignore[return-value]
     return value  # type: ignore[return-value]
@@ -284,19 +334,35 @@ def join(parts: list[Seg] | Rich, *more: Field) -> Rich:
 
 
 def code(value: str) -> Seg:
-    return ("code", value)
+    return ("code", printable_line(value))
 
 
 def shape(value: str) -> Seg:
-    return ("shape", value)
+    return ("shape", printable_line(value))
 
 
 def math(value: str) -> Seg:
-    return ("math", value)
+    return ("math", printable_line(value))
 
 
 def mark(ok: bool) -> Seg:
     return ("ok", "✓") if ok else ("bad", "✗")
+
+
+def inline(value: str) -> Rich:
+    """A message as the registry writes it: its `backquoted` parts are code."""
+    parts = value.split("`")
+    if len(parts) % 2 == 0:  # an unpaired backquote: all of it is text
+        return as_rich(value)
+    return join([code(part) if index % 2 else ("text", printable_line(part))
+                 for index, part in enumerate(parts)])
+
+
+def formula_terms(value: str) -> list[tuple[str, str]]:
+    """A printed formula as (operator, term) pairs: `2·N²·d + N²` -> [("", "2·N²·d"), ("+", "N²")],
+    so a renderer keeps each term whole and lets the sum wrap between terms."""
+    pieces = re.split(r" ([+−-]) ", value)
+    return [("", pieces[0])] + [(pieces[i], pieces[i + 1]) for i in range(1, len(pieces) - 1, 2)]
 
 
 def plain(value: Field) -> str:

@@ -6,9 +6,6 @@ click 自己的解析错误和 ``--help`` 文本仍是英文 (见 docs/i18n.md)�
 from __future__ import annotations
 
 MESSAGES = {
-    "not_name_int": "`{item}` 不是 NAME=INT",
-    "not_positive": "`{item}`: 值必须是正整数",
-    "bound_twice": "`{name}` 绑定了两次",
     "no_path": "没有给出路径; `shapecheck verify --help` 说明用法",
     "statistics_format": "--statistics 只输出 text 或 json",
     "nothing_checked": "没有要检查的 spec 文件 (文件夹指其下的 *.attn 文件, 不含 exclude 和 "
@@ -22,7 +19,7 @@ MESSAGES = {
     "cannot_read": "无法读取 {path}: {reason}",
     "cannot_write_summary": "无法写入步骤摘要 {path}: {reason}",
     "report_format": "无法从 `{output}` 判断报告格式; 请命名为 .html 或 .md, 或给出 --format html|md",
-    "report_over_spec": "报告 {output} 会覆盖它所报告的 spec",
+    "what_spec": "它所报告的 spec",
     "cannot_write": "无法写入 {path}: {reason}",
     "report_written": "已写入 {path}。",
     "unknown_code": "未知代码 `{code}`; `shapecheck explain` 会列出全部代码",

@@ -340,14 +340,19 @@ CODES: dict[str, dict[str, str]] = {
         fix="用上它, 或删掉这个声明。",
     ),
     "SC402": dict(
-        summary="softmax 权重不是按行归一化的",
-        message="{name} 的 softmax 沿轴 {axis} 计算; 注意力权重应当按行归一化",
-        what="在注意力中, 分数 `S = QKᵀ` 每个 query 一行; 按行 softmax 让每个 query 的权重之和为 1。"
-        "当结果要去乘 V 时, 沿 `col` 做 softmax 几乎总是错误。",
-        why="按列归一化得到的权重, 对每个 query 来说和不为 1。",
+        summary="softmax 权重沿一个没有归一化的轴求和",
+        message="`{contraction}` 沿{summed}对 softmax 权重求和, 但 softmax 是沿{normalised}"
+        "归一化的: {consequence}",
+        what="softmax 让权重沿一个轴的和为 1: 在注意力中, 是每个 query 对所有 key 的权重。"
+        "用这些权重读出 V 的缩并 (`@` 或 `einsum`) 必须沿同一个轴求和。轴会穿过转置、置换、"
+        "`einsum` 字母、`repeat`、`dropout`、掩码和 reshape 被追踪, 与布局无关: 检查的是"
+        "它是哪一个轴, 而不是它的大小或位置。",
+        why="自注意力的分数表是方阵, 所以沿错误的轴做 softmax 或写成 `P.T @ V` 时每个形状都对, "
+        "而每个输出行却变成了对 query 的求和, 不再是 V 的加权平均。",
         example="dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
-        "P = softmax(Q @ K.T, axis=col)\nO = P @ V\n# warning[SC402]",
-        fix="使用 `axis=row` (默认值)。",
+        "P = softmax(Q @ K.T / sqrt(d), axis=row)\nO = P.T @ V\n# warning[SC402]",
+        fix="沿缩并求和的那个轴归一化: `softmax(S, axis=row)` 配 `P @ V`; 或者分数布局为 "
+        "[key, query] 时, `softmax(S, axis=col)` 配 `P.T @ V`。",
     ),
     "SC403": dict(
         summary="bool 张量被当作数字使用",
@@ -357,6 +362,102 @@ CODES: dict[str, dict[str, str]] = {
         why="bool 张量几乎总是掩码, 把掩码加到分数上只会让分数整体偏移 1, 而不是去掉被掩盖的位置。",
         example="dim N\ninput S: [N, N]\ninput M: bool[N, N]\nP = softmax(S + M)\n# warning[SC403]",
         fix="用 `where(M, S, -inf)` 施加掩码。",
+    ),
+    "SC404": dict(
+        summary="注意力分数的缩放大小不对",
+        message="`{scores}` 的缩放是 `{written}`, 但它沿 {size}{where} 求和: {reason}",
+        what="分数 `QKᵀ` 要乘以 1/sqrt(d), d 是乘积求和的那个轴的大小 (每个头的维度)。缩放无论"
+        "写在哪里都会被收集: `/ sqrt(X)`、`* (1 / sqrt(X))`、`/ X ** 0.5`、`* X ** -0.5`, "
+        "写在乘积上或写在乘积之前的因子上 (`(Q / sqrt(d)) @ K.T`); X 在约束下与那个大小比较, "
+        "对所有尺寸成立 (`--dim` 绑定让它们碰巧相等也不会消除警告)。数值常数 (`* 0.125`) "
+        "或数值倍数 (`sqrt(3 * d)`) 不作判断。",
+        why="按模型宽度而不是头的宽度缩放 (`sqrt(D_model)`, 而乘积沿 `d` 求和; 只有 H = 1 "
+        "时两者才相等) 或按序列长度缩放, 会悄悄改变 softmax 的温度: 训练往往掩盖了它。",
+        example="dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
+        "S = Q @ K.T / sqrt(N)\nO = softmax(S) @ V\n# warning[SC404]",
+        fix="按缩并轴的大小缩放: `/ sqrt(d)`。",
+    ),
+    "SC405": dict(
+        summary="注意力分数没有缩放",
+        message="`{scores}` 进入 softmax 之前没有缩放; 通常的缩放是 1/sqrt({size}), "
+        "即它求和的那个轴的大小",
+        what="注意力的分数没有经过任何缩放就进入了 softmax。",
+        why="d 维向量的点积大约按 sqrt(d) 增长, 会让 softmax 饱和。有些模型有意不缩放 "
+        "(笔记的一行公式也没写), 所以这只是一个提示。",
+        example="dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
+        "O = softmax(Q @ K.T) @ V\n# note[SC405]",
+        fix="除以 `sqrt(d)`; 如果模型有意不缩放, 就保持原样。",
+    ),
+    "SC406": dict(
+        summary="softmax 权重在求和之前被改动了",
+        message="`{change}` 在 `{contraction}` 求和之前改动了 softmax 权重: 它们的每一行之和"
+        "不再是 1",
+        what="在 softmax 和与 V 的缩并之间, 权重被掩盖、缩放、平移或以别的方式改动了 "
+        "(`dropout` 和移动轴没有问题)。用分数在 softmax 之前已经用过的同一个掩码再掩盖一次"
+        "也没有问题。",
+        why="softmax 之后再施加掩码, 每一行的和小于 1: 输出不再是 V 的加权平均。`run` 会在"
+        "数值上显示出来。",
+        example="dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
+        "P = softmax(Q @ K.T / sqrt(d))\nPm = where(causal_mask(N), P, 0)\nO = Pm @ V\n"
+        "# warning[SC406]",
+        fix="在 softmax 之前掩盖分数: `softmax(where(mask, S, -inf))`。",
+    ),
+    "SC407": dict(
+        summary="因果掩码被转置了",
+        message="`{where}` 中的因果掩码被转置了: 它的行对上了 `{contraction}` 的 key, 列对上了 "
+        "query, 所以每个 query 看到的是它之后的 key (未来), 而不是之前的",
+        what="`causal_mask(N)` 在第 i 行第 j 列 (j <= i) 为 true: 它的行必须是 query "
+        "(`P @ V` 保留的权重轴), 列必须是 key (被求和的轴)。轴穿过每一次转置被追踪, 与布局无关。",
+        why="分数表是方阵时, 转置的掩码让每个形状都对, 却让每个 query 看到了未来: 因果模型"
+        "不再因果。",
+        example="dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
+        "S = where(causal_mask(N).T, Q @ K.T / sqrt(d), -inf)\nO = softmax(S) @ V\n"
+        "# warning[SC407]",
+        fix="按 `causal_mask` 构造的方向使用掩码: `where(causal_mask(N), S, -inf)`。",
+    ),
+    "SC408": dict(
+        summary="因果掩码遮住了它允许的位置",
+        message="`{where}` 遮住了因果掩码为 true 的位置 (query 可以看的位置): {sees}",
+        what="`causal_mask(N)` 在 query 可以看的位置为 true。`where(mask, -inf, S)` (或加上 "
+        "`where(mask, -inf, 0)`) 恰好把 `-inf` 放在这些位置上。",
+        why="这样注意力只看到它不该看的: 未来; 或者 (掩码再被转置时) 只看到严格的过去, "
+        "第一个 query 一个 key 也没有 (NaN 行)。",
+        example="dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
+        "S = where(causal_mask(N), -inf, Q @ K.T / sqrt(d))\nO = softmax(S) @ V\n"
+        "# warning[SC408]",
+        fix="交换两个分支: `where(mask, S, -inf)` 在掩码为 true 处保留分数。",
+    ),
+    "SC409": dict(
+        summary="归约后的张量沿错误的轴广播",
+        message="`{reduction}` 去掉了 `{x}` 的一个轴, 但在 `{expr}` 中它剩下的轴 ({size}) 对上了 "
+        "`{other}` 的另一个轴: 每个元素都和别的行的结果组合在一起",
+        what="没有 `keepdims=true` 的归约会去掉那个轴, 而广播从右边对齐形状: `sum(E, axis=-1)` "
+        "按 `E` 的行编号, 但 `E / sum(E, axis=-1)` 用它去除每一列。分数表是方阵时形状依然一致。",
+        why="这样手写的 softmax 并没有把每一行归一化。",
+        example="dim N\ninput S: [N, N]\nE = exp(S)\nP = E / sum(E, axis=-1)\n# warning[SC409]",
+        fix="保留被归约的轴: `sum(E, axis=-1, keepdims=true)`。",
+    ),
+    "SC410": dict(
+        summary="被掩盖的分数填入了 softmax 遮不住的值",
+        message="`{where}` 把被掩盖的分数填成 {fill}: softmax 仍然给被掩盖的 key 实在的权重",
+        what="在 softmax 之前施加到分数上的掩码必须填 `-inf` (或者一个很负的数, 如 `-1e9`), "
+        "这样 softmax 给这些 key 的权重才是 0。",
+        why="`where(mask, S, 0)` 让被掩盖的 key 相对其他 key 仍有 exp(0) 的权重: 掩码并没有"
+        "遮住它们。",
+        example="dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
+        "S = where(causal_mask(N), Q @ K.T / sqrt(d), 0)\nO = softmax(S) @ V\n# warning[SC410]",
+        fix="填入 `-inf`: `where(mask, S, -inf)`。",
+    ),
+    "SC411": dict(
+        summary="reshape 需要移动一个轴",
+        message="从 {source} 到 {target} 的 reshape 保持元素顺序, 所以并不移动轴 {size}: "
+        "结果中的轴 {size} 跑遍的是别的轴",
+        what="`reshape` 从不移动轴: 它按顺序 (C 顺序) 读取元素。当目标在另一个位置上有一个与源轴"
+        "同样大小的轴时, 结果中的这个轴并不是那个轴: `[H, N, d]` -> `[N, H*d]` 得到的行混合了"
+        "头和 token。",
+        why="这正是 `merge_heads` 漏掉的那次转置: 形状一致, 头却被打乱了。",
+        example="dim N, d, H\ninput O: [H, N, d]\nY = reshape(O, [N, H * d])\n# warning[SC411]",
+        fix="先移动轴 (`transpose(O, [1, 0, 2])`), 或使用会移动轴的 `merge_heads` / `split_heads`。",
     ),
     "SC501": dict(
         summary="`noqa` 注释没有屏蔽任何东西",
@@ -404,6 +505,13 @@ NOTES = {
     "inferred_axes": "它的第 {axes} 维因为这里的用法而是 {sizes}",
     "bound": "由 {source} 绑定",
     "equal_because": "{lhs} = {rhs}, 依据 {reason}",
+    "softmax_here": "softmax 在这里对 `{argument}` 的轴 {axis} 归一化",
+    "softmax_normalises": "对 `{argument}` 的 softmax 在这里把权重归一化",
+    "scores_here": "`{scores}` 是 query 与 key 的乘积",
+    "summed_here": "`{contraction}` 在这里对权重求和",
+    "weights_summed": "`{contraction}` 在这里保留 query, 沿 key 求和",
+    "mask_built": "掩码在这里由 `{mask}` 构造",
+    "reduced_here": "`{reduction}` 在这里去掉了它的轴",
 }
 
 HELPS = {
@@ -421,6 +529,14 @@ HELPS = {
     "apply_mask": "要施加掩码, 写成 `where({mask}, x, -inf)`",
     "bind_dim": "用 `--dim {name}=VALUE` 或 `dim {name} = VALUE` 绑定它",
     "rename": "给新的值起一个自己的名字, 例如 `{name}`",
+    "same_axis": "沿被求和的那个轴归一化: key 轴",
+    "scale_by": "按缩并的大小缩放: `/ sqrt({size})`",
+    "mask_before_softmax": "在 softmax 之前掩盖分数: `softmax(where(mask, S, -inf))`",
+    "untranspose_mask": "按 `causal_mask` 构造的方向使用掩码 (行是 query), 去掉转置",
+    "swap_branches": "交换两个分支: `where(mask, S, -inf)`",
+    "fill_minus_inf": "填入 `-inf`: `where(mask, S, -inf)`",
+    "keepdims": "保留被归约的轴: 给 `{reduction}` 加上 `keepdims=true`",
+    "move_axes_first": "先用 `transpose` 移动轴, 或使用 `merge_heads` / `split_heads`",
     "delete_invisible": "删除它",
     "remove_noqa": "去掉这条注释",
 }
@@ -538,6 +654,24 @@ DETAILS = {
     "minus_one_outside_reshape": "`-1` 只能用在 `reshape` 中",
     "eps_not_positive": "`eps` 必须为正, 但得到 {eps}",
     "dropout_range": "dropout 概率必须在 [0, 1) 之内, 但得到 {p}",
+    "axis_of": " `{tensor}` 的轴 {index} ({size}) ",
+    "axis_from": " `{tensor}` 的轴 {index} ({size}, 来自 `{origin}`) ",
+    "an_axis": "一个大小为 {size} 的轴",
+    "sum_over_queries": "每个输出行变成了对 query (`{origin}` 的行) 的求和, 而不是 `{values}` "
+    "的加权平均",
+    "sum_over_batch": "每个输出变成了对批轴 {size} 的求和, 而不是 V 的加权平均",
+    "normalised_over_queries": "每个输出行求和的权重是沿 query (`{origin}` 的行) 归一化的, "
+    "而不是沿 key: 它们的和不是 1",
+    "normalised_over_batch": "每个输出行求和的权重是沿批轴 {size} 归一化的, 而不是沿 key: "
+    "它们的和不是 1",
+    "sum_not_normalised": "它求和的权重加起来不是 1",
+    "contracted_axis": " (`{operand}` 的轴 {index}, {shape})",
+    "scale_differs": "{x} {relation} {size}",
+    "scale_multiple": "{big} 是 {small} 的 {factor} 倍, 只有 {factor} = 1 时两者才相等",
+    "scale_inverted": "它乘以 sqrt({size}), 而不是除以它",
+    "scale_squared": "它除以 {size}, 而不是 sqrt({size})",
+    "sees_future_only": "每个 query 只看到它之后的 key (未来)",
+    "sees_past_only": "每个 query 只看到严格在它之前的 key, 第一个 query 一个也看不到",
     "kind_tensor": "张量",
     "kind_tensors": "张量的列表",
     "kind_dim": "维度表达式",

@@ -47,17 +47,27 @@ MESSAGES = {
     "从不使用 pickle",
     "npz_key": "{path}: 数组 `{key}` 无法加载 ({reason})",
     "npz_member": "{path}[{key}]",
+    "npz_members": "有 {count} 个成员, 多于 {limit}",
+    "npz_not_array": "不是 .npy 成员",
+    "npz_twice": "这个键出现了两次",
+    "negative_shape": "它的文件头在形状 {shape} 中给出了负的大小",
     "input_twice": "`{name}` 给了两次 (由 {first} 和 {second})",
     "input_syntax": "`{item}` 不是 NAME=FILE.npy",
     "cannot_write": "无法写入 {path}: {reason}",
-    "no_folder": "它所在的文件夹不存在",
+    "save_stdout": "--save 需要一个文件名: 标准输出用于这次运行的报告",
+    "what_spec": "正在运行的 spec",
+    "what_input": "这次运行的一个输入数组",
     "dtype": "dtype 必须是 {choices} 之一, 得到的是 {dtype}",
+    "backend": "backend 必须是 {choices} 之一, 得到的是 {backend}",
     # 资源
     "memory": "在绑定的尺寸 ({bindings}) 下这次运行大约需要 {total}, 超过了 --max-memory {limit}; "
     "最大的张量是 {largest} {shape}, {size}",
     "tensor_label": "`{name}`",
     "temporary_label": "定义 `{name}` 的语句 (第 {line} 行) 的一个临时量",
-    "memory_size": "`{text}` 不是一个大小 (例如: 4GiB、512MiB、2GB、1000000、unlimited)",
+    "too_large": "{what} {shape} 有 {size} 个元素: 超过了 NumPy 能索引的上限 ({limit}) "
+    "(绑定的尺寸: {bindings})",
+    "out_of_memory": "在绑定的尺寸 ({bindings}) 下 NumPy 无法为这次运行分配内存; 估计需要 {total} "
+    "(--max-memory {limit}): 请减小尺寸, 或让 --max-memory 低于机器的空闲内存",
     # 内部故障: 检查器的 bug, 从来不是用户的错误
     "shape_bug": "检查器 bug: `{name}` (第 {line} 行) 运行时形状是 {actual}, 但检查器算出 {symbolic}, "
     "在绑定的尺寸 ({bindings}) 下是 {expected}; 请报告它",

@@ -1,0 +1,1566 @@
+"""Axis meaning: which axis is which, followed through the whole formula.
+
+The shape checker sees sizes; this pass sees *axes*. Every axis of every value is an
+:class:`Axis` object, and identity is the object: two axes of size ``N`` are two axes.
+An axis keeps its identity through `.T`, `transpose`, elementwise operations,
+broadcasting, `where`, `dropout`, `repeat`, reductions (the axes that remain),
+`split_heads` / `merge_heads` (the token axis), a `reshape` whose axes can be matched
+(C order: equal sizes from either end), and `einsum` batch letters. A contraction (`@`,
+`einsum`) creates the axes of its result, each remembering the operand axes it comes
+from. Where an identity is lost (an opaque reshape) the axis is new and the checks
+that would need it stay silent. How each builtin maps axes is the ``axes`` field of
+its row in :data:`builtins.BUILTINS`.
+
+One entry point, :func:`analyse`, reads the checked :class:`~program.Program` (its
+statements, the type of every node, the resolved builtin calls) and returns a
+:class:`Meaning`: the attention patterns it found and the diagnostics of the meaning
+checks (SC402, SC404-SC411). ``api.check_text`` runs it on every check, so every
+format, the report and `run` get its diagnostics; ``Program.meaning`` keeps the result.
+
+**An attention** (:class:`Attention`) is a contraction (`@` or a two-operand `einsum`)
+of which one operand, the *weights*, is a softmax (or a softmax written out as
+``E / sum(E, axis=a, keepdims=true)``) after any transposes, permutations, reshapes
+that keep the axis, `repeat`, `dropout` -- or masks and other changes, which are
+reported. By definition the **query axis** is the weights' axis that the contraction
+keeps and the **key axis** the one it sums over; the softmax should normalise over
+the key axis. The other operand is V. When the query and key axes both come from one
+contraction (``S = Q @ K.T`` in any layout or letters), that contraction is the
+*scores*, and its operands Q and K. Between the scores and the softmax the pass
+collects the scale (scalar factors, also those applied to Q or K before the product),
+the biases (tensors added) and the masks (`where` with a bool condition, or an added
+``where(mask, 0, -inf)``). See :class:`Attention` for the fields and docs/language.md
+("Axis meaning") for what is checked and what stays silent.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from fractions import Fraction
+from typing import Any, NamedTuple
+
+from . import codes, nodes, symbolic
+from .builtins import BUILTINS, AxisKind, axis_index
+from .diagnostics import Diagnostic, Note, Span
+from .einsum import SubscriptError, parse_subscripts
+from .program import Program, Value
+from .symbolic import Dim, DimSystem, Verdict, to_text
+
+# A fill at or below this blocks a key after the softmax (`-1e9`, `-1e4`, `-inf`);
+# one above `_LEAKS` leaves the key a real weight (SC410). Between, no opinion.
+_BLOCKS = -1e3
+_LEAKS = -10.0
+_MAX_SCALAR_DEPTH = 64
+
+
+# --- the public result ---------------------------------------------------------------------
+
+
+class Role(NamedTuple):
+    """A tensor of an attention, and what each of its axes is.
+
+    ``node`` is the expression as written under parentheses, transposes
+    (`.T`, `transpose`) and scalar factors: for ``(Q / sqrt(d)) @ K.T`` the query is
+    ``Q`` and the key ``K``, in their own layout. ``axes`` has one entry per axis of
+    ``node``'s value: ``"query"``, ``"key"``, ``"feature"`` (the axis Q and K are
+    contracted over), ``"value"`` (V's and the output's kept axis), ``"batch:0"``,
+    ``"batch:1"``, ... (the same label on every tensor: batch or head axes, numbered
+    in the order of the weights' batch axes), or None (a size-1 broadcast axis, or
+    unknown).
+    """
+
+    node: nodes.Expr
+    axes: tuple[str | None, ...]
+
+    def axis(self, role: str) -> int | None:
+        """The index of the axis with this role, if exactly one has it."""
+        found = [i for i, r in enumerate(self.axes) if r == role]
+        return found[0] if len(found) == 1 else None
+
+
+class Bias(NamedTuple):
+    """A tensor added to the scores (an ALiBi or relative-position bias), with the role of
+    each of its axes as :class:`Role` gives them; ``subtracts``: written `S - B`."""
+
+    node: nodes.Expr
+    axes: tuple[str | None, ...]
+    subtracts: bool
+
+
+class ScaleFactor(NamedTuple):
+    """One scalar factor of the scores: ``node`` is the scalar (`sqrt(d)` in `/ sqrt(d)`)."""
+
+    node: nodes.Expr
+    divides: bool  # written as a divisor (`/ sqrt(d)`), not a multiplier (`* 0.125`)
+    operand: nodes.Expr | None  # the factor (Q or K) it scales before the product; None: after
+
+
+class Scale(NamedTuple):
+    """The scale of the scores and its verdict.
+
+    The value is ``coefficient * prod(base ** exponent for base, exponent in powers)``;
+    ``coefficient`` is None when a scalar of unknown value takes part (a scalar input).
+    ``radicand`` is X when the dims part is ``1/sqrt(X)`` (None otherwise); ``expected``
+    the size of the contracted axis. ``verdict``: ``"ok"`` (X provably equals it, up to a
+    numeric factor), ``"wrong"`` (it does not: SC404), ``"inverted"`` (multiplied by
+    ``sqrt(expected)``: SC404), ``"constant"`` (numbers only: no opinion), ``"unusual"``
+    (another power of the dims: no opinion), ``"inferred"`` (X differs from the size, but
+    a sketch's inference named one of them: no opinion), ``"none"`` (no scale at all:
+    note SC405).
+    """
+
+    factors: tuple[ScaleFactor, ...]
+    coefficient: float | None
+    powers: tuple[tuple[Dim, Fraction], ...]
+    radicand: Dim | None
+    expected: Dim | None
+    verdict: str
+
+    def value(self, system: DimSystem) -> float | None:
+        """The scale at the bindings of ``system`` (None when something is unbound)."""
+        if self.coefficient is None:
+            return None
+        total = self.coefficient
+        for base, exponent in self.powers:
+            size = system.evaluate(base)
+            if size is None:
+                return None
+            total *= float(size) ** float(exponent)
+        return total
+
+
+class Mask(NamedTuple):
+    """A mask applied to the scores (or, wrongly, to the weights).
+
+    ``node`` is the `where(...)` call; ``condition`` the bool tensor with the role of each
+    of its axes in this attention. ``kind`` is ``"causal"`` (built by `causal_mask`, in any
+    transpose) or ``"bool"`` (any other bool tensor). ``keeps``: true entries keep the
+    score (``where(m, S, -inf)``); False when they are the hidden ones
+    (``where(m, -inf, S)``). ``fill`` is the value hidden scores get (None if it is not a
+    number); ``additive`` says the mask was built as ``where(m, 0, -inf)`` and added.
+    ``alignment`` (causal only): ``"aligned"`` (the mask's row index is the query),
+    ``"transposed"``, or None (unknown).
+    """
+
+    node: nodes.Expr
+    condition: Role
+    kind: str
+    keeps: bool
+    fill: float | None
+    additive: bool
+    alignment: str | None
+    after_softmax: bool
+
+
+class Attention(NamedTuple):
+    """One attention pattern: ``softmax(scale * Q @ K.T [+ bias] [masked]) @ V``, any layout.
+
+    Nodes are syntax-tree nodes of the program (``Program.type_of`` gives their shapes).
+
+    - ``statement`` / ``output``: the statement and the contraction (`P @ V` or
+      `einsum(...)`); ``output_roles`` the roles of its result's axes.
+    - ``weights``: the operand that is the softmax (as written, e.g. `P.T`), operand number
+      ``weights_operand`` (0 or 1) of ``output``; ``weights_roles`` its axes' roles;
+      ``summed_axes`` the axes of the weights the contraction sums over.
+    - ``softmax`` / ``softmax_statement``: the softmax call (or the division of a softmax
+      written by hand); ``softmax_axis``: the axis it normalises (an index into its
+      argument, non-negative); ``softmax_roles`` the roles of its argument's axes.
+    - ``scores`` / ``scores_statement``: the Q·K contraction, when found; ``query``,
+      ``key``: its operands as :class:`Role`; ``value``: V.
+    - ``batch``: the sizes of the batch axes ``batch:0``, ``batch:1``, ...
+    - ``scale`` (None without scores), ``biases`` (tensors added to the scores), ``masks``,
+      ``changes`` (what changed the weights between the softmax and the sum).
+    - ``ops``: what happens to the scores between the product and the softmax, in the order
+      it happens: each a :class:`ScaleFactor` (those on Q or K, before the product, first),
+      :class:`Bias` or :class:`Mask` (masks after the softmax are not in it). Shifts by a
+      constant or by a row maximum, `dropout` and moves are left out: the softmax does not
+      see them. None when the scores reach the softmax through something else (a `tanh`
+      soft-cap, an unknown construct): then only the roles are known.
+    - Verdicts: ``axis_ok`` (the softmax normalises the summed axis), ``scale_ok`` (None:
+      no opinion or no scale), ``mask_ok`` (None: no mask whose alignment is known).
+    """
+
+    statement: nodes.Stmt
+    output: nodes.Expr
+    output_roles: Role
+    weights: nodes.Expr
+    weights_operand: int
+    weights_roles: Role
+    summed_axes: tuple[int, ...]
+    softmax: nodes.Expr
+    softmax_statement: nodes.Stmt | None
+    softmax_axis: int
+    softmax_roles: Role | None
+    scores: nodes.Expr | None
+    scores_statement: nodes.Stmt | None
+    query: Role | None
+    key: Role | None
+    value: Role
+    batch: tuple[Dim, ...]
+    scale: Scale | None
+    biases: tuple[Bias, ...]
+    masks: tuple[Mask, ...]
+    ops: tuple[ScaleFactor | Bias | Mask, ...] | None
+    changes: tuple[nodes.Expr, ...]
+    axis_ok: bool | None
+    scale_ok: bool | None
+    mask_ok: bool | None
+
+
+class Meaning:
+    """What :func:`analyse` found: the attention patterns and the diagnostics."""
+
+    __slots__ = ("patterns", "diagnostics", "_infos")
+
+    def __init__(self, patterns: list[Attention], diagnostics: list[Diagnostic],
+                 infos: dict[int, _Info]) -> None:
+        self.patterns = patterns
+        self.diagnostics = diagnostics
+        self._infos = infos
+
+    def axes(self, node: nodes.Expr) -> tuple[Axis, ...] | None:
+        """The axes of an expression's value (identity is the object), None if unknown."""
+        info = self._infos.get(id(node))
+        return info.axes if info is not None else None
+
+
+# --- axes and facts ---------------------------------------------------------------------------
+
+
+class Axis:
+    """One axis, an index of the formula; identity is the object.
+
+    ``size`` is its dim expression. ``node`` is the expression that created it (None for
+    the axes of a declared tensor, named by ``tensor``); ``sources`` the (operand, axis)
+    positions it comes from when ``node`` is a contraction; ``opaque`` marks an axis whose
+    relation to the arguments' axes is unknown (an unmatched reshape).
+    """
+
+    __slots__ = ("size", "node", "tensor", "sources", "opaque")
+
+    def __init__(self, size: Dim, node: nodes.Expr | None = None, tensor: str | None = None,
+                 sources: tuple[tuple[int, int], ...] = (), opaque: bool = False) -> None:
+        self.size = size
+        self.node = node
+        self.tensor = tensor
+        self.sources = sources
+        self.opaque = opaque
+
+
+class _Scalar:
+    """A scalar as ``coef * prod(base ** exponent)``; ``opaque``: a factor of unknown value."""
+
+    __slots__ = ("coef", "powers", "opaque")
+
+    def __init__(self, coef: float = 1.0, powers: tuple[tuple[Dim, Fraction], ...] = (),
+                 opaque: bool = False) -> None:
+        self.coef = coef
+        self.powers = powers
+        self.opaque = opaque
+
+
+_OPAQUE = _Scalar(opaque=True)
+
+
+class _Factor:
+    """A scalar factor of a value: its node is evaluated (:meth:`_Analysis.scalar`) only
+    when a scale is judged."""
+
+    __slots__ = ("node", "divides", "operand")
+
+    def __init__(self, node: nodes.Expr, divides: bool, operand: nodes.Expr | None = None) -> None:
+        self.node = node
+        self.divides = divides
+        self.operand = operand
+
+
+class _Applied:
+    """A mask applied to a value, in the value's own axes."""
+
+    __slots__ = ("node", "condition", "kind", "seer", "seen", "keeps", "fill", "aligned",
+                 "additive", "origin")
+
+    def __init__(self, node: nodes.Expr, condition: nodes.Expr, kind: str, seer: Axis | None,
+                 seen: Axis | None, keeps: bool, fill: float | None,
+                 aligned: tuple[Axis | None, ...], additive: bool, origin: nodes.Expr | None) -> None:
+        self.node = node
+        self.condition = condition
+        self.kind = kind
+        self.seer = seer  # the axis of i in "i may see j <= i" (causal_mask's rows)
+        self.seen = seen
+        self.keeps = keeps
+        self.fill = fill
+        self.aligned = aligned  # per axis of the condition: the value's axis it lines up with
+        self.additive = additive
+        self.origin = origin  # the causal_mask call
+
+    def moved(self, mapping: dict[int, Axis]) -> _Applied:
+        def move(axis: Axis | None) -> Axis | None:
+            return None if axis is None else mapping.get(id(axis))
+        return _Applied(self.node, self.condition, self.kind, move(self.seer), move(self.seen),
+                        self.keeps, self.fill, tuple(move(a) for a in self.aligned),
+                        self.additive, self.origin)
+
+
+class _Causal:
+    """A bool value that is a causal mask: true where ``seer``'s index >= ``seen``'s."""
+
+    __slots__ = ("seer", "seen", "node")
+
+    def __init__(self, seer: Axis, seen: Axis, node: nodes.Expr) -> None:
+        self.seer = seer
+        self.seen = seen
+        self.node = node
+
+
+class _Contraction:
+    """A `@` or an einsum: operands, which of their axes are summed, kept, batch."""
+
+    __slots__ = ("node", "operands", "infos", "summed", "kept", "batch", "axes", "size",
+                 "statement")
+
+    def __init__(self, node: nodes.Expr, operands: Sequence[nodes.Expr], infos: Sequence[_Info],
+                 summed: list[list[int]], kept: list[list[int]], batch: list[list[int]],
+                 axes: tuple[Axis, ...], size: Dim | None, statement: nodes.Stmt) -> None:
+        self.node = node
+        self.operands = tuple(operands)
+        self.infos = tuple(infos)
+        self.summed = summed  # per operand: its axes summed over (contracted)
+        self.kept = kept  # per operand: its axes kept, not shared with another operand
+        self.batch = batch  # per operand: its axes kept and shared (batch letters)
+        self.axes = axes  # the result's axes
+        self.size = size  # the product of the contracted sizes (two operands), else None
+        self.statement = statement
+
+
+class _Product:
+    """A value that is a contraction, then scaled, biased or masked: possibly scores."""
+
+    __slots__ = ("contraction", "inner_scale")
+
+    def __init__(self, contraction: _Contraction, inner_scale: tuple[_Factor, ...]) -> None:
+        self.contraction = contraction
+        self.inner_scale = inner_scale  # factors applied to the operands before the product
+
+
+# A tensor added to the scores: its node, the scores' axis each of its axes lines up
+# with, and whether it is subtracted.
+_Bias = tuple[nodes.Expr, tuple["Axis | None", ...], bool]
+
+
+class _Norm:
+    """A value that is softmax weights: every slice along ``axis`` sums to 1 (unless changed)."""
+
+    __slots__ = ("call", "axis", "source", "argument", "changed", "after", "statement")
+
+    def __init__(self, call: nodes.Expr, axis: Axis, source: _Info, argument: nodes.Expr,
+                 statement: nodes.Stmt | None, changed: tuple[nodes.Expr, ...] = (),
+                 after: tuple[_Applied, ...] = ()) -> None:
+        self.call = call
+        self.axis = axis
+        self.source = source  # the softmax argument: the scores' facts
+        self.argument = argument
+        self.statement = statement
+        self.changed = changed  # what changed the weights since
+        self.after = after  # masks applied to the weights (after the softmax)
+
+    def changed_by(self, node: nodes.Expr, applied: _Applied | None = None) -> _Norm:
+        return _Norm(self.call, self.axis, self.source, self.argument, self.statement,
+                     self.changed + (node,), self.after + ((applied,) if applied else ()))
+
+
+class _Reduced:
+    __slots__ = ("call", "x", "axes")
+
+    def __init__(self, call: nodes.Expr, x: nodes.Expr, axes: tuple[int, ...]) -> None:
+        self.call = call
+        self.x = x
+        self.axes = axes  # the positions removed, in the reduced tensor
+
+
+class _Info:
+    """What the pass knows about one value: its axes and the facts that travel with it.
+
+    Facts default to the class attributes; a value sets only those it has (most values
+    have none), which keeps the pass cheap on long specs.
+    """
+
+    norm: _Norm | None = None
+    product: _Product | None = None  # the contraction this value is, through scales, biases, masks
+    scale: tuple[_Factor, ...] = ()  # scalar factors applied since the last contraction
+    applied: tuple[_Applied, ...] = ()  # masks applied to this value (before any softmax)
+    biases: tuple[_Bias, ...] = ()  # tensors added to it
+    # The scales, biases and masks above, in the order they were applied.
+    ops: tuple[_Factor | _Bias | _Applied, ...] = ()
+    masks: tuple[_Applied, ...] = ()  # the additive masks this value is (where(m, 0, -inf))
+    causal: tuple[_Causal, ...] = ()  # bool values: the causal masks this value is
+    reduced: _Reduced | None = None  # a reduction's result (its axes are the ones left)
+    exp_of: _Info | None = None  # exp(x): x's facts (a softmax written by hand)
+
+    def __init__(self, axes: tuple[Axis, ...] | None, **facts: Any) -> None:
+        self.axes = axes
+        if facts:
+            self.__dict__.update(facts)
+
+    def moved(self, axes: tuple[Axis, ...]) -> _Info:
+        """The same facts on a value whose values were only moved (same axis identities)."""
+        info = _Info(axes)
+        info.__dict__.update(self.__dict__)
+        info.axes = axes
+        info.__dict__.pop("exp_of", None)
+        return info
+
+    def shifted(self, axes: tuple[Axis, ...], norm: _Norm | None = None,
+                ops: tuple[_Factor | _Bias | _Applied, ...] = ()) -> _Info:
+        """Scores scaled, shifted, biased or masked (``ops``, in order): the facts go on."""
+        info = _Info(axes)
+        if self.product is not None:
+            info.product = self.product
+        if norm is not None:
+            info.norm = norm
+        if self.reduced is not None:
+            info.reduced = self.reduced
+        if ops or self.ops:
+            info.ops = self.ops + ops
+            info.scale = self.scale + tuple(op for op in ops if type(op) is _Factor)
+            info.applied = self.applied + tuple(op for op in ops if type(op) is _Applied)
+            info.biases = self.biases + tuple(op for op in ops if type(op) is tuple)
+        return info
+
+
+_UNKNOWN = _Info(None)
+_SCALAR = _Info(())
+
+
+# --- the pass -------------------------------------------------------------------------------------
+
+
+def analyse(program: Program) -> Meaning:
+    """Follow every axis through ``program``; find the attention patterns; check them."""
+    return _Analysis(program).run()
+
+
+class _Analysis:
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.types = program.types
+        self.calls = program.calls
+        self.names: dict[str, _Info] = {}
+        self.scalars: dict[str, nodes.Expr] = {}  # scalar tensors: their definitions
+        self.infos: dict[int, _Info] = {}
+        self.contractions: dict[int, _Contraction] = {}
+        self.patterns: list[Attention] = []
+        self.diagnostics: list[Diagnostic] = []
+        self._reported: set[tuple[str, int]] = set()
+        self._statement: nodes.Stmt | None = None
+        self._line_starts = _line_starts(program.source)
+        self._system: DimSystem | None = None
+        self._verdicts: dict[tuple[Any, ...], tuple[str, Dim | None]] = {}
+        inferred = program.inferred
+        self._inferred = frozenset(name for name, _ in inferred.dims) if inferred else frozenset()
+
+    @property
+    def system(self) -> DimSystem:
+        """Questions about sizes are asked without the `--dim` bindings (symbolic only)."""
+        if self._system is None:
+            self._system = self.program.dims.without_bindings()
+        return self._system
+
+    def run(self) -> Meaning:
+        for statement in self.program.statements:
+            if isinstance(statement, nodes.TensorDecl):
+                self._declare(statement)
+            elif isinstance(statement, (nodes.Define, nodes.Output)) and statement.value is not None:
+                self._define(statement)
+        return Meaning(self.patterns, self.diagnostics, self.infos)
+
+    def _declare(self, statement: nodes.TensorDecl) -> None:
+        tensor = self.program.tensors.get(statement.name.name)
+        if tensor is None or tensor.span != statement.span or tensor.value.shape is None:
+            return
+        name = statement.name.name
+        self.names[name] = _Info(tuple(Axis(size, tensor=name) for size in tensor.value.shape))
+
+    def _define(self, statement: nodes.Define | nodes.Output) -> None:
+        assert statement.value is not None
+        self._statement = statement
+        info = self.value(statement.value)
+        name = statement.name.name
+        tensor = self.program.tensors.get(name)
+        if tensor is None or tensor.span != statement.span:
+            return  # a redefinition (an error): the first definition stands
+        if tensor.value.shape is not None and info.axes is not None \
+                and len(info.axes) != len(tensor.value.shape):
+            info = _UNKNOWN  # an annotation that failed: the checker kept another shape
+        self.names[name] = info
+        if tensor.value.shape == ():
+            self.scalars[name] = statement.value
+
+    # --- values ----------------------------------------------------------------------------
+
+    def value(self, node: nodes.Expr) -> _Info:
+        info = self._value(node)
+        self.infos[id(node)] = info
+        return info
+
+    def _value(self, node: nodes.Expr) -> _Info:
+        kind = type(node)
+        if kind is nodes.Name:
+            info = self.names.get(node.name)  # type: ignore[union-attr]
+            if info is not None:
+                return info
+        value = self.types.get(id(node))
+        if value is None or value.shape is None:
+            self._visit_children(node)
+            return _UNKNOWN
+        if kind is nodes.Paren:
+            return self.value(node.inner)  # type: ignore[union-attr]
+        if kind is nodes.Name:
+            if value.shape == ():
+                return _SCALAR
+            # A tensor the spec uses without declaring it (a sketch: inference gave its
+            # shape): its axes are new at its first use, and shared by every later one.
+            name = node.name  # type: ignore[union-attr]
+            info = self.names[name] = _Info(tuple(Axis(size, tensor=name) for size in value.shape))
+            return info
+        if not value.shape:  # a scalar has no axes; an `@` inside one still has meaning
+            self._visit_children(node)
+            return _SCALAR
+        handler = _HANDLERS.get(kind)
+        return handler(self, node, value) if handler is not None else self._opaque(node, value)
+
+    def _binop(self, node: nodes.BinOp, value: Value) -> _Info:
+        if node.op == "@":
+            return self._matmul(node)
+        return self._arithmetic(node, value)
+
+    def _unary(self, node: nodes.Unary, value: Value) -> _Info:
+        operand = self.value(node.operand)
+        if operand.axes is None or node.op == "+":
+            return operand
+        changed = operand.norm.changed_by(node) if operand.norm is not None else None
+        return _Info(operand.axes, norm=changed)
+
+    def _transpose(self, node: nodes.Transpose, value: Value) -> _Info:
+        operand = self.value(node.operand)
+        axes = operand.axes
+        if axes is None or len(axes) < 2:
+            return _UNKNOWN
+        return operand.moved(axes[:-2] + (axes[-1], axes[-2]))
+
+    def _visit_children(self, node: nodes.Expr) -> None:
+        """Unknown or scalar values: still look inside (an `@` in an argument has meaning)."""
+        for child in _children(node):
+            self.value(child)
+
+    def _opaque(self, node: nodes.Expr, value: Value) -> _Info:
+        """A construct whose axes this pass does not follow: new axes, no facts."""
+        self._visit_children(node)
+        assert value.shape is not None
+        return _Info(tuple(Axis(size, node, opaque=True) for size in value.shape))
+
+    # --- contractions ------------------------------------------------------------------------
+
+    def _matmul(self, node: nodes.BinOp) -> _Info:
+        left, right = self.value(node.left), self.value(node.right)
+        result = self.types[id(node)].shape
+        laxes, raxes = left.axes, right.axes
+        if not laxes or not raxes or result is None:
+            return _UNKNOWN
+        lrank, rrank = len(laxes), len(raxes)
+        summed = [[lrank - 1], [rrank - 2 if rrank >= 2 else 0]]
+        kept = [[lrank - 2] if lrank >= 2 else [], [rrank - 1] if rrank >= 2 else []]
+        batch_rank = len(result) - len(kept[0]) - len(kept[1])
+        axes: list[Axis] = []
+        if batch_rank:
+            left_batch = list(range(lrank - 2 - batch_rank, lrank - 2))
+            right_batch = list(range(rrank - 2 - batch_rank, rrank - 2))
+            for position in range(batch_rank):
+                sources = tuple((operand, index) for operand, index in
+                                ((0, left_batch[position]), (1, right_batch[position])) if index >= 0)
+                axes.append(Axis(result[position], node, None, sources))
+            batch = [[i for i in left_batch if i >= 0], [i for i in right_batch if i >= 0]]
+        else:
+            batch = [[], []]
+        if kept[0]:
+            axes.append(Axis(result[len(axes)], node, None, ((0, kept[0][0]),)))
+        if kept[1]:
+            axes.append(Axis(result[len(axes)], node, None, ((1, kept[1][0]),)))
+        return self._contracted(node, (node.left, node.right), (left, right), summed, kept,
+                                batch, tuple(axes), laxes[-1].size)
+
+    def _einsum(self, node: nodes.Call, operands: Sequence[nodes.Expr], subscripts: str) -> _Info:
+        infos = [self.value(operand) for operand in operands]
+        result = self.types[id(node)].shape
+        if result is None or any(info.axes is None for info in infos):
+            return _UNKNOWN
+        try:
+            parsed = parse_subscripts(subscripts, len(operands))
+        except SubscriptError:
+            return _UNKNOWN
+        terms, output = parsed.inputs, parsed.output
+        keys = [_einsum_keys(term, len(info.axes or ())) for term, info in zip(terms, infos)]
+        out_keys = _einsum_keys(output, len(result))
+        if out_keys is None or any(k is None for k in keys):
+            return _UNKNOWN
+        placed: dict[Any, list[tuple[int, int]]] = {}
+        for operand, operand_keys in enumerate(keys):
+            for position, key in enumerate(operand_keys or ()):
+                placed.setdefault(key, []).append((operand, position))
+        axes = tuple(Axis(size, node, sources=tuple(placed.get(key, ())))
+                     for key, size in zip(out_keys, result))
+        outputs = set(out_keys)
+        summed = [[p for p, k in enumerate(ks or ()) if k not in outputs] for ks in keys]
+        kept, batch = [], []
+        for operand_keys in keys:
+            shared = [p for p, k in enumerate(operand_keys or ())
+                      if k in outputs and len({o for o, _ in placed[k]}) > 1]
+            batch.append(shared)
+            kept.append([p for p, k in enumerate(operand_keys or ()) if k in outputs and p not in shared])
+        size = None
+        if len(operands) == 2:
+            both = [k for k in set(keys[0] or ()) & set(keys[1] or ()) if k not in outputs]
+            if both:
+                size = symbolic.product(_einsum_size(self.types, operands, placed[k][0]) for k in
+                                        sorted(both, key=str))
+        return self._contracted(node, operands, infos, summed, kept, batch, axes, size)
+
+    def _contracted(self, node: nodes.Expr, operands: Sequence[nodes.Expr], infos: Sequence[_Info],
+                    summed: list[list[int]], kept: list[list[int]], batch: list[list[int]],
+                    axes: tuple[Axis, ...], size: Dim | None) -> _Info:
+        assert self._statement is not None
+        contraction = _Contraction(node, operands, infos, summed, kept, batch, axes,
+                                   size if len(operands) == 2 else None, self._statement)
+        self.contractions[id(node)] = contraction
+        if len(operands) == 2:
+            for operand, info in enumerate(infos):
+                if info.norm is not None:
+                    self._attention(contraction, operand)
+        if size is None or len(operands) != 2:
+            return _Info(axes)
+        inner: tuple[_Factor, ...] = ()
+        for operand, info in zip(operands, infos):
+            if info.scale:
+                inner += tuple(_Factor(f.node, f.divides, f.operand or operand)
+                               for f in info.scale)
+        return _Info(axes, product=_Product(contraction, inner))
+
+    # --- arithmetic ------------------------------------------------------------------------
+
+    def _arithmetic(self, node: nodes.BinOp, value: Value) -> _Info:
+        left, right = self.value(node.left), self.value(node.right)
+        if left.axes is None or right.axes is None:
+            return _UNKNOWN
+        if not right.axes or not left.axes:  # a tensor and a scalar
+            tensor, scalar, tensor_node, scalar_node = (
+                (left, right, node.left, node.right) if not right.axes
+                else (right, left, node.right, node.left))
+            return self._with_scalar(node, tensor, scalar_node, tensor_node is node.left)
+        if node.op == "/" and self._normalises(node, right):
+            return self._handmade_softmax(node, left, right)
+        return self._tensors(node, [node.left, node.right], [left, right], value)
+
+    def _with_scalar(self, node: nodes.BinOp, tensor: _Info, scalar_node: nodes.Expr,
+                     tensor_first: bool) -> _Info:
+        norm = tensor.norm.changed_by(node) if tensor.norm is not None else None
+        assert tensor.axes is not None
+        if node.op == "*" or (node.op == "/" and tensor_first):
+            factor = _Factor(scalar_node, node.op == "/")
+            return tensor.shifted(tensor.axes, norm, (factor,))
+        if node.op in "+-":  # a constant shift: the softmax does not see it
+            return tensor.shifted(tensor.axes, norm)
+        return _Info(tensor.axes, norm=norm, reduced=tensor.reduced)
+
+    def _tensors(self, node: nodes.Expr, operand_nodes: list[nodes.Expr], operands: list[_Info],
+                 value: Value) -> _Info:
+        """An elementwise operation on several tensors, with NumPy broadcasting."""
+        order = sorted(range(len(operands)), key=lambda i: (
+            operands[i].product is None and operands[i].norm is None, i))
+        axes, mappings = self._broadcast(node, operand_nodes, operands, order)
+        if axes is None:
+            return _UNKNOWN
+        op = node.op if isinstance(node, nodes.BinOp) else ""
+        if value.is_bool:
+            # bool with bool: `*` is "and", so each causal part still holds.
+            causal = tuple(_Causal(mappings[i][id(c.seer)], mappings[i][id(c.seen)], c.node)
+                           for i, o in enumerate(operands) for c in o.causal
+                           if op == "*" and id(c.seer) in mappings[i] and id(c.seen) in mappings[i])
+            return _Info(axes, causal=causal)
+        norms = [o.norm for o in operands if o.norm is not None]
+        if op in ("+", "-") and not norms:
+            # Scores plus a bias, an additive mask, or a shift by a reduction (a softmax
+            # written by hand): the scores' facts go on.
+            if op == "-" and order[0] != 0:
+                return _Info(axes)  # `B - S`: the scores negated, not understood
+            main = operands[order[0]]
+            ops: tuple[_Bias | _Applied, ...] = ()
+            for i, other in enumerate(operands):
+                if i == order[0]:
+                    continue
+                if other.masks:
+                    ops += tuple(m.moved(mappings[i]) for m in other.masks)
+                elif other.reduced is None:
+                    ops += ((operand_nodes[i], tuple(mappings[i].get(id(a))
+                                                     for a in other.axes or ()), op == "-"),)
+            return main.shifted(axes, None, ops)
+        if len(norms) == 1:
+            # Weights masked, scaled by a tensor or mixed with other numbers.
+            return _Info(axes, norm=norms[0].changed_by(node))
+        return _Info(axes)
+
+    def _broadcast(self, node: nodes.Expr, operand_nodes: list[nodes.Expr], operands: list[_Info],
+                   order: list[int]) -> tuple[tuple[Axis, ...] | None, list[dict[int, Axis]]]:
+        """The result's axes (from the first operand in ``order`` that is not 1 there),
+        and per operand the result axis each of its axes lines up with."""
+        layouts = [o.axes for o in operands]
+        if any(layout is None for layout in layouts):
+            return None, []
+        rank = max(len(layout or ()) for layout in layouts)
+        mappings: list[dict[int, Axis]] = [{} for _ in operands]
+        result: list[Axis] = []
+        for from_right in range(rank, 0, -1):
+            present = [(i, layouts[i][-from_right]) for i in order  # type: ignore[index]
+                       if len(layouts[i] or ()) >= from_right]
+            sized = [(i, a) for i, a in present if not symbolic.is_literal_one(a.size)]
+            chosen = (sized or present)[0][1]
+            result.append(chosen)
+            for i, axis in present:
+                if axis is chosen or not symbolic.is_literal_one(axis.size):
+                    mappings[i][id(axis)] = chosen
+            if len(sized) > 1:
+                self._check_alignment(node, operand_nodes, operands, sized, layouts)
+        return tuple(result), mappings
+
+    def _check_alignment(self, node: nodes.Expr, operand_nodes: list[nodes.Expr],
+                         operands: list[_Info], lined_up: list[tuple[int, Axis]],
+                         layouts: list[Any]) -> None:
+        """SC409: a reduction's remaining axis lined up with a different axis of the
+        tensor it was reduced from (`E / sum(E, axis=-1)` without keepdims)."""
+        for i, axis in lined_up:
+            reduced = operands[i].reduced
+            if reduced is None:
+                continue
+            for j, other in lined_up:
+                if j == i or other is axis or axis not in layouts[j]:
+                    continue
+                key = ("SC409", id(node))
+                if key in self._reported:
+                    return
+                self._reported.add(key)
+                x = self._text(reduced.x)
+                self._report(codes.REDUCED_AXIS.diag(
+                    node.span, reduction=self._text(reduced.call), x=x,
+                    other=self._text(operand_nodes[j]), expr=self._text(node),
+                    size=to_text(axis.size),
+                    notes=[codes.note("reduced_here", reduced.call.span,
+                                      reduction=self._text(reduced.call))],
+                    help=[codes.help_text("keepdims", reduction=self._text(reduced.call))]))
+                return
+
+    def _normalises(self, node: nodes.BinOp, right: _Info) -> bool:
+        """`E / sum(E, axis=a, keepdims=true)` (the sum may be named): each slice of the
+        result along a sums to 1."""
+        reduced = right.reduced
+        if reduced is None or self.infos.get(id(reduced.call)) is not right:
+            return False  # not the sum itself (`2 * sum(E)` does not normalise)
+        info = self.calls.get(id(reduced.call))
+        if info is None or info.builtin != "sum" or not info.args.get("keepdims") \
+                or info.args.get("axis") is None:
+            return False
+        return self._same(node.left, reduced.x)
+
+    def _handmade_softmax(self, node: nodes.BinOp, left: _Info, right: _Info) -> _Info:
+        assert right.reduced is not None
+        info = self.calls[id(right.reduced.call)]
+        assert left.axes is not None
+        axis = left.axes[axis_index(info.args["axis"], len(left.axes))]
+        source = left.exp_of or left
+        argument = node.left
+        assert self._statement is not None
+        return _Info(left.axes, norm=_Norm(node, axis, source, argument, self._statement))
+
+    def _same(self, a: nodes.Expr, b: nodes.Expr) -> bool:
+        a, b = nodes.strip_parens(a), nodes.strip_parens(b)
+        if isinstance(a, nodes.Name) and isinstance(b, nodes.Name):
+            return a.name == b.name
+        return self._text(a) == self._text(b)
+
+    # --- calls ------------------------------------------------------------------------------
+
+    def _call(self, node: nodes.Call, value: Value) -> _Info:
+        info = self.calls.get(id(node))
+        builtin = BUILTINS.get(info.builtin) if info is not None else None
+        if info is None or builtin is None:
+            return self._opaque(node, value)
+        axis_map = builtin.axes
+        kind = axis_map.kind
+        if kind is AxisKind.CONTRACT:
+            return self._einsum(node, info.args["operands"].items, info.args["subscripts"])
+        tensors = self._tensor_arguments(info.args, axis_map.tensors)
+        if info.builtin == "where":
+            return self._where(node, tensors, value)
+        if kind is AxisKind.CREATE:
+            return self._create(node, info.builtin, value)
+        if kind is AxisKind.OPAQUE or any(i.axes is None for _, i in tensors):
+            return self._opaque(node, value) if kind is AxisKind.OPAQUE else _UNKNOWN
+        if kind is AxisKind.ELEMENTWISE:
+            return self._elementwise(node, info.args, axis_map, tensors, value)
+        x_node, x = tensors[0]
+        assert x.axes is not None and value.shape is not None
+        if kind is AxisKind.PERMUTE:
+            perm = info.args.get(axis_map.axis or "")
+            if perm is None:
+                return x.moved(x.axes[:-2] + (x.axes[-1], x.axes[-2]))
+            return x.moved(tuple(x.axes[p] for p in perm))
+        if kind is AxisKind.RESHAPE:
+            return self._reshape(node, x_node, x, value.shape)
+        if kind is AxisKind.SPLIT_HEADS:
+            *batch, tokens, last = x.axes
+            heads, per_head = (Axis(size, node) for size in value.shape[-3::2])
+            return x.moved((*batch, heads, tokens, per_head))
+        if kind is AxisKind.MERGE_HEADS:
+            *batch, _, tokens, _ = x.axes
+            return x.moved((*batch, tokens, Axis(value.shape[-1], node)))
+        if kind is AxisKind.RESIZE:
+            moved = x.moved(x.axes)
+            where = axis_index(info.args[axis_map.axis or ""], len(x.axes))
+            if x.norm is not None and x.axes[where] is x.norm.axis:
+                moved.norm = x.norm.changed_by(node)  # copies along the softmax axis
+            return moved
+        if kind is AxisKind.JOIN:
+            return self._join(node, info.args, axis_map.axis, tensors, value)
+        if kind is AxisKind.REDUCE:
+            return self._reduce(node, info.args, axis_map, x_node, x, value)
+        return self._opaque(node, value)
+
+    def _tensor_arguments(self, args: dict[str, Any], names: tuple[str, ...]
+                          ) -> list[tuple[nodes.Expr, _Info]]:
+        found = []
+        for name in names:
+            arg = args.get(name)
+            items = arg.items if isinstance(arg, nodes.ListExpr) else (arg,) if arg is not None else ()
+            for item in items:
+                found.append((item, self.value(item)))
+        return found
+
+    def _elementwise(self, node: nodes.Call, args: dict[str, Any], axis_map: Any,
+                     tensors: list[tuple[nodes.Expr, _Info]], value: Value) -> _Info:
+        if len(tensors) != 1:
+            return self._tensors(node, [n for n, _ in tensors], [i for _, i in tensors], value)
+        x_node, x = tensors[0]
+        assert x.axes is not None
+        if axis_map.normalises is not None:
+            axis = x.axes[axis_index(args[axis_map.normalises], len(x.axes))] if x.axes else None
+            if axis is None:
+                return _Info(x.axes)
+            source = x
+            return _Info(x.axes, norm=_Norm(node, axis, source, x_node, self._statement))
+        if axis_map.keeps_values:
+            return x.moved(x.axes)
+        norm = x.norm.changed_by(node) if x.norm is not None else None
+        exp_of = x if node.func.name == "exp" else None
+        return _Info(x.axes, norm=norm, reduced=x.reduced, exp_of=exp_of)
+
+    def _create(self, node: nodes.Call, builtin: str, value: Value) -> _Info:
+        assert value.shape is not None
+        axes = tuple(Axis(size, node) for size in value.shape)
+        if builtin == "causal_mask" and len(axes) == 2:
+            return _Info(axes, causal=(_Causal(axes[0], axes[1], node),))
+        return _Info(axes)
+
+    def _reshape(self, node: nodes.Call, x_node: nodes.Expr, x: _Info, target: tuple[Dim, ...]) -> _Info:
+        """Axes matched by size from either end keep their identity (C order keeps the
+        first and the last indices when those sizes agree); the rest are new."""
+        source = x.axes
+        assert source is not None
+        equal = self.system.equal
+        front = 0
+        while front < min(len(source), len(target)) and equal(source[front].size, target[front]):
+            front += 1
+        back = 0
+        while back < min(len(source), len(target)) - front and \
+                equal(source[-1 - back].size, target[-1 - back]):
+            back += 1
+        middle_source = source[front: len(source) - back]
+        middle_target = target[front: len(target) - back]
+        if len(middle_source) > 1 and len(middle_target) > 1:
+            self._check_mixing(node, x_node, middle_source, middle_target)
+        opaque = len(middle_source) > 1 and len(middle_target) > 1
+        middle = tuple(Axis(size, node, opaque=opaque) for size in middle_target)
+        axes = source[:front] + middle + source[len(source) - back:]
+        kept = x.norm is not None and x.norm.axis in axes
+        info = x.moved(axes)
+        if not kept:
+            info.norm = None
+        return info
+
+    def _check_mixing(self, node: nodes.Call, x_node: nodes.Expr, source: Sequence[Axis],
+                      target: Sequence[Dim]) -> None:
+        """SC411: a reshape that would have to move an axis (`[H, N, d]` -> `[N, H*d]`)."""
+        for position, size in enumerate(target):
+            for index, axis in enumerate(source):
+                if index != position and self.system.equal(axis.size, size):
+                    x_value = self.types[id(x_node)]
+                    result = self.types[id(node)]
+                    self._report(codes.RESHAPE_MIXES.diag(
+                        node.span, source=x_value.text(), target=result.text(), size=to_text(size),
+                        notes=self._origin_notes(x_node),
+                        help=[codes.help_text("move_axes_first")]))
+                    return
+
+    def _join(self, node: nodes.Call, args: dict[str, Any], axis_param: str | None,
+              tensors: list[tuple[nodes.Expr, _Info]], value: Value) -> _Info:
+        assert value.shape is not None
+        first = tensors[0][1].axes
+        if not first:
+            return _UNKNOWN
+        where = axis_index(args.get(axis_param or "", 0), len(first))
+        axes = list(first)
+        axes[where] = Axis(value.shape[where], node)
+        # Parts scaled alike keep their scale (a rotary part concatenated to the rest).
+        scales = {tuple(id(f.node) for f in i.scale) for _, i in tensors}
+        scale = tensors[0][1].scale if len(scales) == 1 else ()
+        return _Info(tuple(axes), scale=scale)
+
+    def _reduce(self, node: nodes.Call, args: dict[str, Any], axis_map: Any, x_node: nodes.Expr,
+                x: _Info, value: Value) -> _Info:
+        assert x.axes is not None and value.shape is not None
+        axis = args.get(axis_map.axis or "")
+        removed = tuple(range(len(x.axes))) if axis is None else (axis_index(axis, len(x.axes)),)
+        if args.get(axis_map.keepdims or ""):
+            axes = tuple(Axis(value.shape[i], node) if i in removed else a
+                         for i, a in enumerate(x.axes))
+        else:
+            axes = tuple(a for i, a in enumerate(x.axes) if i not in removed)
+        return _Info(axes, reduced=_Reduced(node, x_node, removed))
+
+    # --- masks ---------------------------------------------------------------------------------
+
+    def _where(self, node: nodes.Call, tensors: list[tuple[nodes.Expr, _Info]], value: Value) -> _Info:
+        (c_node, cond), (x_node, x), (y_node, y) = tensors
+        if cond.axes is None or x.axes is None or y.axes is None:
+            return _UNKNOWN
+        order = [1, 2, 0] if x.axes or not y.axes else [2, 1, 0]
+        axes, mappings = self._broadcast(node, [c_node, x_node, y_node], [cond, x, y], order)
+        if axes is None:
+            return _UNKNOWN
+        if not x.axes and not y.axes:
+            # where(m, 0, -inf): an additive mask; true entries keep when x is the larger.
+            high, low = self._number(x_node), self._number(y_node)
+            keeps = high is not None and low is not None and high > low
+            applied = self._applied(node, c_node, cond, mappings[0], keeps,
+                                    low if keeps else high, additive=True)
+            return _Info(axes, masks=(applied,))
+        if x.axes and y.axes:
+            return _Info(axes)  # two tensors: a choice, not a mask
+        keeps = bool(x.axes)
+        target, fill_node = (x, y_node) if keeps else (y, x_node)
+        applied = self._applied(node, c_node, cond, mappings[0], keeps, self._number(fill_node),
+                                additive=False)
+        if target.norm is not None:
+            if self._remasks(target.norm, c_node):
+                return target.moved(axes)
+            return _Info(axes, norm=target.norm.changed_by(node, applied))
+        return target.shifted(axes, None, (applied,))
+
+    def _applied(self, node: nodes.Call, c_node: nodes.Expr, cond: _Info, mapping: dict[int, Axis],
+                 keeps: bool, fill: float | None, additive: bool) -> _Applied:
+        assert cond.axes is not None
+        aligned = tuple(mapping.get(id(a)) for a in cond.axes)
+        for causal in cond.causal:
+            seer, seen = mapping.get(id(causal.seer)), mapping.get(id(causal.seen))
+            return _Applied(node, c_node, "causal", seer, seen, keeps, fill, aligned, additive,
+                            causal.node)
+        return _Applied(node, c_node, "bool", None, None, keeps, fill, aligned, additive, None)
+
+    def _remasks(self, norm: _Norm, condition: nodes.Expr) -> bool:
+        """The weights masked again with the mask the scores already had (zeroing NaN rows)."""
+        return any(self._same(m.condition, condition) for m in norm.source.applied)
+
+    def _number(self, node: nodes.Expr) -> float | None:
+        scalar = self.scalar(node)
+        return None if scalar.opaque or scalar.powers else scalar.coef
+
+    # --- scalars -------------------------------------------------------------------------------
+
+    def scalar(self, node: nodes.Expr, depth: int = 0) -> _Scalar:
+        """A scalar expression as ``coef * prod(base ** exponent)`` (`1 / sqrt(d)`, `d ** -0.5`)."""
+        node = nodes.strip_parens(node)
+        if depth > _MAX_SCALAR_DEPTH:
+            return _OPAQUE
+        if isinstance(node, (nodes.Integer, nodes.Decimal)):
+            return _Scalar(float(node.value))
+        if isinstance(node, nodes.Inf):
+            return _Scalar(math.inf)
+        if isinstance(node, nodes.Name):
+            value = self.types.get(id(node))
+            if value is not None and value.dim is not None:
+                return _Scalar(powers=((value.dim, Fraction(1)),))
+            definition = self.scalars.get(node.name)
+            return self.scalar(definition, depth + 1) if definition is not None else _OPAQUE
+        if isinstance(node, nodes.Unary):
+            inner = self.scalar(node.operand, depth + 1)
+            return _Scalar(-inner.coef if node.op == "-" else inner.coef, inner.powers, inner.opaque)
+        if isinstance(node, nodes.Call):
+            info = self.calls.get(id(node))
+            if info is not None and info.builtin == "sqrt" and isinstance(info.args.get("x"), nodes.Expr):
+                return _power(self.scalar(info.args["x"], depth + 1), Fraction(1, 2))
+            return _OPAQUE
+        if isinstance(node, nodes.BinOp):
+            left = self.scalar(node.left, depth + 1)
+            right = self.scalar(node.right, depth + 1)
+            if node.op == "*":
+                return _Scalar(left.coef * right.coef, left.powers + right.powers,
+                               left.opaque or right.opaque)
+            if node.op == "/":
+                if right.coef == 0:
+                    return _OPAQUE
+                inverse = tuple((b, -e) for b, e in right.powers)
+                return _Scalar(left.coef / right.coef, left.powers + inverse,
+                               left.opaque or right.opaque)
+            if node.op == "**" and not right.powers and not right.opaque and math.isfinite(right.coef):
+                return _power(left, Fraction(right.coef).limit_denominator(64))
+            if node.op in "+-":
+                return _sum(left, right, node.op)
+        return _OPAQUE
+
+    # --- attention -------------------------------------------------------------------------------
+
+    def _attention(self, contraction: _Contraction, w: int) -> None:
+        info = contraction.infos[w]
+        norm = info.norm
+        assert norm is not None and info.axes is not None
+        weights_axes = info.axes
+        summed = contraction.summed[w]
+        kept = contraction.kept[w]
+        v = 1 - w
+        normalised = _index(weights_axes, norm.axis)
+        axis_ok = None if normalised is None or not summed else normalised in summed
+        query = weights_axes[kept[0]] if len(kept) == 1 else None
+        key = weights_axes[summed[0]] if len(summed) == 1 else None
+        scores = self._scores(norm, query, key)
+        roles = self._roles(contraction, w, query, key)
+        value_roles, output_roles = self._output_roles(contraction, w, roles)
+        if axis_ok is False:
+            self._wrong_axis(contraction, w, norm, scores)
+        for change in norm.changed[:1]:
+            self._changed(contraction, norm, change)
+        product = norm.source.product
+        if product is not None and scores is not None and product.contraction is not scores:
+            product = None
+        scale = self._scale(product, norm.source) if product is not None else None
+        masks, after = self._masks(contraction, norm, query, key, roles)
+        biases = {id(b): Bias(b[0], tuple(roles.get(id(a)) if a else None for a in b[1]), b[2])
+                  for b in norm.source.biases}
+        ops = None
+        if product is not None and scale is not None:
+            factors = {id(f.node): f for f in scale.factors}
+            ops = tuple(factors[id(f.node)] for f in product.inner_scale) + tuple(
+                factors[id(op.node)] if type(op) is _Factor else
+                masks[id(op)] if type(op) is _Applied else biases[id(op)]
+                for op in norm.source.ops)
+        summed_set = set(summed)
+        batch_sizes = tuple(axis.size for i, axis in enumerate(weights_axes)
+                            if i in contraction.batch[w])
+        checked_masks = [m.alignment == "aligned" and m.keeps for m in (*masks.values(), *after)
+                         if m.kind == "causal" and m.alignment is not None]
+        self.patterns.append(Attention(
+            statement=contraction.statement, output=contraction.node,
+            output_roles=Role(contraction.node, tuple(output_roles.get(id(a))
+                                                      for a in contraction.axes)),
+            weights=contraction.operands[w], weights_operand=w,
+            weights_roles=self._role(contraction.operands[w], roles, strip=False),
+            summed_axes=tuple(sorted(summed_set)), softmax=norm.call,
+            softmax_statement=norm.statement,
+            softmax_axis=_index(norm.source.axes or (), norm.axis) or 0,
+            softmax_roles=self._role(norm.argument, roles, strip=False),
+            scores=scores.node if scores is not None else None,
+            scores_statement=scores.statement if scores is not None else None,
+            query=self._operand_role(scores, query, roles, 0),
+            key=self._operand_role(scores, key, roles, 1),
+            value=self._role(contraction.operands[v], value_roles),
+            batch=batch_sizes, scale=scale,
+            biases=tuple(biases.values()), masks=tuple(masks.values()) + after,
+            ops=ops, changes=norm.changed, axis_ok=axis_ok,
+            scale_ok=None if scale is None else {"ok": True, "wrong": False,
+                                                 "inverted": False}.get(scale.verdict),
+            mask_ok=all(checked_masks) if checked_masks else None,
+        ))
+
+    def _scores(self, norm: _Norm, query: Axis | None, key: Axis | None) -> _Contraction | None:
+        """The contraction both the query and the key axes come from (`Q @ K.T`)."""
+        if query is not None and key is not None and query.node is key.node \
+                and query.node is not None:
+            found = self.contractions.get(id(query.node))
+            if found is not None and len(found.operands) == 2:
+                origin = {o for a in (query, key) for o, _ in a.sources[:1]}
+                if len(origin) == 2:
+                    return found
+        product = norm.source.product
+        if product is not None and query is None and key is None:
+            return product.contraction
+        return None
+
+    def _roles(self, contraction: _Contraction, w: int, query: Axis | None, key: Axis | None
+               ) -> dict[int, str]:
+        """The role of each axis of the weights (and of the softmax's argument: the same
+        axes), by identity: kept is the query, summed the key, shared the batch axes."""
+        roles: dict[int, str] = {}
+        weights = contraction.infos[w].axes or ()
+        if query is not None:
+            roles[id(query)] = "query"
+        if key is not None:
+            roles[id(key)] = "key"
+        for number, position in enumerate(contraction.batch[w]):
+            roles[id(weights[position])] = f"batch:{number}"
+        return roles
+
+    def _output_roles(self, contraction: _Contraction, w: int, roles: dict[int, str]
+                      ) -> tuple[dict[int, str], dict[int, str]]:
+        """The roles of V's axes and of the output's: summed is the key, kept the value,
+        batch axes labelled as the weights' axes they line up with."""
+        v = 1 - w
+        weights = contraction.infos[w].axes or ()
+        v_axes = contraction.infos[v].axes or ()
+        values: dict[int, str] = {}
+        for position in contraction.summed[v]:
+            values[id(v_axes[position])] = "key"
+        for position in contraction.kept[v]:
+            values[id(v_axes[position])] = "value"
+        output: dict[int, str] = {}
+        for axis in contraction.axes:
+            from_weights = [p for o, p in axis.sources if o == w]
+            from_values = [p for o, p in axis.sources if o == v]
+            role = roles.get(id(weights[from_weights[0]])) if from_weights else \
+                values.get(id(v_axes[from_values[0]])) if from_values else None
+            if role is not None:
+                output[id(axis)] = role
+                for position in from_values:
+                    values.setdefault(id(v_axes[position]), role)
+        return values, output
+
+    def _operand_roles(self, scores: _Contraction, operand: int, roles: dict[int, str]
+                       ) -> dict[int, str]:
+        """The roles of one factor of the scores: the axes it gives the scores take their
+        role; the axes it is summed over are the feature axis."""
+        operand_axes = scores.infos[operand].axes or ()
+        found: dict[int, str] = {}
+        for axis in scores.axes:
+            role = roles.get(id(axis))
+            for source, position in axis.sources:
+                if source == operand and role is not None and position < len(operand_axes):
+                    found[id(operand_axes[position])] = role
+        for position in scores.summed[operand]:
+            found[id(operand_axes[position])] = "feature"
+        return found
+
+    def _role(self, node: nodes.Expr, roles: dict[int, str], strip: bool = True) -> Role:
+        if strip:
+            node = self._strip(node)
+        axes = self.infos.get(id(node), _UNKNOWN).axes
+        if axes is None:
+            axes = self.infos.get(id(nodes.strip_parens(node)), _UNKNOWN).axes or ()
+        return Role(node, tuple(roles.get(id(a)) for a in axes))
+
+    def _operand_role(self, scores: _Contraction | None, axis: Axis | None,
+                      roles: dict[int, str], fallback: int) -> Role | None:
+        if scores is None:
+            return None
+        if axis is not None and axis.sources and axis.node is scores.node:
+            operand = axis.sources[0][0]
+        else:
+            operand = fallback  # the weights' axes were lost: Q and K as written
+        return self._role(scores.operands[operand], self._operand_roles(scores, operand, roles))
+
+    def _strip(self, node: nodes.Expr) -> nodes.Expr:
+        """Under parentheses, transposes and scalar factors: the tensor as the user named it."""
+        while True:
+            node = nodes.strip_parens(node)
+            if isinstance(node, nodes.Transpose):
+                node = node.operand
+                continue
+            info = self.calls.get(id(node)) if isinstance(node, nodes.Call) else None
+            if info is not None and info.builtin == "transpose":
+                node = info.args["x"]
+                continue
+            if isinstance(node, nodes.BinOp) and node.op in "*/":
+                left = self.infos.get(id(node.left), _UNKNOWN).axes
+                right = self.infos.get(id(node.right), _UNKNOWN).axes
+                if right == () and left:
+                    node = node.left
+                    continue
+                if left == () and right and node.op == "*":
+                    node = node.right
+                    continue
+            return node
+
+    # --- the checks ------------------------------------------------------------------------------
+
+    def _wrong_axis(self, contraction: _Contraction, w: int, norm: _Norm,
+                    scores: _Contraction | None) -> None:
+        key = ("SC402", id(contraction.node))
+        if key in self._reported:
+            return
+        self._reported.add(key)
+        weights = contraction.infos[w].axes or ()
+        summed_axis = weights[contraction.summed[w][0]]
+        source = norm.source.axes or ()
+        argument = self._text(norm.argument)
+        consequence = self._consequence(summed_axis, norm.axis, scores,
+                                        self._text(contraction.operands[1 - w]))
+        self._report(codes.SOFTMAX_AXIS.diag(
+            contraction.node.span, contraction=self._text(contraction.node),
+            summed=self._describe(summed_axis, source, argument, scores),
+            normalised=self._describe(norm.axis, source, argument, scores),
+            consequence=consequence,
+            notes=[codes.note("softmax_here", norm.call.span,
+                              axis=_index(source, norm.axis), argument=argument)]
+            + self._scores_note(scores),
+            help=[codes.help_text("same_axis")]))
+
+    def _consequence(self, summed: Axis, normalised: Axis, scores: _Contraction | None,
+                     values: str) -> str:
+        """What the formula computes instead, in the notes' words. By convention the first
+        factor of the scores gives the queries (`Q @ K.T`), the second the keys."""
+        if scores is None or summed.node is not scores.node or not summed.sources:
+            return codes.detail("sum_not_normalised")
+        operand, position = summed.sources[0]
+        origin = self._text(self._strip(scores.operands[operand]))
+        if position in scores.batch[operand]:
+            return codes.detail("sum_over_batch", size=to_text(summed.size))
+        if operand == 0:
+            return codes.detail("sum_over_queries", origin=origin, values=values)
+        if normalised.node is scores.node and normalised.sources:
+            other, where = normalised.sources[0]
+            if where in scores.batch[other]:
+                return codes.detail("normalised_over_batch", size=to_text(normalised.size))
+            return codes.detail("normalised_over_queries",
+                                origin=self._text(self._strip(scores.operands[other])))
+        return codes.detail("sum_not_normalised")
+
+    def _describe(self, axis: Axis, layout: Sequence[Axis], tensor: str,
+                  scores: _Contraction | None) -> str:
+        index = _index(layout, axis)
+        size = to_text(axis.size)
+        if index is None:
+            return codes.detail("an_axis", size=size)
+        if scores is not None and axis.node is scores.node and axis.sources:
+            operand, _ = axis.sources[0]
+            return codes.detail("axis_from", index=index, tensor=tensor, size=size,
+                                origin=self._text(self._strip(scores.operands[operand])))
+        return codes.detail("axis_of", index=index, tensor=tensor, size=size)
+
+    def _scores_note(self, scores: _Contraction | None) -> list[Note]:
+        if scores is None:
+            return []
+        return [codes.note("scores_here", scores.node.span, scores=self._text(scores.node))]
+
+    def _changed(self, contraction: _Contraction, norm: _Norm, change: nodes.Expr) -> None:
+        key = ("SC406", id(change))
+        if key in self._reported:
+            return
+        self._reported.add(key)
+        self._report(codes.WEIGHTS_CHANGED.diag(
+            change.span, change=self._text(change), contraction=self._text(contraction.node),
+            notes=[codes.note("softmax_normalises", norm.call.span,
+                              argument=self._text(norm.argument)),
+                   codes.note("summed_here", contraction.node.span,
+                              contraction=self._text(contraction.node))],
+            help=[codes.help_text("mask_before_softmax")]))
+
+    def _scale(self, product: _Product, source: _Info) -> Scale:
+        factors = product.inner_scale + source.scale
+        scores = product.contraction
+        public = tuple(ScaleFactor(f.node, f.divides, f.operand) for f in factors)
+        coefficient: float | None = 1.0
+        powers: list[tuple[Dim, Fraction]] = []
+        scalars = [self.scalar(factor.node) for factor in factors]
+        for factor, scalar in zip(factors, scalars):
+            sign = -1 if factor.divides else 1
+            if scalar.opaque:
+                coefficient = None
+            elif coefficient is not None and scalar.coef != 0:
+                coefficient *= scalar.coef ** sign
+            for base, exponent in scalar.powers:
+                _add_power(powers, base, exponent * sign)
+        expected = scores.size
+        if not factors:
+            verdict, radicand = "none", None
+        elif not powers:
+            verdict, radicand = "constant", None
+        else:
+            verdict, radicand = self._scale_verdict(powers, expected)
+        scale = Scale(public, coefficient, tuple(powers), radicand, expected, verdict)
+        if verdict in ("wrong", "inverted"):
+            located = next(f for f, s in zip(factors, scalars) if s.powers)
+            self._wrong_scale(scores, factors, located, scale)
+        elif verdict == "none":
+            self._unscaled(scores)
+        return scale
+
+    def _scale_verdict(self, powers: list[tuple[Dim, Fraction]], expected: Dim | None
+                       ) -> tuple[str, Dim | None]:
+        key = (tuple(powers), expected)
+        known = self._verdicts.get(key)
+        if known is None:
+            known = self._verdicts[key] = self._judge_scale(powers, expected)
+        return known
+
+    def _judge_scale(self, powers: list[tuple[Dim, Fraction]], expected: Dim | None
+                     ) -> tuple[str, Dim | None]:
+        ratio = symbolic.radicand(powers)
+        if ratio is None or expected is None:
+            return "unusual", None
+        numerator, denominator = ratio
+        unit = symbolic.is_literal_one(denominator)
+        radicand = numerator if unit else None
+        system = self.system
+        target = expected if unit else expected * denominator
+        if system.equal(numerator, target) or system.constant_ratio(numerator, target) is not None:
+            return "ok", radicand
+        if system.equal(numerator * expected, denominator):
+            return "inverted", radicand
+        if radicand is None:
+            return "unusual", None
+        if (symbolic.free_names(radicand) | symbolic.free_names(expected)) & self._inferred:
+            # A sketch: inference named these dims and cannot know `sqrt(d)` meant the
+            # head dim it called `k`.
+            return "inferred", radicand
+        return "wrong", radicand
+
+    def _wrong_scale(self, scores: _Contraction, factors: Sequence[_Factor], located: _Factor,
+                     scale: Scale) -> None:
+        key = ("SC404", id(scores.node))
+        if key in self._reported:
+            return
+        self._reported.add(key)
+        expected = scale.expected
+        assert expected is not None
+        written = " ".join(("/ " if f.divides else "* ") + self._text(f.node) for f in factors)
+        size = to_text(expected)
+        if scale.verdict == "inverted":
+            reason = codes.detail("scale_inverted", size=size)
+        else:
+            assert scale.radicand is not None
+            reason = self._scale_reason(scale.radicand, expected)
+        self._report(codes.SCALE.diag(
+            located.node.span, scores=self._text(scores.node), written=written, size=size,
+            where=self._contracted_where(scores), reason=reason,
+            notes=self._scores_note(scores),
+            help=[codes.help_text("scale_by", size=symbolic.spaced(size))]))
+
+    def _scale_reason(self, radicand: Dim, expected: Dim) -> str:
+        system = self.system
+        x, size = to_text(radicand), to_text(expected)
+        if system.equal(radicand, expected * expected):
+            return codes.detail("scale_squared", size=size)
+        for big, small in ((radicand, expected), (expected, radicand)):
+            if system.divides(big, small):
+                quotient = system.quotient(system.canonical(big), system.canonical(small))
+                if not symbolic.is_literal_one(quotient):
+                    return codes.detail("scale_multiple", big=to_text(big), small=to_text(small),
+                                        factor=to_text(quotient))
+        verdict = system.equal(radicand, expected)
+        relation = codes.RELATIONS["differs_from" if verdict is Verdict.DIFFERENT else "unproved_to"]
+        return codes.detail("scale_differs", x=x, relation=relation, size=size)
+
+    def _contracted_where(self, scores: _Contraction) -> str:
+        operand = self._strip(scores.operands[0])
+        positions = [_index(self.infos[id(operand)].axes or (), scores.infos[0].axes[p])
+                     for p in scores.summed[0] if scores.infos[0].axes]
+        value = self.types.get(id(operand))
+        if value is None or not positions or positions[0] is None:
+            return ""
+        return codes.detail("contracted_axis", index=positions[0] - len(value.shape or ()),
+                            operand=self._text(operand), shape=value.text())
+
+    def _unscaled(self, scores: _Contraction) -> None:
+        key = ("SC405", id(scores.node))
+        if key in self._reported or scores.size is None:
+            return
+        self._reported.add(key)
+        size = to_text(scores.size)
+        self._report(codes.UNSCALED.diag(
+            scores.node.span, scores=self._text(scores.node), size=size,
+            help=[codes.help_text("scale_by", size=symbolic.spaced(size))]))
+
+    def _masks(self, contraction: _Contraction, norm: _Norm, query: Axis | None,
+               key: Axis | None, roles: dict[int, str]) -> tuple[dict[int, Mask], tuple[Mask, ...]]:
+        """The masks on the scores (by the identity of their fact) and those after the softmax."""
+        applied = [(m, False) for m in norm.source.applied] + [(m, True) for m in norm.after]
+        before: dict[int, Mask] = {}
+        masks = []
+        for mask, after in applied:
+            alignment = None
+            if mask.kind == "causal" and query is not None and key is not None:
+                if mask.seer is query and mask.seen is key:
+                    alignment = "aligned"
+                elif mask.seer is key and mask.seen is query:
+                    alignment = "transposed"
+            condition = Role(mask.condition, tuple(roles.get(id(a)) if a is not None else None
+                                                   for a in mask.aligned))
+            public = Mask(mask.node, condition, mask.kind, mask.keeps, mask.fill,
+                          mask.additive, alignment, after)
+            if after:
+                masks.append(public)
+            else:
+                before[id(mask)] = public
+            self._check_mask(contraction, mask, alignment, after)
+        return before, tuple(masks)
+
+    def _check_mask(self, contraction: _Contraction, mask: _Applied, alignment: str | None,
+                    after: bool) -> None:
+        key = (id(mask.node), id(contraction.node))
+        where = self._text(mask.node)
+        notes = [codes.note("weights_summed", contraction.node.span,
+                            contraction=self._text(contraction.node))]
+        if mask.origin is not None:
+            notes.insert(0, codes.note("mask_built", mask.origin.span, mask=self._text(mask.origin)))
+        if alignment is not None and not mask.keeps and ("SC408",) + key not in self._reported:
+            self._reported.add(("SC408",) + key)
+            sees = codes.detail("sees_future_only" if alignment == "aligned" else "sees_past_only")
+            self._report(codes.MASK_INVERTED.diag(mask.node.span, where=where, sees=sees,
+                                                  notes=notes, help=[codes.help_text("swap_branches")]))
+        elif alignment == "transposed" and ("SC407",) + key not in self._reported:
+            self._reported.add(("SC407",) + key)
+            self._report(codes.MASK_TRANSPOSED.diag(
+                mask.node.span, where=where, contraction=self._text(contraction.node),
+                notes=notes, help=[codes.help_text("untranspose_mask")]))
+        if not after and mask.fill is not None and mask.fill > _LEAKS and \
+                ("SC410", id(mask.node)) not in self._reported:
+            self._reported.add(("SC410", id(mask.node)))
+            self._report(codes.MASK_FILL.diag(mask.node.span, where=where,
+                                              fill=_number_text(mask.fill),
+                                              help=[codes.help_text("fill_minus_inf")]))
+
+    # --- text and reporting ------------------------------------------------------------------
+
+    def _report(self, diagnostic: Diagnostic) -> None:
+        self.diagnostics.append(diagnostic)
+
+    def _text(self, node: nodes.Expr | nodes.Stmt) -> str:
+        span = node.span
+        start = self._line_starts[span.line - 1] + span.column - 1
+        end = self._line_starts[span.end_line - 1] + span.end_column - 1
+        return " ".join(self.program.source[start:end].split())
+
+    def _origin_notes(self, node: nodes.Expr) -> list[Note]:
+        node = nodes.strip_parens(node)
+        value = self.types.get(id(node))
+        if value is None or value.shape is None:
+            return []
+        return [codes.note("operand", node.span, text=self._text(node), shape=value.text())]
+
+
+# --- helpers ---------------------------------------------------------------------------------------
+
+
+def _index(layout: Sequence[Axis | None], axis: Axis | None) -> int | None:
+    if axis is None:
+        return None
+    for position, candidate in enumerate(layout):
+        if candidate is axis:
+            return position
+    return None
+
+
+def _power(scalar: _Scalar, exponent: Fraction) -> _Scalar:
+    if scalar.opaque or (scalar.coef < 0 and exponent.denominator != 1):
+        return _OPAQUE
+    try:
+        coef = scalar.coef ** float(exponent)
+    except (OverflowError, ZeroDivisionError):
+        return _OPAQUE
+    return _Scalar(coef, tuple((b, e * exponent) for b, e in scalar.powers))
+
+
+def _sum(left: _Scalar, right: _Scalar, op: str) -> _Scalar:
+    """`d_n + d_r`: a sum of dims is one base; numbers add; anything else is opaque."""
+    if left.opaque or right.opaque:
+        return _OPAQUE
+    if not left.powers and not right.powers:
+        return _Scalar(left.coef + right.coef if op == "+" else left.coef - right.coef)
+    a, b = _as_dim(left), _as_dim(right)
+    if a is None or b is None:
+        return _OPAQUE
+    total = a + b if op == "+" else a - b
+    return _Scalar(powers=((total, Fraction(1)),))
+
+
+def _as_dim(scalar: _Scalar) -> Dim | None:
+    """A scalar that is a polynomial in dims with integer coefficients, as a dim expression."""
+    if scalar.opaque or scalar.coef != int(scalar.coef):
+        return None
+    result: Dim = symbolic.integer(int(scalar.coef))
+    for base, exponent in scalar.powers:
+        if exponent.denominator != 1 or exponent < 0:
+            return None
+        for _ in range(int(exponent)):
+            result = result * base
+    return result
+
+
+def _add_power(powers: list[tuple[Dim, Fraction]], base: Dim, exponent: Fraction) -> None:
+    for index, (known, total) in enumerate(powers):
+        if known == base:
+            if total + exponent == 0:
+                powers.pop(index)
+            else:
+                powers[index] = (known, total + exponent)
+            return
+    powers.append((base, exponent))
+
+
+def _number_text(value: float) -> str:
+    if math.isinf(value):
+        return "-inf" if value < 0 else "inf"
+    return str(int(value)) if value == int(value) else repr(value)
+
+
+def _einsum_keys(term: str, rank: int) -> list[Any] | None:
+    """One key per axis: its letter, or ("...", k) for the k-th axis from the right of `...`."""
+    head, ellipsis, tail = term.partition("...")
+    width = rank - len(head) - len(tail)
+    if width < 0 or (not ellipsis and width != 0):
+        return None
+    return list(head) + [("...", width - 1 - k) for k in range(width)] + list(tail)
+
+
+def _einsum_size(types: dict[int, Value], operands: Sequence[nodes.Expr],
+                 place: tuple[int, int]) -> Dim:
+    operand, position = place
+    shape = types[id(operands[operand])].shape
+    assert shape is not None
+    return shape[position]
+
+
+def _children(node: nodes.Expr) -> Iterable[nodes.Expr]:
+    if isinstance(node, nodes.Paren):
+        return (node.inner,)
+    if isinstance(node, nodes.BinOp):
+        return (node.left, node.right)
+    if isinstance(node, (nodes.Unary, nodes.Transpose)):
+        return (node.operand,)
+    if isinstance(node, nodes.Call):
+        return tuple(a for a in node.args if not isinstance(a, (nodes.String, nodes.AxisName))) + \
+            tuple(k.value for k in node.keywords)
+    if isinstance(node, nodes.ListExpr):
+        return node.items
+    return ()
+
+
+def _line_starts(source: str) -> list[int]:
+    starts = [0]
+    index = source.find("\n")
+    while index >= 0:
+        starts.append(index + 1)
+        index = source.find("\n", index + 1)
+    return starts
+
+
+_HANDLERS: dict[type, Any] = {
+    nodes.BinOp: _Analysis._binop, nodes.Unary: _Analysis._unary,
+    nodes.Transpose: _Analysis._transpose, nodes.Call: _Analysis._call,
+}
+
+__all__ = ["Attention", "Axis", "Bias", "Mask", "Meaning", "Role", "Scale", "ScaleFactor", "analyse"]

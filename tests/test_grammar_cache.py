@@ -1,0 +1,174 @@
+"""The parser cache: JSON in a private per-user folder, read only when safe (issue 7).
+
+A planted file, a symlink, a file or folder others can write: never loaded. Loaded or
+not, the parser is the same.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from shapecheck import grammar_cache, parser
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def build_options() -> dict:
+    return dict(parser="lalr", lexer="basic", postlex=parser.BracketNewlines(),
+                start=["file", "stmt"], transformer=parser.ToNodes())
+
+
+@pytest.fixture
+def cache_home(tmp_path, monkeypatch) -> Path:
+    home = tmp_path / "cache-home"
+    home.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    monkeypatch.delenv("SHAPECHECK_NO_CACHE", raising=False)
+    return home
+
+
+def cached_file(home: Path) -> Path:
+    (found,) = (home / "shapecheck").glob("parser-*.json")
+    return found
+
+
+def loads(home: Path) -> bool:
+    """Whether the cached file is read (its key checked and its content returned)."""
+    path = cached_file(home)
+    key = grammar_cache.cache_key(parser.grammar_text(), {
+        k: v for k, v in build_options().items() if k not in grammar_cache._LOAD_OPTIONS})
+    folder = grammar_cache.cache_folder()
+    return folder is not None and grammar_cache.read(path, key) is not None
+
+
+def test_the_cache_is_json_in_a_private_folder_and_gives_the_same_parser(cache_home):
+    fresh = grammar_cache.build(parser.grammar_text(), **build_options())
+    path = cached_file(cache_home)
+    assert path.read_bytes().startswith(b"{") and b"pickle" not in path.read_bytes()[:100]
+    assert (path.stat().st_mode & 0o777) == 0o600
+    assert (path.parent.stat().st_mode & 0o777) == 0o700
+    assert loads(cache_home)
+    cached = grammar_cache.build(parser.grammar_text(), **build_options())
+    text = (ROOT / "examples" / "multi_head.attn").read_text(encoding="utf-8")
+    assert cached.parse(text, start="file") == fresh.parse(text, start="file")
+
+
+def test_no_pickle_anywhere_on_the_way():
+    source = (ROOT / "shapecheck" / "grammar_cache.py").read_text() + \
+        (ROOT / "shapecheck" / "parser.py").read_text()
+    assert "import pickle" not in source
+    assert parser._parsers().lark.options.cache is False
+
+
+def test_a_symlink_planted_at_the_file_is_never_followed(cache_home, tmp_path):
+    grammar_cache.build(parser.grammar_text(), **build_options())
+    path = cached_file(cache_home)
+    real = tmp_path / "elsewhere.json"
+    real.write_bytes(path.read_bytes())
+    real.chmod(0o600)
+    path.unlink()
+    path.symlink_to(real)
+    assert not loads(cache_home)
+
+
+def test_a_file_others_can_write_is_not_loaded(cache_home):
+    grammar_cache.build(parser.grammar_text(), **build_options())
+    path = cached_file(cache_home)
+    assert loads(cache_home)
+    path.chmod(0o620)
+    assert not loads(cache_home)
+    path.chmod(0o602)
+    assert not loads(cache_home)
+
+
+def test_a_hard_link_is_not_loaded(cache_home, tmp_path):
+    grammar_cache.build(parser.grammar_text(), **build_options())
+    path = cached_file(cache_home)
+    os.link(path, tmp_path / "second-name.json")
+    assert not loads(cache_home)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another user")
+def test_a_file_or_folder_of_another_user_is_not_loaded(cache_home):
+    grammar_cache.build(parser.grammar_text(), **build_options())
+    path = cached_file(cache_home)
+    os.chown(path, 65534, 65534)
+    assert not loads(cache_home)
+    os.chown(path, 0, 0)
+    assert loads(cache_home)
+    os.chown(path.parent, 65534, 65534)
+    assert grammar_cache.cache_folder() is None
+    os.chown(path.parent, 0, 0)
+    os.chown(cache_home, 65534, 65534)  # a folder above it, owned by someone else
+    assert grammar_cache.cache_folder() is None
+
+
+@pytest.mark.parametrize("mode", [0o770, 0o722, 0o777])
+def test_a_folder_others_can_write_is_not_used(cache_home, mode):
+    folder = cache_home / "shapecheck"
+    folder.mkdir(mode=0o700)
+    folder.chmod(mode)
+    assert grammar_cache.cache_folder() is None
+    grammar_cache.build(parser.grammar_text(), **build_options())
+    assert list(folder.iterdir()) == []  # nothing written there either
+
+
+def test_a_folder_above_that_others_can_write_is_not_used(cache_home):
+    cache_home.chmod(0o777)  # not sticky: anyone could swap the folder below it
+    assert grammar_cache.cache_folder() is None
+    cache_home.chmod(0o1777)  # sticky, as /tmp: others cannot rename what is ours
+    assert grammar_cache.cache_folder() is not None
+
+
+def test_a_symlinked_cache_folder_is_not_used(cache_home, tmp_path):
+    target = tmp_path / "planted"
+    target.mkdir(mode=0o700)
+    (cache_home / "shapecheck").symlink_to(target)
+    assert grammar_cache.cache_folder() is None
+
+
+def test_a_damaged_or_foreign_file_falls_back_to_analysing_the_grammar(cache_home):
+    grammar_cache.build(parser.grammar_text(), **build_options())
+    path = cached_file(cache_home)
+    for content in (b"not json", b'{"key": "another", "data": {}, "memo": {}}', b"[1, 2]",
+                    b'{"\\u0000i": [[[1], 2]]}', b'{"\\u0000i": 5}'):
+        path.write_bytes(content)
+        built = grammar_cache.build(parser.grammar_text(), **build_options())
+        assert built.parse("dim N\n", start="file")
+
+
+def test_a_damaged_file_with_the_right_key_falls_back(cache_home):
+    grammar_cache.build(parser.grammar_text(), **build_options())
+    path = cached_file(cache_home)
+    text = path.read_text()
+    path.write_text(text.replace('"memo"', '"mem0"'))
+    built = grammar_cache.build(parser.grammar_text(), **build_options())
+    assert built.parse("dim N\n", start="file")
+
+
+def test_verify_never_reads_larks_shared_temp_cache(tmp_path):
+    """A file planted where Lark's cache=True looks (the shared temp folder) is ignored."""
+    temp = tmp_path / "shared-tmp"
+    temp.mkdir()
+    marker = tmp_path / "ran"
+    import pickle
+
+    class Boom:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    for name in ("cache", "cache_grammar"):
+        for suffix in range(3):
+            (temp / f".lark_{name}_root_{suffix}.tmp").write_bytes(pickle.dumps(Boom()))
+    environment = {**os.environ, "TMPDIR": str(temp), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    process = subprocess.run(
+        [sys.executable, "-m", "shapecheck", "verify", str(ROOT / "examples" / "multi_head.attn")],
+        capture_output=True, text=True, env=environment, check=False, timeout=120)
+    assert process.returncode == 0, process.stderr
+    assert not marker.exists()
+    assert not [p for p in temp.iterdir() if not p.name.startswith(".lark_")]

@@ -1,0 +1,288 @@
+"""The axis-meaning pass (issue 8): its interface, what it finds, and what it never does.
+
+The diagnostics themselves are tested as data in ``tests/cases/meaning_*.attn``; here are
+the pattern API the report and conformance build on, the builtin rows' axis maps, and the
+properties (symbolic only, every format, never a traceback).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from click.testing import CliRunner
+
+from shapecheck import nodes
+from shapecheck.api import check_text
+from shapecheck.builtins import BUILTINS, AxisKind, AxisMap, Kind
+from shapecheck.cli import cli
+from shapecheck.meaning import Attention, Bias, Mask, Meaning, ScaleFactor, analyse
+
+HEAD = "dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
+
+
+def meaning(text: str, bindings: dict[str, int] | None = None) -> Meaning:
+    program = check_text(text, bindings)
+    assert program.meaning is not None
+    return program.meaning
+
+
+def source(text: str, node: nodes.Expr | nodes.Stmt | None) -> str | None:
+    if node is None:
+        return None
+    lines = text.split("\n")
+    span = node.span
+    assert span.line == span.end_line
+    return lines[span.line - 1][span.column - 1: span.end_column - 1]
+
+
+def only(text: str) -> Attention:
+    found = meaning(text).patterns
+    assert len(found) == 1, found
+    return found[0]
+
+
+def codes_of(text: str, bindings: dict[str, int] | None = None) -> list[str]:
+    return [d.code for d in check_text(text, bindings).diagnostics]
+
+
+# --- the builtin rows ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(BUILTINS))
+def test_every_builtin_row_says_how_its_axes_map(name: str) -> None:
+    row = BUILTINS[name]
+    assert isinstance(row.axes, AxisMap) and isinstance(row.axes.kind, AxisKind)
+    params = {p.name: p for p in row.params}
+    for tensor in row.axes.tensors:
+        assert params[tensor].kind in (Kind.TENSOR, Kind.TENSORS), (name, tensor)
+    for field in (row.axes.axis, row.axes.keepdims, row.axes.normalises):
+        assert field is None or field in params, (name, field)
+    if row.axes.kind in (AxisKind.PERMUTE, AxisKind.RESHAPE, AxisKind.RESIZE, AxisKind.JOIN,
+                         AxisKind.REDUCE, AxisKind.CONTRACT):
+        assert row.axes.axis is not None, name
+
+
+# --- the patterns --------------------------------------------------------------------------------
+
+
+def test_single_head_pattern_names_every_part() -> None:
+    text = HEAD + "S = Q @ K.T / sqrt(d)\nP = softmax(S, axis=row)\nO = P @ V\n"
+    found = only(text)
+    assert source(text, found.output) == "P @ V"
+    assert source(text, found.weights) == "P" and found.weights_operand == 0
+    assert source(text, found.softmax) == "softmax(S, axis=row)"
+    assert source(text, found.scores) == "Q @ K.T"
+    assert found.softmax_axis == 1 and found.summed_axes == (1,)
+    assert found.weights_roles.axes == ("query", "key")
+    assert found.softmax_roles is not None and found.softmax_roles.axes == ("query", "key")
+    assert found.query is not None and found.key is not None
+    assert source(text, found.query.node) == "Q" and found.query.axes == ("query", "feature")
+    assert source(text, found.key.node) == "K" and found.key.axes == ("key", "feature")
+    assert source(text, found.value.node) == "V" and found.value.axes == ("key", "value")
+    assert found.output_roles.axes == ("query", "value")
+    assert found.scale is not None and found.scale.verdict == "ok"
+    assert [source(text, f.node) for f in found.scale.factors] == ["sqrt(d)"]
+    assert found.scale.factors[0].divides and found.scale.factors[0].operand is None
+    assert (found.axis_ok, found.scale_ok, found.mask_ok) == (True, True, None)
+    assert found.statement.span.line == 7 and found.softmax_statement.span.line == 6
+
+
+def test_roles_follow_the_layout_not_the_names() -> None:
+    # [key, query] scores: the key is the first factor here, whatever it is called.
+    text = HEAD + "S = K @ Q.T / sqrt(d)\nP = softmax(S, axis=col)\nO = P.T @ V\n"
+    found = only(text)
+    assert found.axis_ok is True
+    assert source(text, found.query.node) == "Q" and source(text, found.key.node) == "K"
+    assert found.weights_roles.axes == ("query", "key")  # P.T is [query, key]
+    assert found.softmax_roles.axes == ("key", "query")  # S is [key, query]
+    assert found.softmax_axis == 0
+
+
+def test_batched_einsum_roles_and_batch_labels() -> None:
+    text = ("dim B, N, d, H\ninput Q: [B, N, H, d]\ninput K: [B, N, H, d]\ninput V: [B, N, H, d]\n"
+            "S = einsum(\"bnhd,bmhd->bhnm\", Q, K) * d ** -0.5\n"
+            "O = einsum(\"bhnm,bmhd->bnhd\", softmax(S), V)\n")
+    found = only(text)
+    assert found.query.axes == ("batch:0", "query", "batch:1", "feature")
+    assert found.key.axes == ("batch:0", "key", "batch:1", "feature")
+    assert found.value.axes == ("batch:0", "key", "batch:1", "value")
+    assert found.output_roles.axes == ("batch:0", "query", "batch:1", "value")
+    assert [str(size) for size in found.batch] == ["B", "H"]
+    assert found.scale.verdict == "ok" and found.axis_ok
+
+
+def test_scale_on_a_factor_is_found_and_the_tensor_is_unscaled() -> None:
+    text = HEAD + "O = softmax((Q / sqrt(d)) @ K.T) @ V\n"
+    found = only(text)
+    assert source(text, found.query.node) == "Q"  # under the scale: what SDPA takes as q
+    factor, = found.scale.factors
+    assert source(text, factor.node) == "sqrt(d)" and source(text, factor.operand) == "(Q / sqrt(d))"
+    program = check_text(text, {"d": 16})
+    assert program.meaning.patterns[0].scale.value(program.dims) == pytest.approx(0.25)
+
+
+def test_scale_value_and_constant_scales() -> None:
+    text = HEAD + "O = softmax(Q @ K.T * 0.125) @ V\n"
+    found = only(text)
+    assert found.scale.verdict == "constant" and found.scale_ok is None
+    assert found.scale.coefficient == 0.125 and found.scale.powers == ()
+    unscaled = only(HEAD + "O = softmax(Q @ K.T) @ V\n")
+    assert unscaled.scale.verdict == "none" and unscaled.scale.factors == ()
+
+
+def test_masks_with_kind_polarity_and_alignment() -> None:
+    text = HEAD + ("input pad: bool[1, N]\n"
+                   "S = where(causal_mask(N), Q @ K.T / sqrt(d), -inf)\n"
+                   "Sp = where(pad, S, -1e9)\nO = softmax(Sp) @ V\n")
+    found = only(text)
+    causal, padding = found.masks
+    assert causal.kind == "causal" and causal.alignment == "aligned" and causal.keeps
+    assert causal.fill == -math.inf and not causal.after_softmax and not causal.additive
+    assert causal.condition.axes == ("query", "key")
+    assert padding.kind == "bool" and padding.alignment is None and padding.fill == -1e9
+    assert padding.condition.axes == (None, "key")  # the 1 broadcasts over the queries
+    assert found.mask_ok is True
+
+
+def test_additive_mask_and_bias() -> None:
+    text = HEAD + ("input bias: [N, N]\n"
+                   "S = Q @ K.T / sqrt(d) + bias + where(causal_mask(N), 0, -inf)\n"
+                   "O = softmax(S) @ V\n")
+    found = only(text)
+    assert [source(text, b.node) for b in found.biases] == ["bias"]
+    assert found.biases[0].axes == ("query", "key") and not found.biases[0].subtracts
+    mask, = found.masks
+    assert mask.additive and mask.keeps and mask.fill == -math.inf and mask.alignment == "aligned"
+
+
+def test_ops_are_in_the_order_they_apply() -> None:
+    text = HEAD + ("input bias: [N, N]\n"
+                   "S = where(causal_mask(N), (Q * 0.5) @ K.T, -1e9) / sqrt(d) - bias\n"
+                   "O = softmax(S - max(S, axis=-1, keepdims=true)) @ V\n")
+    found = only(text)
+    kinds = [type(op) for op in found.ops]
+    assert kinds == [ScaleFactor, Mask, ScaleFactor, Bias]
+    first, mask, second, bias = found.ops
+    assert source(text, first.node) == "0.5" and source(text, first.operand) == "(Q * 0.5)"
+    assert mask.fill == -1e9 and source(text, second.node) == "sqrt(d)" and second.divides
+    assert bias.subtracts and source(text, bias.node) == "bias"
+    # tanh soft-capping: the chain is not understood, so no ops (the roles still are)
+    capped = only(HEAD + "O = softmax(tanh(Q @ K.T / sqrt(d))) @ V\n")
+    assert capped.ops is None and capped.scale is None
+    assert capped.query is not None and capped.key is not None
+
+
+def test_a_named_sum_normalises_too() -> None:
+    text = HEAD + ("E = exp(Q @ K.T / sqrt(d))\nZ = sum(E, axis=-1, keepdims=true)\n"
+                   "O = (E / Z) @ V\nW = (E / (2 * Z)) @ V\n")
+    found = meaning(text).patterns
+    assert len(found) == 1 and found[0].axis_ok and found[0].scale.verdict == "ok"
+    assert codes_of(text.replace("(E / Z) @ V", "(E / Z).T @ V")) == ["SC402"]
+
+
+def test_wrong_forms_have_false_verdicts() -> None:
+    found = only(HEAD + "S = where(causal_mask(N).T, Q @ K.T / sqrt(N), -inf)\nO = softmax(S).T @ V\n")
+    assert found.axis_ok is False and found.scale_ok is False
+    changed = only(HEAD + "P = softmax(Q @ K.T / sqrt(d))\nO = where(causal_mask(N), P, 0) @ V\n")
+    assert len(changed.changes) == 1 and changed.masks[0].after_softmax
+
+
+def test_grouped_query_through_repeat() -> None:
+    text = ("dim N, d, G, R\ninput Q: [G*R, N, d]\ninput Kg: [G, N, d]\ninput Vg: [G, N, d]\n"
+            "K = repeat(Kg, R, axis=0)\nV = repeat(Vg, R, axis=0)\n"
+            "O = softmax(Q @ K.T / sqrt(d)) @ V\n")
+    found = only(text)
+    assert source(text, found.key.node) == "K" and found.key.axes == ("batch:0", "key", "feature")
+    assert found.axis_ok and found.scale.verdict == "ok"
+
+
+def test_no_softmax_no_pattern() -> None:
+    assert meaning(HEAD + "O = relu(Q) @ (relu(K).T @ V)\n").patterns == []
+
+
+def test_axes_of_any_node_are_exposed() -> None:
+    text = HEAD + "S = Q @ K.T\nT = S.T\n"
+    program = check_text(text)
+    define_s, define_t = program.statements[-2:]
+    s_axes = program.meaning.axes(define_s.value)
+    t_axes = program.meaning.axes(define_t.value)
+    assert s_axes is not None and t_axes == (s_axes[1], s_axes[0])
+    assert s_axes[0] is not s_axes[1]  # two axes of size N are two axes
+
+
+def test_analyse_is_the_entry_point() -> None:
+    program = check_text(HEAD + "O = softmax(Q @ K.T / sqrt(d)).T @ V\n")
+    again = analyse(program)
+    assert [d.code for d in again.diagnostics] == ["SC402"]
+    assert len(again.patterns) == 1
+
+
+# --- properties ----------------------------------------------------------------------------------
+
+
+def test_bindings_that_make_sizes_equal_do_not_silence_the_scale() -> None:
+    text = HEAD + "O = softmax(Q @ K.T / sqrt(N)) @ V\n"
+    assert codes_of(text) == ["SC404"]
+    assert codes_of(text, {"N": 8, "d": 8}) == ["SC404"]
+    multi = ("dim N, d, H\ndim D_model\nconstraint D_model == H * d\n"
+             "input Q: [H, N, d]\ninput K: [H, N, d]\ninput V: [H, N, d]\n"
+             "O = softmax(Q @ K.T / sqrt(D_model)) @ V\n")
+    assert codes_of(multi, {"H": 1, "d": 4}) == ["SC404"]
+
+
+def test_equal_under_the_constraints_is_equal() -> None:
+    text = ("dim N, d_k, d_head\nconstraint d_k == d_head\n"
+            "input Q: [N, d_k]\ninput K: [N, d_k]\ninput V: [N, d_k]\n"
+            "O = softmax(Q @ K.T / sqrt(d_head)) @ V\n")
+    assert codes_of(text) == []
+
+
+def test_reshape_matching_is_symbolic_only() -> None:
+    # N == d at the bindings must not make `[N, d] -> [d, N]` keep its axes.
+    text = "dim N, d\ninput M: [N, d]\nY = reshape(M, [d, N])\n"
+    assert codes_of(text, {"N": 4, "d": 4}) == ["SC411"]
+
+
+def test_meaning_diagnostics_reach_every_format(tmp_path) -> None:
+    spec = tmp_path / "wrong.attn"
+    spec.write_text(HEAD + "O = softmax(Q @ K.T / sqrt(d)).T @ V\n")
+    runner = CliRunner()
+    result = runner.invoke(cli, ["verify", "--format", "json", str(spec)])
+    diagnostics = json.loads(result.output)["files"][0]["diagnostics"]
+    assert [d["code"] for d in diagnostics] == ["SC402"] and result.exit_code == 0
+    strict = runner.invoke(cli, ["verify", "--strict", str(spec)])
+    assert strict.exit_code == 1 and "SC402" in strict.output
+    for fmt in ("sarif", "github"):
+        assert "SC402" in runner.invoke(cli, ["verify", "--format", fmt, str(spec)]).output
+
+
+def test_the_pass_is_silent_where_identity_is_lost() -> None:
+    # A reshape that regroups the weights' axes loses the softmax axis: no opinion.
+    text = HEAD + "P = softmax(Q @ K.T / sqrt(d))\nO = reshape(P, [N * N, 1]).T @ reshape(V, [N * N, d // N])\n"
+    assert "SC402" not in codes_of(text)
+
+
+@pytest.mark.parametrize("text", [
+    HEAD + "O = softmax(Q @ K.T @ V\n",
+    HEAD + "O = softmax(Q @ K) @ V\n",
+    HEAD + "O = softmax(undefined) @ V\n",
+    HEAD + "P = softmax(Q @ K.T)\nP = where(causal_mask(N), P, 0)\nO = P @ V\n",
+    HEAD + "O = einsum(\"ij,jk->ik\", softmax(Q @ K.T), V, V)\n",
+    HEAD + "O = softmax(sqrt(d)) @ V\n",
+    HEAD + "S: [N, d] = Q @ K.T\nO = softmax(S) @ V\n",
+    HEAD + "s = 1 / sqrt(d)\nt = s * s\nO = softmax(Q @ K.T * t ** 0.25 / 0) @ V\n",
+])
+def test_broken_specs_get_no_meaning_traceback(text: str) -> None:
+    program = check_text(text)
+    assert program.meaning is not None
+
+
+def test_sketches_have_patterns_and_no_opinion_on_inferred_dims() -> None:
+    found = only("S = Q @ K.T; P = softmax(S, axis=row); O = P @ V\n")
+    assert found.query.axes == ("query", "feature") and found.scale.verdict == "none"
+    multi = ("Q = split_heads(X @ W_Q, H)\nK = split_heads(X @ W_K, H)\n"
+             "V = split_heads(X @ W_V, H)\nO = softmax(Q @ K.T / sqrt(d)) @ V\n")
+    assert only(multi).scale.verdict == "inferred"
+    assert "SC404" not in codes_of(multi)
