@@ -870,27 +870,32 @@ class _Analysis:
 
     def _reshape(self, node: nodes.Call, x_node: nodes.Expr, x: _Info, target: tuple[Dim, ...]) -> _Info:
         """Axes matched by size from either end keep their identity (C order keeps the
-        first and the last indices when those sizes agree); the rest are new."""
+        first and the last indices when those sizes agree); the rest are new. Axes of size
+        1 move nothing, so they are set aside first (`[1, N] -> [N, 1]` keeps `N`)."""
         source = x.axes
         assert source is not None
+        one = symbolic.is_literal_one
+        sized = [axis for axis in source if not one(axis.size)]
+        places = [i for i, size in enumerate(target) if not one(size)]
         equal = self.system.equal
         front = 0
-        while front < min(len(source), len(target)) and equal(source[front].size, target[front]):
+        while front < min(len(sized), len(places)) and equal(sized[front].size, target[places[front]]):
             front += 1
         back = 0
-        while back < min(len(source), len(target)) - front and \
-                equal(source[-1 - back].size, target[-1 - back]):
+        while back < min(len(sized), len(places)) - front and \
+                equal(sized[-1 - back].size, target[places[-1 - back]]):
             back += 1
-        middle_source = source[front: len(source) - back]
-        middle_target = target[front: len(target) - back]
-        if len(middle_source) > 1 and len(middle_target) > 1:
-            self._check_mixing(node, x_node, middle_source, middle_target)
-        opaque = len(middle_source) > 1 and len(middle_target) > 1
-        middle = tuple(Axis(size, node, opaque=opaque) for size in middle_target)
-        axes = source[:front] + middle + source[len(source) - back:]
-        kept = x.norm is not None and x.norm.axis in axes
+        middle_source = sized[front: len(sized) - back]
+        middle_places = places[front: len(places) - back]
+        mixed = len(middle_source) > 1 and len(middle_places) > 1
+        if mixed:
+            self._check_mixing(node, x_node, middle_source, [target[i] for i in middle_places])
+        matched = dict(zip(places[:front], sized[:front]))
+        matched.update(zip(places[len(places) - back:], sized[len(sized) - back:]))
+        axes = tuple(matched.get(i) or Axis(size, node, opaque=mixed and i in middle_places)
+                     for i, size in enumerate(target))
         info = x.moved(axes)
-        if not kept:
+        if x.norm is not None and x.norm.axis not in axes:
             info.norm = None
         return info
 
@@ -954,11 +959,14 @@ class _Analysis:
         if x.axes and y.axes:
             return _Info(axes)  # two tensors: a choice, not a mask
         keeps = bool(x.axes)
-        target, fill_node = (x, y_node) if keeps else (y, x_node)
+        target, fill_node, mapping = (x, y_node, mappings[1]) if keeps else (y, x_node, mappings[2])
         applied = self._applied(node, c_node, cond, mappings[0], keeps, self._number(fill_node),
                                 additive=False)
         if target.norm is not None:
-            if self._remasks(target.norm, c_node):
+            normalised = mapping.get(id(target.norm.axis))
+            if self._remasks(target.norm, c_node) or normalised not in applied.aligned:
+                # The same mask again, or one constant along the normalised axis: it
+                # zeroes whole rows (padded queries), no row's weights change.
                 return target.moved(axes)
             return _Info(axes, norm=target.norm.changed_by(node, applied))
         return target.shifted(axes, None, (applied,))

@@ -29,10 +29,10 @@ from shapecheck.program import Program
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").rglob("*.attn"))
 EXAMPLE_TEXTS = [path.read_text(encoding="utf-8") for path in EXAMPLES]
-# CPU seconds for one input, on a slow CI machine; most take milliseconds. A guard
-# against hangs, not a speed target (those are benchmarks): CPU time, not the clock,
-# so that other work on a shared machine does not fail it.
-BUDGET = 10.0
+# CPU seconds for one input. A guard against hangs (minutes), not a speed target: on a
+# shared, loaded machine even CPU time stretches, so the guard is generous; the figures
+# themselves are printed by benchmarks/bench_hostile.py (most take milliseconds).
+HANG_GUARD = 120.0
 
 HEAD = b"dim N, d\ninput Q: [N, d]\n"
 LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -171,12 +171,12 @@ def assert_renders(program: Program) -> None:
 
 
 @pytest.mark.parametrize("name", list(HOSTILE))
-def test_hostile_input_gives_diagnostics_quickly(name: str) -> None:
+def test_hostile_input_gives_diagnostics_without_hanging(name: str) -> None:
     data, expected = HOSTILE[name]
     start = time.process_time()
     program = check_bytes(data)
     elapsed = time.process_time() - start
-    assert elapsed < BUDGET, f"{name}: {elapsed:.1f} s"
+    assert elapsed < HANG_GUARD, f"{name}: {elapsed:.1f} s"
     assert_well_formed(program, program.source)
     assert_renders(program)
     reported = {d.code for d in program.diagnostics}

@@ -211,7 +211,7 @@ def test_save_writes_outputs_and_save_all_every_tensor(tmp_path):
 def test_refuses_a_run_that_needs_more_memory_than_allowed():
     result = shapecheck_run(SINGLE_HEAD, "--dim", "N=1000", "--dim", "d=64", "--max-memory", "1MiB")
     assert result.exit_code == 1
-    assert ("the run needs about 9.6 MiB at the bindings (N=1000, d=64), more than --max-memory "
+    assert ("the run needs about 9.7 MiB at the bindings (N=1000, d=64), more than --max-memory "
             "1.0 MiB; the largest tensor is `S` [1000, 1000], 7.6 MiB") in result.stderr
     default = shapecheck_run(SINGLE_HEAD, "--dim", "N=1000000", "--dim", "d=64")
     assert default.exit_code == 1 and "the largest tensor is `S` [1000000, 1000000]" in default.stderr

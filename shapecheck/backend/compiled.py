@@ -18,7 +18,8 @@ bound sizes into a plan (``numpy_backend.compile_program``); a plan has
 ``execute(values, check_invariants=...)`` returning a frame with ``values``,
 ``checks`` and ``warnings``, and ``peak_bytes``/``largest``/``final_bytes`` for
 the memory estimate. Invariants a plan checks as it runs (a softmax sums to 1)
-go to ``frame.checks``; a violated one raises :class:`CheckerBug`.
+go to ``frame.checks``; a violated one raises :class:`CheckerBug` -- except the
+weights an attention's contraction sums (the spec's doing: a warning).
 """
 
 from __future__ import annotations

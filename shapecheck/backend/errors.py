@@ -131,6 +131,13 @@ MESSAGES: Table = Table("run", "MESSAGES", {
     "what_slice": "slice",
     "softmax_sum": "softmax `{name}` (line {line}): a {what} sums to {total!r} along axis {axis}, "
     "not 1",
+    "check_weights": "`{contraction}` (line {line}): the weights `{weights}` sum to 1 along the "
+    "axis it sums over (axis {axes}; largest error {error:.1e})",
+    "check_weights_nan": "`{contraction}` (line {line}): the weights `{weights}` that are not NaN "
+    "or all zero sum to 1 along the axis it sums over (axis {axes}; largest error {error:.1e})",
+    "weights_sum": "`{contraction}` (line {line}) sums weights `{weights}` that do not add up to 1 "
+    "along axis {axes}: {count} slice(s) off, one sums to {total:.6g}; the output is not a "
+    "weighted average (a mask or a change after the softmax, or the softmax's axis)",
 })
 
 

@@ -46,7 +46,19 @@ class Frame:
     values: dict[str, Any]
     check_invariants: bool = False
     warnings: list[str] = field(default_factory=list)
-    checks: dict[str, str] = field(default_factory=dict)  # one line per softmax checked
+    checks: dict[str, str] = field(default_factory=dict)  # one line per invariant checked
+
+
+@dataclass(frozen=True, slots=True)
+class WeightsCheck:
+    """The weights a contraction consumes (an attention of ``Program.meaning``): they
+    must sum to 1 along the axes it sums over. A violation is the spec's doing (a mask
+    after the softmax, a softmax over the wrong axis), so it is a warning, not a bug."""
+
+    weights: str  # the operand as written (`P.T`)
+    contraction: str  # `P.T @ V`
+    line: int
+    axes: tuple[int, ...]  # of the weights, non-negative
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +170,7 @@ class _PlanBuilder:
         self.owners: set[str] = set()  # defined tensors whose buffer no other name shares
         self.contiguous: dict[str, bool] = {}  # defined tensor -> surely C-contiguous
         self.aliases: dict[str, set[str]] = {}  # defined tensor -> names it may share memory with
+        self.weights = _weights_checks(program)  # id(weights operand) -> its check
 
     def _usage(self) -> _Usage:
         usage = _Usage()
@@ -311,7 +324,14 @@ class _ExprCompiler:
         handler = _NODE_COMPILERS.get(type(node))
         if handler is None:
             raise CheckerBug(message("bug_not_value", kind=type(node).__name__, line=node.span.line))
-        return handler(self, node)
+        compiled = handler(self, node)
+        check = self.plan.weights.get(id(node))
+        if check is not None:
+            # the check's float64 sums and deviations, and which sums are NaN
+            self.reduced(node, check.axes[0], count=2, itemsize=8)
+            self.reduced(node, check.axes[0], itemsize=1)
+            compiled = _checked_weights(compiled, check, SOFTMAX_TOLERANCE.get(self.dtype, 1e-4))
+        return compiled
 
     # helpers for node and builtin compilers
 
@@ -679,6 +699,68 @@ def _check_softmax(frame: Frame, out: Any, axis: int, name: str, line: int, what
     key = "check_softmax" if valid.all() else "check_softmax_nan"
     frame.checks[f"{name}:{line}:{axis}"] = message(key, name=name, line=line, what=what,
                                                      axis=axis, error=error)
+
+
+def _weights_checks(program: Program) -> dict[int, WeightsCheck]:
+    """The weights operand of every attention the meaning pass found, by node."""
+    meaning = program.meaning
+    if meaning is None:
+        return {}
+    text = _SourceText(program.source)
+    checks = {}
+    for attention in meaning.patterns:
+        if attention.summed_axes:
+            checks[id(attention.weights)] = WeightsCheck(
+                text(attention.weights), text(attention.output), attention.output.span.line,
+                attention.summed_axes)
+    return checks
+
+
+class _SourceText:
+    """A node's source text on one line (for the names in run's messages)."""
+
+    def __init__(self, source: str) -> None:
+        self.lines = source.splitlines()
+
+    def __call__(self, node: nodes.Expr) -> str:
+        span = node.span
+        parts = [self.lines[number - 1] if number - 1 < len(self.lines) else ""
+                 for number in range(span.line, span.end_line + 1)]
+        parts[-1] = parts[-1][: span.end_column - 1]
+        parts[0] = parts[0][span.column - 1:]
+        return " ".join(" ".join(parts).split())
+
+
+def _checked_weights(compiled: Compiled, check: WeightsCheck, tolerance: float) -> Compiled:
+    run = compiled.run
+
+    def weights(frame: Frame) -> Any:
+        value = run(frame)
+        if frame.check_invariants:
+            _check_weights(frame, value, check, tolerance)
+        return value
+
+    return Compiled(weights, fresh=compiled.fresh, const=False, contiguous=compiled.contiguous)
+
+
+def _check_weights(frame: Frame, value: Any, check: WeightsCheck, tolerance: float) -> None:
+    totals = np.sum(value, axis=check.axes, dtype=np.float64)
+    # A fully masked row is NaN (warned about already); a row zeroed whole (a padded
+    # query, `where(pad_q, P, 0)`) gives no weight to anything: neither is a mistake.
+    valid = ~np.isnan(totals) & (totals != 0)
+    deviation = np.abs(totals[valid] - 1.0)
+    error = float(np.max(deviation)) if deviation.size else 0.0
+    fields = dict(weights=check.weights, contraction=check.contraction, line=check.line,
+                  axes=", ".join(map(str, check.axes)))
+    key = f"weights:{check.line}:{check.contraction}"
+    if error > tolerance:
+        worst = float(totals[valid].ravel()[int(np.argmax(deviation))])
+        bad = int(np.count_nonzero(deviation > tolerance))
+        frame.warnings.append(message("weights_sum", total=worst, count=bad, **fields))
+        frame.checks.pop(key, None)
+    elif key not in frame.checks or "NaN" not in frame.checks[key]:
+        frame.checks[key] = message("check_weights" if valid.all() else "check_weights_nan",
+                                    error=error, **fields)
 
 
 def _transpose(call: _Call) -> Compiled:

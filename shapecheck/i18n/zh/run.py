@@ -106,4 +106,11 @@ MESSAGES = {
     "what_column": "列",
     "what_slice": "片",
     "softmax_sum": "softmax `{name}` (第 {line} 行): 有一{what}沿轴 {axis} 之和为 {total!r}, 不是 1",
+    "check_weights": "`{contraction}` (第 {line} 行): 权重 `{weights}` 沿它求和的轴 (轴 {axes}) "
+    "之和为 1 (最大误差 {error:.1e})",
+    "check_weights_nan": "`{contraction}` (第 {line} 行): 权重 `{weights}` 中不是 NaN、也不全为零的部分沿它"
+    "求和的轴 (轴 {axes}) 之和为 1 (最大误差 {error:.1e})",
+    "weights_sum": "`{contraction}` (第 {line} 行) 求和的权重 `{weights}` 沿轴 {axes} 加起来不是 1: "
+    "{count} 片不对, 其中一片之和为 {total:.6g}; 输出不是加权平均 (softmax 之后的掩码或改动, "
+    "或者 softmax 的轴不对)",
 }
