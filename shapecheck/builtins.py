@@ -31,6 +31,7 @@ class Kind(Enum):
     TENSOR = "tensor"
     TENSORS = "tensors"
     DIM = "dim"
+    OFFSET = "offset"
     SHAPE = "shape"
     AXIS = "axis"
     PERM = "perm"
@@ -63,7 +64,7 @@ class AxisKind(Enum):
     SPLIT_HEADS = "split_heads"  # [..., N, H*d] -> [..., H, N, d]: N kept, H and d split off
     MERGE_HEADS = "merge_heads"  # [..., H, N, d] -> [..., N, H*d]: N kept, H and d merged
     RESIZE = "resize"  # x's axes, the one named by `axis` resized (repeat: same index, copies)
-    JOIN = "join"  # the tensors joined along `axis` (a new axis there; the others aligned)
+    JOIN = "join"  # joined along `axis`: a new axis there (concat: in its place; stack: inserted)
     REDUCE = "reduce"  # x's axes without `axis` (None: all), or kept as 1 with `keepdims`
     CONTRACT = "contract"  # einsum: the subscripts name each axis
     CREATE = "create"  # new axes that come from no tensor argument (ones, causal_mask)
@@ -383,7 +384,7 @@ def _repeat(ctx: Ctx, a: dict[str, Any]) -> Value | None:
 def _concat(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     parts: list[Value] = a["tensors"]
     if not parts:
-        ctx.report(codes.CONCAT, "tensors", detail=codes.detail("concat_empty"))
+        ctx.report(codes.CONCAT, "tensors", detail=codes.detail("concat_empty", builtin="concat"))
         return None
     first = parts[0]
     assert first.shape is not None
@@ -453,7 +454,47 @@ def _where(ctx: Ctx, a: dict[str, Any]) -> Value | None:
 
 def _causal_mask(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     n: Dim = a["n"]
-    return Value((n, n), is_bool=True)
+    keys: Dim = a["n_k"] if a["n_k"] is not None else n
+    return Value((n, keys), is_bool=True)
+
+
+def _triangle(name: str) -> Rule:
+    """`tril` / `triu`: the shape and element type of x (data movement, no SC403)."""
+    def rule(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+        x: Value = a["x"]
+        return x if has_rank(ctx, x, 2, f"`{name}`", ctx.text("x")) else None
+
+    return rule
+
+
+def _arange(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    return Value((a["n"],))
+
+
+def _stack(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    parts: list[Value] = a["tensors"]
+    if not parts:
+        ctx.report(codes.CONCAT, "tensors", detail=codes.detail("concat_empty", builtin="stack"))
+        return None
+    first = parts[0]
+    assert first.shape is not None
+    axis = resolve_axis(ctx, a["axis"], first, rank=first.rank + 1)  # an axis of the result
+    if axis is None:
+        return None
+    for index, part in enumerate(parts[1:], start=2):
+        assert part.shape is not None
+        unequal = [(d1, d2) for d1, d2 in zip(first.shape, part.shape) if not ctx.dims.equal(d1, d2)]
+        if part.rank != first.rank or unequal:
+            decision = ctx.dims.decide(Claim.equal(*unequal[0])) if unequal else Decision(
+                Verdict.DIFFERENT)
+            ctx.report(codes.CONCAT, "tensors", notes=ctx.notes("tensors"),
+                       counterexample=counterexample(decision), needed=decision,
+                       detail=codes.detail("stack_shape", index=index, shape=part.text(),
+                                           relation=relation(decision, to=True),
+                                           first_shape=first.text()))
+            return None
+    shape = first.shape[:axis] + (symbolic.integer(len(parts)),) + first.shape[axis:]
+    return Value(shape, all(p.is_bool for p in parts))
 
 
 def _constant(ctx: Ctx, a: dict[str, Any]) -> Value | None:
@@ -480,6 +521,11 @@ def _dropout(ctx: Ctx, a: dict[str, Any]) -> Value | None:
 
 
 X = Param("x", Kind.TENSOR)
+OFFSET = Param("k", Kind.OFFSET, symbolic.integer(0), required=False)
+# Elementwise functions of x alone (`elu` also takes `alpha`); in this order in the table.
+_ELEMENTWISE_ORDER = ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "abs",
+                      "cos", "sin", "silu", "softplus", "erf", "square", "rsqrt")
+ELEMENTWISE = frozenset(_ELEMENTWISE_ORDER + ("elu",))
 AXIS_ROW = Param("axis", Kind.AXIS, "row", required=False)
 EPS = Param("eps", Kind.NUMBER, 1e-5, required=False)
 
@@ -511,8 +557,21 @@ def _table() -> dict[str, Builtin]:
         Builtin("where", (Param("condition", Kind.TENSOR), Param("x", Kind.TENSOR),
                           Param("y", Kind.TENSOR)), _where, "c is bool; the three broadcast",
                 AxisMap(AxisKind.ELEMENTWISE, tensors=("condition", "x", "y"))),
-        Builtin("causal_mask", (Param("n", Kind.DIM),), _causal_mask,
-                "bool[N, N], true on and below the diagonal", AxisMap(AxisKind.CREATE, tensors=())),
+        Builtin("causal_mask", (Param("n", Kind.DIM), Param("n_k", Kind.DIM, None, required=False),
+                                Param("window", Kind.DIM, None, required=False)), _causal_mask,
+                "bool[N_q, N_k]: query i sees key j <= i + N_k - N_q (aligned bottom right); "
+                "with window W, only the W most recent of them", AxisMap(AxisKind.CREATE, tensors=())),
+        Builtin("tril", (X, OFFSET), _triangle("tril"), "shape of x; zero above diagonal k (np.tril)",
+                same),
+        Builtin("triu", (X, OFFSET), _triangle("triu"), "shape of x; zero below diagonal k (np.triu)",
+                same),
+        Builtin("arange", (Param("n", Kind.DIM),), _arange, "[n]: 0, 1, ..., n - 1",
+                AxisMap(AxisKind.CREATE, tensors=())),
+        Builtin("stack", (Param("tensors", Kind.TENSORS), Param("axis", Kind.AXIS, 0, required=False)),
+                _stack, "equal shapes; a new axis of size len(tensors) at axis",
+                AxisMap(AxisKind.JOIN, tensors=("tensors",), axis="axis")),
+        Builtin("elu", (X, Param("alpha", Kind.NUMBER, 1.0, required=False)), _same_shape,
+                "elementwise; shape of x", same),
         Builtin("ones", (Param("shape", Kind.SHAPE),), _constant, "a constant of ones",
                 AxisMap(AxisKind.CREATE, tensors=())),
         Builtin("zeros", (Param("shape", Kind.SHAPE),), _constant, "a constant of zeros",
@@ -524,7 +583,7 @@ def _table() -> dict[str, Builtin]:
                 "shape of x (identity when executed)",
                 AxisMap(AxisKind.ELEMENTWISE, keeps_values=True)),
     ]
-    for name in ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "abs"):
+    for name in _ELEMENTWISE_ORDER:
         rows.append(Builtin(name, (X,), _same_shape, "elementwise; shape of x", same))
     for name in ("sum", "mean", "max", "min"):
         rows.append(Builtin(
@@ -538,9 +597,10 @@ def _table() -> dict[str, Builtin]:
 
 
 BUILTINS: dict[str, Builtin] = _table()
-ELEMENTWISE = frozenset({"exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "abs"})
 # `einsum` takes its operands variadically after the subscripts.
 VARIADIC = {"einsum": "operands"}
+# Keywords accepted for another parameter: PyTorch's words (`softmax(S, dim=-1)`).
+KEYWORD_SYNONYMS = {"dim": "axis", "keepdim": "keepdims"}
 
 __all__ = ["BUILTINS", "AxisKind", "AxisMap", "Builtin", "Ctx", "Kind", "Param", "SCALAR",
            "axis_index", "broadcast", "constraint_help", "matmul", "needed_help"]

@@ -7,15 +7,18 @@ an unknown shape, and unknown shapes cause no further errors.
 from __future__ import annotations
 
 import difflib
-import itertools
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import codes, invisible, nodes
-from .builtins import BUILTINS, VARIADIC, Builtin, Kind, axis_index, broadcast, matmul, transpose_last_two
+from .builtins import (
+    BUILTINS, KEYWORD_SYNONYMS, VARIADIC, Builtin, Kind, axis_index, broadcast, matmul,
+    transpose_last_two,
+)
 from .diagnostics import Diagnostic, DiagnosticSink, Edit, Fix, Note, Span
+from .indexing import Entry, subscript_shape
 from .program import SCALAR, UNKNOWN, CallInfo, Inferred, Program, Tensor, Value
 from .rules import MAX_RANK, Anchor, needed_fixes, needed_help
 from .symbolic import (
@@ -66,6 +69,9 @@ class Checker:
         # Where each name is first defined, and as what: dims and constraints
         # are checked before tensors, but "first" is still by position.
         self._first: dict[str, tuple[Span, str]] = {}
+        # `&` / `|` nodes that are an operand of a comparison: when they fail, the
+        # cause is most likely precedence (`m & x > 0` is `(m & x) > 0`).
+        self._compared: set[int] = set()
 
     # --- driving ----------------------------------------------------------------------
 
@@ -495,6 +501,8 @@ class Checker:
             return result or UNKNOWN
         if isinstance(node, nodes.Call):
             return self._call(node)
+        if isinstance(node, nodes.Subscript):
+            return self._subscript(node)
         self.report(codes.SCALAR_OPERAND.diag(node.span, detail=_not_a_value(node)))
         return UNKNOWN
 
@@ -516,9 +524,26 @@ class Checker:
 
     def _unary(self, node: nodes.Unary) -> Value:
         operand = self.value(node.operand)
-        if operand.known and operand.is_bool:
+        if not operand.known:
+            return UNKNOWN
+        if node.op == "~":
+            return Value(operand.shape, True) if self._logical_operand(node, node.operand, operand) \
+                else UNKNOWN
+        if operand.is_bool:
             self._warn_bool(node.operand, codes.detail("bool_in_unary", op=node.op))
-        return Value(operand.shape) if operand.known else UNKNOWN
+        return Value(operand.shape)
+
+    def _logical_operand(self, node: nodes.BinOp | nodes.Unary, operand: nodes.Expr,
+                         value: Value) -> bool:
+        """`&`, `|` and `~` take bool operands (SC321)."""
+        if value.is_bool:
+            return True
+        text = self.text(operand)
+        helps = [codes.help_text("parenthesize_comparisons")] if id(node) in self._compared \
+            else [codes.help_text("compare_first", operand=text)]
+        self.report(codes.LOGICAL_OPERAND.diag(operand.span, op=node.op, operand=text,
+                                               shape=value.text(), help=helps))
+        return False
 
     def _warn_bool(self, operand: nodes.Expr, operation: str,
                    masked: tuple[nodes.BinOp, nodes.Expr] | None = None) -> None:
@@ -546,6 +571,9 @@ class Checker:
         return f"{name}{index}"
 
     def _binop(self, node: nodes.BinOp) -> Value:
+        if node.op in nodes.COMPARISONS:
+            self._compared.update(id(operand) for operand in (node.left, node.right)
+                                  if isinstance(operand, nodes.BinOp) and operand.op in nodes.LOGICAL)
         left, right = self.value(node.left), self.value(node.right)
         if not (left.known and right.known):
             return UNKNOWN
@@ -556,15 +584,76 @@ class Checker:
                     self._warn_bool(operand, "`@`")
             result = matmul(ctx, left, right)
             return result or UNKNOWN
-        both_bool = left.is_bool and right.is_bool
-        for operand, value, other in ((node.left, left, node.right), (node.right, right, node.left)):
-            if value.is_bool and not (both_bool and node.op in _LOGICAL):
-                self._warn_bool(operand, f"`{node.op}`",
-                                (node, other) if node.op in _LOGICAL and not both_bool else None)
+        if node.op in nodes.LOGICAL:
+            valid = [self._logical_operand(node, operand, value)
+                     for operand, value in ((node.left, left), (node.right, right))]
+            if not all(valid):
+                return UNKNOWN
+        as_bools = node.op in nodes.LOGICAL or (
+            left.is_bool and right.is_bool and node.op in _BOOL_WITH_BOOL)
+        for operand, value, other in ((node.left, left, node.right),
+                                      (node.right, right, node.left)):
+            if value.is_bool and not as_bools:
+                # `S + M` with a bool mask M: `where(M, S, -inf)` applies it as written.
+                masking = node.op in _MASKING and not (left.is_bool and right.is_bool)
+                self._warn_bool(operand, f"`{node.op}`", (node, other) if masking else None)
         shape = broadcast(ctx, left, right, node.op)
         if shape is None:
             return UNKNOWN
-        return Value(shape, both_bool and node.op in _LOGICAL)
+        return Value(shape, as_bools or node.op in nodes.COMPARISONS)
+
+    def _subscript(self, node: nodes.Subscript) -> Value:
+        operand = self.value(node.operand)
+        params: dict[str, Any] = {"x": node.operand}
+        entries: list[Entry] = []
+        for position, item in enumerate(node.indices):
+            key = str(position)
+            params[key] = item
+            entry = self._index_entry(item, key, params)
+            if entry is None:
+                return UNKNOWN
+            entries.append(entry)
+        if not operand.known:
+            return UNKNOWN
+        result = subscript_shape(self._ctx(node, params), operand, entries)
+        if result is None:
+            return UNKNOWN
+        value, plan = result
+        self.program.subscripts[id(node)] = plan
+        return value
+
+    def _index_entry(self, item: nodes.Index, key: str, params: dict[str, Any]) -> Entry | None:
+        """One entry of `x[...]` with its dims built; None after reporting an error."""
+        if isinstance(item, nodes.EllipsisIndex):
+            return Entry("ellipsis", key)
+        if isinstance(item, nodes.NewAxis):
+            return Entry("new", key)
+        if not isinstance(item, nodes.Slice):
+            index = self._index_dim(item)
+            return None if index is None else Entry("index", key, index=index)
+        parts: dict[str, Dim | None] = {}
+        for part in ("start", "stop", "step"):
+            part_node = getattr(item, part)
+            params[f"{key}.{part}"] = part_node
+            parts[part] = None if part_node is None else self._index_dim(part_node)
+            if part_node is not None and parts[part] is None:
+                return None
+        return Entry("slice", key, **parts)
+
+    def _index_dim(self, node: nodes.Expr) -> Dim | None:
+        """An index or slice bound: a dim expression of any sign, never a tensor."""
+        inner = nodes.strip_parens(node)
+        tensor_name = isinstance(inner, nodes.Name) and self.names.kind.get(inner.name) == "tensor"
+        computed = isinstance(inner, (nodes.Call, nodes.Subscript, nodes.Transpose)) or (
+            isinstance(inner, nodes.BinOp) and inner.op not in nodes.DIM_OPERATORS) or (
+            isinstance(inner, nodes.Unary) and inner.op == "~")
+        if tensor_name or computed:
+            self.value(node)  # its own mistakes are still reported
+            self.report(codes.BAD_INDEX.diag(node.span, detail=codes.detail("tensor_index")))
+            return None
+        value = self._builder.build(node)
+        self._flush_builder()
+        return value
 
     # --- calls ---------------------------------------------------------------------------------
 
@@ -625,6 +714,8 @@ class Checker:
             return None
         for keyword in node.keywords:
             name = keyword.name.name
+            if builtin.param(name) is None and builtin.param(KEYWORD_SYNONYMS.get(name, "")):
+                name = KEYWORD_SYNONYMS[name]  # `dim=-1`, PyTorch's word for `axis`
             if builtin.param(name) is None:
                 close = difflib.get_close_matches(name, [p.name for p in params], n=1)
                 self._call_error(node, keyword.name.span,
@@ -678,6 +769,11 @@ class Checker:
     def _arg_dim(self, node: nodes.Expr) -> Any:
         dim = self._dim_expr(node)
         return _FAILED if dim is None else dim
+
+    def _arg_offset(self, node: nodes.Expr) -> Any:
+        offset = self._builder.build(node)
+        self._flush_builder()
+        return _FAILED if offset is None else offset
 
     def _arg_shape(self, node: nodes.Expr) -> Any:
         if not isinstance(node, nodes.ListExpr):
@@ -836,13 +932,17 @@ _WRONG_KIND = object()  # the argument is not of the kind the parameter takes
 
 _RESOLVERS: dict[Kind, Callable[[Checker, nodes.Expr], Any]] = {
     Kind.TENSOR: Checker._arg_tensor, Kind.TENSORS: Checker._arg_tensors,
-    Kind.DIM: Checker._arg_dim, Kind.SHAPE: Checker._arg_shape, Kind.AXIS: Checker._arg_axis,
+    Kind.DIM: Checker._arg_dim, Kind.OFFSET: Checker._arg_offset,
+    Kind.SHAPE: Checker._arg_shape, Kind.AXIS: Checker._arg_axis,
     Kind.PERM: Checker._arg_perm, Kind.STRING: Checker._arg_string,
     Kind.NUMBER: Checker._arg_number, Kind.BOOL: Checker._arg_bool,
 }
 
-# NumPy keeps two bool operands bool only for these (logical or / and).
-_LOGICAL = frozenset({"+", "*"})
+# Two bool operands stay bools (no SC403) only here: NumPy's logical or / and for
+# `+` / `*`, and bool comparison for `==` / `!=`.
+_BOOL_WITH_BOOL = frozenset({"+", "*", "==", "!="})
+# A bool mask added to (or multiplied with) numbers: applied with `where` (SC403's fix).
+_MASKING = frozenset({"+", "*"})
 
 _NEGATED = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 
@@ -929,7 +1029,12 @@ def _not_a_value(node: nodes.Expr) -> str:
 
 
 def _line_starts(source: str) -> list[int]:
-    return list(itertools.accumulate((len(line) + 1 for line in source.split("\n")), initial=0))
+    starts = [0]
+    index = source.find("\n")
+    while index >= 0:
+        starts.append(index + 1)
+        index = source.find("\n", index + 1)
+    return starts
 
 
 def check(source: str, statements: list[nodes.Stmt], parse_diagnostics: Sequence[Diagnostic] = (),

@@ -48,6 +48,8 @@ MESSAGES: i18n.Table = i18n.Table("cli", "MESSAGES", {
     "cannot_write": "cannot write {path}: {reason}",
     "report_written": "Wrote {path}.",
     "unknown_code": "unknown code `{code}`; `shapecheck explain` lists them all",
+    "unknown_code_near": "unknown code `{code}`; did you mean `{name}`? `shapecheck explain` "
+    "lists them all",
     "unknown_language": "{variable}={value} is not a language shapecheck speaks ({languages}); "
     "using English",
     "aborted": "aborted",
@@ -535,7 +537,10 @@ def lsp() -> None:
 @lang_option
 @click.argument("code", required=False)
 def explain(code: str | None) -> None:
-    """Explain a diagnostic code (without CODE: list them all)."""
+    """Explain a diagnostic code, by number (SC301) or slug (matmul-inner-mismatch);
+    without CODE, list them all."""
+    import difflib
+
     from . import codes
 
     if code is None:
@@ -544,6 +549,10 @@ def explain(code: str | None) -> None:
         return
     text = codes.explain(code)
     if text is None:
+        names = [entry.name for entry in codes.REGISTRY.values()]
+        close = difflib.get_close_matches(code.lower(), names, n=1)
+        if close:
+            raise UsageFailure(MESSAGES["unknown_code_near"].format(code=code, name=close[0]))
         raise UsageFailure(MESSAGES["unknown_code"].format(code=code))
     click.echo(text, nl=False)
 

@@ -397,8 +397,8 @@ CONCAT = _code(
     "SC309", "concat-mismatch", E, "tensors cannot be concatenated",
     "{detail}",
     what="`concat([a, b, ...], axis=k)` needs tensors of one rank whose sizes agree on "
-    "every axis except `k`.",
-    why="As `np.concatenate`.",
+    "every axis except `k`; `stack([a, b, ...], axis=k)` needs equal shapes.",
+    why="As `np.concatenate` and `np.stack`.",
     example="dim N, d\ninput a: [N, d]\ninput b: [d, d]\nc = concat([a, b], axis=-1)\n# error[SC309]",
     fix="Transpose or reshape so the other axes agree.",
 )
@@ -460,6 +460,77 @@ POWER = _code(
     why="`N ** 0.5` is not an integer size.",
     example="dim N\ninput x: [N ** 0.5]\n# error[SC315]",
     fix="Use an integer exponent.",
+)
+
+INDEX_RANGE = _code(
+    "SC316", "index-out-of-range", E, "an index may lie outside its axis",
+    "index `{index}` {relation} axis {axis} of {shape}{where}: it must be {bound}",
+    what="An integer index `x[i]` picks one element along an axis of size `n`; it must "
+    "lie in `-n .. n-1` (a negative index counts from the end) for every admissible size.",
+    why="NumPy raises `IndexError` on such an index, but only at the sizes where it "
+    "happens: `x[1]` works for `N >= 2` and fails for `N = 1`.",
+    example="dim N, d\ninput x: [N, d]\ny = x[1]\n# error[SC316]: index `1` may lie "
+    "outside axis 0 of [N, d]: it must be less than N\n# help: add `constraint N >= 2`",
+    fix="Add the constraint the help line names, or index inside the axis.",
+)
+SLICE_RANGE = _code(
+    "SC317", "slice-out-of-range", E, "a slice bound may lie outside its axis",
+    "the {part} `{bound}` of the slice `{slice}` {relation} axis {axis} of {shape} "
+    "(size {size}){where}; NumPy would clamp it silently",
+    what="A slice bound must lie inside the axis (`0 .. n`, or `-n .. -1` from the end) "
+    "for every admissible size: `x[..., :h]` of an axis of size `d` needs `h <= d`.",
+    why="NumPy clamps a bound past the end without a word, so `x[..., :h]` would "
+    "quietly return fewer than `h` columns, and every shape after it would be wrong.",
+    example="dim N, d, h\ninput x: [N, d]\ny = x[:, :h]\n# error[SC317]: the end `h` of "
+    "the slice `:h` may lie past the end of axis 1 of [N, d] (size d); NumPy would clamp "
+    "it silently\n# help: add `constraint h <= d`",
+    fix="Declare the relation (`constraint h <= d`, or `dim d = 2 * h` for halves), or "
+    "slice inside the axis.",
+)
+EMPTY_SLICE = _code(
+    "SC318", "empty-slice", E, "a slice may select no element",
+    "the slice `{slice}` of axis {axis} of {shape} {relation} empty{where}: its length is {length}",
+    what="A slice gives an axis of `(stop - start) / step` elements (rounded up); like "
+    "every size, it must be a positive integer for every admissible size.",
+    why="Dims are positive integers; `x[1:]` of an axis of size `T` is empty when `T = 1`, "
+    "and `x[..., :d//2]` when `d = 1`.",
+    example="dim T, d\ninput x: [T, d]\ny = x[1:]\n# error[SC318]: the slice `1:` of "
+    "axis 0 of [T, d] may be empty: its length is T - 1\n# help: add `constraint T >= 2`",
+    fix="Add the constraint the help line names (`constraint T >= 2`), or change the bounds.",
+)
+TOO_MANY_INDICES = _code(
+    "SC319", "too-many-indices", E, "a subscript indexes more axes than the tensor has",
+    "{detail}",
+    what="Each integer index and each slice in `x[...]` takes one axis (`None` adds one, "
+    "`...` stands for the axes left over, at most once).",
+    why="NumPy raises `IndexError: too many indices`.",
+    example="dim N, d\ninput x: [N, d]\ny = x[0, 0, 0]\n# error[SC319]: too many indices: "
+    "[N, d] is 2-dimensional, but 3 were indexed",
+    fix="Index at most as many axes as the tensor has.",
+)
+BAD_INDEX = _code(
+    "SC320", "bad-index", E, "an index or slice cannot be checked",
+    "{detail}",
+    what="An index or a slice bound is a dim expression (integers, dims, `+ - * // `) of "
+    "known sign, and a step is a non-zero one. Indexing with a tensor (NumPy's mask or "
+    "integer-array indexing) is not supported.",
+    why="The shape of `x[mask]` depends on the values of `mask`, so it cannot be checked; "
+    "and whether `x[i]` counts from the start or from the end depends on the sign of `i`.",
+    example="dim N\ninput x: [N]\ninput m: bool[N]\ny = x[m]\n# error[SC320]: indexing "
+    "with a tensor is not supported",
+    fix="Use `where(m, x, 0)` to mask, or an index whose sign is known (declare the "
+    "constraint the help line names).",
+)
+LOGICAL_OPERAND = _code(
+    "SC321", "logical-not-bool", E, "a logical operator on a tensor that is not bool",
+    "`{op}` needs bool operands, but `{operand}` has shape {shape}",
+    what="`&`, `|` and `~` are logical and, or and not, on bool tensors (masks) "
+    "such as comparisons give.",
+    why="NumPy refuses `&` on real numbers. Often the cause is precedence: `&` binds "
+    "tighter than a comparison, so `i >= j & i < n` reads `i >= (j & i) < n`.",
+    example="dim N\ninput x: [N]\ny = x & (x > 0)\n# error[SC321]",
+    fix="Compare first (`x > 0`), and put each comparison in parentheses: "
+    "`(i >= j) & (i < n)`.",
 )
 
 # --- warnings -----------------------------------------------------------------------
@@ -684,6 +755,9 @@ HELPS: Table = Table("codes", "HELPS", {
     "apply_mask": "to apply a mask, write `where({mask}, x, -inf)`",
     "bind_dim": "bind it with `--dim {name}=VALUE` or `dim {name} = VALUE`",
     "rename": "give the new value its own name, e.g. `{name}`",
+    "compare_first": "compare first, e.g. `({operand} > 0)`",
+    "parenthesize_comparisons": "`&` and `|` bind tighter than comparisons: write each "
+    "comparison in parentheses, `(a < b) & (c < d)`",
     "same_axis": "normalise over the axis that is summed: the keys",
     "scale_by": "scale by the contracted size: `/ sqrt({size})`",
     "mask_before_softmax": "mask the scores before the softmax: `softmax(where(mask, S, -inf))`",
@@ -743,6 +817,11 @@ SYNTAX_TEXT: Table = Table("codes", "SYNTAX_TEXT", {
     "dim_too_large": "dim value {value} is too large (at most {limit})",
     "duplicate_keyword": "keyword `{name}` given twice",
     "positional_after_keyword": "positional argument after a keyword argument",
+    "python_logic": "`{word}` is not an operator on tensors (NumPy arrays have no single "
+    "truth value); write `{operator}`, and put comparisons in parentheses",
+    "chained_comparison": "comparisons cannot be chained (NumPy arrays cannot be `a < b < c`); "
+    "`&` and `|` bind tighter than comparisons, so write each comparison in parentheses: "
+    "`(a < b) & (b < c)`",
 })
 
 
@@ -851,7 +930,9 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "reshape_ambiguous": "is ambiguous",
     "reshape_many_inferred": "more than one `-1`",
     # SC309
-    "concat_empty": "`concat` needs at least one tensor",
+    "concat_empty": "`{builtin}` needs at least one tensor",
+    "stack_shape": "tensor {index} has shape {shape}, which {relation} the first, {first_shape}; "
+    "`stack` needs equal shapes",
     "concat_rank": "tensor {index} has shape {shape}, of rank {rank}, but the first has shape "
     "{first_shape}, of rank {first_rank}",
     "concat_axis": "tensor {index} has shape {shape}, which {relation} the first, {first_shape}, "
@@ -885,6 +966,7 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "kind_tensor": "a tensor",
     "kind_tensors": "a list of tensors",
     "kind_dim": "a dim expression",
+    "kind_offset": "a dim expression (of any sign)",
     "kind_shape": "a shape (a list of dim expressions)",
     "kind_axis": "an axis (an integer, `row` or `col`)",
     "kind_perm": "a list of axis indices",
@@ -897,6 +979,32 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "string_not_a_tensor": "a string is only allowed as the subscripts of `einsum`",
     "axis_not_a_tensor": "`{name}` is only allowed as an axis (`axis={name}`)",
     "not_a_value": "this is not a value",
+    # SC316: what an index must be
+    "index_below_size": "less than {size}",
+    "at_sizes": " at {values}",
+    "index_at_least": "at least -{size}",
+    # SC316, SC317, SC318: definitely or possibly
+    "lies_outside": "lies outside",
+    "may_lie_outside": "may lie outside",
+    "slice_past_end": "lies past the end of",
+    "slice_may_pass_end": "may lie past the end of",
+    "slice_before_start": "lies before the start of",
+    "slice_may_precede_start": "may lie before the start of",
+    "slice_start": "start",
+    "slice_end": "end",
+    "is": "is",
+    "may_be": "may be",
+    # SC319
+    "too_many_indices": "too many indices: {shape} is {rank}-dimensional, but {count} were indexed",
+    "many_ellipses": "an index can have only one `...`",
+    # SC320
+    "tensor_index": "indexing with a tensor is not supported: the shape of the result "
+    "would depend on its values",
+    "sign_unknown": "cannot tell whether `{index}` counts from the start or from the end "
+    "of the axis: it may be negative for some sizes and not for others",
+    "step_zero": "a slice step cannot be zero",
+    "step_sign_unknown": "cannot tell whether the step `{step}` goes forward or backward: it "
+    "may be negative for some sizes and not for others",
     # SC402: the axes and what the formula computes instead
     "axis_of": "axis {index} of `{tensor}` ({size})",
     "axis_from": "axis {index} of `{tensor}` ({size}, from `{origin}`)",
@@ -947,6 +1055,7 @@ TOKEN_WORDS: Table = Table("codes", "TOKEN_WORDS", {
     "EQUAL": "`=`", "COMMA": "`,`", "EQ": "`==`", "NE": "`!=`", "LE": "`<=`", "GE": "`>=`",
     "LT": "`<`", "GT": "`>`", "PLUS": "`+`", "MINUS": "`-`", "STAR": "`*`", "SLASH": "`/`",
     "DSLASH": "`//`", "AT": "`@`", "POW": "`**`", "TRANSPOSE": "`.T`", "BOOL": "`bool`",
+    "AMP": "`&`", "PIPE": "`|`", "TILDE": "`~`", "ELLIPSIS": "`...`",
     "_SEP": "end of line", "$END": "end of line",
     "expression": "an expression", "operator": "an operator or end of line",
 })
@@ -971,6 +1080,13 @@ def syntax_text(key: str, **fields: object) -> str:
     return SYNTAX_TEXT[key].format(**fields)
 
 
+def lookup(key: str) -> Code | None:
+    """A code by its number (`SC301`, in any case) or its slug (`matmul-inner-mismatch`)."""
+    key = key.strip()
+    by_name = {code.name: code for code in REGISTRY.values()}
+    return REGISTRY.get(key.upper()) or by_name.get(key.lower().replace("_", "-"))
+
+
 # The headings of `shapecheck explain` (and of SARIF's rule help), and small words.
 EXPLAIN: Table = Table("codes", "EXPLAIN", {
     "title": "{id} ({name}): {summary}",
@@ -984,8 +1100,8 @@ EXPLAIN: Table = Table("codes", "EXPLAIN", {
 
 
 def explain(code_id: str) -> str | None:
-    """The documentation of a code, as ``shapecheck explain`` prints it."""
-    code = REGISTRY.get(code_id.upper())
+    """The documentation of a code (by number or slug), as ``shapecheck explain`` prints it."""
+    code = lookup(code_id)
     if code is None:
         return None
     example = "\n".join("  " + line for line in code.text("example").splitlines())

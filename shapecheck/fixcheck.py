@@ -36,12 +36,13 @@ from dataclasses import dataclass, replace
 
 from . import nodes
 from .diagnostics import Diagnostic, Edit, Fix, Span
+from .fixes import apply_edits, offsets
 from .parser import Chunk, parse_chunk
 from .program import Program
 
 MAX_SLICE = 32
 _BROKEN: list[tuple[str, int, int, bool]] = []  # an inserted line has a problem of its own
-WORK_PER_STATEMENT = 3
+WORK_PER_STATEMENT = 8
 MIN_WORK = 400
 
 _DIM_PHASE = (nodes.DimFree, nodes.DimDef, nodes.Constraint, nodes.Broken)
@@ -72,7 +73,7 @@ class _Verifier:
         self.check_whole = check_whole
         self.source = program.source
         self.lines = self.source.split("\n")
-        self.line_starts = _line_starts(self.source)
+        self.line_starts = offsets(self.source)
         self.statements = program.statements
         self.starts = [(s.span.line, s.span.column) for s in self.statements]
         self.readers: dict[str, list[int]] = {}
@@ -249,14 +250,8 @@ class _Verifier:
             and 1 <= span.end_column <= len(self.lines[span.end_line - 1]) + 1
 
     def _apply(self, edits: list[Edit]) -> str:
-        pieces, position = [], 0
-        for edit in edits:
-            start = self._offset(edit.span.line, edit.span.column)
-            end = self._offset(edit.span.end_line, edit.span.end_column)
-            pieces += [self.source[position:start], edit.replacement]
-            position = end
-        pieces.append(self.source[position:])
-        return "".join(pieces)
+        """The edited text, exactly as `verify --fix` will write it."""
+        return apply_edits(self.source, edits)
 
     def _is_anchor(self, edit: Edit) -> bool:
         return self._insertion(edit) is not None
@@ -373,12 +368,3 @@ def _defined(statement: nodes.Stmt) -> set[str]:
 def _overlap(edits: list[Edit]) -> bool:
     return any((b.span.line, b.span.column) < (a.span.end_line, a.span.end_column)
                for a, b in zip(edits, edits[1:]))
-
-
-def _line_starts(source: str) -> list[int]:
-    starts = [0]
-    index = source.find("\n")
-    while index >= 0:
-        starts.append(index + 1)
-        index = source.find("\n", index + 1)
-    return starts

@@ -65,15 +65,17 @@ PARTNERS: dict[str, tuple[str, ...]] = {
         "softmax", "transpose", "reshape", "split_heads", "merge_heads", "repeat", "concat",
         "layernorm", "rmsnorm", "causal_mask", "ones", "zeros", "einsum", "dropout",
         "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "abs",
-        "sum", "mean", "max", "min")},
+        "sum", "mean", "max", "min",
+        "cos", "sin", "elu", "silu", "softplus", "erf", "square", "rsqrt", "arange", "stack",
+        "tril", "triu")},
 }
 
 # The failures a larger rank can fix (the operation needs more axes, or exactly as many
 # as a subscript, a permutation, an annotation or another operand has), and the one
 # `bool` fixes. Any other failure is a real conflict between two uses.
 RANK_FIXES = frozenset({"SC202", "SC302", "SC304", "SC305", "SC306", "SC307", "SC308",
-                        "SC309", "SC310"})
-BOOL_FIXES = frozenset({"SC311"})
+                        "SC309", "SC310", "SC319"})
+BOOL_FIXES = frozenset({"SC311", "SC321"})
 MATRIX, PARTNER = "matrix", "partner"  # the two preferences, as failures
 
 # Names for the dims inference introduces, by the axis they first appear on (counted

@@ -43,7 +43,7 @@ from . import codes, nodes, symbolic
 from .builtins import BUILTINS, AxisKind, axis_index
 from .diagnostics import Diagnostic, Note, Span
 from .einsum import SubscriptError, parse_subscripts
-from .program import Program, Value
+from .program import NewAxis, Program, Take, Value
 from .symbolic import Dim, DimSystem, Verdict, to_text
 
 # A fill at or below this blocks a key after the softmax (`-1e9`, `-1e4`, `-inf`);
@@ -548,6 +548,32 @@ class _Analysis:
             return _UNKNOWN
         return operand.moved(axes[:-2] + (axes[-1], axes[-2]))
 
+    def _subscript(self, node: nodes.Subscript, value: Value) -> _Info:
+        """`x[...]` (the checker's plan of it): an axis taken whole keeps its identity, a
+        new axis (`None`) is new, a part of an axis is a new, opaque axis (a window of the
+        keys is not the keys). x's facts go on only when no axis is cut or dropped
+        (`P[None]` is still normalised); otherwise the pass stays silent about it."""
+        operand = self.value(node.operand)
+        plan = self.program.subscripts.get(id(node))
+        if operand.axes is None or plan is None or value.shape is None:
+            return _UNKNOWN
+        sizes = iter(value.shape)
+        axes: list[Axis] = []
+        whole = True
+        for entry in plan.entries:
+            if isinstance(entry, Take):
+                whole = False
+                continue
+            size = next(sizes)
+            if isinstance(entry, NewAxis):
+                axes.append(Axis(size, node))
+            elif entry.start is None and entry.stop is None and entry.step == 1:
+                axes.append(operand.axes[entry.axis])
+            else:
+                axes.append(Axis(size, node, opaque=True))
+                whole = False
+        return operand.moved(tuple(axes)) if whole else _Info(tuple(axes))
+
     def _visit_children(self, node: nodes.Expr) -> None:
         """Unknown or scalar values: still look inside (an `@` in an argument has meaning)."""
         for child in _children(node):
@@ -919,9 +945,13 @@ class _Analysis:
         first = tensors[0][1].axes
         if not first:
             return _UNKNOWN
-        where = axis_index(args.get(axis_param or "", 0), len(first))
         axes = list(first)
-        axes[where] = Axis(value.shape[where], node)
+        if len(value.shape) == len(first) + 1:  # `stack`: a new axis between the others
+            where = axis_index(args.get(axis_param or "", 0), len(first) + 1)
+            axes.insert(where, Axis(value.shape[where], node))
+        else:  # `concat`: the joined axis is new, the others aligned
+            where = axis_index(args.get(axis_param or "", 0), len(first))
+            axes[where] = Axis(value.shape[where], node)
         # Parts scaled alike keep their scale (a rotary part concatenated to the rest).
         scales = {tuple(id(f.node) for f in i.scale) for _, i in tensors}
         scale = tensors[0][1].scale if len(scales) == 1 else ()
@@ -1554,6 +1584,8 @@ def _children(node: nodes.Expr) -> Iterable[nodes.Expr]:
             tuple(k.value for k in node.keywords)
     if isinstance(node, nodes.ListExpr):
         return node.items
+    if isinstance(node, nodes.Subscript):
+        return (node.operand,)  # the entries are dims, not values
     return ()
 
 
@@ -1569,6 +1601,7 @@ def _line_starts(source: str) -> list[int]:
 _HANDLERS: dict[type, Any] = {
     nodes.BinOp: _Analysis._binop, nodes.Unary: _Analysis._unary,
     nodes.Transpose: _Analysis._transpose, nodes.Call: _Analysis._call,
+    nodes.Subscript: _Analysis._subscript,
 }
 
 __all__ = ["Attention", "Axis", "Bias", "Mask", "Meaning", "Role", "Scale", "ScaleFactor", "analyse"]

@@ -120,6 +120,44 @@ class ListExpr:
 
 
 @dataclass(slots=True)
+class Slice:
+    """`start:stop:step` inside `x[...]`; an omitted part is None."""
+
+    start: Expr | None
+    stop: Expr | None
+    step: Expr | None
+    span: Span
+    depth: int = 1
+
+
+@dataclass(slots=True)
+class EllipsisIndex:
+    """`...` inside `x[...]`: as many whole axes as the other entries leave."""
+
+    span: Span
+    depth: int = 1
+
+
+@dataclass(slots=True)
+class NewAxis:
+    """`None` inside `x[...]`: a new axis of size 1."""
+
+    span: Span
+    depth: int = 1
+
+
+@dataclass(slots=True)
+class Subscript:
+    """`x[i, a:b, ..., None]`: indexing and slicing with NumPy's meaning."""
+
+    operand: Expr
+    indices: tuple[Index, ...]
+    span: Span
+    bracket: Span  # from `[` to `]`
+    depth: int = 1
+
+
+@dataclass(slots=True)
 class Keyword:
     name: Ident
     value: Expr
@@ -138,8 +176,15 @@ class Call:
 
 Expr = Union[
     Name, Integer, Decimal, Inf, Boolean, String, AxisName, BinOp, Unary, Transpose,
-    Paren, ListExpr, Call,
+    Paren, ListExpr, Call, Subscript,
 ]
+Index = Union[Expr, Slice, EllipsisIndex, NewAxis]
+
+# `BinOp.op` values: arithmetic (the operators a dim expression may use, and `@`),
+# comparisons (elementwise, giving bool) and logic (on bool).
+DIM_OPERATORS = frozenset({"+", "-", "*", "/", "//", "**"})
+COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">="})
+LOGICAL = frozenset({"&", "|"})
 
 
 @dataclass(slots=True)
@@ -229,6 +274,30 @@ def strip_parens(node: Expr) -> Expr:
     while isinstance(node, Paren):
         node = node.inner
     return node
+
+
+def children(node: Expr | Index) -> Iterator[Expr]:
+    """The sub-expressions of a node, in source order (index parts included)."""
+    if isinstance(node, BinOp):
+        yield node.left
+        yield node.right
+    elif isinstance(node, (Unary, Transpose)):
+        yield node.operand
+    elif isinstance(node, Paren):
+        yield node.inner
+    elif isinstance(node, ListExpr):
+        yield from node.items
+    elif isinstance(node, Call):
+        yield from node.args
+        for keyword in node.keywords:
+            yield keyword.value
+    elif isinstance(node, Subscript):
+        yield node.operand
+        for index in node.indices:
+            if isinstance(index, Slice):
+                yield from (part for part in (index.start, index.stop, index.step) if part is not None)
+            elif not isinstance(index, (EllipsisIndex, NewAxis)):
+                yield index
 
 
 def depth_of(expr: Expr | None) -> int:

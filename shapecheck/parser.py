@@ -169,12 +169,42 @@ class ToNodes(Transformer):  # type: ignore[type-arg]
         left, op, right = c
         span = left.span.to(right.span)
         depth = _checked_depth(_depth(left, right), span)
-        return nodes.BinOp(str(op), left, right, span, token_span(op), depth)
+        # `·` and `×` (the study note's signs) are `*`.
+        text = "*" if op.type == "STAR" else str(op)
+        return nodes.BinOp(text, left, right, span, token_span(op), depth)
+
+    def compare(self, c: list[Any]) -> nodes.BinOp:
+        left = c[0]
+        if isinstance(left, nodes.BinOp) and left.op in nodes.COMPARISONS:
+            # Python would chain `a < b < c` into `a < b and b < c`, which NumPy
+            # arrays refuse; the usual cause is `&` binding tighter than `<`.
+            raise GrammarMisuse(codes.syntax_text("chained_comparison"), token_span(c[1]))
+        return self.binop(c)
 
     def unary(self, c: list[Any]) -> nodes.Unary:
         op, operand = c
         span = token_span(op).to(operand.span)
         return nodes.Unary(str(op), operand, span, _checked_depth(_depth(operand), span))
+
+    def subscript(self, c: list[Any]) -> nodes.Subscript:
+        operand, open_, *indices, close = c
+        items = tuple(_new_axis(i) for i in indices)
+        bracket = token_span(open_).to(token_span(close))
+        span = operand.span.to(bracket)
+        depth = _checked_depth(_depth(operand, *items), span)
+        return nodes.Subscript(operand, items, span, bracket, depth)
+
+    def slice(self, c: list[Any]) -> nodes.Slice:
+        start, colon, stop, second_colon, step = c
+        first = start.span if start is not None else token_span(colon)
+        last = next((part for part in (step, second_colon, stop) if part is not None), colon)
+        end = last.span if not isinstance(last, Token) else token_span(last)
+        parts = [p for p in (start, stop, step) if p is not None]
+        span = first.to(end)
+        return nodes.Slice(start, stop, step, span, _checked_depth(_depth(*parts), span))
+
+    def ellipsis(self, c: list[Any]) -> nodes.EllipsisIndex:
+        return nodes.EllipsisIndex(token_span(c[0]))
 
     def transpose(self, c: list[Any]) -> nodes.Transpose:
         operand, tok = c
@@ -231,6 +261,13 @@ class ToNodes(Transformer):  # type: ignore[type-arg]
         keywords = tuple(x for x in inner if isinstance(x, nodes.Keyword))
         span = token_span(func).to(token_span(close))
         return nodes.Call(_ident(func), args, keywords, span, _checked_depth(_depth(*inner), span))
+
+
+def _new_axis(index: Any) -> Any:
+    """`None` inside `x[...]` is a new axis, as in NumPy."""
+    if isinstance(index, nodes.Name) and index.name == "None":
+        return nodes.NewAxis(index.span)
+    return index
 
 
 def _positional_after_keyword(arguments: list[Any]) -> None:
@@ -328,8 +365,11 @@ def parse_chunk(chunk: Chunk) -> tuple[nodes.Stmt, Diagnostic | None]:
 _STRING = r'"[^"\n]*"?|\'[^\'\n]*\'?'
 _SCAN = re.compile(r'#[^\n]*|' + _STRING + r'|[()\[\];\n]')
 _NAME_PATTERN = r"[^\W\d]\w*"  # as the grammar's NAME: a letter or `_`, then letters, digits, `_`
+# `NAME:` starts a statement only before a shape (`S: [N, N] = ...`): a line of a
+# subscript split over lines may start with `h:]`.
 _STATEMENT_START = re.compile(
-    r"(dim|constraint|input|param|output|assert)\b|" + _NAME_PATTERN + r"\s*(:|=(?!=))"
+    r"(dim|constraint|input|param|output|assert)\b|"
+    + _NAME_PATTERN + r"\s*(:\s*(\[|bool\b)|=(?!=))"
 )
 _DEFINES = re.compile(r"(?:output|input|param|assert)?\s*(" + _NAME_PATTERN + r")\s*(?::|=(?!=))")
 _NAME = re.compile(_NAME_PATTERN)
@@ -426,16 +466,16 @@ _KEYWORDS = frozenset({
     "DIM", "CONSTRAINT", "INPUT", "PARAM", "ASSERT", "OUTPUT", "BOOL", "INF", "TRUE", "TRUE_CAP",
     "FALSE", "FALSE_CAP", "ROW", "COL",
 })
-_EXPRESSION_START = frozenset({"NAME", "INT", "DECIMAL", "LPAR", "LSQB", "STRING", "INF"})
 _COMPARISONS = frozenset({"EQ", "NE", "LE", "GE", "LT", "GT"})
 _OPERAND_END = frozenset(
-    {"NAME", "INT", "DECIMAL", "STRING", "INF", "RPAR", "RSQB", "TRANSPOSE", "ROW", "COL"}
+    {"NAME", "INT", "DECIMAL", "STRING", "INF", "RPAR", "RSQB", "TRANSPOSE", "ROW", "COL",
+     "ELLIPSIS", "TRUE", "TRUE_CAP", "FALSE", "FALSE_CAP"}
 )
 
 
 def _describe_expected(
     expected: set[str], in_constraint: bool, open_bracket: str | None, after_operand: bool,
-    in_dim: bool = False,
+    in_dim: bool = False, after_head: bool = False,
 ) -> str:
     """The few things most worth saying, in words, not terminal names.
 
@@ -453,7 +493,12 @@ def _describe_expected(
         parts.append("`==`")
     if in_dim and "COMMA" in expected and not closing:
         parts.append("`,`")  # `dim A B`: the names are separated by commas
-    parts += [_WORDS[n] for n in ("COLON", "EQUAL") if n in expected]
+    # `:` only after the name a statement declares (`input Z: ...`): LALR merges
+    # states, so the `:` of a slice shows up as expected after any operand.
+    if "COLON" in expected and after_head:
+        parts.append(_WORDS["COLON"])
+    if "EQUAL" in expected:
+        parts.append(_WORDS["EQUAL"])
     parts += [_WORDS[n] for n in closing]
     if not parts and after_operand:
         parts.append(_WORDS["operator"])
@@ -527,15 +572,40 @@ def _unexpected_token(exc: UnexpectedToken, chunk: Chunk, previous: Token | None
             span = _offset_span(chunk, unclosed)  # point at the bracket itself
         elif token.type in _CLOSE and open_bracket is None:
             detail = codes.syntax_text("unmatched", bracket=token.value)
+        elif (word := _python_logic(token, previous)) is not None:
+            # `not M`, `a and b`: Python's words, which NumPy arrays refuse.
+            detail = codes.syntax_text("python_logic", word=word.value,
+                                       operator=_PYTHON_LOGIC[word.value])
+            span = token_span(word)
         else:
             detail = codes.syntax_text(
                 "expected_after", expected=_describe_expected(
                     expected, in_constraint, open_bracket,
                     after_operand=previous.type in _OPERAND_END, in_dim=in_dim,
+                    after_head=_is_head_name(chunk.text, previous),
                 ),
                 previous=f"`{previous.value}`", found=found,
             )
     return codes.SYNTAX.diag(span, detail=detail)
+
+
+_PYTHON_LOGIC = {"not": "~", "and": "&", "or": "|"}
+
+
+def _python_logic(token: Token, previous: Token) -> Token | None:
+    """The `not` / `and` / `or` a syntax error comes from: the token itself (`a and b`
+    fails at `and`) or the one before it (`not M` fails at `M`)."""
+    for candidate in (token, previous):
+        if candidate.type == "NAME" and candidate.value in _PYTHON_LOGIC:
+            return candidate
+    return None
+_HEAD = re.compile(r"(?:(?:input|param|assert|output)\s+)?(" + _NAME_PATTERN + ")")
+
+
+def _is_head_name(text: str, token: Token) -> bool:
+    """Is ``token`` the name the statement declares or defines (`S` in `S: [N] = x`)?"""
+    head = _HEAD.match(text)
+    return head is not None and token.type == "NAME" and token.start_pos == head.start(1)
 
 
 def _unclosed_bracket(text: str) -> str | None:

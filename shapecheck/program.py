@@ -102,6 +102,47 @@ class CallInfo:
     args: dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class Take:
+    """An integer index: axis ``axis`` of the operand is dropped at ``index``
+    (normalised: ``0 <= index < size``)."""
+
+    axis: int
+    index: Dim
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """A slice of axis ``axis``: ``start`` and ``stop`` normalised to ``0 .. size``
+    (None: the default for the step's direction), ``step`` a non-zero integer dim,
+    ``length`` the size of the result's axis."""
+
+    axis: int
+    start: Dim | None
+    stop: Dim | None
+    step: Dim
+    length: Dim
+
+
+@dataclass(frozen=True, slots=True)
+class NewAxis:
+    """`None`: a new axis of size 1."""
+
+
+@dataclass(frozen=True, slots=True)
+class IndexPlan:
+    """A subscript `x[...]` as resolved by the checker: one entry per axis of the
+    operand (`...` and missing trailing entries expanded to whole-axis ranges) and
+    per new axis, in order."""
+
+    entries: tuple[Take | Range | NewAxis, ...]
+
+    def source_axes(self) -> tuple[int | None, ...]:
+        """For each axis of the result, the operand's axis it comes from (None: new)."""
+        return tuple(None if isinstance(e, NewAxis) else e.axis
+                     for e in self.entries if not isinstance(e, Take))
+
+
 @dataclass
 class Program:
     source: str
@@ -112,6 +153,7 @@ class Program:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     types: dict[int, Value] = field(default_factory=dict)  # id(expr node) -> Value
     calls: dict[int, CallInfo] = field(default_factory=dict)  # id(Call node) -> CallInfo
+    subscripts: dict[int, IndexPlan] = field(default_factory=dict)  # id(Subscript node) -> plan
     # Names used without a declaration: name -> each use, as (span, role), the role
     # "dim", "value" or "tensor" (see Checker._undefined).
     undeclared: dict[str, list[tuple[Span, str]]] = field(default_factory=dict)

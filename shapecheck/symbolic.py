@@ -725,6 +725,16 @@ class DimSystem:
             raise _too_complex("too_complex_bits", MAX_BITS)
         return result
 
+    def simplest(self, dim: Dim) -> Dim:
+        """``dim`` rewritten by definitions and constraints (not bindings) when that makes
+        it shorter (`(d + 1)//2` and `d - h` are `h` under `dim d = 2 * h`); else as it is."""
+        known = {s: self._resolve(s, values=False) for s in dim.free_symbols
+                 if self._has_rule(s, values=False)}
+        if not known:
+            return dim
+        rewritten = _expand(dim.xreplace(known))
+        return rewritten if sympy.count_ops(rewritten) < sympy.count_ops(dim) else dim
+
     def equal(self, left: Dim, right: Dim) -> Verdict:
         if left == right:
             return Verdict.PROVED
@@ -827,14 +837,42 @@ class DimSystem:
         direct = self._bind_only(dim)
         if direct.is_number:
             return _number_verdict(direct)
-        if self._positive_polynomial(direct) or self._positive_floor(direct):
+        if self._positive_polynomial(direct) or self._positive_floor(direct) \
+                or self._positive_relaxed(direct):
             return Verdict.PROVED
         reduced = self.canonical(dim)
         if reduced.is_number:
             return _number_verdict(reduced)
-        if self._positive_polynomial(reduced) or self._positive_by_fact(reduced):
+        if self._positive_polynomial(reduced) or self._positive_by_fact(reduced) \
+                or self._positive_relaxed(reduced):
             return Verdict.PROVED
         return Verdict.UNPROVED
+
+    def _positive_relaxed(self, dim: Dim) -> bool:
+        """Floor divisions by a number, as in slice lengths (`d - d//2 + 1`): each
+        ``c * (p // q)`` is replaced by the bound of ``p // q`` that makes the sum
+        smallest, ``p/q`` or ``(p - q + 1)/q``. When that polynomial is positive for
+        every admissible size, so is ``dim``, an integer: it is at least 1."""
+        if not dim.has(sympy.floor):
+            return False
+        relaxed: list[Dim] = []
+        for term in sympy.Add.make_args(_expand(dim)):
+            coefficient, rest = term.as_coeff_Mul()
+            if not coefficient.is_Integer:
+                return False
+            if isinstance(rest, sympy.floor):
+                numerator, denominator = sympy.fraction(sympy.together(rest.args[0]))
+                if not (denominator.is_Integer and denominator > 0) \
+                        or not self._integer_valued(numerator):
+                    return False
+                low = (numerator - denominator + 1) / denominator
+                relaxed.append(coefficient * (low if coefficient > 0 else numerator / denominator))
+            elif rest.has(sympy.floor) or not self._integer_valued(rest):
+                return False
+            else:
+                relaxed.append(term)
+        bound = _expand(sympy.Add(*relaxed))
+        return bool(bound > 0) if bound.is_number else self._definite(bound)
 
     def _positive_by_fact(self, dim: Dim) -> bool:
         """``dim = fact + p`` with ``fact >= 0`` (an inequality) and ``p`` provably
@@ -1128,13 +1166,26 @@ class DimSystem:
             return Needed((name,), to_text(left), "==", f"{spaced(to_text(right))} * {name}",
                           (left, "==", right * quotient))
         if claim.kind == "positive":
+            if isinstance(left, sympy.floor):  # p // q >= 1 exactly when p >= q
+                top, bottom = sympy.fraction(sympy.together(left.args[0]))
+                return Needed((), spaced(to_text(top)), ">=", spaced(to_text(bottom)),
+                              (top, ">=", bottom))
             lone = _lone_dim_offset(left)
             if lone is not None:
                 dim, offset = lone
                 return Needed((), to_text(dim), ">=", str(1 - offset),
                               (dim, ">=", sympy.Integer(1 - offset)))
             return Needed((), spaced(to_text(left)), ">=", "1", (left, ">=", ONE))
-        return Needed((), spaced(to_text(left)), "<=", spaced(to_text(right)), (left, "<=", right))
+        # `left <= right` with the terms on the side where they are positive: `0 <= h - N`
+        # reads `N <= h`, and `2 <= N` reads `N >= 2`.
+        terms = sympy.Add.make_args(_expand(right - left))
+        larger = sympy.Add(*[t for t in terms if not t.could_extract_minus_sign()])
+        smaller = sympy.Add(*[-t for t in terms if t.could_extract_minus_sign()])
+        if larger == 0:
+            return Needed((), spaced(to_text(left)), "<=", spaced(to_text(right)), (left, "<=", right))
+        if smaller.is_Integer:
+            return Needed((), spaced(to_text(larger)), ">=", to_text(smaller), (larger, ">=", smaller))
+        return Needed((), spaced(to_text(smaller)), "<=", spaced(to_text(larger)), (smaller, "<=", larger))
 
     def fork(self) -> DimSystem:
         """An independent copy (a trial constraint must not change this system)."""
@@ -1594,7 +1645,7 @@ class DimBuilder:
             return self.resolve(node)
         if isinstance(node, nodes.Paren):
             return self._build(node.inner)
-        if isinstance(node, nodes.Unary):
+        if isinstance(node, nodes.Unary) and node.op in "+-":
             operand = self._build(node.operand)
             return None if operand is None else (-operand if node.op == "-" else operand)
         if isinstance(node, nodes.BinOp):
@@ -1603,8 +1654,9 @@ class DimBuilder:
         return None
 
     def _binop(self, node: nodes.BinOp) -> Dim | None:
-        if node.op == "@":
-            self.diagnostics.append(codes.NOT_A_DIM_EXPR.diag(node.op_span, what_found="`@`"))
+        if node.op not in nodes.DIM_OPERATORS:  # `@`, comparisons, `&`, `|`
+            self.diagnostics.append(codes.NOT_A_DIM_EXPR.diag(node.op_span,
+                                                              what_found=f"`{node.op}`"))
             return None
         if node.op == "**":
             return self._power(node)
@@ -1695,6 +1747,11 @@ class DimBuilder:
             self.diagnostics.append(codes.LIMIT.diag(span, detail=error.detail))
             return None
         return dim
+
+
+def floor_quotient(numerator: Dim, denominator: Dim) -> Dim:
+    """``numerator // denominator``, as the spec writes it (`(d + 1)//2`)."""
+    return sympy.floor(numerator / denominator)
 
 
 def _describe(node: nodes.Expr) -> str:

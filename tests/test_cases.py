@@ -42,7 +42,8 @@ CASES = Path(__file__).parent / "cases"
 CASE_FILES = sorted(CASES.glob("*.attn"))
 
 _EXPECT = re.compile(r"#\s*([EWN]):\s*(SC\d{3})\b([^#]*)")
-_SHAPE = re.compile(r"#\s*(?:([A-Za-z_][A-Za-z0-9_]*)\s+)?=>\s*([^#]*)")
+# `# NAME => SHAPE` names the tensor; any other text before `=>` is a comment.
+_SHAPE = re.compile(r"#\s*(?:([A-Za-z_][A-Za-z0-9_]*)\s+=>|[^#]*?=>)\s*([^#]*)")
 _DIMS = re.compile(r"^#\s*dims:([^#\n]*)", re.MULTILINE)
 _SEVERITY = {"E": "error", "W": "warning", "N": "note"}
 

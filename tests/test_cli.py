@@ -410,6 +410,17 @@ def test_explain_is_case_insensitive(capsys):
     assert status == 0 and out.startswith("SC301")
 
 
+@pytest.mark.parametrize("slug", ["matmul-inner-mismatch", "MATMUL-INNER-MISMATCH", "matmul_inner_mismatch"])
+def test_explain_takes_a_slug(capsys, slug):
+    status, out, _ = run(capsys, "explain", slug)
+    assert status == 0 and out.startswith("SC301 (matmul-inner-mismatch)")
+
+
+def test_explain_suggests_a_near_slug(capsys):
+    status, out, err = run(capsys, "explain", "matmul-inner")
+    assert status == 2 and "did you mean `matmul-inner-mismatch`?" in err
+
+
 @pytest.mark.parametrize("code", ["SC999", "E0001", "301", ""])
 def test_explain_an_unknown_code_exits_2(capsys, code):
     status, out, err = run(capsys, "explain", code)

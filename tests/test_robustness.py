@@ -125,6 +125,17 @@ HOSTILE: dict[str, tuple[bytes, set[str] | None]] = {
     "einsum with every letter": (
         f"dim N\ninput X: [{', '.join(['N'] * 52)}]\nS = einsum(\"{LETTERS}->{LETTERS[::-1]}\", X)"
         "\noutput S\n".encode(), None),
+    "10,000 chained subscripts": (HEAD + b"S = Q" + b"[0, None]" * 10_000 + b"\n", {"SC003"}),
+    "10,000 nested subscripts": (HEAD + b"S = Q[" + b"Q[" * 10_000 + b"0" + b"]" * 10_001 + b"\n",
+                                 {"SC003"}),
+    "10,000 logical nots": (HEAD + b"S = " + b"~" * 10_000 + b"(Q > 0)\noutput S\n", {"SC003"}),
+    "10,000 chained comparisons": (HEAD + b"S = Q" + b" < Q" * 10_000 + b"\n", {"SC001"}),
+    "a 10,000-entry subscript": (HEAD + b"S = Q[" + b"None, " * 10_000 + b"...]\noutput S\n",
+                                 {"SC003"}),  # more than the 64 axes NumPy holds
+    "a slice with a huge bound": (HEAD + b"S = Q[:" + b"9" * 39 + b"]\n", {"SC317"}),
+    # the counterexample of `d // E` under E == H*d does not depend on d
+    "a floor a constraint cancels": (b"dim d, H, E\nconstraint E == H * d\ninput X: [d // E]\n",
+                                     {"SC201"}),
     "300 syntax errors": (b"x = @\n" * 300, {"SC001", "SC004"}),
     # a declared file (a sketch would infer `u`), so each use of `u` is an error
     "300 undefined names": (b"dim N\n" + b"".join(b"t%d = u\n" % i for i in range(300)),
@@ -241,6 +252,9 @@ TOKENS = [
     "where(", "causal_mask(", "ones([", "zeros([", "sum(", "mean(", "max(", "layernorm(",
     "rmsnorm(", "repeat(", "transpose(", "dropout(", "exp(", "sqrt(", "[]", "\\", "'", "!",
     "$", "é", "→", "\x00", "\x0c", "\r",
+    "&", "|", "~", "<", ">", ">=", "...", "None", "[:", ":h]", "::2", "::-1", "[..., :d]", "[0]",
+    "·", "×", "dim=-1", "keepdim=true", "(Q, K)", "(Q,)", "arange(", "stack([", "tril(", "triu(",
+    "cos(", "elu(", "rsqrt(", "causal_mask(N, ", "window=", "k=-1",
 ]
 
 
@@ -293,6 +307,11 @@ CALLS = [
     "causal_mask({dim})", "ones({shape})", "zeros({shape})", 'einsum("ij,jk->ik", {x}, {y})',
     'einsum("...ij", {x})', "dropout({x}, 0.1)", "exp({x})", "sqrt({dim})", "{x}.T", "-{x}",
     "({x} @ {y})", "({x} + {y})", "({x} * {y})", "({x} / sqrt(d))", "({x} ** 2)",
+    "{x}[..., :{dim}]", "{x}[{dim}]", "{x}[:, None]", "{x}[::2]", "{x}[{dim}:, ..., -1]",
+    "{x}[{dim}::-1]", "(({x} > 0) & ({y} < 1))", "~({x} == {y})", "({x} | {y})",
+    "stack([{x}, {y}], axis={axis})", "tril({x}, k={dim})", "triu({x})", "arange({dim})",
+    "causal_mask({dim}, {dim}, window={dim})", "cos({x})", "elu({x}, alpha=0.5)",
+    "softmax({x}, dim={axis})", "concat(({x}, {y}), dim={axis})", "({x} · {y})",
 ]
 
 

@@ -30,7 +30,7 @@ import numpy as np
 from .. import nodes
 from ..builtins import axis_index
 from ..einsum import parse_subscripts
-from ..program import CallInfo, Program, Value
+from ..program import CallInfo, NewAxis, Program, Range, Take, Value
 from .errors import CheckerBug, InputError, bindings_text, message
 
 Thunk = Callable[["Frame"], Any]
@@ -285,21 +285,8 @@ def _names(expr: nodes.Expr) -> Iterator[str]:
     """Every name read by an expression (keyword and list arguments included)."""
     if isinstance(expr, nodes.Name):
         yield expr.name
-    elif isinstance(expr, nodes.BinOp):
-        yield from _names(expr.left)
-        yield from _names(expr.right)
-    elif isinstance(expr, (nodes.Unary, nodes.Transpose)):
-        yield from _names(expr.operand)
-    elif isinstance(expr, nodes.Paren):
-        yield from _names(expr.inner)
-    elif isinstance(expr, nodes.ListExpr):
-        for item in expr.items:
-            yield from _names(item)
-    elif isinstance(expr, nodes.Call):
-        for arg in expr.args:
-            yield from _names(arg)
-        for keyword in expr.keywords:
-            yield from _names(keyword.value)
+    for child in nodes.children(expr):
+        yield from _names(child)
 
 
 # --- compiling expressions: one function per node kind --------------------------------------
@@ -455,6 +442,9 @@ def _compile_paren(c: _ExprCompiler, node: nodes.Paren) -> Compiled:
 
 
 def _compile_unary(c: _ExprCompiler, node: nodes.Unary) -> Compiled:
+    if node.op == "~":  # on bool (the checker made sure)
+        return c.elementwise(node, c.compile(node.operand),
+                             lambda x, out: np.logical_not(x, out=out))
     operand = c.numeric(node.operand)
     if node.op == "+":
         return operand
@@ -465,9 +455,16 @@ _UFUNCS: dict[str, np.ufunc] = {
     "+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
     "//": np.floor_divide, "**": np.power,
 }
+# Comparisons and logic: bool results.
+_BOOL_UFUNCS: dict[str, np.ufunc] = {
+    "==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
+    ">": np.greater, ">=": np.greater_equal, "&": np.logical_and, "|": np.logical_or,
+}
 
 
 def _compile_binop(c: _ExprCompiler, node: nodes.BinOp) -> Compiled:
+    if node.op in _BOOL_UFUNCS:
+        return _compile_bool_binop(c, node)
     left, right = c.numeric(node.left), c.numeric(node.right)
     lrun, rrun = left.run, right.run
     if node.op == "@":
@@ -496,6 +493,23 @@ def _compile_binop(c: _ExprCompiler, node: nodes.BinOp) -> Compiled:
                            contiguous=both), left, right)
 
 
+def _compile_bool_binop(c: _ExprCompiler, node: nodes.BinOp) -> Compiled:
+    """A comparison or `&` / `|`. Bool operands are compared as bool only when both
+    are (`M == M2`, `M & M2`); otherwise as numbers (SC403), as the checker typed them."""
+    both_bool = c.value_of(node.left).is_bool and c.value_of(node.right).is_bool
+    operand = c.compile if both_bool else c.numeric
+    left, right = operand(node.left), operand(node.right)
+    lrun, rrun, ufunc = left.run, right.run, _BOOL_UFUNCS[node.op]
+    shape = c.shape_of(node)
+    if shape and both_bool and left.fresh and c.shape_of(node.left) == shape:
+        return Compiled(lambda frame: _binary_into_left(ufunc, lrun(frame), rrun(frame)), fresh=True,
+                        contiguous=left.contiguous)
+    if shape:
+        c.allocates(node)
+    return c.fold(Compiled(lambda frame: ufunc(lrun(frame), rrun(frame)), fresh=True,
+                           contiguous=left.contiguous and right.contiguous), left, right)
+
+
 def _binary_into_left(ufunc: np.ufunc, left: Any, right: Any) -> Any:
     return ufunc(left, right, out=left)
 
@@ -508,6 +522,32 @@ def _compile_transpose(c: _ExprCompiler, node: nodes.Transpose) -> Compiled:
     operand = c.compile(node.operand)
     run = operand.run
     return Compiled(lambda frame: np.swapaxes(run(frame), -1, -2), fresh=operand.fresh)
+
+
+def _compile_subscript(c: _ExprCompiler, node: nodes.Subscript) -> Compiled:
+    """`x[...]` as NumPy basic indexing, with the bounds the checker normalised: a
+    view of a named tensor (no copy); of a temporary, a copy, so that the temporary is
+    freed rather than kept alive by a small view of it (the estimate counts the copy)."""
+    plan = c.program.subscripts.get(id(node))
+    if plan is None:
+        raise CheckerBug(message("bug_unresolved_call", name="[...]", line=node.span.line))
+    key = tuple(_index_key(c, entry) for entry in plan.entries)
+    operand = c.compile(node.operand)
+    run = operand.run
+    if operand.fresh:
+        c.allocates(node)
+        return Compiled(lambda frame: np.array(run(frame)[key]), fresh=True, contiguous=True)
+    return c.fold(Compiled(lambda frame: run(frame)[key]), operand)
+
+
+def _index_key(c: _ExprCompiler, entry: Take | Range | NewAxis) -> Any:
+    if isinstance(entry, Take):
+        return c.dim(entry.index)
+    if isinstance(entry, Range):
+        start = None if entry.start is None else c.dim(entry.start)
+        stop = None if entry.stop is None else c.dim(entry.stop)
+        return slice(start, stop, c.dim(entry.step))
+    return None  # np.newaxis
 
 
 def _compile_call(c: _ExprCompiler, node: nodes.Call) -> Compiled:
@@ -531,6 +571,7 @@ _NODE_COMPILERS: dict[type, Callable[[_ExprCompiler, Any], Compiled]] = {
     nodes.BinOp: _compile_binop,
     nodes.Transpose: _compile_transpose,
     nodes.Call: _compile_call,
+    nodes.Subscript: _compile_subscript,
 }
 
 
@@ -601,16 +642,18 @@ def _relu(call: _Call) -> Compiled:
     return call.elementwise(lambda x, out: np.maximum(x, zero, out=out))
 
 
-def _sigmoid(call: _Call) -> Compiled:
-    zero = call.c.scalar(0)
-
+def _sigmoid_apply(zero: Any) -> Callable[[Any, Any], Any]:
     def apply(x: Any, out: Any) -> Any:  # exp(-log(1 + exp(-x))): no overflow either way
         t = np.negative(x, out=out)
         t = np.logaddexp(zero, t, out=_owned(t))
         t = np.negative(t, out=_owned(t))
         return np.exp(t, out=_owned(t))
 
-    return call.elementwise(apply)
+    return apply
+
+
+def _sigmoid(call: _Call) -> Compiled:
+    return call.elementwise(_sigmoid_apply(call.c.scalar(0)))
 
 
 def _gelu(call: _Call) -> Compiled:
@@ -651,6 +694,51 @@ def _blockwise(block: Callable[[Any, Any], None], x: Any, out: Any) -> Any:
         for x_block, out_block in blocks:
             block(x_block, out_block)
     return out
+
+
+def _silu(call: _Call) -> Compiled:
+    sigmoid = _sigmoid_apply(call.c.scalar(0))
+
+    def block(x: Any, out: Any) -> None:  # x * sigmoid(x)
+        np.multiply(x, sigmoid(x, None), out=out)
+
+    _blockwise_temporaries(call)
+    return call.elementwise(lambda x, out: _blockwise(block, x, out))
+
+
+def _softplus(call: _Call) -> Compiled:
+    zero = call.c.scalar(0)
+    return call.elementwise(lambda x, out: np.logaddexp(zero, x, out=out))  # log(1 + e^x), stable
+
+
+def _elu(call: _Call) -> Compiled:
+    alpha, zero = call.c.scalar(call.arg("alpha")), call.c.scalar(0)
+
+    def block(x: Any, out: Any) -> None:  # x where x > 0, alpha * (e^x - 1) elsewhere
+        negative = np.expm1(np.minimum(x, zero))  # of min(x, 0): no overflow
+        negative *= alpha
+        np.copyto(out, np.where(x > zero, x, negative))
+
+    _blockwise_temporaries(call)
+    return call.elementwise(lambda x, out: _blockwise(block, x, out))
+
+
+def _erf(call: _Call) -> Compiled:
+    def block(x: Any, out: Any) -> None:
+        np.copyto(out, erf(x))
+
+    _blockwise_temporaries(call)
+    return call.elementwise(lambda x, out: _blockwise(block, x, out))
+
+
+def _rsqrt(call: _Call) -> Compiled:
+    one = call.c.scalar(1)
+
+    def apply(x: Any, out: Any) -> Any:
+        root = np.sqrt(x, out=out)
+        return np.true_divide(one, root, out=_owned(root))
+
+    return call.elementwise(apply)
 
 
 def _softmax(call: _Call) -> Compiled:
@@ -877,9 +965,45 @@ def _copy_where(target: Any, source: Any, condition: Any, where: bool) -> Any:
 
 
 def _causal_mask(call: _Call) -> Compiled:
-    n = call.dim("n")
+    queries = call.dim("n")
+    keys = call.dim("n_k") if call.arg("n_k") is not None else queries
+    # Aligned bottom right: query i sees key j <= i + keys - queries, as
+    # np.tril(ones, k=keys - queries); with a window W, not j <= i + offset - W.
+    offset = keys - queries
+    window = call.dim("window") if call.arg("window") is not None else None
     call.allocates()
-    return Compiled(lambda frame: np.tri(n, n, dtype=bool), fresh=True,  # j <= i, as np.tril
+
+    def mask(frame: Frame) -> Any:
+        visible = np.tri(queries, keys, k=offset, dtype=bool)
+        if window is not None:
+            visible &= ~np.tri(queries, keys, k=offset - window, dtype=bool)
+        return visible
+
+    return Compiled(mask, fresh=True, contiguous=True)
+
+
+def _triangle(keep: Callable[..., Any]) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        x = call.tensor()
+        run, k = x.run, call.dim("k")
+        call.allocates()
+        return call.c.fold(Compiled(lambda frame: keep(run(frame), k=k), fresh=True,
+                                    contiguous=True), x)
+
+    return implementation
+
+
+def _arange(call: _Call) -> Compiled:
+    n, dtype = call.dim("n"), call.c.dtype
+    call.allocates()
+    return Compiled(lambda frame: np.arange(n, dtype=dtype), fresh=True, contiguous=True)
+
+
+def _stack(call: _Call) -> Compiled:
+    parts = [p.run for p in call.tensors("tensors")]
+    axis = axis_index(call.arg("axis"), call.rank("tensors") + 1)
+    call.allocates()
+    return Compiled(lambda frame: np.stack([p(frame) for p in parts], axis=axis), fresh=True,
                     contiguous=True)
 
 
@@ -1031,6 +1155,10 @@ BUILTINS: dict[str, Implementation] = {
     "rmsnorm": _normalise(rms=True),
     "where": _where,
     "causal_mask": _causal_mask,
+    "tril": _triangle(np.tril),
+    "triu": _triangle(np.triu),
+    "arange": _arange,
+    "stack": _stack,
     "ones": _constant_fill(np.ones),
     "zeros": _constant_fill(np.zeros),
     "einsum": _einsum,
@@ -1043,6 +1171,14 @@ BUILTINS: dict[str, Implementation] = {
     "sigmoid": _sigmoid,
     "relu": _relu,
     "gelu": _gelu,
+    "cos": _ufunc_row(np.cos),
+    "sin": _ufunc_row(np.sin),
+    "square": _ufunc_row(np.square),
+    "rsqrt": _rsqrt,
+    "silu": _silu,
+    "softplus": _softplus,
+    "elu": _elu,
+    "erf": _erf,
     "sum": _reduction(np.sum),
     "mean": _reduction(np.mean),
     "max": _reduction(np.max),

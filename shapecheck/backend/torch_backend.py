@@ -26,7 +26,7 @@ import torch
 
 from .. import nodes
 from ..builtins import axis_index
-from ..program import CallInfo, Program, Value
+from ..program import CallInfo, Program, Range, Take, Value
 from .errors import CheckerBug, bindings_text, message
 from .numpy_backend import Frame, _definitions, _names, evaluate_shape
 
@@ -297,6 +297,8 @@ def _compile_paren(c: _ExprCompiler, node: nodes.Paren) -> Compiled:
 
 
 def _compile_unary(c: _ExprCompiler, node: nodes.Unary) -> Compiled:
+    if node.op == "~":  # on bool (the checker made sure)
+        return c.elementwise(node, c.compile(node.operand), torch.logical_not)
     operand = c.numeric(node.operand)
     if node.op == "+":
         return operand
@@ -309,7 +311,22 @@ _BINARY: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
+# Comparisons and logic: bool results. Bool operands are compared as bool only when
+# both are; otherwise as numbers (SC403), as in the NumPy backend.
+_BOOL_BINARY: dict[str, Callable[[Any, Any], Any]] = {
+    "==": torch.eq, "!=": torch.ne, "<": torch.lt, "<=": torch.le, ">": torch.gt,
+    ">=": torch.ge, "&": torch.logical_and, "|": torch.logical_or,
+}
+
+
 def _compile_binop(c: _ExprCompiler, node: nodes.BinOp) -> Compiled:
+    if node.op in _BOOL_BINARY:
+        both_bool = c.value_of(node.left).is_bool and c.value_of(node.right).is_bool
+        operand = c.compile if both_bool else c.numeric
+        left, right = operand(node.left), operand(node.right)
+        lrun, rrun, compare = left.run, right.run, _BOOL_BINARY[node.op]
+        c.allocates(node)
+        return c.fold(Compiled(lambda frame: compare(lrun(frame), rrun(frame))), left, right)
     left, right = c.numeric(node.left), c.numeric(node.right)
     lrun, rrun = left.run, right.run
     c.allocates(node)
@@ -326,6 +343,37 @@ def _compile_binop(c: _ExprCompiler, node: nodes.BinOp) -> Compiled:
 def _compile_transpose(c: _ExprCompiler, node: nodes.Transpose) -> Compiled:
     run = c.compile(node.operand).run
     return Compiled(lambda frame: run(frame).transpose(-1, -2))
+
+
+def _compile_subscript(c: _ExprCompiler, node: nodes.Subscript) -> Compiled:
+    """`x[...]` with the bounds the checker normalised. Torch slices go forward only: an
+    axis sliced backward is flipped first, and sliced forward from the mirrored bounds."""
+    plan = c.program.subscripts.get(id(node))
+    if plan is None:
+        raise CheckerBug(message("bug_unresolved_call", name="[...]", line=node.span.line))
+    flips: list[int] = []
+    key: list[Any] = []
+    for entry in plan.entries:
+        if isinstance(entry, Take):
+            key.append(c.dim(entry.index))
+        elif isinstance(entry, Range):
+            start = None if entry.start is None else c.dim(entry.start)
+            stop = None if entry.stop is None else c.dim(entry.stop)
+            step = c.dim(entry.step)
+            if step < 0:
+                size = c.dim(c.value_of(node.operand).shape[entry.axis])  # type: ignore[index]
+                flips.append(entry.axis)
+                start, stop, step = (0 if start is None else size - 1 - start,
+                                     size if stop is None else size - 1 - stop, -step)
+            key.append(slice(start, stop, step))
+        else:
+            key.append(None)
+    operand = c.compile(node.operand)
+    run, index, axes = operand.run, tuple(key), tuple(flips)
+    if axes:
+        c.allocates(node)
+        return c.fold(Compiled(lambda frame: torch.flip(run(frame), axes)[index]), operand)
+    return c.fold(Compiled(lambda frame: run(frame)[index]), operand)
 
 
 def _compile_call(c: _ExprCompiler, node: nodes.Call) -> Compiled:
@@ -349,6 +397,7 @@ _NODE_COMPILERS: dict[type, Callable[[_ExprCompiler, Any], Compiled]] = {
     nodes.BinOp: _compile_binop,
     nodes.Transpose: _compile_transpose,
     nodes.Call: _compile_call,
+    nodes.Subscript: _compile_subscript,
 }
 
 
@@ -540,9 +589,55 @@ def _where(call: _Call) -> Compiled:
 
 
 def _causal_mask(call: _Call) -> Compiled:
-    n, device = call.dim("n"), call.c.device
-    call.allocates()  # j <= i, as np.tril
-    return Compiled(lambda frame: torch.ones((n, n), dtype=torch.bool, device=device).tril_())
+    queries, device = call.dim("n"), call.c.device
+    keys = call.dim("n_k") if call.arg("n_k") is not None else queries
+    offset = keys - queries  # aligned bottom right: query i sees key j <= i + offset
+    window = call.dim("window") if call.arg("window") is not None else None
+    call.allocates()
+
+    def mask(frame: Frame) -> torch.Tensor:
+        visible = torch.ones((queries, keys), dtype=torch.bool, device=device).tril_(offset)
+        if window is not None:
+            visible &= ~torch.ones((queries, keys), dtype=torch.bool,
+                                   device=device).tril_(offset - window)
+        return visible
+
+    return Compiled(mask)
+
+
+def _triangle(keep: Callable[..., torch.Tensor]) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        x = call.tensor()
+        run, k = x.run, call.dim("k")
+        call.allocates()
+        return call.c.fold(Compiled(lambda frame: keep(run(frame), diagonal=k)), x)
+
+    return implementation
+
+
+def _arange(call: _Call) -> Compiled:
+    n, dtype, device = call.dim("n"), call.c.dtype, call.c.device
+    call.allocates()
+    return Compiled(lambda frame: torch.arange(n, dtype=dtype, device=device))
+
+
+def _stack(call: _Call) -> Compiled:
+    parts = [p.run for p in call.tensors("tensors")]
+    axis = axis_index(call.arg("axis"), call.rank("tensors") + 1)
+    call.allocates()
+    return Compiled(lambda frame: torch.stack([p(frame) for p in parts], dim=axis))
+
+
+def _elu(call: _Call) -> Compiled:
+    alpha, zero = call.c.scalar(call.arg("alpha")), call.c.scalar(0)
+    # As NumPy's row: alpha * expm1 of min(x, 0), so that nothing overflows.
+    return call.elementwise(lambda x: torch.where(
+        x > zero, x, alpha * torch.expm1(torch.minimum(x, zero))))
+
+
+def _softplus(call: _Call) -> Compiled:
+    zero = call.c.scalar(0)  # log(1 + e^x) exactly; torch's softplus is linear past 20
+    return call.elementwise(lambda x: torch.logaddexp(zero, x))
 
 
 def _constant_fill(fill: Callable[..., torch.Tensor]) -> Implementation:
@@ -579,6 +674,10 @@ BUILTINS: dict[str, Implementation] = {
     "rmsnorm": _normalise(rms=True),
     "where": _where,
     "causal_mask": _causal_mask,
+    "tril": _triangle(torch.tril),
+    "triu": _triangle(torch.triu),
+    "arange": _arange,
+    "stack": _stack,
     "ones": _constant_fill(torch.ones),
     "zeros": _constant_fill(torch.zeros),
     "einsum": _einsum,
@@ -591,6 +690,14 @@ BUILTINS: dict[str, Implementation] = {
     "sigmoid": _unary(torch.sigmoid),
     "relu": _unary(torch.relu),
     "gelu": _unary(_gelu),
+    "cos": _unary(torch.cos),
+    "sin": _unary(torch.sin),
+    "square": _unary(torch.square),
+    "rsqrt": _unary(torch.rsqrt),
+    "erf": _unary(torch.erf),
+    "silu": _unary(torch.nn.functional.silu),
+    "softplus": _softplus,
+    "elu": _elu,
     "sum": _reduction(torch.sum),
     "mean": _reduction(torch.mean),
     "max": _reduction(torch.amax),

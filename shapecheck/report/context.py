@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from .. import nodes
-from ..nodes import strip_parens
+from ..nodes import children, strip_parens
 from ..diagnostics import Diagnostic, Span
 from ..formats.source import SourceLines, printable_line
 from ..program import UNKNOWN, Program, Value
@@ -237,22 +237,6 @@ def merge(proofs: list[Proof]) -> Proof:
         tuple(sorted({i for p in proofs for i in p.constraints})),
         tuple(sorted({n for p in proofs for n in p.bound})),
     )
-
-
-def children(node: nodes.Expr) -> Iterator[nodes.Expr]:
-    if isinstance(node, nodes.BinOp):
-        yield node.left
-        yield node.right
-    elif isinstance(node, (nodes.Unary, nodes.Transpose)):
-        yield node.operand
-    elif isinstance(node, nodes.Paren):
-        yield node.inner
-    elif isinstance(node, nodes.ListExpr):
-        yield from node.items
-    elif isinstance(node, nodes.Call):
-        yield from node.args
-        for keyword in node.keywords:
-            yield keyword.value
 
 
 def postorder(node: nodes.Expr) -> Iterator[nodes.Expr]:

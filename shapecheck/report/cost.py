@@ -2,9 +2,10 @@
 
 Conventions (stated in the report): a matmul ``[a, b] @ [b, c]`` costs ``2·a·b·c`` and
 batch axes multiply; elementwise operations and functions cost 1 per element of the
-result; softmax 5 per element (max, subtract, exp, sum, divide); layernorm 5 and rmsnorm 3;
-a reduction 1 per input element; einsum 2 per term of its sum (one multiply, one add);
-data movement (reshape, transposes, heads, repeat, concat, where, masks, constants) 0.
+result (comparisons and `& | ~` too); softmax 5 per element (max, subtract, exp, sum,
+divide); layernorm 5 and rmsnorm 3; a reduction 1 per input element; einsum 2 per term of
+its sum (one multiply, one add); data movement (reshape, transposes, heads, repeat, concat,
+stack, indexing and slicing, where, masks, tril/triu, arange, constants) 0.
 Operations whose result is a scalar are not counted.
 """
 
@@ -14,12 +15,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .. import nodes
+from ..builtins import ELEMENTWISE
 from ..program import Value
 from ..symbolic import Dim, integer, product, total
 from .context import ITEM_SIZES, Spec, einsum_terms, postorder
 
-PER_ELEMENT = {"softmax": 5, "layernorm": 5, "rmsnorm": 3,
-               **{f: 1 for f in ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "abs")}}
+PER_ELEMENT = {"softmax": 5, "layernorm": 5, "rmsnorm": 3, **{f: 1 for f in ELEMENTWISE}}
 REDUCTIONS = frozenset({"sum", "mean", "max", "min"})
 
 
@@ -50,7 +51,7 @@ def operation_cost(spec: Spec, node: nodes.Expr) -> tuple[str, Dim | None] | Non
         kind = "matmul" if node.op == "@" else "elementwise"
     elif isinstance(node, nodes.Unary):
         kind = "elementwise"
-    elif isinstance(node, nodes.Transpose):
+    elif isinstance(node, (nodes.Transpose, nodes.Subscript)):
         return ("move", integer(0))
     elif isinstance(node, nodes.Call):
         info = spec.program.calls.get(id(node))

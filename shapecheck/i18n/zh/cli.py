@@ -23,6 +23,7 @@ MESSAGES = {
     "cannot_write": "无法写入 {path}: {reason}",
     "report_written": "已写入 {path}。",
     "unknown_code": "未知代码 `{code}`; `shapecheck explain` 会列出全部代码",
+    "unknown_code_near": "未知代码 `{code}`; 是不是 `{name}`? `shapecheck explain` 会列出全部代码",
     "unknown_language": "{variable}={value} 不是 shapecheck 会说的语言 ({languages}); 使用英文",
     "aborted": "已中止",
     "interrupted": "已中断",

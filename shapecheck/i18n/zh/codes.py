@@ -273,8 +273,9 @@ CODES: dict[str, dict[str, str]] = {
     "SC309": dict(
         summary="张量无法拼接",
         message="{detail}",
-        what="`concat([a, b, ...], axis=k)` 需要秩相同的张量, 除轴 `k` 外各轴的尺寸都一致。",
-        why="与 `np.concatenate` 相同。",
+        what="`concat([a, b, ...], axis=k)` 需要秩相同的张量, 除轴 `k` 外各轴的尺寸都一致; "
+        "`stack([a, b, ...], axis=k)` 需要形状完全相同。",
+        why="与 `np.concatenate` 和 `np.stack` 相同。",
         example="dim N, d\ninput a: [N, d]\ninput b: [d, d]\nc = concat([a, b], axis=-1)\n# error[SC309]",
         fix="转置或 reshape, 使其他轴一致。",
     ),
@@ -329,6 +330,70 @@ CODES: dict[str, dict[str, str]] = {
         why="`N ** 0.5` 不是整数尺寸。",
         example="dim N\ninput x: [N ** 0.5]\n# error[SC315]",
         fix="使用整数指数。",
+    ),
+    "SC316": dict(
+        summary="下标可能落在轴的范围之外",
+        message="下标 `{index}` 在轴 {axis} ({shape}) 上{relation}{where}: 它必须{bound}",
+        what="整数下标 `x[i]` 沿长度为 `n` 的轴取出一个元素; 对每种允许的尺寸, 它都必须在 "
+        "`-n .. n-1` 之内 (负下标从末尾数起)。",
+        why="NumPy 遇到这样的下标会抛出 `IndexError`, 但只在越界的那些尺寸下: `x[1]` 在 "
+        "`N >= 2` 时可以, `N = 1` 时出错。",
+        example="dim N, d\ninput x: [N, d]\ny = x[1]\n# error[SC316]: 下标 `1` 在轴 0 "
+        "([N, d]) 上可能越界: 它必须小于 N\n# help: 加上 `constraint N >= 2`",
+        fix="加上 help 行给出的约束, 或者使用轴内的下标。",
+    ),
+    "SC317": dict(
+        summary="切片的边界可能落在轴的范围之外",
+        message="切片 `{slice}` 的{part} `{bound}` {relation} (轴 {axis}, {shape}, 长度 {size})"
+        "{where}; NumPy 会悄悄把它截断",
+        what="对每种允许的尺寸, 切片的边界都必须在轴内 (`0 .. n`, 或从末尾数起的 `-n .. -1`): "
+        "长度为 `d` 的轴上的 `x[..., :h]` 需要 `h <= d`。",
+        why="边界超出末尾时 NumPy 会一声不响地截断, 于是 `x[..., :h]` 悄悄返回少于 `h` 列, "
+        "之后的每个形状都会错。",
+        example="dim N, d, h\ninput x: [N, d]\ny = x[:, :h]\n# error[SC317]: 切片 `:h` 的终点 "
+        "`h` 可能超出轴的末尾 (轴 1, [N, d], 长度 d); NumPy 会悄悄把它截断\n"
+        "# help: 加上 `constraint h <= d`",
+        fix="声明这个关系 (`constraint h <= d`, 一半一半时用 `dim d = 2 * h`), 或者在轴内切片。",
+    ),
+    "SC318": dict(
+        summary="切片可能一个元素也取不到",
+        message="轴 {axis} ({shape}) 上的切片 `{slice}` {relation}空的{where}: 它的长度是 {length}",
+        what="切片得到的轴有 `(stop - start) / step` 个元素 (向上取整); 和每个尺寸一样, "
+        "对每种允许的尺寸它都必须是正整数。",
+        why="维度是正整数; `T = 1` 时长度为 `T` 的轴上的 `x[1:]` 是空的, `d = 1` 时 "
+        "`x[..., :d//2]` 也是空的。",
+        example="dim T, d\ninput x: [T, d]\ny = x[1:]\n# error[SC318]: 轴 0 ([T, d]) 上的切片 "
+        "`1:` 可能是空的: 它的长度是 T - 1\n# help: 加上 `constraint T >= 2`",
+        fix="加上 help 行给出的约束 (`constraint T >= 2`), 或者修改边界。",
+    ),
+    "SC319": dict(
+        summary="下标涉及的轴比张量的轴还多",
+        message="{detail}",
+        what="`x[...]` 中每个整数下标和每个切片占用一个轴 (`None` 增加一个轴, `...` 代表剩下的轴, "
+        "最多出现一次)。",
+        why="NumPy 会抛出 `IndexError: too many indices`。",
+        example="dim N, d\ninput x: [N, d]\ny = x[0, 0, 0]\n# error[SC319]: 下标太多: "
+        "[N, d] 是 2 维的, 但用了 3 个下标",
+        fix="下标的个数不要超过张量的轴数。",
+    ),
+    "SC320": dict(
+        summary="下标或切片无法检查",
+        message="{detail}",
+        what="下标或切片边界是符号已知的维度表达式 (整数、维度、`+ - * //`), 步长是非零的维度表达式。"
+        "不支持用张量做下标 (NumPy 的掩码下标或整数数组下标)。",
+        why="`x[mask]` 的形状取决于 `mask` 的值, 因此无法检查; 而 `x[i]` 是从开头还是从末尾数起, "
+        "取决于 `i` 的符号。",
+        example="dim N\ninput x: [N]\ninput m: bool[N]\ny = x[m]\n# error[SC320]: 不支持用张量做下标",
+        fix="用 `where(m, x, 0)` 施加掩码, 或使用符号已知的下标 (声明 help 行给出的约束)。",
+    ),
+    "SC321": dict(
+        summary="逻辑运算用在了不是 bool 的张量上",
+        message="`{op}` 需要 bool 操作数, 但 `{operand}` 的形状是 {shape}",
+        what="`&`、`|` 和 `~` 是 bool 张量 (掩码, 比如比较的结果) 上的逻辑与、或、非。",
+        why="NumPy 拒绝对实数做 `&`。原因往往是优先级: `&` 比比较运算结合得更紧, "
+        "所以 `i >= j & i < n` 读作 `i >= (j & i) < n`。",
+        example="dim N\ninput x: [N]\ny = x & (x > 0)\n# error[SC321]",
+        fix="先做比较 (`x > 0`), 并把每个比较放进括号: `(i >= j) & (i < n)`。",
     ),
     "SC401": dict(
         summary="声明的 input、param 或 dim 从未使用",
@@ -529,6 +594,9 @@ HELPS = {
     "apply_mask": "要施加掩码, 写成 `where({mask}, x, -inf)`",
     "bind_dim": "用 `--dim {name}=VALUE` 或 `dim {name} = VALUE` 绑定它",
     "rename": "给新的值起一个自己的名字, 例如 `{name}`",
+    "compare_first": "先做比较, 例如 `({operand} > 0)`",
+    "parenthesize_comparisons": "`&` 和 `|` 比比较运算结合得更紧: 把每个比较放进括号, "
+    "`(a < b) & (c < d)`",
     "same_axis": "沿被求和的那个轴归一化: key 轴",
     "scale_by": "按缩并的大小缩放: `/ sqrt({size})`",
     "mask_before_softmax": "在 softmax 之前掩盖分数: `softmax(where(mask, S, -inf))`",
@@ -565,6 +633,10 @@ SYNTAX_TEXT = {
     "dim_too_large": "维度值 {value} 太大 (最多 {limit})",
     "duplicate_keyword": "关键字 `{name}` 给了两次",
     "positional_after_keyword": "位置参数出现在关键字参数之后",
+    "python_logic": "`{word}` 不是张量上的运算符 (NumPy 数组没有单一的真值); 请写 `{operator}`, "
+    "并把比较放进括号",
+    "chained_comparison": "比较不能连写 (NumPy 数组不能写 `a < b < c`); `&` 和 `|` 比比较运算"
+    "结合得更紧, 所以把每个比较放进括号: `(a < b) & (b < c)`",
 }
 
 CONSTRAINT_REASONS = {
@@ -627,7 +699,9 @@ DETAILS = {
     "at_least_axes": "至少 {count} 个轴",
     "reshape_ambiguous": "有歧义",
     "reshape_many_inferred": "多于一个 `-1`",
-    "concat_empty": "`concat` 至少需要一个张量",
+    "concat_empty": "`{builtin}` 至少需要一个张量",
+    "stack_shape": "第 {index} 个张量的形状是 {shape}, {relation}第一个张量 {first_shape}; "
+    "`stack` 需要形状完全相同",
     "concat_rank": "第 {index} 个张量的形状是 {shape}, 秩为 {rank}, 但第一个张量的形状是 "
     "{first_shape}, 秩为 {first_rank}",
     "concat_axis": "第 {index} 个张量的形状是 {shape}, 在轴 {axis} 上{relation}第一个张量 "
@@ -675,6 +749,7 @@ DETAILS = {
     "kind_tensor": "张量",
     "kind_tensors": "张量的列表",
     "kind_dim": "维度表达式",
+    "kind_offset": "维度表达式 (正负均可)",
     "kind_shape": "形状 (维度表达式的列表)",
     "kind_axis": "轴 (整数、`row` 或 `col`)",
     "kind_perm": "轴下标的列表",
@@ -685,6 +760,27 @@ DETAILS = {
     "string_not_a_tensor": "字符串只能用作 `einsum` 的下标",
     "axis_not_a_tensor": "`{name}` 只能用作轴 (`axis={name}`)",
     "not_a_value": "这不是一个值",
+    "index_below_size": "小于 {size}",
+    "at_sizes": " (在 {values} 时)",
+    "index_at_least": "至少为 -{size}",
+    "lies_outside": "越界",
+    "may_lie_outside": "可能越界",
+    "slice_past_end": "超出了轴的末尾",
+    "slice_may_pass_end": "可能超出轴的末尾",
+    "slice_before_start": "在轴的开头之前",
+    "slice_may_precede_start": "可能在轴的开头之前",
+    "slice_start": "起点",
+    "slice_end": "终点",
+    "is": "是",
+    "may_be": "可能是",
+    "too_many_indices": "下标太多: {shape} 是 {rank} 维的, 但用了 {count} 个下标",
+    "many_ellipses": "一个下标中只能有一个 `...`",
+    "tensor_index": "不支持用张量做下标: 结果的形状会取决于它的值",
+    "sign_unknown": "无法判断 `{index}` 是从轴的开头还是末尾数起: 对某些尺寸它可能是负数, "
+    "对另一些则不是",
+    "step_zero": "切片的步长不能为零",
+    "step_sign_unknown": "无法判断步长 `{step}` 是向前还是向后: 对某些尺寸它可能是负数, "
+    "对另一些则不是",
     "bool_in_builtin": "这个内置函数",
     "bool_in_unary": "一元 `{op}`",
     "no_such_path": "没有这个文件或目录",
@@ -701,6 +797,7 @@ TOKEN_WORDS = {
     "EQUAL": "`=`", "COMMA": "`,`", "EQ": "`==`", "NE": "`!=`", "LE": "`<=`", "GE": "`>=`",
     "LT": "`<`", "GT": "`>`", "PLUS": "`+`", "MINUS": "`-`", "STAR": "`*`", "SLASH": "`/`",
     "DSLASH": "`//`", "AT": "`@`", "POW": "`**`", "TRANSPOSE": "`.T`", "BOOL": "`bool`",
+    "AMP": "`&`", "PIPE": "`|`", "TILDE": "`~`", "ELLIPSIS": "`...`",
     "_SEP": "行尾", "$END": "行尾",
     "expression": "表达式", "operator": "运算符或行尾",
 }

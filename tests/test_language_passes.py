@@ -1,0 +1,77 @@
+"""Issue 10's constructs as the other passes see them: the axis-meaning analysis, the
+report's cost, and inference (the NumPy and torch backends are tested by the example and
+differential tests)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from shapecheck import nodes
+from shapecheck.api import check_path, check_text
+from shapecheck.builtins import BUILTINS, ELEMENTWISE
+from shapecheck.meaning import analyse
+from shapecheck.program import Program
+from shapecheck.report.cost import PER_ELEMENT
+
+ROOT = Path(__file__).resolve().parent.parent
+NEW_EXAMPLES = ["rotary_half", "rotary_interleaved", "sliding_window", "kv_cache_decode",
+                "alibi", "key_padding", "latent_attention"]
+HEAD = "dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
+
+
+@pytest.mark.parametrize("path", [ROOT / "tests" / "cases" / "language_runs.attn"]
+                         + [ROOT / "examples" / f"{name}.attn" for name in NEW_EXAMPLES],
+                         ids=lambda p: p.stem)
+def test_every_value_has_as_many_axes_as_its_shape(path: Path) -> None:
+    """The axis map of every new builtin and of `x[...]` gives each value one axis per
+    entry of its shape (a `stack` inserts one, a subscript drops and adds some)."""
+    program = check_path(path)
+    found = analyse(program)
+    checked = 0
+    for node in _expressions(program):
+        axes, value = found.axes(node), program.type_of(node)
+        if axes is None or value.shape is None:
+            continue
+        assert len(axes) == len(value.shape), (path.name, node.span, value.text())
+        checked += 1
+    assert checked > 10
+
+
+def _expressions(program: Program) -> Iterator[nodes.Expr]:
+    pending = [s.value for s in program.statements
+               if isinstance(s, (nodes.Define, nodes.Output)) and s.value is not None]
+    while pending:
+        node = pending.pop()
+        yield node
+        pending.extend(nodes.children(node))
+
+
+@pytest.mark.parametrize("name", NEW_EXAMPLES)
+def test_the_attention_of_every_new_example_is_found_and_right(name: str) -> None:
+    (pattern,) = analyse(check_path(ROOT / "examples" / f"{name}.attn")).patterns
+    assert pattern.axis_ok and pattern.scale_ok
+    assert pattern.query is not None and "query" in pattern.query.axes
+    assert pattern.key is not None and "key" in pattern.key.axes
+
+
+def test_a_new_axis_keeps_the_softmax_facts_and_a_cut_drops_them() -> None:
+    whole = check_text(HEAD + "P = softmax(Q @ K.T / sqrt(d))\nO = P[None] @ V[None]\n")
+    (pattern,) = analyse(whole).patterns
+    assert pattern.axis_ok
+    # Rows of the weights cut away: the pass stays silent rather than guess.
+    cut = check_text(HEAD + "constraint N >= 2\nP = softmax(Q @ K.T / sqrt(d))\n"
+                     "O = P[1:] @ V\n")
+    assert not [d for d in cut.diagnostics if d.code.startswith("SC4")]
+
+
+def test_a_softmax_over_the_wrong_axis_is_still_seen_through_a_subscript() -> None:
+    text = HEAD + "P = softmax(Q @ K.T / sqrt(d), axis=col)\nO = P[None, ...] @ V\n"
+    assert "SC402" in [d.code for d in check_text(text).diagnostics]
+
+
+def test_every_elementwise_builtin_costs_one_per_element() -> None:
+    assert ELEMENTWISE <= set(BUILTINS)
+    assert all(PER_ELEMENT[name] == 1 for name in ELEMENTWISE)
