@@ -85,6 +85,12 @@ class AxisMap(NamedTuple):
       (dropout): softmax weights passed through it still sum to 1.
     - ``normalises``: the parameter naming the axis along which every slice of
       the result sums to 1 (softmax).
+    - ``triangle``: which triangle of its last two axes the result keeps (a bool
+      result is true there): ``"lower"``, where the column's index is at most the
+      row's plus an offset (so each row may see the columns up to it: causal_mask,
+      tril), or ``"upper"``, where it is at least (triu).
+    - ``positions``: the result's values are the indices along its axis (arange),
+      so comparing two of them on different axes builds a triangle.
 
     Adding a builtin: pick the kind that says where each result axis comes from.
     An elementwise function is ``AxisMap(AxisKind.ELEMENTWISE)``; a builtin whose
@@ -98,6 +104,8 @@ class AxisMap(NamedTuple):
     keepdims: str | None = None
     keeps_values: bool = False
     normalises: str | None = None
+    triangle: str | None = None
+    positions: bool = False
 
 
 @dataclass(frozen=True)
@@ -560,13 +568,14 @@ def _table() -> dict[str, Builtin]:
         Builtin("causal_mask", (Param("n", Kind.DIM), Param("n_k", Kind.DIM, None, required=False),
                                 Param("window", Kind.DIM, None, required=False)), _causal_mask,
                 "bool[N_q, N_k]: query i sees key j <= i + N_k - N_q (aligned bottom right); "
-                "with window W, only the W most recent of them", AxisMap(AxisKind.CREATE, tensors=())),
+                "with window W, only the W most recent of them",
+                AxisMap(AxisKind.CREATE, tensors=(), triangle="lower")),
         Builtin("tril", (X, OFFSET), _triangle("tril"), "shape of x; zero above diagonal k (np.tril)",
-                same),
+                AxisMap(AxisKind.ELEMENTWISE, triangle="lower")),
         Builtin("triu", (X, OFFSET), _triangle("triu"), "shape of x; zero below diagonal k (np.triu)",
-                same),
+                AxisMap(AxisKind.ELEMENTWISE, triangle="upper")),
         Builtin("arange", (Param("n", Kind.DIM),), _arange, "[n]: 0, 1, ..., n - 1",
-                AxisMap(AxisKind.CREATE, tensors=())),
+                AxisMap(AxisKind.CREATE, tensors=(), positions=True)),
         Builtin("stack", (Param("tensors", Kind.TENSORS), Param("axis", Kind.AXIS, 0, required=False)),
                 _stack, "equal shapes; a new axis of size len(tensors) at axis",
                 AxisMap(AxisKind.JOIN, tensors=("tensors",), axis="axis")),

@@ -763,6 +763,8 @@ HELPS: Table = Table("codes", "HELPS", {
     "mask_before_softmax": "mask the scores before the softmax: `softmax(where(mask, S, -inf))`",
     "untranspose_mask": "use the mask as `causal_mask` builds it (rows are queries), without "
     "the transpose",
+    "flip_comparison": "compare the other way round, so that the query's position is the "
+    "larger side: `key <= query`",
     "swap_branches": "swap the branches: `where(mask, S, -inf)`",
     "fill_minus_inf": "fill with `-inf`: `where(mask, S, -inf)`",
     "keepdims": "keep the reduced axis: add `keepdims=true` to `{reduction}`",

@@ -268,7 +268,9 @@ class _NameIndex:
                 sources.setdefault(statement.name.name, {source for _, source in found})
             self.statements.append((statement.span, found))
             for node in _walk(statement):
-                if isinstance(node, nodes.BinOp) or (
+                # A comparison's other side is a threshold as often as a tensor (`i - j <
+                # W`, `S > 0`): its operands are not partners.
+                if (isinstance(node, nodes.BinOp) and node.op not in nodes.COMPARISONS) or (
                         isinstance(node, nodes.Call) and PARTNERS.get(node.func.name)):
                     self.operations.append(node)
                 if isinstance(node, nodes.BinOp) and node.op == "@":

@@ -133,13 +133,16 @@ class Mask(NamedTuple):
     """A mask applied to the scores (or, wrongly, to the weights).
 
     ``node`` is the `where(...)` call; ``condition`` the bool tensor with the role of each
-    of its axes in this attention. ``kind`` is ``"causal"`` (built by `causal_mask`, in any
-    transpose) or ``"bool"`` (any other bool tensor). ``keeps``: true entries keep the
+    of its axes in this attention. ``kind`` is ``"causal"`` (built by `causal_mask`, `tril`,
+    `triu`, or by comparing positions from `arange` such as ``j <= i``, alone or joined by
+    `&`, in any transpose) or ``"bool"`` (any other bool tensor). ``keeps``: true entries keep the
     score (``where(m, S, -inf)``); False when they are the hidden ones
     (``where(m, -inf, S)``). ``fill`` is the value hidden scores get (None if it is not a
     number); ``additive`` says the mask was built as ``where(m, 0, -inf)`` and added.
     ``alignment`` (causal only): ``"aligned"`` (the mask's row index is the query),
-    ``"transposed"``, or None (unknown).
+    ``"transposed"``, or None (unknown). ``strict`` (causal only): the mask is false on
+    the diagonal (`j < i`), so hiding where a transposed one is true (`where(i < j, -inf,
+    S)`) keeps each query's past and itself: right, like keeping an aligned one.
     """
 
     node: nodes.Expr
@@ -150,6 +153,14 @@ class Mask(NamedTuple):
     additive: bool
     alignment: str | None
     after_softmax: bool
+    strict: bool = False
+
+    @property
+    def keeps_the_past(self) -> bool:
+        """Each query keeps itself and the keys before it (a right causal mask)."""
+        if self.keeps:
+            return self.alignment == "aligned"
+        return self.alignment == "transposed" and self.strict
 
 
 class Attention(NamedTuple):
@@ -278,11 +289,12 @@ class _Applied:
     """A mask applied to a value, in the value's own axes."""
 
     __slots__ = ("node", "condition", "kind", "seer", "seen", "keeps", "fill", "aligned",
-                 "additive", "origin")
+                 "additive", "origin", "strict")
 
     def __init__(self, node: nodes.Expr, condition: nodes.Expr, kind: str, seer: Axis | None,
                  seen: Axis | None, keeps: bool, fill: float | None,
-                 aligned: tuple[Axis | None, ...], additive: bool, origin: nodes.Expr | None) -> None:
+                 aligned: tuple[Axis | None, ...], additive: bool, origin: nodes.Expr | None,
+                 strict: bool = False) -> None:
         self.node = node
         self.condition = condition
         self.kind = kind
@@ -292,25 +304,28 @@ class _Applied:
         self.fill = fill
         self.aligned = aligned  # per axis of the condition: the value's axis it lines up with
         self.additive = additive
-        self.origin = origin  # the causal_mask call
+        self.origin = origin  # what built the causal mask (a call, or a comparison)
+        self.strict = strict  # the causal mask is false on its diagonal
 
     def moved(self, mapping: dict[int, Axis]) -> _Applied:
         def move(axis: Axis | None) -> Axis | None:
             return None if axis is None else mapping.get(id(axis))
         return _Applied(self.node, self.condition, self.kind, move(self.seer), move(self.seen),
                         self.keeps, self.fill, tuple(move(a) for a in self.aligned),
-                        self.additive, self.origin)
+                        self.additive, self.origin, self.strict)
 
 
 class _Causal:
-    """A bool value that is a causal mask: true where ``seer``'s index >= ``seen``'s."""
+    """A bool value that is a causal mask: true where ``seer``'s index >= ``seen``'s
+    (``strict``: >, the diagonal false: `j < i`, `tril(m, -1)`)."""
 
-    __slots__ = ("seer", "seen", "node")
+    __slots__ = ("seer", "seen", "node", "strict")
 
-    def __init__(self, seer: Axis, seen: Axis, node: nodes.Expr) -> None:
+    def __init__(self, seer: Axis, seen: Axis, node: nodes.Expr, strict: bool = False) -> None:
         self.seer = seer
         self.seen = seen
         self.node = node
+        self.strict = strict
 
 
 class _Contraction:
@@ -394,6 +409,7 @@ class _Info:
     ops: tuple[_Factor | _Bias | _Applied, ...] = ()
     masks: tuple[_Applied, ...] = ()  # the additive masks this value is (where(m, 0, -inf))
     causal: tuple[_Causal, ...] = ()  # bool values: the causal masks this value is
+    position: Axis | None = None  # the value at each index is its index along this axis (arange)
     reduced: _Reduced | None = None  # a reduction's result (its axes are the ones left)
     exp_of: _Info | None = None  # exp(x): x's facts (a softmax written by hand)
 
@@ -694,7 +710,10 @@ class _Analysis:
             factor = _Factor(scalar_node, node.op == "/")
             return tensor.shifted(tensor.axes, norm, (factor,))
         if node.op in "+-":  # a constant shift: the softmax does not see it
-            return tensor.shifted(tensor.axes, norm)
+            info = tensor.shifted(tensor.axes, norm)
+            if tensor.position is not None and (node.op == "+" or tensor_first):
+                info.position = tensor.position  # `i + T_past` still orders like `i`
+            return info
         return _Info(tensor.axes, norm=norm, reduced=tensor.reduced)
 
     def _tensors(self, node: nodes.Expr, operand_nodes: list[nodes.Expr], operands: list[_Info],
@@ -707,11 +726,12 @@ class _Analysis:
             return _UNKNOWN
         op = node.op if isinstance(node, nodes.BinOp) else ""
         if value.is_bool:
-            # bool with bool: `*` is "and", so each causal part still holds.
-            causal = tuple(_Causal(mappings[i][id(c.seer)], mappings[i][id(c.seen)], c.node)
-                           for i, o in enumerate(operands) for c in o.causal
-                           if op == "*" and id(c.seer) in mappings[i] and id(c.seen) in mappings[i])
-            return _Info(axes, causal=causal)
+            # bool with bool: `*` and `&` are "and", so each causal part still holds.
+            causal = tuple(_Causal(mappings[i][id(c.seer)], mappings[i][id(c.seen)], c.node,
+                                   c.strict) for i, o in enumerate(operands) for c in o.causal
+                           if op in ("*", "&") and id(c.seer) in mappings[i]
+                           and id(c.seen) in mappings[i])
+            return _Info(axes, causal=causal + self._compared(node, operands, mappings))
         norms = [o.norm for o in operands if o.norm is not None]
         if op in ("+", "-") and not norms:
             # Scores plus a bias, an additive mask, or a shift by a reduction (a softmax
@@ -733,6 +753,23 @@ class _Analysis:
             # Weights masked, scaled by a tensor or mixed with other numbers.
             return _Info(axes, norm=norms[0].changed_by(node))
         return _Info(axes)
+
+    @staticmethod
+    def _compared(node: nodes.Expr, operands: list[_Info], mappings: list[dict[int, Axis]]
+                  ) -> tuple[_Causal, ...]:
+        """`j <= i` with `i`, `j` positions along two axes (from `arange`): a causal mask
+        whose larger side's axis sees the other's (`<` too: the strict past)."""
+        if not isinstance(node, nodes.BinOp) or node.op not in ("<", "<=", ">", ">="):
+            return ()
+        left, right = (o.position for o in operands)
+        if left is None or right is None:
+            return ()
+        small, large = mappings[0].get(id(left)), mappings[1].get(id(right))
+        if node.op in (">", ">="):
+            small, large = large, small
+        if small is None or large is None or small is large:
+            return ()
+        return (_Causal(large, small, node, node.op in ("<", ">")),)
 
     def _broadcast(self, node: nodes.Expr, operand_nodes: list[nodes.Expr], operands: list[_Info],
                    order: list[int]) -> tuple[tuple[Axis, ...] | None, list[dict[int, Axis]]]:
@@ -826,7 +863,7 @@ class _Analysis:
         if info.builtin == "where":
             return self._where(node, tensors, value)
         if kind is AxisKind.CREATE:
-            return self._create(node, info.builtin, value)
+            return self._create(node, axis_map, value)
         if kind is AxisKind.OPAQUE or any(i.axes is None for _, i in tensors):
             return self._opaque(node, value) if kind is AxisKind.OPAQUE else _UNKNOWN
         if kind is AxisKind.ELEMENTWISE:
@@ -883,16 +920,33 @@ class _Analysis:
             return _Info(x.axes, norm=_Norm(node, axis, source, x_node, self._statement))
         if axis_map.keeps_values:
             return x.moved(x.axes)
+        if axis_map.triangle is not None and value.is_bool and len(x.axes) >= 2:
+            # tril(m): m and "each row sees the columns up to it"; triu the other way
+            offset = symbolic.as_int(args.get("k", symbolic.integer(0)))
+            return _Info(x.axes, causal=x.causal + (
+                self._triangle(node, axis_map, x.axes, offset or 0),))
         norm = x.norm.changed_by(node) if x.norm is not None else None
         exp_of = x if node.func.name == "exp" else None
         return _Info(x.axes, norm=norm, reduced=x.reduced, exp_of=exp_of)
 
-    def _create(self, node: nodes.Call, builtin: str, value: Value) -> _Info:
+    def _create(self, node: nodes.Call, axis_map: Any, value: Value) -> _Info:
         assert value.shape is not None
         axes = tuple(Axis(size, node) for size in value.shape)
-        if builtin == "causal_mask" and len(axes) == 2:
-            return _Info(axes, causal=(_Causal(axes[0], axes[1], node),))
+        if axis_map.triangle is not None and len(axes) >= 2:
+            return _Info(axes, causal=(self._triangle(node, axis_map, axes),))
+        if axis_map.positions and len(axes) == 1:
+            return _Info(axes, position=axes[0])
         return _Info(axes)
+
+    @staticmethod
+    def _triangle(node: nodes.Call, axis_map: Any, axes: tuple[Axis, ...], offset: int = 0
+                  ) -> _Causal:
+        """The direction of a triangle; an offset moves its diagonal (a cache's bottom-right
+        alignment keeps the direction), and one step inside makes it strict."""
+        rows, columns = axes[-2:]
+        lower = axis_map.triangle == "lower"
+        return _Causal(rows if lower else columns, columns if lower else rows, node,
+                       strict=offset == (-1 if lower else 1))
 
     def _reshape(self, node: nodes.Call, x_node: nodes.Expr, x: _Info, target: tuple[Dim, ...]) -> _Info:
         """Axes matched by size from either end keep their identity (C order keeps the
@@ -1008,7 +1062,7 @@ class _Analysis:
         for causal in cond.causal:
             seer, seen = mapping.get(id(causal.seer)), mapping.get(id(causal.seen))
             return _Applied(node, c_node, "causal", seer, seen, keeps, fill, aligned, additive,
-                            causal.node)
+                            causal.node, causal.strict)
         return _Applied(node, c_node, "bool", None, None, keeps, fill, aligned, additive, None)
 
     def _remasks(self, norm: _Norm, condition: nodes.Expr) -> bool:
@@ -1100,7 +1154,7 @@ class _Analysis:
         summed_set = set(summed)
         batch_sizes = tuple(axis.size for i, axis in enumerate(weights_axes)
                             if i in contraction.batch[w])
-        checked_masks = [m.alignment == "aligned" and m.keeps for m in (*masks.values(), *after)
+        checked_masks = [m.keeps_the_past for m in (*masks.values(), *after)
                          if m.kind == "causal" and m.alignment is not None]
         self.patterns.append(Attention(
             statement=contraction.statement, output=contraction.node,
@@ -1438,12 +1492,13 @@ class _Analysis:
             condition = Role(mask.condition, tuple(roles.get(id(a)) if a is not None else None
                                                    for a in mask.aligned))
             public = Mask(mask.node, condition, mask.kind, mask.keeps, mask.fill,
-                          mask.additive, alignment, after)
+                          mask.additive, alignment, after, mask.strict)
             if after:
                 masks.append(public)
             else:
                 before[id(mask)] = public
-            self._check_mask(contraction, mask, alignment, after)
+            self._check_mask(contraction, mask, None if public.keeps_the_past else alignment,
+                             after)
         return before, tuple(masks)
 
     def _check_mask(self, contraction: _Contraction, mask: _Applied, alignment: str | None,
@@ -1463,7 +1518,8 @@ class _Analysis:
             self._reported.add(("SC407",) + key)
             self._report(codes.MASK_TRANSPOSED.diag(
                 mask.node.span, where=where, contraction=self._text(contraction.node),
-                notes=notes, help=[codes.help_text("untranspose_mask")]))
+                notes=notes, help=[codes.help_text(
+                    "flip_comparison" if isinstance(mask.origin, nodes.BinOp) else "untranspose_mask")]))
         if not after and mask.fill is not None and mask.fill > _LEAKS and \
                 ("SC410", id(mask.node)) not in self._reported:
             self._reported.add(("SC410", id(mask.node)))

@@ -75,3 +75,39 @@ def test_a_softmax_over_the_wrong_axis_is_still_seen_through_a_subscript() -> No
 def test_every_elementwise_builtin_costs_one_per_element() -> None:
     assert ELEMENTWISE <= set(BUILTINS)
     assert all(PER_ELEMENT[name] == 1 for name in ELEMENTWISE)
+
+
+POSITIONS = HEAD + "i = arange(N)[:, None]\nj = arange(N)[None, :]\n"
+
+
+@pytest.mark.parametrize(("mask", "right"), [
+    ("where(j <= i, S, -inf)", True), ("where(i >= j + 0, S, -inf)", True),
+    ("S + where(i < j, -inf, 0)", True), ("where((i - j < 3) & (j <= i), S, -inf)", True),
+    ("where(i <= j, S, -inf)", False), ("where(j <= i, -inf, S)", False),
+    ("where(triu(i + j >= 0), S, -inf)", False), ("where(tril(i + j >= 0), S, -inf)", True),
+    ("where(triu(i + j >= 0, k=1), -inf, S)", True),  # PyTorch's masked_fill(triu(.., 1))
+    ("where(tril(i + j >= 0, k=-1), -inf, S)", False),
+])
+def test_a_mask_written_with_comparisons_is_a_causal_mask(mask: str, right: bool) -> None:
+    """Positions from `arange` compared on two axes build a causal mask whose direction
+    the pass knows: the pattern's mask is judged, and a wrong one warns."""
+    program = check_text(POSITIONS + f"S = Q @ K.T / sqrt(d)\nO = softmax({mask}) @ V\n")
+    (pattern,) = analyse(program).patterns
+    assert pattern.mask_ok is right
+    warned = {d.code for d in program.diagnostics} & {"SC407", "SC408"}
+    assert bool(warned) is not right
+
+
+def test_a_transposed_comparison_is_fixed_by_comparing_the_other_way() -> None:
+    program = check_text(POSITIONS + "O = softmax(where(i <= j, Q @ K.T / sqrt(d), -inf)) @ V\n")
+    (found,) = [d for d in program.diagnostics if d.code == "SC407"]
+    assert "the other way round" in found.help[0]
+    assert "`i <= j`" in found.notes[0].message
+
+
+def test_a_threshold_in_a_sketch_comparison_is_inferred_as_a_dim() -> None:
+    program = check_text("i = arange(T)[:, None]; j = arange(T)[None, :]\n"
+                         "k = (j <= i) & (i - j < W)\nS = where(k, Q @ K.T, -inf)\n")
+    assert program.inferred is not None
+    assert "W" in [name for name, _ in program.inferred.dims]
+    assert program.inferred.tensor("W") is None

@@ -601,6 +601,7 @@ HELPS = {
     "scale_by": "按缩并的大小缩放: `/ sqrt({size})`",
     "mask_before_softmax": "在 softmax 之前掩盖分数: `softmax(where(mask, S, -inf))`",
     "untranspose_mask": "按 `causal_mask` 构造的方向使用掩码 (行是 query), 去掉转置",
+    "flip_comparison": "把比较反过来, 让 query 的位置在较大的一侧: `key <= query`",
     "swap_branches": "交换两个分支: `where(mask, S, -inf)`",
     "fill_minus_inf": "填入 `-inf`: `where(mask, S, -inf)`",
     "keepdims": "保留被归约的轴: 给 `{reduction}` 加上 `keepdims=true`",
