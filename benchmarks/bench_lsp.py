@@ -2,18 +2,25 @@
 
 Starts `shapecheck lsp` as an editor does (a subprocess on stdio), opens a generated
 1,000-statement spec (bench_verify's stacked attention blocks), warms it up, then
-sends incremental changes -- each edits one statement in the middle of the file,
-alternating between a correct and a wrong version, so every change gives different
-diagnostics -- and measures, on the client's clock, the time from writing the change
-to reading the `publishDiagnostics` of that version. Every few changes a line is
-inserted at the top instead, which moves every statement below (the slow path of
-the incremental parse). Target: median < 100 ms on a warm server. It also prints the
-server's own CPU time per change (from /proc), which a loaded machine does not inflate.
+sends incremental changes of four kinds, in turn, and measures on the client's clock
+the time from writing each change to reading the `publishDiagnostics` of that version:
+
+- middle: a statement in the middle of the file edited, alternating between a correct
+  and a wrong version (`Q @ K.T` / `Q @ K`), so every change gives other diagnostics;
+- top statement: the same edit in the first block (every statement below depends on it);
+- top line: a line inserted above everything (every statement moves down);
+- dim: `dim D_model` made `dim D_model = 512` and back (a dim every block uses).
+
+Target: median < 100 ms on a warm server (issue 11). It prints each kind's median and
+the median over all changes, and the server's own CPU time per change (from /proc:
+user + system, 10 ms ticks), which a loaded machine does not inflate as it does wall time.
+Each change's diagnostics are checked to be the expected ones (errors exactly when the
+edit is the wrong version).
 
 For context it also prints the time of a full, non-incremental check of the same
 text in this process (`api.check_text`), side by side.
 
-    python benchmarks/bench_lsp.py [--statements 1000] [--changes 60]
+    python benchmarks/bench_lsp.py [--statements 1000] [--rounds 10]
 """
 
 from __future__ import annotations
@@ -93,17 +100,21 @@ class Client:
         self.process.wait(timeout=30)
 
 
+KINDS = ("middle", "top statement", "top line", "dim")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--statements", type=int, default=1000)
-    parser.add_argument("--changes", type=int, default=60)
+    parser.add_argument("--rounds", type=int, default=10,
+                        help="changes of each kind: 4 x 2 x ROUNDS changes (after a warm-up)")
     args = parser.parse_args()
 
     text = generate(args.statements)
     lines = text.split("\n")
-    target = next(i for i in range(len(lines) // 2, len(lines)) if lines[i].startswith("S"))
-    good = lines[target]
-    bad = good.replace(".T", "", 1)  # Q @ K instead of Q @ K.T: an error
+    middle = next(i for i in range(len(lines) // 2, len(lines)) if lines[i].startswith("S"))
+    top = next(i for i in range(len(lines)) if lines[i].startswith("S"))
+    dim = lines.index("dim D_model")
     uri = Path(os.getcwd(), "bench_lsp.attn").as_uri()
 
     client = Client()
@@ -118,42 +129,55 @@ def main() -> None:
     client.wait_diagnostics(1)
     first = time.perf_counter() - started
 
-    timings: list[float] = []
-    shifted: list[float] = []
-    cpu: list[float] = []
+    wall: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    cpu: dict[str, list[float]] = {kind: [] for kind in KINDS}
     version = 1
-    current = good
-    for change in range(args.changes + 5):
+    inserted = 0  # lines inserted at the top so far
+
+    def change(line: int, old: str, new: str, *, insert: bool = False) -> tuple[float, float, dict]:
+        nonlocal version
         version += 1
-        if change % 10 == 9:  # insert a line at the top: every statement moves down
-            edit = {"range": {"start": {"line": 0, "character": 0},
-                              "end": {"line": 0, "character": 0}}, "text": "# moved\n"}
-            target += 1
-        else:
-            replacement = bad if current == good else good
-            edit = {"range": {"start": {"line": target, "character": 0},
-                              "end": {"line": target, "character": len(current)}},
-                    "text": replacement}
-            current = replacement
+        end = 0 if insert else len(old)
+        edit = {"range": {"start": {"line": line, "character": 0},
+                          "end": {"line": line, "character": end}}, "text": new}
         began = time.perf_counter()
         cpu_before = client.cpu_seconds()
         client.send("textDocument/didChange", {
             "textDocument": {"uri": uri, "version": version}, "contentChanges": [edit]})
         message = client.wait_diagnostics(version)
-        elapsed = time.perf_counter() - began
-        cpu_used = client.cpu_seconds() - cpu_before
-        expected_error = current == bad
-        assert bool(message["params"]["diagnostics"]) == expected_error, message
-        if change >= 5:  # the first few warm the server up
-            (shifted if change % 10 == 9 else timings).append(elapsed)
-            if change % 10 != 9:
-                cpu.append(cpu_used)
+        return time.perf_counter() - began, client.cpu_seconds() - cpu_before, message
+
+    warm_up = 2
+    for round_ in range(args.rounds + warm_up):
+        for kind in KINDS:
+            for step in range(2):  # the wrong version, then the correct one again
+                if kind == "top line":
+                    taken = change(0, "", "# moved\n", insert=True)
+                    inserted += 1
+                    wrong = False
+                elif kind == "dim":
+                    old, new = ("dim D_model", "dim D_model = 512")[::1 if step == 0 else -1]
+                    taken = change(dim + inserted, old, new)
+                    wrong = False
+                else:
+                    line = (middle if kind == "middle" else top) + inserted
+                    good = lines[middle if kind == "middle" else top]
+                    bad = good.replace(".T", "", 1)  # Q @ K instead of Q @ K.T: an error
+                    old, new = (good, bad) if step == 0 else (bad, good)
+                    taken = change(line, old, new)
+                    wrong = step == 0
+                elapsed, used, message = taken
+                errors = [d for d in message["params"]["diagnostics"] if d.get("severity") == 1]
+                assert bool(errors) == wrong, (kind, step, message)
+                if round_ >= warm_up:
+                    wall[kind].append(elapsed)
+                    cpu[kind].append(used)
     client.close()
 
     from shapecheck.api import check_text
 
     full: list[float] = []
-    for _ in range(5):
+    for _ in range(3):
         began = time.perf_counter()
         check_text(text)
         full.append(time.perf_counter() - began)
@@ -161,20 +185,18 @@ def main() -> None:
     def ms(value: float) -> str:
         return f"{value * 1000:.0f} ms"
 
-    timings.sort()
-    print(f"spec: {len(lines)} lines, {args.statements} statements (generated)")
+    every = sorted(t for times in wall.values() for t in times)
+    every_cpu = [t for times in cpu.values() for t in times]
+    print(f"spec: {len(lines)} lines, {args.statements} statements (generated); "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"open -> first diagnostics (cold parse and check): {ms(first)}")
-    print(f"change -> diagnostics, one statement edited ({len(timings)} changes): "
-          f"median {ms(statistics.median(timings))}, "
-          f"p90 {ms(timings[int(len(timings) * 0.9) - 1])}, best {ms(timings[0])}  "
+    print(f"change -> diagnostics ({len(every)} changes): median {ms(statistics.median(every))}, "
+          f"p90 {ms(every[int(len(every) * 0.9) - 1])}, best {ms(every[0])}; "
+          f"server CPU per change: median {ms(statistics.median(every_cpu))}  "
           f"(target: median < 100 ms)")
-    if cpu and max(cpu) > 0:
-        print(f"  the server's CPU time per change: median {ms(statistics.median(cpu))} "
-              f"(on a shared machine, wall time also counts waiting for a core; "
-              f"/proc ticks are 10 ms)")
-    if shifted:
-        print(f"change -> diagnostics, a line inserted above everything ({len(shifted)}): "
-              f"median {ms(statistics.median(shifted))}")
+    for kind in KINDS:
+        print(f"  {kind:<14} median {ms(statistics.median(wall[kind])):>7} wall, "
+              f"{ms(statistics.median(cpu[kind])):>7} server CPU  ({len(wall[kind])} changes)")
     print(f"for comparison, a full check_text of the same text in-process: "
           f"median {ms(statistics.median(full))}")
 

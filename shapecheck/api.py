@@ -10,6 +10,7 @@ from . import codes, fileio, fixcheck, nodes, suppress
 from .checker import Checker
 from .config import default_bindings
 from .diagnostics import MAX_DIAGNOSTICS, FileResult, InferredNames, Span
+from .incremental import Memo
 from .meaning import analyse
 from .options import check_bindings
 from .parser import ParseResult, parse
@@ -47,22 +48,25 @@ def check_text(text: str, bindings: dict[str, int] | None = None, *,
 def check_parsed(text: str, parsed: ParseResult | None, bindings: dict[str, int] | None = None,
                  *, warn_unknown_bindings: bool = True, ignore: Collection[str] = (),
                  defaults: Mapping[str, int] | None = None,
-                 infer: bool | None = None) -> Program:
+                 infer: bool | None = None, memo: Memo | None = None) -> Program:
     """:func:`check_text` on a parse the caller already has (``None``: parse ``text``).
 
-    The language server passes a parse that reuses the statements which did not change.
+    The language server passes a parse that reuses the statements which did not change,
+    and the document's :class:`~shapecheck.incremental.Memo`, which re-checks only the
+    statements an edit can change (the result is the same as without it).
     """
     return _check(text, parsed, check_bindings(bindings), warn_unknown_bindings, ignore,
-                  defaults, infer, verify_fixes=True)
+                  defaults, infer, memo=memo, verify_fixes=True)
 
 
 def _check(text: str, parsed: ParseResult | None, bindings: dict[str, int] | None,
            warn_unknown_bindings: bool, ignore: Collection[str],
            defaults: Mapping[str, int] | None, infer: bool | None, *,
-           verify_fixes: bool) -> Program:
+           memo: Memo | None = None, verify_fixes: bool) -> Program:
     """Check (bindings already validated); ``verify_fixes``: keep only the suggested
     fixes that re-check clean (:mod:`shapecheck.fixcheck`, which re-checks an edited
-    spec through this same function, without verifying its fixes in turn)."""
+    spec through this same function, without verifying its fixes in turn, nor the memo
+    of the document)."""
     # The syntax tree and shapes hold no reference cycles worth collecting
     # while we build them; pausing the cyclic GC keeps checking linear in the
     # size of the spec (a full collection walks every live object).
@@ -84,6 +88,8 @@ def _check(text: str, parsed: ParseResult | None, bindings: dict[str, int] | Non
                 chosen = {**default_bindings(defaults, declared | named), **(bindings or {})}
             checker = Checker(text, chosen, warn_unknown_bindings, dims=dims, inferred=inferred,
                               complete=complete)
+            if memo is not None and inferred is None and dims is None and not complete:
+                return memo.run(checker, statements, syntax)
             return checker.run(statements, syntax)
 
         program = check_again()
@@ -93,7 +99,7 @@ def _check(text: str, parsed: ParseResult | None, bindings: dict[str, int] | Non
 
             program = infer_undeclared(program, check_again, infer)
         program.infer = infer
-        _add_meaning(program)
+        _add_meaning(program, memo)
         program.diagnostics = suppress.apply(
             program.diagnostics, text, (statement.span for statement in program.statements),
             frozenset(ignore))
@@ -111,9 +117,9 @@ def _check(text: str, parsed: ParseResult | None, bindings: dict[str, int] | Non
             gc.enable()
 
 
-def _add_meaning(program: Program) -> None:
+def _add_meaning(program: Program, memo: Memo | None = None) -> None:
     """The axis-meaning pass runs on every check; its diagnostics join the checker's."""
-    program.meaning = meaning = analyse(program)
+    program.meaning = meaning = analyse(program) if memo is None else memo.meaning(program)
     room = MAX_DIAGNOSTICS - len(program.diagnostics)
     if meaning.diagnostics and room > 0:
         program.diagnostics = sorted(program.diagnostics + meaning.diagnostics[:room],
@@ -183,7 +189,7 @@ def admissible_bindings(program: Program, count: int, *, seed: int = 0, high: in
     stay). Candidates come from :func:`symbolic.draw_bindings` (every dim a different odd
     size, then every dim the same size, then random sizes in ``1..high``); a candidate is
     admissible when the spec verifies at it with every dim determined, which the checker
-    decides (constraints, divisibility, inequalities). At most ``attempts`` candidates are
+    decides (``Program.at``: constraints, divisibility, inequalities). At most ``attempts`` candidates are
     tried, so a spec whose constraints few small sizes satisfy may give fewer than
     ``count``. Each result's ``dims.bindings`` is its binding.
     """
@@ -200,7 +206,7 @@ def admissible_bindings(program: Program, count: int, *, seed: int = 0, high: in
         if key in seen:
             continue
         seen.add(key)
-        checked = check_text(program.source, bindings)
+        checked = program.at(bindings)
         if checked.ok and not checked.dims.unbound() and not checked.dims.determined():
             found.append(checked)
     return found

@@ -85,12 +85,13 @@ class AxisMap(NamedTuple):
       (dropout): softmax weights passed through it still sum to 1.
     - ``normalises``: the parameter naming the axis along which every slice of
       the result sums to 1 (softmax).
-    - ``triangle``: which triangle of its last two axes the result keeps (a bool
-      result is true there): ``"lower"``, where the column's index is at most the
-      row's plus an offset (so each row may see the columns up to it: causal_mask,
-      tril), or ``"upper"``, where it is at least (triu).
-    - ``positions``: the result's values are the indices along its axis (arange),
-      so comparing two of them on different axes builds a triangle.
+    - ``triangle``: the result is true (non-zero) only on one side of the diagonal
+      of its last two axes: ``"lower"`` where the row index >= the column index
+      (`causal_mask`, `tril`: a query row sees the keys up to itself), ``"upper"``
+      where the column index >= the row index (`triu`). ``offset``: the parameter
+      that moves the diagonal (`k`: 0 includes it; below it excludes it).
+    - ``positions``: each value of the result is its index along its axis
+      (`arange`): comparing two of them (`i >= j`) builds a triangle too.
 
     Adding a builtin: pick the kind that says where each result axis comes from.
     An elementwise function is ``AxisMap(AxisKind.ELEMENTWISE)``; a builtin whose
@@ -105,6 +106,7 @@ class AxisMap(NamedTuple):
     keeps_values: bool = False
     normalises: str | None = None
     triangle: str | None = None
+    offset: str | None = None
     positions: bool = False
 
 
@@ -571,9 +573,9 @@ def _table() -> dict[str, Builtin]:
                 "with window W, only the W most recent of them",
                 AxisMap(AxisKind.CREATE, tensors=(), triangle="lower")),
         Builtin("tril", (X, OFFSET), _triangle("tril"), "shape of x; zero above diagonal k (np.tril)",
-                AxisMap(AxisKind.ELEMENTWISE, triangle="lower")),
+                AxisMap(AxisKind.ELEMENTWISE, triangle="lower", offset="k")),
         Builtin("triu", (X, OFFSET), _triangle("triu"), "shape of x; zero below diagonal k (np.triu)",
-                AxisMap(AxisKind.ELEMENTWISE, triangle="upper")),
+                AxisMap(AxisKind.ELEMENTWISE, triangle="upper", offset="k")),
         Builtin("arange", (Param("n", Kind.DIM),), _arange, "[n]: 0, 1, ..., n - 1",
                 AxisMap(AxisKind.CREATE, tensors=(), positions=True)),
         Builtin("stack", (Param("tensors", Kind.TENSORS), Param("axis", Kind.AXIS, 0, required=False)),

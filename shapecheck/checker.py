@@ -72,10 +72,28 @@ class Checker:
         # `&` / `|` nodes that are an operand of a comparison: when they fail, the
         # cause is most likely precedence (`m & x > 0` is `(m & x) > 0`).
         self._compared: set[int] = set()
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            nodes.DimFree: self._dim_free, nodes.DimDef: self._dim_def,
+            nodes.Constraint: self._constraint, nodes.TensorDecl: self._tensor_decl,
+            nodes.Define: self._define, nodes.Assert: self._assert, nodes.Output: self._output,
+            nodes.Broken: self._broken,
+        }
 
     # --- driving ----------------------------------------------------------------------
 
     def run(self, statements: list[nodes.Stmt], parse_diagnostics: Sequence[Diagnostic]) -> Program:
+        for statement in self.start(statements, parse_diagnostics):
+            if not self.check(statement):
+                break  # the rest is not checked
+        return self.finish()
+
+    # `run` in three steps, for a driver that checks some statements and reuses what
+    # checking others did (:mod:`shapecheck.incremental`).
+
+    def start(self, statements: list[nodes.Stmt],
+              parse_diagnostics: Sequence[Diagnostic]) -> list[nodes.Stmt]:
+        """Begin checking ``statements``; returns them in the order :meth:`check` must
+        take them (dims and constraints first, see ``_dims_first``)."""
         self.sink.extend(list(parse_diagnostics) + invisible.find(self.source))
         self.program.statements = statements
         self._first = _first_definitions(statements)
@@ -86,33 +104,32 @@ class Checker:
                 self.declarations.setdefault(statement.name.name, statement)
         if self._inferred is not None:
             self._declare_inferred(self._inferred)
-        for statement in _dims_first(statements):
-            if self.sink.full:
-                self.sink.dropped += 1  # the rest is not checked
-                break
-            self._check_statement(statement)
-        self._finish()
-        self.program.recheck_statements = self._recheck_statements
-        return self.program
+        return _dims_first(statements)
 
-    def _check_statement(self, statement: nodes.Stmt) -> None:
-        handlers: dict[type, Callable[[Any], None]] = {
-            nodes.DimFree: self._dim_free, nodes.DimDef: self._dim_def,
-            nodes.Constraint: self._constraint, nodes.TensorDecl: self._tensor_decl,
-            nodes.Define: self._define, nodes.Assert: self._assert, nodes.Output: self._output,
-            nodes.Broken: self._broken,
-        }
+    def check(self, statement: nodes.Stmt) -> bool:
+        """Check the next statement; False (and nothing checked) once the diagnostics
+        are full: the rest is not checked."""
+        if self.sink.full:
+            self.sink.dropped += 1
+            return False
         self._position = self.dims.at = statement.span
         self._in_dims_phase = isinstance(statement, (nodes.DimFree, nodes.DimDef, nodes.Constraint))
         reported = len(self.sink.items) + self.sink.dropped
         try:
-            handlers[type(statement)](statement)
+            self._handlers[type(statement)](statement)
         except TooComplex as error:
             self._too_complex(statement, error)
         if len(self.sink.items) + self.sink.dropped > reported:
             # A statement that failed may have stopped before looking at every name in
             # it; they are used all the same (no SC401 for an input used only there).
             self.names.used.update(nodes.names_in(statement))
+        return True
+
+    def finish(self) -> Program:
+        """The checked program, once every statement has been checked (or skipped)."""
+        self._finish()
+        self.program.recheck_statements = self._recheck_statements
+        return self.program
 
     def _recheck_statements(self, source: str, statements: Sequence[nodes.Stmt],
                             redefined: set[str]) -> list[list[Diagnostic]]:
@@ -139,9 +156,13 @@ class Checker:
         found = []
         for statement in statements:
             before = len(trial.sink.items)
-            trial._check_statement(statement)
+            trial.check(statement)
             found.append(trial.sink.items[before:])
         return found
+
+    def first_definition(self, name: str) -> tuple[Span, str] | None:
+        """Where ``name`` is first defined in the spec, and as what ("dim", "tensor")."""
+        return self._first.get(name)
 
     @property
     def position(self) -> Span:
@@ -999,11 +1020,15 @@ def _dims_first(statements: list[nodes.Stmt]) -> list[nodes.Stmt]:
     statement above it may use it. Names are still declared before use: a
     tensor statement that uses a dim declared below it is an error.
     """
-    def is_dim(statement: nodes.Stmt) -> bool:
-        return isinstance(statement, (nodes.DimFree, nodes.DimDef, nodes.Constraint)) or (
-            isinstance(statement, nodes.Broken) and statement.is_dim)
+    return [s for s in statements if is_dim_statement(s)] + \
+        [s for s in statements if not is_dim_statement(s)]
 
-    return [s for s in statements if is_dim(s)] + [s for s in statements if not is_dim(s)]
+
+def is_dim_statement(statement: nodes.Stmt) -> bool:
+    """A statement about dims (declaration, definition, constraint): checked before
+    every tensor statement, and the only kind that changes the :class:`DimSystem`."""
+    return isinstance(statement, (nodes.DimFree, nodes.DimDef, nodes.Constraint)) or (
+        isinstance(statement, nodes.Broken) and statement.is_dim)
 
 
 def _int_literal(node: nodes.Expr) -> int | None:
@@ -1043,4 +1068,4 @@ def check(source: str, statements: list[nodes.Stmt], parse_diagnostics: Sequence
     return checker.run(statements, parse_diagnostics)
 
 
-__all__ = ["Checker", "check"]
+__all__ = ["Checker", "check", "is_dim_statement"]

@@ -397,8 +397,14 @@ def _append(path: str, text: str) -> None:
 @click.option("--save-all", is_flag=True, help="With --save: write every intermediate too.")
 @click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float64",
               show_default=True, help="Element type of the computation, end to end.")
-@click.option("--backend", type=click.Choice(["numpy"]), default="numpy", show_default=True,
-              help="Numeric backend.")
+@click.option("--backend", type=click.Choice(["numpy", "torch"]), default="numpy",
+              show_default=True,
+              help="Numeric backend (torch: the optional extra attn-shapecheck[torch]).")
+@click.option("--device", default="cpu", show_default=True, metavar="cpu|cuda",
+              help="Where the torch backend runs (cuda, cuda:N where there is one).")
+@click.option("--fused", type=click.Choice(["auto", "off"]), default="auto", show_default=True,
+              help="Run each attention pattern fused where it can (NumPy: block by block, "
+              "O(N·d) memory; torch: one scaled_dot_product_attention), or never.")
 @click.option("--max-memory", metavar="SIZE",
               help="Refuse a run estimated to need more (4GiB, 512MiB, unlimited). "
               "Default: 4 GiB, or half the machine's memory if less.")
@@ -407,10 +413,10 @@ def _append(path: str, text: str) -> None:
 @isolated_option
 @infer_option
 def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive: str | None,
-        seed: int, save: str | None, save_all: bool, dtype: str, backend: str,
-        max_memory: str | None, color: str, config: tuple[str, ...], isolated: bool,
+        seed: int, save: str | None, save_all: bool, dtype: str, backend: str, device: str,
+        fused: str, max_memory: str | None, color: str, config: tuple[str, ...], isolated: bool,
         infer: bool | None) -> None:
-    """Verify a spec, then execute it with NumPy and report its outputs.
+    """Verify a spec, then execute it (NumPy, or PyTorch) and report its outputs.
 
     The configuration's [dims] are default bindings (--dim wins), and its rule
     selection and the spec's `# noqa` comments apply to the warnings shown.
@@ -420,7 +426,8 @@ def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive:
     settings = finder_for(config, isolated).settings_for(path)
     options = RunOptions(path, parse_bindings(dims), input_files, archive, seed, save, save_all,
                          dtype, max_memory, use_color(color), ignore=settings.disabled(path),
-                         defaults=dict(settings.dims), infer=infer)
+                         defaults=dict(settings.dims), infer=infer, backend=backend,
+                         device=device, fused=fused)
     sys.exit(run_command(options))
 
 

@@ -265,7 +265,7 @@ class _Driver:
         self.seed = seed
         self.tolerance = tolerance
         self.framework = framework
-        self.device = device
+        self.device = _device(framework, device)
         self.declared = list(declared(program))
         self.outputs = list(program.outputs)
         self.names = _check_names(program, names)
@@ -380,8 +380,6 @@ def _shrink(driver: _Driver, program: Program, checked: Program, case: Case,
     """Make each chosen dim as small as it can be while the function still fails the same
     way (a mismatch stays a mismatch, a raise a raise), one dim at a time, until no dim
     shrinks; at most :data:`SHRINK_BUDGET` candidates."""
-    from .api import check_text
-
     chosen = program.dims.unbound()
     raised = isinstance(outcome, BaseException)
     budget = SHRINK_BUDGET
@@ -394,8 +392,7 @@ def _shrink(driver: _Driver, program: Program, checked: Program, case: Case,
                 if budget <= 0:
                     break
                 budget -= 1
-                candidate = check_text(program.source, {**checked.dims.bindings, dim: smaller},
-                                       infer=program.infer)
+                candidate = program.at({**checked.dims.bindings, dim: smaller})
                 if not candidate.ok or candidate.dims.unbound() or candidate.dims.determined():
                     continue
                 new_case, new_outcome = driver.attempt(candidate)
@@ -444,7 +441,24 @@ def _check_layouts(program: Program, layouts: Mapping[str, Layout]) -> dict[str,
     return result
 
 
+def _device(framework: str, device: str) -> str:
+    """The device checked as ``run --device`` checks it (NumPy arrays live on the CPU; a
+    CUDA device this machine lacks is refused before anything runs)."""
+    from .backend.compiled import check_device
+    from .options import OptionError
+
+    try:
+        return check_device(framework, device)
+    except OptionError as error:
+        raise UsageError(str(error)) from None
+
+
 def _signature(function: Callable[..., Any]) -> inspect.Signature | None:
+    """The parameters the function takes; an ``nn.Module``'s are its ``forward``'s (its
+    ``__call__`` takes ``*args, **kwargs`` and passes them on)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(function, torch.nn.Module):
+        function = function.forward
     try:
         return inspect.signature(function)
     except (TypeError, ValueError):  # some builtins and extension functions have none

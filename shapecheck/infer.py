@@ -44,7 +44,7 @@ from . import codes, nodes
 from .builtins import BUILTINS
 from .diagnostics import Diagnostic, Note, Severity, Span
 from .program import Inferred, InferredTensor, Program, Value
-from .symbolic import Dim, DimSystem, Unifier, symbol, to_text
+from .symbolic import Dim, DimSystem, Unifier, free_names, symbol, to_text
 
 class CheckAgain(Protocol):
     """Check the spec again, declaring ``inferred`` first, with the given dim system;
@@ -85,6 +85,9 @@ POOLS: dict[int, tuple[str, ...]] = {
     -1: ("d", "e", "f", "g"), -2: ("N", "M", "L"), -3: ("H", "G"), -4: ("B", "C"),
 }
 QUOTIENTS = ("k",)
+# A last axis that is also the rows of another tensor is a width a projection maps from
+# (`X @ W_Q`: X's model width, `D`), not a feature of the attention itself (`d`).
+WIDTHS = ("D", "E", "F")
 
 
 def infer(program: Program, check_again: CheckAgain, mode: bool | None) -> Program:
@@ -124,7 +127,7 @@ def is_sketch(program: Program) -> bool:
 # --- the search -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class _Guess:
     """A rank and an element type for each undeclared tensor (in first-use order)."""
 
@@ -165,7 +168,8 @@ class _Attempt:
     blocking: list[_Failure]
 
     def progress(self) -> tuple[int, int, int, int]:
-        """Smaller is better: how early the first blocking failure is (later is better)."""
+        """Which failed attempt to keep (smaller is better): the one whose first blocking
+        failure comes latest, then with the fewest, then with the smallest ranks."""
         first = self.blocking[0].span if self.blocking else Span(1 << 30, 0, 0, 0)
         return (-first.line, -first.column, len(self.blocking), self.guess.cost)
 
@@ -360,40 +364,52 @@ class _Namer:
 
     def inferred(self) -> Inferred:
         unifier = self.attempt.unifier
-        taken = set(self.inference.program.undeclared) | set(unifier.taken) | set(
-            unifier.dims)
         resolved = [tuple(unifier.resolved(d) for d in shape) for shape in self.attempt.shapes]
-        numbered: dict[tuple[str, ...], int] = {}
-        dims: list[tuple[str, Span]] = list(self.inference.dims)
-        tensors: list[InferredTensor] = []
-        # A name nothing gives axes is a size used as a scalar (the note's `sqrt(d)`),
-        # unless a use needs a tensor (`output x`).
-        program = self.inference.program
-        scalars = {i for i, shape in enumerate(resolved) if not shape
-                   and not self.attempt.guess.bools[i] and all(
-                       role == "value" for _, role in program.undeclared[self.inference.tensors[i][0]])}
+        scalars = self._scalars(resolved)
+        dims = list(self.inference.dims) + [self.inference.tensors[i] for i in sorted(scalars)]
+        dims += self._name_unknowns(resolved, scalars)
+        named = {u: symbol(n) for u, n in self.names.items()}
+        tensors = []
         for i, ((name, span), shape) in enumerate(zip(self.inference.tensors, resolved)):
+            if i not in scalars:
+                value = Value(tuple(d.xreplace(named) for d in shape), self.attempt.guess.bools[i])
+                tensors.append(InferredTensor(name, value, span,
+                                              self._origins(self.attempt.shapes[i], value)))
+        # The spec's own names first, then the names given to axes, each by first use.
+        own = set(self.inference.program.undeclared)
+        ordered = sorted(dims, key=lambda item: (item[0] not in own, item[1]))
+        return Inferred(tuple(ordered), tuple(tensors))
+
+    def _scalars(self, resolved: list[tuple[Dim, ...]]) -> set[int]:
+        """The tensors nothing gives axes: sizes used as scalars (the note's `sqrt(d)`),
+        so dims, unless `bool` or a use needs a tensor (`output x`)."""
+        uses = self.inference.program.undeclared
+        return {i for i, shape in enumerate(resolved)
+                if not shape and not self.attempt.guess.bools[i]
+                and all(role == "value" for _, role in uses[self.inference.tensors[i][0]])}
+
+    def _name_unknowns(self, resolved: list[tuple[Dim, ...]],
+                       scalars: set[int]) -> list[tuple[str, Span]]:
+        """Name each unknown left by the slot of its first whole axis (a quotient: `k`),
+        avoiding every name of the spec; the new dims, with where each is first needed."""
+        unifier = self.attempt.unifier
+        taken = set(self.inference.program.undeclared) | set(unifier.taken) | set(unifier.dims)
+        numbered: dict[tuple[str, ...], int] = {}
+        rows = {entry for shape in resolved if len(shape) >= 2 for entry in shape[-2:-1]}
+        dims = []
+        for i, ((_, span), shape) in enumerate(zip(self.inference.tensors, resolved)):
             if i in scalars:
-                dims.append((name, span))
                 continue
             for axis, entry in enumerate(shape):
                 for unknown in unifier.roots(entry):
                     if unknown not in self.names:
                         slot = axis - len(shape) if entry == unknown else None
-                        self.names[unknown] = _fresh(slot, taken, numbered)
+                        pool = QUOTIENTS if slot is None else WIDTHS if (
+                            slot == -1 and unknown in rows) else POOLS[max(slot, -4)]
+                        self.names[unknown] = _fresh(pool, taken, numbered)
                         taken.add(self.names[unknown])
                         dims.append((self.names[unknown], span))
-        named = {u: symbol(n) for u, n in self.names.items()}
-        for i, ((name, span), shape) in enumerate(zip(self.inference.tensors, resolved)):
-            if i in scalars:
-                continue
-            value = Value(tuple(d.xreplace(named) for d in shape), self.attempt.guess.bools[i])
-            origins = self._origins(self.attempt.shapes[i], value)
-            tensors.append(InferredTensor(name, value, span, origins))
-        # The spec's own names first, then the names given to axes, each by first use.
-        own = set(self.inference.program.undeclared)
-        ordered = sorted(dims, key=lambda item: (item[0] not in own, item[1]))
-        return Inferred(tuple(ordered), tuple(tensors))
+        return dims
 
     def _origins(self, unknowns: tuple[Dim, ...], value: Value) -> tuple[Note, ...]:
         """For each axis a use gave a size (a number, a dim of the spec, a product), the use."""
@@ -429,10 +445,9 @@ class _Namer:
         return None
 
 
-def _fresh(slot: int | None, taken: set[str], start: dict[tuple[str, ...], int]) -> str:
-    """The first name of the slot's pool not taken: `d`, `e`, ..., then `d2`, `e2`, ...
+def _fresh(pool: tuple[str, ...], taken: set[str], start: dict[tuple[str, ...], int]) -> str:
+    """The first name of the pool not taken: `d`, `e`, ..., then `d2`, `e2`, ...
     (``start`` remembers where a pool's numbered names continue)."""
-    pool = QUOTIENTS if slot is None else POOLS.get(max(slot, -4), POOLS[-4])
     for name in pool:
         if name not in taken:
             return name
@@ -457,8 +472,6 @@ def _inferred_note(program: Program, inferred: Inferred) -> Diagnostic:
 
 
 def _dim_names(value: Value) -> set[str]:
-    from .symbolic import free_names
-
     return set().union(*(free_names(d) for d in value.shape or ()))
 
 

@@ -34,6 +34,7 @@ the biases (tensors added) and the masks (`where` with a bool condition, or an a
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
@@ -134,15 +135,17 @@ class Mask(NamedTuple):
 
     ``node`` is the `where(...)` call; ``condition`` the bool tensor with the role of each
     of its axes in this attention. ``kind`` is ``"causal"`` (built by `causal_mask`, `tril`,
-    `triu`, or by comparing positions from `arange` such as ``j <= i``, alone or joined by
-    `&`, in any transpose) or ``"bool"`` (any other bool tensor). ``keeps``: true entries keep the
+    `triu` or by comparing positions, `i >= j`; in any transpose, negated or joined with `&`)
+    or ``"bool"`` (any other bool tensor). ``keeps``: true entries keep the
     score (``where(m, S, -inf)``); False when they are the hidden ones
     (``where(m, -inf, S)``). ``fill`` is the value hidden scores get (None if it is not a
     number); ``additive`` says the mask was built as ``where(m, 0, -inf)`` and added.
-    ``alignment`` (causal only): ``"aligned"`` (the mask's row index is the query),
-    ``"transposed"``, or None (unknown). ``strict`` (causal only): the mask is false on
-    the diagonal (`j < i`), so hiding where a transposed one is true (`where(i < j, -inf,
-    S)`) keeps each query's past and itself: right, like keeping an aligned one.
+    ``alignment`` (causal only), of what the mask lets through: ``"aligned"`` (each query
+    sees the keys up to itself: `where(causal_mask(N), S, -inf)`, or
+    `where(j > i, -inf, S)` hiding the future), ``"transposed"`` (each query sees the
+    keys after it: a transposed mask, or the branches of `where` swapped), or None
+    (unknown). ``strict``: the condition leaves its diagonal out (`j < i`, `tril(m, -1)`;
+    None: shifted by an offset).
     """
 
     node: nodes.Expr
@@ -153,14 +156,7 @@ class Mask(NamedTuple):
     additive: bool
     alignment: str | None
     after_softmax: bool
-    strict: bool = False
-
-    @property
-    def keeps_the_past(self) -> bool:
-        """Each query keeps itself and the keys before it (a right causal mask)."""
-        if self.keeps:
-            return self.alignment == "aligned"
-        return self.alignment == "transposed" and self.strict
+    strict: bool | None = False
 
 
 class Attention(NamedTuple):
@@ -294,7 +290,7 @@ class _Applied:
     def __init__(self, node: nodes.Expr, condition: nodes.Expr, kind: str, seer: Axis | None,
                  seen: Axis | None, keeps: bool, fill: float | None,
                  aligned: tuple[Axis | None, ...], additive: bool, origin: nodes.Expr | None,
-                 strict: bool = False) -> None:
+                 strict: bool | None = False) -> None:
         self.node = node
         self.condition = condition
         self.kind = kind
@@ -304,8 +300,8 @@ class _Applied:
         self.fill = fill
         self.aligned = aligned  # per axis of the condition: the value's axis it lines up with
         self.additive = additive
-        self.origin = origin  # what built the causal mask (a call, or a comparison)
-        self.strict = strict  # the causal mask is false on its diagonal
+        self.origin = origin  # what built the causal condition (`causal_mask`, `i >= j`)
+        self.strict = strict  # the condition excludes the diagonal (None: unknown)
 
     def moved(self, mapping: dict[int, Axis]) -> _Applied:
         def move(axis: Axis | None) -> Axis | None:
@@ -316,16 +312,29 @@ class _Applied:
 
 
 class _Causal:
-    """A bool value that is a causal mask: true where ``seer``'s index >= ``seen``'s
-    (``strict``: >, the diagonal false: `j < i`, `tril(m, -1)`)."""
+    """A value that is a causal mask: true (non-zero) only where ``seer``'s index >=
+    ``seen``'s (``strict``: >; None: shifted by an offset of unknown sign).
+
+    Built by a row whose axis map names a ``triangle`` (`causal_mask`, `tril`, `triu`) or
+    by comparing positions (`arange(N)[:, None] >= arange(N)[None, :]`); joined by `&`
+    (or `*`) with another mask it still holds; negated (`~m`, `m == 0`) it swaps."""
 
     __slots__ = ("seer", "seen", "node", "strict")
 
-    def __init__(self, seer: Axis, seen: Axis, node: nodes.Expr, strict: bool = False) -> None:
+    def __init__(self, seer: Axis, seen: Axis, node: nodes.Expr, strict: bool | None = False) -> None:
         self.seer = seer
         self.seen = seen
         self.node = node
         self.strict = strict
+
+    def negated(self) -> _Causal:
+        return _Causal(self.seen, self.seer, self.node, None if self.strict is None else not self.strict)
+
+    def moved(self, mapping: dict[int, Axis]) -> _Causal | None:
+        seer, seen = mapping.get(id(self.seer)), mapping.get(id(self.seen))
+        if seer is None or seen is None or seer is seen:
+            return None
+        return _Causal(seer, seen, self.node, self.strict)
 
 
 class _Contraction:
@@ -349,13 +358,27 @@ class _Contraction:
 
 
 class _Product:
-    """A value that is a contraction, then scaled, biased or masked: possibly scores."""
+    """A value that is a contraction, then scaled, biased or masked: possibly scores.
 
-    __slots__ = ("contraction", "inner_scale")
+    ``parts``: the contracted sizes of products added to it with the same result axes
+    (``Qn @ Kn.T + Qr @ Kr.T``, a content and a rotary part): the scores then sum over
+    ``size + sum(parts)`` features, as if the factors were concatenated."""
 
-    def __init__(self, contraction: _Contraction, inner_scale: tuple[_Factor, ...]) -> None:
+    __slots__ = ("contraction", "inner_scale", "parts", "node")
+
+    def __init__(self, contraction: _Contraction, inner_scale: tuple[_Factor, ...],
+                 parts: tuple[Dim, ...] = (), node: nodes.Expr | None = None) -> None:
         self.contraction = contraction
         self.inner_scale = inner_scale  # factors applied to the operands before the product
+        self.parts = parts
+        self.node = node or contraction.node  # the sum of the products, if there are parts
+
+    @property
+    def size(self) -> Dim | None:
+        size = self.contraction.size
+        if size is None or not self.parts:
+            return size
+        return symbolic.total((size, *self.parts))
 
 
 # A tensor added to the scores: its node, the scores' axis each of its axes lines up
@@ -409,7 +432,8 @@ class _Info:
     ops: tuple[_Factor | _Bias | _Applied, ...] = ()
     masks: tuple[_Applied, ...] = ()  # the additive masks this value is (where(m, 0, -inf))
     causal: tuple[_Causal, ...] = ()  # bool values: the causal masks this value is
-    position: Axis | None = None  # the value at each index is its index along this axis (arange)
+    position: Axis | None = None  # each value is its index along this axis (`arange`)
+    shifted_position: bool = False  # ... plus an offset (`arange(N) + M - N`)
     reduced: _Reduced | None = None  # a reduction's result (its axes are the ones left)
     exp_of: _Info | None = None  # exp(x): x's facts (a softmax written by hand)
 
@@ -484,11 +508,32 @@ class _Analysis:
 
     def run(self) -> Meaning:
         for statement in self.program.statements:
-            if isinstance(statement, nodes.TensorDecl):
-                self._declare(statement)
-            elif isinstance(statement, (nodes.Define, nodes.Output)) and statement.value is not None:
-                self._define(statement)
+            self.step(statement)
+        return self.result()
+
+    # `run` in steps, for a driver that resumes from the state after an unchanged
+    # beginning of the program (:mod:`shapecheck.incremental`).
+
+    def step(self, statement: nodes.Stmt) -> None:
+        """Follow the next statement of ``program.statements``."""
+        if isinstance(statement, nodes.TensorDecl):
+            self._declare(statement)
+        elif isinstance(statement, (nodes.Define, nodes.Output)) and statement.value is not None:
+            self._define(statement)
+
+    def result(self) -> Meaning:
         return Meaning(self.patterns, self.diagnostics, self.infos)
+
+    def checkpoint(self) -> dict[str, Any]:
+        """What the statements followed so far found (copies of the tables; the facts in
+        them are never changed once made, so they are shared)."""
+        return {name: copy.copy(getattr(self, name)) for name in _STATE}
+
+    def restore(self, checkpoint: dict[str, Any]) -> None:
+        """Continue from a checkpoint taken on a program whose statements up to there
+        are the same (same trees, lines, types and dims) as this one's."""
+        for name, value in checkpoint.items():
+            setattr(self, name, copy.copy(value))
 
     def _declare(self, statement: nodes.TensorDecl) -> None:
         tensor = self.program.tensors.get(statement.name.name)
@@ -554,6 +599,8 @@ class _Analysis:
         operand = self.value(node.operand)
         if operand.axes is None or node.op == "+":
             return operand
+        if node.op == "~":
+            return _Info(operand.axes, causal=tuple(c.negated() for c in operand.causal))
         changed = operand.norm.changed_by(node) if operand.norm is not None else None
         return _Info(operand.axes, norm=changed)
 
@@ -704,17 +751,46 @@ class _Analysis:
 
     def _with_scalar(self, node: nodes.BinOp, tensor: _Info, scalar_node: nodes.Expr,
                      tensor_first: bool) -> _Info:
-        norm = tensor.norm.changed_by(node) if tensor.norm is not None else None
         assert tensor.axes is not None
+        if node.op in nodes.COMPARISONS:
+            return self._compare_number(node, tensor, scalar_node, tensor_first)
+        norm = tensor.norm.changed_by(node) if tensor.norm is not None else None
         if node.op == "*" or (node.op == "/" and tensor_first):
             factor = _Factor(scalar_node, node.op == "/")
             return tensor.shifted(tensor.axes, norm, (factor,))
-        if node.op in "+-":  # a constant shift: the softmax does not see it
+        if node.op in ("+", "-"):  # a constant shift: the softmax does not see it
             info = tensor.shifted(tensor.axes, norm)
             if tensor.position is not None and (node.op == "+" or tensor_first):
-                info.position = tensor.position  # `i + T_past` still orders like `i`
+                # positions plus an offset (`i + M - N`) keep their order; `T - i` does not
+                info.position, info.shifted_position = tensor.position, True
             return info
         return _Info(tensor.axes, norm=norm, reduced=tensor.reduced)
+
+    def _compare_number(self, node: nodes.BinOp, tensor: _Info, number_node: nodes.Expr,
+                        tensor_first: bool) -> _Info:
+        """A causal mask compared with 0 or 1 (`tril(ones([N, N])) == 1`, `m == 0`,
+        `m != false`): the same mask, or its negation."""
+        number = self._number(number_node)
+        op = node.op if tensor_first else _MIRRORED[node.op]
+        truth = _TRUTH.get((op, number))
+        if truth is None or not tensor.causal:
+            return _Info(tensor.axes)
+        return _Info(tensor.axes, causal=tensor.causal if truth else
+                     tuple(c.negated() for c in tensor.causal))
+
+    def _compare(self, node: nodes.Expr, operands: list[_Info], axes: tuple[Axis, ...],
+                 mappings: list[dict[int, Axis]]) -> _Info:
+        """Positions compared along two axes (`arange(N)[:, None] >= arange(M)[None, :]`):
+        a causal mask whose rows see the columns at or before them."""
+        left, right = operands
+        a = mappings[0].get(id(left.position)) if left.position is not None else None
+        b = mappings[1].get(id(right.position)) if right.position is not None else None
+        op = node.op if isinstance(node, nodes.BinOp) else ""
+        if a is None or b is None or a is b or op not in (">=", ">", "<=", "<"):
+            return _Info(axes)
+        seer, seen = (a, b) if op in (">=", ">") else (b, a)
+        strict = None if left.shifted_position or right.shifted_position else op in (">", "<")
+        return _Info(axes, causal=(_Causal(seer, seen, node, strict),))
 
     def _tensors(self, node: nodes.Expr, operand_nodes: list[nodes.Expr], operands: list[_Info],
                  value: Value) -> _Info:
@@ -725,13 +801,17 @@ class _Analysis:
         if axes is None:
             return _UNKNOWN
         op = node.op if isinstance(node, nodes.BinOp) else ""
-        if value.is_bool:
-            # bool with bool: `*` and `&` are "and", so each causal part still holds.
-            causal = tuple(_Causal(mappings[i][id(c.seer)], mappings[i][id(c.seen)], c.node,
-                                   c.strict) for i, o in enumerate(operands) for c in o.causal
-                           if op in ("*", "&") and id(c.seer) in mappings[i]
-                           and id(c.seen) in mappings[i])
-            return _Info(axes, causal=causal + self._compared(node, operands, mappings))
+        if op in nodes.COMPARISONS:
+            return self._compare(node, operands, axes, mappings)
+        if value.is_bool or op == "&":
+            # `&` (or `*` on bools) is "and": each causal part still holds, if they agree.
+            if op not in ("&", "*"):
+                return _Info(axes)
+            causal = [moved for i, o in enumerate(operands) for c in o.causal
+                      if (moved := c.moved(mappings[i])) is not None]
+            if len({(id(c.seer), id(c.seen)) for c in causal}) != 1:
+                return _Info(axes)
+            return _Info(axes, causal=(causal[0],))
         norms = [o.norm for o in operands if o.norm is not None]
         if op in ("+", "-") and not norms:
             # Scores plus a bias, an additive mask, or a shift by a reduction (a softmax
@@ -740,36 +820,28 @@ class _Analysis:
                 return _Info(axes)  # `B - S`: the scores negated, not understood
             main = operands[order[0]]
             ops: tuple[_Bias | _Applied, ...] = ()
+            parts: tuple[Dim, ...] = ()
             for i, other in enumerate(operands):
                 if i == order[0]:
                     continue
                 if other.masks:
                     ops += tuple(m.moved(mappings[i]) for m in other.masks)
                 elif other.reduced is None:
-                    ops += ((operand_nodes[i], tuple(mappings[i].get(id(a))
-                                                     for a in other.axes or ()), op == "-"),)
-            return main.shifted(axes, None, ops)
+                    lined_up = tuple(mappings[i].get(id(a)) for a in other.axes or ())
+                    ops += ((operand_nodes[i], lined_up, op == "-"),)
+                    if op == "+" and other.product is not None and main.product is not None \
+                            and other.product.size is not None and lined_up == axes:
+                        parts += (other.product.size,)  # a product of the same axes
+            info = main.shifted(axes, None, ops)
+            if parts:
+                assert main.product is not None
+                info.product = _Product(main.product.contraction, main.product.inner_scale,
+                                        main.product.parts + parts, node)
+            return info
         if len(norms) == 1:
             # Weights masked, scaled by a tensor or mixed with other numbers.
             return _Info(axes, norm=norms[0].changed_by(node))
         return _Info(axes)
-
-    @staticmethod
-    def _compared(node: nodes.Expr, operands: list[_Info], mappings: list[dict[int, Axis]]
-                  ) -> tuple[_Causal, ...]:
-        """`j <= i` with `i`, `j` positions along two axes (from `arange`): a causal mask
-        whose larger side's axis sees the other's (`<` too: the strict past)."""
-        if not isinstance(node, nodes.BinOp) or node.op not in ("<", "<=", ">", ">="):
-            return ()
-        left, right = (o.position for o in operands)
-        if left is None or right is None:
-            return ()
-        small, large = mappings[0].get(id(left)), mappings[1].get(id(right))
-        if node.op in (">", ">="):
-            small, large = large, small
-        if small is None or large is None or small is large:
-            return ()
-        return (_Causal(large, small, node, node.op in ("<", ">")),)
 
     def _broadcast(self, node: nodes.Expr, operand_nodes: list[nodes.Expr], operands: list[_Info],
                    order: list[int]) -> tuple[tuple[Axis, ...] | None, list[dict[int, Axis]]]:
@@ -863,7 +935,7 @@ class _Analysis:
         if info.builtin == "where":
             return self._where(node, tensors, value)
         if kind is AxisKind.CREATE:
-            return self._create(node, axis_map, value)
+            return self._create(node, axis_map, info.args, value)
         if kind is AxisKind.OPAQUE or any(i.axes is None for _, i in tensors):
             return self._opaque(node, value) if kind is AxisKind.OPAQUE else _UNKNOWN
         if kind is AxisKind.ELEMENTWISE:
@@ -920,33 +992,32 @@ class _Analysis:
             return _Info(x.axes, norm=_Norm(node, axis, source, x_node, self._statement))
         if axis_map.keeps_values:
             return x.moved(x.axes)
-        if axis_map.triangle is not None and value.is_bool and len(x.axes) >= 2:
-            # tril(m): m and "each row sees the columns up to it"; triu the other way
-            offset = symbolic.as_int(args.get("k", symbolic.integer(0)))
-            return _Info(x.axes, causal=x.causal + (
-                self._triangle(node, axis_map, x.axes, offset or 0),))
+        if axis_map.triangle is not None and len(x.axes) >= 2:
+            return _Info(x.axes, causal=(self._triangle(node, axis_map, args, x.axes),))
         norm = x.norm.changed_by(node) if x.norm is not None else None
         exp_of = x if node.func.name == "exp" else None
         return _Info(x.axes, norm=norm, reduced=x.reduced, exp_of=exp_of)
 
-    def _create(self, node: nodes.Call, axis_map: Any, value: Value) -> _Info:
+    def _create(self, node: nodes.Call, axis_map: Any, args: dict[str, Any], value: Value) -> _Info:
         assert value.shape is not None
         axes = tuple(Axis(size, node) for size in value.shape)
         if axis_map.triangle is not None and len(axes) >= 2:
-            return _Info(axes, causal=(self._triangle(node, axis_map, axes),))
+            return _Info(axes, causal=(self._triangle(node, axis_map, args, axes),))
         if axis_map.positions and len(axes) == 1:
             return _Info(axes, position=axes[0])
         return _Info(axes)
 
-    @staticmethod
-    def _triangle(node: nodes.Call, axis_map: Any, axes: tuple[Axis, ...], offset: int = 0
-                  ) -> _Causal:
-        """The direction of a triangle; an offset moves its diagonal (a cache's bottom-right
-        alignment keeps the direction), and one step inside makes it strict."""
-        rows, columns = axes[-2:]
-        lower = axis_map.triangle == "lower"
-        return _Causal(rows if lower else columns, columns if lower else rows, node,
-                       strict=offset == (-1 if lower else 1))
+    def _triangle(self, node: nodes.Call, axis_map: Any, args: dict[str, Any],
+                  axes: tuple[Axis, ...]) -> _Causal:
+        """The causal mask of a row with a ``triangle``: which of the last two axes sees
+        the other, and whether the diagonal is excluded (its ``offset``: tril's k < 0,
+        triu's k > 0; another offset is of unknown effect)."""
+        rows, columns = axes[-2], axes[-1]
+        offset = args.get(axis_map.offset) if axis_map.offset is not None else None
+        k = symbolic.as_int(offset) if offset is not None else 0
+        if axis_map.triangle == "lower":
+            return _Causal(rows, columns, node, None if k is None or k > 0 else k < 0)
+        return _Causal(columns, rows, node, None if k is None or k < 0 else k > 0)
 
     def _reshape(self, node: nodes.Call, x_node: nodes.Expr, x: _Info, target: tuple[Dim, ...]) -> _Info:
         """Axes matched by size from either end keep their identity (C order keeps the
@@ -1084,6 +1155,8 @@ class _Analysis:
             return _Scalar(float(node.value))
         if isinstance(node, nodes.Inf):
             return _Scalar(math.inf)
+        if isinstance(node, nodes.Boolean):
+            return _Scalar(1.0 if node.value else 0.0)
         if isinstance(node, nodes.Name):
             value = self.types.get(id(node))
             if value is not None and value.dim is not None:
@@ -1095,8 +1168,9 @@ class _Analysis:
             return _Scalar(-inner.coef if node.op == "-" else inner.coef, inner.powers, inner.opaque)
         if isinstance(node, nodes.Call):
             info = self.calls.get(id(node))
-            if info is not None and info.builtin == "sqrt" and isinstance(info.args.get("x"), nodes.Expr):
-                return _power(self.scalar(info.args["x"], depth + 1), Fraction(1, 2))
+            power = _POWERS.get(info.builtin) if info is not None else None
+            if power is not None and isinstance(info.args.get("x"), nodes.Expr):
+                return _power(self.scalar(info.args["x"], depth + 1), power)
             return _OPAQUE
         if isinstance(node, nodes.BinOp):
             left = self.scalar(node.left, depth + 1)
@@ -1140,8 +1214,8 @@ class _Analysis:
         product = norm.source.product
         if product is not None and scores is not None and product.contraction is not scores:
             product = None
-        scale = self._scale(product, norm.source) if product is not None else None
-        masks, after = self._masks(contraction, norm, query, key, roles)
+        scale = self._scale(product, norm.source, key) if product is not None else None
+        masks, after, mask_verdicts = self._masks(contraction, norm, query, key, roles)
         biases = {id(b): Bias(b[0], tuple(roles.get(id(a)) if a else None for a in b[1]), b[2])
                   for b in norm.source.biases}
         ops = None
@@ -1154,8 +1228,6 @@ class _Analysis:
         summed_set = set(summed)
         batch_sizes = tuple(axis.size for i, axis in enumerate(weights_axes)
                             if i in contraction.batch[w])
-        checked_masks = [m.keeps_the_past for m in (*masks.values(), *after)
-                         if m.kind == "causal" and m.alignment is not None]
         self.patterns.append(Attention(
             statement=contraction.statement, output=contraction.node,
             output_roles=Role(contraction.node, tuple(output_roles.get(id(a))
@@ -1176,7 +1248,7 @@ class _Analysis:
             ops=ops, changes=norm.changed, axis_ok=axis_ok,
             scale_ok=None if scale is None else {"ok": True, "wrong": False,
                                                  "inverted": False}.get(scale.verdict),
-            mask_ok=all(checked_masks) if checked_masks else None,
+            mask_ok=all(mask_verdicts) if mask_verdicts else None,
         ))
 
     def _scores(self, norm: _Norm, query: Axis | None, key: Axis | None) -> _Contraction | None:
@@ -1360,7 +1432,7 @@ class _Analysis:
                               contraction=self._text(contraction.node))],
             help=[codes.help_text("mask_before_softmax")]))
 
-    def _scale(self, product: _Product, source: _Info) -> Scale:
+    def _scale(self, product: _Product, source: _Info, key: Axis | None) -> Scale:
         factors = product.inner_scale + source.scale
         scores = product.contraction
         public = tuple(ScaleFactor(f.node, f.divides, f.operand) for f in factors)
@@ -1375,7 +1447,7 @@ class _Analysis:
                 coefficient *= scalar.coef ** sign
             for base, exponent in scalar.powers:
                 _add_power(powers, base, exponent * sign)
-        expected = scores.size
+        expected = product.size
         if not factors:
             verdict, radicand = "none", None
         elif not powers:
@@ -1385,10 +1457,21 @@ class _Analysis:
         scale = Scale(public, coefficient, tuple(powers), radicand, expected, verdict)
         if verdict in ("wrong", "inverted"):
             located = next(f for f, s in zip(factors, scalars) if s.powers)
-            self._wrong_scale(scores, factors, located, scale)
-        elif verdict == "none":
-            self._unscaled(scores)
+            self._wrong_scale(product, factors, located, scale)
+        elif verdict == "none" and not self._learned(scores, key):
+            self._unscaled(product)
         return scale
+
+    def _learned(self, scores: _Contraction, axis: Axis | None) -> bool:
+        """The scores' axis comes straight from a parameter's axis: `X @ W_g` is a learned
+        projection (a gate over experts, a classifier), not queries against keys."""
+        if axis is None or axis.node is not scores.node or not axis.sources:
+            return False
+        operand, position = axis.sources[0]
+        layout = scores.infos[operand].axes or ()
+        name = layout[position].tensor if position < len(layout) else None
+        tensor = self.program.tensors.get(name) if name is not None else None
+        return tensor is not None and tensor.kind == "param"
 
     def _scale_verdict(self, powers: list[tuple[Dim, Fraction]], expected: Dim | None
                        ) -> tuple[str, Dim | None]:
@@ -1420,8 +1503,9 @@ class _Analysis:
             return "inferred", radicand
         return "wrong", radicand
 
-    def _wrong_scale(self, scores: _Contraction, factors: Sequence[_Factor], located: _Factor,
+    def _wrong_scale(self, product: _Product, factors: Sequence[_Factor], located: _Factor,
                      scale: Scale) -> None:
+        scores = product.contraction
         key = ("SC404", id(scores.node))
         if key in self._reported:
             return
@@ -1436,8 +1520,8 @@ class _Analysis:
             assert scale.radicand is not None
             reason = self._scale_reason(scale.radicand, expected)
         self._report(codes.SCALE.diag(
-            located.node.span, scores=self._text(scores.node), written=written, size=size,
-            where=self._contracted_where(scores), reason=reason,
+            located.node.span, scores=self._text(product.node), written=written, size=size,
+            where="" if product.parts else self._contracted_where(scores), reason=reason,
             notes=self._scores_note(scores),
             help=[codes.help_text("scale_by", size=symbolic.spaced(size))]))
 
@@ -1466,29 +1550,36 @@ class _Analysis:
         return codes.detail("contracted_axis", index=positions[0] - len(value.shape or ()),
                             operand=self._text(operand), shape=value.text())
 
-    def _unscaled(self, scores: _Contraction) -> None:
-        key = ("SC405", id(scores.node))
-        if key in self._reported or scores.size is None:
+    def _unscaled(self, product: _Product) -> None:
+        key = ("SC405", id(product.contraction.node))
+        size = product.size
+        if key in self._reported or size is None:
             return
         self._reported.add(key)
-        size = to_text(scores.size)
+        text = to_text(size)
         self._report(codes.UNSCALED.diag(
-            scores.node.span, scores=self._text(scores.node), size=size,
-            help=[codes.help_text("scale_by", size=symbolic.spaced(size))]))
+            product.node.span, scores=self._text(product.node), size=text,
+            help=[codes.help_text("scale_by", size=symbolic.spaced(text))]))
 
     def _masks(self, contraction: _Contraction, norm: _Norm, query: Axis | None,
-               key: Axis | None, roles: dict[int, str]) -> tuple[dict[int, Mask], tuple[Mask, ...]]:
-        """The masks on the scores (by the identity of their fact) and those after the softmax."""
+               key: Axis | None, roles: dict[int, str]
+               ) -> tuple[dict[int, Mask], tuple[Mask, ...], list[bool]]:
+        """The masks on the scores (by the identity of their fact), those after the softmax,
+        and for each causal mask whose alignment is known whether it is right."""
         applied = [(m, False) for m in norm.source.applied] + [(m, True) for m in norm.after]
         before: dict[int, Mask] = {}
         masks = []
+        verdicts = []
         for mask, after in applied:
-            alignment = None
+            orientation = None  # of the condition: are its rows (the seeing axis) the queries?
             if mask.kind == "causal" and query is not None and key is not None:
                 if mask.seer is query and mask.seen is key:
-                    alignment = "aligned"
+                    orientation = "aligned"
                 elif mask.seer is key and mask.seen is query:
-                    alignment = "transposed"
+                    orientation = "transposed"
+            # What the mask lets through: hiding where the condition is true flips it.
+            alignment = orientation if mask.keeps or orientation is None else \
+                _FLIPPED[orientation]
             condition = Role(mask.condition, tuple(roles.get(id(a)) if a is not None else None
                                                    for a in mask.aligned))
             public = Mask(mask.node, condition, mask.kind, mask.keeps, mask.fill,
@@ -1497,24 +1588,33 @@ class _Analysis:
                 masks.append(public)
             else:
                 before[id(mask)] = public
-            self._check_mask(contraction, mask, None if public.keeps_the_past else alignment,
-                             after)
-        return before, tuple(masks)
+            wrong = self._check_mask(contraction, mask, orientation, after)
+            if alignment is not None:
+                verdicts.append(not wrong)
+        return before, tuple(masks), verdicts
 
-    def _check_mask(self, contraction: _Contraction, mask: _Applied, alignment: str | None,
-                    after: bool) -> None:
+    def _check_mask(self, contraction: _Contraction, mask: _Applied, orientation: str | None,
+                    after: bool) -> bool:
+        """SC407, SC408 (by the condition's ``orientation`` and which branch keeps the
+        scores), SC410; whether the mask lets a query see the wrong keys."""
         key = (id(mask.node), id(contraction.node))
         where = self._text(mask.node)
         notes = [codes.note("weights_summed", contraction.node.span,
                             contraction=self._text(contraction.node))]
         if mask.origin is not None:
             notes.insert(0, codes.note("mask_built", mask.origin.span, mask=self._text(mask.origin)))
-        if alignment is not None and not mask.keeps and ("SC408",) + key not in self._reported:
+        # Hiding where a transposed condition is true hides the future: right when the
+        # condition leaves the diagonal out (`where(j > i, -inf, S)`, `triu(.., 1)`);
+        # when it has the diagonal, each query loses itself (SC408); unknown: no opinion.
+        inverted = not mask.keeps and (orientation == "aligned" or
+                                       (orientation == "transposed" and mask.strict is False))
+        transposed = mask.keeps and orientation == "transposed"
+        if inverted and ("SC408",) + key not in self._reported:
             self._reported.add(("SC408",) + key)
-            sees = codes.detail("sees_future_only" if alignment == "aligned" else "sees_past_only")
+            sees = codes.detail("sees_future_only" if orientation == "aligned" else "sees_past_only")
             self._report(codes.MASK_INVERTED.diag(mask.node.span, where=where, sees=sees,
                                                   notes=notes, help=[codes.help_text("swap_branches")]))
-        elif alignment == "transposed" and ("SC407",) + key not in self._reported:
+        elif transposed and ("SC407",) + key not in self._reported:
             self._reported.add(("SC407",) + key)
             self._report(codes.MASK_TRANSPOSED.diag(
                 mask.node.span, where=where, contraction=self._text(contraction.node),
@@ -1526,6 +1626,7 @@ class _Analysis:
             self._report(codes.MASK_FILL.diag(mask.node.span, where=where,
                                               fill=_number_text(mask.fill),
                                               help=[codes.help_text("fill_minus_inf")]))
+        return inverted or transposed
 
     # --- text and reporting ------------------------------------------------------------------
 
@@ -1654,10 +1755,26 @@ def _line_starts(source: str) -> list[int]:
     return starts
 
 
+# `x OP number` written `number OP' x`; and what `m OP number` is for a 0/1 mask m:
+# True the mask itself, False its negation.
+# Functions of a scalar that are a power of it (`sqrt(d)`, `rsqrt(d)`, `square(d)`).
+_POWERS = {"sqrt": Fraction(1, 2), "rsqrt": Fraction(-1, 2), "square": Fraction(2)}
+_FLIPPED = {"aligned": "transposed", "transposed": "aligned"}
+_MIRRORED = {"==": "==", "!=": "!=", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
+_TRUTH = {("==", 1.0): True, ("!=", 0.0): True, (">", 0.0): True, (">=", 1.0): True,
+          ("==", 0.0): False, ("!=", 1.0): False, ("<", 1.0): False, ("<=", 0.0): False}
+
 _HANDLERS: dict[type, Any] = {
     nodes.BinOp: _Analysis._binop, nodes.Unary: _Analysis._unary,
     nodes.Transpose: _Analysis._transpose, nodes.Call: _Analysis._call,
     nodes.Subscript: _Analysis._subscript,
 }
 
-__all__ = ["Attention", "Axis", "Bias", "Mask", "Meaning", "Role", "Scale", "ScaleFactor", "analyse"]
+#: What :meth:`_Analysis.checkpoint` keeps: everything a statement leaves for the next ones.
+_STATE = ("names", "scalars", "infos", "contractions", "patterns", "diagnostics", "_reported")
+#: Stepping through a program (:mod:`shapecheck.incremental`); :func:`analyse` runs it whole.
+Pass = _Analysis
+
+
+__all__ = ["Attention", "Axis", "Bias", "Mask", "Meaning", "Pass", "Role", "Scale", "ScaleFactor",
+           "analyse"]

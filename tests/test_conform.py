@@ -137,6 +137,43 @@ def test_an_nn_module_instance_is_a_torch_function():
     assert conform(SINGLE_HEAD, Attention()).framework == "torch"
 
 
+def test_a_device_that_cannot_hold_the_inputs_is_a_usage_error(capsys, tmp_path):
+    import torch
+
+    numpy_impl = module(tmp_path, "numpy_single", NUMPY_SINGLE)
+    torch_impl = module(tmp_path, "torch_single", TORCH_SINGLE)
+    code, _, err = run(capsys, SINGLE_HEAD, f"{numpy_impl}:attention", "--device", "cuda")
+    assert code == 2 and "device 'cuda' is not one the numpy backend runs on (cpu)" in err
+    code, _, err = run(capsys, SINGLE_HEAD, f"{torch_impl}:attention", "--device", "gpu")
+    assert code == 2 and "device 'gpu' is not one the torch backend runs on" in err
+    if not torch.cuda.is_available():  # written for CUDA; here the error must be clear
+        code, out, err = run(capsys, SINGLE_HEAD, f"{torch_impl}:attention", "--device", "cuda")
+        assert (code, out) == (2, "") and "device cuda: torch sees no CUDA device" in err
+
+
+def test_an_nn_module_is_called_with_its_forwards_parameters():
+    """Its ``forward``'s signature, not ``__call__``'s ``*args, **kwargs``, says which dims
+    it takes and which parameters nothing fills."""
+    import torch
+
+    class Heads(torch.nn.Module):
+        def forward(self, X, W_Q, W_K, W_V, W_O, H):
+            n = X.shape[0]
+            q, k, v = ((X @ W.T).reshape(n, H, -1).transpose(0, 1) for W in (W_Q, W_K, W_V))
+            o = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+            return o.transpose(0, 1).reshape(n, -1) @ W_O.T
+
+    transposed = dict.fromkeys(("W_Q", "W_K", "W_V", "W_O"), "transpose")
+    assert conform(MULTI_HEAD, Heads(), layouts=transposed).ok
+
+    class Needy(torch.nn.Module):
+        def forward(self, X, W_Q, W_K, W_V, W_O, heads):
+            raise AssertionError("never called")
+
+    with pytest.raises(UsageError, match="`heads`"):
+        conform(MULTI_HEAD, Needy(), layouts=transposed)
+
+
 # --- the bindings ------------------------------------------------------------------------------
 
 

@@ -156,13 +156,13 @@ def test_many_errors_in_a_large_file_stay_within_the_work_budget(monkeypatch) ->
     text = "dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n" + "".join(
         block.format(i=i) for i in range(400))
     rechecked = []
-    original = checker.Checker._check_statement
+    original = checker.Checker.check
 
-    def counted(self: checker.Checker, statement: object) -> None:
+    def counted(self: checker.Checker, statement: object) -> bool:
         rechecked.append(1)
-        original(self, statement)  # type: ignore[arg-type]
+        return original(self, statement)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(checker.Checker, "_check_statement", counted)
+    monkeypatch.setattr(checker.Checker, "check", counted)
     program = check_text(text)
     statements = len(program.statements)
     offered = [d for d in program.diagnostics if d.fixes]

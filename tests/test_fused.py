@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shapecheck.backend import fused
+from shapecheck.backend import fused, pattern
 
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True)
 
@@ -48,7 +48,7 @@ def problems(draw):
     if kind in ("causal", "window"):
         window = draw(st.integers(1, 8)) if kind == "window" else None
         offset = draw(st.sampled_from([nk - nq, 0, -2, 3]))
-        ops.append(fused.Op("mask", causal=fused.Causal(offset, window)))
+        ops.append(fused.Op("mask", causal=fused.Causal(offset, window, draw(st.booleans()))))
     elif kind == "tensor":
         keep = rng.random((*batch, 1, nk)) < 0.6
         ops.append(fused.Op("mask", tensor=keep, keeps=draw(st.booleans()),
@@ -131,12 +131,31 @@ def test_blocks_for_keeps_a_block_near_the_tile():
 
 def test_layout_brings_roles_into_canonical_order():
     array = np.arange(2 * 3 * 5).reshape(5, 2, 3)  # [N, H, d] -> [H, N, d]
-    recipe = fused.layout(["query", "batch:0", "feature"], array.shape,
+    recipe = pattern.layout(["query", "batch:0", "feature"], array.shape,
                           ["batch:0", "query", "feature"])
     assert recipe is not None
     np.testing.assert_array_equal(fused.to_canonical(array, recipe), array.transpose(1, 0, 2))
     mask = np.ones((4, 1, 1, 7), dtype=bool)  # [B, 1, 1, N] against [B, H, Nq, Nk]
-    recipe = fused.layout(["batch:0", None, None, "key"], mask.shape,
+    recipe = pattern.layout(["batch:0", None, None, "key"], mask.shape,
                           ["batch:0", "batch:1", "query", "key"])
     assert recipe is not None and fused.to_canonical(mask, recipe).shape == (4, 1, 1, 7)
-    assert fused.layout(["query", None], (3, 2), ["query", "key"]) is None  # sized, no role
+    assert pattern.layout(["query", None], (3, 2), ["query", "key"]) is None  # sized, no role
+    back = pattern.layout(["query", "batch:0", "value"], (5, 2, 3), ["batch:0", "query", "value"])
+    canonical = np.arange(30).reshape(2, 5, 3)
+    assert back is not None
+    np.testing.assert_array_equal(fused.from_canonical(canonical, back, (5, 2, 3)),
+                                  canonical.transpose(1, 0, 2))
+
+
+@given(st.integers(1, 12), st.integers(1, 12), st.integers(-6, 6),
+       st.one_of(st.none(), st.integers(1, 5)), st.booleans(), st.integers(1, 5))
+@SETTINGS
+def test_a_causal_key_range_covers_every_key_its_rows_see(nq, nk, offset, window, transposed, size):
+    mask = fused.Causal(offset, window, transposed)
+    whole = mask.keep(range(nq), range(nk))
+    for start in range(0, nq, size):
+        rows = range(start, min(nq, start + size))
+        keys = mask.key_range(rows, nk)
+        seen = np.nonzero(whole[rows.start:rows.stop].any(axis=0))[0]
+        assert all(j in keys for j in seen)
+        np.testing.assert_array_equal(mask.keep(rows, range(nk)), whole[rows.start:rows.stop])

@@ -132,16 +132,16 @@ def test_einsum_letters_give_ranks_and_shared_axes() -> None:
 def test_a_name_in_a_dim_position_is_a_dim_and_divisibility_is_part_of_the_shape() -> None:
     program = check_text("Q = split_heads(X @ W_Q, H)\n")
     assert program.ok
-    assert program.tensors["W_Q"].value.text() == "[d, H*k]"
+    assert program.tensors["W_Q"].value.text() == "[D, H*k]"  # as the issue writes it
     assert program.tensors["Q"].value.text() == "[H, N, k]"
     assert "H" in program.dims.dims and "H" not in program.tensors
 
 
 def test_operands_of_matmul_are_matrices_and_partners_share_the_shape() -> None:
     shapes = shapes_of("Y = X @ W + b\nZ = where(m, Y, 0)\n")
-    assert shapes["X"] == "[N, d]" and shapes["W"] == "[d, e]"
-    assert shapes["b"] == "[N, e]"  # takes its partner's shape, not a broadcast scalar
-    assert shapes["m"] == "bool[N, e]"  # a `where` condition is bool
+    assert shapes["X"] == "[N, D]" and shapes["W"] == "[D, d]"  # D: the width W maps from
+    assert shapes["b"] == "[N, d]"  # takes its partner's shape, not a broadcast scalar
+    assert shapes["m"] == "bool[N, d]"  # a `where` condition is bool
 
 
 def test_a_name_nothing_gives_axes_is_a_dim_used_as_a_scalar() -> None:
@@ -154,8 +154,8 @@ def test_a_name_nothing_gives_axes_is_a_dim_used_as_a_scalar() -> None:
 
 def test_most_general_sizes_are_distinct_unless_forced() -> None:
     shapes = shapes_of("A = X @ Y\nB = Z @ Z.T\n")
-    assert shapes["X"] == "[N, d]" and shapes["Y"] == "[d, e]"
-    assert shapes["Z"] == "[M, f]" and shapes["B"] == "[M, M]"
+    assert shapes["X"] == "[N, D]" and shapes["Y"] == "[D, d]"
+    assert shapes["Z"] == "[M, e]" and shapes["B"] == "[M, M]"
 
 
 def test_fresh_names_avoid_the_spec_names() -> None:

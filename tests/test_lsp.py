@@ -184,3 +184,51 @@ async def test_unknown_documents_get_empty_answers(client: LanguageClient, tmp_p
     assert not symbols
     # The server is still alive and answers for a real document.
     assert not await _open(client, (tmp_path / "g.attn").as_uri(), SPEC)
+
+
+@pytest.mark.asyncio(loop_scope="function")
+async def test_diagnostics_after_a_series_of_edits_are_those_of_a_full_check(
+        client: LanguageClient, tmp_path):
+    """The server checks incrementally; after each incremental edit its diagnostics are
+    exactly those of a fresh check of the same text (what `verify` reports)."""
+    from shapecheck.api import check_text
+    from shapecheck.lsp.analysis import Positions
+    from shapecheck.lsp.server import lsp_diagnostic
+
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    (folder / "shapecheck.toml").write_text("", encoding="utf-8")  # default settings
+    uri = (folder / "d.attn").as_uri()
+    block = ("Q{i} = split_heads(X{i} @ W_Q, H)\nK{i} = split_heads(X{i} @ W_K, H)\n"
+             "S{i}: [H, N, N] = Q{i} @ K{i}.T / sqrt(d)\nP{i} = softmax(S{i}, axis=row)\n"
+             "O{i} = merge_heads(P{i} @ split_heads(X{i} @ W_Q, H))\n"
+             "X{j} = layernorm(X{i} + O{i} @ W_O)\n")
+    text = ("dim N, d, H\ndim D_model\nconstraint D_model == H * d\ninput X0: [N, D_model]\n"
+            "param W_Q: [D_model, H * d]\nparam W_K: [D_model, H * d]\n"
+            "param W_O: [H * d, D_model]\n") + "".join(block.format(i=i, j=i + 1) for i in range(4))
+    await _open(client, uri, text)
+
+    def expected(text: str) -> list[tuple]:
+        positions = Positions(text)
+        return [(d.code, d.range, d.message, d.severity) for d in (
+            lsp_diagnostic(diagnostic, uri, positions)
+            for diagnostic in check_text(text, warn_unknown_bindings=False).diagnostics)]
+
+    edits = [("Q1 @ K1.T", "Q1 @ K1"), ("dim D_model\n", "dim D_model = 64\n"),
+             ("", "# moved\n"), ("Q1 @ K1", "Q1 @ K1.T"), ("axis=row)\nO2", "axis=col)\nO2"),
+             ("dim N, d, H\n", "dim N, H\n"), ("dim N, H\n", "dim N, d, H\n"),
+             ("X2 = layernorm", "X2b = layernorm"), ("P0 = softmax(S0", "P0 = softmax(S1")]
+    for version, (old, new) in enumerate(edits, start=2):
+        start = text.index(old)
+        before = text[:start]
+        line, column = before.count("\n"), len(before) - before.rfind("\n") - 1
+        end_text = before + old
+        end = types.Position(end_text.count("\n"), len(end_text) - end_text.rfind("\n") - 1)
+        client.text_document_did_change(types.DidChangeTextDocumentParams(
+            types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            [types.TextDocumentContentChangePartial(
+                range=types.Range(types.Position(line, column), end), text=new)]))
+        text = before + new + text[start + len(old):]
+        await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+        got = [(d.code, d.range, d.message, d.severity) for d in client.diagnostics[uri]]
+        assert got == expected(text), (old, new)

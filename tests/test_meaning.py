@@ -132,6 +132,20 @@ def test_scale_value_and_constant_scales() -> None:
     assert unscaled.scale.verdict == "none" and unscaled.scale.factors == ()
 
 
+def test_a_sum_of_products_sums_over_both_widths() -> None:
+    """`Qn @ Kn.T + Qr @ Kr.T` (content and rotary parts): the scale is judged against
+    d_n + d_r, the part is kept as an added term (so a fused plan computes it)."""
+    text = ("dim N, a, b\ninput Qn: [N, a]; input Qr: [N, b]; input Kn: [N, a]\n"
+            "input Kr: [N, b]; input V: [N, a]\n"
+            "O = softmax((Qn @ Kn.T + Qr @ Kr.T) / sqrt(a + b)) @ V\n")
+    found = only(text)
+    assert found.scale.verdict == "ok" and str(found.scale.expected) == "a + b"
+    assert source(text, found.scores) == "Qn @ Kn.T"
+    (bias,) = found.biases
+    assert source(text, bias.node) == "Qr @ Kr.T" and bias.axes == ("query", "key")
+    assert codes_of(text.replace("sqrt(a + b)", "sqrt(a)")) == ["SC404"]
+
+
 def test_masks_with_kind_polarity_and_alignment() -> None:
     text = HEAD + ("input pad: bool[1, N]\n"
                    "S = where(causal_mask(N), Q @ K.T / sqrt(d), -inf)\n"
@@ -144,6 +158,22 @@ def test_masks_with_kind_polarity_and_alignment() -> None:
     assert padding.kind == "bool" and padding.alignment is None and padding.fill == -1e9
     assert padding.condition.axes == (None, "key")  # the 1 broadcasts over the queries
     assert found.mask_ok is True
+
+
+@pytest.mark.parametrize("mask, alignment, ok", [
+    ("where(causal_mask(N), S, -inf)", "aligned", True),
+    ("where(arange(N)[None, :] > arange(N)[:, None], -inf, S)", "aligned", True),
+    ("where(tril(ones([N, N])) == 0, -inf, S)", "aligned", True),
+    ("where(causal_mask(N).T, S, -inf)", "transposed", False),
+    ("where(causal_mask(N), -inf, S)", "transposed", False),
+    ("where(causal_mask(N).T, -inf, S)", "aligned", False),  # each query loses itself
+    ("where(arange(N)[:, None] > arange(N)[None, :], S, -inf)", "aligned", True),
+])
+def test_mask_alignment_is_what_the_mask_lets_through(mask: str, alignment: str, ok: bool) -> None:
+    found = only(HEAD + f"S = Q @ K.T / sqrt(d)\nO = softmax({mask}) @ V\n")
+    (applied,) = found.masks
+    assert applied.kind == "causal" and applied.alignment == alignment
+    assert found.mask_ok is ok
 
 
 def test_additive_mask_and_bias() -> None:

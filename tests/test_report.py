@@ -196,7 +196,9 @@ def test_reasoning_self_check_and_index_form() -> None:
     scores = steps[20][0]
     assert plain(scores.text).startswith("Q [H, N, d] @ K.T [H, d, N]: inner d = d ✓ → [H, N, N]")
     assert plain(scores.index_form) == "index form: S[h,i,j] = (Σ_k Q[h,i,k]·K[h,j,k]) / sqrt(d)"
-    assert plain(steps[21][0].text).endswith("Σ_j P[h,i,j] = 1 for every h, i")
+    assert plain(steps[21][0].text).endswith(
+        "Σ_j P[h,i,j] = 1 for every h, i; the queries (N) are axis −2, the keys (N) axis −1; "
+        "softmax normalises over the keys, axis −1; P @ V sums over the same axis ✓")
     nhd = build_report(check_path(EXAMPLES / "multi_head_nhd.attn"), "nhd.attn")
     reshape = {r.line: r.steps for r in nhd.reasoning}[16][1]
     assert plain(reshape.text) == ("reshape X @ W_Q [N, D_model] → [N, H, d]: D_model·N = H·N·d "
@@ -613,3 +615,121 @@ def test_invisible_characters_are_shown_in_both_formats() -> None:
         assert shown in out or "\\<U+200B\\>" in out, fmt
         for char in INVISIBLE:
             assert f"U+{ord(char):04X}" in out, (fmt, hex(ord(char)))
+
+
+def test_every_template_is_used() -> None:
+    from shapecheck.report.templates import TEXT
+
+    sources = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "shapecheck" / "report").glob("*.py")
+                        if p.name != "templates.py")
+    dynamic = ("kind_", "op_", "what_")  # text(f"kind_{kind}"), the operation names, annotations
+    unused = [key for key in TEXT.english if f'"{key}"' not in sources and f"'{key}'" not in sources
+              and not key.startswith(dynamic)]
+    assert unused == []
+
+
+# --- the card reads the formula's axes from the axis-meaning analysis (issue 8 §4) ------------------
+
+
+def _checks(spec: str) -> dict[str, tuple[str, bool | None]]:
+    (card,) = build_report(check_text(spec), "a.attn").cards
+    found: dict[str, tuple[str, bool | None]] = {}
+    for check in card.checks:
+        found.setdefault(check.label, (plain(check.text), check.ok))
+    return found
+
+
+BASE = "dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
+
+
+def test_the_card_marks_the_axes_and_the_scale_from_the_analysis() -> None:
+    checks = _checks(BASE + "S = Q @ K.T / sqrt(N)\nP = softmax(S, axis=row)\nO = P.T @ V\noutput O\n")
+    axes, ok = checks["axes"]
+    assert ok is False and axes.startswith("softmax normalises axis −1 of its scores, but P.T @ V sums "
+                                           "over axis −2 of them") and "see SC402 on line 7" in axes
+    scale, ok = checks["scale"]
+    assert ok is False and scale == "/ sqrt(N) is 1/sqrt(N), but the scores sum over d ✗ see SC404 on line 5"
+
+
+def test_the_card_marks_a_transposed_mask_and_a_mask_after_the_softmax() -> None:
+    (card,) = build_report(check_text(
+        BASE + "input M: bool[N, N]\nS = where(causal_mask(N).T, Q @ K.T / sqrt(d), -inf)\n"
+        "P = softmax(S)\nPm = where(M, P, 0)\nO = Pm @ V\noutput O\n"), "m.attn").cards
+    masks = [(plain(c.text), c.ok) for c in card.checks if c.label == "mask"]
+    assert masks[0][1] is False and "transposed" in masks[0][0] and "SC407" in masks[0][0]
+    assert masks[1][1] is False and "after the softmax" in masks[1][0] and "SC406" in masks[1][0]
+    assert not card.ok
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.attn")), ids=lambda p: p.stem)
+def test_every_example_s_card_names_its_axes(path: Path) -> None:
+    report = build_report(check_path(path), "x.attn")
+    assert report.cards
+    for card in report.cards:
+        axes = next(c for c in card.checks if c.label == "axes")
+        assert axes.ok is True and "softmax normalises over the keys" in plain(axes.text)
+    softmax_steps = [plain(s.text) for r in report.reasoning for s in r.steps if plain(s.text).startswith("softmax(")]
+    assert softmax_steps and all("sums over the same axis ✓" in step for step in softmax_steps)
+
+
+# --- the language of issue 10 in the report: slicing, comparisons, new builtins ----------------------
+
+MODERN = """dim T_past, T_new, H, h
+dim d = 2 * h
+dim T = T_past + T_new
+dim W
+input Q: [H, T_new, d]
+input K: [H, T, d]
+input V: [H, T, d]
+theta = 10000 ** (-arange(h) / h)
+angle = arange(T_new)[:, None] * theta
+Qr: [H, T_new, d] = concat([Q[..., :h] * cos(angle) - Q[..., h:] * sin(angle),
+                          Q[..., h:] * cos(angle) + Q[..., :h] * sin(angle)], axis=-1)
+near = (arange(T)[None, :] > T_past - W) & ~(arange(T)[None, :] == 0)
+S = where(causal_mask(T_new, T, window=W), Qr @ K.T / sqrt(d), -inf)
+P = softmax(where(near, S, -inf), dim=-1)
+O = P @ V
+pair = stack([tril(O, -1), triu(O)], axis=0)
+output O
+output pair
+"""
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_a_spec_in_the_new_syntax_gets_its_card_picture_and_costs(language: str) -> None:
+    sizes = {"T_past": 5, "T_new": 3, "H": 2, "h": 4, "W": 4}
+    program = check_text(MODERN, sizes)
+    assert program.ok, [d.message for d in program.diagnostics]
+    with i18n.use(language):
+        report = build_report(program, "modern.attn", sizes)
+        markdown, html = render(report, "md"), render(report, "html")
+    (card,) = report.cards  # queries Qr, sliced and rotated; scores masked twice
+    assert card.ok and [row.shape for row in card.rows] == [
+        "[H, T_new, d]", "[H, T, d]", "[H, T, d]", "[H, T_new, T]", "[H, T_new, T]", "[H, T_new, d]"]
+    checks = {c.label: (plain(c.text), c.ok) for c in card.checks}
+    with i18n.use(language):
+        words = (text("check_scale"), "sum over d ✓" if language == "en" else "在 d 上求和", text("check_mask"),
+                 {"en": "query i sees the keys", "zh": "query i 只看 key"}[language])
+    assert checks[words[0]][1] is True and words[1] in checks[words[0]][0]
+    mask_texts = [plain(c.text) for c in card.checks if c.label == words[2]]
+    assert any(f"{words[3]} i + T_past - W < j ≤ i + T_past ✓" in m for m in mask_texts), mask_texts
+    # The cost table: every statement has its numbers; slicing, stacking, tril and arange are
+    # data movement (0), comparisons and `& ~` are elementwise (1 per element).
+    rows = {row.name: row for row in report.cost.rows}
+    assert set(rows) == set(program.tensors) - {"Q", "K", "V"}
+    assert all(row.flops_value is not None and row.bytes_value is not None for row in rows.values())
+    assert rows["near"].flops == "4·T" and rows["near"].bytes_value == 8  # > == ~ &; bool: a byte each
+    assert rows["pair"].flops == "0" and rows["pair"].bytes_value == 8 * 2 * 2 * 3 * 8
+    assert rows["Qr"].flops == "6·H·T_new·h + 4·T_new·h"  # cos and sin twice each, on [T_new, h]
+    # The picture: a node per tensor, an edge per dependency, the slices' sources included.
+    dom = parse_html(html)
+    (svg,) = dom.find_all("svg")
+    drawn = {g.attrs["data-name"] for g in svg.find_all("g", class_="sc-node") if "data-name" in g.attrs}
+    assert drawn == set(program.tensors)
+    edges = {(g.attrs["data-source"], g.attrs["data-target"]) for g in svg.find_all("g", class_="sc-edge")}
+    assert {("Q", "Qr"), ("angle", "Qr"), ("theta", "angle"), ("near", "P"), ("O", "pair")} <= edges
+    # Both formats carry the new syntax verbatim (escaped) and nothing untranslated.
+    assert "Q[..., :h]" in markdown.replace("\\", "") and "Q[..., :h]" in html
+    assert "&amp; ~(arange(T)[None, :] == 0)" in html
+    if language == "zh":
+        assert "Conventions" not in markdown and "Largest intermediate" not in markdown

@@ -47,7 +47,8 @@ def files(tmp_path: Path) -> Path:
 
 
 def test_runs_a_spec_and_reports_outputs_and_invariants():
-    result = shapecheck_run(MULTI_HEAD, "--dim", "N=8", "--dim", "d=4", "--dim", "H=2")
+    result = shapecheck_run(MULTI_HEAD, "--dim", "N=8", "--dim", "d=4", "--dim", "H=2",
+                            "--fused", "off")  # every statement as written
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "ran with N=8, d=4, H=2, D_model=8 (float64, numpy)" in out
@@ -209,11 +210,12 @@ def test_save_writes_outputs_and_save_all_every_tensor(tmp_path):
 
 
 def test_refuses_a_run_that_needs_more_memory_than_allowed():
-    result = shapecheck_run(SINGLE_HEAD, "--dim", "N=1000", "--dim", "d=64", "--max-memory", "1MiB")
+    result = shapecheck_run(SINGLE_HEAD, "--dim", "N=1000", "--dim", "d=64", "--max-memory", "1MiB",
+                            "--fused", "off")  # the [N, N] table is built
     assert result.exit_code == 1
     assert ("the run needs about 9.7 MiB at the bindings (N=1000, d=64), more than --max-memory "
             "1.0 MiB; the largest tensor is `S` [1000, 1000], 7.6 MiB") in result.stderr
-    default = shapecheck_run(SINGLE_HEAD, "--dim", "N=1000000", "--dim", "d=64")
+    default = shapecheck_run(SINGLE_HEAD, "--dim", "N=1000000", "--dim", "d=64", "--fused", "off")
     assert default.exit_code == 1 and "the largest tensor is `S` [1000000, 1000000]" in default.stderr
 
 

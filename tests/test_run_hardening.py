@@ -74,7 +74,7 @@ def test_numpy_integers_are_bindings():
 
 
 def test_compile_spec_takes_a_size_string_and_refuses_a_bad_one():
-    spec = compile_spec(SINGLE_HEAD, dims={"N": 512, "d": 8}, max_memory="1MiB")
+    spec = compile_spec(SINGLE_HEAD, dims={"N": 512, "d": 8}, max_memory="1MiB", fused="off")
     assert spec.max_memory == 1 << 20
     with pytest.raises(MemoryLimitError):
         spec.run(seed=0)

@@ -23,6 +23,7 @@ from . import runtime
 from .arrays import ArrayFile, UnreadableFile, open_npy, open_npz
 from .compiled import CompiledSpec, RunResult
 from .errors import CheckerBug, RunError, SpecError, bindings_text, message
+from .progress import Progress
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 STDOUT = "-"  # refused for --save: standard output carries the run's report
@@ -43,6 +44,9 @@ class RunOptions:
     ignore: frozenset[str] = frozenset()  # codes the configuration turns off
     defaults: Mapping[str, int] = field(default_factory=dict)  # the configuration's [dims]
     infer: bool | None = None  # --infer / --no-infer (None: only in a sketch)
+    backend: str = "numpy"
+    device: str = "cpu"
+    fused: str = "auto"
 
 
 def run_command(options: RunOptions) -> int:
@@ -84,9 +88,14 @@ def _run(options: RunOptions, limit: int | None) -> int:
         _check_save(options.save, protect)  # before a long run
     bindings = {**default_bindings(options.defaults, program.dims.dims), **options.bindings}
     spec = CompiledSpec(program, dims=bindings, dtype=options.dtype, max_memory=limit,
-                        hint=runtime.cli_hint)
-    result = spec.run(arrays, seed=options.seed, keep_intermediates=options.save_all,
-                      check_invariants=True)
+                        hint=runtime.cli_hint, backend=options.backend, device=options.device,
+                        fused=options.fused)
+    bar = Progress()  # on a terminal only, and only once the run has taken a while
+    try:
+        result = spec.run(arrays, seed=options.seed, keep_intermediates=options.save_all,
+                          check_invariants=True, progress=bar.update)
+    finally:
+        bar.close()
     _report(spec, result, origins, options)
     if options.save is not None:
         saved = result.tensors if options.save_all else result.outputs
@@ -156,8 +165,11 @@ def _load_arrays(options: RunOptions) -> tuple[dict[str, ArrayFile], dict[str, s
 
 def _report(spec: CompiledSpec, result: RunResult, origins: dict[str, str],
             options: RunOptions) -> None:
+    backend = options.backend if options.device == "cpu" else f"{options.backend}, {options.device}"
     click.echo(message("report_header", path=options.path, bindings=bindings_text(result.bindings),
-                                       dtype=options.dtype))
+                       dtype=options.dtype, backend=backend))
+    for text in result.plan:
+        click.echo(message("report_plan", text=text))
     for name in spec.declared:
         if name in origins:
             click.echo(message("report_loaded", name=name, source=origins[name]))

@@ -45,7 +45,24 @@ DTYPES = ("float32", "float64")
 DEFAULT = "default"  # max_memory: runtime.default_max_memory()
 CACHE_SIZE = 32
 RUN_OVERHEAD = 64 << 10  # the run's own Python objects and NumPy scalars, in bytes
-BACKENDS: dict[str, Callable[..., Plan]] = {"numpy": compile_program}
+FUSED = ("auto", "off")
+
+
+def _numpy_plan(program: Program, dtype: np.dtype, *, keep_all: bool, fuse: bool,
+                device: str) -> Plan:
+    return compile_program(program, dtype, keep_all=keep_all, fuse=fuse)
+
+
+def _torch_plan(program: Program, dtype: np.dtype, *, keep_all: bool, fuse: bool,
+                device: str) -> Any:
+    from . import torch_backend  # torch is imported only when it runs a spec
+
+    return torch_backend.compile_program(program, dtype.name, keep_all=keep_all, fuse=fuse,
+                                         device=device)
+
+
+BACKENDS: dict[str, Callable[..., Plan]] = {"numpy": _numpy_plan, "torch": _torch_plan}
+DEVICES = {"numpy": ("cpu",), "torch": ("cpu", "cuda")}  # and cuda:N for torch
 
 SpecSource = Union[Program, str, "os.PathLike[str]"]
 
@@ -62,6 +79,7 @@ class RunResult:
     checks: list[str]  # the invariants that were checked, one line each
     warnings: list[str] = field(default_factory=list)
     peak_estimate: int = 0  # bytes, the estimate checked against max_memory
+    plan: list[str] = field(default_factory=list)  # which attention patterns ran fused, or why not
 
 
 @dataclass(frozen=True)
@@ -85,7 +103,7 @@ class CompiledSpec:
     def __init__(self, program: Program, *, dims: Mapping[str, int] | None = None,
                  dtype: str = "float64", max_memory: int | None | str = DEFAULT,
                  hint: Callable[[list[str]], str] = runtime.api_hint,
-                 backend: str = "numpy") -> None:
+                 backend: str = "numpy", device: str = "cpu", fused: str = "auto") -> None:
         if not program.ok:
             raise SpecError(program)
         if not isinstance(dtype, (str, np.dtype)) or str(dtype) not in DTYPES:
@@ -102,13 +120,21 @@ class CompiledSpec:
         if backend not in BACKENDS:
             raise OptionError(message("backend", backend=repr(backend),
                                       choices=", ".join(BACKENDS)))
+        if fused not in FUSED:
+            raise OptionError(message("fused_option", fused=repr(fused), choices=", ".join(FUSED)))
+        if backend == "torch":
+            try:
+                from . import torch_backend  # noqa: F401 -- only to know that it can run
+            except ImportError as error:
+                raise OptionError(message("no_torch", reason=error)) from None
+        self.backend, self.device, self.fuse = backend, check_device(backend, device), fused == "auto"
         self._compile = BACKENDS[backend]
         self._hint = hint  # how the user binds dims, for the message naming unbound ones
         self._plans: dict[Any, _Bound] = {}
 
     def __repr__(self) -> str:
         return (f"CompiledSpec(inputs={list(self.inputs)}, params={list(self.params)}, "
-                f"outputs={list(self.outputs)}, dtype={self.dtype.name})")
+                f"outputs={list(self.outputs)}, dtype={self.dtype.name}, backend={self.backend})")
 
     def __call__(self, arrays: Mapping[str, Any] | None = None, /, **named: Any) -> dict[str, np.ndarray]:
         """The outputs, by name, for the given inputs and params."""
@@ -116,7 +142,8 @@ class CompiledSpec:
 
     def run(self, arrays: Mapping[str, Any] | None = None, *, dims: Mapping[str, int] | None = None,
             seed: int | None = None, keep_intermediates: bool = False,
-            check_invariants: bool = False) -> RunResult:
+            check_invariants: bool = False,
+            progress: Callable[[float, str], None] | None = None) -> RunResult:
         """Execute once: load, bind, read, execute, report.
 
         ``arrays`` maps input and param names to arrays (or :class:`~.arrays.ArrayFile`
@@ -124,13 +151,15 @@ class CompiledSpec:
         compiled ones; ``seed`` generates every input and param not in ``arrays``
         (without it, all must be given); ``keep_intermediates`` returns every tensor
         in ``RunResult.tensors``; ``check_invariants`` checks that every softmax sums
-        to 1 and that the outputs are finite (an extra pass over the data).
+        to 1 and that the outputs are finite (an extra pass over the data);
+        ``progress(fraction, label)`` is told how far the execution is.
         """
         supplied = self._load(arrays or {}, seed)
         bound = self._bind(supplied, {**self.dims, **check_bindings(dims)}, keep_intermediates)
         try:
             values, generated = self._read(bound, supplied, seed)
-            frame = bound.plan.execute(values, check_invariants=check_invariants)
+            frame = bound.plan.execute(values, check_invariants=check_invariants,
+                                       progress=progress)
             return self._report(bound, frame, generated, keep_intermediates, check_invariants)
         except MemoryError:
             raise MemoryLimitError(message(
@@ -159,6 +188,7 @@ class CompiledSpec:
         estimate; cached per set of shapes."""
         key = (tuple((n, a.shape, a.dtype.str, isinstance(a, ArrayFile), _layout(a))
                      for n, a in supplied.items()), tuple(sorted(dims.items())), keep_all)
+        # (one backend, device and fusion choice per CompiledSpec: the key need not name them)
         cached = self._plans.get(key)
         if cached is not None:
             return cached
@@ -166,7 +196,8 @@ class CompiledSpec:
         if not base.ok:
             raise SpecError(base)
         bound = runtime.bind(base, {n: a.shape for n, a in supplied.items()}, dims, self._hint)
-        plan = self._compile(bound.program, self.dtype, keep_all=keep_all)
+        plan = self._compile(bound.program, self.dtype, keep_all=keep_all, fuse=self.fuse,
+                             device=self.device)
         reading = runtime.reading_bytes(bound.program, self.declared, supplied, self.dtype)
         peak = RUN_OVERHEAD + max(plan.peak_bytes, reading,
                                   plan.final_bytes + _report_bytes(bound.program, plan))
@@ -207,7 +238,22 @@ class CompiledSpec:
         tensors = ({n: np.asarray(v) for n, v in frame.values.items()} if keep_intermediates
                    else dict(outputs))
         return RunResult(outputs, tensors, bound.plan.bindings, dict(bound.bound.sources),
-                         generated, checks, warnings, bound.peak_bytes)
+                         generated, checks, warnings, bound.peak_bytes, list(bound.plan.notes))
+
+
+def check_device(backend: str, device: str) -> str:
+    """The device, checked: NumPy runs on the CPU; torch on ``cpu``, ``cuda`` or ``cuda:N``
+    (a CUDA device this machine lacks is refused here, before anything runs)."""
+    if not isinstance(device, str) or (device not in DEVICES[backend] and not (
+            backend == "torch" and device.startswith("cuda:") and device[5:].isdigit())):
+        raise OptionError(message("device", device=repr(device), backend=backend,
+                                  choices=", ".join(DEVICES[backend])))
+    if device.startswith("cuda"):
+        from . import torch_backend
+
+        if not torch_backend.cuda_available():
+            raise OptionError(message("no_cuda", device=device))
+    return device
 
 
 def _layout(array: runtime.Supplied) -> bool:
@@ -255,8 +301,13 @@ def load(spec: SpecSource, dims: Mapping[str, int] | None = None) -> Program:
 
 
 def compile_spec(spec: SpecSource, *, dims: Mapping[str, int] | None = None,
-                 dtype: str = "float64", max_memory: int | None | str = DEFAULT) -> CompiledSpec:
+                 dtype: str = "float64", max_memory: int | None | str = DEFAULT,
+                 backend: str = "numpy", device: str = "cpu", fused: str = "auto") -> CompiledSpec:
     """Check a spec and compile it into a callable (raises :class:`SpecError` if it
     does not verify). ``max_memory``: bytes, a size such as ``"4GiB"``, ``None`` for
-    no limit; a bad ``dims``, ``dtype`` or ``max_memory`` raises :class:`OptionError`."""
-    return CompiledSpec(load(spec, dims), dims=dims, dtype=dtype, max_memory=max_memory)
+    no limit; ``backend``: ``numpy`` or ``torch`` (the optional extra); ``device``:
+    ``cpu``, or ``cuda`` with torch; ``fused``: ``auto`` runs each attention pattern
+    fused (blockwise in NumPy, one ``scaled_dot_product_attention`` in torch) where it
+    can, ``off`` never. A bad option raises :class:`OptionError`."""
+    return CompiledSpec(load(spec, dims), dims=dims, dtype=dtype, max_memory=max_memory,
+                        backend=backend, device=device, fused=fused)

@@ -77,6 +77,10 @@ MESSAGES: Table = Table("run", "MESSAGES", {
     "what_input": "an input array of this run",
     "dtype": "dtype must be one of {choices}, got {dtype}",
     "backend": "backend must be one of {choices}, got {backend}",
+    "fused_option": "fused must be one of {choices}, got {fused}",
+    "device": "device {device} is not one the {backend} backend runs on ({choices})",
+    "no_cuda": "device {device}: torch sees no CUDA device on this machine",
+    "no_torch": "the torch backend needs PyTorch: pip install 'attn-shapecheck[torch]' ({reason})",
     # resources
     "memory": "the run needs about {total} at the bindings ({bindings}), more than --max-memory "
     "{limit}; the largest tensor is {largest} {shape}, {size}",
@@ -102,7 +106,8 @@ MESSAGES: Table = Table("run", "MESSAGES", {
     "report it",
     "bug_not_value": "backend bug: cannot execute a {kind} as a value (line {line}); please report it",
     # the report of `shapecheck run`
-    "report_header": "{path}: ran with {bindings} ({dtype}, numpy)",
+    "report_header": "{path}: ran with {bindings} ({dtype}, {backend})",
+    "report_plan": "  {text}",
     "report_generated": "  generated (seed {seed}): {names} ~ {how}",
     "report_loaded": "  loaded: {name} from {source}",
     "report_output": "output {name}: shape {shape}, {dtype}, {stats}",
@@ -131,6 +136,35 @@ MESSAGES: Table = Table("run", "MESSAGES", {
     "what_slice": "slice",
     "softmax_sum": "softmax `{name}` (line {line}): a {what} sums to {total!r} along axis {axis}, "
     "not 1",
+    # fused attention (numpy: blockwise; torch: scaled_dot_product_attention)
+    "check_softmax_fused": "softmax `{name}` (line {line}), fused: every {what} sums to 1 along axis "
+    "{axis}, checked block by block (largest error {error:.1e})",
+    "check_softmax_sdpa": "softmax `{name}` (line {line}), fused into scaled_dot_product_attention: "
+    "{count} {what}(s) recomputed from Q, K and V sum to 1 along axis {axis} and give its output "
+    "(largest error {error:.1e})",
+    "sdpa_bug": "backend bug: scaled_dot_product_attention for softmax `{name}` (line {line}) differs "
+    "from the {what}s recomputed from Q, K and V by {error:.1e}; please report it",
+    "fused": "softmax `{name}` (line {line}): {how}",
+    "fused_workspace": "the score blocks of the fused softmax `{name}` (line {line})",
+    "fused_blocks": "fused, {rows} query rows at a time{keys}; the {shape} table is never built",
+    "fused_keys": ", keys {keys} at a time (online softmax)",
+    "fused_sdpa": "fused into one scaled_dot_product_attention call ({mask})",
+    "sdpa_no_mask": "no mask",
+    "sdpa_causal": "is_causal",
+    "sdpa_bool": "a bool mask",
+    "sdpa_float": "an additive mask",
+    "not_fused": "softmax `{name}` (line {line}): not fused: {reason}",
+    "fused_off": "--fused off",
+    "fused_off_save_all": "every intermediate is kept (--save-all)",
+    "fused_no_scores": "the scores are not a product of Q and K the analysis could name",
+    "fused_changed": "the weights are changed between the softmax and the product with V",
+    "fused_handwritten": "the softmax is written out by hand",
+    "fused_unknown_step": "the scores go through an operation other than a scale, a bias or a mask",
+    "fused_fill": "a mask's fill is not a number",
+    "fused_needed": "the scores or the weights are needed elsewhere (an output, or read again)",
+    "fused_layout": "an axis of Q, K, V, a bias or a mask has no role in the attention",
+    "fused_not_sdpa": "a mask replaces scores by a finite value, or the scale is not a positive "
+    "constant: no form of scaled_dot_product_attention computes that",
     "check_weights": "`{contraction}` (line {line}): the weights `{weights}` sum to 1 along the "
     "axis it sums over (axis {axes}; largest error {error:.1e})",
     "check_weights_nan": "`{contraction}` (line {line}): the weights `{weights}` that are not NaN "

@@ -32,36 +32,50 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from .errors import message
+from .pattern import Fusable, Layout, layout
+
 TILE_BYTES = 4 << 20  # the scores of one block: small enough to stay near the caches
 MIN_ROWS = 32  # fewer rows than this against every key: block the keys instead
 MIN_KEYS = 256
+SHARES = 4  # row blocks per worker, at least, where there are rows enough
 
 
 @dataclass(frozen=True)
 class Causal:
     """Query ``i`` sees key ``j`` when ``j <= i + offset`` (and, with a window ``W``, when
-    ``j > i + offset - W``): ``causal_mask(N_q, N_k, window=W)`` has ``offset = N_k - N_q``."""
+    ``j > i + offset - W``): ``causal_mask(N_q, N_k, window=W)`` has ``offset = N_k - N_q``.
+    ``transposed``: the mask's rows are the keys (``causal_mask(N_k, N_q).T``), so query
+    ``i`` sees key ``j`` when ``i <= j + offset`` (and ``i > j + offset - W``)."""
 
     offset: int = 0
     window: int | None = None
+    transposed: bool = False
 
     def keep(self, rows: range, keys: range) -> np.ndarray:
         """The ``[rows, keys]`` block of the mask, from indices alone."""
-        i = np.arange(rows.start, rows.stop).reshape(-1, 1) + self.offset
+        i = np.arange(rows.start, rows.stop).reshape(-1, 1)
         j = np.arange(keys.start, keys.stop).reshape(1, -1)
-        keep = j <= i
+        near, far = (i, j) if self.transposed else (j, i)
+        keep = near <= far + self.offset
         if self.window is not None:
-            keep &= j > i - self.window
+            keep &= near > far + self.offset - self.window
         return keep
 
     def key_range(self, rows: range, nk: int) -> range:
         """The keys some row of ``rows`` may see (the others are hidden for every row)."""
-        stop = min(nk, rows.stop - 1 + self.offset + 1)
-        start = 0 if self.window is None else max(0, rows.start + self.offset - self.window + 1)
+        first, last = rows.start, rows.stop - 1
+        if self.transposed:  # j >= i - offset, and j < i - offset + W
+            start = max(0, first - self.offset)
+            stop = nk if self.window is None else min(nk, last - self.offset + self.window)
+        else:  # j <= i + offset, and j > i + offset - W
+            stop = min(nk, last + self.offset + 1)
+            start = 0 if self.window is None else max(0, first + self.offset - self.window + 1)
         return range(start, max(start, stop))
 
 
@@ -70,7 +84,8 @@ class Op:
     """One operation on the scores, applied in this order.
 
     - ``scale``: multiply by ``value`` (or divide, ``divides``, as the spec writes it);
-    - ``bias``: add ``tensor`` (broadcastable to ``[..., Nq, Nk]``);
+    - ``bias``: add ``tensor`` (broadcastable to ``[..., Nq, Nk]``), or subtract it
+      (``divides``, as for a scale: the inverse operation);
     - ``mask``: where the mask does not keep a score, replace it by ``fill`` (or add
       ``fill``, ``additive``, as ``S + where(m, 0, fill)``). The mask is ``causal``
       (generated) or ``tensor`` (bool, broadcastable); ``keeps`` False inverts it
@@ -98,12 +113,16 @@ class Blocks:
     online: bool  # keys in blocks of ``keys`` (an online softmax); else every key at once
 
 
-def blocks_for(batch: int, nq: int, nk: int, itemsize: int, tile_bytes: int = TILE_BYTES) -> Blocks:
-    """Row and key block sizes keeping a block's scores near ``tile_bytes``."""
+def blocks_for(batch: int, nq: int, nk: int, itemsize: int, tile_bytes: int = TILE_BYTES,
+               workers: int = 1) -> Blocks:
+    """Row and key block sizes keeping a block's scores near ``tile_bytes``, with at least
+    :data:`SHARES` row blocks per worker where the rows allow (so that the workers stay
+    busy, and a short table does not get blocks larger than itself)."""
     per_row = batch * nk * itemsize
     rows = max(1, tile_bytes // max(per_row, 1))
     if rows >= MIN_ROWS or rows >= nq:
-        return Blocks(min(rows, nq), nk, False)
+        shared = max(MIN_ROWS, -(-nq // (SHARES * workers)))
+        return Blocks(min(rows, nq, shared), nk, False)
     rows = min(nq, MIN_ROWS)
     keys = max(MIN_KEYS, tile_bytes // max(batch * rows * itemsize, 1))
     return Blocks(rows, min(keys, nk), keys < nk)
@@ -187,7 +206,7 @@ def _apply(op: Op, block: np.ndarray, rows: range, keys: range) -> None:
         return
     if op.kind == "bias":
         assert op.tensor is not None
-        np.add(block, _slice(op.tensor, rows, keys), out=block)
+        (np.subtract if op.divides else np.add)(block, _slice(op.tensor, rows, keys), out=block)
         return
     if op.causal is not None:
         keep = op.causal.keep(rows, keys)
@@ -309,39 +328,74 @@ def _observe(observed: Observed, totals: np.ndarray) -> None:
             observed.worst_total = float(totals[valid][worst])
 
 
-@dataclass(frozen=True)
-class Layout:
-    """How to bring an array into a canonical axis order: reshape to ``squeezed`` (size-1
-    axes without a role dropped), permute by ``order``, reshape to ``shape`` (a size-1 axis
-    for each role the array lacks, so that it broadcasts)."""
-
-    squeezed: tuple[int, ...]
-    order: tuple[int, ...]
-    shape: tuple[int, ...]
-    inverse: tuple[int, ...]  # undoes ``order`` (for an output written back)
-
-
-def layout(labels: Sequence[str | None], shape: Sequence[int],
-           target: Sequence[str]) -> Layout | None:
-    """The :class:`Layout` taking axes labelled ``labels`` (``batch:0``, ``query``, ``key``,
-    ..., None for a size-1 axis without a role) to the order ``target``; None when the
-    labels do not allow it (a role twice, a role not in ``target``, a sized axis with no
-    role)."""
-    if len(labels) != len(shape) or any(label is not None and label not in target
-                                        for label in labels):
-        return None
-    if any(label is None and size != 1 for label, size in zip(labels, shape)):
-        return None
-    present = [label for label in labels if label is not None]
-    if len(set(present)) != len(present):
-        return None
-    sizes = {label: size for label, size in zip(labels, shape) if label is not None}
-    ordered = [label for label in target if label in sizes]
-    order = tuple(present.index(label) for label in ordered)
-    inverse = tuple(ordered.index(label) for label in present)
-    return Layout(tuple(sizes[label] for label in present), order, inverse=inverse,
-                  shape=tuple(sizes.get(label, 1) for label in target))
-
-
 def to_canonical(array: np.ndarray, recipe: Layout) -> np.ndarray:
+    """``array`` in the canonical axis order (a view when NumPy can make one)."""
     return np.reshape(np.transpose(np.reshape(array, recipe.squeezed), recipe.order), recipe.shape)
+
+
+def from_canonical(array: np.ndarray, recipe: Layout, shape: tuple[int, ...]) -> np.ndarray:
+    """The canonical ``array`` back in the layout ``recipe`` was made for (``shape``)."""
+    return np.reshape(np.transpose(np.reshape(array, recipe.canonical), recipe.inverse), shape)
+
+
+# --- a pattern of the program, compiled ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One attention pattern as the NumPy backend runs it: the layouts of its operands, the
+    block sizes, and the memory the kernel adds (for the estimate)."""
+
+    fusable: Fusable
+    layouts: dict[int, Layout]  # id(node) -> its layout to canonical
+    causal: dict[int, Causal]  # id(step) -> the mask at the bindings
+    blocks: Blocks
+    workers: int
+    batch: tuple[int, ...]
+    nq: int
+    nk: int
+    dv: int
+    workspace: int  # bytes, every worker's blocks together
+
+    def note(self) -> str:
+        keys = message("fused_keys", keys=self.blocks.keys) if self.blocks.online else ""
+        how = message("fused_blocks", rows=self.blocks.rows, keys=keys,
+                      shape=list((*self.batch, self.nq, self.nk)))
+        return message("fused", name=self.fusable.softmax_name, line=self.fusable.softmax_line,
+                       how=how)
+
+
+def plan(fusable: Fusable, shape_of: Callable[[Any], tuple[int, ...]],
+         evaluate: Callable[[Any], int | None], itemsize: int) -> Planned | None:
+    """How to run ``fusable`` at the bindings; None when an operand's axes do not fit the
+    canonical layout (a sized axis without a role)."""
+    layouts: dict[int, Layout] = {}
+    wanted = [(fusable.query, fusable.canonical_query), (fusable.key, fusable.canonical_key),
+              (fusable.value, fusable.canonical_value), *(
+                  (step.part, fusable.canonical_scores) for step in fusable.steps if step.part)]
+    for part, target in wanted:
+        recipe = layout(part.labels, shape_of(part.node), target)
+        if recipe is None:
+            return None
+        layouts[id(part.node)] = recipe
+    output = layout(fusable.output_labels, shape_of(fusable.output), fusable.canonical_output)
+    if output is None:
+        return None
+    layouts[id(fusable.output)] = output
+    causal = {}
+    for step in fusable.steps:
+        if step.causal is not None:
+            n = evaluate(step.causal.n)
+            n_k = evaluate(step.causal.n_k) if step.causal.n_k is not None else n
+            window = evaluate(step.causal.window) if step.causal.window is not None else None
+            if n is None or n_k is None:
+                return None
+            causal[id(step)] = Causal(n_k - n, window, step.causal.transposed)
+    batch = output.shape[:-2]
+    nq, dv = output.shape[-2:]
+    nk = layouts[id(fusable.key.node)].shape[-2]
+    workers = default_workers()
+    blocks = blocks_for(math.prod(batch), nq, nk, itemsize, workers=workers)
+    workers = min(workers, -(-nq // blocks.rows))
+    workspace = workers * workspace_bytes(blocks, math.prod(batch), dv, itemsize)
+    return Planned(fusable, layouts, causal, blocks, workers, batch, nq, nk, dv, workspace)

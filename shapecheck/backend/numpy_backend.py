@@ -31,6 +31,7 @@ from .. import nodes
 from ..builtins import axis_index
 from ..einsum import parse_subscripts
 from ..program import CallInfo, NewAxis, Program, Range, Take, Value
+from . import fused, pattern
 from .errors import CheckerBug, InputError, bindings_text, message
 
 Thunk = Callable[["Frame"], Any]
@@ -47,6 +48,7 @@ class Frame:
     check_invariants: bool = False
     warnings: list[str] = field(default_factory=list)
     checks: dict[str, str] = field(default_factory=dict)  # one line per invariant checked
+    progress: Callable[[int, int], None] | None = None  # a long statement's progress (done, total)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,12 +106,18 @@ class Plan:
     largest: Allocation | None
     final_bytes: int = 0  # what is still held after the last statement
     element_counts: dict[str, int] = field(default_factory=dict)  # every tensor, by name
+    notes: tuple[str, ...] = ()  # which attention patterns run fused, and why others do not
 
-    def execute(self, values: dict[str, Any], *, check_invariants: bool = False) -> Frame:
-        """Run every step on ``values`` (inputs and params by name, already cast)."""
+    def execute(self, values: dict[str, Any], *, check_invariants: bool = False,
+                progress: Callable[[float, str], None] | None = None) -> Frame:
+        """Run every step on ``values`` (inputs and params by name, already cast);
+        ``progress(fraction, label)`` hears how far it is."""
         frame = Frame(dict(values), check_invariants)
         with np.errstate(all="ignore"):  # NaN and inf are reported by name, not by NumPy
-            for step in self.steps:
+            for index, step in enumerate(self.steps):
+                if progress is not None:
+                    frame.progress = _tracker(progress, index, len(self.steps), step.name)
+                    frame.progress(0, 1)
                 result = step.run(frame)
                 self._check(step, result)
                 frame.values[step.name] = result
@@ -130,12 +138,21 @@ class Plan:
                                      actual=dtype, expected=step.dtype))
 
 
+def _tracker(progress: Callable[[float, str], None], index: int, count: int,
+             name: str) -> Callable[[int, int], None]:
+    """Progress inside step ``index`` of ``count`` (done of total), as a fraction of the run."""
+    return lambda done, total: progress((index + done / max(total, 1)) / count, name)
+
+
 # --- compiling a program ------------------------------------------------------------------
 
 
-def compile_program(program: Program, dtype: np.dtype, *, keep_all: bool = False) -> Plan:
-    """Compile a verified program whose dims are all bound into a :class:`Plan`."""
-    return _PlanBuilder(program, np.dtype(dtype), keep_all).build()
+def compile_program(program: Program, dtype: np.dtype, *, keep_all: bool = False,
+                    fuse: bool = True) -> Plan:
+    """Compile a verified program whose dims are all bound into a :class:`Plan`; with
+    ``fuse``, every attention pattern that allows it runs block by block
+    (:mod:`.fused`), its score tables never built."""
+    return _PlanBuilder(program, np.dtype(dtype), keep_all, fuse).build()
 
 
 @dataclass
@@ -160,23 +177,54 @@ def _definitions(program: Program) -> Iterator[tuple[nodes.Ident, nodes.Expr, in
 
 
 class _PlanBuilder:
-    def __init__(self, program: Program, dtype: np.dtype, keep_all: bool) -> None:
+    def __init__(self, program: Program, dtype: np.dtype, keep_all: bool, fuse: bool) -> None:
         self.program = program
         self.dtype = dtype
         self.keep_all = keep_all
         self.kept = set(program.outputs)
         self.bindings = _bindings(program)
+        self.fused: dict[int, fused.Planned] = {}  # id(P @ V node) -> how it runs blockwise
+        self.notes: list[str] = []
+        if fuse:
+            self._choose_fused()
+        skipped = set().union(*(f.fusable.skipped for f in self.fused.values()))
+        self.definitions = [d for d in _definitions(program) if d[0].name not in skipped]
         self.usage = self._usage()
         self.owners: set[str] = set()  # defined tensors whose buffer no other name shares
         self.contiguous: dict[str, bool] = {}  # defined tensor -> surely C-contiguous
         self.aliases: dict[str, set[str]] = {}  # defined tensor -> names it may share memory with
         self.weights = _weights_checks(program)  # id(weights operand) -> its check
+        # a fused pattern's weights are never built: its check is made inside the blocks
+        self.fused_weights = {id(a.output): self.weights[id(a.weights)]
+                              for a in (program.meaning.patterns if program.meaning else ())
+                              if id(a.output) in self.fused and id(a.weights) in self.weights}
+
+    def _choose_fused(self) -> None:
+        found, refused = pattern.fusable(self.program, self.kept, keep_all=self.keep_all)
+        for name, line, reason in dict.fromkeys(refused):  # a softmax may head several patterns
+            self.notes.append(message("not_fused", name=name, line=line, reason=message(reason)))
+        for fusable in found:
+            planned = fused.plan(fusable, self._node_shape, self.program.dims.evaluate,
+                                 self.dtype.itemsize)
+            if planned is None:
+                self.notes.append(message("not_fused", name=fusable.softmax_name,
+                                          line=fusable.softmax_line, reason=message("fused_layout")))
+                continue
+            self.fused[id(fusable.output)] = planned
+            self.notes.append(planned.note())
+
+    def _node_shape(self, node: nodes.Expr) -> tuple[int, ...]:
+        return evaluate_shape(self.program, self.program.type_of(node))
+
+    def _reads(self, expr: nodes.Expr) -> Iterator[str]:
+        """The names a statement reads (a fused pattern reads what its parts read)."""
+        return pattern.names_read(expr, {key: f.fusable for key, f in self.fused.items()})
 
     def _usage(self) -> _Usage:
         usage = _Usage()
-        for index, (ident, expr, _) in enumerate(_definitions(self.program)):
+        for index, (ident, expr, _) in enumerate(self.definitions):
             reads: dict[str, int] = {}
-            for name in _names(expr):
+            for name in self._reads(expr):
                 if name in self.program.tensors:
                     reads[name] = reads.get(name, 0) + 1
                     usage.last_use[name] = index
@@ -200,7 +248,7 @@ class _PlanBuilder:
         def held() -> int:
             return input_bytes + sum(owned[o] for o in set().union(*holds.values()))
 
-        for index, (ident, expr, line) in enumerate(_definitions(self.program)):
+        for index, (ident, expr, line) in enumerate(self.definitions):
             name = ident.name
             tensor = self.program.tensors[name]
             shape = self._shape(tensor.value)
@@ -211,7 +259,7 @@ class _PlanBuilder:
             self._check_sizes(compiler.allocations)
             peak = max(peak, held() + sum(a.nbytes for a in compiler.allocations))
             allocations += compiler.allocations
-            reads = {n for n in _names(expr) if n in holds}
+            reads = {n for n in self._reads(expr) if n in holds}
             # A fresh result owns a buffer (new, or one handed over and released here);
             # a view may still own one when its builtin may have copied.
             owned[name] = (self._nbytes(tensor.value)
@@ -221,7 +269,7 @@ class _PlanBuilder:
             if compiled.fresh:
                 self.owners.add(name)
             else:
-                shared = {n for n in _names(expr) if n in self.program.tensors}
+                shared = {n for n in self._reads(expr) if n in self.program.tensors}
                 self.aliases[name] = shared.union(*(self.aliases.get(n, set()) for n in shared))
             release = () if self.keep_all else self.usage.dead_after(index, name, self.kept)
             for dead in release:
@@ -231,7 +279,7 @@ class _PlanBuilder:
                 np.dtype(bool) if tensor.value.is_bool else self.dtype, release))
         largest = max(allocations, key=lambda a: a.nbytes, default=None)
         counts = {n: math.prod(self._shape(t.value)) for n, t in self.program.tensors.items()}
-        return Plan(tuple(steps), self.bindings, peak, largest, held(), counts)
+        return Plan(tuple(steps), self.bindings, peak, largest, held(), counts, tuple(self.notes))
 
     def _check_sizes(self, allocations: list[Allocation]) -> None:
         """Refuse, before anything is allocated, an array NumPy cannot index."""
@@ -308,6 +356,9 @@ class _ExprCompiler:
         self.owns_result = False  # a buffer of the result's shape was created here
 
     def compile(self, node: nodes.Expr) -> Compiled:
+        planned = self.plan.fused.get(id(node))
+        if planned is not None:
+            return _compile_fused(self, planned, self.plan.fused_weights.get(id(node)))
         handler = _NODE_COMPILERS.get(type(node))
         if handler is None:
             raise CheckerBug(message("bug_not_value", kind=type(node).__name__, line=node.span.line))
@@ -558,6 +609,67 @@ def _compile_call(c: _ExprCompiler, node: nodes.Call) -> Compiled:
     if implementation is None:
         raise CheckerBug(message("bug_no_builtin", name=info.builtin))
     return implementation(_Call(c, node, info))
+
+
+def _compile_fused(c: _ExprCompiler, planned: fused.Planned,
+                   weights: WeightsCheck | None) -> Compiled:
+    """An attention pattern, block by block (:func:`fused.attention`): its operands are
+    evaluated as written, brought to the canonical layout, and the output written back
+    in the layout of the contraction it replaces. The weights the contraction sums are
+    the softmax's own (a fusable pattern changes nothing between them), so the blocks'
+    row sums confirm ``weights`` too."""
+    f = planned.fusable
+    parts = [(c.compile(p.node).run, planned.layouts[id(p.node)]) for p in (f.query, f.key, f.value)]
+    steps = [(step, None if step.causal is not None else
+              (c.compile(step.part.node) if step.kind == "mask" else
+               c.numeric(step.node if step.part is None else step.part.node)).run)
+             for step in f.steps]
+    output, shape = planned.layouts[id(f.output)], c.shape_of(f.output)
+    itemsize = c.dtype.itemsize
+    c.allocations.append(Allocation(message("tensor_label", name=c.name), output.shape,
+                                    math.prod(output.shape) * itemsize))
+    blocks = planned.blocks
+    c.allocations.append(Allocation(
+        message("fused_workspace", name=f.softmax_name, line=f.softmax_line),
+        (planned.workers, *planned.batch, blocks.rows, blocks.keys), planned.workspace))
+    name, line, axis = f.softmax_name, f.softmax_line, f.softmax_axis
+    what = message("what_row" if axis == f.softmax_rank - 1 else
+                   "what_column" if axis == f.softmax_rank - 2 else "what_slice")
+    tolerance = SOFTMAX_TOLERANCE.get(c.dtype, 1e-4)
+
+    def op(step: pattern.Step, value: Any) -> fused.Op:
+        if step.kind == "scale":
+            return fused.Op("scale", value=float(value), divides=step.divides)
+        tensor = None if value is None else fused.to_canonical(
+            np.asarray(value), planned.layouts[id(step.part.node)])  # type: ignore[union-attr]
+        if step.kind == "bias":
+            return fused.Op("bias", tensor=tensor, divides=step.divides)
+        return fused.Op("mask", tensor=tensor, causal=planned.causal.get(id(step)),
+                        keeps=step.keeps, fill=step.fill, additive=step.additive)
+
+    def attention(frame: Frame) -> Any:
+        q, k, v = (fused.to_canonical(np.asarray(run(frame)), recipe) for run, recipe in parts)
+        ops = [op(step, None if run is None else run(frame)) for step, run in steps]
+        out, seen = fused.attention(q, k, v, ops, blocks=planned.blocks, workers=planned.workers,
+                                    check=frame.check_invariants, progress=frame.progress)
+        if seen.masked_rows:
+            frame.warnings.append(message("masked_rows", name=name, line=line,
+                                          count=seen.masked_rows))
+        if frame.check_invariants:
+            if seen.worst_sum > tolerance:
+                raise CheckerBug(message("softmax_sum", name=name, line=line, what=what,
+                                         total=seen.worst_total, axis=axis))
+            frame.checks[f"{name}:{line}:{axis}"] = message(
+                "check_softmax_fused", name=name, line=line, what=what, axis=axis,
+                error=seen.worst_sum)
+            if weights is not None:
+                frame.checks[f"weights:{weights.line}:{weights.contraction}"] = message(
+                    "check_weights_nan" if seen.masked_rows else "check_weights",
+                    weights=weights.weights, contraction=weights.contraction, line=weights.line,
+                    axes=", ".join(map(str, weights.axes)), error=seen.worst_sum)
+        return fused.from_canonical(out, output, shape)
+
+    return Compiled(attention, fresh=True)
 
 
 _NODE_COMPILERS: dict[type, Callable[[_ExprCompiler, Any], Compiled]] = {

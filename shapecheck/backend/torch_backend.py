@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,8 +27,9 @@ import torch
 from .. import nodes
 from ..builtins import axis_index
 from ..program import CallInfo, Program, Range, Take, Value
+from . import pattern
 from .errors import CheckerBug, bindings_text, message
-from .numpy_backend import Frame, _definitions, _names, evaluate_shape
+from .numpy_backend import Frame, _definitions, evaluate_shape
 
 Thunk = Callable[["Frame"], Any]
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
@@ -103,18 +104,28 @@ class Plan:
     largest: Allocation | None
     device: torch.device
     dtype: torch.dtype
+    notes: tuple[str, ...] = ()  # which attention patterns were fused, and why not
+    final_bytes: int = 0  # what is still held after the last statement
+    element_counts: dict[str, int] = field(default_factory=dict)  # every tensor, by name
 
-    def execute(self, values: dict[str, Any], *, check_invariants: bool = False) -> Frame:
+    def execute(self, values: dict[str, Any], *, check_invariants: bool = False,
+                progress: Callable[[float, str], None] | None = None,
+                tensors: bool = False) -> Frame:
         """Run every step on ``values`` (inputs and params by name: NumPy arrays in the
-        run's dtype, or tensors); the frame holds tensors."""
+        run's dtype, or tensors). The frame's values come back as NumPy arrays on the CPU,
+        or as tensors on the device with ``tensors``."""
         frame = Frame({n: self._tensor(v) for n, v in values.items()}, check_invariants)
         with torch.inference_mode():
-            for step in self.steps:
+            for index, step in enumerate(self.steps):
+                if progress is not None:
+                    progress(index / len(self.steps), step.name)
                 result = step.run(frame)
                 self._check(step, result)
                 frame.values[step.name] = result
                 for name in step.release:
                     del frame.values[name]
+        if not tensors:
+            frame.values = {n: to_numpy(v)[0] for n, v in frame.values.items()}
         return frame
 
     def _tensor(self, value: Any) -> torch.Tensor:
@@ -135,27 +146,55 @@ class Plan:
                                      expected=str(step.dtype).removeprefix("torch.")))
 
 
-def compile_program(program: Program, dtype: str, *, device: str = "cpu",
-                    keep_all: bool = False) -> Plan:
-    """Compile a verified program whose dims are all bound into a :class:`Plan`."""
-    return _PlanBuilder(program, DTYPES[dtype], device_of(device), keep_all).build()
+def compile_program(program: Program, dtype: str | np.dtype, *, device: str = "cpu",
+                    keep_all: bool = False, fuse: bool = True) -> Plan:
+    """Compile a verified program whose dims are all bound into a :class:`Plan`; with
+    ``fuse``, every attention pattern that allows it runs as one
+    ``scaled_dot_product_attention`` call (its scores and weights are never built)."""
+    return _PlanBuilder(program, DTYPES[np.dtype(dtype).name], device_of(device), keep_all,
+                        fuse).build()
 
 
 class _PlanBuilder:
     def __init__(self, program: Program, dtype: torch.dtype, device: torch.device,
-                 keep_all: bool) -> None:
+                 keep_all: bool, fuse: bool) -> None:
         self.program = program
         self.dtype = dtype
         self.device = device
         self.keep_all = keep_all
         self.bindings = {n: v for n in program.dims.dims
                          if (v := program.dims.value_of(n)) is not None}
+        self.fused: dict[int, _Sdpa] = {}  # id(P @ V node) -> how it runs
+        self.notes: list[str] = []  # what was fused and what was not, one line each
+        if fuse:
+            self._choose_fused()
+
+    def _choose_fused(self) -> None:
+        found, refused = pattern.fusable(self.program, set(self.program.outputs),
+                                         keep_all=self.keep_all)
+        for name, line, reason in dict.fromkeys(refused):  # a softmax may head several patterns
+            self.notes.append(message("not_fused", name=name, line=line, reason=message(reason)))
+        for fusable in found:
+            sdpa, reason = _sdpa_form(self, fusable)
+            if sdpa is None:
+                self.notes.append(message("not_fused", name=fusable.softmax_name,
+                                          line=fusable.softmax_line, reason=message(reason)))
+                continue
+            self.fused[id(fusable.output)] = sdpa
+            self.notes.append(message("fused", name=fusable.softmax_name, line=fusable.softmax_line,
+                                      how=message("fused_sdpa", mask=message(sdpa.mask_kind))))
+
+    @property
+    def skipped(self) -> set[str]:
+        return set().union(*(sdpa.fusable.skipped for sdpa in self.fused.values()))
 
     def build(self) -> Plan:
-        definitions = list(_definitions(self.program))
+        skipped = self.skipped
+        fused = {key: sdpa.fusable for key, sdpa in self.fused.items()}
+        definitions = [d for d in _definitions(self.program) if d[0].name not in skipped]
         last_use: dict[str, int] = {}
         for index, (ident, expr, _) in enumerate(definitions):
-            for name in _names(expr):
+            for name in pattern.names_read(expr, fused):
                 if name in self.program.tensors:
                     last_use[name] = index
             last_use.setdefault(ident.name, index)
@@ -184,7 +223,12 @@ class _PlanBuilder:
             steps.append(Step(ident.name, line, compiled.run, shape, tensor.value.text(),
                               torch.bool if tensor.value.is_bool else self.dtype, release))
         largest = max(allocations, key=lambda a: a.nbytes, default=None)
-        return Plan(tuple(steps), self.bindings, peak, largest, self.device, self.dtype)
+        counts = {n: math.prod(self._shape(t.value)) for n, t in self.program.tensors.items()}
+        return Plan(tuple(steps), self.bindings, peak, largest, self.device, self.dtype,
+                    tuple(self.notes), sum(live.values()), counts)
+
+    def shape_of(self, node: nodes.Expr) -> tuple[int, ...]:
+        return evaluate_shape(self.program, self.program.type_of(node))
 
     def _shape(self, value: Value) -> tuple[int, ...]:
         return evaluate_shape(self.program, value)
@@ -210,6 +254,9 @@ class _ExprCompiler:
         self.allocations: list[Allocation] = []
 
     def compile(self, node: nodes.Expr) -> Compiled:
+        sdpa = self.plan.fused.get(id(node))
+        if sdpa is not None:
+            return _compile_sdpa(self, sdpa)
         handler = _NODE_COMPILERS.get(type(node))
         if handler is None:
             raise CheckerBug(message("bug_not_value", kind=type(node).__name__, line=node.span.line))
@@ -472,8 +519,7 @@ def _softmax(call: _Call) -> Compiled:
     assert axis is not None
     name, line = call.c.name, call.c.line
     tolerance = SOFTMAX_TOLERANCE.get(call.c.dtype, 1e-4)
-    rank = call.rank()
-    what = "row" if axis == rank - 1 else ("column" if axis == rank - 2 else "slice")
+    what = _what(axis, call.rank())
     call.allocates()
 
     def softmax(frame: Frame) -> torch.Tensor:
@@ -488,6 +534,11 @@ def _softmax(call: _Call) -> Compiled:
         return out
 
     return Compiled(softmax)
+
+
+def _what(axis: int, rank: int) -> str:
+    return message("what_row" if axis == rank - 1 else
+                   "what_column" if axis == rank - 2 else "what_slice")
 
 
 def check_sums(frame: Frame, totals: torch.Tensor, name: str, line: int, what: str, axis: int,
@@ -703,3 +754,215 @@ BUILTINS: dict[str, Implementation] = {
     "max": _reduction(torch.amax),
     "min": _reduction(torch.amin),
 }
+
+
+# --- attention as one scaled_dot_product_attention call ----------------------------------------
+
+SAMPLED_ROWS = 8  # query rows recomputed from Q, K and V to check the fused call
+SDPA_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-9}
+
+
+@dataclass(frozen=True)
+class _Sdpa:
+    """How one attention pattern runs as ``scaled_dot_product_attention``: every operand in
+    the canonical layout (batch axes, then query or key, then features), made 4-D."""
+
+    fusable: pattern.Fusable
+    layouts: dict[int, pattern.Layout]  # id(node) -> its layout to canonical
+    scale: float
+    coefficients: tuple[float, ...]  # per term of the affine form
+    form: pattern.Affine
+    causal: dict[int, tuple[int, int | None, bool]]  # id(step) -> (offset, window, transposed)
+    is_causal: bool  # the one mask is causal_mask(N) as written: SDPA's is_causal
+    mask_kind: str
+
+
+def _sdpa_form(builder: _PlanBuilder, fusable: pattern.Fusable) -> tuple[_Sdpa | None, str]:
+    """The SDPA form of a fusable pattern at the bindings, or why there is none."""
+    form = pattern.affine(fusable.steps)
+    if form is None:
+        return None, "fused_not_sdpa"
+    scalars = [_constant_scalar(builder, step) for step in form.scales]
+    if any(value is None or value <= 0 for value in scalars):
+        return None, "fused_not_sdpa"
+    layouts: dict[int, pattern.Layout] = {}
+    wanted = [(fusable.query, fusable.canonical_query), (fusable.key, fusable.canonical_key),
+              (fusable.value, fusable.canonical_value)]
+    wanted += [(step.part, fusable.canonical_scores) for step in fusable.steps if step.part]
+    for part, target in wanted:
+        recipe = pattern.layout(part.labels, builder.shape_of(part.node), target)
+        if recipe is None:
+            return None, "fused_layout"
+        layouts[id(part.node)] = recipe
+    output = pattern.layout(fusable.output_labels, builder.shape_of(fusable.output),
+                            fusable.canonical_output)
+    if output is None:
+        return None, "fused_layout"
+    layouts[id(fusable.output)] = output
+    scale = math.prod(1 / v if step.divides else v for step, v in zip(form.scales, scalars))  # type: ignore[operator]
+    by_step = {id(step): value for step, value in zip(form.scales, scalars)}
+    coefficients = tuple((-1 if term.kind == "bias" and term.divides else 1) * math.prod(
+        1 / by_step[id(s)] if s.divides else by_step[id(s)] for s in after)
+        for term, after in form.terms)
+    causal = {id(step): _causal_at(builder, step.causal) for step in fusable.steps if step.causal}
+    nq = builder.shape_of(fusable.query.node)[fusable.query.labels.index("query")]
+    nk = builder.shape_of(fusable.key.node)[fusable.key.labels.index("key")]
+    is_causal = (not form.terms and len(form.hides) == 1 and form.hides[0].causal is not None
+                 and form.hides[0].keeps and causal[id(form.hides[0])] == (0, None, False)
+                 and nq == nk)
+    kind = ("sdpa_causal" if is_causal else "sdpa_float" if form.terms
+            else "sdpa_bool" if form.hides else "sdpa_no_mask")
+    return _Sdpa(fusable, layouts, scale, coefficients, form, causal, is_causal, kind), ""
+
+
+def _constant_scalar(builder: _PlanBuilder, step: pattern.Step) -> float | None:
+    """A scale's value at the bindings, when it is a constant (`sqrt(d)`, `0.125`)."""
+    assert step.node is not None
+    compiled = _ExprCompiler(builder, "", step.node.span.line, ()).numeric(step.node)
+    if not compiled.const:
+        return None
+    return float(compiled.run(Frame({})))
+
+
+def _causal_at(builder: _PlanBuilder, causal: pattern.Causal) -> tuple[int, int | None, bool]:
+    """(offset, window, transposed) of a ``causal_mask(n, n_k, window)`` at the bindings:
+    query i sees key j when j <= i + offset (j > i + offset - window)."""
+    evaluate = builder.program.dims.evaluate
+    n = evaluate(causal.n)
+    n_k = evaluate(causal.n_k) if causal.n_k is not None else n
+    window = evaluate(causal.window) if causal.window is not None else None
+    return n_k - n, window, causal.transposed
+
+
+def _causal_keep(offset: int, window: int | None, transposed: bool, nq: int, nk: int,
+                 device: torch.device) -> torch.Tensor:
+    i = torch.arange(nq, device=device).reshape(-1, 1)
+    j = torch.arange(nk, device=device).reshape(1, -1)
+    near, far = (i, j) if transposed else (j, i)  # transposed: the mask's rows are the keys
+    keep = near <= far + offset
+    if window is not None:
+        keep &= near > far + offset - window
+    return keep
+
+
+def _canonical(value: torch.Tensor, recipe: pattern.Layout) -> torch.Tensor:
+    return value.reshape(recipe.squeezed).permute(recipe.order).reshape(recipe.shape)
+
+
+def _four(value: torch.Tensor, batch: int) -> torch.Tensor:
+    """[b..., n, e] as 4-D (``scaled_dot_product_attention`` falls back to its slow math
+    kernel for 3-D): no batch axis gains two, one gains one, more are merged."""
+    if batch == 0:
+        return value.reshape(1, 1, *value.shape)
+    if batch == 1:
+        return value.unsqueeze(0)
+    if batch == 2:
+        return value
+    return value.reshape(-1, *value.shape[batch - 1:])
+
+
+def _compile_sdpa(c: _ExprCompiler, sdpa: _Sdpa) -> Compiled:
+    fusable, plan = sdpa.fusable, c.plan
+    parts = [(c.compile(p.node).run, sdpa.layouts[id(p.node)])
+             for p in (fusable.query, fusable.key, fusable.value)]
+    terms = [(c.numeric(step.part.node).run if step.kind == "bias" else
+              c.compile(step.part.node).run if step.part is not None else None, step, coefficient)
+             for (step, _), coefficient in zip(sdpa.form.terms, sdpa.coefficients)]
+    hides = [(c.compile(step.part.node).run if step.part is not None else None, step)
+             for step in sdpa.form.hides]
+    output = sdpa.layouts[id(fusable.output)]
+    out_shape = plan.shape_of(fusable.output)
+    batch = len(fusable.batch)
+    name, line = fusable.softmax_name, fusable.softmax_line
+    what = _what(fusable.softmax_axis, fusable.softmax_rank)
+    dtype, device = c.dtype, c.device
+    tolerance = SDPA_TOLERANCE.get(dtype, 1e-4)
+    for shape in (output.shape,):
+        c.allocations.append(Allocation(message("tensor_label", name=c.name), shape,
+                                        math.prod(shape) * dtype.itemsize))
+
+    def canonical_mask(run: Thunk | None, step: pattern.Step, frame: Frame, nq: int,
+                       nk: int) -> torch.Tensor:
+        if step.causal is not None:
+            keep = _causal_keep(*sdpa.causal[id(step)], nq, nk, device)
+        else:
+            assert run is not None and step.part is not None
+            keep = _canonical(run(frame), sdpa.layouts[id(step.part.node)])
+        return keep if step.keeps else ~keep
+
+    def attention(frame: Frame) -> torch.Tensor:
+        q, k, v = (_canonical(run(frame), recipe) for run, recipe in parts)
+        shape = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        q, k, v = (x.expand(*shape, *x.shape[-2:]) for x in (q, k, v))
+        nq, nk = q.shape[-2], k.shape[-2]
+        added: torch.Tensor | None = None
+        for run, step, coefficient in terms:
+            if step.kind == "bias":
+                assert run is not None and step.part is not None
+                term = _canonical(run(frame), sdpa.layouts[id(step.part.node)]) * coefficient
+            else:  # an additive mask with a finite fill
+                hidden = ~canonical_mask(run, step, frame, nq, nk)
+                term = torch.where(hidden, torch.tensor(step.fill * coefficient, dtype=dtype,
+                                                        device=device), 0).to(dtype)
+            added = term if added is None else added + term
+        keep: torch.Tensor | None = None
+        if not sdpa.is_causal:
+            for run, step in hides:
+                mask = canonical_mask(run, step, frame, nq, nk)
+                keep = mask if keep is None else keep & mask
+        mask = keep
+        if added is not None:
+            mask = added if keep is None else added.masked_fill(~keep, -math.inf)
+        mask4 = None if mask is None else _four(mask, batch) if mask.ndim == batch + 2 else mask
+        out = torch.nn.functional.scaled_dot_product_attention(
+            _four(q, batch), _four(k, batch), _four(v, batch), attn_mask=mask4,
+            is_causal=sdpa.is_causal, scale=sdpa.scale).reshape(*shape, nq, v.shape[-1])
+        if mask is not None:
+            hidden_rows = (~mask).all(dim=-1) if mask.dtype == torch.bool else \
+                torch.isneginf(mask).all(dim=-1)
+            hidden_rows = hidden_rows.expand(*shape, nq)
+            count = int(torch.count_nonzero(hidden_rows))
+            if count:  # PyTorch gives 0 for a fully masked row; the spec's softmax gives NaN
+                frame.warnings.append(message("masked_rows", name=name, line=line, count=count))
+                out = out.masked_fill(hidden_rows.unsqueeze(-1), math.nan)
+        if frame.check_invariants:
+            _check_sampled(frame, q, k, v, mask, out, sdpa, what, tolerance)
+        return out.reshape(output.canonical).permute(output.inverse).reshape(out_shape)
+
+    return Compiled(attention)
+
+
+def _check_sampled(frame: Frame, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                   mask: torch.Tensor | None, out: torch.Tensor, sdpa: _Sdpa, what: str,
+                   tolerance: float) -> None:
+    """Recompute a few query rows as the spec writes them (scores, mask, softmax, @ V):
+    their weights must sum to 1 and give the fused call's output."""
+    fusable = sdpa.fusable
+    nq = q.shape[-2]
+    count = min(SAMPLED_ROWS, nq)
+    rows = sorted({round(i * (nq - 1) / max(count - 1, 1)) for i in range(count)})
+    index = torch.tensor(rows, device=q.device)
+    scores = q.index_select(-2, index) @ k.transpose(-1, -2) * sdpa.scale
+    if sdpa.is_causal:
+        mask = _causal_keep(0, None, False, nq, k.shape[-2], q.device)
+    if mask is not None:
+        rows_mask = mask.index_select(-2, index) if mask.shape[-2] != 1 else mask
+        scores = (scores.masked_fill(~rows_mask, -math.inf) if rows_mask.dtype == torch.bool
+                  else scores + rows_mask)
+    weights = torch.softmax(scores, dim=-1)
+    totals = torch.sum(weights, dim=-1, dtype=torch.float64)
+    expected = weights @ v
+    got = out.index_select(-2, index)
+    valid = ~torch.isnan(expected)
+    scale = float(torch.abs(expected[valid]).max()) if bool(valid.any()) else 1.0
+    error = float(torch.abs(got[valid] - expected[valid]).max()) / max(scale, 1.0) \
+        if bool(valid.any()) else 0.0
+    sums = totals[~torch.isnan(totals)]
+    sum_error = float(torch.abs(sums - 1).max()) if sums.numel() else 0.0
+    name, line = fusable.softmax_name, fusable.softmax_line
+    if error > tolerance or sum_error > tolerance:
+        raise CheckerBug(message("sdpa_bug", name=name, line=line, what=what,
+                                 error=max(error, sum_error)))
+    frame.checks[f"{name}:{line}:sdpa"] = message(
+        "check_softmax_sdpa", name=name, line=line, count=len(rows), what=what,
+        axis=fusable.softmax_axis, error=max(error, sum_error))

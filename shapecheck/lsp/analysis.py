@@ -11,8 +11,9 @@ splits them (``parser.split_statements``). A statement whose text did not change
 not parsed again: its syntax tree is reused, its line numbers shifted when lines
 were inserted or removed above it. Only when a statement's brackets do not balance
 (where the splitter's guess and the grammar could disagree) is the whole text parsed
-as ``verify`` parses it. Checking always runs over the whole program: the shape of
-every statement depends on the ones above it.
+as ``verify`` parses it. Checking reuses, through the document's
+:class:`~shapecheck.incremental.Memo`, what checking an unchanged statement did when
+nothing it reads has changed.
 
 Positions: shapecheck's spans are 1-based lines split on ``\\n`` and 1-based
 columns in code points; the protocol's are 0-based lines and columns in the code
@@ -33,6 +34,7 @@ from urllib.parse import unquote, urlparse
 
 from .. import nodes
 from ..diagnostics import Diagnostic, Span
+from ..incremental import Memo
 from ..parser import Chunk, ParseResult, parse, parse_chunk, split_statements
 from ..program import Program
 
@@ -95,75 +97,205 @@ def _balanced(text: str) -> bool:
 
 
 def _shift(value: Any, lines: int) -> Any:
-    """A syntax tree (or diagnostic) with every span moved down by ``lines``, in place
-    for nodes, rebuilt for immutable values."""
+    """A diagnostic (or span, or tuple of them) moved down by ``lines``: a new value."""
     if isinstance(value, Span):
         return Span(value.line + lines, value.column, value.end_line + lines, value.end_column)
     if isinstance(value, tuple):
         return tuple(_shift(item, lines) for item in value)
     if isinstance(value, list):
         return [_shift(item, lines) for item in value]
-    if isinstance(value, Diagnostic):
-        return dataclasses.replace(value, span=_shift(value.span, lines),
-                                   notes=_shift(value.notes, lines),
-                                   fixes=_shift(value.fixes, lines))
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        if getattr(type(value), "__dataclass_params__").frozen:
-            changes = {f.name: _shift(getattr(value, f.name), lines)
-                       for f in dataclasses.fields(value)}
-            return dataclasses.replace(value, **changes)
-        for item in dataclasses.fields(value):
-            setattr(value, item.name, _shift(getattr(value, item.name), lines))
-        return value
+        changes = {f.name: _shift(getattr(value, f.name), lines)
+                   for f in dataclasses.fields(value)}
+        return dataclasses.replace(value, **changes)
     return value
+
+
+def _move(statement: nodes.Stmt, lines: int) -> None:
+    """Move a statement's syntax tree down by ``lines``, in place (its nodes keep their
+    identity: side tables and the incremental checker key them by ``id``)."""
+    stack: list[Any] = [statement]
+    while stack:
+        node = stack.pop()
+        if type(node) is tuple:
+            stack.extend(node)
+            continue
+        spans, children = _fields(type(node))
+        for slot in spans:
+            span = getattr(node, slot)
+            setattr(node, slot, Span(span[0] + lines, span[1], span[2] + lines, span[3]))
+        for slot in children:
+            value = getattr(node, slot)
+            if type(value) is Span:
+                setattr(node, slot, _down(value, lines))
+            elif type(value) is tuple:
+                stack.extend(item for item in value if item is not None)
+            elif value is not None:
+                stack.append(value)
+
+
+_FIELDS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def _fields(kind: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A node class's fields that hold a span, and those that may hold nodes (a node,
+    a tuple of nodes, or None); other fields hold names, numbers and flags."""
+    found = _FIELDS.get(kind)
+    if found is None:
+        spans: list[str] = []
+        children: list[str] = []
+        for item in dataclasses.fields(kind) if dataclasses.is_dataclass(kind) else ():
+            if item.type == "Span":
+                spans.append(item.name)
+            elif item.type not in _PLAIN:
+                children.append(item.name)
+        found = _FIELDS[kind] = (tuple(spans), tuple(children))
+    return found
+
+
+_PLAIN = frozenset({"str", "int", "float", "bool", "tuple[str, ...]"})
 
 
 @dataclass
 class _Parsed:
+    text: str  # the statement's text (a chunk of the document's)
+    column: int
     line: int
+    offset: int  # where it starts in the document's text
     statement: nodes.Stmt
     problem: Diagnostic | None
+    parsed: bool = False  # parsed by the parse that made it (for ``reused``)
 
 
 class IncrementalParser:
-    """Parses a document again and again, reusing the statements that did not change."""
+    """Parses a document again and again, reusing the statements that did not change.
+
+    The text is compared with the last one: the statements before the first changed
+    character are kept as they are; the text is split again from the start of the line
+    of the last of them that begins a line, until a statement starts on a line whose
+    line break is in the unchanged end of the text at the place an old statement
+    started (from there the split is the old one, moved); only the statements whose
+    text is new in between are parsed. Moved statements keep their trees, moved in place.
+    """
 
     def __init__(self) -> None:
-        # (statement text, its column) -> what it parsed to, at the line it had.
-        self._cache: dict[tuple[str, int], list[_Parsed]] = {}
-        self.reused = 0  # statements not parsed again in the last parse (for the benchmark)
+        self._text: str | None = None
+        self._entries: list[_Parsed] = []
+        self.reused = 0  # statements not parsed again in the last parse (for tests)
 
     def parse(self, text: str) -> ParseResult:
-        chunks = list(split_statements(text))
-        if not all(_balanced(chunk.text) for chunk in chunks):
-            self._cache = {}
-            self.reused = 0
-            return parse(text)  # exactly what `verify` does
-        cache: dict[tuple[str, int], list[_Parsed]] = {}
-        statements: list[nodes.Stmt] = []
-        problems: list[Diagnostic] = []
-        self.reused = 0
-        for chunk in chunks:
-            entry = self._take(chunk)
-            cache.setdefault((chunk.text, chunk.column), []).append(entry)
-            statements.append(entry.statement)
-            if entry.problem is not None:
-                problems.append(entry.problem)
-        self._cache = cache
-        return ParseResult(statements, problems)
+        old, entries = self._text, self._entries
+        self._text, self._entries = None, []  # until this parse succeeds
+        if old is None:
+            old, entries = "", []
+        prefix = _common_prefix(old, text)
+        tail_from = len(text) - _common_suffix(old, text, prefix)
+        # Kept as they are: the statements before the last one that starts a line at or
+        # before the first change (the split is redone from that line's start).
+        keep: int | None = None
+        for index, entry in enumerate(entries):
+            if entry.offset > prefix:
+                break
+            if not old[entry.offset - entry.column + 1:entry.offset].strip():
+                keep = index
+        if keep is None:  # the change is above every statement: split it all again
+            keep, restart, line = 0, 0, 1
+        else:
+            restart = entries[keep].offset - entries[keep].column + 1
+            line = entries[keep].line
+        delta = len(text) - len(old)
+        old_starts = {entry.offset: index for index, entry in enumerate(entries)}
+        body = text[restart:]
+        line_starts = _line_starts(body)
+        scanned: list[tuple[Chunk, int]] = []
+        aligned = len(entries)
+        moved = 0
+        for chunk in split_statements(body):
+            start = restart + line_starts[chunk.line - 1]
+            offset = start + chunk.column - 1
+            found = old_starts.get(offset - delta)
+            if found is not None and found >= keep and start - 1 >= tail_from:
+                # From here the text, and so the split, is the old one, moved.
+                aligned, moved = found, line + chunk.line - 1 - entries[found].line
+                break
+            if not _balanced(chunk.text):
+                self.reused = 0
+                return parse(text)  # exactly what `verify` does
+            if line != 1:
+                chunk = dataclasses.replace(chunk, line=chunk.line + line - 1,
+                                            span=_down(chunk.span, line - 1))
+            scanned.append((chunk, offset))
+        # A statement whose text comes back (lines swapped, a line moved) is reused too.
+        window: dict[tuple[str, int], list[_Parsed]] = {}
+        for entry in entries[keep:aligned]:
+            window.setdefault((entry.text, entry.column), []).append(entry)
+        fresh = [self._take(chunk, offset, window) for chunk, offset in scanned]
+        kept = entries[:keep] + fresh + [_moved(entry, moved, delta)
+                                         for entry in entries[aligned:]]
+        self.reused = len(kept) - sum(1 for entry in fresh if entry.parsed)
+        for entry in fresh:
+            entry.parsed = False
+        self._text, self._entries = text, kept
+        return ParseResult([entry.statement for entry in kept],
+                           [entry.problem for entry in kept if entry.problem is not None])
 
-    def _take(self, chunk: Chunk) -> _Parsed:
-        reusable = self._cache.get((chunk.text, chunk.column))
+    def _take(self, chunk: Chunk, offset: int,
+              window: dict[tuple[str, int], list[_Parsed]]) -> _Parsed:
+        """The chunk parsed, or an old statement of the same text moved to it."""
+        reusable = window.get((chunk.text, chunk.column))
         if reusable:
             entry = reusable.pop()
-            self.reused += 1
-            moved = chunk.line - entry.line
-            if moved:
-                entry = _Parsed(chunk.line, _shift(entry.statement, moved),
-                                _shift(entry.problem, moved))
-            return entry
+            return _moved(entry, chunk.line - entry.line, offset - entry.offset)
         statement, problem = parse_chunk(chunk)
-        return _Parsed(chunk.line, statement, problem)
+        return _Parsed(chunk.text, chunk.column, chunk.line, offset, statement, problem,
+                       parsed=True)
+
+
+def _moved(entry: _Parsed, lines: int, offset: int) -> _Parsed:
+    """The entry of a statement whose text moved by ``lines`` and ``offset`` characters."""
+    if not lines and not offset:
+        return entry
+    if lines:
+        _move(entry.statement, lines)
+    return _Parsed(entry.text, entry.column, entry.line + lines, entry.offset + offset,
+                   entry.statement, _shift(entry.problem, lines) if lines else entry.problem)
+
+
+def _down(span: Span, lines: int) -> Span:
+    return Span(span.line + lines, span.column, span.end_line + lines, span.end_column)
+
+
+def _line_starts(text: str) -> list[int]:
+    starts = [0]
+    index = text.find("\n")
+    while index >= 0:
+        starts.append(index + 1)
+        index = text.find("\n", index + 1)
+    return starts
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """The length of the longest common beginning of ``a`` and ``b``."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:  # compares halves in C: a few dozen slices for any text
+        middle = (low + high + 1) // 2
+        if a[low:middle] == b[low:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _common_suffix(a: str, b: str, prefix: int) -> int:
+    """The length of the longest common end of ``a`` and ``b`` not overlapping ``prefix``."""
+    low, high = 0, min(len(a), len(b)) - prefix
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[len(a) - middle:len(a) - low] == b[len(b) - middle:len(b) - low]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 # --- one document -------------------------------------------------------------------------------
@@ -236,10 +368,12 @@ class Documents:
 
     def __init__(self) -> None:
         self._parsers: dict[str, IncrementalParser] = {}
+        self._memos: dict[str, Memo] = {}
         self._latest: dict[str, Analysis] = {}
 
     def close(self, uri: str) -> None:
         self._parsers.pop(uri, None)
+        self._memos.pop(uri, None)
         self._latest.pop(uri, None)
 
     def latest(self, uri: str) -> Analysis | None:
@@ -268,7 +402,7 @@ class Documents:
                 gc.enable()
         try:
             program = check_parsed(text, parsed, None, warn_unknown_bindings=False,
-                                   ignore=ignore)
+                                   ignore=ignore, memo=self._memos.setdefault(uri, Memo()))
         except Exception as error:  # a bug in the checker: a diagnostic, never a dead server
             program = _internal(text, path, error)
         analysis = Analysis(uri, version, text, program, parsed, dims, ignore, problem)

@@ -1,14 +1,18 @@
 """The notes' cheat card, filled in for each attention pattern of a spec — broken ones too.
 
-A pattern is ``softmax(scores) @ values`` (or the same with ``einsum``): an `@` whose left
-operand is, after following names back through their definitions (and through dropout),
-a softmax; whose argument is, through scaling by a scalar, additive masks and ``where``,
-the scores ``Q @ K.T`` (or a two-operand einsum). That gives the query, the key (index) and
-the value (content) of the notes' database analogy.
+The patterns come from the axis-meaning analysis (:mod:`shapecheck.meaning`, which the
+checker's API runs on every program: ``Program.meaning``): which statements are the scores,
+the scale, the masks, the softmax and the contraction, and which axis of each tensor is the
+query axis, the key axis, the feature axis. The card names them and marks each check ✓ or ✗
+from that analysis' verdicts — the report has no second idea of what attention is.
 
-Patterns are found from the syntax as well as the checked types, so a spec with errors
-still gets its cards: a step whose shape is unknown is marked ✗ with the problem that
-broke it, and the notes' 30-second self-check says which line fails and what the fix is.
+Only where the analysis cannot look — a pattern whose shapes are unknown because the spec
+has errors — are its statements named from the syntax (:func:`_broken_patterns`): an `@`
+or two-operand einsum whose left operand is, through names and dropout, a softmax, whose
+argument is, through scalar factors, additive terms and ``where``, a product. Such a card
+marks the step that failed ✗ with the problem that broke it, and the notes' 30-second
+self-check says which line fails and what the fix is; the checks that need axes say they
+cannot be checked.
 """
 
 from __future__ import annotations
@@ -16,12 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import nodes
-from ..builtins import axis_index
 from ..diagnostics import Diagnostic, Span
 from ..nodes import strip_parens
 from ..program import Value
 from ..symbolic import Dim, free_names, pretty, product, to_text
-from .context import Spec, einsum_terms, postorder
+from .context import Spec, inside, postorder
+from ..meaning import Attention, Role
 from .cost import operation_cost
 from .reasoning import axis_words, index_letters
 from .templates import Rich, code, inline, join, mark, math, rich, shape, text
@@ -31,18 +35,21 @@ _MAX_DEPTH = 64
 
 @dataclass(frozen=True)
 class Pattern:
+    """One attention pattern, as a card needs it: meaning's analysis of it, or — for a broken
+    pattern the analysis cannot see — its statements named from the syntax."""
+
     statement: nodes.Define | nodes.Output  # where the output operation is
     output: nodes.Expr  # `P @ V` or einsum(P, V)
-    weights: nodes.Expr  # the left operand as written
-    softmax: nodes.Call
-    scores: nodes.Expr | None  # `Q @ K.T` or einsum(Q, K); None: not found (a broken spec)
+    weights: nodes.Expr  # the softmax operand as written
+    softmax: nodes.Expr  # the softmax call (or a softmax written out)
+    scores: nodes.Expr | None  # `Q @ K.T` or einsum(Q, K); None: not found
     query: nodes.Expr | None
     key: nodes.Expr | None
     key_given_transposed: bool
     value: nodes.Expr
-    scale: tuple[tuple[nodes.Expr, bool], ...]  # scalar factors of the scores: (node, divides)
-    masks: tuple[nodes.Expr, ...]  # `where(...)` calls between the scores and the softmax
-    missing: nodes.Expr | None  # what the scores trace ended on, when it found no product
+    masks: tuple[nodes.Expr, ...] = ()  # `where(...)` calls found on the scores (broken patterns)
+    missing: nodes.Expr | None = None  # what the scores trace ended on, when it found no product
+    attention: Attention | None = None  # the analysis (None: a broken pattern)
 
 
 @dataclass(frozen=True)
@@ -97,14 +104,36 @@ class Card:
 
 
 def find_patterns(spec: Spec) -> list[Pattern]:
+    """The analysis' patterns, and the broken ones it cannot see, in source order."""
+    meaning = spec.program.meaning
+    patterns = [_from_attention(spec, attention) for attention in (meaning.patterns if meaning else ())]
+    seen = {id(p.output) for p in patterns}
+    patterns += [p for p in _broken_patterns(spec) if id(p.output) not in seen]
+    return sorted(patterns, key=lambda p: (p.output.span.line, p.output.span.column))
+
+
+def _from_attention(spec: Spec, a: Attention) -> Pattern:
+    key_given_transposed = False
+    if a.key is not None:
+        key_axis = a.key.axis("key")
+        key_given_transposed = key_axis is not None and key_axis == len(a.key.axes) - 1 \
+            and len(a.key.axes) >= 2
+    return Pattern(a.statement, a.output, a.weights, a.softmax, a.scores,  # type: ignore[arg-type]
+                   a.query.node if a.query is not None else None,
+                   a.key.node if a.key is not None else None, key_given_transposed,
+                   a.value.node, attention=a)
+
+
+def _broken_patterns(spec: Spec) -> list[Pattern]:
+    """Patterns whose shapes are unknown (the spec has errors), named from the syntax."""
     patterns = []
     for statement in spec.program.statements:
         if not isinstance(statement, (nodes.Define, nodes.Output)) or statement.value is None:
             continue
         for node in postorder(statement.value):
             operands = _two_operands(spec, node)
-            if operands is None:
-                continue
+            if operands is None or (spec.value(node).known and spec.value(operands[0]).known):
+                continue  # typed: the analysis speaks for it, or it is no attention
             softmax = _trace_softmax(spec, operands[0], 0)
             if softmax is None:
                 continue
@@ -113,8 +142,8 @@ def find_patterns(spec: Spec) -> list[Pattern]:
             query, key, given_transposed = _query_key(spec, scores) if scores is not None \
                 else (None, None, False)
             patterns.append(Pattern(statement, node, operands[0], softmax, scores, query, key,
-                                    given_transposed, operands[1], tuple(trace.scale),
-                                    tuple(trace.masks), trace.end if scores is None else None))
+                                    given_transposed, operands[1], tuple(trace.masks),
+                                    trace.end if scores is None else None))
     return patterns
 
 
@@ -166,11 +195,10 @@ def _trace_softmax(spec: Spec, node: nodes.Expr | None, depth: int) -> nodes.Cal
 
 
 class _ScoresTrace:
-    """Follows the softmax's argument back to the scores, collecting the scale and masks."""
+    """Follows a broken softmax's argument back to the scores, collecting the masks on the way."""
 
     def __init__(self, spec: Spec) -> None:
         self.spec = spec
-        self.scale: list[tuple[nodes.Expr, bool]] = []
         self.masks: list[nodes.Expr] = []
         self.end: nodes.Expr | None = None
 
@@ -184,10 +212,8 @@ class _ScoresTrace:
             if node.op == "@":
                 return node
             if node.op in "*/" and _is_scalar(spec, node.right):
-                self.scale.append((node.right, node.op == "/"))
                 return self.follow(node.left, depth + 1)
             if node.op == "*" and _is_scalar(spec, node.left):
-                self.scale.append((node.left, False))
                 return self.follow(node.right, depth + 1)
             if node.op in "+-":  # an additive mask or bias
                 return self.follow(node.left, depth + 1) or self.follow(node.right, depth + 1)
@@ -256,61 +282,29 @@ def cards(spec: Spec, patterns: list[Pattern]) -> list[Card]:
 
 
 def _axes(spec: Spec, p: Pattern) -> Axes:
-    q, k, v, s = (spec.value(n) if n is not None else Value(None)
-                  for n in (p.query, p.key, p.value, p.scores))
-    if p.scores is not None and not isinstance(p.scores, nodes.BinOp):
-        found = _einsum_axes(spec, p, v)
-        if found is not None:
-            return found
-    queries = q.shape[-2] if q.shape is not None and len(q.shape) >= 2 else None
+    """The sizes the card speaks of: queries, keys, d, dv, batch — from the analysis' roles."""
+    a = p.attention
+    if a is not None:
+        return Axes(_size(spec, a.weights_roles, "query"), _size(spec, a.weights_roles, "key"),
+                    _size(spec, a.query, "feature"), _size(spec, a.value, "value"), a.batch,
+                    a.summed_axes[0] if len(a.summed_axes) == 1 else None)
+    # A broken pattern: what the known shapes say, read as `Q @ K.T` and `P @ V` are written.
+    q, k, v = (spec.value(n) if n is not None else Value(None) for n in (p.query, p.key, p.value))
     keys = None
     if k.shape is not None and len(k.shape) >= 2:
         keys = k.shape[-1] if p.key_given_transposed else k.shape[-2]
-    d = q.shape[-1] if q.shape else None
-    dv = v.shape[-1] if v.shape else None
-    batch = s.shape[:-2] if s.shape is not None else ()
-    return Axes(queries, keys, d, dv, batch, _keys_axis(spec, p))
+    return Axes(q.shape[-2] if q.shape is not None and len(q.shape) >= 2 else None, keys,
+                q.shape[-1] if q.shape else None, v.shape[-1] if v.shape else None, (), None)
 
 
-def _einsum_axes(spec: Spec, p: Pattern, v: Value) -> Axes | None:
-    info = spec.program.calls.get(id(p.scores))
-    if info is None:
+def _size(spec: Spec, role: Role | None, name: str) -> Dim | None:
+    """The size of the axis with role ``name`` of a tensor of the attention."""
+    if role is None:
         return None
-    found = einsum_terms(info.args["subscripts"], [spec.value(n) for n in info.args["operands"].items])
-    if found is None:
+    index, value = role.axis(name), spec.value(role.node)
+    if index is None or value.shape is None or index >= len(value.shape):
         return None
-    (q_term, k_term), out = found
-    sizes = dict(q_term + k_term)
-    q_letters, k_letters = {c for c, _ in q_term}, {c for c, _ in k_term}
-
-    def size(letters: set[str]) -> Dim:
-        return product(sizes[c] for c in sorted(letters))
-
-    batch = tuple(sizes[c] for c in out if c in q_letters and c in k_letters)
-    return Axes(size((q_letters & set(out)) - k_letters), size((k_letters & set(out)) - q_letters),
-                size((q_letters & k_letters) - set(out)), v.shape[-1] if v.shape else sizes[out[-1]],
-                batch, _keys_axis(spec, p))
-
-
-def _keys_axis(spec: Spec, p: Pattern) -> int | None:
-    """The axis of the weights that the output sums over (the keys), non-negative."""
-    weights = spec.value(p.weights)
-    if weights.shape is None:
-        return None
-    if isinstance(p.output, nodes.BinOp):
-        return len(weights.shape) - 1
-    info = spec.program.calls.get(id(p.output))
-    if info is None:
-        return None
-    found = einsum_terms(info.args["subscripts"], [spec.value(n) for n in info.args["operands"].items])
-    if found is None:
-        return None
-    (w_term, v_term), out = found
-    summed = [i for i, (c, _) in enumerate(w_term) if c not in out and c in {x for x, _ in v_term}]
-    head, _, _ = info.args["subscripts"].partition(",")
-    if "..." in head or len(summed) != 1:
-        return None
-    return summed[0]
+    return value.shape[index]
 
 
 def _card(spec: Spec, p: Pattern, number: int) -> Card:
@@ -323,9 +317,10 @@ def _card(spec: Spec, p: Pattern, number: int) -> Card:
     if p.key is not None and p.key_given_transposed:
         key_text = rich("keys_given_transposed", text=code(spec.text(p.key)))
     softmax_axis = _softmax_axis(spec, p)
-    on_keys = steps.softmax_on_keys(softmax_axis, axes.keys_axis)
+    on_keys = p.attention.axis_ok if p.attention is not None else None
     if on_keys is False:
-        warned = any(d.code == "SC402" for d in spec.program.diagnostics)
+        warned = any(d.code == "SC402" and inside(d.span, p.statement.span) for d in spec.program.diagnostics) \
+            or any(d.code == "SC402" for d in spec.problems_in(p.softmax.span))
         sums = rich("mean_weights_wrong_warned" if warned else "mean_weights_wrong")
     else:
         sums = rich("mean_weights_keys", **f)
@@ -348,8 +343,8 @@ def _card(spec: Spec, p: Pattern, number: int) -> Card:
         steps.row("role_weights", _named(spec, p.softmax), p.softmax, weights_meaning),
         steps.row("role_output", _named(spec, p.output, p.statement), p.output, output_meaning),
     ]
-    checks = [steps.inner(axes), steps.output(axes), steps.axes(axes, softmax_axis, on_keys),
-              steps.scale(axes)] + steps.masks()
+    checks = [steps.inner(axes), steps.output(axes), steps.axes(axes, softmax_axis),
+              steps.scale(axes)] + steps.masks() + steps.changes()
     identity, identity_ok, identity_math = _identity(spec, p, axes)
     flops = [operation_cost(spec, n) if n is not None else None for n in (p.scores, p.output)]
     core = None if any(c is None or c[1] is None for c in flops) else flops[0][1] + flops[1][1]  # type: ignore[index,operator]
@@ -387,9 +382,13 @@ def _shape_or_unknown(value: str | None) -> Rich:
 
 
 def _softmax_axis(spec: Spec, p: Pattern) -> int | str:
+    """The softmax's axis as written (`row`, `col`, `-2`), or its index when written out by hand."""
     info = spec.program.calls.get(id(p.softmax))
-    if info is not None:
+    if info is not None and info.builtin == "softmax":
         return info.args["axis"]
+    if p.attention is not None:
+        return p.attention.softmax_axis
+    assert isinstance(p.softmax, nodes.Call)
     for keyword in p.softmax.keywords:
         if keyword.name.name == "axis":
             value = keyword.value
@@ -481,6 +480,9 @@ class _Steps:
                                      mark(False)) if cause is not None else rich("check_unknown"),
                          False if cause is not None else None)
         rows, width = value.shape[-2], value.shape[-1]
+        if p.attention is not None:  # in any layout: the axes the analysis calls query and value
+            rows = _size(spec, p.attention.output_roles, "query") or rows
+            width = _size(spec, p.attention.output_roles, "value") or width
         fields = dict(output=shape(value.text()), rows=math(to_text(rows)), width=math(to_text(width)))
         after = self.downstream()
         broken = next(((statement, d) for statement in after for d in spec.problems_in(statement.span)
@@ -513,60 +515,102 @@ class _Steps:
                 found.append(statement)
         return found
 
-    def softmax_on_keys(self, softmax_axis: int | str, keys_axis: int | None) -> bool | None:
-        source_node = _argument(self.spec, self.p.softmax, "x", 0)
-        source = self.spec.value(source_node) if source_node is not None else Value(None)
-        if keys_axis is None or source.shape is None or not isinstance(softmax_axis, (int, str)) \
-                or (isinstance(softmax_axis, str) and softmax_axis not in ("row", "col")):
-            return None
+    def axes(self, axes: Axes, softmax_axis: int | str) -> Check:
+        """The softmax normalises the axis the output sums over: the keys (the analysis' verdict)."""
+        label, a = text("check_axes"), self.p.attention
         weights = self.spec.value(self.p.weights)
-        if weights.shape is None or len(weights.shape) != len(source.shape):
-            return None
-        return axis_index(softmax_axis, source.rank) == keys_axis
-
-    def axes(self, axes: Axes, softmax_axis: int | str, on_keys: bool | None) -> Check:
-        """The softmax normalises the axis the output sums over: the keys."""
-        label = text("check_axes")
-        weights = self.spec.value(self.p.weights)
-        if on_keys is None or weights.shape is None or axes.keys_axis is None:
+        if a is None or a.axis_ok is None or weights.shape is None or axes.keys_axis is None:
             return Check(label, rich("check_axes_unknown"), None)
-        negative = axes.keys_axis - len(weights.shape)
-        fields = dict(axis=math(str(negative).replace("-", "−")), keys=_dim(axes.keys),
+        roles = a.weights_roles
+        query_axis = roles.axis("query")
+        fields = dict(axis=math(_negative(axes.keys_axis, len(weights.shape))), keys=_dim(axes.keys),
                       queries=_dim(axes.queries), output=code(self.spec.text(self.p.output)),
-                      softmax_axis=_axis_text(softmax_axis))
-        if on_keys:
+                      query_axis=math(_negative(query_axis, len(roles.axes))) if query_axis is not None
+                      else "?")
+        if a.axis_ok:
             return Check(label, join(list(rich("check_axes_ok", **fields)), " ", mark(True)), True)
-        return Check(label, join(list(rich("check_axes_bad", **fields)), " ", mark(False)), False)
+        # Said in the softmax argument's own axes: the roles name the summed axis "key".
+        summed = a.softmax_roles.axis("key") if a.softmax_roles is not None else None
+        rank = len(a.softmax_roles.axes) if a.softmax_roles is not None else 0
+        if summed is None:
+            return Check(label, join(list(rich("check_axes_bad_unknown", output=fields["output"])), " ",
+                                     mark(False), " ", self.warning(("SC402",))), False)
+        return Check(label, join(list(rich(
+            "check_axes_bad", output=fields["output"], normalised=math(_negative(a.softmax_axis, rank)),
+            summed=math(_negative(summed, rank)))), " ", mark(False), " ", self.warning(("SC402",))), False)
 
     def scale(self, axes: Axes) -> Check:
-        """The scores are scaled by 1/sqrt(d), d the size of the contracted axis."""
-        spec, label = self.spec, text("check_scale")
-        if self.p.scores is None:
-            return Check(label, rich("check_unknown"), None)
-        if not self.p.scale:
-            return Check(label, rich("check_scale_none"), None)
-        written = " ".join(("/ " if divides else "* ") + spec.text(node) for node, divides in self.p.scale)
-        radicand = _radicand(spec, self.p.scale)
-        if radicand is None:
-            return Check(label, rich("check_scale_other", scale=code(written)), None)
-        fields = dict(scale=code(written), size=math(to_text(radicand)), d=_dim(axes.d))
-        if axes.d is None:
-            return Check(label, rich("check_scale_unknown", **fields), None)
-        if spec.equal(radicand, axes.d).verdict:
+        """The scores are scaled by 1/sqrt(d), d the width they sum over (the analysis' verdict),
+        named as the card names Q's feature axis when they are the same size (`d`, not the
+        `2*h` of its definition)."""
+        spec, label, a = self.spec, text("check_scale"), self.p.attention
+        if a is None or a.scale is None:
+            return Check(label, rich("check_cannot_axes") if a is None else rich("check_unknown"), None)
+        scale = a.scale
+        if scale.verdict == "none":
+            return Check(label, join(list(rich("check_scale_none")), " ", self.warning(("SC405",))), None)
+        written = " ".join(("/ " if f.divides else "* ") + spec.text(f.node)
+                           + (text("scale_on", operand=spec.text(f.operand)) if f.operand is not None else "")
+                           for f in scale.factors)
+        width = scale.expected
+        if width is not None and axes.d is not None and spec.program.dims.equal(axes.d, width):
+            width = axes.d
+        fields = dict(scale=code(written), size=math(to_text(scale.radicand)) if scale.radicand is not None
+                      else "?", d=_dim(width))
+        if scale.verdict == "ok":
             return Check(label, join(list(rich("check_scale_ok", **fields)), " ", mark(True)), True)
-        return Check(label, join(list(rich("check_scale_bad", **fields)), " ", mark(False)), False)
+        if scale.verdict == "wrong":
+            return Check(label, join(list(rich("check_scale_bad", **fields)), " ", mark(False), " ",
+                                     self.warning(("SC404",))), False)
+        if scale.verdict == "inverted":
+            return Check(label, join(list(rich("check_scale_inverted", **fields)), " ", mark(False), " ",
+                                     self.warning(("SC404",))), False)
+        return Check(label, rich("check_scale_other", scale=code(written)), None)
 
     def masks(self) -> list[Check]:
-        spec, out = self.spec, []
-        for mask in self.p.masks:
-            problem = next((d for d in spec.problems_in(mask.span) if d.is_error), None)
-            fields = dict(mask=code(spec.text(mask)))
-            if problem is not None:
-                out.append(Check(text("check_mask"), join(list(rich("check_mask_bad", **fields)), " ",
-                                                          mark(False), " ", _reference(problem)), False))
+        spec, out, label = self.spec, [], text("check_mask")
+        if self.p.attention is None:  # a broken pattern: only whether the mask itself failed
+            for node in self.p.masks:
+                problem = next((d for d in spec.problems_in(node.span) if d.is_error), None)
+                if problem is not None:
+                    out.append(Check(label, join(list(rich("check_mask_bad", mask=code(spec.text(node)))),
+                                                 " ", mark(False), " ", _reference(problem)), False))
+            return out
+        for mask in self.p.attention.masks:
+            fields = dict(mask=code(spec.text(mask.node)))
+            if mask.after_softmax:
+                out.append(Check(label, join(list(rich("check_mask_after", **fields)), " ", mark(False), " ",
+                                             self.warning(("SC406",))), False))
+            elif mask.alignment == "aligned":
+                keys = _visible_keys(spec, mask.condition.node)
+                said = rich("check_mask_causal", **fields, keys=math(keys)) if keys is not None \
+                    else rich("check_mask_aligned", **fields)
+                out.append(Check(label, join(list(said), " ", mark(True)), True))
+            elif mask.alignment == "transposed":
+                out.append(Check(label, join(list(rich("check_mask_transposed", **fields)), " ", mark(False),
+                                             " ", self.warning(("SC407",))), False))
             else:
-                out.append(Check(text("check_mask"), rich("check_mask_ok", **fields), None))
+                out.append(Check(label, rich("check_mask_ok", **fields), None))
         return out
+
+    def changes(self) -> list[Check]:
+        """What changed the weights between the softmax and the sum (other than dropout)."""
+        a = self.p.attention
+        if a is None:
+            return []
+        masked = {id(m.node) for m in a.masks if m.after_softmax}
+        return [Check(text("check_weights"), join(list(rich("check_changed", change=code(self.spec.text(node)))),
+                                                  " ", mark(False), " ", self.warning(("SC406",))), False)
+                for node in a.changes if id(node) not in masked]
+
+    def warning(self, codes: tuple[str, ...]) -> Rich:
+        """The analysis' warning of one of ``codes`` for this pattern, if it gave one."""
+        for diagnostic in self.spec.program.diagnostics:
+            if diagnostic.code in codes \
+                    and any(inside(diagnostic.span, span) for span in self.spans()):
+                self.causes.append(diagnostic)
+                return _reference(diagnostic)
+        return ()
 
     def spans(self) -> tuple[Span, ...]:
         spec, p = self.spec, self.p
@@ -585,21 +629,29 @@ class _Steps:
         return tuple(dict.fromkeys(found))
 
 
-def _radicand(spec: Spec, factors: tuple[tuple[nodes.Expr, bool], ...]) -> Dim | None:
-    """X when the scale is 1/sqrt(X) (`/ sqrt(X)`, `* X ** -0.5`, `/ X ** 0.5`); else None."""
-    if len(factors) != 1:
+def _visible_keys(spec: Spec, condition: nodes.Expr) -> str | None:
+    """The keys query i sees under a `causal_mask(n, n_k, window)` condition, as its
+    arguments make them (`j ≤ i`, `j ≤ i + T_past` for a cache, `i - W < j ≤ i` for a
+    window); None when the condition is not that call itself (a combination of masks)."""
+    call = spec.definition(condition)
+    info = spec.program.calls.get(id(call))
+    if info is None or info.builtin != "causal_mask":
         return None
-    node, divides = factors[0]
-    node = strip_parens(node)
-    if isinstance(node, nodes.Call) and _builtin(spec, node) == "sqrt" and divides and node.args:
-        return spec.dims_of(node.args[0])
-    if isinstance(node, nodes.BinOp) and node.op == "**":
-        exponent = strip_parens(node.right)
-        negative = isinstance(exponent, nodes.Unary) and exponent.op == "-"
-        number = strip_parens(exponent.operand) if isinstance(exponent, nodes.Unary) else exponent
-        if isinstance(number, nodes.Decimal) and number.value == 0.5 and negative != divides:
-            return spec.dims_of(node.left)
-    return None
+    dims = spec.program.dims
+    offset = dims.simplest(info.args["n_k"] - info.args["n"]) if info.args.get("n_k") is not None else 0
+
+    def shifted(by: Dim | int) -> str:
+        written = to_text(by) if by != 0 else ""
+        return "i" if not written else f"i - {written[1:]}" if written.startswith("-") else f"i + {written}"
+
+    seen = f"j ≤ {shifted(offset)}"
+    window = info.args.get("window")
+    return seen if window is None else f"{shifted(dims.simplest(offset - window))} < {seen}"
+
+
+def _negative(index: int, rank: int) -> str:
+    """An axis as a negative index, as the notes count from the last: `−1`."""
+    return str(index - rank).replace("-", "−")
 
 
 def _reference(diagnostic: Diagnostic | None) -> Rich:

@@ -145,9 +145,12 @@ class Report:
 def build_report(program: Program, path: str, bindings: dict[str, int] | None = None,
                  dtype: str = "float64") -> Report:
     spec = Spec(program, path, dict(bindings or {}), dtype)
-    steps = reasoning(spec)  # first: it records which constraint served as a proof where
     patterns = find_patterns(spec)
     card_list = cards(spec, patterns)
+    # The reasoning says plainly what each softmax normalises, in the cards' words; it also
+    # records which constraint served as a proof where (for the constraints table).
+    steps = reasoning(spec, {id(p.softmax): card.checks[2] for p, card in zip(patterns, card_list)
+                             if p.attention is not None})
     filled = {card.line for card in card_list}
     nodes_by_name = _node_anchors(spec)
     problems = [_problem(spec, d, index, nodes_by_name, card_list)

@@ -9,8 +9,9 @@ is recorded in the :class:`Spec`, so the constraints table can say where it was 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .. import nodes
 from ..program import Value
@@ -36,16 +37,20 @@ class StatementReasoning:
     steps: tuple[Step, ...]
 
 
-def reasoning(spec: Spec) -> list[StatementReasoning]:
+def reasoning(spec: Spec, softmax_axes: Mapping[int, Any] | None = None) -> list[StatementReasoning]:
+    """One entry per statement with something to reason about. ``softmax_axes`` holds, by
+    softmax node, the card's axes check (whether the weights are summed over the axis the
+    softmax normalises): the softmax's step says it."""
     out = []
+    axes = dict(softmax_axes or {})
     for statement in spec.program.statements:
-        steps = _statement_steps(spec, statement)
+        steps = _statement_steps(spec, statement, axes)
         if steps:
             out.append(StatementReasoning(statement.span.line, spec.text(statement), tuple(steps)))
     return out
 
 
-def _statement_steps(spec: Spec, statement: nodes.Stmt) -> list[Step]:
+def _statement_steps(spec: Spec, statement: nodes.Stmt, axes: dict[int, Any]) -> list[Step]:
     steps: list[Step] = []
     value = getattr(statement, "value", None)
     if isinstance(statement, (nodes.Define, nodes.Output)) and value is not None:
@@ -54,6 +59,10 @@ def _statement_steps(spec: Spec, statement: nodes.Stmt) -> list[Step]:
                 continue  # not a value: a shape or a dim expression in an argument
             rule = _RULES.get(_kind(spec, node))
             step = rule(spec, node, statement) if rule is not None else None
+            if step is not None and id(node) in axes and axes[id(node)].ok is not None:
+                check = axes[id(node)]
+                step = Step(step.line, step.ok and check.ok, join(list(step.text), "; ", check.text),
+                            step.index_form)
             if step is not None:
                 steps.append(step)
     annotation = _annotation(spec, statement)

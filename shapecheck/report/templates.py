@@ -49,10 +49,12 @@ TEXT: Table = Table("report", "TEXT", {
     "because of the errors above: its card is left out.",
     "intro_cost": "Floating-point operations per statement and the bytes of each result, "
     "as expressions in the spec's dims{evaluated}. Conventions: a matmul [a, b] @ [b, c] costs "
-    "2·a·b·c (batch axes multiply); elementwise operations and functions 1 per element; "
-    "softmax 5 per element (max, subtract, exp, sum, divide); layernorm 5 and rmsnorm 3 per "
-    "element; a reduction 1 per input element; einsum 2 per term of its sum; reshapes, "
-    "transposes, masks and constants 0; operations on scalars are not counted.",
+    "2·a·b·c (batch axes multiply); elementwise operations and functions (comparisons and "
+    "& | ~ included) 1 per element; softmax 5 per element (max, subtract, exp, sum, divide); "
+    "layernorm 5 and rmsnorm 3 per element; a reduction 1 per input element; einsum 2 per "
+    "term of its sum; data movement (reshapes, transposes, heads, repeat, concat, stack, "
+    "indexing and slicing, where, masks, tril/triu, arange) and constants 0; operations on "
+    "scalars are not counted.",
     "intro_cost_evaluated": ", evaluated at the concrete sizes",
     "intro_reasoning": "Don't memorise, reason: for each `@`, the notes' 30-second self-check "
     "(the operand shapes, the inner dimensions that must agree and why they do, the index "
@@ -61,7 +63,6 @@ TEXT: Table = Table("report", "TEXT", {
     "intro_graph": "Inputs and params on the left, each statement in the column after "
     "everything it reads, outputs on the right; every edge carries the shape that flows "
     "along it.",
-    "no_problems": "No problems.",
     "link_picture": "in the picture",
     "link_card": "card {number}",
     "link_line": "line {line}",
@@ -132,7 +133,6 @@ TEXT: Table = Table("report", "TEXT", {
     "and": " and ",
     "see_problem": "see {code} on line {line}",
     # --- identity ------------------------------------------------------------------------
-    "identity_identical": "holds: both sides are {value}",
     "identity_proved": "holds {how}",
     "identity_bindings": "holds at the concrete sizes: {left} = {right}",
     "identity_violated": "violated at the concrete sizes: {left} ≠ {right}",
@@ -147,7 +147,6 @@ TEXT: Table = Table("report", "TEXT", {
     "card_title": "Attention {number}: {statement} (line {line})",
     "card_line": "Q/K/V: {qkv} · scores S = QKᵀ: {scores} · weights P = softmax(S): {weights} "
     "({axis}) · output O = PV: {output} · multi-head: {identity}",
-    "card_qkv_same": "{shape}",
     "card_qkv_differ": "Q {q}, K {k}, V {v}",
     "role_query": "Q: query",
     "role_key": "K: index (key)",
@@ -155,7 +154,6 @@ TEXT: Table = Table("report", "TEXT", {
     "role_scores": "S = QKᵀ: scores",
     "role_weights": "P = softmax(S): weights",
     "role_output": "O = PV: output",
-    "role_identity": "multi-head",
     "role_core": "cost of the core",
     "mean_query": "what each of the {queries} queries looks for: one {d}-vector per query",
     "mean_key": "what each of the {keys} keys is found by; its inner size {d} must equal the "
@@ -197,21 +195,30 @@ TEXT: Table = Table("report", "TEXT", {
     "follows fails: {statement}",
     "check_output_annotation": "{message}",
     "check_axes": "axes",
-    "check_axes_ok": "softmax normalises over the keys ({keys}), axis {axis}; {output} sums over "
-    "the same axis",
-    "check_axes_bad": "softmax normalises along {softmax_axis}, but {output} sums over axis {axis}, "
-    "the keys ({keys}): each query's weights do not sum to 1",
+    "check_axes_ok": "the queries ({queries}) are axis {query_axis}, the keys ({keys}) axis {axis}; "
+    "softmax normalises over the keys, axis {axis}; {output} sums over the same axis",
+    "check_axes_bad": "softmax normalises axis {normalised} of its scores, but {output} sums over "
+    "axis {summed} of them: each output row is a sum that is not a weighted average of the values",
+    "check_axes_bad_unknown": "{output} does not sum over the axis the softmax normalises",
     "check_axes_unknown": "the axes cannot be followed here",
+    "check_cannot_axes": "cannot be checked: the shapes are unknown",
     "check_scale": "scale",
     "check_scale_none": "none: the notes' one-line formula leaves it out; models usually divide "
     "by sqrt(d)",
     "check_scale_other": "{scale}: not of the form 1/sqrt(X), no opinion",
     "check_scale_ok": "{scale} is 1/sqrt({size}), and the scores sum over {d}",
     "check_scale_bad": "{scale} is 1/sqrt({size}), but the scores sum over {d}",
+    "check_scale_inverted": "{scale} multiplies by sqrt({d}) where the notes divide by it",
+    "scale_on": " (on {operand}, before the product)",
     "check_mask": "mask",
-    "check_scale_unknown": "{scale} is 1/sqrt({size}); the width the scores sum over is unknown",
     "check_mask_ok": "{mask}, applied to the scores before the softmax",
     "check_mask_bad": "{mask}",
+    "check_mask_causal": "{mask}: query i sees the keys {keys}",
+    "check_mask_aligned": "{mask}: causal, each query sees the keys up to its own position",
+    "check_mask_transposed": "{mask}: transposed, each query sees the keys after it, not before",
+    "check_mask_after": "{mask} is applied after the softmax: the weights no longer sum to 1",
+    "check_weights": "weights",
+    "check_changed": "{change} changes the weights after the softmax: they no longer sum to 1",
     "by_row": "by row",
     "by_axis": "by {axis}",
     # --- cost ----------------------------------------------------------------------------

@@ -35,17 +35,17 @@ TEXT = {
     "no_cards": "这个 spec 中没有找到注意力模式 (`softmax(…) @ values`)。",
     "unfilled_cards": "第 {lines} 行的注意力模式因为上面的错误形状未知: 它的卡片略去了。",
     "intro_cost": "每条语句的浮点运算次数和每个结果的字节数, 写成 spec 维度的表达式{evaluated}。"
-    "约定: 矩阵乘 [a, b] @ [b, c] 计 2·a·b·c (批轴相乘); 逐元素运算和函数每个元素 1 次; "
-    "softmax 每个元素 5 次 (max、减、exp、求和、除); layernorm 每个元素 5 次, rmsnorm 3 次; "
-    "归约每个输入元素 1 次; einsum 其求和的每一项 2 次; reshape、转置、掩码和常量 0 次; "
-    "标量上的运算不计。",
+    "约定: 矩阵乘 [a, b] @ [b, c] 计 2·a·b·c (批轴相乘); 逐元素运算和函数 (包括比较和 "
+    "& | ~) 每个元素 1 次; softmax 每个元素 5 次 (max、减、exp、求和、除); layernorm 每个元素 "
+    "5 次, rmsnorm 3 次; 归约每个输入元素 1 次; einsum 其求和的每一项 2 次; 数据搬运 (reshape、"
+    "转置、拆分与合并多头、repeat、concat、stack、下标与切片、where、掩码、tril/triu、arange) "
+    "和常量 0 次; 标量上的运算不计。",
     "intro_cost_evaluated": ", 并在具体尺寸下求值",
     "intro_reasoning": "不靠记忆, 靠推理: 对每个 `@`, 做笔记的 30 秒自检 (操作数的形状、必须一致的"
     "\"内维\"及其为何一致、下标版); 对每个 softmax, 给出轴和哪些和为 1; 对每个 reshape, "
     "给出元素个数以及它需要什么。",
     "intro_graph": "输入和参数在左边, 每条语句在它读取的所有东西之后的一列, 输出在右边; 每条边标着"
     "沿它流动的形状。",
-    "no_problems": "没有问题。",
     "link_picture": "在图中",
     "link_card": "卡片 {number}",
     "link_line": "第 {line} 行",
@@ -116,7 +116,6 @@ TEXT = {
     "and": " 和 ",
     "see_problem": "见第 {line} 行的 {code}",
     # --- 关键等式 --------------------------------------------------------------------------
-    "identity_identical": "成立: 两边都是 {value}",
     "identity_proved": "成立, {how}",
     "identity_bindings": "在具体尺寸下成立: {left} = {right}",
     "identity_violated": "在具体尺寸下不成立: {left} ≠ {right}",
@@ -130,7 +129,6 @@ TEXT = {
     "card_title": "注意力 {number}: {statement} (第 {line} 行)",
     "card_line": "Q/K/V: {qkv} · Scores S = QKᵀ: {scores} · Weights P = softmax(S): {weights} "
     "({axis}) · Output O = PV: {output} · Multi-head: {identity}",
-    "card_qkv_same": "{shape}",
     "card_qkv_differ": "Q {q}, K {k}, V {v}",
     "role_query": "Q: 查询 (query)",
     "role_key": "K: 索引 (key)",
@@ -138,7 +136,6 @@ TEXT = {
     "role_scores": "S = QKᵀ: 匹配分数",
     "role_weights": "P = softmax(S): 权重",
     "role_output": "O = PV: 输出",
-    "role_identity": "多头",
     "role_core": "核心的代价",
     "mean_query": "{queries} 个 query 各自要找什么: 每个 query 一个 {d} 维向量",
     "mean_key": "{keys} 个 key 各自凭什么被找到; 它的内维 {d} 必须与 query 的一致",
@@ -177,19 +174,29 @@ TEXT = {
     "check_output_after": "{output}: {rows} 个 query 每个一个 {width} 维向量, 但之后的一步失败了: {statement}",
     "check_output_annotation": "{message}",
     "check_axes": "轴",
-    "check_axes_ok": "softmax 在 key ({keys}) 上归一化, 即轴 {axis}; {output} 也沿同一个轴求和",
-    "check_axes_bad": "softmax 沿 {softmax_axis} 归一化, 但 {output} 沿轴 {axis} (key, {keys}) 求和: "
-    "每个 query 的权重之和不为 1",
+    "check_axes_ok": "query ({queries}) 是轴 {query_axis}, key ({keys}) 是轴 {axis}; softmax 在 key "
+    "上归一化, 即轴 {axis}; {output} 也沿同一个轴求和",
+    "check_axes_bad": "softmax 在分数的轴 {normalised} 上归一化, 但 {output} 沿它们的轴 {summed} 求和: "
+    "每一行输出都不是对 value 的加权平均",
+    "check_axes_bad_unknown": "{output} 求和所沿的轴不是 softmax 归一化的轴",
     "check_axes_unknown": "这里无法追溯轴",
+    "check_cannot_axes": "无法检查: 形状未知",
     "check_scale": "缩放",
     "check_scale_none": "没有: 笔记的一行公式省略了它; 模型通常除以 sqrt(d)",
     "check_scale_other": "{scale}: 不是 1/sqrt(X) 的形式, 不作判断",
     "check_scale_ok": "{scale} 即 1/sqrt({size}), 而分数正是在 {d} 上求和的",
     "check_scale_bad": "{scale} 即 1/sqrt({size}), 但分数是在 {d} 上求和的",
-    "check_scale_unknown": "{scale} 即 1/sqrt({size}); 分数求和所沿的维度未知",
+    "check_scale_inverted": "{scale} 乘以 sqrt({d}), 而笔记是除以它",
+    "scale_on": " (作用于 {operand}, 在乘积之前)",
     "check_mask": "掩码",
     "check_mask_ok": "{mask}, 在 softmax 之前作用于分数",
     "check_mask_bad": "{mask}",
+    "check_mask_causal": "{mask}: query i 只看 key {keys}",
+    "check_mask_aligned": "{mask}: 因果掩码, 每个 query 只看到自己位置为止的 key",
+    "check_mask_transposed": "{mask}: 被转置了, 每个 query 看的是它之后的 key, 而不是之前的",
+    "check_mask_after": "{mask} 在 softmax 之后施加: 权重之和不再为 1",
+    "check_weights": "权重",
+    "check_changed": "{change} 在 softmax 之后改变了权重: 它们之和不再为 1",
     "by_row": "按行",
     "by_axis": "沿 {axis}",
     # --- 代价 ------------------------------------------------------------------------------

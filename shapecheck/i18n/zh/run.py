@@ -59,6 +59,10 @@ MESSAGES = {
     "what_input": "这次运行的一个输入数组",
     "dtype": "dtype 必须是 {choices} 之一, 得到的是 {dtype}",
     "backend": "backend 必须是 {choices} 之一, 得到的是 {backend}",
+    "fused_option": "fused 必须是 {choices} 之一, 得到的是 {fused}",
+    "device": "设备 {device} 不是 {backend} 后端能运行的设备 ({choices})",
+    "no_cuda": "设备 {device}: torch 在这台机器上看不到 CUDA 设备",
+    "no_torch": "torch 后端需要 PyTorch: pip install 'attn-shapecheck[torch]' ({reason})",
     # 资源
     "memory": "在绑定的尺寸 ({bindings}) 下这次运行大约需要 {total}, 超过了 --max-memory {limit}; "
     "最大的张量是 {largest} {shape}, {size}",
@@ -79,7 +83,8 @@ MESSAGES = {
     "bug_no_builtin_torch": "后端 bug: 内置函数 `{name}` 没有 torch 实现; 请报告它",
     "bug_not_value": "后端 bug: 无法把 {kind} 当作值执行 (第 {line} 行); 请报告它",
     # `shapecheck run` 的报告
-    "report_header": "{path}: 以 {bindings} 运行 ({dtype}, numpy)",
+    "report_header": "{path}: 以 {bindings} 运行 ({dtype}, {backend})",
+    "report_plan": "  {text}",
     "report_generated": "  生成 (seed {seed}): {names} ~ {how}",
     "report_loaded": "  加载: {name} 来自 {source}",
     "report_output": "输出 {name}: 形状 {shape}, {dtype}, {stats}",
@@ -106,6 +111,34 @@ MESSAGES = {
     "what_column": "列",
     "what_slice": "片",
     "softmax_sum": "softmax `{name}` (第 {line} 行): 有一{what}沿轴 {axis} 之和为 {total!r}, 不是 1",
+    # 融合的注意力 (numpy: 分块; torch: scaled_dot_product_attention)
+    "check_softmax_fused": "softmax `{name}` (第 {line} 行), 已融合: 逐块检查, 沿轴 {axis} 每一{what}之和为 1 "
+    "(最大误差 {error:.1e})",
+    "check_softmax_sdpa": "softmax `{name}` (第 {line} 行), 已融合为 scaled_dot_product_attention: "
+    "由 Q、K、V 重新算出的 {count} {what}沿轴 {axis} 之和为 1, 且与它的输出一致 (最大误差 {error:.1e})",
+    "sdpa_bug": "后端 bug: softmax `{name}` (第 {line} 行) 的 scaled_dot_product_attention 与由 Q、K、V "
+    "重新算出的{what}相差 {error:.1e}; 请报告它",
+    "fused": "softmax `{name}` (第 {line} 行): {how}",
+    "fused_workspace": "融合的 softmax `{name}` (第 {line} 行) 的分数块",
+    "fused_blocks": "已融合, 每次 {rows} 行查询{keys}; {shape} 的匹配分数表从不整体构造",
+    "fused_keys": ", 每次 {keys} 个 key (在线 softmax)",
+    "fused_sdpa": "已融合为一次 scaled_dot_product_attention 调用 ({mask})",
+    "sdpa_no_mask": "无掩码",
+    "sdpa_causal": "is_causal",
+    "sdpa_bool": "bool 掩码",
+    "sdpa_float": "加性掩码",
+    "not_fused": "softmax `{name}` (第 {line} 行): 未融合: {reason}",
+    "fused_off": "--fused off",
+    "fused_off_save_all": "保留了每个中间结果 (--save-all)",
+    "fused_no_scores": "匹配分数不是分析能认出的 Q 与 K 的乘积",
+    "fused_changed": "权重在 softmax 与乘 V 之间被改动了",
+    "fused_handwritten": "softmax 是手写展开的",
+    "fused_unknown_step": "匹配分数经过了缩放、偏置、掩码以外的运算",
+    "fused_fill": "掩码的填充值不是数",
+    "fused_needed": "匹配分数或权重在别处还要用 (是输出, 或被再次读取)",
+    "fused_layout": "Q、K、V、偏置或掩码中有一个轴在注意力中没有角色",
+    "fused_not_sdpa": "掩码把分数替换为有限值, 或缩放不是正的常数: scaled_dot_product_attention "
+    "的任何形式都算不出它",
     "check_weights": "`{contraction}` (第 {line} 行): 权重 `{weights}` 沿它求和的轴 (轴 {axes}) "
     "之和为 1 (最大误差 {error:.1e})",
     "check_weights_nan": "`{contraction}` (第 {line} 行): 权重 `{weights}` 中不是 NaN、也不全为零的部分沿它"

@@ -1,0 +1,435 @@
+"""Attention patterns a backend runs as one fused operation.
+
+The axis-meaning pass (:func:`shapecheck.meaning.analyse`, kept as ``Program.meaning``)
+finds every ``softmax(scale · Q @ K.T [+ bias] [masked]) @ V`` whatever its letters or
+layout, says which axis of each tensor is the query, the key, the feature, a batch axis,
+and lists what happens to the scores between the product and the softmax in the order it
+happens (``Attention.ops``: scale factors, biases, masks). This module does not look for
+patterns again: it reads each one and decides whether it can be fused, and how:
+
+- the steps (:class:`Step`: a scale, an added or subtracted bias, a mask) are the pattern's
+  ``ops``, in order;
+- the tensors computed only for the pattern (the scores, the masked scores, the weights, a
+  ``causal_mask`` read only there) are found by following the names from the contraction's
+  weights down to the scores: a fused run never computes them. A pattern whose
+  intermediates are needed elsewhere — an output, read by another statement, or every
+  tensor kept (``--save-all``) — is not fused: the table is built anyway.
+- a ``causal_mask`` (in any transpose) is generated block by block (:class:`Causal`);
+  any other mask or bias is a tensor the backend evaluates and slices.
+
+:func:`fusable` returns one :class:`Fusable` per pattern that qualifies, and the reason
+(a key of :data:`errors.MESSAGES`) for each that does not.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .. import nodes
+from ..program import Program
+
+if TYPE_CHECKING:
+    from ..meaning import Attention, Bias, Mask, Role, ScaleFactor
+
+
+@dataclass(frozen=True)
+class Part:
+    """A tensor of the pattern: its expression, and the role of each of its axes."""
+
+    node: nodes.Expr
+    labels: tuple[str | None, ...]
+
+
+@dataclass(frozen=True)
+class Causal:
+    """A ``causal_mask(n, n_k, window=W)`` call: generated per block, never built.
+    ``transposed``: its rows are the keys (``where(causal_mask(N).T, ...)``)."""
+
+    n: Any  # dims
+    n_k: Any
+    window: Any
+    transposed: bool
+
+
+@dataclass(frozen=True)
+class Step:
+    """One operation on the scores: ``scale`` (multiply by, or ``divides``, the scalar
+    ``node``), ``bias`` (add ``part``, or subtract it: ``divides``), ``mask`` (where it does
+    not keep a score, replace it by ``fill``, or add ``fill`` when ``additive``; the mask is
+    ``causal`` or ``part``)."""
+
+    kind: str
+    node: nodes.Expr | None = None
+    divides: bool = False  # a scale written as a divisor; a bias subtracted
+    part: Part | None = None
+    causal: Causal | None = None
+    keeps: bool = True
+    fill: float = -math.inf
+    additive: bool = False
+
+
+@dataclass(frozen=True)
+class Fusable:
+    """A pattern a backend may run as one operation computing the node ``output``."""
+
+    output: nodes.Expr
+    output_labels: tuple[str | None, ...]
+    query: Part
+    key: Part
+    value: Part
+    steps: tuple[Step, ...]
+    batch: tuple[str, ...]  # the batch roles, in order: batch:0, batch:1, ...
+    skipped: frozenset[str]  # tensors computed only for the pattern: never computed
+    softmax_name: str  # the tensor the softmax defines, for messages
+    softmax_line: int
+    softmax_axis: int  # the axis it normalises, in its argument
+    softmax_rank: int
+
+    @property
+    def canonical_query(self) -> tuple[str, ...]:
+        return (*self.batch, "query", "feature")
+
+    @property
+    def canonical_key(self) -> tuple[str, ...]:
+        return (*self.batch, "key", "feature")
+
+    @property
+    def canonical_value(self) -> tuple[str, ...]:
+        return (*self.batch, "key", "value")
+
+    @property
+    def canonical_scores(self) -> tuple[str, ...]:
+        return (*self.batch, "query", "key")
+
+    @property
+    def canonical_output(self) -> tuple[str, ...]:
+        return (*self.batch, "query", "value")
+
+
+class _NotFusable(Exception):
+    """Why a pattern is not fused: a key of the backend's messages."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def fusable(program: Program, kept: set[str] | frozenset[str] = frozenset(), *,
+            keep_all: bool = False) -> tuple[list[Fusable], list[tuple[str, int, str]]]:
+    """The patterns of ``program`` that can be fused, and (softmax name, line, reason) for
+    the others. ``kept``: tensors the run must produce (the outputs); ``keep_all``: every
+    tensor is kept (``--save-all``), so nothing is fused."""
+    meaning = getattr(program, "meaning", None)
+    patterns = list(meaning.patterns) if meaning is not None else []
+    found: list[Fusable] = []
+    refused: list[tuple[str, int, str]] = []
+    definitions = _definitions(program)
+    reads = _reads(program)
+    for attention in patterns:
+        name, line = _softmax_place(attention)
+        try:
+            if keep_all:
+                raise _NotFusable("fused_off_save_all")
+            found.append(_Builder(program, attention, definitions, reads, set(kept)).build())
+        except _NotFusable as refusal:
+            refused.append((name, line, refusal.reason))
+    return found, refused
+
+
+def _definitions(program: Program) -> dict[str, nodes.Expr]:
+    result: dict[str, nodes.Expr] = {}
+    for stmt in program.statements:
+        if isinstance(stmt, (nodes.Define, nodes.Output)) and stmt.value is not None:
+            result[stmt.name.name] = stmt.value
+    return result
+
+
+def _reads(program: Program) -> Counter[str]:
+    """How many times each tensor is read, in the whole program."""
+    counts: Counter[str] = Counter()
+    for expr in _definitions(program).values():
+        counts.update(n for n in _names(expr) if n in program.tensors)
+    return counts
+
+
+def _names(expr: nodes.Expr) -> Iterator[str]:
+    if isinstance(expr, nodes.Name):
+        yield expr.name
+    for child in nodes.children(expr):
+        yield from _names(child)
+
+
+def _softmax_place(attention: Attention) -> tuple[str, int]:
+    stmt = attention.softmax_statement or attention.statement
+    name = getattr(stmt, "name", None)
+    return (name.name if name is not None else "?"), attention.softmax.span.line
+
+
+class _Builder:
+    """Reads one attention pattern into a :class:`Fusable` (or refuses, saying why)."""
+
+    def __init__(self, program: Program, attention: Attention, definitions: dict[str, nodes.Expr],
+                 reads: Counter[str], kept: set[str]) -> None:
+        self.program = program
+        self.attention = attention
+        self.definitions = definitions
+        self.reads = reads
+        self.kept = kept
+        self.chain: set[str] = set()  # tensors on the path from the weights to the scores
+        self.masks = {id(mask.node): mask for mask in attention.masks}
+        self.causal_conditions: list[nodes.Expr] = []  # of the masks generated per block
+
+    def build(self) -> Fusable:
+        a = self.attention
+        if a.scores is None or a.query is None or a.key is None or a.ops is None:
+            raise _NotFusable("fused_no_scores")
+        if not a.axis_ok or a.changes:
+            raise _NotFusable("fused_changed")
+        self._walk_weights(a.weights)
+        self._walk_scores(self._softmax_argument())
+        steps = tuple(self._step(op) for op in a.ops)
+        name, line = _softmax_place(a)
+        batch = tuple(f"batch:{i}" for i in range(len(a.batch)))
+        argument = self._softmax_argument()
+        return Fusable(a.output, a.output_roles.axes, _part(a.query), _part(a.key),
+                       _part(a.value), steps, batch, frozenset(self._skipped()), name, line,
+                       a.softmax_axis, self.program.type_of(argument).rank)
+
+    def _step(self, op: ScaleFactor | Bias | Mask) -> Step:
+        kind = type(op).__name__
+        if kind == "ScaleFactor":
+            return Step("scale", op.node, op.divides)  # type: ignore[union-attr]
+        if kind == "Bias":
+            return Step("bias", divides=op.subtracts,  # type: ignore[union-attr]
+                        part=Part(op.node, tuple(op.axes)))
+        return self._mask(op)  # type: ignore[arg-type]
+
+    # the path from the contraction's weights operand to the softmax
+
+    def _walk_weights(self, node: nodes.Expr) -> None:
+        while node is not self.attention.softmax:
+            node = self._through(node)
+
+    def _softmax_argument(self) -> nodes.Expr:
+        info = self.program.calls.get(id(self.attention.softmax))
+        if info is None or info.builtin != "softmax":  # a softmax written out by hand
+            raise _NotFusable("fused_handwritten")
+        return info.args["x"]
+
+    def _through(self, node: nodes.Expr) -> nodes.Expr:
+        """One step down a path of nodes that do not change values."""
+        if isinstance(node, nodes.Paren):
+            return node.inner
+        if isinstance(node, nodes.Transpose):
+            return node.operand
+        if isinstance(node, nodes.Name) and node.name in self.definitions:
+            self.chain.add(node.name)
+            return self.definitions[node.name]
+        if isinstance(node, nodes.Call):
+            info = self.program.calls.get(id(node))
+            if info is not None and info.builtin in ("transpose", "dropout"):
+                return info.args["x"]
+        raise _NotFusable("fused_unknown_step")
+
+    # the path from the softmax's argument to the scores: the tensors on it
+
+    def _walk_scores(self, node: nodes.Expr) -> None:
+        """Follow the scores from the softmax's argument down to the product, naming the
+        tensors met on the way (the ``ops`` say what happens along it)."""
+        while node is not self.attention.scores:
+            mask = self.masks.get(id(node))
+            if mask is not None and not mask.additive:
+                node = self._masked_operand(node, mask)
+            elif isinstance(node, nodes.BinOp) and node.op in ("*", "/", "+", "-"):
+                leading = [side for side in (node.left, node.right) if self._leads_to_scores(side)]
+                if len(leading) != 1:
+                    raise _NotFusable("fused_unknown_step")
+                node = leading[0]
+            else:
+                node = self._through(node)
+
+    def _leads_to_scores(self, node: nodes.Expr) -> bool:
+        if node is self.attention.scores:
+            return True
+        if isinstance(node, nodes.Name):
+            value = self.definitions.get(node.name)
+            return value is not None and self._leads_to_scores(value)
+        return any(self._leads_to_scores(child) for child in nodes.children(node))
+
+    def _masked_operand(self, node: nodes.Expr, mask: Mask) -> nodes.Expr:
+        info = self.program.calls[id(node)]
+        return info.args["x"] if mask.keeps else info.args["y"]
+
+    def _mask(self, mask: Mask) -> Step:
+        if mask.fill is None:
+            raise _NotFusable("fused_fill")
+        causal = self._causal(mask) if mask.kind == "causal" else None
+        if causal is not None:
+            self.causal_conditions.append(mask.condition.node)
+        part = None if causal is not None else _part(mask.condition)
+        return Step("mask", part=part, causal=causal, keeps=mask.keeps, fill=float(mask.fill),
+                    additive=mask.additive)
+
+    def _causal(self, mask: Mask) -> Causal | None:
+        """The ``causal_mask`` call under the condition, through names and transposes."""
+        node, flips = mask.condition.node, 0
+        while True:
+            if isinstance(node, nodes.Paren):
+                node = node.inner
+            elif isinstance(node, nodes.Transpose):
+                node, flips = node.operand, flips + 1
+            elif isinstance(node, nodes.Name) and node.name in self.definitions:
+                node = self.definitions[node.name]
+            elif isinstance(node, nodes.Call):
+                info = self.program.calls.get(id(node))
+                if info is None:
+                    return None
+                if info.builtin == "transpose" and info.args.get("perm") in (None, (1, 0), [1, 0]):
+                    node, flips = info.args["x"], flips + 1
+                    continue
+                if info.builtin != "causal_mask":
+                    return None
+                labels = mask.condition.axes
+                if len(labels) != 2 or set(labels) != {"query", "key"}:
+                    return None
+                rows = labels[flips % 2]
+                return Causal(info.args["n"], info.args.get("n_k"), info.args.get("window"),
+                              transposed=rows == "key")
+            else:
+                return None
+
+    # what a fused run never computes
+
+    def _skipped(self) -> set[str]:
+        """The chain's tensors, and causal masks read only by the pattern; refuse when a
+        chain tensor is needed elsewhere."""
+        for name in self.chain:
+            if name in self.kept or self.reads[name] != 1:
+                raise _NotFusable("fused_needed")
+        skipped = set(self.chain)
+        for condition in self.causal_conditions:
+            skipped |= self._only_for_mask(condition)
+        return skipped
+
+    def _only_for_mask(self, node: nodes.Expr) -> set[str]:
+        names: set[str] = set()
+        while True:
+            node = nodes.strip_parens(node)
+            if isinstance(node, nodes.Transpose):
+                node = node.operand
+            elif isinstance(node, nodes.Name) and node.name in self.definitions:
+                if node.name in self.kept or self.reads[node.name] != 1:
+                    return names
+                names.add(node.name)
+                node = self.definitions[node.name]
+            else:
+                return names
+
+
+def _part(role: Role) -> Part:
+    return Part(role.node, tuple(role.axes))
+
+
+# --- the steps in scaled_dot_product_attention's form -----------------------------------------
+
+
+@dataclass(frozen=True)
+class Affine:
+    """The steps as ``softmax(scale · Q @ K.T + mask)``: ``scales`` multiply into the scale;
+    each of ``terms`` (a bias, or an additive mask's fill where it hides) is added, times
+    the scales applied after it; ``hides`` are the masks that hide with ``-inf`` (replaced or
+    added, wherever they stand: ``-inf`` absorbs every later finite addition and every
+    positive scale)."""
+
+    scales: tuple[Step, ...]
+    terms: tuple[tuple[Step, tuple[Step, ...]], ...]
+    hides: tuple[Step, ...]
+
+
+def affine(steps: Sequence[Step]) -> Affine | None:
+    """The steps in :class:`Affine` form; None when a mask *replaces* scores by a finite
+    value (``where(m, S, -1e9)``): no additive mask equals that."""
+    scales: list[Step] = []
+    terms: list[tuple[Step, tuple[Step, ...]]] = []
+    hides: list[Step] = []
+    for step in steps:
+        if step.kind == "scale":
+            scales.append(step)
+            terms = [(term, (*after, step)) for term, after in terms]
+        elif step.kind == "bias" or (step.additive and step.fill != -math.inf):
+            terms.append((step, ()))
+        elif step.fill == -math.inf:
+            hides.append(step)
+        else:
+            return None
+    return Affine(tuple(scales), tuple(terms), tuple(hides))
+
+
+def reads(fusable: Fusable) -> Iterator[nodes.Expr]:
+    """Every expression a fused run evaluates: Q, K, V, scalars, biases, mask tensors."""
+    yield fusable.query.node
+    yield fusable.key.node
+    yield fusable.value.node
+    for step in fusable.steps:
+        if step.node is not None:
+            yield step.node
+        if step.part is not None:
+            yield step.part.node
+
+
+def names_read(expr: nodes.Expr, fused: Mapping[int, Fusable]) -> Iterator[str]:
+    """The names an expression reads when the patterns in ``fused`` (by ``id`` of their
+    output node) run fused: theirs are the names their parts read."""
+    fusable = fused.get(id(expr))
+    if fusable is not None:
+        for node in reads(fusable):
+            yield from names_read(node, fused)
+        return
+    if isinstance(expr, nodes.Name):
+        yield expr.name
+    for child in nodes.children(expr):
+        yield from names_read(child, fused)
+
+
+# --- layouts -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How to bring an array into a canonical axis order: reshape to ``squeezed`` (size-1
+    axes without a role dropped), permute by ``order``, reshape to ``shape`` (a size-1 axis
+    for each role the array lacks, so that it broadcasts). Back: reshape to ``canonical``
+    (``shape`` without those size-1 axes), permute by ``inverse``, reshape to the array's."""
+
+    squeezed: tuple[int, ...]
+    order: tuple[int, ...]
+    shape: tuple[int, ...]
+    canonical: tuple[int, ...]
+    inverse: tuple[int, ...]
+
+
+def layout(labels: Sequence[str | None], shape: Sequence[int],
+           target: Sequence[str]) -> Layout | None:
+    """The :class:`Layout` taking axes labelled ``labels`` (``batch:0``, ``query``, ``key``,
+    ..., None for a size-1 axis without a role) to the order ``target``; None when the
+    labels do not allow it (a role twice, a role not in ``target``, a sized axis with no
+    role)."""
+    if len(labels) != len(shape) or any(label is not None and label not in target
+                                        for label in labels):
+        return None
+    if any(label is None and size != 1 for label, size in zip(labels, shape)):
+        return None
+    present = [label for label in labels if label is not None]
+    if len(set(present)) != len(present):
+        return None
+    sizes = {label: size for label, size in zip(labels, shape) if label is not None}
+    ordered = [label for label in target if label in sizes]
+    order = tuple(present.index(label) for label in ordered)
+    inverse = tuple(ordered.index(label) for label in present)
+    return Layout(tuple(sizes[label] for label in present), order,
+                  tuple(sizes.get(label, 1) for label in target),
+                  tuple(sizes[label] for label in ordered), inverse)
