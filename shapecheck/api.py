@@ -6,7 +6,7 @@ import gc
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
-from . import codes, fileio, nodes, suppress
+from . import codes, fileio, fixcheck, nodes, suppress
 from .checker import Checker
 from .config import default_bindings
 from .diagnostics import MAX_DIAGNOSTICS, FileResult, InferredNames, Span
@@ -55,7 +55,18 @@ def check_parsed(text: str, parsed: ParseResult | None, bindings: dict[str, int]
     and the document's :class:`~shapecheck.incremental.Memo`, which re-checks only the
     statements an edit can change (the result is the same as without it).
     """
-    bindings = check_bindings(bindings)
+    return _check(text, parsed, check_bindings(bindings), warn_unknown_bindings, ignore,
+                  defaults, infer, memo=memo, verify_fixes=True)
+
+
+def _check(text: str, parsed: ParseResult | None, bindings: dict[str, int] | None,
+           warn_unknown_bindings: bool, ignore: Collection[str],
+           defaults: Mapping[str, int] | None, infer: bool | None, *,
+           memo: Memo | None = None, verify_fixes: bool) -> Program:
+    """Check (bindings already validated); ``verify_fixes``: keep only the suggested
+    fixes that re-check clean (:mod:`shapecheck.fixcheck`, which re-checks an edited
+    spec through this same function, without verifying its fixes in turn, nor the memo
+    of the document)."""
     # The syntax tree and shapes hold no reference cycles worth collecting
     # while we build them; pausing the cyclic GC keeps checking linear in the
     # size of the spec (a full collection walks every live object).
@@ -96,6 +107,10 @@ def check_parsed(text: str, parsed: ParseResult | None, bindings: dict[str, int]
         program.recheck = lambda at: check_parsed(
             text, parsed, at, warn_unknown_bindings=warn_unknown_bindings, ignore=ignore,
             defaults=defaults, infer=infer)
+        if verify_fixes:
+            program.diagnostics = fixcheck.verified(program, lambda edited: _check(
+                edited, None, bindings, warn_unknown_bindings, ignore, defaults, infer,
+                verify_fixes=False).diagnostics)
         return program
     finally:
         if was_enabled:

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, NamedTuple
 
-from . import codes, einsum, symbolic
+from . import codes, einsum, nodes, symbolic
+from .diagnostics import Edit, Fix
 from .program import SCALAR, Shape, Value
 from .rules import (
-    Ctx, axis_index, broadcast, constraint_help, counterexample, needed_help, relation,
-    resolve_axis,
+    Ctx, axis_index, broadcast, constraint_help, counterexample, needed_fixes, needed_help,
+    relation, resolve_axis,
 )
 from .symbolic import Claim, Decision, Dim, Verdict, shape_text, to_text
 
@@ -127,9 +128,8 @@ class Builtin:
 # --- operators and helpers shared by rules (the common ones are in rules.py) -----------------
 
 
-def matmul(ctx: Ctx, left: Value, right: Value, left_text: str, right_text: str,
-           right_param: bool = False) -> Value | None:
-    """``left @ right``; ``right_param`` says the right operand is a declared weight."""
+def matmul(ctx: Ctx, left: Value, right: Value) -> Value | None:
+    """``left @ right`` (the arguments ``left`` and ``right`` of the context)."""
     assert left.shape is not None and right.shape is not None
     for side, value in ((codes.detail("side_left"), left), (codes.detail("side_right"), right)):
         if not value.shape:
@@ -141,14 +141,13 @@ def matmul(ctx: Ctx, left: Value, right: Value, left_text: str, right_text: str,
     verdict = ctx.dims.equal(inner_left, inner_right)
     if not verdict:
         decision = ctx.dims.decide(Claim.equal(inner_left, inner_right))
-        helps = _matmul_help(ctx, lshape, rshape, left_text, right_text, decision)
-        if right_param and len(right.shape) == 2:
-            # A weight is more often declared wrong than used untransposed.
-            fixed = Value((lshape[-1], rshape[-1]))
-            helps = [codes.help_text("redeclare", name=right_text, shape=fixed.text())] + [
-                codes.help_text("or", text=h) for h in helps]
+        rewrites, last_resorts = _matmul_fixes(ctx, left, right) if len(left.shape) > 1 \
+            else ([], [])
+        # A relation that would make the sizes equal comes before declaring an operand anew.
+        fixes = [*rewrites, *needed_fixes(decision, ctx.anchor), *last_resorts]
         ctx.report(
-            codes.MATMUL_INNER, None, notes=ctx.notes("left", "right"), help=helps,
+            codes.MATMUL_INNER, None, notes=ctx.notes("left", "right"),
+            help=[fix.help for fix in fixes], fixes=fixes,
             counterexample=counterexample(decision),
             relation=relation(decision), lhs_inner=to_text(inner_left),
             rhs_inner=to_text(inner_right), lhs_shape=left.text(), rhs_shape=right.text(),
@@ -162,13 +161,76 @@ def matmul(ctx: Ctx, left: Value, right: Value, left_text: str, right_text: str,
     return Value(batch + rows + cols)
 
 
-def _matmul_help(ctx: Ctx, lshape: Shape, rshape: Shape, left_text: str, right_text: str,
-                 decision: Decision) -> list[str]:
-    if len(rshape) >= 2 and ctx.dims.equal(lshape[-1], rshape[-1]):
-        return [codes.help_text("transpose", fix=f"{left_text} @ {_transposed(right_text)}")]
-    if len(lshape) >= 2 and ctx.dims.equal(lshape[-2], rshape[-2]):
-        return [codes.help_text("transpose", fix=f"{_transposed(left_text)} @ {right_text}")]
-    return needed_help(decision)
+def _matmul_fixes(ctx: Ctx, left: Value, right: Value) -> tuple[list[Fix], list[Fix]]:
+    """The edits that could repair ``left @ right``, most likely first: rewrites of the
+    expression, then the last resorts (an operand declared anew, the left one transposed).
+    Each is offered only if the spec re-checks clean with it (:mod:`shapecheck.fixcheck`);
+    of those that do, the first that makes the whole spec verify. Transposing the left
+    operand comes after declaring the right one anew: it changes what the rows of the
+    product are, which in attention are the queries (`P.T @ V` is rarely meant; a value
+    tensor declared with the wrong length often is)."""
+    assert left.shape is not None and right.shape is not None
+    lshape, rshape = left.shape, right.shape if len(right.shape) > 1 else right.shape + (symbolic.ONE,)
+    left_text, right_text = ctx.text("left"), ctx.text("right")
+
+    def fits(a: Dim, b: Dim) -> bool:
+        return bool(ctx.dims.equal(a, b))
+
+    def rewrite(new_left: str, new_right: str, safe: bool) -> Fix:
+        return _replace(ctx, None, f"{new_left} @ {new_right}",
+                        codes.help_text("transpose", fix=f"{new_left} @ {new_right}"), safe)
+
+    candidates: list[Fix | None] = []
+    redeclarations: list[Fix | None] = []
+    declared_right = ctx.declaration("right")
+    weight = declared_right is not None and declared_right.kind == "param" and len(right.shape) == 2
+    if weight and fits(lshape[-1], rshape[-1]):
+        # A weight is more often declared the other way round ([out, in], PyTorch's
+        # layout) than used untransposed.
+        candidates.append(_redeclare(ctx, "right", (rshape[-1], rshape[-2]), right.is_bool))
+    if len(right.shape) >= 2 and fits(lshape[-1], rshape[-1]):
+        candidates.append(rewrite(left_text, _transposed(right_text), True))  # `Q @ K.T`
+    if len(right.shape) >= 2 and fits(rshape[-1], lshape[-2]):
+        candidates.append(rewrite(_operand(ctx, "right"), _operand(ctx, "left"), False))  # `P @ V`
+    if len(lshape) >= 3 and fits(lshape[-3] * lshape[-1], rshape[-2]):
+        candidates.append(rewrite(f"merge_heads({left_text})", right_text, False))
+    inner = ctx.argument("right")
+    if isinstance(inner, nodes.Call) and inner.func.name == "transpose" and inner.args:
+        # `Q @ transpose(K, [3, 1, 2, 0])`: the permutation may be what is wrong.
+        base = ctx.source(inner.args[0])
+        candidates += [rewrite(left_text, _transposed(base), True), rewrite(left_text, base, True)]
+    if len(right.shape) == 2:
+        redeclarations.append(_redeclare(ctx, "right", (lshape[-1], rshape[-1]), right.is_bool))
+    if fits(lshape[-2], rshape[-2]):
+        redeclarations.append(rewrite(_transposed(left_text), right_text, True))
+    if len(left.shape) == 2:
+        redeclarations.append(_redeclare(ctx, "left", (lshape[-2], rshape[-2]), left.is_bool))
+    return ([f for f in candidates if f is not None], [f for f in redeclarations if f is not None])
+
+
+def _replace(ctx: Ctx, param: str | None, text: str, help: str, safe: bool) -> Fix:
+    """Replace the argument ``param`` (``None``: the whole expression) with ``text``."""
+    span = ctx.span(param)
+    assert span is not None
+    return Fix(help, (Edit(span, text),), safe)
+
+
+def _redeclare(ctx: Ctx, param: str, shape: Shape, is_bool: bool) -> Fix | None:
+    """Declare the operand ``param`` (an `input` or `param`) with ``shape`` instead."""
+    declaration = ctx.declaration(param)
+    if declaration is None:
+        return None
+    written = Value(shape, is_bool).text()
+    help = codes.help_text("redeclare", name=declaration.name.name, kind=declaration.kind,
+                           shape=written)
+    return Fix(help, (Edit(declaration.shape.span, written),), safe=False)
+
+
+def _operand(ctx: Ctx, param: str) -> str:
+    """The argument's text, in parentheses where moving it could regroup it (`A @ B`)."""
+    node = ctx.argument(param)
+    text = ctx.text(param)
+    return f"({text})" if isinstance(node, (nodes.BinOp, nodes.Unary)) else text
 
 
 def _transposed(text: str) -> str:
@@ -258,7 +320,7 @@ def _reshape(ctx: Ctx, a: dict[str, Any]) -> Value | None:
             ctx.report(codes.NOT_DIVISIBLE, "shape",
                        claim=ctx.dims.divisibility_claim(source_count, known, decision),
                        counterexample=counterexample(decision),
-                       help=_reshape_help(ctx, x.shape, target, inferred[0], decision))
+                       needed=_reshape_needed(ctx, x.shape, target, inferred[0], decision))
             return None
         filled = ctx.dims.quotient(source_count, known)
         target = target[: inferred[0]] + (filled,) + target[inferred[0] + 1:]
@@ -267,7 +329,7 @@ def _reshape(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     if not verdict:
         decision = ctx.dims.decide(Claim.equal(source_count, _count(target)))
         ctx.report(codes.RESHAPE, "shape", notes=ctx.notes("x"),
-                   help=_reshape_help(ctx, x.shape, target, None, decision),
+                   needed=_reshape_needed(ctx, x.shape, target, None, decision),
                    counterexample=counterexample(decision),
                    source=x.text(), target=shape_text(target), relation=relation(decision),
                    source_count=to_text(source_count), target_count=to_text(_count(target)))
@@ -275,20 +337,20 @@ def _reshape(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     return Value(target, x.is_bool)
 
 
-def _reshape_help(ctx: Ctx, source: Shape, target: Shape, inferred: int | None,
-                  decision: Decision) -> list[str]:
+def _reshape_needed(ctx: Ctx, source: Shape, target: Shape, inferred: int | None,
+                    decision: Decision) -> Decision | None:
     """The relation a reshape needs, as a constraint: the element counts with the
     entries both shapes share cancelled (`D == H * d` rather than `N*D == N*H*d`)."""
     if decision.verdict is Verdict.DIFFERENT:
-        return []  # no constraint can help counts that provably differ
+        return None  # no constraint can help counts that provably differ
     source_rest = [d for d in source if not any(ctx.dims.equal(d, t) for t in target)]
     target_rest = [d for i, d in enumerate(target)
                    if i != inferred and not any(ctx.dims.equal(d, s) for s in source)]
     if len(source_rest) == 1 and target_rest:
         product = symbolic.product(target_rest)
         claim = (Claim.divides if inferred is not None else Claim.equal)(source_rest[0], product)
-        return needed_help(ctx.dims.decide(claim))
-    return needed_help(decision)
+        return ctx.dims.decide(claim)
+    return decision
 
 
 def _split_heads(ctx: Ctx, a: dict[str, Any]) -> Value | None:
@@ -301,7 +363,7 @@ def _split_heads(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     verdict = ctx.dims.divides(last, heads)
     if not verdict:
         decision = ctx.dims.decide(Claim.divides(last, heads))
-        ctx.report(codes.SPLIT_HEADS, "x", notes=ctx.notes("x"), help=needed_help(decision),
+        ctx.report(codes.SPLIT_HEADS, "x", notes=ctx.notes("x"), needed=decision,
                    counterexample=counterexample(decision),
                    last=to_text(last), shape=x.text(), heads=to_text(heads),
                    reason=ctx.dims.divisibility_claim(last, heads, decision))
@@ -351,7 +413,7 @@ def _concat(ctx: Ctx, a: dict[str, Any]) -> Value | None:
             if not verdict:
                 decision = ctx.dims.decide(Claim.equal(d2, d1))
                 ctx.report(codes.CONCAT, "tensors", counterexample=counterexample(decision),
-                           help=needed_help(decision), detail=codes.detail(
+                           needed=decision, detail=codes.detail(
                     "concat_axis", index=index, shape=part.text(), relation=relation(decision, to=True),
                     first_shape=first.text(), axis=i, size=to_text(d2), first_size=to_text(d1),
                     free_axis=axis))
@@ -379,8 +441,15 @@ def _reduce(ctx: Ctx, a: dict[str, Any]) -> Value | None:
 def _where(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     cond: Value = a["condition"]
     if not cond.is_bool:
+        declaration = ctx.declaration("condition")
+        fixes = []
+        if declaration is not None:  # declared, so it can be declared a mask
+            written = Value(cond.shape, True).text()
+            fixes = [Fix(codes.help_text("redeclare_bool", kind=declaration.kind,
+                                         name=declaration.name.name, shape=written),
+                         (Edit(declaration.shape.span, written),), safe=False)]
         ctx.report(codes.ELEMENT_TYPE, "condition", notes=ctx.notes("condition"),
-                   help=[codes.help_text("use_where")],
+                   help=[f.help for f in fixes] or [codes.help_text("use_where")], fixes=fixes,
                    detail=codes.detail("where_not_bool", text=ctx.text("condition"),
                                        shape=cond.text()))
         return None
@@ -429,7 +498,7 @@ def _stack(ctx: Ctx, a: dict[str, Any]) -> Value | None:
             decision = ctx.dims.decide(Claim.equal(*unequal[0])) if unequal else Decision(
                 Verdict.DIFFERENT)
             ctx.report(codes.CONCAT, "tensors", notes=ctx.notes("tensors"),
-                       counterexample=counterexample(decision), help=needed_help(decision),
+                       counterexample=counterexample(decision), needed=decision,
                        detail=codes.detail("stack_shape", index=index, shape=part.text(),
                                            relation=relation(decision, to=True),
                                            first_shape=first.text()))

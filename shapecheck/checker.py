@@ -12,15 +12,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import codes, nodes
+from . import codes, invisible, nodes
 from .builtins import (
-    BUILTINS, KEYWORD_SYNONYMS, VARIADIC, Builtin, Kind, axis_index, broadcast, constraint_help,
-    matmul, needed_help, transpose_last_two,
+    BUILTINS, KEYWORD_SYNONYMS, VARIADIC, Builtin, Kind, axis_index, broadcast, matmul,
+    transpose_last_two,
 )
-from .diagnostics import Diagnostic, DiagnosticSink, Note, Span
+from .diagnostics import Diagnostic, DiagnosticSink, Edit, Fix, Note, Span
 from .indexing import Entry, subscript_shape
 from .program import SCALAR, UNKNOWN, CallInfo, Inferred, Program, Tensor, Value
-from .rules import MAX_RANK
+from .rules import MAX_RANK, Anchor, needed_fixes, needed_help
 from .symbolic import (
     Claim, Decision, Dim, DimBuilder, DimSystem, TooComplex, Verdict, as_int, free_names,
     to_text,
@@ -59,14 +59,25 @@ class Checker:
         self.names = _Names()
         self.program = Program(source=source, statements=[], dims=self.dims)
         self._has_output_statement = False
-        self._builder = DimBuilder(self.dims, self._resolve_dim, [])
+        self._builder = DimBuilder(self.dims, self._resolve_dim, [],
+                                   needed_fixes=lambda decision: needed_fixes(decision, self.anchor))
+        # Where a suggested dim or constraint goes, and each `input`/`param` statement.
+        self._anchor = Anchor(Span(1, 1, 1, 1), at_start=True)
+        self.declarations: dict[str, nodes.TensorDecl] = {}
         self._position = Span(1, 1, 1, 1)  # the statement being checked
+        self._in_dims_phase = False
         # Where each name is first defined, and as what: dims and constraints
         # are checked before tensors, but "first" is still by position.
         self._first: dict[str, tuple[Span, str]] = {}
         # `&` / `|` nodes that are an operand of a comparison: when they fail, the
         # cause is most likely precedence (`m & x > 0` is `(m & x) > 0`).
         self._compared: set[int] = set()
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            nodes.DimFree: self._dim_free, nodes.DimDef: self._dim_def,
+            nodes.Constraint: self._constraint, nodes.TensorDecl: self._tensor_decl,
+            nodes.Define: self._define, nodes.Assert: self._assert, nodes.Output: self._output,
+            nodes.Broken: self._broken,
+        }
 
     # --- driving ----------------------------------------------------------------------
 
@@ -83,16 +94,14 @@ class Checker:
               parse_diagnostics: Sequence[Diagnostic]) -> list[nodes.Stmt]:
         """Begin checking ``statements``; returns them in the order :meth:`check` must
         take them (dims and constraints first, see ``_dims_first``)."""
-        self.sink.extend(list(parse_diagnostics))
+        self.sink.extend(list(parse_diagnostics) + invisible.find(self.source))
         self.program.statements = statements
-        self._handlers: dict[type, Callable[[Any], None]] = {
-            nodes.DimFree: self._dim_free, nodes.DimDef: self._dim_def,
-            nodes.Constraint: self._constraint, nodes.TensorDecl: self._tensor_decl,
-            nodes.Define: self._define, nodes.Assert: self._assert, nodes.Output: self._output,
-            nodes.Broken: self._broken,
-        }
         self._first = _first_definitions(statements)
         self.dims.taken = frozenset(self._first)
+        self._anchor = _anchor(statements, self.source)
+        for statement in statements:
+            if isinstance(statement, nodes.TensorDecl):
+                self.declarations.setdefault(statement.name.name, statement)
         if self._inferred is not None:
             self._declare_inferred(self._inferred)
         return _dims_first(statements)
@@ -104,16 +113,52 @@ class Checker:
             self.sink.dropped += 1
             return False
         self._position = self.dims.at = statement.span
+        self._in_dims_phase = isinstance(statement, (nodes.DimFree, nodes.DimDef, nodes.Constraint))
+        reported = len(self.sink.items) + self.sink.dropped
         try:
             self._handlers[type(statement)](statement)
         except TooComplex as error:
             self._too_complex(statement, error)
+        if len(self.sink.items) + self.sink.dropped > reported:
+            # A statement that failed may have stopped before looking at every name in
+            # it; they are used all the same (no SC401 for an input used only there).
+            self.names.used.update(nodes.names_in(statement))
         return True
 
     def finish(self) -> Program:
         """The checked program, once every statement has been checked (or skipped)."""
         self._finish()
+        self.program.recheck_statements = self._recheck_statements
         return self.program
+
+    def _recheck_statements(self, source: str, statements: Sequence[nodes.Stmt],
+                            redefined: set[str]) -> list[list[Diagnostic]]:
+        """Check some tensor statements again, as they would be in an edited spec
+        (``source``), against this checked spec: its dims and constraints, and the tensors
+        it already knows (:mod:`shapecheck.fixcheck` verifies a suggested edit so).
+        ``redefined`` names are defined anew by ``statements``. The diagnostics of each."""
+        trial = Checker(source, dict(self.dims.bindings), self.warn_unknown_bindings,
+                        dims=self.dims.fork(), inferred=self._inferred)
+        trial.names.kind = dict(self.names.kind)
+        trial.names.used = set(self.names.used)
+        trial.program.tensors = dict(self.program.tensors)
+        trial._anchor, trial.declarations = self._anchor, dict(self.declarations)
+        trial._first = dict(self._first)
+        for name in redefined:
+            trial.names.kind.pop(name, None)
+            trial.program.tensors.pop(name, None)
+        for name, first in _first_definitions(list(statements)).items():
+            if name in redefined or name not in trial._first:
+                trial._first[name] = first
+        for statement in statements:
+            if isinstance(statement, nodes.TensorDecl):
+                trial.declarations[statement.name.name] = statement
+        found = []
+        for statement in statements:
+            before = len(trial.sink.items)
+            trial.check(statement)
+            found.append(trial.sink.items[before:])
+        return found
 
     def first_definition(self, name: str) -> tuple[Span, str] | None:
         """Where ``name`` is first defined in the spec, and as what ("dim", "tensor")."""
@@ -123,6 +168,16 @@ class Checker:
     def position(self) -> Span:
         """The statement being checked."""
         return self._position
+
+    @property
+    def anchor(self) -> Anchor:
+        """Where a suggested dim or constraint goes: after the last dim or constraint
+        statement, or, for a dim or constraint statement (checked in file order, before
+        any later constraint), on the line before it."""
+        if self._in_dims_phase:
+            span = Span(self._position.line, 1, self._position.line, 1)
+            return Anchor(span, at_start=True, newline=self._anchor.newline)
+        return self._anchor
 
     def _declare_inferred(self, inferred: Inferred) -> None:
         """Declare what the spec uses undeclared, as if the declarations stood first.
@@ -191,10 +246,13 @@ class Checker:
         first_here = self._first.get(name)
         first = first_here[0] if first_here is not None else None
         if name in self.names.kind or (first is not None and first != ident.span):
+            fresh = self._fresh_name(name)
+            rename = codes.help_text("rename", name=fresh)
             self.report(codes.REDEFINED.diag(
                 ident.span, name=name,
                 notes=[codes.note("first_defined", first, name=name)] if first else [],
-                help=[codes.help_text("rename", name=name)] if kind == "tensor" else [],
+                help=[rename] if kind == "tensor" else [],
+                fixes=[Fix(rename, (Edit(ident.span, fresh),))] if kind == "tensor" else [],
             ))
             return False
         self.names.kind[name] = kind
@@ -209,8 +267,7 @@ class Checker:
         close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
         if not close:
             close = [n for n in candidates if n.lower() == name.lower()][:1]
-        helps = [codes.help_text("did_you_mean", name=close[0])] if close else []
-        self.report(codes.UNDEFINED.diag(span, name=name, help=helps))
+        self.report(codes.UNDEFINED.diag(span, name=name, **_did_you_mean(span, close)))
 
     def _resolve_dim(self, node: nodes.Name, role: str = "dim") -> Dim | None:
         """The dim a name stands for, or report why there is none (``role`` "value":
@@ -297,8 +354,8 @@ class Checker:
         if decision.verdict is Verdict.UNPROVED:
             helps = needed_help(decision) + [
                 codes.help_text("bind_dim", name=n) for n in sorted(free_names(value))[:1]]
-            helps[1:] = [codes.help_text("or", text=h) for h in helps[1:]]
         return codes.NOT_POSITIVE.diag(node.span, expr=to_text(value), reason=reason, help=helps,
+                                       fixes=needed_fixes(decision, self.anchor),
                                        counterexample=example.values if example else ())
 
     def _constraint(self, stmt: nodes.Constraint) -> None:
@@ -367,18 +424,22 @@ class Checker:
         # `[N, N]` checks the shape only; `bool[N, N]` also asks for a bool value.
         mismatch = len(actual.shape) != len(declared.shape) or (
             declared.is_bool and not actual.is_bool)
-        helps: list[str] = []
+        decisions: list[Decision] = []
         if not mismatch:
             for got, want in zip(actual.shape, declared.shape):
                 verdict = self.dims.equal(got, want)
                 if not verdict:
                     mismatch = True
-                    helps += constraint_help(self.dims, want, got, verdict)
+                    decisions.append(self.dims.decide(Claim.equal(want, got)))
         if mismatch:
             span = annotation.span if annotation is not None else ident.span
+            helps = [h for d in decisions if d.verdict is Verdict.UNPROVED for h in needed_help(d)]
+            # One entry that cannot be proved equal: its constraint is a fix (with several,
+            # no one constraint would repair the annotation).
+            fixes = needed_fixes(decisions[0], self.anchor) if len(decisions) == 1 else []
             self.report(codes.SHAPE_ANNOTATION.diag(
                 span, name=ident.name, actual=actual.text(), declared=declared.text(),
-                where=codes.detail(f"where_{where}"), help=helps,
+                where=codes.detail(f"where_{where}"), help=helps, fixes=fixes,
                 notes=self._origin_notes(ident.name) if where != "define" else [],
             ))
         return not mismatch
@@ -505,11 +566,30 @@ class Checker:
                                                shape=value.text(), help=helps))
         return False
 
-    def _warn_bool(self, operand: nodes.Expr, operation: str) -> None:
+    def _warn_bool(self, operand: nodes.Expr, operation: str,
+                   masked: tuple[nodes.BinOp, nodes.Expr] | None = None) -> None:
+        """SC403. ``masked``: the operation `S + M` (or `S * M`) and its other operand,
+        when the mask can be applied as written: `where(M, S, -inf)` (`0` for `*`)."""
         text = self.text(operand)
+        if masked is None:
+            self.report(codes.BOOL_ARITHMETIC.diag(
+                operand.span, operand=text, operation=operation,
+                help=[codes.help_text("apply_mask", mask=text)]))
+            return
+        whole, other = masked
+        fill = "-inf" if whole.op == "+" else "0"
+        fix = f"where({text}, {self.text(other)}, {fill})"
+        help_text = codes.help_text("transpose", fix=fix)
         self.report(codes.BOOL_ARITHMETIC.diag(
-            operand.span, operand=text, operation=operation,
-            help=[codes.help_text("apply_mask", mask=text)]))
+            operand.span, operand=text, operation=operation, help=[help_text],
+            fixes=[Fix(help_text, (Edit(whole.span, fix),), safe=False)]))
+
+    def _fresh_name(self, name: str) -> str:
+        """`Q2` for a second `Q` (or `Q3`, ...): a name no statement defines."""
+        index = 2
+        while f"{name}{index}" in self._first:
+            index += 1
+        return f"{name}{index}"
 
     def _binop(self, node: nodes.BinOp) -> Value:
         if node.op in nodes.COMPARISONS:
@@ -523,11 +603,7 @@ class Checker:
             for operand, value in ((node.left, left), (node.right, right)):
                 if value.is_bool:
                     self._warn_bool(operand, "`@`")
-            right_node = nodes.strip_parens(node.right)
-            right_param = isinstance(right_node, nodes.Name) and getattr(
-                self.program.tensors.get(right_node.name), "kind", None) == "param"
-            result = matmul(ctx, left, right, self.text(node.left), self.text(node.right),
-                            right_param)
+            result = matmul(ctx, left, right)
             return result or UNKNOWN
         if node.op in nodes.LOGICAL:
             valid = [self._logical_operand(node, operand, value)
@@ -536,9 +612,12 @@ class Checker:
                 return UNKNOWN
         as_bools = node.op in nodes.LOGICAL or (
             left.is_bool and right.is_bool and node.op in _BOOL_WITH_BOOL)
-        for operand, value in ((node.left, left), (node.right, right)):
+        for operand, value, other in ((node.left, left, node.right),
+                                      (node.right, right, node.left)):
             if value.is_bool and not as_bools:
-                self._warn_bool(operand, f"`{node.op}`")
+                # `S + M` with a bool mask M: `where(M, S, -inf)` applies it as written.
+                masking = node.op in _MASKING and not (left.is_bool and right.is_bool)
+                self._warn_bool(operand, f"`{node.op}`", (node, other) if masking else None)
         shape = broadcast(ctx, left, right, node.op)
         if shape is None:
             return UNKNOWN
@@ -603,8 +682,8 @@ class Checker:
         builtin = BUILTINS.get(node.func.name)
         if builtin is None:
             close = difflib.get_close_matches(node.func.name, list(BUILTINS), n=1)
-            helps = [codes.help_text("did_you_mean", name=close[0])] if close else []
-            self.report(codes.NOT_CALLABLE.diag(node.func.span, name=node.func.name, help=helps))
+            self.report(codes.NOT_CALLABLE.diag(node.func.span, name=node.func.name,
+                                                **_did_you_mean(node.func.span, close)))
             self._check_arguments(node)
             return UNKNOWN
         bound = self._bind_arguments(builtin, node)
@@ -660,9 +739,9 @@ class Checker:
                 name = KEYWORD_SYNONYMS[name]  # `dim=-1`, PyTorch's word for `axis`
             if builtin.param(name) is None:
                 close = difflib.get_close_matches(name, [p.name for p in params], n=1)
-                helps = [codes.help_text("did_you_mean", name=close[0])] if close else []
                 self._call_error(node, keyword.name.span,
-                                 codes.detail("no_keyword", builtin=builtin.name, name=name), helps)
+                                 codes.detail("no_keyword", builtin=builtin.name, name=name),
+                                 **_did_you_mean(keyword.name.span, close))
                 return None
             if name in bound:
                 self._call_error(node, keyword.span,
@@ -677,9 +756,9 @@ class Checker:
         return bound
 
     def _call_error(self, node: nodes.Call, span: Span, detail: str,
-                    helps: Sequence[str] = ()) -> None:
+                    help: Sequence[str] = (), fixes: Sequence[Fix] = ()) -> None:
         self._check_arguments(node)
-        self.report(codes.CALL_ARGS.diag(span, detail=detail, help=helps))
+        self.report(codes.CALL_ARGS.diag(span, detail=detail, help=help, fixes=fixes))
 
     def _check_arguments(self, node: nodes.Call) -> None:
         """A call that failed still reports the mistakes inside its arguments."""
@@ -815,22 +894,47 @@ class _RuleCtx:
     def dims(self) -> DimSystem:
         return self.checker.dims
 
+    @property
+    def anchor(self) -> Anchor:
+        return self.checker.anchor
+
     def normalise(self, param: str, value: Any) -> None:
         self.normalised[param] = value
 
     def report(self, code: codes.Code, at: str | None = None, *, notes: Sequence[Note] = (),
                help: Sequence[str] = (), counterexample: Sequence[tuple[str, int]] = (),
-               item: int | None = None, **fields: object) -> None:
+               item: int | None = None, fixes: Sequence[Fix] = (),
+               needed: Decision | None = None, **fields: object) -> None:
         target = self.params.get(at) if at is not None else None
         if item is not None and isinstance(target, nodes.ListExpr) and item < len(target.items):
             target = target.items[item]
         span = target.span if target is not None else self.node.span
-        self.checker.report(code.diag(span, notes=notes, help=help,
+        if needed is not None:
+            help = [*help, *needed_help(needed)]
+            fixes = [*fixes, *needed_fixes(needed, self.anchor)]
+        self.checker.report(code.diag(span, notes=notes, help=help, fixes=fixes,
                                       counterexample=counterexample, **fields))
 
     def text(self, param: str) -> str:
         target = self.params.get(param)
         return self.checker.text(target) if target is not None else ""
+
+    def source(self, node: nodes.Expr) -> str:
+        return self.checker.text(node)
+
+    def argument(self, param: str) -> nodes.Expr | None:
+        target = self.params.get(param)
+        return nodes.strip_parens(target) if target is not None else None
+
+    def span(self, param: str | None) -> Span | None:
+        target = self.params.get(param) if param is not None else self.node
+        return target.span if target is not None else None
+
+    def declaration(self, param: str) -> nodes.TensorDecl | None:
+        target = self.argument(param)
+        if not isinstance(target, nodes.Name):
+            return None
+        return self.checker.declarations.get(target.name)
 
     def notes(self, *params: str) -> list[Note]:
         result: list[Note] = []
@@ -858,8 +962,32 @@ _RESOLVERS: dict[Kind, Callable[[Checker, nodes.Expr], Any]] = {
 # Two bool operands stay bools (no SC403) only here: NumPy's logical or / and for
 # `+` / `*`, and bool comparison for `==` / `!=`.
 _BOOL_WITH_BOOL = frozenset({"+", "*", "==", "!="})
+# A bool mask added to (or multiplied with) numbers: applied with `where` (SC403's fix).
+_MASKING = frozenset({"+", "*"})
 
 _NEGATED = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
+def _did_you_mean(span: Span, close: list[str]) -> dict[str, Any]:
+    """`help:` and the fix for a misspelled name: the closest one, written instead."""
+    if not close:
+        return {}
+    help_text = codes.help_text("did_you_mean", name=close[0])
+    return {"help": [help_text], "fixes": [Fix(help_text, (Edit(span, close[0]),))]}
+
+
+def _anchor(statements: list[nodes.Stmt], source: str) -> Anchor:
+    """Where a suggested `dim` or `constraint` goes: at the end of the line of the last
+    dim or constraint statement, or at the start of a file that has none."""
+    newline = "\r\n" if "\r\n" in source else "\n"
+    last = max((s.span for s in statements
+                if isinstance(s, (nodes.DimFree, nodes.DimDef, nodes.Constraint))),
+               key=lambda span: (span.end_line, span.end_column), default=None)
+    if last is None:
+        return Anchor(Span(1, 1, 1, 1), at_start=True, newline=newline)
+    lines = source.split("\n")
+    end = len(lines[last.end_line - 1].rstrip("\r")) + 1
+    return Anchor(Span(last.end_line, end, last.end_line, end), newline=newline)
 
 
 def _first_definitions(statements: list[nodes.Stmt]) -> dict[str, tuple[Span, str]]:

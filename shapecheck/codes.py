@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .diagnostics import Diagnostic, Note, Severity, Span
+from .diagnostics import Diagnostic, Fix, Note, Severity, Span
 from .i18n import Table, code_text
 
 
@@ -34,8 +34,11 @@ class Code:
         notes: Iterable[Note] = (),
         help: Iterable[str] = (),
         counterexample: Iterable[tuple[str, int]] = (),
+        fixes: Iterable[Fix] = (),
         **fields: object,
     ) -> Diagnostic:
+        """A diagnostic of this code. ``fixes`` are *candidates* (each one's ``help`` is
+        among ``help``): :mod:`shapecheck.fixcheck` keeps those that re-check clean."""
         return Diagnostic(
             code=self.id,
             severity=self.severity,
@@ -44,6 +47,7 @@ class Code:
             notes=tuple(notes),
             help=tuple(help),
             counterexample=tuple(counterexample),
+            fixes=tuple(fixes),
         )
 
     def text(self, field: str) -> str:
@@ -124,6 +128,24 @@ TOO_MANY = _code(
     "same mistake, and printing them would bury the first ones.",
     example="(a binary file passed as a spec)",
     fix="Fix the errors shown first and run the checker again.",
+)
+
+INVISIBLE = _code(
+    "SC005", "invisible-character", W, "an invisible or bidirectional control character",
+    "invisible character {character} {where}",
+    what="The spec contains a character that prints as nothing or changes how the text "
+    "around it is shown: a zero-width space or joiner, a soft hyphen, a bidirectional "
+    "control (right-to-left override, isolate, mark), a word joiner, a byte order mark "
+    "inside the file, or another Unicode format character. It is reported wherever it "
+    "is, comments and strings included. A name cannot contain one (it is no letter or "
+    "digit), so inside a name it is also a syntax error.",
+    why="A spec must not look different from what it is: a bidirectional override in a "
+    "comment can make an editor or a code review show the code in another order than "
+    "the one that is checked (\"Trojan Source\"), and a zero-width character makes two "
+    "names that look the same differ.",
+    example="dim N\ninput X: [N]  # the scores\u200b of one head\noutput X\n"
+    "# warning[SC005]: invisible character U+200B ZERO WIDTH SPACE in a comment",
+    fix="Delete the character (the fix does exactly that).",
 )
 
 INTERNAL = _code(
@@ -720,7 +742,7 @@ NOTES: Table = Table("codes", "NOTES", {
 
 HELPS: Table = Table("codes", "HELPS", {
     "transpose": "did you mean `{fix}`?",
-    "redeclare": "if `{name}` is declared with the wrong shape: `param {name}: {shape}`",
+    "redeclare": "if `{name}` is declared with the wrong shape: `{kind} {name}: {shape}`",
     "or": "or: {text}",
     "add_constraint": "add `constraint {constraint}`",
     "add_dim_and_constraint": "add `dim {dims}` and `constraint {constraint}`",
@@ -728,10 +750,11 @@ HELPS: Table = Table("codes", "HELPS", {
     "declare_it": "declare it: `{declaration}`",
     "declare_dim": "declare it with `dim {name}`",
     "use_row": "use `softmax({arg}, axis=row)`",
+    "redeclare_bool": "declare it as a mask: `{kind} {name}: {shape}`",
     "use_where": "declare it as `bool[...]` to use it as a mask",
     "apply_mask": "to apply a mask, write `where({mask}, x, -inf)`",
     "bind_dim": "bind it with `--dim {name}=VALUE` or `dim {name} = VALUE`",
-    "rename": "give the new value its own name, e.g. `{name}2`",
+    "rename": "give the new value its own name, e.g. `{name}`",
     "compare_first": "compare first, e.g. `({operand} > 0)`",
     "parenthesize_comparisons": "`&` and `|` bind tighter than comparisons: write each "
     "comparison in parentheses, `(a < b) & (c < d)`",
@@ -746,6 +769,7 @@ HELPS: Table = Table("codes", "HELPS", {
     "fill_minus_inf": "fill with `-inf`: `where(mask, S, -inf)`",
     "keepdims": "keep the reduced axis: add `keepdims=true` to `{reduction}`",
     "move_axes_first": "move the axes first with `transpose`, or use `merge_heads` / `split_heads`",
+    "delete_invisible": "delete it",
     "remove_noqa": "remove the comment",
 })
 
@@ -871,6 +895,12 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "found_expression": "this expression",
     # SC003, SC315
     "expression_too_large": "this dim expression is too large to check",
+    # SC005: where an invisible character is
+    "invisible_in_comment": "in a comment",
+    "invisible_in_string": "in a string",
+    "invisible_in_code": "in the code",
+    "invisible_run": "({count} in a row) {where}",
+    "invisible_more": "(and {count} more runs of invisible characters in this file)",
     "rank_too_large": "rank {rank} is more than the {limit} axes NumPy holds",
     "einsum_too_many_operands": "`einsum` with {count} operands: NumPy takes at most {limit}",
     # SC003: past the algebra budget (symbolic.TooComplex); each says what to simplify

@@ -21,7 +21,7 @@ from typing import Any
 
 from . import codes
 from .program import Shape, Value
-from .rules import MAX_EINSUM_OPERANDS, Ctx, broadcast, counterexample, needed_help, relation
+from .rules import MAX_EINSUM_OPERANDS, Ctx, broadcast, counterexample, relation
 from .symbolic import Claim, Dim, to_text
 
 LETTERS = frozenset(string.ascii_letters)
@@ -145,7 +145,7 @@ def _record(ctx: Ctx, sizes: dict[str, tuple[Dim, int]], letter: str, dim: Dim, 
     if verdict:
         return True
     decision = ctx.dims.decide(Claim.equal(dim, previous))
-    ctx.report(codes.EINSUM, "operands", notes=ctx.notes("operands"), help=needed_help(decision),
+    ctx.report(codes.EINSUM, "operands", notes=ctx.notes("operands"), needed=decision,
                counterexample=counterexample(decision), detail=codes.detail(
         "einsum_letter", letter=letter, subscripts=subscripts, size=to_text(dim), index=index,
         relation=relation(decision, to=True), previous=to_text(previous), first=first))

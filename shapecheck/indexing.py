@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import codes, symbolic
-from .builtins import needed_help
 from .program import IndexPlan, NewAxis, Range, Take, Value
 from .symbolic import Claim, Decision, Dim, Verdict, to_text
 
@@ -111,7 +110,7 @@ def _known_sign(ctx: Ctx, value: Dim, key: str, step: bool = False) -> int | Non
         detail = codes.detail("step_sign_unknown", step=ctx.text(key)) if step \
             else codes.detail("sign_unknown", index=ctx.text(key))
         claim = Claim.positive(value) if step else Claim.at_most(symbolic.integer(0), value)
-        ctx.report(codes.BAD_INDEX, key, detail=detail, help=needed_help(ctx.dims.decide(claim)))
+        ctx.report(codes.BAD_INDEX, key, detail=detail, needed=ctx.dims.decide(claim))
     return sign
 
 
@@ -125,7 +124,7 @@ def _failed(ctx: Ctx, claim: Claim) -> tuple[Decision, dict[str, Any]] | None:
     fields: dict[str, Any] = {
         "where": codes.detail("at_sizes", values=example.text()) if example else "",
         "counterexample": example.values if example else (),
-        "help": needed_help(decision),
+        "needed": decision,
     }
     return decision, fields
 

@@ -11,7 +11,7 @@ constraints; the checker decides what each position may hold.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from typing import Union
 
 from .diagnostics import Span
@@ -302,3 +302,17 @@ def children(node: Expr | Index) -> Iterator[Expr]:
 
 def depth_of(expr: Expr | None) -> int:
     return 0 if expr is None else expr.depth
+
+
+def names_in(node: object) -> Iterator[str]:
+    """Every name an expression, shape or statement uses (``Name`` nodes, not the names it
+    defines). Generic over the node classes, so a new kind of node needs nothing here."""
+    stack: list[object] = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, Name):
+            yield current.name
+        elif isinstance(current, tuple) and not isinstance(current, Span):
+            stack.extend(current)
+        elif is_dataclass(current) and not isinstance(current, type):
+            stack.extend(getattr(current, f.name) for f in fields(current))

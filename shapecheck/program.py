@@ -167,6 +167,10 @@ class Program:
     # What the axis-meaning pass found (a meaning.Meaning), set by api.check_parsed; the
     # pass stands above this module, so the type is not imported here.
     meaning: Any = None
+    # Checks statements again as an edit would change them (Checker._recheck_statements):
+    # how shapecheck.fixcheck verifies a suggested fix before it is offered.
+    recheck_statements: Callable[..., Any] | None = field(default=None, repr=False,
+                                                           compare=False)
 
     @property
     def ok(self) -> bool:

@@ -8,10 +8,11 @@ rule), so that neither imports the other's internals.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from . import codes, symbolic
-from .diagnostics import Note
+from . import codes, nodes, symbolic
+from .diagnostics import Edit, Fix, Note, Span
 from .program import Shape, Value
 from .symbolic import Claim, Decision, Dim, DimSystem, Verdict, to_text
 
@@ -23,19 +24,51 @@ MAX_RANK = 64
 MAX_EINSUM_OPERANDS = 63
 
 
+@dataclass(frozen=True)
+class Anchor:
+    """Where a suggested `dim` or `constraint` goes in the file: at the end of the line of
+    the last dim or constraint statement (all dims are declared by then), or at the very
+    start of a file that has none; ``newline`` is the file's own."""
+
+    span: Span
+    at_start: bool = False
+    newline: str = "\n"
+
+    def insert(self, lines: Sequence[str]) -> Edit:
+        text = self.newline.join(lines)
+        return Edit(self.span, text + self.newline if self.at_start else self.newline + text)
+
+
 class Ctx(Protocol):
     """What a shape function may ask of the checker."""
 
     @property
     def dims(self) -> DimSystem: ...
 
+    @property
+    def anchor(self) -> Anchor: ...
+
     def report(self, code: codes.Code, at: str | None = None, *, notes: Sequence[Note] = (),
                help: Sequence[str] = (), counterexample: Sequence[tuple[str, int]] = (),
-               item: int | None = None, **fields: object) -> None:
+               item: int | None = None, fixes: Sequence[Fix] = (),
+               needed: Decision | None = None, **fields: object) -> None:
         """Report at the argument ``at`` (its ``item``-th element, for a list of tensors),
-        or at the whole call."""
+        or at the whole call. ``fixes`` are candidate edits (each with its help line);
+        ``needed`` adds the weakest constraint of a decision, as help and as a fix."""
 
     def text(self, param: str) -> str: ...
+
+    def argument(self, param: str) -> nodes.Expr | None:
+        """The argument ``param`` as written (parentheses stripped)."""
+
+    def source(self, node: nodes.Expr) -> str:
+        """The text of any expression inside the arguments, as written."""
+
+    def span(self, param: str | None) -> Span | None:
+        """Where the argument ``param`` is written (``None``: the whole call or operation)."""
+
+    def declaration(self, param: str) -> nodes.TensorDecl | None:
+        """The `input`/`param` statement of the argument, when it is a declared tensor."""
 
     def notes(self, *params: str) -> list[Note]: ...
 
@@ -86,7 +119,7 @@ def broadcast(ctx: Ctx, left: Value, right: Value, op: str, at: str | None = Non
             if not verdict:
                 decision = ctx.dims.decide(Claim.equal(a, b))
                 ctx.report(
-                    codes.BROADCAST, at, notes=ctx.notes(*params), help=needed_help(decision),
+                    codes.BROADCAST, at, notes=ctx.notes(*params), needed=decision,
                     counterexample=counterexample(decision),
                     lhs_shape=left.text(), rhs_shape=right.text(), op=op,
                     lhs_dim=to_text(a), rhs_dim=to_text(b), relation=relation(decision),
@@ -115,6 +148,17 @@ def needed_help(decision: Decision) -> list[str]:
     """`help: add ...` with the weakest constraint that makes the claim hold, if any."""
     needed = decision.needed
     return [codes.needed_help(needed.dims, needed.constraint)] if needed is not None else []
+
+
+def needed_fixes(decision: Decision, anchor: Anchor) -> list[Fix]:
+    """The weakest constraint as an edit: its `dim` and `constraint` lines, inserted at the
+    anchor (with the same help line as :func:`needed_help`)."""
+    needed = decision.needed
+    if needed is None:
+        return []
+    lines = [f"dim {', '.join(needed.dims)}"] if needed.dims else []
+    lines.append(f"constraint {needed.constraint}")
+    return [Fix(codes.needed_help(needed.dims, needed.constraint), (anchor.insert(lines),))]
 
 
 def constraint_help(dims: DimSystem, a: Dim, b: Dim, verdict: Verdict) -> list[str]:

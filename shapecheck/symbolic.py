@@ -37,7 +37,7 @@ from sympy.polys.rings import PolyElement, ring
 from sympy.printing.str import StrPrinter
 
 from . import codes, nodes
-from .diagnostics import Diagnostic, Span
+from .diagnostics import Diagnostic, Fix, Span
 
 Dim: TypeAlias = sympy.Expr
 """A dim expression. Other modules treat it as opaque (and may use + - *)."""
@@ -1200,7 +1200,8 @@ class DimSystem:
         for name in ("_resolved", "_resolved_unvalued", "_resolved_sizes"):
             setattr(copy, name, dict(getattr(self, name)))
         copy._users = {sym: set(users) for sym, users in self._users.items()}
-        copy._canon_cache, copy._answers, copy._basis = {}, {}, None
+        # Answers stay valid in the copy until it learns something (then they are dropped).
+        copy._canon_cache, copy._answers = dict(self._canon_cache), dict(self._answers)
         return copy
 
 
@@ -1209,7 +1210,7 @@ def _within(question: Callable[[], Any]) -> Any:
     extra: a counterexample, a suggestion)."""
     try:
         return question()
-    except TooComplex:
+    except (TooComplex, _Unsupported):
         return None
 
 
@@ -1618,6 +1619,9 @@ class DimBuilder:
     resolve: Resolve
     diagnostics: list[Diagnostic]
     in_constraint: bool = False
+    # The weakest constraint of a decision as candidate fixes (the checker knows where
+    # a new constraint goes in the file).
+    needed_fixes: Callable[[Decision], list[Fix]] = lambda decision: []
 
     def constraint_side(self, node: nodes.Expr) -> Dim | None:
         """A side of a constraint: `/` there states a relation (`d == D_model / H`
@@ -1686,6 +1690,7 @@ class DimBuilder:
                 node.span, claim=self.system.divisibility_claim(left, right, decision),
                 counterexample=decision.counterexample.values if decision.refuted else (),
                 help=[codes.needed_help(needed.dims, needed.constraint)] if needed else [],
+                fixes=self.needed_fixes(decision),
             ))
             return None
         return self._proved(lambda: exact_quotient(left, right), node.span)

@@ -307,10 +307,12 @@ def test_statistics_quiet_exit_zero_and_output_format(capsys, tmp_path):
     b = write(tmp_path / "b.attn", ERROR + "input W: [N]\n")
     status, out, _ = run(capsys, "verify", "--statistics", a, b)
     assert status == 1
-    assert out.splitlines() == ["2  SC301  matmul-inner-mismatch", "1  SC401  unused-declaration"]
+    # `Q @ K` has a verified fix (`Q @ K.T`): fixable, as ruff marks it
+    assert out.splitlines() == ["2  SC301  [*] matmul-inner-mismatch",
+                                "1  SC401  unused-declaration"]
     _, out, _ = run(capsys, "verify", "--statistics", "--output-format", "json", a, b)
     assert json.loads(out)[0] == {"code": "SC301", "name": "matmul-inner-mismatch", "count": 2,
-                                  "fixable": False}
+                                  "fixable": True}
     status, out, _ = run(capsys, "verify", "--quiet", a)
     assert status == 1 and "error[SC301]" in out and "Found" not in out
     assert run(capsys, "verify", "--exit-zero", a)[0] == 0

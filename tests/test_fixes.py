@@ -169,7 +169,8 @@ def test_fix_writes_through_a_symlink_to_its_target(capsys, tmp_path, fileio):
 
 def test_fix_reports_what_remains(capsys, tmp_path, fileio):
     path = tmp_path / "a.attn"
-    path.write_text(UNUSED_NOQA + "output T = Q @ Q\n", encoding="utf-8")
+    # `d` vs `d + 1` can never be equal: no edit is offered for it
+    path.write_text(UNUSED_NOQA + "output T = Q + ones([d + 1])\n", encoding="utf-8")
     status, out, _ = run(capsys, "verify", "--fix", path)
-    assert status == 1 and "error[SC301]" in out and "SC501" not in out
-    assert path.read_text(encoding="utf-8") == FIXED + "output T = Q @ Q\n"
+    assert status == 1 and "error[SC303]" in out and "SC501" not in out
+    assert path.read_text(encoding="utf-8") == FIXED + "output T = Q + ones([d + 1])\n"

@@ -17,9 +17,9 @@ BELOW: dict[str, set[str]] = {
     "nodes": {"diagnostics"},
     "symbolic": {"codes", "nodes", "diagnostics"},
     "program": {"nodes", "diagnostics", "symbolic"},
-    "rules": {"codes", "diagnostics", "program", "symbolic"},
+    "rules": {"codes", "diagnostics", "nodes", "program", "symbolic"},
     "einsum": {"codes", "program", "rules", "symbolic"},
-    "builtins": {"codes", "program", "rules", "einsum", "symbolic", "diagnostics"},
+    "builtins": {"codes", "diagnostics", "einsum", "nodes", "program", "rules", "symbolic"},
     # The axis-meaning pass reads the checked program; it stands beside the formats, the
     # report and the backends, never below the checker.
     "meaning": {"codes", "nodes", "symbolic", "builtins", "diagnostics", "einsum", "program"},

@@ -160,6 +160,20 @@ async def test_code_actions_carry_the_fixes(client: LanguageClient, tmp_path):
 
 
 @pytest.mark.asyncio(loop_scope="function")
+async def test_code_actions_carry_the_checkers_verified_fixes(client: LanguageClient, tmp_path):
+    """`Q @ K` -> `Q @ K.T` (verified by re-checking) reaches the editor as a quick fix."""
+    uri = (tmp_path / "k.attn").as_uri()
+    [mismatch] = [d for d in await _open(client, uri, BROKEN) if d.code == "SC301"]
+    actions = await client.text_document_code_action_async(types.CodeActionParams(
+        types.TextDocumentIdentifier(uri), mismatch.range,
+        types.CodeActionContext(diagnostics=[mismatch])))
+    [action] = actions
+    assert action.kind == types.CodeActionKind.QuickFix and "Q @ K.T" in action.title
+    [edit] = action.edit.changes[uri]
+    assert edit.new_text == "Q @ K.T" and edit.range.start == _position(BROKEN, "Q @ K")
+
+
+@pytest.mark.asyncio(loop_scope="function")
 async def test_unknown_documents_get_empty_answers(client: LanguageClient, tmp_path):
     uri = (tmp_path / "never-opened.attn").as_uri()
     hover = await client.text_document_hover_async(types.HoverParams(

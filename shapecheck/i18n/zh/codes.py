@@ -45,6 +45,20 @@ CODES: dict[str, dict[str, str]] = {
         example="(把一个二进制文件当作 spec 传入)",
         fix="先改正显示出来的错误, 再运行一次检查。",
     ),
+    "SC005": dict(
+        summary="不可见字符或双向控制字符",
+        message="不可见字符 {character} {where}",
+        what="spec 中有一个显示为空、或者改变周围文字显示方式的字符: 零宽空格或连接符、软连字符、"
+        "双向控制字符 (从右到左覆盖、隔离、标记)、单词连接符、文件中间的字节顺序标记, "
+        "或其他 Unicode 格式字符。无论它在哪里都会报告, 注释和字符串也不例外。名字中不能含有"
+        "这样的字符 (它既不是字母也不是数字), 所以在名字中它同时也是语法错误。",
+        why="spec 看起来必须就是它本来的样子: 注释中的双向覆盖字符可以让编辑器或代码审查显示的"
+        "顺序与实际检查的顺序不同 (\"Trojan Source\"), 零宽字符会让两个看起来相同的名字"
+        "实际上不同。",
+        example="dim N\ninput X: [N]  # the scores\u200b of one head\noutput X\n"
+        "# warning[SC005]: 不可见字符 U+200B ZERO WIDTH SPACE 在注释中",
+        fix="删除这个字符 (修复正是这样做的)。",
+    ),
     "SC006": dict(
         summary="检查这个文件时 shapecheck 内部出错",
         message="检查 {path} 时内部出错: {error} (这是 shapecheck 的 bug; "
@@ -567,7 +581,7 @@ NOTES = {
 
 HELPS = {
     "transpose": "你是不是想写 `{fix}`?",
-    "redeclare": "如果 `{name}` 声明的形状错了: `param {name}: {shape}`",
+    "redeclare": "如果 `{name}` 声明的形状错了: `{kind} {name}: {shape}`",
     "or": "或者: {text}",
     "add_constraint": "加上 `constraint {constraint}`",
     "add_dim_and_constraint": "加上 `dim {dims}` 和 `constraint {constraint}`",
@@ -575,10 +589,11 @@ HELPS = {
     "declare_it": "声明它: `{declaration}`",
     "declare_dim": "用 `dim {name}` 声明它",
     "use_row": "使用 `softmax({arg}, axis=row)`",
+    "redeclare_bool": "把它声明为掩码: `{kind} {name}: {shape}`",
     "use_where": "把它声明为 `bool[...]`, 才能用作掩码",
     "apply_mask": "要施加掩码, 写成 `where({mask}, x, -inf)`",
     "bind_dim": "用 `--dim {name}=VALUE` 或 `dim {name} = VALUE` 绑定它",
-    "rename": "给新的值起一个自己的名字, 例如 `{name}2`",
+    "rename": "给新的值起一个自己的名字, 例如 `{name}`",
     "compare_first": "先做比较, 例如 `({operand} > 0)`",
     "parenthesize_comparisons": "`&` 和 `|` 比比较运算结合得更紧: 把每个比较放进括号, "
     "`(a < b) & (c < d)`",
@@ -591,6 +606,7 @@ HELPS = {
     "fill_minus_inf": "填入 `-inf`: `where(mask, S, -inf)`",
     "keepdims": "保留被归约的轴: 给 `{reduction}` 加上 `keepdims=true`",
     "move_axes_first": "先用 `transpose` 移动轴, 或使用 `merge_heads` / `split_heads`",
+    "delete_invisible": "删除它",
     "remove_noqa": "去掉这条注释",
 }
 
@@ -657,6 +673,11 @@ DETAILS = {
     "found_boolean": "布尔值",
     "found_expression": "这个表达式",
     "expression_too_large": "这个维度表达式太大, 无法检查",
+    "invisible_in_comment": "在注释中",
+    "invisible_in_string": "在字符串中",
+    "invisible_in_code": "在代码中",
+    "invisible_run": "(连续 {count} 个) {where}",
+    "invisible_more": "(这个文件中还有 {count} 处不可见字符)",
     "rank_too_large": "秩 {rank} 超过了 NumPy 能容纳的 {limit} 个轴",
     "einsum_too_many_operands": "`einsum` 有 {count} 个操作数: NumPy 最多接受 {limit} 个",
     "too_complex_terms": "太复杂, 无法证明: 代入派生维度和约束之后, 这里的一个维度表达式展开"
