@@ -17,7 +17,7 @@ from .builtins import (
     BUILTINS, KEYWORD_SYNONYMS, VARIADIC, Builtin, Kind, axis_index, broadcast, matmul,
     transpose_last_two,
 )
-from .diagnostics import Diagnostic, DiagnosticSink, Edit, Fix, Note, Span
+from .diagnostics import Diagnostic, DiagnosticSink, Edit, Fix, Note, Span, line_starts, span_text
 from .indexing import Entry, subscript_shape
 from .program import SCALAR, UNKNOWN, CallInfo, Inferred, Program, Tensor, Value
 from .rules import MAX_RANK, Anchor, needed_fixes, needed_help
@@ -52,7 +52,7 @@ class Checker:
         self.source = source
         # Off when several files share the bindings: the CLI then warns once.
         self.warn_unknown_bindings = warn_unknown_bindings
-        self._line_starts = _line_starts(source)
+        self._line_starts = line_starts(source)
         self.dims = dims if dims is not None else DimSystem(bindings=dict(bindings or {}))
         self._inferred = inferred
         self.sink = DiagnosticSink(limit=sys.maxsize) if complete else DiagnosticSink()
@@ -833,10 +833,7 @@ class Checker:
         return _RuleCtx(self, node, params)
 
     def text(self, node: nodes.Expr | nodes.Shape) -> str:
-        span = node.span
-        start = self._line_starts[span.line - 1] + span.column - 1
-        end = self._line_starts[span.end_line - 1] + span.end_column - 1
-        return " ".join(self.source[start:end].split())
+        return span_text(self.source, self._line_starts, node.span)
 
     def _origin_notes(self, name: str) -> list[Note]:
         tensor = self.program.tensors.get(name)
@@ -1052,14 +1049,6 @@ def _not_a_value(node: nodes.Expr) -> str:
         return codes.detail("axis_not_a_tensor", name=node.name)
     return codes.detail("not_a_value")
 
-
-def _line_starts(source: str) -> list[int]:
-    starts = [0]
-    index = source.find("\n")
-    while index >= 0:
-        starts.append(index + 1)
-        index = source.find("\n", index + 1)
-    return starts
 
 
 def check(source: str, statements: list[nodes.Stmt], parse_diagnostics: Sequence[Diagnostic] = (),

@@ -28,6 +28,24 @@ class Span(NamedTuple):
         return Span(self.line, self.column, other.end_line, other.end_column)
 
 
+def line_starts(text: str) -> list[int]:
+    """The offset where each line of ``text`` starts (line 1 at index 0)."""
+    starts = [0]
+    index = text.find("\n")
+    while index >= 0:
+        starts.append(index + 1)
+        index = text.find("\n", index + 1)
+    return starts
+
+
+def span_text(source: str, starts: list[int], span: Span) -> str:
+    """The text ``span`` covers in ``source`` (``starts`` its :func:`line_starts`), its
+    whitespace runs (line breaks included) made single spaces."""
+    start = starts[span.line - 1] + span.column - 1
+    end = starts[span.end_line - 1] + span.end_column - 1
+    return " ".join(source[start:end].split())
+
+
 class Severity(str, Enum):
     ERROR = "error"
     WARNING = "warning"

@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 
 from . import codes, nodes, symbolic
 from .builtins import BUILTINS, AxisKind, axis_index
-from .diagnostics import Diagnostic, Note, Span
+from .diagnostics import Diagnostic, Note, Span, line_starts, span_text
 from .einsum import SubscriptError, parse_subscripts
 from .program import NewAxis, Program, Take, Value
 from .symbolic import Dim, DimSystem, Verdict, to_text
@@ -493,7 +493,7 @@ class _Analysis:
         self.diagnostics: list[Diagnostic] = []
         self._reported: set[tuple[str, int]] = set()
         self._statement: nodes.Stmt | None = None
-        self._line_starts = _line_starts(program.source)
+        self._line_starts = line_starts(program.source)
         self._system: DimSystem | None = None
         self._verdicts: dict[tuple[Any, ...], tuple[str, Dim | None]] = {}
         inferred = program.inferred
@@ -1634,10 +1634,7 @@ class _Analysis:
         self.diagnostics.append(diagnostic)
 
     def _text(self, node: nodes.Expr | nodes.Stmt) -> str:
-        span = node.span
-        start = self._line_starts[span.line - 1] + span.column - 1
-        end = self._line_starts[span.end_line - 1] + span.end_column - 1
-        return " ".join(self.program.source[start:end].split())
+        return span_text(self.program.source, self._line_starts, node.span)
 
     def _origin_notes(self, node: nodes.Expr) -> list[Note]:
         node = nodes.strip_parens(node)
@@ -1745,14 +1742,6 @@ def _children(node: nodes.Expr) -> Iterable[nodes.Expr]:
         return (node.operand,)  # the entries are dims, not values
     return ()
 
-
-def _line_starts(source: str) -> list[int]:
-    starts = [0]
-    index = source.find("\n")
-    while index >= 0:
-        starts.append(index + 1)
-        index = source.find("\n", index + 1)
-    return starts
 
 
 # `x OP number` written `number OP' x`; and what `m OP number` is for a 0/1 mask m:

@@ -33,7 +33,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from .. import nodes
-from ..diagnostics import Diagnostic, Span
+from ..diagnostics import Diagnostic, Span, line_starts
 from ..incremental import Memo
 from ..parser import Chunk, ParseResult, parse, parse_chunk, split_statements
 from ..program import Program
@@ -206,12 +206,12 @@ class IncrementalParser:
         delta = len(text) - len(old)
         old_starts = {entry.offset: index for index, entry in enumerate(entries)}
         body = text[restart:]
-        line_starts = _line_starts(body)
+        starts = line_starts(body)
         scanned: list[tuple[Chunk, int]] = []
         aligned = len(entries)
         moved = 0
         for chunk in split_statements(body):
-            start = restart + line_starts[chunk.line - 1]
+            start = restart + starts[chunk.line - 1]
             offset = start + chunk.column - 1
             found = old_starts.get(offset - delta)
             if found is not None and found >= keep and start - 1 >= tail_from:
@@ -264,14 +264,6 @@ def _moved(entry: _Parsed, lines: int, offset: int) -> _Parsed:
 def _down(span: Span, lines: int) -> Span:
     return Span(span.line + lines, span.column, span.end_line + lines, span.end_column)
 
-
-def _line_starts(text: str) -> list[int]:
-    starts = [0]
-    index = text.find("\n")
-    while index >= 0:
-        starts.append(index + 1)
-        index = text.find("\n", index + 1)
-    return starts
 
 
 def _common_prefix(a: str, b: str) -> int:
