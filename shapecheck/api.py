@@ -5,17 +5,20 @@ from __future__ import annotations
 import gc
 from collections.abc import Collection, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import codes, fileio, fixcheck, nodes, suppress
 from .checker import Checker
 from .config import default_bindings
 from .diagnostics import MAX_DIAGNOSTICS, FileResult, InferredNames, Span
-from .incremental import Memo
 from .meaning import analyse
 from .options import check_bindings
 from .parser import ParseResult, parse
 from .program import Inferred, Program
 from .symbolic import DimSystem
+
+if TYPE_CHECKING:  # the language server's memo: `verify` never imports it
+    from .incremental import Memo
 
 
 def check_text(text: str, bindings: dict[str, int] | None = None, *,
