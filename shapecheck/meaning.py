@@ -126,7 +126,10 @@ class Scale(NamedTuple):
             size = system.evaluate(base)
             if size is None:
                 return None
-            total *= float(size) ** float(exponent)
+            try:
+                total *= float(size) ** float(exponent)
+            except OverflowError:  # a size to a power past a float: no value to compare
+                return None
         return total
 
 
@@ -1679,9 +1682,17 @@ def _sum(left: _Scalar, right: _Scalar, op: str) -> _Scalar:
     return _Scalar(powers=((total, Fraction(1)),))
 
 
+def _integral(number: float | Fraction) -> bool:
+    """A whole number (never for ``inf`` or NaN: `J - inf` is a number, not a dim)."""
+    try:
+        return number == int(number)
+    except (OverflowError, ValueError):
+        return False
+
+
 def _as_dim(scalar: _Scalar) -> Dim | None:
     """A scalar that is a polynomial in dims with integer coefficients, as a dim expression."""
-    if scalar.opaque or scalar.coef != int(scalar.coef):
+    if scalar.opaque or not _integral(scalar.coef):
         return None
     result: Dim = symbolic.integer(int(scalar.coef))
     for base, exponent in scalar.powers:

@@ -303,6 +303,9 @@ def test_the_pass_is_silent_where_identity_is_lost() -> None:
     HEAD + "O = softmax(sqrt(d)) @ V\n",
     HEAD + "S: [N, d] = Q @ K.T\nO = softmax(S) @ V\n",
     HEAD + "s = 1 / sqrt(d)\nt = s * s\nO = softmax(Q @ K.T * t ** 0.25 / 0) @ V\n",
+    # found by tools/fuzz.py: a dim minus inf as a fill, a scale past a float at the bindings
+    HEAD + "O = softmax(where(causal_mask(N), Q @ K.T, d - inf)) @ V\n",
+    HEAD.replace("dim N, d", "dim N, d = 1000000") + "O = softmax(Q @ K.T * d ** 60) @ V\n",
 ])
 def test_broken_specs_get_no_meaning_traceback(text: str) -> None:
     program = check_text(text)
