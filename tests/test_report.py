@@ -656,9 +656,18 @@ def test_the_card_marks_a_transposed_mask_and_a_mask_after_the_softmax() -> None
         BASE + "input M: bool[N, N]\nS = where(causal_mask(N).T, Q @ K.T / sqrt(d), -inf)\n"
         "P = softmax(S)\nPm = where(M, P, 0)\nO = Pm @ V\noutput O\n"), "m.attn").cards
     masks = [(plain(c.text), c.ok) for c in card.checks if c.label == "mask"]
-    assert masks[0][1] is False and "transposed" in masks[0][0] and "SC407" in masks[0][0]
+    assert masks[0][1] is False and "keys after it" in masks[0][0] and "SC407" in masks[0][0]
     assert masks[1][1] is False and "after the softmax" in masks[1][0] and "SC406" in masks[1][0]
     assert not card.ok
+
+
+def test_the_card_cites_the_warning_of_an_inverted_mask() -> None:
+    # `where(m, -inf, S)` hides what the causal mask allows: the same ✗, but SC408's
+    (card,) = build_report(check_text(
+        BASE + "S = Q @ K.T / sqrt(d)\nP = softmax(where(causal_mask(N), -inf, S))\nO = P @ V\n"
+        "output O\n"), "m.attn").cards
+    (mask,) = [(plain(c.text), c.ok) for c in card.checks if c.label == "mask"]
+    assert mask[1] is False and "keys after it" in mask[0] and "see SC408 on line 6" in mask[0]
 
 
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.attn")), ids=lambda p: p.stem)

@@ -588,7 +588,7 @@ class _Steps:
                 out.append(Check(label, join(list(said), " ", mark(True)), True))
             elif mask.alignment == "transposed":
                 out.append(Check(label, join(list(rich("check_mask_transposed", **fields)), " ", mark(False),
-                                             " ", self.warning(("SC407",))), False))
+                                             " ", self.warning(("SC407", "SC408"))), False))
             else:
                 out.append(Check(label, rich("check_mask_ok", **fields), None))
         return out

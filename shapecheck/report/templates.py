@@ -215,7 +215,7 @@ TEXT: Table = Table("report", "TEXT", {
     "check_mask_bad": "{mask}",
     "check_mask_causal": "{mask}: query i sees the keys {keys}",
     "check_mask_aligned": "{mask}: causal, each query sees the keys up to its own position",
-    "check_mask_transposed": "{mask}: transposed, each query sees the keys after it, not before",
+    "check_mask_transposed": "{mask}: each query sees the keys after it, not the ones before it",
     "check_mask_after": "{mask} is applied after the softmax: the weights no longer sum to 1",
     "check_weights": "weights",
     "check_changed": "{change} changes the weights after the softmax: they no longer sum to 1",

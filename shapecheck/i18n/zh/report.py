@@ -193,7 +193,7 @@ TEXT = {
     "check_mask_bad": "{mask}",
     "check_mask_causal": "{mask}: query i 只看 key {keys}",
     "check_mask_aligned": "{mask}: 因果掩码, 每个 query 只看到自己位置为止的 key",
-    "check_mask_transposed": "{mask}: 被转置了, 每个 query 看的是它之后的 key, 而不是之前的",
+    "check_mask_transposed": "{mask}: 每个 query 看的是它之后的 key, 而不是之前的",
     "check_mask_after": "{mask} 在 softmax 之后施加: 权重之和不再为 1",
     "check_weights": "权重",
     "check_changed": "{change} 在 softmax 之后改变了权重: 它们之和不再为 1",
