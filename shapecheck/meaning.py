@@ -522,7 +522,12 @@ class _Analysis:
         if isinstance(statement, nodes.TensorDecl):
             self._declare(statement)
         elif isinstance(statement, (nodes.Define, nodes.Output)) and statement.value is not None:
-            self._define(statement)
+            try:
+                self._define(statement)
+            except symbolic.TooComplex:  # past the algebra budget (SC003): no opinion on it
+                tensor = self.program.tensors.get(statement.name.name)
+                if tensor is not None and tensor.span == statement.span:
+                    self.names[statement.name.name] = _UNKNOWN
 
     def result(self) -> Meaning:
         return Meaning(self.patterns, self.diagnostics, self.infos)

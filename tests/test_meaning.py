@@ -306,6 +306,8 @@ def test_the_pass_is_silent_where_identity_is_lost() -> None:
     # found by tools/fuzz.py: a dim minus inf as a fill, a scale past a float at the bindings
     HEAD + "O = softmax(where(causal_mask(N), Q @ K.T, d - inf)) @ V\n",
     HEAD.replace("dim N, d", "dim N, d = 1000000") + "O = softmax(Q @ K.T * d ** 60) @ V\n",
+    # found by tools/fuzz.py: a reshape whose sizes are past the algebra budget (SC003)
+    "dim a0, a1\nconstraint a1 < 768\ninput X: [a0, a1 ** 64 * a0]\nZ = reshape(X, [-1])\n",
 ])
 def test_broken_specs_get_no_meaning_traceback(text: str) -> None:
     program = check_text(text)
