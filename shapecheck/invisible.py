@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 from . import codes
 from .diagnostics import Diagnostic, Edit, Fix, Span
+from .suppress import scan_line
 
 # Unicode's format characters (category Cf: soft hyphen, zero-width characters, bidi
 # controls, word joiner, invisible operators, tags, ...; Unicode 15.1, a superset of what
@@ -84,17 +85,10 @@ def _name(character: str) -> str:
 
 def _where(text: str, offset: int) -> str:
     """`invisible_in_comment`, `invisible_in_string` or `invisible_in_code`."""
-    line_start = text.rfind("\n", 0, offset) + 1
-    quote: str | None = None
-    for char in text[line_start:offset]:
-        if quote is not None:
-            if char == quote:
-                quote = None
-        elif char in "\"'":
-            quote = char
-        elif char == "#":
-            return "invisible_in_comment"
-    return "invisible_in_string" if quote is not None else "invisible_in_code"
+    comment, in_string = scan_line(text[text.rfind("\n", 0, offset) + 1:offset])
+    if comment is not None:
+        return "invisible_in_comment"
+    return "invisible_in_string" if in_string else "invisible_in_code"
 
 
 def _span(text: str, start: int, end: int) -> Span:

@@ -140,6 +140,12 @@ def _directives(source: str) -> tuple[list[Directive], list[Diagnostic]]:
 
 def comment_start(line: str) -> int | None:
     """The index of the `#` that starts the line's comment (not one inside a string)."""
+    return scan_line(line)[0]
+
+
+def scan_line(line: str) -> tuple[int | None, bool]:
+    """The index of the `#` that starts ``line``'s comment (None: no comment), and whether
+    ``line`` (up to that `#`, or to its end) ends inside a string."""
     quote: str | None = None
     for index, char in enumerate(line):
         if quote is not None:
@@ -148,8 +154,8 @@ def comment_start(line: str) -> int | None:
         elif char in "\"'":
             quote = char
         elif char == "#":
-            return index
-    return None
+            return index, False
+    return None, quote is not None
 
 
 def _read(number: int, line: str, start: int, match: re.Match[str], file_level: bool,
