@@ -23,7 +23,7 @@ from .formats import FORMATS  # light: each format's module loads only when used
 
 if TYPE_CHECKING:
     from .config import Finder
-    from .lint import FileFix, Stdin
+    from .lint import FileFix, Outcome, Stdin
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
@@ -159,6 +159,20 @@ config_option = click.option(
     "spec's folder upward), or override one key (repeatable).")
 isolated_option = click.option(
     "--isolated", is_flag=True, help="Ignore every configuration file.")
+stdin_filename_option = click.option(
+    "--stdin-filename", metavar="PATH",
+    help="The name of the spec read from `-` (standard input): used in messages and to "
+    "find its configuration.")
+
+
+def _stdin_spec(path: str, stdin_filename: str | None) -> tuple[str, bytes | None, Path]:
+    """`run -` and `report -`: the name the spec is shown as, its bytes (None: read
+    ``path`` itself) and where its configuration is looked for."""
+    from .walk import STDIN
+
+    if path != STDIN:
+        return path, None, Path(path)
+    return stdin_filename or STDIN, _read_stdin(), Path(stdin_filename or Path.cwd() / STDIN)
 
 
 def finder_for(config: Sequence[str], isolated: bool, overrides: object | None = None) -> Finder:
@@ -297,10 +311,9 @@ def verify(paths: tuple[str, ...], fmt: str, strict: bool | None, color: str,
     if diff or fix:
         fixed = apply_fixes(outcome, bindings, write=fix, stdin=stdin, infer=infer)
         if diff:
-            _show_diff(fixed)
             if nothing and not allow_empty:
                 raise UsageFailure(MESSAGES["nothing_checked"])
-            sys.exit(EXIT_USAGE if outcome.tool_failure else EXIT_OK)
+            sys.exit(_show_diff(outcome, fixed, fmt, strict=strict, exit_zero=exit_zero))
         if stdin is not None:
             _print_fixed_stdin(fixed, stdin)
     strict_now = any(settings.strict for settings in outcome.settings.values()) \
@@ -338,14 +351,31 @@ def verify(paths: tuple[str, ...], fmt: str, strict: bool | None, color: str,
     sys.exit(EXIT_ERRORS if failed and not exit_zero else EXIT_OK)
 
 
-def _show_diff(fixed: Sequence[FileFix]) -> None:
-    """`--diff`: the changes on stdout, how many on stderr."""
+def _show_diff(outcome: Outcome, fixed: Sequence[FileFix], fmt: str, *, strict: bool | None,
+               exit_zero: bool) -> int:
+    """`--diff`: the changes (text: a unified diff on stdout, how many on stderr; json:
+    the document of what is left after the fixes, each file's diff a field). The exit
+    status: 1 when a file would change or errors remain after the fixes, else 0."""
     from .fixes import unified_diff
 
-    for item in fixed:
-        click.echo(unified_diff(item.path, item.before, item.after), nl=False)
-    count = sum(item.applied for item in fixed)
-    click.echo(MESSAGES["would_fix"].format(count=count, files=len(fixed)), err=True)
+    diffs = {item.path: unified_diff(item.path, item.before, item.after) for item in fixed}
+    after = {item.path: item.result for item in fixed if item.result is not None}
+    results = [after.get(result.path, result) for result in outcome.results]
+    strict_now = any(settings.strict for settings in outcome.settings.values()) or bool(strict)
+    if fmt == "json":
+        from .formats.json_format import render_json
+
+        click.echo(render_json(results, strict=strict_now, notices=outcome.notices, diffs=diffs),
+                   nl=False)
+    else:
+        for item in fixed:
+            click.echo(diffs[item.path], nl=False)
+        count = sum(item.applied for item in fixed)
+        click.echo(MESSAGES["would_fix"].format(count=count, files=len(fixed)), err=True)
+    if outcome.tool_failure:
+        return EXIT_USAGE
+    failed = bool(fixed) or not all(result.ok(strict_now) for result in results)
+    return EXIT_ERRORS if failed and not exit_zero else EXIT_OK
 
 
 def _print_fixed_stdin(fixed: Sequence[FileFix], stdin: Stdin) -> None:
@@ -411,11 +441,12 @@ def _append(path: str, text: str) -> None:
 @color_option
 @config_option
 @isolated_option
+@stdin_filename_option
 @infer_option
 def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive: str | None,
         seed: int, save: str | None, save_all: bool, dtype: str, backend: str, device: str,
         fused: str, max_memory: str | None, color: str, config: tuple[str, ...], isolated: bool,
-        infer: bool | None) -> None:
+        stdin_filename: str | None, infer: bool | None) -> None:
     """Verify a spec, then execute it (NumPy, or PyTorch) and report its outputs.
 
     The configuration's [dims] are default bindings (--dim wins), and its rule
@@ -423,11 +454,13 @@ def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive:
     """
     from .backend.command import RunOptions, run_command
 
-    settings = finder_for(config, isolated).settings_for(path)
-    options = RunOptions(path, parse_bindings(dims), input_files, archive, seed, save, save_all,
-                         dtype, max_memory, use_color(color), ignore=settings.disabled(path),
+    bindings = parse_bindings(dims)
+    shown, source, where = _stdin_spec(path, stdin_filename)
+    settings = finder_for(config, isolated).settings_for(where)
+    options = RunOptions(shown, bindings, input_files, archive, seed, save, save_all,
+                         dtype, max_memory, use_color(color), ignore=settings.disabled(str(where)),
                          defaults=dict(settings.dims), infer=infer, backend=backend,
-                         device=device, fused=fused)
+                         device=device, fused=fused, source=source)
     sys.exit(run_command(options))
 
 
@@ -483,15 +516,17 @@ def conform_command(path: str, target: str, dims: tuple[str, ...], names: tuple[
 @dim_option
 @config_option
 @isolated_option
+@stdin_filename_option
 @infer_option
 def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str, ...],
-           config: tuple[str, ...], isolated: bool, infer: bool | None) -> None:
+           config: tuple[str, ...], isolated: bool, stdin_filename: str | None,
+           infer: bool | None) -> None:
     """Write a shape-annotated report of one spec (HTML or Markdown).
 
     The configuration's [dims] are default bindings (--dim wins), and its rule
     selection and the spec's `# noqa` comments apply to the problems shown.
     """
-    from .api import check_path
+    from .api import check_bytes, check_path
     from .config import default_bindings
     from .report import build_report, format_for, render, write_atomically
 
@@ -500,17 +535,20 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
     fmt = fmt or ("md" if to_stdout else format_for(output))
     if fmt is None:
         raise UsageFailure(MESSAGES["report_format"].format(output=output))
-    protect = [(path, MESSAGES["what_spec"])]
+    shown, source, where = _stdin_spec(path, stdin_filename)
+    protect = [(str(where), MESSAGES["what_spec"])]
     if not to_stdout:
         _check_output(output, protect)
-    settings = finder_for(config, isolated).settings_for(path)
+    settings = finder_for(config, isolated).settings_for(where)
+    ignore = settings.disabled(str(where))
     try:
-        program = check_path(path, bindings, ignore=settings.disabled(path),
-                             defaults=settings.dims, infer=infer)
+        program = (check_path(path, bindings, ignore=ignore, defaults=settings.dims, infer=infer)
+                   if source is None else
+                   check_bytes(source, bindings, ignore=ignore, defaults=settings.dims, infer=infer))
     except OSError as error:
         raise UsageFailure(cannot_read(path, error)) from None
     bindings = {**default_bindings(settings.dims, program.dims.dims), **bindings}
-    built = build_report(program, path, bindings, dtype)
+    built = build_report(program, shown, bindings, dtype)
     if to_stdout:
         click.echo(render(built, fmt), nl=False)
         sys.exit(EXIT_OK if program.ok else EXIT_ERRORS)

@@ -170,8 +170,8 @@ class Overrides:
     inline: Mapping[str, Any] = field(default_factory=dict)  # validated `--config K=V` keys
 
     def apply(self, settings: Settings) -> Settings:
-        if self.inline:
-            settings = _with_keys(settings, self.inline, None, "")
+        if self.inline:  # each key replaces the file's value, `ignore = []` included
+            settings = _with_keys(settings, self.inline, None, "", override=True)
         layers = settings.layers
         if self.select is not None or self.extend_select or self.ignore:
             layers = layers + (Layer(self.select, self.extend_select, self.ignore),)
@@ -327,7 +327,10 @@ def parse_inline(item: str) -> dict[str, Any]:
 
 
 def _with_keys(settings: Settings, table: Mapping[str, Any], path: Path | None, text: str,
-               prefix: tuple[str, ...] = ()) -> Settings:
+               prefix: tuple[str, ...] = (), *, override: bool = False) -> Settings:
+    """``settings`` with the keys of ``table``; with ``override`` (``--config 'KEY =
+    VALUE'``) a selection key replaces that key of the file's own layer instead of
+    adding a layer on top of it."""
     def fail(key: str, message: str, table_path: tuple[str, ...] = ()) -> ConfigError:
         line = _line_of(text, prefix + table_path, key) if text else None
         return ConfigError(path, message, key=".".join(table_path + (key,)), line=line)
@@ -365,8 +368,20 @@ def _with_keys(settings: Settings, table: Mapping[str, Any], path: Path | None, 
         elif key == "dims":
             changes["dims"] = _dims(value, fail)
     if select is not None or extend is not None or ignore is not None:
-        changes["layers"] = settings.layers + (Layer(select, extend or (), ignore or ()),)
+        changes["layers"] = _layers_with(settings.layers, select, extend, ignore, override)
     return replace(settings, **changes)
+
+
+def _layers_with(layers: tuple[Layer, ...], select: tuple[str, ...] | None,
+                 extend: tuple[str, ...] | None, ignore: tuple[str, ...] | None,
+                 override: bool) -> tuple[Layer, ...]:
+    if not override or not layers:
+        return layers + (Layer(select, extend or (), ignore or ()),)
+    file_layer = layers[-1]  # the configuration file's: the command line's come after
+    return layers[:-1] + (Layer(
+        file_layer.select if select is None else select,
+        file_layer.extend_select if extend is None else extend,
+        file_layer.ignore if ignore is None else ignore),)
 
 
 def _strings(value: Any, fail: Any, key: str, table_path: tuple[str, ...] = ()) -> tuple[str, ...]:

@@ -157,6 +157,7 @@ class FileFix:
     after: str
     applied: int
     written: bool = False
+    result: FileResult | None = None  # the fixed text's check (what is left after the fixes)
 
 
 def fix(outcome: Outcome, bindings: Mapping[str, int], *, write: bool,
@@ -190,7 +191,8 @@ def fix(outcome: Outcome, bindings: Mapping[str, int], *, write: bool,
             continue
         is_stdin = stdin is not None and result.path == stdin.display
         written = write and not is_stdin and _write(result.path, result.source, fixed.text)
-        done.append(FileFix(result.path, result.source, fixed.text, fixed.applied, written))
+        after = file_result(last[0], result.path) if last else None
+        done.append(FileFix(result.path, result.source, fixed.text, fixed.applied, written, after))
         if (written or (write and is_stdin)) and last:
             outcome.results[index] = file_result(last[0], result.path)
     return done

@@ -124,7 +124,7 @@ def test_diff_shows_and_writes_nothing(capsys, tmp_path):
     path = tmp_path / "a.attn"
     path.write_text(UNUSED_NOQA, encoding="utf-8")
     status, out, err = run(capsys, "verify", "--diff", path)
-    assert status == 0
+    assert status == 1  # it would change the file (issue 18)
     assert f"--- {path}" in out and "-output S = Q @ Q.T  # noqa: SC401" in out
     assert "+output S = Q @ Q.T" in out and "Would fix 1 problem(s) in 1 file(s)." in err
     assert path.read_text(encoding="utf-8") == UNUSED_NOQA
