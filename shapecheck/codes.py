@@ -171,6 +171,20 @@ UNREADABLE = _code(
     fix="Correct the path, or make the file readable.",
 )
 
+NOT_A_SPEC = _code(
+    "SC008", "not-a-spec", E, "the file is not a spec",
+    "this file does not look like a spec: {broken} of its {total} statements do not parse "
+    "(the first, line {line}: {first})",
+    what="Almost nothing in the file parses as a statement of the spec language: at least "
+    "ten statements, and at least four in five of them, are syntax errors. It is reported "
+    "once, instead of one SC001 per line.",
+    why="A Markdown page, a Python module or a configuration file named by mistake would "
+    "otherwise bury the one useful fact (this is not a spec) under hundreds of errors.",
+    example="(shapecheck verify README.md)",
+    fix="Check `.attn` spec files (a folder means the `*.attn` files below it); for a spec "
+    "written in another language, start from the first error shown.",
+)
+
 # --- names ----------------------------------------------------------------------
 
 UNDEFINED = _code(
@@ -753,6 +767,7 @@ HELPS: Table = Table("codes", "HELPS", {
     "redeclare_bool": "declare it as a mask: `{kind} {name}: {shape}`",
     "use_where": "declare it as `bool[...]` to use it as a mask",
     "apply_mask": "to apply a mask, write `where({mask}, x, -inf)`",
+    "not_a_spec": "shapecheck checks `.attn` specs: a folder means the `*.attn` files below it",
     "bind_dim": "bind it with `--dim {name}=VALUE` or `dim {name} = VALUE`",
     "rename": "give the new value its own name, e.g. `{name}`",
     "compare_first": "compare first, e.g. `({operand} > 0)`",

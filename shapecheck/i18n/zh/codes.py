@@ -78,6 +78,18 @@ CODES: dict[str, dict[str, str]] = {
         example="(shapecheck verify missing.attn)",
         fix="改正路径, 或者让文件可读。",
     ),
+    "SC008": dict(
+        summary="文件不是 spec",
+        message="这个文件看起来不是 spec: {total} 条语句中有 {broken} 条无法解析 "
+        "(第一条, 第 {line} 行: {first})",
+        what="文件中几乎没有能解析为 spec 语言语句的内容: 至少十条语句, 且至少五分之四, "
+        "是语法错误。这只报告一次, 而不是每行一个 SC001。",
+        why="误把 Markdown 页面、Python 模块或配置文件当作 spec 时, 否则成百上千的错误会淹没"
+        "唯一有用的事实 (这不是 spec)。",
+        example="(shapecheck verify README.md)",
+        fix="检查 `.attn` spec 文件 (文件夹指其下的 `*.attn` 文件); 若是用别的语言写的 spec, "
+        "从显示的第一个错误改起。",
+    ),
     "SC101": dict(
         summary="名字在声明之前就被使用",
         message="`{name}` 没有定义",
@@ -580,6 +592,7 @@ NOTES = {
 }
 
 HELPS = {
+    "not_a_spec": "shapecheck 检查 `.attn` spec: 文件夹指其下的 `*.attn` 文件",
     "transpose": "你是不是想写 `{fix}`?",
     "redeclare": "如果 `{name}` 声明的形状错了: `{kind} {name}: {shape}`",
     "or": "或者: {text}",
