@@ -132,3 +132,16 @@ def test_inline_select_replaces_the_files_select(capsys, tmp_path, monkeypatch):
     (tmp_path / "s.attn").write_text(WRONG_AXIS, encoding="utf-8")
     assert "SC402" not in run(capsys, "verify", "s.attn")[1]
     assert "SC402" in run(capsys, "verify", "s.attn", "--config", 'select = ["ALL"]')[1]
+
+
+# --- item 13: what `run` says it generated is what it drew -----------------------------
+
+
+def test_a_rank_1_param_is_reported_as_drawn_n01(tmp_path):
+    spec = tmp_path / "r.attn"
+    spec.write_text("dim N, d\ninput X: [N, d]\nparam g: [d]\nparam W: [d, d]\n"
+                    "output Y: [N, d] = (X * g) @ W\n", encoding="utf-8")
+    done = shell("run", str(spec), "--dim", "N=2", "--dim", "d=3")
+    assert done.returncode == 0, done.stderr
+    assert "generated (seed 0): X, g ~ N(0, 1)" in done.stdout
+    assert "generated (seed 0): W ~ N(0, 1/fan_in)" in done.stdout

@@ -276,7 +276,10 @@ def generation_bytes(tensor: Tensor, shape: tuple[int, ...], dtype: np.dtype) ->
 def generation_note(tensor: Tensor) -> str:
     if tensor.value.is_bool:
         return message("generated_mask", fraction=MASK_TRUE_FRACTION)
-    return message("generated_param" if tensor.kind == "param" else "generated_input")
+    # What `generate` draws: 1/fan_in only for a param with a second-to-last axis.
+    scaled = tensor.kind == "param" and tensor.value.shape is not None \
+        and len(tensor.value.shape) >= 2
+    return message("generated_param" if scaled else "generated_input")
 
 
 # --- sizes ------------------------------------------------------------------------------------
