@@ -570,7 +570,8 @@ def _table() -> dict[str, Builtin]:
         Builtin("causal_mask", (Param("n", Kind.DIM), Param("n_k", Kind.DIM, None, required=False),
                                 Param("window", Kind.DIM, None, required=False)), _causal_mask,
                 "bool[N_q, N_k]: query i sees key j <= i + N_k - N_q (aligned bottom right); "
-                "with window W, only the W most recent of them",
+                "with window W, only the W most recent of them, its own included (Hugging Face's "
+                "sliding_window; Mistral's reference is window=W+1)",
                 AxisMap(AxisKind.CREATE, tensors=(), triangle="lower")),
         Builtin("tril", (X, OFFSET), _triangle("tril"), "shape of x; zero above diagonal k (np.tril)",
                 AxisMap(AxisKind.ELEMENTWISE, triangle="lower", offset="k")),
