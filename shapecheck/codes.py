@@ -781,6 +781,7 @@ HELPS: Table = Table("codes", "HELPS", {
     "flip_comparison": "compare the other way round, so that the query's position is the "
     "larger side: `key <= query`",
     "swap_branches": "swap the branches: `where(mask, S, -inf)`",
+    "swap_branches_to": "swap the branches: `{fixed}`",
     "fill_minus_inf": "fill with `-inf`: `where(mask, S, -inf)`",
     "keepdims": "keep the reduced axis: add `keepdims=true` to `{reduction}`",
     "move_axes_first": "move the axes first with `transpose`, or use `merge_heads` / `split_heads`",

@@ -1621,7 +1621,7 @@ class _Analysis:
             self._reported.add(("SC408",) + key)
             sees = codes.detail("sees_future_only" if orientation == "aligned" else "sees_past_only")
             self._report(codes.MASK_INVERTED.diag(mask.node.span, where=where, sees=sees,
-                                                  notes=notes, help=[codes.help_text("swap_branches")]))
+                                                  notes=notes, help=[self._swap_help(mask.node)]))
         elif transposed and ("SC407",) + key not in self._reported:
             self._reported.add(("SC407",) + key)
             self._report(codes.MASK_TRANSPOSED.diag(
@@ -1635,6 +1635,15 @@ class _Analysis:
                                               fill=_number_text(mask.fill),
                                               help=[codes.help_text("fill_minus_inf")]))
         return inverted or transposed
+
+    def _swap_help(self, node: nodes.Expr) -> str:
+        """SC408's help in the spec's own words: its `where` with the branches swapped."""
+        call = nodes.strip_parens(node)
+        if isinstance(call, nodes.Call) and call.func.name == "where" and len(call.args) == 3 \
+                and not call.keywords:
+            condition, hidden, kept = (self._text(arg) for arg in call.args)
+            return codes.help_text("swap_branches_to", fixed=f"where({condition}, {kept}, {hidden})")
+        return codes.help_text("swap_branches")
 
     # --- text and reporting ------------------------------------------------------------------
 

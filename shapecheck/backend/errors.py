@@ -158,6 +158,9 @@ MESSAGES: Table = Table("run", "MESSAGES", {
     "fused_off_save_all": "every intermediate is kept (--save-all)",
     "fused_no_scores": "the scores are not a product of Q and K the analysis could name",
     "fused_changed": "the weights are changed between the softmax and the product with V",
+    "fused_axis": "the product with V does not sum the weights over the axis the softmax "
+    "normalises (SC402)",
+    "fused_axis_unknown": "which axis of the weights the product with V sums over is not known",
     "fused_handwritten": "the softmax is written out by hand",
     "fused_unknown_step": "the scores go through an operation other than a scale, a bias or a mask",
     "fused_fill": "a mask's fill is not a number",

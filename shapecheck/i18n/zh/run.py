@@ -132,6 +132,8 @@ MESSAGES = {
     "fused_off_save_all": "保留了每个中间结果 (--save-all)",
     "fused_no_scores": "匹配分数不是分析能认出的 Q 与 K 的乘积",
     "fused_changed": "权重在 softmax 与乘 V 之间被改动了",
+    "fused_axis": "与 V 的乘积没有沿 softmax 归一化的轴对权重求和 (SC402)",
+    "fused_axis_unknown": "不知道与 V 的乘积沿权重的哪个轴求和",
     "fused_handwritten": "softmax 是手写展开的",
     "fused_unknown_step": "匹配分数经过了缩放、偏置、掩码以外的运算",
     "fused_fill": "掩码的填充值不是数",
