@@ -66,6 +66,8 @@ class Checker:
         self.declarations: dict[str, nodes.TensorDecl] = {}
         self._position = Span(1, 1, 1, 1)  # the statement being checked
         self._in_dims_phase = False
+        # `dim` definitions whose positivity waits for every constraint: (name, node, value).
+        self._deferred: list[tuple[str, nodes.Expr, Dim]] = []
         # Where each name is first defined, and as what: dims and constraints
         # are checked before tensors, but "first" is still by position.
         self._first: dict[str, tuple[Span, str]] = {}
@@ -114,6 +116,8 @@ class Checker:
             return False
         self._position = self.dims.at = statement.span
         self._in_dims_phase = isinstance(statement, (nodes.DimFree, nodes.DimDef, nodes.Constraint))
+        if self._deferred and not is_dim_statement(statement):
+            self._decide_deferred()
         reported = len(self.sink.items) + self.sink.dropped
         try:
             self._handlers[type(statement)](statement)
@@ -213,6 +217,8 @@ class Checker:
             self.names.kind.setdefault(name, "unknown")
 
     def _finish(self) -> None:
+        if self._deferred:
+            self._decide_deferred()
         self._warn_unused()
         self._warn_unknown_bindings()
         if not self._has_output_statement:
@@ -306,7 +312,7 @@ class Checker:
                 self.dims.declare_free(ident.name, ident.span)
 
     def _dim_def(self, stmt: nodes.DimDef) -> None:
-        value = self._dim_expr(stmt.value)
+        value = self._dim_expr(stmt.value, defer=stmt.name.name)
         if not self._claim(stmt.name, "dim"):
             return
         if value is None:
@@ -327,8 +333,11 @@ class Checker:
                 "binding_contradicts_definition", name=dim_name, bound=bound,
                 definition=to_text(value), value=to_text(definition))))
 
-    def _dim_expr(self, node: nodes.Expr, allow_minus_one: bool = False) -> Dim | None:
-        """A whole dim expression: built, and proved a positive integer."""
+    def _dim_expr(self, node: nodes.Expr, allow_minus_one: bool = False,
+                  defer: str | None = None) -> Dim | None:
+        """A whole dim expression: built, and proved a positive integer. ``defer``: the
+        name a `dim` statement defines; a positivity it cannot prove yet is decided once
+        every dim statement is checked, since a constraint below it may prove it."""
         value = self._builder.build(node, allow_minus_one)
         self._flush_builder()
         if value is None:
@@ -336,10 +345,25 @@ class Checker:
         if allow_minus_one and value == -1:
             return value
         verdict = self.dims.positive(value)
+        if verdict is Verdict.UNPROVED and defer is not None:
+            self._deferred.append((defer, node, value))
+            return value
         if not verdict:
             self.report(self._not_positive(node, value, self.dims.decide(Claim.positive(value))))
             return None
         return value
+
+    def _decide_deferred(self) -> None:
+        """The definitions whose positivity waited for the spec's constraints (issue 18):
+        SC201 now for each one that the whole spec still does not make a size; the dim
+        is then unknown, so that nothing that uses it is reported again."""
+        deferred, self._deferred = self._deferred, []
+        for name, node, value in deferred:
+            if self.dims.positive(value):
+                continue
+            self.report(self._not_positive(
+                node, value, self.dims.decide_definition(name, Claim.positive(value))))
+            self.names.kind[name] = "unknown"
 
     def _not_positive(self, node: nodes.Expr, value: Dim, decision: Decision) -> Diagnostic:
         """SC201: refuted (the sizes where it is not positive), undetermined, or not

@@ -117,7 +117,7 @@ def broadcast(ctx: Ctx, left: Value, right: Value, op: str, at: str | None = Non
         else:
             verdict = ctx.dims.equal(a, b)
             if not verdict:
-                decision = ctx.dims.decide(Claim.equal(a, b))
+                decision = ctx.dims.decide(Claim.broadcasts(a, b))
                 ctx.report(
                     codes.BROADCAST, at, notes=ctx.notes(*params), needed=decision,
                     counterexample=counterexample(decision),

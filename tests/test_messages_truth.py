@@ -48,3 +48,38 @@ def test_sc408_help_swaps_the_spec_s_own_branches(mask, fixed):
     (found,) = [d for d in check_text(text).diagnostics if d.code == "SC408"]
     assert f"swap the branches: `{fixed}`" in found.help
     assert not any("where(mask, S, -inf)" in line for line in found.help)
+
+
+# --- item 1: a broadcasting counterexample is one where NumPy does not broadcast ------
+
+
+@pytest.mark.parametrize("dims", [
+    "dim B, N, d, G, R\ndim H = G * R\n",
+    "dim B, N, d, G, R, H\nconstraint H == G * R\n",
+])
+def test_a_forgotten_repeat_kv_is_refuted_where_neither_size_is_1(dims):
+    text = dims + "input Q: [B, H, N, d]\ninput K: [B, G, N, d]\nS = Q @ K.T\n"
+    (found,) = [d for d in check_text(text).diagnostics if d.code == "SC303"]
+    values = dict(found.counterexample)
+    assert values["G"] != 1 and values["H"] != 1 and values["G"] != values["H"], found.message
+    assert f"G={values['G']}" in found.message
+
+
+def test_an_elementwise_broadcast_counterexample_has_no_size_1():
+    text = "dim N, M\ninput A: [N]\ninput B: [M]\nC = A + B\n"
+    (found,) = [d for d in check_text(text).diagnostics if d.code == "SC303"]
+    assert 1 not in dict(found.counterexample).values() or not found.counterexample
+
+
+# --- item 2: constraints are facts about the whole spec --------------------------------
+
+
+def test_a_constraint_below_a_definition_proves_it_positive():
+    text = "dim NB\ndim NBh = NB // 2\nconstraint NB >= 4\ninput X: [NBh]\noutput Y = X\n"
+    assert codes_of(text) == []
+
+
+def test_a_definition_the_constraints_do_not_help_is_refuted_within_them():
+    text = "dim T\ndim Th = T // 3\nconstraint T >= 2\ninput Z: [Th]\noutput Z\n"
+    (found,) = check_text(text).diagnostics
+    assert found.code == "SC201" and "0 at T=2" in found.message

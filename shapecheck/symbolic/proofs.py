@@ -723,7 +723,7 @@ class DimSystem(Refutation):
 
     def holds(self, claim: Claim) -> Verdict:
         """The verdict on a claim (the checker's own question for its kind)."""
-        if claim.kind == "equal":
+        if claim.kind in ("equal", "broadcasts"):
             return self.equal(claim.left, claim.right)
         if claim.kind == "divides":
             return self.divides(claim.left, claim.right)
