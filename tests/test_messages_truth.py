@@ -83,3 +83,38 @@ def test_a_definition_the_constraints_do_not_help_is_refuted_within_them():
     text = "dim T\ndim Th = T // 3\nconstraint T >= 2\ninput Z: [Th]\noutput Z\n"
     (found,) = check_text(text).diagnostics
     assert found.code == "SC201" and "0 at T=2" in found.message
+
+
+# --- item 3: a quotient is printed by the name the constraints give it, at any --dim ----
+
+HEADS = """dim N, D, H, d
+constraint D == H * d
+input X: [N, D]
+Q = split_heads(X, H)
+K = split_heads(X, H)
+S = Q @ K.T / sqrt(d)
+output P = softmax(S) @ K
+"""
+
+
+@pytest.mark.parametrize("bindings", [{}, {"D": 8, "H": 2}, {"D": 8, "H": 2, "N": 3}])
+def test_the_head_dim_is_d_with_or_without_bindings(bindings):
+    shapes = check_text(HEADS, bindings).shapes()
+    assert shapes["Q"] == ["H", "N", "d"] and shapes["P"] == ["H", "N", "d"]
+
+
+def test_the_report_says_d_beside_sqrt_d(tmp_path):
+    from shapecheck.report import build_report, render
+
+    program = check_text(HEADS, {"D": 8, "H": 2, "N": 3})
+    text = render(build_report(program, "h.attn", {"D": 8, "H": 2, "N": 3}, "float64"), "md")
+    assert "D/H" not in text and "inner `d` = `d` ✓" in text
+
+
+def test_sc404_names_the_contracted_size_as_the_spec_does():
+    text = ("dim N, h\ndim hd = 2 * h\ninput A: [N, h]\ninput B: [N, h]\ninput K: [N, hd]\n"
+            "input V: [N, hd]\nQ = concat([A, B], axis=-1)\nS = Q @ K.T / sqrt(N)\n"
+            "output O = softmax(S) @ V\n")
+    (found,) = [d for d in check_text(text).diagnostics if d.code == "SC404"]
+    assert "sums over hd" in found.message and "`/ sqrt(hd)`" in found.help[0]
+    assert "2*h (" not in found.message
