@@ -1,5 +1,6 @@
 """Verified fixes (issue 7): a `help:` that comes with an edit is offered only when the edited
-spec re-checks clean.
+spec re-checks clean: the diagnostic it is for is gone, and no diagnostic (warnings and
+notes included) appears that was not there before.
 
 The passes attach *candidate* fixes to their diagnostics (``Diagnostic.fixes``, each
 with its help line, most likely first): `K` -> `K.T`, the operands swapped, a weight
@@ -79,9 +80,8 @@ class _Verifier:
         self.readers: dict[str, list[int]] = {}
         self.definer: dict[str, int] = {}  # the statement that defines a name first
         for index, statement in enumerate(self.statements):
-            if not isinstance(statement, _DIM_PHASE):
-                for name in set(nodes.names_in(statement)):
-                    self.readers.setdefault(name, []).append(index)
+            for name in _read(statement):
+                self.readers.setdefault(name, []).append(index)
             for name in _defined(statement):
                 self.definer.setdefault(name, index)
         self.work_left = max(MIN_WORK, WORK_PER_STATEMENT * len(self.statements))
@@ -154,6 +154,10 @@ class _Verifier:
             new_statements[index] = parsed
         seeds = set(touched) | ({target} if target is not None else set())
         slice_indices = self._slice(seeds, new_statements)
+        if any(isinstance(self.statements[i], _DIM_PHASE) for i in slice_indices):
+            # A dim statement reads what the edit changes (a tensor's name): the dims may
+            # change, so the whole spec is checked again.
+            return self._whole(diagnostic, edited, in_place)
         if len(slice_indices) > self.work_left:
             return None
         self.work_left -= len(slice_indices)
@@ -174,7 +178,7 @@ class _Verifier:
                     column = _original_column(line, column, in_place)
                 after.append((d.code, line, column, d.is_error))
         before = {(d.code, d.span.line, d.span.column) for d in self.program.diagnostics
-                  if d.is_error and self._statement_at(d.span) in slice_indices}
+                  if self._statement_at(d.span) in slice_indices}
         return _judge(diagnostic, after, before)
 
     def _whole(self, diagnostic: Diagnostic, edited: str, edits: list[Edit]) -> _Outcome | None:
@@ -187,8 +191,7 @@ class _Verifier:
             return None
         if after is _BROKEN:
             return _Outcome(False)
-        before = {(d.code, d.span.line, d.span.column) for d in self.program.diagnostics
-                  if d.is_error}
+        before = {(d.code, d.span.line, d.span.column) for d in self.program.diagnostics}
         outcome = _judge(diagnostic, after, before)
         if not outcome.ok:
             return outcome
@@ -331,14 +334,14 @@ def _about_the_text(diagnostic: Diagnostic, edit: Edit) -> bool:
 
 def _judge(diagnostic: Diagnostic, after: Sequence[tuple[str, int, int, bool]],
            before: set[tuple[str, int, int]]) -> _Outcome:
-    """Fixed: the diagnostic is gone and every error left was there before."""
+    """Fixed: the diagnostic is gone and every diagnostic left, warnings and notes
+    included, was there before: a fix leaves the file better (issue 18)."""
     target = (diagnostic.code, diagnostic.span.line, diagnostic.span.column)
     if any((code, line, column) == target for code, line, column, _ in after):
         return _Outcome(False)
-    errors = [(code, line, column) for code, line, column, is_error in after if is_error]
-    if any(error not in before for error in errors):
+    if any((code, line, column) not in before for code, line, column, _ in after):
         return _Outcome(False)
-    return _Outcome(True, len(errors))
+    return _Outcome(True, sum(1 for *_, is_error in after if is_error))
 
 
 def _original_column(line: int, column: int, edits: Sequence[Edit]) -> int:
@@ -354,6 +357,16 @@ def _original_column(line: int, column: int, edits: Sequence[Edit]) -> int:
         if column >= new_end:
             shift += len(edit.replacement) - old_length
     return column - shift
+
+
+def _read(statement: nodes.Stmt) -> set[str]:
+    """The names a statement reads: those in its expressions and shapes, and the tensor an
+    `assert S: [...]` or a bare `output S: [...]` checks (an ``Ident``, not a ``Name``)."""
+    names = set(nodes.names_in(statement))
+    if isinstance(statement, nodes.Assert) or (
+            isinstance(statement, nodes.Output) and statement.value is None):
+        names.add(statement.name.name)
+    return names
 
 
 def _defined(statement: nodes.Stmt) -> set[str]:

@@ -92,6 +92,10 @@ class Needed(NamedTuple):
     op: str
     rhs: str
     built: tuple[Dim, str, Dim]
+    # Declared free dims that could be the quotient instead of the new one (`d` in
+    # `constraint D == H * d` when the spec declares `d` and no constraint ties it):
+    # further candidates, each verified like the first (shapecheck.fixcheck).
+    reuse: tuple[str, ...] = ()
 
     @property
     def constraint(self) -> str:
@@ -363,6 +367,16 @@ class Refutation:
         trial.add_constraint(left, op, right, "", Span(1, 1, 1, 1))
         return needed if trial.holds(claim) is Verdict.PROVED else None
 
+    def _unconstrained(self: DimSystem, *claim: Dim) -> tuple[str, ...]:
+        """Free dims the spec declares that no constraint or binding ties and the claim
+        does not name: the candidates for a quotient the spec may already have named."""
+        tied = set().union(*(free_names(d) for d in claim))
+        for use in self.constraints:
+            if use.sides is not None:
+                tied |= free_names(use.sides[0]) | free_names(use.sides[2])
+        return tuple(name for name, info in self.dims.items()
+                     if info.kind == "free" and name not in tied and name not in self.bindings)[:3]
+
     def _needed(self: DimSystem, claim: Claim, taken: frozenset[str]) -> Needed | None:
         left, right = claim.left, claim.right
         if claim.kind in ("equal", "broadcasts"):
@@ -376,7 +390,7 @@ class Refutation:
             name = self.fresh_name("k", left, right, taken=taken)
             quotient = symbol(name)
             return Needed((name,), to_text(left), "==", f"{spaced(to_text(right))} * {name}",
-                          (left, "==", right * quotient))
+                          (left, "==", right * quotient), self._unconstrained(left, right))
         if claim.kind == "positive":
             if isinstance(left, sympy.floor):  # p // q >= 1 exactly when p >= q
                 top, bottom = sympy.fraction(sympy.together(left.args[0]))
