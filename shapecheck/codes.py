@@ -173,8 +173,7 @@ UNREADABLE = _code(
 
 NOT_A_SPEC = _code(
     "SC008", "not-a-spec", E, "the file is not a spec",
-    "this file does not look like a spec: {broken} of its {total} statements do not parse "
-    "(the first, line {line}: {first})",
+    "this file does not look like a spec: {counted} (the first, line {line}: {first})",
     what="Almost nothing in the file parses as a statement of the spec language: at least "
     "ten statements, and at least four in five of them, are syntax errors. It is reported "
     "once, instead of one SC001 per line.",
@@ -1049,6 +1048,9 @@ DETAILS: Table = Table("codes", "DETAILS", {
     # SC403: what treats a bool tensor as numbers
     "bool_in_builtin": "this builtin",
     "bool_in_unary": "unary `{op}`",
+    # SC008: how much of the file does not parse
+    "not_a_spec_count": "{broken} of its {total} statements do not parse",
+    "not_a_spec_stopped": "{broken} statements do not parse, and reading stopped there",
     # SC007: why a path cannot be read (other reasons are the system's words)
     "no_such_path": "no such file or directory",
     "permission_denied": "permission denied",

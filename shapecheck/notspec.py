@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from . import codes, nodes
-from .diagnostics import Diagnostic
+from .diagnostics import MAX_DIAGNOSTICS, Diagnostic
 from .parser import ParseResult
 
 MIN_BROKEN = 10
@@ -31,8 +31,11 @@ def judge(parsed: ParseResult) -> ParseResult:
                 key=lambda d: (d.span.line, d.span.column), default=None)
     span = first.span if first is not None else broken[0].span
     detail = first.message if first is not None else ""
-    diagnostic = codes.NOT_A_SPEC.diag(span, broken=len(broken), total=total, line=span.line,
-                                       first=detail, help=[codes.help_text("not_a_spec")])
+    stopped = len(parsed.diagnostics) >= MAX_DIAGNOSTICS  # the parser read no further
+    counted = codes.detail("not_a_spec_stopped" if stopped else "not_a_spec_count",
+                           broken=len(broken), total=total)
+    diagnostic = codes.NOT_A_SPEC.diag(span, counted=counted, line=span.line, first=detail,
+                                       help=[codes.help_text("not_a_spec")])
     return ParseResult([], [diagnostic])
 
 

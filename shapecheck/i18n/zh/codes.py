@@ -80,8 +80,7 @@ CODES: dict[str, dict[str, str]] = {
     ),
     "SC008": dict(
         summary="文件不是 spec",
-        message="这个文件看起来不是 spec: {total} 条语句中有 {broken} 条无法解析 "
-        "(第一条, 第 {line} 行: {first})",
+        message="这个文件看起来不是 spec: {counted} (第一条, 第 {line} 行: {first})",
         what="文件中几乎没有能解析为 spec 语言语句的内容: 至少十条语句, 且至少五分之四, "
         "是语法错误。这只报告一次, 而不是每行一个 SC001。",
         why="误把 Markdown 页面、Python 模块或配置文件当作 spec 时, 否则成百上千的错误会淹没"
@@ -799,6 +798,8 @@ DETAILS = {
     "bool_in_builtin": "这个内置函数",
     "bool_in_unary": "一元 `{op}`",
     "no_such_path": "没有这个文件或目录",
+    "not_a_spec_count": "{total} 条语句中有 {broken} 条无法解析",
+    "not_a_spec_stopped": "{broken} 条语句无法解析, 读到这里就停止了",
     "permission_denied": "没有权限",
     "noqa_on_statement": "在这条语句上",
     "noqa_in_file": "在这个文件中",
