@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, NamedTuple
 
-from . import codes, einsum, nodes, symbolic
+from . import codes, einsum, nodes, symbolic, value_rules
 from .diagnostics import Edit, Fix
 from .program import SCALAR, Shape, Value
 from .rules import (
@@ -34,6 +34,7 @@ class Kind(Enum):
     OFFSET = "offset"
     SHAPE = "shape"
     AXIS = "axis"
+    AXES = "axes"  # one axis, or a tuple of them (`axis=(-1, -2)`)
     PERM = "perm"
     STRING = "string"
     NUMBER = "number"
@@ -423,21 +424,6 @@ def _concat(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     return Value(tuple(shape), all(p.is_bool for p in parts))
 
 
-def _reduce(ctx: Ctx, a: dict[str, Any]) -> Value | None:
-    x: Value = a["x"]
-    assert x.shape is not None
-    if a["axis"] is None:
-        axes = set(range(len(x.shape)))
-    else:
-        axis = resolve_axis(ctx, a["axis"], x)
-        if axis is None:
-            return None
-        axes = {axis}
-    keep = bool(a["keepdims"])
-    shape = tuple(symbolic.ONE if i in axes else d for i, d in enumerate(x.shape) if keep or i not in axes)
-    return Value(shape)
-
-
 def _where(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     cond: Value = a["condition"]
     if not cond.is_bool:
@@ -596,15 +582,60 @@ def _table() -> dict[str, Builtin]:
     ]
     for name in _ELEMENTWISE_ORDER:
         rows.append(Builtin(name, (X,), _same_shape, "elementwise; shape of x", same))
-    for name in ("sum", "mean", "max", "min"):
+    reductions = {"sum": value_rules.reduce, "mean": value_rules.reduce,
+                  "max": value_rules.extreme, "min": value_rules.extreme}
+    for name, rule in reductions.items():
         rows.append(Builtin(
             name,
-            (X, Param("axis", Kind.AXIS, None, required=False),
+            (X, Param("axis", Kind.AXES, None, required=False),
              Param("keepdims", Kind.BOOL, False, required=False)),
-            _reduce, "the axis removed (kept as 1 with keepdims=true); all axes without axis",
+            rule, "the axes removed (kept as 1 with keepdims=true); all axes without axis",
             AxisMap(AxisKind.REDUCE, axis="axis", keepdims="keepdims"),
         ))
+    rows.extend(_issue21_rows())
     return {row.name: row for row in rows}
+
+
+def _issue21_rows() -> list[Builtin]:
+    """The builtins real attention code uses beyond the contract's (issue 21, item 4)."""
+    same = AxisMap(AxisKind.ELEMENTWISE)
+    keep = Param("keepdims", Kind.BOOL, False, required=False)
+    axes = Param("axis", Kind.AXES, None, required=False)
+    rows = [
+        Builtin("cumsum", (X, Param("axis", Kind.AXIS)), value_rules.cumulative,
+                "shape of x; running sums along axis", same),
+        Builtin("cumprod", (X, Param("axis", Kind.AXIS)), value_rules.cumulative,
+                "shape of x; running products along axis", same),
+        Builtin("minimum", (X, Param("y", Kind.TENSOR)), value_rules.pairwise("minimum"),
+                "elementwise smaller of x and y; the two broadcast",
+                AxisMap(AxisKind.ELEMENTWISE, tensors=("x", "y"))),
+        Builtin("maximum", (X, Param("y", Kind.TENSOR)), value_rules.pairwise("maximum"),
+                "elementwise larger of x and y; the two broadcast",
+                AxisMap(AxisKind.ELEMENTWISE, tensors=("x", "y"))),
+        Builtin("clamp", (X, Param("min", Kind.TENSOR, None, required=False),
+                          Param("max", Kind.TENSOR, None, required=False)), value_rules.clamp,
+                "shape of x; each value held within [min, max] (numbers, dims or tensors)",
+                same),
+        Builtin("full", (Param("shape", Kind.SHAPE), Param("value", Kind.TENSOR)),
+                value_rules.full, "a constant of the given shape, every entry the value",
+                AxisMap(AxisKind.CREATE, tensors=())),
+        Builtin("tile", (X, Param("reps", Kind.SHAPE)), value_rules.tile,
+                "x repeated reps times along each axis (NumPy tile, PyTorch's x.repeat)",
+                AxisMap(AxisKind.OPAQUE)),
+        Builtin("all", (X, axes, keep), value_rules.logical_reduce,
+                "bool: every value true (non-zero) along the axes",
+                AxisMap(AxisKind.REDUCE, axis="axis", keepdims="keepdims")),
+        Builtin("any", (X, axes, keep), value_rules.logical_reduce,
+                "bool: some value true (non-zero) along the axes",
+                AxisMap(AxisKind.REDUCE, axis="axis", keepdims="keepdims")),
+        Builtin("amax", (X, axes, keep), value_rules.extreme,
+                "the largest value along the axes (PyTorch's amax)",
+                AxisMap(AxisKind.REDUCE, axis="axis", keepdims="keepdims")),
+        Builtin("amin", (X, axes, keep), value_rules.extreme,
+                "the smallest value along the axes (PyTorch's amin)",
+                AxisMap(AxisKind.REDUCE, axis="axis", keepdims="keepdims")),
+    ]
+    return rows
 
 
 BUILTINS: dict[str, Builtin] = _table()

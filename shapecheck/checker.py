@@ -389,7 +389,8 @@ class Checker:
         dims = [self._dim_expr(entry) for entry in shape.dims]
         if any(dim is None for dim in dims):
             return UNKNOWN
-        return self._within_rank(Value(tuple(dims), shape.is_bool), shape.span)  # type: ignore[arg-type]
+        return self._within_rank(Value(tuple(dims), shape.is_bool, element=shape.element),  # type: ignore[arg-type]
+                                 shape.span)
 
     def _tensor_decl(self, stmt: nodes.TensorDecl) -> None:
         value = self._shape(stmt.shape)
@@ -808,6 +809,14 @@ class Checker:
         number = _int_literal(node)
         return _WRONG_KIND if number is None else number
 
+    def _arg_axes(self, node: nodes.Expr) -> Any:
+        """One axis, or a tuple (or list) of them: `axis=(-1, -2)`."""
+        if isinstance(node, nodes.ListExpr):
+            items = [_int_literal(item) if not isinstance(item, nodes.AxisName) else item.name
+                     for item in node.items]
+            return _WRONG_KIND if not items or any(i is None for i in items) else tuple(items)
+        return self._arg_axis(node)
+
     def _arg_perm(self, node: nodes.Expr) -> Any:
         if not isinstance(node, nodes.ListExpr):
             return _WRONG_KIND
@@ -951,7 +960,7 @@ _WRONG_KIND = object()  # the argument is not of the kind the parameter takes
 _RESOLVERS: dict[Kind, Callable[[Checker, nodes.Expr], Any]] = {
     Kind.TENSOR: Checker._arg_tensor, Kind.TENSORS: Checker._arg_tensors,
     Kind.DIM: Checker._arg_dim, Kind.OFFSET: Checker._arg_offset,
-    Kind.SHAPE: Checker._arg_shape, Kind.AXIS: Checker._arg_axis,
+    Kind.SHAPE: Checker._arg_shape, Kind.AXIS: Checker._arg_axis, Kind.AXES: Checker._arg_axes,
     Kind.PERM: Checker._arg_perm, Kind.STRING: Checker._arg_string,
     Kind.NUMBER: Checker._arg_number, Kind.BOOL: Checker._arg_bool,
 }

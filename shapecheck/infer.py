@@ -68,6 +68,10 @@ PARTNERS: dict[str, tuple[str, ...]] = {
         "sum", "mean", "max", "min",
         "cos", "sin", "elu", "silu", "softplus", "erf", "square", "rsqrt", "arange", "stack",
         "tril", "triu")},
+    # issue 21: x and y of `minimum`/`maximum` broadcast together, as the operands of `+`
+    "minimum": ("x", "y"), "maximum": ("x", "y"),
+    **{name: () for name in ("cumsum", "cumprod", "clamp", "full", "tile", "all", "any",
+                             "amax", "amin")},
 }
 
 # The failures a larger rank can fix (the operation needs more axes, or exactly as many

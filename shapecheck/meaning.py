@@ -42,6 +42,7 @@ from typing import Any, NamedTuple
 
 from . import codes, nodes, symbolic
 from .builtins import BUILTINS, AxisKind, axis_index
+from .value_rules import axes_of
 from .diagnostics import Diagnostic, Note, Span, line_starts, span_text
 from .einsum import SubscriptError, parse_subscripts
 from .program import NewAxis, Program, Take, Value
@@ -1094,7 +1095,8 @@ class _Analysis:
                 x: _Info, value: Value) -> _Info:
         assert x.axes is not None and value.shape is not None
         axis = args.get(axis_map.axis or "")
-        removed = tuple(range(len(x.axes))) if axis is None else (axis_index(axis, len(x.axes)),)
+        removed = axes_of(axis, len(x.axes))  # one axis or several (`axis=(-1, -2)`)
+        removed = tuple(range(len(x.axes))) if removed is None else removed
         if args.get(axis_map.keepdims or ""):
             axes = tuple(Axis(value.shape[i], node) if i in removed else a
                          for i, a in enumerate(x.axes))

@@ -31,6 +31,7 @@ from .. import nodes
 from ..builtins import axis_index
 from ..einsum import parse_subscripts
 from ..program import CallInfo, NewAxis, Program, Range, Take, Value
+from ..value_rules import axes_of
 from . import fused, pattern
 from .errors import CheckerBug, InputError, bindings_text, message
 
@@ -1018,7 +1019,7 @@ def _concat(call: _Call) -> Compiled:
 def _reduction(reduce: Callable[..., Any]) -> Implementation:
     def implementation(call: _Call) -> Compiled:
         x = call.numeric()  # counting a mask gives a real number
-        run, axis, keep = x.run, call.axis(), bool(call.arg("keepdims"))
+        run, axis, keep = x.run, axes_of(call.arg("axis"), call.rank()), bool(call.arg("keepdims"))
         if call.out_shape:
             call.allocates()
         return call.c.fold(Compiled(lambda frame: reduce(run(frame), axis=axis, keepdims=keep),
@@ -1296,6 +1297,94 @@ BUILTINS: dict[str, Implementation] = {
     "max": _reduction(np.max),
     "min": _reduction(np.min),
 }
+
+
+# --- issue 21: the builtins real attention code uses beyond the contract's -------------------
+
+
+def _cumulative(accumulate: Callable[..., Any]) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        x = call.numeric()
+        run, axis = x.run, call.axis()
+        if call.out_shape:
+            call.allocates()
+        return call.c.fold(Compiled(lambda frame: accumulate(run(frame), axis=axis), fresh=True,
+                                    contiguous=True), x)
+
+    return implementation
+
+
+def _pairwise(ufunc: np.ufunc) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        x, y = call.numeric("x"), call.numeric("y")
+        xrun, yrun = x.run, y.run
+        if call.out_shape:
+            call.allocates()
+        return call.c.fold(Compiled(lambda frame: ufunc(xrun(frame), yrun(frame)), fresh=True,
+                                    contiguous=True), x, y)
+
+    return implementation
+
+
+def _clamp(call: _Call) -> Compiled:
+    x = call.numeric()
+    bounds = [call.numeric(p) if call.arg(p) is not None else None for p in ("min", "max")]
+    run = x.run
+    low, high = (b.run if b is not None else (lambda frame: None) for b in bounds)
+    if call.out_shape:
+        call.allocates()
+    return call.c.fold(Compiled(lambda frame: np.clip(run(frame), low(frame), high(frame)),
+                                fresh=True, contiguous=True),
+                       x, *(b for b in bounds if b is not None))
+
+
+def _full(call: _Call) -> Compiled:
+    shape, dtype = call.shape(), call.c.dtype
+    value = call.tensor("value")
+    fill = value.run
+    bool_fill = call.c.value_of(call.node).is_bool
+    kind = np.dtype(bool) if bool_fill else dtype
+    if shape:
+        call.allocates()
+    return call.c.fold(Compiled(lambda frame: np.full(shape, fill(frame), dtype=kind)
+                                if shape else kind.type(fill(frame)), fresh=True,
+                                contiguous=True), value)
+
+
+def _tile(call: _Call) -> Compiled:
+    x, reps = call.tensor(), call.shape("reps")
+    run = x.run
+    call.allocates()
+    return call.c.fold(Compiled(lambda frame: np.tile(run(frame), reps), fresh=True,
+                                contiguous=True), x)
+
+
+def _logical(reduce: Callable[..., Any]) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        x = call.tensor()
+        run, axis, keep = x.run, axes_of(call.arg("axis"), call.rank()), bool(call.arg("keepdims"))
+        if call.out_shape:
+            call.allocates()
+        return call.c.fold(Compiled(lambda frame: np.asarray(reduce(run(frame), axis=axis,
+                                                                    keepdims=keep)),
+                                    fresh=True, contiguous=True), x)
+
+    return implementation
+
+
+BUILTINS.update({
+    "cumsum": _cumulative(np.cumsum),
+    "cumprod": _cumulative(np.cumprod),
+    "minimum": _pairwise(np.minimum),
+    "maximum": _pairwise(np.maximum),
+    "clamp": _clamp,
+    "full": _full,
+    "tile": _tile,
+    "all": _logical(np.all),
+    "any": _logical(np.any),
+    "amax": _reduction(np.max),
+    "amin": _reduction(np.min),
+})
 
 
 # --- erf, for the exact gelu -------------------------------------------------------------------

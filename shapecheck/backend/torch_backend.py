@@ -27,6 +27,7 @@ import torch
 from .. import nodes
 from ..builtins import axis_index
 from ..program import CallInfo, Program, Range, Take, Value
+from ..value_rules import axes_of
 from . import pattern
 from .errors import CheckerBug, bindings_text, message
 from .numpy_backend import Frame, _definitions, evaluate_shape
@@ -602,7 +603,7 @@ def _all_axes(x: torch.Tensor) -> tuple[int, ...]:
 def _reduction(reduce: Callable[..., torch.Tensor]) -> Implementation:
     def implementation(call: _Call) -> Compiled:
         x = call.numeric()  # counting a mask gives a real number
-        run, axis, keep = x.run, call.axis(), bool(call.arg("keepdims"))
+        run, axis, keep = x.run, axes_of(call.arg("axis"), call.rank()), bool(call.arg("keepdims"))
         call.allocates()
 
         def apply(frame: Frame) -> torch.Tensor:
@@ -754,6 +755,89 @@ BUILTINS: dict[str, Implementation] = {
     "max": _reduction(torch.amax),
     "min": _reduction(torch.amin),
 }
+
+
+# --- issue 21: the builtins real attention code uses beyond the contract's -------------------
+
+
+def _cumulative(accumulate: Callable[..., torch.Tensor]) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        x = call.numeric()
+        run, axis = x.run, call.axis()
+        call.allocates()
+        return call.c.fold(Compiled(lambda frame: accumulate(run(frame), dim=axis)
+                                    if run(frame).ndim else run(frame)), x)
+
+    return implementation
+
+
+def _pairwise(function: Callable[..., torch.Tensor]) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        x, y = call.numeric("x"), call.numeric("y")
+        xrun, yrun = x.run, y.run
+        call.allocates()
+        return call.c.fold(Compiled(lambda frame: function(xrun(frame), yrun(frame))), x, y)
+
+    return implementation
+
+
+def _clamp(call: _Call) -> Compiled:
+    x = call.numeric()
+    bounds = [call.numeric(p) if call.arg(p) is not None else None for p in ("min", "max")]
+    run = x.run
+    low, high = (b.run if b is not None else (lambda frame: None) for b in bounds)
+    call.allocates()
+    return call.c.fold(Compiled(lambda frame: torch.clamp(run(frame), low(frame), high(frame))),
+                       x, *(b for b in bounds if b is not None))
+
+
+def _full(call: _Call) -> Compiled:
+    shape, device = call.shape(), call.c.device
+    kind = torch.bool if call.c.value_of(call.node).is_bool else call.c.dtype
+    value = call.tensor("value")
+    fill = value.run
+    call.allocates()
+    return call.c.fold(Compiled(lambda frame: torch.full(shape, fill(frame).item(), dtype=kind,
+                                                         device=device)), value)
+
+
+def _tile(call: _Call) -> Compiled:
+    x, reps = call.tensor(), call.shape("reps")
+    run = x.run
+    call.allocates()
+    return call.c.fold(Compiled(lambda frame: torch.tile(run(frame), reps)), x)
+
+
+def _logical(reduce: Callable[..., torch.Tensor]) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        x = call.tensor()
+        run, axis, keep = x.run, axes_of(call.arg("axis"), call.rank()), bool(call.arg("keepdims"))
+        call.allocates()
+
+        def apply(frame: Frame) -> torch.Tensor:
+            value = run(frame).bool()
+            if value.ndim == 0:
+                return value
+            return reduce(value, dim=_all_axes(value) if axis is None else axis, keepdim=keep)
+
+        return call.c.fold(Compiled(apply), x)
+
+    return implementation
+
+
+BUILTINS.update({
+    "cumsum": _cumulative(torch.cumsum),
+    "cumprod": _cumulative(torch.cumprod),
+    "minimum": _pairwise(torch.minimum),
+    "maximum": _pairwise(torch.maximum),
+    "clamp": _clamp,
+    "full": _full,
+    "tile": _tile,
+    "all": _logical(torch.all),
+    "any": _logical(torch.any),
+    "amax": _reduction(torch.amax),
+    "amin": _reduction(torch.amin),
+})
 
 
 # --- attention as one scaled_dot_product_attention call ----------------------------------------

@@ -1,0 +1,168 @@
+"""Shape rules of the builtins that combine or gather values (issue 21, items 3 and 4):
+running sums and products, pairwise minimum and maximum, `clamp`, `full`, `tile`,
+reductions over several axes and the logical reductions `all` / `any`.
+
+Each function is one row's rule (the rows are in :mod:`shapecheck.builtins`); they
+report through the :class:`~shapecheck.rules.Ctx` as every rule does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from . import codes, symbolic
+from .program import Shape, Value
+from .rules import Ctx, axis_index, broadcast, resolve_axis
+
+
+def axes_of(axis: int | str | tuple[int, ...] | None, rank: int) -> tuple[int, ...] | None:
+    """The axes a reduction's ``axis`` names, normalised (None: every axis). One axis
+    (`-1`, `row`) or several (`(-1, -2)`): the one reading of checker, meaning and
+    backends."""
+    if axis is None:
+        return None
+    if isinstance(axis, tuple):
+        return tuple(axis_index(a, rank) for a in axis)
+    return (axis_index(axis, rank),)
+
+
+def resolve_axes(ctx: Ctx, axis: int | str | tuple[int, ...] | None, x: Value) -> tuple[int, ...] | None:
+    """Every axis of ``axis`` resolved against ``x`` (SC305 for one out of range, and for
+    one named twice); ``()`` for None (every axis)."""
+    if axis is None:
+        return tuple(range(x.rank))
+    named = axis if isinstance(axis, tuple) else (axis,)
+    found: list[int] = []
+    for one in named:
+        index = resolve_axis(ctx, one, x)
+        if index is None:
+            return None
+        if index in found:
+            ctx.report(codes.CALL_ARGS, "axis", detail=codes.detail("axis_twice", axis=one,
+                                                                    shape=x.text()))
+            return None
+        found.append(index)
+    return tuple(found)
+
+
+def reduce(ctx: Ctx, a: dict[str, Any], is_bool: bool = False) -> Value | None:
+    """`sum`, `mean`, `max`, `amax`, `all`, ...: the named axes removed (kept as 1 with
+    `keepdims`); ``is_bool``: the logical reductions, whose result is a mask."""
+    x: Value = a["x"]
+    assert x.shape is not None
+    axes = resolve_axes(ctx, a["axis"], x)
+    if axes is None:
+        return None
+    keep = bool(a["keepdims"])
+    shape = tuple(symbolic.ONE if i in axes else d for i, d in enumerate(x.shape)
+                  if keep or i not in axes)
+    return Value(shape, is_bool)
+
+
+def logical_reduce(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    return reduce(ctx, a, is_bool=True)
+
+
+def extreme(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    """`max`/`min`/`amax`/`amin`: a reduction that keeps the element type (ints stay ints)."""
+    result = reduce(ctx, a)
+    x: Value = a["x"]
+    if result is None:
+        return None
+    return Value(result.shape, x.is_bool, element=x.element)
+
+
+def cumulative(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    """`cumsum`/`cumprod` along one axis: the shape of x (a mask counts as numbers)."""
+    x: Value = a["x"]
+    if resolve_axis(ctx, a["axis"], x) is None:
+        return None
+    return Value(x.shape, element=x.element)
+
+
+def pairwise(name: str) -> Callable[[Ctx, dict[str, Any]], Value | None]:
+    """`minimum`/`maximum`: x and y broadcast (NumPy rules); ints of both stay ints."""
+    def rule(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+        x: Value = a["x"]
+        y: Value = a["y"]
+        shape = broadcast(ctx, x, y, f"`{name}`", "y", ("x", "y"))
+        if shape is None:
+            return None
+        return Value(shape, element=combined_element(x, y))
+
+    return rule
+
+
+def clamp(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    """`clamp(x, min=lo, max=hi)`: each bound (a number, a dim or a tensor) broadcasts to
+    x's shape; at least one is given, as PyTorch asks."""
+    x: Value = a["x"]
+    low: Value | None = a["min"]
+    high: Value | None = a["max"]
+    if low is None and high is None:
+        ctx.report(codes.CALL_ARGS, None, detail=codes.detail("clamp_no_bound"))
+        return None
+    shape: Shape | None = x.shape
+    element = x.element
+    for param, bound in (("min", low), ("max", high)):
+        if bound is None:
+            continue
+        assert shape is not None
+        widened = broadcast(ctx, Value(shape), bound, "clamp", param, ("x", param))
+        if widened is None:
+            return None
+        if tuple(widened) != tuple(shape):
+            ctx.report(codes.CALL_ARGS, param, detail=codes.detail(
+                "clamp_bound_shape", bound=bound.text(), shape=x.text()))
+            return None
+        element = combined_element(Value(shape, element=element), bound)
+    return Value(x.shape, element=element)
+
+
+def full(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    """`full(shape, value)`: a constant; the value is one number (a dim, `-inf`, `0.5`)."""
+    shape: Shape = a["shape"]
+    value: Value = a["value"]
+    if any(symbolic.as_int(d) == -1 for d in shape):
+        ctx.report(codes.CALL_ARGS, "shape", detail=codes.detail("minus_one_outside_reshape"))
+        return None
+    if value.rank != 0:
+        ctx.report(codes.CALL_ARGS, "value", detail=codes.detail(
+            "full_value_not_scalar", shape=value.text()))
+        return None
+    return Value(shape, value.is_bool, element=value.element)
+
+
+def tile(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    """`tile(x, reps)` (NumPy's; PyTorch's `x.repeat(...)`): x and reps right-aligned,
+    the shorter padded with 1s, each size multiplied by its repetition."""
+    x: Value = a["x"]
+    reps: Shape = a["reps"]
+    assert x.shape is not None
+    for count in reps:
+        number = symbolic.as_int(count)
+        if number is not None and number < 1:
+            ctx.report(codes.CALL_ARGS, "reps", detail=codes.detail("tile_reps", reps=number))
+            return None
+    rank = max(len(reps), len(x.shape))
+    sizes = (symbolic.ONE,) * (rank - len(x.shape)) + x.shape
+    counts = (symbolic.ONE,) * (rank - len(reps)) + tuple(reps)
+    return Value(tuple(size * count for size, count in zip(sizes, counts)), x.is_bool,
+                 element=x.element)
+
+
+def combined_element(x: Value, y: Value) -> str:
+    """The element type of an arithmetic result: complex wins, then float; two ints (or an
+    int and a dim or integer literal) stay int."""
+    elements = {x.element or ("float" if not x.is_bool else "bool"),
+                y.element or ("float" if not y.is_bool else "bool")}
+    if "complex" in elements:
+        return "complex"
+    if elements <= {"int", "bool"} and "int" in elements:
+        return "int"
+    return ""
+
+
+__all__ = ["axes_of", "clamp", "combined_element", "cumulative", "extreme", "full",
+           "logical_reduce", "pairwise", "reduce", "resolve_axes", "tile"]
