@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, NamedTuple
 
-from . import codes, einsum, nodes, symbolic, value_rules
+from . import codes, einsum, gathers, nodes, symbolic, value_rules
 from .diagnostics import Edit, Fix
 from .program import SCALAR, Shape, Value
 from .rules import (
@@ -70,6 +70,9 @@ class AxisKind(Enum):
     CONTRACT = "contract"  # einsum: the subscripts name each axis
     CREATE = "create"  # new axes that come from no tensor argument (ones, causal_mask)
     OPAQUE = "opaque"  # new axes with no known relation to the arguments' (meaning stays silent)
+    # x's axes with the one named by `axis` replaced by the index's axes (take, `E[ids]`);
+    # with ``along`` (take_along_axis), the index has x's rank and only that axis is new.
+    GATHER = "gather"
 
 
 class AxisMap(NamedTuple):
@@ -109,6 +112,8 @@ class AxisMap(NamedTuple):
     triangle: str | None = None
     offset: str | None = None
     positions: bool = False
+    index: str | None = None  # GATHER: the parameter holding the integer positions
+    along: bool = False  # GATHER: take_along_axis (the index has x's rank)
 
 
 @dataclass(frozen=True)
@@ -464,7 +469,7 @@ def _triangle(name: str) -> Rule:
 
 
 def _arange(ctx: Ctx, a: dict[str, Any]) -> Value | None:
-    return Value((a["n"],))
+    return Value((a["n"],), element="int")  # positions: integers
 
 
 def _stack(ctx: Ctx, a: dict[str, Any]) -> Value | None:
@@ -634,6 +639,26 @@ def _issue21_rows() -> list[Builtin]:
         Builtin("amin", (X, axes, keep), value_rules.extreme,
                 "the smallest value along the axes (PyTorch's amin)",
                 AxisMap(AxisKind.REDUCE, axis="axis", keepdims="keepdims")),
+        # item 3: integer tensors as positions
+        Builtin("take", (X, Param("indices", Kind.TENSOR), Param("axis", Kind.AXIS)),
+                gathers.take, "x's axis replaced by the indices' axes (NumPy take)",
+                AxisMap(AxisKind.GATHER, tensors=("x", "indices"), axis="axis", index="indices")),
+        Builtin("index_select", (X, Param("axis", Kind.AXIS), Param("index", Kind.TENSOR)),
+                gathers.index_select, "x's axis replaced by the index vector's (PyTorch)",
+                AxisMap(AxisKind.GATHER, tensors=("x", "index"), axis="axis", index="index")),
+        Builtin("take_along_axis", (X, Param("indices", Kind.TENSOR), Param("axis", Kind.AXIS)),
+                gathers.take_along_axis,
+                "indices of x's rank pick entries along axis (NumPy take_along_axis, torch.gather)",
+                AxisMap(AxisKind.GATHER, tensors=("x", "indices"), axis="axis",
+                        index="indices", along=True)),
+        Builtin("index_copy", (X, Param("axis", Kind.AXIS), Param("index", Kind.TENSOR),
+                               Param("source", Kind.TENSOR)), gathers.index_copy,
+                "x with the entries at index along axis replaced by source (a rolling cache)",
+                AxisMap(AxisKind.ELEMENTWISE)),
+        Builtin("scatter", (X, Param("axis", Kind.AXIS), Param("index", Kind.TENSOR),
+                            Param("src", Kind.TENSOR)), gathers.scatter,
+                "x with src written at index along axis (torch.scatter)",
+                AxisMap(AxisKind.ELEMENTWISE)),
     ]
     return rows
 

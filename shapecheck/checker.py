@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import codes, invisible, nodes
+from . import codes, gathers, invisible, nodes
 from .builtins import (
     BUILTINS, KEYWORD_SYNONYMS, VARIADIC, Builtin, Kind, axis_index, broadcast, matmul,
     transpose_last_two,
@@ -21,6 +21,7 @@ from .diagnostics import Diagnostic, DiagnosticSink, Edit, Fix, Note, Span, line
 from .indexing import Entry, subscript_shape
 from .program import SCALAR, UNKNOWN, CallInfo, Inferred, Program, Tensor, Value
 from .rules import MAX_RANK, Anchor, needed_fixes, needed_help
+from .value_rules import combined_element
 from .symbolic import (
     Claim, Decision, Dim, DimBuilder, DimSystem, TooComplex, Verdict, as_int, free_names,
     to_text,
@@ -409,7 +410,7 @@ class Checker:
                       expr: nodes.Expr, span: Span, where: str) -> None:
         value = self.value(expr)
         if value.dim is not None or (value.known and value.shape == () and _is_literal(expr)):
-            value = Value((), value.is_bool)
+            value = Value((), value.is_bool, element=value.element)
         declared = self._shape(annotation) if annotation is not None else None
         if declared is not None and declared.known and value.known:
             if self._compare(ident, value, declared, annotation, where):
@@ -504,7 +505,9 @@ class Checker:
     def _value(self, node: nodes.Expr) -> Value:
         if isinstance(node, nodes.Name):
             return self._name_value(node)
-        if isinstance(node, (nodes.Integer, nodes.Decimal, nodes.Inf)):
+        if isinstance(node, nodes.Integer):
+            return _INTEGER  # `ids + 1` and `positions % 4` stay integers
+        if isinstance(node, (nodes.Decimal, nodes.Inf)):
             return SCALAR
         if isinstance(node, nodes.Boolean):
             return Value((), is_bool=True)
@@ -537,7 +540,7 @@ class Checker:
             self.names.used.add(node.name)
             if self._declared_later(node):
                 return UNKNOWN
-            return Value((), dim=self.dims.symbol_of(node.name))
+            return Value((), dim=self.dims.symbol_of(node.name), element="int")
         if kind == "unknown":
             self.names.used.add(node.name)
             return UNKNOWN
@@ -553,7 +556,7 @@ class Checker:
                 else UNKNOWN
         if operand.is_bool:
             self._warn_bool(node.operand, codes.detail("bool_in_unary", op=node.op))
-        return Value(operand.shape)
+        return Value(operand.shape, element=operand.element)
 
     def _logical_operand(self, node: nodes.BinOp | nodes.Unary, operand: nodes.Expr,
                          value: Value) -> bool:
@@ -622,9 +625,13 @@ class Checker:
         shape = broadcast(ctx, left, right, node.op)
         if shape is None:
             return UNKNOWN
-        return Value(shape, as_bools or node.op in nodes.COMPARISONS)
+        is_bool = as_bools or node.op in nodes.COMPARISONS
+        return Value(shape, is_bool, element="" if is_bool else arithmetic_element(node.op, left, right))
 
     def _subscript(self, node: nodes.Subscript) -> Value:
+        gather = self._gather_entry(node)
+        if gather is not None:
+            return self._gather(node, *gather)
         operand = self.value(node.operand)
         params: dict[str, Any] = {"x": node.operand}
         entries: list[Entry] = []
@@ -643,6 +650,58 @@ class Checker:
         value, plan = result
         self.program.subscripts[id(node)] = plan
         return value
+
+    def _gather_entry(self, node: nodes.Subscript) -> tuple[nodes.Expr, int] | None:
+        """`E[ids]`, `x[:, positions]`, `freqs[..., pos]`: one integer tensor among whole
+        axes is a gather (NumPy's integer-array indexing); its entry and its axis. Only a
+        tensor that holds integers qualifies; anything else is indexed as before."""
+        tensors = [i for i, item in enumerate(node.indices) if self._is_tensor_index(item)]
+        if len(tensors) != 1:
+            return None
+        at = tensors[0]
+        others = [item for i, item in enumerate(node.indices) if i != at]
+        whole = all(isinstance(item, nodes.EllipsisIndex) or (
+            isinstance(item, nodes.Slice) and item.start is None and item.stop is None
+            and item.step is None) for item in others)
+        index = node.indices[at]
+        assert not isinstance(index, (nodes.Slice, nodes.EllipsisIndex, nodes.NewAxis))
+        if not whole or self.value(index).element != "int":
+            return None
+        if any(isinstance(item, nodes.EllipsisIndex) for item in node.indices[at + 1:]):
+            return None  # counted from the end: known only with the operand's rank
+        if any(isinstance(item, nodes.EllipsisIndex) for item in node.indices[:at]):
+            return index, at - len(node.indices)  # `x[..., pos]`: counted from the end
+        return index, at
+
+    def _is_tensor_index(self, item: nodes.Index) -> bool:
+        """An entry of `x[...]` that is a tensor, not a dim expression: a tensor's name, a
+        call, a subscript, an operator only tensors have, or arithmetic on any of them
+        (`positions % W`, `arange(T) + 1`)."""
+        if isinstance(item, (nodes.Slice, nodes.EllipsisIndex, nodes.NewAxis)):
+            return False
+        for node in _names_below(nodes.strip_parens(item)):
+            if isinstance(node, nodes.Name) and self.names.kind.get(node.name) == "tensor":
+                return True
+            if isinstance(node, (nodes.Call, nodes.Subscript, nodes.Transpose)) or (
+                    isinstance(node, nodes.BinOp) and node.op not in nodes.DIM_OPERATORS) or (
+                    isinstance(node, nodes.Unary) and node.op == "~"):
+                return True
+        return False
+
+    def _gather(self, node: nodes.Subscript, index: nodes.Expr, axis: int) -> Value:
+        """The gather `x[..., ids, ...]`: `take(x, ids, axis)`, recorded as that call for
+        every later pass (meaning, cost, backends)."""
+        operand = self.value(node.operand)
+        if not operand.known:
+            return UNKNOWN
+        params = {"x": node.operand, "indices": index}
+        args = {"x": operand, "indices": self.value(index), "axis": axis}
+        result = gathers.take(self._ctx(node, params), args, "[...]", "indices")
+        if result is None:
+            return UNKNOWN
+        self.program.calls[id(node)] = CallInfo("take", {"x": node.operand, "indices": index,
+                                                         "axis": axis})
+        return result
 
     def _index_entry(self, item: nodes.Index, key: str, params: dict[str, Any]) -> Entry | None:
         """One entry of `x[...]` with its dims built; None after reporting an error."""
@@ -665,13 +724,12 @@ class Checker:
     def _index_dim(self, node: nodes.Expr) -> Dim | None:
         """An index or slice bound: a dim expression of any sign, never a tensor."""
         inner = nodes.strip_parens(node)
-        tensor_name = isinstance(inner, nodes.Name) and self.names.kind.get(inner.name) == "tensor"
-        computed = isinstance(inner, (nodes.Call, nodes.Subscript, nodes.Transpose)) or (
-            isinstance(inner, nodes.BinOp) and inner.op not in nodes.DIM_OPERATORS) or (
-            isinstance(inner, nodes.Unary) and inner.op == "~")
-        if tensor_name or computed:
-            self.value(node)  # its own mistakes are still reported
-            self.report(codes.BAD_INDEX.diag(node.span, detail=codes.detail("tensor_index")))
+        if self._is_tensor_index(inner):
+            # Its own mistakes are still reported, once (a gather may have looked at it).
+            value = self.program.types[id(node)] if id(node) in self.program.types \
+                else self.value(node)
+            self.report(codes.BAD_INDEX.diag(node.span, detail=_tensor_index_detail(
+                self.text(node), value)))
             return None
         value = self._builder.build(node)
         self._flush_builder()
@@ -972,6 +1030,39 @@ _BOOL_WITH_BOOL = frozenset({"+", "*", "==", "!="})
 _MASKING = frozenset({"+", "*"})
 
 _NEGATED = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
+_INTEGER = Value((), element="int")
+
+
+def arithmetic_element(op: str, left: Value, right: Value) -> str:
+    """The element type of `left op right`: ints stay ints under `+ - * // %` and the
+    pairwise builtins; `/` and `**` give real numbers (`2 ** -1` is 0.5); complex numbers
+    win over both."""
+    element = combined_element(left, right)
+    return "" if op in ("/", "**") and element == "int" else element
+
+
+def _tensor_index_detail(text: str, value: Value) -> str:
+    """Why a tensor cannot index here: a mask's result depends on its values; a float is
+    not a position; an integer tensor gathers only beside whole axes."""
+    if not value.known:
+        return codes.detail("tensor_index")
+    if value.is_bool:
+        return codes.detail("mask_index", text=text, shape=value.text())
+    if value.element == "int":
+        return codes.detail("one_tensor_index")
+    return codes.detail("float_index", text=text, shape=value.text())
+
+
+def _names_below(node: nodes.Expr) -> list[nodes.Expr]:
+    found: list[nodes.Expr] = []
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        pending.extend(nodes.children(current))
+    return found
 
 
 def _did_you_mean(span: Span, close: list[str]) -> dict[str, Any]:

@@ -1042,6 +1042,8 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "noqa_unknown_code": "`{code}` is not a shapecheck code",
     "noqa_no_codes": "`# noqa:` must be followed by codes, such as `# noqa: SC402`",
     # issue 21: element types, gathers, the new builtins
+    "scatter_size": "the index {index_shape} and x {shape} differ on axis {axis} ({index_size} vs {size}): `scatter` needs the index to have the size of x on every axis but {free_axis}",
+    "vector_only": "exactly one axis (a vector of positions)",
     "kind_axes": "an axis or a tuple of axes (`-1`, `row`, `(-1, -2)`)",
     "axis_twice": "axis {axis} is named twice in the axes of {shape}",
     "clamp_no_bound": "`clamp` needs a bound: `min=`, `max=` or both",
@@ -1079,7 +1081,7 @@ TOKEN_WORDS: Table = Table("codes", "TOKEN_WORDS", {
     "EQUAL": "`=`", "COMMA": "`,`", "EQ": "`==`", "NE": "`!=`", "LE": "`<=`", "GE": "`>=`",
     "LT": "`<`", "GT": "`>`", "PLUS": "`+`", "MINUS": "`-`", "STAR": "`*`", "SLASH": "`/`",
     "DSLASH": "`//`", "AT": "`@`", "POW": "`**`", "TRANSPOSE": "`.T`", "BOOL": "`bool`",
-    "INT_TYPE": "`int`", "COMPLEX_TYPE": "`complex`",
+    "INT_TYPE": "`int`", "COMPLEX_TYPE": "`complex`", "PERCENT": "`%`",
     "AMP": "`&`", "PIPE": "`|`", "TILDE": "`~`", "ELLIPSIS": "`...`",
     "_SEP": "end of line", "$END": "end of line",
     "expression": "an expression", "operator": "an operator or end of line",

@@ -71,7 +71,8 @@ PARTNERS: dict[str, tuple[str, ...]] = {
     # issue 21: x and y of `minimum`/`maximum` broadcast together, as the operands of `+`
     "minimum": ("x", "y"), "maximum": ("x", "y"),
     **{name: () for name in ("cumsum", "cumprod", "clamp", "full", "tile", "all", "any",
-                             "amax", "amin")},
+                             "amax", "amin", "take", "index_select", "take_along_axis",
+                             "index_copy", "scatter")},
 }
 
 # The failures a larger rank can fix (the operation needs more axes, or exactly as many

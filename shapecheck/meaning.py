@@ -625,6 +625,8 @@ class _Analysis:
         new axis (`None`) is new, a part of an axis is a new, opaque axis (a window of the
         keys is not the keys). x's facts go on only when no axis is cut or dropped
         (`P[None]` is still normalised); otherwise the pass stays silent about it."""
+        if id(node) in self.calls:  # a gather, `E[ids]`: the checker read it as `take`
+            return self._call(node, value)  # type: ignore[arg-type]
         operand = self.value(node.operand)
         plan = self.program.subscripts.get(id(node))
         if operand.axes is None or plan is None or value.shape is None:
@@ -975,7 +977,25 @@ class _Analysis:
             return self._join(node, info.args, axis_map.axis, tensors, value)
         if kind is AxisKind.REDUCE:
             return self._reduce(node, info.args, axis_map, x_node, x, value)
+        if kind is AxisKind.GATHER:
+            return self._gather(node, info.args, axis_map, x, value)
         return self._opaque(node, value)
+
+    def _gather(self, node: nodes.Expr, args: dict[str, Any], axis_map: Any, x: _Info,
+                value: Value) -> _Info:
+        """`take`, `x[ids]`: x's other axes keep their identity; the gathered one gives way
+        to the index's axes (`E[ids]`: the ids' batch and tokens), or, along an axis
+        (`take_along_axis`), to a new axis of picked entries."""
+        assert x.axes is not None and value.shape is not None
+        where = axis_index(args[axis_map.axis], len(x.axes))
+        index = self.value(args[axis_map.index])
+        if axis_map.along or index.axes is None:
+            picked = (Axis(value.shape[where], node),) if axis_map.along else tuple(
+                Axis(size, node) for size in value.shape[where: where + len(value.shape)
+                                                         - len(x.axes) + 1])
+        else:
+            picked = index.axes
+        return _Info(x.axes[:where] + picked + x.axes[where + 1:])
 
     def _tensor_arguments(self, args: dict[str, Any], names: tuple[str, ...]
                           ) -> list[tuple[nodes.Expr, _Info]]:

@@ -166,9 +166,6 @@ class Program:
     # Names used without a declaration: name -> each use, as (span, role), the role
     # "dim", "value" or "tensor" (see Checker._undefined).
     undeclared: dict[str, list[tuple[Span, str]]] = field(default_factory=dict)
-    # An `int` input or param used directly as the index of a gather: the sizes of the
-    # axes it indexes (generated values are drawn from 0 to the smallest, exclusive).
-    index_bounds: dict[str, list[Dim]] = field(default_factory=dict)
     # What inference supplied (a sketch), and the mode the spec was checked in
     # (`infer=` of api.check_text: None automatic, True / False forced).
     inferred: Inferred | None = None

@@ -19,10 +19,15 @@ BELOW: dict[str, set[str]] = {
     "program": {"nodes", "diagnostics", "symbolic"},
     "rules": {"codes", "diagnostics", "nodes", "program", "symbolic"},
     "einsum": {"codes", "program", "rules", "symbolic"},
-    "builtins": {"codes", "diagnostics", "einsum", "nodes", "program", "rules", "symbolic"},
+    # The rules of issue 21's rows (element types, gathers), below the table of rows.
+    "value_rules": {"codes", "program", "rules", "symbolic"},
+    "gathers": {"codes", "nodes", "program", "rules", "symbolic"},
+    "builtins": {"codes", "diagnostics", "einsum", "gathers", "nodes", "program", "rules",
+                 "symbolic", "value_rules"},
     # The axis-meaning pass reads the checked program; it stands beside the formats, the
     # report and the backends, never below the checker.
-    "meaning": {"codes", "nodes", "symbolic", "builtins", "diagnostics", "einsum", "program"},
+    "meaning": {"codes", "nodes", "symbolic", "builtins", "diagnostics", "einsum", "program",
+                "value_rules"},
 }
 
 

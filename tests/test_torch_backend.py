@@ -261,6 +261,13 @@ CALLS.update({  # issue 21: the builtins beyond the contract's
     "any": "output O = any(keep, axis=0)\noutput O2 = any(X > Y, axis=(-1, -2))",
     "amax": "output O = amax(B, axis=(-1, -2))\noutput O2 = amax(X, axis=0, keepdims=true)",
     "amin": "output O = amin(B, axis=(0, 2), keepdims=true)\noutput O2 = amin(X)",
+    "take": "input ids: int[H, N]\noutput O = take(X, ids, axis=0)\noutput O2 = X[ids] + B[:, ids % H][0]",
+    "index_select": "input pos: int[M]\noutput O = index_select(X, 1, pos)\noutput O2 = index_select(B, -1, pos)",
+    "take_along_axis": "input ids: int[N, 1]\noutput O = take_along_axis(X, ids, axis=-1)"
+                       "\noutput O2 = take_along_axis(B, ids[None] % N, axis=1)",
+    "index_copy": "output O = index_copy(X, 0, arange(N) * 0 + (arange(N) + 1) % N, Y)"
+                  "\noutput O2 = index_copy(B, 2, (arange(M) + 2) % M, 0.5)",
+    "scatter": "output O = scatter(X, 1, tile((arange(M)[None] + 1) % M, [N, 1]), Y)",
 })
 
 

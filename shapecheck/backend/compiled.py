@@ -220,7 +220,8 @@ class CompiledSpec:
                 continue
             assert seed is not None  # _load refuses missing arrays without a seed
             shape = evaluate_shape(bound.bound.program, tensor.value)
-            values[name] = runtime.generate(tensor, shape, self.dtype, seed)
+            values[name] = runtime.generate_for(bound.bound.program, tensor, shape, self.dtype,
+                                                seed)
             generated.append(name)
         return values, generated
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import nodes
 from ..builtins import axis_index
+from ..diagnostics import line_starts, span_text
 from ..einsum import parse_subscripts
 from ..program import CallInfo, NewAxis, Program, Range, Take, Value
 from ..value_rules import axes_of
@@ -506,6 +507,7 @@ def _compile_unary(c: _ExprCompiler, node: nodes.Unary) -> Compiled:
 _UFUNCS: dict[str, np.ufunc] = {
     "+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
     "//": np.floor_divide, "**": np.power,
+    "%": np.remainder,  # issue 21: Python's sign, as torch.remainder
 }
 # Comparisons and logic: bool results.
 _BOOL_UFUNCS: dict[str, np.ufunc] = {
@@ -580,6 +582,8 @@ def _compile_subscript(c: _ExprCompiler, node: nodes.Subscript) -> Compiled:
     """`x[...]` as NumPy basic indexing, with the bounds the checker normalised: a
     view of a named tensor (no copy); of a temporary, a copy, so that the temporary is
     freed rather than kept alive by a small view of it (the estimate counts the copy)."""
+    if id(node) in c.program.calls:  # a gather, `E[ids]`: the checker read it as `take`
+        return _compile_call(c, node)  # type: ignore[arg-type]
     plan = c.program.subscripts.get(id(node))
     if plan is None:
         raise CheckerBug(message("bug_unresolved_call", name="[...]", line=node.span.line))
@@ -1384,6 +1388,99 @@ BUILTINS.update({
     "any": _logical(np.any),
     "amax": _reduction(np.max),
     "amin": _reduction(np.min),
+})
+
+
+# --- issue 21: integer tensors as positions (gathers and writes) ------------------------------
+
+
+def checked_positions(values: Any, size: int, where: tuple[int, str, str, int]) -> Any:
+    """Positions held in the run's float dtype as int64, each proved whole and within
+    ``0 .. size - 1`` here (the checker cannot know the values): an input error naming the
+    statement, the index, the axis and the value otherwise. ``where``: (line, index text,
+    operand text, axis)."""
+    line, index, operand, axis = where
+    array = np.asarray(values)
+    whole = np.floor(array) == array
+    if not whole.all():
+        value = array[~whole].flat[0]
+        raise InputError(message("index_not_whole", line=line, index=index, value=value))
+    outside = (array < 0) | (array >= size)
+    if outside.any():
+        value = int(array[outside].flat[0])
+        raise InputError(message("index_range", line=line, index=index, value=value, axis=axis,
+                                 operand=operand, size=size, last=size - 1))
+    return array.astype(np.int64)
+
+
+def _where_of(call: _Call, index_param: str) -> tuple[int, str, str, int, int]:
+    """(line, index text, operand text, axis, axis size) of a gather or write."""
+    program, args = call.c.program, call.info.args
+    starts = line_starts(program.source)
+    axis = axis_index(args["axis"], call.rank())
+    size = call.c.shape_of(args["x"])[axis]
+    return (call.node.span.line, span_text(program.source, starts, args[index_param].span),
+            span_text(program.source, starts, args["x"].span), axis, size)
+
+
+def _take(index_param: str, along: bool = False) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        x, index = call.tensor(), call.tensor(index_param)
+        line, text, operand, axis, size = _where_of(call, index_param)
+        xrun, irun, where = x.run, index.run, (line, text, operand, axis)
+        if call.out_shape:
+            call.allocates()
+
+        def gather(frame: Frame) -> Any:
+            positions = checked_positions(irun(frame), size, where)
+            if along:
+                return np.take_along_axis(xrun(frame), positions, axis=axis)
+            return np.take(xrun(frame), positions, axis=axis)
+
+        return call.c.fold(Compiled(gather, fresh=True, contiguous=True), x, index)
+
+    return implementation
+
+
+def _index_copy(call: _Call) -> Compiled:
+    x, index, source = call.tensor(), call.tensor("index"), call.tensor("source")
+    line, text, operand, axis, size = _where_of(call, "index")
+    xrun, irun, srun, where = x.run, index.run, source.run, (line, text, operand, axis)
+    expected = list(call.out_shape)
+    call.allocates()
+
+    def write(frame: Frame) -> Any:
+        positions = checked_positions(irun(frame), size, where)
+        result = np.array(xrun(frame))
+        expected[axis] = len(positions)
+        values = np.broadcast_to(srun(frame), tuple(expected))
+        np.moveaxis(result, axis, 0)[positions] = np.moveaxis(values, axis, 0)
+        return result
+
+    return call.c.fold(Compiled(write, fresh=True, contiguous=True), x, index, source)
+
+
+def _scatter(call: _Call) -> Compiled:
+    x, index, source = call.tensor(), call.tensor("index"), call.tensor("src")
+    line, text, operand, axis, size = _where_of(call, "index")
+    xrun, irun, srun, where = x.run, index.run, source.run, (line, text, operand, axis)
+    call.allocates()
+
+    def write(frame: Frame) -> Any:
+        positions = checked_positions(irun(frame), size, where)
+        result = np.array(xrun(frame))
+        np.put_along_axis(result, positions, np.broadcast_to(srun(frame), positions.shape), axis)
+        return result
+
+    return call.c.fold(Compiled(write, fresh=True, contiguous=True), x, index, source)
+
+
+BUILTINS.update({
+    "take": _take("indices"),
+    "index_select": _take("index"),
+    "take_along_axis": _take("indices", along=True),
+    "index_copy": _index_copy,
+    "scatter": _scatter,
 })
 
 

@@ -52,7 +52,8 @@ class Case:
 def reference(program: Program, dtype: str, seed: int) -> Case:
     """The inputs and outputs of a spec checked at a binding that fixes every dim."""
     spec = CompiledSpec(program, dims=program.dims.bindings, dtype=dtype, max_memory=None)
-    inputs = {name: runtime.generate(tensor, evaluate_shape(program, tensor.value), spec.dtype, seed)
+    inputs = {name: runtime.generate_for(program, tensor, evaluate_shape(program, tensor.value),
+                                         spec.dtype, seed)
               for name, tensor in spec.declared.items()}
     result = spec.run(inputs)
     return Case(result.bindings, inputs, result.outputs, dtype)

@@ -29,7 +29,8 @@ from ..builtins import axis_index
 from ..program import CallInfo, Program, Range, Take, Value
 from ..value_rules import axes_of
 from . import pattern
-from .errors import CheckerBug, bindings_text, message
+from ..diagnostics import line_starts, span_text
+from .errors import CheckerBug, InputError, bindings_text, message
 from .numpy_backend import Frame, _definitions, evaluate_shape
 
 Thunk = Callable[["Frame"], Any]
@@ -356,6 +357,7 @@ def _compile_unary(c: _ExprCompiler, node: nodes.Unary) -> Compiled:
 _BINARY: dict[str, Callable[[Any, Any], Any]] = {
     "+": torch.add, "-": torch.sub, "*": torch.mul, "/": torch.true_divide,
     "//": torch.floor_divide, "**": torch.pow,
+    "%": torch.remainder,  # issue 21: Python's sign, as np.remainder
 }
 
 
@@ -397,6 +399,8 @@ def _compile_subscript(c: _ExprCompiler, node: nodes.Subscript) -> Compiled:
     """`x[...]` with the bounds the checker normalised. Torch slices go forward only: an
     axis sliced backward is flipped first, and sliced forward from the mirrored bounds."""
     plan = c.program.subscripts.get(id(node))
+    if plan is None and id(node) in c.program.calls:  # a gather, `E[ids]`: read as `take`
+        return _compile_call(c, node)  # type: ignore[arg-type]
     if plan is None:
         raise CheckerBug(message("bug_unresolved_call", name="[...]", line=node.span.line))
     flips: list[int] = []
@@ -837,6 +841,88 @@ BUILTINS.update({
     "any": _logical(torch.any),
     "amax": _reduction(torch.amax),
     "amin": _reduction(torch.amin),
+})
+
+
+def _checked_positions(values: torch.Tensor, size: int, where: tuple[int, str, str, int]
+                       ) -> torch.Tensor:
+    """As numpy_backend.checked_positions: whole and within the axis, or an input error."""
+    line, index, operand, axis = where
+    whole = torch.floor(values) == values
+    if not bool(whole.all()):
+        value = values[~whole].flatten()[0].item()
+        raise InputError(message("index_not_whole", line=line, index=index, value=value))
+    outside = (values < 0) | (values >= size)
+    if bool(outside.any()):
+        value = int(values[outside].flatten()[0].item())
+        raise InputError(message("index_range", line=line, index=index, value=value, axis=axis,
+                                 operand=operand, size=size, last=size - 1))
+    return values.long()
+
+
+def _where_of(call: _Call, index_param: str) -> tuple[tuple[int, str, str, int], int, int]:
+    program, args = call.c.program, call.info.args
+    starts = line_starts(program.source)
+    axis = axis_index(args["axis"], call.rank())
+    size = call.c.shape_of(args["x"])[axis]
+    where = (call.node.span.line, span_text(program.source, starts, args[index_param].span),
+             span_text(program.source, starts, args["x"].span), axis)
+    return where, axis, size
+
+
+def _take(index_param: str, along: bool = False) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        x, index = call.tensor(), call.tensor(index_param)
+        where, axis, size = _where_of(call, index_param)
+        xrun, irun, shape = x.run, index.run, call.out_shape
+        call.allocates()
+
+        def gather(frame: Frame) -> torch.Tensor:
+            positions = _checked_positions(irun(frame), size, where)
+            if along:
+                return torch.take_along_dim(xrun(frame), positions, dim=axis)
+            return torch.index_select(xrun(frame), axis, positions.reshape(-1)).reshape(shape)
+
+        return call.c.fold(Compiled(gather), x, index)
+
+    return implementation
+
+
+def _index_copy(call: _Call) -> Compiled:
+    x, index, source = call.tensor(), call.tensor("index"), call.tensor("source")
+    where, axis, size = _where_of(call, "index")
+    xrun, irun, srun, expected = x.run, index.run, source.run, list(call.out_shape)
+    call.allocates()
+
+    def write(frame: Frame) -> torch.Tensor:
+        positions = _checked_positions(irun(frame), size, where)
+        expected[axis] = len(positions)
+        values = srun(frame).expand(tuple(expected)).contiguous()
+        return xrun(frame).index_copy(axis, positions, values)
+
+    return call.c.fold(Compiled(write), x, index, source)
+
+
+def _scatter(call: _Call) -> Compiled:
+    x, index, source = call.tensor(), call.tensor("index"), call.tensor("src")
+    where, axis, size = _where_of(call, "index")
+    xrun, irun, srun = x.run, index.run, source.run
+    call.allocates()
+
+    def write(frame: Frame) -> torch.Tensor:
+        positions = _checked_positions(irun(frame), size, where)
+        values = srun(frame).expand(positions.shape).contiguous()
+        return torch.scatter(xrun(frame), axis, positions, values)
+
+    return call.c.fold(Compiled(write), x, index, source)
+
+
+BUILTINS.update({
+    "take": _take("indices"),
+    "index_select": _take("index"),
+    "take_along_axis": _take("indices", along=True),
+    "index_copy": _index_copy,
+    "scatter": _scatter,
 })
 
 

@@ -791,6 +791,8 @@ DETAILS = {
     "noqa_unknown_code": "`{code}` 不是 shapecheck 的代码",
     "noqa_no_codes": "`# noqa:` 后面必须跟代码, 例如 `# noqa: SC402`",
     # issue 21: element types, gathers, the new builtins
+    "scatter_size": "下标 {index_shape} 与 x {shape} 在轴 {axis} 上不同 ({index_size} 对 {size}): `scatter` 要求下标除轴 {free_axis} 外各轴大小与 x 相同",
+    "vector_only": "恰好一个轴 (位置的向量)",
     "kind_axes": "一个轴或轴的元组 (`-1`、`row`、`(-1, -2)`)",
     "axis_twice": "在 {shape} 的轴中, 轴 {axis} 被指定了两次",
     "clamp_no_bound": "`clamp` 需要一个界: `min=`、`max=` 或两者",
@@ -820,7 +822,7 @@ TOKEN_WORDS = {
     "EQUAL": "`=`", "COMMA": "`,`", "EQ": "`==`", "NE": "`!=`", "LE": "`<=`", "GE": "`>=`",
     "LT": "`<`", "GT": "`>`", "PLUS": "`+`", "MINUS": "`-`", "STAR": "`*`", "SLASH": "`/`",
     "DSLASH": "`//`", "AT": "`@`", "POW": "`**`", "TRANSPOSE": "`.T`", "BOOL": "`bool`",
-    "INT_TYPE": "`int`", "COMPLEX_TYPE": "`complex`",
+    "INT_TYPE": "`int`", "COMPLEX_TYPE": "`complex`", "PERCENT": "`%`",
     "AMP": "`&`", "PIPE": "`|`", "TILDE": "`~`", "ELLIPSIS": "`...`",
     "_SEP": "行尾", "$END": "行尾",
     "expression": "表达式", "operator": "运算符或行尾",
