@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, NamedTuple
 
-from . import codes, einsum, gathers, nodes, symbolic, value_rules
+from . import codes, complex_values, einsum, gathers, nodes, symbolic, value_rules
 from .diagnostics import Edit, Fix
 from .program import SCALAR, Shape, Value
 from .rules import (
@@ -73,6 +73,10 @@ class AxisKind(Enum):
     # x's axes with the one named by `axis` replaced by the index's axes (take, `E[ids]`);
     # with ``along`` (take_along_axis), the index has x's rank and only that axis is new.
     GATHER = "gather"
+    # The last axis read as complex pairs or written back (view_as_complex drops it,
+    # view_as_real adds one of 2, as_complex / as_real halve or double it): the other axes
+    # keep their identity, so a rotary in complex form is followed as in real pairs.
+    PAIRS = "pairs"
 
 
 class AxisMap(NamedTuple):
@@ -164,7 +168,7 @@ def matmul(ctx: Ctx, left: Value, right: Value) -> Value | None:
         return None
     rows = lshape[-2:-1] if len(left.shape) > 1 else ()
     cols = rshape[-1:] if len(right.shape) > 1 else ()
-    return Value(batch + rows + cols)
+    return Value(batch + rows + cols, element=value_rules.combined_element(left, right))
 
 
 def _matmul_fixes(ctx: Ctx, left: Value, right: Value) -> tuple[list[Fix], list[Fix]]:
@@ -267,7 +271,8 @@ def transpose_last_two(ctx: Ctx, value: Value, operation: str, operand: str) -> 
     if not has_rank(ctx, value, 2, operation, operand):
         return None
     assert value.shape is not None
-    return Value(value.shape[:-2] + (value.shape[-1], value.shape[-2]), value.is_bool)
+    return Value(value.shape[:-2] + (value.shape[-1], value.shape[-2]), value.is_bool,
+                 element=value.element)
 
 
 def _count(shape: Shape) -> Dim:
@@ -277,14 +282,30 @@ def _count(shape: Shape) -> Dim:
 # --- the rules --------------------------------------------------------------------------------
 
 
-def _same_shape(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+def _same_shape(ctx: Ctx, a: dict[str, Any], name: str = "") -> Value | None:
     x: Value = a["x"]
     if x.is_bool:
         text = ctx.text("x")
         ctx.report(codes.BOOL_ARITHMETIC, "x", operand=text,
                    operation=codes.detail("bool_in_builtin"),
                    help=[codes.help_text("apply_mask", mask=text)])
+    if x.element == "complex":
+        # exp, log, sqrt, cos, ... of complex numbers are complex; `abs` is real; the rest
+        # (relu, the norms, softmax) take real numbers.
+        if name in COMPLEX_FUNCTIONS:
+            return Value(x.shape, element="complex")
+        if name != "abs" and not complex_values.real_argument(
+                ctx, name or codes.detail("bool_in_builtin"), "x", x):
+            return None
     return Value(x.shape)
+
+
+def _elementwise(name: str) -> Rule:
+    """The rule of one elementwise function: x's shape, its element type as `name` gives."""
+    def rule(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+        return _same_shape(ctx, a, name)
+
+    return rule
 
 
 def _softmax(ctx: Ctx, a: dict[str, Any]) -> Value | None:
@@ -303,7 +324,7 @@ def _transpose(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     if sorted(perm) != list(range(len(x.shape))):
         ctx.report(codes.PERMUTATION, "perm", perm=list(perm), last=len(x.shape) - 1)
         return None
-    return Value(tuple(x.shape[p] for p in perm), x.is_bool)
+    return Value(tuple(x.shape[p] for p in perm), x.is_bool, element=x.element)
 
 
 def _reshape(ctx: Ctx, a: dict[str, Any]) -> Value | None:
@@ -330,7 +351,7 @@ def _reshape(ctx: Ctx, a: dict[str, Any]) -> Value | None:
             return None
         filled = ctx.dims.quotient(source_count, known)
         target = target[: inferred[0]] + (filled,) + target[inferred[0] + 1:]
-        return Value(target, x.is_bool)
+        return Value(target, x.is_bool, element=x.element)
     verdict = ctx.dims.equal(source_count, _count(target))
     if not verdict:
         decision = ctx.dims.decide(Claim.equal(source_count, _count(target)))
@@ -340,7 +361,7 @@ def _reshape(ctx: Ctx, a: dict[str, Any]) -> Value | None:
                    source=x.text(), target=shape_text(target), relation=relation(decision),
                    source_count=to_text(source_count), target_count=to_text(_count(target)))
         return None
-    return Value(target, x.is_bool)
+    return Value(target, x.is_bool, element=x.element)
 
 
 def _reshape_needed(ctx: Ctx, source: Shape, target: Shape, inferred: int | None,
@@ -374,7 +395,7 @@ def _split_heads(ctx: Ctx, a: dict[str, Any]) -> Value | None:
                    last=to_text(last), shape=x.text(), heads=to_text(heads),
                    reason=ctx.dims.divisibility_claim(last, heads, decision))
         return None
-    return Value((*batch, heads, n, ctx.dims.quotient(last, heads)), x.is_bool)
+    return Value((*batch, heads, n, ctx.dims.quotient(last, heads)), x.is_bool, element=x.element)
 
 
 def _merge_heads(ctx: Ctx, a: dict[str, Any]) -> Value | None:
@@ -383,7 +404,7 @@ def _merge_heads(ctx: Ctx, a: dict[str, Any]) -> Value | None:
         return None
     assert x.shape is not None
     *batch, heads, n, d = x.shape
-    return Value((*batch, n, heads * d), x.is_bool)
+    return Value((*batch, n, heads * d), x.is_bool, element=x.element)
 
 
 def _repeat(ctx: Ctx, a: dict[str, Any]) -> Value | None:
@@ -394,7 +415,7 @@ def _repeat(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     assert x.shape is not None
     shape = list(x.shape)
     shape[axis] = shape[axis] * a["repeats"]
-    return Value(tuple(shape), x.is_bool)
+    return Value(tuple(shape), x.is_bool, element=x.element)
 
 
 def _concat(ctx: Ctx, a: dict[str, Any]) -> Value | None:
@@ -426,7 +447,7 @@ def _concat(ctx: Ctx, a: dict[str, Any]) -> Value | None:
                 return None
     shape = list(first.shape)
     shape[axis] = symbolic.total(p.shape[axis] for p in parts)  # type: ignore[index]
-    return Value(tuple(shape), all(p.is_bool for p in parts))
+    return Value(tuple(shape), all(p.is_bool for p in parts), element=_joined_element(parts))
 
 
 def _where(ctx: Ctx, a: dict[str, Any]) -> Value | None:
@@ -450,7 +471,8 @@ def _where(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     shape = broadcast(ctx, cond, Value(both), "where", "condition", ("condition", "x"))
     if shape is None:
         return None
-    return Value(shape, a["x"].is_bool and a["y"].is_bool)
+    return Value(shape, a["x"].is_bool and a["y"].is_bool,
+                 element=value_rules.combined_element(a["x"], a["y"]))
 
 
 def _causal_mask(ctx: Ctx, a: dict[str, Any]) -> Value | None:
@@ -466,10 +488,6 @@ def _triangle(name: str) -> Rule:
         return x if has_rank(ctx, x, 2, f"`{name}`", ctx.text("x")) else None
 
     return rule
-
-
-def _arange(ctx: Ctx, a: dict[str, Any]) -> Value | None:
-    return Value((a["n"],), element="int")  # positions: integers
 
 
 def _stack(ctx: Ctx, a: dict[str, Any]) -> Value | None:
@@ -495,7 +513,16 @@ def _stack(ctx: Ctx, a: dict[str, Any]) -> Value | None:
                                            first_shape=first.text()))
             return None
     shape = first.shape[:axis] + (symbolic.integer(len(parts)),) + first.shape[axis:]
-    return Value(shape, all(p.is_bool for p in parts))
+    return Value(shape, all(p.is_bool for p in parts), element=_joined_element(parts))
+
+
+def _joined_element(parts: list[Value]) -> str:
+    """The element type of parts joined (`concat`, `stack`): as arithmetic combines them."""
+    element = parts[0]
+    for part in parts[1:]:
+        element = Value((), element.is_bool and part.is_bool,
+                        element=value_rules.combined_element(element, part))
+    return element.element
 
 
 def _constant(ctx: Ctx, a: dict[str, Any]) -> Value | None:
@@ -527,6 +554,9 @@ OFFSET = Param("k", Kind.OFFSET, symbolic.integer(0), required=False)
 _ELEMENTWISE_ORDER = ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "abs",
                       "cos", "sin", "silu", "softplus", "erf", "square", "rsqrt")
 ELEMENTWISE = frozenset(_ELEMENTWISE_ORDER + ("elu",))
+# The elementwise functions of complex numbers whose result is complex.
+COMPLEX_FUNCTIONS = frozenset({"exp", "log", "sqrt", "tanh", "sigmoid", "cos", "sin", "square",
+                               "rsqrt"})
 AXIS_ROW = Param("axis", Kind.AXIS, "row", required=False)
 EPS = Param("eps", Kind.NUMBER, 1e-5, required=False)
 
@@ -567,7 +597,9 @@ def _table() -> dict[str, Builtin]:
                 AxisMap(AxisKind.ELEMENTWISE, triangle="lower", offset="k")),
         Builtin("triu", (X, OFFSET), _triangle("triu"), "shape of x; zero below diagonal k (np.triu)",
                 AxisMap(AxisKind.ELEMENTWISE, triangle="upper", offset="k")),
-        Builtin("arange", (Param("n", Kind.DIM),), _arange, "[n]: 0, 1, ..., n - 1",
+        Builtin("arange", (Param("n", Kind.OFFSET), Param("stop", Kind.OFFSET, None, required=False),
+                           Param("step", Kind.OFFSET, None, required=False)), value_rules.arange,
+                "int[n]: 0, 1, ..., n - 1; arange(start, stop, step) as Python's range",
                 AxisMap(AxisKind.CREATE, tensors=(), positions=True)),
         Builtin("stack", (Param("tensors", Kind.TENSORS), Param("axis", Kind.AXIS, 0, required=False)),
                 _stack, "equal shapes; a new axis of size len(tensors) at axis",
@@ -586,7 +618,7 @@ def _table() -> dict[str, Builtin]:
                 AxisMap(AxisKind.ELEMENTWISE, keeps_values=True)),
     ]
     for name in _ELEMENTWISE_ORDER:
-        rows.append(Builtin(name, (X,), _same_shape, "elementwise; shape of x", same))
+        rows.append(Builtin(name, (X,), _elementwise(name), "elementwise; shape of x", same))
     reductions = {"sum": value_rules.reduce, "mean": value_rules.reduce,
                   "max": value_rules.extreme, "min": value_rules.extreme}
     for name, rule in reductions.items():
@@ -639,6 +671,40 @@ def _issue21_rows() -> list[Builtin]:
         Builtin("amin", (X, axes, keep), value_rules.extreme,
                 "the smallest value along the axes (PyTorch's amin)",
                 AxisMap(AxisKind.REDUCE, axis="axis", keepdims="keepdims")),
+        Builtin("outer", (X, Param("y", Kind.TENSOR)), value_rules.outer,
+                "[n] and [m] -> [n, m]: every product x[i] * y[j]",
+                AxisMap(AxisKind.OPAQUE)),
+        Builtin("ones_like", (X,), value_rules.like, "ones of x's shape and element type",
+                AxisMap(AxisKind.ELEMENTWISE)),
+        Builtin("zeros_like", (X,), value_rules.like, "zeros of x's shape and element type",
+                AxisMap(AxisKind.ELEMENTWISE)),
+        Builtin("full_like", (X, Param("value", Kind.TENSOR)), value_rules.full_like,
+                "the value in x's shape and element type", AxisMap(AxisKind.ELEMENTWISE)),
+        Builtin("long", (X,), value_rules.to_int,
+                "int: x rounded toward zero (PyTorch's .long()); a mask gives 0 and 1",
+                AxisMap(AxisKind.ELEMENTWISE)),
+        # item 1: complex values
+        Builtin("view_as_complex", (X,), complex_values.view_as_complex,
+                "[..., 2] -> complex[...]: the last axis as (real, imaginary)",
+                AxisMap(AxisKind.PAIRS)),
+        Builtin("view_as_real", (X,), complex_values.view_as_real,
+                "complex[...] -> [..., 2]: (real, imaginary) on a new last axis",
+                AxisMap(AxisKind.PAIRS)),
+        Builtin("as_complex", (X,), complex_values.as_complex,
+                "[..., 2*h] -> complex[..., h]: neighbours (2i, 2i+1) paired; even width",
+                AxisMap(AxisKind.PAIRS)),
+        Builtin("as_real", (X,), complex_values.as_real,
+                "complex[..., h] -> [..., 2*h]: the inverse of as_complex",
+                AxisMap(AxisKind.PAIRS)),
+        Builtin("polar", (Param("abs", Kind.TENSOR), Param("angle", Kind.TENSOR)),
+                complex_values.polar, "complex: abs * (cos(angle) + i sin(angle)); the two broadcast",
+                AxisMap(AxisKind.ELEMENTWISE, tensors=("abs", "angle"))),
+        Builtin("real", (X,), complex_values.part("real", False), "the real parts; shape of x",
+                AxisMap(AxisKind.ELEMENTWISE)),
+        Builtin("imag", (X,), complex_values.part("imag", True), "the imaginary parts; shape of x",
+                AxisMap(AxisKind.ELEMENTWISE)),
+        Builtin("conj", (X,), complex_values.part("conj", True), "the complex conjugates",
+                AxisMap(AxisKind.ELEMENTWISE)),
         # item 3: integer tensors as positions
         Builtin("take", (X, Param("indices", Kind.TENSOR), Param("axis", Kind.AXIS)),
                 gathers.take, "x's axis replaced by the indices' axes (NumPy take)",

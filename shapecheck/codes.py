@@ -512,14 +512,16 @@ BAD_INDEX = _code(
     "SC320", "bad-index", E, "an index or slice cannot be checked",
     "{detail}",
     what="An index or a slice bound is a dim expression (integers, dims, `+ - * // `) of "
-    "known sign, and a step is a non-zero one. Indexing with a tensor (NumPy's mask or "
-    "integer-array indexing) is not supported.",
-    why="The shape of `x[mask]` depends on the values of `mask`, so it cannot be checked; "
+    "known sign, and a step is a non-zero one. A tensor may index only when it holds "
+    "integers (`int[...]`, a gather: `E[ids]`) and stands beside whole axes; a mask or a "
+    "tensor of real numbers cannot.",
+    why="The shape of `x[mask]` depends on the values of `mask`, so it cannot be checked "
+    "(a gather's shape is the index's, whatever its values); a real number is no position; "
     "and whether `x[i]` counts from the start or from the end depends on the sign of `i`.",
-    example="dim N\ninput x: [N]\ninput m: bool[N]\ny = x[m]\n# error[SC320]: indexing "
-    "with a tensor is not supported",
-    fix="Use `where(m, x, 0)` to mask, or an index whose sign is known (declare the "
-    "constraint the help line names).",
+    example="dim N\ninput x: [N]\ninput m: bool[N]\ny = x[m]\n# error[SC320]: `m` is a mask "
+    "(bool[N]): the shape of indexing by a mask depends on its values",
+    fix="Use `where(m, x, 0)` to mask, declare positions `int[...]`, or use an index whose "
+    "sign is known (declare the constraint the help line names).",
 )
 LOGICAL_OPERAND = _code(
     "SC321", "logical-not-bool", E, "a logical operator on a tensor that is not bool",
@@ -531,6 +533,31 @@ LOGICAL_OPERAND = _code(
     example="dim N\ninput x: [N]\ny = x & (x > 0)\n# error[SC321]",
     fix="Compare first (`x > 0`), and put each comparison in parentheses: "
     "`(i >= j) & (i < n)`.",
+)
+
+WRONG_ELEMENT = _code(
+    "SC322", "element-type", E, "a value of the wrong element type",
+    "{detail}",
+    what="Tensors hold real numbers, `bool`, `int` (positions, ids, buckets) or `complex` "
+    "numbers. Positions of a gather are `int`; `view_as_real`, `imag` and `conj` "
+    "take complex numbers; `view_as_complex`, `polar` and the real functions take real ones.",
+    why="A gather by real numbers, or the real view of a real tensor, is a transcription "
+    "mistake: NumPy and PyTorch refuse them at run time, after the work is done.",
+    example="dim V, D, N\ninput E: [V, D]\ninput pos: [N]\ny = take(E, pos, axis=0)\n"
+    "# error[SC322]",
+    fix="Declare positions `int[...]` (or build them with `arange`), and complex values "
+    "`complex[...]` (or make them with `view_as_complex`, `polar`).",
+)
+COMPLEX_PAIRS = _code(
+    "SC323", "complex-pairs", E, "the last axis cannot be paired into complex numbers",
+    "{detail}",
+    what="`view_as_complex(x)` reads the last axis of `x`, of size 2, as (real, imaginary); "
+    "`as_complex(x)` pairs neighbouring entries of the last axis, of even size.",
+    why="Rotary embeddings in complex form (Meta's Llama) pair the features of each head; "
+    "an odd width would pair a feature with the next head's.",
+    example="dim N\ninput x: [N, 3]\nz = view_as_complex(x)\n# error[SC323]",
+    fix="Reshape the last axis into pairs first, `reshape(x, [N, -1, 2])`, with an even "
+    "width (declare it `dim d = 2 * h`).",
 )
 
 # --- warnings -----------------------------------------------------------------------
@@ -1043,7 +1070,7 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "noqa_no_codes": "`# noqa:` must be followed by codes, such as `# noqa: SC402`",
     # issue 21: element types, gathers, the new builtins
     "scatter_size": "the index {index_shape} and x {shape} differ on axis {axis} ({index_size} vs {size}): `scatter` needs the index to have the size of x on every axis but {free_axis}",
-    "vector_only": "exactly one axis (a vector of positions)",
+    "vector_only": "exactly one axis (a vector)",
     "kind_axes": "an axis or a tuple of axes (`-1`, `row`, `(-1, -2)`)",
     "axis_twice": "axis {axis} is named twice in the axes of {shape}",
     "clamp_no_bound": "`clamp` needs a bound: `min=`, `max=` or both",
@@ -1052,18 +1079,14 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "tile_reps": "the repetitions of `tile` must be positive, got {reps}",
     "index_not_int": "the indices of `{builtin}` must be integers (`int[...]`), but `{text}` has shape {shape}",
     "take_along_rank": "`take_along_axis` needs indices of the rank of x: x has shape {shape} (rank {rank}), the indices {index_shape} (rank {index_rank})",
-    "take_along_size": "the indices {index_shape} and x {shape} differ on axis {axis} ({index_size} vs {size}): only the gathered axis {free_axis} may differ (or a size 1, which broadcasts)",
     "float_index": "`{text}` has shape {shape}: an index tensor must hold integers; declare it `int[...]`",
     "mask_index": "`{text}` is a mask ({shape}): the shape of indexing by a mask depends on its values; use `where` to apply it",
     "one_tensor_index": "only one entry of `x[...]` may be an integer tensor (a gather), and the other entries must be whole axes `:`",
     "complex_pairs": "`view_as_complex` pairs the last axis into (real, imaginary): it must have size 2, but {shape} ends in {last}",
-    "complex_even": "`as_complex` pairs neighbouring entries of the last axis: its size must be even, but {shape} ends in {last}, which {relation}",
+    "complex_even": "`as_complex` pairs neighbouring entries of the last axis: its size must be even, but {shape} ends in {last}: {relation}",
     "not_complex": "`{builtin}` takes complex numbers (`complex[...]`), but `{text}` has shape {shape}",
     "complex_input": "`{builtin}` takes real numbers, but `{text}` is complex ({shape})",
     "arange_step": "the step of `arange` must be a non-zero integer, got {step}",
-    "arange_empty": "`arange({start}, {stop}, {step})` has no elements at these sizes (or cannot be proved to have any)",
-    "arange_count": "cannot tell how many elements `arange({start}, {stop}, {step})` has: (stop - start) / step must be a whole positive number",
-    "outer_rank": "`outer` takes two vectors, but `{text}` has shape {shape}",
     "scatter_value": "the values written, {value}, do not fit the positions {index} into {shape} along axis {axis}: expected {expected}",
 })
 

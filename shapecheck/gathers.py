@@ -22,10 +22,10 @@ WRITES = frozenset({"index_copy", "scatter"})
 
 
 def _integer_index(ctx: Ctx, builtin: str, param: str, index: Value) -> bool:
-    """The index of a gather holds integers (SC312 otherwise: a float or a mask)."""
+    """The index of a gather holds integers (SC322 otherwise: a float or a mask)."""
     if index.element == "int":
         return True
-    ctx.report(codes.CALL_ARGS, param, notes=ctx.notes(param), detail=codes.detail(
+    ctx.report(codes.WRONG_ELEMENT, param, notes=ctx.notes(param), detail=codes.detail(
         "index_not_int", builtin=builtin, text=ctx.text(param), shape=index.text()))
     return False
 

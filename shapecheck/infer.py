@@ -72,7 +72,10 @@ PARTNERS: dict[str, tuple[str, ...]] = {
     "minimum": ("x", "y"), "maximum": ("x", "y"),
     **{name: () for name in ("cumsum", "cumprod", "clamp", "full", "tile", "all", "any",
                              "amax", "amin", "take", "index_select", "take_along_axis",
-                             "index_copy", "scatter")},
+                             "index_copy", "scatter", "outer", "ones_like", "zeros_like",
+                             "full_like", "long", "view_as_complex", "view_as_real",
+                             "as_complex", "as_real", "real", "imag", "conj")},
+    "polar": ("abs", "angle"),
 }
 
 # The failures a larger rank can fix (the operation needs more axes, or exactly as many

@@ -979,6 +979,9 @@ class _Analysis:
             return self._reduce(node, info.args, axis_map, x_node, x, value)
         if kind is AxisKind.GATHER:
             return self._gather(node, info.args, axis_map, x, value)
+        if kind is AxisKind.PAIRS:  # the last axis paired into complex numbers, or back
+            kept = x.axes[:-1] if len(value.shape) <= len(x.axes) else x.axes
+            return _Info(kept + tuple(Axis(size, node) for size in value.shape[len(kept):]))
         return self._opaque(node, value)
 
     def _gather(self, node: nodes.Expr, args: dict[str, Any], axis_map: Any, x: _Info,

@@ -13,7 +13,8 @@ from typing import Any
 
 from . import codes, symbolic
 from .program import Shape, Value
-from .rules import Ctx, axis_index, broadcast, resolve_axis
+from .rules import Ctx, axis_index, broadcast, counterexample, resolve_axis
+from .symbolic import Claim, to_text
 
 
 def axes_of(axis: int | str | tuple[int, ...] | None, rank: int) -> tuple[int, ...] | None:
@@ -150,6 +151,75 @@ def tile(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     counts = (symbolic.ONE,) * (rank - len(reps)) + tuple(reps)
     return Value(tuple(size * count for size, count in zip(sizes, counts)), x.is_bool,
                  element=x.element)
+
+
+def arange(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    """`arange(n)`: 0 .. n-1; `arange(start, stop, step)`: as Python's range, the step a
+    non-zero integer; the count is proved positive (an empty range is a mistake)."""
+    start, stop, step = a["n"], a["stop"], a["step"]
+    if stop is None:
+        start, stop = symbolic.integer(0), start
+    if step is None:
+        step = symbolic.ONE
+    stride = symbolic.as_int(step)
+    if stride is None or stride == 0:
+        ctx.report(codes.CALL_ARGS, "step", detail=codes.detail("arange_step", step=to_text(step)))
+        return None
+    span = stop - start if stride > 0 else start - stop
+    size = abs(stride)
+    count = span if size == 1 else (ctx.dims.quotient(span, symbolic.integer(size))
+                                    if ctx.dims.divides(span, symbolic.integer(size))
+                                    else symbolic.floor_quotient(span + size - 1, symbolic.integer(size)))
+    if not ctx.dims.positive(count):  # SC201, as for a shape entry: `arange(N - 1)`
+        decision = ctx.dims.decide(Claim.positive(count))
+        example = decision.counterexample
+        reason = codes.detail("not_positive_at", value=example.sides[0], values=example.text()) \
+            if example is not None else ""
+        ctx.report(codes.NOT_POSITIVE, "n" if a["stop"] is None else None, needed=decision,
+                   counterexample=counterexample(decision), expr=to_text(count), reason=reason)
+        return None
+    return Value((ctx.dims.simplest(count),), element="int")
+
+
+def outer(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    """`outer(a, b)`: two vectors -> `[len(a), len(b)]` (Llama's `torch.outer(t, freqs)`)."""
+    for param in ("x", "y"):
+        value: Value = a[param]
+        if value.rank != 1:
+            ctx.report(codes.RANK, param, operation="`outer`",
+                       requirement=codes.detail("vector_only"), operand=ctx.text(param),
+                       shape=value.text())
+            return None
+    x, y = a["x"], a["y"]
+    return Value((x.shape[0], y.shape[0]), element=combined_element(x, y))
+
+
+def like(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    """`ones_like`, `zeros_like`: x's shape and element type."""
+    x: Value = a["x"]
+    return Value(x.shape, x.is_bool, element=x.element)
+
+
+def full_like(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    """`full_like(x, value)`: x's shape and element type, as NumPy and PyTorch keep x's
+    dtype (T5's cap of the buckets, `full_like(large, num_buckets - 1)`)."""
+    value: Value = a["value"]
+    if value.rank != 0:
+        ctx.report(codes.CALL_ARGS, "value", detail=codes.detail(
+            "full_value_not_scalar", shape=value.text()))
+        return None
+    return like(ctx, a)
+
+
+def to_int(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    """`long(x)`: integers, rounded toward zero (PyTorch's `.long()`, `.to(torch.long)`);
+    a mask gives 0 and 1."""
+    x: Value = a["x"]
+    if x.element == "complex":
+        ctx.report(codes.WRONG_ELEMENT, "x", detail=codes.detail(
+            "complex_input", builtin="long", text=ctx.text("x"), shape=x.text()))
+        return None
+    return Value(x.shape, element="int")
 
 
 def combined_element(x: Value, y: Value) -> str:

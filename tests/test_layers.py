@@ -22,8 +22,9 @@ BELOW: dict[str, set[str]] = {
     # The rules of issue 21's rows (element types, gathers), below the table of rows.
     "value_rules": {"codes", "program", "rules", "symbolic"},
     "gathers": {"codes", "nodes", "program", "rules", "symbolic"},
-    "builtins": {"codes", "diagnostics", "einsum", "gathers", "nodes", "program", "rules",
-                 "symbolic", "value_rules"},
+    "complex_values": {"codes", "program", "rules", "symbolic"},
+    "builtins": {"codes", "complex_values", "diagnostics", "einsum", "gathers", "nodes",
+                 "program", "rules", "symbolic", "value_rules"},
     # The axis-meaning pass reads the checked program; it stands beside the formats, the
     # report and the backends, never below the checker.
     "meaning": {"codes", "nodes", "symbolic", "builtins", "diagnostics", "einsum", "program",

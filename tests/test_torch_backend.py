@@ -268,7 +268,23 @@ CALLS.update({  # issue 21: the builtins beyond the contract's
     "index_copy": "output O = index_copy(X, 0, arange(N) * 0 + (arange(N) + 1) % N, Y)"
                   "\noutput O2 = index_copy(B, 2, (arange(M) + 2) % M, 0.5)",
     "scatter": "output O = scatter(X, 1, tile((arange(M)[None] + 1) % M, [N, 1]), Y)",
+    "view_as_complex": "output O = view_as_real(view_as_complex(stack([X, Y], axis=-1)) * 2)",
+    "view_as_real": "input z: complex[N, M]\noutput O = view_as_real(z * z)",
+    "as_complex": "output O = as_real(as_complex(concat([X, Y], axis=-1)) * as_complex(tile(X, [1, 2])))",
+    "as_real": "input z: complex[N, M]\noutput O = as_real(exp(z) + conj(z))",
+    "polar": "output O = view_as_real(polar(abs(X), Y) * polar(ones_like(X[0]), X))",
+    "real": "input z: complex[N, M]\noutput O = real(z * z) + real(X)",
+    "imag": "input z: complex[N, M]\noutput O = imag(z) * imag(z[0]) + abs(z)",
+    "conj": "input z: complex[N, M]\noutput O = imag(conj(z) @ z.T)",
+    "outer": "output O = outer(arange(N), X[0]) + outer(X[:, 0], arange(M))",
+    "ones_like": "output O = ones_like(X) + X\noutput O2 = where(ones_like(keep), X, 0)",
+    "zeros_like": "output O = zeros_like(B) + B",
+    "full_like": "output O = full_like(X, -inf)\noutput O2 = full_like(arange(N), M - 1) + arange(N)",
+    "long": "output O = long(X * 4)\noutput O2 = long(keep) + long(-2.5)",
+    "arange_steps": None,
 })
+CALLS.pop("arange_steps")
+CALLS["arange"] += "\noutput O3 = arange(1, N, 2) + arange(N - 1, -1, -1)[0]\noutput O4 = arange(2, M + 2)"
 
 
 def test_every_builtin_has_a_call_run_by_both_backends():

@@ -278,7 +278,8 @@ class _PlanBuilder:
                 holds.pop(dead, None)  # the caller holds the inputs
             steps.append(Step(
                 name, line, compiled.run, shape, tensor.value.text(),
-                np.dtype(bool) if tensor.value.is_bool else self.dtype, release))
+                np.dtype(bool) if tensor.value.is_bool else element_dtype(tensor.value, self.dtype),
+                release))
         largest = max(allocations, key=lambda a: a.nbytes, default=None)
         counts = {n: math.prod(self._shape(t.value)) for n, t in self.program.tensors.items()}
         return Plan(tuple(steps), self.bindings, peak, largest, held(), counts, tuple(self.notes))
@@ -535,10 +536,10 @@ def _compile_binop(c: _ExprCompiler, node: nodes.BinOp) -> Compiled:
             c.allocates(node)
         return c.fold(Compiled(lambda frame: np.not_equal(ufunc(lrun(frame), rrun(frame)), zero),
                                fresh=True, contiguous=both), left, right)
-    if shape and left.fresh and c.shape_of(node.left) == shape:
+    if shape and left.fresh and c.shape_of(node.left) == shape and _same_kind(c, node.left, node):
         return Compiled(lambda frame: _binary_into_left(ufunc, lrun(frame), rrun(frame)), fresh=True,
                         contiguous=left.contiguous)
-    if shape and right.fresh and c.shape_of(node.right) == shape:
+    if shape and right.fresh and c.shape_of(node.right) == shape and _same_kind(c, node.right, node):
         return Compiled(lambda frame: _binary_into_right(ufunc, lrun(frame), rrun(frame)),
                         fresh=True, contiguous=right.contiguous)
     if shape:
@@ -562,6 +563,11 @@ def _compile_bool_binop(c: _ExprCompiler, node: nodes.BinOp) -> Compiled:
         c.allocates(node)
     return c.fold(Compiled(lambda frame: ufunc(lrun(frame), rrun(frame)), fresh=True,
                            contiguous=left.contiguous and right.contiguous), left, right)
+
+
+def _same_kind(c: _ExprCompiler, operand: nodes.Expr, node: nodes.Expr) -> bool:
+    """A real buffer cannot hold a complex result (issue 21): in place only within a kind."""
+    return (c.value_of(operand).element == "complex") == (c.value_of(node).element == "complex")
 
 
 def _binary_into_left(ufunc: np.ufunc, left: Any, right: Any) -> Any:
@@ -1112,8 +1118,10 @@ def _triangle(keep: Callable[..., Any]) -> Implementation:
 
 def _arange(call: _Call) -> Compiled:
     n, dtype = call.dim("n"), call.c.dtype
+    bounds = (n,) if call.arg("stop") is None else (n, call.dim("stop"), *(
+        (call.dim("step"),) if call.arg("step") is not None else ()))
     call.allocates()
-    return Compiled(lambda frame: np.arange(n, dtype=dtype), fresh=True, contiguous=True)
+    return Compiled(lambda frame: np.arange(*bounds, dtype=dtype), fresh=True, contiguous=True)
 
 
 def _stack(call: _Call) -> Compiled:
@@ -1481,6 +1489,105 @@ BUILTINS.update({
     "take_along_axis": _take("indices", along=True),
     "index_copy": _index_copy,
     "scatter": _scatter,
+})
+
+
+def element_dtype(value: Value, dtype: np.dtype) -> np.dtype:
+    """The NumPy dtype a value is held in: the run's, or its complex counterpart."""
+    return np.result_type(dtype, np.complex64) if value.element == "complex" else dtype
+
+
+def _complex_dtype(call: _Call) -> np.dtype:
+    return np.result_type(call.c.dtype, np.complex64)
+
+
+def _made(call: _Call, function: Callable[..., Any], *params: str) -> Compiled:
+    """A new array computed from the tensor arguments ``params`` (no buffer reused)."""
+    compiled = [call.tensor(p) for p in params]
+    runs = [c.run for c in compiled]
+    if call.out_shape:
+        call.allocates()
+    return call.c.fold(Compiled(lambda frame: function(*(r(frame) for r in runs)), fresh=True,
+                                contiguous=True), *compiled)
+
+
+def _view_as_complex(call: _Call) -> Compiled:
+    unit = _complex_dtype(call).type(1j)
+    return _made(call, lambda x: np.asarray(x[..., 0] + unit * x[..., 1]), "x")
+
+
+def _as_complex(call: _Call) -> Compiled:
+    unit = _complex_dtype(call).type(1j)
+    return _made(call, lambda x: np.asarray(x[..., 0::2] + unit * x[..., 1::2]), "x")
+
+
+def _view_as_real(call: _Call) -> Compiled:
+    return _made(call, lambda z: np.stack([z.real, z.imag], axis=-1), "x")
+
+
+def _as_real(call: _Call) -> Compiled:
+    return _made(call, lambda z: np.stack([z.real, z.imag], axis=-1).reshape(*z.shape[:-1], -1),
+                 "x")
+
+
+def _polar(call: _Call) -> Compiled:
+    unit = _complex_dtype(call).type(1j)
+    return _made(call, lambda r, a: np.asarray(r * np.cos(a) + unit * (r * np.sin(a))),
+                 "abs", "angle")
+
+
+def _complex_part(function: Callable[[Any], Any]) -> Implementation:
+    return lambda call: _made(call, lambda x: np.array(function(x)), "x")
+
+
+def _abs(call: _Call) -> Compiled:
+    """|x|; of complex numbers a real array, never written into the complex operand."""
+    if call.c.value_of(call.info.args["x"]).element == "complex":
+        return _made(call, np.abs, "x")
+    return call.elementwise(lambda x, out: np.abs(x, out=out))
+
+
+def _outer(call: _Call) -> Compiled:
+    return _made(call, np.outer, "x", "y")
+
+
+def _like(fill: Callable[..., Any]) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        value = call.c.value_of(call.node)
+        dtype = np.dtype(bool) if value.is_bool else element_dtype(value, call.c.dtype)
+        return _made(call, lambda x: fill(np.shape(x), dtype=dtype), "x")
+
+    return implementation
+
+
+def _full_like(call: _Call) -> Compiled:
+    value = call.c.value_of(call.node)
+    dtype = np.dtype(bool) if value.is_bool else element_dtype(value, call.c.dtype)
+    whole = value.element == "int"  # PyTorch and NumPy keep x's integer dtype: truncated
+    return _made(call, lambda x, v: np.full(np.shape(x), np.trunc(v) if whole else v, dtype=dtype),
+                 "x", "value")
+
+
+def _long(call: _Call) -> Compiled:
+    dtype = call.c.dtype
+    return _made(call, lambda x: np.asarray(np.trunc(np.asarray(x, dtype=dtype))), "x")
+
+
+BUILTINS.update({
+    "view_as_complex": _view_as_complex,
+    "as_complex": _as_complex,
+    "view_as_real": _view_as_real,
+    "as_real": _as_real,
+    "polar": _polar,
+    "real": _complex_part(np.real),
+    "imag": _complex_part(np.imag),
+    "conj": _complex_part(np.conj),
+    "abs": _abs,
+    "outer": _outer,
+    "ones_like": _like(np.ones),
+    "zeros_like": _like(np.zeros),
+    "full_like": _full_like,
+    "long": _long,
 })
 
 

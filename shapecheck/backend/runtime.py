@@ -43,7 +43,10 @@ def declared(program: Program) -> dict[str, Tensor]:
 
 def element_kind_ok(tensor: Tensor, array: Supplied) -> bool:
     """bool declarations take bool arrays; real and `int` ones floats and integers (an `int`
-    one's values are then checked to be whole, by :func:`cast`)."""
+    one's values are then checked to be whole, by :func:`cast`); `complex` ones complex
+    numbers too."""
+    if tensor.value.element == "complex":
+        return array.dtype.kind in "cfiu"
     return array.dtype.kind == "b" if tensor.value.is_bool else array.dtype.kind in "fiu"
 
 
@@ -72,6 +75,8 @@ def cast(tensor: Tensor, array: Supplied, dtype: np.dtype) -> np.ndarray:
         return np.asarray(array, dtype=bool, order="C")
     if tensor.value.element == "int":
         _exact_integers(tensor, np.asarray(array), dtype)
+    if tensor.value.element == "complex":  # held as the run's complex counterpart
+        dtype = np.result_type(dtype, np.complex64)
     result = np.asarray(array, dtype=dtype, order="C")
     if not np.isfinite(result).all():
         count = result.size - int(np.count_nonzero(np.isfinite(result)))
@@ -288,6 +293,9 @@ def generate(tensor: Tensor, shape: tuple[int, ...], dtype: np.dtype, seed: int,
     if tensor.value.element == "int":  # positions: within the axis they index (``high``)
         return np.asarray(rng.integers(0, high or DEFAULT_INT_HIGH, size=shape), dtype=np.int64)
     values = rng.standard_normal(shape)
+    if tensor.value.element == "complex":  # real and imaginary parts each N(0, 1/2)
+        values = (values + 1j * rng.standard_normal(shape)) / math.sqrt(2)
+        dtype = np.result_type(dtype, np.complex64)
     if tensor.kind == "param" and len(shape) >= 2:
         values /= math.sqrt(shape[-2])
     return np.asarray(values, dtype=dtype)

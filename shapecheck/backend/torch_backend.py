@@ -223,7 +223,8 @@ class _PlanBuilder:
                 for dead in release:
                     live.pop(dead, None)
             steps.append(Step(ident.name, line, compiled.run, shape, tensor.value.text(),
-                              torch.bool if tensor.value.is_bool else self.dtype, release))
+                              torch.bool if tensor.value.is_bool else
+                              element_dtype(tensor.value, self.dtype), release))
         largest = max(allocations, key=lambda a: a.nbytes, default=None)
         counts = {n: math.prod(self._shape(t.value)) for n, t in self.program.tensors.items()}
         return Plan(tuple(steps), self.bindings, peak, largest, self.device, self.dtype,
@@ -673,8 +674,10 @@ def _triangle(keep: Callable[..., torch.Tensor]) -> Implementation:
 
 def _arange(call: _Call) -> Compiled:
     n, dtype, device = call.dim("n"), call.c.dtype, call.c.device
+    bounds = (n,) if call.arg("stop") is None else (n, call.dim("stop"), *(
+        (call.dim("step"),) if call.arg("step") is not None else ()))
     call.allocates()
-    return Compiled(lambda frame: torch.arange(n, dtype=dtype, device=device))
+    return Compiled(lambda frame: torch.arange(*bounds, dtype=dtype, device=device))
 
 
 def _stack(call: _Call) -> Compiled:
@@ -923,6 +926,84 @@ BUILTINS.update({
     "take_along_axis": _take("indices", along=True),
     "index_copy": _index_copy,
     "scatter": _scatter,
+})
+
+
+def element_dtype(value: Value, dtype: torch.dtype) -> torch.dtype:
+    """The torch dtype a value is held in: the run's, or its complex counterpart."""
+    return COMPLEX_DTYPES[dtype] if value.element == "complex" else dtype
+
+
+COMPLEX_DTYPES = {torch.float32: torch.complex64, torch.float64: torch.complex128}
+
+
+def _made(call: _Call, function: Callable[..., torch.Tensor], *params: str) -> Compiled:
+    compiled = [call.tensor(p) for p in params]
+    runs = [c.run for c in compiled]
+    call.allocates()
+    return call.c.fold(Compiled(lambda frame: function(*(r(frame) for r in runs))), *compiled)
+
+
+def _pairs_as_complex(x: torch.Tensor) -> torch.Tensor:
+    return torch.complex(x[..., 0::2].contiguous(), x[..., 1::2].contiguous())
+
+
+def _real_view(z: torch.Tensor) -> torch.Tensor:
+    return torch.view_as_real(z.resolve_conj()).clone()
+
+
+def _complex_part(function: Callable[[torch.Tensor], torch.Tensor]) -> Implementation:
+    return lambda call: _made(call, lambda x: function(x).clone(), "x")
+
+
+def _abs(call: _Call) -> Compiled:
+    return _made(call, torch.abs, "x")
+
+
+def _like(fill: Callable[..., torch.Tensor]) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        value = call.c.value_of(call.node)
+        dtype = torch.bool if value.is_bool else element_dtype(value, call.c.dtype)
+        return _made(call, lambda x: fill(x.shape, dtype=dtype, device=x.device), "x")
+
+    return implementation
+
+
+def _full_like(call: _Call) -> Compiled:
+    value = call.c.value_of(call.node)
+    dtype = torch.bool if value.is_bool else element_dtype(value, call.c.dtype)
+    whole = value.element == "int"
+    return _made(call, lambda x, v: torch.full(
+        x.shape, (torch.trunc(v) if whole else v).item(), dtype=dtype, device=x.device),
+        "x", "value")
+
+
+def _long(call: _Call) -> Compiled:
+    dtype = call.c.dtype
+    return _made(call, lambda x: torch.trunc(x.to(dtype)), "x")
+
+
+def _conj(z: torch.Tensor) -> torch.Tensor:
+    return torch.conj_physical(z)
+
+
+BUILTINS.update({
+    "view_as_complex": lambda call: _made(call, lambda x: torch.view_as_complex(
+        x.contiguous()).clone(), "x"),
+    "as_complex": lambda call: _made(call, _pairs_as_complex, "x"),
+    "view_as_real": lambda call: _made(call, _real_view, "x"),
+    "as_real": lambda call: _made(call, lambda z: _real_view(z).reshape(*z.shape[:-1], -1), "x"),
+    "polar": lambda call: _made(call, lambda r, a: torch.polar(*torch.broadcast_tensors(r, a)),
+                                "abs", "angle"),
+    "real": _complex_part(torch.real),
+    "imag": _complex_part(torch.imag),
+    "conj": _complex_part(_conj),
+    "abs": _abs,
+    "outer": lambda call: _made(call, torch.outer, "x", "y"),
+    "ones_like": _like(torch.ones),
+    "zeros_like": _like(torch.zeros),
+    "full_like": _full_like,
+    "long": _long,
 })
 
 

@@ -380,11 +380,13 @@ CODES: dict[str, dict[str, str]] = {
         summary="下标或切片无法检查",
         message="{detail}",
         what="下标或切片边界是符号已知的维度表达式 (整数、维度、`+ - * //`), 步长是非零的维度表达式。"
-        "不支持用张量做下标 (NumPy 的掩码下标或整数数组下标)。",
-        why="`x[mask]` 的形状取决于 `mask` 的值, 因此无法检查; 而 `x[i]` 是从开头还是从末尾数起, "
-        "取决于 `i` 的符号。",
-        example="dim N\ninput x: [N]\ninput m: bool[N]\ny = x[m]\n# error[SC320]: 不支持用张量做下标",
-        fix="用 `where(m, x, 0)` 施加掩码, 或使用符号已知的下标 (声明 help 行给出的约束)。",
+        "只有存放整数的张量 (`int[...]`, 即收集: `E[ids]`) 才能做下标, 且其余各项必须是整条轴; "
+        "掩码或实数张量不能做下标。",
+        why="`x[mask]` 的形状取决于 `mask` 的值, 因此无法检查 (收集的形状就是下标的形状, 与值无关); "
+        "实数不是位置; 而 `x[i]` 是从开头还是从末尾数起, 取决于 `i` 的符号。",
+        example="dim N\ninput x: [N]\ninput m: bool[N]\ny = x[m]\n# error[SC320]: `m` 是掩码 "
+        "(bool[N]): 用掩码做下标时结果的形状取决于它的值",
+        fix="用 `where(m, x, 0)` 施加掩码, 把位置声明为 `int[...]`, 或使用符号已知的下标 (声明 help 行给出的约束)。",
     ),
     "SC321": dict(
         summary="逻辑运算用在了不是 bool 的张量上",
@@ -394,6 +396,26 @@ CODES: dict[str, dict[str, str]] = {
         "所以 `i >= j & i < n` 读作 `i >= (j & i) < n`。",
         example="dim N\ninput x: [N]\ny = x & (x > 0)\n# error[SC321]",
         fix="先做比较 (`x > 0`), 并把每个比较放进括号: `(i >= j) & (i < n)`。",
+    ),
+    "SC322": dict(
+        summary="值的元素类型不对",
+        message="{detail}",
+        what="张量存放实数、`bool`、`int` (位置、id、桶) 或 `complex` 复数。收集的位置是 `int`; "
+        "`view_as_real`、`imag` 和 `conj` 需要复数; `view_as_complex`、`polar` 和实函数需要实数。",
+        why="用实数做收集, 或对实数张量取实数视图, 是转写的错误: NumPy 和 PyTorch 要到运行时才会拒绝。",
+        example="dim V, D, N\ninput E: [V, D]\ninput pos: [N]\ny = take(E, pos, axis=0)\n"
+        "# error[SC322]",
+        fix="把位置声明为 `int[...]` (或用 `arange` 构造), 把复数声明为 `complex[...]` "
+        "(或用 `view_as_complex`、`polar` 得到)。",
+    ),
+    "SC323": dict(
+        summary="最后一个轴无法配成复数",
+        message="{detail}",
+        what="`view_as_complex(x)` 把 `x` 大小为 2 的最后一个轴读作 (实部, 虚部); "
+        "`as_complex(x)` 把最后一个轴 (大小为偶数) 的相邻元素配对。",
+        why="复数形式的旋转位置编码 (Meta 的 Llama) 把每个头的特征配对; 奇数宽度会把一个特征与下一个头的特征配在一起。",
+        example="dim N\ninput x: [N, 3]\nz = view_as_complex(x)\n# error[SC323]",
+        fix="先把最后一个轴变成成对的形式, `reshape(x, [N, -1, 2])`, 且宽度为偶数 (声明为 `dim d = 2 * h`)。",
     ),
     "SC401": dict(
         summary="声明的 input、param 或 dim 从未使用",
@@ -792,7 +814,7 @@ DETAILS = {
     "noqa_no_codes": "`# noqa:` 后面必须跟代码, 例如 `# noqa: SC402`",
     # issue 21: element types, gathers, the new builtins
     "scatter_size": "下标 {index_shape} 与 x {shape} 在轴 {axis} 上不同 ({index_size} 对 {size}): `scatter` 要求下标除轴 {free_axis} 外各轴大小与 x 相同",
-    "vector_only": "恰好一个轴 (位置的向量)",
+    "vector_only": "恰好一个轴 (向量)",
     "kind_axes": "一个轴或轴的元组 (`-1`、`row`、`(-1, -2)`)",
     "axis_twice": "在 {shape} 的轴中, 轴 {axis} 被指定了两次",
     "clamp_no_bound": "`clamp` 需要一个界: `min=`、`max=` 或两者",
@@ -801,18 +823,14 @@ DETAILS = {
     "tile_reps": "`tile` 的重复次数必须为正, 但得到 {reps}",
     "index_not_int": "`{builtin}` 的下标必须是整数 (`int[...]`), 但 `{text}` 的形状是 {shape}",
     "take_along_rank": "`take_along_axis` 需要与 x 阶数相同的下标: x 的形状是 {shape} (阶 {rank}), 下标是 {index_shape} (阶 {index_rank})",
-    "take_along_size": "下标 {index_shape} 与 x {shape} 在轴 {axis} 上不同 ({index_size} 对 {size}): 只有收集的轴 {free_axis} 可以不同 (或大小为 1, 可广播)",
     "float_index": "`{text}` 的形状是 {shape}: 作为下标的张量必须是整数; 请声明为 `int[...]`",
     "mask_index": "`{text}` 是掩码 ({shape}): 用掩码做下标时结果的形状取决于它的值; 请用 `where` 应用它",
     "one_tensor_index": "`x[...]` 中只能有一项是整数张量 (收集), 其余各项必须是整条轴 `:`",
     "complex_pairs": "`view_as_complex` 把最后一个轴配成 (实部, 虚部): 它的大小必须是 2, 但 {shape} 的最后一个轴是 {last}",
-    "complex_even": "`as_complex` 把最后一个轴的相邻元素配对: 它的大小必须是偶数, 但 {shape} 的最后一个轴是 {last}, {relation}",
+    "complex_even": "`as_complex` 把最后一个轴的相邻元素配对: 它的大小必须是偶数, 但 {shape} 的最后一个轴是 {last}: {relation}",
     "not_complex": "`{builtin}` 需要复数 (`complex[...]`), 但 `{text}` 的形状是 {shape}",
     "complex_input": "`{builtin}` 需要实数, 但 `{text}` 是复数 ({shape})",
     "arange_step": "`arange` 的步长必须是非零整数, 但得到 {step}",
-    "arange_empty": "`arange({start}, {stop}, {step})` 在这些大小下没有元素 (或不能证明有元素)",
-    "arange_count": "无法确定 `arange({start}, {stop}, {step})` 有多少个元素: (stop - start) / step 必须是正整数",
-    "outer_rank": "`outer` 需要两个向量, 但 `{text}` 的形状是 {shape}",
     "scatter_value": "写入的值 {value} 与沿轴 {axis} 写入 {shape} 的位置 {index} 不符: 应为 {expected}",
 }
 
