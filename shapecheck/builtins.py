@@ -297,6 +297,8 @@ def _same_shape(ctx: Ctx, a: dict[str, Any], name: str = "") -> Value | None:
         if name != "abs" and not complex_values.real_argument(
                 ctx, name or codes.detail("bool_in_builtin"), "x", x):
             return None
+    if name in ("abs", "square") and x.element == "int":
+        return Value(x.shape, element="int")  # T5's `abs(relative_position)` stays an integer
     return Value(x.shape)
 
 
