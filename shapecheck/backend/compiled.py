@@ -229,7 +229,11 @@ class CompiledSpec:
                 check_invariants: bool) -> RunResult:
         outputs = {name: np.asarray(frame.values[name]) for name in self.outputs}
         checks = [message("check_shapes", count=len(bound.plan.steps)),
-                  message("check_dtype", dtype=self.dtype.name), *frame.checks.values()]
+                  message("check_dtype", dtype=self.dtype.name) if not any(
+                      t.value.element == "complex" for t in bound.bound.program.tensors.values())
+                  else message("check_dtype_complex", dtype=self.dtype.name,
+                               complex=np.result_type(self.dtype, np.complex64).name),
+                  *frame.checks.values()]
         warnings = list(frame.warnings)
         if check_invariants:
             for name, value in outputs.items():

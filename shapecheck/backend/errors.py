@@ -127,6 +127,7 @@ MESSAGES: Table = Table("run", "MESSAGES", {
     "non_finite_output": "output `{name}` contains {count} non-finite value(s)",
     "check_shapes": "{count} statement shape(s) match the checker's at the bindings",
     "check_dtype": "every tensor is {dtype} (bool masks excepted)",
+    "check_dtype_complex": "every tensor is {dtype}, complex ones {complex} (bool masks excepted)",
     "check_softmax": "softmax `{name}` (line {line}): every {what} sums to 1 along axis {axis} "
     "(largest error {error:.1e})",
     "check_softmax_nan": "softmax `{name}` (line {line}): every {what} that is not NaN sums to 1 "

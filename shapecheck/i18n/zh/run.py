@@ -103,6 +103,7 @@ MESSAGES = {
     "non_finite_output": "输出 `{name}` 含有 {count} 个非有限值",
     "check_shapes": "{count} 条语句的形状在绑定的尺寸下与检查器的一致",
     "check_dtype": "每个张量都是 {dtype} (bool 掩码除外)",
+    "check_dtype_complex": "每个张量都是 {dtype}, 复数张量是 {complex} (bool 掩码除外)",
     "check_softmax": "softmax `{name}` (第 {line} 行): 沿轴 {axis} 每一{what}之和为 1 "
     "(最大误差 {error:.1e})",
     "check_softmax_nan": "softmax `{name}` (第 {line} 行): 沿轴 {axis} 每一个不是 NaN 的{what}之和为 1 "
