@@ -267,6 +267,9 @@ class _Driver:
         self.framework = framework
         self.device = _device(framework, device)
         self.declared = list(declared(program))
+        # `int[...]` inputs reach the function as integers (token ids, positions), as real
+        # code indexes with them; the spec holds them in the run's dtype.
+        self.integers = {n for n, t in declared(program).items() if t.value.element == "int"}
         self.outputs = list(program.outputs)
         self.names = _check_names(program, names)
         self.layouts = _check_layouts(program, layouts)
@@ -293,7 +296,7 @@ class _Driver:
 
         arguments: dict[str, Any] = {}
         for name in self.declared:
-            array = arrange(case.inputs[name], self.layouts.get(name))
+            array = arrange(case.inputs[name], self.layouts.get(name), name in self.integers)
             arguments[self.names.get(name, name)] = (
                 self.torch.to_torch(array, self.device) if self.torch else array)
         for dim, parameter in self.dims.items():

@@ -173,3 +173,34 @@ def test_a_gather_past_the_table_is_a_run_time_input_error() -> None:
         spec.run({"E": np.zeros((3, 2)), "ids": np.array([0, 1, 2, 2])})
     with pytest.raises(InputError, match="not a whole number"):
         spec.run({"E": np.zeros((3, 2)), "ids": np.array([0.5, 1, 1, 1])})
+
+
+# --- conformance of complex-valued and integer-indexed code -----------------------------------
+
+ROTARY = """dim B, S, H, h, V
+dim hd = 2 * h
+input xq: [B, S, H, hd]
+input tokens: int[B, S]
+param table: [V, H * hd]
+e = reshape(table[tokens], [B, S, H, hd]) + xq
+angles = outer(arange(S), 1.0 / (10000.0 ** (arange(0, hd, 2) / hd)))
+fc = reshape(polar(ones_like(angles), angles), [1, S, 1, h])
+output rotated = view_as_complex(reshape(e, [B, S, H, -1, 2])) * fc
+"""
+
+
+def _rotary_numpy(xq, tokens, table):
+    """Meta's apply_rotary_emb on an embedding lookup, in NumPy (complex output)."""
+    B, S, H, hd = xq.shape
+    e = table[tokens].reshape(B, S, H, hd) + xq
+    freqs = np.outer(np.arange(S), 1.0 / (10000.0 ** (np.arange(0, hd, 2) / hd)))
+    pairs = e.reshape(B, S, H, -1, 2)
+    return (pairs[..., 0] + 1j * pairs[..., 1]) * np.exp(1j * freqs)[None, :, None, :]
+
+
+def test_complex_valued_code_conforms_and_a_wrong_rotation_does_not() -> None:
+    from shapecheck.conform import conform
+
+    assert conform(ROTARY, _rotary_numpy, cases=3).ok
+    conjugated = conform(ROTARY, lambda **a: np.conj(_rotary_numpy(**a)), cases=2, shrink=False)
+    assert not conjugated.ok  # only the imaginary parts differ: both parts are compared
