@@ -314,7 +314,7 @@ def _softmax(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     x: Value = a["x"]
     if resolve_axis(ctx, a["axis"], x) is None:
         return None
-    return _same_shape(ctx, a)
+    return _same_shape(ctx, a, "softmax")
 
 
 def _transpose(ctx: Ctx, a: dict[str, Any]) -> Value | None:
@@ -546,7 +546,7 @@ def _dropout(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     if not 0 <= a["p"] < 1:
         ctx.report(codes.CALL_ARGS, "p", detail=codes.detail("dropout_range", p=a["p"]))
         return None
-    return _same_shape(ctx, a)
+    return _same_shape(ctx, a, "dropout")
 
 
 

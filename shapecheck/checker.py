@@ -622,6 +622,13 @@ class Checker:
                 # `S + M` with a bool mask M: `where(M, S, -inf)` applies it as written.
                 masking = node.op in _MASKING and not (left.is_bool and right.is_bool)
                 self._warn_bool(operand, f"`{node.op}`", (node, other) if masking else None)
+        if node.op in _ORDERED and "complex" in (left.element, right.element):
+            # Complex numbers have no order: `<`, `//`, `%` of them fail in NumPy and PyTorch.
+            operand = node.left if left.element == "complex" else node.right
+            self.report(codes.WRONG_ELEMENT.diag(operand.span, detail=codes.detail(
+                "complex_input", builtin=node.op, text=self.text(operand),
+                shape=(left if left.element == "complex" else right).text())))
+            return UNKNOWN
         shape = broadcast(ctx, left, right, node.op)
         if shape is None:
             return UNKNOWN
@@ -1033,6 +1040,7 @@ _NEGATED = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 
 
 _INTEGER = Value((), element="int")
+_ORDERED = frozenset({"<", "<=", ">", ">=", "//", "%"})  # operators of real numbers only
 
 
 def arithmetic_element(op: str, left: Value, right: Value) -> str:

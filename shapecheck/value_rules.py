@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import codes, symbolic
+from .complex_values import real_argument
 from .program import Shape, Value
 from .rules import Ctx, axis_index, broadcast, counterexample, resolve_axis
 from .symbolic import Claim, to_text
@@ -58,7 +59,9 @@ def reduce(ctx: Ctx, a: dict[str, Any], is_bool: bool = False) -> Value | None:
     keep = bool(a["keepdims"])
     shape = tuple(symbolic.ONE if i in axes else d for i, d in enumerate(x.shape)
                   if keep or i not in axes)
-    return Value(shape, is_bool)
+    # A sum or mean of complex numbers is complex; of anything else, a real number.
+    return Value(shape, is_bool, element="complex" if x.element == "complex" and not is_bool
+                 else "")
 
 
 def logical_reduce(ctx: Ctx, a: dict[str, Any]) -> Value | None:
@@ -66,9 +69,12 @@ def logical_reduce(ctx: Ctx, a: dict[str, Any]) -> Value | None:
 
 
 def extreme(ctx: Ctx, a: dict[str, Any]) -> Value | None:
-    """`max`/`min`/`amax`/`amin`: a reduction that keeps the element type (ints stay ints)."""
-    result = reduce(ctx, a)
+    """`max`/`min`/`amax`/`amin`: a reduction that keeps the element type (ints stay ints);
+    complex numbers have no order (SC322)."""
     x: Value = a["x"]
+    if not real_argument(ctx, "max", "x", x):
+        return None
+    result = reduce(ctx, a)
     if result is None:
         return None
     return Value(result.shape, x.is_bool, element=x.element)
@@ -87,6 +93,8 @@ def pairwise(name: str) -> Callable[[Ctx, dict[str, Any]], Value | None]:
     def rule(ctx: Ctx, a: dict[str, Any]) -> Value | None:
         x: Value = a["x"]
         y: Value = a["y"]
+        if not (real_argument(ctx, name, "x", x) and real_argument(ctx, name, "y", y)):
+            return None
         shape = broadcast(ctx, x, y, f"`{name}`", "y", ("x", "y"))
         if shape is None:
             return None
@@ -103,6 +111,8 @@ def clamp(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     high: Value | None = a["max"]
     if low is None and high is None:
         ctx.report(codes.CALL_ARGS, None, detail=codes.detail("clamp_no_bound"))
+        return None
+    if not real_argument(ctx, "clamp", "x", x):
         return None
     shape: Shape | None = x.shape
     element = x.element

@@ -20,7 +20,7 @@ BELOW: dict[str, set[str]] = {
     "rules": {"codes", "diagnostics", "nodes", "program", "symbolic"},
     "einsum": {"codes", "program", "rules", "symbolic"},
     # The rules of issue 21's rows (element types, gathers), below the table of rows.
-    "value_rules": {"codes", "program", "rules", "symbolic"},
+    "value_rules": {"codes", "complex_values", "program", "rules", "symbolic"},
     "gathers": {"codes", "nodes", "program", "rules", "symbolic"},
     "complex_values": {"codes", "program", "rules", "symbolic"},
     "builtins": {"codes", "complex_values", "diagnostics", "einsum", "gathers", "nodes",

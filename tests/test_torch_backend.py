@@ -275,7 +275,7 @@ CALLS.update({  # issue 21: the builtins beyond the contract's
     "polar": "output O = view_as_real(polar(abs(X), Y) * polar(ones_like(X[0]), X))",
     "real": "input z: complex[N, M]\noutput O = real(z * z) + real(X)",
     "imag": "input z: complex[N, M]\noutput O = imag(z) * imag(z[0]) + abs(z)",
-    "conj": "input z: complex[N, M]\noutput O = imag(conj(z) @ z.T)",
+    "conj": "input z: complex[N, M]\noutput O = imag(conj(z) @ z.T)\noutput O2 = sum(z, axis=0) + mean(z)",
     "outer": "output O = outer(arange(N), X[0]) + outer(X[:, 0], arange(M))",
     "ones_like": "output O = ones_like(X) + X\noutput O2 = where(ones_like(keep), X, 0)",
     "zeros_like": "output O = zeros_like(B) + B",
