@@ -204,3 +204,48 @@ def test_complex_valued_code_conforms_and_a_wrong_rotation_does_not() -> None:
     assert conform(ROTARY, _rotary_numpy, cases=3).ok
     conjugated = conform(ROTARY, lambda **a: np.conj(_rotary_numpy(**a)), cases=2, shrink=False)
     assert not conjugated.ok  # only the imaginary parts differ: both parts are compared
+
+
+# --- the other passes on the new examples ------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", [EXAMPLES / "llama_rotary_cache.attn",
+                                  EXAMPLES / "t5_relative_bias.attn",
+                                  EXAMPLES.parent / "tests" / "cases" / "element_types.attn"],
+                         ids=lambda p: p.stem)
+def test_meaning_gives_every_value_one_axis_per_entry(path: Path) -> None:
+    """Through gathers (the index's axes replace the gathered one) and the complex
+    pairing (the paired axis goes or comes back), every value keeps one axis per entry."""
+    from shapecheck import nodes
+    from shapecheck.meaning import analyse
+
+    program = check_path(path)
+    found = analyse(program)
+    pending = [s.value for s in program.statements
+               if isinstance(s, (nodes.Define, nodes.Output)) and s.value is not None]
+    checked = 0
+    while pending:
+        node = pending.pop()
+        pending.extend(nodes.children(node))
+        axes, value = found.axes(node), program.type_of(node)
+        if axes is not None and value.shape is not None:
+            assert len(axes) == len(value.shape), (path.name, node.span, value.text())
+            checked += 1
+    assert checked > 10
+
+
+def test_the_attention_is_found_through_the_complex_rotary_and_the_bias_gather() -> None:
+    from shapecheck.meaning import analyse
+
+    (llama,) = analyse(check_path(EXAMPLES / "llama_rotary_cache.attn")).patterns
+    assert llama.axis_ok and llama.scale_ok
+    assert llama.query is not None and "query" in llama.query.axes
+    (t5,) = analyse(check_path(EXAMPLES / "t5_relative_bias.attn")).patterns
+    assert t5.axis_ok and t5.key is not None and "key" in t5.key.axes
+
+
+def test_report_costs_the_new_builtins() -> None:
+    from shapecheck.report.cost import PER_ELEMENT, REDUCTIONS
+
+    assert {"cumsum", "cumprod", "minimum", "maximum", "clamp"} <= set(PER_ELEMENT)
+    assert {"amax", "amin", "all", "any"} <= REDUCTIONS
