@@ -1105,6 +1105,7 @@ TOKEN_WORDS: Table = Table("codes", "TOKEN_WORDS", {
     "LT": "`<`", "GT": "`>`", "PLUS": "`+`", "MINUS": "`-`", "STAR": "`*`", "SLASH": "`/`",
     "DSLASH": "`//`", "AT": "`@`", "POW": "`**`", "TRANSPOSE": "`.T`", "BOOL": "`bool`",
     "INT_TYPE": "`int`", "COMPLEX_TYPE": "`complex`", "PERCENT": "`%`",
+    "element_type": "an element type (`bool`, `int` or `complex`) and `[`",
     "AMP": "`&`", "PIPE": "`|`", "TILDE": "`~`", "ELLIPSIS": "`...`",
     "_SEP": "end of line", "$END": "end of line",
     "expression": "an expression", "operator": "an operator or end of line",

@@ -506,6 +506,8 @@ def _describe_expected(
     parts += [_WORDS[n] for n in closing]
     if not parts and after_operand:
         parts.append(_WORDS["operator"])
+    if not parts and "LSQB" in expected and expected & {"INT_TYPE", "COMPLEX_TYPE"}:
+        parts = [_WORDS["LSQB"], _WORDS["element_type"]]  # a shape: `[N]` or `int[N]`
     if not parts:
         parts = sorted({_WORDS.get(e, f"`{e.lower()}`") for e in expected})
     return codes.one_of(parts[:3])

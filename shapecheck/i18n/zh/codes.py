@@ -841,6 +841,7 @@ TOKEN_WORDS = {
     "LT": "`<`", "GT": "`>`", "PLUS": "`+`", "MINUS": "`-`", "STAR": "`*`", "SLASH": "`/`",
     "DSLASH": "`//`", "AT": "`@`", "POW": "`**`", "TRANSPOSE": "`.T`", "BOOL": "`bool`",
     "INT_TYPE": "`int`", "COMPLEX_TYPE": "`complex`", "PERCENT": "`%`",
+    "element_type": "元素类型 (`bool`、`int` 或 `complex`) 加 `[`",
     "AMP": "`&`", "PIPE": "`|`", "TILDE": "`~`", "ELLIPSIS": "`...`",
     "_SEP": "行尾", "$END": "行尾",
     "expression": "表达式", "operator": "运算符或行尾",
