@@ -77,7 +77,7 @@ def extreme(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     result = reduce(ctx, a)
     if result is None:
         return None
-    return Value(result.shape, x.is_bool, element=x.element)
+    return Value(result.shape, element=x.element)  # a mask is reduced as 0 and 1
 
 
 def cumulative(ctx: Ctx, a: dict[str, Any]) -> Value | None:

@@ -1314,13 +1314,19 @@ BUILTINS: dict[str, Implementation] = {
 # --- issue 21: the builtins real attention code uses beyond the contract's -------------------
 
 
+def _fold(call: _Call, compiled: Compiled, *children: Compiled) -> Compiled:
+    """Fold a constant only when it is a scalar: an array is made when the step runs, after
+    the memory estimate has refused one too large to hold (`full([L ** 64], 0)`)."""
+    return call.c.fold(compiled, *children) if not call.out_shape else compiled
+
+
 def _cumulative(accumulate: Callable[..., Any]) -> Implementation:
     def implementation(call: _Call) -> Compiled:
         x = call.numeric()
         run, axis = x.run, call.axis()
         if call.out_shape:
             call.allocates()
-        return call.c.fold(Compiled(lambda frame: accumulate(run(frame), axis=axis), fresh=True,
+        return _fold(call, Compiled(lambda frame: accumulate(run(frame), axis=axis), fresh=True,
                                     contiguous=True), x)
 
     return implementation
@@ -1332,7 +1338,7 @@ def _pairwise(ufunc: np.ufunc) -> Implementation:
         xrun, yrun = x.run, y.run
         if call.out_shape:
             call.allocates()
-        return call.c.fold(Compiled(lambda frame: ufunc(xrun(frame), yrun(frame)), fresh=True,
+        return _fold(call, Compiled(lambda frame: ufunc(xrun(frame), yrun(frame)), fresh=True,
                                     contiguous=True), x, y)
 
     return implementation
@@ -1345,7 +1351,7 @@ def _clamp(call: _Call) -> Compiled:
     low, high = (b.run if b is not None else (lambda frame: None) for b in bounds)
     if call.out_shape:
         call.allocates()
-    return call.c.fold(Compiled(lambda frame: np.clip(run(frame), low(frame), high(frame)),
+    return _fold(call, Compiled(lambda frame: np.clip(run(frame), low(frame), high(frame)),
                                 fresh=True, contiguous=True),
                        x, *(b for b in bounds if b is not None))
 
@@ -1358,7 +1364,7 @@ def _full(call: _Call) -> Compiled:
     kind = np.dtype(bool) if bool_fill else dtype
     if shape:
         call.allocates()
-    return call.c.fold(Compiled(lambda frame: np.full(shape, fill(frame), dtype=kind)
+    return _fold(call, Compiled(lambda frame: np.full(shape, fill(frame), dtype=kind)
                                 if shape else kind.type(fill(frame)), fresh=True,
                                 contiguous=True), value)
 
@@ -1367,7 +1373,7 @@ def _tile(call: _Call) -> Compiled:
     x, reps = call.tensor(), call.shape("reps")
     run = x.run
     call.allocates()
-    return call.c.fold(Compiled(lambda frame: np.tile(run(frame), reps), fresh=True,
+    return _fold(call, Compiled(lambda frame: np.tile(run(frame), reps), fresh=True,
                                 contiguous=True), x)
 
 
@@ -1377,7 +1383,7 @@ def _logical(reduce: Callable[..., Any]) -> Implementation:
         run, axis, keep = x.run, axes_of(call.arg("axis"), call.rank()), bool(call.arg("keepdims"))
         if call.out_shape:
             call.allocates()
-        return call.c.fold(Compiled(lambda frame: np.asarray(reduce(run(frame), axis=axis,
+        return _fold(call, Compiled(lambda frame: np.asarray(reduce(run(frame), axis=axis,
                                                                     keepdims=keep)),
                                     fresh=True, contiguous=True), x)
 
@@ -1445,7 +1451,7 @@ def _take(index_param: str, along: bool = False) -> Implementation:
                 return np.take_along_axis(xrun(frame), positions, axis=axis)
             return np.take(xrun(frame), positions, axis=axis)
 
-        return call.c.fold(Compiled(gather, fresh=True, contiguous=True), x, index)
+        return _fold(call, Compiled(gather, fresh=True, contiguous=True), x, index)
 
     return implementation
 
@@ -1465,7 +1471,7 @@ def _index_copy(call: _Call) -> Compiled:
         np.moveaxis(result, axis, 0)[positions] = np.moveaxis(values, axis, 0)
         return result
 
-    return call.c.fold(Compiled(write, fresh=True, contiguous=True), x, index, source)
+    return _fold(call, Compiled(write, fresh=True, contiguous=True), x, index, source)
 
 
 def _scatter(call: _Call) -> Compiled:
@@ -1480,7 +1486,7 @@ def _scatter(call: _Call) -> Compiled:
         np.put_along_axis(result, positions, np.broadcast_to(srun(frame), positions.shape), axis)
         return result
 
-    return call.c.fold(Compiled(write, fresh=True, contiguous=True), x, index, source)
+    return _fold(call, Compiled(write, fresh=True, contiguous=True), x, index, source)
 
 
 BUILTINS.update({
@@ -1503,11 +1509,11 @@ def _complex_dtype(call: _Call) -> np.dtype:
 
 def _made(call: _Call, function: Callable[..., Any], *params: str) -> Compiled:
     """A new array computed from the tensor arguments ``params`` (no buffer reused)."""
-    compiled = [call.tensor(p) for p in params]
+    compiled = [call.numeric(p) for p in params]  # a mask as 0 and 1, as the checker types it
     runs = [c.run for c in compiled]
     if call.out_shape:
         call.allocates()
-    return call.c.fold(Compiled(lambda frame: function(*(r(frame) for r in runs)), fresh=True,
+    return _fold(call, Compiled(lambda frame: function(*(r(frame) for r in runs)), fresh=True,
                                 contiguous=True), *compiled)
 
 

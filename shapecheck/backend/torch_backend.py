@@ -767,12 +767,18 @@ BUILTINS: dict[str, Implementation] = {
 # --- issue 21: the builtins real attention code uses beyond the contract's -------------------
 
 
+def _fold(call: _Call, compiled: Compiled, *children: Compiled) -> Compiled:
+    """Fold a constant only when it is a scalar: an array is made when the step runs, after
+    the memory estimate has refused one too large to hold (`full([L ** 64], 0)`)."""
+    return call.c.fold(compiled, *children) if not call.out_shape else compiled
+
+
 def _cumulative(accumulate: Callable[..., torch.Tensor]) -> Implementation:
     def implementation(call: _Call) -> Compiled:
         x = call.numeric()
         run, axis = x.run, call.axis()
         call.allocates()
-        return call.c.fold(Compiled(lambda frame: accumulate(run(frame), dim=axis)
+        return _fold(call, Compiled(lambda frame: accumulate(run(frame), dim=axis)
                                     if run(frame).ndim else run(frame)), x)
 
     return implementation
@@ -783,7 +789,7 @@ def _pairwise(function: Callable[..., torch.Tensor]) -> Implementation:
         x, y = call.numeric("x"), call.numeric("y")
         xrun, yrun = x.run, y.run
         call.allocates()
-        return call.c.fold(Compiled(lambda frame: function(xrun(frame), yrun(frame))), x, y)
+        return _fold(call, Compiled(lambda frame: function(xrun(frame), yrun(frame))), x, y)
 
     return implementation
 
@@ -794,7 +800,7 @@ def _clamp(call: _Call) -> Compiled:
     run = x.run
     low, high = (b.run if b is not None else (lambda frame: None) for b in bounds)
     call.allocates()
-    return call.c.fold(Compiled(lambda frame: torch.clamp(run(frame), low(frame), high(frame))),
+    return _fold(call, Compiled(lambda frame: torch.clamp(run(frame), low(frame), high(frame))),
                        x, *(b for b in bounds if b is not None))
 
 
@@ -804,7 +810,7 @@ def _full(call: _Call) -> Compiled:
     value = call.tensor("value")
     fill = value.run
     call.allocates()
-    return call.c.fold(Compiled(lambda frame: torch.full(shape, fill(frame).item(), dtype=kind,
+    return _fold(call, Compiled(lambda frame: torch.full(shape, fill(frame).item(), dtype=kind,
                                                          device=device)), value)
 
 
@@ -812,7 +818,7 @@ def _tile(call: _Call) -> Compiled:
     x, reps = call.tensor(), call.shape("reps")
     run = x.run
     call.allocates()
-    return call.c.fold(Compiled(lambda frame: torch.tile(run(frame), reps)), x)
+    return _fold(call, Compiled(lambda frame: torch.tile(run(frame), reps)), x)
 
 
 def _logical(reduce: Callable[..., torch.Tensor]) -> Implementation:
@@ -827,7 +833,7 @@ def _logical(reduce: Callable[..., torch.Tensor]) -> Implementation:
                 return value
             return reduce(value, dim=_all_axes(value) if axis is None else axis, keepdim=keep)
 
-        return call.c.fold(Compiled(apply), x)
+        return _fold(call, Compiled(apply), x)
 
     return implementation
 
@@ -886,7 +892,7 @@ def _take(index_param: str, along: bool = False) -> Implementation:
                 return torch.take_along_dim(xrun(frame), positions, dim=axis)
             return torch.index_select(xrun(frame), axis, positions.reshape(-1)).reshape(shape)
 
-        return call.c.fold(Compiled(gather), x, index)
+        return _fold(call, Compiled(gather), x, index)
 
     return implementation
 
@@ -903,7 +909,7 @@ def _index_copy(call: _Call) -> Compiled:
         values = srun(frame).expand(tuple(expected)).contiguous()
         return xrun(frame).index_copy(axis, positions, values)
 
-    return call.c.fold(Compiled(write), x, index, source)
+    return _fold(call, Compiled(write), x, index, source)
 
 
 def _scatter(call: _Call) -> Compiled:
@@ -917,7 +923,7 @@ def _scatter(call: _Call) -> Compiled:
         values = srun(frame).expand(positions.shape).contiguous()
         return torch.scatter(xrun(frame), axis, positions, values)
 
-    return call.c.fold(Compiled(write), x, index, source)
+    return _fold(call, Compiled(write), x, index, source)
 
 
 BUILTINS.update({
@@ -938,10 +944,10 @@ COMPLEX_DTYPES = {torch.float32: torch.complex64, torch.float64: torch.complex12
 
 
 def _made(call: _Call, function: Callable[..., torch.Tensor], *params: str) -> Compiled:
-    compiled = [call.tensor(p) for p in params]
+    compiled = [call.numeric(p) for p in params]  # a mask as 0 and 1, as the checker types it
     runs = [c.run for c in compiled]
     call.allocates()
-    return call.c.fold(Compiled(lambda frame: function(*(r(frame) for r in runs))), *compiled)
+    return _fold(call, Compiled(lambda frame: function(*(r(frame) for r in runs))), *compiled)
 
 
 def _pairs_as_complex(x: torch.Tensor) -> torch.Tensor:
