@@ -53,6 +53,7 @@ class Extraction:
     bindings: dict[str, int]         # the traced sizes of the dims (conformance fixes them)
     notes: list[str] = field(default_factory=list)
     main_file: str | None = None
+    example: dict[str, Any] = field(default_factory=dict)  # the traced inputs
 
     @property
     def unknown(self) -> list[tuple[str, Location | None, str]]:
@@ -184,7 +185,7 @@ def _write(built: Any, program: Any) -> Extraction:
     text, lines = render(lowered, built, default)
     main = default.path if default else None
     return Extraction(built.label, text, lines, lowered, built.module, built.dims.bindings(),
-                      built.dims.notes, main)
+                      built.dims.notes, main, dict(built.inputs))
 
 
 def display(path: str) -> str:
@@ -251,6 +252,9 @@ def _conforming(extraction: Extraction) -> Any:
                 continue
             parts = inputs.setdefault(argument, {})
             parts[path[0]] = arguments[name]
+        for argument, value in extraction.example.items():  # None masks and the like
+            if argument not in inputs and not isinstance(value, (torch.Tensor, tuple, list)):
+                inputs[argument] = value
         for argument, value in list(inputs.items()):
             if isinstance(value, dict):
                 inputs[argument] = tuple(value[i] for i in sorted(value))

@@ -516,6 +516,14 @@ def _matmul(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Va
     return Val(f"{a.at(PRODUCT)} @ {b.at(PRODUCT + 1)}", PRODUCT, contracted=low.size(shape[-1]))
 
 
+@rule("addmm.default")
+def _addmm(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    bias, a, b = (_tensor(v) for v in args[:3])
+    if any(k in node.kwargs for k in ("beta", "alpha")):
+        raise Unlowerable("addmm with beta or alpha")
+    return Val(f"{a.at(PRODUCT)} @ {b.at(PRODUCT + 1)} + {bias.at(SUM + 1)}", SUM)
+
+
 @rule("einsum.default")
 def _einsum(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     equation = node.args[0]

@@ -106,7 +106,7 @@ class Dims:
         if name in self.atomic:
             return self.atomic[name]
         factor, parts = self.derived[name]
-        return factor * math.prod(self.atomic[p] for p in parts)
+        return factor * math.prod(self.value(p) for p in parts)
 
     def size(self, n: int) -> str:
         """A concrete size written with the dims: a named dim of that size, else the
@@ -119,7 +119,14 @@ class Dims:
                 return name
         found = self._monomial(n)
         if found is None:
-            return str(n)
+            half = next((name for name, size in self.atomic.items() if size == 2 * n), None)
+            if half is None:
+                return str(n)
+            # Half of a free dim (rotary halves of head_dim): the dim becomes 2 * its half.
+            del self.atomic[half]
+            self.atomic[f"{half}_half"] = n
+            self.derived[half] = (2, (f"{half}_half",))
+            return self.size(n)
         factor, parts = found
         words = self._group(list(parts))
         self.used.update(w for w in words)
@@ -200,17 +207,24 @@ class Dims:
         lines: list[str] = []
         free = [*dict.fromkeys(self.symbolic.values())]
         needed = set(self.used)
-        for name in list(needed):
-            if name in self.derived:
-                needed.update(self.derived[name][1])
+        for _ in range(3):  # a derived dim's parts may be derived (head_dim = 2 * half)
+            for name in list(needed):
+                if name in self.derived:
+                    needed.update(self.derived[name][1])
         free += [name for name in self.atomic if name in needed]
         if free:
             lines.append("dim " + ", ".join(free))
-        for name, (factor, parts) in self.derived.items():
+        for name, (factor, parts) in sorted(self.derived.items(),
+                                            key=lambda item: self._depth(item[0])):
             if name in needed:
                 words = ([str(factor)] if factor != 1 else []) + list(parts)
                 lines.append(f"dim {name} = {' * '.join(words)}")
         return lines
+
+    def _depth(self, name: str) -> int:
+        if name not in self.derived:
+            return 0
+        return 1 + max((self._depth(p) for p in self.derived[name][1]), default=0)
 
     def bindings(self) -> dict[str, int]:
         """The traced sizes of the atomic dims (conformance fixes them)."""

@@ -53,6 +53,8 @@ def check(target: str, init: tuple[str, ...] | list[str] = (),
         results = _Results(path)
         results.add(location, diagnostic, (), None)
         return results.finish()
+    if extraction.unknown:  # what an unknown operator reads is not "unused" (SC401)
+        ignore = frozenset(ignore) | {"SC401"}
     program = check_text(extraction.text, dict(bindings or {}), warn_unknown_bindings=False,
                          ignore=ignore, infer=False)
     results = _Results(extraction.main_file or target.rpartition(":")[0])

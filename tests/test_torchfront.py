@@ -1,0 +1,143 @@
+"""The PyTorch front end (issue 23): real modules traced with torch.export, written as
+specs that verify and conform, and shipped bugs reported at their Python lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from shapecheck.api import check_text  # noqa: E402
+from shapecheck.cli import main  # noqa: E402
+from shapecheck.conform import conform  # noqa: E402
+from shapecheck.torchfront import extract  # noqa: E402
+from shapecheck.torchfront.sourcemap import check  # noqa: E402
+
+DATA = Path(__file__).parent / "data" / "torch"
+
+
+def target(name: str) -> str:
+    return f"{DATA / name.split(':')[0]}:{name.split(':')[1]}"
+
+
+CORRECT = ["nanogpt.py:CausalSelfAttention", "nanogpt.py:flash", "hf.py:gpt2", "hf.py:bert",
+           "hf.py:llama"]
+
+
+@pytest.mark.parametrize("name", CORRECT)
+def test_correct_modules_extract_verify_clean_and_conform(name: str) -> None:
+    if name.startswith("hf.py"):
+        pytest.importorskip("transformers")
+    extraction = extract(target(name))
+    program = check_text(extraction.text)
+    assert [d.code for d in program.diagnostics] == [], extraction.text
+    # Llama's eager attention takes its softmax in float32 (`dtype=torch.float32`) whatever
+    # it is given: it is judged at float32's tolerance.
+    tolerance = {"rtol": 1e-4, "atol": 1e-5} if name == "hf.py:llama" else {}
+    result = conform(extraction.text, extraction.function(), dims=extraction.bindings,
+                     framework="torch", cases=3, **tolerance)
+    assert result.ok, result.report()
+
+
+def test_the_spec_reads_like_the_module() -> None:
+    text = extract(target("nanogpt.py:CausalSelfAttention")).text
+    assert "dim n_embd = n_head * head_dim" in text
+    assert "/ sqrt(head_dim)" in text                  # 0.377... recovered as a dim
+    assert "softmax(att_1, axis=-1)  # " in text
+    assert "nanogpt.py:34" in text                     # the softmax's own line
+    assert "causal_mask(block_size)" in text
+
+
+BUGS = [  # (target, code, Python line), as their authors wrote them
+    ("karpathy_scale.py:Head", "SC404", 22),
+    ("labml_softmax.py:AttentionBlock", "SC402", 25),
+    ("vit_merge.py:Attention", "SC411", 27),
+    ("fastnlp_mask.py:make", "SC406", 27),
+]
+
+
+@pytest.mark.parametrize("name, code, line", BUGS)
+def test_shipped_bugs_are_flagged_at_their_line(name: str, code: str, line: int) -> None:
+    results = check(target(name))
+    found = [(d.code, d.span.line) for r in results for d in r.diagnostics]
+    assert found == [(code, line)]
+    assert results[0].path.endswith(name.split(":")[0])
+    assert results[0].diagnostics[0].help and "in the traced spec" not in \
+        results[0].diagnostics[0].help[0]
+
+
+def test_verify_reports_at_the_python_line_in_every_format(capsys: pytest.CaptureFixture[str]) -> None:
+    name = target("karpathy_scale.py:Head")
+    with pytest.raises(SystemExit) as done:
+        main(["verify", name, "--format", "json"])
+    assert done.value.code == 0
+    document = json.loads(capsys.readouterr().out)
+    [diagnostic] = document["files"][0]["diagnostics"]
+    assert (diagnostic["code"], diagnostic["line"]) == ("SC404", 22)
+    for fmt in ("text", "sarif", "github"):
+        with pytest.raises(SystemExit):
+            main(["verify", name, "--format", fmt, "--color", "never"])
+        out = capsys.readouterr().out
+        assert "22" in out and "SC404" in out
+        if fmt == "text":
+            assert "C**-0.5" in out  # the frame shows the Python line
+
+
+def test_untraceable_code_is_one_diagnostic_at_its_line() -> None:
+    [result] = check(target("odd.py:Branchy"))
+    [diagnostic] = result.diagnostics
+    assert diagnostic.code == "SC601" and diagnostic.span.line == 15
+
+
+def test_an_unknown_operator_is_named_and_the_rest_is_checked() -> None:
+    results = check(target("odd.py:Cumulative"))
+    codes = [(d.code, d.span.line) for r in results for d in r.diagnostics]
+    assert codes == [("SC602", 27)]  # the weights it reads are not "unused"
+    extraction = extract(target("odd.py:Cumulative"))
+    assert "softmax(" in extraction.text
+
+
+def test_extract_command_writes_a_spec_that_verifies(tmp_path: Path) -> None:
+    out = tmp_path / "attention.attn"
+    with pytest.raises(SystemExit) as done:
+        main(["extract", target("nanogpt.py:CausalSelfAttention"), "-o", str(out),
+              "--init", "n_head=H"])
+    assert done.value.code == 0
+    text = out.read_text()
+    assert "dim n_embd = H * head_dim" in text
+    assert check_text(text).ok
+
+
+def test_a_bad_target_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["extract", target("nanogpt.py:Missing")])
+    assert done.value.code == 2
+    with pytest.raises(SystemExit) as done:
+        main(["verify", target("nanogpt.py:Missing")])
+    assert done.value.code == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_configured_modules_are_checked_with_the_folder(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "model.py").write_text((DATA / "karpathy_scale.py").read_text())
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.shapecheck]\nmodules = [{ target = "model.py:Head", init = { n_embd = 35 } }]\n')
+    with pytest.raises(SystemExit):
+        main(["verify", str(tmp_path / "model.py"), "--format", "json"])
+    document = json.loads(capsys.readouterr().out)
+    assert [d["code"] for f in document["files"] for d in f["diagnostics"]] == ["SC404"]
+
+
+def test_verify_of_attn_files_never_imports_torch(tmp_path: Path) -> None:
+    spec = tmp_path / "a.attn"
+    spec.write_text("dim N, d\ninput Q: [N, d]\noutput S = Q @ Q.T\n")
+    code = ("import sys\nfrom shapecheck.cli import main\ntry:\n    main(['verify', %r])\n"
+            "except SystemExit:\n    pass\nassert 'torch' not in sys.modules\n" % str(spec))
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ})
