@@ -726,8 +726,8 @@ UNTRACEABLE = _code(
     "the data (`if x.sum() > 0:`), or on a size torch must keep symbolic, cannot be traced; "
     "the diagnostic gives torch's reason at the line that stopped it.",
     why="Nothing is checked in a module that was not traced: it is reported, never passed.",
-    example="def forward(self, x):\n    if x.sum() > 0:   # error[SC601]\n        return x\n"
-    "    return -x",
+    example="# (Python) def forward(self, x):\n#     if x.sum() > 0:   # error[SC601]\n"
+    "#         return x",
     fix="Write the branch with tensor operations (`torch.where`), or move it out of `forward`.",
 )
 UNKNOWN_OPERATOR = _code(
@@ -738,7 +738,7 @@ UNKNOWN_OPERATOR = _code(
     "lowering becomes an `input` of the shape torch recorded, so everything after it is still "
     "checked, but nothing about how it was computed.",
     why="A check that silently skipped part of the module would pass code it never read.",
-    example="y = torch.special.bessel_j0(x)   # warning[SC602]",
+    example="# (Python) y = torch.special.bessel_j0(x)   # warning[SC602]",
     fix="Write the step with operators shapecheck knows (docs/torch.md lists them), or accept "
     "the warning (`--ignore SC602`).",
 )
@@ -749,7 +749,7 @@ TARGET_FAILED = _code(
     "is traced; an import that fails, a constructor that raises or a factory that does not "
     "return `(module, inputs)` is this diagnostic (a failure of the run: exit 2).",
     why="The other files are still checked and reported.",
-    example="shapecheck verify model.py:Missing\n# error[SC603]: cannot check "
+    example="# shapecheck verify model.py:Missing\n# error[SC603]: cannot check "
     "`model.py:Missing`: ...",
     fix="Name a module class, a factory taking its dims, or a factory without parameters "
     "that returns (module, inputs).",

@@ -13,10 +13,12 @@ import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .errors import MESSAGES, ExtractError
-from .lower import Location, Lowered
+from .errors import MESSAGES, ExtractError, Location
+
+if TYPE_CHECKING:  # the lowering loads only when a module is traced
+    from .lower import Lowered
 
 __all__ = ["Extraction", "ExtractError", "Untraceable", "extract", "is_python_target"]
 

@@ -3,7 +3,17 @@ and their texts, in the one table the command line prints them from."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..i18n import Table
+
+
+@dataclass(frozen=True)
+class Location:
+    """A Python source line: the file (absolute) and its 1-based line."""
+
+    path: str
+    line: int
 
 MESSAGES: Table = Table("torchfront", "MESSAGES", {
     "target_syntax": "`{target}` is not FILE.py:NAME or MODULE:NAME (for example "

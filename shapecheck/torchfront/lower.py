@@ -19,19 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from ..builtins import BUILTINS
+from .errors import Location
 from .sizes import Dims
 
 ATOM, POSTFIX, POWER, UNARY, PRODUCT, SUM, AND, OR, COMPARE = 90, 80, 70, 60, 50, 40, 30, 20, 10
 RESERVED = frozenset({"dim", "constraint", "input", "param", "output", "assert", "bool", "inf",
                       "row", "col", "true", "false", "True", "False", "None"}) | frozenset(BUILTINS)
-
-
-@dataclass(frozen=True)
-class Location:
-    """A Python source line: the file (absolute) and its 1-based line."""
-
-    path: str
-    line: int
 
 
 @dataclass

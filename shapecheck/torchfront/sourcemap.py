@@ -17,7 +17,7 @@ from pathlib import Path
 from .. import codes
 from ..diagnostics import Diagnostic, FileResult, Note, Span
 from . import Extraction, ExtractError, Untraceable, display, extract
-from .lower import Location
+from .errors import Location
 
 #: Where in the Python line a code points: the first of these words found there.
 ANCHORS: dict[str, tuple[str, ...]] = {

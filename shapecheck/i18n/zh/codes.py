@@ -12,8 +12,8 @@ CODES: dict[str, dict[str, str]] = {
         "并检查它记录下的计算图. 控制流依赖数据 (`if x.sum() > 0:`) 或依赖必须保持符号的尺寸的代码"
         "无法追踪; 诊断在中断追踪的那一行给出 torch 的原因.",
         why="没有追踪成功的模块什么也没有被检查: 这会被报告, 绝不会被当作通过.",
-        example="def forward(self, x):\n    if x.sum() > 0:   # error[SC601]\n        return x\n"
-        "    return -x",
+        example="# (Python) def forward(self, x):\n#     if x.sum() > 0:   # error[SC601]\n"
+        "#         return x",
         fix="用张量运算 (`torch.where`) 写出这个分支, 或把它移出 `forward`.",
     ),
     "SC602": dict(
@@ -22,7 +22,7 @@ CODES: dict[str, dict[str, str]] = {
         what="追踪图中的每个 ATen 算子都会写成 `.attn`; 没有降级规则的算子变成一个形状为 torch "
         "记录的形状的 `input`, 之后的一切照样检查, 但它本身如何计算不被检查.",
         why="悄悄跳过模块一部分的检查会让从未读过的代码通过.",
-        example="y = torch.special.bessel_j0(x)   # warning[SC602]",
+        example="# (Python) y = torch.special.bessel_j0(x)   # warning[SC602]",
         fix="用 shapecheck 认识的算子写这一步 (docs/torch.md 列出了它们), 或接受这个警告 "
         "(`--ignore SC602`).",
     ),
@@ -32,7 +32,7 @@ CODES: dict[str, dict[str, str]] = {
         what="Python 目标 (`model.py:Class`, `model.py:make`) 在追踪前先被导入和构造; 导入失败、"
         "构造函数抛出异常, 或工厂函数没有返回 `(module, inputs)`, 都是这个诊断 (运行失败: 退出码 2).",
         why="其余文件照样检查和报告.",
-        example="shapecheck verify model.py:Missing\n# error[SC603]: 无法检查 `model.py:Missing`: ...",
+        example="# shapecheck verify model.py:Missing\n# error[SC603]: 无法检查 `model.py:Missing`: ...",
         fix="给出一个模块类、一个接受其维度的工厂函数, 或一个无参数并返回 (module, inputs) 的工厂函数.",
     ),
     "SC001": dict(
