@@ -56,7 +56,7 @@ def test_the_spec_reads_like_the_module() -> None:
 
 BUGS = [  # (target, code, Python line), as their authors wrote them
     ("karpathy_scale.py:Head", "SC404", 22),
-    ("labml_softmax.py:AttentionBlock", "SC402", 25),
+    ("labml_softmax.py:AttentionBlock", "SC402", 24),  # at `attn.softmax(dim=1)`
     ("vit_merge.py:Attention", "SC411", 27),
     ("fastnlp_mask.py:make", "SC406", 27),
 ]
@@ -141,3 +141,41 @@ def test_verify_of_attn_files_never_imports_torch(tmp_path: Path) -> None:
     code = ("import sys\nfrom shapecheck.cli import main\ntry:\n    main(['verify', %r])\n"
             "except SystemExit:\n    pass\nassert 'torch' not in sys.modules\n" % str(spec))
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ})
+
+
+CORPUS_CORRECT = ["Plain", "Einsum", "CausalTril", "Sdpa", "key_padding", "GroupedQuery"]
+CORPUS_BUGS = {  # the line marked `# BUG` in corpus.py, and the code that flags it
+    "SoftmaxOverQueries": "SC402", "ScaleByModelWidth": "SC404", "SplitScale": "SC404",
+    "MaskTransposed": "SC407", "MaskInverted": "SC408", "MaskAfterSoftmax": "SC406",
+    "WeightsTransposed": "SC402", "MergeWithoutTranspose": "SC411",
+    "ForgottenRepeatKv": "SC601",  # torch itself cannot broadcast 5 heads against 1
+}
+
+
+@pytest.mark.parametrize("name", CORPUS_CORRECT)
+def test_corpus_correct_modules_are_clean_and_conform(name: str) -> None:
+    extraction = extract(target(f"corpus.py:{name}"))
+    assert check_text(extraction.text).diagnostics == [], extraction.text
+    result = conform(extraction.text, extraction.function(), dims=extraction.bindings,
+                     framework="torch", cases=2)
+    assert result.ok, result.report()
+
+
+def _bug_lines() -> dict[str, int]:
+    """Each buggy class's `# BUG` line."""
+    lines = (DATA / "corpus.py").read_text().splitlines()
+    found: dict[str, int] = {}
+    current = ""
+    for number, line in enumerate(lines, 1):
+        if line.startswith("class "):
+            current = line.split()[1].split("(")[0]
+        if "# BUG" in line and current not in found:
+            found[current] = number
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS_BUGS))
+def test_corpus_bugs_are_flagged_at_their_line(name: str) -> None:
+    results = check(target(f"corpus.py:{name}"))
+    found = [(d.code, d.span.line) for r in results for d in r.diagnostics]
+    assert found == [(CORPUS_BUGS[name], _bug_lines()[name])]

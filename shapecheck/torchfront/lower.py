@@ -331,8 +331,25 @@ class Lowering:
             return targets[index] if index < len(targets) else None
         if len(targets) > 1:
             users = [u for u in node.users if _name(u.target) in MULTI]
-            return "_".join(targets) if users else None
+            if users:
+                return "_".join(targets)
+            # `q, k, v = f(x), g(x), h(x)`: the line's results, in order, are its targets.
+            results = self._results(location)
+            if len(results) == len(targets) and node in results:
+                return targets[results.index(node)]
+            return None
         return targets[0]
+
+    def _results(self, location: Location) -> list[Any]:
+        """The nodes of one Python line whose values are used on other lines, in order."""
+        found = []
+        for node in self.program.graph.nodes:
+            if node.op != "call_function" or self.location(node) != location:
+                continue
+            users = list(node.users)
+            if users and all(u.op == "output" or self.location(u) != location for u in users):
+                found.append(node)
+        return found
 
     def _assigned(self, location: Location) -> list[str] | None:
         if location in self._targets:
@@ -1004,7 +1021,7 @@ for _operator in ("mul", "add", "sub", "floordiv", "truediv", "mod", "neg", "sym
 
 
 def _shape_list(low: Lowering, value: Any) -> str:
-    return "[" + ", ".join(low.size(s) for s in value) + "]"
+    return "[" + ", ".join(_index(low, s) for s in value) + "]"
 
 
 @rule("ones.default", "zeros.default")

@@ -167,6 +167,13 @@ class Dims:
         """
         if value <= 0 or value >= 1:
             return None
+        inverse_fourth = value ** -4
+        fourth = round(inverse_fourth)
+        if fourth >= 2 and abs(inverse_fourth - fourth) < 1e-6 * fourth \
+                and abs(math.sqrt(fourth) - round(math.sqrt(fourth))) > 1e-9:
+            # a split scale (q and k each by width ** -0.25)
+            written = self.size(fourth)
+            return f"{written} ** 0.25" if written != str(fourth) else None
         inverse_square = 1.0 / (value * value)
         rounded = round(inverse_square)
         if rounded < 2 or abs(inverse_square - rounded) > 1e-6 * rounded:

@@ -60,7 +60,7 @@ def check(target: str, init: tuple[str, ...] | list[str] = (),
     results = _Results(extraction.main_file or target.rpartition(":")[0])
     statements = extraction.text.splitlines()
     for diagnostic in program.diagnostics:
-        location = extraction.lines.get(diagnostic.span.line)
+        location = extraction.lines.get(_primary_line(diagnostic, statements))
         spec_line = statements[diagnostic.span.line - 1] if \
             0 < diagnostic.span.line <= len(statements) else ""
         results.add(location, _in_torch_terms(diagnostic, spec_line), ANCHORS.get(
@@ -73,6 +73,19 @@ def check(target: str, init: tuple[str, ...] | list[str] = (),
     main = results.finish()
     main[0].shapes = program.shapes()
     return main
+
+
+def _primary_line(diagnostic: Diagnostic, statements: list[str]) -> int:
+    """The spec line a diagnostic is reported at in Python: a softmax over the wrong axis
+    (SC402) at its softmax, where the fix (`dim=-1`) is written; with the softmax over the
+    last axis, the mistake is the product's (`P.transpose(-2, -1) @ V`)."""
+    if diagnostic.code == "SC402":
+        for note in diagnostic.notes:
+            if note.span is not None and 0 < note.span.line <= len(statements):
+                line = statements[note.span.line - 1]
+                if "softmax(" in line and "axis=-1)" not in line:
+                    return note.span.line
+    return diagnostic.span.line
 
 
 def _in_torch_terms(diagnostic: Diagnostic, spec_line: str) -> Diagnostic:
