@@ -112,8 +112,14 @@ def _dynamic_shapes(built: Any) -> dict[str, Any]:
 
     def spec(value: Any) -> Any:
         if isinstance(value, torch.Tensor):
+            rank = value.dim()
+            # The batch axis and the sequence axis ([B, T, C], [B, H, T, d], [B, T]) are
+            # symbolic even when the example's size happens to equal a dim's.
+            axes = {0, rank - 2 if rank >= 3 else rank - 1} if rank >= 2 else set()
+            sequence = {int(value.shape[a]) for a in axes if a > 0}
             return {axis: torch.export.Dim.AUTO for axis, size in enumerate(value.shape)
-                    if size > 1 and size not in known}
+                    if size > 1 and (size not in known or axis in axes
+                                     or size in sequence and axis == rank - 1)}
         if isinstance(value, (tuple, list)):
             return type(value)(spec(v) for v in value)
         if isinstance(value, dict):
@@ -166,7 +172,7 @@ def _forward_line(module: Any) -> Location | None:
     import inspect
 
     try:
-        forward = type(module).forward
+        forward = inspect.unwrap(type(module).forward)  # past decorators (deprecation shims)
         lines, start = inspect.getsourcelines(forward)
         return Location(str(Path(inspect.getfile(forward)).resolve()), start)
     except (TypeError, OSError):

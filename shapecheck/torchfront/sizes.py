@@ -12,9 +12,9 @@ the contracted width and says which other dims had that size.
 from __future__ import annotations
 
 import math
+from itertools import combinations, combinations_with_replacement
 import re
 from dataclasses import dataclass, field
-from itertools import combinations_with_replacement
 
 #: Sizes the tool gives to atomic dims: primes, none of them a literal factor (2, 3, 4).
 PRIMES: tuple[int, ...] = (5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71,
@@ -24,7 +24,8 @@ BATCH_SIZE, SEQUENCE_SIZE = 9, 15
 
 _HEADS = re.compile(r"(^|_)(n_?heads?|num_heads|num_attention_heads|heads|nhead|n_head)$")
 _KV_HEADS = re.compile(r"(kv_heads?|key_value_heads|n_kv_head|num_kv|groups|n_groups)$")
-_HEAD_DIM = re.compile(r"(head_dim|head_size|d_head|dim_head|d_k|hs|attention_head_size)$")
+_HEAD_DIM = re.compile(r"^(?!all_|inner_|total_)(.*_)?(head_dim|head_size|d_head|dim_head|d_k|hs|"
+                       r"attention_head_size|key_size|d_kv)$")
 _WIDTH = re.compile(r"(n_embd|embed_dim|d_model|dim|hidden_size|hidden|width|n_state|emb_dim|"
                     r"d_embed|model_dim|channels|n_embed)$")
 
@@ -101,6 +102,9 @@ class Dims:
     symbolic: dict[str, str] = field(default_factory=dict)
     used: set[str] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
+    #: the free dims are declared at their sizes (`dim head_dim = 8`): sizes the user gave
+    #: that numbers alone cannot tell apart (two dims of size 2, 4 dividing 8)
+    fixed: bool = False
 
     def value(self, name: str) -> int:
         if name in self.atomic:
@@ -117,12 +121,19 @@ class Dims:
             if self.value(name) == n:
                 self.used.add(name)
                 return name
+        half = next((name for name, size in self.atomic.items() if size == 2 * n
+                     and _HEAD_DIM.search(name)), None)
+        if half is not None:
+            # Half of a head width (rotary halves): the dim becomes 2 * its half.
+            del self.atomic[half]
+            self.atomic[f"{half}_half"] = n
+            self.derived[half] = (2, (f"{half}_half",))
+            return self.size(n)
         found = self._monomial(n)
         if found is None:
             half = next((name for name, size in self.atomic.items() if size == 2 * n), None)
             if half is None:
                 return str(n)
-            # Half of a free dim (rotary halves of head_dim): the dim becomes 2 * its half.
             del self.atomic[half]
             self.atomic[f"{half}_half"] = n
             self.derived[half] = (2, (f"{half}_half",))
@@ -135,12 +146,14 @@ class Dims:
 
     def _monomial(self, n: int) -> tuple[int, tuple[str, ...]] | None:
         """The fewest atomic dims whose product times a small factor (1..4) is ``n``."""
+
         names = sorted(self.atomic, key=lambda k: -self.atomic[k])
-        for count in range(1, 5):
-            for parts in combinations_with_replacement(names, count):
-                product = math.prod(self.atomic[p] for p in parts)
-                if n % product == 0 and n // product in (1, 2, 3, 4):
-                    return n // product, parts
+        for count in range(1, 5):  # distinct dims first: a square is the last reading
+            for choose in (combinations, combinations_with_replacement):
+                for parts in choose(names, count):
+                    product = math.prod(self.atomic[p] for p in parts)
+                    if n % product == 0 and n // product in (1, 2, 3, 4):
+                        return n // product, parts
         return None
 
     def _group(self, parts: list[str]) -> list[str]:
@@ -218,9 +231,13 @@ class Dims:
             for name in list(needed):
                 if name in self.derived:
                     needed.update(self.derived[name][1])
-        free += [name for name in self.atomic if name in needed]
+        atomic = [name for name in self.atomic if name in needed]
+        if not self.fixed:
+            free += atomic
         if free:
             lines.append("dim " + ", ".join(free))
+        if self.fixed:
+            lines.extend(f"dim {name} = {self.atomic[name]}" for name in atomic)
         for name, (factor, parts) in sorted(self.derived.items(),
                                             key=lambda item: self._depth(item[0])):
             if name in needed:
@@ -260,31 +277,54 @@ def from_chosen(chosen: Chosen, rename: dict[str, str]) -> Dims:
     return dims
 
 
+_GROUPS = re.compile(r"(groups|n_rep|num_key_value_groups|group_size)$")
+
+
+def _category(name: str) -> int:
+    """The order dims are settled in: head widths, kv heads, groups, heads, then the rest."""
+    for rank, pattern in enumerate((_HEAD_DIM, _KV_HEADS, _GROUPS, _HEADS)):
+        if pattern.search(name):
+            return rank
+    return 4
+
+
 def from_given(named: dict[str, int]) -> Dims:
-    """The dims of sizes the user gave (a factory's module attributes, ``n_head=4``):
-    a dim whose size is the product of smaller ones is derived from them; the others
-    are free. Ties keep the first name."""
+    """The dims of sizes the user gave (a factory's module attributes, ``num_heads=4``).
+
+    Head widths, kv heads and groups are free; heads are kv heads × groups when they are;
+    any other size that is a product of settled dims (``hidden_size = num_heads *
+    head_dim``) is derived from them, others are free. Settling by kind rather than by
+    size keeps powers of two from being read as each other (128 is `head_dim`, not
+    `num_heads * 4`). Ties keep the first name."""
     dims = Dims()
-    by_size = sorted(((size, name) for name, size in named.items() if size >= 2),
-                     key=lambda item: item[0])
-    seen_sizes: dict[int, str] = {}
-    for size, name in by_size:
+    order = sorted(((name, size) for name, size in named.items() if size >= 2),
+                   key=lambda item: (_category(item[0]), item[1]))
+    seen_sizes: set[int] = set()
+    for name, size in order:
         name = spec_name(name)
         if size in seen_sizes:
+            dims.fixed = True  # two dims of one size: only their numbers are sure
             continue
-        seen_sizes[size] = name
+        seen_sizes.add(size)
+        if _category(name) < 3:
+            dims.atomic[name] = size
+            continue
         found = _product_of(size, dims.atomic)
-        if found is not None and len(found) > 1:
+        if found is not None:
             dims.derived[name] = (1, found)
         else:
             dims.atomic[name] = size
+    sizes = sorted(dims.atomic.values())
+    if any(big % small == 0 for i, small in enumerate(sizes) for big in sizes[i + 1:]):
+        dims.fixed = True  # 4 divides 8: a product could be read two ways
     return dims
 
 
 def _product_of(size: int, atomic: dict[str, int]) -> tuple[str, ...] | None:
+    """Two or three distinct free dims whose product is ``size``, head widths first."""
     names = list(atomic)
     for count in (2, 3):
-        for parts in combinations_with_replacement(names, count):
+        for parts in combinations(names, count):
             if math.prod(atomic[p] for p in parts) == size:
                 return parts
     return None

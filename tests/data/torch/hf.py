@@ -32,3 +32,27 @@ def llama():
     positions = torch.arange(11)[None].expand(3, 11)
     cos, sin = LlamaRotaryEmbedding(config)(x, positions)
     return module, {"hidden_states": x, "position_embeddings": (cos, sin), "attention_mask": None}
+
+
+def gpt2_small_powers():
+    """Sizes as people write them (powers of two): the dims still come out right."""
+    config = GPT2Config(n_embd=32, n_head=4, n_positions=16, attn_pdrop=0.0, resid_pdrop=0.0)
+    config._attn_implementation = "eager"
+    return GPT2Attention(config, layer_idx=0), {"hidden_states": torch.randn(2, 8, 32)}
+
+
+def llama_small_powers():
+    config = LlamaConfig(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+                         head_dim=8)
+    config._attn_implementation = "eager"
+    module = LlamaAttention(config, layer_idx=0)
+    x = torch.randn(2, 8, 32)
+    positions = torch.arange(8)[None].expand(2, 8)
+    cos, sin = LlamaRotaryEmbedding(config)(x, positions)
+    return module, {"hidden_states": x, "position_embeddings": (cos, sin), "attention_mask": None}
+
+
+def bert_sdpa():
+    config = BertConfig(hidden_size=32, num_attention_heads=4, attention_probs_dropout_prob=0.0)
+    config._attn_implementation = "sdpa"
+    return BertSelfAttention(config), {"hidden_states": torch.randn(2, 8, 32)}
