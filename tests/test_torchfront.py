@@ -180,3 +180,37 @@ def test_corpus_bugs_are_flagged_at_their_line(name: str) -> None:
     results = check(target(f"corpus.py:{name}"))
     found = [(d.code, d.span.line) for r in results for d in r.diagnostics]
     assert found == [(CORPUS_BUGS[name], _bug_lines()[name])]
+
+
+def test_jaxtyping_annotations_name_the_dims() -> None:
+    extraction = extract(target("corpus.py:Annotated"))
+    assert "input x: [batch, seq, d_model]" in extraction.text
+    assert check_text(extraction.text).ok
+
+
+def test_report_of_a_python_target(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "report.md"
+    with pytest.raises(SystemExit) as done:
+        main(["report", target("karpathy_scale.py:Head"), "-o", str(out)])
+    assert done.value.code == 0
+    text = out.read_text()
+    assert "karpathy_scale.py:22" in text and "SC404" in text
+
+
+def test_a_python_file_alone_says_how_to_name_a_module(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["verify", str(DATA / "nanogpt.py")])
+    assert done.value.code == 2
+    assert "nanogpt.py:ClassName" in capsys.readouterr().out
+
+
+def test_a_folder_checks_its_configured_modules(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "model.py").write_text((DATA / "vit_merge.py").read_text())
+    (tmp_path / "spec.attn").write_text("dim N\ninput X: [N]\noutput Y = X * 2\n")
+    (tmp_path / "pyproject.toml").write_text('[tool.shapecheck]\nmodules = ["model.py:Attention"]\n')
+    with pytest.raises(SystemExit):
+        main(["verify", str(tmp_path), "--format", "json"])
+    document = json.loads(capsys.readouterr().out)
+    assert document["summary"]["files"] == 2
+    assert [d["code"] for f in document["files"] for d in f["diagnostics"]] == ["SC411"]

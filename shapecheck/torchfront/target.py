@@ -179,7 +179,7 @@ def _inputs(module: Any, width: int, dims: sizing.Dims,
         if parameter.default is not inspect.Parameter.empty or parameter.kind in (
                 parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             continue
-        shape, axes = _annotated(parameter.annotation, sizes)
+        shape, axes = _annotated(parameter.annotation, sizes, width)
         if shape is None:
             shape, axes = [sizing.BATCH_SIZE, sizing.SEQUENCE_SIZE, width], {0: "B", 1: "T"}
         inputs[parameter.name] = torch.randn(*shape)
@@ -187,21 +187,28 @@ def _inputs(module: Any, width: int, dims: sizing.Dims,
     return inputs, dynamic
 
 
-def _annotated(annotation: Any, sizes: dict[str, int]) -> tuple[list[int] | None, dict[int, str]]:
+def _annotated(annotation: Any, sizes: dict[str, int],
+               width: int) -> tuple[list[int] | None, dict[int, str]]:
     """A jaxtyping annotation (``Float[Tensor, "b t d"]``): its names give the dims, a
-    factory parameter's name its size; the others are symbolic."""
+    factory parameter's name its size, the last axis is the width unless it names one;
+    the others are symbolic (their names are the spec's)."""
     text = getattr(annotation, "dim_str", None)
     if not isinstance(text, str):
         return None, {}
     shape: list[int] = []
     axes: dict[int, str] = {}
     symbolic = iter((sizing.BATCH_SIZE, sizing.SEQUENCE_SIZE, 17, 19))
-    for axis, word in enumerate(text.split()):
+    words = text.split()
+    for axis, word in enumerate(words):
         word = word.lstrip("*#").split("=")[0]
+        if word in ("...", "") or not (word.isdigit() or word.isidentifier()):
+            return None, {}
         if word.isdigit():
             shape.append(int(word))
         elif word in sizes:
             shape.append(sizes[word])
+        elif axis == len(words) - 1 and axis > 0:
+            shape.append(width)
         else:
             try:
                 shape.append(next(symbolic))

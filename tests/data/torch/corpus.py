@@ -175,3 +175,17 @@ class ForgottenRepeatKv(GroupedQuery):
         weights = (q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)).softmax(dim=-1)  # BUG
         y = (weights @ v).transpose(1, 2).reshape(b, t, -1)
         return self.wo(y)
+
+
+class _Annotation:
+    """What jaxtyping's `Float[Tensor, "batch seq d_model"]` carries: its `dim_str`."""
+
+    def __init__(self, dims):
+        self.dim_str = dims
+
+
+class Annotated(_Projections):
+    def forward(self, x: _Annotation("batch seq d_model")):
+        q, k, v = self.heads(x, self.wq), self.heads(x, self.wk), self.heads(x, self.wv)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        return self.merge(scores.softmax(dim=-1) @ v)
