@@ -189,3 +189,32 @@ class Annotated(_Projections):
         q, k, v = self.heads(x, self.wq), self.heads(x, self.wk), self.heads(x, self.wv)
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
         return self.merge(scores.softmax(dim=-1) @ v)
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+class PaddingOnQueries(_Projections):
+    def forward(self, x, keep):
+        q, k, v = self.heads(x, self.wq), self.heads(x, self.wk), self.heads(x, self.wv)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        scores = scores.masked_fill(~keep[:, None, :, None], float("-inf"))  # BUG
+        return self.merge(scores.softmax(dim=-1) @ v)
+
+def padding_on_queries():
+    return PaddingOnQueries(35, 5), {"x": torch.randn(3, 11, 35), "keep": torch.ones(3, 11, dtype=torch.bool)}
+
+class RotaryOnV(_Projections):
+    def forward(self, x, cos, sin):
+        q, k, v = self.heads(x, self.wq), self.heads(x, self.wk), self.heads(x, self.wv)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        v = v * cos + rotate_half(v) * sin  # BUG
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        return self.merge(scores.softmax(dim=-1) @ v)
+
+def rotary_on_v():
+    t = torch.arange(11.0)[:, None] * torch.ones(7)[None]
+    ang = torch.cat([t, t], -1)
+    return RotaryOnV(70, 5), {"x": torch.randn(3, 11, 70), "cos": ang.cos(), "sin": ang.sin()}
