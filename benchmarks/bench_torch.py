@@ -92,7 +92,7 @@ def cold_start(runs: int) -> None:
                             "print('torch' in sys.modules)" % str(spec)],
                            capture_output=True, text=True)
     print(f"verify {spec.name} cold: {statistics.median(times) * 1000:.0f} ms (median of {runs}); "
-          f"torch imported: {check.stdout.strip()}")
+          f"torch imported: {check.stdout.strip().splitlines()[-1]}")
 
 
 def torchtyc() -> None:

@@ -97,8 +97,8 @@ def lint(paths: Sequence[str], finder: Finder, bindings: Mapping[str, int], *,
 
 
 def _is_python(raw: str) -> bool:
-    if raw == STDIN or raw.endswith(".attn"):
-        return False
+    if raw == STDIN or raw.endswith(".attn") or Path(raw).is_dir():
+        return False  # a spec or a folder: the front end is not even imported
     from .torchfront import is_python_target  # light: torch loads only when one is checked
 
     return is_python_target(raw)

@@ -139,8 +139,10 @@ def test_configured_modules_are_checked_with_the_folder(tmp_path: Path,
 def test_verify_of_attn_files_never_imports_torch(tmp_path: Path) -> None:
     spec = tmp_path / "a.attn"
     spec.write_text("dim N, d\ninput Q: [N, d]\noutput S = Q @ Q.T\n")
-    code = ("import sys\nfrom shapecheck.cli import main\ntry:\n    main(['verify', %r])\n"
-            "except SystemExit:\n    pass\nassert 'torch' not in sys.modules\n" % str(spec))
+    code = ("import sys\nfrom shapecheck.cli import main\nfor path in (%r, %r):\n    try:\n"
+            "        main(['verify', path])\n    except SystemExit:\n        pass\n"
+            "assert 'torch' not in sys.modules\n"
+            "assert 'shapecheck.torchfront' not in sys.modules\n" % (str(spec), str(tmp_path)))
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ})
 
 
