@@ -213,7 +213,10 @@ class Lowering:
                 raise Unlowerable(name)
             value = rule(self, node, [self.arg(a) for a in node.args],
                          {k: self.arg(v) for k, v in node.kwargs.items()})
-        except Unlowerable:
+        except Unlowerable as reason:
+            if str(reason) == "operand":  # it reads an unknown result: that one is reported
+                self._unknown(node, name, report=False)
+                return
             value = None
         if value is None:
             self._unknown(node, name)
@@ -224,16 +227,19 @@ class Lowering:
                         contracted=value.contracted, causal01=value.causal01)
         self.values[node] = value
 
-    def _unknown(self, node: Any, name: str) -> None:
+    def _unknown(self, node: Any, name: str, *, report: bool = True) -> None:
         value = node.meta.get("val")
         location = self.location(node)
         if not _is_tensor(value):
             # A multi-output or non-tensor result: its users find no value and are unknown too.
-            self.out.unknown.append((name, location, ""))
+            if report:
+                targets = self._assigned(location) if location is not None else None
+                self.out.unknown.append((name, location, ", ".join(targets or [node.name])))
             self.values[node] = Val("?", kind="unknown")
             return
         spec_name = self._fresh(self._python_name(node) or node.name)
-        self.out.unknown.append((name, location, spec_name))
+        if report:
+            self.out.unknown.append((name, location, spec_name))
         self.out.statements.append(Statement(f"input {spec_name}: {self.shape(value)}", location,
                                              spec_name))
         self.values[node] = Val(spec_name, kind=_kind(value))
