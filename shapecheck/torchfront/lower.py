@@ -221,7 +221,8 @@ class Lowering:
         if value is None:
             self._unknown(node, name)
             return
-        if node in self._materialise and value.kind in ("tensor", "bool"):
+        already_named = value.prec == ATOM and value.text in self.names  # an identity
+        if node in self._materialise and value.kind in ("tensor", "bool") and not already_named:
             statement_name = self._statement(node, value)
             value = Val(statement_name, kind=value.kind, negation_of=value.negation_of,
                         contracted=value.contracted, causal01=value.causal01)

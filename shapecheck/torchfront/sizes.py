@@ -23,7 +23,7 @@ PRIMES: tuple[int, ...] = (5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53,
 BATCH_SIZE, SEQUENCE_SIZE = 9, 15
 
 _HEADS = re.compile(r"(^|_)(n_?heads?|num_heads|num_attention_heads|heads|nhead|n_head)$")
-_KV_HEADS = re.compile(r"(kv_heads?|key_value_heads|n_kv_head|num_kv|groups|n_groups)$")
+_KV_HEADS = re.compile(r"(kv_heads?|key_value_heads|n_kv_head|num_kv)$")
 _HEAD_DIM = re.compile(r"^(?!all_|inner_|total_)(.*_)?(head_dim|head_size|d_head|dim_head|d_k|hs|"
                        r"attention_head_size|key_size|d_kv)$")
 _WIDTH = re.compile(r"(n_embd|embed_dim|d_model|dim|hidden_size|hidden|width|n_state|emb_dim|"
@@ -281,8 +281,10 @@ _GROUPS = re.compile(r"(groups|n_rep|num_key_value_groups|group_size)$")
 
 
 def _category(name: str) -> int:
-    """The order dims are settled in: head widths, kv heads, groups, heads, then the rest."""
-    for rank, pattern in enumerate((_HEAD_DIM, _KV_HEADS, _GROUPS, _HEADS)):
+    """The order dims are settled in: head widths, kv heads, heads, groups, then the rest."""
+    # Heads before groups: of two dims of one size, the first name is the one written
+    # (grouped-query sizes always divide each other, so they are declared at their sizes).
+    for rank, pattern in enumerate((_HEAD_DIM, _KV_HEADS, _HEADS, _GROUPS)):
         if pattern.search(name):
             return rank
     return 4
