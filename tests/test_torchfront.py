@@ -146,7 +146,8 @@ def test_verify_of_attn_files_never_imports_torch(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ})
 
 
-CORPUS_CORRECT = ["Plain", "Einsum", "CausalTril", "Sdpa", "key_padding", "GroupedQuery"]
+CORPUS_CORRECT = ["Plain", "Einsum", "CausalTril", "Sdpa", "key_padding", "GroupedQuery",
+                  "Norms", "Annotated"]
 CORPUS_BUGS = {  # the line marked `# BUG` in corpus.py, and the code that flags it
     "SoftmaxOverQueries": "SC402", "ScaleByModelWidth": "SC404", "SplitScale": "SC404",
     "MaskTransposed": "SC407", "MaskInverted": "SC408", "MaskAfterSoftmax": "SC406",

@@ -679,10 +679,14 @@ RULES["amin.default"] = _reduction("min")
 def _var(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     x = _tensor(args[0])
     axis = _axis(node, 1)
-    keep = node.kwargs.get("keepdim", node.args[2] if len(node.args) > 2 else False)
-    correction = node.kwargs.get("correction", 1)
-    if node.target.__name__.endswith("dim") if hasattr(node.target, "__name__") else False:
-        correction = 1
+    if "correction" in str(node.target):
+        keep = node.kwargs.get("keepdim", False)
+        correction = node.kwargs.get("correction")
+        correction = 1 if correction is None else correction
+    else:  # var.dim(x, dim, unbiased=True, keepdim=False)
+        unbiased = node.args[2] if len(node.args) > 2 else node.kwargs.get("unbiased", True)
+        keep = node.args[3] if len(node.args) > 3 else node.kwargs.get("keepdim", False)
+        correction = 1 if unbiased else 0
     centred = f"({x.at(SUM)} - mean({x.text}, axis={axis}, keepdims=true)) ** 2"
     reduced = f"mean({centred}, axis={axis}{', keepdims=true' if keep else ''})"
     if correction:

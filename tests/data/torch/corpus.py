@@ -218,3 +218,21 @@ def rotary_on_v():
     t = torch.arange(11.0)[:, None] * torch.ones(7)[None]
     ang = torch.cat([t, t], -1)
     return RotaryOnV(70, 5), {"x": torch.randn(3, 11, 70), "cos": ang.cos(), "sin": ang.sin()}
+
+
+class Norms(nn.Module):
+    """Pre-norm attention block pieces: nn.LayerNorm, a hand-written RMS norm, a manual
+    layer norm with `var`, GELU (tanh) and SiLU."""
+
+    def __init__(self, d_model):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.scale = nn.Parameter(torch.ones(d_model))
+        self.up = nn.Linear(d_model, 4 * d_model)
+
+    def forward(self, x):
+        h = self.norm(x)
+        rms = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * self.scale
+        mu = rms.mean(-1, keepdim=True)
+        manual = (rms - mu) / torch.sqrt(rms.var(-1, keepdim=True, unbiased=False) + 1e-5)
+        return F.gelu(self.up(manual), approximate="tanh") + F.silu(self.up(manual))
