@@ -365,13 +365,20 @@ class Lowering:
         found: list[str] | None = None
         if tree is not None:
             for statement in ast.walk(tree):
-                if not isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                if not isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign,
+                                              ast.Return)):
                     continue
                 end = getattr(statement, "end_lineno", statement.lineno) or statement.lineno
-                if statement.lineno <= location.line <= end:
-                    target = statement.targets[0] if isinstance(statement, ast.Assign) \
-                        else statement.target
-                    found = _target_names(target)
+                if not statement.lineno <= location.line <= end:
+                    continue
+                if isinstance(statement, ast.Return):  # `return y` names y; else `out`
+                    value = statement.value
+                    found = (_target_names(value) if isinstance(value, (ast.Name, ast.Tuple))
+                             else None) or ["out"]
+                    continue
+                target = statement.targets[0] if isinstance(statement, ast.Assign) \
+                    else statement.target
+                found = _target_names(target)
         self._targets[location] = found
         return found
 
