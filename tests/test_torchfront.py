@@ -230,3 +230,17 @@ def test_bugs_that_wait_for_the_meaning_pass(name: str) -> None:
     results = check(target(f"corpus.py:{name}"))
     found = [d.span.line for r in results for d in r.diagnostics]
     assert found == [_bug_lines()[PENDING_MEANING[name]]]
+
+
+def test_extract_of_untraceable_code_and_bad_init(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["extract", target("odd.py:Branchy")])
+    assert done.value.code == 1
+    assert "odd.py:15: error[SC601]" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as done:
+        main(["extract", target("nanogpt.py:CausalSelfAttention"), "--init", "n_head=-3"])
+    assert done.value.code == 2
+    with pytest.raises(SystemExit) as done:
+        main(["extract", target("nanogpt.py:CausalSelfAttention"), "--init", "heads=4"])
+    assert done.value.code == 2
+    assert "Traceback" not in capsys.readouterr().err

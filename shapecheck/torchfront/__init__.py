@@ -221,8 +221,10 @@ def render(lowered: Lowered, built: Any, default: Location | None) -> tuple[str,
     for note in built.dims.notes:
         out.append(f"# note: {note}")
 
-    def add(text: str, location: Location | None) -> None:
+    def add(text: str, location: Location | None, state: str | None = None) -> None:
         comment = f"  # {display(location.path)}:{location.line}" if location else ""
+        if state is not None:  # the module's own name for a param (`c_attn.weight`)
+            comment = f"{comment} ({state})" if comment else f"  # {state}"
         out.append(text + comment)
         if location is not None:
             lines[len(out)] = location
@@ -232,7 +234,7 @@ def render(lowered: Lowered, built: Any, default: Location | None) -> tuple[str,
     for constraint in lowered.constraints:
         add(constraint, default)
     for declaration in lowered.declarations:
-        add(declaration.text, declaration.location)
+        add(declaration.text, declaration.location, lowered.state.get(declaration.name or ""))
     for statement in lowered.statements:
         add(statement.text, statement.location)
     for name in lowered.outputs:
