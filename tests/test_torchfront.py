@@ -244,3 +244,14 @@ def test_extract_of_untraceable_code_and_bad_init(capsys: pytest.CaptureFixture[
         main(["extract", target("nanogpt.py:CausalSelfAttention"), "--init", "heads=4"])
     assert done.value.code == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_an_ambiguous_scale_prefers_the_contracted_width_and_says_so() -> None:
+    extraction = extract(target("corpus.py:square_heads"))
+    assert "/ sqrt(head_dim)" in extraction.text
+    assert "# note: the scale 1/sqrt(8) is read as 1/sqrt(head_dim)" in extraction.text
+    assert "n_heads has that size too" in extraction.text
+    assert check_text(extraction.text).ok
+    result = conform(extraction.text, extraction.function(), dims=extraction.bindings,
+                     framework="torch", cases=2)
+    assert result.ok, result.report()

@@ -41,6 +41,8 @@ MESSAGES: Table = Table("torchfront", "MESSAGES", {
     "written": "Wrote {path} ({statements} statements from {target}).",
     "traced_from": "traced from {target} by `shapecheck extract`; each statement names the "
     "Python line it comes from",
+    "scale_note": "the scale 1/sqrt({size}) is read as 1/sqrt({chosen}), the contracted width; "
+    "{others} has that size too",
     "unknown_operator_input": "stands for the result of `{operator}`, which shapecheck does not "
     "lower",
 })

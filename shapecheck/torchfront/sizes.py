@@ -204,8 +204,10 @@ class Dims:
                 return f"sqrt({rounded})"
         others = [c for c in candidates if c != chosen]
         if others:
-            self.notes.append(f"the scale 1/sqrt({rounded}) is read as 1/sqrt({chosen}); "
-                              f"{', '.join(others)} also equal {rounded}")
+            from .errors import MESSAGES
+
+            self.notes.append(MESSAGES["scale_note"].format(size=rounded, chosen=chosen,
+                                                            others=", ".join(others)))
         self.used.update(n for n in re.findall(r"[A-Za-z_]\w*", chosen) if n in self.atomic
                          or n in self.derived)
         return f"sqrt({chosen})"
@@ -305,7 +307,11 @@ def from_given(named: dict[str, int]) -> Dims:
     for name, size in order:
         name = spec_name(name)
         if size in seen_sizes:
-            dims.fixed = True  # two dims of one size: only their numbers are sure
+            # Two dims of one size: both are declared at it, only their numbers are sure;
+            # the first name is the one a size is written with.
+            dims.fixed = True
+            if _category(name) < 4:
+                dims.atomic[name] = size
             continue
         seen_sizes.add(size)
         if _category(name) < 3:

@@ -27,5 +27,6 @@ MESSAGES = {
     "`{path}:make`), 或在 [tool.shapecheck] 的 `modules` 中列出它的目标 (docs/torch.md)",
     "written": "已写入 {path} (来自 {target} 的 {statements} 条语句).",
     "traced_from": "由 `shapecheck extract` 从 {target} 追踪得到; 每条语句都注明了它来自的 Python 行",
+    "scale_note": "缩放 1/sqrt({size}) 读作 1/sqrt({chosen}), 即被收缩的宽度; {others} 的大小也是这个值",
     "unknown_operator_input": "代表 `{operator}` 的结果, shapecheck 不会降级这个算子",
 }
