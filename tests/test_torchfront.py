@@ -255,3 +255,13 @@ def test_an_ambiguous_scale_prefers_the_contracted_width_and_says_so() -> None:
     result = conform(extraction.text, extraction.function(), dims=extraction.bindings,
                      framework="torch", cases=2)
     assert result.ok, result.report()
+
+
+@pytest.mark.parametrize("name, code", [("MaskTransposed", "SC407"), ("MaskInverted", "SC408")])
+def test_nanogpt_mask_bugs_on_its_buffer(name: str, code: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(DATA))  # `from nanogpt import ...`
+    lines = (DATA / "nanogpt_bugs.py").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"class {name}"))
+    line = next(i for i in range(start, len(lines)) if "# BUG" in lines[i]) + 1
+    results = check(target(f"nanogpt_bugs.py:{name}"))
+    assert [(d.code, d.span.line) for r in results for d in r.diagnostics] == [(code, line)]

@@ -38,6 +38,8 @@ class Val:
     negation_of: Val | None = None  # a bool that is `~X` of X
     contracted: str | None = None   # a matmul's contracted width (for the scale)
     causal01: bool = False          # a 0/1 float causal buffer, written as its bool mask
+    #: a causal mask's top-left corner: (rows, columns, leading size-1 axes)
+    causal: tuple[str, str, int] | None = None
 
     def at(self, prec: int) -> str:
         """The text, parenthesised if it binds looser than ``prec``."""
@@ -175,7 +177,8 @@ class Lowering:
                     f"reshape({mask}, [{', '.join([*map(str, lead), n, n])}])"
                 self.out.declarations.append(Statement(f"{name} = {text}", self.default, name))
                 self.values[node] = Val(name, kind="bool",
-                                        causal01=tensor.dtype.is_floating_point)
+                                        causal01=tensor.dtype.is_floating_point,
+                                        causal=(n, n, len(lead)))
                 continue
             name = self._fresh(target.replace(".", "_"))
             self.out.state[name] = target
@@ -871,8 +874,26 @@ def _slice(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val
     entries = [":"] * axis + [bound]
     if axis == rank - 1 and axis > 0:
         entries = ["...", bound]
+    corner = _corner(x, axis, rank, whole_start, step, bound)
+    if corner is not None and corner[0] == corner[1]:
+        # tril(ones)[:T, :T] is the causal mask of T: written so, the meaning pass follows it
+        mask = f"causal_mask({corner[0]})"
+        lead = [1] * corner[2]
+        text = mask if not lead else \
+            f"reshape({mask}, [{', '.join([*map(str, lead), corner[0], corner[0]])}])"
+        return Val(text, kind=x.kind, causal01=x.causal01, causal=corner)
     return Val(f"{x.at(POSTFIX)}[{', '.join(entries)}]", POSTFIX, kind=x.kind,
-               causal01=x.causal01)
+               causal01=x.causal01, causal=corner)
+
+
+def _corner(x: Val, axis: int, rank: int, from_start: bool, step: Any,
+            bound: str) -> tuple[str, str, int] | None:
+    """The corner of a causal mask that slicing its rows or columns from 0 keeps."""
+    if x.causal is None or not from_start or step != 1 or axis < rank - 2:
+        return None
+    end = bound.lstrip(":")
+    rows, columns, lead = x.causal
+    return (end, columns, lead) if axis == rank - 2 else (rows, end, lead)
 
 
 def _constraint(low: Lowering, bound: str, size: str) -> None:
