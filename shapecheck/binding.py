@@ -171,20 +171,22 @@ def _layer(module: Any, key: str) -> str:
 
 @dataclass(frozen=True)
 class Match:
-    """Spec name ``name`` is ``key`` (a slice ``[offset:offset+width]`` of its ``axis`` when
-    packed), transposed or not."""
+    """Spec name ``name`` is ``key``, transposed or not; when packed, the slice of its ``axis``
+    after the ``members`` packed before it, as wide as the spec's value at each binding."""
 
     name: str
     key: str
     transposed: bool
     axis: int | None = None
-    offset: int = 0
-    width: int = 0
+    before: tuple[str, ...] = ()  # packed: the members ahead of this one
     how: str = ""
 
-    def target(self, module: Any) -> Any:
+    def target(self, module: Any, values: Mapping[str, Any]) -> Any:
         tensor = lookup(module, self.key)
-        return tensor if self.axis is None else tensor.narrow(self.axis, self.offset, self.width)
+        if self.axis is None:
+            return tensor
+        offset = sum(_shape(values[m])[-1] for m in self.before)
+        return tensor.narrow(self.axis, offset, _shape(values[self.name])[-1])
 
 
 @dataclass(frozen=True)
@@ -198,7 +200,7 @@ class Plan:
 
         with torch.no_grad():
             for match in self.matches:
-                target = match.target(module)
+                target = match.target(module, values)
                 source = torch.as_tensor(values[match.name])
                 if match.transposed:
                     source = source.T
@@ -350,7 +352,7 @@ def _slices(key: str, tensor: Any, members: list[str], values: Mapping[str, Any]
         piece = f"{offset}:{offset + width}" if axis == 0 else f":, {offset}:{offset + width}"
         how = message("how_packed", name=member, key=key + (".T" if transposed else ""),
                       slice=piece, members=", ".join(members))
-        matches.append(Match(member, key, transposed, axis, offset, width, how))
+        matches.append(Match(member, key, transposed, axis, tuple(members[:len(matches)]), how))
         offset += width
     return matches
 
