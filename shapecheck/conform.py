@@ -74,7 +74,7 @@ MESSAGES: Table = Table("conform", "MESSAGES", {
     "map them with {hints}",
     "hint_name": "--name {spec}={parameter}",
     "unfilled_parameters": "the function's parameter {names} has no value: no input, param or dim "
-    "of the spec is called so (map one with --name SPEC_NAME={first}, or give it with "
+    "of the spec is called so (map one with --name {spec}={first}, or give it with "
     "--arg {first}=VALUE)",
     "arg_unknown": "--arg {names}: the function has no parameter of that name and no **kwargs "
     "(its parameters: {parameters})",
@@ -464,8 +464,9 @@ class _Driver:
                     and p.kind in (kinds.POSITIONAL_OR_KEYWORD, kinds.KEYWORD_ONLY,
                                    kinds.POSITIONAL_ONLY)]
         if unfilled:
+            spare = [n for n in state if self.kinds[n] == "input"] or ["SPEC_NAME"]
             raise UsageError(message("unfilled_parameters", names=_names_text(unfilled),
-                                     first=unfilled[0]))
+                                     first=unfilled[0], spec=spare[0]))
         return _Routing(passed, state, dims, named)
 
     def _arguments(self, case: Case) -> dict[str, Any]:

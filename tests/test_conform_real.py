@@ -1,0 +1,133 @@
+"""Conformance against real PyTorch modules with no glue code: Hugging Face's attention
+layers built from their config classes (tiny sizes, nothing downloaded), and faithful
+small copies of other public implementations (tests/data/real_modules/), each conformed
+from a factory that only constructs the module, plus command-line flags."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is ever downloaded
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from shapecheck.cli import main  # noqa: E402
+from shapecheck.conform import UsageError, conform, load_function  # noqa: E402
+from shapecheck.testing import assert_conforms  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+REAL = ROOT / "examples" / "real"
+HF = ROOT / "examples" / "implementations" / "hugging_face.py"
+DATA = ROOT / "tests" / "data" / "real"
+MODULES = ROOT / "tests" / "data" / "real_modules"
+
+LLAMA_FLAGS = ["--name", "X=hidden_states", "--arg", "position_embeddings=(cos_table,sin_table)",
+               "--mask", "keep=additive-min", "--name", "keep=attention_mask",
+               "--output", "Y=0", "--output", "P=1"]
+GPT2_FLAGS = ["--name", "X=hidden_states", "--output", "Y=0", "--output", "P=1"]
+BERT_FLAGS = ["--name", "X=hidden_states", "--mask", "keep=additive-min",
+              "--name", "keep=attention_mask", "--output", "O=0", "--output", "P=1"]
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as stopped:
+        main(["conform", *map(str, args)])
+    captured = capsys.readouterr()
+    code = stopped.value.code
+    return (code if isinstance(code, int) else 1), captured.out, captured.err
+
+
+# --- Hugging Face ------------------------------------------------------------------------------
+
+
+def test_llama_attention_conforms_in_float32(capsys):
+    """GQA, rotary tables as a `position_embeddings=(cos, sin)` tuple, an additive 4-D mask
+    with the dtype's minimum, two outputs; nn.Linear weights matched by name, transposed."""
+    code, out, err = run(capsys, REAL / "llama_attention.attn", f"{HF}:llama", *LLAMA_FLAGS,
+                         "--dtype", "float32", "--cases", "3")
+    assert code == 0, out + err
+    assert "W_Q -> q_proj.weight.T (Linear stores [out, in])" in out
+    assert "W_K -> k_proj.weight.T" in out and "W_O -> o_proj.weight.T" in out
+
+
+def test_llama_computes_in_float32_inside_and_the_report_says_so(capsys):
+    # softmax(dtype=torch.float32): a float64 comparison misses by float32's rounding
+    code, out, _ = run(capsys, REAL / "llama_attention.attn", f"{HF}:llama", *LLAMA_FLAGS,
+                       "--cases", "1", "--no-shrink")
+    assert code == 1
+    assert "computes in float32 inside" in out and "--dtype float32" in out
+
+
+def test_gpt2_attention_conforms_with_its_packed_conv1d(capsys):
+    code, out, err = run(capsys, REAL / "gpt2_attention.attn", f"{HF}:gpt2", *GPT2_FLAGS,
+                         "--cases", "3")
+    assert code == 0, out + err
+    # Conv1D stores [in, out]: Q, K, V side by side in c_attn, not transposed
+    assert "W_Q -> c_attn.weight[:, 0:14] (packed: W_Q, W_K, W_V)" in out
+    assert "W_V -> c_attn.weight[:, 28:42]" in out and "b_K -> c_attn.bias[14:28]" in out
+    assert "W_O -> c_proj.weight\n" in out
+
+
+def test_bert_self_attention_conforms_with_a_padding_mask(capsys):
+    code, out, err = run(capsys, REAL / "bert_self_attention.attn", f"{HF}:bert", *BERT_FLAGS,
+                         "--cases", "3")
+    assert code == 0, out + err
+    assert "W_Q -> query.weight.T" in out and "b_V -> value.bias" in out
+
+
+def test_a_subtly_wrong_spec_is_caught_and_shrunk(capsys):
+    code, out, _ = run(capsys, DATA / "gpt2_wrong_scale.attn", f"{HF}:gpt2", *GPT2_FLAGS)
+    assert code == 1
+    # sqrt(D) and sqrt(d) agree with one head; one token hides every scale
+    assert "does not match the spec at B=1, N=2, d=1, H=2, D=2 (the smallest failing" in out
+    code, out, _ = run(capsys, DATA / "llama_wrong_rotation.attn", f"{HF}:llama", *LLAMA_FLAGS,
+                       "--dtype", "float32")
+    # one token has weight 1 whatever its scores; two tokens of one head show the rotation
+    assert code == 1 and "output `P` does not match the spec at B=1, N=2, G=1, R=1, h=1, H=1, " \
+        "d=2, E=1, D=1 (the smallest failing binding" in out
+
+
+def test_the_python_api_takes_the_same_things():
+    hugging_face = load_function(f"{HF}:bert")
+    result = assert_conforms(REAL / "bert_self_attention.attn", hugging_face, cases=2,
+                             names={"X": "hidden_states", "keep": "attention_mask"},
+                             masks={"keep": "additive-min"}, outputs={"O": 0, "P": 1})
+    assert len(result.passed) == 2 and any("query.weight" in line for line in result.bound)
+    with pytest.raises(AssertionError, match="does not match the spec"):
+        assert_conforms(DATA / "gpt2_wrong_scale.attn", load_function(f"{HF}:gpt2"),
+                        names={"X": "hidden_states"}, outputs={"Y": 0, "P": 1}, cases=2)
+
+
+def test_kwargs_never_swallow_the_spec_params(capsys):
+    """Hugging Face's forward takes **kwargs: without --name the spec's input is not passed
+    into it, and the error says which flag passes it."""
+    code, _, err = run(capsys, REAL / "bert_self_attention.attn", f"{HF}:bert",
+                       "--output", "O=0", "--output", "P=1")
+    assert code == 2
+    assert "parameter `hidden_states` has no value" in err and "--name X=hidden_states" in err
+
+
+def test_only_the_named_outputs_are_compared_and_the_others_listed(capsys):
+    code, out, err = run(capsys, REAL / "gpt2_attention.attn", f"{HF}:gpt2",
+                         "--name", "X=hidden_states", "--output", "Y=0", "--cases", "1")
+    assert code == 0, out + err
+    assert "not compared: returned entry 1, the spec's output `P`" in out
+
+
+
+def test_a_result_of_the_wrong_form_fails_at_once_unshrunk(capsys, tmp_path):
+    one_output = tmp_path / "bert_one_output.attn"
+    one_output.write_text((REAL / "bert_self_attention.attn").read_text(encoding="utf-8")
+                          .replace("output P = softmax", "P = softmax"), encoding="utf-8")
+    code, out, _ = run(capsys, one_output, f"{HF}:bert", "--name", "X=hidden_states",
+                       "--mask", "keep=additive-min", "--name", "keep=attention_mask")
+    assert code == 1
+    assert "the function returned 2 value(s); the spec has 1 output(s): `O`" in out
+    assert out.count("  FAIL  ") == 1 and "smallest failing" not in out
+
+
