@@ -350,8 +350,10 @@ def _slices(key: str, tensor: Any, members: list[str], values: Mapping[str, Any]
         if other is not None and shape[0] != other:
             return []
         piece = f"{offset}:{offset + width}" if axis == 0 else f":, {offset}:{offset + width}"
-        how = message("how_packed", name=member, key=key + (".T" if transposed else ""),
-                      slice=piece, members=", ".join(members))
+        how = message("how_packed", name=member, key=key, slice=piece,
+                      members=", ".join(members))
+        if transposed:
+            how = how.replace(f"[{piece}]", f"[{piece}].T", 1)
         matches.append(Match(member, key, transposed, axis, tuple(members[:len(matches)]), how))
         offset += width
     return matches
