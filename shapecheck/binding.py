@@ -48,7 +48,7 @@ MESSAGES: Table = Table("binding", "MESSAGES", {
     "how_direct": "{name} -> {key}",
     "how_transposed": "{name} -> {key}.T ({layer} stores [out, in])",
     "how_transposed_plain": "{name} -> {key}.T",
-    "how_packed": "{name} -> {key}[{slice}] (packed: {members})",
+    "how_packed": "{name} -> {key}[{slice}]{transpose} (packed: {members})",
     "how_by_shape": " (by shape)",
     "how_by_hand": " (--param)",
     "kind_param": "param",
@@ -330,18 +330,22 @@ def _packed(module: Any, pending: Sequence[str], values: Mapping[str, Any],
         members = [by_role.get(((r,), kind)) for r in role]
         if any(m is None for m in members) or any(((r,), kind) in own for r in role):
             continue
-        matches += _slices(key, tensor, [m for m in members if m is not None], values)
+        matches += _slices(key, tensor, [m for m in members if m is not None], values,
+                           any(word in _layer(module, key) for word in TRANSPOSED_LAYERS))
     return matches
 
 
-def _slices(key: str, tensor: Any, members: list[str], values: Mapping[str, Any]) -> list[Match]:
+def _slices(key: str, tensor: Any, members: list[str], values: Mapping[str, Any],
+            out_first: bool) -> list[Match]:
+    """The packed axis is the one as long as the members' widths together; a ``*Linear``
+    layer packs its rows (``[out, in]``), any other decides by the shapes."""
     widths = [_shape(values[m])[-1] if _shape(values[m]) else 0 for m in members]
     got = tuple(tensor.shape)
     axes = [axis for axis, size in enumerate(got) if size == sum(widths)]
     if not axes:
         return []
-    axis = axes[-1] if len(got) == 2 and all(len(_shape(values[m])) == 2 for m in members) \
-        and got[-1] == sum(widths) and got[0] == _shape(values[members[0]])[0] else axes[0]
+    axis = 0 if out_first and 0 in axes else axes[-1] if len(got) == 2 and got[-1] == sum(
+        widths) and got[0] == _shape(values[members[0]])[0] else axes[0]
     transposed = len(got) == 2 and axis == 0
     other = got[1 - axis] if len(got) == 2 else None
     matches, offset = [], 0
@@ -351,12 +355,38 @@ def _slices(key: str, tensor: Any, members: list[str], values: Mapping[str, Any]
             return []
         piece = f"{offset}:{offset + width}" if axis == 0 else f":, {offset}:{offset + width}"
         how = message("how_packed", name=member, key=key, slice=piece,
-                      members=", ".join(members))
-        if transposed:
-            how = how.replace(f"[{piece}]", f"[{piece}].T", 1)
+                      transpose=".T" if transposed else "", members=", ".join(members))
         matches.append(Match(member, key, transposed, axis, tuple(members[:len(matches)]), how))
         offset += width
     return matches
+
+
+def instance_sizes(module: Any, axes: Mapping[str, Sequence[str | None]],
+                   overrides: Mapping[str, str]) -> dict[str, int]:
+    """The dims an instance was built with: for each spec name (``axes``: the dim each of
+    its axes is, or None for an expression) matched to one tensor by ``--param`` or by name
+    alone, the sizes of that tensor (in the spec's orientation) fix those dims."""
+    state = tensors(module)
+    sizes: dict[str, int] = {}
+    for name, dims in axes.items():
+        key = overrides.get(name)
+        if key is not None:
+            transposed, key = key.endswith(".T"), key.removesuffix(".T")
+        else:
+            role, kind = spec_meaning(name)
+            named = [k for k in state if fold(name) in (fold(k), fold(k.removesuffix(".weight")))]
+            named = named or [k for k in state if role is not None and key_meaning(k) == (role, kind)]
+            if len(named) != 1:
+                continue
+            key = named[0]
+            transposed = len(dims) == 2 and any(w in _layer(module, key) for w in TRANSPOSED_LAYERS)
+        if key not in state or len(state[key].shape) != len(dims):
+            continue
+        shape = tuple(state[key].shape)
+        for dim, size in zip(dims, shape[::-1] if transposed else shape):
+            if dim is not None:
+                sizes.setdefault(dim, size)
+    return sizes
 
 
 # --- argument values: --arg and --init ---------------------------------------------------------
@@ -458,5 +488,5 @@ def convert_mask(keep: Any, convention: str, dtype: Any) -> Any:
 
 
 __all__ = ["BindingError", "Expression", "MASK_CONVENTIONS", "Match", "Plan", "check_mask",
-           "convert_mask", "decide", "evaluate", "key_meaning", "parse_expression",
+           "convert_mask", "decide", "evaluate", "instance_sizes", "key_meaning", "parse_expression",
            "spec_meaning", "tensors"]

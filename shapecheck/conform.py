@@ -255,6 +255,12 @@ def conform(spec: SpecSource, function: Callable[..., Any], *,
     program = load(spec, dims)
     if not program.ok:
         raise SpecError(program)
+    if _is_module(function):  # an instance keeps the sizes it was built with
+        built = _instance_dims(program, function, params or {})
+        if any(dim not in (dims or {}) for dim in built):
+            program = load(spec, {**built, **(dims or {})})
+            if not program.ok:
+                raise SpecError(program)
     if not isinstance(cases, int) or cases < 1:
         raise UsageError(message("cases", cases=cases))
     wiring = Wiring(init or {}, args or {}, masks or {}, params or {}, outputs or {})
@@ -636,6 +642,23 @@ class Wiring:
     masks: Mapping[str, str] = field(default_factory=dict)
     params: Mapping[str, str] = field(default_factory=dict)
     outputs: Mapping[str, int | str] = field(default_factory=dict)
+
+
+def _instance_dims(program: Program, module: Any, params: Mapping[str, str]) -> dict[str, int]:
+    """The dims an instance's tensors fix (binding.instance_sizes), for the dims the spec
+    leaves free."""
+    from .backend.runtime import declared
+    from .binding import instance_sizes
+    from .symbolic import shape_text
+
+    dims = set(program.dims.unbound())
+    axes: dict[str, list[str | None]] = {}
+    for name, tensor in declared(program).items():
+        if tensor.value.shape is None:
+            continue
+        texts = [shape_text((axis,), False).strip("[]") for axis in tensor.value.shape]
+        axes[name] = [text if text in dims else None for text in texts]
+    return {d: v for d, v in instance_sizes(module, axes, params).items() if d in dims}
 
 
 def _structural(name: str, text: str) -> Mismatch:

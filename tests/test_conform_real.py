@@ -131,3 +131,137 @@ def test_a_result_of_the_wrong_form_fails_at_once_unshrunk(capsys, tmp_path):
     assert out.count("  FAIL  ") == 1 and "smallest failing" not in out
 
 
+# --- faithful copies of other public implementations -------------------------------------------
+
+CORPUS = [
+    ("nanogpt", REAL / "gpt2_attention.attn", "factory", ["--name", "X=x", "--output", "Y=0"]),
+    ("meta_llama", DATA / "meta_llama.attn", "factory", ["--name", "X=x", "--dtype", "float32"]),
+    ("gemma", DATA / "gemma.attn", "factory", ["--name", "X=hidden_states", "--dtype", "float32"]),
+    ("t5", DATA / "t5.attn", "factory", ["--name", "X=hidden_states", "--name",
+                                         "Bias=position_bias", "--output", "Y=0",
+                                         "--dtype", "float32"]),
+    ("whisper", DATA / "whisper.attn", "WhisperAttention",
+     ["--init", "embed_dim=D", "--init", "num_heads=H", "--name", "X=hidden_states",
+      "--output", "Y=0", "--output", "P=1"]),
+    ("vit", DATA / "vit.attn", "factory", ["--name", "X=hidden_states", "--arg",
+                                           "output_attentions=True", "--output", "O=0",
+                                           "--output", "P=1", "--dtype", "float32"]),
+]
+
+
+@pytest.mark.parametrize(("name", "spec", "target", "flags"), CORPUS, ids=[c[0] for c in CORPUS])
+def test_a_real_implementation_conforms_from_flags_alone(capsys, name, spec, target, flags):
+    code, out, err = run(capsys, spec, f"{MODULES / name}.py:{target}", *flags, "--cases", "3")
+    assert code == 0, out + err
+    assert "the module's state, matched at the first binding" in out
+
+
+def test_a_module_class_takes_init_and_forward_takes_constants(capsys):
+    """nn.MultiheadAttention itself, no wrapper: built by --init, its packed in_proj_weight
+    ([3D, D], rows: out) sliced and transposed, key and value passed as the spec's X."""
+    code, out, err = run(capsys, ROOT / "examples" / "multi_head.attn",
+                         "torch.nn:MultiheadAttention", "--init", "embed_dim=D_model",
+                         "--init", "num_heads=H", "--init", "bias=False", "--name", "X=query",
+                         "--arg", "key=X", "--arg", "value=X", "--arg", "need_weights=False",
+                         "--output", "Y=0", "--cases", "3")
+    assert code == 0, out + err
+    assert "W_K -> in_proj_weight[35:70].T (packed: W_Q, W_K, W_V)" in out
+    assert "not compared: returned entry 1" in out  # the (None) weights
+
+
+def test_a_planted_bug_in_a_real_module_is_caught_and_shrunk(capsys, tmp_path):
+    # repeat_kv tiling the key/value heads (head h reads group h % G, not h // R)
+    source = (MODULES / "meta_llama.py").read_text(encoding="utf-8")
+    planted = source.replace("x[:, :, :, None, :]\n        .expand(bs, slen, n_kv_heads, n_rep, head_dim)",
+                             "x[:, :, None, :, :]\n        .expand(bs, slen, n_rep, n_kv_heads, head_dim)")
+    assert planted != source
+    (tmp_path / "llama_tiled.py").write_text(planted, encoding="utf-8")
+    code, out, _ = run(capsys, DATA / "meta_llama.attn", f"{tmp_path}/llama_tiled.py:factory",
+                       "--name", "X=x", "--dtype", "float32")
+    assert code == 1
+    assert "G=2, R=2" in out.split("does not match the spec at ")[1].split("(")[0]
+
+
+# --- the binding: decided once, reported, and every param matched -------------------------------
+
+
+MODULE_SOURCE = """
+    import torch
+    from torch import nn
+
+    class Two(nn.Module):
+        def __init__(self, D):
+            super().__init__()
+            self.first = nn.Linear(D, D, bias=False)
+            self.second = nn.Linear(D, D, bias=False)
+
+        def forward(self, x):
+            return self.second(self.first(x))
+
+    def factory(D):
+        return Two(D)
+
+    built = Two(4)
+"""
+
+
+def test_an_unmatched_or_ambiguous_param_exits_2_with_candidates_and_the_flag(capsys, tmp_path):
+    import textwrap
+
+    (tmp_path / "two.py").write_text(textwrap.dedent(MODULE_SOURCE), encoding="utf-8")
+    spec = tmp_path / "two.attn"
+    spec.write_text("dim N, D\ninput X: [N, D]\nparam A: [D, D]\nparam Q: [D, D]\n"
+                    "output Y: [N, D] = X @ A @ Q\n", encoding="utf-8")
+    code, _, err = run(capsys, spec, f"{tmp_path}/two.py:factory", "--name", "X=x")
+    assert code == 2
+    assert "the spec's param `A` [5, 5] could be any of `first.weight` [5, 5], " \
+           "`second.weight` [5, 5]; choose with --param A=first.weight.T" in err
+    code, out, err = run(capsys, spec, f"{tmp_path}/two.py:factory", "--name", "X=x",
+                         "--param", "A=first.weight.T", "--param", "Q=second.weight.T")
+    assert code == 0, out + err
+    assert "A -> first.weight.T (--param)" in out
+    code, _, err = run(capsys, spec, f"{tmp_path}/two.py:factory", "--name", "X=x",
+                       "--param", "A=third.weight")
+    assert code == 2 and "the module has no parameter, buffer or tensor attribute `third.weight`" \
+        in err and "first.weight" in err
+    spec.write_text("dim N, D\ninput X: [N, D]\nparam A: [D, D]\nparam B: [D, D]\nparam C: [D]\n"
+                    "output Y: [N, D] = X @ A @ B + C\n", encoding="utf-8")
+    code, _, err = run(capsys, spec, f"{tmp_path}/two.py:factory", "--name", "X=x",
+                       "--param", "A=first.weight.T", "--param", "B=second.weight.T")
+    assert code == 2
+    assert "the spec's param `C` [5] matches no tensor of the module" in err
+    assert "--param C=KEY" in err
+
+
+def test_an_instance_keeps_its_sizes(capsys, tmp_path):
+    import textwrap
+
+    (tmp_path / "two_instance.py").write_text(textwrap.dedent(MODULE_SOURCE), encoding="utf-8")
+    spec = tmp_path / "two.attn"
+    spec.write_text("dim N, D\ninput X: [N, D]\nparam W_first: [D, D]\nparam W_second: [D, D]\n"
+                    "output Y: [N, D] = X @ W_first @ W_second\n", encoding="utf-8")
+    flags = ["--name", "X=x", "--param", "W_first=first.weight.T", "--param",
+             "W_second=second.weight.T"]
+    code, out, err = run(capsys, spec, f"{tmp_path}/two_instance.py:built", *flags)
+    assert code == 0, out + err  # D is read from the weights: 4 in every case
+    assert all(", D=4" in line for line in out.splitlines() if line.startswith("  ok"))
+    code, out, err = run(capsys, spec, f"{tmp_path}/two_instance.py:built", "--name", "X=x",
+                         "--param", "W_first=first.weight.T", "--param", "W_second=second.weight.T",
+                         "--dim", "D=5")
+    assert code == 2 and "`first.weight` has shape [4, 4], but the spec's `W_first` is [5, 5]" in err
+
+
+def test_bad_flags_are_usage_errors(capsys):
+    base = [REAL / "bert_self_attention.attn", f"{HF}:bert", "--name", "X=hidden_states",
+            "--name", "keep=attention_mask"]
+    for flags, expected in [
+        (["--mask", "keep=inverted"], "use one of additive, additive-min, keep, drop"),
+        (["--mask", "X=keep"], "`X` is not a bool input of the spec"),
+        (["--arg", "head_mask=__import__('os')"], "is not a value conformance can pass"),
+        (["--arg", "head_mask=Z"], "`Z` in `Z` is not a input, param or dim of the spec"),
+        (["--output", "Z=0"], "`Z` is not an output of the spec"),
+        (["--param", "Z=query.weight"], "`Z` is not an input or param of the spec"),
+        (["--init", "nothing=1"], "--init `nothing`: the factory has no parameter"),
+    ]:
+        code, _, err = run(capsys, *base, *flags)
+        assert code == 2 and expected in err, (flags, err)
