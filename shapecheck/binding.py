@@ -59,7 +59,6 @@ MESSAGES: Table = Table("binding", "MESSAGES", {
     "what_names": "input, param or dim",
     "what_dims": "dim",
     "mask_kind": "--mask {name}={convention}: use one of {choices}",
-    "mask_bool": "--mask {name}=...: `{name}` is not a bool input of the spec",
 })
 
 MASK_CONVENTIONS = ("additive", "additive-min", "keep", "drop")

@@ -13,8 +13,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is ever downloaded
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+import torch  # noqa: E402,F401  (the test extra pins both: these tests never skip)
+import transformers  # noqa: E402,F401
 
 from shapecheck.cli import main  # noqa: E402
 from shapecheck.conform import UsageError, conform, load_function  # noqa: E402
