@@ -919,7 +919,8 @@ def _framework(function: Callable[..., Any], choice: str) -> str:
     if namespace is None:
         module = sys.modules.get(getattr(target, "__module__", None) or "")
         namespace = vars(module) if module is not None else {}
-    return "torch" if any(_from_torch(value) for value in list(namespace.values())) else "numpy"
+    values = list(namespace.values())  # torch itself, or a library's nn.Module classes
+    return "torch" if any(_from_torch(v) or _is_module_class(v) for v in values) else "numpy"
 
 
 def _from_torch(value: Any) -> bool:
