@@ -265,3 +265,27 @@ def test_bad_flags_are_usage_errors(capsys):
     ]:
         code, _, err = run(capsys, *base, *flags)
         assert code == 2 and expected in err, (flags, err)
+
+
+def test_a_spec_input_can_be_module_state(capsys, tmp_path):
+    """A fixed memory buffer (as a KV cache is) is the spec's input `Mem`: written in place
+    from the seed, like a param, because forward does not take it."""
+    (tmp_path / "memory.py").write_text(
+        "import torch\nfrom torch import nn\n\n"
+        "class Memory(nn.Module):\n"
+        "    def __init__(self, M, D):\n"
+        "        super().__init__()\n"
+        "        self.register_buffer('memory', torch.empty(M, D))\n\n"
+        "    def forward(self, x):\n"
+        "        weights = torch.softmax(x @ self.memory.T / self.memory.shape[1] ** 0.5, -1)\n"
+        "        return weights @ self.memory\n", encoding="utf-8")
+    spec = tmp_path / "memory.attn"
+    spec.write_text("dim N, M, D\ninput X: [N, D]\ninput Mem: [M, D]\n"
+                    "output Y: [N, D] = softmax(X @ Mem.T / sqrt(D)) @ Mem\n", encoding="utf-8")
+    code, out, err = run(capsys, spec, f"{tmp_path}/memory.py:Memory", "--name", "X=x",
+                         "--param", "Mem=memory", "--cases", "3")
+    assert code == 0, out + err
+    assert "Mem -> memory (--param)" in out
+    code, out, err = run(capsys, spec, f"{tmp_path}/memory.py:Memory", "--name", "X=x",
+                         "--cases", "2")
+    assert code == 0 and "Mem -> memory (by shape)" in out, out + err
