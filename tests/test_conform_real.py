@@ -136,6 +136,7 @@ def test_a_result_of_the_wrong_form_fails_at_once_unshrunk(capsys, tmp_path):
 CORPUS = [
     ("nanogpt", REAL / "gpt2_attention.attn", "factory", ["--name", "X=x", "--output", "Y=0"]),
     ("meta_llama", DATA / "meta_llama.attn", "factory", ["--name", "X=x", "--dtype", "float32"]),
+    ("mistral", DATA / "meta_llama.attn", "factory", ["--name", "X=x", "--dtype", "float32"]),
     ("gemma", DATA / "gemma.attn", "factory", ["--name", "X=hidden_states", "--dtype", "float32"]),
     ("t5", DATA / "t5.attn", "factory", ["--name", "X=hidden_states", "--name",
                                          "Bias=position_bias", "--output", "Y=0",
