@@ -86,6 +86,8 @@ MESSAGES: Table = Table("conform", "MESSAGES", {
     "of extra forward arguments)",
     "input_hint": "  the spec's input {names} is not a parameter of forward either (forward takes: "
     "{parameters}); pass it with {hint}",
+    "layout_state": "--layout {name}: `{name}` is written into the module's state, not passed; "
+    "its orientation comes from the layer (choose it with --param {name}=KEY or KEY.T)",
     "mask_not_bool": "--mask {name}=...: `{name}` is not a bool input of the spec",
     "mask_numpy": "--mask converts a mask to a tensor convention; it needs a PyTorch target",
     "param_name": "--param {name}=...: `{name}` is not an input or param of the spec (they are: "
@@ -449,6 +451,9 @@ class _Driver:
                 state.append(name)
             else:
                 missing.append(name)
+        laid_out = [n for n in state if n in self.layouts]
+        if laid_out:
+            raise UsageError(message("layout_state", name=laid_out[0]))
         positional = [a for a in passed if a in parameters
                       and parameters[a].kind is kinds.POSITIONAL_ONLY]
         if positional:

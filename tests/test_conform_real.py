@@ -267,6 +267,7 @@ def test_bad_flags_are_usage_errors(capsys):
         (["--output", "Z=0"], "`Z` is not an output of the spec"),
         (["--param", "Z=query.weight"], "`Z` is not an input or param of the spec"),
         (["--init", "nothing=1"], "--init `nothing`: the factory has no parameter"),
+        (["--layout", "W_Q=transpose"], "`W_Q` is written into the module's state, not passed"),
     ]:
         code, _, err = run(capsys, *base, *flags)
         assert code == 2 and expected in err, (flags, err)
@@ -294,3 +295,19 @@ def test_a_spec_input_can_be_module_state(capsys, tmp_path):
     code, out, err = run(capsys, spec, f"{tmp_path}/memory.py:Memory", "--name", "X=x",
                          "--cases", "2")
     assert code == 0 and "Mem -> memory (by shape)" in out, out + err
+
+
+def test_a_function_takes_arg_and_keyword_only_parameters(capsys, tmp_path):
+    (tmp_path / "scaled.py").write_text(
+        "import numpy as np\n\n"
+        "def attention(Q, K, V, *, scale, causal=True, window=(None, None)):\n"
+        "    assert causal is False and window == (None, 3)\n"
+        "    S = Q @ K.T * scale\n"
+        "    P = np.exp(S - S.max(axis=1, keepdims=True))\n"
+        "    return (P / P.sum(axis=1, keepdims=True)) @ V\n", encoding="utf-8")
+    spec = ROOT / "examples" / "single_head.attn"
+    code, out, err = run(capsys, spec, f"{tmp_path}/scaled.py:attention", "--arg", "scale=d**-0.5",
+                         "--arg", "causal=False", "--arg", "window=(None, 3)", "--cases", "3")
+    assert code == 0, out + err
+    code, _, err = run(capsys, spec, f"{tmp_path}/scaled.py:attention")
+    assert code == 2 and "parameter `scale` has no value" in err and "--arg scale=VALUE" in err

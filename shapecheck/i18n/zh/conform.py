@@ -27,6 +27,8 @@ MESSAGES = {
     "factory_result": "工厂返回了 {type}, 而不是 `nn.Module` (或一个模块加一个额外 forward 参数的 dict)",
     "input_hint": "  spec 的输入 {names} 也不是 forward 的参数 (forward 接受: {parameters}); "
     "请用 {hint} 传入",
+    "layout_state": "--layout {name}: `{name}` 被写入模块的状态, 而不是作为参数传入; "
+    "它的方向由层决定 (用 --param {name}=KEY 或 KEY.T 选择)",
     "mask_not_bool": "--mask {name}=...: `{name}` 不是 spec 的 bool 输入",
     "mask_numpy": "--mask 把掩码转换成张量的约定; 它需要一个 PyTorch 目标",
     "param_name": "--param {name}=...: `{name}` 不是 spec 的 input 或 param (它们是: {names})",
