@@ -400,8 +400,12 @@ class _Driver:
 
     def _prepare(self, module: Any) -> None:
         """Evaluation mode (no dropout), cast to the run's dtype, on the run's device."""
+        dtype = self.torch.DTYPES[self.dtype]
         module.eval()
-        module.to(device=self.device, dtype=self.torch.DTYPES[self.dtype])
+        module.to(device=self.device)
+        # floating tensors only: `Module.to(dtype)` would also cast a complex buffer (a
+        # rotary table) to a real one, dropping its imaginary part
+        module._apply(lambda t: t.to(dtype) if t.is_floating_point() else t)
 
     def _bind(self, module: Any, case: Case) -> None:
         from .binding import BindingError, decide

@@ -311,3 +311,25 @@ def test_a_function_takes_arg_and_keyword_only_parameters(capsys, tmp_path):
     assert code == 0, out + err
     code, _, err = run(capsys, spec, f"{tmp_path}/scaled.py:attention")
     assert code == 2 and "parameter `scale` has no value" in err and "--arg scale=VALUE" in err
+
+
+def test_a_complex_buffer_survives_the_cast(capsys, tmp_path):
+    (tmp_path / "rotary_buffer.py").write_text(
+        "import torch\nfrom torch import nn\n\n"
+        "class Rotate(nn.Module):\n"
+        "    def __init__(self, N, h):\n"
+        "        super().__init__()\n"
+        "        angle = torch.arange(N)[:, None] * 10000 ** (-torch.arange(h) / h)\n"
+        "        self.register_buffer('freqs_cis', torch.polar(torch.ones(N, h), angle.float()))\n\n"
+        "    def forward(self, x):\n"
+        "        z = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2).contiguous())\n"
+        "        return torch.view_as_real(z * self.freqs_cis).flatten(-2)\n", encoding="utf-8")
+    spec = tmp_path / "rotate.attn"
+    spec.write_text("dim N, h\ndim d = 2 * h\ninput X: [N, d]\n"
+                    "angle = arange(N)[:, None] * 10000 ** (-arange(h) / h)\n"
+                    "c = cos(angle)\ns = sin(angle)\n"
+                    "output Y: [N, d] = reshape(stack([X[:, ::2] * c - X[:, 1::2] * s, "
+                    "X[:, 1::2] * c + X[:, ::2] * s], axis=-1), [N, d])\n", encoding="utf-8")
+    code, out, err = run(capsys, spec, f"{tmp_path}/rotary_buffer.py:Rotate", "--name", "X=x",
+                         "--dtype", "float32", "--cases", "3")
+    assert code == 0, out + err
