@@ -6,7 +6,6 @@ an unknown shape, and unknown shapes cause no further errors.
 
 from __future__ import annotations
 
-import difflib
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -264,7 +263,7 @@ class Checker:
         tensor will do: `output X`, `assert X: [...]`)."""
         self.program.undeclared.setdefault(name, []).append((span, role))
         candidates = [n for n, k in self.names.kind.items() if k != "unknown"]
-        close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+        close = _close_matches(name, candidates, n=1, cutoff=0.6)
         if not close:
             close = [n for n in candidates if n.lower() == name.lower()][:1]
         self.report(codes.UNDEFINED.diag(span, name=name, **_did_you_mean(span, close)))
@@ -681,7 +680,7 @@ class Checker:
     def _call(self, node: nodes.Call) -> Value:
         builtin = BUILTINS.get(node.func.name)
         if builtin is None:
-            close = difflib.get_close_matches(node.func.name, list(BUILTINS), n=1)
+            close = _close_matches(node.func.name, list(BUILTINS), n=1)
             self.report(codes.NOT_CALLABLE.diag(node.func.span, name=node.func.name,
                                                 **_did_you_mean(node.func.span, close)))
             self._check_arguments(node)
@@ -738,7 +737,7 @@ class Checker:
             if builtin.param(name) is None and builtin.param(KEYWORD_SYNONYMS.get(name, "")):
                 name = KEYWORD_SYNONYMS[name]  # `dim=-1`, PyTorch's word for `axis`
             if builtin.param(name) is None:
-                close = difflib.get_close_matches(name, [p.name for p in params], n=1)
+                close = _close_matches(name, [p.name for p in params], n=1)
                 self._call_error(node, keyword.name.span,
                                  codes.detail("no_keyword", builtin=builtin.name, name=name),
                                  **_did_you_mean(keyword.name.span, close))
@@ -1019,6 +1018,13 @@ def _dims_first(statements: list[nodes.Stmt]) -> list[nodes.Stmt]:
     """
     return [s for s in statements if is_dim_statement(s)] + \
         [s for s in statements if not is_dim_statement(s)]
+
+
+def _close_matches(word: str, candidates: list[str], n: int = 3, cutoff: float = 0.6) -> list[str]:
+    """``difflib.get_close_matches``, imported only when a name is wrong (not at start-up)."""
+    import difflib
+
+    return difflib.get_close_matches(word, candidates, n=n, cutoff=cutoff)
 
 
 def is_dim_statement(statement: nodes.Stmt) -> bool:

@@ -255,7 +255,19 @@ def _has_section(pyproject: Path) -> bool:
         return False
     if "shapecheck" not in text:  # the fast answer for almost every pyproject.toml
         return False
+    if not _MAYBE_SECTION.search(text) and "\\u" not in text and "\\U" not in text:
+        return False  # "shapecheck" only elsewhere (a dependency, a path): no need to parse
     return _section(_parse(pyproject, text)) is not None
+
+
+# Where a `tool.shapecheck` table could start, however it is spelt: a header
+# (`[tool.shapecheck]`, `[ "tool" . 'shapecheck' ]`, `[[tool.shapecheck.x]]`), a dotted key at
+# the top (`tool.shapecheck.select = ...`), a `[tool]` table or a top-level `tool = {...}`
+# (its keys may then be `shapecheck`). Only quoted keys with escapes (`"\u0074ool"`) can hide
+# one otherwise, and the text is parsed when it has any.
+_MAYBE_SECTION = re.compile(
+    r"""^[ \t]*(?:\[\[?[ \t]*)?["']?tool["']?[ \t]*(?:\.[ \t]*["']?shapecheck|\]|=)""",
+    re.MULTILINE)
 
 
 def load(path: Path, *, root: Path | None = None) -> Settings:

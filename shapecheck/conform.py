@@ -2,7 +2,7 @@
 
 One entry point, :func:`conform`, reads the checked program and drives the user's
 function through several admissible bindings of the spec's free dims
-(:func:`shapecheck.api.admissible_bindings`: every dim a different odd size, every
+(:func:`shapecheck.loader.admissible_bindings`: every dim a different odd size, every
 dim the same size, then random small sizes; constraints and divisibility respected).
 At each binding the inputs and params are generated from the seed, passed to the
 function **by name**, and every output is compared with the spec's own execution:
@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
-from .api import admissible_bindings
+from .loader import admissible_bindings
 from .i18n import Table
 from .program import Program
 
@@ -977,7 +977,7 @@ def command(options: ConformOptions) -> int:
     imported or raises, or a usage error."""
     import click
 
-    from .api import check_path, file_result
+    from .loader import check_path, file_result
 
     names = _pairs(options.names, "--name")
     layouts = {name: _layout(text) for name, text in _pairs(options.layouts, "--layout").items()}

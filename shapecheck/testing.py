@@ -67,7 +67,7 @@ def assert_conforms(spec: SpecSource, function: Callable[..., Any], *,
 
 
 def _diagnostics(error: Any, path: str) -> str:
-    from .api import file_result
+    from .loader import file_result
     from .formats import render
 
     text = render([file_result(error.program, path)], "text", color=False, strict=False)

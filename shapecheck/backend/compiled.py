@@ -290,7 +290,7 @@ def load(spec: SpecSource, dims: Mapping[str, int] | None = None) -> Program:
     A path is a :class:`os.PathLike`, or a one-line ``str`` ending in ``.attn``; any
     other ``str`` is source text. Bad ``dims`` raise :class:`OptionError`.
     """
-    from ..api import check_path, check_text  # the face's job: reading and parsing a spec
+    from ..loader import check_path, check_text  # loading a spec: the stage before this one
 
     bindings = check_bindings(dims)
     if isinstance(spec, Program):
