@@ -333,3 +333,15 @@ def test_a_complex_buffer_survives_the_cast(capsys, tmp_path):
     code, out, err = run(capsys, spec, f"{tmp_path}/rotary_buffer.py:Rotate", "--name", "X=x",
                          "--dtype", "float32", "--cases", "3")
     assert code == 0, out + err
+
+
+def test_the_flash_attention_reference_function_conforms_and_a_wrong_flag_is_caught(capsys):
+    flags = ["--name", "Q=q", "--name", "K=k", "--name", "V=v", *(
+        f"--layout={name}=0,2,1,3" for name in "QKVO"), "--output", "O=0", "--output", "P=1",
+        "--dtype", "float32"]
+    target = f"{MODULES}/flash_attn_ref.py:attention_ref"
+    code, out, err = run(capsys, DATA / "flash_attn_ref.attn", target, *flags,
+                         "--arg", "causal=True", "--cases", "3")
+    assert code == 0, out + err
+    code, out, _ = run(capsys, DATA / "flash_attn_ref.attn", target, *flags)  # causal=False
+    assert code == 1 and "at B=1, N=2, G=1, R=1, d=1, H=1 (the smallest failing" in out
