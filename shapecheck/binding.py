@@ -462,10 +462,11 @@ def check_mask(name: str, convention: str) -> None:
                                    choices=", ".join(MASK_CONVENTIONS)))
 
 
-def convert_mask(keep: Any, convention: str, dtype: Any) -> Any:
+def convert_mask(keep: Any, convention: str, dtype: Any, table: bool = False) -> Any:
     """A spec's bool mask (true: attend) in the module's convention, lifted to 4-D:
-    [N] -> [1, 1, 1, N]; [B, N] (a key-padding mask) -> [B, 1, 1, N]; [B, Nq, Nk] ->
-    [B, 1, Nq, Nk]; rank 4 and above as is. ``additive``: 0 and -inf in ``dtype``;
+    [N] -> [1, 1, 1, N]; [B, N] (a key-padding mask) -> [B, 1, 1, N], but a square table
+    ``table`` ([N, N]: queries by keys) -> [1, 1, N, N]; [B, Nq, Nk] -> [B, 1, Nq, Nk];
+    rank 4 and above as is. ``additive``: 0 and -inf in ``dtype``;
     ``additive-min``: 0 and the dtype's minimum (Hugging Face); ``keep``: the bool as is;
     ``drop``: its negation (true: masked, as ``nn.MultiheadAttention`` reads it)."""
     import torch
@@ -474,7 +475,7 @@ def convert_mask(keep: Any, convention: str, dtype: Any) -> Any:
     if keep.dim() == 1:
         keep = keep[None, None, None, :]
     elif keep.dim() == 2:
-        keep = keep[:, None, None, :]
+        keep = keep[None, None] if table else keep[:, None, None, :]
     elif keep.dim() == 3:
         keep = keep[:, None, :, :]
     if convention == "keep":

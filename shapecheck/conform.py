@@ -324,6 +324,7 @@ class _Driver:
         self.names = _check_names(program, names)
         self.layouts = _check_layouts(program, layouts)
         self.wiring = _check_wiring(program, wiring, framework)
+        self.tables = {n for n in self.wiring.masks if _square(program.tensors[n].value)}
         self.kind = _target_kind(function, self.declared, list(program.dims.dims), self.names,
                                  self.wiring)
         self.routing: _Routing | None = None
@@ -495,7 +496,7 @@ class _Driver:
             value = self.torch.to_torch(array, self.device) if self.torch else array
             if name in self.wiring.masks:
                 value = convert_mask(value, self.wiring.masks[name],
-                                     self.torch.DTYPES[self.dtype])
+                                     self.torch.DTYPES[self.dtype], name in self.tables)
             values[name] = value
         arguments = {argument: values[name] for argument, name in self.routing.passed.items()}
         for dim, parameter in self.routing.dims.items():
@@ -668,6 +669,14 @@ def _instance_dims(program: Program, module: Any, params: Mapping[str, str]) -> 
         texts = [shape_text((axis,), False).strip("[]") for axis in tensor.value.shape]
         axes[name] = [text if text in dims else None for text in texts]
     return {d: v for d, v in instance_sizes(module, axes, params).items() if d in dims}
+
+
+def _square(value: Any) -> bool:
+    """A 2-D shape whose two axes are the same dim (``[N, N]``): a table of queries by keys."""
+    from .symbolic import shape_text
+
+    shape = value.shape
+    return shape is not None and len(shape) == 2 and shape_text(shape[:1]) == shape_text(shape[1:])
 
 
 def _structural(name: str, text: str) -> Mismatch:

@@ -345,3 +345,21 @@ def test_the_flash_attention_reference_function_conforms_and_a_wrong_flag_is_cau
     assert code == 0, out + err
     code, out, _ = run(capsys, DATA / "flash_attn_ref.attn", target, *flags)  # causal=False
     assert code == 1 and "at B=1, N=2, G=1, R=1, d=1, H=1 (the smallest failing" in out
+
+
+def test_a_square_mask_table_is_lifted_as_queries_by_keys(capsys, tmp_path):
+    (tmp_path / "masked.py").write_text(
+        "import torch\n\n"
+        "def attention(q, k, v, mask):\n"
+        "    assert mask.shape == (1, 1, q.shape[-2], k.shape[-2]), mask.shape\n"
+        "    scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5 + mask\n"
+        "    return torch.softmax(scores, -1) @ v\n", encoding="utf-8")
+    spec = tmp_path / "masked.attn"
+    spec.write_text("dim B, H, N, d\ninput Q: [B, H, N, d]\ninput K: [B, H, N, d]\n"
+                    "input V: [B, H, N, d]\ninput keep: bool[N, N]\n"
+                    "output O = softmax(where(keep, Q @ K.T / sqrt(d), -inf)) @ V\n",
+                    encoding="utf-8")
+    code, out, err = run(capsys, spec, f"{tmp_path}/masked.py:attention", "--name", "Q=q",
+                         "--name", "K=k", "--name", "V=v", "--name", "keep=mask",
+                         "--mask", "keep=additive", "--cases", "3")
+    assert code == 0, out + err
