@@ -22,6 +22,11 @@ time, to the smallest binding that still fails.
   imports torch (or an ``nn.Module``) gets ``torch`` tensors on ``device``, any other
   NumPy arrays. ``framework="numpy"|"torch"`` overrides. torch is imported only then.
 
+- **Real modules.** The target may be an ``nn.Module`` class, a factory or an instance:
+  built at each binding (``init``, dims by name, ``dtype``), its state bound to the spec's
+  params once by :mod:`shapecheck.binding` and written in place, called with ``args``,
+  ``masks`` in its convention, and read back by ``outputs`` (docs/conform.md, "Real modules").
+
 NumPy work (generating inputs, the spec's execution, comparing) happens in
 :mod:`shapecheck.backend.reference`, the backend being the only NumPy importer.
 """

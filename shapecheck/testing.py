@@ -9,6 +9,13 @@
         assert_conforms("specs/multi_head.attn", attention_torch,
                         names={"H": "num_heads"}, layouts={"W_Q": "transpose"})
 
+    def test_bert_matches_the_spec():                   # a real module: its factory, one call
+        def bert(D, H):
+            return BertSelfAttention(BertConfig(hidden_size=D, num_attention_heads=H))
+        assert_conforms("specs/bert.attn", bert, names={"X": "hidden_states",
+                        "keep": "attention_mask"}, masks={"keep": "additive-min"},
+                        outputs={"O": 0, "P": 1})
+
 The function is called at several admissible bindings of the spec's free dims, with
 inputs and params generated from the seed and passed by name; every output is compared
 with the spec's own execution (:func:`shapecheck.conform.conform` says how, and what the
