@@ -50,6 +50,7 @@ MESSAGES: Table = Table("binding", "MESSAGES", {
     "how_transposed_plain": "{name} -> {key}.T",
     "how_packed": "{name} -> {key}[{slice}]{transpose} (packed: {members})",
     "how_by_shape": " (by shape)",
+    "unbound": "(kept as the module built them, no spec param: {keys})",
     "how_by_hand": " (--param)",
     "kind_param": "param",
     "kind_input": "input",
@@ -193,6 +194,7 @@ class Plan:
     """The matching, decided once: written into the module at every binding."""
 
     matches: tuple[Match, ...]
+    unbound: tuple[str, ...] = ()  # the module's parameters no spec name is written into
 
     def write(self, module: Any, values: Mapping[str, Any], bindings: str) -> None:
         import torch
@@ -210,7 +212,10 @@ class Plan:
                 target.copy_(source.to(dtype=target.dtype, device=target.device))
 
     def lines(self) -> list[str]:
-        return [match.how for match in self.matches]
+        lines = [match.how for match in self.matches]
+        if self.unbound:
+            lines.append(message("unbound", keys=", ".join(self.unbound)))
+        return lines
 
 
 def decide(module: Any, values: Mapping[str, Any], kinds: Mapping[str, str],
@@ -232,7 +237,9 @@ def decide(module: Any, values: Mapping[str, Any], kinds: Mapping[str, str],
         matches.append(match)
         taken.add(match.key)
     order = {name: index for index, name in enumerate(values)}
-    return Plan(tuple(sorted(matches, key=lambda m: order.get(m.name, 0))))
+    bound = {m.key for m in matches}
+    unbound = tuple(key for key, _ in module.named_parameters() if key not in bound)
+    return Plan(tuple(sorted(matches, key=lambda m: order.get(m.name, 0))), unbound)
 
 
 def _shape(value: Any) -> tuple[int, ...]:

@@ -112,11 +112,20 @@ def test_kwargs_never_swallow_the_spec_params(capsys):
     assert "parameter `hidden_states` has no value" in err and "--name X=hidden_states" in err
 
 
-def test_only_the_named_outputs_are_compared_and_the_others_listed(capsys):
+def test_only_the_named_outputs_are_compared_and_the_others_listed(capsys, tmp_path):
     code, out, err = run(capsys, REAL / "gpt2_attention.attn", f"{HF}:gpt2",
                          "--name", "X=hidden_states", "--output", "Y=0", "--cases", "1")
     assert code == 0, out + err
     assert "not compared: returned entry 1, the spec's output `P`" in out
+    text = (REAL / "gpt2_attention.attn").read_text(encoding="utf-8")
+    for bias in ("b_Q", "b_K", "b_V", "b_O"):
+        text = text.replace(f" + {bias}", "").replace(f"param {bias}:", f"# {bias}:")
+    no_biases = tmp_path / "no_biases.attn"
+    no_biases.write_text(text, encoding="utf-8")
+    code, out, err = run(capsys, no_biases, f"{MODULES}/nanogpt.py:factory", "--name", "X=x",
+                         "--output", "Y=0", "--cases", "1")
+    assert code == 1  # the spec has no biases: the module keeps its own, and the report says so
+    assert "(kept as the module built them, no spec param: c_attn.bias, c_proj.bias)" in out
 
 
 

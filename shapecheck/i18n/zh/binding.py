@@ -19,6 +19,7 @@ MESSAGES = {
     "how_transposed_plain": "{name} -> {key}.T",
     "how_packed": "{name} -> {key}[{slice}]{transpose} (打包: {members})",
     "how_by_shape": " (按形状)",
+    "unbound": "(保持模块构造时的值, 没有对应的 spec param: {keys})",
     "how_by_hand": " (--param)",
     "kind_param": "param",
     "kind_input": "input",
