@@ -150,6 +150,10 @@ CORPUS = [
     # .float() makes of a float64 tensor: float64 inputs at float32's tolerance
     ("deepseek_mla", DATA / "deepseek_mla.attn", "factory",
      ["--name", "X=x", "--rtol", "1e-4", "--atol", "1e-5"]),
+    # a float32 rotary table (inv_freq) inside: compared in float32
+    ("palm", DATA / "palm.attn", "ParallelTransformerBlock",
+     ["--init", "dim=D", "--init", "dim_head=d", "--init", "heads=H", "--init", "ff_mult=M",
+      "--name", "X=x", "--dtype", "float32"]),
     ("gemma", DATA / "gemma.attn", "factory", ["--name", "X=hidden_states", "--dtype", "float32"]),
     ("t5", DATA / "t5.attn", "factory", ["--name", "X=hidden_states", "--name",
                                          "Bias=position_bias", "--output", "Y=0",
