@@ -154,6 +154,10 @@ CORPUS = [
     ("palm", DATA / "palm.attn", "ParallelTransformerBlock",
      ["--init", "dim=D", "--init", "dim_head=d", "--init", "heads=H", "--init", "ff_mult=M",
       "--name", "X=x", "--dtype", "float32"]),
+    # the random projection is a buffer: the spec's input Omega is written into it
+    ("performer", DATA / "performer.attn", "FastAttention",
+     ["--init", "dim_heads=d", "--init", "nb_features=M", "--name", "Q=q", "--name", "K=k",
+      "--name", "V=v", "--param", "Omega=projection_matrix"]),
     ("gemma", DATA / "gemma.attn", "factory", ["--name", "X=hidden_states", "--dtype", "float32"]),
     ("t5", DATA / "t5.attn", "factory", ["--name", "X=hidden_states", "--name",
                                          "Bias=position_bias", "--output", "Y=0",
