@@ -380,3 +380,28 @@ def test_a_square_mask_table_is_lifted_as_queries_by_keys(capsys, tmp_path):
                          "--name", "K=k", "--name", "V=v", "--name", "keep=mask",
                          "--mask", "keep=additive", "--cases", "3")
     assert code == 0, out + err
+
+
+PLANTED = [
+    ("nanogpt", "is_causal=True", "is_causal=False"),
+    ("gemma", "q.mul_(self.scaling)", "q.mul_(self.head_dim ** -0.5 * 1.01)"),
+    ("whisper", "self.q_proj(hidden_states) * self.scaling", "self.q_proj(hidden_states)"),
+    ("vit", "key_layer.transpose(-1, -2)", "key_layer.transpose(-1, -2).flip(-1)"),
+    ("t5", "scores += position_bias_masked", "scores += position_bias_masked.transpose(-1, -2)"),
+    ("palm", "torch.cat((-x2, x1), dim=-1)", "torch.cat((x2, -x1), dim=-1)"),
+    ("performer", "dim=(-1, -2), keepdim=True).detach()) + eps)",
+     "dim=-1, keepdim=True).detach()) + eps)"),
+    ("deepseek_mla", "self.kv_norm(kv)", "kv"),
+]
+
+
+@pytest.mark.parametrize(("name", "old", "new"), PLANTED, ids=[p[0] for p in PLANTED])
+def test_a_planted_bug_is_caught(capsys, tmp_path, name, old, new):
+    _, spec, target, flags = next(c for c in CORPUS if c[0] == name)
+    source = (MODULES / f"{name}.py").read_text(encoding="utf-8")
+    assert source.count(old) == 1
+    (tmp_path / f"{name}_planted.py").write_text(source.replace(old, new), encoding="utf-8")
+    code, out, err = run(capsys, spec, f"{tmp_path}/{name}_planted.py:{target}", *flags,
+                         "--cases", "3")
+    assert code == 1, out + err
+    assert "does not match the spec at" in out
