@@ -716,6 +716,62 @@ BAD_SUPPRESSION = _code(
     fix="Write the codes as `# noqa: SC402, SC401`, or a bare `# noqa`.",
 )
 
+# --- Python targets (shapecheck/torchfront/) ---------------------------------------
+
+UNTRACEABLE = _code(
+    "SC601", "untraceable", E, "the module cannot be traced",
+    "torch.export cannot trace `{target}`: {reason}",
+    what="`verify` and `extract` trace a PyTorch module with `torch.export` (symbolic batch "
+    "and sequence sizes) and check the graph it records. Code whose control flow depends on "
+    "the data (`if x.sum() > 0:`), or on a size torch must keep symbolic, cannot be traced; "
+    "the diagnostic gives torch's reason at the line that stopped it.",
+    why="Nothing is checked in a module that was not traced: it is reported, never passed.",
+    example="# (Python) def forward(self, x):\n#     if x.sum() > 0:   # error[SC601]\n"
+    "#         return x",
+    fix="Write the branch with tensor operations (`torch.where`), or move it out of `forward`.",
+)
+UNKNOWN_OPERATOR = _code(
+    "SC602", "unknown-operator", W, "an operator the lowering does not know",
+    "`{operator}` is not lowered to the spec language; its result `{name}` is checked as an "
+    "input of its traced shape",
+    what="Each ATen operator of the traced graph is written as `.attn`; an operator without a "
+    "lowering becomes an `input` of the shape torch recorded, so everything after it is still "
+    "checked, but nothing about how it was computed.",
+    why="A check that silently skipped part of the module would pass code it never read.",
+    example="# (Python) y = torch.special.bessel_j0(x)   # warning[SC602]",
+    fix="Write the step with operators shapecheck knows (docs/torch.md lists them), or accept "
+    "the warning (`--ignore SC602`).",
+)
+TARGET_FAILED = _code(
+    "SC603", "target-failed", E, "a Python target cannot be loaded or built",
+    "cannot check `{target}`: {reason}",
+    what="A Python target (`model.py:Class`, `model.py:make`) is imported and built before it "
+    "is traced; an import that fails, a constructor that raises or a factory that does not "
+    "return `(module, inputs)` is this diagnostic (a failure of the run: exit 2).",
+    why="The other files are still checked and reported.",
+    example="# shapecheck verify model.py:Missing\n# error[SC603]: cannot check "
+    "`model.py:Missing`: ...",
+    fix="Name a module class, a factory taking its dims, or a factory without parameters "
+    "that returns (module, inputs).",
+)
+
+#: help in PyTorch terms for a diagnostic found in a traced module (the fix is a source change)
+TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
+    "SC402": "normalise over the keys: `softmax(scores, dim=-1)`, and read the values with "
+    "`weights @ v` (no `.transpose(-2, -1)` on the weights)",
+    "SC404": "scale by the head width: `/ math.sqrt(head_dim)` (`k.size(-1)`), not the model "
+    "width",
+    "SC406": "mask the scores before the softmax: `scores.masked_fill(mask == 0, "
+    "float('-inf'))`, then `softmax`",
+    "SC407": "use the mask as `torch.tril` builds it, rows for the queries: no "
+    "`.transpose(-2, -1)` on the mask",
+    "SC408": "fill where the mask is 0: `masked_fill(mask == 0, float('-inf'))`",
+    "SC410": "fill the masked scores with `float('-inf')`",
+    "SC411": "move the heads back first: `y.transpose(1, 2).contiguous().view(B, T, C)`",
+    "spec": "in the traced spec: {help}",
+    "traced_as": "traced as `{statement}`",
+})
+
 # --- notes and help ---------------------------------------------------------------
 
 NOTES: Table = Table("codes", "NOTES", {

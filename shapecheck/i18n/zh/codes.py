@@ -5,6 +5,36 @@ from __future__ import annotations
 # 每个代码: summary (一句话), message (诊断信息, 字段与英文相同), what / why / fix (explain),
 # example (与英文相同的 spec, 只有 `#` 注释行是中文).
 CODES: dict[str, dict[str, str]] = {
+    "SC601": dict(
+        summary="无法追踪该模块",
+        message="torch.export 无法追踪 `{target}`: {reason}",
+        what="`verify` 和 `extract` 用 `torch.export` (批大小和序列长度为符号) 追踪 PyTorch 模块, "
+        "并检查它记录下的计算图. 控制流依赖数据 (`if x.sum() > 0:`) 或依赖必须保持符号的尺寸的代码"
+        "无法追踪; 诊断在中断追踪的那一行给出 torch 的原因.",
+        why="没有追踪成功的模块什么也没有被检查: 这会被报告, 绝不会被当作通过.",
+        example="# (Python) def forward(self, x):\n#     if x.sum() > 0:   # error[SC601]\n"
+        "#         return x",
+        fix="用张量运算 (`torch.where`) 写出这个分支, 或把它移出 `forward`.",
+    ),
+    "SC602": dict(
+        summary="降级过程不认识的算子",
+        message="`{operator}` 没有降级为 spec 语言; 它的结果 `{name}` 按追踪到的形状作为 input 检查",
+        what="追踪图中的每个 ATen 算子都会写成 `.attn`; 没有降级规则的算子变成一个形状为 torch "
+        "记录的形状的 `input`, 之后的一切照样检查, 但它本身如何计算不被检查.",
+        why="悄悄跳过模块一部分的检查会让从未读过的代码通过.",
+        example="# (Python) y = torch.special.bessel_j0(x)   # warning[SC602]",
+        fix="用 shapecheck 认识的算子写这一步 (docs/torch.md 列出了它们), 或接受这个警告 "
+        "(`--ignore SC602`).",
+    ),
+    "SC603": dict(
+        summary="无法加载或构造 Python 目标",
+        message="无法检查 `{target}`: {reason}",
+        what="Python 目标 (`model.py:Class`, `model.py:make`) 在追踪前先被导入和构造; 导入失败、"
+        "构造函数抛出异常, 或工厂函数没有返回 `(module, inputs)`, 都是这个诊断 (运行失败: 退出码 2).",
+        why="其余文件照样检查和报告.",
+        example="# shapecheck verify model.py:Missing\n# error[SC603]: 无法检查 `model.py:Missing`: ...",
+        fix="给出一个模块类、一个接受其维度的工厂函数, 或一个无参数并返回 (module, inputs) 的工厂函数.",
+    ),
     "SC001": dict(
         summary="语句无法解析",
         message="{detail}",
@@ -555,6 +585,19 @@ CODES: dict[str, dict[str, str]] = {
         "# warning[SC503]: `SC999` 不是 shapecheck 的代码",
         fix="把代码写成 `# noqa: SC402, SC401`, 或者只写 `# noqa`。",
     ),
+}
+
+TORCH_HELPS = {
+    "SC402": "在键上归一化: `softmax(scores, dim=-1)`, 再用 `weights @ v` 读取值 (不要对权重做 "
+    "`.transpose(-2, -1)`)",
+    "SC404": "按头宽缩放: `/ math.sqrt(head_dim)` (`k.size(-1)`), 而不是模型宽度",
+    "SC406": "在 softmax 之前屏蔽分数: `scores.masked_fill(mask == 0, float('-inf'))`, 再做 `softmax`",
+    "SC407": "按 `torch.tril` 构造的方式使用掩码, 行对应查询: 不要对掩码做 `.transpose(-2, -1)`",
+    "SC408": "在掩码为 0 的位置填充: `masked_fill(mask == 0, float('-inf'))`",
+    "SC410": "用 `float('-inf')` 填充被屏蔽的分数",
+    "SC411": "先把头移回去: `y.transpose(1, 2).contiguous().view(B, T, C)`",
+    "spec": "在追踪得到的 spec 中: {help}",
+    "traced_as": "追踪为 `{statement}`",
 }
 
 NOTES = {
