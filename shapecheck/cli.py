@@ -434,7 +434,7 @@ def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive:
 @cli.command(name="conform")
 @lang_option
 @click.argument("path", type=click.Path())
-@click.argument("target", metavar="MODULE:FUNCTION")
+@click.argument("target", metavar="MODULE:TARGET")
 @dim_option
 @click.option("--name", "names", multiple=True, metavar="SPEC=PARAM",
               help="Pass the spec's input, param or dim SPEC as the function's parameter PARAM "
@@ -458,15 +458,33 @@ def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive:
               help="Report the first failing binding as found, without shrinking it.")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto",
               show_default=True, help="Colour in diagnostics.")
+@click.option("--init", "init", multiple=True, metavar="KW=EXPR",
+              help="Build the module class or factory with KW=EXPR (dims and literals: "
+              "n_embd=H*hs, bias=True). Repeatable.")
+@click.option("--arg", "args", multiple=True, metavar="KW=EXPR",
+              help="Pass forward's KW as EXPR: spec names, dims, literals, tuples "
+              "(position_embeddings=(cos,sin), attention_mask=None). Repeatable.")
+@click.option("--mask", "masks", multiple=True, metavar="SPEC=additive|additive-min|keep|drop",
+              help="Pass the spec's bool mask SPEC in the module's convention (lifted to 4-D). "
+              "Repeatable.")
+@click.option("--param", "params", multiple=True, metavar="SPEC=KEY",
+              help="The spec's param (or input) SPEC is the module's tensor KEY (KEY.T: its "
+              "transpose), instead of the matching by name and shape. Repeatable.")
+@click.option("--output", "outputs", multiple=True, metavar="SPEC=INDEX|KEY",
+              help="Compare the spec's output SPEC with the returned entry INDEX or KEY only. "
+              "Repeatable.")
 def conform_command(path: str, target: str, dims: tuple[str, ...], names: tuple[str, ...],
                     layouts: tuple[str, ...], dtype: str, cases: int, seed: int,
                     rtol: float | None, atol: float | None, framework: str, device: str,
-                    no_shrink: bool, color: str) -> None:
-    """Check that a function (NumPy or PyTorch) computes what a spec says."""
+                    no_shrink: bool, color: str, init: tuple[str, ...], args: tuple[str, ...],
+                    masks: tuple[str, ...], params: tuple[str, ...],
+                    outputs: tuple[str, ...]) -> None:
+    """Check that a function or a PyTorch module computes what a spec says."""
     from .conform import ConformOptions, command
 
     options = ConformOptions(path, target, parse_bindings(dims), names, layouts, dtype, cases,
-                             seed, rtol, atol, framework, device, not no_shrink, use_color(color))
+                             seed, rtol, atol, framework, device, not no_shrink, use_color(color),
+                             init=init, args=args, masks=masks, params=params, outputs=outputs)
     sys.exit(command(options))
 
 
