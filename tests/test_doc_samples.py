@@ -47,6 +47,7 @@ NOT_RUN: set[tuple[str, str]] = {
     ("README.md", "python -m pip install -e '.[test]' && python -m pytest"),
     ("docs/conform.md", "shapecheck conform examples/multi_head.attn "
      "examples/implementations/attention_numpy.py:attention"),
+    ("docs/torch.md", "shapecheck extract model.py:CausalSelfAttention -o attention.attn"),
     ("docs/conform.md", "shapecheck conform examples/multi_head.attn layers.py:mha "
      "--name X=x --name W_Q=q_proj --name W_K=k_proj --name W_V=v_proj --name W_O=o_proj "
      "--name H=num_heads --layout W_Q=transpose --layout W_K=transpose "
