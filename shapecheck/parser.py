@@ -148,6 +148,17 @@ class ToNodes(Transformer):  # type: ignore[type-arg]
         name, annotation, value = c
         return nodes.Define(_ident(name), annotation, value, token_span(name).to(value.span))
 
+    def unpack(self, c: list[Any]) -> nodes.Unpack:
+        *targets, value = c
+        idents = tuple(_ident(t) for t in targets)
+        return nodes.Unpack(idents, value, idents[0].span.to(value.span))
+
+    def update(self, c: list[Any]) -> nodes.Write:
+        name, open_, *indices, close, value = c
+        items = tuple(_new_axis(i) for i in indices)
+        bracket = token_span(open_).to(token_span(close))
+        return nodes.Write(_ident(name), items, value, token_span(name).to(value.span), bracket)
+
     def assert_stmt(self, c: list[Any]) -> nodes.Assert:
         keyword, name, shape = c
         return nodes.Assert(_ident(name), shape, token_span(keyword).to(shape.span))
@@ -251,6 +262,22 @@ class ToNodes(Transformer):  # type: ignore[type-arg]
         name, value = c
         ident = _ident(name)
         return nodes.Keyword(ident, value, ident.span.to(value.span), value.depth)
+
+    def method(self, c: list[Any]) -> nodes.Method:
+        receiver, _dot, name, _open, *rest = c
+        close = rest[-1]
+        inner = [x for x in rest[:-1] if x is not None]
+        _positional_after_keyword(inner)
+        args = tuple(x for x in inner if not isinstance(x, nodes.Keyword))
+        keywords = tuple(x for x in inner if isinstance(x, nodes.Keyword))
+        span = receiver.span.to(token_span(close))
+        depth = _checked_depth(_depth(receiver, *inner), span)
+        return nodes.Method(receiver, _ident(name), args, keywords, span, depth)
+
+    def attribute(self, c: list[Any]) -> nodes.Attribute:
+        receiver, _dot, name = c
+        span = receiver.span.to(token_span(name))
+        return nodes.Attribute(receiver, _ident(name), span, _checked_depth(_depth(receiver), span))
 
     def call(self, c: list[Any]) -> nodes.Call:
         func, *rest = c

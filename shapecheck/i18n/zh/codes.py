@@ -524,6 +524,27 @@ CODES: dict[str, dict[str, str]] = {
         example="dim N, d, H\ninput O: [H, N, d]\nY = reshape(O, [N, H * d])\n# warning[SC411]",
         fix="先移动轴 (`transpose(O, [1, 0, 2])`), 或使用会移动轴的 `merge_heads` / `split_heads`。",
     ),
+    "SC340": dict(
+        summary="张量无法拆成所要求的几部分",
+        message="无法把 {shape} 的轴 {axis} 拆成 {parts}: {reason}",
+        what="`q, k, v = split(x, 3, axis=-1)` (NumPy: 3 个等分), `x.split(C, dim=2)` "
+        "(PyTorch: 每部分大小为 C), `x.chunk(3)` 和 `x.unbind(0)` 给左边每个名字一部分; "
+        "该轴必须可证明能等分成那么多份 (给定大小时, 必须等于名字个数乘以该大小)。",
+        why="轴不能均分时, NumPy 和 PyTorch 会报错, 或者 PyTorch 返回的部分比左边的名字少或大小不等。",
+        example="dim N, C\ninput x: [N, C]\nq, k, v = split(x, 3, axis=-1)\n# error[SC340]: "
+        "无法把 [N, C] 的轴 C 拆成 3 个等分",
+        fix="把该轴声明成倍数 (`[N, 3 * C]`), 或者加上 help 给出的约束。",
+    ),
+    "SC341": dict(
+        summary="写入切片的值形状不对",
+        message="无法把形状为 {shape} 的 `{value}` 写入形状为 {slice} 的 `{target}`: {reason}",
+        what="`cache[:, P:P + S] = xk` 生成 `cache` 的一个新版本, 其中该切片换成 `xk`。"
+        "切片的边界按下标的规则检查; 值的形状必须等于切片的形状, 或者能广播成它 (和 NumPy 一样)。",
+        why="NumPy 会报 `could not broadcast input array from shape ...`; PyTorch 会报 `shape mismatch`。",
+        example="dim B, T, S, d\ninput cache: [B, T, d]\ninput xk: [B, S, d]\n"
+        "cache[:, 0:S + 1] = xk\n# error[SC341]: ... S + 1 和 S 不同",
+        fix="写入与切片形状相同的值, 或者选出这个值所填的切片。",
+    ),
     "SC501": dict(
         summary="`noqa` 注释没有屏蔽任何东西",
         message="`{directive}` {where}没有屏蔽任何东西",
@@ -558,6 +579,8 @@ CODES: dict[str, dict[str, str]] = {
 }
 
 NOTES = {
+    "shadows_builtin": "从这里起 `{name}` 是一个张量, 不是内置函数 (它在这里定义)",
+    "version": "`{name}` 在这里被写入; 这是它的新版本",
     "declared": "`{name}` 在这里声明为 {shape}",
     "operand": "`{text}` 的形状是 {shape}",
     "defined": "`{name}` 在这里定义为 {shape}",
@@ -580,6 +603,7 @@ NOTES = {
 }
 
 HELPS = {
+    "spelling_instead": "请写成 `{spelling}`",
     "transpose": "你是不是想写 `{fix}`?",
     "redeclare": "如果 `{name}` 声明的形状错了: `{kind} {name}: {shape}`",
     "or": "或者: {text}",
@@ -654,6 +678,15 @@ DIVISIBILITY = {
 }
 
 DETAILS = {
+    "parts_of_size": "{count} 个大小为 {size} 的部分",
+    "write_rank": "值有 {rank} 个轴, 切片有 {slice_rank} 个",
+    "write_sizes": "切片的 {slice} 和值的 {value} {relation}",
+    "cannot_unpack": "无法把它拆给 {count} 个名字: 元组赋值只接受 `split`, `chunk`, `unbind`, "
+    "`max(dim)` 或者同样多个值组成的元组",
+    "indices_unsupported": "`max(dim)` 的下标是整数, 这份规格无法保存: 请把它命名为 `_`",
+    "equal_parts": "{count} 个等分",
+    "tensor_not_callable": "`{name}` 是一个张量, 不能调用",
+    "dim_has_no_methods": "`{name}` 是一个维度, 没有方法",
     "noun_tensor": "张量",
     "noun_dim": "维度",
     "side_left": "左",
