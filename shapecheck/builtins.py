@@ -404,7 +404,9 @@ def _section(ctx: Ctx, a: dict[str, Any]) -> Value | None:
                        counterexample=counterexample(decision), axis=to_text(length),
                        shape=x.text(), parts=codes.detail("parts_of_size", count=to_text(sections),
                                                           size=to_text(size)),
-                       reason=relation(decision))
+                       reason=codes.detail("sizes_relation", left=to_text(length),
+                                           right=to_text(sections * size),
+                                           relation=relation(decision)))
             return None
         part = size
     else:

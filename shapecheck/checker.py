@@ -632,6 +632,7 @@ class Checker:
 
     def _fresh_name(self, name: str) -> str:
         """`Q2` for a second `Q` (or `Q3`, ...): a name no statement defines."""
+        name = shown(name)
         index = 2
         while f"{name}{index}" in self._first:
             index += 1
@@ -707,7 +708,7 @@ class Checker:
             return UNKNOWN
         result = subscript_shape(self._ctx(node, params), operand, entries)
         if result is None:
-            return UNKNOWN
+            return operand  # the new version has the old one's shape all the same
         part, plan = result
         assert part.shape is not None and written.shape is not None
         problem = _write_problem(self.dims, part.shape, written.shape)
@@ -719,7 +720,7 @@ class Checker:
                 node.value.span, value=self.text(node.value), shape=written.text(),
                 target=target, slice=part.text(), reason=problem,
                 notes=self.operand_notes(node.value)))
-            return UNKNOWN
+            return operand
         if written.is_bool and not operand.is_bool:
             self._warn_bool(node.value, "`=`")
         self.program.subscripts[id(node)] = plan

@@ -186,11 +186,13 @@ UNDEFINED = _code(
 REDEFINED = _code(
     "SC102", "redefined-name", E, "a name is defined twice",
     "`{name}` is already defined",
-    what="Each name is defined once: as a dim or as a tensor, never both and never twice.",
-    why="A spec describes one computation; rebinding a name would make the shape of "
-    "every later use ambiguous to the reader.",
-    example="dim N, d\ninput Q: [N, d]\nQ = Q * 2\n# error[SC102]: `Q` is already defined",
-    fix="Give the new value its own name (`Q2 = Q * 2`).",
+    what="A dim is defined once, a name is never both a dim and a tensor, and an `input` or "
+    "`param` is declared once. A tensor may be rebound as in Python (`att = "
+    "att.masked_fill(...)`): that is its new version.",
+    why="A dim is a fact of the whole spec, true at every statement; an input declared twice "
+    "leaves open which one the run supplies.",
+    example="dim N, d\ninput X: [N, d]\ninput X: [N, N]\n# error[SC102]: `X` is already defined",
+    fix="Give the new value its own name (`X2`).",
 )
 WRONG_KIND = _code(
     "SC103", "wrong-kind", E, "a dim is used as a tensor or a tensor as a dim",
@@ -205,10 +207,12 @@ WRONG_KIND = _code(
 RESERVED = _code(
     "SC104", "reserved-name", E, "a reserved word or builtin is used as a name",
     "`{name}` is a {what_kind} and cannot be used as a name",
-    what="Reserved words (`dim`, `input`, `row`, ...) and builtin function names "
-    "(`softmax`, `exp`, ...) cannot name a dim or a tensor.",
-    why="Shadowing a builtin would make later calls ambiguous.",
-    example="dim N\ninput exp: [N]\n# error[SC104]: `exp` is a builtin function and cannot be used as a name",
+    what="Reserved words (`bool`, `inf`, `row`, ...) cannot be names, and builtin function "
+    "names (`softmax`, `exp`, ...) cannot name a dim. A tensor may take a builtin's name "
+    "(`cos`, `sin`): it shadows the builtin from there on, as in Python; a statement keyword "
+    "(`output`, `input`, ...) where it cannot start its statement is a name.",
+    why="A dim's name stands in every shape; one that reads as a builtin misleads.",
+    example="dim exp\n# error[SC104]: `exp` is a builtin function and cannot be used as a name",
     fix="Choose another name.",
 )
 NOT_CALLABLE = _code(
@@ -556,7 +560,7 @@ SLICE_WRITE = _code(
     why="NumPy raises `could not broadcast input array from shape ...`; PyTorch a "
     "`shape mismatch` error.",
     example="dim B, T, S, d\ninput cache: [B, T, d]\ninput xk: [B, S, d]\n"
-    "cache[:, 0:S + 1] = xk\n# error[SC341]: ... S + 1 and S differ",
+    "cache[:, 0:S + 1] = xk\n# error[SC341]: ... S and S + 1 differ",
     fix="Write a value of the slice's shape, or select the slice the value fills.",
 )
 
@@ -899,6 +903,7 @@ def divisibility(definite: bool, numerator: str, denominator: str,
 # message fields (`detail=`, `reason=`, `operation=`, `what_found=`, ...). A key
 # names what happened; its fields are the values, formatted by the caller.
 DETAILS: Table = Table("codes", "DETAILS", {
+    "sizes_relation": "{left} and {right} {relation}",
     "parts_of_size": "{count} parts of size {size}",
     "write_rank": "the value has {rank} axes, the slice {slice_rank}",
     "write_sizes": "the slice's {slice} and the value's {value} {relation}",
@@ -907,8 +912,6 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "indices_unsupported": "the indices of `max(dim)` are integers, which this spec cannot "
     "hold: name them `_`",
     "equal_parts": "{count} equal parts",
-    "tensor_not_callable": "`{name}` is a tensor and cannot be called",
-    "dim_has_no_methods": "`{name}` is a dim and has no methods",
     # SC103: what a name is
     "noun_tensor": "tensor",
     "noun_dim": "dim",

@@ -127,8 +127,15 @@ class DiagnosticSink:
     limit: int = MAX_DIAGNOSTICS
     items: list[Diagnostic] = field(default_factory=list)
     dropped: int = 0
+    # One statement written as several (`q, k, v = split(...)`: one part each) reports
+    # the same problem once.
+    seen: set[tuple[str, Span, str]] = field(default_factory=set)
 
     def add(self, diagnostic: Diagnostic) -> None:
+        key = (diagnostic.code, diagnostic.span, diagnostic.message)
+        if key in self.seen:
+            return
+        self.seen.add(key)
         if len(self.items) >= self.limit:
             self.dropped += 1
             return

@@ -144,19 +144,23 @@ INFINITIES = frozenset({"math.inf", "np.inf", "torch.inf"})
 # Spellings the language does not take, each with the one it does (SC105's help).
 UNSUPPORTED: dict[str, str] = {
     "masked_fill_": "x = x.masked_fill(mask, value)",
-    "expand": "broadcasting: `x * ones([...])`, or `repeat(x, k, axis=a)`",
-    "squeeze": "x[:, 0] (an index drops the axis)",
+    "expand": "x * ones([...])",
+    "squeeze": "x[:, 0]",
     "F.scaled_dot_product_attention": "softmax(q @ k.T / sqrt(d)) @ v",
     "torch.finfo": "-inf",
     "F.layer_norm": "layernorm(x)",
     "torch.rsqrt": "rsqrt(x)",
-    "numel": "a dim: `N * d`",
-    "dim": "the rank, which a spec writes out",
 }
+
+# `x.name` without a call: the attributes there are.
+_ATTRIBUTES = {".T": Spelling("T"), ".mT": Spelling("mT"), ".shape": Spelling("shape")}
 
 for _table in (METHODS, FUNCTIONS):
     for _key, _spelling in list(_table.items()):
         _table[_key] = replace(_spelling, written=_key)
+
+
+_DOTTED_METHODS = {f".{name}": spelling for name, spelling in METHODS.items()}
 
 
 @dataclass
@@ -309,7 +313,7 @@ class _Resolver:
         spelling = METHODS.get(node.name.name)
         receiver = self._rebuild(node.receiver)
         if spelling is None:
-            return self._unsupported(node, node.name.name, METHODS)
+            return self._unsupported(node, f".{node.name.name}", _DOTTED_METHODS)
         return self.apply(spelling, node, receiver, args, keywords)
 
     def apply(self, spelling: Spelling, node: nodes.Method, x: nodes.Expr | None,
@@ -355,7 +359,7 @@ class _Resolver:
                 and node.receiver.name.name in ("max", "min"):
             return self.method(node.receiver)  # `x.max(dim).values`: the values
         help_text = "x.shape[i]" if node.name.name == "shape" else None
-        return self._unsupported(node, node.name.name, {}, help_text)
+        return self._unsupported(node, f".{node.name.name}", _ATTRIBUTES, help_text)
 
     def shape_index(self, node: nodes.Subscript) -> nodes.Expr:
         """`x.shape[i]`: the size of axis i, a dim."""
@@ -380,6 +384,8 @@ class _Resolver:
                      instead: str | None = None) -> nodes.Expr:
         """SC105 with the spelling that is supported; the node is left unknown."""
         instead = instead or UNSUPPORTED.get(written) or UNSUPPORTED.get(written.split(".")[-1])
+        if instead is None and written in _DOTTED_METHODS:
+            instead = f"x{written}(...)"  # a method written as an attribute (`x.float`)
         helps: list[str] = []
         if instead:
             helps.append(codes.help_text("spelling_instead", spelling=instead))

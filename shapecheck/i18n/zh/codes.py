@@ -89,10 +89,11 @@ CODES: dict[str, dict[str, str]] = {
     "SC102": dict(
         summary="一个名字被定义了两次",
         message="`{name}` 已经定义过了",
-        what="每个名字只定义一次: 要么是维度, 要么是张量, 不能两者都是, 也不能定义两次。",
-        why="一个 spec 描述一次计算; 重新绑定名字会让之后每次使用的形状对读者来说含糊不清。",
-        example="dim N, d\ninput Q: [N, d]\nQ = Q * 2\n# error[SC102]: `Q` 已经定义过了",
-        fix="给新的值起一个自己的名字 (`Q2 = Q * 2`)。",
+        what="维度只定义一次, 一个名字不能既是维度又是张量, `input`/`param` 也只声明一次。"
+        "张量可以像 Python 那样重新绑定 (`att = att.masked_fill(...)`): 那是它的新版本。",
+        why="维度是整个 spec 的事实, 对每个语句都成立; 两次声明同一个输入则说不清运行时给的是哪一个。",
+        example="dim N, d\ninput X: [N, d]\ninput X: [N, N]\n# error[SC102]: `X` 已经定义过了",
+        fix="给新的值起一个自己的名字 (`X2`)。",
     ),
     "SC103": dict(
         summary="维度被当作张量用, 或张量被当作维度用",
@@ -105,10 +106,11 @@ CODES: dict[str, dict[str, str]] = {
     "SC104": dict(
         summary="保留字或内置函数被用作名字",
         message="`{name}` 是{what_kind}, 不能用作名字",
-        what="保留字 (`dim`、`input`、`row` ……) 和内置函数名 (`softmax`、`exp` ……) "
-        "不能用来命名维度或张量。",
-        why="遮蔽内置函数会让之后的调用含糊不清。",
-        example="dim N\ninput exp: [N]\n# error[SC104]: `exp` 是内置函数, 不能用作名字",
+        what="保留字 (`bool`、`inf`、`row` ……) 不能用作名字; 内置函数名 (`softmax`、`exp` ……) "
+        "不能命名维度。张量可以取内置函数的名字 (`cos`、`sin`), 从那里起遮蔽该内置函数, "
+        "就像 Python 一样; 语句关键字 (`output`、`input` ……) 在不能当关键字读的地方就是名字。",
+        why="维度名出现在每个形状里, 与内置函数同名会让读者误解。",
+        example="dim exp\n# error[SC104]: `exp` 是内置函数, 不能用作名字",
         fix="换一个名字。",
     ),
     "SC105": dict(
@@ -542,7 +544,7 @@ CODES: dict[str, dict[str, str]] = {
         "切片的边界按下标的规则检查; 值的形状必须等于切片的形状, 或者能广播成它 (和 NumPy 一样)。",
         why="NumPy 会报 `could not broadcast input array from shape ...`; PyTorch 会报 `shape mismatch`。",
         example="dim B, T, S, d\ninput cache: [B, T, d]\ninput xk: [B, S, d]\n"
-        "cache[:, 0:S + 1] = xk\n# error[SC341]: ... S + 1 和 S 不同",
+        "cache[:, 0:S + 1] = xk\n# error[SC341]: ... S 和 S + 1 不同",
         fix="写入与切片形状相同的值, 或者选出这个值所填的切片。",
     ),
     "SC501": dict(
@@ -678,6 +680,7 @@ DIVISIBILITY = {
 }
 
 DETAILS = {
+    "sizes_relation": "{left} 和 {right} {relation}",
     "parts_of_size": "{count} 个大小为 {size} 的部分",
     "write_rank": "值有 {rank} 个轴, 切片有 {slice_rank} 个",
     "write_sizes": "切片的 {slice} 和值的 {value} {relation}",
@@ -685,8 +688,6 @@ DETAILS = {
     "`max(dim)` 或者同样多个值组成的元组",
     "indices_unsupported": "`max(dim)` 的下标是整数, 这份规格无法保存: 请把它命名为 `_`",
     "equal_parts": "{count} 个等分",
-    "tensor_not_callable": "`{name}` 是一个张量, 不能调用",
-    "dim_has_no_methods": "`{name}` 是一个维度, 没有方法",
     "noun_tensor": "张量",
     "noun_dim": "维度",
     "side_left": "左",
