@@ -763,6 +763,7 @@ class Checker:
 
     def _call(self, node: nodes.Call) -> Value:
         if node.func.name == _UNSUPPORTED:
+            self.names.used.update(nodes.names_in(node.args))
             return UNKNOWN
         shadowed = self._shadowed.get(node.func.name)
         builtin = BUILTINS.get(node.func.name) if shadowed is None else None

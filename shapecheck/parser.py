@@ -149,8 +149,10 @@ class ToNodes(Transformer):  # type: ignore[type-arg]
         return nodes.Define(_ident(name), annotation, value, token_span(name).to(value.span))
 
     def unpack(self, c: list[Any]) -> nodes.Unpack:
-        *targets, value = c
-        idents = tuple(_ident(t) for t in targets)
+        idents = tuple(_ident(t) for t in c if isinstance(t, Token))
+        values = [v for v in c if not isinstance(v, Token)]
+        value = values[0] if len(values) == 1 else nodes.ListExpr(
+            tuple(values), values[0].span.to(values[-1].span), _depth(*values))
         return nodes.Unpack(idents, value, idents[0].span.to(value.span))
 
     def update(self, c: list[Any]) -> nodes.Write:

@@ -169,11 +169,12 @@ class Resolved:
     diagnostics: list[Diagnostic]
 
 
-def resolve(statements: list[nodes.Stmt], declared: frozenset[str]) -> Resolved:
+def resolve(statements: list[nodes.Stmt], declared: frozenset[str],
+            dims: frozenset[str] = frozenset()) -> Resolved:
     """Every PyTorch spelling in ``statements`` as the nodes it means. ``declared``: the
     names the spec defines (they win over a namespace). Statements without one are
     returned as they are (the same objects)."""
-    resolver = _Resolver(declared)
+    resolver = _Resolver(declared, dims)
     out: list[nodes.Stmt] = []
     for statement in statements:
         if isinstance(statement, nodes.Unpack):
@@ -184,8 +185,9 @@ def resolve(statements: list[nodes.Stmt], declared: frozenset[str]) -> Resolved:
 
 
 class _Resolver:
-    def __init__(self, declared: frozenset[str]) -> None:
+    def __init__(self, declared: frozenset[str], dims: frozenset[str]) -> None:
         self.declared = declared
+        self.dims = dims
         self.diagnostics: list[Diagnostic] = []
 
     def statement(self, statement: nodes.Stmt) -> nodes.Stmt:
@@ -293,8 +295,10 @@ class _Resolver:
 
     def method(self, node: nodes.Method) -> nodes.Expr:
         space = self.namespace(node.receiver)
-        args = tuple(self._rebuild(a) for a in node.args)
-        keywords = tuple(self._rebuild(k) for k in node.keywords)
+        cast = space is None and node.name.name in _CASTS
+        # A cast's arguments are dtypes and devices (`x.to(torch.float32)`): not values.
+        args = node.args if cast else tuple(self._rebuild(a) for a in node.args)
+        keywords = node.keywords if cast else tuple(self._rebuild(k) for k in node.keywords)
         if space is not None:
             written = f"{space}.{node.name.name}"
             spelling = FUNCTIONS.get(written)
@@ -310,6 +314,12 @@ class _Resolver:
         if self.namespace(node.receiver) is None and _bare_namespace(node.receiver, self.declared):
             return self._unsupported(node, f"{_bare_namespace(node.receiver, self.declared)}."
                                      f"{node.name.name}", FUNCTIONS)
+        if isinstance(node.receiver, nodes.Name) and node.receiver.name in self.dims:
+            # `F.softmax(x)` with `dim F`: the dim wins, and a dim has no methods.
+            self.diagnostics.append(codes.WRONG_KIND.diag(
+                node.receiver.span, name=node.receiver.name, actual=codes.detail("noun_dim"),
+                expected=codes.detail("noun_tensor")))
+            return _unresolved(node)
         spelling = METHODS.get(node.name.name)
         receiver = self._rebuild(node.receiver)
         if spelling is None:
@@ -395,10 +405,15 @@ class _Resolver:
                 helps.append(codes.help_text("did_you_mean", name=close[0]))
         span = node.name.span if isinstance(node, (nodes.Method, nodes.Attribute)) else node.span
         self.diagnostics.append(codes.NOT_CALLABLE.diag(span, name=written, help=helps))
-        return nodes.Call(nodes.Ident(_UNRESOLVED, span), (), (), node.span)
+        return _unresolved(node)
 
 
 _UNRESOLVED = "<unsupported>"  # a call the checker reports nothing more about
+
+
+def _unresolved(node: nodes.Expr) -> nodes.Call:
+    """What stands for a spelling already reported: unknown, and the names in it used."""
+    return nodes.Call(nodes.Ident(_UNRESOLVED, node.span), (node,), (), node.span, node.depth)
 
 
 # --- the forms that are not one builtin call -------------------------------------------

@@ -8,7 +8,9 @@ meaning, report, language server) sees a spec in which each name is defined once
 
 - the last version of a name keeps the name as written (it is what the outputs and the
   user see); an earlier one is ``name′1``, ``name′2``, ... — the mark ``′`` cannot be
-  written in a spec, and messages show a version by its name (:func:`shown`);
+  written in a spec, and messages show a version by its name (:func:`shown`). An `input`
+  or `param` keeps its name (a run is given it by that name), and its later versions are
+  marked (a run names its outputs as written);
 - `cache[...] = v` is the definition `cache′k+1 = Update(cache′k, [...], v)`;
 - `q, k, v = <parts>` is one definition per target (the parts come from
   :mod:`shapecheck.spellings`, which has resolved the value already).
@@ -41,7 +43,7 @@ def lower(statements: list[nodes.Stmt],
     """The parsed statements as the checker reads them: PyTorch's spellings resolved
     (:mod:`shapecheck.spellings`), then every version of a tensor named on its own."""
     declared = frozenset(_all_defined(statements))
-    resolved = spellings.resolve(statements, declared)
+    resolved = spellings.resolve(statements, declared, frozenset(_dim_names(statements)))
     found = resolved.diagnostics
     return number(resolved.statements), (list(diagnostics) + found if found else diagnostics)
 
@@ -62,7 +64,8 @@ def number(statements: list[nodes.Stmt]) -> list[nodes.Stmt]:
         return statements
     dims = _dim_names(statements)
     rebound -= dims
-    numbering = _Numbering(counts, rebound)
+    declared = {s.name.name for s in statements if isinstance(s, nodes.TensorDecl)}
+    numbering = _Numbering(counts, rebound, declared)
     return [numbering.statement(statement) for statement in statements]
 
 
@@ -98,8 +101,9 @@ def _dim_names(statements: list[nodes.Stmt]) -> set[str]:
 
 
 class _Numbering:
-    def __init__(self, counts: dict[str, int], rebound: set[str]) -> None:
+    def __init__(self, counts: dict[str, int], rebound: set[str], declared: set[str]) -> None:
         self.counts = counts
+        self.declared = declared
         self.rebound = rebound
         self.seen: dict[str, int] = {}  # versions defined so far
         self.declarations: set[str] = set()  # names an `input`/`param` declared
@@ -111,6 +115,11 @@ class _Numbering:
         return self._name_of(name, max(self.seen.get(name, 0), 1))
 
     def _name_of(self, name: str, index: int) -> str:
+        """A declared input or param keeps its name (it is what a run is given), and its
+        later versions are marked; otherwise the last version keeps the name (it is what
+        a run gives back)."""
+        if name in self.declared:
+            return name if index == 1 else version_name(name, index)
         return name if index >= self.counts[name] else version_name(name, index)
 
     def define(self, ident: nodes.Ident, declaration: bool = False) -> nodes.Ident:
