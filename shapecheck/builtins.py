@@ -396,6 +396,13 @@ def _section(ctx: Ctx, a: dict[str, Any]) -> Value | None:
         return None
     assert x.shape is not None
     length, sections, size = x.shape[axis], a["sections"], a["size"]
+    index: Dim = a["index"]
+    if not (ctx.dims.positive(index + 1) and ctx.dims.positive(sections - index)):
+        ctx.report(codes.SPLIT_PARTS, "index", axis=to_text(length), shape=x.text(),
+                   parts=codes.detail("equal_parts", count=to_text(sections)),
+                   reason=codes.detail("no_such_part", index=to_text(index),
+                                       count=to_text(sections)))
+        return None
     if size is not None:
         verdict = ctx.dims.equal(length, sections * size)
         if not verdict:

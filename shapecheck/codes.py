@@ -559,8 +559,8 @@ SLICE_WRITE = _code(
     "slice's shape, or broadcast to it (as NumPy allows).",
     why="NumPy raises `could not broadcast input array from shape ...`; PyTorch a "
     "`shape mismatch` error.",
-    example="dim B, T, S, d\ninput cache: [B, T, d]\ninput xk: [B, S, d]\n"
-    "cache[:, 0:S + 1] = xk\n# error[SC341]: ... S and S + 1 differ",
+    example="dim B, T, S, d\nconstraint T >= S\ninput cache: [B, T, d]\ninput xk: [B, S + 1, d]\n"
+    "cache[:, 0:S] = xk\n# error[SC341]: ... S and S + 1 differ",
     fix="Write a value of the slice's shape, or select the slice the value fills.",
 )
 
@@ -904,6 +904,7 @@ def divisibility(definite: bool, numerator: str, denominator: str,
 # names what happened; its fields are the values, formatted by the caller.
 DETAILS: Table = Table("codes", "DETAILS", {
     "sizes_relation": "{left} and {right} {relation}",
+    "no_such_part": "there is no part {index} of {count} (they are numbered from 0)",
     "parts_of_size": "{count} parts of size {size}",
     "write_rank": "the value has {rank} axes, the slice {slice_rank}",
     "write_sizes": "the slice's {slice} and the value's {value} {relation}",

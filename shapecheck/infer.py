@@ -67,7 +67,7 @@ PARTNERS: dict[str, tuple[str, ...]] = {
         "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "abs",
         "sum", "mean", "max", "min",
         "cos", "sin", "elu", "silu", "softplus", "erf", "square", "rsqrt", "arange", "stack",
-        "tril", "triu")},
+        "tril", "triu", "swapaxes", "section")},
 }
 
 # The failures a larger rank can fix (the operation needs more axes, or exactly as many

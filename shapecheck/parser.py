@@ -496,6 +496,7 @@ _KEYWORDS = frozenset({
     "FALSE", "FALSE_CAP", "ROW", "COL",
 })
 _COMPARISONS = frozenset({"EQ", "NE", "LE", "GE", "LT", "GT"})
+_STATEMENT_KEYWORDS = frozenset({"DIM", "CONSTRAINT", "INPUT", "PARAM", "ASSERT", "OUTPUT"})
 _OPERAND_END = frozenset(
     {"NAME", "INT", "DECIMAL", "STRING", "INF", "RPAR", "RSQB", "TRANSPOSE", "ROW", "COL",
      "ELLIPSIS", "TRUE", "TRUE_CAP", "FALSE", "FALSE_CAP"}
@@ -580,6 +581,11 @@ def _unexpected_token(exc: UnexpectedToken, chunk: Chunk, previous: Token | None
         # The lexer reads reserved words as keywords everywhere (one scanner, built
         # fast); where a name was expected, say that it is reserved.
         return codes.RESERVED.diag(span, name=token.value, what_kind=codes.detail("reserved_word"))
+    if previous is not None and previous.type in _STATEMENT_KEYWORDS and "NAME" in expected \
+            and (previous.start_pos or 0) == 0:
+        # `dim`, `output` alone: the name they declare is what is missing (that the word
+        # could also name a tensor, `output = ...`, is not worth saying here).
+        expected = {"NAME"}
     found = _describe_token(token)
     in_constraint = chunk.text.startswith("constraint")
     in_dim = re.match(r"dim\b", chunk.text) is not None

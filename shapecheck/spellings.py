@@ -149,7 +149,6 @@ UNSUPPORTED: dict[str, str] = {
     "F.scaled_dot_product_attention": "softmax(q @ k.T / sqrt(d)) @ v",
     "torch.finfo": "-inf",
     "F.layer_norm": "layernorm(x)",
-    "torch.rsqrt": "rsqrt(x)",
 }
 
 # `x.name` without a call: the attributes there are.

@@ -236,6 +236,8 @@ CALLS = {  # one small use of each builtin, its arguments' options included
     "softmax": "output O = softmax(X)\noutput O2 = softmax(B, axis=0)\noutput O3 = softmax(X @ Y.T, axis=row)",
     "softplus": "output O = softplus(X)",
     "split_heads": "output O = split_heads(T, H)",
+    "swapaxes": "output O = swapaxes(B, 0, 2)\noutput O2 = swapaxes(X, axis1=-1, axis2=-2)",
+    "section": "output O = section(T, H - 1, H, axis=1)\noutput O2 = section(B, 0, H, size=1)",
     "sqrt": "output O = sqrt(abs(X)) / sqrt(M)",
     "square": "output O = square(X)",
     "stack": "output O = stack([X, Y])\noutput O2 = stack([X, Y, X], axis=-1)",

@@ -543,8 +543,8 @@ CODES: dict[str, dict[str, str]] = {
         what="`cache[:, P:P + S] = xk` 生成 `cache` 的一个新版本, 其中该切片换成 `xk`。"
         "切片的边界按下标的规则检查; 值的形状必须等于切片的形状, 或者能广播成它 (和 NumPy 一样)。",
         why="NumPy 会报 `could not broadcast input array from shape ...`; PyTorch 会报 `shape mismatch`。",
-        example="dim B, T, S, d\ninput cache: [B, T, d]\ninput xk: [B, S, d]\n"
-        "cache[:, 0:S + 1] = xk\n# error[SC341]: ... S 和 S + 1 不同",
+        example="dim B, T, S, d\nconstraint T >= S\ninput cache: [B, T, d]\ninput xk: [B, S + 1, d]\n"
+        "cache[:, 0:S] = xk\n# error[SC341]: ... S 和 S + 1 不同",
         fix="写入与切片形状相同的值, 或者选出这个值所填的切片。",
     ),
     "SC501": dict(
@@ -681,6 +681,7 @@ DIVISIBILITY = {
 
 DETAILS = {
     "sizes_relation": "{left} 和 {right} {relation}",
+    "no_such_part": "{count} 个部分中没有第 {index} 部分 (编号从 0 开始)",
     "parts_of_size": "{count} 个大小为 {size} 的部分",
     "write_rank": "值有 {rank} 个轴, 切片有 {slice_rank} 个",
     "write_sizes": "切片的 {slice} 和值的 {value} {relation}",
