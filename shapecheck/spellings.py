@@ -17,7 +17,6 @@ dim `F` (an error), not PyTorch's functional softmax.
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields, is_dataclass, replace
@@ -399,6 +398,8 @@ class _Resolver:
         if instead:
             helps.append(codes.help_text("spelling_instead", spelling=instead))
         else:
+            import difflib  # only for a spelling that is wrong: not on every start
+
             close = difflib.get_close_matches(written, list(table), n=1)
             if close:
                 helps.append(codes.help_text("did_you_mean", name=close[0]))

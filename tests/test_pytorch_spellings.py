@@ -240,3 +240,12 @@ def test_an_unsupported_spelling_gets_the_one_that_is(line, expected):
     found = diagnostics(f"dim N\ninput x: [N]\n{line}\n")
     assert len(found) == 1 and found[0].startswith("SC105"), found
     assert expected in found[0]
+
+
+def test_the_docs_carry_the_whole_table():
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "language.md").read_text("utf-8")
+    missing = [f"x.{name}" for name in METHODS if f"`x.{name}(…)`" not in docs]
+    missing += [name for name in FUNCTIONS if f"`{name}`" not in docs]
+    assert missing == []
