@@ -6,13 +6,12 @@ an unknown shape, and unknown shapes cause no further errors.
 
 from __future__ import annotations
 
-import difflib
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import codes, invisible, nodes
+from . import codes, gathers, invisible, nodes
 from .builtins import (
     BUILTINS, KEYWORD_SYNONYMS, VARIADIC, Builtin, Kind, axis_index, broadcast, matmul,
     transpose_last_two,
@@ -25,6 +24,7 @@ from .indexing import Entry, subscript_shape
 from .program import SCALAR, UNKNOWN, CallInfo, Inferred, Program, Tensor, Value
 from . import symbolic
 from .rules import MAX_RANK, Anchor, needed_fixes, needed_help, relation
+from .value_rules import combined_element
 from .symbolic import (
     Claim, Decision, Dim, DimBuilder, DimSystem, TooComplex, Verdict, as_int, free_names,
     to_text,
@@ -282,7 +282,7 @@ class Checker:
         tensor will do: `output X`, `assert X: [...]`)."""
         self.program.undeclared.setdefault(name, []).append((span, role))
         candidates = [n for n, k in self.names.kind.items() if k != "unknown"]
-        close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+        close = _close_matches(name, candidates, n=1, cutoff=0.6)
         if not close:
             close = [n for n in candidates if n.lower() == name.lower()][:1]
         self.report(codes.UNDEFINED.diag(span, name=name, **_did_you_mean(span, close)))
@@ -412,7 +412,8 @@ class Checker:
         dims = [self._dim_expr(entry) for entry in shape.dims]
         if any(dim is None for dim in dims):
             return UNKNOWN
-        return self._within_rank(Value(tuple(dims), shape.is_bool), shape.span)  # type: ignore[arg-type]
+        return self._within_rank(Value(tuple(dims), shape.is_bool, element=shape.element),  # type: ignore[arg-type]
+                                 shape.span)
 
     def _tensor_decl(self, stmt: nodes.TensorDecl) -> None:
         value = self._shape(stmt.shape)
@@ -432,7 +433,7 @@ class Checker:
         value = self.value(expr)
         size = value.dim
         if value.dim is not None or (value.known and value.shape == () and _is_literal(expr)):
-            value = Value((), value.is_bool)
+            value = Value((), value.is_bool, element=value.element)
         declared = self._shape(annotation) if annotation is not None else None
         if declared is not None and declared.known and value.known:
             if self._compare(ident, value, declared, annotation, where):
@@ -529,7 +530,9 @@ class Checker:
     def _value(self, node: nodes.Expr) -> Value:
         if isinstance(node, nodes.Name):
             return self._name_value(node)
-        if isinstance(node, (nodes.Integer, nodes.Decimal, nodes.Inf)):
+        if isinstance(node, nodes.Integer):
+            return _INTEGER  # `ids + 1` and `positions % 4` stay integers
+        if isinstance(node, (nodes.Decimal, nodes.Inf)):
             return SCALAR
         if isinstance(node, nodes.Boolean):
             return Value((), is_bool=True)
@@ -582,7 +585,7 @@ class Checker:
             self.names.used.add(node.name)
             if self._declared_later(node):
                 return UNKNOWN
-            return Value((), dim=self.dims.symbol_of(node.name))
+            return Value((), dim=self.dims.symbol_of(node.name), element="int")
         if kind == "unknown":
             self.names.used.add(node.name)
             return UNKNOWN
@@ -598,7 +601,7 @@ class Checker:
                 else UNKNOWN
         if operand.is_bool:
             self._warn_bool(node.operand, codes.detail("bool_in_unary", op=node.op))
-        return Value(operand.shape)
+        return Value(operand.shape, element=operand.element)
 
     def _logical_operand(self, node: nodes.BinOp | nodes.Unary, operand: nodes.Expr,
                          value: Value) -> bool:
@@ -665,12 +668,23 @@ class Checker:
                 # `S + M` with a bool mask M: `where(M, S, -inf)` applies it as written.
                 masking = node.op in _MASKING and not (left.is_bool and right.is_bool)
                 self._warn_bool(operand, f"`{node.op}`", (node, other) if masking else None)
+        if node.op in _ORDERED and "complex" in (left.element, right.element):
+            # Complex numbers have no order: `<`, `//`, `%` of them fail in NumPy and PyTorch.
+            operand = node.left if left.element == "complex" else node.right
+            self.report(codes.WRONG_ELEMENT.diag(operand.span, detail=codes.detail(
+                "complex_input", builtin=node.op, text=self.text(operand),
+                shape=(left if left.element == "complex" else right).text())))
+            return UNKNOWN
         shape = broadcast(ctx, left, right, node.op)
         if shape is None:
             return UNKNOWN
-        return Value(shape, as_bools or node.op in nodes.COMPARISONS)
+        is_bool = as_bools or node.op in nodes.COMPARISONS
+        return Value(shape, is_bool, element="" if is_bool else arithmetic_element(node.op, left, right))
 
     def _subscript(self, node: nodes.Subscript) -> Value:
+        gather = self._gather_entry(node)
+        if gather is not None:
+            return self._gather(node, *gather)
         operand = self.value(node.operand)
         params: dict[str, Any] = {"x": node.operand}
         entries: list[Entry] = []
@@ -725,6 +739,57 @@ class Checker:
             self._warn_bool(node.value, "`=`")
         self.program.subscripts[id(node)] = plan
         return operand
+    def _gather_entry(self, node: nodes.Subscript) -> tuple[nodes.Expr, int] | None:
+        """`E[ids]`, `x[:, positions]`, `freqs[..., pos]`: one integer tensor among whole
+        axes is a gather (NumPy's integer-array indexing); its entry and its axis. Only a
+        tensor that holds integers qualifies; anything else is indexed as before."""
+        tensors = [i for i, item in enumerate(node.indices) if self._is_tensor_index(item)]
+        if len(tensors) != 1:
+            return None
+        at = tensors[0]
+        others = [item for i, item in enumerate(node.indices) if i != at]
+        whole = all(isinstance(item, nodes.EllipsisIndex) or (
+            isinstance(item, nodes.Slice) and item.start is None and item.stop is None
+            and item.step is None) for item in others)
+        index = node.indices[at]
+        assert not isinstance(index, (nodes.Slice, nodes.EllipsisIndex, nodes.NewAxis))
+        if not whole or self.value(index).element != "int":
+            return None
+        if any(isinstance(item, nodes.EllipsisIndex) for item in node.indices[at + 1:]):
+            return None  # counted from the end: known only with the operand's rank
+        if any(isinstance(item, nodes.EllipsisIndex) for item in node.indices[:at]):
+            return index, at - len(node.indices)  # `x[..., pos]`: counted from the end
+        return index, at
+
+    def _is_tensor_index(self, item: nodes.Index) -> bool:
+        """An entry of `x[...]` that is a tensor, not a dim expression: a tensor's name, a
+        call, a subscript, an operator only tensors have, or arithmetic on any of them
+        (`positions % W`, `arange(T) + 1`)."""
+        if isinstance(item, (nodes.Slice, nodes.EllipsisIndex, nodes.NewAxis)):
+            return False
+        for node in _names_below(nodes.strip_parens(item)):
+            if isinstance(node, nodes.Name) and self.names.kind.get(node.name) == "tensor":
+                return True
+            if isinstance(node, (nodes.Call, nodes.Subscript, nodes.Transpose)) or (
+                    isinstance(node, nodes.BinOp) and node.op not in nodes.DIM_OPERATORS) or (
+                    isinstance(node, nodes.Unary) and node.op == "~"):
+                return True
+        return False
+
+    def _gather(self, node: nodes.Subscript, index: nodes.Expr, axis: int) -> Value:
+        """The gather `x[..., ids, ...]`: `take(x, ids, axis)`, recorded as that call for
+        every later pass (meaning, cost, backends)."""
+        operand = self.value(node.operand)
+        if not operand.known:
+            return UNKNOWN
+        params = {"x": node.operand, "indices": index}
+        args = {"x": operand, "indices": self.value(index), "axis": axis}
+        result = gathers.take(self._ctx(node, params), args, "[...]", "indices")
+        if result is None:
+            return UNKNOWN
+        self.program.calls[id(node)] = CallInfo("take", {"x": node.operand, "indices": index,
+                                                         "axis": axis})
+        return result
 
     def _index_entry(self, item: nodes.Index, key: str, params: dict[str, Any]) -> Entry | None:
         """One entry of `x[...]` with its dims built; None after reporting an error."""
@@ -747,13 +812,12 @@ class Checker:
     def _index_dim(self, node: nodes.Expr) -> Dim | None:
         """An index or slice bound: a dim expression of any sign, never a tensor."""
         inner = nodes.strip_parens(node)
-        tensor_name = isinstance(inner, nodes.Name) and self.names.kind.get(inner.name) == "tensor"
-        computed = isinstance(inner, (nodes.Call, nodes.Subscript, nodes.Transpose)) or (
-            isinstance(inner, nodes.BinOp) and inner.op not in nodes.DIM_OPERATORS) or (
-            isinstance(inner, nodes.Unary) and inner.op == "~")
-        if tensor_name or computed:
-            self.value(node)  # its own mistakes are still reported
-            self.report(codes.BAD_INDEX.diag(node.span, detail=codes.detail("tensor_index")))
+        if self._is_tensor_index(inner):
+            # Its own mistakes are still reported, once (a gather may have looked at it).
+            value = self.program.types[id(node)] if id(node) in self.program.types \
+                else self.value(node)
+            self.report(codes.BAD_INDEX.diag(node.span, detail=_tensor_index_detail(
+                self.text(node), value)))
             return None
         value = self._builder.build(node)
         self._flush_builder()
@@ -775,7 +839,7 @@ class Checker:
             self._check_arguments(node)
             return UNKNOWN
         if builtin is None:
-            close = difflib.get_close_matches(node.func.name, list(BUILTINS), n=1)
+            close = _close_matches(node.func.name, list(BUILTINS), n=1)
             self.report(codes.NOT_CALLABLE.diag(node.func.span, name=node.func.name,
                                                 **_did_you_mean(node.func.span, close)))
             self._check_arguments(node)
@@ -832,7 +896,7 @@ class Checker:
             if builtin.param(name) is None and builtin.param(KEYWORD_SYNONYMS.get(name, "")):
                 name = KEYWORD_SYNONYMS[name]  # `dim=-1`, PyTorch's word for `axis`
             if builtin.param(name) is None:
-                close = difflib.get_close_matches(name, [p.name for p in params], n=1)
+                close = _close_matches(name, [p.name for p in params], n=1)
                 self._call_error(node, keyword.name.span,
                                  codes.detail("no_keyword", builtin=builtin.name, name=name),
                                  **_did_you_mean(keyword.name.span, close))
@@ -901,6 +965,14 @@ class Checker:
             return node.name
         number = _int_literal(node)
         return _WRONG_KIND if number is None else number
+
+    def _arg_axes(self, node: nodes.Expr) -> Any:
+        """One axis, or a tuple (or list) of them: `axis=(-1, -2)`."""
+        if isinstance(node, nodes.ListExpr):
+            items = [_int_literal(item) if not isinstance(item, nodes.AxisName) else item.name
+                     for item in node.items]
+            return _WRONG_KIND if not items or any(i is None for i in items) else tuple(items)
+        return self._arg_axis(node)
 
     def _arg_perm(self, node: nodes.Expr) -> Any:
         if not isinstance(node, nodes.ListExpr):
@@ -1045,7 +1117,7 @@ _WRONG_KIND = object()  # the argument is not of the kind the parameter takes
 _RESOLVERS: dict[Kind, Callable[[Checker, nodes.Expr], Any]] = {
     Kind.TENSOR: Checker._arg_tensor, Kind.TENSORS: Checker._arg_tensors,
     Kind.DIM: Checker._arg_dim, Kind.OFFSET: Checker._arg_offset,
-    Kind.SHAPE: Checker._arg_shape, Kind.AXIS: Checker._arg_axis,
+    Kind.SHAPE: Checker._arg_shape, Kind.AXIS: Checker._arg_axis, Kind.AXES: Checker._arg_axes,
     Kind.PERM: Checker._arg_perm, Kind.STRING: Checker._arg_string,
     Kind.NUMBER: Checker._arg_number, Kind.BOOL: Checker._arg_bool,
 }
@@ -1057,6 +1129,40 @@ _BOOL_WITH_BOOL = frozenset({"+", "*", "==", "!="})
 _MASKING = frozenset({"+", "*"})
 
 _NEGATED = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
+_INTEGER = Value((), element="int")
+_ORDERED = frozenset({"<", "<=", ">", ">=", "//", "%"})  # operators of real numbers only
+
+
+def arithmetic_element(op: str, left: Value, right: Value) -> str:
+    """The element type of `left op right`: ints stay ints under `+ - * // %` and the
+    pairwise builtins; `/` and `**` give real numbers (`2 ** -1` is 0.5); complex numbers
+    win over both."""
+    element = combined_element(left, right)
+    return "" if op in ("/", "**") and element == "int" else element
+
+
+def _tensor_index_detail(text: str, value: Value) -> str:
+    """Why a tensor cannot index here: a mask's result depends on its values; a float is
+    not a position; an integer tensor gathers only beside whole axes."""
+    if not value.known:
+        return codes.detail("tensor_index")
+    if value.is_bool:
+        return codes.detail("mask_index", text=text, shape=value.text())
+    if value.element == "int":
+        return codes.detail("one_tensor_index")
+    return codes.detail("float_index", text=text, shape=value.text())
+
+
+def _names_below(node: nodes.Expr) -> list[nodes.Expr]:
+    found: list[nodes.Expr] = []
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        pending.extend(nodes.children(current))
+    return found
 
 
 def _did_you_mean(span: Span, close: list[str]) -> dict[str, Any]:
@@ -1113,6 +1219,13 @@ def _dims_first(statements: list[nodes.Stmt]) -> list[nodes.Stmt]:
     """
     return [s for s in statements if is_dim_statement(s)] + \
         [s for s in statements if not is_dim_statement(s)]
+
+
+def _close_matches(word: str, candidates: list[str], n: int = 3, cutoff: float = 0.6) -> list[str]:
+    """``difflib.get_close_matches``, imported only when a name is wrong (not at start-up)."""
+    import difflib
+
+    return difflib.get_close_matches(word, candidates, n=n, cutoff=cutoff)
 
 
 def is_dim_statement(statement: nodes.Stmt) -> bool:

@@ -434,7 +434,7 @@ def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive:
 @cli.command(name="conform")
 @lang_option
 @click.argument("path", type=click.Path())
-@click.argument("target", metavar="MODULE:FUNCTION")
+@click.argument("target", metavar="MODULE:TARGET")
 @dim_option
 @click.option("--name", "names", multiple=True, metavar="SPEC=PARAM",
               help="Pass the spec's input, param or dim SPEC as the function's parameter PARAM "
@@ -458,15 +458,33 @@ def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive:
               help="Report the first failing binding as found, without shrinking it.")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto",
               show_default=True, help="Colour in diagnostics.")
+@click.option("--init", "init", multiple=True, metavar="KW=EXPR",
+              help="Build the module class or factory with KW=EXPR (dims and literals: "
+              "n_embd=H*hs, bias=True). Repeatable.")
+@click.option("--arg", "args", multiple=True, metavar="KW=EXPR",
+              help="Pass forward's KW as EXPR: spec names, dims, literals, tuples "
+              "(position_embeddings=(cos,sin), attention_mask=None). Repeatable.")
+@click.option("--mask", "masks", multiple=True, metavar="SPEC=additive|additive-min|keep|drop",
+              help="Pass the spec's bool mask SPEC in the module's convention (lifted to 4-D). "
+              "Repeatable.")
+@click.option("--param", "params", multiple=True, metavar="SPEC=KEY",
+              help="The spec's param (or input) SPEC is the module's tensor KEY (KEY.T: its "
+              "transpose), instead of the matching by name and shape. Repeatable.")
+@click.option("--output", "outputs", multiple=True, metavar="SPEC=INDEX|KEY",
+              help="Compare the spec's output SPEC with the returned entry INDEX or KEY only. "
+              "Repeatable.")
 def conform_command(path: str, target: str, dims: tuple[str, ...], names: tuple[str, ...],
                     layouts: tuple[str, ...], dtype: str, cases: int, seed: int,
                     rtol: float | None, atol: float | None, framework: str, device: str,
-                    no_shrink: bool, color: str) -> None:
-    """Check that a function (NumPy or PyTorch) computes what a spec says."""
+                    no_shrink: bool, color: str, init: tuple[str, ...], args: tuple[str, ...],
+                    masks: tuple[str, ...], params: tuple[str, ...],
+                    outputs: tuple[str, ...]) -> None:
+    """Check that a function or a PyTorch module computes what a spec says."""
     from .conform import ConformOptions, command
 
     options = ConformOptions(path, target, parse_bindings(dims), names, layouts, dtype, cases,
-                             seed, rtol, atol, framework, device, not no_shrink, use_color(color))
+                             seed, rtol, atol, framework, device, not no_shrink, use_color(color),
+                             init=init, args=args, masks=masks, params=params, outputs=outputs)
     sys.exit(command(options))
 
 
@@ -505,8 +523,11 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
         _check_output(output, protect)
     settings = finder_for(config, isolated).settings_for(path)
     try:
-        program = check_path(path, bindings, ignore=settings.disabled(path),
-                             defaults=settings.dims, infer=infer)
+        if path.endswith(".attn") or Path(path).exists() and not path.endswith(".py"):
+            program = check_path(path, bindings, ignore=settings.disabled(path),
+                                 defaults=settings.dims, infer=infer)
+        else:  # a Python target: the report of its traced spec, each line naming its source
+            program = _traced_program(path, bindings, settings.disabled(path))
     except OSError as error:
         raise UsageFailure(cannot_read(path, error)) from None
     bindings = {**default_bindings(settings.dims, program.dims.dims), **bindings}
@@ -525,6 +546,78 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
     click.echo(MESSAGES["report_written"].format(path=output))
     click.echo(summary_line(Totals(1, built.errors, built.warnings), strict=False))
     sys.exit(EXIT_OK if program.ok else EXIT_ERRORS)
+
+
+@cli.command(epilog="""\b
+Examples:
+  shapecheck extract model.py:CausalSelfAttention -o attention.attn
+  shapecheck extract model.py:CausalSelfAttention --init n_head=H --init n_embd=64
+  shapecheck extract model.py:make -o -            a factory returning (module, inputs)
+
+\b
+Exit status:
+  0  the spec was written (an operator it does not know is a warning, SC602)
+  1  the module cannot be traced (SC601, torch's reason at the line)
+  2  usage error, a target that cannot be loaded or built, an unwritable output""")
+@lang_option
+@click.argument("target")
+@click.option("-o", "--output", "output", default=STDOUT, type=click.Path(), metavar="OUT",
+              help="The spec to write (default `-`: standard output).")
+@click.option("--init", "init", multiple=True, metavar="NAME=SIZE|NAME=DIM",
+              help="A size for a constructor parameter (`n_head=4`), or the dim name it takes "
+              "in the spec (`n_head=H`); repeatable.")
+def extract(target: str, output: str, init: tuple[str, ...]) -> None:
+    """Trace a PyTorch module with torch.export and write it as a spec (docs/torch.md)."""
+    from .diagnostics import Span
+    from .torchfront import ExtractError, Untraceable, display
+    from .torchfront import extract as trace
+
+    if output != STDOUT:
+        _check_output(output, [])
+    try:
+        extraction = trace(target, init)
+    except ExtractError as error:
+        raise UsageFailure(str(error)) from None
+    except Untraceable as failed:
+        from . import codes
+
+        where = f"{display(failed.location.path)}:{failed.location.line}: " \
+            if failed.location else ""
+        diagnostic = codes.UNTRACEABLE.diag(Span(1, 1, 1, 1), target=target, reason=failed.reason)
+        click.echo(f"{where}error[{diagnostic.code}]: {diagnostic.message}", err=True)
+        sys.exit(EXIT_ERRORS)
+    from . import codes
+
+    for operator, location, name in extraction.unknown:
+        where = f"{display(location.path)}:{location.line}: " if location else ""
+        diagnostic = codes.UNKNOWN_OPERATOR.diag(Span(1, 1, 1, 1), operator=operator,
+                                                 name=name or "?")
+        click.echo(f"{where}warning[{diagnostic.code}]: {diagnostic.message}", err=True)
+    if output == STDOUT:
+        click.echo(extraction.text, nl=False)
+        sys.exit(EXIT_OK)
+    from .fileio import write_atomic
+    from .torchfront.errors import MESSAGES as FRONT
+
+    try:
+        write_atomic(output, extraction.text.encode("utf-8"))
+    except OSError as error:
+        raise UsageFailure(cannot_write(output, error)) from None
+    click.echo(FRONT["written"].format(path=output, statements=len(extraction.lowered.statements),
+                                       target=target))
+    sys.exit(EXIT_OK)
+
+
+def _traced_program(target: str, bindings: dict[str, int], ignore: frozenset[str]) -> object:
+    from .api import check_text
+    from .torchfront import ExtractError, Untraceable, extract as trace
+
+    try:
+        extraction = trace(target)
+    except (ExtractError, Untraceable) as error:
+        raise UsageFailure(str(error) if isinstance(error, ExtractError) else
+                           f"{target}: {error.reason}") from None
+    return check_text(extraction.text, bindings, ignore=ignore, infer=False)
 
 
 @cli.command(epilog="""\b

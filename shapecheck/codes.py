@@ -517,14 +517,16 @@ BAD_INDEX = _code(
     "SC320", "bad-index", E, "an index or slice cannot be checked",
     "{detail}",
     what="An index or a slice bound is a dim expression (integers, dims, `+ - * // `) of "
-    "known sign, and a step is a non-zero one. Indexing with a tensor (NumPy's mask or "
-    "integer-array indexing) is not supported.",
-    why="The shape of `x[mask]` depends on the values of `mask`, so it cannot be checked; "
+    "known sign, and a step is a non-zero one. A tensor may index only when it holds "
+    "integers (`int[...]`, a gather: `E[ids]`) and stands beside whole axes; a mask or a "
+    "tensor of real numbers cannot.",
+    why="The shape of `x[mask]` depends on the values of `mask`, so it cannot be checked "
+    "(a gather's shape is the index's, whatever its values); a real number is no position; "
     "and whether `x[i]` counts from the start or from the end depends on the sign of `i`.",
-    example="dim N\ninput x: [N]\ninput m: bool[N]\ny = x[m]\n# error[SC320]: indexing "
-    "with a tensor is not supported",
-    fix="Use `where(m, x, 0)` to mask, or an index whose sign is known (declare the "
-    "constraint the help line names).",
+    example="dim N\ninput x: [N]\ninput m: bool[N]\ny = x[m]\n# error[SC320]: `m` is a mask "
+    "(bool[N]): the shape of indexing by a mask depends on its values",
+    fix="Use `where(m, x, 0)` to mask, declare positions `int[...]`, or use an index whose "
+    "sign is known (declare the constraint the help line names).",
 )
 LOGICAL_OPERAND = _code(
     "SC321", "logical-not-bool", E, "a logical operator on a tensor that is not bool",
@@ -562,6 +564,31 @@ SLICE_WRITE = _code(
     example="dim B, T, S, d\nconstraint T >= S\ninput cache: [B, T, d]\ninput xk: [B, S + 1, d]\n"
     "cache[:, 0:S] = xk\n# error[SC341]: ... S and S + 1 differ",
     fix="Write a value of the slice's shape, or select the slice the value fills.",
+)
+
+WRONG_ELEMENT = _code(
+    "SC322", "element-type", E, "a value of the wrong element type",
+    "{detail}",
+    what="Tensors hold real numbers, `bool`, `int` (positions, ids, buckets) or `complex` "
+    "numbers. Positions of a gather are `int`; `view_as_real`, `imag` and `conj` "
+    "take complex numbers; `view_as_complex`, `polar` and the real functions take real ones.",
+    why="A gather by real numbers, or the real view of a real tensor, is a transcription "
+    "mistake: NumPy and PyTorch refuse them at run time, after the work is done.",
+    example="dim V, D, N\ninput E: [V, D]\ninput pos: [N]\ny = take(E, pos, axis=0)\n"
+    "# error[SC322]",
+    fix="Declare positions `int[...]` (or build them with `arange`), and complex values "
+    "`complex[...]` (or make them with `view_as_complex`, `polar`).",
+)
+COMPLEX_PAIRS = _code(
+    "SC323", "complex-pairs", E, "the last axis cannot be paired into complex numbers",
+    "{detail}",
+    what="`view_as_complex(x)` reads the last axis of `x`, of size 2, as (real, imaginary); "
+    "`as_complex(x)` pairs neighbouring entries of the last axis, of even size.",
+    why="Rotary embeddings in complex form (Meta's Llama) pair the features of each head; "
+    "an odd width would pair a feature with the next head's.",
+    example="dim N\ninput x: [N, 3]\nz = view_as_complex(x)\n# error[SC323]",
+    fix="Reshape the last axis into pairs first, `reshape(x, [N, -1, 2])`, with an even "
+    "width (declare it `dim d = 2 * h`).",
 )
 
 # --- warnings -----------------------------------------------------------------------
@@ -746,6 +773,62 @@ BAD_SUPPRESSION = _code(
     "# warning[SC503]: `SC999` is not a shapecheck code",
     fix="Write the codes as `# noqa: SC402, SC401`, or a bare `# noqa`.",
 )
+
+# --- Python targets (shapecheck/torchfront/) ---------------------------------------
+
+UNTRACEABLE = _code(
+    "SC601", "untraceable", E, "the module cannot be traced",
+    "torch.export cannot trace `{target}`: {reason}",
+    what="`verify` and `extract` trace a PyTorch module with `torch.export` (symbolic batch "
+    "and sequence sizes) and check the graph it records. Code whose control flow depends on "
+    "the data (`if x.sum() > 0:`), or on a size torch must keep symbolic, cannot be traced; "
+    "the diagnostic gives torch's reason at the line that stopped it.",
+    why="Nothing is checked in a module that was not traced: it is reported, never passed.",
+    example="# (Python) def forward(self, x):\n#     if x.sum() > 0:   # error[SC601]\n"
+    "#         return x",
+    fix="Write the branch with tensor operations (`torch.where`), or move it out of `forward`.",
+)
+UNKNOWN_OPERATOR = _code(
+    "SC602", "unknown-operator", W, "an operator the lowering does not know",
+    "`{operator}` is not lowered to the spec language; its result `{name}` is checked as an "
+    "input of its traced shape",
+    what="Each ATen operator of the traced graph is written as `.attn`; an operator without a "
+    "lowering becomes an `input` of the shape torch recorded, so everything after it is still "
+    "checked, but nothing about how it was computed.",
+    why="A check that silently skipped part of the module would pass code it never read.",
+    example="# (Python) y = torch.special.bessel_j0(x)   # warning[SC602]",
+    fix="Write the step with operators shapecheck knows (docs/torch.md lists them), or accept "
+    "the warning (`--ignore SC602`).",
+)
+TARGET_FAILED = _code(
+    "SC603", "target-failed", E, "a Python target cannot be loaded or built",
+    "cannot check `{target}`: {reason}",
+    what="A Python target (`model.py:Class`, `model.py:make`) is imported and built before it "
+    "is traced; an import that fails, a constructor that raises or a factory that does not "
+    "return `(module, inputs)` is this diagnostic (a failure of the run: exit 2).",
+    why="The other files are still checked and reported.",
+    example="# shapecheck verify model.py:Missing\n# error[SC603]: cannot check "
+    "`model.py:Missing`: ...",
+    fix="Name a module class, a factory taking its dims, or a factory without parameters "
+    "that returns (module, inputs).",
+)
+
+#: help in PyTorch terms for a diagnostic found in a traced module (the fix is a source change)
+TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
+    "SC402": "normalise over the keys: `softmax(scores, dim=-1)`, and read the values with "
+    "`weights @ v` (no `.transpose(-2, -1)` on the weights)",
+    "SC404": "scale by the head width: `/ math.sqrt(head_dim)` (`k.size(-1)`), not the model "
+    "width",
+    "SC406": "mask the scores before the softmax: `scores.masked_fill(mask == 0, "
+    "float('-inf'))`, then `softmax`",
+    "SC407": "use the mask as `torch.tril` builds it, rows for the queries: no "
+    "`.transpose(-2, -1)` on the mask",
+    "SC408": "fill where the mask is 0: `masked_fill(mask == 0, float('-inf'))`",
+    "SC410": "fill the masked scores with `float('-inf')`",
+    "SC411": "move the heads back first: `y.transpose(1, 2).contiguous().view(B, T, C)`",
+    "spec": "in the traced spec: {help}",
+    "traced_as": "traced as `{statement}`",
+})
 
 # --- notes and help ---------------------------------------------------------------
 
@@ -1086,6 +1169,26 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "noqa_in_file": "in this file",
     "noqa_unknown_code": "`{code}` is not a shapecheck code",
     "noqa_no_codes": "`# noqa:` must be followed by codes, such as `# noqa: SC402`",
+    # issue 21: element types, gathers, the new builtins
+    "scatter_size": "the index {index_shape} and x {shape} differ on axis {axis} ({index_size} vs {size}): `scatter` needs the index to have the size of x on every axis but {free_axis}",
+    "vector_only": "exactly one axis (a vector)",
+    "kind_axes": "an axis or a tuple of axes (`-1`, `row`, `(-1, -2)`)",
+    "axis_twice": "axis {axis} is named twice in the axes of {shape}",
+    "clamp_no_bound": "`clamp` needs a bound: `min=`, `max=` or both",
+    "clamp_bound_shape": "the bound has shape {bound}, which does not broadcast to the shape of x, {shape} (a bound may not enlarge x)",
+    "full_value_not_scalar": "the fill value of `full` must be one number, got a tensor of shape {shape}",
+    "tile_reps": "the repetitions of `tile` must be positive, got {reps}",
+    "index_not_int": "the indices of `{builtin}` must be integers (`int[...]`), but `{text}` has shape {shape}",
+    "take_along_rank": "`take_along_axis` needs indices of the rank of x: x has shape {shape} (rank {rank}), the indices {index_shape} (rank {index_rank})",
+    "float_index": "`{text}` has shape {shape}: an index tensor must hold integers; declare it `int[...]`",
+    "mask_index": "`{text}` is a mask ({shape}): the shape of indexing by a mask depends on its values; use `where` to apply it",
+    "one_tensor_index": "only one entry of `x[...]` may be an integer tensor (a gather), and the other entries must be whole axes `:`",
+    "complex_pairs": "`view_as_complex` pairs the last axis into (real, imaginary): it must have size 2, but {shape} ends in {last}",
+    "complex_even": "`as_complex` pairs neighbouring entries of the last axis: its size must be even, but {shape} ends in {last}: {relation}",
+    "not_complex": "`{builtin}` takes complex numbers (`complex[...]`), but `{text}` has shape {shape}",
+    "complex_input": "`{builtin}` takes real numbers, but `{text}` is complex ({shape})",
+    "arange_step": "the step of `arange` must be a non-zero integer, got {step}",
+    "scatter_value": "the values written, {value}, do not fit the positions {index} into {shape} along axis {axis}: expected {expected}",
 })
 
 
@@ -1102,6 +1205,8 @@ TOKEN_WORDS: Table = Table("codes", "TOKEN_WORDS", {
     "EQUAL": "`=`", "COMMA": "`,`", "EQ": "`==`", "NE": "`!=`", "LE": "`<=`", "GE": "`>=`",
     "LT": "`<`", "GT": "`>`", "PLUS": "`+`", "MINUS": "`-`", "STAR": "`*`", "SLASH": "`/`",
     "DSLASH": "`//`", "AT": "`@`", "POW": "`**`", "TRANSPOSE": "`.T`", "BOOL": "`bool`",
+    "INT_TYPE": "`int`", "COMPLEX_TYPE": "`complex`", "PERCENT": "`%`",
+    "element_type": "an element type (`bool`, `int` or `complex`) and `[`",
     "AMP": "`&`", "PIPE": "`|`", "TILDE": "`~`", "ELLIPSIS": "`...`",
     "_SEP": "end of line", "$END": "end of line",
     "expression": "an expression", "operator": "an operator or end of line",

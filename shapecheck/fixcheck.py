@@ -36,7 +36,6 @@ from dataclasses import dataclass, replace
 
 from . import nodes
 from .diagnostics import Diagnostic, Edit, Fix, Span
-from .fixes import apply_edits, offsets
 from .parser import Chunk, parse_chunk
 from .program import Program
 
@@ -69,6 +68,8 @@ class _Outcome:
 
 class _Verifier:
     def __init__(self, program: Program, check_whole: CheckWhole) -> None:
+        from .fixes import offsets  # only a spec with a candidate fix gets here: not at start-up
+
         self.program = program
         self.check_whole = check_whole
         self.source = program.source
@@ -251,6 +252,8 @@ class _Verifier:
 
     def _apply(self, edits: list[Edit]) -> str:
         """The edited text, exactly as `verify --fix` will write it."""
+        from .fixes import apply_edits
+
         return apply_edits(self.source, edits)
 
     def _is_anchor(self, edit: Edit) -> bool:

@@ -236,11 +236,12 @@ LOGICAL = frozenset({"&", "|"})
 
 @dataclass(slots=True)
 class Shape:
-    """`[N, H * d]`, optionally `bool[...]`."""
+    """`[N, H * d]`, optionally `bool[...]`, `int[...]` or `complex[...]`."""
 
     dims: tuple[Expr, ...]
     is_bool: bool
     span: Span
+    element: str = ""  # "int" or "complex" (Value.element); bool is is_bool
 
 
 # --- statements ----------------------------------------------------------------

@@ -171,10 +171,12 @@ class ToNodes(Transformer):  # type: ignore[type-arg]
         return nodes.Output(_ident(name), annotation, value, token_span(keyword).to(end))
 
     def shape(self, c: list[Any]) -> nodes.Shape:
-        is_bool = isinstance(c[0], Token) and c[0].type == "BOOL"
-        start = c[0] if is_bool or c[0] is not None else c[1]
+        typed = isinstance(c[0], Token) and c[0].type in _ELEMENT_TYPES
+        is_bool = typed and c[0].type == "BOOL"
+        start = c[0] if typed or c[0] is not None else c[1]
         items = tuple(x for x in c if x is not None and not isinstance(x, Token))
-        return nodes.Shape(items, is_bool, token_span(start).to(token_span(c[-1])))
+        element = _ELEMENT_TYPES[c[0].type] if typed else ""
+        return nodes.Shape(items, is_bool, token_span(start).to(token_span(c[-1])), element)
 
     # expressions
 
@@ -491,6 +493,8 @@ def _strip_comment_lines(body: str) -> str:
 # --- syntax errors in words ------------------------------------------------------------
 
 _WORDS = codes.TOKEN_WORDS
+# The element types a shape may start with, and the word each gives Value.element.
+_ELEMENT_TYPES = {"BOOL": "", "INT_TYPE": "int", "COMPLEX_TYPE": "complex"}
 _KEYWORDS = frozenset({
     "DIM", "CONSTRAINT", "INPUT", "PARAM", "ASSERT", "OUTPUT", "BOOL", "INF", "TRUE", "TRUE_CAP",
     "FALSE", "FALSE_CAP", "ROW", "COL",
@@ -532,6 +536,8 @@ def _describe_expected(
     parts += [_WORDS[n] for n in closing]
     if not parts and after_operand:
         parts.append(_WORDS["operator"])
+    if not parts and "LSQB" in expected and expected & {"INT_TYPE", "COMPLEX_TYPE"}:
+        parts = [_WORDS["LSQB"], _WORDS["element_type"]]  # a shape: `[N]` or `int[N]`
     if not parts:
         parts = sorted({_WORDS.get(e, f"`{e.lower()}`") for e in expected})
     return codes.one_of(parts[:3])

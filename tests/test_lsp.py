@@ -94,6 +94,18 @@ async def test_configuration_and_noqa_apply(client: LanguageClient, tmp_path):
 
 
 @pytest.mark.asyncio(loop_scope="function")
+async def test_hover_shows_the_element_type(client: LanguageClient, tmp_path):
+    """`int[...]` positions and `complex[...]` rotations show their element type (issue 21)."""
+    text = ("dim N, h\ninput pos: int[N]\ninput x: [N, h, 2]\n"
+            "z = view_as_complex(x) * polar(ones_like(pos[:, None] * 1.0), pos[:, None] * 0.5)\n")
+    uri = (tmp_path / "e.attn").as_uri()
+    await _open(client, uri, text)
+    for anchor, shape in (("z =", "complex[N, h]"), ("pos:", "int[N]")):
+        hover = await client.text_document_hover_async(types.HoverParams(
+            types.TextDocumentIdentifier(uri), _position(text, anchor, 0)))
+        assert hover is not None and shape in hover.contents.value, (anchor, hover)
+
+@pytest.mark.asyncio(loop_scope="function")
 async def test_hover_shows_symbolic_and_configured_shapes(client: LanguageClient, tmp_path):
     uri = (tmp_path / "c.attn").as_uri()
     await _open(client, uri, SPEC)

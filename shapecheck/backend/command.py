@@ -15,7 +15,7 @@ import click
 import numpy as np
 
 from .. import fileio
-from ..api import check_path, file_result
+from ..loader import check_path, file_result
 from ..config import default_bindings
 from ..options import OptionError, parse_size
 from ..program import Program

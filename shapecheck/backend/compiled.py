@@ -221,7 +221,8 @@ class CompiledSpec:
                 continue
             assert seed is not None  # _load refuses missing arrays without a seed
             shape = evaluate_shape(bound.bound.program, tensor.value)
-            values[name] = runtime.generate(tensor, shape, self.dtype, seed)
+            values[name] = runtime.generate_for(bound.bound.program, tensor, shape, self.dtype,
+                                                seed)
             generated.append(name)
         return values, generated
 
@@ -231,7 +232,11 @@ class CompiledSpec:
         # is named as written.
         outputs = {shown(name): np.asarray(frame.values[name]) for name in self.outputs}
         checks = [message("check_shapes", count=len(bound.plan.steps)),
-                  message("check_dtype", dtype=self.dtype.name), *frame.checks.values()]
+                  message("check_dtype", dtype=self.dtype.name) if not any(
+                      t.value.element == "complex" for t in bound.bound.program.tensors.values())
+                  else message("check_dtype_complex", dtype=self.dtype.name,
+                               complex=np.result_type(self.dtype, np.complex64).name),
+                  *frame.checks.values()]
         warnings = list(frame.warnings)
         if check_invariants:
             for name, value in outputs.items():
@@ -294,7 +299,7 @@ def load(spec: SpecSource, dims: Mapping[str, int] | None = None) -> Program:
     A path is a :class:`os.PathLike`, or a one-line ``str`` ending in ``.attn``; any
     other ``str`` is source text. Bad ``dims`` raise :class:`OptionError`.
     """
-    from ..api import check_path, check_text  # the face's job: reading and parsing a spec
+    from ..loader import check_path, check_text  # loading a spec: the stage before this one
 
     bindings = check_bindings(dims)
     if isinstance(spec, Program):

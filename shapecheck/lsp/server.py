@@ -311,7 +311,7 @@ def _concrete_shape(bound: Program, name: str) -> str | None:
     values = [bound.dims.evaluate(dim) for dim in tensor.value.shape]
     if any(value is None for value in values):
         return None
-    prefix = "bool" if tensor.value.is_bool else ""
+    prefix = "bool" if tensor.value.is_bool else tensor.value.element  # `int[...]`, `complex[...]`
     return f"{prefix}[{', '.join(str(value) for value in values)}]"
 
 

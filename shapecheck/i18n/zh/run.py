@@ -103,6 +103,7 @@ MESSAGES = {
     "non_finite_output": "输出 `{name}` 含有 {count} 个非有限值",
     "check_shapes": "{count} 条语句的形状在绑定的尺寸下与检查器的一致",
     "check_dtype": "每个张量都是 {dtype} (bool 掩码除外)",
+    "check_dtype_complex": "每个张量都是 {dtype}, 复数张量是 {complex} (bool 掩码除外)",
     "check_softmax": "softmax `{name}` (第 {line} 行): 沿轴 {axis} 每一{what}之和为 1 "
     "(最大误差 {error:.1e})",
     "check_softmax_nan": "softmax `{name}` (第 {line} 行): 沿轴 {axis} 每一个不是 NaN 的{what}之和为 1 "
@@ -146,4 +147,12 @@ MESSAGES = {
     "weights_sum": "`{contraction}` (第 {line} 行) 求和的权重 `{weights}` 沿轴 {axes} 加起来不是 1: "
     "{count} 片不对, 其中一片之和为 {total:.6g}; 输出不是加权平均 (softmax 之后的掩码或改动, "
     "或者 softmax 的轴不对)",
+    # issue 21: 整数张量与收集
+    "index_range": "第 {line} 行: `{index}` 含有 {value}, 作为 `{operand}` 的轴 {axis} 上的位置, 但该轴只有 {size} 个元素 (位置 0 到 {last})",
+    "index_not_whole": "第 {line} 行: `{index}` 含有 {value} 作为位置, 它不是整数",
+    "wanted_int": "整数",
+    "int_not_whole": "{kind} `{name}` 声明为 {declared}, 但含有 {value}, 它不是整数",
+    "int_too_large": "{kind} `{name}` 含有 {value}, 超过了 {limit}, 即 {dtype} 运行能精确表示的最大整数",
+    "generated_int": "0 到 {high} 的整数",
+    "generated_positions": "从 0 到所索引的轴的大小 (不含) 的整数",
 }
