@@ -243,9 +243,9 @@ class CompiledSpec:
                 if value.dtype.kind == "f" and not np.isfinite(value).all():
                     count = value.size - int(np.count_nonzero(np.isfinite(value)))
                     warnings.append(message("non_finite_output", name=name, count=count))
+        # Intermediates by their own names (a rebound tensor's versions are `name′2`, ...).
         tensors = ({n: np.asarray(v) for n, v in frame.values.items()} if keep_intermediates
-                   else {})
-        tensors.update(outputs)
+                   else dict(outputs))
         return RunResult(outputs, tensors, bound.plan.bindings, dict(bound.bound.sources),
                          generated, checks, warnings, bound.peak_bytes, list(bound.plan.notes))
 
