@@ -88,6 +88,22 @@ METHODS: dict[str, Spelling] = {
     "tril": _row("tril", "k"),
     "triu": _row("triu", "k"),
     "size": _row("size", "axis"),
+    # issue 21's builtins (lang-types): PyTorch's methods for them
+    "cumsum": _row("cumsum", "axis"),
+    "cumprod": _row("cumprod", "axis"),
+    "clamp": _row("clamp", "min", "max"),
+    "clip": _row("clamp", "min", "max"),
+    "all": _row("all", "axis", "keepdims"),
+    "any": _row("any", "axis", "keepdims"),
+    "repeat": _row("tile", sizes="reps"),
+    "long": _row("long"),
+    "index_select": _row("index_select", "axis", "index"),
+    "index_copy": _row("index_copy", "axis", "index", "source"),
+    "scatter": _row("scatter", "axis", "index", "src"),
+    "minimum": _row("minimum", "y"),
+    "maximum": _row("maximum", "y"),
+    "outer": _row("outer", "y"),
+    "conj": _row("conj"),
     **{name: _row(name) for name in _ELEMENTWISE},
     **{name: _row("identity") for name in _CASTS},
 }
@@ -108,6 +124,35 @@ FUNCTIONS: dict[str, Spelling] = {
     "torch.ones": _row("ones", sizes="shape", receiver=False),
     "torch.zeros": _row("zeros", sizes="shape", receiver=False),
     "torch.arange": _row("arange", receiver=False),
+    **{f"torch.{name}": METHODS[name] for name in (
+        "cumsum", "cumprod", "clamp", "clip", "all", "any", "index_select", "index_copy",
+        "scatter", "minimum", "maximum", "outer", "conj")},
+    "torch.full": _row("full", "shape", "value", receiver=False),
+    "torch.ones_like": _row("ones_like"),
+    "torch.zeros_like": _row("zeros_like"),
+    "torch.full_like": _row("full_like", "value"),
+    "torch.polar": _row("polar", "angle"),
+    "torch.view_as_complex": _row("view_as_complex"),
+    "torch.view_as_real": _row("view_as_real"),
+    "torch.real": _row("real"),
+    "torch.imag": _row("imag"),
+    "np.cumsum": _row("cumsum", "axis"),
+    "np.cumprod": _row("cumprod", "axis"),
+    "np.minimum": _row("minimum", "y"),
+    "np.maximum": _row("maximum", "y"),
+    "np.clip": _row("clamp", "min", "max"),
+    "np.all": _row("all", "axis", "keepdims"),
+    "np.any": _row("any", "axis", "keepdims"),
+    "np.take": _row("take", "indices", "axis"),
+    "np.take_along_axis": _row("take_along_axis", "indices", "axis"),
+    "np.tile": _row("tile", "reps"),
+    "np.outer": _row("outer", "y"),
+    "np.full": _row("full", "shape", "value", receiver=False),
+    "np.ones_like": _row("ones_like"),
+    "np.zeros_like": _row("zeros_like"),
+    "np.real": _row("real"),
+    "np.imag": _row("imag"),
+    "np.conj": _row("conj"),
     **{f"F.{name}": METHODS[name] for name in (
         "softmax", "relu", "gelu", "silu", "sigmoid", "tanh", "softplus")},
     "F.dropout": _row("dropout", "p"),
@@ -305,8 +350,9 @@ class _Resolver:
             if spelling.receiver:
                 if not args:
                     return self._unsupported(node, written, FUNCTIONS)
-                if written == "torch.max" and len(args) == 2 and not _is_int(args[1]):
-                    return self._unsupported(node, written, {}, "maximum(a, b)")
+                if written in ("torch.max", "torch.min") and len(args) == 2 \
+                        and not _is_int(args[1]):  # of two tensors: elementwise
+                    spelling = FUNCTIONS[written.replace("max", "maximum").replace("min", "minimum")]
                 return self.apply(spelling, node, args[0], args[1:], keywords)
             return self.apply(spelling, node, None, args, keywords)
         if self.namespace(node.receiver) is None and _bare_namespace(node.receiver, self.declared):

@@ -249,3 +249,15 @@ def test_the_docs_carry_the_whole_table():
     missing = [f"x.{name}" for name in METHODS if f"`x.{name}(…)`" not in docs]
     missing += [name for name in FUNCTIONS if f"`{name}`" not in docs]
     assert missing == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_spellings_of_the_new_builtins_run_as_numpy(backend):
+    source = ("dim N, d\ninput x: [N, d]\ninput y: [N, d]\na = x.cumsum(-1)\n"
+              "b = torch.max(x, y) + np.minimum(x, y) + x.clamp(-0.5, 0.5)\nc = x.repeat(2, 1)\n")
+    assert codes_of(source) == []
+    x, y = RNG.standard_normal((2, 3)), RNG.standard_normal((2, 3))
+    out = run(source, backend, x=x, y=y)
+    np.testing.assert_allclose(out["a"], np.cumsum(x, -1))
+    np.testing.assert_allclose(out["b"], np.maximum(x, y) + np.minimum(x, y) + np.clip(x, -0.5, 0.5))
+    np.testing.assert_array_equal(out["c"], np.tile(x, (2, 1)))
