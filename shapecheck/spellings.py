@@ -630,6 +630,11 @@ _FORMS: dict[str, Form] = {
 # --- helpers ------------------------------------------------------------------------
 
 
+def has_spelling(node: object) -> bool:
+    """Does the statement hold a PyTorch spelling (a method, an attribute, `float(...)`)?"""
+    return _has_spelling(node)
+
+
 def _has_spelling(node: object) -> bool:
     stack: list[object] = [node]
     while stack:
