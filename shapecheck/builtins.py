@@ -400,6 +400,67 @@ def _split_heads(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     return Value((*batch, heads, n, ctx.dims.quotient(last, heads)), x.is_bool, element=x.element)
 
 
+def _swapaxes(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    """PyTorch's `x.transpose(a, b)`: two axes swapped. The permutation it makes is the
+    call's `perm` for every later pass (as `transpose(x, [perm])`'s)."""
+    x: Value = a["x"]
+    first = resolve_axis(ctx, a["axis1"], x, "axis1")
+    second = resolve_axis(ctx, a["axis2"], x, "axis2")
+    if first is None or second is None:
+        return None
+    assert x.shape is not None
+    perm = list(range(len(x.shape)))
+    perm[first], perm[second] = second, first
+    ctx.normalise("perm", tuple(perm))
+    return Value(tuple(x.shape[p] for p in perm), x.is_bool)
+
+
+def _section(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    """Part `index` of `x` split into `sections` equal parts along `axis` (NumPy's
+    `split(x, n)[i]`); with `size`, each part must have that size (PyTorch's
+    `x.split(size)`, `unbind`: size 1)."""
+    x: Value = a["x"]
+    axis = resolve_axis(ctx, a["axis"], x)
+    if axis is None:
+        return None
+    assert x.shape is not None
+    length, sections, size = x.shape[axis], a["sections"], a["size"]
+    index: Dim = a["index"]
+    if not (ctx.dims.positive(index + 1) and ctx.dims.positive(sections - index)):
+        ctx.report(codes.SPLIT_PARTS, "index", axis=to_text(length), shape=x.text(),
+                   parts=codes.detail("equal_parts", count=to_text(sections)),
+                   reason=codes.detail("no_such_part", index=to_text(index),
+                                       count=to_text(sections)))
+        return None
+    if size is not None:
+        verdict = ctx.dims.equal(length, sections * size)
+        if not verdict:
+            decision = ctx.dims.decide(Claim.equal(length, sections * size))
+            ctx.report(codes.SPLIT_PARTS, "x", notes=ctx.notes("x"), needed=decision,
+                       counterexample=counterexample(decision), axis=to_text(length),
+                       shape=x.text(), parts=codes.detail("parts_of_size", count=to_text(sections),
+                                                          size=to_text(size)),
+                       reason=codes.detail("sizes_relation", left=to_text(length),
+                                           right=to_text(sections * size),
+                                           relation=relation(decision)))
+            return None
+        part = size
+    else:
+        verdict = ctx.dims.divides(length, sections)
+        if not verdict:
+            decision = ctx.dims.decide(Claim.divides(length, sections))
+            ctx.report(codes.SPLIT_PARTS, "x", notes=ctx.notes("x"), needed=decision,
+                       counterexample=counterexample(decision), axis=to_text(length),
+                       shape=x.text(), parts=codes.detail("equal_parts", count=to_text(sections)),
+                       reason=ctx.dims.divisibility_claim(length, sections, decision))
+            return None
+        part = ctx.dims.quotient(length, sections)
+    ctx.normalise("axis", axis)
+    shape = list(x.shape)
+    shape[axis] = part
+    return Value(tuple(shape), x.is_bool)
+
+
 def _merge_heads(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     x: Value = a["x"]
     if not has_rank(ctx, x, 3, "`merge_heads`", ctx.text("x")):
@@ -577,6 +638,15 @@ def _table() -> dict[str, Builtin]:
         Builtin("split_heads", (X, Param("heads", Kind.DIM)), _split_heads,
                 "[..., N, H*d] -> [..., H, N, d], head-major",
                 AxisMap(AxisKind.SPLIT_HEADS, keeps_values=True)),
+        Builtin("swapaxes", (X, Param("axis1", Kind.AXIS), Param("axis2", Kind.AXIS),
+                             Param("perm", Kind.PERM, None, required=False)), _swapaxes,
+                "two axes swapped (np.swapaxes; PyTorch's x.transpose(a, b))",
+                AxisMap(AxisKind.PERMUTE, axis="perm", keeps_values=True)),
+        Builtin("section", (X, Param("index", Kind.OFFSET), Param("sections", Kind.DIM),
+                            Param("axis", Kind.AXIS, 0, required=False),
+                            Param("size", Kind.DIM, None, required=False)), _section,
+                "part index of x split into equal sections along axis (np.split(x, n)[i])",
+                AxisMap(AxisKind.RESIZE, axis="axis", keeps_values=True)),
         Builtin("merge_heads", (X,), _merge_heads, "[..., H, N, d] -> [..., N, H*d]",
                 AxisMap(AxisKind.MERGE_HEADS, keeps_values=True)),
         Builtin("repeat", (X, Param("repeats", Kind.DIM), Param("axis", Kind.AXIS)), _repeat,

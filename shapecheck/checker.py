@@ -16,10 +16,14 @@ from .builtins import (
     BUILTINS, KEYWORD_SYNONYMS, VARIADIC, Builtin, Kind, axis_index, broadcast, matmul,
     transpose_last_two,
 )
-from .diagnostics import Diagnostic, DiagnosticSink, Edit, Fix, Note, Span, line_starts, span_text
+from .diagnostics import (
+    VERSION_MARK, Diagnostic, DiagnosticSink, Edit, Fix, Note, Span, line_starts, shown,
+    span_text,
+)
 from .indexing import Entry, subscript_shape
 from .program import SCALAR, UNKNOWN, CallInfo, Inferred, Program, Tensor, Value
-from .rules import MAX_RANK, Anchor, needed_fixes, needed_help
+from . import symbolic
+from .rules import MAX_RANK, Anchor, needed_fixes, needed_help, relation
 from .value_rules import combined_element
 from .symbolic import (
     Claim, Decision, Dim, DimBuilder, DimSystem, TooComplex, Verdict, as_int, free_names,
@@ -29,6 +33,9 @@ from .symbolic import (
 RESERVED_WORDS = frozenset(
     "dim constraint input param output assert bool inf row col true false True False".split()
 )
+# A statement keyword where it cannot start its statement is a name (`output = O @ W`).
+STATEMENT_KEYWORDS = frozenset("dim constraint input param output assert".split())
+_UNSUPPORTED = "<unsupported>"  # a spelling that shapecheck.spellings reported already
 
 
 @dataclass
@@ -74,6 +81,11 @@ class Checker:
         # `&` / `|` nodes that are an operand of a comparison: when they fail, the
         # cause is most likely precedence (`m & x > 0` is `(m & x) > 0`).
         self._compared: set[int] = set()
+        # A builtin's name taken by a tensor (it shadows the builtin from there on).
+        self._shadowed: dict[str, Span] = {}
+        # Tensors defined as a dim expression (`hs = q.shape[-1]`, `n = C // H`): they also
+        # stand for that dim where a size is needed, as a Python int does.
+        self._dim_values: dict[str, Dim] = {}
         self._handlers: dict[type, Callable[[Any], None]] = {
             nodes.DimFree: self._dim_free, nodes.DimDef: self._dim_def,
             nodes.Constraint: self._constraint, nodes.TensorDecl: self._tensor_decl,
@@ -222,9 +234,11 @@ class Checker:
         self._warn_unused()
         self._warn_unknown_bindings()
         if not self._has_output_statement:
+            # A version that a later statement replaces is not an output (`y = a; y = b`).
             self.program.outputs = [
                 name for name, tensor in self.program.tensors.items()
                 if tensor.kind == "defined" and name not in self.names.used
+                and VERSION_MARK not in name
             ]
         if self.sink.dropped:
             last = self.sink.items[-1].span
@@ -244,7 +258,9 @@ class Checker:
     def _claim(self, ident: nodes.Ident, kind: str) -> bool:
         """Register a new name; report reserved words, builtins and redefinitions."""
         name = ident.name
-        if name in RESERVED_WORDS or name in BUILTINS:
+        shadowing = kind == "tensor" and name in BUILTINS
+        keyword = kind == "tensor" and name in STATEMENT_KEYWORDS
+        if (name in RESERVED_WORDS and not keyword) or (name in BUILTINS and not shadowing):
             what = codes.detail("reserved_word" if name in RESERVED_WORDS else "builtin_function")
             self.report(codes.RESERVED.diag(ident.span, name=name, what_kind=what))
             self.names.kind.setdefault(name, "unknown")
@@ -262,6 +278,8 @@ class Checker:
             ))
             return False
         self.names.kind[name] = kind
+        if shadowing:
+            self._shadowed[shown(name)] = ident.span
         return True
 
     def _undefined(self, name: str, span: Span, role: str) -> None:
@@ -278,10 +296,15 @@ class Checker:
     def _resolve_dim(self, node: nodes.Name, role: str = "dim") -> Dim | None:
         """The dim a name stands for, or report why there is none (``role`` "value":
         the name stands where a value is needed, and is not a dim or a tensor)."""
+        if isinstance(node, nodes.ShapeOf):
+            return self._shape_of(node)
         kind = self.names.kind.get(node.name)
         if kind == "dim":
             self.names.used.add(node.name)
             return None if self._declared_later(node) else self.dims.symbol_of(node.name)
+        if kind == "tensor" and node.name in self._dim_values:
+            self.names.used.add(node.name)
+            return self._dim_values[node.name]
         if kind == "unknown":
             self.names.used.add(node.name)
             return None
@@ -432,6 +455,7 @@ class Checker:
     def _define_value(self, ident: nodes.Ident, annotation: nodes.Shape | None,
                       expr: nodes.Expr, span: Span, where: str) -> None:
         value = self.value(expr)
+        size = value.dim
         if value.dim is not None or (value.known and value.shape == () and _is_literal(expr)):
             value = Value((), value.is_bool, element=value.element)
         declared = self._shape(annotation) if annotation is not None else None
@@ -442,6 +466,8 @@ class Checker:
             value = declared
         if self._claim(ident, "tensor"):
             self._add_tensor(ident, "defined", value, span)
+            if size is not None and annotation is None:
+                self._dim_values[ident.name] = size
 
     def _compare(self, ident: nodes.Ident, actual: Value, declared: Value,
                  annotation: nodes.Shape | None, where: str) -> bool:
@@ -551,10 +577,30 @@ class Checker:
             return self._call(node)
         if isinstance(node, nodes.Subscript):
             return self._subscript(node)
+        if isinstance(node, nodes.Update):
+            return self._update(node)
         self.report(codes.SCALAR_OPERAND.diag(node.span, detail=_not_a_value(node)))
         return UNKNOWN
 
+    def _shape_of(self, node: nodes.ShapeOf) -> Dim | None:
+        """`x.shape[i]`, `x.size(i)`: the size of the tensor's axis i."""
+        assert node.tensor is not None
+        ident = nodes.Ident(node.tensor.name, node.tensor.span)
+        value = self._tensor_value(ident)
+        if value is None or not value.known:
+            return None
+        assert value.shape is not None
+        axis = node.axis + value.rank if node.axis < 0 else node.axis
+        if not 0 <= axis < value.rank:
+            self.report(codes.AXIS.diag(node.span, axis=node.axis, rank=value.rank,
+                                        shape=value.text()))
+            return None
+        return value.shape[axis]
+
     def _name_value(self, node: nodes.Name) -> Value:
+        if isinstance(node, nodes.ShapeOf):
+            size = self._shape_of(node)
+            return UNKNOWN if size is None else Value((), dim=size)
         kind = self.names.kind.get(node.name)
         if kind == "tensor":
             self.names.used.add(node.name)
@@ -613,6 +659,7 @@ class Checker:
 
     def _fresh_name(self, name: str) -> str:
         """`Q2` for a second `Q` (or `Q3`, ...): a name no statement defines."""
+        name = shown(name)
         index = 2
         while f"{name}{index}" in self._first:
             index += 1
@@ -681,6 +728,41 @@ class Checker:
         self.program.subscripts[id(node)] = plan
         return value
 
+    def _update(self, node: nodes.Update) -> Value:
+        """`cache[...] = value`: the operand's shape, once the slice's bounds are proved
+        and the value has the slice's shape (or broadcasts to it)."""
+        operand = self.value(node.operand)
+        written = self.value(node.value)
+        params: dict[str, Any] = {"x": node.operand}
+        entries: list[Entry] = []
+        for position, item in enumerate(node.indices):
+            key = str(position)
+            params[key] = item
+            entry = self._index_entry(item, key, params)
+            if entry is None:
+                return UNKNOWN
+            entries.append(entry)
+        if not (operand.known and written.known):
+            return UNKNOWN
+        result = subscript_shape(self._ctx(node, params), operand, entries)
+        if result is None:
+            return operand  # the new version has the old one's shape all the same
+        part, plan = result
+        assert part.shape is not None and written.shape is not None
+        problem = _write_problem(self.dims, part.shape, written.shape)
+        if problem is not None:
+            target = span_text(self.source, self._line_starts,
+                               Span(node.span.line, node.span.column, node.bracket.end_line,
+                                    node.bracket.end_column))
+            self.report(codes.SLICE_WRITE.diag(
+                node.value.span, value=self.text(node.value), shape=written.text(),
+                target=target, slice=part.text(), reason=problem,
+                notes=self.operand_notes(node.value)))
+            return operand
+        if written.is_bool and not operand.is_bool:
+            self._warn_bool(node.value, "`=`")
+        self.program.subscripts[id(node)] = plan
+        return operand
     def _gather_entry(self, node: nodes.Subscript) -> tuple[nodes.Expr, int] | None:
         """`E[ids]`, `x[:, positions]`, `freqs[..., pos]`: one integer tensor among whole
         axes is a gather (NumPy's integer-array indexing); its entry and its axis. Only a
@@ -768,7 +850,18 @@ class Checker:
     # --- calls ---------------------------------------------------------------------------------
 
     def _call(self, node: nodes.Call) -> Value:
-        builtin = BUILTINS.get(node.func.name)
+        if node.func.name == _UNSUPPORTED:
+            self.names.used.update(nodes.names_in(node.args))
+            return UNKNOWN
+        shadowed = self._shadowed.get(node.func.name)
+        builtin = BUILTINS.get(node.func.name) if shadowed is None else None
+        if shadowed is not None:
+            self.report(codes.NOT_CALLABLE.diag(
+                node.func.span, name=node.func.name,
+                notes=[codes.note("shadows_builtin", shadowed, name=node.func.name)],
+                help=[codes.help_text("rename", name=f"{node.func.name}_")]))
+            self._check_arguments(node)
+            return UNKNOWN
         if builtin is None:
             close = _close_matches(node.func.name, list(BUILTINS), n=1)
             self.report(codes.NOT_CALLABLE.diag(node.func.span, name=node.func.name,
@@ -1171,6 +1264,22 @@ def _int_literal(node: nodes.Expr) -> int | None:
         return node.value
     if isinstance(node, nodes.Unary) and isinstance(node.operand, nodes.Integer):
         return -node.operand.value if node.op == "-" else node.operand.value
+    return None
+
+
+def _write_problem(dims: DimSystem, part: tuple[Dim, ...],
+                   written: tuple[Dim, ...]) -> str | None:
+    """Why a value of shape ``written`` cannot be written into a slice of shape ``part``
+    (NumPy: it must broadcast to the slice), or None."""
+    if len(written) > len(part):
+        return codes.detail("write_rank", rank=len(written), slice_rank=len(part))
+    for want, got in zip(part[len(part) - len(written):], written):
+        if symbolic.is_literal_one(got):
+            continue
+        if not dims.equal(want, got):
+            decision = dims.decide(Claim.equal(want, got))
+            return codes.detail("write_sizes", slice=to_text(want), value=to_text(got),
+                                relation=relation(decision))
     return None
 
 

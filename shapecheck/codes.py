@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .diagnostics import Diagnostic, Fix, Note, Severity, Span
+from .diagnostics import Diagnostic, Edit, Fix, Note, Severity, Span, shown
 from .i18n import Table, code_text
 
 
@@ -42,12 +42,13 @@ class Code:
         return Diagnostic(
             code=self.id,
             severity=self.severity,
-            message=self.text("message").format(**fields),
+            message=shown(self.text("message").format(**fields)),
             span=span,
-            notes=tuple(notes),
-            help=tuple(help),
+            notes=tuple(Note(shown(n.message), n.span) for n in notes),
+            help=tuple(shown(h) for h in help),
             counterexample=tuple(counterexample),
-            fixes=tuple(fixes),
+            fixes=tuple(Fix(shown(f.help), tuple(Edit(e.span, shown(e.replacement))
+                                                  for e in f.edits), f.safe) for f in fixes),
         )
 
     def text(self, field: str) -> str:
@@ -198,11 +199,13 @@ UNDEFINED = _code(
 REDEFINED = _code(
     "SC102", "redefined-name", E, "a name is defined twice",
     "`{name}` is already defined",
-    what="Each name is defined once: as a dim or as a tensor, never both and never twice.",
-    why="A spec describes one computation; rebinding a name would make the shape of "
-    "every later use ambiguous to the reader.",
-    example="dim N, d\ninput Q: [N, d]\nQ = Q * 2\n# error[SC102]: `Q` is already defined",
-    fix="Give the new value its own name (`Q2 = Q * 2`).",
+    what="A dim is defined once, a name is never both a dim and a tensor, and an `input` or "
+    "`param` is declared once. A tensor may be rebound as in Python (`att = "
+    "att.masked_fill(...)`): that is its new version.",
+    why="A dim is a fact of the whole spec, true at every statement; an input declared twice "
+    "leaves open which one the run supplies.",
+    example="dim N, d\ninput X: [N, d]\ninput X: [N, N]\n# error[SC102]: `X` is already defined",
+    fix="Give the new value its own name (`X2`).",
 )
 WRONG_KIND = _code(
     "SC103", "wrong-kind", E, "a dim is used as a tensor or a tensor as a dim",
@@ -217,10 +220,12 @@ WRONG_KIND = _code(
 RESERVED = _code(
     "SC104", "reserved-name", E, "a reserved word or builtin is used as a name",
     "`{name}` is a {what_kind} and cannot be used as a name",
-    what="Reserved words (`dim`, `input`, `row`, ...) and builtin function names "
-    "(`softmax`, `exp`, ...) cannot name a dim or a tensor.",
-    why="Shadowing a builtin would make later calls ambiguous.",
-    example="dim N\ninput exp: [N]\n# error[SC104]: `exp` is a builtin function and cannot be used as a name",
+    what="Reserved words (`bool`, `inf`, `row`, ...) cannot be names, and builtin function "
+    "names (`softmax`, `exp`, ...) cannot name a dim. A tensor may take a builtin's name "
+    "(`cos`, `sin`): it shadows the builtin from there on, as in Python; a statement keyword "
+    "(`output`, `input`, ...) where it cannot start its statement is a name.",
+    why="A dim's name stands in every shape; one that reads as a builtin misleads.",
+    example="dim exp\n# error[SC104]: `exp` is a builtin function and cannot be used as a name",
     fix="Choose another name.",
 )
 NOT_CALLABLE = _code(
@@ -547,6 +552,32 @@ LOGICAL_OPERAND = _code(
     fix="Compare first (`x > 0`), and put each comparison in parentheses: "
     "`(i >= j) & (i < n)`.",
 )
+SPLIT_PARTS = _code(
+    "SC340", "split-parts", E, "a tensor cannot be split into the parts asked for",
+    "cannot split the axis {axis} of {shape} into {parts}: {reason}",
+    what="`q, k, v = split(x, 3, axis=-1)` (NumPy: 3 equal sections), `x.split(C, dim=2)` "
+    "(PyTorch: parts of size C), `x.chunk(3)` and `x.unbind(0)` give one part per name on "
+    "the left; the axis must be provably divisible into that many equal parts (or, for a "
+    "size, equal to the number of names times it).",
+    why="NumPy and PyTorch raise an error, or PyTorch returns fewer or unequal parts than "
+    "the names on the left, when the axis does not split evenly.",
+    example="dim N, C\ninput x: [N, C]\nq, k, v = split(x, 3, axis=-1)\n# error[SC340]: "
+    "cannot split the axis C of [N, C] into 3 equal parts",
+    fix="Declare the axis as a multiple (`[N, 3 * C]`), or add the constraint the help "
+    "line names.",
+)
+SLICE_WRITE = _code(
+    "SC341", "slice-write", E, "a value of the wrong shape is written into a slice",
+    "cannot write `{value}` of shape {shape} into `{target}` of shape {slice}: {reason}",
+    what="`cache[:, P:P + S] = xk` makes a new version of `cache` with the slice replaced "
+    "by `xk`. The slice's bounds are checked as a subscript's; the value must have the "
+    "slice's shape, or broadcast to it (as NumPy allows).",
+    why="NumPy raises `could not broadcast input array from shape ...`; PyTorch a "
+    "`shape mismatch` error.",
+    example="dim B, T, S, d\nconstraint T >= S\ninput cache: [B, T, d]\ninput xk: [B, S + 1, d]\n"
+    "cache[:, 0:S] = xk\n# error[SC341]: ... S and S + 1 differ",
+    fix="Write a value of the slice's shape, or select the slice the value fills.",
+)
 
 WRONG_ELEMENT = _code(
     "SC322", "element-type", E, "a value of the wrong element type",
@@ -834,6 +865,9 @@ NOTES: Table = Table("codes", "NOTES", {
     "weights_summed": "`{contraction}` keeps the queries and sums over the keys here",
     "mask_built": "the mask is built here by `{mask}`",
     "reduced_here": "`{reduction}` drops its axis here",
+    "shadows_builtin": "`{name}` is a tensor from here on, not the builtin (it was "
+    "defined here)",
+    "version": "`{name}` is written here; this is its new version",
 })
 
 HELPS: Table = Table("codes", "HELPS", {
@@ -852,6 +886,7 @@ HELPS: Table = Table("codes", "HELPS", {
     "not_a_spec": "shapecheck checks `.attn` specs: a folder means the `*.attn` files below it",
     "bind_dim": "bind it with `--dim {name}=VALUE` or `dim {name} = VALUE`",
     "rename": "give the new value its own name, e.g. `{name}`",
+    "spelling_instead": "write `{spelling}`",
     "compare_first": "compare first, e.g. `({operand} > 0)`",
     "parenthesize_comparisons": "`&` and `|` bind tighter than comparisons: write each "
     "comparison in parentheses, `(a < b) & (c < d)`",
@@ -966,6 +1001,16 @@ def divisibility(definite: bool, numerator: str, denominator: str,
 # message fields (`detail=`, `reason=`, `operation=`, `what_found=`, ...). A key
 # names what happened; its fields are the values, formatted by the caller.
 DETAILS: Table = Table("codes", "DETAILS", {
+    "sizes_relation": "{left} and {right} {relation}",
+    "no_such_part": "there is no part {index} of {count} (they are numbered from 0)",
+    "parts_of_size": "{count} parts of size {size}",
+    "write_rank": "the value has {rank} axes, the slice {slice_rank}",
+    "write_sizes": "the slice's {slice} and the value's {value} {relation}",
+    "cannot_unpack": "cannot unpack this into {count} names: a tuple assignment takes "
+    "`split`, `chunk`, `unbind`, `max(dim)` or a tuple of as many values",
+    "indices_unsupported": "the indices of `max(dim)` are integers, which this spec cannot "
+    "hold: name them `_`",
+    "equal_parts": "{count} equal parts",
     # SC103: what a name is
     "noun_tensor": "tensor",
     "noun_dim": "dim",

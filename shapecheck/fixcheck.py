@@ -36,8 +36,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from . import nodes
-from .diagnostics import Diagnostic, Edit, Fix, Span
+from .diagnostics import VERSION_MARK, Diagnostic, Edit, Fix, Span
 from .parser import Chunk, parse_chunk
+from .spellings import has_spelling
 from .program import Program
 
 MAX_SLICE = 32
@@ -142,16 +143,23 @@ class _Verifier:
             # repairs the other statements that needed it, and what they feed); in a
             # sketch, what is inferred may change.
             return self._whole(diagnostic, edited, edits)
+        if any(VERSION_MARK in name for name in self.program.tensors):
+            # Rebound names are versions (shapecheck.versions), numbered over the whole
+            # file: a statement parsed alone cannot say which version it means.
+            return self._whole(diagnostic, edited, edits)
         return self._local(diagnostic, edited, in_place, [i for i in touched if i is not None],
-                           target)
+                           target, edits)
 
     def _local(self, diagnostic: Diagnostic, edited: str, in_place: list[Edit],
-               touched: list[int], target: int | None) -> _Outcome | None:
+               touched: list[int], target: int | None,
+               edits: list[Edit]) -> _Outcome | None:
         new_statements: dict[int, nodes.Stmt] = {}
         for index in touched:
             parsed = self._reparse(index, edited, in_place)
             if parsed is None:
                 return _Outcome(False)  # the edit does not even parse
+            if isinstance(parsed, (nodes.Write, nodes.Unpack)) or has_spelling(parsed):
+                return self._whole(diagnostic, edited, edits)  # lowered with the file
             new_statements[index] = parsed
         seeds = set(touched) | ({target} if target is not None else set())
         slice_indices = self._slice(seeds, new_statements)

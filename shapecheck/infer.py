@@ -67,7 +67,7 @@ PARTNERS: dict[str, tuple[str, ...]] = {
         "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "abs",
         "sum", "mean", "max", "min",
         "cos", "sin", "elu", "silu", "softplus", "erf", "square", "rsqrt", "arange", "stack",
-        "tril", "triu")},
+        "tril", "triu", "swapaxes", "section")},
     # issue 21: x and y of `minimum`/`maximum` broadcast together, as the operands of `+`
     "minimum": ("x", "y"), "maximum": ("x", "y"),
     **{name: () for name in ("cumsum", "cumprod", "clamp", "full", "tile", "all", "any",

@@ -24,6 +24,7 @@ from .options import check_bindings
 from .parser import ParseResult, parse
 from .program import Inferred, Program
 from .symbolic import DimSystem
+from .versions import lower
 
 if TYPE_CHECKING:  # the language server's memo: `verify` never imports it
     from .incremental import Memo
@@ -90,7 +91,7 @@ def _check(text: str, parsed: ParseResult | None, bindings: dict[str, int] | Non
         declared = _declared(parsed.statements)
         given = {**default_bindings(defaults, declared), **(bindings or {})} if defaults \
             else bindings
-        statements, syntax = parsed.statements, parsed.diagnostics
+        statements, syntax = lower(parsed.statements, parsed.diagnostics)
 
         def check_again(inferred: Inferred | None = None, dims: DimSystem | None = None, *,
                         complete: bool = False) -> Program:

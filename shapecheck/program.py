@@ -203,10 +203,13 @@ class Program:
         return self.types.get(id(node), UNKNOWN)
 
     def shapes(self) -> dict[str, list[str]]:
+        """Each tensor's shape by name; a rebound one's is its last version's
+        (:mod:`shapecheck.versions`)."""
+        from .diagnostics import shown
         from .symbolic import to_text
 
         return {
-            name: [to_text(d) for d in tensor.value.shape]
+            shown(name): [to_text(d) for d in tensor.value.shape]
             for name, tensor in self.tensors.items()
             if tensor.value.shape is not None
         }

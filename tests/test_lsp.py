@@ -244,3 +244,25 @@ async def test_diagnostics_after_a_series_of_edits_are_those_of_a_full_check(
         await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
         got = [(d.code, d.range, d.message, d.severity) for d in client.diagnostics[uri]]
         assert got == expected(text), (old, new)
+
+
+@pytest.mark.asyncio(loop_scope="function")
+async def test_hover_shows_each_version_and_the_builtin_of_a_spelling(client: LanguageClient,
+                                                                        tmp_path):
+    uri = (tmp_path / "versions.attn").as_uri()
+    text = ("dim N, d, H\ninput x: [N, d]\nk = x.unsqueeze(0)\nk = k.transpose(0, 1)\n"
+            "output y = k.sum(dim=0)\n")
+    assert list(await _open(client, uri, text)) == []
+
+    async def hover(needle: str, offset: int = 0) -> str:
+        found = await client.text_document_hover_async(types.HoverParams(
+            types.TextDocumentIdentifier(uri), _position(text, needle, offset)))
+        assert found is not None, needle
+        return found.contents.value
+
+    first = await hover("k = x")
+    assert "`k`" in first and "[1, N, d]" in first and "′" not in first
+    second = await hover("k = k")
+    assert "[N, 1, d]" in second and "version" in second
+    assert "[1, N, d]" in await hover("k.transpose")  # reads the first version
+    assert "`swapaxes`" in await hover("transpose", 1)

@@ -469,6 +469,8 @@ def _owned(value: Any) -> Any:
 
 
 def _compile_name(c: _ExprCompiler, node: nodes.Name) -> Compiled:
+    if isinstance(node, nodes.ShapeOf):  # `x.shape[i]`: a size, which the checker resolved
+        return c.constant(c.scalar(c.dim(c.value_of(node).dim)))
     if node.name not in c.program.tensors:  # a dim used as a value: a scalar
         value = c.program.dims.value_of(node.name)
         if value is None:
@@ -602,6 +604,26 @@ def _compile_subscript(c: _ExprCompiler, node: nodes.Subscript) -> Compiled:
     return c.fold(Compiled(lambda frame: run(frame)[key]), operand)
 
 
+def _compile_update(c: _ExprCompiler, node: nodes.Update) -> Compiled:
+    """`x[...] = v` as a new array: a copy of x with the slice assigned (NumPy broadcasts v
+    as the checker proved it may); x itself is left as it was."""
+    plan = c.program.subscripts.get(id(node))
+    if plan is None:
+        raise CheckerBug(message("bug_unresolved_call", name="[...] =", line=node.span.line))
+    key = tuple(_index_key(c, entry) for entry in plan.entries)
+    operand, value = c.compile(node.operand), c.compile(node.value)
+    run, run_value, dtype = operand.run, value.run, c.dtype
+    bools = c.value_of(node).is_bool
+    c.allocates(node)
+
+    def update(frame: Frame) -> Any:
+        result = np.array(run(frame), dtype=None if bools else dtype, copy=True)
+        result[key] = run_value(frame)
+        return result
+
+    return Compiled(update, fresh=True, contiguous=True)
+
+
 def _index_key(c: _ExprCompiler, entry: Take | Range | NewAxis) -> Any:
     if isinstance(entry, Take):
         return c.dim(entry.index)
@@ -685,6 +707,7 @@ def _compile_fused(c: _ExprCompiler, planned: fused.Planned,
 
 _NODE_COMPILERS: dict[type, Callable[[_ExprCompiler, Any], Compiled]] = {
     nodes.Name: _compile_name,
+    nodes.ShapeOf: _compile_name,
     nodes.Integer: _compile_number,
     nodes.Decimal: _compile_number,
     nodes.Inf: _compile_inf,
@@ -695,6 +718,7 @@ _NODE_COMPILERS: dict[type, Callable[[_ExprCompiler, Any], Compiled]] = {
     nodes.Transpose: _compile_transpose,
     nodes.Call: _compile_call,
     nodes.Subscript: _compile_subscript,
+    nodes.Update: _compile_update,
 }
 
 
@@ -1002,6 +1026,18 @@ def _split_heads(call: _Call) -> Compiled:
                     fresh=x.fresh)
 
 
+def _section(call: _Call) -> Compiled:
+    """Part `index` of equal parts along `axis`: a view, as NumPy's `split` gives."""
+    x = call.tensor()
+    axis = call.axis()
+    assert axis is not None
+    length = call.out_shape[axis]
+    start = call.dim("index") * length
+    key = (slice(None),) * axis + (slice(start, start + length),)
+    run = x.run
+    return Compiled(lambda frame: run(frame)[key], fresh=False, contiguous=False)
+
+
 def _merge_heads(call: _Call) -> Compiled:
     x = call.tensor()
     run, target = x.run, call.out_shape
@@ -1273,6 +1309,8 @@ BUILTINS: dict[str, Implementation] = {
     "transpose": _transpose,
     "reshape": _reshape,
     "split_heads": _split_heads,
+    "swapaxes": _transpose,  # the checker made its `perm`
+    "section": _section,
     "merge_heads": _merge_heads,
     "repeat": _repeat,
     "concat": _concat,

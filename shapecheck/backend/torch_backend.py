@@ -321,6 +321,8 @@ class _ExprCompiler:
 
 
 def _compile_name(c: _ExprCompiler, node: nodes.Name) -> Compiled:
+    if isinstance(node, nodes.ShapeOf):  # `x.shape[i]`: a size, which the checker resolved
+        return c.constant(c.scalar(c.dim(c.value_of(node).dim)))
     if node.name not in c.program.tensors:  # a dim used as a value: a scalar
         value = c.program.dims.value_of(node.name)
         if value is None:
@@ -429,6 +431,41 @@ def _compile_subscript(c: _ExprCompiler, node: nodes.Subscript) -> Compiled:
     return c.fold(Compiled(lambda frame: run(frame)[index]), operand)
 
 
+def _compile_update(c: _ExprCompiler, node: nodes.Update) -> Compiled:
+    """`x[...] = v` as a new tensor: a clone of x with the slice assigned (broadcast as
+    the checker proved it may); x itself is left as it was."""
+    plan = c.program.subscripts.get(id(node))
+    if plan is None:
+        raise CheckerBug(message("bug_unresolved_call", name="[...] =", line=node.span.line))
+    key: list[Any] = []
+    for entry in plan.entries:
+        if isinstance(entry, Take):
+            key.append(c.dim(entry.index))
+        elif isinstance(entry, Range):
+            start = None if entry.start is None else c.dim(entry.start)
+            stop = None if entry.stop is None else c.dim(entry.stop)
+            step = c.dim(entry.step)
+            if step < 0:  # torch slices go forward only: the same elements, as indices
+                size = c.dim(c.value_of(node.operand).shape[entry.axis])  # type: ignore[index]
+                key.append(range(size)[slice(start, stop, step)])
+                continue
+            key.append(slice(start, stop, step))
+        else:
+            key.append(None)
+    operand, value = c.compile(node.operand), c.compile(node.value)
+    run, run_value, index = operand.run, value.run, tuple(key)
+
+    def update(frame: Frame) -> Any:
+        result = run(frame).clone()
+        written = run_value(frame)
+        where = tuple(torch.tensor(k, dtype=torch.long, device=result.device)
+                      if isinstance(k, range) else k for k in index)
+        result[where] = written.to(result.dtype) if isinstance(written, torch.Tensor) else written
+        return result
+
+    return Compiled(update)
+
+
 def _compile_call(c: _ExprCompiler, node: nodes.Call) -> Compiled:
     info = c.program.calls.get(id(node))
     if info is None:
@@ -441,6 +478,7 @@ def _compile_call(c: _ExprCompiler, node: nodes.Call) -> Compiled:
 
 _NODE_COMPILERS: dict[type, Callable[[_ExprCompiler, Any], Compiled]] = {
     nodes.Name: _compile_name,
+    nodes.ShapeOf: _compile_name,
     nodes.Integer: _compile_number,
     nodes.Decimal: _compile_number,
     nodes.Inf: _compile_inf,
@@ -451,6 +489,7 @@ _NODE_COMPILERS: dict[type, Callable[[_ExprCompiler, Any], Compiled]] = {
     nodes.Transpose: _compile_transpose,
     nodes.Call: _compile_call,
     nodes.Subscript: _compile_subscript,
+    nodes.Update: _compile_update,
 }
 
 
@@ -580,6 +619,16 @@ def _split_heads(call: _Call) -> Compiled:
     *batch, heads, n, d = call.out_shape
     grouped = (*batch, n, heads, d)  # head h owns columns h*d ... h*d+d-1
     return Compiled(lambda frame: torch.reshape(run(frame), grouped).transpose(-3, -2))
+
+
+def _section(call: _Call) -> Compiled:
+    """Part `index` of equal parts along `axis` (a view, as `torch.split` gives)."""
+    axis = call.axis()
+    assert axis is not None
+    length = call.out_shape[axis]
+    start = call.dim("index") * length
+    run = call.tensor().run
+    return Compiled(lambda frame: run(frame).narrow(axis, start, length))
 
 
 def _merge_heads(call: _Call) -> Compiled:
@@ -726,6 +775,8 @@ BUILTINS: dict[str, Implementation] = {
     "transpose": _transpose,
     "reshape": _reshape,
     "split_heads": _split_heads,
+    "swapaxes": _transpose,  # the checker made its `perm`
+    "section": _section,
     "merge_heads": _merge_heads,
     "repeat": _repeat,
     "concat": _concat,

@@ -53,8 +53,8 @@ def operation_cost(spec: Spec, node: nodes.Expr) -> tuple[str, Dim | None] | Non
         kind = "matmul" if node.op == "@" else "elementwise"
     elif isinstance(node, nodes.Unary):
         kind = "elementwise"
-    elif isinstance(node, (nodes.Transpose, nodes.Subscript)):
-        return ("move", integer(0))
+    elif isinstance(node, (nodes.Transpose, nodes.Subscript, nodes.Update)):
+        return ("move", integer(0))  # a slice write copies; it computes nothing
     elif isinstance(node, nodes.Call):
         info = spec.program.calls.get(id(node))
         if info is None:

@@ -130,10 +130,11 @@ CODES: dict[str, dict[str, str]] = {
     "SC102": dict(
         summary="一个名字被定义了两次",
         message="`{name}` 已经定义过了",
-        what="每个名字只定义一次: 要么是维度, 要么是张量, 不能两者都是, 也不能定义两次。",
-        why="一个 spec 描述一次计算; 重新绑定名字会让之后每次使用的形状对读者来说含糊不清。",
-        example="dim N, d\ninput Q: [N, d]\nQ = Q * 2\n# error[SC102]: `Q` 已经定义过了",
-        fix="给新的值起一个自己的名字 (`Q2 = Q * 2`)。",
+        what="维度只定义一次, 一个名字不能既是维度又是张量, `input`/`param` 也只声明一次。"
+        "张量可以像 Python 那样重新绑定 (`att = att.masked_fill(...)`): 那是它的新版本。",
+        why="维度是整个 spec 的事实, 对每个语句都成立; 两次声明同一个输入则说不清运行时给的是哪一个。",
+        example="dim N, d\ninput X: [N, d]\ninput X: [N, N]\n# error[SC102]: `X` 已经定义过了",
+        fix="给新的值起一个自己的名字 (`X2`)。",
     ),
     "SC103": dict(
         summary="维度被当作张量用, 或张量被当作维度用",
@@ -146,10 +147,11 @@ CODES: dict[str, dict[str, str]] = {
     "SC104": dict(
         summary="保留字或内置函数被用作名字",
         message="`{name}` 是{what_kind}, 不能用作名字",
-        what="保留字 (`dim`、`input`、`row` ……) 和内置函数名 (`softmax`、`exp` ……) "
-        "不能用来命名维度或张量。",
-        why="遮蔽内置函数会让之后的调用含糊不清。",
-        example="dim N\ninput exp: [N]\n# error[SC104]: `exp` 是内置函数, 不能用作名字",
+        what="保留字 (`bool`、`inf`、`row` ……) 不能用作名字; 内置函数名 (`softmax`、`exp` ……) "
+        "不能命名维度。张量可以取内置函数的名字 (`cos`、`sin`), 从那里起遮蔽该内置函数, "
+        "就像 Python 一样; 语句关键字 (`output`、`input` ……) 在不能当关键字读的地方就是名字。",
+        why="维度名出现在每个形状里, 与内置函数同名会让读者误解。",
+        example="dim exp\n# error[SC104]: `exp` 是内置函数, 不能用作名字",
         fix="换一个名字。",
     ),
     "SC105": dict(
@@ -587,6 +589,27 @@ CODES: dict[str, dict[str, str]] = {
         example="dim N, d, H\ninput O: [H, N, d]\nY = reshape(O, [N, H * d])\n# warning[SC411]",
         fix="先移动轴 (`transpose(O, [1, 0, 2])`), 或使用会移动轴的 `merge_heads` / `split_heads`。",
     ),
+    "SC340": dict(
+        summary="张量无法拆成所要求的几部分",
+        message="无法把 {shape} 的轴 {axis} 拆成 {parts}: {reason}",
+        what="`q, k, v = split(x, 3, axis=-1)` (NumPy: 3 个等分), `x.split(C, dim=2)` "
+        "(PyTorch: 每部分大小为 C), `x.chunk(3)` 和 `x.unbind(0)` 给左边每个名字一部分; "
+        "该轴必须可证明能等分成那么多份 (给定大小时, 必须等于名字个数乘以该大小)。",
+        why="轴不能均分时, NumPy 和 PyTorch 会报错, 或者 PyTorch 返回的部分比左边的名字少或大小不等。",
+        example="dim N, C\ninput x: [N, C]\nq, k, v = split(x, 3, axis=-1)\n# error[SC340]: "
+        "无法把 [N, C] 的轴 C 拆成 3 个等分",
+        fix="把该轴声明成倍数 (`[N, 3 * C]`), 或者加上 help 给出的约束。",
+    ),
+    "SC341": dict(
+        summary="写入切片的值形状不对",
+        message="无法把形状为 {shape} 的 `{value}` 写入形状为 {slice} 的 `{target}`: {reason}",
+        what="`cache[:, P:P + S] = xk` 生成 `cache` 的一个新版本, 其中该切片换成 `xk`。"
+        "切片的边界按下标的规则检查; 值的形状必须等于切片的形状, 或者能广播成它 (和 NumPy 一样)。",
+        why="NumPy 会报 `could not broadcast input array from shape ...`; PyTorch 会报 `shape mismatch`。",
+        example="dim B, T, S, d\nconstraint T >= S\ninput cache: [B, T, d]\ninput xk: [B, S + 1, d]\n"
+        "cache[:, 0:S] = xk\n# error[SC341]: ... S 和 S + 1 不同",
+        fix="写入与切片形状相同的值, 或者选出这个值所填的切片。",
+    ),
     "SC501": dict(
         summary="`noqa` 注释没有屏蔽任何东西",
         message="`{directive}` {where}没有屏蔽任何东西",
@@ -634,6 +657,8 @@ TORCH_HELPS = {
 }
 
 NOTES = {
+    "shadows_builtin": "从这里起 `{name}` 是一个张量, 不是内置函数 (它在这里定义)",
+    "version": "`{name}` 在这里被写入; 这是它的新版本",
     "declared": "`{name}` 在这里声明为 {shape}",
     "operand": "`{text}` 的形状是 {shape}",
     "defined": "`{name}` 在这里定义为 {shape}",
@@ -657,6 +682,7 @@ NOTES = {
 
 HELPS = {
     "not_a_spec": "shapecheck 检查 `.attn` spec: 文件夹指其下的 `*.attn` 文件",
+    "spelling_instead": "请写成 `{spelling}`",
     "transpose": "你是不是想写 `{fix}`?",
     "redeclare": "如果 `{name}` 声明的形状错了: `{kind} {name}: {shape}`",
     "or": "或者: {text}",
@@ -732,6 +758,15 @@ DIVISIBILITY = {
 }
 
 DETAILS = {
+    "sizes_relation": "{left} 和 {right} {relation}",
+    "no_such_part": "{count} 个部分中没有第 {index} 部分 (编号从 0 开始)",
+    "parts_of_size": "{count} 个大小为 {size} 的部分",
+    "write_rank": "值有 {rank} 个轴, 切片有 {slice_rank} 个",
+    "write_sizes": "切片的 {slice} 和值的 {value} {relation}",
+    "cannot_unpack": "无法把它拆给 {count} 个名字: 元组赋值只接受 `split`, `chunk`, `unbind`, "
+    "`max(dim)` 或者同样多个值组成的元组",
+    "indices_unsupported": "`max(dim)` 的下标是整数, 这份规格无法保存: 请把它命名为 `_`",
+    "equal_parts": "{count} 个等分",
     "noun_tensor": "张量",
     "noun_dim": "维度",
     "side_left": "左",
