@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import codes, fileio, fixcheck, nodes, suppress
+from . import codes, fileio, fixcheck, nodes, notspec, suppress
 from .checker import Checker
 from .config import default_bindings
 from .diagnostics import MAX_DIAGNOSTICS, FileResult, InferredNames, Span
@@ -24,6 +24,7 @@ from .options import check_bindings
 from .parser import ParseResult, parse
 from .program import Inferred, Program
 from .symbolic import DimSystem
+from .versions import lower
 
 if TYPE_CHECKING:  # the language server's memo: `verify` never imports it
     from .incremental import Memo
@@ -86,10 +87,11 @@ def _check(text: str, parsed: ParseResult | None, bindings: dict[str, int] | Non
     try:
         if parsed is None:
             parsed = parse(text)
+        parsed = notspec.judge(parsed)  # a README named by mistake: one SC008
         declared = _declared(parsed.statements)
         given = {**default_bindings(defaults, declared), **(bindings or {})} if defaults \
             else bindings
-        statements, syntax = parsed.statements, parsed.diagnostics
+        statements, syntax = lower(parsed.statements, parsed.diagnostics)
 
         def check_again(inferred: Inferred | None = None, dims: DimSystem | None = None, *,
                         complete: bool = False) -> Program:
@@ -114,6 +116,7 @@ def _check(text: str, parsed: ParseResult | None, bindings: dict[str, int] | Non
         program.diagnostics = suppress.apply(
             program.diagnostics, text, (statement.span for statement in program.statements),
             frozenset(ignore))
+        program.diagnostics = notspec.alone(program.diagnostics)
         # Program.at: the same parse, inference and suppressions at other bindings.
         program.recheck = lambda at: check_parsed(
             text, parsed, at, warn_unknown_bindings=warn_unknown_bindings, ignore=ignore,

@@ -19,10 +19,16 @@ BELOW: dict[str, set[str]] = {
     "program": {"nodes", "diagnostics", "symbolic"},
     "rules": {"codes", "diagnostics", "nodes", "program", "symbolic"},
     "einsum": {"codes", "program", "rules", "symbolic"},
-    "builtins": {"codes", "diagnostics", "einsum", "nodes", "program", "rules", "symbolic"},
+    # The rules of issue 21's rows (element types, gathers), below the table of rows.
+    "value_rules": {"codes", "complex_values", "program", "rules", "symbolic"},
+    "gathers": {"codes", "nodes", "program", "rules", "symbolic"},
+    "complex_values": {"codes", "program", "rules", "symbolic"},
+    "builtins": {"codes", "complex_values", "diagnostics", "einsum", "gathers", "nodes",
+                 "program", "rules", "symbolic", "value_rules"},
     # The axis-meaning pass reads the checked program; it stands beside the formats, the
     # report and the backends, never below the checker.
-    "meaning": {"codes", "nodes", "symbolic", "builtins", "diagnostics", "einsum", "program"},
+    "meaning": {"codes", "nodes", "symbolic", "builtins", "diagnostics", "einsum", "program",
+                "value_rules"},
     # Loading a spec, the first stage of every path: the passes, never what runs or shows it.
     "loader": {"checker", "codes", "config", "diagnostics", "fileio", "fixcheck", "incremental",
              "infer", "meaning", "nodes", "options", "parser", "program", "suppress", "symbolic"},

@@ -654,16 +654,41 @@ class DimSystem(Refutation):
         """The quotient by the name the spec gives it: `d` for `D/H` when `dim D = H * d` or
         `constraint D == H * d` says so, or when `dim d = D / H` declares it. First without
         the bindings (the spec's own relations), then with them (a constraint applied at
-        `--dim` values); never a bare number, which would hide the dims."""
+        `--dim` values); never a bare number, which would hide the dims. With bindings the
+        spec's relations are those of :meth:`without_bindings` (bound, `D == H * d` solves
+        `d` to a number, and the name would be lost)."""
+        if self.bindings:
+            unbound = self.without_bindings()
+            if unbound is not self:
+                named = unbound._named_quotient(numerator, denominator)
+                if named is not None and named.free_symbols <= set(self._symbols.values()):
+                    return named
         for top, bottom in ((self._unvalued(numerator), self._unvalued(denominator)),
                             (self.canonical(numerator), self.canonical(denominator))):
             rewritten = exact_quotient(top, bottom)
             for name, info in self.dims.items():
                 if info.kind == "derived" and self._unvalued(self._symbols[name]) == rewritten:
                     return self._symbols[name]
+            for name, info in self.dims.items():
+                # A free dim a constraint solves for (`d` is `D/H` once D and H are bound).
+                sym = self._symbols[name]
+                if info.kind == "free" and self._has_rule(sym, values=False) \
+                        and self._unvalued(sym) == rewritten:
+                    return sym
             if sympy.fraction(rewritten)[1] == 1 and not rewritten.is_number:
                 return rewritten
         return None
+
+    def named(self, dim: Dim) -> Dim:
+        """``dim`` by the name the spec gives it: `hd` for `2*h` under `dim hd = 2 * h`
+        (a derived dim whose definition it is, without the bindings); else as it is."""
+        if dim.is_Symbol or dim.is_number:
+            return dim
+        target = self._unvalued(dim)
+        for name, info in self.dims.items():
+            if info.kind == "derived" and self._unvalued(self._symbols[name]) == target:
+                return self._symbols[name]
+        return dim
 
     def _unvalued(self, dim: Dim) -> Dim:
         """``dim`` with derived dims and eliminations substituted, but no value."""
@@ -735,7 +760,7 @@ class DimSystem(Refutation):
 
     def holds(self, claim: Claim) -> Verdict:
         """The verdict on a claim (the checker's own question for its kind)."""
-        if claim.kind == "equal":
+        if claim.kind in ("equal", "broadcasts"):
             return self.equal(claim.left, claim.right)
         if claim.kind == "divides":
             return self.divides(claim.left, claim.right)
