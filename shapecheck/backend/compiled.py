@@ -160,7 +160,8 @@ class CompiledSpec:
             values, generated = self._read(bound, supplied, seed)
             frame = bound.plan.execute(values, check_invariants=check_invariants,
                                        progress=progress)
-            return self._report(bound, frame, generated, keep_intermediates, check_invariants)
+            return self._report(bound, frame, values, generated, keep_intermediates,
+                                check_invariants)
         except MemoryError:
             raise MemoryLimitError(message(
                 "out_of_memory", bindings=bindings_text(bound.plan.bindings),
@@ -224,9 +225,11 @@ class CompiledSpec:
             generated.append(name)
         return values, generated
 
-    def _report(self, bound: _Bound, frame: Any, generated: list[str], keep_intermediates: bool,
+    def _report(self, bound: _Bound, frame: Any, values: dict[str, np.ndarray],
+                generated: list[str], keep_intermediates: bool,
                 check_invariants: bool) -> RunResult:
-        outputs = {name: np.asarray(frame.values[name]) for name in self.outputs}
+        outputs = _unaliased({name: np.asarray(frame.values[name]) for name in self.outputs},
+                             values)
         checks = [message("check_shapes", count=len(bound.plan.steps)),
                   message("check_dtype", dtype=self.dtype.name), *frame.checks.values()]
         warnings = list(frame.warnings)
@@ -235,10 +238,25 @@ class CompiledSpec:
                 if value.dtype.kind == "f" and not np.isfinite(value).all():
                     count = value.size - int(np.count_nonzero(np.isfinite(value)))
                     warnings.append(message("non_finite_output", name=name, count=count))
-        tensors = ({n: np.asarray(v) for n, v in frame.values.items()} if keep_intermediates
-                   else dict(outputs))
+        tensors = ({**{n: np.asarray(v) for n, v in frame.values.items()}, **outputs}
+                   if keep_intermediates else dict(outputs))
         return RunResult(outputs, tensors, bound.plan.bindings, dict(bound.bound.sources),
                          generated, checks, warnings, bound.peak_bytes, list(bound.plan.notes))
+
+
+def _unaliased(outputs: dict[str, np.ndarray],
+               inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The outputs, each its own writable array: one that may share memory with an input
+    (`output A = reshape(X, [2*N])`, a view of the caller's array) or with an earlier
+    output is copied, so that writing into an output never changes anything else."""
+    result: dict[str, np.ndarray] = {}
+    others = [a for a in inputs.values() if isinstance(a, np.ndarray)]
+    for name, value in outputs.items():
+        if not value.flags.writeable or any(np.may_share_memory(value, o) for o in others):
+            value = np.array(value)
+        result[name] = value
+        others.append(value)
+    return result
 
 
 def check_device(backend: str, device: str) -> str:

@@ -112,7 +112,8 @@ class Plan:
                 progress: Callable[[float, str], None] | None = None) -> Frame:
         """Run every step on ``values`` (inputs and params by name, already cast);
         ``progress(fraction, label)`` hears how far it is."""
-        frame = Frame(dict(values), check_invariants)
+        frame = Frame({name: _read_only(value) for name, value in values.items()},
+                      check_invariants)
         with np.errstate(all="ignore"):  # NaN and inf are reported by name, not by NumPy
             for index, step in enumerate(self.steps):
                 if progress is not None:
@@ -136,6 +137,16 @@ class Plan:
         if dtype != step.dtype:
             raise CheckerBug(message("dtype_bug", name=step.name, line=step.line,
                                      actual=dtype, expected=step.dtype))
+
+
+def _read_only(value: Any) -> Any:
+    """The caller's array, as a view that no step can write into: a step that would (a bug)
+    fails loudly instead of changing the caller's data."""
+    if not isinstance(value, np.ndarray) or not value.flags.writeable:
+        return value
+    view = value.view()
+    view.flags.writeable = False
+    return view
 
 
 def _tracker(progress: Callable[[float, str], None], index: int, count: int,
@@ -975,10 +986,23 @@ def _transpose(call: _Call) -> Compiled:
 def _reshape(call: _Call) -> Compiled:
     x = call.tensor()
     run, target = x.run, call.out_shape  # the checker inferred any -1
-    if not x.contiguous:  # NumPy copies what it cannot view with the new shape
-        call.allocates()
-    return Compiled(lambda frame: np.reshape(run(frame), target), fresh=x.fresh or not x.contiguous,
+    if x.contiguous or x.fresh:
+        if not x.contiguous:  # NumPy may copy what it cannot view with the new shape
+            call.allocates()
+        return Compiled(lambda frame: np.reshape(run(frame), target), fresh=x.fresh,
+                        contiguous=x.contiguous)
+    # Not known to be C-contiguous: NumPy copies when it cannot view the array with the new
+    # shape, but size-1 axes often let it view a transposed one. The copy is made sure, so
+    # that the result is fresh: a later step may overwrite it without touching a named
+    # tensor (or the caller's array).
+    call.allocates()
+    return Compiled(lambda frame: _reshaped_copy(run(frame), target), fresh=True,
                     contiguous=True)
+
+
+def _reshaped_copy(value: Any, target: tuple[int, ...]) -> Any:
+    result = np.reshape(value, target)
+    return np.array(result, order="C") if np.may_share_memory(result, value) else result
 
 
 def _split_heads(call: _Call) -> Compiled:
