@@ -412,7 +412,9 @@ class Checker:
         declared = self._shape(annotation) if annotation is not None else None
         if declared is not None and declared.known and value.known:
             if self._compare(ident, value, declared, annotation, where):
-                value = declared  # provably equal: keep the spec's own notation
+                # provably equal: keep the spec's own notation; `[N, N]` checks the shape
+                # only, so a bool value (`M: [N, N] = X > 0`) stays bool
+                value = Value(declared.shape, value.is_bool)
         elif declared is not None and declared.known and not value.known:
             value = declared
         if self._claim(ident, "tensor"):

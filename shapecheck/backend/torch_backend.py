@@ -42,9 +42,11 @@ DEVICES = ("cpu", "cuda")
 
 def to_torch(array: np.ndarray, device: str | torch.device = "cpu") -> torch.Tensor:
     """A NumPy array as a tensor on ``device`` (shares memory on the CPU when it can)."""
-    if not array.flags.writeable:  # torch warns on (and may not write through) read-only memory
-        array = np.array(array)
-    return torch.from_numpy(np.ascontiguousarray(array)).to(device)
+    if not array.flags.writeable or not array.flags.c_contiguous:
+        # torch warns on (and may write through) read-only memory; a copy in C order
+        # (np.ascontiguousarray would turn a 0-d array into [1])
+        array = np.array(array, order="C")
+    return torch.from_numpy(array).to(device)
 
 
 def to_numpy(tensor: torch.Tensor) -> tuple[np.ndarray, str]:

@@ -1,0 +1,146 @@
+"""Issue 17: specs that verify never run to wrong numbers or stop with an internal error.
+
+One test per numbered item; each failed before its change. The generated corpus
+(``test_plan_differential.py``) pins the general rule; these pin the reported cases.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from shapecheck.api import check_text
+from shapecheck.backend import compile_spec, differential
+from shapecheck.cli import cli
+
+PLANS = [("numpy", "auto"), ("numpy", "off"), ("torch", "auto"), ("torch", "off")]
+
+
+def _outputs(text: str, dims: dict[str, int], **arrays: np.ndarray) -> dict[tuple, dict]:
+    """The outputs of every plan, by (backend, fused, keep_intermediates)."""
+    results = {}
+    for backend, fused in PLANS:
+        for keep in (False, True):
+            spec = compile_spec(text, dims=dims, backend=backend, fused=fused)
+            given = {n: a.copy() for n, a in arrays.items()}
+            results[backend, fused, keep] = spec.run(given or None, seed=None if given else 3,
+                                                     keep_intermediates=keep).outputs
+    return results
+
+
+def _agree(results: dict[tuple, dict], name: str = "O") -> None:
+    reference = results["numpy", "off", False][name]
+    for plan, outputs in results.items():
+        np.testing.assert_allclose(outputs[name], reference, rtol=1e-10, atol=1e-12,
+                                   err_msg=str(plan))
+
+
+ATTENTION = """dim N, d
+input Q: [N, d]
+input K: [N, d]
+input V: [N, d]
+"""
+
+
+# 1. a scale in a statement of its own is applied once by the fused plan
+
+
+@pytest.mark.parametrize("scaling", [
+    "q = Q * d ** -0.5\nk = K\n",                           # gemma: q.mul_(self.scaling)
+    "q = Q * d ** -0.25\nk = K * d ** -0.25\n",             # whisper
+    "q = Q\nk = K / sqrt(d)\n",
+])
+def test_a_scale_on_a_named_q_or_k_is_applied_once(scaling):
+    text = ATTENTION + scaling + "output O = softmax(q @ k.T) @ V\n"
+    results = _outputs(text, {"N": 5, "d": 4})
+    _agree(results)
+    q, k, v = (differential.inputs_for(check_text(text, {"N": 5, "d": 4}), 3)[n] for n in "QKV")
+    scores = q @ k.T / 2.0
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    expected = weights / weights.sum(axis=-1, keepdims=True) @ v
+    np.testing.assert_allclose(results["numpy", "auto", False]["O"], expected, rtol=1e-12)
+
+
+def test_a_scaled_k_with_a_named_bias_is_scaled_once():
+    text = ATTENTION + ("input bias: [N, N]\nk = K * d ** -0.5\nS = Q @ k.T + bias\n"
+                        "output O = softmax(S) @ V\n")
+    _agree(_outputs(text, {"N": 6, "d": 4}))
+
+
+# 2. the caller's arrays are never written; no output aliases an input
+
+
+def test_numpy_never_writes_into_the_callers_arrays():
+    text = ("dim N\ninput X: [N, 2]\noutput A = reshape(X, [2*N])\n"
+            "output B = rmsnorm(reshape(X.T, [2, N, 1]))\n")
+    x = np.arange(8.0).reshape(4, 2)
+    for backend in ("numpy", "torch"):
+        for keep in (False, True):
+            given = x.copy()
+            result = compile_spec(text, backend=backend).run({"X": given},
+                                                             keep_intermediates=keep)
+            np.testing.assert_array_equal(given, x)
+            np.testing.assert_array_equal(result.outputs["A"], x.reshape(8))
+            assert not np.shares_memory(result.outputs["A"], given)
+            result.outputs["A"][...] = -1  # an output is the caller's to write
+            np.testing.assert_array_equal(given, x)
+
+
+# 3. a named mask turned into a named bias
+
+
+def test_a_named_causal_mask_turned_into_a_named_bias_runs_fused():
+    text = ATTENTION + ("band = causal_mask(N)\nbias = where(band, 0.0, -inf)\n"
+                        "P = softmax(Q @ K.T / sqrt(d) + bias)\noutput O = P @ V\n")
+    results = _outputs(text, {"N": 5, "d": 3})
+    _agree(results)
+    note = compile_spec(text, dims={"N": 5, "d": 3}).run(seed=0).plan
+    assert ": fused, " in note[0]
+
+
+def test_a_causal_mask_read_by_another_statement_too_is_still_computed():
+    text = ATTENTION + ("band = causal_mask(N)\nbias = where(band, 0.0, -inf)\n"
+                        "output count = sum(band)\n"
+                        "P = softmax(Q @ K.T / sqrt(d) + bias)\noutput O = P @ V\n")
+    results = _outputs(text, {"N": 5, "d": 3})
+    _agree(results)
+    _agree(results, "count")
+
+
+# 4. layernorm and rmsnorm of a scalar
+
+
+@pytest.mark.parametrize("norm", ["layernorm", "rmsnorm"])
+def test_normalising_a_scalar_is_sc305(norm):
+    program = check_text(f"dim N\ninput x: [N]\ns = sum(x)\noutput y = {norm}(s)\n")
+    assert [d.code for d in program.diagnostics if d.severity == "error"] == ["SC305"]
+
+
+# 5. bool under a plain annotation; 0-d inputs
+
+
+def test_a_bool_value_under_a_plain_annotation_stays_bool_on_every_backend():
+    text = "dim N\ninput X: [N, N]\nM: [N, N] = X > 0\noutput Z = where(M, X, 0.0)\noutput M\n"
+    assert check_text(text).ok
+    x = np.array([[1.0, -1.0], [-2.0, 3.0]])
+    for plan, outputs in _outputs(text, {}, X=x).items():
+        assert outputs["M"].dtype == np.bool_, plan
+        np.testing.assert_array_equal(outputs["Z"], np.where(x > 0, x, 0.0))
+
+
+def test_torch_keeps_a_0d_input_0d():
+    text = "dim N\ninput X: [N]\ninput s: []\noutput t = s * 2.0\noutput Y = X * s\n"
+    for plan, outputs in _outputs(text, {"N": 3}).items():
+        assert outputs["t"].shape == (), plan
+
+
+# 6. report of a where of scalars
+
+
+def test_report_of_a_where_of_scalars(tmp_path):
+    spec = tmp_path / "z.attn"
+    spec.write_text("dim N\nZ = where(N > 1, 1.0, 0.0)\n", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["report", str(spec), "-o", str(tmp_path / "r.md")])
+    assert result.exit_code == 0, result.output
+    assert "where" in (tmp_path / "r.md").read_text(encoding="utf-8")
