@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from . import i18n
+from . import depth, i18n
 from ._version import __version__
 from .formats import FORMATS  # light: each format's module loads only when used
 
@@ -194,8 +194,10 @@ Examples:
 @click.version_option(__version__, "--version", prog_name="shapecheck",
                       message="%(prog)s %(version)s")
 @lang_option
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Symbolic shape and formula checker for attention specs (.attn files)."""
+    ctx.with_resource(depth.room())  # every pass may recurse as deep as a spec may nest
 
 
 VERIFY_EPILOG = """\b

@@ -32,6 +32,7 @@ from typing import Any, Union
 
 import numpy as np
 
+from .. import depth
 from ..options import check_bindings, parse_size
 from ..program import Program
 from . import runtime
@@ -154,6 +155,12 @@ class CompiledSpec:
         to 1 and that the outputs are finite (an extra pass over the data);
         ``progress(fraction, label)`` is told how far the execution is.
         """
+        with depth.room():  # compiling and running recurse as deep as the spec nests
+            return self._run(arrays, dims, seed, keep_intermediates, check_invariants, progress)
+
+    def _run(self, arrays: Mapping[str, Any] | None, dims: Mapping[str, int] | None,
+             seed: int | None, keep_intermediates: bool, check_invariants: bool,
+             progress: Callable[[float, str], None] | None) -> RunResult:
         supplied = self._load(arrays or {}, seed)
         bound = self._bind(supplied, {**self.dims, **check_bindings(dims)}, keep_intermediates)
         try:

@@ -264,7 +264,7 @@ class _PlanBuilder:
             tensor = self.program.tensors[name]
             shape = self._shape(tensor.value)
             compiler = _ExprCompiler(self, name, line, shape, self._donatable(index))
-            # A bool value under a plain annotation is read as numbers, as the checker types it.
+            # A bool value stays bool (under a plain annotation too); a real one is numbers.
             compiled = (compiler.compile(expr) if tensor.value.is_bool
                         else compiler.numeric(expr))
             self._check_sizes(compiler.allocations)
