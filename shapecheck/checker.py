@@ -20,7 +20,7 @@ from .builtins import (
 from .diagnostics import Diagnostic, DiagnosticSink, Edit, Fix, Note, Span, line_starts, span_text
 from .indexing import Entry, subscript_shape
 from .program import SCALAR, UNKNOWN, CallInfo, Inferred, Program, Tensor, Value
-from .rules import MAX_RANK, Anchor, needed_fixes, needed_help
+from .rules import MAX_ELEMENTS, MAX_RANK, Anchor, needed_fixes, needed_help
 from .symbolic import (
     Claim, Decision, Dim, DimBuilder, DimSystem, TooComplex, Verdict, as_int, free_names,
     to_text,
@@ -495,9 +495,20 @@ class Checker:
         return result
 
     def _within_rank(self, value: Value, span: Span) -> Value:
-        """NumPy holds at most MAX_RANK axes: a value with more cannot run (SC003)."""
+        """NumPy holds at most MAX_RANK axes, and MAX_ELEMENTS elements: a value with
+        more cannot run (SC003). The elements counted are the sizes known as numbers
+        (at bindings, every size; the others are at least 1)."""
         if value.rank <= MAX_RANK:
-            return value
+            elements = 1
+            for size in value.shape or ():
+                number = as_int(size)
+                elements *= number if number is not None and number > 0 else 1
+            if elements <= MAX_ELEMENTS:
+                return value
+            self.report(codes.LIMIT.diag(span, detail=codes.detail(
+                "too_many_elements", count=f"about 2^{elements.bit_length() - 1}",
+                limit=f"2^{MAX_ELEMENTS.bit_length()}")))
+            return UNKNOWN
         self.report(codes.LIMIT.diag(span, detail=codes.detail(
             "rank_too_large", rank=value.rank, limit=MAX_RANK)))
         return UNKNOWN

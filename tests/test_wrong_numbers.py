@@ -144,3 +144,82 @@ def test_report_of_a_where_of_scalars(tmp_path):
     result = CliRunner().invoke(cli, ["report", str(spec), "-o", str(tmp_path / "r.md")])
     assert result.exit_code == 0, result.output
     assert "where" in (tmp_path / "r.md").read_text(encoding="utf-8")
+
+
+# 7. the nesting limit counts what recurses, in every pass and backend
+
+
+def _nested(kind: str, levels: int) -> str:
+    """An expression ``levels`` deep (the parser's count) of one kind of node."""
+    if kind == "call":
+        return "exp(" * (levels - 1) + "X" + ")" * (levels - 1)
+    if kind == "unary":
+        return "-" * (levels - 1) + "X"
+    if kind == "binop":  # each level a sum and its parentheses
+        half = (levels - 1) // 2
+        return "(X + " * half + "X" + ")" * half
+    if kind == "where":
+        return "where(M, " * (levels - 1) + "X" + ", X)" * (levels - 1)
+    if kind == "transpose":
+        return "X" + ".T" * (levels - 1)
+    raise AssertionError(kind)
+
+
+KINDS = ["call", "unary", "binop", "where", "transpose"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_expression_nested_to_the_limit_runs_everywhere(kind, tmp_path):
+    from shapecheck import parser
+
+    spec = tmp_path / "deep.attn"
+    spec.write_text("dim N\ninput X: [N, N]\ninput M: bool[N, N]\n"
+                    f"output Y = {_nested(kind, parser.MAX_NESTING - 1)}\noutput Z = sum(M)\n",
+                    encoding="utf-8")
+    runner = CliRunner()
+    commands = [["verify", str(spec)], ["verify", str(spec), "--format", "json"],
+                ["verify", str(spec), "--format", "sarif"],
+                ["report", str(spec), "-o", str(tmp_path / "r.html")],
+                ["report", str(spec), "-o", str(tmp_path / "r.md")]]
+    for backend in ("numpy", "torch"):
+        for fused in ("auto", "off"):
+            commands.append(["run", str(spec), "--dim", "N=2", "--backend", backend,
+                             "--fused", fused, "--save", str(tmp_path / "all.npz"), "--save-all"])
+    for command in commands:
+        result = runner.invoke(cli, command)
+        assert result.exit_code == 0, (command, result.output)
+        assert "RecursionError" not in result.output, command
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_one_level_more_is_sc003(kind):
+    from shapecheck import parser
+
+    program = check_text("dim N\ninput X: [N, N]\ninput M: bool[N, N]\n"
+                         f"output Y = {_nested(kind, parser.MAX_NESTING + 2)}\n")
+    assert "SC003" in {d.code for d in program.diagnostics}
+
+
+# 8. SymPy's positivity work is bounded too
+
+
+def test_positivity_of_a_huge_polynomial_does_not_hang():
+    import time
+
+    started = time.process_time()
+    program = check_text("dim d\nconstraint 2 >= 1 / d\n"
+                         "input X: [170141183460469231731687303715884105728 ** 32 - d ** 64]\n")
+    assert time.process_time() - started < 5
+    # the same verdict as with `d >= 1`, which never asked SymPy
+    assert [d.code for d in program.diagnostics] == ["SC201"]
+
+
+# 9. the checker knows NumPy's element limit
+
+
+def test_more_elements_than_numpy_can_index_is_sc003():
+    text = "dim B, H\noutput Z = ones([B, H + (10**29 - H)])\n"
+    program = check_text(text, {"B": 2, "H": 3})
+    assert [d.code for d in program.diagnostics] == ["SC003"]
+    assert "more than the 2^60 NumPy can index" in program.diagnostics[0].message
+    assert check_text("dim B\noutput Z = ones([B, 2 ** 30, 2 ** 29])\n").ok
