@@ -458,17 +458,21 @@ def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive:
 @click.option("--device", default="cpu", show_default=True, help="Device of the torch tensors.")
 @click.option("--no-shrink", "no_shrink", is_flag=True,
               help="Report the first failing binding as found, without shrinking it.")
+@click.option("--fused", type=click.Choice(["auto", "off"]), default="auto", show_default=True,
+              help="Run the spec's side with each attention pattern fused where it can, or "
+              "never (as run --fused: both compute the same numbers).")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto",
               show_default=True, help="Colour in diagnostics.")
 def conform_command(path: str, target: str, dims: tuple[str, ...], names: tuple[str, ...],
                     layouts: tuple[str, ...], dtype: str, cases: int, seed: int,
                     rtol: float | None, atol: float | None, framework: str, device: str,
-                    no_shrink: bool, color: str) -> None:
+                    no_shrink: bool, fused: str, color: str) -> None:
     """Check that a function (NumPy or PyTorch) computes what a spec says."""
     from .conform import ConformOptions, command
 
     options = ConformOptions(path, target, parse_bindings(dims), names, layouts, dtype, cases,
-                             seed, rtol, atol, framework, device, not no_shrink, use_color(color))
+                             seed, rtol, atol, framework, device, not no_shrink, use_color(color),
+                             fused=fused)
     sys.exit(command(options))
 
 

@@ -200,27 +200,29 @@ def conform(spec: SpecSource, function: Callable[..., Any], *,
             cases: int = DEFAULT_CASES, seed: int = 0, rtol: float | None = None,
             atol: float | None = None, framework: str = "auto", device: str = "cpu",
             shrink: bool = True, spec_name: str | None = None,
-            function_name: str | None = None) -> Conformance:
+            function_name: str | None = None, fused: str = "auto") -> Conformance:
     """Check ``function`` against ``spec`` at ``cases`` admissible bindings.
 
     ``spec`` is a checked :class:`Program`, a path or source text (as for
     ``compile_spec``); ``dims`` fixes some dims for every case; ``rtol``/``atol``
     replace the tolerance chosen by element type; ``spec_name`` and ``function_name``
-    are how the report names them. Raises
+    are how the report names them; ``fused`` is how the spec's side runs (``"auto"`` or
+    ``"off"``, as ``run --fused``: every plan computes the same numbers). Raises
     :class:`shapecheck.backend.SpecError` when the spec does not verify,
     :class:`UsageError` for a mapping that does not fit, :class:`FunctionFailed`
     when the function raises. A mismatch is a result (``Conformance.failure``).
     """
     from .backend import SpecError
-    from .backend.compiled import load
+    from .backend.compiled import check_fused, load
 
     program = load(spec, dims)
     if not program.ok:
         raise SpecError(program)
+    check_fused(fused)
     if not isinstance(cases, int) or cases < 1:
         raise UsageError(message("cases", cases=cases))
     driver = _Driver(program, function, names or {}, layouts or {}, dtype, seed,
-                     (rtol, atol), _framework(function, framework), device)
+                     (rtol, atol), _framework(function, framework), device, fused)
     found = admissible_bindings(program, cases, seed=seed, high=HIGHEST, attempts=ATTEMPTS)
     if not found:
         raise UsageError(message("no_bindings", names=", ".join(program.dims.unbound()),
@@ -256,7 +258,8 @@ class _Driver:
 
     def __init__(self, program: Program, function: Callable[..., Any], names: Mapping[str, str],
                  layouts: Mapping[str, Layout], dtype: str, seed: int,
-                 tolerance: tuple[float | None, float | None], framework: str, device: str) -> None:
+                 tolerance: tuple[float | None, float | None], framework: str, device: str,
+                 fused: str = "auto") -> None:
         from .backend.runtime import declared
 
         self.program = program
@@ -264,6 +267,7 @@ class _Driver:
         self.dtype = dtype
         self.seed = seed
         self.tolerance = tolerance
+        self.fused = fused
         self.framework = framework
         self.device = _device(framework, device)
         self.declared = list(declared(program))
@@ -281,7 +285,7 @@ class _Driver:
     def attempt(self, checked: Program) -> tuple[Case, Outcome]:
         from .backend.reference import reference
 
-        case = reference(checked, self.dtype, self.seed)
+        case = reference(checked, self.dtype, self.seed, fused=self.fused)
         try:
             returned = self.function(**self._arguments(case))
         except Exception as error:  # the user's code: any exception is its outcome
@@ -622,6 +626,7 @@ class ConformOptions:
     device: str = "cpu"
     shrink: bool = True
     color: bool = False
+    fused: str = "auto"
 
 
 def command(options: ConformOptions) -> int:
@@ -653,7 +658,8 @@ def command(options: ConformOptions) -> int:
                          cases=options.cases, seed=options.seed, rtol=options.rtol,
                          atol=options.atol, framework=options.framework, device=options.device,
                          shrink=options.shrink, spec_name=options.path,
-                         function_name=message("function_label", target=options.target))
+                         function_name=message("function_label", target=options.target),
+                         fused=options.fused)
     except ConformanceError as error:
         click.echo(message("error", text=error), err=True)
         return error.exit_code

@@ -33,7 +33,7 @@ def assert_conforms(spec: SpecSource, function: Callable[..., Any], *,
                     layouts: Mapping[str, Layout] | None = None, dtype: str = "float64",
                     cases: int = DEFAULT_CASES, seed: int = 0, rtol: float | None = None,
                     atol: float | None = None, framework: str = "auto", device: str = "cpu",
-                    shrink: bool = True) -> Conformance:
+                    shrink: bool = True, fused: str = "auto") -> Conformance:
     """Fail (``AssertionError``) unless ``function`` computes what ``spec`` says.
 
     ``spec``: a path, source text or a checked program; a spec that does not verify
@@ -46,7 +46,7 @@ def assert_conforms(spec: SpecSource, function: Callable[..., Any], *,
     try:
         result = conform(spec, function, dims=dims, names=names, layouts=layouts, dtype=dtype,
                          cases=cases, seed=seed, rtol=rtol, atol=atol, framework=framework,
-                         device=device, shrink=shrink)
+                         device=device, shrink=shrink, fused=fused)
     except SpecError as error:
         raise AssertionError(_diagnostics(error, spec_label(spec))) from None
     except FunctionFailed as failed:

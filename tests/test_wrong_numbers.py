@@ -223,3 +223,44 @@ def test_more_elements_than_numpy_can_index_is_sc003():
     assert [d.code for d in program.diagnostics] == ["SC003"]
     assert "more than the 2^60 NumPy can index" in program.diagnostics[0].message
     assert check_text("dim B\noutput Z = ones([B, 2 ** 30, 2 ** 29])\n").ok
+
+
+# conform and the Python API take `fused=`; the conform command `--fused`
+
+GEMMA = ATTENTION + "q = Q * d ** -0.5\noutput O = softmax(q @ K.T) @ V\n"
+
+
+def _gemma(Q, K, V):
+    scores = (Q * Q.shape[-1] ** -0.5) @ K.T  # q.mul_(self.scaling), then the product
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return weights / weights.sum(axis=-1, keepdims=True) @ V
+
+
+@pytest.mark.parametrize("fused", ["auto", "off"])
+def test_conform_accepts_correct_code_on_every_plan(fused):
+    from shapecheck.testing import assert_conforms
+
+    assert_conforms(GEMMA, _gemma, fused=fused, cases=3)
+
+
+def test_conform_refuses_an_unknown_fused_choice():
+    from shapecheck.backend import OptionError
+    from shapecheck.conform import conform
+
+    with pytest.raises(OptionError, match="fused"):
+        conform(GEMMA, _gemma, fused="on")
+
+
+def test_the_conform_command_takes_fused(tmp_path, monkeypatch):
+    (tmp_path / "gemma_impl.py").write_text(
+        "import numpy as np\n\n"
+        "def attend(Q, K, V):\n"
+        "    s = (Q * Q.shape[-1] ** -0.5) @ K.T\n"
+        "    w = np.exp(s - s.max(axis=-1, keepdims=True))\n"
+        "    return w / w.sum(axis=-1, keepdims=True) @ V\n", encoding="utf-8")
+    (tmp_path / "gemma.attn").write_text(GEMMA, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for fused in ("auto", "off"):
+        result = CliRunner().invoke(cli, ["conform", str(tmp_path / "gemma.attn"),
+                                          "gemma_impl:attend", "--fused", fused])
+        assert result.exit_code == 0, result.output

@@ -121,8 +121,7 @@ class CompiledSpec:
         if backend not in BACKENDS:
             raise OptionError(message("backend", backend=repr(backend),
                                       choices=", ".join(BACKENDS)))
-        if fused not in FUSED:
-            raise OptionError(message("fused_option", fused=repr(fused), choices=", ".join(FUSED)))
+        check_fused(fused)
         if backend == "torch":
             try:
                 from . import torch_backend  # noqa: F401 -- only to know that it can run
@@ -264,6 +263,12 @@ def _unaliased(outputs: dict[str, np.ndarray],
         result[name] = value
         others.append(value)
     return result
+
+
+def check_fused(fused: object) -> None:
+    """``fused`` is ``"auto"`` or ``"off"`` (:class:`OptionError` otherwise)."""
+    if not isinstance(fused, str) or fused not in FUSED:
+        raise OptionError(message("fused_option", fused=repr(fused), choices=", ".join(FUSED)))
 
 
 def check_device(backend: str, device: str) -> str:
