@@ -506,8 +506,8 @@ class Checker:
             if elements <= MAX_ELEMENTS:
                 return value
             self.report(codes.LIMIT.diag(span, detail=codes.detail(
-                "too_many_elements", count=f"about 2^{elements.bit_length() - 1}",
-                limit=f"2^{MAX_ELEMENTS.bit_length()}")))
+                "too_many_elements", power=elements.bit_length() - 1,
+                limit=MAX_ELEMENTS.bit_length())))
             return UNKNOWN
         self.report(codes.LIMIT.diag(span, detail=codes.detail(
             "rank_too_large", rank=value.rank, limit=MAX_RANK)))
