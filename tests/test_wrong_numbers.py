@@ -264,3 +264,14 @@ def test_the_conform_command_takes_fused(tmp_path, monkeypatch):
         result = CliRunner().invoke(cli, ["conform", str(tmp_path / "gemma.attn"),
                                           "gemma_impl:attend", "--fused", fused])
         assert result.exit_code == 0, result.output
+
+
+def test_the_report_api_has_room_for_deep_nesting_too():
+    from shapecheck import parser
+    from shapecheck.report import build_report, render
+
+    program = check_text("dim N\ninput X: [N, N]\n"
+                         f"output Y = {_nested('call', parser.MAX_NESTING - 1)}\n")
+    assert program.ok
+    built = build_report(program, "deep.attn", {})
+    assert render(built, "md") and render(built, "html")

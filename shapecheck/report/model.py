@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from .. import nodes
+from .. import depth, nodes
 from .._version import __version__
 from ..diagnostics import Diagnostic, Severity, Span
 from ..formats._common import plural
@@ -144,6 +144,12 @@ class Report:
 
 def build_report(program: Program, path: str, bindings: dict[str, int] | None = None,
                  dtype: str = "float64") -> Report:
+    with depth.room():  # the report walks the tree as deep as the spec nests
+        return _build_report(program, path, bindings, dtype)
+
+
+def _build_report(program: Program, path: str, bindings: dict[str, int] | None,
+                  dtype: str) -> Report:
     spec = Spec(program, path, dict(bindings or {}), dtype)
     patterns = find_patterns(spec)
     card_list = cards(spec, patterns)
