@@ -275,3 +275,47 @@ def test_the_report_api_has_room_for_deep_nesting_too():
     assert program.ok
     built = build_report(program, "deep.attn", {})
     assert render(built, "md") and render(built, "html")
+
+
+@pytest.mark.parametrize("text,codes", [
+    # found by a hunt with huge constants: a floor of a degree-64 argument (SymPy
+    # re-evaluated it on every expansion), a divisibility asked of SymPy's assumptions
+    ("dim N, d\nconstraint (2 ** 64 - (2 ** 64) ** 64) >= (((3 ** 64 + d)) ** 64 // "
+     "((2 ** 64 + 2 ** 64) + 2))\ninput X: [N, d]\noutput Y = X / (10 ** 39 + 2 ** 64)\n",
+     ["SC003"]),
+    ("dim N, d\ninput X: [N, d]\noutput Y = reshape(X, [(((d // d) + (2 + d))) ** 64, -1])\n",
+     ["SC003"]),
+])
+def test_sympys_own_work_stays_within_the_budget(text, codes):
+    import time
+
+    started = time.process_time()
+    program = check_text(text)
+    assert time.process_time() - started < 2
+    assert [d.code for d in program.diagnostics] == codes
+
+
+# found by tools/fuzz.py (seed 17)
+
+
+def test_a_sketch_whose_values_are_inferred_bool_runs_fused_on_torch():
+    # input 679: `~V` makes V a mask; `P @ V` reads it as numbers (SC403) on every plan
+    program = check_text("T1 = ~V\nO = softmax(Q @ K.T / sqrt(d)) @ V\n")
+    assert program.ok
+    from shapecheck.api import admissible_bindings
+
+    for checked in admissible_bindings(program, 2):
+        assert differential.disagreements(checked) == []
+
+
+def test_the_report_of_a_dim_past_the_algebra_budget():
+    # inputs 710, 2230: a chain of 30 constraints `c_i == c_{i+1} * c_{i+1} + 1`
+    from shapecheck.report import build_report, render
+
+    names = [f"c{i}" for i in range(31)]
+    text = ("dim " + ", ".join(names) + "\n"
+            + "".join(f"constraint c{i} == c{i + 1} * c{i + 1} + 1\n" for i in range(30))
+            + "input X: [c0]\ninput Y: [c0 - 1]\noutput Z = X + Y\n")
+    program = check_text(text)
+    built = build_report(program, "chain.attn", {})
+    assert "c0" in render(built, "md")

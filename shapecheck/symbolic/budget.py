@@ -33,6 +33,11 @@ MAX_DEGREE = 256
 MAX_WORK = 4096  # products of terms one expansion multiplies out
 # Integers stay far below the 4,300 digits Python will print (8,192 bits is 2,467 digits).
 MAX_BITS = 8192
+# SymPy re-evaluates a floor each time its argument is rebuilt (every expansion), asking
+# the argument's sign through its real roots and derivatives: seconds at degree 32,
+# tens of seconds at 64 (`(3**64 + d)**64 // 7`), which the terms and bits above do not
+# see. A floor's argument stays below this degree.
+MAX_FLOOR_DEGREE = 16
 # Steps of the Gröbner basis and of one reduction (a step cancels one leading term).
 MAX_STEPS = 4000
 MAX_BASIS = 64  # polynomials in a Gröbner basis
@@ -98,6 +103,8 @@ def _estimate(expr: Dim, leaf: Callable[[Dim], _Size | None] | None = None) -> _
             parts = [size(a) for a in e.args]
             result = _Size(1, max((p.degree for p in parts), default=1),
                            max((p.bits for p in parts), default=0))
+            if result.degree > MAX_FLOOR_DEGREE:  # SymPy evaluates a floor's argument's sign
+                raise _too_complex("too_complex_degree", MAX_FLOOR_DEGREE)
         memo[e] = _within_budget(result)
         return memo[e]
 

@@ -674,7 +674,8 @@ class DimSystem(Refutation):
         symbols = sorted(quotient.free_symbols, key=lambda s: s.name)
         if quotient.is_polynomial(*symbols) and self._integer_valued(quotient):
             return Verdict.PROVED
-        if quotient.is_integer:  # e.g. a product of dims and floor divisions
+        # e.g. a product of dims and floor divisions (SymPy's assumptions: where affordable)
+        if affordable(quotient) and quotient.is_integer:
             return Verdict.PROVED
         return Verdict.UNPROVED
 
