@@ -502,6 +502,8 @@ class Checker:
             elements = 1
             for size in value.shape or ():
                 number = as_int(size)
+                if number is None and self.dims.bindings:  # at bindings: its value
+                    number = self.dims.evaluate(size)
                 elements *= number if number is not None and number > 0 else 1
             if elements <= MAX_ELEMENTS:
                 return value

@@ -319,3 +319,11 @@ def test_the_report_of_a_dim_past_the_algebra_budget():
     program = check_text(text)
     built = build_report(program, "chain.attn", {})
     assert "c0" in render(built, "md")
+
+
+def test_the_element_limit_at_bindings_counts_symbolic_sizes():
+    # fuzz input 5417: verified at symbolic sizes, refused by `run` at N=3, D=35
+    text = "dim B, N, D\noutput T = causal_mask(B, n_k=D ** 64, window=N)\n"
+    assert check_text(text).ok
+    at_sizes = check_text(text, {"B": 9, "N": 3, "D": 35})
+    assert [d.code for d in at_sizes.diagnostics] == ["SC003"]
