@@ -42,6 +42,7 @@ from typing import Any, NamedTuple
 
 from . import codes, nodes, symbolic
 from .builtins import BUILTINS, AxisKind, axis_index
+from .value_rules import axes_of
 from .diagnostics import Diagnostic, Note, Span, line_starts, span_text
 from .einsum import SubscriptError, parse_subscripts
 from .program import NewAxis, Program, Take, Value
@@ -624,6 +625,8 @@ class _Analysis:
         new axis (`None`) is new, a part of an axis is a new, opaque axis (a window of the
         keys is not the keys). x's facts go on only when no axis is cut or dropped
         (`P[None]` is still normalised); otherwise the pass stays silent about it."""
+        if id(node) in self.calls:  # a gather, `E[ids]`: the checker read it as `take`
+            return self._call(node, value)  # type: ignore[arg-type]
         operand = self.value(node.operand)
         plan = self.program.subscripts.get(id(node))
         if operand.axes is None or plan is None or value.shape is None:
@@ -974,7 +977,28 @@ class _Analysis:
             return self._join(node, info.args, axis_map.axis, tensors, value)
         if kind is AxisKind.REDUCE:
             return self._reduce(node, info.args, axis_map, x_node, x, value)
+        if kind is AxisKind.GATHER:
+            return self._gather(node, info.args, axis_map, x, value)
+        if kind is AxisKind.PAIRS:  # the last axis paired into complex numbers, or back
+            kept = x.axes[:-1] if len(value.shape) <= len(x.axes) else x.axes
+            return _Info(kept + tuple(Axis(size, node) for size in value.shape[len(kept):]))
         return self._opaque(node, value)
+
+    def _gather(self, node: nodes.Expr, args: dict[str, Any], axis_map: Any, x: _Info,
+                value: Value) -> _Info:
+        """`take`, `x[ids]`: x's other axes keep their identity; the gathered one gives way
+        to the index's axes (`E[ids]`: the ids' batch and tokens), or, along an axis
+        (`take_along_axis`), to a new axis of picked entries."""
+        assert x.axes is not None and value.shape is not None
+        where = axis_index(args[axis_map.axis], len(x.axes))
+        index = self.value(args[axis_map.index])
+        if axis_map.along or index.axes is None:
+            picked = (Axis(value.shape[where], node),) if axis_map.along else tuple(
+                Axis(size, node) for size in value.shape[where: where + len(value.shape)
+                                                         - len(x.axes) + 1])
+        else:
+            picked = index.axes
+        return _Info(x.axes[:where] + picked + x.axes[where + 1:])
 
     def _tensor_arguments(self, args: dict[str, Any], names: tuple[str, ...]
                           ) -> list[tuple[nodes.Expr, _Info]]:
@@ -1094,7 +1118,8 @@ class _Analysis:
                 x: _Info, value: Value) -> _Info:
         assert x.axes is not None and value.shape is not None
         axis = args.get(axis_map.axis or "")
-        removed = tuple(range(len(x.axes))) if axis is None else (axis_index(axis, len(x.axes)),)
+        removed = axes_of(axis, len(x.axes))  # one axis or several (`axis=(-1, -2)`)
+        removed = tuple(range(len(x.axes))) if removed is None else removed
         if args.get(axis_map.keepdims or ""):
             axes = tuple(Axis(value.shape[i], node) if i in removed else a
                          for i, a in enumerate(x.axes))
@@ -1518,8 +1543,8 @@ class _Analysis:
         if key in self._reported:
             return
         self._reported.add(key)
-        expected = scale.expected
-        assert expected is not None
+        assert scale.expected is not None
+        expected = self.system.named(scale.expected)  # `hd`, not `2*h`, when the spec says so
         written = " ".join(("/ " if f.divides else "* ") + self._text(f.node) for f in factors)
         size = to_text(expected)
         if scale.verdict == "inverted":
@@ -1621,7 +1646,7 @@ class _Analysis:
             self._reported.add(("SC408",) + key)
             sees = codes.detail("sees_future_only" if orientation == "aligned" else "sees_past_only")
             self._report(codes.MASK_INVERTED.diag(mask.node.span, where=where, sees=sees,
-                                                  notes=notes, help=[codes.help_text("swap_branches")]))
+                                                  notes=notes, help=[self._swap_help(mask.node)]))
         elif transposed and ("SC407",) + key not in self._reported:
             self._reported.add(("SC407",) + key)
             self._report(codes.MASK_TRANSPOSED.diag(
@@ -1635,6 +1660,15 @@ class _Analysis:
                                               fill=_number_text(mask.fill),
                                               help=[codes.help_text("fill_minus_inf")]))
         return inverted or transposed
+
+    def _swap_help(self, node: nodes.Expr) -> str:
+        """SC408's help in the spec's own words: its `where` with the branches swapped."""
+        call = nodes.strip_parens(node)
+        if isinstance(call, nodes.Call) and call.func.name == "where" and len(call.args) == 3 \
+                and not call.keywords:
+            condition, hidden, kept = (self._text(arg) for arg in call.args)
+            return codes.help_text("swap_branches_to", fixed=f"where({condition}, {kept}, {hidden})")
+        return codes.help_text("swap_branches")
 
     # --- text and reporting ------------------------------------------------------------------
 

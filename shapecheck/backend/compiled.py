@@ -35,6 +35,7 @@ import numpy as np
 from .. import depth
 from ..options import check_bindings, parse_size
 from ..program import Program
+from ..diagnostics import shown
 from . import runtime
 from .arrays import ArrayFile
 from .errors import (
@@ -227,23 +228,31 @@ class CompiledSpec:
                 continue
             assert seed is not None  # _load refuses missing arrays without a seed
             shape = evaluate_shape(bound.bound.program, tensor.value)
-            values[name] = runtime.generate(tensor, shape, self.dtype, seed)
+            values[name] = runtime.generate_for(bound.bound.program, tensor, shape, self.dtype,
+                                                seed)
             generated.append(name)
         return values, generated
 
     def _report(self, bound: _Bound, frame: Any, values: dict[str, np.ndarray],
                 generated: list[str], keep_intermediates: bool,
                 check_invariants: bool) -> RunResult:
-        outputs = _unaliased({name: np.asarray(frame.values[name]) for name in self.outputs},
-                             values)
+        # An output that is a version of a rebound input (`cache[...] = xk; output cache`)
+        # is named as written; none aliases an input or another output.
+        outputs = _unaliased({shown(name): np.asarray(frame.values[name])
+                              for name in self.outputs}, values)
         checks = [message("check_shapes", count=len(bound.plan.steps)),
-                  message("check_dtype", dtype=self.dtype.name), *frame.checks.values()]
+                  message("check_dtype", dtype=self.dtype.name) if not any(
+                      t.value.element == "complex" for t in bound.bound.program.tensors.values())
+                  else message("check_dtype_complex", dtype=self.dtype.name,
+                               complex=np.result_type(self.dtype, np.complex64).name),
+                  *frame.checks.values()]
         warnings = list(frame.warnings)
         if check_invariants:
             for name, value in outputs.items():
                 if value.dtype.kind == "f" and not np.isfinite(value).all():
                     count = value.size - int(np.count_nonzero(np.isfinite(value)))
                     warnings.append(message("non_finite_output", name=name, count=count))
+        # Intermediates by their own names (a rebound tensor's versions are `name′2`, ...).
         tensors = ({**{n: np.asarray(v) for n, v in frame.values.items()}, **outputs}
                    if keep_intermediates else dict(outputs))
         return RunResult(outputs, tensors, bound.plan.bindings, dict(bound.bound.sources),
@@ -320,7 +329,7 @@ def load(spec: SpecSource, dims: Mapping[str, int] | None = None) -> Program:
     A path is a :class:`os.PathLike`, or a one-line ``str`` ending in ``.attn``; any
     other ``str`` is source text. Bad ``dims`` raise :class:`OptionError`.
     """
-    from ..api import check_path, check_text  # the face's job: reading and parsing a spec
+    from ..loader import check_path, check_text  # loading a spec: the stage before this one
 
     bindings = check_bindings(dims)
     if isinstance(spec, Program):
