@@ -597,6 +597,9 @@ def _constant(ctx: Ctx, a: dict[str, Any]) -> Value | None:
 
 
 def _normalise(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    x: Value = a["x"]
+    if x.shape is not None and resolve_axis(ctx, -1, x, "x") is None:
+        return None  # a scalar has no last axis to normalise over (SC305, as for softmax)
     if a["eps"] <= 0:
         ctx.report(codes.CALL_ARGS, "eps", detail=codes.detail("eps_not_positive", eps=a["eps"]))
         return None

@@ -23,7 +23,7 @@ from .diagnostics import (
 from .indexing import Entry, subscript_shape
 from .program import SCALAR, UNKNOWN, CallInfo, Inferred, Program, Tensor, Value
 from . import symbolic
-from .rules import MAX_RANK, Anchor, needed_fixes, needed_help, relation
+from .rules import MAX_ELEMENTS, MAX_RANK, Anchor, needed_fixes, needed_help, relation
 from .value_rules import combined_element
 from .symbolic import (
     Claim, Decision, Dim, DimBuilder, DimSystem, TooComplex, Verdict, as_int, free_names,
@@ -461,7 +461,9 @@ class Checker:
         declared = self._shape(annotation) if annotation is not None else None
         if declared is not None and declared.known and value.known:
             if self._compare(ident, value, declared, annotation, where):
-                value = declared  # provably equal: keep the spec's own notation
+                # provably equal: keep the spec's own notation; `[N, N]` checks the shape
+                # only, so a bool value (`M: [N, N] = X > 0`) stays bool
+                value = Value(declared.shape, value.is_bool)
         elif declared is not None and declared.known and not value.known:
             value = declared
         if self._claim(ident, "tensor"):
@@ -544,9 +546,22 @@ class Checker:
         return result
 
     def _within_rank(self, value: Value, span: Span) -> Value:
-        """NumPy holds at most MAX_RANK axes: a value with more cannot run (SC003)."""
+        """NumPy holds at most MAX_RANK axes, and MAX_ELEMENTS elements: a value with
+        more cannot run (SC003). The elements counted are the sizes known as numbers
+        (at bindings, every size; the others are at least 1)."""
         if value.rank <= MAX_RANK:
-            return value
+            elements = 1
+            for size in value.shape or ():
+                number = as_int(size)
+                if number is None and self.dims.bindings:  # at bindings: its value
+                    number = self.dims.evaluate(size)
+                elements *= number if number is not None and number > 0 else 1
+            if elements <= MAX_ELEMENTS:
+                return value
+            self.report(codes.LIMIT.diag(span, detail=codes.detail(
+                "too_many_elements", power=elements.bit_length() - 1,
+                limit=MAX_ELEMENTS.bit_length())))
+            return UNKNOWN
         self.report(codes.LIMIT.diag(span, detail=codes.detail(
             "rank_too_large", rank=value.rank, limit=MAX_RANK)))
         return UNKNOWN

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from . import i18n
+from . import depth, i18n
 from ._version import __version__
 from .formats import FORMATS  # light: each format's module loads only when used
 
@@ -208,8 +208,10 @@ Examples:
 @click.version_option(__version__, "--version", prog_name="shapecheck",
                       message="%(prog)s %(version)s")
 @lang_option
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Symbolic shape and formula checker for attention specs (.attn files)."""
+    ctx.with_resource(depth.room())  # every pass may recurse as deep as a spec may nest
 
 
 VERIFY_EPILOG = """\b
@@ -489,6 +491,9 @@ def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive:
 @click.option("--device", default="cpu", show_default=True, help="Device of the torch tensors.")
 @click.option("--no-shrink", "no_shrink", is_flag=True,
               help="Report the first failing binding as found, without shrinking it.")
+@click.option("--fused", type=click.Choice(["auto", "off"]), default="auto", show_default=True,
+              help="Run the spec's side with each attention pattern fused where it can, or "
+              "never (as run --fused: both compute the same numbers).")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto",
               show_default=True, help="Colour in diagnostics.")
 @click.option("--init", "init", multiple=True, metavar="KW=EXPR",
@@ -509,15 +514,16 @@ def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive:
 def conform_command(path: str, target: str, dims: tuple[str, ...], names: tuple[str, ...],
                     layouts: tuple[str, ...], dtype: str, cases: int, seed: int,
                     rtol: float | None, atol: float | None, framework: str, device: str,
-                    no_shrink: bool, color: str, init: tuple[str, ...], args: tuple[str, ...],
-                    masks: tuple[str, ...], params: tuple[str, ...],
+                    no_shrink: bool, fused: str, color: str, init: tuple[str, ...],
+                    args: tuple[str, ...], masks: tuple[str, ...], params: tuple[str, ...],
                     outputs: tuple[str, ...]) -> None:
     """Check that a function or a PyTorch module computes what a spec says."""
     from .conform import ConformOptions, command
 
     options = ConformOptions(path, target, parse_bindings(dims), names, layouts, dtype, cases,
                              seed, rtol, atol, framework, device, not no_shrink, use_color(color),
-                             init=init, args=args, masks=masks, params=params, outputs=outputs)
+                             init=init, args=args, masks=masks, params=params, outputs=outputs,
+                             fused=fused)
     sys.exit(command(options))
 
 

@@ -1045,6 +1045,8 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "invisible_run": "({count} in a row) {where}",
     "invisible_more": "(and {count} more runs of invisible characters in this file)",
     "rank_too_large": "rank {rank} is more than the {limit} axes NumPy holds",
+    "too_many_elements": "about 2^{power} elements are more than the 2^{limit} NumPy can "
+    "index (of float64)",
     "einsum_too_many_operands": "`einsum` with {count} operands: NumPy takes at most {limit}",
     # SC003: past the algebra budget (symbolic.TooComplex); each says what to simplify
     "too_complex_terms": "too complex to prove: a dim expression here expands to more than "

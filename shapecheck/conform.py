@@ -241,13 +241,16 @@ def conform(spec: SpecSource, function: Callable[..., Any], *,
             function_name: str | None = None, init: Mapping[str, Any] | None = None,
             args: Mapping[str, Any] | None = None, masks: Mapping[str, str] | None = None,
             params: Mapping[str, str] | None = None,
-            outputs: Mapping[str, int | str] | None = None) -> Conformance:
+            outputs: Mapping[str, int | str] | None = None,
+            fused: str = "auto") -> Conformance:
     """Check ``function`` against ``spec`` at ``cases`` admissible bindings.
 
     ``spec`` is a checked :class:`Program`, a path or source text (as for
     ``compile_spec``); ``dims`` fixes some dims for every case; ``rtol``/``atol``
     replace the tolerance chosen by element type; ``spec_name`` and ``function_name``
-    are how the report names them. A real module (docs/conform.md, "Real modules"):
+    are how the report names them; ``fused`` is how the spec's side runs (``"auto"`` or
+    ``"off"``, as ``run --fused``: every plan computes the same numbers). A real module
+    (docs/conform.md, "Real modules"):
     ``init`` (factory keyword -> dims expression or value), ``args`` (forward keyword ->
     expression of spec names, dims and literals, or a value), ``masks`` (spec mask ->
     ``additive``, ``additive-min``, ``keep`` or ``drop``), ``params`` (spec name -> module
@@ -257,11 +260,12 @@ def conform(spec: SpecSource, function: Callable[..., Any], *,
     when the function raises. A mismatch is a result (``Conformance.failure``).
     """
     from .backend import SpecError
-    from .backend.compiled import load
+    from .backend.compiled import check_fused, load
 
     program = load(spec, dims)
     if not program.ok:
         raise SpecError(program)
+    check_fused(fused)
     if _is_module(function):  # an instance keeps the sizes it was built with
         built = _instance_dims(program, function, params or {})
         if any(dim not in (dims or {}) for dim in built):
@@ -272,7 +276,7 @@ def conform(spec: SpecSource, function: Callable[..., Any], *,
         raise UsageError(message("cases", cases=cases))
     wiring = Wiring(init or {}, args or {}, masks or {}, params or {}, outputs or {})
     driver = _Driver(program, function, names or {}, layouts or {}, dtype, seed,
-                     (rtol, atol), _framework(function, framework), device, wiring)
+                     (rtol, atol), _framework(function, framework), device, wiring, fused)
     found = admissible_bindings(program, cases, seed=seed, high=HIGHEST, attempts=ATTEMPTS)
     if not found:
         raise UsageError(message("no_bindings", names=", ".join(program.dims.unbound()),
@@ -313,7 +317,7 @@ class _Driver:
     def __init__(self, program: Program, function: Callable[..., Any], names: Mapping[str, str],
                  layouts: Mapping[str, Layout], dtype: str, seed: int,
                  tolerance: tuple[float | None, float | None], framework: str, device: str,
-                 wiring: Wiring) -> None:
+                 wiring: Wiring, fused: str = "auto") -> None:
         from .backend.runtime import declared
 
         self.program = program
@@ -321,6 +325,7 @@ class _Driver:
         self.dtype = dtype
         self.seed = seed
         self.tolerance = tolerance
+        self.fused = fused
         self.framework = framework
         self.device = _device(framework, device)
         self.declared = list(declared(program))
@@ -349,7 +354,7 @@ class _Driver:
     def attempt(self, checked: Program) -> tuple[Case, Outcome]:
         from .backend.reference import reference
 
-        case = reference(checked, self.dtype, self.seed)
+        case = reference(checked, self.dtype, self.seed, fused=self.fused)
         target, extras = self.function, {}
         if self.kind == "factory":
             try:
@@ -986,6 +991,7 @@ class ConformOptions:
     masks: tuple[str, ...] = ()  # SPEC=additive|additive-min|keep|drop
     params: tuple[str, ...] = ()  # SPEC=KEY or SPEC=KEY.T
     outputs: tuple[str, ...] = ()  # SPEC=INDEX or SPEC=KEY
+    fused: str = "auto"
 
 
 def command(options: ConformOptions) -> int:
@@ -1022,7 +1028,8 @@ def command(options: ConformOptions) -> int:
                          masks=_pairs(options.masks, "--mask"),
                          params=_pairs(options.params, "--param"),
                          outputs={name: int(where) if where.isdigit() else where
-                                  for name, where in _pairs(options.outputs, "--output").items()})
+                                  for name, where in _pairs(options.outputs, "--output").items()},
+                         fused=options.fused)
     except ConformanceError as error:
         click.echo(message("error", text=error), err=True)
         return error.exit_code

@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import codes, fileio, fixcheck, nodes, notspec, suppress
+from . import codes, depth, fileio, fixcheck, nodes, notspec, suppress
 from .checker import Checker
 from .config import default_bindings
 from .diagnostics import MAX_DIAGNOSTICS, FileResult, InferredNames, Span
@@ -75,6 +75,16 @@ def _check(text: str, parsed: ParseResult | None, bindings: dict[str, int] | Non
            warn_unknown_bindings: bool, ignore: Collection[str],
            defaults: Mapping[str, int] | None, infer: bool | None, *,
            memo: Memo | None = None, verify_fixes: bool) -> Program:
+    """:func:`_check_deep` with room for the passes to recurse as deep as a spec may nest."""
+    with depth.room():
+        return _check_deep(text, parsed, bindings, warn_unknown_bindings, ignore, defaults,
+                           infer, memo=memo, verify_fixes=verify_fixes)
+
+
+def _check_deep(text: str, parsed: ParseResult | None, bindings: dict[str, int] | None,
+                warn_unknown_bindings: bool, ignore: Collection[str],
+                defaults: Mapping[str, int] | None, infer: bool | None, *,
+                memo: Memo | None = None, verify_fixes: bool) -> Program:
     """Check (bindings already validated); ``verify_fixes``: keep only the suggested
     fixes that re-check clean (:mod:`shapecheck.fixcheck`, which re-checks an edited
     spec through this same function, without verifying its fixes in turn, nor the memo

@@ -21,7 +21,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from . import codes, grammar_cache, nodes
 from .diagnostics import MAX_DIAGNOSTICS, Diagnostic, Span
 
-MAX_NESTING = 200  # brackets and expression depth, as CPython's parser
+from .depth import MAX_NESTING  # brackets and expression depth, as CPython's parser
 MAX_INT_DIGITS = 40
 
 _SEPARATOR_TYPES = frozenset({"_SEP"})

@@ -22,6 +22,9 @@ from .symbolic import Claim, Decision, Dim, DimSystem, Verdict, to_text
 # holds them against the installed NumPy.
 MAX_RANK = 64
 MAX_EINSUM_OPERANDS = 63
+# NumPy indexes an array's bytes with a signed 64-bit integer: at most 2**63 - 1 bytes,
+# so 2**60 - 1 elements of float64, the widest element a run uses.
+MAX_ELEMENTS = (2 ** 63 - 1) // 8
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,8 @@ def assert_conforms(spec: SpecSource, function: Callable[..., Any], *,
                     shrink: bool = True, init: Mapping[str, Any] | None = None,
                     args: Mapping[str, Any] | None = None, masks: Mapping[str, str] | None = None,
                     params: Mapping[str, str] | None = None,
-                    outputs: Mapping[str, int | str] | None = None) -> Conformance:
+                    outputs: Mapping[str, int | str] | None = None,
+                    fused: str = "auto") -> Conformance:
     """Fail (``AssertionError``) unless ``function`` computes what ``spec`` says.
 
     ``spec``: a path, source text or a checked program; a spec that does not verify
@@ -60,7 +61,7 @@ def assert_conforms(spec: SpecSource, function: Callable[..., Any], *,
         result = conform(spec, function, dims=dims, names=names, layouts=layouts, dtype=dtype,
                          cases=cases, seed=seed, rtol=rtol, atol=atol, framework=framework,
                          device=device, shrink=shrink, init=init, args=args, masks=masks,
-                         params=params, outputs=outputs)
+                         params=params, outputs=outputs, fused=fused)
     except SpecError as error:
         raise AssertionError(_diagnostics(error, spec_label(spec))) from None
     except FunctionFailed as failed:

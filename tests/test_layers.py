@@ -13,6 +13,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "shapecheck"
 # module -> the package modules it may import (directly, `from . import x` or `from .x`)
 BELOW: dict[str, set[str]] = {
     "diagnostics": set(),
+    "depth": set(),  # the recursion room: below everything that walks a tree
     "codes": {"diagnostics", "i18n"},
     "nodes": {"diagnostics"},
     "symbolic": {"codes", "nodes", "diagnostics"},
@@ -30,7 +31,8 @@ BELOW: dict[str, set[str]] = {
     "meaning": {"codes", "nodes", "symbolic", "builtins", "diagnostics", "einsum", "program",
                 "value_rules"},
     # Loading a spec, the first stage of every path: the passes, never what runs or shows it.
-    "loader": {"checker", "codes", "config", "diagnostics", "fileio", "fixcheck", "incremental",
+    "loader": {"checker", "codes", "config", "depth", "diagnostics", "fileio", "fixcheck",
+               "incremental",
              "infer", "meaning", "nodes", "options", "parser", "program", "suppress", "symbolic"},
 }
 

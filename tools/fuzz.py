@@ -174,14 +174,39 @@ def value_expr(rng: random.Random, tensors: list[str], depth: int = 0) -> str:
     if depth > 3 or rng.random() < 0.3:
         return rng.choice(tensors + tensors + DIMS + ["2", "0.5", "inf", "true"])
     form = rng.random()
-    if form < 0.4:
+    if form < 0.35:
         op = rng.choice(["@", "@", "+", "-", "*", "/", "//", "**"])
         return f"({value_expr(rng, tensors, depth + 1)} {op} {value_expr(rng, tensors, depth + 1)})"
-    if form < 0.5:
+    if form < 0.42:
         return f"{value_expr(rng, tensors, depth + 1)}.T"
-    if form < 0.55:
-        return f"-{value_expr(rng, tensors, depth + 1)}"
+    if form < 0.46:
+        return f"{rng.choice(['-', '~'])}{value_expr(rng, tensors, depth + 1)}"
+    if form < 0.52:  # comparisons and their joins: masks
+        op = rng.choice(["<", "<=", ">", ">=", "==", "!=", "&", "|"])
+        return f"({value_expr(rng, tensors, depth + 1)} {op} {value_expr(rng, tensors, depth + 1)})"
+    if form < 0.58:
+        return f"{rng.choice(tensors)}[{subscript_items(rng)}]"
+    if form < 0.62:  # a mask applied to scores
+        return (f"where({rng.choice(['M', 'causal_mask(N)', 'causal_mask(N, L)', '~M'])}, "
+                f"{value_expr(rng, tensors, depth + 1)}, {rng.choice(['-inf', '0.0', '-1e9'])})")
     return call(rng, tensors, depth)
+
+
+def subscript_items(rng: random.Random) -> str:
+    """The inside of a subscript: indices, slices, `...`, `None`, negative bounds."""
+    items = []
+    for _ in range(rng.randint(1, 4)):
+        form = rng.random()
+        if form < 0.25:
+            items.append(rng.choice(["0", "-1", "1", "N - 1", "d"]))
+        elif form < 0.7:
+            start = rng.choice(["", "", "1", "-2", "d // 2", "H"])
+            stop = rng.choice(["", "", "N", "-1", "2", "d // 2"])
+            step = rng.choice(["", "", ":2", ":-1", ":0"])
+            items.append(f"{start}:{stop}{step}")
+        else:
+            items.append(rng.choice(["...", "None", ":"]))
+    return ", ".join(items)
 
 
 def typed_spec(rng: random.Random) -> str:
@@ -359,9 +384,84 @@ def mutated_spec(rng: random.Random) -> str:
     return text
 
 
+def attention_spec(rng: random.Random) -> str:
+    """One attention from the differential corpus's writer (``tools/plan_corpus.py``),
+    sometimes edited: every plan of it must agree."""
+    import plan_corpus
+
+    choice = plan_corpus.Choice(
+        rng.choice(plan_corpus.LAYOUTS), rng.choice(plan_corpus.SCALES),
+        rng.choice(plan_corpus.BIASES), rng.choice(plan_corpus.MASKS), rng.random() < 0.2,
+        rng.random() < 0.3, rng.random() < 0.5, rng.random() < 0.5,
+        rng.randrange(len(plan_corpus.LETTERS)), rng.randrange(len(plan_corpus.DIM_LETTERS)))
+    text = plan_corpus.Writer(choice).text()
+    if rng.random() < 0.3:  # a statement more, read by the output or kept
+        extra = rng.choice(["output S2 = softmax(O)", "output P2 = O * 2.0",
+                            "output n = sum(O)", "output R = rmsnorm(O)"])
+        text += extra + "\n"
+    return text
+
+
+INVISIBLE = ["\u200b", "\u00ad", "\u202e", "\u2066", "\ufeff", "\u00a0", "\u3000"]
+
+
+def surface_spec(rng: random.Random) -> str:
+    """A spec that verifies, changed only on its surface: CRLF line ends, `# noqa`
+    comments, invisible characters in comments, strings or code, a statement nested
+    deep (near the parser's limit), huge integer constants, trailing spaces, tabs."""
+    if not _CORPUS:
+        _CORPUS.extend(corpus())
+    text = rng.choice(_CORPUS)
+    lines = text.split("\n")
+    for _ in range(rng.randint(1, 4)):
+        number = rng.randrange(len(lines))
+        action = rng.random()
+        if action < 0.25:
+            lines[number] += rng.choice(["  # noqa", "  # noqa: SC401", "  # noqa: SC4",
+                                         "  # noqa:SC999", "# noqa: SC301, SC401"])
+        elif action < 0.45:
+            spot = rng.randint(0, len(lines[number]))
+            lines[number] = lines[number][:spot] + rng.choice(INVISIBLE) + lines[number][spot:]
+        elif action < 0.6:
+            levels = rng.choice([5, 50, 150, 190, 198, 199, 200, 201, 260])
+            inner = rng.choice(["X", "Q", "x", "1.0"])
+            deep = rng.choice([("exp(" * levels) + inner + ")" * levels,
+                               "(" * levels + inner + ")" * levels,
+                               "-" * levels + inner, inner + ".T" * levels])
+            lines.insert(number, f"deep{number} = {deep}")
+        elif action < 0.75:
+            huge = rng.choice(["170141183460469231731687303715884105728 ** 32",
+                               "9999999999999999999999999999999999999999",
+                               "10 ** 29", "2 ** 64 - 1", "(10 ** 40) ** 64"])
+            lines.insert(number, rng.choice([f"constraint N <= {huge}",
+                                             f"big{number} = ones([{huge}])",
+                                             f"input big{number}: [{huge} - N]"]))
+        elif action < 0.85:
+            lines[number] = lines[number].replace("    ", "\t") + rng.choice([" ", "\t", ""])
+        else:
+            lines[number] = lines[number].replace(" = ", " = ", 1).replace(",", " ,", 1)
+    text = "\n".join(lines)
+    return text.replace("\n", "\r\n") if rng.random() < 0.4 else text
+
+
+def sketch_spec(rng: random.Random) -> str:
+    """A spec that declares nothing: the shapes of its names are inferred."""
+    tensors = ["X", "Q", "K", "V", "W", "x", "bias"]
+    lines = []
+    for index in range(rng.randint(1, 5)):
+        name = f"T{index}"
+        lines.append(f"{name} = {value_expr(rng, tensors, 1)}")
+        tensors.append(name)
+    if rng.random() < 0.5:
+        lines.append(rng.choice(["S = Q @ K.T / sqrt(d)", "P = softmax(Q @ K.T)",
+                                 "O = softmax(Q @ K.T / sqrt(d)) @ V", "Y = layernorm(X @ W)"]))
+    return "\n".join(lines) + "\n"
+
+
 GENERATORS: dict[str, Callable[[random.Random], str]] = {
     "typed": typed_spec, "pruned": pruned_spec, "grammar": grammar_spec, "algebra": algebra_spec,
-    "mutated": mutated_spec,
+    "mutated": mutated_spec, "attention": attention_spec, "surface": surface_spec,
+    "sketch": sketch_spec,
 }
 
 
@@ -410,11 +510,15 @@ def render_all(program: Program, report: bool) -> None:
         render_report(built, "md")
 
 
-def run_verified(program: Program, seed: int) -> bool:
-    """Run a verified spec at admissible small sizes; False if none were found, or if
-    the run would need more than 64 MiB (constraints can force huge sizes: refusing
-    them is the memory guard's documented answer, not a failure)."""
+def run_verified(program: Program, seed: int, backends: tuple[str, ...]) -> bool:
+    """Run a verified spec at admissible small sizes on every plan
+    (:func:`shapecheck.backend.differential.disagreements`: NumPy = torch, fused =
+    unfused, intermediates kept or not agree, inputs unchanged, outputs unaliased);
+    False if no binding was found, or if the run would need more than 64 MiB
+    (constraints can force huge sizes: refusing them is the memory guard's documented
+    answer, not a failure). A disagreement raises :class:`Problem`."""
     from shapecheck.backend import MemoryLimitError, compile_spec
+    from shapecheck.backend.differential import disagreements
 
     found = admissible_bindings(program, 1, seed=seed, high=5, attempts=12)
     if not found:
@@ -425,7 +529,28 @@ def run_verified(program: Program, seed: int) -> bool:
         compiled.run(seed=0, check_invariants=True)
     except MemoryLimitError:
         return False
+    problems = disagreements(bound, seed=seed, backends=backends, max_memory=64 * 2**20)
+    if problems:
+        raise Problem("plans disagree at " + str(bound.dims.bindings) + ": " + "; ".join(problems[:4]))
     return True
+
+
+def fixes_never_worsen(text: str, program: Program, limit: int = 3) -> None:
+    """Each offered fix, applied alone, leaves no more errors than there were, and the
+    diagnostic it was offered for is gone (a fix never makes a file worse)."""
+    from shapecheck.diagnostics import MAX_DIAGNOSTICS
+    from shapecheck.fixes import apply_edits
+
+    before = sum(1 for d in program.diagnostics if d.is_error)
+    offered = [(d, fix) for d in program.diagnostics for fix in d.fixes][:limit]
+    for diagnostic, fix in offered:
+        fixed = apply_edits(text, fix.edits)
+        after = check_text(fixed)
+        errors = sum(1 for d in after.diagnostics if d.is_error)
+        capped = max(len(program.diagnostics), len(after.diagnostics)) >= MAX_DIAGNOSTICS
+        if errors > before and not capped:  # (at the cap, counts say nothing)
+            raise Problem(f"the fix {fix.help!r} for {diagnostic.code} line {diagnostic.span.line} "
+                          f"leaves {errors} errors, not {before}")
 
 
 @dataclass
@@ -437,8 +562,34 @@ class Tally:
     verified: int = 0
     ran: int = 0
     cli_runs: int = 0
+    oracle_failures: int = 0
+    next_index: int = 0  # where a resumed run continues
+    cpu_seconds: float = 0.0
     by_generator: collections.Counter[str] = field(default_factory=collections.Counter)
+    cpu_by_generator: collections.Counter[str] = field(default_factory=collections.Counter)
     signatures: collections.Counter[str] = field(default_factory=collections.Counter)
+
+    @property
+    def failures(self) -> int:
+        return self.internal_errors + self.hangs + self.mismatches + self.oracle_failures
+
+    def save(self, path: Path, seed: int) -> None:
+        """The state of a run, written atomically: ``--resume`` continues from it."""
+        state = {"seed": seed, **{k: v for k, v in vars(self).items()}}
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(state, indent=1, sort_keys=True), encoding="utf-8")
+        temporary.replace(path)
+
+    @classmethod
+    def load(cls, path: Path, seed: int) -> Tally:
+        state = json.loads(path.read_text(encoding="utf-8"))
+        if state.pop("seed") != seed:
+            raise SystemExit(f"{path} is the state of a run with another --seed")
+        tally = cls(**{k: v for k, v in state.items()
+                       if k not in ("by_generator", "cpu_by_generator", "signatures")})
+        for name in ("by_generator", "cpu_by_generator", "signatures"):
+            getattr(tally, name).update(state.get(name, {}))
+        return tally
 
 
 def signature(error: BaseException) -> str:
@@ -448,11 +599,13 @@ def signature(error: BaseException) -> str:
     return f"{type(error).__name__} at {where}: {str(error)[:80]}"
 
 
-def check_one(text: str, rng: random.Random, tally: Tally, report: bool) -> str | None:
+def check_one(text: str, rng: random.Random, tally: Tally, report: bool,
+              backends: tuple[str, ...] = ("numpy", "torch")) -> str | None:
     """Check one input; the kind of failure ("internal", "mismatch"), or None."""
     program = check_text(text)
     well_formed(program)
     render_all(program, report)
+    fixes_never_worsen(text, program)
     if rng.random() < 0.25:  # at drawn sizes too
         bindings = {n: rng.randint(1, 6) for n in rng.sample(DIMS, rng.randint(1, 3))}
         at_sizes = check_text(text, bindings)
@@ -461,8 +614,10 @@ def check_one(text: str, rng: random.Random, tally: Tally, report: bool) -> str 
     if program.ok and program.outputs:
         tally.verified += 1
         try:
-            if run_verified(program, rng.randrange(1000)):
+            if run_verified(program, rng.randrange(1000), backends):
                 tally.ran += 1
+        except Problem:
+            raise
         except Exception as error:  # noqa: BLE001 - every failure of a verified spec counts
             raise Mismatch(error) from error
     return None
@@ -481,16 +636,22 @@ def _alarm(signum: int, frame: Any) -> None:
 def fuzz_one(index: int, args: argparse.Namespace, tally: Tally, failures: Path) -> None:
     rng = random.Random(f"{args.seed}:{index}")
     kind = list(GENERATORS)[index % len(GENERATORS)]
-    text = GENERATORS[kind](rng)
-    tally.inputs += 1
-    tally.by_generator[kind] += 1
+    started = time.process_time()
     signal.setitimer(signal.ITIMER_PROF, args.hang)
+    text = ""
     try:
-        check_one(text, rng, tally, report=index % args.report_every == 0)
+        text = GENERATORS[kind](rng)
+        tally.inputs += 1
+        tally.by_generator[kind] += 1
+        check_one(text, rng, tally, report=index % args.report_every == 0,
+                  backends=tuple(args.backends.split(",")))
         problem = None
     except Hang:
         tally.hangs += 1
         problem = ("hang", "hang", "")
+    except Problem as failed:
+        tally.oracle_failures += 1
+        problem = ("oracle", str(failed)[:120], "".join(traceback.format_exception(failed)))
     except Mismatch as mismatch:
         tally.mismatches += 1
         error = mismatch.error
@@ -500,6 +661,10 @@ def fuzz_one(index: int, args: argparse.Namespace, tally: Tally, failures: Path)
         problem = ("internal", signature(error), "".join(traceback.format_exception(error)))
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
+        spent = time.process_time() - started
+        tally.cpu_seconds += spent
+        tally.cpu_by_generator[kind] += spent
+        tally.next_index = index + 1
     if problem is None:
         return
     what, sig, trace = problem
@@ -564,7 +729,7 @@ def indices(args: argparse.Namespace) -> Iterator[int]:
         index += 1
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--count", type=int, default=None, help="inputs to try")
@@ -578,11 +743,24 @@ def main() -> int:
                         help="one input in N is also rendered as SARIF, GitHub and reports")
     parser.add_argument("--failures", type=Path, default=Path("fuzz-failures"))
     parser.add_argument("--progress", type=int, default=1000, help="print counts every N inputs")
-    args = parser.parse_args()
+    parser.add_argument("--backends", default="numpy,torch",
+                        help="the backends every plan of a verified spec runs on")
+    parser.add_argument("--state", type=Path, default=None,
+                        help="save the run's state here as it goes (every --progress inputs)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run whose --state is given, where it stopped")
+    args = parser.parse_args(argv)
     if args.count is None and args.seconds is None and args.only is None:
         args.count = 1000
     signal.signal(signal.SIGPROF, _alarm)
     tally = Tally()
+    if args.resume:
+        if args.state is None:
+            parser.error("--resume needs --state")
+        if args.state.exists():
+            tally = Tally.load(args.state, args.seed)
+            args.start = tally.next_index
+            print(f"resuming at input {args.start} ({tally.inputs} done)", flush=True)
     batch: list[str] = []
     started = time.monotonic()
     for index in indices(args):
@@ -595,17 +773,24 @@ def main() -> int:
                 batch = []
         if args.progress and tally.inputs % args.progress == 0:
             report(tally, time.monotonic() - started)
+            if args.state is not None:
+                tally.save(args.state, args.seed)
     if batch:
         cli_batch(batch, tally, args.failures)
     report(tally, time.monotonic() - started)
-    return 1 if tally.internal_errors or tally.hangs or tally.mismatches else 0
+    if args.state is not None:
+        tally.save(args.state, args.seed)
+    return 1 if tally.failures else 0
 
 
 def report(tally: Tally, elapsed: float) -> None:
     print(f"[{elapsed:7.0f} s] inputs {tally.inputs} ({dict(tally.by_generator)}), "
           f"internal errors {tally.internal_errors}, hangs {tally.hangs}, "
-          f"mismatches {tally.mismatches}; verified {tally.verified}, ran {tally.ran}, "
-          f"CLI runs {tally.cli_runs}", flush=True)
+          f"mismatches {tally.mismatches}, oracle failures {tally.oracle_failures}; "
+          f"verified {tally.verified}, ran {tally.ran}, CLI runs {tally.cli_runs}; "
+          f"CPU {tally.cpu_seconds:.0f} s (" + ", ".join(
+              f"{k} {v:.0f} s" for k, v in sorted(tally.cpu_by_generator.items())) + ")",
+          flush=True)
     for what, count in tally.signatures.most_common(15):
         print(f"    {count:6d}  {what}", flush=True)
 

@@ -32,6 +32,7 @@ from typing import Any, Union
 
 import numpy as np
 
+from .. import depth
 from ..options import check_bindings, parse_size
 from ..program import Program
 from ..diagnostics import shown
@@ -121,8 +122,7 @@ class CompiledSpec:
         if backend not in BACKENDS:
             raise OptionError(message("backend", backend=repr(backend),
                                       choices=", ".join(BACKENDS)))
-        if fused not in FUSED:
-            raise OptionError(message("fused_option", fused=repr(fused), choices=", ".join(FUSED)))
+        check_fused(fused)
         if backend == "torch":
             try:
                 from . import torch_backend  # noqa: F401 -- only to know that it can run
@@ -155,13 +155,20 @@ class CompiledSpec:
         to 1 and that the outputs are finite (an extra pass over the data);
         ``progress(fraction, label)`` is told how far the execution is.
         """
+        with depth.room():  # compiling and running recurse as deep as the spec nests
+            return self._run(arrays, dims, seed, keep_intermediates, check_invariants, progress)
+
+    def _run(self, arrays: Mapping[str, Any] | None, dims: Mapping[str, int] | None,
+             seed: int | None, keep_intermediates: bool, check_invariants: bool,
+             progress: Callable[[float, str], None] | None) -> RunResult:
         supplied = self._load(arrays or {}, seed)
         bound = self._bind(supplied, {**self.dims, **check_bindings(dims)}, keep_intermediates)
         try:
             values, generated = self._read(bound, supplied, seed)
             frame = bound.plan.execute(values, check_invariants=check_invariants,
                                        progress=progress)
-            return self._report(bound, frame, generated, keep_intermediates, check_invariants)
+            return self._report(bound, frame, values, generated, keep_intermediates,
+                                check_invariants)
         except MemoryError:
             raise MemoryLimitError(message(
                 "out_of_memory", bindings=bindings_text(bound.plan.bindings),
@@ -226,11 +233,13 @@ class CompiledSpec:
             generated.append(name)
         return values, generated
 
-    def _report(self, bound: _Bound, frame: Any, generated: list[str], keep_intermediates: bool,
+    def _report(self, bound: _Bound, frame: Any, values: dict[str, np.ndarray],
+                generated: list[str], keep_intermediates: bool,
                 check_invariants: bool) -> RunResult:
         # An output that is a version of a rebound input (`cache[...] = xk; output cache`)
-        # is named as written.
-        outputs = {shown(name): np.asarray(frame.values[name]) for name in self.outputs}
+        # is named as written; none aliases an input or another output.
+        outputs = _unaliased({shown(name): np.asarray(frame.values[name])
+                              for name in self.outputs}, values)
         checks = [message("check_shapes", count=len(bound.plan.steps)),
                   message("check_dtype", dtype=self.dtype.name) if not any(
                       t.value.element == "complex" for t in bound.bound.program.tensors.values())
@@ -244,10 +253,31 @@ class CompiledSpec:
                     count = value.size - int(np.count_nonzero(np.isfinite(value)))
                     warnings.append(message("non_finite_output", name=name, count=count))
         # Intermediates by their own names (a rebound tensor's versions are `name′2`, ...).
-        tensors = ({n: np.asarray(v) for n, v in frame.values.items()} if keep_intermediates
-                   else dict(outputs))
+        tensors = ({**{n: np.asarray(v) for n, v in frame.values.items()}, **outputs}
+                   if keep_intermediates else dict(outputs))
         return RunResult(outputs, tensors, bound.plan.bindings, dict(bound.bound.sources),
                          generated, checks, warnings, bound.peak_bytes, list(bound.plan.notes))
+
+
+def _unaliased(outputs: dict[str, np.ndarray],
+               inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The outputs, each its own writable array: one that may share memory with an input
+    (`output A = reshape(X, [2*N])`, a view of the caller's array) or with an earlier
+    output is copied, so that writing into an output never changes anything else."""
+    result: dict[str, np.ndarray] = {}
+    others = [a for a in inputs.values() if isinstance(a, np.ndarray)]
+    for name, value in outputs.items():
+        if not value.flags.writeable or any(np.may_share_memory(value, o) for o in others):
+            value = np.array(value)
+        result[name] = value
+        others.append(value)
+    return result
+
+
+def check_fused(fused: object) -> None:
+    """``fused`` is ``"auto"`` or ``"off"`` (:class:`OptionError` otherwise)."""
+    if not isinstance(fused, str) or fused not in FUSED:
+        raise OptionError(message("fused_option", fused=repr(fused), choices=", ".join(FUSED)))
 
 
 def check_device(backend: str, device: str) -> str:

@@ -114,7 +114,8 @@ class Plan:
                 progress: Callable[[float, str], None] | None = None) -> Frame:
         """Run every step on ``values`` (inputs and params by name, already cast);
         ``progress(fraction, label)`` hears how far it is."""
-        frame = Frame(dict(values), check_invariants)
+        frame = Frame({name: _read_only(value) for name, value in values.items()},
+                      check_invariants)
         with np.errstate(all="ignore"):  # NaN and inf are reported by name, not by NumPy
             for index, step in enumerate(self.steps):
                 if progress is not None:
@@ -138,6 +139,16 @@ class Plan:
         if dtype != step.dtype:
             raise CheckerBug(message("dtype_bug", name=step.name, line=step.line,
                                      actual=dtype, expected=step.dtype))
+
+
+def _read_only(value: Any) -> Any:
+    """The caller's array, as a view that no step can write into: a step that would (a bug)
+    fails loudly instead of changing the caller's data."""
+    if not isinstance(value, np.ndarray) or not value.flags.writeable:
+        return value
+    view = value.view()
+    view.flags.writeable = False
+    return view
 
 
 def _tracker(progress: Callable[[float, str], None], index: int, count: int,
@@ -255,7 +266,7 @@ class _PlanBuilder:
             tensor = self.program.tensors[name]
             shape = self._shape(tensor.value)
             compiler = _ExprCompiler(self, name, line, shape, self._donatable(index))
-            # A bool value under a plain annotation is read as numbers, as the checker types it.
+            # A bool value stays bool (under a plain annotation too); a real one is numbers.
             compiled = (compiler.compile(expr) if tensor.value.is_bool
                         else compiler.numeric(expr))
             self._check_sizes(compiler.allocations)
@@ -1010,10 +1021,23 @@ def _transpose(call: _Call) -> Compiled:
 def _reshape(call: _Call) -> Compiled:
     x = call.tensor()
     run, target = x.run, call.out_shape  # the checker inferred any -1
-    if not x.contiguous:  # NumPy copies what it cannot view with the new shape
-        call.allocates()
-    return Compiled(lambda frame: np.reshape(run(frame), target), fresh=x.fresh or not x.contiguous,
+    if x.contiguous or x.fresh:
+        if not x.contiguous:  # NumPy may copy what it cannot view with the new shape
+            call.allocates()
+        return Compiled(lambda frame: np.reshape(run(frame), target), fresh=x.fresh,
+                        contiguous=x.contiguous)
+    # Not known to be C-contiguous: NumPy copies when it cannot view the array with the new
+    # shape, but size-1 axes often let it view a transposed one. The copy is made sure, so
+    # that the result is fresh: a later step may overwrite it without touching a named
+    # tensor (or the caller's array).
+    call.allocates()
+    return Compiled(lambda frame: _reshaped_copy(run(frame), target), fresh=True,
                     contiguous=True)
+
+
+def _reshaped_copy(value: Any, target: tuple[int, ...]) -> Any:
+    result = np.reshape(value, target)
+    return np.array(result, order="C") if np.may_share_memory(result, value) else result
 
 
 def _split_heads(call: _Call) -> Compiled:
@@ -1076,10 +1100,7 @@ def _reduction(reduce: Callable[..., Any]) -> Implementation:
 
 def _normalise(rms: bool) -> Implementation:
     def implementation(call: _Call) -> Compiled:
-        eps = call.c.scalar(call.arg("eps"))
-        if not call.rank():  # a scalar: (x - x) / sqrt(eps), or x / sqrt(x² + eps)
-            return call.elementwise(lambda x, out: (x - x if not rms else x) / np.sqrt(
-                (x - x if not rms else x) ** 2 + eps))
+        eps = call.c.scalar(call.arg("eps"))  # (the checker refuses a scalar: SC305)
         width = call.c.scalar(call.c.shape_of(call.info.args["x"])[-1])
         call.c.reduced(call.info.args["x"], call.rank() - 1, count=2)  # the means, the scales
 

@@ -181,7 +181,8 @@ class _Builder:
         self.kept = kept
         self.chain: set[str] = set()  # tensors on the path from the weights to the scores
         self.masks = {id(mask.node): mask for mask in attention.masks}
-        self.causal_conditions: list[nodes.Expr] = []  # of the masks generated per block
+        # (where call, condition) of the masks generated per block
+        self.causal_conditions: list[tuple[nodes.Expr, nodes.Expr]] = []
 
     def build(self) -> Fusable:
         a = self.attention
@@ -195,13 +196,34 @@ class _Builder:
             raise _NotFusable("fused_changed")
         self._walk_weights(a.weights)
         self._walk_scores(self._softmax_argument())
-        steps = tuple(self._step(op) for op in a.ops)
+        inside = self._evaluated_in_parts(a.query.node, a.key.node)
+        # a scale written into a named q or k (`q = Q * d ** -0.5`) is in the scores' ops,
+        # but evaluating the part `q` applies it already: the kernel must not apply it twice
+        steps = tuple(self._step(op) for op in a.ops if id(op.node) not in inside)
         name, line = _softmax_place(a)
         batch = tuple(f"batch:{i}" for i in range(len(a.batch)))
         argument = self._softmax_argument()
         return Fusable(a.output, a.output_roles.axes, _part(a.query), _part(a.key),
                        _part(a.value), steps, batch, frozenset(self._skipped()), name, line,
                        a.softmax_axis, self.program.type_of(argument).rank)
+
+    def _evaluated_in_parts(self, *parts: nodes.Expr) -> set[int]:
+        """The ids of every node evaluated when the fused run evaluates ``parts`` (the query
+        and the key), through the definitions of the names they read."""
+        seen: set[int] = set()
+        names: set[str] = set()
+        stack = list(parts)
+        while stack:  # a stack, not recursion: parts may nest as deep as the checker allows
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if isinstance(node, nodes.Name) and node.name in self.definitions \
+                    and node.name not in names:
+                names.add(node.name)
+                stack.append(self.definitions[node.name])
+            stack.extend(nodes.children(node))
+        return seen
 
     def _step(self, op: ScaleFactor | Bias | Mask) -> Step:
         kind = type(op).__name__
@@ -273,7 +295,7 @@ class _Builder:
             raise _NotFusable("fused_fill")
         causal = self._causal(mask) if mask.kind == "causal" else None
         if causal is not None:
-            self.causal_conditions.append(mask.condition.node)
+            self.causal_conditions.append((mask.node, mask.condition.node))
         part = None if causal is not None else _part(mask.condition)
         return Step("mask", part=part, causal=causal, keeps=mask.keeps, fill=float(mask.fill),
                     additive=mask.additive)
@@ -315,9 +337,32 @@ class _Builder:
             if name in self.kept or self.reads[name] != 1:
                 raise _NotFusable("fused_needed")
         skipped = set(self.chain)
-        for condition in self.causal_conditions:
-            skipped |= self._only_for_mask(condition)
-        return skipped
+        generated: set[str] = set()
+        for where, condition in self.causal_conditions:
+            generated |= self._only_for_mask(condition)
+            holder = self._named(where)  # `bias = where(band, 0.0, -inf)`, added to the scores
+            if holder is not None and holder not in self.kept and self.reads[holder] == 1:
+                generated.add(holder)
+        return skipped | self._unread(generated, skipped)
+
+    def _named(self, node: nodes.Expr) -> str | None:
+        """The tensor whose whole definition is ``node``, if one is."""
+        for name, value in self.definitions.items():
+            if nodes.strip_parens(value) is node:
+                return name
+        return None
+
+    def _unread(self, generated: set[str], skipped: set[str]) -> set[str]:
+        """Those of ``generated`` (tensors a generated mask makes needless) that no computed
+        statement reads: one that is still computed keeps what it reads."""
+        while True:
+            computed = [value for name, value in self.definitions.items()
+                        if name not in generated and name not in skipped]
+            read = {name for value in computed for name in _names(value)}
+            needed = generated & read
+            if not needed:
+                return generated
+            generated -= needed
 
     def _only_for_mask(self, node: nodes.Expr) -> set[str]:
         names: set[str] = set()

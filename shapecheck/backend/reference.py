@@ -49,9 +49,11 @@ class Case:
     dtype: str
 
 
-def reference(program: Program, dtype: str, seed: int) -> Case:
-    """The inputs and outputs of a spec checked at a binding that fixes every dim."""
-    spec = CompiledSpec(program, dims=program.dims.bindings, dtype=dtype, max_memory=None)
+def reference(program: Program, dtype: str, seed: int, *, fused: str = "auto") -> Case:
+    """The inputs and outputs of a spec checked at a binding that fixes every dim
+    (``fused``: as ``run --fused``)."""
+    spec = CompiledSpec(program, dims=program.dims.bindings, dtype=dtype, max_memory=None,
+                        fused=fused)
     inputs = {name: runtime.generate_for(program, tensor, evaluate_shape(program, tensor.value),
                                          spec.dtype, seed)
               for name, tensor in spec.declared.items()}

@@ -44,9 +44,11 @@ DEVICES = ("cpu", "cuda")
 
 def to_torch(array: np.ndarray, device: str | torch.device = "cpu") -> torch.Tensor:
     """A NumPy array as a tensor on ``device`` (shares memory on the CPU when it can)."""
-    if not array.flags.writeable:  # torch warns on (and may not write through) read-only memory
-        array = np.array(array)
-    return torch.from_numpy(np.ascontiguousarray(array)).to(device)
+    if not array.flags.writeable or not array.flags.c_contiguous:
+        # torch warns on (and may write through) read-only memory; a copy in C order
+        # (np.ascontiguousarray would turn a 0-d array into [1])
+        array = np.array(array, order="C")
+    return torch.from_numpy(array).to(device)
 
 
 def to_numpy(tensor: torch.Tensor) -> tuple[np.ndarray, str]:
@@ -1199,7 +1201,8 @@ def _compile_sdpa(c: _ExprCompiler, sdpa: _Sdpa) -> Compiled:
         return keep if step.keeps else ~keep
 
     def attention(frame: Frame) -> torch.Tensor:
-        q, k, v = (_canonical(run(frame), recipe) for run, recipe in parts)
+        # a bool part (a mask used as values: SC403) is read as numbers, as unfused
+        q, k, v = (_numbers(_canonical(run(frame), recipe), dtype) for run, recipe in parts)
         shape = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
         q, k, v = (x.expand(*shape, *x.shape[-2:]) for x in (q, k, v))
         nq, nk = q.shape[-2], k.shape[-2]
@@ -1274,3 +1277,7 @@ def _check_sampled(frame: Frame, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     frame.checks[f"{name}:{line}:sdpa"] = message(
         "check_softmax_sdpa", name=name, line=line, count=len(rows), what=what,
         axis=fusable.softmax_axis, error=max(error, sum_error))
+
+
+def _numbers(value: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return value.to(dtype) if value.dtype == torch.bool else value

@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from .. import nodes
+from .. import depth, nodes
 from .._version import __version__
 from ..diagnostics import Diagnostic, Severity, Span, shown
 from ..formats._common import plural
 from ..formats.source import printable_line
 from ..formats.text import render_diagnostic
 from ..program import Program, Value
-from ..symbolic import Dim, free_names, product, to_text, total
+from ..symbolic import Dim, DimSystem, TooComplex, free_names, product, to_text, total
 from .cards import Card, cards, find_patterns
 from .context import ITEM_SIZES, Spec, inside, postorder
 from .cost import result_bytes, statement_cost
@@ -144,6 +144,12 @@ class Report:
 
 def build_report(program: Program, path: str, bindings: dict[str, int] | None = None,
                  dtype: str = "float64") -> Report:
+    with depth.room():  # the report walks the tree as deep as the spec nests
+        return _build_report(program, path, bindings, dtype)
+
+
+def _build_report(program: Program, path: str, bindings: dict[str, int] | None,
+                  dtype: str) -> Report:
     spec = Spec(program, path, dict(bindings or {}), dtype)
     patterns = find_patterns(spec)
     card_list = cards(spec, patterns)
@@ -327,7 +333,7 @@ def _dims(spec: Spec) -> list[DimRow]:
             assert symbol is not None
             definition = rich("dim_eliminated", constraint=code(f"constraint {use.text}"),
                               line=str(use.span.line), name=code(name),
-                              value=math(to_text(system.canonical(symbol))))
+                              value=math(_canonical_text(system, symbol)))
         elif name in spec.bindings:
             definition = rich("dim_bound", binding=code(f"--dim {name}={spec.bindings[name]}"))
         elif name in inferred:
@@ -533,3 +539,12 @@ def _graph_edges(spec: Spec, failed: set[str]) -> list[GraphEdge]:
 
 
 __all__ = ["Report", "build_report"]
+
+
+def _canonical_text(system: DimSystem, symbol: Dim) -> str:
+    """What an eliminated dim equals, in the spec's notation; past the algebra budget
+    (a chain of constraints such as `c0 == c1 * c1 + 1`, ...), its name as written."""
+    try:
+        return to_text(system.canonical(symbol))
+    except TooComplex:
+        return to_text(symbol)

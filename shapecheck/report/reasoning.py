@@ -188,7 +188,7 @@ def _matmul_index_form(spec: Spec, node: nodes.BinOp, statement: nodes.Define | 
 
 def _broadcast_proofs(spec: Spec, shapes: list[tuple[Dim, ...]]) -> list[Proof]:
     """Proofs that the non-1 sizes on each (right-aligned) axis agree."""
-    rank = max(len(s) for s in shapes)
+    rank = max((len(s) for s in shapes), default=0)  # all scalars: nothing to prove
     proofs = []
     for axis in range(1, rank + 1):
         sizes = [s[-axis] for s in shapes if len(s) >= axis and not is_literal_one(s[-axis])]

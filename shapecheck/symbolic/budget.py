@@ -33,6 +33,11 @@ MAX_DEGREE = 256
 MAX_WORK = 4096  # products of terms one expansion multiplies out
 # Integers stay far below the 4,300 digits Python will print (8,192 bits is 2,467 digits).
 MAX_BITS = 8192
+# SymPy re-evaluates a floor each time its argument is rebuilt (every expansion), asking
+# the argument's sign through its real roots and derivatives: seconds at degree 32,
+# tens of seconds at 64 (`(3**64 + d)**64 // 7`), which the terms and bits above do not
+# see. A floor's argument stays below this degree.
+MAX_FLOOR_DEGREE = 16
 # Steps of the Gröbner basis and of one reduction (a step cancels one leading term).
 MAX_STEPS = 4000
 MAX_BASIS = 64  # polynomials in a Gröbner basis
@@ -98,6 +103,8 @@ def _estimate(expr: Dim, leaf: Callable[[Dim], _Size | None] | None = None) -> _
             parts = [size(a) for a in e.args]
             result = _Size(1, max((p.degree for p in parts), default=1),
                            max((p.bits for p in parts), default=0))
+            if result.degree > MAX_FLOOR_DEGREE:  # SymPy evaluates a floor's argument's sign
+                raise _too_complex("too_complex_degree", MAX_FLOOR_DEGREE)
         memo[e] = _within_budget(result)
         return memo[e]
 
@@ -184,3 +191,21 @@ def _numer_denom(expr: Dim) -> tuple[Dim, Dim]:
 def _has_denominator(expr: Dim) -> bool:
     return any((p.is_Pow and p.exp.is_negative) or (p.is_Rational and not p.is_Integer)
                for p in sympy.preorder_traversal(expr))
+
+
+# SymPy's assumptions (``is_positive``) isolate the real roots of a univariate expression
+# (``_monotonic_sign``), work the budget above does not measure: seconds for
+# `2**4096 - d**64`. They are asked only of expressions this small; past it, positivity
+# is unproved (issue 17).
+ASSUMPTION_DEGREE = 8
+ASSUMPTION_BITS = 256
+
+
+def affordable(dim: Dim) -> bool:
+    """Whether SymPy's assumptions may be asked about ``dim`` within the budget."""
+    for part in sympy.preorder_traversal(dim):
+        if part.is_Pow and part.exp.is_Integer and abs(int(part.exp)) > ASSUMPTION_DEGREE:
+            return False
+        if part.is_Rational and _bits(int(part.p)) + _bits(int(part.q)) > ASSUMPTION_BITS:
+            return False
+    return True

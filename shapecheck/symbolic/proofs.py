@@ -16,6 +16,7 @@ from fractions import Fraction
 from typing import Any, NamedTuple
 
 import sympy
+from sympy.core.evalf import PrecisionExhausted
 from sympy.polys.domains import QQ
 from sympy.polys.orderings import lex
 from sympy.polys.rings import ring
@@ -24,7 +25,7 @@ from .. import codes
 from ..diagnostics import Span
 from .budget import (
     MAX_BITS, TooComplex, _actual_bits, _cancel, _estimate, _expand, _has_denominator, _numer_denom,
-    _Size, _too_complex,
+    _Size, _too_complex, affordable,
 )
 from .counterexamples import Claim, Decision, Refutation
 from .dims import (
@@ -300,6 +301,8 @@ class DimSystem(Refutation):
                 cached = answer()
             except TooComplex as error:
                 cached = error
+            except PrecisionExhausted:  # SymPy could not evaluate a huge number: past the budget
+                cached = _too_complex("too_complex_bits", MAX_BITS)
             self._answers[key] = cached
             if self.relation_uses != uses:
                 self._relying.add(key)
@@ -605,8 +608,8 @@ class DimSystem(Refutation):
     def _positive_polynomial(self, dim: Dim) -> bool:
         """Every dim is >= its lower bound (1 unless constrained): shift and look at signs."""
         shifted = self._shifted(dim)
-        if shifted is None:
-            return bool(dim.is_positive) and bool(dim.is_integer)
+        if shifted is None:  # SymPy's own positivity, where it is cheap enough to ask
+            return affordable(dim) and bool(dim.is_positive) and bool(dim.is_integer)
         coefficients, constant = shifted
         if not all(c.is_integer and c >= 0 for c in coefficients):
             return False
@@ -708,7 +711,8 @@ class DimSystem(Refutation):
         symbols = sorted(quotient.free_symbols, key=lambda s: s.name)
         if quotient.is_polynomial(*symbols) and self._integer_valued(quotient):
             return Verdict.PROVED
-        if quotient.is_integer:  # e.g. a product of dims and floor divisions
+        # e.g. a product of dims and floor divisions (SymPy's assumptions: where affordable)
+        if affordable(quotient) and quotient.is_integer:
             return Verdict.PROVED
         return Verdict.UNPROVED
 

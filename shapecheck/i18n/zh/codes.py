@@ -792,6 +792,7 @@ DETAILS = {
     "invisible_run": "(连续 {count} 个) {where}",
     "invisible_more": "(这个文件中还有 {count} 处不可见字符)",
     "rank_too_large": "秩 {rank} 超过了 NumPy 能容纳的 {limit} 个轴",
+    "too_many_elements": "约 2^{power} 个元素超过了 NumPy 能索引的 2^{limit} 个 (float64)",
     "einsum_too_many_operands": "`einsum` 有 {count} 个操作数: NumPy 最多接受 {limit} 个",
     "too_complex_terms": "太复杂, 无法证明: 代入派生维度和约束之后, 这里的一个维度表达式展开"
     "超过 {limit} 项; 请简化它, 或者绑定它的一些维度 (`--dim N=...`)",

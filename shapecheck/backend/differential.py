@@ -1,0 +1,170 @@
+"""Every plan of a spec computes the same numbers: the differential oracle.
+
+A spec that verifies may run on NumPy or torch, fused (``auto``) or not (``off``),
+keeping its intermediates or not. Whatever the choice, :func:`disagreements` holds it
+to the same answer, at one binding:
+
+- every plan gives the same outputs (to the float64 tolerance of :mod:`.reference`),
+  and the plans that keep intermediates give the same intermediates;
+- the caller's arrays are never written (each run gets copies, compared afterwards);
+- no output shares memory with an input or with another output, and each is writable;
+- every plan fails, or none does, with the same kind of error (a spec too large for one
+  backend is too large for all); an exception that is not a :class:`RunError` is a bug.
+
+The test corpus (``tests/test_plan_differential.py``) and the fuzzer (``tools/fuzz.py``)
+both ask this one function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..program import Program
+from . import runtime
+from .compiled import CompiledSpec, RunResult
+from .errors import OptionError, RunError
+from .numpy_backend import evaluate_shape
+from .reference import compare, tolerance
+
+BACKENDS = ("numpy", "torch")
+MAX_MEMORY = 256 << 20  # a corpus spec is small: a plan past this is refused by every plan
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One way to run a spec."""
+
+    backend: str
+    fused: str
+    keep: bool
+
+    def __str__(self) -> str:
+        return f"{self.backend}, fused {self.fused}, keep_intermediates {'on' if self.keep else 'off'}"
+
+
+def plans(backends: Sequence[str] = BACKENDS) -> Iterator[Plan]:
+    """Every plan on ``backends``: the first, NumPy unfused without intermediates, is the
+    reference the others are compared with."""
+    for backend in backends:
+        for fused in ("off", "auto"):
+            for keep in (False, True):
+                yield Plan(backend, fused, keep)
+
+
+def available(backend: str) -> bool:
+    """Whether ``backend`` can run here (torch is an optional extra)."""
+    if backend != "torch":
+        return True
+    try:
+        from . import torch_backend  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def inputs_for(program: Program, seed: int, dtype: str = "float64") -> dict[str, np.ndarray]:
+    """The inputs and params of a spec checked at a binding, generated from ``seed``."""
+    return {name: runtime.generate(tensor, evaluate_shape(program, tensor.value),
+                                   np.dtype(dtype), seed)
+            for name, tensor in runtime.declared(program).items()}
+
+
+def disagreements(program: Program, *, seed: int = 0, backends: Sequence[str] = BACKENDS,
+                  dtype: str = "float64", max_memory: int = MAX_MEMORY) -> list[str]:
+    """What breaks the oracle for ``program`` (checked at a binding that fixes every dim),
+    one line each; empty when every plan agrees."""
+    chosen = [plan for plan in plans([b for b in backends if available(b)])]
+    try:
+        arrays = inputs_for(program, seed, dtype)
+    except RunError as error:
+        return [] if not isinstance(error, OptionError) else [f"inputs: {error}"]
+    problems: list[str] = []
+    outcomes: dict[Plan, RunResult | str] = {}
+    for plan in chosen:
+        given = {name: array.copy() for name, array in arrays.items()}
+        outcomes[plan] = _run(program, plan, given, dtype, max_memory)
+        problems += [f"{plan}: the input {name} was written"
+                     for name, array in given.items() if not _same(arrays[name], array)]
+        result = outcomes[plan]
+        if isinstance(result, RunResult):
+            problems += [f"{plan}: {line}" for line in _aliasing(result, given)]
+    return problems + _compare(outcomes, dtype)
+
+
+def _run(program: Program, plan: Plan, arrays: dict[str, np.ndarray], dtype: str,
+         max_memory: int) -> RunResult | str:
+    """The run's result, or the kind of error it stopped with (a bug is raised as such)."""
+    try:
+        spec = CompiledSpec(program, dims=program.dims.bindings, dtype=dtype,
+                            max_memory=max_memory, backend=plan.backend, fused=plan.fused)
+        return spec.run(arrays, keep_intermediates=plan.keep)
+    except RunError as error:
+        return f"{type(error).__name__}: {error}"
+
+
+def _same(before: np.ndarray, after: np.ndarray) -> bool:
+    return before.shape == after.shape and bool(np.array_equal(before, after, equal_nan=True))
+
+
+def _aliasing(result: RunResult, inputs: dict[str, np.ndarray]) -> Iterator[str]:
+    seen: list[tuple[str, np.ndarray]] = [(f"the input {n}", a) for n, a in inputs.items()]
+    for name, value in result.outputs.items():
+        if not value.flags.writeable:
+            yield f"the output {name} is read-only"
+        for other, array in seen:
+            if value.size and np.shares_memory(value, array):
+                yield f"the output {name} shares memory with {other}"
+        seen.append((f"the output {name}", value))
+
+
+def _compare(outcomes: dict[Plan, RunResult | str], dtype: str) -> list[str]:
+    problems: list[str] = []
+    if not outcomes:
+        return problems
+    reference_plan, reference = next(iter(outcomes.items()))
+    kept = next(((p, r) for p, r in outcomes.items() if p.keep and isinstance(r, RunResult)),
+                None)
+    for plan, result in outcomes.items():
+        if isinstance(reference, str) or isinstance(result, str):
+            if _kind(reference) != _kind(result):
+                problems.append(f"{plan}: {_text(result)}, but {reference_plan}: "
+                                f"{_text(reference)}")
+            continue
+        problems += [f"{plan}: {line}"
+                     for line in _differences(reference.outputs, result.outputs, dtype)]
+        if plan.keep and kept is not None and isinstance(kept[1], RunResult):
+            shared = {n: v for n, v in result.tensors.items() if n in kept[1].tensors}
+            problems += [f"{plan} (intermediates, against {kept[0]}): {line}"
+                         for line in _differences(kept[1].tensors, shared, dtype)]
+    return problems
+
+
+def _kind(outcome: RunResult | str) -> str:
+    return outcome.split(":", 1)[0] if isinstance(outcome, str) else "ran"
+
+
+def _text(outcome: RunResult | str) -> str:
+    return outcome if isinstance(outcome, str) else "ran"
+
+
+def _differences(expected: dict[str, np.ndarray], got: dict[str, np.ndarray],
+                 dtype: str) -> Iterator[str]:
+    for name, want in expected.items():
+        have = got.get(name)
+        if have is None:
+            yield f"no {name}"
+            continue
+        if np.shape(want) != np.shape(have):
+            yield f"{name} has shape {list(np.shape(have))}, not {list(np.shape(want))}"
+            continue
+        if np.asarray(want).dtype.kind != np.asarray(have).dtype.kind:
+            yield f"{name} is {np.asarray(have).dtype}, not {np.asarray(want).dtype}"
+            continue
+        rtol, atol, _ = tolerance(dtype, dtype)
+        difference = compare(np.asarray(want), np.asarray(have), rtol, atol)
+        if difference is not None:
+            yield (f"{name} differs at {list(difference.worst)}: {difference.got!r}, "
+                   f"not {difference.expected!r} ({difference.count} of {difference.size})")

@@ -1,0 +1,88 @@
+"""The generated differential corpus: for every spec that verifies, every plan (NumPy or
+torch, fused auto or off, intermediates kept or not) computes the same numbers, never
+writes the caller's arrays, and returns outputs that alias nothing
+(:func:`shapecheck.backend.differential.disagreements`).
+
+The specs come from ``tools/plan_corpus.py`` (scale, soft-cap, bias and mask spread over
+named statements or inline, on Q, K, both or the scores, in several layouts and letters,
+masks named, sliced, negated, combined; inputs reshaped through size-1 axes), each at
+several admissible bindings. CI runs the first :data:`COUNT` specs (well under 90 s on
+a shared machine); ``python tools/plan_corpus.py --count 5000`` is the larger sweep.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shapecheck.api import admissible_bindings, check_text
+from shapecheck.backend import differential
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+import plan_corpus  # noqa: E402
+
+COUNT = 600
+BINDINGS = 3
+SPECS = list(plan_corpus.corpus(0, COUNT))
+
+
+def test_the_corpus_covers_every_option():
+    labels = [label for label, _ in SPECS]
+    for options in (plan_corpus.LAYOUTS, plan_corpus.SCALES, plan_corpus.BIASES,
+                    plan_corpus.MASKS):
+        for option in options:
+            assert any(f"{option}-" in label or label.endswith(option) for label in labels), option
+    assert any("-cap" in label for label in labels) and any("-cross" in label for label in labels)
+
+
+@pytest.mark.parametrize("label,text", SPECS, ids=[label for label, _ in SPECS])
+def test_every_plan_agrees(label: str, text: str) -> None:
+    program = check_text(text)
+    assert program.ok, f"{label} does not verify:\n{text}"
+    bound = admissible_bindings(program, BINDINGS, seed=len(label))
+    assert bound, label
+    for index, checked in enumerate(bound):
+        problems = differential.disagreements(checked, seed=index)
+        assert not problems, f"{label} at {checked.dims.bindings}:\n{text}\n" + "\n".join(problems)
+
+
+def test_the_oracle_sees_a_written_input_and_an_aliased_output(monkeypatch):
+    """The oracle itself can fail: a plan that writes into its input is caught."""
+    from shapecheck.backend import compiled
+
+    original = compiled.CompiledSpec.run
+
+    def scribbling(self, arrays=None, **options):
+        result = original(self, arrays, **options)
+        for array in (arrays or {}).values():
+            array[...] = 0
+        result.outputs["O"] = arrays["Q"]
+        return result
+
+    monkeypatch.setattr(compiled.CompiledSpec, "run", scribbling)
+    (checked,) = admissible_bindings(check_text(SPECS[0][1]), 1)
+    problems = differential.disagreements(checked, backends=("numpy",))
+    assert any("was written" in p for p in problems)
+    assert any("shares memory with the input" in p for p in problems)
+
+
+def test_the_oracle_sees_a_wrong_number(monkeypatch):
+    from shapecheck.backend import compiled
+
+    original = compiled.CompiledSpec.run
+
+    def off_by_a_bit(self, arrays=None, **options):
+        result = original(self, arrays, **options)
+        if self.fuse:
+            result.outputs["O"] = result.outputs["O"] * (1 + 1e-6)
+        return result
+
+    monkeypatch.setattr(compiled.CompiledSpec, "run", off_by_a_bit)
+    (checked,) = admissible_bindings(check_text(SPECS[0][1]), 1)
+    problems = differential.disagreements(checked, backends=("numpy",))
+    assert problems and all("fused auto" in p and "O differs" in p for p in problems)
