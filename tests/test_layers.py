@@ -32,8 +32,8 @@ BELOW: dict[str, set[str]] = {
                 "value_rules"},
     # Loading a spec, the first stage of every path: the passes, never what runs or shows it.
     "loader": {"checker", "codes", "config", "depth", "diagnostics", "fileio", "fixcheck",
-               "incremental",
-             "infer", "meaning", "nodes", "options", "parser", "program", "suppress", "symbolic"},
+               "incremental", "infer", "meaning", "nodes", "notspec", "options", "parser",
+               "program", "suppress", "symbolic", "versions"},
 }
 
 

@@ -135,14 +135,16 @@ SPECS = {
                  "SC201", {"N": 1}, "it is 0 at N=1"),
     "reshape": ("dim N, H, d, D\ninput X: [N, D]\nY = reshape(X, [N, H, d])\noutput Y\n",
                 "SC307", {"D": 2, "H": 1, "N": 1, "d": 1}, "differ at D=2, H=1, N=1, d=1"),
-    "divide": ("dim N, H\ndim d = N / H\n", "SC202", {"H": 2, "N": 1}, "fails at H=2, N=1"),
+    # d is used: a fix that only exposed "d is never used" would not be offered (issue 18)
+    "divide": ("dim N, H\ndim d = N / H\ninput X: [N, d]\noutput Y = X\n", "SC202", {"H": 2, "N": 1}, "fails at H=2, N=1"),
     "einsum": ("dim N, H, d, D\ninput A: [N, H * d]\ninput B: [N, D]\n"
                "C = einsum(\"ij,kj->ik\", A, B)\noutput C\n", "SC310", {"D": 2, "H": 1, "d": 1},
                "differs (at D=2, H=1, d=1: 2 vs 1) from"),
     "concat": ("dim N, H, d, D\ninput A: [N, H * d]\ninput B: [N, D]\nC = concat([A, B], axis=0)\n"
                "output C\n", "SC309", {"D": 2, "H": 1, "d": 1}, "differs (at D=2, H=1, d=1"),
     "broadcast": ("dim N, H, d, D\ninput A: [N, H * d]\ninput B: [N, D]\nC = A + B\noutput C\n",
-                  "SC303", {"D": 2, "H": 1, "d": 1}, "differ at D=2, H=1, d=1 (1 vs 2)"),
+                  # a broadcast fails only where neither size is 1 (issue 18)
+                  "SC303", {"D": 3, "H": 2, "d": 1}, "differ at D=3, H=2, d=1 (2 vs 3)"),
 }
 
 
