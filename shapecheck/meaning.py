@@ -106,8 +106,9 @@ class Scale(NamedTuple):
     numeric factor), ``"wrong"`` (it does not: SC404), ``"inverted"`` (multiplied by
     ``sqrt(expected)``: SC404), ``"constant"`` (numbers only: no opinion), ``"unusual"``
     (another power of the dims: no opinion), ``"inferred"`` (X differs from the size, but
-    a sketch's inference named one of them: no opinion), ``"none"`` (no scale at all:
-    note SC405).
+    a sketch's inference named one of them: no opinion), ``"deliberate"`` (X differs, but
+    is no other size of the formula: a model constant, no opinion), ``"one_side"`` (only Q
+    or only K scaled by the size ** -0.25: SC404), ``"none"`` (no scale at all: note SC405).
     """
 
     factors: tuple[ScaleFactor, ...]
@@ -439,6 +440,14 @@ class _Info:
     shifted_position: bool = False  # ... plus an offset (`arange(N) + M - N`)
     reduced: _Reduced | None = None  # a reduction's result (its axes are the ones left)
     exp_of: _Info | None = None  # exp(x): x's facts (a softmax written by hand)
+    constant: float | None = None  # every entry is this number (`ones(...) * -inf`)
+    nonzero: float | None = None  # a causal value: its entries where it is not zero
+    squashed: tuple[tuple[_Applied, nodes.Expr], ...] = ()  # masks, and the soft-cap after them
+    positional: nodes.Expr | None = None  # a rotary transform of positions made this value
+    piece: tuple[int, int, str] | None = None  # (id of x's info, axis, which) of `x[..., :d/2]`
+    copies: Axis | None = None  # the values are copies along this axis (`repeat` of a 1)
+    tiled: nodes.Expr | None = None  # heads tiled (j, j+G, ...) rather than repeated
+    joined: tuple[Axis, tuple[Dim, ...], tuple[nodes.Expr, ...]] | None = None  # concat parts
 
     def __init__(self, axes: tuple[Axis, ...] | None, **facts: Any) -> None:
         self.axes = axes
@@ -463,6 +472,8 @@ class _Info:
             info.norm = norm
         if self.reduced is not None:
             info.reduced = self.reduced
+        if self.squashed:
+            info.squashed = self.squashed
         if ops or self.ops:
             info.ops = self.ops + ops
             info.scale = self.scale + tuple(op for op in ops if type(op) is _Factor)
@@ -608,7 +619,8 @@ class _Analysis:
         if operand.axes is None or node.op == "+":
             return operand
         if node.op == "~":
-            return _Info(operand.axes, causal=tuple(c.negated() for c in operand.causal))
+            return _Info(operand.axes, causal=tuple(c.negated() for c in operand.causal),
+                         nonzero=1.0)
         changed = operand.norm.changed_by(node) if operand.norm is not None else None
         return _Info(operand.axes, norm=changed)
 
@@ -631,6 +643,7 @@ class _Analysis:
         sizes = iter(value.shape)
         axes: list[Axis] = []
         whole = True
+        windows: dict[int, tuple[Axis, Any]] = {}  # old axis -> (its window, the start)
         for entry in plan.entries:
             if isinstance(entry, Take):
                 whole = False
@@ -643,7 +656,48 @@ class _Analysis:
             else:
                 axes.append(Axis(size, node, opaque=True))
                 whole = False
-        return operand.moved(tuple(axes)) if whole else _Info(tuple(axes))
+                if entry.step == 1:
+                    windows[id(operand.axes[entry.axis])] = (axes[-1], entry.start)
+        if whole:
+            return operand.moved(tuple(axes))
+        info = _Info(tuple(axes))
+        if operand.causal or operand.masks:
+            self._windowed(info, operand, windows)
+        return info
+
+    def _windowed(self, info: _Info, operand: _Info, windows: dict[int, tuple[Axis, Any]]) -> None:
+        """A causal mask cut from a buffer of the largest size (`bias[:T, :T]`, nanoGPT's
+        and Whisper's form): windows of both of its axes are still a triangle, the same
+        way round. Windows starting at different places shift its diagonal (a KV-cache
+        window `bias[M:M+N, :M+N]`): the diagonal is then of unknown offset."""
+        assert info.axes is not None and operand.axes is not None
+        mapping = {id(a): a for a in info.axes if not a.opaque}
+        zero = symbolic.integer(0)
+        starts: dict[int, Any] = {}
+        for old, (new, start) in windows.items():
+            mapping[old] = new
+            starts[id(new)] = zero if start is None else start
+
+        def strict(seer: Axis | None, seen: Axis | None, was: bool | None) -> bool | None:
+            a, b = starts.get(id(seer), zero), starts.get(id(seen), zero)
+            return was if self.system.equal(a, b) else None
+        causal = []
+        for c in operand.causal:
+            moved = c.moved(mapping)
+            if moved is not None:
+                causal.append(_Causal(moved.seer, moved.seen, moved.node,
+                                      strict(moved.seer, moved.seen, moved.strict)))
+        if causal:
+            info.causal, info.nonzero = tuple(causal), operand.nonzero
+        masks = []
+        for m in operand.masks:
+            moved_mask = m.moved(mapping)
+            if m.kind == "causal" and (moved_mask.seer is None or moved_mask.seen is None):
+                continue
+            moved_mask.strict = strict(moved_mask.seer, moved_mask.seen, m.strict)
+            masks.append(moved_mask)
+        if masks:
+            info.masks = tuple(masks)
 
     def _visit_children(self, node: nodes.Expr) -> None:
         """Unknown or scalar values: still look inside (an `@` in an argument has meaning)."""
@@ -765,14 +819,50 @@ class _Analysis:
         norm = tensor.norm.changed_by(node) if tensor.norm is not None else None
         if node.op == "*" or (node.op == "/" and tensor_first):
             factor = _Factor(scalar_node, node.op == "/")
-            return tensor.shifted(tensor.axes, norm, (factor,))
+            info = tensor.shifted(tensor.axes, norm, (factor,))
+            number = self._number(scalar_node)
+            if number is not None and number != 0 and math.isfinite(number) | (node.op == "*"):
+                self._scaled_values(node, tensor, info, 1 / number if node.op == "/" else number)
+            return info
         if node.op in ("+", "-"):  # a constant shift: the softmax does not see it
             info = tensor.shifted(tensor.axes, norm)
             if tensor.position is not None and (node.op == "+" or tensor_first):
                 # positions plus an offset (`i + M - N`) keep their order; `T - i` does not
                 info.position, info.shifted_position = tensor.position, True
+            if node.op == "-" and not tensor_first and self._number(scalar_node) == 1.0:
+                self._complement(info, tensor)
             return info
         return _Info(tensor.axes, norm=norm, reduced=tensor.reduced)
+
+    def _scaled_values(self, node: nodes.BinOp, tensor: _Info, info: _Info, factor: float) -> None:
+        """The numbers of a mask times a number: a triangle of `-1e9` (or `-inf`) added to
+        the scores hides where it is not zero (`(1 - tril(ones([N, N]))) * -1e9`, a padding
+        mask `(1 - m) * -1e9`): it is an additive mask."""
+        if tensor.constant is not None:
+            info.constant = tensor.constant * factor
+            return
+        if tensor.product is not None or tensor.norm is not None or tensor.masks:
+            return
+        if tensor.causal:
+            info.causal = tensor.causal
+            if tensor.nonzero is not None:
+                info.nonzero = tensor.nonzero * factor
+        value = (tensor.nonzero if tensor.causal else 1.0) or 0.0
+        if value > 0 and value * factor <= _BLOCKS:
+            info.masks = (self._own_mask(node, node, info, keeps=False, fill=value * factor),)
+
+    def _own_mask(self, node: nodes.Expr, condition: nodes.Expr, info: _Info, keeps: bool,
+                  fill: float) -> _Applied:
+        """A value that is itself an additive mask, in its own axes."""
+        assert info.axes is not None
+        return self._applied(node, condition, info, {id(a): a for a in info.axes}, keeps, fill,
+                             additive=True)
+
+    def _complement(self, info: _Info, tensor: _Info) -> None:
+        """`1 - m` of a 0/1 mask: the positions it hides become the ones it allows."""
+        if tensor.causal and tensor.nonzero == 1.0:
+            info.causal = tuple(c.negated() for c in tensor.causal)
+            info.nonzero = 1.0
 
     def _compare_number(self, node: nodes.BinOp, tensor: _Info, number_node: nodes.Expr,
                         tensor_first: bool) -> _Info:
@@ -784,7 +874,7 @@ class _Analysis:
         if truth is None or not tensor.causal:
             return _Info(tensor.axes)
         return _Info(tensor.axes, causal=tensor.causal if truth else
-                     tuple(c.negated() for c in tensor.causal))
+                     tuple(c.negated() for c in tensor.causal), nonzero=1.0)
 
     def _compare(self, node: nodes.Expr, operands: list[_Info], axes: tuple[Axis, ...],
                  mappings: list[dict[int, Axis]]) -> _Info:
@@ -798,7 +888,7 @@ class _Analysis:
             return _Info(axes)
         seer, seen = (a, b) if op in (">=", ">") else (b, a)
         strict = None if left.shifted_position or right.shifted_position else op in (">", "<")
-        return _Info(axes, causal=(_Causal(seer, seen, node, strict),))
+        return _Info(axes, causal=(_Causal(seer, seen, node, strict),), nonzero=1.0)
 
     def _tensors(self, node: nodes.Expr, operand_nodes: list[nodes.Expr], operands: list[_Info],
                  value: Value) -> _Info:
@@ -819,7 +909,7 @@ class _Analysis:
                       if (moved := c.moved(mappings[i])) is not None]
             if len({(id(c.seer), id(c.seen)) for c in causal}) != 1:
                 return _Info(axes)
-            return _Info(axes, causal=(causal[0],))
+            return _Info(axes, causal=(causal[0],), nonzero=1.0)
         norms = [o.norm for o in operands if o.norm is not None]
         if op in ("+", "-") and not norms:
             # Scores plus a bias, an additive mask, or a shift by a reduction (a softmax
@@ -1001,19 +1091,44 @@ class _Analysis:
         if axis_map.keeps_values:
             return x.moved(x.axes)
         if axis_map.triangle is not None and len(x.axes) >= 2:
-            return _Info(x.axes, causal=(self._triangle(node, axis_map, args, x.axes),))
+            return self._triangle_of(node, axis_map, args, x)
+        name = node.func.name
+        if name == "log" and x.causal and x.nonzero is not None and x.nonzero > 0:
+            # log of a 0/1 triangle: 0 where it allows, -inf where it hides (an additive mask)
+            info = _Info(x.axes, causal=x.causal)
+            info.masks = (self._own_mask(node, x_node, info, keeps=True, fill=-math.inf),)
+            return info
         norm = x.norm.changed_by(node) if x.norm is not None else None
-        exp_of = x if node.func.name == "exp" else None
-        return _Info(x.axes, norm=norm, reduced=x.reduced, exp_of=exp_of)
+        exp_of = x if name == "exp" else None
+        info = _Info(x.axes, norm=norm, reduced=x.reduced, exp_of=exp_of)
+        if name in _SQUASHING and (x.applied or x.squashed):
+            # a soft-cap after the mask: its fills turn finite
+            info.squashed = x.squashed + tuple((m, node) for m in x.applied)
+        return info
+
+    def _triangle_of(self, node: nodes.Call, axis_map: Any, args: dict[str, Any], x: _Info) -> _Info:
+        """`tril(x)`, `triu(x, 1)`: a causal value; of a constant (`triu(full([N, N], -inf),
+        1)`, `tril(ones(...))`) its entries on the triangle are that number, and a very
+        negative one makes it an additive mask hiding the triangle."""
+        assert x.axes is not None
+        info = _Info(x.axes, causal=(self._triangle(node, axis_map, args, x.axes),))
+        if x.constant is not None:
+            info.nonzero = x.constant
+            if x.constant <= _BLOCKS:
+                info.masks = (self._own_mask(node, node, info, keeps=False, fill=x.constant),)
+        return info
 
     def _create(self, node: nodes.Call, axis_map: Any, args: dict[str, Any], value: Value) -> _Info:
         assert value.shape is not None
         axes = tuple(Axis(size, node) for size in value.shape)
         if axis_map.triangle is not None and len(axes) >= 2:
-            return _Info(axes, causal=(self._triangle(node, axis_map, args, axes),))
+            return _Info(axes, causal=(self._triangle(node, axis_map, args, axes),), nonzero=1.0)
         if axis_map.positions and len(axes) == 1:
             return _Info(axes, position=axes[0])
-        return _Info(axes)
+        constant = _CONSTANTS.get(node.func.name)
+        if constant is None and axis_map.fill is not None and args.get(axis_map.fill) is not None:
+            constant = self._number(args[axis_map.fill])
+        return _Info(axes, constant=constant)
 
     def _triangle(self, node: nodes.Call, axis_map: Any, args: dict[str, Any],
                   axes: tuple[Axis, ...]) -> _Causal:
@@ -1210,8 +1325,8 @@ class _Analysis:
         v = 1 - w
         normalised = _index(weights_axes, norm.axis)
         axis_ok = None if normalised is None or not summed else normalised in summed
-        query = weights_axes[kept[0]] if len(kept) == 1 else None
         key = weights_axes[summed[0]] if len(summed) == 1 else None
+        query, guessed = self._query_axis(weights_axes, kept, summed)
         scores = self._scores(norm, query, key)
         roles = self._roles(contraction, w, query, key)
         value_roles, output_roles = self._output_roles(contraction, w, roles)
@@ -1222,8 +1337,11 @@ class _Analysis:
         product = norm.source.product
         if product is not None and scores is not None and product.contraction is not scores:
             product = None
-        scale = self._scale(product, norm.source, key) if product is not None else None
+        scale = self._scale(product, norm.source, key, contraction) if product is not None else None
         masks, after, mask_verdicts = self._masks(contraction, norm, query, key, roles)
+        if not guessed:
+            self._mask_axes(contraction, norm, query, key)
+        self._soft_capped(norm)
         biases = {id(b): Bias(b[0], tuple(roles.get(id(a)) if a else None for a in b[1]), b[2])
                   for b in norm.source.biases}
         ops = None
@@ -1254,10 +1372,23 @@ class _Analysis:
             batch=batch_sizes, scale=scale,
             biases=tuple(biases.values()), masks=tuple(masks.values()) + after,
             ops=ops, changes=norm.changed, axis_ok=axis_ok,
-            scale_ok=None if scale is None else {"ok": True, "wrong": False,
-                                                 "inverted": False}.get(scale.verdict),
+            scale_ok=None if scale is None else {"ok": True, "wrong": False, "inverted": False,
+                                                 "one_side": False}.get(scale.verdict),
             mask_ok=all(mask_verdicts) if mask_verdicts else None,
         ))
+
+    @staticmethod
+    def _query_axis(weights: tuple[Axis, ...], kept: list[int], summed: list[int]
+                    ) -> tuple[Axis | None, bool]:
+        """The query axis: the weights' one kept axis. With several (multi-query
+        attention, `einsum("bhij,bjd->bhid", P, V)`: the heads are kept too) it is the kept
+        axis next to the key axis, if only one is; ``guessed`` then says so."""
+        if len(kept) == 1:
+            return weights[kept[0]], False
+        if len(kept) < 2 or len(summed) != 1:
+            return None, False
+        beside = [p for p in (summed[0] - 1, summed[0] + 1) if p in kept]
+        return (weights[beside[0]], True) if len(beside) == 1 else (None, False)
 
     def _scores(self, norm: _Norm, query: Axis | None, key: Axis | None) -> _Contraction | None:
         """The contraction both the query and the key axes come from (`Q @ K.T`)."""
@@ -1440,7 +1571,8 @@ class _Analysis:
                               contraction=self._text(contraction.node))],
             help=[codes.help_text("mask_before_softmax")]))
 
-    def _scale(self, product: _Product, source: _Info, key: Axis | None) -> Scale:
+    def _scale(self, product: _Product, source: _Info, key: Axis | None,
+               output: _Contraction) -> Scale:
         factors = product.inner_scale + source.scale
         scores = product.contraction
         public = tuple(ScaleFactor(f.node, f.divides, f.operand) for f in factors)
@@ -1462,13 +1594,52 @@ class _Analysis:
             verdict, radicand = "constant", None
         else:
             verdict, radicand = self._scale_verdict(powers, expected)
+            if verdict == "wrong" and radicand is not None and expected is not None \
+                    and not self._evident(radicand, expected, product, output):
+                verdict = "deliberate"
+            elif verdict == "unusual" and self._one_side(powers, expected, factors):
+                verdict = "one_side"
         scale = Scale(public, coefficient, tuple(powers), radicand, expected, verdict)
-        if verdict in ("wrong", "inverted"):
+        if verdict in ("wrong", "inverted", "one_side"):
             located = next(f for f, s in zip(factors, scalars) if s.powers)
             self._wrong_scale(product, factors, located, scale)
         elif verdict == "none" and not self._learned(scores, key):
             self._unscaled(product)
         return scale
+
+    def _evident(self, radicand: Dim, expected: Dim, product: _Product,
+                 output: _Contraction) -> bool:
+        """Whether a scale by 1/sqrt(X), X not the contracted size, is evidently wrong:
+        X is the size of another axis of the same formula (an axis of Q, K, the scores, V,
+        the output, or of a declared input: sequence lengths, heads, the model width), a
+        multiple of the contracted size or a part of it (`d_n` of `d_n + d_r`). A dim that
+        is none of these (Gemma's `query_pre_attn_scalar` as a `dim` of its own, MLA's
+        absorbed path scaled by the original head width) is a deliberate scale: no opinion."""
+        system = self.system
+        if symbolic.free_names(radicand) <= symbolic.free_names(expected):
+            return True  # built of the contracted size's own dims: a part, a multiple
+        for big, small in ((radicand, expected), (expected, radicand)):
+            if system.divides(big, small):
+                return True
+        sizes: list[Dim] = []
+        for contraction in (product.contraction, output):
+            for info in contraction.infos:
+                sizes += [a.size for a in info.axes or ()]
+            sizes += [a.size for a in contraction.axes]
+        for tensor in self.program.tensors.values():
+            if tensor.kind == "input" and tensor.value.shape is not None:
+                sizes += list(tensor.value.shape)
+        return any(system.equal(radicand, size) for size in sizes)
+
+    def _one_side(self, powers: list[tuple[Dim, Fraction]], expected: Dim | None,
+                  factors: Sequence[_Factor]) -> bool:
+        """`(Q * d ** -0.25) @ K.T`: half of the symmetric scale, on one factor only."""
+        if expected is None or not factors or any(f.operand is None for f in factors):
+            return False
+        ratio = symbolic.radicand([(base, 2 * exponent) for base, exponent in powers])
+        if ratio is None or not symbolic.is_literal_one(ratio[1]):
+            return False
+        return self.system.equal(ratio[0], expected)
 
     def _learned(self, scores: _Contraction, axis: Axis | None) -> bool:
         """The scores' axis comes straight from a parameter's axis: `X @ W_g` is a learned
@@ -1524,6 +1695,8 @@ class _Analysis:
         size = to_text(expected)
         if scale.verdict == "inverted":
             reason = codes.detail("scale_inverted", size=size)
+        elif scale.verdict == "one_side":
+            reason = codes.detail("scale_one_side", size=size)
         else:
             assert scale.radicand is not None
             reason = self._scale_reason(scale.radicand, expected)
@@ -1544,6 +1717,8 @@ class _Analysis:
                 if not symbolic.is_literal_one(quotient):
                     return codes.detail("scale_multiple", big=to_text(big), small=to_text(small),
                                         factor=to_text(quotient))
+        if symbolic.free_names(radicand) < symbolic.free_names(expected):
+            return codes.detail("scale_part", x=x, size=size)
         verdict = system.equal(radicand, expected)
         relation = codes.RELATIONS["differs_from" if verdict is Verdict.DIFFERENT else "unproved_to"]
         return codes.detail("scale_differs", x=x, relation=relation, size=size)
@@ -1600,6 +1775,42 @@ class _Analysis:
             if alignment is not None:
                 verdicts.append(not wrong)
         return before, tuple(masks), verdicts
+
+    def _mask_axes(self, contraction: _Contraction, norm: _Norm, query: Axis | None,
+                   key: Axis | None) -> None:
+        """SC412: a mask on the scores that varies along the queries and is constant along
+        the keys (a key-padding mask broadcast as `[B, 1, M, 1]` instead of `[B, 1, 1, M]`):
+        it hides or shifts whole rows, which changes no query's choice among the keys."""
+        if query is None or key is None:
+            return
+        for mask in norm.source.applied:
+            if query not in mask.aligned or key in mask.aligned:
+                continue
+            report = ("SC412", id(mask.node))
+            if report in self._reported:
+                continue
+            self._reported.add(report)
+            self._report(codes.MASK_AXIS.diag(
+                mask.node.span, where=self._text(mask.node), size=to_text(query.size),
+                key_size=to_text(key.size),
+                notes=[codes.note("weights_summed", contraction.node.span,
+                                  contraction=self._text(contraction.node))],
+                help=[codes.help_text("mask_keys")]))
+
+    def _soft_capped(self, norm: _Norm) -> None:
+        """SC410: a mask filled with `-inf` before a soft-cap (`c * tanh(S / c)`): the cap
+        turns the fill into `-c`, a real weight."""
+        for mask, cap in norm.source.squashed:
+            report = ("SC410", id(mask.node))
+            if mask.fill is None or mask.fill > _BLOCKS or report in self._reported:
+                continue
+            self._reported.add(report)
+            self._report(codes.MASK_FILL.diag(
+                mask.node.span, where=self._text(mask.node),
+                fill=codes.detail("fill_squashed", fill=_number_text(mask.fill),
+                                  cap=self._text(cap)),
+                notes=[codes.note("capped_here", cap.span, cap=self._text(cap))],
+                help=[codes.help_text("mask_after_cap")]))
 
     def _check_mask(self, contraction: _Contraction, mask: _Applied, orientation: str | None,
                     after: bool) -> bool:
@@ -1765,6 +1976,10 @@ def _children(node: nodes.Expr) -> Iterable[nodes.Expr]:
 # Functions of a scalar that are a power of it (`sqrt(d)`, `rsqrt(d)`, `square(d)`).
 _POWERS = {"sqrt": Fraction(1, 2), "rsqrt": Fraction(-1, 2), "square": Fraction(2)}
 _FLIPPED = {"aligned": "transposed", "transposed": "aligned"}
+# Creating builtins whose every entry is one number; rows with a ``fill`` parameter say theirs.
+_CONSTANTS = {"ones": 1.0, "zeros": 0.0}
+# Soft-caps (`c * tanh(S / c)`): a `-inf` fill passed through them becomes `-c`.
+_SQUASHING = frozenset({"tanh"})
 _MIRRORED = {"==": "==", "!=": "!=", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
 _TRUTH = {("==", 1.0): True, ("!=", 0.0): True, (">", 0.0): True, (">=", 1.0): True,
           ("==", 0.0): False, ("!=", 1.0): False, ("<", 1.0): False, ("<=", 0.0): False}
