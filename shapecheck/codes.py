@@ -704,9 +704,9 @@ POSITIONS_ON_VALUES = _code(
     why="Each output then mixes features by the key's absolute position, which rotary "
     "attention never does; shapes and numbers look reasonable, the model is not the one "
     "described.",
-    example="dim N, d\nconstraint d % 2 == 0\ninput Q: [N, d]\ninput K: [N, d]\n"
+    example="dim N, h\ndim d = 2 * h\ninput Q: [N, d]\ninput K: [N, d]\n"
     "input V: [N, d]\ninput cos_t: [N, d]\ninput sin_t: [N, d]\n"
-    "Vr = V * cos_t + concat([-V[:, d // 2:], V[:, :d // 2]], axis=-1) * sin_t\n"
+    "Vr = V * cos_t + concat([-V[:, h:], V[:, :h]], axis=-1) * sin_t\n"
     "O = softmax(Q @ K.T / sqrt(d)) @ Vr\n# warning[SC413]",
     fix="Rotate Q and K only; use V as it is.",
 )
@@ -805,8 +805,6 @@ NOTES: Table = Table("codes", "NOTES", {
     "reduced_here": "`{reduction}` drops its axis here",
     "capped_here": "`{cap}` caps the masked scores here",
     "rotary_here": "the rotary transform is applied here",
-    "queries_grouped": "`{queries}` groups its heads in contiguous blocks",
-    "parts_joined": "`{tensor}` is concatenated from parts here",
 })
 
 HELPS: Table = Table("codes", "HELPS", {
@@ -841,7 +839,8 @@ HELPS: Table = Table("codes", "HELPS", {
     "mask_keys": "broadcast the mask along the queries, so that its axis lines up with the keys",
     "mask_after_cap": "cap the scores first, then mask: `where(mask, c * tanh(S / c), -inf)`",
     "rotary_qk_only": "rotate Q and K only; sum the values as they are",
-    "repeat_heads": "repeat each key/value head in place: `repeat({x}, {groups}, axis={axis})`",
+    "repeat_heads": "repeat each key/value head in place on its own axis, as `repeat_kv` does: "
+    "`repeat(K, G, axis=1)`",
     "same_part_order": "concatenate the parts in the same order on both sides",
     "delete_invisible": "delete it",
     "remove_noqa": "remove the comment",

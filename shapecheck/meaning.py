@@ -35,7 +35,9 @@ the biases (tensors added) and the masks (`where` with a bool condition, or an a
 from __future__ import annotations
 
 import copy
+import itertools
 import math
+import re
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from typing import Any, NamedTuple
@@ -52,6 +54,8 @@ from .symbolic import Dim, DimSystem, Verdict, to_text
 _BLOCKS = -1e3
 _LEAKS = -10.0
 _MAX_SCALAR_DEPTH = 64
+# Reshapes whose unmatched middle has more axes are not searched for the order that groups them.
+_MAX_VIEW_AXES = 6
 
 
 # --- the public result ---------------------------------------------------------------------
@@ -444,10 +448,14 @@ class _Info:
     nonzero: float | None = None  # a causal value: its entries where it is not zero
     squashed: tuple[tuple[_Applied, nodes.Expr], ...] = ()  # masks, and the soft-cap after them
     positional: nodes.Expr | None = None  # a rotary transform of positions made this value
-    piece: tuple[int, int, str] | None = None  # (id of x's info, axis, which) of `x[..., :d/2]`
+    table: bool = False  # a table of positions' cos or sin (`cos(angle)`, an input `cos_t`)
+    pieces_of: int | None = None  # parts of this value (its id), cut, negated or rejoined
+    term_of: int | None = None  # a value's parts times a table (a term of a rotation)
     copies: Axis | None = None  # the values are copies along this axis (`repeat` of a 1)
-    tiled: nodes.Expr | None = None  # heads tiled (j, j+G, ...) rather than repeated
+    tiled: tuple[nodes.Expr, Axis, Dim] | None = None  # heads tiled (j, j+Hkv, ...): where,
+    # the tiled axis, the number of heads tiled
     joined: tuple[Axis, tuple[Dim, ...], tuple[nodes.Expr, ...]] | None = None  # concat parts
+    linear: bool = False  # a triangle of a Q·K product (causal linear attention, no softmax)
 
     def __init__(self, axes: tuple[Axis, ...] | None, **facts: Any) -> None:
         self.axes = axes
@@ -474,6 +482,10 @@ class _Info:
             info.reduced = self.reduced
         if self.squashed:
             info.squashed = self.squashed
+        if self.positional is not None:
+            info.positional = self.positional
+        if self.table:
+            info.table = True
         if ops or self.ops:
             info.ops = self.ops + ops
             info.scale = self.scale + tuple(op for op in ops if type(op) is _Factor)
@@ -559,7 +571,9 @@ class _Analysis:
         if tensor is None or tensor.span != statement.span or tensor.value.shape is None:
             return
         name = statement.name.name
-        self.names[name] = _Info(tuple(Axis(size, tensor=name) for size in tensor.value.shape))
+        info = self.names[name] = _Info(tuple(Axis(size, tensor=name) for size in tensor.value.shape))
+        if _TABLE_NAME.search(name):
+            info.table = True
 
     def _define(self, statement: nodes.Define | nodes.Output) -> None:
         assert statement.value is not None
@@ -622,7 +636,11 @@ class _Analysis:
             return _Info(operand.axes, causal=tuple(c.negated() for c in operand.causal),
                          nonzero=1.0)
         changed = operand.norm.changed_by(node) if operand.norm is not None else None
-        return _Info(operand.axes, norm=changed)
+        info = _Info(operand.axes, norm=changed)
+        if node.op == "-":
+            info.pieces_of, info.table = _base(operand), operand.table
+            info.term_of, info.positional = operand.term_of, operand.positional
+        return info
 
     def _transpose(self, node: nodes.Transpose, value: Value) -> _Info:
         operand = self.value(node.operand)
@@ -663,6 +681,8 @@ class _Analysis:
         info = _Info(tuple(axes))
         if operand.causal or operand.masks:
             self._windowed(info, operand, windows)
+        info.table = operand.table
+        info.pieces_of = _base(operand)
         return info
 
     def _windowed(self, info: _Info, operand: _Info, windows: dict[int, tuple[Axis, Any]]) -> None:
@@ -787,6 +807,8 @@ class _Analysis:
             for operand, info in enumerate(infos):
                 if info.norm is not None:
                     self._attention(contraction, operand)
+                elif info.linear and info.causal:
+                    self._prefix_sums(contraction, operand)
         if size is None or len(operands) != 2:
             return _Info(axes)
         inner: tuple[_Factor, ...] = ()
@@ -893,6 +915,30 @@ class _Analysis:
     def _tensors(self, node: nodes.Expr, operand_nodes: list[nodes.Expr], operands: list[_Info],
                  value: Value) -> _Info:
         """An elementwise operation on several tensors, with NumPy broadcasting."""
+        info = self._elementwise_tensors(node, operand_nodes, operands, value)
+        if info.axes is not None and info is not _UNKNOWN and isinstance(node, nodes.BinOp):
+            self._follow_positions(node, operands, info)
+        return info
+
+    def _follow_positions(self, node: nodes.BinOp, operands: list[_Info], info: _Info) -> None:
+        """A rotary transform: `x * cos + rotate_half(x) * sin` (or the halves of x, or
+        its even and odd features, each times a table, added or subtracted). Its result,
+        and what is built from it, is a value whose features depend on positions."""
+        left, right = operands
+        if node.op == "*":
+            for a, b in ((left, right), (right, left)):
+                if a.table and not b.table and b.positional is None:
+                    info.term_of = _base(b)
+            if left.table and right.table:
+                info.table = True
+        elif node.op in ("+", "-"):
+            if left.term_of is not None and left.term_of == right.term_of:
+                info.positional = node
+            elif left.positional is not None or right.positional is not None:
+                info.positional = left.positional or right.positional
+
+    def _elementwise_tensors(self, node: nodes.Expr, operand_nodes: list[nodes.Expr],
+                             operands: list[_Info], value: Value) -> _Info:
         order = sorted(range(len(operands)), key=lambda i: (
             operands[i].product is None and operands[i].norm is None, i))
         axes, mappings = self._broadcast(node, operand_nodes, operands, order)
@@ -911,6 +957,10 @@ class _Analysis:
                 return _Info(axes)
             return _Info(axes, causal=(causal[0],), nonzero=1.0)
         norms = [o.norm for o in operands if o.norm is not None]
+        if op == "*" and not norms and len(operands) == 2:
+            linear = self._masked_product(operands, mappings, axes)
+            if linear is not None:
+                return linear
         if op in ("+", "-") and not norms:
             # Scores plus a bias, an additive mask, or a shift by a reduction (a softmax
             # written by hand): the scores' facts go on.
@@ -940,6 +990,20 @@ class _Analysis:
             # Weights masked, scaled by a tensor or mixed with other numbers.
             return _Info(axes, norm=norms[0].changed_by(node))
         return _Info(axes)
+
+    @staticmethod
+    def _masked_product(operands: list[_Info], mappings: list[dict[int, Axis]],
+                        axes: tuple[Axis, ...]) -> _Info | None:
+        """`(Q @ K.T) * tril(ones([N, N]))`: the product kept on one side of the diagonal
+        (causal linear attention, the running sums of its keys written as a matrix)."""
+        for mine, other in ((0, 1), (1, 0)):
+            product, mask = operands[mine], operands[other]
+            if product.product is None or not mask.causal or mask.nonzero != 1.0:
+                continue
+            moved = mask.causal[0].moved(mappings[other])
+            if moved is not None:
+                return _Info(axes, causal=(moved,), linear=True)
+        return None
 
     def _broadcast(self, node: nodes.Expr, operand_nodes: list[nodes.Expr], operands: list[_Info],
                    order: list[int]) -> tuple[tuple[Axis, ...] | None, list[dict[int, Axis]]]:
@@ -1059,6 +1123,12 @@ class _Analysis:
             where = axis_index(info.args[axis_map.axis or ""], len(x.axes))
             if x.norm is not None and x.axes[where] is x.norm.axis:
                 moved.norm = x.norm.changed_by(node)  # copies along the softmax axis
+            if symbolic.is_literal_one(x.axes[where].size):
+                # a new axis of copies (`repeat(K[:, None], G, axis=1)`, torch's `expand`)
+                axes = list(x.axes)
+                axes[where] = Axis(value.shape[where], node)
+                moved = x.moved(tuple(axes))
+                moved.copies = axes[where]
             return moved
         if kind is AxisKind.JOIN:
             return self._join(node, info.args, axis_map.axis, tensors, value)
@@ -1101,6 +1171,8 @@ class _Analysis:
         norm = x.norm.changed_by(node) if x.norm is not None else None
         exp_of = x if name == "exp" else None
         info = _Info(x.axes, norm=norm, reduced=x.reduced, exp_of=exp_of)
+        if name in ("cos", "sin") or x.table:
+            info.table = True
         if name in _SQUASHING and (x.applied or x.squashed):
             # a soft-cap after the mask: its fills turn finite
             info.squashed = x.squashed + tuple((m, node) for m in x.applied)
@@ -1112,6 +1184,7 @@ class _Analysis:
         negative one makes it an additive mask hiding the triangle."""
         assert x.axes is not None
         info = _Info(x.axes, causal=(self._triangle(node, axis_map, args, x.axes),))
+        info.linear = x.product is not None and x.norm is None
         if x.constant is not None:
             info.nonzero = x.constant
             if x.constant <= _BLOCKS:
@@ -1171,21 +1244,72 @@ class _Analysis:
         info = x.moved(axes)
         if x.norm is not None and x.norm.axis not in axes:
             info.norm = None
+        info.copies = None
+        if x.copies is not None and len(middle_places) == 1 and len(middle_source) == 2 \
+                and middle_source[0] is x.copies:
+            # copies merged in front of the heads: head g * Hkv + j is kv head j (tiling)
+            info.tiled = (node, axes[middle_places[0]], middle_source[1].size)
         return info
 
     def _check_mixing(self, node: nodes.Call, x_node: nodes.Expr, source: Sequence[Axis],
                       target: Sequence[Dim]) -> None:
-        """SC411: a reshape that would have to move an axis (`[H, N, d]` -> `[N, H*d]`)."""
+        """SC411: a reshape that would have to move an axis (`[H, N, d]` -> `[N, H*d]`),
+        or one that groups the source's axes out of their order (ViT's patches cut with a
+        view and no permute: `[C, h, P, w, P]` -> `[h*w, P*P*C]`)."""
         for position, size in enumerate(target):
             for index, axis in enumerate(source):
                 if index != position and self.system.equal(axis.size, size):
-                    x_value = self.types[id(x_node)]
-                    result = self.types[id(node)]
-                    self._report(codes.RESHAPE_MIXES.diag(
-                        node.span, source=x_value.text(), target=result.text(), size=to_text(size),
-                        notes=self._origin_notes(x_node),
-                        help=[codes.help_text("move_axes_first")]))
+                    self._report_mixing(node, x_node, size)
                     return
+        sizes = [axis.size for axis in source]
+        if len(sizes) > _MAX_VIEW_AXES or len(target) > _MAX_VIEW_AXES:
+            return
+        if not all(_monomial_text(to_text(size)) for size in (*sizes, *target)):
+            return  # sums, differences, quotients: no opinion on their factors
+        failed = self._view_failure(sizes, list(target))
+        if failed is None:
+            return
+        for order in itertools.permutations(sizes):
+            # whole axes only: each target axis is a product of some of the source's axes
+            if self._view_failure(list(order), list(target), splits=False) is None:
+                self._report_mixing(node, x_node, failed)  # a moved order would group them
+                return
+
+    def _report_mixing(self, node: nodes.Call, x_node: nodes.Expr, size: Dim) -> None:
+        x_value = self.types[id(x_node)]
+        result = self.types[id(node)]
+        self._report(codes.RESHAPE_MIXES.diag(
+            node.span, source=x_value.text(), target=result.text(), size=to_text(size),
+            notes=self._origin_notes(x_node), help=[codes.help_text("move_axes_first")]))
+
+    def _view_failure(self, source: list[Dim], target: list[Dim], splits: bool = True
+                      ) -> Dim | None:
+        """None when ``target`` only splits and merges the sizes of ``source`` in their
+        order (a view; ``splits=False``: only merges); else the first target size that
+        takes sizes out of order."""
+        system = self.system
+        i = j = 0
+        have, want = source[0], target[0]
+        while True:
+            if system.equal(have, want):
+                i, j = i + 1, j + 1
+                if i == len(source) or j == len(target):
+                    return None if i == len(source) and j == len(target) else target[-1]
+                have, want = source[i], target[j]
+            elif splits and system.divides(have, want):  # a split of the source axis
+                have = system.quotient(have, want)
+                j += 1
+                if j == len(target):
+                    return target[-1]
+                want = target[j]
+            elif system.divides(want, have):  # a merge into the target axis
+                want = system.quotient(want, have)
+                i += 1
+                if i == len(source):
+                    return target[j]
+                have = source[i]
+            else:
+                return target[j]
 
     def _join(self, node: nodes.Call, args: dict[str, Any], axis_param: str | None,
               tensors: list[tuple[nodes.Expr, _Info]], value: Value) -> _Info:
@@ -1203,7 +1327,21 @@ class _Analysis:
         # Parts scaled alike keep their scale (a rotary part concatenated to the rest).
         scales = {tuple(id(f.node) for f in i.scale) for _, i in tensors}
         scale = tensors[0][1].scale if len(scales) == 1 else ()
-        return _Info(tuple(axes), scale=scale)
+        info = _Info(tuple(axes), scale=scale)
+        names = {self._text(n) for n, _ in tensors}
+        if len(names) == 1 and len(tensors) > 1 and len(value.shape) == len(first):
+            # `concat([K, K], axis=1)`: the tensor tiled along that axis
+            info.tiled = (node, axes[where], first[where].size)
+        bases = {_base(i) for _, i in tensors}
+        if len(bases) == 1 and len(tensors) > 1:
+            info.pieces_of = bases.pop()  # `concat([-x2, x1])`: rotate_half
+        positional = [i.positional for _, i in tensors if i.positional is not None]
+        if positional and len(positional) == len(tensors):
+            info.positional = positional[0]
+        if len(value.shape) == len(first) and len(tensors) > 1:
+            info.joined = (axes[where], tuple(i.axes[where].size for _, i in tensors  # type: ignore[index]
+                                              if i.axes), tuple(n for n, _ in tensors))
+        return info
 
     def _reduce(self, node: nodes.Call, args: dict[str, Any], axis_map: Any, x_node: nodes.Expr,
                 x: _Info, value: Value) -> _Info:
@@ -1342,6 +1480,10 @@ class _Analysis:
         if not guessed:
             self._mask_axes(contraction, norm, query, key)
         self._soft_capped(norm)
+        self._rotated_values(contraction, v)
+        if scores is not None:
+            self._heads(scores, contraction, v)
+            self._parts(scores)
         biases = {id(b): Bias(b[0], tuple(roles.get(id(a)) if a else None for a in b[1]), b[2])
                   for b in norm.source.biases}
         ops = None
@@ -1797,6 +1939,85 @@ class _Analysis:
                                   contraction=self._text(contraction.node))],
                 help=[codes.help_text("mask_keys")]))
 
+    def _prefix_sums(self, contraction: _Contraction, w: int) -> None:
+        """SC407 for causal linear attention: a triangle of `Q @ K.T` summed with the
+        values (`tril(S) @ V`, `(S * tril(ones([N, N]))) @ V`) must keep the rows it
+        sums for, and sum over the keys up to each: the other triangle reads the future."""
+        info = contraction.infos[w]
+        causal = info.causal[0]
+        layout = info.axes or ()
+        seer, seen = _index(layout, causal.seer), _index(layout, causal.seen)
+        if seer is None or seen is None:
+            return
+        if not (seer in contraction.summed[w] and seen in contraction.kept[w]):
+            return
+        report = ("SC407", id(contraction.node))
+        if report in self._reported:
+            return
+        self._reported.add(report)
+        where = self._strip(contraction.operands[w])
+        self._report(codes.MASK_TRANSPOSED.diag(
+            where.span, where=self._text(where), contraction=self._text(contraction.node),
+            notes=[codes.note("mask_built", causal.node.span, mask=self._text(causal.node))],
+            help=[codes.help_text("untranspose_mask")]))
+
+    def _rotated_values(self, contraction: _Contraction, v: int) -> None:
+        """SC413: V went through a rotary transform (alone or besides Q and K)."""
+        rotary = contraction.infos[v].positional
+        report = ("SC413", id(contraction.node))
+        if rotary is None or report in self._reported:
+            return
+        self._reported.add(report)
+        values = self._strip(contraction.operands[v])
+        self._report(codes.POSITIONS_ON_VALUES.diag(
+            values.span, values=self._text(values), contraction=self._text(contraction.node),
+            rotary=self._text(rotary), notes=[codes.note("rotary_here", rotary.span)],
+            help=[codes.help_text("rotary_qk_only")]))
+
+    def _heads(self, scores: _Contraction, output: _Contraction, v: int) -> None:
+        """SC414: K or V tiled along a batch (head) axis of the attention, for grouped
+        query heads."""
+        sides = [(scores, operand) for operand in (0, 1)] + [(output, v)]
+        for contraction, operand in sides:
+            info = contraction.infos[operand]
+            if info.tiled is None or info.axes is None:
+                continue
+            node, axis, kv = info.tiled
+            position = _index(info.axes, axis)
+            report = ("SC414", id(node))
+            if position not in contraction.batch[operand] or report in self._reported:
+                continue
+            self._reported.add(report)
+            self._report(codes.TILED_HEADS.diag(
+                node.span, tiled=self._text(node), kv=to_text(kv),
+                notes=[codes.note("weights_summed", output.node.span,
+                                  contraction=self._text(output.node))],
+                help=[codes.help_text("repeat_heads")]))
+
+    def _parts(self, scores: _Contraction) -> None:
+        """SC415: Q and K concatenated from the same parts in different orders."""
+        sides = []
+        for operand in (0, 1):
+            info = scores.infos[operand]
+            if info.joined is None or info.axes is None or len(scores.summed[operand]) != 1:
+                return
+            axis, sizes, parts = info.joined
+            if info.axes[scores.summed[operand][0]] is not axis:
+                return
+            sides.append((sizes, parts))
+        (q_sizes, q_parts), (k_sizes, k_parts) = sides
+        q_text, k_text = [to_text(x) for x in q_sizes], [to_text(x) for x in k_sizes]
+        report = ("SC415", id(scores.node))
+        if q_text == k_text or sorted(q_text) != sorted(k_text) or report in self._reported:
+            return
+        self._reported.add(report)
+        self._report(codes.PARTS_MISALIGNED.diag(
+            scores.node.span, scores=self._text(scores.node),
+            query=self._text(self._strip(scores.operands[0])),
+            key=self._text(self._strip(scores.operands[1])),
+            q_parts=", ".join(q_text), k_parts=", ".join(k_text),
+            help=[codes.help_text("same_part_order")]))
+
     def _soft_capped(self, norm: _Norm) -> None:
         """SC410: a mask filled with `-inf` before a soft-cap (`c * tanh(S / c)`): the cap
         turns the fill into `-c`, a real weight."""
@@ -1864,6 +2085,17 @@ class _Analysis:
 
 
 # --- helpers ---------------------------------------------------------------------------------------
+
+
+def _monomial_text(text: str) -> bool:
+    """A size written as a product of dims and numbers (`P*P*C`, `16*h`): its factors
+    can be matched without algebra on sums."""
+    return not any(sign in text for sign in "+-/()")
+
+
+def _base(info: _Info) -> int:
+    """The value that ``info`` is cut or rearranged from (itself when it is whole)."""
+    return info.pieces_of if info.pieces_of is not None else id(info)
 
 
 def _index(layout: Sequence[Axis | None], axis: Axis | None) -> int | None:
@@ -1980,6 +2212,8 @@ _FLIPPED = {"aligned": "transposed", "transposed": "aligned"}
 _CONSTANTS = {"ones": 1.0, "zeros": 0.0}
 # Soft-caps (`c * tanh(S / c)`): a `-inf` fill passed through them becomes `-c`.
 _SQUASHING = frozenset({"tanh"})
+# Inputs that are tables of positions by their name (`cos_t`, `freqs_cis`, `sin_cached`).
+_TABLE_NAME = re.compile(r"(?:^|_)(?:cos|sin|freqs?|rope|rotary)(?:_|\d|$)", re.IGNORECASE)
 _MIRRORED = {"==": "==", "!=": "!=", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
 _TRUTH = {("==", 1.0): True, ("!=", 0.0): True, (">", 0.0): True, (">=", 1.0): True,
           ("==", 0.0): False, ("!=", 1.0): False, ("<", 1.0): False, ("<=", 0.0): False}

@@ -547,9 +547,9 @@ CODES: dict[str, dict[str, str]] = {
         "与 key 的点积依赖于它们的相对位置。施加到 V 上, 它旋转的是输出所平均的值。",
         why="于是每个输出按 key 的绝对位置混合特征, 旋转注意力从不这样做; 形状和数值看起来都"
         "合理, 但模型已不是所描述的那个。",
-        example="dim N, d\nconstraint d % 2 == 0\ninput Q: [N, d]\ninput K: [N, d]\n"
+        example="dim N, h\ndim d = 2 * h\ninput Q: [N, d]\ninput K: [N, d]\n"
         "input V: [N, d]\ninput cos_t: [N, d]\ninput sin_t: [N, d]\n"
-        "Vr = V * cos_t + concat([-V[:, d // 2:], V[:, :d // 2]], axis=-1) * sin_t\n"
+        "Vr = V * cos_t + concat([-V[:, h:], V[:, :h]], axis=-1) * sin_t\n"
         "O = softmax(Q @ K.T / sqrt(d)) @ Vr\n# warning[SC413]",
         fix="只旋转 Q 和 K; V 保持原样。",
     ),
@@ -638,8 +638,6 @@ NOTES = {
     "reduced_here": "`{reduction}` 在这里去掉了它的轴",
     "capped_here": "`{cap}` 在这里对被掩盖的分数做了截断",
     "rotary_here": "旋转变换在这里施加",
-    "queries_grouped": "`{queries}` 的头按连续的块分组",
-    "parts_joined": "`{tensor}` 在这里由几部分拼接而成",
 }
 
 HELPS = {
@@ -672,7 +670,8 @@ HELPS = {
     "mask_keys": "沿 query 广播掩码, 让它的轴与 key 对齐",
     "mask_after_cap": "先截断分数, 再掩盖: `where(mask, c * tanh(S / c), -inf)`",
     "rotary_qk_only": "只旋转 Q 和 K; V 按原样求和",
-    "repeat_heads": "原地重复每个 key/value 头: `repeat({x}, {groups}, axis={axis})`",
+    "repeat_heads": "像 `repeat_kv` 那样在头自己的轴上原地重复每个 key/value 头: "
+    "`repeat(K, G, axis=1)`",
     "same_part_order": "两侧按相同的顺序拼接各部分",
     "delete_invisible": "删除它",
     "remove_noqa": "去掉这条注释",
