@@ -1183,8 +1183,14 @@ class _Analysis:
         1)`, `tril(ones(...))`) its entries on the triangle are that number, and a very
         negative one makes it an additive mask hiding the triangle."""
         assert x.axes is not None
-        info = _Info(x.axes, causal=(self._triangle(node, axis_map, args, x.axes),))
+        made = self._triangle(node, axis_map, args, x.axes)
+        # A triangle of a triangle (Mistral's band `triu(tril(ones), -W)`) is nonzero only
+        # where both are: x's mask still holds; the new one only if it agrees.
+        agrees = all((c.seer, c.seen) == (made.seer, made.seen) for c in x.causal)
+        info = _Info(x.axes, causal=x.causal + ((made,) if agrees else ()))
         info.linear = x.product is not None and x.norm is None
+        if x.causal and x.nonzero is not None:
+            info.nonzero = x.nonzero
         if x.constant is not None:
             info.nonzero = x.constant
             if x.constant <= _BLOCKS:
@@ -1476,7 +1482,8 @@ class _Analysis:
         if product is not None and scores is not None and product.contraction is not scores:
             product = None
         scale = self._scale(product, norm.source, key, contraction) if product is not None else None
-        masks, after, mask_verdicts = self._masks(contraction, norm, query, key, roles)
+        masks, after, mask_verdicts = self._masks(contraction, w, norm,
+                                                  None if guessed else query, key, roles)
         if not guessed:
             self._mask_axes(contraction, norm, query, key)
         self._soft_capped(norm)
@@ -1886,7 +1893,7 @@ class _Analysis:
             product.node.span, scores=self._text(product.node), size=text,
             help=[codes.help_text("scale_by", size=symbolic.spaced(text))]))
 
-    def _masks(self, contraction: _Contraction, norm: _Norm, query: Axis | None,
+    def _masks(self, contraction: _Contraction, w: int, norm: _Norm, query: Axis | None,
                key: Axis | None, roles: dict[int, str]
                ) -> tuple[dict[int, Mask], tuple[Mask, ...], list[bool]]:
         """The masks on the scores (by the identity of their fact), those after the softmax,
@@ -1895,12 +1902,16 @@ class _Analysis:
         before: dict[int, Mask] = {}
         masks = []
         verdicts = []
+        kept = [a for i, a in enumerate(contraction.infos[w].axes or ()) if i in contraction.kept[w]]
         for mask, after in applied:
             orientation = None  # of the condition: are its rows (the seeing axis) the queries?
-            if mask.kind == "causal" and query is not None and key is not None:
-                if mask.seer is query and mask.seen is key:
+            if mask.kind == "causal" and key is not None:
+                # With several kept axes (multi-query layouts), the one the mask pairs with
+                # the keys is the query axis.
+                queries = [query] if query is not None else kept
+                if mask.seen is key and mask.seer in queries:
                     orientation = "aligned"
-                elif mask.seer is key and mask.seen is query:
+                elif mask.seer is key and mask.seen in queries:
                     orientation = "transposed"
             # What the mask lets through: hiding where the condition is true flips it.
             alignment = orientation if mask.keeps or orientation is None else \
