@@ -743,6 +743,23 @@ PARTS_MISALIGNED = _code(
     "O = softmax(Q @ K.T / sqrt(a + b)) @ V\n# warning[SC415]",
     fix="Concatenate the parts in the same order on both sides.",
 )
+CACHE_MASK_ORDER = _code(
+    "SC416", "cache-mask-order", W, "the causal block of a mask built from parts comes before keys every query sees",
+    "`{concat}` puts the causal block `{block}` before `{visible}`, keys that every query "
+    "sees: with the cached keys first and the new ones last, each query sees every new key "
+    "after it (the future)",
+    what="A KV-cache mask is assembled along the keys from a block for the cached keys "
+    "(all visible: ones, or zeros added) and a causal block for the new keys. The cache "
+    "comes first in the keys (`causal_mask(N, M)` is aligned bottom right), so the causal "
+    "block must be the last part.",
+    why="With the parts swapped, the causal block lines up with the cached keys and the "
+    "new keys are all visible: a decoder step attends to tokens after it.",
+    example="dim N, M, d\ninput Q: [N, d]\ninput K: [M + N, d]\ninput V: [M + N, d]\n"
+    "m = concat([tril(ones([N, N])), ones([N, M])], axis=-1)\n"
+    "O = softmax(where(m == 1, Q @ K.T / sqrt(d), -inf)) @ V\n# warning[SC416]",
+    fix="Put the visible block for the cached keys first: "
+    "`concat([ones([N, M]), tril(ones([N, N]))], axis=-1)`.",
+)
 # --- suppression (shapecheck/suppress.py) ------------------------------------------------
 
 UNUSED_SUPPRESSION = _code(
@@ -842,6 +859,7 @@ HELPS: Table = Table("codes", "HELPS", {
     "repeat_heads": "repeat each key/value head in place on its own axis, as `repeat_kv` does: "
     "`repeat(K, G, axis=1)`",
     "same_part_order": "concatenate the parts in the same order on both sides",
+    "causal_block_last": "put the block for the cached keys first and the causal block last",
     "delete_invisible": "delete it",
     "remove_noqa": "remove the comment",
 })

@@ -1334,6 +1334,8 @@ class _Analysis:
         scales = {tuple(id(f.node) for f in i.scale) for _, i in tensors}
         scale = tensors[0][1].scale if len(scales) == 1 else ()
         info = _Info(tuple(axes), scale=scale)
+        if len(value.shape) == len(first) and len(tensors) > 1:
+            self._cache_blocks(node, info, tensors, where)
         names = {self._text(n) for n, _ in tensors}
         if len(names) == 1 and len(tensors) > 1 and len(value.shape) == len(first):
             # `concat([K, K], axis=1)`: the tensor tiled along that axis
@@ -1348,6 +1350,45 @@ class _Analysis:
             info.joined = (axes[where], tuple(i.axes[where].size for _, i in tensors  # type: ignore[index]
                                               if i.axes), tuple(n for n, _ in tensors))
         return info
+
+    def _cache_blocks(self, node: nodes.Call, info: _Info, tensors: list[tuple[nodes.Expr, _Info]],
+                      where: int) -> None:
+        """A KV-cache mask assembled from parts along the keys (Meta's Llama:
+        `hstack([zeros((N, M)), triu(full((N, N), -inf), 1)])`): blocks every query sees
+        (ones, or zeros added), then a causal block for the new keys. That is a causal
+        mask aligned bottom right; the causal block before visible ones lets each query
+        see every key after it (SC416)."""
+        assert info.axes is not None
+        blocks = [i for i, (_, part) in enumerate(tensors) if part.causal or part.masks]
+        if len(blocks) != 1:
+            return
+        block_node, block = tensors[blocks[0]]
+        additive = bool(block.masks)
+        visible = 0.0 if additive else 1.0
+        if any(part.constant != visible for i, (_, part) in enumerate(tensors) if i != blocks[0]):
+            return
+        layout = block.axes or ()
+        fact = block.masks[0] if additive else block.causal[0]
+        seer, seen = _index(layout, fact.seer), _index(layout, fact.seen)
+        if seer is None or seen is None or where not in (seer, seen) or seer == seen:
+            return
+        if blocks[0] != len(tensors) - 1:
+            report = ("SC416", id(node))
+            if report not in self._reported:
+                self._reported.add(report)
+                after = tensors[blocks[0] + 1][0]
+                self._report(codes.CACHE_MASK_ORDER.diag(
+                    node.span, concat=self._text(node), block=self._text(block_node),
+                    visible=self._text(after), help=[codes.help_text("causal_block_last")]))
+            return
+        causal = _Causal(info.axes[seer], info.axes[seen], node, None)
+        if additive:
+            marked = _Info(info.axes, causal=(causal,))
+            fill = block.masks[0].fill
+            info.masks = (self._own_mask(node, node, marked, keeps=block.masks[0].keeps,
+                                         fill=fill if fill is not None else -math.inf),)
+        else:
+            info.causal, info.nonzero = (causal,), 1.0
 
     def _reduce(self, node: nodes.Call, args: dict[str, Any], axis_map: Any, x_node: nodes.Expr,
                 x: _Info, value: Value) -> _Info:

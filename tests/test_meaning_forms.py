@@ -321,3 +321,24 @@ def test_views(name: str) -> None:
     assert diagnostics(head + f"output y = {right}\n") == []
     for wrong in wrongs:
         assert diagnostics(head + f"output y = {wrong}\n") == ["SC411"], wrong
+
+
+# --- KV-cache masks assembled from parts ----------------------------------------------------
+
+CACHE = ("dim B, N, M, d\ninput Q: [B, N, d]\ninput K: [B, M + N, d]\ninput V: [B, M + N, d]\n"
+         "S = Q @ K.T / sqrt(d)\n")
+CACHE_MASKS = {
+    "bool": ("where(concat([ones([N, M]), tril(ones([N, N]))], axis=-1) == 1, S, -inf)",
+             "where(concat([tril(ones([N, N])), ones([N, M])], axis=-1) == 1, S, -inf)"),
+    "additive": ("S + concat([zeros([N, M]), triu(ones([N, N]) * -inf, 1)], axis=1)",
+                 "S + concat([triu(ones([N, N]) * -inf, 1), zeros([N, M])], axis=1)"),
+    "complement": ("S + (1 - concat([ones([N, M]), tril(ones([N, N]))], axis=-1)) * -1e9",
+                   "S + (1 - concat([tril(ones([N, N])), ones([N, M])], axis=-1)) * -1e9"),
+}
+
+
+@pytest.mark.parametrize("name", CACHE_MASKS)
+def test_cache_masks_from_parts(name: str) -> None:
+    right, wrong = CACHE_MASKS[name]
+    assert diagnostics(CACHE + f"output O = softmax({right}) @ V\n") == []
+    assert diagnostics(CACHE + f"output O = softmax({wrong}) @ V\n") == ["SC416"]

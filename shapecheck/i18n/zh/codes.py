@@ -583,6 +583,21 @@ CODES: dict[str, dict[str, str]] = {
         "O = softmax(Q @ K.T / sqrt(a + b)) @ V\n# warning[SC415]",
         fix="两侧按相同的顺序拼接各部分。",
     ),
+    "SC416": dict(
+        summary="由几部分拼成的掩码中, 因果块排在了每个 query 都能看见的 key 之前",
+        message="`{concat}` 把因果块 `{block}` 放在了 `{visible}` 之前, 而后者是每个 query 都能"
+        "看见的 key: 缓存的 key 在前、新的 key 在后时, 每个 query 都能看见它之后的所有新 key "
+        "(未来)",
+        what="KV 缓存的掩码沿 key 轴由两部分拼成: 缓存 key 的块 (全部可见: 全 1, 或加上的 0) "
+        "和新 key 的因果块。key 中缓存在前 (`causal_mask(N, M)` 按右下角对齐), 所以因果块必须"
+        "是最后一部分。",
+        why="两部分颠倒时, 因果块对上的是缓存的 key, 而新的 key 全部可见: 解码的一步会关注"
+        "它之后的 token。",
+        example="dim N, M, d\ninput Q: [N, d]\ninput K: [M + N, d]\ninput V: [M + N, d]\n"
+        "m = concat([tril(ones([N, N])), ones([N, M])], axis=-1)\n"
+        "O = softmax(where(m == 1, Q @ K.T / sqrt(d), -inf)) @ V\n# warning[SC416]",
+        fix="把缓存 key 的可见块放在前面: `concat([ones([N, M]), tril(ones([N, N]))], axis=-1)`。",
+    ),
     "SC501": dict(
         summary="`noqa` 注释没有屏蔽任何东西",
         message="`{directive}` {where}没有屏蔽任何东西",
@@ -673,6 +688,7 @@ HELPS = {
     "repeat_heads": "像 `repeat_kv` 那样在头自己的轴上原地重复每个 key/value 头: "
     "`repeat(K, G, axis=1)`",
     "same_part_order": "两侧按相同的顺序拼接各部分",
+    "causal_block_last": "把缓存 key 的块放在前面, 因果块放在最后",
     "delete_invisible": "删除它",
     "remove_noqa": "去掉这条注释",
 }
