@@ -1344,7 +1344,7 @@ class _Analysis:
         if len(bases) == 1 and len(tensors) > 1:
             info.pieces_of = bases.pop()  # `concat([-x2, x1])`: rotate_half
         positional = [i.positional for _, i in tensors if i.positional is not None]
-        if positional and len(positional) == len(tensors):
+        if positional:  # a rotated part (the new keys after the cache, MLA's rotary part)
             info.positional = positional[0]
         if len(value.shape) == len(first) and len(tensors) > 1:
             info.joined = (axes[where], tuple(i.axes[where].size for _, i in tensors  # type: ignore[index]
