@@ -14,7 +14,9 @@ from shapecheck.builtins import Kind
 
 PACKAGE = Path(codes.__file__).resolve().parent
 # The passes whose message fields must come from `codes.DETAILS`.
-PASSES = ("checker.py", "builtins.py", "rules.py", "einsum.py", "indexing.py", "symbolic.py",
+PASSES = ("checker.py", "builtins.py", "rules.py", "einsum.py", "indexing.py",
+          *sorted(path.relative_to(PACKAGE).as_posix()
+                  for path in (PACKAGE / "symbolic").glob("*.py")),
           "invisible.py", "suppress.py", "lint.py", "meaning.py")
 
 # Two words of two letters or more, outside backticks: "the first", "is ambiguous".

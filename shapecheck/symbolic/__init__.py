@@ -1,0 +1,48 @@
+"""Symbolic dims: the only package that imports SymPy.
+
+Dims are SymPy symbols built from the parse tree (positive integers), never from
+text. The package is split by job; every name is re-exported here, so
+``from shapecheck.symbolic import DimSystem`` is the way in:
+
+- :mod:`.dims`: the ``Dim`` type, construction (``symbol``, ``product``), printing
+  in the spec's notation (``to_text``, ``pretty``);
+- :mod:`.budget`: the deterministic work budget (``MAX_*``, ``TooComplex``);
+- :mod:`.proofs`: :class:`DimSystem`, what the spec declares and the questions the
+  checker asks of it (equal, positive, divides), and the report's retraced proofs;
+- :mod:`.groebner`: the Gröbner reduction behind proofs over nonlinear constraints;
+- :mod:`.counterexamples`: claims, the three-way verdict, the counterexample search,
+  the weakest constraint, and candidate bindings (``draw_bindings``);
+- :mod:`.builder`: dim expressions from the syntax tree (:class:`DimBuilder`);
+- :mod:`.unify`: the :class:`Unifier` of inference.
+"""
+
+from __future__ import annotations
+
+from .budget import (
+    MAX_BASIS, MAX_BITS, MAX_DEGREE, MAX_EXPONENT, MAX_STEPS, MAX_TERMS, MAX_WORK, TooComplex,
+)
+from .builder import DimBuilder, Resolve
+from .counterexamples import (
+    DISTINCT_SIZES, REFUTATION_POINTS, SQUARE_SIZE, Claim, Counterexample, Decision, Env, Needed,
+    draw_bindings,
+)
+from .dims import (
+    ONE, Dim, Verdict, as_int, exact_quotient, floor_quotient, free_names, integer, is_literal_one,
+    is_name, pretty, product, radicand, shape_text, spaced, symbol, to_text, total,
+)
+from .groebner import _Steps  # noqa: F401  (the budget tests count its steps)
+from .proofs import (
+    ConstraintOutcome, ConstraintUse, DimInfo, DimSystem, Proof, explain_divides, explain_equal,
+    growth, solve_for,
+)
+from .unify import Unifier
+
+__all__ = [
+    "DISTINCT_SIZES", "MAX_BASIS", "MAX_BITS", "MAX_DEGREE", "MAX_EXPONENT", "MAX_STEPS",
+    "MAX_TERMS", "MAX_WORK", "ONE", "REFUTATION_POINTS", "SQUARE_SIZE", "Claim",
+    "ConstraintOutcome", "ConstraintUse", "Counterexample", "Decision", "Dim", "DimBuilder",
+    "DimInfo", "DimSystem", "Env", "Needed", "Proof", "Resolve", "TooComplex", "Unifier",
+    "Verdict", "as_int", "draw_bindings", "exact_quotient", "explain_divides", "explain_equal",
+    "floor_quotient", "free_names", "growth", "integer", "is_literal_one", "is_name", "pretty",
+    "product", "radicand", "shape_text", "solve_for", "spaced", "symbol", "to_text", "total",
+]
