@@ -571,7 +571,7 @@ BOOL_ARITHMETIC = _code(
     fix="Apply the mask with `where(M, S, -inf)`.",
 )
 
-# --- axis meaning (shapecheck/meaning.py) ----------------------------------------
+# --- axis meaning (shapecheck/meaning/) -----------------------------------------
 
 SCALE = _code(
     "SC404", "scale-size", W, "the attention scores are scaled by the wrong size",
