@@ -19,14 +19,8 @@ from ..symbolic import Dim
 # A fill at or below this blocks a key after the softmax (`-1e9`, `-1e4`, `-inf`);
 # one above `_LEAKS` leaves the key a real weight (SC410). Between, no opinion.
 _BLOCKS = -1e3
-
-
 _LEAKS = -10.0
-
-
 _MAX_SCALAR_DEPTH = 64
-
-
 # Reshapes whose unmatched middle has more axes are not searched for the order that groups them.
 _MAX_VIEW_AXES = 6
 
@@ -404,8 +398,6 @@ def _children(node: nodes.Expr) -> Iterable[nodes.Expr]:
     return ()
 
 
-# `x OP number` written `number OP' x`; and what `m OP number` is for a 0/1 mask m:
-# True the mask itself, False its negation.
 # Functions of a scalar that are a power of it (`sqrt(d)`, `rsqrt(d)`, `square(d)`).
 _POWERS = {"sqrt": Fraction(1, 2), "rsqrt": Fraction(-1, 2), "square": Fraction(2)}
 
@@ -425,8 +417,8 @@ _SQUASHING = frozenset({"tanh"})
 _TABLE_NAME = re.compile(r"(?:^|_)(?:cos|sin|freqs?|rope|rotary)(?:_|\d|$)", re.IGNORECASE)
 
 
+# `x OP number` written `number OP' x`; and what `m OP number` is for a 0/1 mask m:
+# True the mask itself, False its negation.
 _MIRRORED = {"==": "==", "!=": "!=", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
-
-
 _TRUTH = {("==", 1.0): True, ("!=", 0.0): True, (">", 0.0): True, (">=", 1.0): True,
           ("==", 0.0): False, ("!=", 1.0): False, ("<", 1.0): False, ("<=", 0.0): False}

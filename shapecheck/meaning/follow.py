@@ -18,7 +18,7 @@ from ..builtins import BUILTINS, AxisKind, axis_index
 from ..diagnostics import Diagnostic, Note, line_starts, span_text
 from ..einsum import SubscriptError, parse_subscripts
 from ..program import NewAxis, Program, Take, Value
-from ..symbolic import Dim, DimSystem, to_text
+from ..symbolic import Dim, DimSystem
 from .facts import (
     Axis,
     _Applied,
@@ -551,32 +551,6 @@ class Follow:
                 self._check_alignment(node, operand_nodes, operands, sized, layouts)
         return tuple(result), mappings
 
-    def _check_alignment(self, node: nodes.Expr, operand_nodes: list[nodes.Expr],
-                         operands: list[_Info], lined_up: list[tuple[int, Axis]],
-                         layouts: list[Any]) -> None:
-        """SC409: a reduction's remaining axis lined up with a different axis of the
-        tensor it was reduced from (`E / sum(E, axis=-1)` without keepdims)."""
-        for i, axis in lined_up:
-            reduced = operands[i].reduced
-            if reduced is None:
-                continue
-            for j, other in lined_up:
-                if j == i or other is axis or axis not in layouts[j]:
-                    continue
-                key = ("SC409", id(node))
-                if key in self._reported:
-                    return
-                self._reported.add(key)
-                x = self._text(reduced.x)
-                self._report(codes.REDUCED_AXIS.diag(
-                    node.span, reduction=self._text(reduced.call), x=x,
-                    other=self._text(operand_nodes[j]), expr=self._text(node),
-                    size=to_text(axis.size),
-                    notes=[codes.note("reduced_here", reduced.call.span,
-                                      reduction=self._text(reduced.call))],
-                    help=[codes.help_text("keepdims", reduction=self._text(reduced.call))]))
-                return
-
     def _normalises(self, node: nodes.BinOp, right: _Info) -> bool:
         """`E / sum(E, axis=a, keepdims=true)` (the sum may be named): each slice of the
         result along a sums to 1."""
@@ -834,13 +808,7 @@ class Follow:
         if seer is None or seen is None or where not in (seer, seen) or seer == seen:
             return
         if blocks[0] != len(tensors) - 1:
-            report = ("SC416", id(node))
-            if report not in self._reported:
-                self._reported.add(report)
-                after = tensors[blocks[0] + 1][0]
-                self._report(codes.CACHE_MASK_ORDER.diag(
-                    node.span, concat=self._text(node), block=self._text(block_node),
-                    visible=self._text(after), help=[codes.help_text("causal_block_last")]))
+            self._misplaced_block(node, block_node, tensors[blocks[0] + 1][0])
             return
         causal = _Causal(info.axes[seer], info.axes[seen], node, None)
         if additive:

@@ -153,3 +153,13 @@ class MaskChecks:
                                               fill=_number_text(mask.fill),
                                               help=[codes.help_text("fill_minus_inf")]))
         return inverted or transposed
+
+    def _misplaced_block(self, node: nodes.Expr, block: nodes.Expr, visible: nodes.Expr) -> None:
+        """SC416: a KV-cache mask whose causal block comes before keys every query sees."""
+        report = ("SC416", id(node))
+        if report in self._reported:
+            return
+        self._reported.add(report)
+        self._report(codes.CACHE_MASK_ORDER.diag(
+            node.span, concat=self._text(node), block=self._text(block),
+            visible=self._text(visible), help=[codes.help_text("causal_block_last")]))

@@ -7,11 +7,12 @@ they are summed).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from .. import codes, nodes
 from ..diagnostics import Note
 from ..symbolic import to_text
-from .facts import Axis, _Applied, _Contraction, _Factor, _Norm, _UNKNOWN, _index
+from .facts import Axis, _Applied, _Contraction, _Factor, _Info, _Norm, _UNKNOWN, _index
 from .results import Attention, Bias, Role
 
 
@@ -276,3 +277,29 @@ class Patterns:
                    codes.note("summed_here", contraction.node.span,
                               contraction=self._text(contraction.node))],
             help=[codes.help_text("mask_before_softmax")]))
+
+    def _check_alignment(self, node: nodes.Expr, operand_nodes: list[nodes.Expr],
+                         operands: list[_Info], lined_up: list[tuple[int, Axis]],
+                         layouts: list[Any]) -> None:
+        """SC409: a reduction's remaining axis lined up with a different axis of the
+        tensor it was reduced from (`E / sum(E, axis=-1)` without keepdims)."""
+        for i, axis in lined_up:
+            reduced = operands[i].reduced
+            if reduced is None:
+                continue
+            for j, other in lined_up:
+                if j == i or other is axis or axis not in layouts[j]:
+                    continue
+                key = ("SC409", id(node))
+                if key in self._reported:
+                    return
+                self._reported.add(key)
+                x = self._text(reduced.x)
+                self._report(codes.REDUCED_AXIS.diag(
+                    node.span, reduction=self._text(reduced.call), x=x,
+                    other=self._text(operand_nodes[j]), expr=self._text(node),
+                    size=to_text(axis.size),
+                    notes=[codes.note("reduced_here", reduced.call.span,
+                                      reduction=self._text(reduced.call))],
+                    help=[codes.help_text("keepdims", reduction=self._text(reduced.call))]))
+                return

@@ -10,7 +10,6 @@ from typing import NamedTuple
 
 from .. import nodes
 from ..diagnostics import Diagnostic
-from ..program import Program
 from ..symbolic import Dim, DimSystem
 from .facts import Axis, _Info
 
