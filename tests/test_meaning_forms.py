@@ -342,3 +342,30 @@ def test_cache_masks_from_parts(name: str) -> None:
     right, wrong = CACHE_MASKS[name]
     assert diagnostics(CACHE + f"output O = softmax({right}) @ V\n") == []
     assert diagnostics(CACHE + f"output O = softmax({wrong}) @ V\n") == ["SC416"]
+
+
+# --- the registry's fixes, applied to its examples ------------------------------------------
+
+from shapecheck import codes  # noqa: E402
+
+# code -> (text of the example, what its `fix` says to write instead)
+FIXES = {
+    "SC412": ("keep[:, None, :, None]", "keep[:, None, None, :]"),
+    "SC413": ("@ Vr", "@ V"),
+    "SC414": ("Kt = reshape(repeat(K[:, None], G, axis=1), [B, G * Hkv, N, d])",
+              "Kt = repeat(K, G, axis=1)"),
+    "SC415": ("K = concat([kb, ka], axis=-1)", "K = concat([ka, kb], axis=-1)"),
+    "SC416": ("concat([tril(ones([N, N])), ones([N, M])], axis=-1)",
+              "concat([ones([N, M]), tril(ones([N, N]))], axis=-1)"),
+}
+
+
+@pytest.mark.parametrize("code", sorted(FIXES))
+def test_the_documented_fix_removes_the_warning(code: str) -> None:
+    example = codes.REGISTRY[code].example
+    old, new = FIXES[code]
+    assert old in example
+    fixed = "\n".join(line for line in example.replace(old, new).splitlines()
+                      if not line.startswith("# "))
+    assert [d.code for d in check_text(example).diagnostics if d.code != "SC401"] == [code]
+    assert [d.code for d in check_text(fixed).diagnostics if d.code != "SC401"] == []
