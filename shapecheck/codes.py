@@ -859,6 +859,7 @@ HELPS: Table = Table("codes", "HELPS", {
     "repeat_heads": "repeat each key/value head in place on its own axis, as `repeat_kv` does: "
     "`repeat(K, G, axis=1)`",
     "same_part_order": "concatenate the parts in the same order on both sides",
+    "reorder_parts": "write the parts in this order: `{parts}`",
     "causal_block_last": "put the block for the cached keys first and the causal block last",
     "delete_invisible": "delete it",
     "remove_noqa": "remove the comment",

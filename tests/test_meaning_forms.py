@@ -369,3 +369,15 @@ def test_the_documented_fix_removes_the_warning(code: str) -> None:
                       if not line.startswith("# "))
     assert [d.code for d in check_text(example).diagnostics if d.code != "SC401"] == [code]
     assert [d.code for d in check_text(fixed).diagnostics if d.code != "SC401"] == []
+
+
+@pytest.mark.parametrize("code", ("SC415", "SC416"))
+def test_reordering_parts_is_a_verified_fix(code: str) -> None:
+    from shapecheck.fixes import apply_edits
+
+    example = codes.REGISTRY[code].example
+    [diagnostic] = [d for d in check_text(example).diagnostics if d.code == code]
+    [fix] = diagnostic.fixes
+    assert fix.help in diagnostic.help
+    fixed = apply_edits(example, fix.edits)
+    assert [d.code for d in check_text(fixed).diagnostics] == []

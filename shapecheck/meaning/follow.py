@@ -808,7 +808,7 @@ class Follow:
         if seer is None or seen is None or where not in (seer, seen) or seer == seen:
             return
         if blocks[0] != len(tensors) - 1:
-            self._misplaced_block(node, block_node, tensors[blocks[0] + 1][0])
+            self._misplaced_block(node, [n for n, _ in tensors], blocks[0])
             return
         causal = _Causal(info.axes[seer], info.axes[seen], node, None)
         if additive:

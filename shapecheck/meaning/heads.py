@@ -7,6 +7,7 @@ from __future__ import annotations
 from .. import codes
 from ..symbolic import to_text
 from .facts import _Contraction, _index
+from .masks import _reordered
 
 
 class HeadChecks:
@@ -49,9 +50,17 @@ class HeadChecks:
         if q_text == k_text or sorted(q_text) != sorted(k_text) or report in self._reported:
             return
         self._reported.add(report)
+        # the candidate fix: the key's parts in the query's order (verified by fixcheck)
+        remaining = list(zip(k_text, k_parts))
+        order = []
+        for size in q_text:
+            match = next(pair for pair in remaining if pair[0] == size)
+            remaining.remove(match)
+            order.append(match[1])
+        fix = _reordered(k_parts, order, self._text)
         self._report(codes.PARTS_MISALIGNED.diag(
             scores.node.span, scores=self._text(scores.node),
             query=self._text(self._strip(scores.operands[0])),
             key=self._text(self._strip(scores.operands[1])),
             q_parts=", ".join(q_text), k_parts=", ".join(k_text),
-            help=[codes.help_text("same_part_order")]))
+            help=[codes.help_text("same_part_order"), fix.help], fixes=[fix]))

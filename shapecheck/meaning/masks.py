@@ -6,7 +6,11 @@ linear attention.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from .. import codes, nodes
+from ..diagnostics import Edit, Fix
 from ..symbolic import to_text
 from .facts import (
     Axis,
@@ -154,12 +158,23 @@ class MaskChecks:
                                               help=[codes.help_text("fill_minus_inf")]))
         return inverted or transposed
 
-    def _misplaced_block(self, node: nodes.Expr, block: nodes.Expr, visible: nodes.Expr) -> None:
-        """SC416: a KV-cache mask whose causal block comes before keys every query sees."""
+    def _misplaced_block(self, node: nodes.Expr, parts: Sequence[nodes.Expr], block: int) -> None:
+        """SC416: a KV-cache mask whose causal block comes before keys every query sees;
+        the candidate fix moves the block to the end (verified by :mod:`fixcheck`)."""
         report = ("SC416", id(node))
         if report in self._reported:
             return
         self._reported.add(report)
+        order = [p for i, p in enumerate(parts) if i != block] + [parts[block]]
+        fixes = [_reordered(parts, order, self._text)]
         self._report(codes.CACHE_MASK_ORDER.diag(
-            node.span, concat=self._text(node), block=self._text(block),
-            visible=self._text(visible), help=[codes.help_text("causal_block_last")]))
+            node.span, concat=self._text(node), block=self._text(parts[block]),
+            visible=self._text(parts[block + 1]),
+            help=[codes.help_text("causal_block_last"), fixes[0].help], fixes=fixes))
+
+
+def _reordered(parts: Sequence[nodes.Expr], order: Sequence[nodes.Expr], text: Any) -> Fix:
+    """The edit that writes ``parts`` (a list's items, in place) in ``order``."""
+    written = ", ".join(text(p) for p in order)
+    return Fix(codes.help_text("reorder_parts", parts=written),
+               (Edit(parts[0].span.to(parts[-1].span), written),), safe=False)

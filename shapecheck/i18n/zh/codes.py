@@ -688,6 +688,7 @@ HELPS = {
     "repeat_heads": "像 `repeat_kv` 那样在头自己的轴上原地重复每个 key/value 头: "
     "`repeat(K, G, axis=1)`",
     "same_part_order": "两侧按相同的顺序拼接各部分",
+    "reorder_parts": "按这个顺序写出各部分: `{parts}`",
     "causal_block_last": "把缓存 key 的块放在前面, 因果块放在最后",
     "delete_invisible": "删除它",
     "remove_noqa": "去掉这条注释",
