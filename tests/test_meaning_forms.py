@@ -227,9 +227,11 @@ GQA = ("dim B, N, d, Hkv, G\ninput Q: [B, Hkv * G, N, d]\ninput K: [B, Hkv, N, d
 EXPANDS = {
     "repeat": "repeat({x}, G, axis=1)",
     "repeat_kv": "reshape(repeat({x}[:, :, None], G, axis=2), [B, Hkv * G, N, d])",
+    "expand": "reshape({x}[:, :, None] * ones([B, Hkv, G, N, d]), [B, Hkv * G, N, d])",
 }
 TILES = {
     "tiled_copies": "reshape(repeat({x}[:, None], G, axis=1), [B, G * Hkv, N, d])",
+    "tiled_expand": "reshape({x}[:, None] * ones([B, G, Hkv, N, d]), [B, G * Hkv, N, d])",
 }
 
 
@@ -249,9 +251,9 @@ def test_grouped_heads_repeated(score_form: str, k: str, v: str) -> None:
 
 @pytest.mark.parametrize("score_form", ("matmul", "einsum"))
 @pytest.mark.parametrize("side", ("k", "v"))
-def test_grouped_heads_tiled(score_form: str, side: str) -> None:
-    k, v = (TILES["tiled_copies"], EXPANDS["repeat"]) if side == "k" else \
-        (EXPANDS["repeat"], TILES["tiled_copies"])
+@pytest.mark.parametrize("tile", TILES)
+def test_grouped_heads_tiled(score_form: str, side: str, tile: str) -> None:
+    k, v = (TILES[tile], EXPANDS["repeat"]) if side == "k" else (EXPANDS["repeat"], TILES[tile])
     text = gqa_spec(k, v, score_form)
     assert diagnostics(text) == ["SC414"], text
 

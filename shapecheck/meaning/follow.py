@@ -458,7 +458,24 @@ class Follow:
         info = self._elementwise_tensors(node, operand_nodes, operands, value)
         if info.axes is not None and info is not _UNKNOWN and isinstance(node, nodes.BinOp):
             self._follow_positions(node, operands, info)
+            if node.op == "*":
+                self._expanded(operands, info)
         return info
+
+    @staticmethod
+    def _expanded(operands: list[_Info], info: _Info) -> None:
+        """`x[:, :, None] * ones([B, Hkv, G, N, d])` (torch's `expand`, as the spellings
+        write it): the axis the ones bring where x had 1 holds copies of x."""
+        assert info.axes is not None
+        for mine, other in ((0, 1), (1, 0)):
+            x, ones = operands[mine], operands[other]
+            if ones.constant != 1.0 or x.constant is not None or x.axes is None:
+                continue
+            own = {id(a) for a in x.axes}
+            brought = [a for a in info.axes if id(a) not in own]
+            if len(brought) == 1:
+                info.copies = brought[0]
+                info.positional = info.positional or x.positional
 
     def _elementwise_tensors(self, node: nodes.Expr, operand_nodes: list[nodes.Expr],
                              operands: list[_Info], value: Value) -> _Info:
