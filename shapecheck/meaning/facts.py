@@ -76,7 +76,7 @@ class _Applied:
     """A mask applied to a value, in the value's own axes."""
 
     __slots__ = ("node", "condition", "kind", "seer", "seen", "keeps", "fill", "aligned",
-                 "additive", "origin", "strict")
+                 "additive", "origin", "strict", "numeric")
 
     def __init__(self, node: nodes.Expr, condition: nodes.Expr, kind: str, seer: Axis | None,
                  seen: Axis | None, keeps: bool, fill: float | None,
@@ -93,13 +93,18 @@ class _Applied:
         self.additive = additive
         self.origin = origin  # what built the causal condition (`causal_mask`, `i >= j`)
         self.strict = strict  # the condition excludes the diagonal (None: unknown)
+        # the mask is a tensor of numbers added as it is (`(1 - tril(..)) * -1e9`), not a
+        # `where` of a bool condition: the fused plans add it as a bias
+        self.numeric = False
 
     def moved(self, mapping: dict[int, Axis]) -> _Applied:
         def move(axis: Axis | None) -> Axis | None:
             return None if axis is None else mapping.get(id(axis))
-        return _Applied(self.node, self.condition, self.kind, move(self.seer), move(self.seen),
-                        self.keeps, self.fill, tuple(move(a) for a in self.aligned),
-                        self.additive, self.origin, self.strict)
+        moved = _Applied(self.node, self.condition, self.kind, move(self.seer), move(self.seen),
+                         self.keeps, self.fill, tuple(move(a) for a in self.aligned),
+                         self.additive, self.origin, self.strict)
+        moved.numeric = self.numeric
+        return moved
 
 
 class _Causal:

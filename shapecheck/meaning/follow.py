@@ -417,8 +417,10 @@ class Follow:
                   fill: float) -> _Applied:
         """A value that is itself an additive mask, in its own axes."""
         assert info.axes is not None
-        return self._applied(node, condition, info, {id(a): a for a in info.axes}, keeps, fill,
+        mask = self._applied(node, condition, info, {id(a): a for a in info.axes}, keeps, fill,
                              additive=True)
+        mask.numeric = True
+        return mask
 
     def _complement(self, info: _Info, tensor: _Info) -> None:
         """`1 - m` of a 0/1 mask: the positions it hides become the ones it allows."""

@@ -58,7 +58,9 @@ class Patterns:
             factors = {id(f.node): f for f in scale.factors}
             ops = tuple(factors[id(f.node)] for f in product.inner_scale) + tuple(
                 factors[id(op.node)] if type(op) is _Factor else
-                masks[id(op)] if type(op) is _Applied else biases[id(op)]
+                masks[id(op)] if type(op) is _Applied and not op.numeric else
+                Bias(op.node, masks[id(op)].condition.axes, False) if type(op) is _Applied else
+                biases[id(op)]
                 for op in norm.source.ops)
         summed_set = set(summed)
         batch_sizes = tuple(axis.size for i, axis in enumerate(weights_axes)
