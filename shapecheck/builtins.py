@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, NamedTuple
 
-from . import codes, einsum, nodes, symbolic
+from . import codes, complex_values, einsum, gathers, nodes, symbolic, value_rules
 from .diagnostics import Edit, Fix
 from .program import SCALAR, Shape, Value
 from .rules import (
@@ -34,6 +34,7 @@ class Kind(Enum):
     OFFSET = "offset"
     SHAPE = "shape"
     AXIS = "axis"
+    AXES = "axes"  # one axis, or a tuple of them (`axis=(-1, -2)`)
     PERM = "perm"
     STRING = "string"
     NUMBER = "number"
@@ -69,6 +70,13 @@ class AxisKind(Enum):
     CONTRACT = "contract"  # einsum: the subscripts name each axis
     CREATE = "create"  # new axes that come from no tensor argument (ones, causal_mask)
     OPAQUE = "opaque"  # new axes with no known relation to the arguments' (meaning stays silent)
+    # x's axes with the one named by `axis` replaced by the index's axes (take, `E[ids]`);
+    # with ``along`` (take_along_axis), the index has x's rank and only that axis is new.
+    GATHER = "gather"
+    # The last axis read as complex pairs or written back (view_as_complex drops it,
+    # view_as_real adds one of 2, as_complex / as_real halve or double it): the other axes
+    # keep their identity, so a rotary in complex form is followed as in real pairs.
+    PAIRS = "pairs"
 
 
 class AxisMap(NamedTuple):
@@ -111,6 +119,8 @@ class AxisMap(NamedTuple):
     offset: str | None = None
     positions: bool = False
     fill: str | None = None
+    index: str | None = None  # GATHER: the parameter holding the integer positions
+    along: bool = False  # GATHER: take_along_axis (the index has x's rank)
 
 
 @dataclass(frozen=True)
@@ -161,7 +171,7 @@ def matmul(ctx: Ctx, left: Value, right: Value) -> Value | None:
         return None
     rows = lshape[-2:-1] if len(left.shape) > 1 else ()
     cols = rshape[-1:] if len(right.shape) > 1 else ()
-    return Value(batch + rows + cols)
+    return Value(batch + rows + cols, element=value_rules.combined_element(left, right))
 
 
 def _matmul_fixes(ctx: Ctx, left: Value, right: Value) -> tuple[list[Fix], list[Fix]]:
@@ -264,7 +274,8 @@ def transpose_last_two(ctx: Ctx, value: Value, operation: str, operand: str) -> 
     if not has_rank(ctx, value, 2, operation, operand):
         return None
     assert value.shape is not None
-    return Value(value.shape[:-2] + (value.shape[-1], value.shape[-2]), value.is_bool)
+    return Value(value.shape[:-2] + (value.shape[-1], value.shape[-2]), value.is_bool,
+                 element=value.element)
 
 
 def _count(shape: Shape) -> Dim:
@@ -274,21 +285,39 @@ def _count(shape: Shape) -> Dim:
 # --- the rules --------------------------------------------------------------------------------
 
 
-def _same_shape(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+def _same_shape(ctx: Ctx, a: dict[str, Any], name: str = "") -> Value | None:
     x: Value = a["x"]
     if x.is_bool:
         text = ctx.text("x")
         ctx.report(codes.BOOL_ARITHMETIC, "x", operand=text,
                    operation=codes.detail("bool_in_builtin"),
                    help=[codes.help_text("apply_mask", mask=text)])
+    if x.element == "complex":
+        # exp, log, sqrt, cos, ... of complex numbers are complex; `abs` is real; the rest
+        # (relu, the norms, softmax) take real numbers.
+        if name in COMPLEX_FUNCTIONS:
+            return Value(x.shape, element="complex")
+        if name != "abs" and not complex_values.real_argument(
+                ctx, name or codes.detail("bool_in_builtin"), "x", x):
+            return None
+    if name in ("abs", "square") and x.element == "int":
+        return Value(x.shape, element="int")  # T5's `abs(relative_position)` stays an integer
     return Value(x.shape)
+
+
+def _elementwise(name: str) -> Rule:
+    """The rule of one elementwise function: x's shape, its element type as `name` gives."""
+    def rule(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+        return _same_shape(ctx, a, name)
+
+    return rule
 
 
 def _softmax(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     x: Value = a["x"]
     if resolve_axis(ctx, a["axis"], x) is None:
         return None
-    return _same_shape(ctx, a)
+    return _same_shape(ctx, a, "softmax")
 
 
 def _transpose(ctx: Ctx, a: dict[str, Any]) -> Value | None:
@@ -300,7 +329,7 @@ def _transpose(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     if sorted(perm) != list(range(len(x.shape))):
         ctx.report(codes.PERMUTATION, "perm", perm=list(perm), last=len(x.shape) - 1)
         return None
-    return Value(tuple(x.shape[p] for p in perm), x.is_bool)
+    return Value(tuple(x.shape[p] for p in perm), x.is_bool, element=x.element)
 
 
 def _reshape(ctx: Ctx, a: dict[str, Any]) -> Value | None:
@@ -327,7 +356,7 @@ def _reshape(ctx: Ctx, a: dict[str, Any]) -> Value | None:
             return None
         filled = ctx.dims.quotient(source_count, known)
         target = target[: inferred[0]] + (filled,) + target[inferred[0] + 1:]
-        return Value(target, x.is_bool)
+        return Value(target, x.is_bool, element=x.element)
     verdict = ctx.dims.equal(source_count, _count(target))
     if not verdict:
         decision = ctx.dims.decide(Claim.equal(source_count, _count(target)))
@@ -337,7 +366,7 @@ def _reshape(ctx: Ctx, a: dict[str, Any]) -> Value | None:
                    source=x.text(), target=shape_text(target), relation=relation(decision),
                    source_count=to_text(source_count), target_count=to_text(_count(target)))
         return None
-    return Value(target, x.is_bool)
+    return Value(target, x.is_bool, element=x.element)
 
 
 def _reshape_needed(ctx: Ctx, source: Shape, target: Shape, inferred: int | None,
@@ -371,7 +400,68 @@ def _split_heads(ctx: Ctx, a: dict[str, Any]) -> Value | None:
                    last=to_text(last), shape=x.text(), heads=to_text(heads),
                    reason=ctx.dims.divisibility_claim(last, heads, decision))
         return None
-    return Value((*batch, heads, n, ctx.dims.quotient(last, heads)), x.is_bool)
+    return Value((*batch, heads, n, ctx.dims.quotient(last, heads)), x.is_bool, element=x.element)
+
+
+def _swapaxes(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    """PyTorch's `x.transpose(a, b)`: two axes swapped. The permutation it makes is the
+    call's `perm` for every later pass (as `transpose(x, [perm])`'s)."""
+    x: Value = a["x"]
+    first = resolve_axis(ctx, a["axis1"], x, "axis1")
+    second = resolve_axis(ctx, a["axis2"], x, "axis2")
+    if first is None or second is None:
+        return None
+    assert x.shape is not None
+    perm = list(range(len(x.shape)))
+    perm[first], perm[second] = second, first
+    ctx.normalise("perm", tuple(perm))
+    return Value(tuple(x.shape[p] for p in perm), x.is_bool)
+
+
+def _section(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    """Part `index` of `x` split into `sections` equal parts along `axis` (NumPy's
+    `split(x, n)[i]`); with `size`, each part must have that size (PyTorch's
+    `x.split(size)`, `unbind`: size 1)."""
+    x: Value = a["x"]
+    axis = resolve_axis(ctx, a["axis"], x)
+    if axis is None:
+        return None
+    assert x.shape is not None
+    length, sections, size = x.shape[axis], a["sections"], a["size"]
+    index: Dim = a["index"]
+    if not (ctx.dims.positive(index + 1) and ctx.dims.positive(sections - index)):
+        ctx.report(codes.SPLIT_PARTS, "index", axis=to_text(length), shape=x.text(),
+                   parts=codes.detail("equal_parts", count=to_text(sections)),
+                   reason=codes.detail("no_such_part", index=to_text(index),
+                                       count=to_text(sections)))
+        return None
+    if size is not None:
+        verdict = ctx.dims.equal(length, sections * size)
+        if not verdict:
+            decision = ctx.dims.decide(Claim.equal(length, sections * size))
+            ctx.report(codes.SPLIT_PARTS, "x", notes=ctx.notes("x"), needed=decision,
+                       counterexample=counterexample(decision), axis=to_text(length),
+                       shape=x.text(), parts=codes.detail("parts_of_size", count=to_text(sections),
+                                                          size=to_text(size)),
+                       reason=codes.detail("sizes_relation", left=to_text(length),
+                                           right=to_text(sections * size),
+                                           relation=relation(decision)))
+            return None
+        part = size
+    else:
+        verdict = ctx.dims.divides(length, sections)
+        if not verdict:
+            decision = ctx.dims.decide(Claim.divides(length, sections))
+            ctx.report(codes.SPLIT_PARTS, "x", notes=ctx.notes("x"), needed=decision,
+                       counterexample=counterexample(decision), axis=to_text(length),
+                       shape=x.text(), parts=codes.detail("equal_parts", count=to_text(sections)),
+                       reason=ctx.dims.divisibility_claim(length, sections, decision))
+            return None
+        part = ctx.dims.quotient(length, sections)
+    ctx.normalise("axis", axis)
+    shape = list(x.shape)
+    shape[axis] = part
+    return Value(tuple(shape), x.is_bool)
 
 
 def _merge_heads(ctx: Ctx, a: dict[str, Any]) -> Value | None:
@@ -380,7 +470,7 @@ def _merge_heads(ctx: Ctx, a: dict[str, Any]) -> Value | None:
         return None
     assert x.shape is not None
     *batch, heads, n, d = x.shape
-    return Value((*batch, n, heads * d), x.is_bool)
+    return Value((*batch, n, heads * d), x.is_bool, element=x.element)
 
 
 def _repeat(ctx: Ctx, a: dict[str, Any]) -> Value | None:
@@ -391,7 +481,7 @@ def _repeat(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     assert x.shape is not None
     shape = list(x.shape)
     shape[axis] = shape[axis] * a["repeats"]
-    return Value(tuple(shape), x.is_bool)
+    return Value(tuple(shape), x.is_bool, element=x.element)
 
 
 def _concat(ctx: Ctx, a: dict[str, Any]) -> Value | None:
@@ -423,22 +513,7 @@ def _concat(ctx: Ctx, a: dict[str, Any]) -> Value | None:
                 return None
     shape = list(first.shape)
     shape[axis] = symbolic.total(p.shape[axis] for p in parts)  # type: ignore[index]
-    return Value(tuple(shape), all(p.is_bool for p in parts))
-
-
-def _reduce(ctx: Ctx, a: dict[str, Any]) -> Value | None:
-    x: Value = a["x"]
-    assert x.shape is not None
-    if a["axis"] is None:
-        axes = set(range(len(x.shape)))
-    else:
-        axis = resolve_axis(ctx, a["axis"], x)
-        if axis is None:
-            return None
-        axes = {axis}
-    keep = bool(a["keepdims"])
-    shape = tuple(symbolic.ONE if i in axes else d for i, d in enumerate(x.shape) if keep or i not in axes)
-    return Value(shape)
+    return Value(tuple(shape), all(p.is_bool for p in parts), element=_joined_element(parts))
 
 
 def _where(ctx: Ctx, a: dict[str, Any]) -> Value | None:
@@ -462,7 +537,8 @@ def _where(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     shape = broadcast(ctx, cond, Value(both), "where", "condition", ("condition", "x"))
     if shape is None:
         return None
-    return Value(shape, a["x"].is_bool and a["y"].is_bool)
+    return Value(shape, a["x"].is_bool and a["y"].is_bool,
+                 element=value_rules.combined_element(a["x"], a["y"]))
 
 
 def _causal_mask(ctx: Ctx, a: dict[str, Any]) -> Value | None:
@@ -478,10 +554,6 @@ def _triangle(name: str) -> Rule:
         return x if has_rank(ctx, x, 2, f"`{name}`", ctx.text("x")) else None
 
     return rule
-
-
-def _arange(ctx: Ctx, a: dict[str, Any]) -> Value | None:
-    return Value((a["n"],))
 
 
 def _stack(ctx: Ctx, a: dict[str, Any]) -> Value | None:
@@ -507,7 +579,16 @@ def _stack(ctx: Ctx, a: dict[str, Any]) -> Value | None:
                                            first_shape=first.text()))
             return None
     shape = first.shape[:axis] + (symbolic.integer(len(parts)),) + first.shape[axis:]
-    return Value(shape, all(p.is_bool for p in parts))
+    return Value(shape, all(p.is_bool for p in parts), element=_joined_element(parts))
+
+
+def _joined_element(parts: list[Value]) -> str:
+    """The element type of parts joined (`concat`, `stack`): as arithmetic combines them."""
+    element = parts[0]
+    for part in parts[1:]:
+        element = Value((), element.is_bool and part.is_bool,
+                        element=value_rules.combined_element(element, part))
+    return element.element
 
 
 def _constant(ctx: Ctx, a: dict[str, Any]) -> Value | None:
@@ -529,7 +610,7 @@ def _dropout(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     if not 0 <= a["p"] < 1:
         ctx.report(codes.CALL_ARGS, "p", detail=codes.detail("dropout_range", p=a["p"]))
         return None
-    return _same_shape(ctx, a)
+    return _same_shape(ctx, a, "dropout")
 
 
 
@@ -539,6 +620,9 @@ OFFSET = Param("k", Kind.OFFSET, symbolic.integer(0), required=False)
 _ELEMENTWISE_ORDER = ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "abs",
                       "cos", "sin", "silu", "softplus", "erf", "square", "rsqrt")
 ELEMENTWISE = frozenset(_ELEMENTWISE_ORDER + ("elu",))
+# The elementwise functions of complex numbers whose result is complex.
+COMPLEX_FUNCTIONS = frozenset({"exp", "log", "sqrt", "tanh", "sigmoid", "cos", "sin", "square",
+                               "rsqrt"})
 AXIS_ROW = Param("axis", Kind.AXIS, "row", required=False)
 EPS = Param("eps", Kind.NUMBER, 1e-5, required=False)
 
@@ -557,6 +641,15 @@ def _table() -> dict[str, Builtin]:
         Builtin("split_heads", (X, Param("heads", Kind.DIM)), _split_heads,
                 "[..., N, H*d] -> [..., H, N, d], head-major",
                 AxisMap(AxisKind.SPLIT_HEADS, keeps_values=True)),
+        Builtin("swapaxes", (X, Param("axis1", Kind.AXIS), Param("axis2", Kind.AXIS),
+                             Param("perm", Kind.PERM, None, required=False)), _swapaxes,
+                "two axes swapped (np.swapaxes; PyTorch's x.transpose(a, b))",
+                AxisMap(AxisKind.PERMUTE, axis="perm", keeps_values=True)),
+        Builtin("section", (X, Param("index", Kind.OFFSET), Param("sections", Kind.DIM),
+                            Param("axis", Kind.AXIS, 0, required=False),
+                            Param("size", Kind.DIM, None, required=False)), _section,
+                "part index of x split into equal sections along axis (np.split(x, n)[i])",
+                AxisMap(AxisKind.RESIZE, axis="axis", keeps_values=True)),
         Builtin("merge_heads", (X,), _merge_heads, "[..., H, N, d] -> [..., N, H*d]",
                 AxisMap(AxisKind.MERGE_HEADS, keeps_values=True)),
         Builtin("repeat", (X, Param("repeats", Kind.DIM), Param("axis", Kind.AXIS)), _repeat,
@@ -573,13 +666,16 @@ def _table() -> dict[str, Builtin]:
         Builtin("causal_mask", (Param("n", Kind.DIM), Param("n_k", Kind.DIM, None, required=False),
                                 Param("window", Kind.DIM, None, required=False)), _causal_mask,
                 "bool[N_q, N_k]: query i sees key j <= i + N_k - N_q (aligned bottom right); "
-                "with window W, only the W most recent of them",
+                "with window W, only the W most recent of them, its own included (Hugging Face's "
+                "sliding_window; Mistral's reference is window=W+1)",
                 AxisMap(AxisKind.CREATE, tensors=(), triangle="lower")),
         Builtin("tril", (X, OFFSET), _triangle("tril"), "shape of x; zero above diagonal k (np.tril)",
                 AxisMap(AxisKind.ELEMENTWISE, triangle="lower", offset="k")),
         Builtin("triu", (X, OFFSET), _triangle("triu"), "shape of x; zero below diagonal k (np.triu)",
                 AxisMap(AxisKind.ELEMENTWISE, triangle="upper", offset="k")),
-        Builtin("arange", (Param("n", Kind.DIM),), _arange, "[n]: 0, 1, ..., n - 1",
+        Builtin("arange", (Param("n", Kind.OFFSET), Param("stop", Kind.OFFSET, None, required=False),
+                           Param("step", Kind.OFFSET, None, required=False)), value_rules.arange,
+                "int[n]: 0, 1, ..., n - 1; arange(start, stop, step) as Python's range",
                 AxisMap(AxisKind.CREATE, tensors=(), positions=True)),
         Builtin("stack", (Param("tensors", Kind.TENSORS), Param("axis", Kind.AXIS, 0, required=False)),
                 _stack, "equal shapes; a new axis of size len(tensors) at axis",
@@ -598,16 +694,115 @@ def _table() -> dict[str, Builtin]:
                 AxisMap(AxisKind.ELEMENTWISE, keeps_values=True)),
     ]
     for name in _ELEMENTWISE_ORDER:
-        rows.append(Builtin(name, (X,), _same_shape, "elementwise; shape of x", same))
-    for name in ("sum", "mean", "max", "min"):
+        rows.append(Builtin(name, (X,), _elementwise(name), "elementwise; shape of x", same))
+    reductions = {"sum": value_rules.reduce, "mean": value_rules.reduce,
+                  "max": value_rules.extreme, "min": value_rules.extreme}
+    for name, rule in reductions.items():
         rows.append(Builtin(
             name,
-            (X, Param("axis", Kind.AXIS, None, required=False),
+            (X, Param("axis", Kind.AXES, None, required=False),
              Param("keepdims", Kind.BOOL, False, required=False)),
-            _reduce, "the axis removed (kept as 1 with keepdims=true); all axes without axis",
+            rule, "the axes removed (kept as 1 with keepdims=true); all axes without axis",
             AxisMap(AxisKind.REDUCE, axis="axis", keepdims="keepdims"),
         ))
+    rows.extend(_issue21_rows())
     return {row.name: row for row in rows}
+
+
+def _issue21_rows() -> list[Builtin]:
+    """The builtins real attention code uses beyond the contract's (issue 21, item 4)."""
+    same = AxisMap(AxisKind.ELEMENTWISE)
+    keep = Param("keepdims", Kind.BOOL, False, required=False)
+    axes = Param("axis", Kind.AXES, None, required=False)
+    rows = [
+        Builtin("cumsum", (X, Param("axis", Kind.AXIS)), value_rules.cumulative,
+                "shape of x; running sums along axis", same),
+        Builtin("cumprod", (X, Param("axis", Kind.AXIS)), value_rules.cumulative,
+                "shape of x; running products along axis", same),
+        Builtin("minimum", (X, Param("y", Kind.TENSOR)), value_rules.pairwise("minimum"),
+                "elementwise smaller of x and y; the two broadcast",
+                AxisMap(AxisKind.ELEMENTWISE, tensors=("x", "y"))),
+        Builtin("maximum", (X, Param("y", Kind.TENSOR)), value_rules.pairwise("maximum"),
+                "elementwise larger of x and y; the two broadcast",
+                AxisMap(AxisKind.ELEMENTWISE, tensors=("x", "y"))),
+        Builtin("clamp", (X, Param("min", Kind.TENSOR, None, required=False),
+                          Param("max", Kind.TENSOR, None, required=False)), value_rules.clamp,
+                "shape of x; each value held within [min, max] (numbers, dims or tensors)",
+                same),
+        Builtin("full", (Param("shape", Kind.SHAPE), Param("value", Kind.TENSOR)),
+                value_rules.full, "a constant of the given shape, every entry the value",
+                AxisMap(AxisKind.CREATE, tensors=())),
+        Builtin("tile", (X, Param("reps", Kind.SHAPE)), value_rules.tile,
+                "x repeated reps times along each axis (NumPy tile, PyTorch's x.repeat)",
+                AxisMap(AxisKind.OPAQUE)),
+        Builtin("all", (X, axes, keep), value_rules.logical_reduce,
+                "bool: every value true (non-zero) along the axes",
+                AxisMap(AxisKind.REDUCE, axis="axis", keepdims="keepdims")),
+        Builtin("any", (X, axes, keep), value_rules.logical_reduce,
+                "bool: some value true (non-zero) along the axes",
+                AxisMap(AxisKind.REDUCE, axis="axis", keepdims="keepdims")),
+        Builtin("amax", (X, axes, keep), value_rules.extreme,
+                "the largest value along the axes (PyTorch's amax)",
+                AxisMap(AxisKind.REDUCE, axis="axis", keepdims="keepdims")),
+        Builtin("amin", (X, axes, keep), value_rules.extreme,
+                "the smallest value along the axes (PyTorch's amin)",
+                AxisMap(AxisKind.REDUCE, axis="axis", keepdims="keepdims")),
+        Builtin("outer", (X, Param("y", Kind.TENSOR)), value_rules.outer,
+                "[n] and [m] -> [n, m]: every product x[i] * y[j]",
+                AxisMap(AxisKind.OPAQUE)),
+        Builtin("ones_like", (X,), value_rules.like, "ones of x's shape and element type",
+                AxisMap(AxisKind.ELEMENTWISE)),
+        Builtin("zeros_like", (X,), value_rules.like, "zeros of x's shape and element type",
+                AxisMap(AxisKind.ELEMENTWISE)),
+        Builtin("full_like", (X, Param("value", Kind.TENSOR)), value_rules.full_like,
+                "the value in x's shape and element type", AxisMap(AxisKind.ELEMENTWISE)),
+        Builtin("long", (X,), value_rules.to_int,
+                "int: x rounded toward zero (PyTorch's .long()); a mask gives 0 and 1",
+                AxisMap(AxisKind.ELEMENTWISE)),
+        # item 1: complex values
+        Builtin("view_as_complex", (X,), complex_values.view_as_complex,
+                "[..., 2] -> complex[...]: the last axis as (real, imaginary)",
+                AxisMap(AxisKind.PAIRS)),
+        Builtin("view_as_real", (X,), complex_values.view_as_real,
+                "complex[...] -> [..., 2]: (real, imaginary) on a new last axis",
+                AxisMap(AxisKind.PAIRS)),
+        Builtin("as_complex", (X,), complex_values.as_complex,
+                "[..., 2*h] -> complex[..., h]: neighbours (2i, 2i+1) paired; even width",
+                AxisMap(AxisKind.PAIRS)),
+        Builtin("as_real", (X,), complex_values.as_real,
+                "complex[..., h] -> [..., 2*h]: the inverse of as_complex",
+                AxisMap(AxisKind.PAIRS)),
+        Builtin("polar", (Param("abs", Kind.TENSOR), Param("angle", Kind.TENSOR)),
+                complex_values.polar, "complex: abs * (cos(angle) + i sin(angle)); the two broadcast",
+                AxisMap(AxisKind.ELEMENTWISE, tensors=("abs", "angle"))),
+        Builtin("real", (X,), complex_values.part("real", False), "the real parts; shape of x",
+                AxisMap(AxisKind.ELEMENTWISE)),
+        Builtin("imag", (X,), complex_values.part("imag", True), "the imaginary parts; shape of x",
+                AxisMap(AxisKind.ELEMENTWISE)),
+        Builtin("conj", (X,), complex_values.part("conj", True), "the complex conjugates",
+                AxisMap(AxisKind.ELEMENTWISE)),
+        # item 3: integer tensors as positions
+        Builtin("take", (X, Param("indices", Kind.TENSOR), Param("axis", Kind.AXIS)),
+                gathers.take, "x's axis replaced by the indices' axes (NumPy take)",
+                AxisMap(AxisKind.GATHER, tensors=("x", "indices"), axis="axis", index="indices")),
+        Builtin("index_select", (X, Param("axis", Kind.AXIS), Param("index", Kind.TENSOR)),
+                gathers.index_select, "x's axis replaced by the index vector's (PyTorch)",
+                AxisMap(AxisKind.GATHER, tensors=("x", "index"), axis="axis", index="index")),
+        Builtin("take_along_axis", (X, Param("indices", Kind.TENSOR), Param("axis", Kind.AXIS)),
+                gathers.take_along_axis,
+                "indices of x's rank pick entries along axis (NumPy take_along_axis, torch.gather)",
+                AxisMap(AxisKind.GATHER, tensors=("x", "indices"), axis="axis",
+                        index="indices", along=True)),
+        Builtin("index_copy", (X, Param("axis", Kind.AXIS), Param("index", Kind.TENSOR),
+                               Param("source", Kind.TENSOR)), gathers.index_copy,
+                "x with the entries at index along axis replaced by source (a rolling cache)",
+                AxisMap(AxisKind.ELEMENTWISE)),
+        Builtin("scatter", (X, Param("axis", Kind.AXIS), Param("index", Kind.TENSOR),
+                            Param("src", Kind.TENSOR)), gathers.scatter,
+                "x with src written at index along axis (torch.scatter)",
+                AxisMap(AxisKind.ELEMENTWISE)),
+    ]
+    return rows
 
 
 BUILTINS: dict[str, Builtin] = _table()

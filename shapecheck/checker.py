@@ -6,21 +6,25 @@ an unknown shape, and unknown shapes cause no further errors.
 
 from __future__ import annotations
 
-import difflib
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import codes, invisible, nodes
+from . import codes, gathers, invisible, nodes
 from .builtins import (
     BUILTINS, KEYWORD_SYNONYMS, VARIADIC, Builtin, Kind, axis_index, broadcast, matmul,
     transpose_last_two,
 )
-from .diagnostics import Diagnostic, DiagnosticSink, Edit, Fix, Note, Span, line_starts, span_text
+from .diagnostics import (
+    VERSION_MARK, Diagnostic, DiagnosticSink, Edit, Fix, Note, Span, line_starts, shown,
+    span_text,
+)
 from .indexing import Entry, subscript_shape
 from .program import SCALAR, UNKNOWN, CallInfo, Inferred, Program, Tensor, Value
-from .rules import MAX_RANK, Anchor, needed_fixes, needed_help
+from . import symbolic
+from .rules import MAX_RANK, Anchor, needed_fixes, needed_help, relation
+from .value_rules import combined_element
 from .symbolic import (
     Claim, Decision, Dim, DimBuilder, DimSystem, TooComplex, Verdict, as_int, free_names,
     to_text,
@@ -29,6 +33,9 @@ from .symbolic import (
 RESERVED_WORDS = frozenset(
     "dim constraint input param output assert bool inf row col true false True False".split()
 )
+# A statement keyword where it cannot start its statement is a name (`output = O @ W`).
+STATEMENT_KEYWORDS = frozenset("dim constraint input param output assert".split())
+_UNSUPPORTED = "<unsupported>"  # a spelling that shapecheck.spellings reported already
 
 
 @dataclass
@@ -66,12 +73,19 @@ class Checker:
         self.declarations: dict[str, nodes.TensorDecl] = {}
         self._position = Span(1, 1, 1, 1)  # the statement being checked
         self._in_dims_phase = False
+        # `dim` definitions whose positivity waits for every constraint: (name, node, value).
+        self._deferred: list[tuple[str, nodes.Expr, Dim]] = []
         # Where each name is first defined, and as what: dims and constraints
         # are checked before tensors, but "first" is still by position.
         self._first: dict[str, tuple[Span, str]] = {}
         # `&` / `|` nodes that are an operand of a comparison: when they fail, the
         # cause is most likely precedence (`m & x > 0` is `(m & x) > 0`).
         self._compared: set[int] = set()
+        # A builtin's name taken by a tensor (it shadows the builtin from there on).
+        self._shadowed: dict[str, Span] = {}
+        # Tensors defined as a dim expression (`hs = q.shape[-1]`, `n = C // H`): they also
+        # stand for that dim where a size is needed, as a Python int does.
+        self._dim_values: dict[str, Dim] = {}
         self._handlers: dict[type, Callable[[Any], None]] = {
             nodes.DimFree: self._dim_free, nodes.DimDef: self._dim_def,
             nodes.Constraint: self._constraint, nodes.TensorDecl: self._tensor_decl,
@@ -114,6 +128,8 @@ class Checker:
             return False
         self._position = self.dims.at = statement.span
         self._in_dims_phase = isinstance(statement, (nodes.DimFree, nodes.DimDef, nodes.Constraint))
+        if self._deferred and not is_dim_statement(statement):
+            self._decide_deferred()
         reported = len(self.sink.items) + self.sink.dropped
         try:
             self._handlers[type(statement)](statement)
@@ -213,12 +229,16 @@ class Checker:
             self.names.kind.setdefault(name, "unknown")
 
     def _finish(self) -> None:
+        if self._deferred:
+            self._decide_deferred()
         self._warn_unused()
         self._warn_unknown_bindings()
         if not self._has_output_statement:
+            # A version that a later statement replaces is not an output (`y = a; y = b`).
             self.program.outputs = [
                 name for name, tensor in self.program.tensors.items()
                 if tensor.kind == "defined" and name not in self.names.used
+                and VERSION_MARK not in name
             ]
         if self.sink.dropped:
             last = self.sink.items[-1].span
@@ -238,7 +258,9 @@ class Checker:
     def _claim(self, ident: nodes.Ident, kind: str) -> bool:
         """Register a new name; report reserved words, builtins and redefinitions."""
         name = ident.name
-        if name in RESERVED_WORDS or name in BUILTINS:
+        shadowing = kind == "tensor" and name in BUILTINS
+        keyword = kind == "tensor" and name in STATEMENT_KEYWORDS
+        if (name in RESERVED_WORDS and not keyword) or (name in BUILTINS and not shadowing):
             what = codes.detail("reserved_word" if name in RESERVED_WORDS else "builtin_function")
             self.report(codes.RESERVED.diag(ident.span, name=name, what_kind=what))
             self.names.kind.setdefault(name, "unknown")
@@ -256,6 +278,8 @@ class Checker:
             ))
             return False
         self.names.kind[name] = kind
+        if shadowing:
+            self._shadowed[shown(name)] = ident.span
         return True
 
     def _undefined(self, name: str, span: Span, role: str) -> None:
@@ -264,7 +288,7 @@ class Checker:
         tensor will do: `output X`, `assert X: [...]`)."""
         self.program.undeclared.setdefault(name, []).append((span, role))
         candidates = [n for n, k in self.names.kind.items() if k != "unknown"]
-        close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+        close = _close_matches(name, candidates, n=1, cutoff=0.6)
         if not close:
             close = [n for n in candidates if n.lower() == name.lower()][:1]
         self.report(codes.UNDEFINED.diag(span, name=name, **_did_you_mean(span, close)))
@@ -272,10 +296,15 @@ class Checker:
     def _resolve_dim(self, node: nodes.Name, role: str = "dim") -> Dim | None:
         """The dim a name stands for, or report why there is none (``role`` "value":
         the name stands where a value is needed, and is not a dim or a tensor)."""
+        if isinstance(node, nodes.ShapeOf):
+            return self._shape_of(node)
         kind = self.names.kind.get(node.name)
         if kind == "dim":
             self.names.used.add(node.name)
             return None if self._declared_later(node) else self.dims.symbol_of(node.name)
+        if kind == "tensor" and node.name in self._dim_values:
+            self.names.used.add(node.name)
+            return self._dim_values[node.name]
         if kind == "unknown":
             self.names.used.add(node.name)
             return None
@@ -306,7 +335,7 @@ class Checker:
                 self.dims.declare_free(ident.name, ident.span)
 
     def _dim_def(self, stmt: nodes.DimDef) -> None:
-        value = self._dim_expr(stmt.value)
+        value = self._dim_expr(stmt.value, defer=stmt.name.name)
         if not self._claim(stmt.name, "dim"):
             return
         if value is None:
@@ -327,8 +356,11 @@ class Checker:
                 "binding_contradicts_definition", name=dim_name, bound=bound,
                 definition=to_text(value), value=to_text(definition))))
 
-    def _dim_expr(self, node: nodes.Expr, allow_minus_one: bool = False) -> Dim | None:
-        """A whole dim expression: built, and proved a positive integer."""
+    def _dim_expr(self, node: nodes.Expr, allow_minus_one: bool = False,
+                  defer: str | None = None) -> Dim | None:
+        """A whole dim expression: built, and proved a positive integer. ``defer``: the
+        name a `dim` statement defines; a positivity it cannot prove yet is decided once
+        every dim statement is checked, since a constraint below it may prove it."""
         value = self._builder.build(node, allow_minus_one)
         self._flush_builder()
         if value is None:
@@ -336,10 +368,25 @@ class Checker:
         if allow_minus_one and value == -1:
             return value
         verdict = self.dims.positive(value)
+        if verdict is Verdict.UNPROVED and defer is not None:
+            self._deferred.append((defer, node, value))
+            return value
         if not verdict:
             self.report(self._not_positive(node, value, self.dims.decide(Claim.positive(value))))
             return None
         return value
+
+    def _decide_deferred(self) -> None:
+        """The definitions whose positivity waited for the spec's constraints (issue 18):
+        SC201 now for each one that the whole spec still does not make a size; the dim
+        is then unknown, so that nothing that uses it is reported again."""
+        deferred, self._deferred = self._deferred, []
+        for name, node, value in deferred:
+            if self.dims.positive(value):
+                continue
+            self.report(self._not_positive(
+                node, value, self.dims.decide_definition(name, Claim.positive(value))))
+            self.names.kind[name] = "unknown"
 
     def _not_positive(self, node: nodes.Expr, value: Dim, decision: Decision) -> Diagnostic:
         """SC201: refuted (the sizes where it is not positive), undetermined, or not
@@ -389,7 +436,8 @@ class Checker:
         dims = [self._dim_expr(entry) for entry in shape.dims]
         if any(dim is None for dim in dims):
             return UNKNOWN
-        return self._within_rank(Value(tuple(dims), shape.is_bool), shape.span)  # type: ignore[arg-type]
+        return self._within_rank(Value(tuple(dims), shape.is_bool, element=shape.element),  # type: ignore[arg-type]
+                                 shape.span)
 
     def _tensor_decl(self, stmt: nodes.TensorDecl) -> None:
         value = self._shape(stmt.shape)
@@ -407,8 +455,9 @@ class Checker:
     def _define_value(self, ident: nodes.Ident, annotation: nodes.Shape | None,
                       expr: nodes.Expr, span: Span, where: str) -> None:
         value = self.value(expr)
+        size = value.dim
         if value.dim is not None or (value.known and value.shape == () and _is_literal(expr)):
-            value = Value((), value.is_bool)
+            value = Value((), value.is_bool, element=value.element)
         declared = self._shape(annotation) if annotation is not None else None
         if declared is not None and declared.known and value.known:
             if self._compare(ident, value, declared, annotation, where):
@@ -417,6 +466,8 @@ class Checker:
             value = declared
         if self._claim(ident, "tensor"):
             self._add_tensor(ident, "defined", value, span)
+            if size is not None and annotation is None:
+                self._dim_values[ident.name] = size
 
     def _compare(self, ident: nodes.Ident, actual: Value, declared: Value,
                  annotation: nodes.Shape | None, where: str) -> bool:
@@ -503,7 +554,9 @@ class Checker:
     def _value(self, node: nodes.Expr) -> Value:
         if isinstance(node, nodes.Name):
             return self._name_value(node)
-        if isinstance(node, (nodes.Integer, nodes.Decimal, nodes.Inf)):
+        if isinstance(node, nodes.Integer):
+            return _INTEGER  # `ids + 1` and `positions % 4` stay integers
+        if isinstance(node, (nodes.Decimal, nodes.Inf)):
             return SCALAR
         if isinstance(node, nodes.Boolean):
             return Value((), is_bool=True)
@@ -524,10 +577,30 @@ class Checker:
             return self._call(node)
         if isinstance(node, nodes.Subscript):
             return self._subscript(node)
+        if isinstance(node, nodes.Update):
+            return self._update(node)
         self.report(codes.SCALAR_OPERAND.diag(node.span, detail=_not_a_value(node)))
         return UNKNOWN
 
+    def _shape_of(self, node: nodes.ShapeOf) -> Dim | None:
+        """`x.shape[i]`, `x.size(i)`: the size of the tensor's axis i."""
+        assert node.tensor is not None
+        ident = nodes.Ident(node.tensor.name, node.tensor.span)
+        value = self._tensor_value(ident)
+        if value is None or not value.known:
+            return None
+        assert value.shape is not None
+        axis = node.axis + value.rank if node.axis < 0 else node.axis
+        if not 0 <= axis < value.rank:
+            self.report(codes.AXIS.diag(node.span, axis=node.axis, rank=value.rank,
+                                        shape=value.text()))
+            return None
+        return value.shape[axis]
+
     def _name_value(self, node: nodes.Name) -> Value:
+        if isinstance(node, nodes.ShapeOf):
+            size = self._shape_of(node)
+            return UNKNOWN if size is None else Value((), dim=size)
         kind = self.names.kind.get(node.name)
         if kind == "tensor":
             self.names.used.add(node.name)
@@ -536,7 +609,7 @@ class Checker:
             self.names.used.add(node.name)
             if self._declared_later(node):
                 return UNKNOWN
-            return Value((), dim=self.dims.symbol_of(node.name))
+            return Value((), dim=self.dims.symbol_of(node.name), element="int")
         if kind == "unknown":
             self.names.used.add(node.name)
             return UNKNOWN
@@ -552,7 +625,7 @@ class Checker:
                 else UNKNOWN
         if operand.is_bool:
             self._warn_bool(node.operand, codes.detail("bool_in_unary", op=node.op))
-        return Value(operand.shape)
+        return Value(operand.shape, element=operand.element)
 
     def _logical_operand(self, node: nodes.BinOp | nodes.Unary, operand: nodes.Expr,
                          value: Value) -> bool:
@@ -586,6 +659,7 @@ class Checker:
 
     def _fresh_name(self, name: str) -> str:
         """`Q2` for a second `Q` (or `Q3`, ...): a name no statement defines."""
+        name = shown(name)
         index = 2
         while f"{name}{index}" in self._first:
             index += 1
@@ -618,12 +692,23 @@ class Checker:
                 # `S + M` with a bool mask M: `where(M, S, -inf)` applies it as written.
                 masking = node.op in _MASKING and not (left.is_bool and right.is_bool)
                 self._warn_bool(operand, f"`{node.op}`", (node, other) if masking else None)
+        if node.op in _ORDERED and "complex" in (left.element, right.element):
+            # Complex numbers have no order: `<`, `//`, `%` of them fail in NumPy and PyTorch.
+            operand = node.left if left.element == "complex" else node.right
+            self.report(codes.WRONG_ELEMENT.diag(operand.span, detail=codes.detail(
+                "complex_input", builtin=node.op, text=self.text(operand),
+                shape=(left if left.element == "complex" else right).text())))
+            return UNKNOWN
         shape = broadcast(ctx, left, right, node.op)
         if shape is None:
             return UNKNOWN
-        return Value(shape, as_bools or node.op in nodes.COMPARISONS)
+        is_bool = as_bools or node.op in nodes.COMPARISONS
+        return Value(shape, is_bool, element="" if is_bool else arithmetic_element(node.op, left, right))
 
     def _subscript(self, node: nodes.Subscript) -> Value:
+        gather = self._gather_entry(node)
+        if gather is not None:
+            return self._gather(node, *gather)
         operand = self.value(node.operand)
         params: dict[str, Any] = {"x": node.operand}
         entries: list[Entry] = []
@@ -642,6 +727,93 @@ class Checker:
         value, plan = result
         self.program.subscripts[id(node)] = plan
         return value
+
+    def _update(self, node: nodes.Update) -> Value:
+        """`cache[...] = value`: the operand's shape, once the slice's bounds are proved
+        and the value has the slice's shape (or broadcasts to it)."""
+        operand = self.value(node.operand)
+        written = self.value(node.value)
+        params: dict[str, Any] = {"x": node.operand}
+        entries: list[Entry] = []
+        for position, item in enumerate(node.indices):
+            key = str(position)
+            params[key] = item
+            entry = self._index_entry(item, key, params)
+            if entry is None:
+                return UNKNOWN
+            entries.append(entry)
+        if not (operand.known and written.known):
+            return UNKNOWN
+        result = subscript_shape(self._ctx(node, params), operand, entries)
+        if result is None:
+            return operand  # the new version has the old one's shape all the same
+        part, plan = result
+        assert part.shape is not None and written.shape is not None
+        problem = _write_problem(self.dims, part.shape, written.shape)
+        if problem is not None:
+            target = span_text(self.source, self._line_starts,
+                               Span(node.span.line, node.span.column, node.bracket.end_line,
+                                    node.bracket.end_column))
+            self.report(codes.SLICE_WRITE.diag(
+                node.value.span, value=self.text(node.value), shape=written.text(),
+                target=target, slice=part.text(), reason=problem,
+                notes=self.operand_notes(node.value)))
+            return operand
+        if written.is_bool and not operand.is_bool:
+            self._warn_bool(node.value, "`=`")
+        self.program.subscripts[id(node)] = plan
+        return operand
+    def _gather_entry(self, node: nodes.Subscript) -> tuple[nodes.Expr, int] | None:
+        """`E[ids]`, `x[:, positions]`, `freqs[..., pos]`: one integer tensor among whole
+        axes is a gather (NumPy's integer-array indexing); its entry and its axis. Only a
+        tensor that holds integers qualifies; anything else is indexed as before."""
+        tensors = [i for i, item in enumerate(node.indices) if self._is_tensor_index(item)]
+        if len(tensors) != 1:
+            return None
+        at = tensors[0]
+        others = [item for i, item in enumerate(node.indices) if i != at]
+        whole = all(isinstance(item, nodes.EllipsisIndex) or (
+            isinstance(item, nodes.Slice) and item.start is None and item.stop is None
+            and item.step is None) for item in others)
+        index = node.indices[at]
+        assert not isinstance(index, (nodes.Slice, nodes.EllipsisIndex, nodes.NewAxis))
+        if not whole or self.value(index).element != "int":
+            return None
+        if any(isinstance(item, nodes.EllipsisIndex) for item in node.indices[at + 1:]):
+            return None  # counted from the end: known only with the operand's rank
+        if any(isinstance(item, nodes.EllipsisIndex) for item in node.indices[:at]):
+            return index, at - len(node.indices)  # `x[..., pos]`: counted from the end
+        return index, at
+
+    def _is_tensor_index(self, item: nodes.Index) -> bool:
+        """An entry of `x[...]` that is a tensor, not a dim expression: a tensor's name, a
+        call, a subscript, an operator only tensors have, or arithmetic on any of them
+        (`positions % W`, `arange(T) + 1`)."""
+        if isinstance(item, (nodes.Slice, nodes.EllipsisIndex, nodes.NewAxis)):
+            return False
+        for node in _names_below(nodes.strip_parens(item)):
+            if isinstance(node, nodes.Name) and self.names.kind.get(node.name) == "tensor":
+                return True
+            if isinstance(node, (nodes.Call, nodes.Subscript, nodes.Transpose)) or (
+                    isinstance(node, nodes.BinOp) and node.op not in nodes.DIM_OPERATORS) or (
+                    isinstance(node, nodes.Unary) and node.op == "~"):
+                return True
+        return False
+
+    def _gather(self, node: nodes.Subscript, index: nodes.Expr, axis: int) -> Value:
+        """The gather `x[..., ids, ...]`: `take(x, ids, axis)`, recorded as that call for
+        every later pass (meaning, cost, backends)."""
+        operand = self.value(node.operand)
+        if not operand.known:
+            return UNKNOWN
+        params = {"x": node.operand, "indices": index}
+        args = {"x": operand, "indices": self.value(index), "axis": axis}
+        result = gathers.take(self._ctx(node, params), args, "[...]", "indices")
+        if result is None:
+            return UNKNOWN
+        self.program.calls[id(node)] = CallInfo("take", {"x": node.operand, "indices": index,
+                                                         "axis": axis})
+        return result
 
     def _index_entry(self, item: nodes.Index, key: str, params: dict[str, Any]) -> Entry | None:
         """One entry of `x[...]` with its dims built; None after reporting an error."""
@@ -664,13 +836,12 @@ class Checker:
     def _index_dim(self, node: nodes.Expr) -> Dim | None:
         """An index or slice bound: a dim expression of any sign, never a tensor."""
         inner = nodes.strip_parens(node)
-        tensor_name = isinstance(inner, nodes.Name) and self.names.kind.get(inner.name) == "tensor"
-        computed = isinstance(inner, (nodes.Call, nodes.Subscript, nodes.Transpose)) or (
-            isinstance(inner, nodes.BinOp) and inner.op not in nodes.DIM_OPERATORS) or (
-            isinstance(inner, nodes.Unary) and inner.op == "~")
-        if tensor_name or computed:
-            self.value(node)  # its own mistakes are still reported
-            self.report(codes.BAD_INDEX.diag(node.span, detail=codes.detail("tensor_index")))
+        if self._is_tensor_index(inner):
+            # Its own mistakes are still reported, once (a gather may have looked at it).
+            value = self.program.types[id(node)] if id(node) in self.program.types \
+                else self.value(node)
+            self.report(codes.BAD_INDEX.diag(node.span, detail=_tensor_index_detail(
+                self.text(node), value)))
             return None
         value = self._builder.build(node)
         self._flush_builder()
@@ -679,9 +850,20 @@ class Checker:
     # --- calls ---------------------------------------------------------------------------------
 
     def _call(self, node: nodes.Call) -> Value:
-        builtin = BUILTINS.get(node.func.name)
+        if node.func.name == _UNSUPPORTED:
+            self.names.used.update(nodes.names_in(node.args))
+            return UNKNOWN
+        shadowed = self._shadowed.get(node.func.name)
+        builtin = BUILTINS.get(node.func.name) if shadowed is None else None
+        if shadowed is not None:
+            self.report(codes.NOT_CALLABLE.diag(
+                node.func.span, name=node.func.name,
+                notes=[codes.note("shadows_builtin", shadowed, name=node.func.name)],
+                help=[codes.help_text("rename", name=f"{node.func.name}_")]))
+            self._check_arguments(node)
+            return UNKNOWN
         if builtin is None:
-            close = difflib.get_close_matches(node.func.name, list(BUILTINS), n=1)
+            close = _close_matches(node.func.name, list(BUILTINS), n=1)
             self.report(codes.NOT_CALLABLE.diag(node.func.span, name=node.func.name,
                                                 **_did_you_mean(node.func.span, close)))
             self._check_arguments(node)
@@ -738,7 +920,7 @@ class Checker:
             if builtin.param(name) is None and builtin.param(KEYWORD_SYNONYMS.get(name, "")):
                 name = KEYWORD_SYNONYMS[name]  # `dim=-1`, PyTorch's word for `axis`
             if builtin.param(name) is None:
-                close = difflib.get_close_matches(name, [p.name for p in params], n=1)
+                close = _close_matches(name, [p.name for p in params], n=1)
                 self._call_error(node, keyword.name.span,
                                  codes.detail("no_keyword", builtin=builtin.name, name=name),
                                  **_did_you_mean(keyword.name.span, close))
@@ -807,6 +989,14 @@ class Checker:
             return node.name
         number = _int_literal(node)
         return _WRONG_KIND if number is None else number
+
+    def _arg_axes(self, node: nodes.Expr) -> Any:
+        """One axis, or a tuple (or list) of them: `axis=(-1, -2)`."""
+        if isinstance(node, nodes.ListExpr):
+            items = [_int_literal(item) if not isinstance(item, nodes.AxisName) else item.name
+                     for item in node.items]
+            return _WRONG_KIND if not items or any(i is None for i in items) else tuple(items)
+        return self._arg_axis(node)
 
     def _arg_perm(self, node: nodes.Expr) -> Any:
         if not isinstance(node, nodes.ListExpr):
@@ -951,7 +1141,7 @@ _WRONG_KIND = object()  # the argument is not of the kind the parameter takes
 _RESOLVERS: dict[Kind, Callable[[Checker, nodes.Expr], Any]] = {
     Kind.TENSOR: Checker._arg_tensor, Kind.TENSORS: Checker._arg_tensors,
     Kind.DIM: Checker._arg_dim, Kind.OFFSET: Checker._arg_offset,
-    Kind.SHAPE: Checker._arg_shape, Kind.AXIS: Checker._arg_axis,
+    Kind.SHAPE: Checker._arg_shape, Kind.AXIS: Checker._arg_axis, Kind.AXES: Checker._arg_axes,
     Kind.PERM: Checker._arg_perm, Kind.STRING: Checker._arg_string,
     Kind.NUMBER: Checker._arg_number, Kind.BOOL: Checker._arg_bool,
 }
@@ -963,6 +1153,40 @@ _BOOL_WITH_BOOL = frozenset({"+", "*", "==", "!="})
 _MASKING = frozenset({"+", "*"})
 
 _NEGATED = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
+_INTEGER = Value((), element="int")
+_ORDERED = frozenset({"<", "<=", ">", ">=", "//", "%"})  # operators of real numbers only
+
+
+def arithmetic_element(op: str, left: Value, right: Value) -> str:
+    """The element type of `left op right`: ints stay ints under `+ - * // %` and the
+    pairwise builtins; `/` and `**` give real numbers (`2 ** -1` is 0.5); complex numbers
+    win over both."""
+    element = combined_element(left, right)
+    return "" if op in ("/", "**") and element == "int" else element
+
+
+def _tensor_index_detail(text: str, value: Value) -> str:
+    """Why a tensor cannot index here: a mask's result depends on its values; a float is
+    not a position; an integer tensor gathers only beside whole axes."""
+    if not value.known:
+        return codes.detail("tensor_index")
+    if value.is_bool:
+        return codes.detail("mask_index", text=text, shape=value.text())
+    if value.element == "int":
+        return codes.detail("one_tensor_index")
+    return codes.detail("float_index", text=text, shape=value.text())
+
+
+def _names_below(node: nodes.Expr) -> list[nodes.Expr]:
+    found: list[nodes.Expr] = []
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        pending.extend(nodes.children(current))
+    return found
 
 
 def _did_you_mean(span: Span, close: list[str]) -> dict[str, Any]:
@@ -1021,6 +1245,13 @@ def _dims_first(statements: list[nodes.Stmt]) -> list[nodes.Stmt]:
         [s for s in statements if not is_dim_statement(s)]
 
 
+def _close_matches(word: str, candidates: list[str], n: int = 3, cutoff: float = 0.6) -> list[str]:
+    """``difflib.get_close_matches``, imported only when a name is wrong (not at start-up)."""
+    import difflib
+
+    return difflib.get_close_matches(word, candidates, n=n, cutoff=cutoff)
+
+
 def is_dim_statement(statement: nodes.Stmt) -> bool:
     """A statement about dims (declaration, definition, constraint): checked before
     every tensor statement, and the only kind that changes the :class:`DimSystem`."""
@@ -1033,6 +1264,22 @@ def _int_literal(node: nodes.Expr) -> int | None:
         return node.value
     if isinstance(node, nodes.Unary) and isinstance(node.operand, nodes.Integer):
         return -node.operand.value if node.op == "-" else node.operand.value
+    return None
+
+
+def _write_problem(dims: DimSystem, part: tuple[Dim, ...],
+                   written: tuple[Dim, ...]) -> str | None:
+    """Why a value of shape ``written`` cannot be written into a slice of shape ``part``
+    (NumPy: it must broadcast to the slice), or None."""
+    if len(written) > len(part):
+        return codes.detail("write_rank", rank=len(written), slice_rank=len(part))
+    for want, got in zip(part[len(part) - len(written):], written):
+        if symbolic.is_literal_one(got):
+            continue
+        if not dims.equal(want, got):
+            decision = dims.decide(Claim.equal(want, got))
+            return codes.detail("write_sizes", slice=to_text(want), value=to_text(got),
+                                relation=relation(decision))
     return None
 
 

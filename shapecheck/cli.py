@@ -23,7 +23,7 @@ from .formats import FORMATS  # light: each format's module loads only when used
 
 if TYPE_CHECKING:
     from .config import Finder
-    from .lint import FileFix, Stdin
+    from .lint import FileFix, Outcome, Stdin
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
@@ -159,6 +159,20 @@ config_option = click.option(
     "spec's folder upward), or override one key (repeatable).")
 isolated_option = click.option(
     "--isolated", is_flag=True, help="Ignore every configuration file.")
+stdin_filename_option = click.option(
+    "--stdin-filename", metavar="PATH",
+    help="The name of the spec read from `-` (standard input): used in messages and to "
+    "find its configuration.")
+
+
+def _stdin_spec(path: str, stdin_filename: str | None) -> tuple[str, bytes | None, Path]:
+    """`run -` and `report -`: the name the spec is shown as, its bytes (None: read
+    ``path`` itself) and where its configuration is looked for."""
+    from .walk import STDIN
+
+    if path != STDIN:
+        return path, None, Path(path)
+    return stdin_filename or STDIN, _read_stdin(), Path(stdin_filename or Path.cwd() / STDIN)
 
 
 def finder_for(config: Sequence[str], isolated: bool, overrides: object | None = None) -> Finder:
@@ -297,10 +311,9 @@ def verify(paths: tuple[str, ...], fmt: str, strict: bool | None, color: str,
     if diff or fix:
         fixed = apply_fixes(outcome, bindings, write=fix, stdin=stdin, infer=infer)
         if diff:
-            _show_diff(fixed)
             if nothing and not allow_empty:
                 raise UsageFailure(MESSAGES["nothing_checked"])
-            sys.exit(EXIT_USAGE if outcome.tool_failure else EXIT_OK)
+            sys.exit(_show_diff(outcome, fixed, fmt, strict=strict, exit_zero=exit_zero))
         if stdin is not None:
             _print_fixed_stdin(fixed, stdin)
     strict_now = any(settings.strict for settings in outcome.settings.values()) \
@@ -338,14 +351,31 @@ def verify(paths: tuple[str, ...], fmt: str, strict: bool | None, color: str,
     sys.exit(EXIT_ERRORS if failed and not exit_zero else EXIT_OK)
 
 
-def _show_diff(fixed: Sequence[FileFix]) -> None:
-    """`--diff`: the changes on stdout, how many on stderr."""
+def _show_diff(outcome: Outcome, fixed: Sequence[FileFix], fmt: str, *, strict: bool | None,
+               exit_zero: bool) -> int:
+    """`--diff`: the changes (text: a unified diff on stdout, how many on stderr; json:
+    the document of what is left after the fixes, each file's diff a field). The exit
+    status: 1 when a file would change or errors remain after the fixes, else 0."""
     from .fixes import unified_diff
 
-    for item in fixed:
-        click.echo(unified_diff(item.path, item.before, item.after), nl=False)
-    count = sum(item.applied for item in fixed)
-    click.echo(MESSAGES["would_fix"].format(count=count, files=len(fixed)), err=True)
+    diffs = {item.path: unified_diff(item.path, item.before, item.after) for item in fixed}
+    after = {item.path: item.result for item in fixed if item.result is not None}
+    results = [after.get(result.path, result) for result in outcome.results]
+    strict_now = any(settings.strict for settings in outcome.settings.values()) or bool(strict)
+    if fmt == "json":
+        from .formats.json_format import render_json
+
+        click.echo(render_json(results, strict=strict_now, notices=outcome.notices, diffs=diffs),
+                   nl=False)
+    else:
+        for item in fixed:
+            click.echo(diffs[item.path], nl=False)
+        count = sum(item.applied for item in fixed)
+        click.echo(MESSAGES["would_fix"].format(count=count, files=len(fixed)), err=True)
+    if outcome.tool_failure:
+        return EXIT_USAGE
+    failed = bool(fixed) or not all(result.ok(strict_now) for result in results)
+    return EXIT_ERRORS if failed and not exit_zero else EXIT_OK
 
 
 def _print_fixed_stdin(fixed: Sequence[FileFix], stdin: Stdin) -> None:
@@ -411,11 +441,12 @@ def _append(path: str, text: str) -> None:
 @color_option
 @config_option
 @isolated_option
+@stdin_filename_option
 @infer_option
 def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive: str | None,
         seed: int, save: str | None, save_all: bool, dtype: str, backend: str, device: str,
         fused: str, max_memory: str | None, color: str, config: tuple[str, ...], isolated: bool,
-        infer: bool | None) -> None:
+        stdin_filename: str | None, infer: bool | None) -> None:
     """Verify a spec, then execute it (NumPy, or PyTorch) and report its outputs.
 
     The configuration's [dims] are default bindings (--dim wins), and its rule
@@ -423,18 +454,20 @@ def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive:
     """
     from .backend.command import RunOptions, run_command
 
-    settings = finder_for(config, isolated).settings_for(path)
-    options = RunOptions(path, parse_bindings(dims), input_files, archive, seed, save, save_all,
-                         dtype, max_memory, use_color(color), ignore=settings.disabled(path),
+    bindings = parse_bindings(dims)
+    shown, source, where = _stdin_spec(path, stdin_filename)
+    settings = finder_for(config, isolated).settings_for(where)
+    options = RunOptions(shown, bindings, input_files, archive, seed, save, save_all,
+                         dtype, max_memory, use_color(color), ignore=settings.disabled(str(where)),
                          defaults=dict(settings.dims), infer=infer, backend=backend,
-                         device=device, fused=fused)
+                         device=device, fused=fused, source=source)
     sys.exit(run_command(options))
 
 
 @cli.command(name="conform")
 @lang_option
 @click.argument("path", type=click.Path())
-@click.argument("target", metavar="MODULE:FUNCTION")
+@click.argument("target", metavar="MODULE:TARGET")
 @dim_option
 @click.option("--name", "names", multiple=True, metavar="SPEC=PARAM",
               help="Pass the spec's input, param or dim SPEC as the function's parameter PARAM "
@@ -458,15 +491,33 @@ def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive:
               help="Report the first failing binding as found, without shrinking it.")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto",
               show_default=True, help="Colour in diagnostics.")
+@click.option("--init", "init", multiple=True, metavar="KW=EXPR",
+              help="Build the module class or factory with KW=EXPR (dims and literals: "
+              "n_embd=H*hs, bias=True). Repeatable.")
+@click.option("--arg", "args", multiple=True, metavar="KW=EXPR",
+              help="Pass forward's KW as EXPR: spec names, dims, literals, tuples "
+              "(position_embeddings=(cos,sin), attention_mask=None). Repeatable.")
+@click.option("--mask", "masks", multiple=True, metavar="SPEC=additive|additive-min|keep|drop",
+              help="Pass the spec's bool mask SPEC in the module's convention (lifted to 4-D). "
+              "Repeatable.")
+@click.option("--param", "params", multiple=True, metavar="SPEC=KEY",
+              help="The spec's param (or input) SPEC is the module's tensor KEY (KEY.T: its "
+              "transpose), instead of the matching by name and shape. Repeatable.")
+@click.option("--output", "outputs", multiple=True, metavar="SPEC=INDEX|KEY",
+              help="Compare the spec's output SPEC with the returned entry INDEX or KEY only. "
+              "Repeatable.")
 def conform_command(path: str, target: str, dims: tuple[str, ...], names: tuple[str, ...],
                     layouts: tuple[str, ...], dtype: str, cases: int, seed: int,
                     rtol: float | None, atol: float | None, framework: str, device: str,
-                    no_shrink: bool, color: str) -> None:
-    """Check that a function (NumPy or PyTorch) computes what a spec says."""
+                    no_shrink: bool, color: str, init: tuple[str, ...], args: tuple[str, ...],
+                    masks: tuple[str, ...], params: tuple[str, ...],
+                    outputs: tuple[str, ...]) -> None:
+    """Check that a function or a PyTorch module computes what a spec says."""
     from .conform import ConformOptions, command
 
     options = ConformOptions(path, target, parse_bindings(dims), names, layouts, dtype, cases,
-                             seed, rtol, atol, framework, device, not no_shrink, use_color(color))
+                             seed, rtol, atol, framework, device, not no_shrink, use_color(color),
+                             init=init, args=args, masks=masks, params=params, outputs=outputs)
     sys.exit(command(options))
 
 
@@ -483,15 +534,17 @@ def conform_command(path: str, target: str, dims: tuple[str, ...], names: tuple[
 @dim_option
 @config_option
 @isolated_option
+@stdin_filename_option
 @infer_option
 def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str, ...],
-           config: tuple[str, ...], isolated: bool, infer: bool | None) -> None:
+           config: tuple[str, ...], isolated: bool, stdin_filename: str | None,
+           infer: bool | None) -> None:
     """Write a shape-annotated report of one spec (HTML or Markdown).
 
     The configuration's [dims] are default bindings (--dim wins), and its rule
     selection and the spec's `# noqa` comments apply to the problems shown.
     """
-    from .api import check_path
+    from .api import check_bytes, check_path
     from .config import default_bindings
     from .report import build_report, format_for, render, write_atomically
 
@@ -500,17 +553,25 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
     fmt = fmt or ("md" if to_stdout else format_for(output))
     if fmt is None:
         raise UsageFailure(MESSAGES["report_format"].format(output=output))
-    protect = [(path, MESSAGES["what_spec"])]
+    shown, source, where = _stdin_spec(path, stdin_filename)
+    protect = [(str(where), MESSAGES["what_spec"])]
     if not to_stdout:
         _check_output(output, protect)
-    settings = finder_for(config, isolated).settings_for(path)
+    settings = finder_for(config, isolated).settings_for(where)
+    ignore = settings.disabled(str(where))
     try:
-        program = check_path(path, bindings, ignore=settings.disabled(path),
-                             defaults=settings.dims, infer=infer)
+        if source is not None:
+            program = check_bytes(source, bindings, ignore=ignore, defaults=settings.dims,
+                                  infer=infer)
+        elif path.endswith(".attn") or Path(path).exists() and not path.endswith(".py"):
+            program = check_path(path, bindings, ignore=ignore, defaults=settings.dims,
+                                 infer=infer)
+        else:  # a Python target: the report of its traced spec, each line naming its source
+            program = _traced_program(path, bindings, ignore)
     except OSError as error:
         raise UsageFailure(cannot_read(path, error)) from None
     bindings = {**default_bindings(settings.dims, program.dims.dims), **bindings}
-    built = build_report(program, path, bindings, dtype)
+    built = build_report(program, shown, bindings, dtype)
     if to_stdout:
         click.echo(render(built, fmt), nl=False)
         sys.exit(EXIT_OK if program.ok else EXIT_ERRORS)
@@ -525,6 +586,78 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
     click.echo(MESSAGES["report_written"].format(path=output))
     click.echo(summary_line(Totals(1, built.errors, built.warnings), strict=False))
     sys.exit(EXIT_OK if program.ok else EXIT_ERRORS)
+
+
+@cli.command(epilog="""\b
+Examples:
+  shapecheck extract model.py:CausalSelfAttention -o attention.attn
+  shapecheck extract model.py:CausalSelfAttention --init n_head=H --init n_embd=64
+  shapecheck extract model.py:make -o -            a factory returning (module, inputs)
+
+\b
+Exit status:
+  0  the spec was written (an operator it does not know is a warning, SC602)
+  1  the module cannot be traced (SC601, torch's reason at the line)
+  2  usage error, a target that cannot be loaded or built, an unwritable output""")
+@lang_option
+@click.argument("target")
+@click.option("-o", "--output", "output", default=STDOUT, type=click.Path(), metavar="OUT",
+              help="The spec to write (default `-`: standard output).")
+@click.option("--init", "init", multiple=True, metavar="NAME=SIZE|NAME=DIM",
+              help="A size for a constructor parameter (`n_head=4`), or the dim name it takes "
+              "in the spec (`n_head=H`); repeatable.")
+def extract(target: str, output: str, init: tuple[str, ...]) -> None:
+    """Trace a PyTorch module with torch.export and write it as a spec (docs/torch.md)."""
+    from .diagnostics import Span
+    from .torchfront import ExtractError, Untraceable, display
+    from .torchfront import extract as trace
+
+    if output != STDOUT:
+        _check_output(output, [])
+    try:
+        extraction = trace(target, init)
+    except ExtractError as error:
+        raise UsageFailure(str(error)) from None
+    except Untraceable as failed:
+        from . import codes
+
+        where = f"{display(failed.location.path)}:{failed.location.line}: " \
+            if failed.location else ""
+        diagnostic = codes.UNTRACEABLE.diag(Span(1, 1, 1, 1), target=target, reason=failed.reason)
+        click.echo(f"{where}error[{diagnostic.code}]: {diagnostic.message}", err=True)
+        sys.exit(EXIT_ERRORS)
+    from . import codes
+
+    for operator, location, name in extraction.unknown:
+        where = f"{display(location.path)}:{location.line}: " if location else ""
+        diagnostic = codes.UNKNOWN_OPERATOR.diag(Span(1, 1, 1, 1), operator=operator,
+                                                 name=name or "?")
+        click.echo(f"{where}warning[{diagnostic.code}]: {diagnostic.message}", err=True)
+    if output == STDOUT:
+        click.echo(extraction.text, nl=False)
+        sys.exit(EXIT_OK)
+    from .fileio import write_atomic
+    from .torchfront.errors import MESSAGES as FRONT
+
+    try:
+        write_atomic(output, extraction.text.encode("utf-8"))
+    except OSError as error:
+        raise UsageFailure(cannot_write(output, error)) from None
+    click.echo(FRONT["written"].format(path=output, statements=len(extraction.lowered.statements),
+                                       target=target))
+    sys.exit(EXIT_OK)
+
+
+def _traced_program(target: str, bindings: dict[str, int], ignore: frozenset[str]) -> object:
+    from .api import check_text
+    from .torchfront import ExtractError, Untraceable, extract as trace
+
+    try:
+        extraction = trace(target)
+    except (ExtractError, Untraceable) as error:
+        raise UsageFailure(str(error) if isinstance(error, ExtractError) else
+                           f"{target}: {error.reason}") from None
+    return check_text(extraction.text, bindings, ignore=ignore, infer=False)
 
 
 @cli.command(epilog="""\b

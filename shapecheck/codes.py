@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .diagnostics import Diagnostic, Fix, Note, Severity, Span
+from .diagnostics import Diagnostic, Edit, Fix, Note, Severity, Span, shown
 from .i18n import Table, code_text
 
 
@@ -42,12 +42,13 @@ class Code:
         return Diagnostic(
             code=self.id,
             severity=self.severity,
-            message=self.text("message").format(**fields),
+            message=shown(self.text("message").format(**fields)),
             span=span,
-            notes=tuple(notes),
-            help=tuple(help),
+            notes=tuple(Note(shown(n.message), n.span) for n in notes),
+            help=tuple(shown(h) for h in help),
             counterexample=tuple(counterexample),
-            fixes=tuple(fixes),
+            fixes=tuple(Fix(shown(f.help), tuple(Edit(e.span, shown(e.replacement))
+                                                  for e in f.edits), f.safe) for f in fixes),
         )
 
     def text(self, field: str) -> str:
@@ -171,6 +172,19 @@ UNREADABLE = _code(
     fix="Correct the path, or make the file readable.",
 )
 
+NOT_A_SPEC = _code(
+    "SC008", "not-a-spec", E, "the file is not a spec",
+    "this file does not look like a spec: {counted} (the first, line {line}: {first})",
+    what="Almost nothing in the file parses as a statement of the spec language: at least "
+    "ten statements, and at least four in five of them, are syntax errors. It is reported "
+    "once, instead of one SC001 per line.",
+    why="A Markdown page, a Python module or a configuration file named by mistake would "
+    "otherwise bury the one useful fact (this is not a spec) under hundreds of errors.",
+    example="(shapecheck verify README.md)",
+    fix="Check `.attn` spec files (a folder means the `*.attn` files below it); for a spec "
+    "written in another language, start from the first error shown.",
+)
+
 # --- names ----------------------------------------------------------------------
 
 UNDEFINED = _code(
@@ -185,11 +199,13 @@ UNDEFINED = _code(
 REDEFINED = _code(
     "SC102", "redefined-name", E, "a name is defined twice",
     "`{name}` is already defined",
-    what="Each name is defined once: as a dim or as a tensor, never both and never twice.",
-    why="A spec describes one computation; rebinding a name would make the shape of "
-    "every later use ambiguous to the reader.",
-    example="dim N, d\ninput Q: [N, d]\nQ = Q * 2\n# error[SC102]: `Q` is already defined",
-    fix="Give the new value its own name (`Q2 = Q * 2`).",
+    what="A dim is defined once, a name is never both a dim and a tensor, and an `input` or "
+    "`param` is declared once. A tensor may be rebound as in Python (`att = "
+    "att.masked_fill(...)`): that is its new version.",
+    why="A dim is a fact of the whole spec, true at every statement; an input declared twice "
+    "leaves open which one the run supplies.",
+    example="dim N, d\ninput X: [N, d]\ninput X: [N, N]\n# error[SC102]: `X` is already defined",
+    fix="Give the new value its own name (`X2`).",
 )
 WRONG_KIND = _code(
     "SC103", "wrong-kind", E, "a dim is used as a tensor or a tensor as a dim",
@@ -204,10 +220,12 @@ WRONG_KIND = _code(
 RESERVED = _code(
     "SC104", "reserved-name", E, "a reserved word or builtin is used as a name",
     "`{name}` is a {what_kind} and cannot be used as a name",
-    what="Reserved words (`dim`, `input`, `row`, ...) and builtin function names "
-    "(`softmax`, `exp`, ...) cannot name a dim or a tensor.",
-    why="Shadowing a builtin would make later calls ambiguous.",
-    example="dim N\ninput exp: [N]\n# error[SC104]: `exp` is a builtin function and cannot be used as a name",
+    what="Reserved words (`bool`, `inf`, `row`, ...) cannot be names, and builtin function "
+    "names (`softmax`, `exp`, ...) cannot name a dim. A tensor may take a builtin's name "
+    "(`cos`, `sin`): it shadows the builtin from there on, as in Python; a statement keyword "
+    "(`output`, `input`, ...) where it cannot start its statement is a name.",
+    why="A dim's name stands in every shape; one that reads as a builtin misleads.",
+    example="dim exp\n# error[SC104]: `exp` is a builtin function and cannot be used as a name",
     fix="Choose another name.",
 )
 NOT_CALLABLE = _code(
@@ -512,14 +530,16 @@ BAD_INDEX = _code(
     "SC320", "bad-index", E, "an index or slice cannot be checked",
     "{detail}",
     what="An index or a slice bound is a dim expression (integers, dims, `+ - * // `) of "
-    "known sign, and a step is a non-zero one. Indexing with a tensor (NumPy's mask or "
-    "integer-array indexing) is not supported.",
-    why="The shape of `x[mask]` depends on the values of `mask`, so it cannot be checked; "
+    "known sign, and a step is a non-zero one. A tensor may index only when it holds "
+    "integers (`int[...]`, a gather: `E[ids]`) and stands beside whole axes; a mask or a "
+    "tensor of real numbers cannot.",
+    why="The shape of `x[mask]` depends on the values of `mask`, so it cannot be checked "
+    "(a gather's shape is the index's, whatever its values); a real number is no position; "
     "and whether `x[i]` counts from the start or from the end depends on the sign of `i`.",
-    example="dim N\ninput x: [N]\ninput m: bool[N]\ny = x[m]\n# error[SC320]: indexing "
-    "with a tensor is not supported",
-    fix="Use `where(m, x, 0)` to mask, or an index whose sign is known (declare the "
-    "constraint the help line names).",
+    example="dim N\ninput x: [N]\ninput m: bool[N]\ny = x[m]\n# error[SC320]: `m` is a mask "
+    "(bool[N]): the shape of indexing by a mask depends on its values",
+    fix="Use `where(m, x, 0)` to mask, declare positions `int[...]`, or use an index whose "
+    "sign is known (declare the constraint the help line names).",
 )
 LOGICAL_OPERAND = _code(
     "SC321", "logical-not-bool", E, "a logical operator on a tensor that is not bool",
@@ -531,6 +551,57 @@ LOGICAL_OPERAND = _code(
     example="dim N\ninput x: [N]\ny = x & (x > 0)\n# error[SC321]",
     fix="Compare first (`x > 0`), and put each comparison in parentheses: "
     "`(i >= j) & (i < n)`.",
+)
+SPLIT_PARTS = _code(
+    "SC340", "split-parts", E, "a tensor cannot be split into the parts asked for",
+    "cannot split the axis {axis} of {shape} into {parts}: {reason}",
+    what="`q, k, v = split(x, 3, axis=-1)` (NumPy: 3 equal sections), `x.split(C, dim=2)` "
+    "(PyTorch: parts of size C), `x.chunk(3)` and `x.unbind(0)` give one part per name on "
+    "the left; the axis must be provably divisible into that many equal parts (or, for a "
+    "size, equal to the number of names times it).",
+    why="NumPy and PyTorch raise an error, or PyTorch returns fewer or unequal parts than "
+    "the names on the left, when the axis does not split evenly.",
+    example="dim N, C\ninput x: [N, C]\nq, k, v = split(x, 3, axis=-1)\n# error[SC340]: "
+    "cannot split the axis C of [N, C] into 3 equal parts",
+    fix="Declare the axis as a multiple (`[N, 3 * C]`), or add the constraint the help "
+    "line names.",
+)
+SLICE_WRITE = _code(
+    "SC341", "slice-write", E, "a value of the wrong shape is written into a slice",
+    "cannot write `{value}` of shape {shape} into `{target}` of shape {slice}: {reason}",
+    what="`cache[:, P:P + S] = xk` makes a new version of `cache` with the slice replaced "
+    "by `xk`. The slice's bounds are checked as a subscript's; the value must have the "
+    "slice's shape, or broadcast to it (as NumPy allows).",
+    why="NumPy raises `could not broadcast input array from shape ...`; PyTorch a "
+    "`shape mismatch` error.",
+    example="dim B, T, S, d\nconstraint T >= S\ninput cache: [B, T, d]\ninput xk: [B, S + 1, d]\n"
+    "cache[:, 0:S] = xk\n# error[SC341]: ... S and S + 1 differ",
+    fix="Write a value of the slice's shape, or select the slice the value fills.",
+)
+
+WRONG_ELEMENT = _code(
+    "SC322", "element-type", E, "a value of the wrong element type",
+    "{detail}",
+    what="Tensors hold real numbers, `bool`, `int` (positions, ids, buckets) or `complex` "
+    "numbers. Positions of a gather are `int`; `view_as_real`, `imag` and `conj` "
+    "take complex numbers; `view_as_complex`, `polar` and the real functions take real ones.",
+    why="A gather by real numbers, or the real view of a real tensor, is a transcription "
+    "mistake: NumPy and PyTorch refuse them at run time, after the work is done.",
+    example="dim V, D, N\ninput E: [V, D]\ninput pos: [N]\ny = take(E, pos, axis=0)\n"
+    "# error[SC322]",
+    fix="Declare positions `int[...]` (or build them with `arange`), and complex values "
+    "`complex[...]` (or make them with `view_as_complex`, `polar`).",
+)
+COMPLEX_PAIRS = _code(
+    "SC323", "complex-pairs", E, "the last axis cannot be paired into complex numbers",
+    "{detail}",
+    what="`view_as_complex(x)` reads the last axis of `x`, of size 2, as (real, imaginary); "
+    "`as_complex(x)` pairs neighbouring entries of the last axis, of even size.",
+    why="Rotary embeddings in complex form (Meta's Llama) pair the features of each head; "
+    "an odd width would pair a feature with the next head's.",
+    example="dim N\ninput x: [N, 3]\nz = view_as_complex(x)\n# error[SC323]",
+    fix="Reshape the last axis into pairs first, `reshape(x, [N, -1, 2])`, with an even "
+    "width (declare it `dim d = 2 * h`).",
 )
 
 # --- warnings -----------------------------------------------------------------------
@@ -798,6 +869,62 @@ BAD_SUPPRESSION = _code(
     fix="Write the codes as `# noqa: SC402, SC401`, or a bare `# noqa`.",
 )
 
+# --- Python targets (shapecheck/torchfront/) ---------------------------------------
+
+UNTRACEABLE = _code(
+    "SC601", "untraceable", E, "the module cannot be traced",
+    "torch.export cannot trace `{target}`: {reason}",
+    what="`verify` and `extract` trace a PyTorch module with `torch.export` (symbolic batch "
+    "and sequence sizes) and check the graph it records. Code whose control flow depends on "
+    "the data (`if x.sum() > 0:`), or on a size torch must keep symbolic, cannot be traced; "
+    "the diagnostic gives torch's reason at the line that stopped it.",
+    why="Nothing is checked in a module that was not traced: it is reported, never passed.",
+    example="# (Python) def forward(self, x):\n#     if x.sum() > 0:   # error[SC601]\n"
+    "#         return x",
+    fix="Write the branch with tensor operations (`torch.where`), or move it out of `forward`.",
+)
+UNKNOWN_OPERATOR = _code(
+    "SC602", "unknown-operator", W, "an operator the lowering does not know",
+    "`{operator}` is not lowered to the spec language; its result `{name}` is checked as an "
+    "input of its traced shape",
+    what="Each ATen operator of the traced graph is written as `.attn`; an operator without a "
+    "lowering becomes an `input` of the shape torch recorded, so everything after it is still "
+    "checked, but nothing about how it was computed.",
+    why="A check that silently skipped part of the module would pass code it never read.",
+    example="# (Python) y = torch.special.bessel_j0(x)   # warning[SC602]",
+    fix="Write the step with operators shapecheck knows (docs/torch.md lists them), or accept "
+    "the warning (`--ignore SC602`).",
+)
+TARGET_FAILED = _code(
+    "SC603", "target-failed", E, "a Python target cannot be loaded or built",
+    "cannot check `{target}`: {reason}",
+    what="A Python target (`model.py:Class`, `model.py:make`) is imported and built before it "
+    "is traced; an import that fails, a constructor that raises or a factory that does not "
+    "return `(module, inputs)` is this diagnostic (a failure of the run: exit 2).",
+    why="The other files are still checked and reported.",
+    example="# shapecheck verify model.py:Missing\n# error[SC603]: cannot check "
+    "`model.py:Missing`: ...",
+    fix="Name a module class, a factory taking its dims, or a factory without parameters "
+    "that returns (module, inputs).",
+)
+
+#: help in PyTorch terms for a diagnostic found in a traced module (the fix is a source change)
+TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
+    "SC402": "normalise over the keys: `softmax(scores, dim=-1)`, and read the values with "
+    "`weights @ v` (no `.transpose(-2, -1)` on the weights)",
+    "SC404": "scale by the head width: `/ math.sqrt(head_dim)` (`k.size(-1)`), not the model "
+    "width",
+    "SC406": "mask the scores before the softmax: `scores.masked_fill(mask == 0, "
+    "float('-inf'))`, then `softmax`",
+    "SC407": "use the mask as `torch.tril` builds it, rows for the queries: no "
+    "`.transpose(-2, -1)` on the mask",
+    "SC408": "fill where the mask is 0: `masked_fill(mask == 0, float('-inf'))`",
+    "SC410": "fill the masked scores with `float('-inf')`",
+    "SC411": "move the heads back first: `y.transpose(1, 2).contiguous().view(B, T, C)`",
+    "spec": "in the traced spec: {help}",
+    "traced_as": "traced as `{statement}`",
+})
+
 # --- notes and help ---------------------------------------------------------------
 
 NOTES: Table = Table("codes", "NOTES", {
@@ -822,6 +949,9 @@ NOTES: Table = Table("codes", "NOTES", {
     "reduced_here": "`{reduction}` drops its axis here",
     "capped_here": "`{cap}` caps the masked scores here",
     "rotary_here": "the rotary transform is applied here",
+    "shadows_builtin": "`{name}` is a tensor from here on, not the builtin (it was "
+    "defined here)",
+    "version": "`{name}` is written here; this is its new version",
 })
 
 HELPS: Table = Table("codes", "HELPS", {
@@ -837,8 +967,10 @@ HELPS: Table = Table("codes", "HELPS", {
     "redeclare_bool": "declare it as a mask: `{kind} {name}: {shape}`",
     "use_where": "declare it as `bool[...]` to use it as a mask",
     "apply_mask": "to apply a mask, write `where({mask}, x, -inf)`",
+    "not_a_spec": "shapecheck checks `.attn` specs: a folder means the `*.attn` files below it",
     "bind_dim": "bind it with `--dim {name}=VALUE` or `dim {name} = VALUE`",
     "rename": "give the new value its own name, e.g. `{name}`",
+    "spelling_instead": "write `{spelling}`",
     "compare_first": "compare first, e.g. `({operand} > 0)`",
     "parenthesize_comparisons": "`&` and `|` bind tighter than comparisons: write each "
     "comparison in parentheses, `(a < b) & (c < d)`",
@@ -850,6 +982,7 @@ HELPS: Table = Table("codes", "HELPS", {
     "flip_comparison": "compare the other way round, so that the query's position is the "
     "larger side: `key <= query`",
     "swap_branches": "swap the branches: `where(mask, S, -inf)`",
+    "swap_branches_to": "swap the branches: `{fixed}`",
     "fill_minus_inf": "fill with `-inf`: `where(mask, S, -inf)`",
     "keepdims": "keep the reduced axis: add `keepdims=true` to `{reduction}`",
     "move_axes_first": "move the axes first with `transpose`, or use `merge_heads` / `split_heads`",
@@ -960,6 +1093,16 @@ def divisibility(definite: bool, numerator: str, denominator: str,
 # message fields (`detail=`, `reason=`, `operation=`, `what_found=`, ...). A key
 # names what happened; its fields are the values, formatted by the caller.
 DETAILS: Table = Table("codes", "DETAILS", {
+    "sizes_relation": "{left} and {right} {relation}",
+    "no_such_part": "there is no part {index} of {count} (they are numbered from 0)",
+    "parts_of_size": "{count} parts of size {size}",
+    "write_rank": "the value has {rank} axes, the slice {slice_rank}",
+    "write_sizes": "the slice's {slice} and the value's {value} {relation}",
+    "cannot_unpack": "cannot unpack this into {count} names: a tuple assignment takes "
+    "`split`, `chunk`, `unbind`, `max(dim)` or a tuple of as many values",
+    "indices_unsupported": "the indices of `max(dim)` are integers, which this spec cannot "
+    "hold: name them `_`",
+    "equal_parts": "{count} equal parts",
     # SC103: what a name is
     "noun_tensor": "tensor",
     "noun_dim": "dim",
@@ -1130,6 +1273,9 @@ DETAILS: Table = Table("codes", "DETAILS", {
     # SC403: what treats a bool tensor as numbers
     "bool_in_builtin": "this builtin",
     "bool_in_unary": "unary `{op}`",
+    # SC008: how much of the file does not parse
+    "not_a_spec_count": "{broken} of its {total} statements do not parse",
+    "not_a_spec_stopped": "{broken} statements do not parse, and reading stopped there",
     # SC007: why a path cannot be read (other reasons are the system's words)
     "no_such_path": "no such file or directory",
     "permission_denied": "permission denied",
@@ -1138,6 +1284,26 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "noqa_in_file": "in this file",
     "noqa_unknown_code": "`{code}` is not a shapecheck code",
     "noqa_no_codes": "`# noqa:` must be followed by codes, such as `# noqa: SC402`",
+    # issue 21: element types, gathers, the new builtins
+    "scatter_size": "the index {index_shape} and x {shape} differ on axis {axis} ({index_size} vs {size}): `scatter` needs the index to have the size of x on every axis but {free_axis}",
+    "vector_only": "exactly one axis (a vector)",
+    "kind_axes": "an axis or a tuple of axes (`-1`, `row`, `(-1, -2)`)",
+    "axis_twice": "axis {axis} is named twice in the axes of {shape}",
+    "clamp_no_bound": "`clamp` needs a bound: `min=`, `max=` or both",
+    "clamp_bound_shape": "the bound has shape {bound}, which does not broadcast to the shape of x, {shape} (a bound may not enlarge x)",
+    "full_value_not_scalar": "the fill value of `full` must be one number, got a tensor of shape {shape}",
+    "tile_reps": "the repetitions of `tile` must be positive, got {reps}",
+    "index_not_int": "the indices of `{builtin}` must be integers (`int[...]`), but `{text}` has shape {shape}",
+    "take_along_rank": "`take_along_axis` needs indices of the rank of x: x has shape {shape} (rank {rank}), the indices {index_shape} (rank {index_rank})",
+    "float_index": "`{text}` has shape {shape}: an index tensor must hold integers; declare it `int[...]`",
+    "mask_index": "`{text}` is a mask ({shape}): the shape of indexing by a mask depends on its values; use `where` to apply it",
+    "one_tensor_index": "only one entry of `x[...]` may be an integer tensor (a gather), and the other entries must be whole axes `:`",
+    "complex_pairs": "`view_as_complex` pairs the last axis into (real, imaginary): it must have size 2, but {shape} ends in {last}",
+    "complex_even": "`as_complex` pairs neighbouring entries of the last axis: its size must be even, but {shape} ends in {last}: {relation}",
+    "not_complex": "`{builtin}` takes complex numbers (`complex[...]`), but `{text}` has shape {shape}",
+    "complex_input": "`{builtin}` takes real numbers, but `{text}` is complex ({shape})",
+    "arange_step": "the step of `arange` must be a non-zero integer, got {step}",
+    "scatter_value": "the values written, {value}, do not fit the positions {index} into {shape} along axis {axis}: expected {expected}",
 })
 
 
@@ -1154,6 +1320,8 @@ TOKEN_WORDS: Table = Table("codes", "TOKEN_WORDS", {
     "EQUAL": "`=`", "COMMA": "`,`", "EQ": "`==`", "NE": "`!=`", "LE": "`<=`", "GE": "`>=`",
     "LT": "`<`", "GT": "`>`", "PLUS": "`+`", "MINUS": "`-`", "STAR": "`*`", "SLASH": "`/`",
     "DSLASH": "`//`", "AT": "`@`", "POW": "`**`", "TRANSPOSE": "`.T`", "BOOL": "`bool`",
+    "INT_TYPE": "`int`", "COMPLEX_TYPE": "`complex`", "PERCENT": "`%`",
+    "element_type": "an element type (`bool`, `int` or `complex`) and `[`",
     "AMP": "`&`", "PIPE": "`|`", "TILDE": "`~`", "ELLIPSIS": "`...`",
     "_SEP": "end of line", "$END": "end of line",
     "expression": "an expression", "operator": "an operator or end of line",

@@ -50,7 +50,8 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
 )
 
 _KEYS: tuple[str, ...] = ("select", "extend-select", "ignore", "strict", "exclude",
-                          "extend-exclude", "per-file-ignores", "dims", "respect-gitignore")
+                          "extend-exclude", "per-file-ignores", "dims", "respect-gitignore",
+                          "modules")
 
 # What a bad configuration is told (the file, line and key come first: ConfigError).
 MESSAGES: Table = Table("config", "MESSAGES", {
@@ -62,6 +63,8 @@ MESSAGES: Table = Table("config", "MESSAGES", {
     "not_toml": "not valid TOML: {error}",
     "not_inline": "`{item}` is neither a file nor a TOML `KEY = VALUE` pair ({error})",
     "unknown_key_close": "unknown key; did you mean `{close}`?",
+    "not_modules": "`modules` lists Python targets: \"FILE.py:NAME\" or {{ target = "
+    "\"FILE.py:NAME\", init = {{ NAME = SIZE or \"DIM\" }} }}, got {value}",
     "unknown_key": "unknown key; the keys are {keys}",
     "not_bool": "must be true or false, not {value}",
     "not_strings": "must be a list of strings, not {value}",
@@ -122,6 +125,9 @@ class Settings:
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     dims: Mapping[str, int] = field(default_factory=dict)
     respect_gitignore: bool = True
+    #: Python targets `verify` traces (docs/torch.md): (target, its `--init` items), the
+    #: target's file relative to ``root``
+    modules: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     # --- what a command asks ---------------------------------------------------------
 
@@ -170,8 +176,8 @@ class Overrides:
     inline: Mapping[str, Any] = field(default_factory=dict)  # validated `--config K=V` keys
 
     def apply(self, settings: Settings) -> Settings:
-        if self.inline:
-            settings = _with_keys(settings, self.inline, None, "")
+        if self.inline:  # each key replaces the file's value, `ignore = []` included
+            settings = _with_keys(settings, self.inline, None, "", override=True)
         layers = settings.layers
         if self.select is not None or self.extend_select or self.ignore:
             layers = layers + (Layer(self.select, self.extend_select, self.ignore),)
@@ -255,7 +261,19 @@ def _has_section(pyproject: Path) -> bool:
         return False
     if "shapecheck" not in text:  # the fast answer for almost every pyproject.toml
         return False
+    if not _MAYBE_SECTION.search(text) and "\\u" not in text and "\\U" not in text:
+        return False  # "shapecheck" only elsewhere (a dependency, a path): no need to parse
     return _section(_parse(pyproject, text)) is not None
+
+
+# Where a `tool.shapecheck` table could start, however it is spelt: a header
+# (`[tool.shapecheck]`, `[ "tool" . 'shapecheck' ]`, `[[tool.shapecheck.x]]`), a dotted key at
+# the top (`tool.shapecheck.select = ...`), a `[tool]` table or a top-level `tool = {...}`
+# (its keys may then be `shapecheck`). Only quoted keys with escapes (`"\u0074ool"`) can hide
+# one otherwise, and the text is parsed when it has any.
+_MAYBE_SECTION = re.compile(
+    r"""^[ \t]*(?:\[\[?[ \t]*)?["']?tool["']?[ \t]*(?:\.[ \t]*["']?shapecheck|\]|=)""",
+    re.MULTILINE)
 
 
 def load(path: Path, *, root: Path | None = None) -> Settings:
@@ -327,7 +345,10 @@ def parse_inline(item: str) -> dict[str, Any]:
 
 
 def _with_keys(settings: Settings, table: Mapping[str, Any], path: Path | None, text: str,
-               prefix: tuple[str, ...] = ()) -> Settings:
+               prefix: tuple[str, ...] = (), *, override: bool = False) -> Settings:
+    """``settings`` with the keys of ``table``; with ``override`` (``--config 'KEY =
+    VALUE'``) a selection key replaces that key of the file's own layer instead of
+    adding a layer on top of it."""
     def fail(key: str, message: str, table_path: tuple[str, ...] = ()) -> ConfigError:
         line = _line_of(text, prefix + table_path, key) if text else None
         return ConfigError(path, message, key=".".join(table_path + (key,)), line=line)
@@ -364,9 +385,23 @@ def _with_keys(settings: Settings, table: Mapping[str, Any], path: Path | None, 
             changes["per_file_ignores"] = _per_file_ignores(value, fail)
         elif key == "dims":
             changes["dims"] = _dims(value, fail)
+        elif key == "modules":
+            changes["modules"] = _modules(value, fail)
     if select is not None or extend is not None or ignore is not None:
-        changes["layers"] = settings.layers + (Layer(select, extend or (), ignore or ()),)
+        changes["layers"] = _layers_with(settings.layers, select, extend, ignore, override)
     return replace(settings, **changes)
+
+
+def _layers_with(layers: tuple[Layer, ...], select: tuple[str, ...] | None,
+                 extend: tuple[str, ...] | None, ignore: tuple[str, ...] | None,
+                 override: bool) -> tuple[Layer, ...]:
+    if not override or not layers:
+        return layers + (Layer(select, extend or (), ignore or ()),)
+    file_layer = layers[-1]  # the configuration file's: the command line's come after
+    return layers[:-1] + (Layer(
+        file_layer.select if select is None else select,
+        file_layer.extend_select if extend is None else extend,
+        file_layer.ignore if ignore is None else ignore),)
 
 
 def _strings(value: Any, fail: Any, key: str, table_path: tuple[str, ...] = ()) -> tuple[str, ...]:
@@ -386,6 +421,28 @@ def _per_file_ignores(value: Any, fail: Any) -> tuple[tuple[str, tuple[str, ...]
             if problem:
                 raise fail(pattern, problem, ("per-file-ignores",))
         entries.append((pattern, listed))
+    return tuple(entries)
+
+
+def _modules(value: Any, fail: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``modules = ["model.py:make", {target = "model.py:Attention", init = {n_head = 4}}]``."""
+    if not isinstance(value, list):
+        raise fail("modules", MESSAGES["not_modules"].format(value=_show(value)))
+    entries: list[tuple[str, tuple[str, ...]]] = []
+    for item in value:
+        if isinstance(item, str) and ":" in item:
+            entries.append((item, ()))
+            continue
+        if not isinstance(item, dict) or not isinstance(item.get("target"), str) \
+                or ":" not in item["target"] or set(item) - {"target", "init"}:
+            raise fail("modules", MESSAGES["not_modules"].format(value=_show(item)))
+        init = item.get("init", {})
+        if not isinstance(init, dict) or not all(
+                isinstance(v, str) and v.isidentifier()
+                or isinstance(v, int) and not isinstance(v, bool) and v > 0
+                for v in init.values()):
+            raise fail("modules", MESSAGES["not_modules"].format(value=_show(item)))
+        entries.append((item["target"], tuple(f"{k}={v}" for k, v in init.items())))
     return tuple(entries)
 
 

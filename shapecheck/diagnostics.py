@@ -6,6 +6,7 @@ A diagnostic is plain data. Its text comes from the code registry
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
@@ -44,6 +45,17 @@ def span_text(source: str, starts: list[int], span: Span) -> str:
     start = starts[span.line - 1] + span.column - 1
     end = starts[span.end_line - 1] + span.end_column - 1
     return " ".join(source[start:end].split())
+
+
+# A rebound tensor's earlier versions are named `att′1`, `att′2`, ... (shapecheck.versions);
+# the mark cannot be written in a spec, and every message shows a version by its name.
+VERSION_MARK = "′"
+_VERSION = re.compile(VERSION_MARK + r"\d+")
+
+
+def shown(text: str) -> str:
+    """``text`` with each version of a name written as the name (`att′1` -> `att`)."""
+    return _VERSION.sub("", text) if VERSION_MARK in text else text
 
 
 class Severity(str, Enum):
@@ -115,8 +127,15 @@ class DiagnosticSink:
     limit: int = MAX_DIAGNOSTICS
     items: list[Diagnostic] = field(default_factory=list)
     dropped: int = 0
+    # One statement written as several (`q, k, v = split(...)`: one part each) reports
+    # the same problem once.
+    seen: set[tuple[str, Span, str]] = field(default_factory=set)
 
     def add(self, diagnostic: Diagnostic) -> None:
+        key = (diagnostic.code, diagnostic.span, diagnostic.message)
+        if key in self.seen:
+            return
+        self.seen.add(key)
         if len(self.items) >= self.limit:
             self.dropped += 1
             return

@@ -1,5 +1,6 @@
 """Verified fixes (issue 7): a `help:` that comes with an edit is offered only when the edited
-spec re-checks clean.
+spec re-checks clean: the diagnostic it is for is gone, and no diagnostic (warnings and
+notes included) appears that was not there before.
 
 The passes attach *candidate* fixes to their diagnostics (``Diagnostic.fixes``, each
 with its help line, most likely first): `K` -> `K.T`, the operands swapped, a weight
@@ -35,9 +36,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from . import nodes
-from .diagnostics import Diagnostic, Edit, Fix, Span
-from .fixes import apply_edits, offsets
+from .diagnostics import VERSION_MARK, Diagnostic, Edit, Fix, Span
 from .parser import Chunk, parse_chunk
+from .spellings import has_spelling
 from .program import Program
 
 MAX_SLICE = 32
@@ -69,6 +70,8 @@ class _Outcome:
 
 class _Verifier:
     def __init__(self, program: Program, check_whole: CheckWhole) -> None:
+        from .fixes import offsets  # only a spec with a candidate fix gets here: not at start-up
+
         self.program = program
         self.check_whole = check_whole
         self.source = program.source
@@ -79,9 +82,8 @@ class _Verifier:
         self.readers: dict[str, list[int]] = {}
         self.definer: dict[str, int] = {}  # the statement that defines a name first
         for index, statement in enumerate(self.statements):
-            if not isinstance(statement, _DIM_PHASE):
-                for name in set(nodes.names_in(statement)):
-                    self.readers.setdefault(name, []).append(index)
+            for name in _read(statement):
+                self.readers.setdefault(name, []).append(index)
             for name in _defined(statement):
                 self.definer.setdefault(name, index)
         self.work_left = max(MIN_WORK, WORK_PER_STATEMENT * len(self.statements))
@@ -141,19 +143,30 @@ class _Verifier:
             # repairs the other statements that needed it, and what they feed); in a
             # sketch, what is inferred may change.
             return self._whole(diagnostic, edited, edits)
+        if any(VERSION_MARK in name for name in self.program.tensors):
+            # Rebound names are versions (shapecheck.versions), numbered over the whole
+            # file: a statement parsed alone cannot say which version it means.
+            return self._whole(diagnostic, edited, edits)
         return self._local(diagnostic, edited, in_place, [i for i in touched if i is not None],
-                           target)
+                           target, edits)
 
     def _local(self, diagnostic: Diagnostic, edited: str, in_place: list[Edit],
-               touched: list[int], target: int | None) -> _Outcome | None:
+               touched: list[int], target: int | None,
+               edits: list[Edit]) -> _Outcome | None:
         new_statements: dict[int, nodes.Stmt] = {}
         for index in touched:
             parsed = self._reparse(index, edited, in_place)
             if parsed is None:
                 return _Outcome(False)  # the edit does not even parse
+            if isinstance(parsed, (nodes.Write, nodes.Unpack)) or has_spelling(parsed):
+                return self._whole(diagnostic, edited, edits)  # lowered with the file
             new_statements[index] = parsed
         seeds = set(touched) | ({target} if target is not None else set())
         slice_indices = self._slice(seeds, new_statements)
+        if any(isinstance(self.statements[i], _DIM_PHASE) for i in slice_indices):
+            # A dim statement reads what the edit changes (a tensor's name): the dims may
+            # change, so the whole spec is checked again.
+            return self._whole(diagnostic, edited, in_place)
         if len(slice_indices) > self.work_left:
             return None
         self.work_left -= len(slice_indices)
@@ -174,7 +187,7 @@ class _Verifier:
                     column = _original_column(line, column, in_place)
                 after.append((d.code, line, column, d.is_error))
         before = {(d.code, d.span.line, d.span.column) for d in self.program.diagnostics
-                  if d.is_error and self._statement_at(d.span) in slice_indices}
+                  if self._statement_at(d.span) in slice_indices}
         return _judge(diagnostic, after, before)
 
     def _whole(self, diagnostic: Diagnostic, edited: str, edits: list[Edit]) -> _Outcome | None:
@@ -187,8 +200,7 @@ class _Verifier:
             return None
         if after is _BROKEN:
             return _Outcome(False)
-        before = {(d.code, d.span.line, d.span.column) for d in self.program.diagnostics
-                  if d.is_error}
+        before = {(d.code, d.span.line, d.span.column) for d in self.program.diagnostics}
         outcome = _judge(diagnostic, after, before)
         if not outcome.ok:
             return outcome
@@ -251,6 +263,8 @@ class _Verifier:
 
     def _apply(self, edits: list[Edit]) -> str:
         """The edited text, exactly as `verify --fix` will write it."""
+        from .fixes import apply_edits
+
         return apply_edits(self.source, edits)
 
     def _is_anchor(self, edit: Edit) -> bool:
@@ -331,14 +345,14 @@ def _about_the_text(diagnostic: Diagnostic, edit: Edit) -> bool:
 
 def _judge(diagnostic: Diagnostic, after: Sequence[tuple[str, int, int, bool]],
            before: set[tuple[str, int, int]]) -> _Outcome:
-    """Fixed: the diagnostic is gone and every error left was there before."""
+    """Fixed: the diagnostic is gone and every diagnostic left, warnings and notes
+    included, was there before: a fix leaves the file better (issue 18)."""
     target = (diagnostic.code, diagnostic.span.line, diagnostic.span.column)
     if any((code, line, column) == target for code, line, column, _ in after):
         return _Outcome(False)
-    errors = [(code, line, column) for code, line, column, is_error in after if is_error]
-    if any(error not in before for error in errors):
+    if any((code, line, column) not in before for code, line, column, _ in after):
         return _Outcome(False)
-    return _Outcome(True, len(errors))
+    return _Outcome(True, sum(1 for *_, is_error in after if is_error))
 
 
 def _original_column(line: int, column: int, edits: Sequence[Edit]) -> int:
@@ -354,6 +368,16 @@ def _original_column(line: int, column: int, edits: Sequence[Edit]) -> int:
         if column >= new_end:
             shift += len(edit.replacement) - old_length
     return column - shift
+
+
+def _read(statement: nodes.Stmt) -> set[str]:
+    """The names a statement reads: those in its expressions and shapes, and the tensor an
+    `assert S: [...]` or a bare `output S: [...]` checks (an ``Ident``, not a ``Name``)."""
+    names = set(nodes.names_in(statement))
+    if isinstance(statement, nodes.Assert) or (
+            isinstance(statement, nodes.Output) and statement.value is None):
+        names.add(statement.name.name)
+    return names
 
 
 def _defined(statement: nodes.Stmt) -> set[str]:

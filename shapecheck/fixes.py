@@ -10,7 +10,9 @@ new text:
   taken in the order of their first edit and one that touches a range an earlier
   one already changes waits for the next round.
 - After each round the new text is **checked again** (the diagnostics and their
-  fixes come from that check), and rounds repeat until no safe fix is left, the
+  fixes come from that check); the round is kept only if the fixes applied together
+  leave the text better -- fewer diagnostics, none new (else its first fix that does
+  so alone) -- and rounds repeat until no safe fix is left, the
   text stops changing, or :data:`MAX_ROUNDS` is reached -- a fixed point with a
   bound, so two fixes that undo each other cannot loop forever.
 
@@ -124,7 +126,10 @@ def fix_text(text: str, check: Callable[[str], Sequence[Diagnostic]],
     """Apply safe fixes to ``text`` until none is left (at most :data:`MAX_ROUNDS`).
 
     ``check`` re-checks a text and returns its diagnostics; ``diagnostics`` are those
-    of ``text`` when the caller has them already.
+    of ``text`` when the caller has them already. Each fix was verified alone; what is
+    applied together is verified together: a round's fixes are kept only if the text
+    they make is better (:func:`better`), else the first one that is better alone is
+    applied, and the next round re-checks and takes the others from there.
     """
     current = text
     found = list(diagnostics) if diagnostics is not None else list(check(current))
@@ -135,15 +140,52 @@ def fix_text(text: str, check: Callable[[str], Sequence[Diagnostic]],
         fixes = chosen(current, found)
         if not fixes:
             break
-        after = apply_edits(current, [edit for fix in fixes for edit in fix.edits])
         rounds += 1
-        if after == current or after in seen:  # no progress, or back to an earlier text
+        step = _better_step(current, found, fixes, check, seen)
+        if step is None:
             break
-        seen.add(after)
-        current = after
-        applied += len(fixes)
-        found = list(check(current))
+        current, found, count = step
+        seen.add(current)
+        applied += count
     return Fixed(current, applied, rounds)
+
+
+def _better_step(text: str, found: list[Diagnostic], fixes: list[Fix],
+                 check: Callable[[str], Sequence[Diagnostic]],
+                 seen: set[str]) -> tuple[str, list[Diagnostic], int] | None:
+    """The round's fixes together, or else the first alone, that make the text better."""
+    tries = [fixes] if len(fixes) == 1 else [fixes, *([fix] for fix in fixes)]
+    for subset in tries:
+        after = apply_edits(text, [edit for fix in subset for edit in fix.edits])
+        if after == text or after in seen:  # no progress, or back to an earlier text
+            continue
+        diagnostics = list(check(after))
+        if better(text, found, after, diagnostics):
+            return after, diagnostics, len(subset)
+    return None
+
+
+def better(before: str, found: Sequence[Diagnostic], after: str,
+           diagnostics: Sequence[Diagnostic]) -> bool:
+    """``after`` (with ``diagnostics``) is better than ``before`` (with ``found``): fewer
+    diagnostics, and none that was not there before -- warnings and notes count, and so
+    does an error a fix would expose that another error hid. A diagnostic is known by its
+    code and the text it underlines (positions move with the edits; a counterexample in
+    a message may change when a constraint is added)."""
+    from collections import Counter
+
+    old = Counter(_keys(before, found))
+    new = Counter(_keys(after, diagnostics))
+    return sum(new.values()) < sum(old.values()) and not (new - old)
+
+
+def _keys(text: str, diagnostics: Sequence[Diagnostic]) -> list[tuple[str, str]]:
+    starts = offsets(text)
+    keys = []
+    for diagnostic in diagnostics:
+        start, end = _range(starts, text, diagnostic.span)
+        keys.append((diagnostic.code, text[start:end]))
+    return keys
 
 
 def unified_diff(path: str, before: str, after: str) -> str:

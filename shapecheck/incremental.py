@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import islice
 from typing import Any
 
@@ -44,6 +45,7 @@ from .checker import Checker, is_dim_statement
 from .diagnostics import Diagnostic, Span
 from .meaning import Meaning, Pass
 from .program import Program, Tensor
+from .symbolic import Dim, free_names
 
 __all__ = ["Memo"]
 
@@ -64,6 +66,9 @@ class _Effect:
     used: frozenset[str]
     replayable: bool = True  # it reported nothing: replaying it is checking it
     movable: bool = True  # ... also where the statement moved (see _anchored)
+    dims: frozenset[str] = frozenset()  # the dims in its names and shapes, in and out
+    tree: frozenset[int] = frozenset()  # the ids of the statement's nodes (see _walk)
+    relied: bool = False  # one of its proofs reduced modulo the relations of the dims
 
     def same_as(self, other: _Effect) -> bool:
         """The same tables as ``other`` left (the tensors' spans aside)."""
@@ -121,6 +126,8 @@ class Memo:
         self.reused = 0
         self._unchanged = set()
         dims: list[nodes.Stmt] = []
+        stale: set[int] = set()  # effects that involve a dim whose answers may have changed
+        changed: frozenset[str] = frozenset()  # those dims
         in_dims = True
         for statement in order:
             if in_dims and not is_dim_statement(statement):
@@ -128,7 +135,7 @@ class Memo:
                 key = (tuple((type(s).__name__, checker.text(s)) for s in dims),
                        tuple(sorted(checker.dims.bindings.items())))
                 if key != self._dims_key:
-                    previous = {}
+                    stale, changed = self._stale(previous, checker)
                 self._dims_key = key
             if in_dims:
                 dims.append(statement)
@@ -136,15 +143,15 @@ class Memo:
                 last = previous.get(id(statement))
                 if last is not None and last.statement is not statement:
                     last = None
-                if last is not None and last.replayable and \
+                if last is not None and last.replayable and id(statement) not in stale and \
                         (last.movable or last.line == statement.span.line) and \
                         last.inputs == _inputs(checker, statement, last.mentions):
                     effects[id(statement)] = _replay(checker, statement, last)
                     self._unchanged.add(id(statement))
                     self.reused += 1
                     continue
-                effect = effects[id(statement)] = _record(checker, statement)
-                if last is not None and effect.same_as(last):
+                effect = effects[id(statement)] = _record(checker, statement, last)
+                if last is not None and effect.same_as(last) and not effect.dims & changed:
                     self._unchanged.add(id(statement))
                 continue
             if not checker.check(statement):
@@ -152,6 +159,18 @@ class Memo:
         self._program = checker.finish()
         self._effects, self._before = effects, [(s, s.span.line) for s in statements]
         return self._program
+
+    def _stale(self, previous: dict[int, _Effect],
+               checker: Checker) -> tuple[set[int], frozenset[str]]:
+        """After an edit of the dims: the effects that involve a dim whose answers may
+        have changed (``DimSystem.changed_since`` the last run), and those dims. Their
+        statements are checked again; the others' effects still hold."""
+        if self._program is None:
+            return set(previous), frozenset()
+        changes = checker.dims.changed_since(self._program.dims)
+        return {key for key, effect in previous.items()
+                if effect.dims & changes.dims
+                or (effect.relied and effect.dims & changes.relations)}, changes.dims
 
     def meaning(self, program: Program) -> Meaning:
         """The axis-meaning pass over ``program``, resumed after the longest beginning
@@ -190,35 +209,66 @@ def _walk(statement: nodes.Stmt) -> tuple[tuple[str, ...], set[int]]:
     stack: list[Any] = [statement]
     while stack:
         node = stack.pop()
-        if isinstance(node, Span):
-            continue
-        if isinstance(node, (tuple, list)):
+        kind = _SHAPES.get(type(node))
+        if kind is None:
+            kind = _shape_of(type(node))
+        if kind is _SEQUENCE:
             stack.extend(node)
-        elif hasattr(node, "__slots__"):
+        elif kind is not _LEAF and kind.__class__ is tuple:  # a node: its slots
             tree.add(id(node))
             if isinstance(node, (nodes.Name, nodes.Ident)):
                 found[node.name] = None
-            stack.extend(getattr(node, slot) for slot in node.__slots__)
+            stack.extend(getattr(node, slot) for slot in kind)
     return tuple(found), tree
 
 
-def _anchored(added: Any, tree: set[int]) -> bool:
+def _anchored(added: Any, tree: frozenset[int]) -> bool:
     """No syntax node in ``added`` but the statement's own. A node the checker made (the
     operand list of a call with any number of operands) keeps the spans it was made
     with: the parser moves the statement's tree, not it, so such an effect cannot move."""
     stack = [added]
     while stack:
         value = stack.pop()
-        if type(value).__module__ == nodes.__name__:
+        kind = _SHAPES.get(type(value))
+        if kind is None:
+            kind = _shape_of(type(value))
+        if kind is _LEAF:
+            continue
+        if kind is _SEQUENCE:
+            stack.extend(value)
+        elif kind is _MAPPING:
+            stack.extend(value.values())
+        elif type(value).__module__ == nodes.__name__:
             if id(value) not in tree:
                 return False
-        elif isinstance(value, (tuple, list)):
-            stack.extend(value)
-        elif isinstance(value, dict):
-            stack.extend(value.values())
-        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-            stack.extend(getattr(value, item.name) for item in dataclasses.fields(value))
+        else:  # a dataclass of the checker's (a CallInfo, a Value)
+            stack.extend(getattr(value, name) for name in kind)
     return True
+
+
+# How the walks above take a value apart, by its type (worked out once per type: these
+# walks visit every entry a statement's check adds, and `is_dataclass` is slow).
+_LEAF, _SEQUENCE, _MAPPING = "leaf", "sequence", "mapping"
+_SHAPES: dict[type, Any] = {}
+
+
+def _shape_of(kind: type) -> Any:
+    """_LEAF (a span, a number, a SymPy expression), _SEQUENCE, _MAPPING, or the names of
+    the attributes to follow (a syntax node's slots, a dataclass's fields)."""
+    if issubclass(kind, Span):
+        shape: Any = _LEAF
+    elif issubclass(kind, (tuple, list)):
+        shape = _SEQUENCE
+    elif issubclass(kind, dict):
+        shape = _MAPPING
+    elif kind.__module__ == nodes.__name__ and hasattr(kind, "__slots__"):
+        shape = tuple(kind.__slots__)
+    elif dataclasses.is_dataclass(kind):
+        shape = tuple(item.name for item in dataclasses.fields(kind))
+    else:
+        shape = _LEAF
+    _SHAPES[kind] = shape
+    return shape
 
 
 def _inputs(checker: Checker, statement: nodes.Stmt, mentions: tuple[str, ...]) -> tuple[Any, ...]:
@@ -249,15 +299,21 @@ def _added(table: dict[Any, Any], before: int) -> tuple[tuple[Any, Any], ...]:
     return tuple(reversed(list(islice(reversed(table.items()), count)))) if count else ()
 
 
-def _record(checker: Checker, statement: nodes.Stmt) -> _Effect:
-    """Check the statement; its effect (replayable when it reported nothing)."""
+def _record(checker: Checker, statement: nodes.Stmt, last: _Effect | None = None) -> _Effect:
+    """Check the statement; its effect (replayable when it reported nothing). ``last``:
+    the effect of the same statement (the same tree) in the run before, if any."""
     program, names = checker.program, checker.names
-    mentions, tree = _walk(statement)
+    if last is not None:
+        mentions, tree = last.mentions, last.tree
+    else:
+        mentions, found = _walk(statement)
+        tree = frozenset(found)
     inputs = _inputs(checker, statement, mentions)
     kinds = len(names.kind)
     counts = [len(getattr(program, table)) for table in _TABLES]
     before = {name: names.kind[name] for name in mentions if name in names.kind}
     reported = (len(checker.sink.items), checker.sink.dropped, len(program.undeclared))
+    uses = checker.dims.relation_uses
     checker.check(statement)
     # Replayable unless it reported something, or changed what it does not add.
     replayable = (len(checker.sink.items), checker.sink.dropped,
@@ -268,7 +324,32 @@ def _record(checker: Checker, statement: nodes.Stmt) -> _Effect:
     return _Effect(
         statement, statement.span.line, mentions, inputs, _added(names.kind, kinds), added,
         frozenset(name for name in mentions if name in names.used), replayable,
-        replayable and _anchored(added, tree))
+        replayable and _anchored(added, tree), dims=_dims_in(mentions, inputs, added),
+        tree=tree, relied=checker.dims.relation_uses != uses)
+
+
+def _dims_in(mentions: tuple[str, ...], inputs: tuple[Any, ...],
+             added: tuple[tuple[tuple[Any, Any], ...], ...]) -> frozenset[str]:
+    """Every name the statement's shapes hold (what it read and what it made), and the
+    names it mentions: a dim edit re-checks the statement when one of them changed."""
+    found: set[str] = set(mentions)
+    values = [tensor[1] for _, tensor, _ in inputs if tensor is not None]
+    for table, entries in zip(_TABLES, added):
+        if table == "tensors":
+            values.extend(tensor.value for _, tensor in entries)
+        elif table == "types":
+            values.extend(value for _, value in entries)
+    for value in values:
+        for dim in value.shape or ():
+            found |= _names_of(dim)
+        if value.dim is not None:
+            found |= _names_of(value.dim)
+    return frozenset(found)
+
+
+@lru_cache(maxsize=4096)
+def _names_of(dim: Dim) -> frozenset[str]:
+    return frozenset(free_names(dim))
 
 
 def _replay(checker: Checker, statement: nodes.Stmt, effect: _Effect) -> _Effect:

@@ -74,7 +74,7 @@ def subscript_shape(ctx: Ctx, x: Value, entries: Sequence[Entry]) -> tuple[Value
         axis += 1
     if failed:
         return None
-    return Value(tuple(shape), x.is_bool), IndexPlan(tuple(plan))
+    return Value(tuple(shape), x.is_bool, element=x.element), IndexPlan(tuple(plan))
 
 
 def _expand(ctx: Ctx, x: Value, entries: Sequence[Entry]) -> list[Entry] | None:

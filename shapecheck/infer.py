@@ -67,7 +67,15 @@ PARTNERS: dict[str, tuple[str, ...]] = {
         "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "abs",
         "sum", "mean", "max", "min",
         "cos", "sin", "elu", "silu", "softplus", "erf", "square", "rsqrt", "arange", "stack",
-        "tril", "triu")},
+        "tril", "triu", "swapaxes", "section")},
+    # issue 21: x and y of `minimum`/`maximum` broadcast together, as the operands of `+`
+    "minimum": ("x", "y"), "maximum": ("x", "y"),
+    **{name: () for name in ("cumsum", "cumprod", "clamp", "full", "tile", "all", "any",
+                             "amax", "amin", "take", "index_select", "take_along_axis",
+                             "index_copy", "scatter", "outer", "ones_like", "zeros_like",
+                             "full_like", "long", "view_as_complex", "view_as_real",
+                             "as_complex", "as_real", "real", "imag", "conj")},
+    "polar": ("abs", "angle"),
 }
 
 # The failures a larger rank can fix (the operation needs more axes, or exactly as many

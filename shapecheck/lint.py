@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 #: Codes that describe a failure of the tool, not a mistake in a spec: SARIF carries
 #: them as tool execution notifications, and they make the exit status 2.
-TOOL_CODES = frozenset({"SC006", "SC007"})
+TOOL_CODES = frozenset({"SC006", "SC007", "SC603"})
 FILE_START = Span(1, 1, 1, 1)
 
 
@@ -63,6 +63,17 @@ def lint(paths: Sequence[str], finder: Finder, bindings: Mapping[str, int], *,
     outcome = Outcome()
     declared: set[str] = set()
     checked = 0  # files checked to the end (not unreadable, no internal failure)
+    python = [raw for raw in paths if _is_python(raw)]
+    paths = [raw for raw in paths if raw not in python]
+    for raw in python:  # Python targets: traced (torch is imported only here)
+        for result in check_python(raw, finder, bindings):
+            outcome.results.append(result)
+            checked += not any(d.code in TOOL_CODES for d in result.diagnostics)
+            declared.update(bindings)
+    for raw in paths:  # a folder also checks the modules its configuration lists
+        if Path(raw).is_dir():
+            for target, init in _configured(finder, Path(raw)):
+                outcome.results.extend(check_python_target(target, init, finder, bindings))
     for target in _with_stdin(paths, finder):
         if target is None:
             assert stdin is not None
@@ -83,6 +94,73 @@ def lint(paths: Sequence[str], finder: Finder, bindings: Mapping[str, int], *,
             codes.UNKNOWN_BINDING.diag(FILE_START, name=name, value=value)
             for name, value in bindings.items() if name not in declared)
     return outcome
+
+
+def _is_python(raw: str) -> bool:
+    if raw == STDIN or raw.endswith(".attn") or Path(raw).is_dir():
+        return False  # a spec or a folder: the front end is not even imported
+    from .torchfront import is_python_target  # light: torch loads only when one is checked
+
+    return is_python_target(raw)
+
+
+def check_python(raw: str, finder: Finder, bindings: Mapping[str, int]) -> list[FileResult]:
+    """``model.py:Class`` is traced and checked; ``model.py`` alone checks the modules its
+    configuration lists for that file (``modules`` in [tool.shapecheck]), or says how to
+    name one."""
+    if ":" in Path(raw).name or not raw.endswith(".py"):
+        settings = finder.settings_for(Path(raw.rpartition(":")[0]))
+        init = next((i for t, i in settings.modules if _same_target(settings, t, raw)), ())
+        return check_python_target(raw, init, finder, bindings)
+    path = Path(raw)
+    settings = finder.settings_for(path)
+    listed = [(t, i) for t, i in _configured(finder, path.parent)
+              if Path(t.rpartition(":")[0]).resolve() == path.resolve()]
+    if not listed:
+        from .torchfront.errors import MESSAGES
+
+        return [FileResult(raw, None, [codes.TARGET_FAILED.diag(
+            FILE_START, target=raw, reason=MESSAGES["not_configured"].format(path=raw))])]
+    del settings
+    return [r for target, init in listed for r in check_python_target(target, init, finder,
+                                                                       bindings)]
+
+
+def check_python_target(target: str, init: tuple[str, ...], finder: Finder,
+                        bindings: Mapping[str, int]) -> list[FileResult]:
+    from .torchfront.sourcemap import check
+
+    path = target.rpartition(":")[0]
+    settings = finder.settings_for(Path(path))
+    try:
+        return check(target, init, bindings, settings.disabled(path))
+    except Exception as error:  # a bug in shapecheck: this target's diagnostic
+        return [_internal(path, None, error)]
+
+
+def _configured(finder: Finder, folder: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """The configured modules below ``folder``, their files resolved from the configuration's
+    folder."""
+    settings = finder.settings_for(folder / "__shapecheck__.attn")
+    found: list[tuple[str, tuple[str, ...]]] = []
+    for target, init in settings.modules:
+        file, _, name = target.rpartition(":")
+        resolved = (settings.root / file).resolve() if file.endswith(".py") else None
+        if resolved is None:
+            found.append((target, init))
+        elif resolved.is_relative_to(folder.resolve()):
+            found.append((f"{resolved}:{name}", init))
+    return found
+
+
+def _same_target(settings: Settings, configured: str, raw: str) -> bool:
+    file, _, name = configured.rpartition(":")
+    raw_file, _, raw_name = raw.rpartition(":")
+    if name != raw_name:
+        return False
+    if not file.endswith(".py"):
+        return file == raw_file
+    return (settings.root / file).resolve() == Path(raw_file).resolve()
 
 
 def _with_stdin(paths: Sequence[str], finder: Finder) -> list[Target | None]:
@@ -157,6 +235,7 @@ class FileFix:
     after: str
     applied: int
     written: bool = False
+    result: FileResult | None = None  # the fixed text's check (what is left after the fixes)
 
 
 def fix(outcome: Outcome, bindings: Mapping[str, int], *, write: bool,
@@ -190,7 +269,8 @@ def fix(outcome: Outcome, bindings: Mapping[str, int], *, write: bool,
             continue
         is_stdin = stdin is not None and result.path == stdin.display
         written = write and not is_stdin and _write(result.path, result.source, fixed.text)
-        done.append(FileFix(result.path, result.source, fixed.text, fixed.applied, written))
+        after = file_result(last[0], result.path) if last else None
+        done.append(FileFix(result.path, result.source, fixed.text, fixed.applied, written, after))
         if (written or (write and is_stdin)) and last:
             outcome.results[index] = file_result(last[0], result.path)
     return done

@@ -174,9 +174,56 @@ class Call:
     depth: int = 1
 
 
+@dataclass(slots=True)
+class Method:
+    """`x.transpose(1, 2)`, `torch.cat([a, b], dim=1)`: a PyTorch spelling, as parsed.
+    :mod:`shapecheck.spellings` turns it into the builtin it names before checking."""
+
+    receiver: Expr
+    name: Ident
+    args: tuple[Expr, ...]
+    keywords: tuple[Keyword, ...]
+    span: Span
+    depth: int = 1
+
+
+@dataclass(slots=True)
+class Attribute:
+    """`x.shape`, `torch.float32`, `F.softmax` (before a call): resolved by
+    :mod:`shapecheck.spellings`, as :class:`Method` is."""
+
+    receiver: Expr
+    name: Ident
+    span: Span
+    depth: int = 1
+
+
+@dataclass(slots=True)
+class ShapeOf(Name):
+    """`x.shape[i]` or `x.size(i)`: the size of axis ``axis`` of the tensor ``tensor``,
+    a dim. A :class:`Name` (``name`` is the text as written), so that it stands wherever
+    a dim name may; the checker resolves it from the tensor's shape."""
+
+    tensor: Name | None = None
+    axis: int = 0
+
+
+@dataclass(slots=True)
+class Update:
+    """`cache[:, P:P + S] = xk` after :mod:`shapecheck.versions`: the value of ``operand``
+    with the part that ``indices`` select replaced by ``value`` (a new version of it)."""
+
+    operand: Expr
+    indices: tuple[Index, ...]
+    value: Expr
+    span: Span
+    bracket: Span
+    depth: int = 1
+
+
 Expr = Union[
     Name, Integer, Decimal, Inf, Boolean, String, AxisName, BinOp, Unary, Transpose,
-    Paren, ListExpr, Call, Subscript,
+    Paren, ListExpr, Call, Subscript, Method, Attribute, Update,
 ]
 Index = Union[Expr, Slice, EllipsisIndex, NewAxis]
 
@@ -189,11 +236,12 @@ LOGICAL = frozenset({"&", "|"})
 
 @dataclass(slots=True)
 class Shape:
-    """`[N, H * d]`, optionally `bool[...]`."""
+    """`[N, H * d]`, optionally `bool[...]`, `int[...]` or `complex[...]`."""
 
     dims: tuple[Expr, ...]
     is_bool: bool
     span: Span
+    element: str = ""  # "int" or "complex" (Value.element); bool is is_bool
 
 
 # --- statements ----------------------------------------------------------------
@@ -266,7 +314,30 @@ class Broken:
     mentions: tuple[str, ...] = ()  # every name in it: they count as used
 
 
-Stmt = Union[DimFree, DimDef, Constraint, TensorDecl, Define, Assert, Output, Broken]
+@dataclass(slots=True)
+class Unpack:
+    """`q, k, v = split(qkv, 3, axis=-1)`: one definition per target
+    (:mod:`shapecheck.versions` turns it into them)."""
+
+    targets: tuple[Ident, ...]
+    value: Expr
+    span: Span
+
+
+@dataclass(slots=True)
+class Write:
+    """`cache[:, P:P + S] = xk`: a new version of ``target`` (:mod:`shapecheck.versions`
+    turns it into a definition whose value is an :class:`Update`)."""
+
+    target: Ident
+    indices: tuple[Index, ...]
+    value: Expr
+    span: Span
+    bracket: Span
+
+
+Stmt = Union[DimFree, DimDef, Constraint, TensorDecl, Define, Assert, Output, Broken, Unpack,
+             Write]
 
 
 def strip_parens(node: Expr) -> Expr:
@@ -291,13 +362,21 @@ def children(node: Expr | Index) -> Iterator[Expr]:
         yield from node.args
         for keyword in node.keywords:
             yield keyword.value
-    elif isinstance(node, Subscript):
+    elif isinstance(node, (Method, Attribute)):
+        yield node.receiver
+        if isinstance(node, Method):
+            yield from node.args
+            for keyword in node.keywords:
+                yield keyword.value
+    elif isinstance(node, (Subscript, Update)):
         yield node.operand
         for index in node.indices:
             if isinstance(index, Slice):
                 yield from (part for part in (index.start, index.stop, index.step) if part is not None)
             elif not isinstance(index, (EllipsisIndex, NewAxis)):
                 yield index
+        if isinstance(node, Update):
+            yield node.value
 
 
 def depth_of(expr: Expr | None) -> int:

@@ -148,6 +148,19 @@ class ToNodes(Transformer):  # type: ignore[type-arg]
         name, annotation, value = c
         return nodes.Define(_ident(name), annotation, value, token_span(name).to(value.span))
 
+    def unpack(self, c: list[Any]) -> nodes.Unpack:
+        idents = tuple(_ident(t) for t in c if isinstance(t, Token))
+        values = [v for v in c if not isinstance(v, Token)]
+        value = values[0] if len(values) == 1 else nodes.ListExpr(
+            tuple(values), values[0].span.to(values[-1].span), _depth(*values))
+        return nodes.Unpack(idents, value, idents[0].span.to(value.span))
+
+    def update(self, c: list[Any]) -> nodes.Write:
+        name, open_, *indices, close, value = c
+        items = tuple(_new_axis(i) for i in indices)
+        bracket = token_span(open_).to(token_span(close))
+        return nodes.Write(_ident(name), items, value, token_span(name).to(value.span), bracket)
+
     def assert_stmt(self, c: list[Any]) -> nodes.Assert:
         keyword, name, shape = c
         return nodes.Assert(_ident(name), shape, token_span(keyword).to(shape.span))
@@ -158,10 +171,12 @@ class ToNodes(Transformer):  # type: ignore[type-arg]
         return nodes.Output(_ident(name), annotation, value, token_span(keyword).to(end))
 
     def shape(self, c: list[Any]) -> nodes.Shape:
-        is_bool = isinstance(c[0], Token) and c[0].type == "BOOL"
-        start = c[0] if is_bool or c[0] is not None else c[1]
+        typed = isinstance(c[0], Token) and c[0].type in _ELEMENT_TYPES
+        is_bool = typed and c[0].type == "BOOL"
+        start = c[0] if typed or c[0] is not None else c[1]
         items = tuple(x for x in c if x is not None and not isinstance(x, Token))
-        return nodes.Shape(items, is_bool, token_span(start).to(token_span(c[-1])))
+        element = _ELEMENT_TYPES[c[0].type] if typed else ""
+        return nodes.Shape(items, is_bool, token_span(start).to(token_span(c[-1])), element)
 
     # expressions
 
@@ -251,6 +266,22 @@ class ToNodes(Transformer):  # type: ignore[type-arg]
         name, value = c
         ident = _ident(name)
         return nodes.Keyword(ident, value, ident.span.to(value.span), value.depth)
+
+    def method(self, c: list[Any]) -> nodes.Method:
+        receiver, _dot, name, _open, *rest = c
+        close = rest[-1]
+        inner = [x for x in rest[:-1] if x is not None]
+        _positional_after_keyword(inner)
+        args = tuple(x for x in inner if not isinstance(x, nodes.Keyword))
+        keywords = tuple(x for x in inner if isinstance(x, nodes.Keyword))
+        span = receiver.span.to(token_span(close))
+        depth = _checked_depth(_depth(receiver, *inner), span)
+        return nodes.Method(receiver, _ident(name), args, keywords, span, depth)
+
+    def attribute(self, c: list[Any]) -> nodes.Attribute:
+        receiver, _dot, name = c
+        span = receiver.span.to(token_span(name))
+        return nodes.Attribute(receiver, _ident(name), span, _checked_depth(_depth(receiver), span))
 
     def call(self, c: list[Any]) -> nodes.Call:
         func, *rest = c
@@ -462,11 +493,14 @@ def _strip_comment_lines(body: str) -> str:
 # --- syntax errors in words ------------------------------------------------------------
 
 _WORDS = codes.TOKEN_WORDS
+# The element types a shape may start with, and the word each gives Value.element.
+_ELEMENT_TYPES = {"BOOL": "", "INT_TYPE": "int", "COMPLEX_TYPE": "complex"}
 _KEYWORDS = frozenset({
     "DIM", "CONSTRAINT", "INPUT", "PARAM", "ASSERT", "OUTPUT", "BOOL", "INF", "TRUE", "TRUE_CAP",
     "FALSE", "FALSE_CAP", "ROW", "COL",
 })
 _COMPARISONS = frozenset({"EQ", "NE", "LE", "GE", "LT", "GT"})
+_STATEMENT_KEYWORDS = frozenset({"DIM", "CONSTRAINT", "INPUT", "PARAM", "ASSERT", "OUTPUT"})
 _OPERAND_END = frozenset(
     {"NAME", "INT", "DECIMAL", "STRING", "INF", "RPAR", "RSQB", "TRANSPOSE", "ROW", "COL",
      "ELLIPSIS", "TRUE", "TRUE_CAP", "FALSE", "FALSE_CAP"}
@@ -502,6 +536,8 @@ def _describe_expected(
     parts += [_WORDS[n] for n in closing]
     if not parts and after_operand:
         parts.append(_WORDS["operator"])
+    if not parts and "LSQB" in expected and expected & {"INT_TYPE", "COMPLEX_TYPE"}:
+        parts = [_WORDS["LSQB"], _WORDS["element_type"]]  # a shape: `[N]` or `int[N]`
     if not parts:
         parts = sorted({_WORDS.get(e, f"`{e.lower()}`") for e in expected})
     return codes.one_of(parts[:3])
@@ -551,6 +587,11 @@ def _unexpected_token(exc: UnexpectedToken, chunk: Chunk, previous: Token | None
         # The lexer reads reserved words as keywords everywhere (one scanner, built
         # fast); where a name was expected, say that it is reserved.
         return codes.RESERVED.diag(span, name=token.value, what_kind=codes.detail("reserved_word"))
+    if previous is not None and previous.type in _STATEMENT_KEYWORDS and "NAME" in expected \
+            and (previous.start_pos or 0) == 0:
+        # `dim`, `output` alone: the name they declare is what is missing (that the word
+        # could also name a tensor, `output = ...`, is not worth saying here).
+        expected = {"NAME"}
     found = _describe_token(token)
     in_constraint = chunk.text.startswith("constraint")
     in_dim = re.match(r"dim\b", chunk.text) is not None

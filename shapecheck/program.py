@@ -25,6 +25,14 @@ class Value:
     shape: Shape | None
     is_bool: bool = False
     dim: Dim | None = None  # set when the value is a dim used as a scalar
+    # The element type beside bool: "" a real number (float), "int" an integer (token ids,
+    # positions, buckets; a dim or an integer literal used as a scalar), "complex".
+    element: str = ""
+
+    @property
+    def dtype(self) -> str:
+        """`bool`, `int`, `complex` or `float`: the element type in one word."""
+        return "bool" if self.is_bool else self.element or "float"
 
     @property
     def known(self) -> bool:
@@ -35,7 +43,8 @@ class Value:
         return len(self.shape) if self.shape is not None else -1
 
     def text(self) -> str:
-        return shape_text(self.shape, self.is_bool)
+        text = shape_text(self.shape, self.is_bool)
+        return f"{self.element}{text}" if self.element and self.shape is not None else text
 
 
 UNKNOWN = Value(None)
@@ -194,10 +203,13 @@ class Program:
         return self.types.get(id(node), UNKNOWN)
 
     def shapes(self) -> dict[str, list[str]]:
+        """Each tensor's shape by name; a rebound one's is its last version's
+        (:mod:`shapecheck.versions`)."""
+        from .diagnostics import shown
         from .symbolic import to_text
 
         return {
-            name: [to_text(d) for d in tensor.value.shape]
+            shown(name): [to_text(d) for d in tensor.value.shape]
             for name, tensor in self.tensors.items()
             if tensor.value.shape is not None
         }

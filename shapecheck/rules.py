@@ -117,7 +117,7 @@ def broadcast(ctx: Ctx, left: Value, right: Value, op: str, at: str | None = Non
         else:
             verdict = ctx.dims.equal(a, b)
             if not verdict:
-                decision = ctx.dims.decide(Claim.equal(a, b))
+                decision = ctx.dims.decide(Claim.broadcasts(a, b))
                 ctx.report(
                     codes.BROADCAST, at, notes=ctx.notes(*params), needed=decision,
                     counterexample=counterexample(decision),
@@ -158,7 +158,16 @@ def needed_fixes(decision: Decision, anchor: Anchor) -> list[Fix]:
         return []
     lines = [f"dim {', '.join(needed.dims)}"] if needed.dims else []
     lines.append(f"constraint {needed.constraint}")
-    return [Fix(codes.needed_help(needed.dims, needed.constraint), (anchor.insert(lines),))]
+    fixes = [Fix(codes.needed_help(needed.dims, needed.constraint), (anchor.insert(lines),))]
+    if len(needed.dims) == 1 and needed.rhs.endswith(f"* {needed.dims[0]}"):
+        # A dim the spec declares may be the quotient it meant (`d`, used in `sqrt(d)`):
+        # each is a candidate too, and fixcheck keeps the first that leaves the file better.
+        stem = needed.rhs[:-len(needed.dims[0])]
+        for name in needed.reuse:
+            constraint = f"{needed.lhs} {needed.op} {stem}{name}"
+            fixes.append(Fix(codes.needed_help((), constraint),
+                             (anchor.insert([f"constraint {constraint}"]),)))
+    return fixes
 
 
 def constraint_help(dims: DimSystem, a: Dim, b: Dim, verdict: Verdict) -> list[str]:

@@ -192,16 +192,16 @@ def test_usage_errors_exit_2(capsys):
 def test_an_internal_failure_in_one_file_is_a_diagnostic_for_that_file(capsys, tmp_path,
                                                                        monkeypatch):
     """Issue 7 §3: the other files are still checked and reported, in every format; exit 2."""
-    from shapecheck import api
+    from shapecheck import loader  # where checking lives (api re-exports it)
 
-    real = api.check_text
+    real = loader.check_text
 
     def broken(text: str, *args: object, **kwargs: object) -> object:
         if "boom" in text:
             raise RuntimeError("boom")
         return real(text, *args, **kwargs)
 
-    monkeypatch.setattr(api, "check_text", broken)
+    monkeypatch.setattr(loader, "check_text", broken)
     monkeypatch.delenv("SHAPECHECK_DEBUG", raising=False)
     bad = spec(tmp_path, "a_bad.attn", "# boom\n" + CLEAN)
     good = spec(tmp_path, "b_error.attn", ERROR)

@@ -327,7 +327,11 @@ def test_a_function_whose_parameters_do_not_fit_is_a_usage_error(capsys, tmp_pat
             P = np.exp(S - S.max(axis=1, keepdims=True))
             return (P / P.sum(axis=1, keepdims=True)) @ V
     """)
+    # **kwargs takes only what --name (or --arg) gives it, never every input silently
     code, out, err = run(capsys, SINGLE_HEAD, f"{anything}:attention")
+    assert code == 2 and "--name Q=PARAM --name K=PARAM --name V=PARAM" in err
+    code, out, err = run(capsys, SINGLE_HEAD, f"{anything}:attention",
+                         "--name", "Q=Q", "--name", "K=K", "--name", "V=V")
     assert code == 0, out + err
 
 
@@ -422,7 +426,7 @@ def test_a_function_that_raises_exits_2_with_its_message(capsys, tmp_path):
     ("{dir}/broken_import.py:f", "raised ZeroDivisionError: division by zero"),
     ("{dir}/fine.py:g", "`{dir}/fine.py` has no attribute `g`"),
     ("{dir}/fine.py:VALUE", "is a int, not a function"),
-    ("{dir}/fine.py:Model", "is a class; name a function, or an instance"),
+    ("{dir}/fine.py:Model", "is a class but not an `nn.Module`; name a function, an"),
 ])
 def test_a_target_that_cannot_be_imported_exits_2(capsys, tmp_path, target, expected):
     module(tmp_path, "broken_import", "x = 1 / 0\n")

@@ -65,7 +65,6 @@ RIGHT = [
      "dim N\nconstraint N >= 2\n"),
     ("dim N, d\ninput Query: [N, d]\nS = Querry @ Query.T\noutput S\n", "SC101",
      "did you mean `Query`?", "S = Query @ Query.T"),
-    ("dim N\ninput Q: [N]\nQ = Q * 2\noutput Q\n", "SC102", "`Q2`", "Q2 = Q * 2"),
     ("dim N\ninput S: [N, N]\ninput M: bool[N, N]\nP = softmax(S + M)\noutput P\n", "SC403",
      "`where(M, S, -inf)`", "softmax(where(M, S, -inf))"),
     ("dim N\ninput S: [N, N]\ninput M: [N, N]\nP = where(M, S, -inf)\noutput P\n", "SC311",

@@ -92,12 +92,18 @@ def test_fix_text_rechecks_and_stops_at_a_fixed_point():
 def test_fix_text_is_bounded_when_fixes_never_settle():
     counter = {"n": 0}
 
-    def check(text: str) -> list[Diagnostic]:  # every text asks for one more character
-        counter["n"] += 1
-        return [diag(Fix("grow", (edit(1, 1, 1, 1, "x"),)))]
+    def check(text: str) -> list[Diagnostic]:  # every text asks for one more character,
+        counter["n"] += 1                       # each one with one problem fewer
+        return [diag(Fix("grow", (edit(1, 1, 1, 1, "x"),)), line=5)] + [
+            diag(line=5) for _ in range(100 - len(text))]
 
     fixed = fix_text("", check)
     assert fixed.rounds == MAX_ROUNDS and fixed.text == "x" * MAX_ROUNDS
+
+    def same(text: str) -> list[Diagnostic]:  # a fix that leaves as many problems is not applied
+        return [diag(Fix("grow", (edit(1, 1, 1, 1, "x"),)))]
+
+    assert fix_text("", same).text == ""
 
     def flip(text: str) -> list[Diagnostic]:  # two fixes that undo each other
         return [diag(Fix("f", (edit(1, 1, 1, 2, "b" if text.startswith("a") else "a"),)))]
@@ -124,7 +130,7 @@ def test_diff_shows_and_writes_nothing(capsys, tmp_path):
     path = tmp_path / "a.attn"
     path.write_text(UNUSED_NOQA, encoding="utf-8")
     status, out, err = run(capsys, "verify", "--diff", path)
-    assert status == 0
+    assert status == 1  # it would change the file (issue 18)
     assert f"--- {path}" in out and "-output S = Q @ Q.T  # noqa: SC401" in out
     assert "+output S = Q @ Q.T" in out and "Would fix 1 problem(s) in 1 file(s)." in err
     assert path.read_text(encoding="utf-8") == UNUSED_NOQA

@@ -282,3 +282,40 @@ def test_edits_of_every_example_give_what_a_full_check_gives(example, monkeypatc
         else:
             lines[index] = lines[index].replace(".T", "", 1).replace(":", ": ", 1)
             editor.check()
+
+
+def test_a_dim_edit_checks_again_only_what_involves_the_dims_it_changes():
+    editor = Editor(spec())
+    statements = 6 * 8
+    editor.replace("dim D_model\n", "dim D_model = 512\n")  # D_model fixed: H and d stay free
+    # The scores, weights and heads of each block ([H, N, N], [H, N, d]) never name D_model.
+    assert editor.reused[-1] >= 6 * 3
+    # Back: the relation 512 == H * d is gone, but no proof of those statements used it.
+    editor.replace("dim D_model = 512\n", "dim D_model\n")
+    assert editor.reused[-1] >= 6 * 3
+    # A proof that needs the relation (N*H*d == N*512), then the relation removed: the
+    # statement that relied on it is checked again (and now fails), the others are not.
+    editor.replace("dim D_model\n", "dim D_model = 512\n")
+    editor.lines.append("R = reshape(O0, [N, 512])")
+    editor.check()
+    editor.replace("dim D_model = 512\n", "dim D_model\n")
+    assert editor.reused[-1] >= 6 * 3
+    editor.delete(len(editor.lines) - 1)
+    editor.replace("dim N, d, H\n", "dim N, d, H, E\nconstraint E >= 2\n")  # nothing uses E
+    assert editor.reused[-1] == statements + 5  # every tensor statement (and declaration)
+    editor.replace("constraint E >= 2\n", "constraint E >= 3\n")
+    assert editor.reused[-1] == statements + 5
+    editor.replace("constraint E >= 3\n", "constraint N >= E\n")  # now N's bound changes
+    assert editor.reused[-1] < 6 * 3
+    editor.replace("constraint N >= E\n", "")
+    editor.replace("dim N, d, H, E\n", "dim N, d, H, E\ndim k = N // 2\n")  # a derived dim
+    editor.replace("dim k = N // 2\n", "dim k = d // 2\n")  # redefined: its dims change
+    editor.replace("dim k = d // 2\n", "dim k = d\n")
+    editor.replace("constraint D_model == H * d\n", "constraint D_model == H * d\nconstraint d == 64\n")
+    editor.replace("constraint d == 64\n", "constraint H == 8\n")
+    editor.replace("constraint H == 8\n", "constraint H == 8\nconstraint d >= H\n")
+    editor.replace("constraint d >= H\n", "constraint d != H\n")
+    editor.replace("constraint d != H\n", "")
+    editor.replace("dim D_model\n", "dim D_model = 8\n")  # 8 == H * d with H == 8: d is 1
+    editor.replace("constraint H == 8\n", "")
+    editor.replace("dim D_model = 8\n", "dim D_model = 7\n")  # no H * d is 7 with ... H free

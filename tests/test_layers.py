@@ -19,10 +19,19 @@ BELOW: dict[str, set[str]] = {
     "program": {"nodes", "diagnostics", "symbolic"},
     "rules": {"codes", "diagnostics", "nodes", "program", "symbolic"},
     "einsum": {"codes", "program", "rules", "symbolic"},
-    "builtins": {"codes", "diagnostics", "einsum", "nodes", "program", "rules", "symbolic"},
+    # The rules of issue 21's rows (element types, gathers), below the table of rows.
+    "value_rules": {"codes", "complex_values", "program", "rules", "symbolic"},
+    "gathers": {"codes", "nodes", "program", "rules", "symbolic"},
+    "complex_values": {"codes", "program", "rules", "symbolic"},
+    "builtins": {"codes", "complex_values", "diagnostics", "einsum", "gathers", "nodes",
+                 "program", "rules", "symbolic", "value_rules"},
     # The axis-meaning pass reads the checked program; it stands beside the formats, the
     # report and the backends, never below the checker.
-    "meaning": {"codes", "nodes", "symbolic", "builtins", "diagnostics", "einsum", "program"},
+    "meaning": {"codes", "nodes", "symbolic", "builtins", "diagnostics", "einsum", "program",
+                "value_rules"},
+    # Loading a spec, the first stage of every path: the passes, never what runs or shows it.
+    "loader": {"checker", "codes", "config", "diagnostics", "fileio", "fixcheck", "incremental",
+             "infer", "meaning", "nodes", "options", "parser", "program", "suppress", "symbolic"},
 }
 
 
@@ -75,3 +84,53 @@ def test_the_symbolic_package_is_layered(index: int) -> None:
 def test_every_symbolic_module_has_its_layer() -> None:
     files = {path.stem for path in (PACKAGE / "symbolic").glob("*.py")} - {"__init__"}
     assert files == set(SYMBOLIC)
+
+
+# The run path only goes down (load -> bind -> plan -> execute -> report): what executes a
+# spec, and what binds a real function to one, read specs through `loader` and never call
+# back up into the face of the package. Imports inside functions count too.
+FACE = {"api", "cli"}
+RUN_PATH = sorted({f"backend/{path.name}" for path in (PACKAGE / "backend").glob("*.py")}
+                  | {"conform.py", "testing.py", "loader.py"})
+
+
+def _top_modules(tree: ast.Module, folder: tuple[str, ...]) -> set[str]:
+    """The shapecheck modules (first name under the package) a file in ``folder`` imports."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[1] for alias in node.names
+                      if alias.name.startswith("shapecheck.")}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                if node.module != "shapecheck" and not (node.module or "").startswith("shapecheck."):
+                    continue
+                parts = node.module.split(".")[1:]
+            else:
+                parts = [*folder[:len(folder) - node.level + 1], *(node.module or "").split(".")]
+                parts = [part for part in parts if part]
+            found |= {parts[0]} if parts else {alias.name for alias in node.names}
+    return found
+
+
+@pytest.mark.parametrize("name", RUN_PATH)
+def test_the_run_path_imports_nothing_above_it(name: str) -> None:
+    path = PACKAGE / name
+    folder = path.parent.relative_to(PACKAGE).parts
+    imported = _top_modules(ast.parse(path.read_text(encoding="utf-8")), folder)
+    assert not imported & FACE, imported & FACE
+
+
+@pytest.mark.parametrize("text", [
+    "from ..api import check_path", "from .. import api", "import shapecheck.cli",
+    "from shapecheck.api import check_text", "from shapecheck import cli",
+    "def f():\n    from ..api import check_text",
+])
+def test_the_run_path_scan_sees_a_call_back_up(text: str) -> None:
+    """The scan above catches each way of writing the import it forbids (in backend/)."""
+    assert _top_modules(ast.parse(text), ("backend",)) & FACE
+
+
+def test_the_run_path_scan_lets_the_way_down_pass() -> None:
+    text = "from ..loader import check_path\nfrom . import runtime\nfrom .. import fileio"
+    assert _top_modules(ast.parse(text), ("backend",)) == {"loader", "backend", "fileio"}

@@ -94,6 +94,18 @@ async def test_configuration_and_noqa_apply(client: LanguageClient, tmp_path):
 
 
 @pytest.mark.asyncio(loop_scope="function")
+async def test_hover_shows_the_element_type(client: LanguageClient, tmp_path):
+    """`int[...]` positions and `complex[...]` rotations show their element type (issue 21)."""
+    text = ("dim N, h\ninput pos: int[N]\ninput x: [N, h, 2]\n"
+            "z = view_as_complex(x) * polar(ones_like(pos[:, None] * 1.0), pos[:, None] * 0.5)\n")
+    uri = (tmp_path / "e.attn").as_uri()
+    await _open(client, uri, text)
+    for anchor, shape in (("z =", "complex[N, h]"), ("pos:", "int[N]")):
+        hover = await client.text_document_hover_async(types.HoverParams(
+            types.TextDocumentIdentifier(uri), _position(text, anchor, 0)))
+        assert hover is not None and shape in hover.contents.value, (anchor, hover)
+
+@pytest.mark.asyncio(loop_scope="function")
 async def test_hover_shows_symbolic_and_configured_shapes(client: LanguageClient, tmp_path):
     uri = (tmp_path / "c.attn").as_uri()
     await _open(client, uri, SPEC)
@@ -232,3 +244,25 @@ async def test_diagnostics_after_a_series_of_edits_are_those_of_a_full_check(
         await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
         got = [(d.code, d.range, d.message, d.severity) for d in client.diagnostics[uri]]
         assert got == expected(text), (old, new)
+
+
+@pytest.mark.asyncio(loop_scope="function")
+async def test_hover_shows_each_version_and_the_builtin_of_a_spelling(client: LanguageClient,
+                                                                        tmp_path):
+    uri = (tmp_path / "versions.attn").as_uri()
+    text = ("dim N, d, H\ninput x: [N, d]\nk = x.unsqueeze(0)\nk = k.transpose(0, 1)\n"
+            "output y = k.sum(dim=0)\n")
+    assert list(await _open(client, uri, text)) == []
+
+    async def hover(needle: str, offset: int = 0) -> str:
+        found = await client.text_document_hover_async(types.HoverParams(
+            types.TextDocumentIdentifier(uri), _position(text, needle, offset)))
+        assert found is not None, needle
+        return found.contents.value
+
+    first = await hover("k = x")
+    assert "`k`" in first and "[1, N, d]" in first and "′" not in first
+    second = await hover("k = k")
+    assert "[N, 1, d]" in second and "version" in second
+    assert "[1, N, d]" in await hover("k.transpose")  # reads the first version
+    assert "`swapaxes`" in await hover("transpose", 1)

@@ -19,7 +19,9 @@ PASSES = ("checker.py", "builtins.py", "rules.py", "einsum.py", "indexing.py",
                   for path in (PACKAGE / "symbolic").glob("*.py")),
           "invisible.py", "suppress.py", "lint.py",
           *sorted(path.relative_to(PACKAGE).as_posix()
-                  for path in (PACKAGE / "meaning").glob("*.py")))
+                  for path in (PACKAGE / "meaning").glob("*.py")),
+          "value_rules.py", "gathers.py", "complex_values.py", "notspec.py", "spellings.py",
+          "versions.py")
 
 # Two words of two letters or more, outside backticks: "the first", "is ambiguous".
 # Code in backticks (`split_heads`, `.T`) and lone words ("tensor") pass.

@@ -15,7 +15,7 @@ import click
 import numpy as np
 
 from .. import fileio
-from ..api import check_path, file_result
+from ..loader import check_bytes, check_path, file_result
 from ..config import default_bindings
 from ..options import OptionError, parse_size
 from ..program import Program
@@ -47,6 +47,7 @@ class RunOptions:
     backend: str = "numpy"
     device: str = "cpu"
     fused: str = "auto"
+    source: bytes | None = None  # the spec's bytes when read from `-` (path is its name)
 
 
 def run_command(options: RunOptions) -> int:
@@ -106,8 +107,11 @@ def _run(options: RunOptions, limit: int | None) -> int:
 
 def _load_spec(options: RunOptions) -> Program:
     try:
-        program = check_path(options.path, options.bindings, ignore=options.ignore,
-                             defaults=options.defaults, infer=options.infer)
+        program = (check_path(options.path, options.bindings, ignore=options.ignore,
+                              defaults=options.defaults, infer=options.infer)
+                   if options.source is None else
+                   check_bytes(options.source, options.bindings, ignore=options.ignore,
+                               defaults=options.defaults, infer=options.infer))
     except OSError as error:
         raise UnreadableFile(message("unreadable", path=options.path,
                                      reason=error.strerror or error)) from None

@@ -34,6 +34,7 @@ import numpy as np
 
 from ..options import check_bindings, parse_size
 from ..program import Program
+from ..diagnostics import shown
 from . import runtime
 from .arrays import ArrayFile
 from .errors import (
@@ -220,21 +221,29 @@ class CompiledSpec:
                 continue
             assert seed is not None  # _load refuses missing arrays without a seed
             shape = evaluate_shape(bound.bound.program, tensor.value)
-            values[name] = runtime.generate(tensor, shape, self.dtype, seed)
+            values[name] = runtime.generate_for(bound.bound.program, tensor, shape, self.dtype,
+                                                seed)
             generated.append(name)
         return values, generated
 
     def _report(self, bound: _Bound, frame: Any, generated: list[str], keep_intermediates: bool,
                 check_invariants: bool) -> RunResult:
-        outputs = {name: np.asarray(frame.values[name]) for name in self.outputs}
+        # An output that is a version of a rebound input (`cache[...] = xk; output cache`)
+        # is named as written.
+        outputs = {shown(name): np.asarray(frame.values[name]) for name in self.outputs}
         checks = [message("check_shapes", count=len(bound.plan.steps)),
-                  message("check_dtype", dtype=self.dtype.name), *frame.checks.values()]
+                  message("check_dtype", dtype=self.dtype.name) if not any(
+                      t.value.element == "complex" for t in bound.bound.program.tensors.values())
+                  else message("check_dtype_complex", dtype=self.dtype.name,
+                               complex=np.result_type(self.dtype, np.complex64).name),
+                  *frame.checks.values()]
         warnings = list(frame.warnings)
         if check_invariants:
             for name, value in outputs.items():
                 if value.dtype.kind == "f" and not np.isfinite(value).all():
                     count = value.size - int(np.count_nonzero(np.isfinite(value)))
                     warnings.append(message("non_finite_output", name=name, count=count))
+        # Intermediates by their own names (a rebound tensor's versions are `name′2`, ...).
         tensors = ({n: np.asarray(v) for n, v in frame.values.items()} if keep_intermediates
                    else dict(outputs))
         return RunResult(outputs, tensors, bound.plan.bindings, dict(bound.bound.sources),
@@ -290,7 +299,7 @@ def load(spec: SpecSource, dims: Mapping[str, int] | None = None) -> Program:
     A path is a :class:`os.PathLike`, or a one-line ``str`` ending in ``.attn``; any
     other ``str`` is source text. Bad ``dims`` raise :class:`OptionError`.
     """
-    from ..api import check_path, check_text  # the face's job: reading and parsing a spec
+    from ..loader import check_path, check_text  # loading a spec: the stage before this one
 
     bindings = check_bindings(dims)
     if isinstance(spec, Program):

@@ -127,6 +127,7 @@ MESSAGES: Table = Table("run", "MESSAGES", {
     "non_finite_output": "output `{name}` contains {count} non-finite value(s)",
     "check_shapes": "{count} statement shape(s) match the checker's at the bindings",
     "check_dtype": "every tensor is {dtype} (bool masks excepted)",
+    "check_dtype_complex": "every tensor is {dtype}, complex ones {complex} (bool masks excepted)",
     "check_softmax": "softmax `{name}` (line {line}): every {what} sums to 1 along axis {axis} "
     "(largest error {error:.1e})",
     "check_softmax_nan": "softmax `{name}` (line {line}): every {what} that is not NaN sums to 1 "
@@ -158,6 +159,9 @@ MESSAGES: Table = Table("run", "MESSAGES", {
     "fused_off_save_all": "every intermediate is kept (--save-all)",
     "fused_no_scores": "the scores are not a product of Q and K the analysis could name",
     "fused_changed": "the weights are changed between the softmax and the product with V",
+    "fused_axis": "the product with V does not sum the weights over the axis the softmax "
+    "normalises (SC402)",
+    "fused_axis_unknown": "which axis of the weights the product with V sums over is not known",
     "fused_handwritten": "the softmax is written out by hand",
     "fused_unknown_step": "the scores go through an operation other than a scale, a bias or a mask",
     "fused_fill": "a mask's fill is not a number",
@@ -172,6 +176,14 @@ MESSAGES: Table = Table("run", "MESSAGES", {
     "weights_sum": "`{contraction}` (line {line}) sums weights `{weights}` that do not add up to 1 "
     "along axis {axes}: {count} slice(s) off, one sums to {total:.6g}; the output is not a "
     "weighted average (a mask or a change after the softmax, or the softmax's axis)",
+    # issue 21: integer tensors and gathers
+    "index_range": "line {line}: `{index}` holds {value} as a position on axis {axis} of `{operand}`, which has {size} entries (positions 0 to {last})",
+    "index_not_whole": "line {line}: `{index}` holds {value} as a position, which is not a whole number",
+    "wanted_int": "integers",
+    "int_not_whole": "{kind} `{name}` is declared as {declared}, but holds {value}, which is not a whole number",
+    "int_too_large": "{kind} `{name}` holds {value}, beyond {limit}, the largest integer a {dtype} run holds exactly",
+    "generated_int": "integers from 0 to {high}",
+    "generated_positions": "integers from 0 to the size of the axis they index, exclusive",
 })
 
 

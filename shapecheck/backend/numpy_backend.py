@@ -29,8 +29,10 @@ import numpy as np
 
 from .. import nodes
 from ..builtins import axis_index
+from ..diagnostics import line_starts, span_text
 from ..einsum import parse_subscripts
 from ..program import CallInfo, NewAxis, Program, Range, Take, Value
+from ..value_rules import axes_of
 from . import fused, pattern
 from .errors import CheckerBug, InputError, bindings_text, message
 
@@ -276,7 +278,8 @@ class _PlanBuilder:
                 holds.pop(dead, None)  # the caller holds the inputs
             steps.append(Step(
                 name, line, compiled.run, shape, tensor.value.text(),
-                np.dtype(bool) if tensor.value.is_bool else self.dtype, release))
+                np.dtype(bool) if tensor.value.is_bool else element_dtype(tensor.value, self.dtype),
+                release))
         largest = max(allocations, key=lambda a: a.nbytes, default=None)
         counts = {n: math.prod(self._shape(t.value)) for n, t in self.program.tensors.items()}
         return Plan(tuple(steps), self.bindings, peak, largest, held(), counts, tuple(self.notes))
@@ -466,6 +469,8 @@ def _owned(value: Any) -> Any:
 
 
 def _compile_name(c: _ExprCompiler, node: nodes.Name) -> Compiled:
+    if isinstance(node, nodes.ShapeOf):  # `x.shape[i]`: a size, which the checker resolved
+        return c.constant(c.scalar(c.dim(c.value_of(node).dim)))
     if node.name not in c.program.tensors:  # a dim used as a value: a scalar
         value = c.program.dims.value_of(node.name)
         if value is None:
@@ -505,6 +510,7 @@ def _compile_unary(c: _ExprCompiler, node: nodes.Unary) -> Compiled:
 _UFUNCS: dict[str, np.ufunc] = {
     "+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
     "//": np.floor_divide, "**": np.power,
+    "%": np.remainder,  # issue 21: Python's sign, as torch.remainder
 }
 # Comparisons and logic: bool results.
 _BOOL_UFUNCS: dict[str, np.ufunc] = {
@@ -532,10 +538,10 @@ def _compile_binop(c: _ExprCompiler, node: nodes.BinOp) -> Compiled:
             c.allocates(node)
         return c.fold(Compiled(lambda frame: np.not_equal(ufunc(lrun(frame), rrun(frame)), zero),
                                fresh=True, contiguous=both), left, right)
-    if shape and left.fresh and c.shape_of(node.left) == shape:
+    if shape and left.fresh and c.shape_of(node.left) == shape and _same_kind(c, node.left, node):
         return Compiled(lambda frame: _binary_into_left(ufunc, lrun(frame), rrun(frame)), fresh=True,
                         contiguous=left.contiguous)
-    if shape and right.fresh and c.shape_of(node.right) == shape:
+    if shape and right.fresh and c.shape_of(node.right) == shape and _same_kind(c, node.right, node):
         return Compiled(lambda frame: _binary_into_right(ufunc, lrun(frame), rrun(frame)),
                         fresh=True, contiguous=right.contiguous)
     if shape:
@@ -561,6 +567,11 @@ def _compile_bool_binop(c: _ExprCompiler, node: nodes.BinOp) -> Compiled:
                            contiguous=left.contiguous and right.contiguous), left, right)
 
 
+def _same_kind(c: _ExprCompiler, operand: nodes.Expr, node: nodes.Expr) -> bool:
+    """A real buffer cannot hold a complex result (issue 21): in place only within a kind."""
+    return (c.value_of(operand).element == "complex") == (c.value_of(node).element == "complex")
+
+
 def _binary_into_left(ufunc: np.ufunc, left: Any, right: Any) -> Any:
     return ufunc(left, right, out=left)
 
@@ -579,6 +590,8 @@ def _compile_subscript(c: _ExprCompiler, node: nodes.Subscript) -> Compiled:
     """`x[...]` as NumPy basic indexing, with the bounds the checker normalised: a
     view of a named tensor (no copy); of a temporary, a copy, so that the temporary is
     freed rather than kept alive by a small view of it (the estimate counts the copy)."""
+    if id(node) in c.program.calls:  # a gather, `E[ids]`: the checker read it as `take`
+        return _compile_call(c, node)  # type: ignore[arg-type]
     plan = c.program.subscripts.get(id(node))
     if plan is None:
         raise CheckerBug(message("bug_unresolved_call", name="[...]", line=node.span.line))
@@ -589,6 +602,26 @@ def _compile_subscript(c: _ExprCompiler, node: nodes.Subscript) -> Compiled:
         c.allocates(node)
         return Compiled(lambda frame: np.array(run(frame)[key]), fresh=True, contiguous=True)
     return c.fold(Compiled(lambda frame: run(frame)[key]), operand)
+
+
+def _compile_update(c: _ExprCompiler, node: nodes.Update) -> Compiled:
+    """`x[...] = v` as a new array: a copy of x with the slice assigned (NumPy broadcasts v
+    as the checker proved it may); x itself is left as it was."""
+    plan = c.program.subscripts.get(id(node))
+    if plan is None:
+        raise CheckerBug(message("bug_unresolved_call", name="[...] =", line=node.span.line))
+    key = tuple(_index_key(c, entry) for entry in plan.entries)
+    operand, value = c.compile(node.operand), c.compile(node.value)
+    run, run_value, dtype = operand.run, value.run, c.dtype
+    bools = c.value_of(node).is_bool
+    c.allocates(node)
+
+    def update(frame: Frame) -> Any:
+        result = np.array(run(frame), dtype=None if bools else dtype, copy=True)
+        result[key] = run_value(frame)
+        return result
+
+    return Compiled(update, fresh=True, contiguous=True)
 
 
 def _index_key(c: _ExprCompiler, entry: Take | Range | NewAxis) -> Any:
@@ -674,6 +707,7 @@ def _compile_fused(c: _ExprCompiler, planned: fused.Planned,
 
 _NODE_COMPILERS: dict[type, Callable[[_ExprCompiler, Any], Compiled]] = {
     nodes.Name: _compile_name,
+    nodes.ShapeOf: _compile_name,
     nodes.Integer: _compile_number,
     nodes.Decimal: _compile_number,
     nodes.Inf: _compile_inf,
@@ -684,6 +718,7 @@ _NODE_COMPILERS: dict[type, Callable[[_ExprCompiler, Any], Compiled]] = {
     nodes.Transpose: _compile_transpose,
     nodes.Call: _compile_call,
     nodes.Subscript: _compile_subscript,
+    nodes.Update: _compile_update,
 }
 
 
@@ -991,6 +1026,18 @@ def _split_heads(call: _Call) -> Compiled:
                     fresh=x.fresh)
 
 
+def _section(call: _Call) -> Compiled:
+    """Part `index` of equal parts along `axis`: a view, as NumPy's `split` gives."""
+    x = call.tensor()
+    axis = call.axis()
+    assert axis is not None
+    length = call.out_shape[axis]
+    start = call.dim("index") * length
+    key = (slice(None),) * axis + (slice(start, start + length),)
+    run = x.run
+    return Compiled(lambda frame: run(frame)[key], fresh=False, contiguous=False)
+
+
 def _merge_heads(call: _Call) -> Compiled:
     x = call.tensor()
     run, target = x.run, call.out_shape
@@ -1018,7 +1065,7 @@ def _concat(call: _Call) -> Compiled:
 def _reduction(reduce: Callable[..., Any]) -> Implementation:
     def implementation(call: _Call) -> Compiled:
         x = call.numeric()  # counting a mask gives a real number
-        run, axis, keep = x.run, call.axis(), bool(call.arg("keepdims"))
+        run, axis, keep = x.run, axes_of(call.arg("axis"), call.rank()), bool(call.arg("keepdims"))
         if call.out_shape:
             call.allocates()
         return call.c.fold(Compiled(lambda frame: reduce(run(frame), axis=axis, keepdims=keep),
@@ -1107,8 +1154,10 @@ def _triangle(keep: Callable[..., Any]) -> Implementation:
 
 def _arange(call: _Call) -> Compiled:
     n, dtype = call.dim("n"), call.c.dtype
+    bounds = (n,) if call.arg("stop") is None else (n, call.dim("stop"), *(
+        (call.dim("step"),) if call.arg("step") is not None else ()))
     call.allocates()
-    return Compiled(lambda frame: np.arange(n, dtype=dtype), fresh=True, contiguous=True)
+    return Compiled(lambda frame: np.arange(*bounds, dtype=dtype), fresh=True, contiguous=True)
 
 
 def _stack(call: _Call) -> Compiled:
@@ -1260,6 +1309,8 @@ BUILTINS: dict[str, Implementation] = {
     "transpose": _transpose,
     "reshape": _reshape,
     "split_heads": _split_heads,
+    "swapaxes": _transpose,  # the checker made its `perm`
+    "section": _section,
     "merge_heads": _merge_heads,
     "repeat": _repeat,
     "concat": _concat,
@@ -1296,6 +1347,292 @@ BUILTINS: dict[str, Implementation] = {
     "max": _reduction(np.max),
     "min": _reduction(np.min),
 }
+
+
+# --- issue 21: the builtins real attention code uses beyond the contract's -------------------
+
+
+def _fold(call: _Call, compiled: Compiled, *children: Compiled) -> Compiled:
+    """Fold a constant only when it is a scalar: an array is made when the step runs, after
+    the memory estimate has refused one too large to hold (`full([L ** 64], 0)`)."""
+    return call.c.fold(compiled, *children) if not call.out_shape else compiled
+
+
+def _cumulative(accumulate: Callable[..., Any]) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        x = call.numeric()
+        run, axis = x.run, call.axis()
+        if call.out_shape:
+            call.allocates()
+        return _fold(call, Compiled(lambda frame: accumulate(run(frame), axis=axis), fresh=True,
+                                    contiguous=True), x)
+
+    return implementation
+
+
+def _pairwise(ufunc: np.ufunc) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        x, y = call.numeric("x"), call.numeric("y")
+        xrun, yrun = x.run, y.run
+        if call.out_shape:
+            call.allocates()
+        return _fold(call, Compiled(lambda frame: ufunc(xrun(frame), yrun(frame)), fresh=True,
+                                    contiguous=True), x, y)
+
+    return implementation
+
+
+def _clamp(call: _Call) -> Compiled:
+    x = call.numeric()
+    bounds = [call.numeric(p) if call.arg(p) is not None else None for p in ("min", "max")]
+    run = x.run
+    low, high = (b.run if b is not None else (lambda frame: None) for b in bounds)
+    if call.out_shape:
+        call.allocates()
+    return _fold(call, Compiled(lambda frame: np.clip(run(frame), low(frame), high(frame)),
+                                fresh=True, contiguous=True),
+                       x, *(b for b in bounds if b is not None))
+
+
+def _full(call: _Call) -> Compiled:
+    shape, dtype = call.shape(), call.c.dtype
+    value = call.tensor("value")
+    fill = value.run
+    bool_fill = call.c.value_of(call.node).is_bool
+    kind = np.dtype(bool) if bool_fill else dtype
+    if shape:
+        call.allocates()
+    return _fold(call, Compiled(lambda frame: np.full(shape, fill(frame), dtype=kind)
+                                if shape else kind.type(fill(frame)), fresh=True,
+                                contiguous=True), value)
+
+
+def _tile(call: _Call) -> Compiled:
+    x, reps = call.tensor(), call.shape("reps")
+    run = x.run
+    call.allocates()
+    return _fold(call, Compiled(lambda frame: np.tile(run(frame), reps), fresh=True,
+                                contiguous=True), x)
+
+
+def _logical(reduce: Callable[..., Any]) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        x = call.tensor()
+        run, axis, keep = x.run, axes_of(call.arg("axis"), call.rank()), bool(call.arg("keepdims"))
+        if call.out_shape:
+            call.allocates()
+        return _fold(call, Compiled(lambda frame: np.asarray(reduce(run(frame), axis=axis,
+                                                                    keepdims=keep)),
+                                    fresh=True, contiguous=True), x)
+
+    return implementation
+
+
+BUILTINS.update({
+    "cumsum": _cumulative(np.cumsum),
+    "cumprod": _cumulative(np.cumprod),
+    "minimum": _pairwise(np.minimum),
+    "maximum": _pairwise(np.maximum),
+    "clamp": _clamp,
+    "full": _full,
+    "tile": _tile,
+    "all": _logical(np.all),
+    "any": _logical(np.any),
+    "amax": _reduction(np.max),
+    "amin": _reduction(np.min),
+})
+
+
+# --- issue 21: integer tensors as positions (gathers and writes) ------------------------------
+
+
+def checked_positions(values: Any, size: int, where: tuple[int, str, str, int]) -> Any:
+    """Positions held in the run's float dtype as int64, each proved whole and within
+    ``0 .. size - 1`` here (the checker cannot know the values): an input error naming the
+    statement, the index, the axis and the value otherwise. ``where``: (line, index text,
+    operand text, axis)."""
+    line, index, operand, axis = where
+    array = np.asarray(values)
+    whole = np.floor(array) == array
+    if not whole.all():
+        value = array[~whole].flat[0]
+        raise InputError(message("index_not_whole", line=line, index=index, value=value))
+    outside = (array < 0) | (array >= size)
+    if outside.any():
+        value = int(array[outside].flat[0])
+        raise InputError(message("index_range", line=line, index=index, value=value, axis=axis,
+                                 operand=operand, size=size, last=size - 1))
+    return array.astype(np.int64)
+
+
+def _where_of(call: _Call, index_param: str) -> tuple[int, str, str, int, int]:
+    """(line, index text, operand text, axis, axis size) of a gather or write."""
+    program, args = call.c.program, call.info.args
+    starts = line_starts(program.source)
+    axis = axis_index(args["axis"], call.rank())
+    size = call.c.shape_of(args["x"])[axis]
+    return (call.node.span.line, span_text(program.source, starts, args[index_param].span),
+            span_text(program.source, starts, args["x"].span), axis, size)
+
+
+def _take(index_param: str, along: bool = False) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        x, index = call.tensor(), call.tensor(index_param)
+        line, text, operand, axis, size = _where_of(call, index_param)
+        xrun, irun, where = x.run, index.run, (line, text, operand, axis)
+        if call.out_shape:
+            call.allocates()
+
+        def gather(frame: Frame) -> Any:
+            positions = checked_positions(irun(frame), size, where)
+            if along:
+                return np.take_along_axis(xrun(frame), positions, axis=axis)
+            return np.take(xrun(frame), positions, axis=axis)
+
+        return _fold(call, Compiled(gather, fresh=True, contiguous=True), x, index)
+
+    return implementation
+
+
+def _index_copy(call: _Call) -> Compiled:
+    x, index, source = call.tensor(), call.tensor("index"), call.tensor("source")
+    line, text, operand, axis, size = _where_of(call, "index")
+    xrun, irun, srun, where = x.run, index.run, source.run, (line, text, operand, axis)
+    expected = list(call.out_shape)
+    call.allocates()
+
+    def write(frame: Frame) -> Any:
+        positions = checked_positions(irun(frame), size, where)
+        result = np.array(xrun(frame))
+        expected[axis] = len(positions)
+        values = np.broadcast_to(srun(frame), tuple(expected))
+        np.moveaxis(result, axis, 0)[positions] = np.moveaxis(values, axis, 0)
+        return result
+
+    return _fold(call, Compiled(write, fresh=True, contiguous=True), x, index, source)
+
+
+def _scatter(call: _Call) -> Compiled:
+    x, index, source = call.tensor(), call.tensor("index"), call.tensor("src")
+    line, text, operand, axis, size = _where_of(call, "index")
+    xrun, irun, srun, where = x.run, index.run, source.run, (line, text, operand, axis)
+    call.allocates()
+
+    def write(frame: Frame) -> Any:
+        positions = checked_positions(irun(frame), size, where)
+        result = np.array(xrun(frame))
+        np.put_along_axis(result, positions, np.broadcast_to(srun(frame), positions.shape), axis)
+        return result
+
+    return _fold(call, Compiled(write, fresh=True, contiguous=True), x, index, source)
+
+
+BUILTINS.update({
+    "take": _take("indices"),
+    "index_select": _take("index"),
+    "take_along_axis": _take("indices", along=True),
+    "index_copy": _index_copy,
+    "scatter": _scatter,
+})
+
+
+def element_dtype(value: Value, dtype: np.dtype) -> np.dtype:
+    """The NumPy dtype a value is held in: the run's, or its complex counterpart."""
+    return np.result_type(dtype, np.complex64) if value.element == "complex" else dtype
+
+
+def _complex_dtype(call: _Call) -> np.dtype:
+    return np.result_type(call.c.dtype, np.complex64)
+
+
+def _made(call: _Call, function: Callable[..., Any], *params: str) -> Compiled:
+    """A new array computed from the tensor arguments ``params`` (no buffer reused)."""
+    compiled = [call.numeric(p) for p in params]  # a mask as 0 and 1, as the checker types it
+    runs = [c.run for c in compiled]
+    if call.out_shape:
+        call.allocates()
+    return _fold(call, Compiled(lambda frame: function(*(r(frame) for r in runs)), fresh=True,
+                                contiguous=True), *compiled)
+
+
+def _view_as_complex(call: _Call) -> Compiled:
+    unit = _complex_dtype(call).type(1j)
+    return _made(call, lambda x: np.asarray(x[..., 0] + unit * x[..., 1]), "x")
+
+
+def _as_complex(call: _Call) -> Compiled:
+    unit = _complex_dtype(call).type(1j)
+    return _made(call, lambda x: np.asarray(x[..., 0::2] + unit * x[..., 1::2]), "x")
+
+
+def _view_as_real(call: _Call) -> Compiled:
+    return _made(call, lambda z: np.stack([z.real, z.imag], axis=-1), "x")
+
+
+def _as_real(call: _Call) -> Compiled:
+    return _made(call, lambda z: np.stack([z.real, z.imag], axis=-1).reshape(*z.shape[:-1], -1),
+                 "x")
+
+
+def _polar(call: _Call) -> Compiled:
+    unit = _complex_dtype(call).type(1j)
+    return _made(call, lambda r, a: np.asarray(r * np.cos(a) + unit * (r * np.sin(a))),
+                 "abs", "angle")
+
+
+def _complex_part(function: Callable[[Any], Any]) -> Implementation:
+    return lambda call: _made(call, lambda x: np.array(function(x)), "x")
+
+
+def _abs(call: _Call) -> Compiled:
+    """|x|; of complex numbers a real array, never written into the complex operand."""
+    if call.c.value_of(call.info.args["x"]).element == "complex":
+        return _made(call, np.abs, "x")
+    return call.elementwise(lambda x, out: np.abs(x, out=out))
+
+
+def _outer(call: _Call) -> Compiled:
+    return _made(call, np.outer, "x", "y")
+
+
+def _like(fill: Callable[..., Any]) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        value = call.c.value_of(call.node)
+        dtype = np.dtype(bool) if value.is_bool else element_dtype(value, call.c.dtype)
+        return _made(call, lambda x: fill(np.shape(x), dtype=dtype), "x")
+
+    return implementation
+
+
+def _full_like(call: _Call) -> Compiled:
+    value = call.c.value_of(call.node)
+    dtype = np.dtype(bool) if value.is_bool else element_dtype(value, call.c.dtype)
+    whole = value.element == "int"  # PyTorch and NumPy keep x's integer dtype: truncated
+    return _made(call, lambda x, v: np.full(np.shape(x), np.trunc(v) if whole else v, dtype=dtype),
+                 "x", "value")
+
+
+def _long(call: _Call) -> Compiled:
+    dtype = call.c.dtype
+    return _made(call, lambda x: np.asarray(np.trunc(np.asarray(x, dtype=dtype))), "x")
+
+
+BUILTINS.update({
+    "view_as_complex": _view_as_complex,
+    "as_complex": _as_complex,
+    "view_as_real": _view_as_real,
+    "as_real": _as_real,
+    "polar": _polar,
+    "real": _complex_part(np.real),
+    "imag": _complex_part(np.imag),
+    "conj": _complex_part(np.conj),
+    "abs": _abs,
+    "outer": _outer,
+    "ones_like": _like(np.ones),
+    "zeros_like": _like(np.zeros),
+    "full_like": _full_like,
+    "long": _long,
+})
 
 
 # --- erf, for the exact gelu -------------------------------------------------------------------

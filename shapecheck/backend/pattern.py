@@ -187,7 +187,11 @@ class _Builder:
         a = self.attention
         if a.scores is None or a.query is None or a.key is None or a.ops is None:
             raise _NotFusable("fused_no_scores")
-        if not a.axis_ok or a.changes:
+        if a.axis_ok is False:  # a softmax over the wrong axis, `P.T @ V`: nothing changed P
+            raise _NotFusable("fused_axis")
+        if a.axis_ok is None:
+            raise _NotFusable("fused_axis_unknown")
+        if a.changes:
             raise _NotFusable("fused_changed")
         self._walk_weights(a.weights)
         self._walk_scores(self._softmax_argument())

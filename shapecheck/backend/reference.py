@@ -52,7 +52,8 @@ class Case:
 def reference(program: Program, dtype: str, seed: int) -> Case:
     """The inputs and outputs of a spec checked at a binding that fixes every dim."""
     spec = CompiledSpec(program, dims=program.dims.bindings, dtype=dtype, max_memory=None)
-    inputs = {name: runtime.generate(tensor, evaluate_shape(program, tensor.value), spec.dtype, seed)
+    inputs = {name: runtime.generate_for(program, tensor, evaluate_shape(program, tensor.value),
+                                         spec.dtype, seed)
               for name, tensor in spec.declared.items()}
     result = spec.run(inputs)
     return Case(result.bindings, inputs, result.outputs, dtype)
@@ -70,8 +71,12 @@ def permutation(rank: int, layout: str | Sequence[int]) -> tuple[int, ...] | Non
     return axes if sorted(axes) == list(range(rank)) else None
 
 
-def arrange(array: np.ndarray, axes: tuple[int, ...] | None) -> np.ndarray:
-    """The spec's array in the function's layout (contiguous, as a freshly made array)."""
+def arrange(array: np.ndarray, axes: tuple[int, ...] | None, integers: bool = False
+            ) -> np.ndarray:
+    """The spec's array in the function's layout (contiguous, as a freshly made array);
+    ``integers``: an `int[...]` input, passed as int64 (what indexing code expects)."""
+    if integers:
+        array = array.astype(np.int64)
     return array if axes is None else np.ascontiguousarray(np.transpose(array, axes))
 
 
@@ -90,7 +95,7 @@ def as_array(value: Any) -> np.ndarray | None:
             array = np.asarray(value)
         except (TypeError, ValueError):
             return None
-        return array if array.dtype.kind in "fiub" else None
+        return array if array.dtype.kind in "fiubc" else None
     return None
 
 
@@ -122,6 +127,9 @@ class Difference:
 def compare(expected: np.ndarray, got: np.ndarray, rtol: float, atol: float) -> Difference | None:
     """None when ``|got - expected| <= atol + rtol * |expected|`` everywhere (NaN only where
     the spec has NaN, infinities equal); else the worst disagreement. Same shapes."""
+    paired = np.iscomplexobj(expected) or np.iscomplexobj(got)
+    if paired:  # complex values: their real and imaginary parts, each held to the tolerance
+        expected, got = (np.stack([np.real(a), np.imag(a)], axis=-1) for a in (expected, got))
     want = np.asarray(expected, dtype=np.float64)
     have = np.asarray(got, dtype=np.float64)
     with np.errstate(all="ignore"):
@@ -137,7 +145,7 @@ def compare(expected: np.ndarray, got: np.ndarray, rtol: float, atol: float) -> 
     worst = np.unravel_index(int(np.argmax(excess)), want.shape) if want.ndim else ()
     return Difference(
         max_abs=float(error.max()), max_rel=float(relative.max()),
-        worst=tuple(int(i) for i in worst), expected=float(want[worst]), got=float(have[worst]),
+        worst=tuple(int(i) for i in worst)[:-1] if paired else tuple(int(i) for i in worst), expected=float(want[worst]), got=float(have[worst]),
         count=int(np.count_nonzero(beyond)), size=int(want.size))
 
 

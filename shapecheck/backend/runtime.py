@@ -26,6 +26,7 @@ from .arrays import ArrayFile
 from .errors import InputError, SpecError, bindings_text, message
 
 MASK_TRUE_FRACTION = 0.8
+DEFAULT_INT_HIGH = 8  # an `int` input that indexes no axis directly: 0 to 7
 GIB = 1 << 30
 DEFAULT_MEMORY_CAP = 4 * GIB
 
@@ -41,7 +42,11 @@ def declared(program: Program) -> dict[str, Tensor]:
 
 
 def element_kind_ok(tensor: Tensor, array: Supplied) -> bool:
-    """bool declarations take bool arrays; real ones take floats and integers."""
+    """bool declarations take bool arrays; real and `int` ones floats and integers (an `int`
+    one's values are then checked to be whole, by :func:`cast`); `complex` ones complex
+    numbers too."""
+    if tensor.value.element == "complex":
+        return array.dtype.kind in "cfiu"
     return array.dtype.kind == "b" if tensor.value.is_bool else array.dtype.kind in "fiu"
 
 
@@ -54,7 +59,8 @@ def check_array(tensor: Tensor, array: Any) -> Supplied:
             raise InputError(message("not_an_array", kind=tensor.kind, name=tensor.name,
                                      type=type(array).__name__)) from None
     if not element_kind_ok(tensor, array):
-        wanted = message("wanted_bool" if tensor.value.is_bool else "wanted_real")
+        wanted = message("wanted_bool" if tensor.value.is_bool else
+                         "wanted_int" if tensor.value.element == "int" else "wanted_real")
         raise InputError(message("element_type", kind=tensor.kind, name=tensor.name,
                                  declared=tensor.value.text(), wanted=wanted, dtype=array.dtype))
     return array
@@ -67,11 +73,45 @@ def cast(tensor: Tensor, array: Supplied, dtype: np.dtype) -> np.ndarray:
         array = array.read()
     if tensor.value.is_bool:
         return np.asarray(array, dtype=bool, order="C")
+    if tensor.value.element == "int":
+        _exact_integers(tensor, np.asarray(array), dtype)
+    if tensor.value.element == "complex":  # held as the run's complex counterpart
+        dtype = np.result_type(dtype, np.complex64)
     result = np.asarray(array, dtype=dtype, order="C")
     if not np.isfinite(result).all():
         count = result.size - int(np.count_nonzero(np.isfinite(result)))
         raise InputError(message("non_finite", kind=tensor.kind, name=tensor.name, count=count))
     return result
+
+
+def _exact_integers(tensor: Tensor, array: np.ndarray, dtype: np.dtype) -> None:
+    """An `int` tensor holds whole numbers; it is held in the run's float dtype (the
+    backends compute with one element type; positions are compared, added and taken
+    modulo there), which holds every integer up to 2**(mantissa + 1) exactly: a value
+    that is not whole, or larger, is refused."""
+    if not array.size:
+        return
+    if array.dtype.kind == "f":
+        finite = np.isfinite(array)
+        broken = ~finite | (np.floor(np.where(finite, array, 0)) != array)
+        if broken.any():
+            raise InputError(message("int_not_whole", kind=tensor.kind, name=tensor.name,
+                                     declared=tensor.value.text(), value=array[broken].flat[0]))
+    limit = 2 ** (np.finfo(dtype).nmant + 1)
+    largest = np.abs(array).max()
+    if largest > limit:
+        raise InputError(message("int_too_large", kind=tensor.kind, name=tensor.name,
+                                 value=int(largest), limit=limit, dtype=dtype.name))
+
+
+def index_high(program: Program, name: str) -> int | None:
+    """The exclusive upper end of the values an `int` input admits: the smallest axis it
+    indexes directly (``gathers.index_ranges``), at the program's bindings."""
+    from ..gathers import index_ranges
+
+    sizes = [program.dims.evaluate(d) for d in index_ranges(program).get(name, [])]
+    known = [s for s in sizes if s is not None]
+    return min(known) if known else None
 
 
 # --- bindings from arrays --------------------------------------------------------------------
@@ -236,7 +276,8 @@ def reading_bytes(program: Program, tensors: Mapping[str, Tensor],
 # --- generated arrays ----------------------------------------------------------------------
 
 
-def generate(tensor: Tensor, shape: tuple[int, ...], dtype: np.dtype, seed: int) -> np.ndarray:
+def generate(tensor: Tensor, shape: tuple[int, ...], dtype: np.dtype, seed: int,
+             high: int | None = None) -> np.ndarray:
     """A reproducible array for a tensor that was not supplied.
 
     Each tensor has its own stream (seed and name), so supplying one array does
@@ -249,10 +290,25 @@ def generate(tensor: Tensor, shape: tuple[int, ...], dtype: np.dtype, seed: int)
     rng = np.random.default_rng([seed, zlib.crc32(tensor.name.encode("utf-8"))])
     if tensor.value.is_bool:
         return _mask(rng, shape)
+    if tensor.value.element == "int":  # positions: within the axis they index (``high``)
+        return np.asarray(rng.integers(0, high or DEFAULT_INT_HIGH, size=shape), dtype=np.int64)
     values = rng.standard_normal(shape)
+    if tensor.value.element == "complex":  # real and imaginary parts each N(0, 1/2)
+        values = (values + 1j * rng.standard_normal(shape)) / math.sqrt(2)
+        dtype = np.result_type(dtype, np.complex64)
     if tensor.kind == "param" and len(shape) >= 2:
         values /= math.sqrt(shape[-2])
     return np.asarray(values, dtype=dtype)
+
+
+def generate_for(program: Program, tensor: Tensor, shape: tuple[int, ...], dtype: np.dtype,
+                 seed: int) -> np.ndarray:
+    """:func:`generate` for a tensor of ``program``, in the run's dtype: an `int` one drawn
+    within the axis it indexes, then held as the run's numbers."""
+    if tensor.value.element != "int":
+        return generate(tensor, shape, dtype, seed)
+    return cast(tensor, generate(tensor, shape, dtype, seed, index_high(program, tensor.name)),
+                dtype)
 
 
 def _mask(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -274,9 +330,14 @@ def generation_bytes(tensor: Tensor, shape: tuple[int, ...], dtype: np.dtype) ->
 
 
 def generation_note(tensor: Tensor) -> str:
+    if tensor.value.element == "int":
+        return message("generated_positions")
     if tensor.value.is_bool:
         return message("generated_mask", fraction=MASK_TRUE_FRACTION)
-    return message("generated_param" if tensor.kind == "param" else "generated_input")
+    # What `generate` draws: 1/fan_in only for a param with a second-to-last axis.
+    scaled = tensor.kind == "param" and tensor.value.shape is not None \
+        and len(tensor.value.shape) >= 2
+    return message("generated_param" if scaled else "generated_input")
 
 
 # --- sizes ------------------------------------------------------------------------------------

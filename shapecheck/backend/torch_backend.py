@@ -27,8 +27,10 @@ import torch
 from .. import nodes
 from ..builtins import axis_index
 from ..program import CallInfo, Program, Range, Take, Value
+from ..value_rules import axes_of
 from . import pattern
-from .errors import CheckerBug, bindings_text, message
+from ..diagnostics import line_starts, span_text
+from .errors import CheckerBug, InputError, bindings_text, message
 from .numpy_backend import Frame, _definitions, evaluate_shape
 
 Thunk = Callable[["Frame"], Any]
@@ -221,7 +223,8 @@ class _PlanBuilder:
                 for dead in release:
                     live.pop(dead, None)
             steps.append(Step(ident.name, line, compiled.run, shape, tensor.value.text(),
-                              torch.bool if tensor.value.is_bool else self.dtype, release))
+                              torch.bool if tensor.value.is_bool else
+                              element_dtype(tensor.value, self.dtype), release))
         largest = max(allocations, key=lambda a: a.nbytes, default=None)
         counts = {n: math.prod(self._shape(t.value)) for n, t in self.program.tensors.items()}
         return Plan(tuple(steps), self.bindings, peak, largest, self.device, self.dtype,
@@ -318,6 +321,8 @@ class _ExprCompiler:
 
 
 def _compile_name(c: _ExprCompiler, node: nodes.Name) -> Compiled:
+    if isinstance(node, nodes.ShapeOf):  # `x.shape[i]`: a size, which the checker resolved
+        return c.constant(c.scalar(c.dim(c.value_of(node).dim)))
     if node.name not in c.program.tensors:  # a dim used as a value: a scalar
         value = c.program.dims.value_of(node.name)
         if value is None:
@@ -355,6 +360,7 @@ def _compile_unary(c: _ExprCompiler, node: nodes.Unary) -> Compiled:
 _BINARY: dict[str, Callable[[Any, Any], Any]] = {
     "+": torch.add, "-": torch.sub, "*": torch.mul, "/": torch.true_divide,
     "//": torch.floor_divide, "**": torch.pow,
+    "%": torch.remainder,  # issue 21: Python's sign, as np.remainder
 }
 
 
@@ -396,6 +402,8 @@ def _compile_subscript(c: _ExprCompiler, node: nodes.Subscript) -> Compiled:
     """`x[...]` with the bounds the checker normalised. Torch slices go forward only: an
     axis sliced backward is flipped first, and sliced forward from the mirrored bounds."""
     plan = c.program.subscripts.get(id(node))
+    if plan is None and id(node) in c.program.calls:  # a gather, `E[ids]`: read as `take`
+        return _compile_call(c, node)  # type: ignore[arg-type]
     if plan is None:
         raise CheckerBug(message("bug_unresolved_call", name="[...]", line=node.span.line))
     flips: list[int] = []
@@ -423,6 +431,41 @@ def _compile_subscript(c: _ExprCompiler, node: nodes.Subscript) -> Compiled:
     return c.fold(Compiled(lambda frame: run(frame)[index]), operand)
 
 
+def _compile_update(c: _ExprCompiler, node: nodes.Update) -> Compiled:
+    """`x[...] = v` as a new tensor: a clone of x with the slice assigned (broadcast as
+    the checker proved it may); x itself is left as it was."""
+    plan = c.program.subscripts.get(id(node))
+    if plan is None:
+        raise CheckerBug(message("bug_unresolved_call", name="[...] =", line=node.span.line))
+    key: list[Any] = []
+    for entry in plan.entries:
+        if isinstance(entry, Take):
+            key.append(c.dim(entry.index))
+        elif isinstance(entry, Range):
+            start = None if entry.start is None else c.dim(entry.start)
+            stop = None if entry.stop is None else c.dim(entry.stop)
+            step = c.dim(entry.step)
+            if step < 0:  # torch slices go forward only: the same elements, as indices
+                size = c.dim(c.value_of(node.operand).shape[entry.axis])  # type: ignore[index]
+                key.append(range(size)[slice(start, stop, step)])
+                continue
+            key.append(slice(start, stop, step))
+        else:
+            key.append(None)
+    operand, value = c.compile(node.operand), c.compile(node.value)
+    run, run_value, index = operand.run, value.run, tuple(key)
+
+    def update(frame: Frame) -> Any:
+        result = run(frame).clone()
+        written = run_value(frame)
+        where = tuple(torch.tensor(k, dtype=torch.long, device=result.device)
+                      if isinstance(k, range) else k for k in index)
+        result[where] = written.to(result.dtype) if isinstance(written, torch.Tensor) else written
+        return result
+
+    return Compiled(update)
+
+
 def _compile_call(c: _ExprCompiler, node: nodes.Call) -> Compiled:
     info = c.program.calls.get(id(node))
     if info is None:
@@ -435,6 +478,7 @@ def _compile_call(c: _ExprCompiler, node: nodes.Call) -> Compiled:
 
 _NODE_COMPILERS: dict[type, Callable[[_ExprCompiler, Any], Compiled]] = {
     nodes.Name: _compile_name,
+    nodes.ShapeOf: _compile_name,
     nodes.Integer: _compile_number,
     nodes.Decimal: _compile_number,
     nodes.Inf: _compile_inf,
@@ -445,6 +489,7 @@ _NODE_COMPILERS: dict[type, Callable[[_ExprCompiler, Any], Compiled]] = {
     nodes.Transpose: _compile_transpose,
     nodes.Call: _compile_call,
     nodes.Subscript: _compile_subscript,
+    nodes.Update: _compile_update,
 }
 
 
@@ -576,6 +621,16 @@ def _split_heads(call: _Call) -> Compiled:
     return Compiled(lambda frame: torch.reshape(run(frame), grouped).transpose(-3, -2))
 
 
+def _section(call: _Call) -> Compiled:
+    """Part `index` of equal parts along `axis` (a view, as `torch.split` gives)."""
+    axis = call.axis()
+    assert axis is not None
+    length = call.out_shape[axis]
+    start = call.dim("index") * length
+    run = call.tensor().run
+    return Compiled(lambda frame: run(frame).narrow(axis, start, length))
+
+
 def _merge_heads(call: _Call) -> Compiled:
     run, target = call.tensor().run, call.out_shape
     call.allocates()
@@ -602,7 +657,7 @@ def _all_axes(x: torch.Tensor) -> tuple[int, ...]:
 def _reduction(reduce: Callable[..., torch.Tensor]) -> Implementation:
     def implementation(call: _Call) -> Compiled:
         x = call.numeric()  # counting a mask gives a real number
-        run, axis, keep = x.run, call.axis(), bool(call.arg("keepdims"))
+        run, axis, keep = x.run, axes_of(call.arg("axis"), call.rank()), bool(call.arg("keepdims"))
         call.allocates()
 
         def apply(frame: Frame) -> torch.Tensor:
@@ -668,8 +723,10 @@ def _triangle(keep: Callable[..., torch.Tensor]) -> Implementation:
 
 def _arange(call: _Call) -> Compiled:
     n, dtype, device = call.dim("n"), call.c.dtype, call.c.device
+    bounds = (n,) if call.arg("stop") is None else (n, call.dim("stop"), *(
+        (call.dim("step"),) if call.arg("step") is not None else ()))
     call.allocates()
-    return Compiled(lambda frame: torch.arange(n, dtype=dtype, device=device))
+    return Compiled(lambda frame: torch.arange(*bounds, dtype=dtype, device=device))
 
 
 def _stack(call: _Call) -> Compiled:
@@ -718,6 +775,8 @@ BUILTINS: dict[str, Implementation] = {
     "transpose": _transpose,
     "reshape": _reshape,
     "split_heads": _split_heads,
+    "swapaxes": _transpose,  # the checker made its `perm`
+    "section": _section,
     "merge_heads": _merge_heads,
     "repeat": _repeat,
     "concat": _concat,
@@ -754,6 +813,255 @@ BUILTINS: dict[str, Implementation] = {
     "max": _reduction(torch.amax),
     "min": _reduction(torch.amin),
 }
+
+
+# --- issue 21: the builtins real attention code uses beyond the contract's -------------------
+
+
+def _fold(call: _Call, compiled: Compiled, *children: Compiled) -> Compiled:
+    """Fold a constant only when it is a scalar: an array is made when the step runs, after
+    the memory estimate has refused one too large to hold (`full([L ** 64], 0)`)."""
+    return call.c.fold(compiled, *children) if not call.out_shape else compiled
+
+
+def _cumulative(accumulate: Callable[..., torch.Tensor]) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        x = call.numeric()
+        run, axis = x.run, call.axis()
+        call.allocates()
+        return _fold(call, Compiled(lambda frame: accumulate(run(frame), dim=axis)
+                                    if run(frame).ndim else run(frame)), x)
+
+    return implementation
+
+
+def _pairwise(function: Callable[..., torch.Tensor]) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        x, y = call.numeric("x"), call.numeric("y")
+        xrun, yrun = x.run, y.run
+        call.allocates()
+        return _fold(call, Compiled(lambda frame: function(xrun(frame), yrun(frame))), x, y)
+
+    return implementation
+
+
+def _clamp(call: _Call) -> Compiled:
+    x = call.numeric()
+    bounds = [call.numeric(p) if call.arg(p) is not None else None for p in ("min", "max")]
+    run = x.run
+    low, high = (b.run if b is not None else (lambda frame: None) for b in bounds)
+    call.allocates()
+    return _fold(call, Compiled(lambda frame: torch.clamp(run(frame), low(frame), high(frame))),
+                       x, *(b for b in bounds if b is not None))
+
+
+def _full(call: _Call) -> Compiled:
+    shape, device = call.shape(), call.c.device
+    kind = torch.bool if call.c.value_of(call.node).is_bool else call.c.dtype
+    value = call.tensor("value")
+    fill = value.run
+    call.allocates()
+    return _fold(call, Compiled(lambda frame: torch.full(shape, fill(frame).item(), dtype=kind,
+                                                         device=device)), value)
+
+
+def _tile(call: _Call) -> Compiled:
+    x, reps = call.tensor(), call.shape("reps")
+    run = x.run
+    call.allocates()
+    return _fold(call, Compiled(lambda frame: torch.tile(run(frame), reps)), x)
+
+
+def _logical(reduce: Callable[..., torch.Tensor]) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        x = call.tensor()
+        run, axis, keep = x.run, axes_of(call.arg("axis"), call.rank()), bool(call.arg("keepdims"))
+        call.allocates()
+
+        def apply(frame: Frame) -> torch.Tensor:
+            value = run(frame).bool()
+            if value.ndim == 0:
+                return value
+            return reduce(value, dim=_all_axes(value) if axis is None else axis, keepdim=keep)
+
+        return _fold(call, Compiled(apply), x)
+
+    return implementation
+
+
+BUILTINS.update({
+    "cumsum": _cumulative(torch.cumsum),
+    "cumprod": _cumulative(torch.cumprod),
+    "minimum": _pairwise(torch.minimum),
+    "maximum": _pairwise(torch.maximum),
+    "clamp": _clamp,
+    "full": _full,
+    "tile": _tile,
+    "all": _logical(torch.all),
+    "any": _logical(torch.any),
+    "amax": _reduction(torch.amax),
+    "amin": _reduction(torch.amin),
+})
+
+
+def _checked_positions(values: torch.Tensor, size: int, where: tuple[int, str, str, int]
+                       ) -> torch.Tensor:
+    """As numpy_backend.checked_positions: whole and within the axis, or an input error."""
+    line, index, operand, axis = where
+    whole = torch.floor(values) == values
+    if not bool(whole.all()):
+        value = values[~whole].flatten()[0].item()
+        raise InputError(message("index_not_whole", line=line, index=index, value=value))
+    outside = (values < 0) | (values >= size)
+    if bool(outside.any()):
+        value = int(values[outside].flatten()[0].item())
+        raise InputError(message("index_range", line=line, index=index, value=value, axis=axis,
+                                 operand=operand, size=size, last=size - 1))
+    return values.long()
+
+
+def _where_of(call: _Call, index_param: str) -> tuple[tuple[int, str, str, int], int, int]:
+    program, args = call.c.program, call.info.args
+    starts = line_starts(program.source)
+    axis = axis_index(args["axis"], call.rank())
+    size = call.c.shape_of(args["x"])[axis]
+    where = (call.node.span.line, span_text(program.source, starts, args[index_param].span),
+             span_text(program.source, starts, args["x"].span), axis)
+    return where, axis, size
+
+
+def _take(index_param: str, along: bool = False) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        x, index = call.tensor(), call.tensor(index_param)
+        where, axis, size = _where_of(call, index_param)
+        xrun, irun, shape = x.run, index.run, call.out_shape
+        call.allocates()
+
+        def gather(frame: Frame) -> torch.Tensor:
+            positions = _checked_positions(irun(frame), size, where)
+            if along:
+                return torch.take_along_dim(xrun(frame), positions, dim=axis)
+            return torch.index_select(xrun(frame), axis, positions.reshape(-1)).reshape(shape)
+
+        return _fold(call, Compiled(gather), x, index)
+
+    return implementation
+
+
+def _index_copy(call: _Call) -> Compiled:
+    x, index, source = call.tensor(), call.tensor("index"), call.tensor("source")
+    where, axis, size = _where_of(call, "index")
+    xrun, irun, srun, expected = x.run, index.run, source.run, list(call.out_shape)
+    call.allocates()
+
+    def write(frame: Frame) -> torch.Tensor:
+        positions = _checked_positions(irun(frame), size, where)
+        expected[axis] = len(positions)
+        values = srun(frame).expand(tuple(expected)).contiguous()
+        return xrun(frame).index_copy(axis, positions, values)
+
+    return _fold(call, Compiled(write), x, index, source)
+
+
+def _scatter(call: _Call) -> Compiled:
+    x, index, source = call.tensor(), call.tensor("index"), call.tensor("src")
+    where, axis, size = _where_of(call, "index")
+    xrun, irun, srun = x.run, index.run, source.run
+    call.allocates()
+
+    def write(frame: Frame) -> torch.Tensor:
+        positions = _checked_positions(irun(frame), size, where)
+        values = srun(frame).expand(positions.shape).contiguous()
+        return torch.scatter(xrun(frame), axis, positions, values)
+
+    return _fold(call, Compiled(write), x, index, source)
+
+
+BUILTINS.update({
+    "take": _take("indices"),
+    "index_select": _take("index"),
+    "take_along_axis": _take("indices", along=True),
+    "index_copy": _index_copy,
+    "scatter": _scatter,
+})
+
+
+def element_dtype(value: Value, dtype: torch.dtype) -> torch.dtype:
+    """The torch dtype a value is held in: the run's, or its complex counterpart."""
+    return COMPLEX_DTYPES[dtype] if value.element == "complex" else dtype
+
+
+COMPLEX_DTYPES = {torch.float32: torch.complex64, torch.float64: torch.complex128}
+
+
+def _made(call: _Call, function: Callable[..., torch.Tensor], *params: str) -> Compiled:
+    compiled = [call.numeric(p) for p in params]  # a mask as 0 and 1, as the checker types it
+    runs = [c.run for c in compiled]
+    call.allocates()
+    return _fold(call, Compiled(lambda frame: function(*(r(frame) for r in runs))), *compiled)
+
+
+def _pairs_as_complex(x: torch.Tensor) -> torch.Tensor:
+    return torch.complex(x[..., 0::2].contiguous(), x[..., 1::2].contiguous())
+
+
+def _real_view(z: torch.Tensor) -> torch.Tensor:
+    return torch.view_as_real(z.resolve_conj()).clone()
+
+
+def _complex_part(function: Callable[[torch.Tensor], torch.Tensor]) -> Implementation:
+    return lambda call: _made(call, lambda x: function(x).clone(), "x")
+
+
+def _abs(call: _Call) -> Compiled:
+    return _made(call, torch.abs, "x")
+
+
+def _like(fill: Callable[..., torch.Tensor]) -> Implementation:
+    def implementation(call: _Call) -> Compiled:
+        value = call.c.value_of(call.node)
+        dtype = torch.bool if value.is_bool else element_dtype(value, call.c.dtype)
+        return _made(call, lambda x: fill(x.shape, dtype=dtype, device=x.device), "x")
+
+    return implementation
+
+
+def _full_like(call: _Call) -> Compiled:
+    value = call.c.value_of(call.node)
+    dtype = torch.bool if value.is_bool else element_dtype(value, call.c.dtype)
+    whole = value.element == "int"
+    return _made(call, lambda x, v: torch.full(
+        x.shape, (torch.trunc(v) if whole else v).item(), dtype=dtype, device=x.device),
+        "x", "value")
+
+
+def _long(call: _Call) -> Compiled:
+    dtype = call.c.dtype
+    return _made(call, lambda x: torch.trunc(x.to(dtype)), "x")
+
+
+def _conj(z: torch.Tensor) -> torch.Tensor:
+    return torch.conj_physical(z)
+
+
+BUILTINS.update({
+    "view_as_complex": lambda call: _made(call, lambda x: torch.view_as_complex(
+        x.contiguous()).clone(), "x"),
+    "as_complex": lambda call: _made(call, _pairs_as_complex, "x"),
+    "view_as_real": lambda call: _made(call, _real_view, "x"),
+    "as_real": lambda call: _made(call, lambda z: _real_view(z).reshape(*z.shape[:-1], -1), "x"),
+    "polar": lambda call: _made(call, lambda r, a: torch.polar(*torch.broadcast_tensors(r, a)),
+                                "abs", "angle"),
+    "real": _complex_part(torch.real),
+    "imag": _complex_part(torch.imag),
+    "conj": _complex_part(_conj),
+    "abs": _abs,
+    "outer": lambda call: _made(call, torch.outer, "x", "y"),
+    "ones_like": _like(torch.ones),
+    "zeros_like": _like(torch.zeros),
+    "full_like": _full_like,
+    "long": _long,
+})
 
 
 # --- attention as one scaled_dot_product_attention call ----------------------------------------

@@ -9,7 +9,7 @@ in ``shapes`` keep the order the checker found them in. The output is ASCII
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..diagnostics import Diagnostic, FileResult, Fix, Note, Span
 from ._common import Totals, scrub_tree
@@ -18,20 +18,26 @@ JsonObject = dict[str, object]
 
 
 def render_json(results: list[FileResult], *, strict: bool,
-                notices: Sequence[Diagnostic] = ()) -> str:
+                notices: Sequence[Diagnostic] = (), diffs: Mapping[str, str] | None = None) -> str:
     return (
-        json.dumps(scrub_tree(document(results, strict=strict, notices=notices)), indent=2,
-                   ensure_ascii=True) + "\n"
+        json.dumps(scrub_tree(document(results, strict=strict, notices=notices, diffs=diffs)),
+                   indent=2, ensure_ascii=True) + "\n"
     )
 
 
 def document(results: list[FileResult], *, strict: bool,
-             notices: Sequence[Diagnostic] = ()) -> JsonObject:
+             notices: Sequence[Diagnostic] = (),
+             diffs: Mapping[str, str] | None = None) -> JsonObject:
     """The contract's document; ``notifications`` (run-level problems such as SC207,
-    with no position) is added when there are any."""
+    with no position) is added when there are any. With ``diffs`` (``verify --diff``)
+    each file has a ``diff`` field: its unified diff, ``""`` when nothing would change."""
     totals = Totals.of(results, notices)
+    files = [_file(result, strict) for result in results]
+    if diffs is not None:
+        for entry, result in zip(files, results):
+            entry["diff"] = diffs.get(result.path, "")
     out: JsonObject = {
-        "files": [_file(result, strict) for result in results],
+        "files": files,
         "summary": {"files": totals.files, "errors": totals.errors, "warnings": totals.warnings},
     }
     if notices:

@@ -19,6 +19,7 @@ Requests about a document that was never opened get an empty answer.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import logging
 from collections.abc import Iterable, Iterator
@@ -27,8 +28,9 @@ from urllib.parse import unquote
 
 from lsprotocol import types
 
-from .. import __version__
-from ..diagnostics import Diagnostic, Severity, Span
+from .. import __version__, nodes
+from ..builtins import BUILTINS
+from ..diagnostics import VERSION_MARK, Diagnostic, Severity, Span, shown
 from ..i18n import Table
 from ..program import Program
 from ..symbolic import to_text
@@ -49,6 +51,8 @@ TEXT: Table = Table("lsp", "TEXT", {
     "dim_derived": "derived dim: `{name} = {definition}`",
     "dim_value": "`{name} = {value}` at the configured dims",
     "config_problem": "shapecheck: the configuration is not used: {problem}",
+    "version": "this line's version of `{name}` (the name is rebound or written into)",
+    "spelling": "**`{written}`** is the builtin `{builtin}`: {doc}",
 })
 
 SEVERITIES = {
@@ -235,19 +239,29 @@ def hover(ls: ShapecheckServer, params: types.HoverParams) -> types.Hover | None
     if found is None:
         return None
     analysis, positions, name, span = found
-    text = hover_text(analysis, name)
+    text = hover_text(analysis, name, span)
     if text is None:
         return None
     return types.Hover(types.MarkupContent(types.MarkupKind.Markdown, text),
                        lsp_range(span, positions))
 
 
-def hover_text(analysis: Analysis, name: str) -> str | None:
+def hover_text(analysis: Analysis, name: str, span: Span | None = None) -> str | None:
     program = analysis.program
     bound = analysis.bound()
-    tensor = program.tensors.get(name)
+    found = _node_at(program.statements, span) if span is not None else None
+    if isinstance(found, nodes.Call) and found.func.name in BUILTINS \
+            and found.func.name != name:
+        # a PyTorch spelling (`.transpose`, `F.softmax`): the builtin it is
+        builtin = BUILTINS[found.func.name]
+        return TEXT["spelling"].format(written=name, builtin=builtin.name, doc=builtin.doc)
+    version = found.name if isinstance(found, (nodes.Name, nodes.Ident)) else name
+    tensor = program.tensors.get(version) or program.tensors.get(name)
     if tensor is not None:
-        lines = [f"**`{name}`**: {TEXT[tensor.kind]} `{tensor.value.text()}`"]
+        name = version if version in program.tensors else name
+        lines = [f"**`{shown(name)}`**: {TEXT[tensor.kind]} `{tensor.value.text()}`"]
+        if VERSION_MARK in name or name != version or _is_rebound(program, name):
+            lines.append(TEXT["version"].format(name=shown(name)))
         concrete = _concrete_shape(bound, name) if bound is not None else None
         if concrete is not None:
             lines.append(TEXT["shape_at"].format(bindings=_bindings(bound), shape=concrete))
@@ -269,6 +283,27 @@ def hover_text(analysis: Analysis, name: str) -> str | None:
     return "\n\n".join(lines)
 
 
+def _node_at(statements: list[nodes.Stmt], span: Span) -> object | None:
+    """The name (or a spelling's call) that the checked statements hold at ``span``: a
+    version of a rebound tensor is a name of its own there (:mod:`shapecheck.versions`)."""
+    stack: list[object] = list(statements)
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (nodes.Name, nodes.Ident)) and current.span == span:
+            return current
+        if isinstance(current, nodes.Call) and current.func.span == span:
+            return current
+        if isinstance(current, (list, tuple)) and not isinstance(current, Span):
+            stack.extend(current)
+        elif dataclasses.is_dataclass(current) and not isinstance(current, (type, Span)):
+            stack.extend(getattr(current, f.name) for f in dataclasses.fields(current))
+    return None
+
+
+def _is_rebound(program: Program, name: str) -> bool:
+    return any(shown(other) == name and other != name for other in program.tensors)
+
+
 def _concrete_shape(bound: Program, name: str) -> str | None:
     tensor = bound.tensors.get(name)
     if tensor is None or tensor.value.shape is None:
@@ -276,7 +311,7 @@ def _concrete_shape(bound: Program, name: str) -> str | None:
     values = [bound.dims.evaluate(dim) for dim in tensor.value.shape]
     if any(value is None for value in values):
         return None
-    prefix = "bool" if tensor.value.is_bool else ""
+    prefix = "bool" if tensor.value.is_bool else tensor.value.element  # `int[...]`, `complex[...]`
     return f"{prefix}[{', '.join(str(value) for value in values)}]"
 
 

@@ -18,6 +18,7 @@ from ..builtins import BUILTINS, AxisKind, axis_index
 from ..diagnostics import Diagnostic, Note, line_starts, span_text
 from ..einsum import SubscriptError, parse_subscripts
 from ..program import NewAxis, Program, Take, Value
+from ..value_rules import axes_of
 from ..symbolic import Dim, DimSystem
 from .facts import (
     Axis,
@@ -198,6 +199,8 @@ class Follow:
         new axis (`None`) is new, a part of an axis is a new, opaque axis (a window of the
         keys is not the keys). x's facts go on only when no axis is cut or dropped
         (`P[None]` is still normalised); otherwise the pass stays silent about it."""
+        if id(node) in self.calls:  # a gather, `E[ids]`: the checker read it as `take`
+            return self._call(node, value)  # type: ignore[arg-type]
         operand = self.value(node.operand)
         plan = self.program.subscripts.get(id(node))
         if operand.axes is None or plan is None or value.shape is None:
@@ -648,7 +651,28 @@ class Follow:
             return self._join(node, info.args, axis_map.axis, tensors, value)
         if kind is AxisKind.REDUCE:
             return self._reduce(node, info.args, axis_map, x_node, x, value)
+        if kind is AxisKind.GATHER:
+            return self._gather(node, info.args, axis_map, x, value)
+        if kind is AxisKind.PAIRS:  # the last axis paired into complex numbers, or back
+            kept = x.axes[:-1] if len(value.shape) <= len(x.axes) else x.axes
+            return _Info(kept + tuple(Axis(size, node) for size in value.shape[len(kept):]))
         return self._opaque(node, value)
+
+    def _gather(self, node: nodes.Expr, args: dict[str, Any], axis_map: Any, x: _Info,
+                value: Value) -> _Info:
+        """`take`, `x[ids]`: x's other axes keep their identity; the gathered one gives way
+        to the index's axes (`E[ids]`: the ids' batch and tokens), or, along an axis
+        (`take_along_axis`), to a new axis of picked entries."""
+        assert x.axes is not None and value.shape is not None
+        where = axis_index(args[axis_map.axis], len(x.axes))
+        index = self.value(args[axis_map.index])
+        if axis_map.along or index.axes is None:
+            picked = (Axis(value.shape[where], node),) if axis_map.along else tuple(
+                Axis(size, node) for size in value.shape[where: where + len(value.shape)
+                                                         - len(x.axes) + 1])
+        else:
+            picked = index.axes
+        return _Info(x.axes[:where] + picked + x.axes[where + 1:])
 
     def _tensor_arguments(self, args: dict[str, Any], names: tuple[str, ...]
                           ) -> list[tuple[nodes.Expr, _Info]]:
@@ -842,7 +866,8 @@ class Follow:
                 x: _Info, value: Value) -> _Info:
         assert x.axes is not None and value.shape is not None
         axis = args.get(axis_map.axis or "")
-        removed = tuple(range(len(x.axes))) if axis is None else (axis_index(axis, len(x.axes)),)
+        removed = axes_of(axis, len(x.axes))  # one axis or several (`axis=(-1, -2)`)
+        removed = tuple(range(len(x.axes))) if removed is None else removed
         if args.get(axis_map.keepdims or ""):
             axes = tuple(Axis(value.shape[i], node) if i in removed else a
                          for i, a in enumerate(x.axes))

@@ -65,6 +65,15 @@ class MaskChecks:
                 verdicts.append(not wrong)
         return before, tuple(masks), verdicts
 
+    def _swap_help(self, node: nodes.Expr) -> str:
+        """SC408's help in the spec's own words: its `where` with the branches swapped."""
+        call = nodes.strip_parens(node)
+        if isinstance(call, nodes.Call) and call.func.name == "where" and len(call.args) == 3 \
+                and not call.keywords:
+            condition, hidden, kept = (self._text(arg) for arg in call.args)
+            return codes.help_text("swap_branches_to", fixed=f"where({condition}, {kept}, {hidden})")
+        return codes.help_text("swap_branches")
+
     def _mask_axes(self, contraction: _Contraction, norm: _Norm, query: Axis | None,
                    key: Axis | None) -> None:
         """SC412: a mask on the scores that varies along the queries and is constant along
@@ -143,7 +152,7 @@ class MaskChecks:
             self._reported.add(("SC408",) + key)
             sees = codes.detail("sees_future_only" if orientation == "aligned" else "sees_past_only")
             self._report(codes.MASK_INVERTED.diag(mask.node.span, where=where, sees=sees,
-                                                  notes=notes, help=[codes.help_text("swap_branches")]))
+                                                  notes=notes, help=[self._swap_help(mask.node)]))
         elif transposed and ("SC407",) + key not in self._reported:
             self._reported.add(("SC407",) + key)
             self._report(codes.MASK_TRANSPOSED.diag(

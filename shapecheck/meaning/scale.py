@@ -135,8 +135,8 @@ class ScaleChecks:
         if key in self._reported:
             return
         self._reported.add(key)
-        expected = scale.expected
-        assert expected is not None
+        assert scale.expected is not None
+        expected = self.system.named(scale.expected)  # `hd`, not `2*h`, when the spec says so
         written = " ".join(("/ " if f.divides else "* ") + self._text(f.node) for f in factors)
         size = to_text(expected)
         if scale.verdict == "inverted":

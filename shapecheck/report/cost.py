@@ -20,8 +20,10 @@ from ..program import Value
 from ..symbolic import Dim, integer, product, total
 from .context import ITEM_SIZES, Spec, einsum_terms, postorder
 
-PER_ELEMENT = {"softmax": 5, "layernorm": 5, "rmsnorm": 3, **{f: 1 for f in ELEMENTWISE}}
-REDUCTIONS = frozenset({"sum", "mean", "max", "min"})
+PER_ELEMENT = {"softmax": 5, "layernorm": 5, "rmsnorm": 3, **{f: 1 for f in ELEMENTWISE},
+               # issue 21: a running sum or product, a pairwise choice, a clamp (two comparisons)
+               "cumsum": 1, "cumprod": 1, "minimum": 1, "maximum": 1, "clamp": 2}
+REDUCTIONS = frozenset({"sum", "mean", "max", "min", "amax", "amin", "all", "any"})
 
 
 @dataclass
@@ -51,8 +53,8 @@ def operation_cost(spec: Spec, node: nodes.Expr) -> tuple[str, Dim | None] | Non
         kind = "matmul" if node.op == "@" else "elementwise"
     elif isinstance(node, nodes.Unary):
         kind = "elementwise"
-    elif isinstance(node, (nodes.Transpose, nodes.Subscript)):
-        return ("move", integer(0))
+    elif isinstance(node, (nodes.Transpose, nodes.Subscript, nodes.Update)):
+        return ("move", integer(0))  # a slice write copies; it computes nothing
     elif isinstance(node, nodes.Call):
         info = spec.program.calls.get(id(node))
         if info is None:

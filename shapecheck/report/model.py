@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from .. import nodes
 from .._version import __version__
-from ..diagnostics import Diagnostic, Severity, Span
+from ..diagnostics import Diagnostic, Severity, Span, shown
 from ..formats._common import plural
 from ..formats.source import printable_line
 from ..formats.text import render_diagnostic
@@ -265,7 +265,7 @@ def _annotate(spec: Spec, statement: nodes.Stmt) -> list[Annotation]:
         value = dims.value_of(statement.name.name) if spec.bindings else None
         unbound_names = spec.unbound([info.definition]) if info is not None and info.definition is not None \
             and value is None else []
-        return [Annotation(printable_line(statement.name.name), None, None if value is None else str(value),
+        return [Annotation(printable_line(shown(statement.name.name)), None, None if value is None else str(value),
                            status, definition,
                            text("unbound", names=", ".join(unbound_names)) if unbound_names else None)]
     if isinstance(statement, nodes.Constraint):
@@ -274,12 +274,12 @@ def _annotate(spec: Spec, statement: nodes.Stmt) -> list[Annotation]:
         return [Annotation(text("ann_broken"), None, None, "error")]
     if isinstance(statement, nodes.Assert):
         value = spec.shape_of(statement.name.name)
-        return [Annotation(f"{text('ann_assert')} {printable_line(statement.name.name)}",
+        return [Annotation(f"{text('ann_assert')} {printable_line(shown(statement.name.name))}",
                            spec.text(statement.shape), spec.concrete(value), status,
                            unbound=_unbound_note(spec, value))]
     assert isinstance(statement, (nodes.TensorDecl, nodes.Define, nodes.Output))
     value = _statement_value(spec, statement)
-    label = printable_line(statement.name.name)
+    label = printable_line(shown(statement.name.name))
     if isinstance(statement, nodes.Output):
         label = f"{text('ann_output')} {label}"
     if not value.known:
@@ -426,7 +426,7 @@ def _cost(spec: Spec, card_list: list[Card]) -> Cost:
         if value.shape is not None and name not in outputs:  # an output is not an intermediate
             candidates.append((name, value, size))  # type: ignore[arg-type]
         rows.append(CostRow(
-            statement.span.line, printable_line(name),
+            statement.span.line, printable_line(shown(name)),
             spec.pretty(cost.flops) if cost.flops is not None else None,
             spec.evaluate(cost.flops) if cost.flops is not None else None,
             spec.pretty(size) if size is not None else None,

@@ -32,8 +32,8 @@ from .dims import (
 )
 from .groebner import _Steps  # noqa: F401  (the budget tests count its steps)
 from .proofs import (
-    ConstraintOutcome, ConstraintUse, DimInfo, DimSystem, Proof, explain_divides, explain_equal,
-    growth, solve_for,
+    ConstraintOutcome, ConstraintUse, DimChanges, DimInfo, DimSystem, Proof, explain_divides,
+    explain_equal, growth, solve_for,
 )
 from .unify import Unifier
 
@@ -41,7 +41,7 @@ __all__ = [
     "DISTINCT_SIZES", "MAX_BASIS", "MAX_BITS", "MAX_DEGREE", "MAX_EXPONENT", "MAX_STEPS",
     "MAX_TERMS", "MAX_WORK", "ONE", "REFUTATION_POINTS", "SQUARE_SIZE", "Claim",
     "ConstraintOutcome", "ConstraintUse", "Counterexample", "Decision", "Dim", "DimBuilder",
-    "DimInfo", "DimSystem", "Env", "Needed", "Proof", "Resolve", "TooComplex", "Unifier",
+    "DimChanges", "DimInfo", "DimSystem", "Env", "Needed", "Proof", "Resolve", "TooComplex", "Unifier",
     "Verdict", "as_int", "draw_bindings", "exact_quotient", "explain_divides", "explain_equal",
     "floor_quotient", "free_names", "growth", "integer", "is_literal_one", "is_name", "pretty",
     "product", "radicand", "shape_text", "solve_for", "spaced", "symbol", "to_text", "total",

@@ -36,7 +36,10 @@ class Claim(NamedTuple):
     """A fact about dims that a statement needs.
 
     ``kind``: ``equal`` (left == right), ``divides`` (right divides left),
-    ``positive`` (left is a positive integer), ``at_most`` (left <= right).
+    ``positive`` (left is a positive integer), ``at_most`` (left <= right),
+    ``broadcasts`` (two sizes of one broadcast axis: proved as ``equal``, since only
+    the literal 1 broadcasts, but it fails only at sizes where neither is 1 -- at 1
+    NumPy broadcasts, so that is no counterexample).
     """
 
     kind: str
@@ -58,6 +61,10 @@ class Claim(NamedTuple):
     @classmethod
     def at_most(cls, left: Dim, right: Dim) -> Claim:
         return cls("at_most", left, right)
+
+    @classmethod
+    def broadcasts(cls, left: Dim, right: Dim) -> Claim:
+        return cls("broadcasts", left, right)
 
     @property
     def dims(self) -> tuple[Dim, ...]:
@@ -85,6 +92,10 @@ class Needed(NamedTuple):
     op: str
     rhs: str
     built: tuple[Dim, str, Dim]
+    # Declared free dims that could be the quotient instead of the new one (`d` in
+    # `constraint D == H * d` when the spec declares `d` and no constraint ties it):
+    # further candidates, each verified like the first (shapecheck.fixcheck).
+    reuse: tuple[str, ...] = ()
 
     @property
     def constraint(self) -> str:
@@ -173,6 +184,9 @@ def _failure_test(kind: str, sides: list[Callable[[Env], Fraction | int]]) -> Ca
     if kind == "equal":
         left, right = sides
         return lambda env: left(env) != right(env)
+    if kind == "broadcasts":
+        left, right = sides
+        return lambda env: left(env) != right(env) and left(env) != 1 and right(env) != 1
     if kind == "divides":
         top, bottom = sides
         return lambda env: not _is_integer(Fraction(top(env)) / Fraction(bottom(env)))
@@ -249,6 +263,19 @@ class Refutation:
                 verdict, _within(lambda: self.counterexample(claim)),
                 _within(lambda: self.weakest_constraint(claim, names)))
         return cached
+
+    def decide_definition(self: DimSystem, name: str, claim: Claim,
+                          taken: Iterable[str] = ()) -> Decision:
+        """:meth:`decide` for a claim about the definition of the derived dim ``name``
+        (``dim NBh = NB // 2`` is a positive integer), once every constraint of the spec
+        is known -- constraints are facts about the whole spec, wherever they stand. The
+        definition is what is in question, so the trial does not assume the dim is a
+        size (that would make every failing size inadmissible)."""
+        trial = self.fork()
+        sym = trial._symbols.get(name)
+        if sym is not None:
+            trial._derived.pop(sym, None)
+        return trial.decide(claim, taken)
 
     def counterexample(self: DimSystem, claim: Claim) -> Counterexample | None:
         """The admissible assignment of the claim's free dims with the smallest sum
@@ -340,9 +367,19 @@ class Refutation:
         trial.add_constraint(left, op, right, "", Span(1, 1, 1, 1))
         return needed if trial.holds(claim) is Verdict.PROVED else None
 
+    def _unconstrained(self: DimSystem, *claim: Dim) -> tuple[str, ...]:
+        """Free dims the spec declares that no constraint or binding ties and the claim
+        does not name: the candidates for a quotient the spec may already have named."""
+        tied = set().union(*(free_names(d) for d in claim))
+        for use in self.constraints:
+            if use.sides is not None:
+                tied |= free_names(use.sides[0]) | free_names(use.sides[2])
+        return tuple(name for name, info in self.dims.items()
+                     if info.kind == "free" and name not in tied and name not in self.bindings)[:3]
+
     def _needed(self: DimSystem, claim: Claim, taken: frozenset[str]) -> Needed | None:
         left, right = claim.left, claim.right
-        if claim.kind == "equal":
+        if claim.kind in ("equal", "broadcasts"):
             if is_name(left) and is_name(right):
                 return None  # `N == d` merges two dims the spec keeps apart on purpose
             if free_names(left) & free_names(right):
@@ -353,7 +390,7 @@ class Refutation:
             name = self.fresh_name("k", left, right, taken=taken)
             quotient = symbol(name)
             return Needed((name,), to_text(left), "==", f"{spaced(to_text(right))} * {name}",
-                          (left, "==", right * quotient))
+                          (left, "==", right * quotient), self._unconstrained(left, right))
         if claim.kind == "positive":
             if isinstance(left, sympy.floor):  # p // q >= 1 exactly when p >= q
                 top, bottom = sympy.fraction(sympy.together(left.args[0]))

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 import sympy
 from sympy.polys.domains import QQ
@@ -93,6 +93,11 @@ class DimSystem(Refutation):
     # Answers are memoised until the next declaration or constraint changes
     # what is known; checking statements asks the same questions many times.
     _answers: dict[tuple[str, Dim, Dim | None], Any] = field(default_factory=dict)
+    # The answers that reduced modulo the relations (directly or through another answer),
+    # and a count of such reductions, memoised ones included: the language server keeps
+    # a statement's check across a dim edit that removes a relation only if it used none.
+    _relying: set[tuple[str, Dim, Dim | None]] = field(default_factory=set)
+    relation_uses: int = 0
     _basis: _Basis | TooComplex | None = None
     # Derived dims bound on the command line, checked against their definition.
     _derived_bindings: list[tuple[Dim, int]] = field(default_factory=list)
@@ -283,17 +288,23 @@ class DimSystem(Refutation):
     def _invalidate(self) -> None:
         self._canon_cache.clear()
         self._answers.clear()
+        self._relying.clear()
         self._basis = None
 
     def _memo(self, question: str, a: Dim, b: Dim | None, answer: Callable[[], Any]) -> Any:
         key = (question, a, b)
         cached = self._answers.get(key)
         if cached is None:
+            uses = self.relation_uses
             try:
                 cached = answer()
             except TooComplex as error:
                 cached = error
             self._answers[key] = cached
+            if self.relation_uses != uses:
+                self._relying.add(key)
+        elif key in self._relying:
+            self.relation_uses += 1
         if isinstance(cached, TooComplex):
             raise TooComplex(cached.detail)
         return cached
@@ -485,6 +496,7 @@ class DimSystem(Refutation):
 
     def _reduced(self, difference: Dim) -> Dim | None:
         """The remainder of ``difference`` modulo the relations (None: cannot tell)."""
+        self.relation_uses += 1
         basis = self._relation_basis()
         return basis.remainder(difference) if basis is not None else None
 
@@ -642,16 +654,41 @@ class DimSystem(Refutation):
         """The quotient by the name the spec gives it: `d` for `D/H` when `dim D = H * d` or
         `constraint D == H * d` says so, or when `dim d = D / H` declares it. First without
         the bindings (the spec's own relations), then with them (a constraint applied at
-        `--dim` values); never a bare number, which would hide the dims."""
+        `--dim` values); never a bare number, which would hide the dims. With bindings the
+        spec's relations are those of :meth:`without_bindings` (bound, `D == H * d` solves
+        `d` to a number, and the name would be lost)."""
+        if self.bindings:
+            unbound = self.without_bindings()
+            if unbound is not self:
+                named = unbound._named_quotient(numerator, denominator)
+                if named is not None and named.free_symbols <= set(self._symbols.values()):
+                    return named
         for top, bottom in ((self._unvalued(numerator), self._unvalued(denominator)),
                             (self.canonical(numerator), self.canonical(denominator))):
             rewritten = exact_quotient(top, bottom)
             for name, info in self.dims.items():
                 if info.kind == "derived" and self._unvalued(self._symbols[name]) == rewritten:
                     return self._symbols[name]
+            for name, info in self.dims.items():
+                # A free dim a constraint solves for (`d` is `D/H` once D and H are bound).
+                sym = self._symbols[name]
+                if info.kind == "free" and self._has_rule(sym, values=False) \
+                        and self._unvalued(sym) == rewritten:
+                    return sym
             if sympy.fraction(rewritten)[1] == 1 and not rewritten.is_number:
                 return rewritten
         return None
+
+    def named(self, dim: Dim) -> Dim:
+        """``dim`` by the name the spec gives it: `hd` for `2*h` under `dim hd = 2 * h`
+        (a derived dim whose definition it is, without the bindings); else as it is."""
+        if dim.is_Symbol or dim.is_number:
+            return dim
+        target = self._unvalued(dim)
+        for name, info in self.dims.items():
+            if info.kind == "derived" and self._unvalued(self._symbols[name]) == target:
+                return self._symbols[name]
+        return dim
 
     def _unvalued(self, dim: Dim) -> Dim:
         """``dim`` with derived dims and eliminations substituted, but no value."""
@@ -723,7 +760,7 @@ class DimSystem(Refutation):
 
     def holds(self, claim: Claim) -> Verdict:
         """The verdict on a claim (the checker's own question for its kind)."""
-        if claim.kind == "equal":
+        if claim.kind in ("equal", "broadcasts"):
             return self.equal(claim.left, claim.right)
         if claim.kind == "divides":
             return self.divides(claim.left, claim.right)
@@ -734,6 +771,53 @@ class DimSystem(Refutation):
     def at_most(self, left: Dim, right: Dim) -> Verdict:
         """Is ``left <= right`` for every admissible size? (``right - left + 1`` is a size.)"""
         return self.positive(_expand(right - left + 1))
+
+    def changed_since(self, before: DimSystem) -> DimChanges:
+        """The dims about which this system may answer a question otherwise than ``before``
+        did, so that a statement whose shapes and names involve none of them checks as
+        it did (the language server re-checks only the others after a `dim` or
+        `constraint` edit); and the dims of the relations ``before`` had and this one
+        has not, which change the answers that reduced modulo them (``relation_uses``).
+
+        A dim is unchanged when it has the same kind, canonical form (definitions,
+        bindings and eliminations substituted) and lower bound in both, and every
+        inequality, `!=` and floor equation that mentions it is in both. Relations (the
+        Gröbner basis's equations) may be added: a question answered "proved" under fewer
+        relations is answered so under more, and a question that was not proved gave its
+        statement a diagnostic, which is checked again anyway. A derived dim added,
+        removed or redefined changes the dims of its definition too (a quotient is shown
+        by the name the spec gives it).
+        """
+        changed: set[str] = set()
+        for name in self.dims.keys() | before.dims.keys():
+            if self._meaning_of(name) != before._meaning_of(name):
+                changed.add(name)
+        for mine, theirs in ((self, before), (before, self)):
+            derived = {n: i.definition for n, i in mine.dims.items() if i.kind == "derived"}
+            for name, definition in derived.items():
+                other = theirs.dims.get(name)
+                if other is None or other.kind != "derived" or other.definition != definition:
+                    changed |= {name} | free_names(definition) if definition is not None \
+                        else {name}
+            for expressions, others in ((mine._facts, theirs._facts),
+                                        (mine._unequal, theirs._unequal),
+                                        (mine._opaque, theirs._opaque)):
+                for expression in set(expressions) - set(others):
+                    changed |= free_names(expression)
+        lost: set[str] = set()
+        for relation in set(before._relations) - set(self._relations):
+            lost |= free_names(relation)
+        return DimChanges(frozenset(changed), frozenset(lost))
+
+    def _meaning_of(self, name: str) -> tuple[Any, ...] | None:
+        info, sym = self.dims.get(name), self._symbols.get(name)
+        if info is None or sym is None:
+            return None
+        try:
+            canonical: Dim | None = self.canonical(sym)
+        except TooComplex:
+            canonical = None
+        return (info.kind, canonical, self._lower.get(sym, 1))
 
     def fork(self) -> DimSystem:
         """An independent copy (a trial constraint must not change this system)."""
@@ -750,6 +834,7 @@ class DimSystem(Refutation):
         copy._users = {sym: set(users) for sym, users in self._users.items()}
         # Answers stay valid in the copy until it learns something (then they are dropped).
         copy._canon_cache, copy._answers = dict(self._canon_cache), dict(self._answers)
+        copy._relying = set(self._relying)
         return copy
 
 
@@ -790,6 +875,14 @@ def _coefficients(expanded: Dim) -> tuple[list[Dim], Dim]:
         if rest == 1:
             constant += coefficient
     return coefficients, constant
+
+
+class DimChanges(NamedTuple):
+    """What :meth:`DimSystem.changed_since` found: dims whose answers may differ, and the
+    dims of removed relations (only answers that used a relation may differ there)."""
+
+    dims: frozenset[str]
+    relations: frozenset[str]
 
 
 @dataclass(frozen=True)

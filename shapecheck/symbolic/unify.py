@@ -95,6 +95,10 @@ class Unifier(DimSystem):
         self._failed_at = self.at
         return Decision(DimSystem.holds(self, claim))
 
+    def decide_definition(self, name: str, claim: Claim, taken: Iterable[str] = ()) -> Decision:
+        # Inference reads only whether a definition fails: no trial system of its own.
+        return self.decide(claim, taken)
+
     def resolved(self, dim: Dim) -> Dim:
         """``dim`` with the bindings of unknowns substituted (in the spec's notation:
         the constraints' eliminations are not applied)."""

@@ -5,6 +5,36 @@ from __future__ import annotations
 # 每个代码: summary (一句话), message (诊断信息, 字段与英文相同), what / why / fix (explain),
 # example (与英文相同的 spec, 只有 `#` 注释行是中文).
 CODES: dict[str, dict[str, str]] = {
+    "SC601": dict(
+        summary="无法追踪该模块",
+        message="torch.export 无法追踪 `{target}`: {reason}",
+        what="`verify` 和 `extract` 用 `torch.export` (批大小和序列长度为符号) 追踪 PyTorch 模块, "
+        "并检查它记录下的计算图. 控制流依赖数据 (`if x.sum() > 0:`) 或依赖必须保持符号的尺寸的代码"
+        "无法追踪; 诊断在中断追踪的那一行给出 torch 的原因.",
+        why="没有追踪成功的模块什么也没有被检查: 这会被报告, 绝不会被当作通过.",
+        example="# (Python) def forward(self, x):\n#     if x.sum() > 0:   # error[SC601]\n"
+        "#         return x",
+        fix="用张量运算 (`torch.where`) 写出这个分支, 或把它移出 `forward`.",
+    ),
+    "SC602": dict(
+        summary="降级过程不认识的算子",
+        message="`{operator}` 没有降级为 spec 语言; 它的结果 `{name}` 按追踪到的形状作为 input 检查",
+        what="追踪图中的每个 ATen 算子都会写成 `.attn`; 没有降级规则的算子变成一个形状为 torch "
+        "记录的形状的 `input`, 之后的一切照样检查, 但它本身如何计算不被检查.",
+        why="悄悄跳过模块一部分的检查会让从未读过的代码通过.",
+        example="# (Python) y = torch.special.bessel_j0(x)   # warning[SC602]",
+        fix="用 shapecheck 认识的算子写这一步 (docs/torch.md 列出了它们), 或接受这个警告 "
+        "(`--ignore SC602`).",
+    ),
+    "SC603": dict(
+        summary="无法加载或构造 Python 目标",
+        message="无法检查 `{target}`: {reason}",
+        what="Python 目标 (`model.py:Class`, `model.py:make`) 在追踪前先被导入和构造; 导入失败、"
+        "构造函数抛出异常, 或工厂函数没有返回 `(module, inputs)`, 都是这个诊断 (运行失败: 退出码 2).",
+        why="其余文件照样检查和报告.",
+        example="# shapecheck verify model.py:Missing\n# error[SC603]: 无法检查 `model.py:Missing`: ...",
+        fix="给出一个模块类、一个接受其维度的工厂函数, 或一个无参数并返回 (module, inputs) 的工厂函数.",
+    ),
     "SC001": dict(
         summary="语句无法解析",
         message="{detail}",
@@ -78,6 +108,17 @@ CODES: dict[str, dict[str, str]] = {
         example="(shapecheck verify missing.attn)",
         fix="改正路径, 或者让文件可读。",
     ),
+    "SC008": dict(
+        summary="文件不是 spec",
+        message="这个文件看起来不是 spec: {counted} (第一条, 第 {line} 行: {first})",
+        what="文件中几乎没有能解析为 spec 语言语句的内容: 至少十条语句, 且至少五分之四, "
+        "是语法错误。这只报告一次, 而不是每行一个 SC001。",
+        why="误把 Markdown 页面、Python 模块或配置文件当作 spec 时, 否则成百上千的错误会淹没"
+        "唯一有用的事实 (这不是 spec)。",
+        example="(shapecheck verify README.md)",
+        fix="检查 `.attn` spec 文件 (文件夹指其下的 `*.attn` 文件); 若是用别的语言写的 spec, "
+        "从显示的第一个错误改起。",
+    ),
     "SC101": dict(
         summary="名字在声明之前就被使用",
         message="`{name}` 没有定义",
@@ -89,10 +130,11 @@ CODES: dict[str, dict[str, str]] = {
     "SC102": dict(
         summary="一个名字被定义了两次",
         message="`{name}` 已经定义过了",
-        what="每个名字只定义一次: 要么是维度, 要么是张量, 不能两者都是, 也不能定义两次。",
-        why="一个 spec 描述一次计算; 重新绑定名字会让之后每次使用的形状对读者来说含糊不清。",
-        example="dim N, d\ninput Q: [N, d]\nQ = Q * 2\n# error[SC102]: `Q` 已经定义过了",
-        fix="给新的值起一个自己的名字 (`Q2 = Q * 2`)。",
+        what="维度只定义一次, 一个名字不能既是维度又是张量, `input`/`param` 也只声明一次。"
+        "张量可以像 Python 那样重新绑定 (`att = att.masked_fill(...)`): 那是它的新版本。",
+        why="维度是整个 spec 的事实, 对每个语句都成立; 两次声明同一个输入则说不清运行时给的是哪一个。",
+        example="dim N, d\ninput X: [N, d]\ninput X: [N, N]\n# error[SC102]: `X` 已经定义过了",
+        fix="给新的值起一个自己的名字 (`X2`)。",
     ),
     "SC103": dict(
         summary="维度被当作张量用, 或张量被当作维度用",
@@ -105,10 +147,11 @@ CODES: dict[str, dict[str, str]] = {
     "SC104": dict(
         summary="保留字或内置函数被用作名字",
         message="`{name}` 是{what_kind}, 不能用作名字",
-        what="保留字 (`dim`、`input`、`row` ……) 和内置函数名 (`softmax`、`exp` ……) "
-        "不能用来命名维度或张量。",
-        why="遮蔽内置函数会让之后的调用含糊不清。",
-        example="dim N\ninput exp: [N]\n# error[SC104]: `exp` 是内置函数, 不能用作名字",
+        what="保留字 (`bool`、`inf`、`row` ……) 不能用作名字; 内置函数名 (`softmax`、`exp` ……) "
+        "不能命名维度。张量可以取内置函数的名字 (`cos`、`sin`), 从那里起遮蔽该内置函数, "
+        "就像 Python 一样; 语句关键字 (`output`、`input` ……) 在不能当关键字读的地方就是名字。",
+        why="维度名出现在每个形状里, 与内置函数同名会让读者误解。",
+        example="dim exp\n# error[SC104]: `exp` 是内置函数, 不能用作名字",
         fix="换一个名字。",
     ),
     "SC105": dict(
@@ -380,11 +423,13 @@ CODES: dict[str, dict[str, str]] = {
         summary="下标或切片无法检查",
         message="{detail}",
         what="下标或切片边界是符号已知的维度表达式 (整数、维度、`+ - * //`), 步长是非零的维度表达式。"
-        "不支持用张量做下标 (NumPy 的掩码下标或整数数组下标)。",
-        why="`x[mask]` 的形状取决于 `mask` 的值, 因此无法检查; 而 `x[i]` 是从开头还是从末尾数起, "
-        "取决于 `i` 的符号。",
-        example="dim N\ninput x: [N]\ninput m: bool[N]\ny = x[m]\n# error[SC320]: 不支持用张量做下标",
-        fix="用 `where(m, x, 0)` 施加掩码, 或使用符号已知的下标 (声明 help 行给出的约束)。",
+        "只有存放整数的张量 (`int[...]`, 即收集: `E[ids]`) 才能做下标, 且其余各项必须是整条轴; "
+        "掩码或实数张量不能做下标。",
+        why="`x[mask]` 的形状取决于 `mask` 的值, 因此无法检查 (收集的形状就是下标的形状, 与值无关); "
+        "实数不是位置; 而 `x[i]` 是从开头还是从末尾数起, 取决于 `i` 的符号。",
+        example="dim N\ninput x: [N]\ninput m: bool[N]\ny = x[m]\n# error[SC320]: `m` 是掩码 "
+        "(bool[N]): 用掩码做下标时结果的形状取决于它的值",
+        fix="用 `where(m, x, 0)` 施加掩码, 把位置声明为 `int[...]`, 或使用符号已知的下标 (声明 help 行给出的约束)。",
     ),
     "SC321": dict(
         summary="逻辑运算用在了不是 bool 的张量上",
@@ -394,6 +439,26 @@ CODES: dict[str, dict[str, str]] = {
         "所以 `i >= j & i < n` 读作 `i >= (j & i) < n`。",
         example="dim N\ninput x: [N]\ny = x & (x > 0)\n# error[SC321]",
         fix="先做比较 (`x > 0`), 并把每个比较放进括号: `(i >= j) & (i < n)`。",
+    ),
+    "SC322": dict(
+        summary="值的元素类型不对",
+        message="{detail}",
+        what="张量存放实数、`bool`、`int` (位置、id、桶) 或 `complex` 复数。收集的位置是 `int`; "
+        "`view_as_real`、`imag` 和 `conj` 需要复数; `view_as_complex`、`polar` 和实函数需要实数。",
+        why="用实数做收集, 或对实数张量取实数视图, 是转写的错误: NumPy 和 PyTorch 要到运行时才会拒绝。",
+        example="dim V, D, N\ninput E: [V, D]\ninput pos: [N]\ny = take(E, pos, axis=0)\n"
+        "# error[SC322]",
+        fix="把位置声明为 `int[...]` (或用 `arange` 构造), 把复数声明为 `complex[...]` "
+        "(或用 `view_as_complex`、`polar` 得到)。",
+    ),
+    "SC323": dict(
+        summary="最后一个轴无法配成复数",
+        message="{detail}",
+        what="`view_as_complex(x)` 把 `x` 大小为 2 的最后一个轴读作 (实部, 虚部); "
+        "`as_complex(x)` 把最后一个轴 (大小为偶数) 的相邻元素配对。",
+        why="复数形式的旋转位置编码 (Meta 的 Llama) 把每个头的特征配对; 奇数宽度会把一个特征与下一个头的特征配在一起。",
+        example="dim N\ninput x: [N, 3]\nz = view_as_complex(x)\n# error[SC323]",
+        fix="先把最后一个轴变成成对的形式, `reshape(x, [N, -1, 2])`, 且宽度为偶数 (声明为 `dim d = 2 * h`)。",
     ),
     "SC401": dict(
         summary="声明的 input、param 或 dim 从未使用",
@@ -597,6 +662,26 @@ CODES: dict[str, dict[str, str]] = {
         "m = concat([tril(ones([N, N])), ones([N, M])], axis=-1)\n"
         "O = softmax(where(m == 1, Q @ K.T / sqrt(d), -inf)) @ V\n# warning[SC416]",
         fix="把缓存 key 的可见块放在前面: `concat([ones([N, M]), tril(ones([N, N]))], axis=-1)`。",
+    "SC340": dict(
+        summary="张量无法拆成所要求的几部分",
+        message="无法把 {shape} 的轴 {axis} 拆成 {parts}: {reason}",
+        what="`q, k, v = split(x, 3, axis=-1)` (NumPy: 3 个等分), `x.split(C, dim=2)` "
+        "(PyTorch: 每部分大小为 C), `x.chunk(3)` 和 `x.unbind(0)` 给左边每个名字一部分; "
+        "该轴必须可证明能等分成那么多份 (给定大小时, 必须等于名字个数乘以该大小)。",
+        why="轴不能均分时, NumPy 和 PyTorch 会报错, 或者 PyTorch 返回的部分比左边的名字少或大小不等。",
+        example="dim N, C\ninput x: [N, C]\nq, k, v = split(x, 3, axis=-1)\n# error[SC340]: "
+        "无法把 [N, C] 的轴 C 拆成 3 个等分",
+        fix="把该轴声明成倍数 (`[N, 3 * C]`), 或者加上 help 给出的约束。",
+    ),
+    "SC341": dict(
+        summary="写入切片的值形状不对",
+        message="无法把形状为 {shape} 的 `{value}` 写入形状为 {slice} 的 `{target}`: {reason}",
+        what="`cache[:, P:P + S] = xk` 生成 `cache` 的一个新版本, 其中该切片换成 `xk`。"
+        "切片的边界按下标的规则检查; 值的形状必须等于切片的形状, 或者能广播成它 (和 NumPy 一样)。",
+        why="NumPy 会报 `could not broadcast input array from shape ...`; PyTorch 会报 `shape mismatch`。",
+        example="dim B, T, S, d\nconstraint T >= S\ninput cache: [B, T, d]\ninput xk: [B, S + 1, d]\n"
+        "cache[:, 0:S] = xk\n# error[SC341]: ... S 和 S + 1 不同",
+        fix="写入与切片形状相同的值, 或者选出这个值所填的切片。",
     ),
     "SC501": dict(
         summary="`noqa` 注释没有屏蔽任何东西",
@@ -631,7 +716,22 @@ CODES: dict[str, dict[str, str]] = {
     ),
 }
 
+TORCH_HELPS = {
+    "SC402": "在键上归一化: `softmax(scores, dim=-1)`, 再用 `weights @ v` 读取值 (不要对权重做 "
+    "`.transpose(-2, -1)`)",
+    "SC404": "按头宽缩放: `/ math.sqrt(head_dim)` (`k.size(-1)`), 而不是模型宽度",
+    "SC406": "在 softmax 之前屏蔽分数: `scores.masked_fill(mask == 0, float('-inf'))`, 再做 `softmax`",
+    "SC407": "按 `torch.tril` 构造的方式使用掩码, 行对应查询: 不要对掩码做 `.transpose(-2, -1)`",
+    "SC408": "在掩码为 0 的位置填充: `masked_fill(mask == 0, float('-inf'))`",
+    "SC410": "用 `float('-inf')` 填充被屏蔽的分数",
+    "SC411": "先把头移回去: `y.transpose(1, 2).contiguous().view(B, T, C)`",
+    "spec": "在追踪得到的 spec 中: {help}",
+    "traced_as": "追踪为 `{statement}`",
+}
+
 NOTES = {
+    "shadows_builtin": "从这里起 `{name}` 是一个张量, 不是内置函数 (它在这里定义)",
+    "version": "`{name}` 在这里被写入; 这是它的新版本",
     "declared": "`{name}` 在这里声明为 {shape}",
     "operand": "`{text}` 的形状是 {shape}",
     "defined": "`{name}` 在这里定义为 {shape}",
@@ -656,6 +756,8 @@ NOTES = {
 }
 
 HELPS = {
+    "not_a_spec": "shapecheck 检查 `.attn` spec: 文件夹指其下的 `*.attn` 文件",
+    "spelling_instead": "请写成 `{spelling}`",
     "transpose": "你是不是想写 `{fix}`?",
     "redeclare": "如果 `{name}` 声明的形状错了: `{kind} {name}: {shape}`",
     "or": "或者: {text}",
@@ -679,6 +781,7 @@ HELPS = {
     "untranspose_mask": "按 `causal_mask` 构造的方向使用掩码 (行是 query), 去掉转置",
     "flip_comparison": "把比较反过来, 让 query 的位置在较大的一侧: `key <= query`",
     "swap_branches": "交换两个分支: `where(mask, S, -inf)`",
+    "swap_branches_to": "交换两个分支: `{fixed}`",
     "fill_minus_inf": "填入 `-inf`: `where(mask, S, -inf)`",
     "keepdims": "保留被归约的轴: 给 `{reduction}` 加上 `keepdims=true`",
     "move_axes_first": "先用 `transpose` 移动轴, 或使用 `merge_heads` / `split_heads`",
@@ -738,6 +841,15 @@ DIVISIBILITY = {
 }
 
 DETAILS = {
+    "sizes_relation": "{left} 和 {right} {relation}",
+    "no_such_part": "{count} 个部分中没有第 {index} 部分 (编号从 0 开始)",
+    "parts_of_size": "{count} 个大小为 {size} 的部分",
+    "write_rank": "值有 {rank} 个轴, 切片有 {slice_rank} 个",
+    "write_sizes": "切片的 {slice} 和值的 {value} {relation}",
+    "cannot_unpack": "无法把它拆给 {count} 个名字: 元组赋值只接受 `split`, `chunk`, `unbind`, "
+    "`max(dim)` 或者同样多个值组成的元组",
+    "indices_unsupported": "`max(dim)` 的下标是整数, 这份规格无法保存: 请把它命名为 `_`",
+    "equal_parts": "{count} 个等分",
     "noun_tensor": "张量",
     "noun_dim": "维度",
     "side_left": "左",
@@ -873,11 +985,33 @@ DETAILS = {
     "bool_in_builtin": "这个内置函数",
     "bool_in_unary": "一元 `{op}`",
     "no_such_path": "没有这个文件或目录",
+    "not_a_spec_count": "{total} 条语句中有 {broken} 条无法解析",
+    "not_a_spec_stopped": "{broken} 条语句无法解析, 读到这里就停止了",
     "permission_denied": "没有权限",
     "noqa_on_statement": "在这条语句上",
     "noqa_in_file": "在这个文件中",
     "noqa_unknown_code": "`{code}` 不是 shapecheck 的代码",
     "noqa_no_codes": "`# noqa:` 后面必须跟代码, 例如 `# noqa: SC402`",
+    # issue 21: element types, gathers, the new builtins
+    "scatter_size": "下标 {index_shape} 与 x {shape} 在轴 {axis} 上不同 ({index_size} 对 {size}): `scatter` 要求下标除轴 {free_axis} 外各轴大小与 x 相同",
+    "vector_only": "恰好一个轴 (向量)",
+    "kind_axes": "一个轴或轴的元组 (`-1`、`row`、`(-1, -2)`)",
+    "axis_twice": "在 {shape} 的轴中, 轴 {axis} 被指定了两次",
+    "clamp_no_bound": "`clamp` 需要一个界: `min=`、`max=` 或两者",
+    "clamp_bound_shape": "界的形状是 {bound}, 不能广播到 x 的形状 {shape} (界不能使 x 变大)",
+    "full_value_not_scalar": "`full` 的填充值必须是一个数, 但得到的是形状为 {shape} 的张量",
+    "tile_reps": "`tile` 的重复次数必须为正, 但得到 {reps}",
+    "index_not_int": "`{builtin}` 的下标必须是整数 (`int[...]`), 但 `{text}` 的形状是 {shape}",
+    "take_along_rank": "`take_along_axis` 需要与 x 阶数相同的下标: x 的形状是 {shape} (阶 {rank}), 下标是 {index_shape} (阶 {index_rank})",
+    "float_index": "`{text}` 的形状是 {shape}: 作为下标的张量必须是整数; 请声明为 `int[...]`",
+    "mask_index": "`{text}` 是掩码 ({shape}): 用掩码做下标时结果的形状取决于它的值; 请用 `where` 应用它",
+    "one_tensor_index": "`x[...]` 中只能有一项是整数张量 (收集), 其余各项必须是整条轴 `:`",
+    "complex_pairs": "`view_as_complex` 把最后一个轴配成 (实部, 虚部): 它的大小必须是 2, 但 {shape} 的最后一个轴是 {last}",
+    "complex_even": "`as_complex` 把最后一个轴的相邻元素配对: 它的大小必须是偶数, 但 {shape} 的最后一个轴是 {last}: {relation}",
+    "not_complex": "`{builtin}` 需要复数 (`complex[...]`), 但 `{text}` 的形状是 {shape}",
+    "complex_input": "`{builtin}` 需要实数, 但 `{text}` 是复数 ({shape})",
+    "arange_step": "`arange` 的步长必须是非零整数, 但得到 {step}",
+    "scatter_value": "写入的值 {value} 与沿轴 {axis} 写入 {shape} 的位置 {index} 不符: 应为 {expected}",
 }
 
 TOKEN_WORDS = {
@@ -886,6 +1020,8 @@ TOKEN_WORDS = {
     "EQUAL": "`=`", "COMMA": "`,`", "EQ": "`==`", "NE": "`!=`", "LE": "`<=`", "GE": "`>=`",
     "LT": "`<`", "GT": "`>`", "PLUS": "`+`", "MINUS": "`-`", "STAR": "`*`", "SLASH": "`/`",
     "DSLASH": "`//`", "AT": "`@`", "POW": "`**`", "TRANSPOSE": "`.T`", "BOOL": "`bool`",
+    "INT_TYPE": "`int`", "COMPLEX_TYPE": "`complex`", "PERCENT": "`%`",
+    "element_type": "元素类型 (`bool`、`int` 或 `complex`) 加 `[`",
     "AMP": "`&`", "PIPE": "`|`", "TILDE": "`~`", "ELLIPSIS": "`...`",
     "_SEP": "行尾", "$END": "行尾",
     "expression": "表达式", "operator": "运算符或行尾",

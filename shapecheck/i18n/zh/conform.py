@@ -10,8 +10,8 @@ MESSAGES = {
     "import_failed": "导入 `{module}` 时抛出了 {error}",
     "no_attribute": "`{module}` 没有属性 `{name}`",
     "not_callable": "`{target}` 是 {type}, 不是函数",
-    "a_class": "`{target}` 是一个类; 请给出一个函数, 或一个实例 (在模块顶层构造好的 `nn.Module`), "
-    "这样调用它才是在计算输出",
+    "a_class": "`{target}` 是一个类, 但不是 `nn.Module`; 请给出一个函数、一个 `nn.Module` 类或工厂, "
+    "或一个实例, 这样调用它才是在计算输出",
     "unknown_name": "`{name}` 不是这个 spec 的 input、param、output 或维度 (它们是: {names})",
     "layout_name": "`{name}` 不是这个 spec 的 input、param 或 output, 所以没有布局可言 (它们是: {names})",
     "bad_layout": "`{name}` 的布局 `{layout}` {shape} 不合适: 请用 `transpose` (交换最后两个轴) "
@@ -19,7 +19,20 @@ MESSAGES = {
     "missing_parameters": "函数没有参数 {names} (它的参数: {parameters}); 用 {hints} 对应起来",
     "hint_name": "--name {spec}={parameter}",
     "unfilled_parameters": "函数的参数 {names} 没有值: spec 中没有叫这个名字的 input、param 或维度 "
-    "(用 --name SPEC_NAME={first} 对应一个)",
+    "(用 --name {spec}={first} 对应一个, 或用 --arg {first}=VALUE 给出它)",
+    "arg_unknown": "--arg {names}: 函数没有这个名字的参数, 也没有 **kwargs (它的参数: {parameters})",
+    "init_unknown": "--init {names}: 工厂没有这个名字的参数 (它的参数: {parameters})",
+    "factory_unfilled": "工厂的参数 `{name}` 没有值: 它不是 spec 的维度, 也不是 `dtype` 或 `device` "
+    "(用 --init {name}=EXPR 给出它)",
+    "factory_result": "工厂返回了 {type}, 而不是 `nn.Module` (或一个模块加一个额外 forward 参数的 dict)",
+    "input_hint": "  spec 的输入 {names} 也不是 forward 的参数 (forward 接受: {parameters}); "
+    "请用 {hint} 传入",
+    "layout_state": "--layout {name}: `{name}` 被写入模块的状态, 而不是作为参数传入; "
+    "它的方向由层决定 (用 --param {name}=KEY 或 KEY.T 选择)",
+    "mask_not_bool": "--mask {name}=...: `{name}` 不是 spec 的 bool 输入",
+    "mask_numpy": "--mask 把掩码转换成张量的约定; 它需要一个 PyTorch 目标",
+    "param_name": "--param {name}=...: `{name}` 不是 spec 的 input 或 param (它们是: {names})",
+    "output_name": "--output {name}=...: `{name}` 不是 spec 的 output (它们是: {names})",
     "positional_only": "函数的参数 {names} 只能按位置传入; 一致性检查按名字传入每个参数",
     "framework": "framework 必须是 {choices} 之一, 得到的是 `{framework}`",
     "cases": "用例数必须是正整数, 得到的是 {cases}",
@@ -29,6 +42,12 @@ MESSAGES = {
     "header": "{spec}: {function} 的一致性检查 ({framework}, {dtype})",
     "case_ok": "  通过  {bindings}",
     "case_failed": "  失败  {bindings}",
+    "bound": "  模块的状态, 在第一个绑定时匹配 (用 --param 更改):",
+    "not_compared": "  未比较: {entries}",
+    "entry": "返回的第 {key} 项",
+    "spec_output": "spec 的输出 `{name}`",
+    "float32_inside": "  误差是 float32 的舍入: 目标内部用 float32 计算 (一次转换、float32 的表、"
+    "softmax(dtype=float32)); 请用 --dtype float32 比较",
     "conforms": "一致: 在 {count} 组绑定下, 每个输出都与 spec 相符",
     "failed_at": "输出 `{output}` 在 {bindings} 下与 spec 不符{shrunk}",
     "raised_at": "函数在 {bindings} 下抛出了异常{shrunk}: {error}",

@@ -12,4 +12,6 @@ TEXT = {
     "dim_derived": "派生维度: `{name} = {definition}`",
     "dim_value": "在配置的维度下 `{name} = {value}`",
     "config_problem": "shapecheck: 配置没有被使用: {problem}",
+    "version": "这一行的 `{name}` 版本 (这个名字被重新绑定或写入过)",
+    "spelling": "**`{written}`** 就是内置函数 `{builtin}`: {doc}",
 }

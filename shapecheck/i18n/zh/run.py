@@ -103,6 +103,7 @@ MESSAGES = {
     "non_finite_output": "输出 `{name}` 含有 {count} 个非有限值",
     "check_shapes": "{count} 条语句的形状在绑定的尺寸下与检查器的一致",
     "check_dtype": "每个张量都是 {dtype} (bool 掩码除外)",
+    "check_dtype_complex": "每个张量都是 {dtype}, 复数张量是 {complex} (bool 掩码除外)",
     "check_softmax": "softmax `{name}` (第 {line} 行): 沿轴 {axis} 每一{what}之和为 1 "
     "(最大误差 {error:.1e})",
     "check_softmax_nan": "softmax `{name}` (第 {line} 行): 沿轴 {axis} 每一个不是 NaN 的{what}之和为 1 "
@@ -132,6 +133,8 @@ MESSAGES = {
     "fused_off_save_all": "保留了每个中间结果 (--save-all)",
     "fused_no_scores": "匹配分数不是分析能认出的 Q 与 K 的乘积",
     "fused_changed": "权重在 softmax 与乘 V 之间被改动了",
+    "fused_axis": "与 V 的乘积没有沿 softmax 归一化的轴对权重求和 (SC402)",
+    "fused_axis_unknown": "不知道与 V 的乘积沿权重的哪个轴求和",
     "fused_handwritten": "softmax 是手写展开的",
     "fused_unknown_step": "匹配分数经过了缩放、偏置、掩码以外的运算",
     "fused_fill": "掩码的填充值不是数",
@@ -146,4 +149,12 @@ MESSAGES = {
     "weights_sum": "`{contraction}` (第 {line} 行) 求和的权重 `{weights}` 沿轴 {axes} 加起来不是 1: "
     "{count} 片不对, 其中一片之和为 {total:.6g}; 输出不是加权平均 (softmax 之后的掩码或改动, "
     "或者 softmax 的轴不对)",
+    # issue 21: 整数张量与收集
+    "index_range": "第 {line} 行: `{index}` 含有 {value}, 作为 `{operand}` 的轴 {axis} 上的位置, 但该轴只有 {size} 个元素 (位置 0 到 {last})",
+    "index_not_whole": "第 {line} 行: `{index}` 含有 {value} 作为位置, 它不是整数",
+    "wanted_int": "整数",
+    "int_not_whole": "{kind} `{name}` 声明为 {declared}, 但含有 {value}, 它不是整数",
+    "int_too_large": "{kind} `{name}` 含有 {value}, 超过了 {limit}, 即 {dtype} 运行能精确表示的最大整数",
+    "generated_int": "0 到 {high} 的整数",
+    "generated_positions": "从 0 到所索引的轴的大小 (不含) 的整数",
 }

@@ -1,0 +1,32 @@
+"""PyTorch 前端 (`shapecheck extract`, `verify model.py:Class`) 的中文文本:
+:data:`shapecheck.torchfront.errors.MESSAGES` 的翻译."""
+
+from __future__ import annotations
+
+MESSAGES = {
+    "target_syntax": "`{target}` 不是 FILE.py:NAME 或 MODULE:NAME 的形式 (例如 "
+    "`model.py:CausalSelfAttention` 或 `model.py:make`)",
+    "cannot_load": "无法加载 `{target}`: {reason}",
+    "no_attribute": "`{target}` 没有属性 `{name}`",
+    "instance": "`{target}` 是一个模块实例; 请给出它的类、接受其维度的工厂函数, 或一个无参数、返回 "
+    "(module, inputs) 的工厂函数",
+    "not_callable": "`{target}` 既不是类也不是函数",
+    "build_failed": "构造 `{target}` 时抛出了 {error}",
+    "not_a_module": "`{target}` 返回了 {type}, 不是 nn.Module",
+    "factory_inputs": "`{target}` 只返回了模块, 没有输入; 无参数的工厂函数应返回 (module, inputs), "
+    "inputs 是按名字给出 forward 每个参数的 dict",
+    "factory_returns": "`{target}` 返回了 {type}; 无参数的工厂函数应返回 (module, inputs), "
+    "inputs 是按名字给出 forward 每个参数的 dict",
+    "init_syntax": "`--init {value}` 不是 NAME=SIZE 或 NAME=DIM 的形式 (例如 `n_head=4` 或 "
+    "`n_head=H`)",
+    "init_unknown": "`--init` 给出了 {names}, 但目标不接受这些参数 (它的参数: {parameters})",
+    "no_width": "无法确定模块输入的宽度; 请给 forward 的参数加上 jaxtyping 标注, 或使用返回 "
+    "(module, inputs) 的工厂函数",
+    "no_torch": "检查 Python 目标需要 PyTorch: python -m pip install torch",
+    "not_configured": "`{path}` 是 Python 文件: 请指明其中的模块 (`{path}:ClassName` 或 "
+    "`{path}:make`), 或在 [tool.shapecheck] 的 `modules` 中列出它的目标 (docs/torch.md)",
+    "written": "已写入 {path} (来自 {target} 的 {statements} 条语句).",
+    "traced_from": "由 `shapecheck extract` 从 {target} 追踪得到; 每条语句都注明了它来自的 Python 行",
+    "scale_note": "缩放 1/sqrt({size}) 读作 1/sqrt({chosen}), 即被收缩的宽度; {others} 的大小也是这个值",
+    "unknown_operator_input": "代表 `{operator}` 的结果, shapecheck 不会降级这个算子",
+}

@@ -1,0 +1,263 @@
+"""Issue 21 items 2, 5, 6, 7: PyTorch's spellings, rebinding, tuple assignment and slice
+writes, executed on both backends and compared with NumPy written out here, and the
+diagnostics of their mistakes (issue 18 item 12: a PyTorch habit gets this language's
+spelling as its help, never a bare "unexpected character")."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from shapecheck.api import check_text
+from shapecheck.backend import compile_spec
+from shapecheck.spellings import FUNCTIONS, METHODS
+
+RNG = np.random.default_rng(21)
+BACKENDS = ("numpy", "torch")
+
+
+def run(source: str, backend: str, dims: dict[str, int] | None = None,
+        **arrays: np.ndarray) -> dict[str, np.ndarray]:
+    spec = compile_spec(source, dims=dims, backend=backend)
+    result = spec.run(arrays, keep_intermediates=True, check_invariants=True).tensors
+    return {name: np.asarray(value) for name, value in result.items()}
+
+
+def codes_of(source: str) -> list[str]:
+    return [d.code for d in check_text(source).diagnostics]
+
+
+def diagnostics(source: str) -> list[str]:
+    return [f"{d.code} {d.message} | {' | '.join(d.help)}" for d in check_text(source).diagnostics]
+
+
+NANOGPT = """\
+dim B, T, H, hs
+dim C = H * hs
+input x: [B, T, C]
+param W_attn: [C, 3 * C]
+param W_proj: [C, C]
+q, k, v = (x @ W_attn).split(C, dim=2)
+k = k.view(B, T, H, C // H).transpose(1, 2)
+q = q.view(B, T, H, C // H).transpose(1, 2)
+v = v.view(B, T, H, v.size(-1) // H).transpose(1, 2)
+att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+att = att.masked_fill(torch.tril(torch.ones(T, T)) == 0, float('-inf'))
+att = F.softmax(att, dim=-1)
+y = att @ v
+y = y.transpose(1, 2).contiguous().view(B, T, C)
+output y = y @ W_proj
+"""
+
+
+def nanogpt_reference(x, w_attn, w_proj, heads):
+    b, t, c = x.shape
+    q, k, v = np.split(x @ w_attn, 3, axis=2)
+    q, k, v = (z.reshape(b, t, heads, c // heads).transpose(0, 2, 1, 3) for z in (q, k, v))
+    att = q @ k.transpose(0, 1, 3, 2) / np.sqrt(c // heads)
+    att = np.where(np.tril(np.ones((t, t))) == 0, -np.inf, att)
+    att = np.exp(att - att.max(-1, keepdims=True))
+    att = att / att.sum(-1, keepdims=True)
+    y = (att @ v).transpose(0, 2, 1, 3).reshape(b, t, c)
+    return y @ w_proj
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nanogpt_attention_as_written_in_pytorch_runs_and_equals_numpy(backend):
+    assert codes_of(NANOGPT) == []
+    x = RNG.standard_normal((2, 5, 6))
+    w_attn, w_proj = RNG.standard_normal((6, 18)), RNG.standard_normal((6, 6))
+    out = run(NANOGPT, backend, {"B": 2, "T": 5, "H": 2, "hs": 3}, x=x, W_attn=w_attn,
+              W_proj=w_proj)
+    np.testing.assert_allclose(out["y"], nanogpt_reference(x, w_attn, w_proj, 2), rtol=1e-10)
+
+
+SPELLINGS = """\
+dim N, d, H
+input x: [N, d]
+input m: bool[N, N]
+input s: [H, N, d]
+a = x.T.softmax(-1)
+b = x.sum(1, True)
+c = x.amax(dim=-1, keepdim=True)
+e = x.unsqueeze(0)
+f = x.unsqueeze(-1)
+g = s.permute(1, 0, 2)
+h = s.transpose(0, 1)
+i = torch.cat([x, x], dim=1)
+j = torch.matmul(x, x.T)
+k = torch.where(m, j, 0)
+l = x.float().to(torch.float32).contiguous()
+n = np.mean(x, axis=0)
+o = x.repeat_interleave(2, dim=0)
+p = torch.stack((x, x), dim=0)
+r = math.pi * torch.exp(x) + np.inf * 0
+t = x.mean(-1) * x.shape[-1]
+u = torch.einsum("ij,kj->ik", x, x)
+w = F.relu(x) + F.gelu(x) + torch.tanh(x)
+z = torch.zeros(N, d) + np.ones((N, d))
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_methods_and_namespaces_have_their_pytorch_meaning(backend):
+    assert codes_of(SPELLINGS) == []
+    x, s = RNG.standard_normal((3, 4)), RNG.standard_normal((2, 3, 4))
+    m = RNG.random((3, 3)) > 0.5
+    out = run(SPELLINGS, backend, x=x, m=m, s=s)
+    soft = np.exp(x.T - x.T.max(-1, keepdims=True))
+    np.testing.assert_allclose(out["a"], soft / soft.sum(-1, keepdims=True))
+    np.testing.assert_allclose(out["b"], x.sum(1, keepdims=True))
+    np.testing.assert_allclose(out["c"], x.max(-1, keepdims=True))
+    np.testing.assert_array_equal(out["e"], x[None])
+    np.testing.assert_array_equal(out["f"], x[..., None])
+    np.testing.assert_array_equal(out["g"], s.transpose(1, 0, 2))
+    np.testing.assert_array_equal(out["h"], np.swapaxes(s, 0, 1))
+    np.testing.assert_array_equal(out["i"], np.concatenate([x, x], axis=1))
+    np.testing.assert_allclose(out["j"], x @ x.T)
+    np.testing.assert_allclose(out["k"], np.where(m, x @ x.T, 0))
+    np.testing.assert_array_equal(out["l"], x)
+    np.testing.assert_allclose(out["n"], x.mean(0))
+    np.testing.assert_array_equal(out["o"], np.repeat(x, 2, axis=0))
+    np.testing.assert_array_equal(out["p"], np.stack([x, x]))
+    assert np.isnan(out["r"]).all()  # inf * 0, as in NumPy
+    np.testing.assert_allclose(out["t"], x.mean(-1) * 4)
+    np.testing.assert_allclose(out["u"], np.einsum("ij,kj->ik", x, x))
+    np.testing.assert_allclose(out["w"], np.maximum(x, 0) + out["w"] - np.maximum(x, 0))
+    np.testing.assert_array_equal(out["z"], np.ones((3, 4)))
+
+
+UNPACK = """\
+dim N, C
+input qkv: [N, 3 * C]
+input stacked: [3, N, C]
+q, k, v = split(qkv, 3, axis=-1)
+a, b, c = qkv.split(C, dim=1)
+g, h, i = torch.chunk(qkv, 3, dim=-1)
+s0, s1, s2 = stacked.unbind(0)
+top, _ = qkv.max(dim=-1)
+first, second = qkv, stacked
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tuple_assignment_gives_each_part_as_numpy_splits(backend):
+    assert codes_of(UNPACK) == []
+    qkv, stacked = RNG.standard_normal((2, 6)), RNG.standard_normal((3, 2, 2))
+    out = run(UNPACK, backend, qkv=qkv, stacked=stacked)
+    for names in ("qkv", "abc", "ghi"):
+        for name, part in zip(names if names != "qkv" else "qkv", np.split(qkv, 3, axis=-1)):
+            np.testing.assert_array_equal(out[name], part)
+    for index in range(3):
+        np.testing.assert_array_equal(out[f"s{index}"], stacked[index])
+    np.testing.assert_array_equal(out["top"], qkv.max(-1))
+
+
+KV_CACHE = """\
+dim B, P, S, d, M
+constraint M >= P + S
+input cache: [B, M, d]
+input xk: [B, S, d]
+input q: [B, S, d]
+cache[:, P:P + S] = xk
+keys = cache[:, :P + S]
+scores = q @ keys.transpose(-2, -1)
+cache[:, 0] = 0
+output first = cache[:, :1]
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_slice_write_makes_a_new_version_and_leaves_the_input_alone(backend):
+    assert codes_of(KV_CACHE) == []
+    cache, xk = RNG.standard_normal((2, 7, 3)), RNG.standard_normal((2, 2, 3))
+    q = RNG.standard_normal((2, 2, 3))
+    before = cache.copy()
+    out = run(KV_CACHE, backend, {"P": 3}, cache=cache, xk=xk, q=q)
+    np.testing.assert_array_equal(cache, before)
+    written = cache.copy()
+    written[:, 3:5] = xk
+    np.testing.assert_allclose(out["scores"], q @ written[:, :5].transpose(0, 2, 1))
+    np.testing.assert_array_equal(out["first"], np.zeros((2, 1, 3)))
+
+
+def test_every_row_of_the_tables_names_a_builtin_or_a_form():
+    from shapecheck.builtins import BUILTINS
+    from shapecheck.spellings import _FORMS
+
+    for spelling in (*METHODS.values(), *FUNCTIONS.values()):
+        assert spelling.builtin in BUILTINS or spelling.builtin in _FORMS, spelling
+
+
+# --- names ----------------------------------------------------------------------------------
+
+
+def test_a_declared_name_wins_over_a_namespace():
+    found = diagnostics("dim N, F\ninput x: [N, F]\ny = F.softmax(x, dim=-1)\n")
+    assert [d.split()[0] for d in found] == ["SC103"]
+    assert "`F` is a dim" in found[0]
+    ok = codes_of("dim N, F\ninput x: [N, F]\ny = softmax(x) * F\n")
+    assert ok == []
+
+
+def test_keywords_that_cannot_start_their_statement_are_names():
+    source = "dim N\ninput x: [N]\noutput = x * 2\ninput = output + 1\noutput input\n"
+    assert codes_of(source) == []
+    program = check_text(source)
+    assert program.outputs == ["input"]
+
+
+def test_a_builtin_shadowed_by_a_tensor_gets_a_note_when_called():
+    program = check_text("dim N\ninput x: [N]\ncos = x * 2\ny = cos(x)\nz = cos + 1\n")
+    [problem] = program.diagnostics
+    assert problem.code == "SC105" and problem.span.line == 4
+    assert "not the builtin" in problem.notes[0].message and problem.notes[0].span.line == 3
+
+
+def test_a_rebound_version_is_shown_by_its_name_and_is_not_an_output():
+    program = check_text("dim N, d\ninput x: [N, d]\ny = x @ x.T\ny = y @ x\nz = y @ x\n")
+    [problem] = program.diagnostics
+    assert problem.code == "SC301" and "′" not in problem.message
+    assert program.outputs == ["z"]  # not the first y, which the second replaces
+    program = check_text("dim N, d\ninput x: [N, d]\ny = x * 2\ny = y + 1\n")
+    assert program.outputs == ["y"]
+
+
+# --- PyTorch habits that the language does not take get its spelling ----------------------
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("y = x.expand(N, N)", "x * ones([...])"),
+    ("y = x.frobnicate()", "SC105"),
+    ("y = torch.softmaxx(x, dim=-1)", "did you mean `torch.softmax`?"),
+    ("y = F.scaled_dot_product_attention(x, x, x)", "softmax(q @ k.T / sqrt(d)) @ v"),
+    ("y = x.shape", "x.shape[i]"),
+    ("y = x.masked_fill_(x > 0, 0)", "x = x.masked_fill(mask, value)"),
+    ("y = x * float('nan')", "-inf"),
+    ("y = x.float", "x.float(...)"),
+])
+def test_an_unsupported_spelling_gets_the_one_that_is(line, expected):
+    found = diagnostics(f"dim N\ninput x: [N]\n{line}\n")
+    assert len(found) == 1 and found[0].startswith("SC105"), found
+    assert expected in found[0]
+
+
+def test_the_docs_carry_the_whole_table():
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "language.md").read_text("utf-8")
+    missing = [f"x.{name}" for name in METHODS if f"`x.{name}(…)`" not in docs]
+    missing += [name for name in FUNCTIONS if f"`{name}`" not in docs]
+    assert missing == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_spellings_of_the_new_builtins_run_as_numpy(backend):
+    source = ("dim N, d\ninput x: [N, d]\ninput y: [N, d]\na = x.cumsum(-1)\n"
+              "b = torch.max(x, y) + np.minimum(x, y) + x.clamp(-0.5, 0.5)\nc = x.repeat(2, 1)\n")
+    assert codes_of(source) == []
+    x, y = RNG.standard_normal((2, 3)), RNG.standard_normal((2, 3))
+    out = run(source, backend, x=x, y=y)
+    np.testing.assert_allclose(out["a"], np.cumsum(x, -1))
+    np.testing.assert_allclose(out["b"], np.maximum(x, y) + np.minimum(x, y) + np.clip(x, -0.5, 0.5))
+    np.testing.assert_array_equal(out["c"], np.tile(x, (2, 1)))
