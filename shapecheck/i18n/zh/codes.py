@@ -662,6 +662,7 @@ CODES: dict[str, dict[str, str]] = {
         "m = concat([tril(ones([N, N])), ones([N, M])], axis=-1)\n"
         "O = softmax(where(m == 1, Q @ K.T / sqrt(d), -inf)) @ V\n# warning[SC416]",
         fix="把缓存 key 的可见块放在前面: `concat([ones([N, M]), tril(ones([N, N]))], axis=-1)`。",
+    ),
     "SC340": dict(
         summary="张量无法拆成所要求的几部分",
         message="无法把 {shape} 的轴 {axis} 拆成 {parts}: {reason}",
