@@ -383,3 +383,21 @@ def test_reordering_parts_is_a_verified_fix(code: str) -> None:
     assert fix.help in diagnostic.help
     fixed = apply_edits(example, fix.edits)
     assert [d.code for d in check_text(fixed).diagnostics] == []
+
+
+# --- PyTorch spellings (issue 21, landed): they are the same builtins, so the same checks ----
+
+SPELLED = ("dim B, T, H, hs, L\nconstraint T <= L\ninput q: [B, H, T, hs]\ninput k: [B, H, T, hs]\n"
+           "input v: [B, H, T, hs]\nbias = tril(ones([L, L]))\n"
+           "att = q @ k.transpose(-2, -1) / math.sqrt(hs)\n")
+
+
+@pytest.mark.parametrize("mask,code", [
+    ("att.masked_fill(bias[:T, :T] == 0, float('-inf'))", None),
+    ("att.masked_fill(bias[:T, :T] == 1, float('-inf'))", "SC408"),
+    ("att.masked_fill(bias[:T, :T].T == 0, float('-inf'))", "SC408"),
+    ("att + (1 - bias[:T, :T]) * -1e9", None),
+])
+def test_pytorch_spellings(mask: str, code: str | None) -> None:
+    text = SPELLED + f"y = F.softmax({mask}, dim=-1) @ v\n"
+    assert diagnostics(text) == ([code] if code else []), text
