@@ -100,6 +100,8 @@ class AxisMap(NamedTuple):
       that moves the diagonal (`k`: 0 includes it; below it excludes it).
     - ``positions``: each value of the result is its index along its axis
       (`arange`): comparing two of them (`i >= j`) builds a triangle too.
+    - ``fill``: the parameter whose number every entry of a created tensor holds
+      (`full(shape, value)`): a triangle of it is a mask when it is `-inf`.
 
     Adding a builtin: pick the kind that says where each result axis comes from.
     An elementwise function is ``AxisMap(AxisKind.ELEMENTWISE)``; a builtin whose
@@ -116,6 +118,7 @@ class AxisMap(NamedTuple):
     triangle: str | None = None
     offset: str | None = None
     positions: bool = False
+    fill: str | None = None
     index: str | None = None  # GATHER: the parameter holding the integer positions
     along: bool = False  # GATHER: take_along_axis (the index has x's rank)
 

@@ -642,7 +642,7 @@ BOOL_ARITHMETIC = _code(
     fix="Apply the mask with `where(M, S, -inf)`.",
 )
 
-# --- axis meaning (shapecheck/meaning.py) ----------------------------------------
+# --- axis meaning (shapecheck/meaning/) -----------------------------------------
 
 SCALE = _code(
     "SC404", "scale-size", W, "the attention scores are scaled by the wrong size",
@@ -748,6 +748,88 @@ RESHAPE_MIXES = _code(
     example="dim N, d, H\ninput O: [H, N, d]\nY = reshape(O, [N, H * d])\n# warning[SC411]",
     fix="Move the axes first (`transpose(O, [1, 0, 2])`), or use `merge_heads` / "
     "`split_heads`, which move them.",
+)
+MASK_AXIS = _code(
+    "SC412", "mask-on-query-axis", W, "a mask on the scores varies along the queries, not the keys",
+    "`{where}` is constant along the keys ({key_size}) and varies along the queries ({size}): "
+    "it hides or shifts whole rows of the scores, so no query's choice among the keys changes",
+    what="A padding mask says which keys may be looked at, so it must vary along the key axis "
+    "of the scores (the axis the softmax normalises and `P @ V` sums). Broadcast the other "
+    "way (`m[:, None, :, None]` on `[B, H, N, M]` scores, instead of `m[:, None, None, :]`) it "
+    "is constant along each row.",
+    why="The softmax does not see a number added to a whole row, and a row filled with `-inf` "
+    "becomes NaN: the padded keys are still attended to. With N = M the shapes hide it.",
+    example="dim B, H, N, d\ninput Q: [B, H, N, d]\ninput K: [B, H, N, d]\n"
+    "input V: [B, H, N, d]\ninput keep: bool[B, N]\n"
+    "S = where(keep[:, None, :, None], Q @ K.T / sqrt(d), -inf)\nO = softmax(S) @ V\n"
+    "# warning[SC412]",
+    fix="Put the mask's axis on the keys: `keep[:, None, None, :]`.",
+)
+POSITIONS_ON_VALUES = _code(
+    "SC413", "positions-on-values", W, "a position transform is applied to the values",
+    "`{values}` is summed by `{contraction}` after a rotary transform of positions (`{rotary}`): "
+    "positions enter attention through the scores, through Q and K only",
+    what="A rotary embedding (products with cos and sin tables and a rotate-half, or the "
+    "interleaved pair rotation) makes the dot product of a query and a key depend on their "
+    "relative position. Applied to V it rotates the values the output averages.",
+    why="Each output then mixes features by the key's absolute position, which rotary "
+    "attention never does; shapes and numbers look reasonable, the model is not the one "
+    "described.",
+    example="dim N, h\ndim d = 2 * h\ninput Q: [N, d]\ninput K: [N, d]\n"
+    "input V: [N, d]\ninput cos_t: [N, d]\ninput sin_t: [N, d]\n"
+    "Vr = V * cos_t + concat([-V[:, h:], V[:, :h]], axis=-1) * sin_t\n"
+    "O = softmax(Q @ K.T / sqrt(d)) @ Vr\n# warning[SC413]",
+    fix="Rotate Q and K only; use V as it is.",
+)
+TILED_HEADS = _code(
+    "SC414", "tiled-heads", W, "key/value heads are tiled for the query groups, not repeated",
+    "`{tiled}` tiles the {kv} key/value heads (head j serves query heads j, j + {kv}, ...), but "
+    "the query heads are grouped in contiguous blocks: each query head meets another group's "
+    "keys",
+    what="Grouped-query attention shares each key/value head with a group of G query heads. "
+    "`split_heads`, `repeat(x, G, axis=...)` (torch's `repeat_interleave`, Hugging Face's "
+    "`repeat_kv`) give kv head j to the query heads jG ... jG + G - 1. A new axis of copies "
+    "merged in front of the heads, or the tensor concatenated with itself, tiles instead: "
+    "j, j + Hkv, ...",
+    why="The shapes agree and the model still runs, but every query head attends with the "
+    "wrong key/value head: a model loaded from trained weights gives garbage.",
+    example="dim B, N, d, Hkv, G\ninput Q: [B, Hkv * G, N, d]\ninput K: [B, Hkv, N, d]\n"
+    "input V: [B, Hkv, N, d]\n"
+    "Kt = reshape(repeat(K[:, None], G, axis=1), [B, G * Hkv, N, d])\n"
+    "Vr = repeat(V, G, axis=1)\n"
+    "O = softmax(Q @ Kt.T / sqrt(d)) @ Vr\n# warning[SC414]",
+    fix="Repeat each head in place: `repeat(K, G, axis=1)`.",
+)
+PARTS_MISALIGNED = _code(
+    "SC415", "parts-misaligned", W, "the parts of the queries and the keys do not line up",
+    "`{scores}` sums over features built in parts, but `{query}` has them in the order {q_parts} "
+    "and `{key}` in the order {k_parts}: each part meets an unrelated part of the other side",
+    what="When Q and K are each the concatenation of parts (latent attention's no-position "
+    "part and rotary part), their product pairs the features position by position: the "
+    "parts must come in the same order on both sides.",
+    why="With equal total widths the shapes agree; the scores sum products of unrelated "
+    "features.",
+    example="dim N, a, b, d\ninput qa: [N, a]; input qb: [N, b]\ninput ka: [N, a]; input kb: [N, b]\n"
+    "input V: [N, d]\nQ = concat([qa, qb], axis=-1)\nK = concat([kb, ka], axis=-1)\n"
+    "O = softmax(Q @ K.T / sqrt(a + b)) @ V\n# warning[SC415]",
+    fix="Concatenate the parts in the same order on both sides.",
+)
+CACHE_MASK_ORDER = _code(
+    "SC416", "cache-mask-order", W, "the causal block of a mask built from parts comes before keys every query sees",
+    "`{concat}` puts the causal block `{block}` before `{visible}`, keys that every query "
+    "sees: with the cached keys first and the new ones last, each query sees every new key "
+    "after it (the future)",
+    what="A KV-cache mask is assembled along the keys from a block for the cached keys "
+    "(all visible: ones, or zeros added) and a causal block for the new keys. The cache "
+    "comes first in the keys (`causal_mask(N, M)` is aligned bottom right), so the causal "
+    "block must be the last part.",
+    why="With the parts swapped, the causal block lines up with the cached keys and the "
+    "new keys are all visible: a decoder step attends to tokens after it.",
+    example="dim N, M, d\ninput Q: [N, d]\ninput K: [M + N, d]\ninput V: [M + N, d]\n"
+    "m = concat([tril(ones([N, N])), ones([N, M])], axis=-1)\n"
+    "O = softmax(where(m == 1, Q @ K.T / sqrt(d), -inf)) @ V\n# warning[SC416]",
+    fix="Put the visible block for the cached keys first: "
+    "`concat([ones([N, M]), tril(ones([N, N]))], axis=-1)`.",
 )
 # --- suppression (shapecheck/suppress.py) ------------------------------------------------
 
@@ -865,6 +947,8 @@ NOTES: Table = Table("codes", "NOTES", {
     "weights_summed": "`{contraction}` keeps the queries and sums over the keys here",
     "mask_built": "the mask is built here by `{mask}`",
     "reduced_here": "`{reduction}` drops its axis here",
+    "capped_here": "`{cap}` caps the masked scores here",
+    "rotary_here": "the rotary transform is applied here",
     "shadows_builtin": "`{name}` is a tensor from here on, not the builtin (it was "
     "defined here)",
     "version": "`{name}` is written here; this is its new version",
@@ -902,6 +986,14 @@ HELPS: Table = Table("codes", "HELPS", {
     "fill_minus_inf": "fill with `-inf`: `where(mask, S, -inf)`",
     "keepdims": "keep the reduced axis: add `keepdims=true` to `{reduction}`",
     "move_axes_first": "move the axes first with `transpose`, or use `merge_heads` / `split_heads`",
+    "mask_keys": "broadcast the mask along the queries, so that its axis lines up with the keys",
+    "mask_after_cap": "cap the scores first, then mask: `where(mask, c * tanh(S / c), -inf)`",
+    "rotary_qk_only": "rotate Q and K only; sum the values as they are",
+    "repeat_heads": "repeat each key/value head in place on its own axis, as `repeat_kv` does: "
+    "`repeat(K, G, axis=1)`",
+    "same_part_order": "concatenate the parts in the same order on both sides",
+    "reorder_parts": "write the parts in this order: `{parts}`",
+    "causal_block_last": "put the block for the cached keys first and the causal block last",
     "delete_invisible": "delete it",
     "remove_noqa": "remove the comment",
 })
@@ -1171,6 +1263,11 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "scale_multiple": "{big} is {factor} times {small}, so they are equal only when {factor} = 1",
     "scale_inverted": "it multiplies by sqrt({size}) instead of dividing by it",
     "scale_squared": "it divides by {size}, not by sqrt({size})",
+    "scale_one_side": "only one factor of the product is scaled, by {size} ** -0.25: the scores "
+    "get {size} ** -0.25, not 1/sqrt({size})",
+    "scale_part": "{x} is only a part of {size}",
+    # SC410: a fill a soft-cap turns finite
+    "fill_squashed": "{fill}, which `{cap}` then turns into a finite number",
     # SC408: what each query sees
     "sees_future_only": "each query sees only the keys after it (the future)",
     "sees_past_only": "each query sees only the keys strictly before it, and the first query "

@@ -17,7 +17,9 @@ PACKAGE = Path(codes.__file__).resolve().parent
 PASSES = ("checker.py", "builtins.py", "rules.py", "einsum.py", "indexing.py",
           *sorted(path.relative_to(PACKAGE).as_posix()
                   for path in (PACKAGE / "symbolic").glob("*.py")),
-          "invisible.py", "suppress.py", "lint.py", "meaning.py",
+          "invisible.py", "suppress.py", "lint.py",
+          *sorted(path.relative_to(PACKAGE).as_posix()
+                  for path in (PACKAGE / "meaning").glob("*.py")),
           "value_rules.py", "gathers.py", "complex_values.py", "notspec.py", "spellings.py",
           "versions.py")
 

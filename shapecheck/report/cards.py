@@ -565,6 +565,9 @@ class _Steps:
         if scale.verdict == "inverted":
             return Check(label, join(list(rich("check_scale_inverted", **fields)), " ", mark(False), " ",
                                      self.warning(("SC404",))), False)
+        if scale.verdict == "one_side":  # d ** -0.25 on Q or K alone: SC404 says so
+            return Check(label, join(list(rich("check_scale_other", scale=code(written))), " ",
+                                     mark(False), " ", self.warning(("SC404",))), False)
         return Check(label, rich("check_scale_other", scale=code(written)), None)
 
     def masks(self) -> list[Check]:

@@ -589,6 +589,80 @@ CODES: dict[str, dict[str, str]] = {
         example="dim N, d, H\ninput O: [H, N, d]\nY = reshape(O, [N, H * d])\n# warning[SC411]",
         fix="先移动轴 (`transpose(O, [1, 0, 2])`), 或使用会移动轴的 `merge_heads` / `split_heads`。",
     ),
+    "SC412": dict(
+        summary="分数上的掩码沿 query 变化, 而不是沿 key",
+        message="`{where}` 沿 key ({key_size}) 是常量, 沿 query ({size}) 变化: 它掩盖或平移的是"
+        "分数的整行, 任何 query 在 key 之间的选择都没有改变",
+        what="padding 掩码说明哪些 key 可以被看, 所以它必须沿分数的 key 轴 (softmax 归一化、"
+        "`P @ V` 求和的那个轴) 变化。按另一种方式广播 (在 `[B, H, N, M]` 的分数上用 "
+        "`m[:, None, :, None]`, 而不是 `m[:, None, None, :]`) 时, 它在每一行上都是常量。",
+        why="softmax 看不见加到整行上的数, 整行填成 `-inf` 则变成 NaN: 被 padding 的 key "
+        "仍然被关注。N = M 时形状掩盖了这一点。",
+        example="dim B, H, N, d\ninput Q: [B, H, N, d]\ninput K: [B, H, N, d]\n"
+        "input V: [B, H, N, d]\ninput keep: bool[B, N]\n"
+        "S = where(keep[:, None, :, None], Q @ K.T / sqrt(d), -inf)\nO = softmax(S) @ V\n"
+        "# warning[SC412]",
+        fix="把掩码的轴放在 key 上: `keep[:, None, None, :]`。",
+    ),
+    "SC413": dict(
+        summary="位置变换被施加到了 V 上",
+        message="`{values}` 在经过位置的旋转变换 (`{rotary}`) 之后被 `{contraction}` 求和: "
+        "位置只通过分数, 也就是只通过 Q 和 K 进入注意力",
+        what="旋转位置编码 (与 cos、sin 表的乘积加上 rotate-half, 或者交错的成对旋转) 让 query "
+        "与 key 的点积依赖于它们的相对位置。施加到 V 上, 它旋转的是输出所平均的值。",
+        why="于是每个输出按 key 的绝对位置混合特征, 旋转注意力从不这样做; 形状和数值看起来都"
+        "合理, 但模型已不是所描述的那个。",
+        example="dim N, h\ndim d = 2 * h\ninput Q: [N, d]\ninput K: [N, d]\n"
+        "input V: [N, d]\ninput cos_t: [N, d]\ninput sin_t: [N, d]\n"
+        "Vr = V * cos_t + concat([-V[:, h:], V[:, :h]], axis=-1) * sin_t\n"
+        "O = softmax(Q @ K.T / sqrt(d)) @ Vr\n# warning[SC413]",
+        fix="只旋转 Q 和 K; V 保持原样。",
+    ),
+    "SC414": dict(
+        summary="key/value 的头为 query 分组被平铺了, 而不是重复",
+        message="`{tiled}` 平铺了 {kv} 个 key/value 头 (头 j 服务 query 头 j, j + {kv}, ...), "
+        "但 query 头按连续的块分组: 每个 query 头遇到的是另一组的 key",
+        what="分组查询注意力让每个 key/value 头服务一组 G 个 query 头。`split_heads`、"
+        "`repeat(x, G, axis=...)` (torch 的 `repeat_interleave`, Hugging Face 的 `repeat_kv`) "
+        "把 kv 头 j 分给 query 头 jG ... jG + G - 1。在头前面并入一个副本轴, 或者把张量与自身"
+        "拼接, 得到的却是平铺: j, j + Hkv, ...",
+        why="形状一致, 模型照样运行, 但每个 query 头都用错了 key/value 头: 加载训练好的权重后"
+        "输出是乱的。",
+        example="dim B, N, d, Hkv, G\ninput Q: [B, Hkv * G, N, d]\ninput K: [B, Hkv, N, d]\n"
+        "input V: [B, Hkv, N, d]\n"
+        "Kt = reshape(repeat(K[:, None], G, axis=1), [B, G * Hkv, N, d])\n"
+        "Vr = repeat(V, G, axis=1)\n"
+        "O = softmax(Q @ Kt.T / sqrt(d)) @ Vr\n# warning[SC414]",
+        fix="原地重复每个头: `repeat(K, G, axis=1)`。",
+    ),
+    "SC415": dict(
+        summary="query 与 key 的各部分没有对齐",
+        message="`{scores}` 对分段构造的特征求和, 但 `{query}` 中各部分的顺序是 {q_parts}, "
+        "`{key}` 中是 {k_parts}: 每一部分遇到的是另一侧无关的部分",
+        what="当 Q 和 K 各自由几部分拼接而成 (潜在注意力中不带位置的部分和旋转部分), 它们的"
+        "乘积按位置逐个配对特征: 两侧各部分的顺序必须相同。",
+        why="总宽度相同时形状一致; 分数却在对无关特征的乘积求和。",
+        example="dim N, a, b, d\ninput qa: [N, a]; input qb: [N, b]\ninput ka: [N, a]; "
+        "input kb: [N, b]\ninput V: [N, d]\nQ = concat([qa, qb], axis=-1)\n"
+        "K = concat([kb, ka], axis=-1)\n"
+        "O = softmax(Q @ K.T / sqrt(a + b)) @ V\n# warning[SC415]",
+        fix="两侧按相同的顺序拼接各部分。",
+    ),
+    "SC416": dict(
+        summary="由几部分拼成的掩码中, 因果块排在了每个 query 都能看见的 key 之前",
+        message="`{concat}` 把因果块 `{block}` 放在了 `{visible}` 之前, 而后者是每个 query 都能"
+        "看见的 key: 缓存的 key 在前、新的 key 在后时, 每个 query 都能看见它之后的所有新 key "
+        "(未来)",
+        what="KV 缓存的掩码沿 key 轴由两部分拼成: 缓存 key 的块 (全部可见: 全 1, 或加上的 0) "
+        "和新 key 的因果块。key 中缓存在前 (`causal_mask(N, M)` 按右下角对齐), 所以因果块必须"
+        "是最后一部分。",
+        why="两部分颠倒时, 因果块对上的是缓存的 key, 而新的 key 全部可见: 解码的一步会关注"
+        "它之后的 token。",
+        example="dim N, M, d\ninput Q: [N, d]\ninput K: [M + N, d]\ninput V: [M + N, d]\n"
+        "m = concat([tril(ones([N, N])), ones([N, M])], axis=-1)\n"
+        "O = softmax(where(m == 1, Q @ K.T / sqrt(d), -inf)) @ V\n# warning[SC416]",
+        fix="把缓存 key 的可见块放在前面: `concat([ones([N, M]), tril(ones([N, N]))], axis=-1)`。",
+    ),
     "SC340": dict(
         summary="张量无法拆成所要求的几部分",
         message="无法把 {shape} 的轴 {axis} 拆成 {parts}: {reason}",
@@ -678,6 +752,8 @@ NOTES = {
     "weights_summed": "`{contraction}` 在这里保留 query, 沿 key 求和",
     "mask_built": "掩码在这里由 `{mask}` 构造",
     "reduced_here": "`{reduction}` 在这里去掉了它的轴",
+    "capped_here": "`{cap}` 在这里对被掩盖的分数做了截断",
+    "rotary_here": "旋转变换在这里施加",
 }
 
 HELPS = {
@@ -710,6 +786,14 @@ HELPS = {
     "fill_minus_inf": "填入 `-inf`: `where(mask, S, -inf)`",
     "keepdims": "保留被归约的轴: 给 `{reduction}` 加上 `keepdims=true`",
     "move_axes_first": "先用 `transpose` 移动轴, 或使用 `merge_heads` / `split_heads`",
+    "mask_keys": "沿 query 广播掩码, 让它的轴与 key 对齐",
+    "mask_after_cap": "先截断分数, 再掩盖: `where(mask, c * tanh(S / c), -inf)`",
+    "rotary_qk_only": "只旋转 Q 和 K; V 按原样求和",
+    "repeat_heads": "像 `repeat_kv` 那样在头自己的轴上原地重复每个 key/value 头: "
+    "`repeat(K, G, axis=1)`",
+    "same_part_order": "两侧按相同的顺序拼接各部分",
+    "reorder_parts": "按这个顺序写出各部分: `{parts}`",
+    "causal_block_last": "把缓存 key 的块放在前面, 因果块放在最后",
     "delete_invisible": "删除它",
     "remove_noqa": "去掉这条注释",
 }
@@ -858,6 +942,10 @@ DETAILS = {
     "scale_differs": "{x} {relation} {size}",
     "scale_multiple": "{big} 是 {small} 的 {factor} 倍, 只有 {factor} = 1 时两者才相等",
     "scale_inverted": "它乘以 sqrt({size}), 而不是除以它",
+    "scale_one_side": "乘积只有一个因子被缩放了, 缩放为 {size} ** -0.25: 分数得到的是 "
+    "{size} ** -0.25, 而不是 1/sqrt({size})",
+    "scale_part": "{x} 只是 {size} 的一部分",
+    "fill_squashed": "{fill}, 随后 `{cap}` 把它变成了一个有限的数",
     "scale_squared": "它除以 {size}, 而不是 sqrt({size})",
     "sees_future_only": "每个 query 只看到它之后的 key (未来)",
     "sees_past_only": "每个 query 只看到严格在它之前的 key, 第一个 query 一个也看不到",

@@ -1,0 +1,429 @@
+"""What the meaning pass knows about values: axes (identity is the object) and the facts
+that travel with them (masks, products, scales, positions, parts), with the small
+helpers the passes share. Nothing here reads the program.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from fractions import Fraction
+from typing import Any
+
+from .. import nodes, symbolic
+from ..program import Value
+from ..symbolic import Dim
+
+
+# A fill at or below this blocks a key after the softmax (`-1e9`, `-1e4`, `-inf`);
+# one above `_LEAKS` leaves the key a real weight (SC410). Between, no opinion.
+_BLOCKS = -1e3
+_LEAKS = -10.0
+_MAX_SCALAR_DEPTH = 64
+# Reshapes whose unmatched middle has more axes are not searched for the order that groups them.
+_MAX_VIEW_AXES = 6
+
+
+class Axis:
+    """One axis, an index of the formula; identity is the object.
+
+    ``size`` is its dim expression. ``node`` is the expression that created it (None for
+    the axes of a declared tensor, named by ``tensor``); ``sources`` the (operand, axis)
+    positions it comes from when ``node`` is a contraction; ``opaque`` marks an axis whose
+    relation to the arguments' axes is unknown (an unmatched reshape).
+    """
+
+    __slots__ = ("size", "node", "tensor", "sources", "opaque")
+
+    def __init__(self, size: Dim, node: nodes.Expr | None = None, tensor: str | None = None,
+                 sources: tuple[tuple[int, int], ...] = (), opaque: bool = False) -> None:
+        self.size = size
+        self.node = node
+        self.tensor = tensor
+        self.sources = sources
+        self.opaque = opaque
+
+
+class _Scalar:
+    """A scalar as ``coef * prod(base ** exponent)``; ``opaque``: a factor of unknown value."""
+
+    __slots__ = ("coef", "powers", "opaque")
+
+    def __init__(self, coef: float = 1.0, powers: tuple[tuple[Dim, Fraction], ...] = (),
+                 opaque: bool = False) -> None:
+        self.coef = coef
+        self.powers = powers
+        self.opaque = opaque
+
+
+_OPAQUE = _Scalar(opaque=True)
+
+
+class _Factor:
+    """A scalar factor of a value: its node is evaluated (:meth:`_Analysis.scalar`) only
+    when a scale is judged."""
+
+    __slots__ = ("node", "divides", "operand")
+
+    def __init__(self, node: nodes.Expr, divides: bool, operand: nodes.Expr | None = None) -> None:
+        self.node = node
+        self.divides = divides
+        self.operand = operand
+
+
+class _Applied:
+    """A mask applied to a value, in the value's own axes."""
+
+    __slots__ = ("node", "condition", "kind", "seer", "seen", "keeps", "fill", "aligned",
+                 "additive", "origin", "strict", "numeric")
+
+    def __init__(self, node: nodes.Expr, condition: nodes.Expr, kind: str, seer: Axis | None,
+                 seen: Axis | None, keeps: bool, fill: float | None,
+                 aligned: tuple[Axis | None, ...], additive: bool, origin: nodes.Expr | None,
+                 strict: bool | None = False) -> None:
+        self.node = node
+        self.condition = condition
+        self.kind = kind
+        self.seer = seer  # the axis of i in "i may see j <= i" (causal_mask's rows)
+        self.seen = seen
+        self.keeps = keeps
+        self.fill = fill
+        self.aligned = aligned  # per axis of the condition: the value's axis it lines up with
+        self.additive = additive
+        self.origin = origin  # what built the causal condition (`causal_mask`, `i >= j`)
+        self.strict = strict  # the condition excludes the diagonal (None: unknown)
+        # the mask is a tensor of numbers added as it is (`(1 - tril(..)) * -1e9`), not a
+        # `where` of a bool condition: the fused plans add it as a bias
+        self.numeric = False
+
+    def moved(self, mapping: dict[int, Axis]) -> _Applied:
+        def move(axis: Axis | None) -> Axis | None:
+            return None if axis is None else mapping.get(id(axis))
+        moved = _Applied(self.node, self.condition, self.kind, move(self.seer), move(self.seen),
+                         self.keeps, self.fill, tuple(move(a) for a in self.aligned),
+                         self.additive, self.origin, self.strict)
+        moved.numeric = self.numeric
+        return moved
+
+
+class _Causal:
+    """A value that is a causal mask: true (non-zero) only where ``seer``'s index >=
+    ``seen``'s (``strict``: >; None: shifted by an offset of unknown sign).
+
+    Built by a row whose axis map names a ``triangle`` (`causal_mask`, `tril`, `triu`) or
+    by comparing positions (`arange(N)[:, None] >= arange(N)[None, :]`); joined by `&`
+    (or `*`) with another mask it still holds; negated (`~m`, `m == 0`) it swaps."""
+
+    __slots__ = ("seer", "seen", "node", "strict")
+
+    def __init__(self, seer: Axis, seen: Axis, node: nodes.Expr, strict: bool | None = False) -> None:
+        self.seer = seer
+        self.seen = seen
+        self.node = node
+        self.strict = strict
+
+    def negated(self) -> _Causal:
+        return _Causal(self.seen, self.seer, self.node, None if self.strict is None else not self.strict)
+
+    def moved(self, mapping: dict[int, Axis]) -> _Causal | None:
+        seer, seen = mapping.get(id(self.seer)), mapping.get(id(self.seen))
+        if seer is None or seen is None or seer is seen:
+            return None
+        return _Causal(seer, seen, self.node, self.strict)
+
+
+class _Contraction:
+    """A `@` or an einsum: operands, which of their axes are summed, kept, batch."""
+
+    __slots__ = ("node", "operands", "infos", "summed", "kept", "batch", "axes", "size",
+                 "statement")
+
+    def __init__(self, node: nodes.Expr, operands: Sequence[nodes.Expr], infos: Sequence[_Info],
+                 summed: list[list[int]], kept: list[list[int]], batch: list[list[int]],
+                 axes: tuple[Axis, ...], size: Dim | None, statement: nodes.Stmt) -> None:
+        self.node = node
+        self.operands = tuple(operands)
+        self.infos = tuple(infos)
+        self.summed = summed  # per operand: its axes summed over (contracted)
+        self.kept = kept  # per operand: its axes kept, not shared with another operand
+        self.batch = batch  # per operand: its axes kept and shared (batch letters)
+        self.axes = axes  # the result's axes
+        self.size = size  # the product of the contracted sizes (two operands), else None
+        self.statement = statement
+
+
+class _Product:
+    """A value that is a contraction, then scaled, biased or masked: possibly scores.
+
+    ``parts``: the contracted sizes of products added to it with the same result axes
+    (``Qn @ Kn.T + Qr @ Kr.T``, a content and a rotary part): the scores then sum over
+    ``size + sum(parts)`` features, as if the factors were concatenated."""
+
+    __slots__ = ("contraction", "inner_scale", "parts", "node")
+
+    def __init__(self, contraction: _Contraction, inner_scale: tuple[_Factor, ...],
+                 parts: tuple[Dim, ...] = (), node: nodes.Expr | None = None) -> None:
+        self.contraction = contraction
+        self.inner_scale = inner_scale  # factors applied to the operands before the product
+        self.parts = parts
+        self.node = node or contraction.node  # the sum of the products, if there are parts
+
+    @property
+    def size(self) -> Dim | None:
+        size = self.contraction.size
+        if size is None or not self.parts:
+            return size
+        return symbolic.total((size, *self.parts))
+
+
+# A tensor added to the scores: its node, the scores' axis each of its axes lines up
+# with, and whether it is subtracted.
+_Bias = tuple[nodes.Expr, tuple["Axis | None", ...], bool]
+
+
+class _Norm:
+    """A value that is softmax weights: every slice along ``axis`` sums to 1 (unless changed)."""
+
+    __slots__ = ("call", "axis", "source", "argument", "changed", "after", "statement")
+
+    def __init__(self, call: nodes.Expr, axis: Axis, source: _Info, argument: nodes.Expr,
+                 statement: nodes.Stmt | None, changed: tuple[nodes.Expr, ...] = (),
+                 after: tuple[_Applied, ...] = ()) -> None:
+        self.call = call
+        self.axis = axis
+        self.source = source  # the softmax argument: the scores' facts
+        self.argument = argument
+        self.statement = statement
+        self.changed = changed  # what changed the weights since
+        self.after = after  # masks applied to the weights (after the softmax)
+
+    def changed_by(self, node: nodes.Expr, applied: _Applied | None = None) -> _Norm:
+        return _Norm(self.call, self.axis, self.source, self.argument, self.statement,
+                     self.changed + (node,), self.after + ((applied,) if applied else ()))
+
+
+class _Reduced:
+    __slots__ = ("call", "x", "axes")
+
+    def __init__(self, call: nodes.Expr, x: nodes.Expr, axes: tuple[int, ...]) -> None:
+        self.call = call
+        self.x = x
+        self.axes = axes  # the positions removed, in the reduced tensor
+
+
+class _Info:
+    """What the pass knows about one value: its axes and the facts that travel with it.
+
+    Facts default to the class attributes; a value sets only those it has (most values
+    have none), which keeps the pass cheap on long specs.
+    """
+
+    norm: _Norm | None = None
+    product: _Product | None = None  # the contraction this value is, through scales, biases, masks
+    scale: tuple[_Factor, ...] = ()  # scalar factors applied since the last contraction
+    applied: tuple[_Applied, ...] = ()  # masks applied to this value (before any softmax)
+    biases: tuple[_Bias, ...] = ()  # tensors added to it
+    # The scales, biases and masks above, in the order they were applied.
+    ops: tuple[_Factor | _Bias | _Applied, ...] = ()
+    masks: tuple[_Applied, ...] = ()  # the additive masks this value is (where(m, 0, -inf))
+    causal: tuple[_Causal, ...] = ()  # bool values: the causal masks this value is
+    position: Axis | None = None  # each value is its index along this axis (`arange`)
+    shifted_position: bool = False  # ... plus an offset (`arange(N) + M - N`)
+    reduced: _Reduced | None = None  # a reduction's result (its axes are the ones left)
+    exp_of: _Info | None = None  # exp(x): x's facts (a softmax written by hand)
+    constant: float | None = None  # every entry is this number (`ones(...) * -inf`)
+    nonzero: float | None = None  # a causal value: its entries where it is not zero
+    squashed: tuple[tuple[_Applied, nodes.Expr], ...] = ()  # masks, and the soft-cap after them
+    positional: nodes.Expr | None = None  # a rotary transform of positions made this value
+    table: bool = False  # a table of positions' cos or sin (`cos(angle)`, an input `cos_t`)
+    pieces_of: int | None = None  # parts of this value (its id), cut, negated or rejoined
+    term_of: int | None = None  # a value's parts times a table (a term of a rotation)
+    copies: Axis | None = None  # the values are copies along this axis (`repeat` of a 1)
+    tiled: tuple[nodes.Expr, Axis, Dim] | None = None  # heads tiled (j, j+Hkv, ...): where,
+    # the tiled axis, the number of heads tiled
+    joined: tuple[Axis, tuple[Dim, ...], tuple[nodes.Expr, ...]] | None = None  # concat parts
+    linear: bool = False  # a triangle of a Q·K product (causal linear attention, no softmax)
+
+    def __init__(self, axes: tuple[Axis, ...] | None, **facts: Any) -> None:
+        self.axes = axes
+        if facts:
+            self.__dict__.update(facts)
+
+    def moved(self, axes: tuple[Axis, ...]) -> _Info:
+        """The same facts on a value whose values were only moved (same axis identities)."""
+        info = _Info(axes)
+        info.__dict__.update(self.__dict__)
+        info.axes = axes
+        info.__dict__.pop("exp_of", None)
+        return info
+
+    def shifted(self, axes: tuple[Axis, ...], norm: _Norm | None = None,
+                ops: tuple[_Factor | _Bias | _Applied, ...] = ()) -> _Info:
+        """Scores scaled, shifted, biased or masked (``ops``, in order): the facts go on."""
+        info = _Info(axes)
+        if self.product is not None:
+            info.product = self.product
+        if norm is not None:
+            info.norm = norm
+        if self.reduced is not None:
+            info.reduced = self.reduced
+        if self.squashed:
+            info.squashed = self.squashed
+        if self.positional is not None:
+            info.positional = self.positional
+        if self.table:
+            info.table = True
+        if ops or self.ops:
+            info.ops = self.ops + ops
+            info.scale = self.scale + tuple(op for op in ops if type(op) is _Factor)
+            info.applied = self.applied + tuple(op for op in ops if type(op) is _Applied)
+            info.biases = self.biases + tuple(op for op in ops if type(op) is tuple)
+        return info
+
+
+_UNKNOWN = _Info(None)
+
+
+_SCALAR = _Info(())
+
+
+def _monomial_text(text: str) -> bool:
+    """A size written as a product of dims and numbers (`P*P*C`, `16*h`): its factors
+    can be matched without algebra on sums."""
+    return not any(sign in text for sign in "+-/()")
+
+
+def _base(info: _Info) -> int:
+    """The value that ``info`` is cut or rearranged from (itself when it is whole)."""
+    return info.pieces_of if info.pieces_of is not None else id(info)
+
+
+def _index(layout: Sequence[Axis | None], axis: Axis | None) -> int | None:
+    if axis is None:
+        return None
+    for position, candidate in enumerate(layout):
+        if candidate is axis:
+            return position
+    return None
+
+
+def _power(scalar: _Scalar, exponent: Fraction) -> _Scalar:
+    if scalar.opaque or (scalar.coef < 0 and exponent.denominator != 1):
+        return _OPAQUE
+    try:
+        coef = scalar.coef ** float(exponent)
+    except (OverflowError, ZeroDivisionError):
+        return _OPAQUE
+    return _Scalar(coef, tuple((b, e * exponent) for b, e in scalar.powers))
+
+
+def _sum(left: _Scalar, right: _Scalar, op: str) -> _Scalar:
+    """`d_n + d_r`: a sum of dims is one base; numbers add; anything else is opaque."""
+    if left.opaque or right.opaque:
+        return _OPAQUE
+    if not left.powers and not right.powers:
+        return _Scalar(left.coef + right.coef if op == "+" else left.coef - right.coef)
+    a, b = _as_dim(left), _as_dim(right)
+    if a is None or b is None:
+        return _OPAQUE
+    total = a + b if op == "+" else a - b
+    return _Scalar(powers=((total, Fraction(1)),))
+
+
+def _integral(number: float | Fraction) -> bool:
+    """A whole number (never for ``inf`` or NaN: `J - inf` is a number, not a dim)."""
+    try:
+        return number == int(number)
+    except (OverflowError, ValueError):
+        return False
+
+
+def _as_dim(scalar: _Scalar) -> Dim | None:
+    """A scalar that is a polynomial in dims with integer coefficients, as a dim expression."""
+    if scalar.opaque or not _integral(scalar.coef):
+        return None
+    result: Dim = symbolic.integer(int(scalar.coef))
+    for base, exponent in scalar.powers:
+        if exponent.denominator != 1 or exponent < 0:
+            return None
+        for _ in range(int(exponent)):
+            result = result * base
+    return result
+
+
+def _add_power(powers: list[tuple[Dim, Fraction]], base: Dim, exponent: Fraction) -> None:
+    for index, (known, total) in enumerate(powers):
+        if known == base:
+            if total + exponent == 0:
+                powers.pop(index)
+            else:
+                powers[index] = (known, total + exponent)
+            return
+    powers.append((base, exponent))
+
+
+def _number_text(value: float) -> str:
+    if math.isinf(value):
+        return "-inf" if value < 0 else "inf"
+    return str(int(value)) if value == int(value) else repr(value)
+
+
+def _einsum_keys(term: str, rank: int) -> list[Any] | None:
+    """One key per axis: its letter, or ("...", k) for the k-th axis from the right of `...`."""
+    head, ellipsis, tail = term.partition("...")
+    width = rank - len(head) - len(tail)
+    if width < 0 or (not ellipsis and width != 0):
+        return None
+    return list(head) + [("...", width - 1 - k) for k in range(width)] + list(tail)
+
+
+def _einsum_size(types: dict[int, Value], operands: Sequence[nodes.Expr],
+                 place: tuple[int, int]) -> Dim:
+    operand, position = place
+    shape = types[id(operands[operand])].shape
+    assert shape is not None
+    return shape[position]
+
+
+def _children(node: nodes.Expr) -> Iterable[nodes.Expr]:
+    if isinstance(node, nodes.Paren):
+        return (node.inner,)
+    if isinstance(node, nodes.BinOp):
+        return (node.left, node.right)
+    if isinstance(node, (nodes.Unary, nodes.Transpose)):
+        return (node.operand,)
+    if isinstance(node, nodes.Call):
+        return tuple(a for a in node.args if not isinstance(a, (nodes.String, nodes.AxisName))) + \
+            tuple(k.value for k in node.keywords)
+    if isinstance(node, nodes.ListExpr):
+        return node.items
+    if isinstance(node, nodes.Subscript):
+        return (node.operand,)  # the entries are dims, not values
+    return ()
+
+
+# Functions of a scalar that are a power of it (`sqrt(d)`, `rsqrt(d)`, `square(d)`).
+_POWERS = {"sqrt": Fraction(1, 2), "rsqrt": Fraction(-1, 2), "square": Fraction(2)}
+
+
+_FLIPPED = {"aligned": "transposed", "transposed": "aligned"}
+
+
+# Creating builtins whose every entry is one number; rows with a ``fill`` parameter say theirs.
+_CONSTANTS = {"ones": 1.0, "zeros": 0.0}
+
+
+# Soft-caps (`c * tanh(S / c)`): a `-inf` fill passed through them becomes `-c`.
+_SQUASHING = frozenset({"tanh"})
+
+
+# Inputs that are tables of positions by their name (`cos_t`, `freqs_cis`, `sin_cached`).
+_TABLE_NAME = re.compile(r"(?:^|_)(?:cos|sin|freqs?|rope|rotary)(?:_|\d|$)", re.IGNORECASE)
+
+
+# `x OP number` written `number OP' x`; and what `m OP number` is for a 0/1 mask m:
+# True the mask itself, False its negation.
+_MIRRORED = {"==": "==", "!=": "!=", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
+_TRUTH = {("==", 1.0): True, ("!=", 0.0): True, (">", 0.0): True, (">=", 1.0): True,
+          ("==", 0.0): False, ("!=", 1.0): False, ("<", 1.0): False, ("<=", 0.0): False}

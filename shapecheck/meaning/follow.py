@@ -1,0 +1,991 @@
+"""Following axis identities through the program: one class, `Follow`, whose
+methods read each statement's expressions and the builtin rows' axis maps
+(`builtins.AxisMap`: elementwise, permute, reshape, heads, resize, join, reduce,
+create, contract) and give every value its axes and facts. The checks live in the
+modules beside it, one per family.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+from .. import codes, nodes, symbolic
+from ..builtins import BUILTINS, AxisKind, axis_index
+from ..diagnostics import Diagnostic, Note, line_starts, span_text
+from ..einsum import SubscriptError, parse_subscripts
+from ..program import NewAxis, Program, Take, Value
+from ..value_rules import axes_of
+from ..symbolic import Dim, DimSystem
+from .facts import (
+    Axis,
+    _Applied,
+    _BLOCKS,
+    _Bias,
+    _CONSTANTS,
+    _Causal,
+    _Contraction,
+    _Factor,
+    _Info,
+    _MAX_SCALAR_DEPTH,
+    _MIRRORED,
+    _Norm,
+    _OPAQUE,
+    _POWERS,
+    _Product,
+    _Reduced,
+    _SCALAR,
+    _SQUASHING,
+    _Scalar,
+    _TABLE_NAME,
+    _TRUTH,
+    _UNKNOWN,
+    _base,
+    _children,
+    _einsum_keys,
+    _einsum_size,
+    _index,
+    _power,
+    _sum,
+)
+from .results import Attention, Meaning
+
+
+class Follow:
+    """Every value's axes and facts, statement by statement; checks are the mixins'."""
+
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.types = program.types
+        self.calls = program.calls
+        self.names: dict[str, _Info] = {}
+        self.scalars: dict[str, nodes.Expr] = {}  # scalar tensors: their definitions
+        self.infos: dict[int, _Info] = {}
+        self.contractions: dict[int, _Contraction] = {}
+        self.patterns: list[Attention] = []
+        self.diagnostics: list[Diagnostic] = []
+        self._reported: set[tuple[str, int]] = set()
+        self._statement: nodes.Stmt | None = None
+        self._line_starts = line_starts(program.source)
+        self._system: DimSystem | None = None
+        self._verdicts: dict[tuple[Any, ...], tuple[str, Dim | None]] = {}
+        inferred = program.inferred
+        self._inferred = frozenset(name for name, _ in inferred.dims) if inferred else frozenset()
+
+    @property
+    def system(self) -> DimSystem:
+        """Questions about sizes are asked without the `--dim` bindings (symbolic only)."""
+        if self._system is None:
+            self._system = self.program.dims.without_bindings()
+        return self._system
+
+    def run(self) -> Meaning:
+        for statement in self.program.statements:
+            self.step(statement)
+        return self.result()
+
+    def step(self, statement: nodes.Stmt) -> None:
+        """Follow the next statement of ``program.statements``."""
+        if isinstance(statement, nodes.TensorDecl):
+            self._declare(statement)
+        elif isinstance(statement, (nodes.Define, nodes.Output)) and statement.value is not None:
+            try:
+                self._define(statement)
+            except symbolic.TooComplex:  # past the algebra budget (SC003): no opinion on it
+                tensor = self.program.tensors.get(statement.name.name)
+                if tensor is not None and tensor.span == statement.span:
+                    self.names[statement.name.name] = _UNKNOWN
+
+    def result(self) -> Meaning:
+        return Meaning(self.patterns, self.diagnostics, self.infos)
+
+    def checkpoint(self) -> dict[str, Any]:
+        """What the statements followed so far found (copies of the tables; the facts in
+        them are never changed once made, so they are shared)."""
+        return {name: copy.copy(getattr(self, name)) for name in _STATE}
+
+    def restore(self, checkpoint: dict[str, Any]) -> None:
+        """Continue from a checkpoint taken on a program whose statements up to there
+        are the same (same trees, lines, types and dims) as this one's."""
+        for name, value in checkpoint.items():
+            setattr(self, name, copy.copy(value))
+
+    def _declare(self, statement: nodes.TensorDecl) -> None:
+        tensor = self.program.tensors.get(statement.name.name)
+        if tensor is None or tensor.span != statement.span or tensor.value.shape is None:
+            return
+        name = statement.name.name
+        info = self.names[name] = _Info(tuple(Axis(size, tensor=name) for size in tensor.value.shape))
+        if _TABLE_NAME.search(name):
+            info.table = True
+
+    def _define(self, statement: nodes.Define | nodes.Output) -> None:
+        assert statement.value is not None
+        self._statement = statement
+        info = self.value(statement.value)
+        name = statement.name.name
+        tensor = self.program.tensors.get(name)
+        if tensor is None or tensor.span != statement.span:
+            return  # a redefinition (an error): the first definition stands
+        if tensor.value.shape is not None and info.axes is not None \
+                and len(info.axes) != len(tensor.value.shape):
+            info = _UNKNOWN  # an annotation that failed: the checker kept another shape
+        self.names[name] = info
+        if tensor.value.shape == ():
+            self.scalars[name] = statement.value
+
+    def value(self, node: nodes.Expr) -> _Info:
+        info = self._value(node)
+        self.infos[id(node)] = info
+        return info
+
+    def _value(self, node: nodes.Expr) -> _Info:
+        kind = type(node)
+        if kind is nodes.Name:
+            info = self.names.get(node.name)  # type: ignore[union-attr]
+            if info is not None:
+                return info
+        value = self.types.get(id(node))
+        if value is None or value.shape is None:
+            self._visit_children(node)
+            return _UNKNOWN
+        if kind is nodes.Paren:
+            return self.value(node.inner)  # type: ignore[union-attr]
+        if kind is nodes.Name:
+            if value.shape == ():
+                return _SCALAR
+            # A tensor the spec uses without declaring it (a sketch: inference gave its
+            # shape): its axes are new at its first use, and shared by every later one.
+            name = node.name  # type: ignore[union-attr]
+            info = self.names[name] = _Info(tuple(Axis(size, tensor=name) for size in value.shape))
+            return info
+        if not value.shape:  # a scalar has no axes; an `@` inside one still has meaning
+            self._visit_children(node)
+            return _SCALAR
+        handler = _HANDLERS.get(kind)
+        return handler(self, node, value) if handler is not None else self._opaque(node, value)
+
+    def _binop(self, node: nodes.BinOp, value: Value) -> _Info:
+        if node.op == "@":
+            return self._matmul(node)
+        return self._arithmetic(node, value)
+
+    def _unary(self, node: nodes.Unary, value: Value) -> _Info:
+        operand = self.value(node.operand)
+        if operand.axes is None or node.op == "+":
+            return operand
+        if node.op == "~":
+            return _Info(operand.axes, causal=tuple(c.negated() for c in operand.causal),
+                         nonzero=1.0)
+        changed = operand.norm.changed_by(node) if operand.norm is not None else None
+        info = _Info(operand.axes, norm=changed)
+        if node.op == "-":
+            info.pieces_of, info.table = _base(operand), operand.table
+            info.term_of, info.positional = operand.term_of, operand.positional
+        return info
+
+    def _transpose(self, node: nodes.Transpose, value: Value) -> _Info:
+        operand = self.value(node.operand)
+        axes = operand.axes
+        if axes is None or len(axes) < 2:
+            return _UNKNOWN
+        return operand.moved(axes[:-2] + (axes[-1], axes[-2]))
+
+    def _subscript(self, node: nodes.Subscript, value: Value) -> _Info:
+        """`x[...]` (the checker's plan of it): an axis taken whole keeps its identity, a
+        new axis (`None`) is new, a part of an axis is a new, opaque axis (a window of the
+        keys is not the keys). x's facts go on only when no axis is cut or dropped
+        (`P[None]` is still normalised); otherwise the pass stays silent about it."""
+        if id(node) in self.calls:  # a gather, `E[ids]`: the checker read it as `take`
+            return self._call(node, value)  # type: ignore[arg-type]
+        operand = self.value(node.operand)
+        plan = self.program.subscripts.get(id(node))
+        if operand.axes is None or plan is None or value.shape is None:
+            return _UNKNOWN
+        sizes = iter(value.shape)
+        axes: list[Axis] = []
+        whole = True
+        windows: dict[int, tuple[Axis, Any]] = {}  # old axis -> (its window, the start)
+        for entry in plan.entries:
+            if isinstance(entry, Take):
+                whole = False
+                continue
+            size = next(sizes)
+            if isinstance(entry, NewAxis):
+                axes.append(Axis(size, node))
+            elif entry.start is None and entry.stop is None and entry.step == 1:
+                axes.append(operand.axes[entry.axis])
+            else:
+                axes.append(Axis(size, node, opaque=True))
+                whole = False
+                if entry.step == 1:
+                    windows[id(operand.axes[entry.axis])] = (axes[-1], entry.start)
+        if whole:
+            return operand.moved(tuple(axes))
+        info = _Info(tuple(axes))
+        if operand.causal or operand.masks:
+            self._windowed(info, operand, windows)
+        info.table = operand.table
+        info.pieces_of = _base(operand)
+        return info
+
+    def _windowed(self, info: _Info, operand: _Info, windows: dict[int, tuple[Axis, Any]]) -> None:
+        """A causal mask cut from a buffer of the largest size (`bias[:T, :T]`, nanoGPT's
+        and Whisper's form): windows of both of its axes are still a triangle, the same
+        way round. Windows starting at different places shift its diagonal (a KV-cache
+        window `bias[M:M+N, :M+N]`): the diagonal is then of unknown offset."""
+        assert info.axes is not None and operand.axes is not None
+        mapping = {id(a): a for a in info.axes if not a.opaque}
+        zero = symbolic.integer(0)
+        starts: dict[int, Any] = {}
+        for old, (new, start) in windows.items():
+            mapping[old] = new
+            starts[id(new)] = zero if start is None else start
+
+        def strict(seer: Axis | None, seen: Axis | None, was: bool | None) -> bool | None:
+            a, b = starts.get(id(seer), zero), starts.get(id(seen), zero)
+            return was if self.system.equal(a, b) else None
+        causal = []
+        for c in operand.causal:
+            moved = c.moved(mapping)
+            if moved is not None:
+                causal.append(_Causal(moved.seer, moved.seen, moved.node,
+                                      strict(moved.seer, moved.seen, moved.strict)))
+        if causal:
+            info.causal, info.nonzero = tuple(causal), operand.nonzero
+        masks = []
+        for m in operand.masks:
+            moved_mask = m.moved(mapping)
+            if m.kind == "causal" and (moved_mask.seer is None or moved_mask.seen is None):
+                continue
+            moved_mask.strict = strict(moved_mask.seer, moved_mask.seen, m.strict)
+            masks.append(moved_mask)
+        if masks:
+            info.masks = tuple(masks)
+
+    def _visit_children(self, node: nodes.Expr) -> None:
+        """Unknown or scalar values: still look inside (an `@` in an argument has meaning)."""
+        for child in _children(node):
+            self.value(child)
+
+    def _opaque(self, node: nodes.Expr, value: Value) -> _Info:
+        """A construct whose axes this pass does not follow: new axes, no facts."""
+        self._visit_children(node)
+        assert value.shape is not None
+        return _Info(tuple(Axis(size, node, opaque=True) for size in value.shape))
+
+    def _matmul(self, node: nodes.BinOp) -> _Info:
+        left, right = self.value(node.left), self.value(node.right)
+        result = self.types[id(node)].shape
+        laxes, raxes = left.axes, right.axes
+        if not laxes or not raxes or result is None:
+            return _UNKNOWN
+        lrank, rrank = len(laxes), len(raxes)
+        summed = [[lrank - 1], [rrank - 2 if rrank >= 2 else 0]]
+        kept = [[lrank - 2] if lrank >= 2 else [], [rrank - 1] if rrank >= 2 else []]
+        batch_rank = len(result) - len(kept[0]) - len(kept[1])
+        axes: list[Axis] = []
+        if batch_rank:
+            left_batch = list(range(lrank - 2 - batch_rank, lrank - 2))
+            right_batch = list(range(rrank - 2 - batch_rank, rrank - 2))
+            for position in range(batch_rank):
+                sources = tuple((operand, index) for operand, index in
+                                ((0, left_batch[position]), (1, right_batch[position])) if index >= 0)
+                axes.append(Axis(result[position], node, None, sources))
+            batch = [[i for i in left_batch if i >= 0], [i for i in right_batch if i >= 0]]
+        else:
+            batch = [[], []]
+        if kept[0]:
+            axes.append(Axis(result[len(axes)], node, None, ((0, kept[0][0]),)))
+        if kept[1]:
+            axes.append(Axis(result[len(axes)], node, None, ((1, kept[1][0]),)))
+        return self._contracted(node, (node.left, node.right), (left, right), summed, kept,
+                                batch, tuple(axes), laxes[-1].size)
+
+    def _einsum(self, node: nodes.Call, operands: Sequence[nodes.Expr], subscripts: str) -> _Info:
+        infos = [self.value(operand) for operand in operands]
+        result = self.types[id(node)].shape
+        if result is None or any(info.axes is None for info in infos):
+            return _UNKNOWN
+        try:
+            parsed = parse_subscripts(subscripts, len(operands))
+        except SubscriptError:
+            return _UNKNOWN
+        terms, output = parsed.inputs, parsed.output
+        keys = [_einsum_keys(term, len(info.axes or ())) for term, info in zip(terms, infos)]
+        out_keys = _einsum_keys(output, len(result))
+        if out_keys is None or any(k is None for k in keys):
+            return _UNKNOWN
+        placed: dict[Any, list[tuple[int, int]]] = {}
+        for operand, operand_keys in enumerate(keys):
+            for position, key in enumerate(operand_keys or ()):
+                placed.setdefault(key, []).append((operand, position))
+        axes = tuple(Axis(size, node, sources=tuple(placed.get(key, ())))
+                     for key, size in zip(out_keys, result))
+        outputs = set(out_keys)
+        summed = [[p for p, k in enumerate(ks or ()) if k not in outputs] for ks in keys]
+        kept, batch = [], []
+        for operand_keys in keys:
+            shared = [p for p, k in enumerate(operand_keys or ())
+                      if k in outputs and len({o for o, _ in placed[k]}) > 1]
+            batch.append(shared)
+            kept.append([p for p, k in enumerate(operand_keys or ()) if k in outputs and p not in shared])
+        size = None
+        if len(operands) == 2:
+            both = [k for k in set(keys[0] or ()) & set(keys[1] or ()) if k not in outputs]
+            if both:
+                size = symbolic.product(_einsum_size(self.types, operands, placed[k][0]) for k in
+                                        sorted(both, key=str))
+        return self._contracted(node, operands, infos, summed, kept, batch, axes, size)
+
+    def _contracted(self, node: nodes.Expr, operands: Sequence[nodes.Expr], infos: Sequence[_Info],
+                    summed: list[list[int]], kept: list[list[int]], batch: list[list[int]],
+                    axes: tuple[Axis, ...], size: Dim | None) -> _Info:
+        assert self._statement is not None
+        contraction = _Contraction(node, operands, infos, summed, kept, batch, axes,
+                                   size if len(operands) == 2 else None, self._statement)
+        self.contractions[id(node)] = contraction
+        if len(operands) == 2:
+            for operand, info in enumerate(infos):
+                if info.norm is not None:
+                    self._attention(contraction, operand)
+                elif info.linear and info.causal:
+                    self._prefix_sums(contraction, operand)
+        if size is None or len(operands) != 2:
+            return _Info(axes)
+        inner: tuple[_Factor, ...] = ()
+        for operand, info in zip(operands, infos):
+            if info.scale:
+                inner += tuple(_Factor(f.node, f.divides, f.operand or operand)
+                               for f in info.scale)
+        return _Info(axes, product=_Product(contraction, inner))
+
+    def _arithmetic(self, node: nodes.BinOp, value: Value) -> _Info:
+        left, right = self.value(node.left), self.value(node.right)
+        if left.axes is None or right.axes is None:
+            return _UNKNOWN
+        if not right.axes or not left.axes:  # a tensor and a scalar
+            tensor, scalar, tensor_node, scalar_node = (
+                (left, right, node.left, node.right) if not right.axes
+                else (right, left, node.right, node.left))
+            return self._with_scalar(node, tensor, scalar_node, tensor_node is node.left)
+        if node.op == "/" and self._normalises(node, right):
+            return self._handmade_softmax(node, left, right)
+        return self._tensors(node, [node.left, node.right], [left, right], value)
+
+    def _with_scalar(self, node: nodes.BinOp, tensor: _Info, scalar_node: nodes.Expr,
+                     tensor_first: bool) -> _Info:
+        assert tensor.axes is not None
+        if node.op in nodes.COMPARISONS:
+            return self._compare_number(node, tensor, scalar_node, tensor_first)
+        norm = tensor.norm.changed_by(node) if tensor.norm is not None else None
+        if node.op == "*" or (node.op == "/" and tensor_first):
+            factor = _Factor(scalar_node, node.op == "/")
+            info = tensor.shifted(tensor.axes, norm, (factor,))
+            number = self._number(scalar_node)
+            if number is not None and number != 0 and math.isfinite(number) | (node.op == "*"):
+                self._scaled_values(node, tensor, info, 1 / number if node.op == "/" else number)
+            return info
+        if node.op in ("+", "-"):  # a constant shift: the softmax does not see it
+            info = tensor.shifted(tensor.axes, norm)
+            if tensor.position is not None and (node.op == "+" or tensor_first):
+                # positions plus an offset (`i + M - N`) keep their order; `T - i` does not
+                info.position, info.shifted_position = tensor.position, True
+            if node.op == "-" and not tensor_first and self._number(scalar_node) == 1.0:
+                self._complement(info, tensor)
+            return info
+        return _Info(tensor.axes, norm=norm, reduced=tensor.reduced)
+
+    def _scaled_values(self, node: nodes.BinOp, tensor: _Info, info: _Info, factor: float) -> None:
+        """The numbers of a mask times a number: a triangle of `-1e9` (or `-inf`) added to
+        the scores hides where it is not zero (`(1 - tril(ones([N, N]))) * -1e9`, a padding
+        mask `(1 - m) * -1e9`): it is an additive mask."""
+        if tensor.constant is not None:
+            info.constant = tensor.constant * factor
+            return
+        if tensor.product is not None or tensor.norm is not None or tensor.masks:
+            return
+        if tensor.causal:
+            info.causal = tensor.causal
+            if tensor.nonzero is not None:
+                info.nonzero = tensor.nonzero * factor
+        value = (tensor.nonzero if tensor.causal else 1.0) or 0.0
+        if value > 0 and value * factor <= _BLOCKS:
+            info.masks = (self._own_mask(node, node, info, keeps=False, fill=value * factor),)
+
+    def _own_mask(self, node: nodes.Expr, condition: nodes.Expr, info: _Info, keeps: bool,
+                  fill: float) -> _Applied:
+        """A value that is itself an additive mask, in its own axes."""
+        assert info.axes is not None
+        mask = self._applied(node, condition, info, {id(a): a for a in info.axes}, keeps, fill,
+                             additive=True)
+        mask.numeric = True
+        return mask
+
+    def _complement(self, info: _Info, tensor: _Info) -> None:
+        """`1 - m` of a 0/1 mask: the positions it hides become the ones it allows."""
+        if tensor.causal and tensor.nonzero == 1.0:
+            info.causal = tuple(c.negated() for c in tensor.causal)
+            info.nonzero = 1.0
+
+    def _compare_number(self, node: nodes.BinOp, tensor: _Info, number_node: nodes.Expr,
+                        tensor_first: bool) -> _Info:
+        """A causal mask compared with 0 or 1 (`tril(ones([N, N])) == 1`, `m == 0`,
+        `m != false`): the same mask, or its negation."""
+        number = self._number(number_node)
+        op = node.op if tensor_first else _MIRRORED[node.op]
+        truth = _TRUTH.get((op, number))
+        if truth is None or not tensor.causal:
+            return _Info(tensor.axes)
+        return _Info(tensor.axes, causal=tensor.causal if truth else
+                     tuple(c.negated() for c in tensor.causal), nonzero=1.0)
+
+    def _compare(self, node: nodes.Expr, operands: list[_Info], axes: tuple[Axis, ...],
+                 mappings: list[dict[int, Axis]]) -> _Info:
+        """Positions compared along two axes (`arange(N)[:, None] >= arange(M)[None, :]`):
+        a causal mask whose rows see the columns at or before them."""
+        left, right = operands
+        a = mappings[0].get(id(left.position)) if left.position is not None else None
+        b = mappings[1].get(id(right.position)) if right.position is not None else None
+        op = node.op if isinstance(node, nodes.BinOp) else ""
+        if a is None or b is None or a is b or op not in (">=", ">", "<=", "<"):
+            return _Info(axes)
+        seer, seen = (a, b) if op in (">=", ">") else (b, a)
+        strict = None if left.shifted_position or right.shifted_position else op in (">", "<")
+        return _Info(axes, causal=(_Causal(seer, seen, node, strict),), nonzero=1.0)
+
+    def _tensors(self, node: nodes.Expr, operand_nodes: list[nodes.Expr], operands: list[_Info],
+                 value: Value) -> _Info:
+        """An elementwise operation on several tensors, with NumPy broadcasting."""
+        info = self._elementwise_tensors(node, operand_nodes, operands, value)
+        if info.axes is not None and info is not _UNKNOWN and isinstance(node, nodes.BinOp):
+            self._follow_positions(node, operands, info)
+            if node.op == "*":
+                self._expanded(operands, info)
+        return info
+
+    @staticmethod
+    def _expanded(operands: list[_Info], info: _Info) -> None:
+        """`x[:, :, None] * ones([B, Hkv, G, N, d])` (torch's `expand`, as the spellings
+        write it): the axis the ones bring where x had 1 holds copies of x."""
+        assert info.axes is not None
+        for mine, other in ((0, 1), (1, 0)):
+            x, ones = operands[mine], operands[other]
+            if ones.constant != 1.0 or x.constant is not None or x.axes is None:
+                continue
+            own = {id(a) for a in x.axes}
+            brought = [a for a in info.axes if id(a) not in own]
+            if len(brought) == 1:
+                info.copies = brought[0]
+                info.positional = info.positional or x.positional
+
+    def _elementwise_tensors(self, node: nodes.Expr, operand_nodes: list[nodes.Expr],
+                             operands: list[_Info], value: Value) -> _Info:
+        order = sorted(range(len(operands)), key=lambda i: (
+            operands[i].product is None and operands[i].norm is None, i))
+        axes, mappings = self._broadcast(node, operand_nodes, operands, order)
+        if axes is None:
+            return _UNKNOWN
+        op = node.op if isinstance(node, nodes.BinOp) else ""
+        if op in nodes.COMPARISONS:
+            return self._compare(node, operands, axes, mappings)
+        if value.is_bool or op == "&":
+            # `&` (or `*` on bools) is "and": each causal part still holds, if they agree.
+            if op not in ("&", "*"):
+                return _Info(axes)
+            causal = [moved for i, o in enumerate(operands) for c in o.causal
+                      if (moved := c.moved(mappings[i])) is not None]
+            if len({(id(c.seer), id(c.seen)) for c in causal}) != 1:
+                return _Info(axes)
+            return _Info(axes, causal=(causal[0],), nonzero=1.0)
+        norms = [o.norm for o in operands if o.norm is not None]
+        if op == "*" and not norms and len(operands) == 2:
+            linear = self._masked_product(operands, mappings, axes)
+            if linear is not None:
+                return linear
+        if op in ("+", "-") and not norms:
+            # Scores plus a bias, an additive mask, or a shift by a reduction (a softmax
+            # written by hand): the scores' facts go on.
+            if op == "-" and order[0] != 0:
+                return _Info(axes)  # `B - S`: the scores negated, not understood
+            main = operands[order[0]]
+            ops: tuple[_Bias | _Applied, ...] = ()
+            parts: tuple[Dim, ...] = ()
+            for i, other in enumerate(operands):
+                if i == order[0]:
+                    continue
+                if other.masks:
+                    ops += tuple(m.moved(mappings[i]) for m in other.masks)
+                elif other.reduced is None:
+                    lined_up = tuple(mappings[i].get(id(a)) for a in other.axes or ())
+                    ops += ((operand_nodes[i], lined_up, op == "-"),)
+                    if op == "+" and other.product is not None and main.product is not None \
+                            and other.product.size is not None and lined_up == axes:
+                        parts += (other.product.size,)  # a product of the same axes
+            info = main.shifted(axes, None, ops)
+            if parts:
+                assert main.product is not None
+                info.product = _Product(main.product.contraction, main.product.inner_scale,
+                                        main.product.parts + parts, node)
+            return info
+        if len(norms) == 1:
+            # Weights masked, scaled by a tensor or mixed with other numbers.
+            return _Info(axes, norm=norms[0].changed_by(node))
+        return _Info(axes)
+
+    @staticmethod
+    def _masked_product(operands: list[_Info], mappings: list[dict[int, Axis]],
+                        axes: tuple[Axis, ...]) -> _Info | None:
+        """`(Q @ K.T) * tril(ones([N, N]))`: the product kept on one side of the diagonal
+        (causal linear attention, the running sums of its keys written as a matrix)."""
+        for mine, other in ((0, 1), (1, 0)):
+            product, mask = operands[mine], operands[other]
+            if product.product is None or not mask.causal or mask.nonzero != 1.0:
+                continue
+            moved = mask.causal[0].moved(mappings[other])
+            if moved is not None:
+                return _Info(axes, causal=(moved,), linear=True)
+        return None
+
+    def _broadcast(self, node: nodes.Expr, operand_nodes: list[nodes.Expr], operands: list[_Info],
+                   order: list[int]) -> tuple[tuple[Axis, ...] | None, list[dict[int, Axis]]]:
+        """The result's axes (from the first operand in ``order`` that is not 1 there),
+        and per operand the result axis each of its axes lines up with."""
+        layouts = [o.axes for o in operands]
+        if any(layout is None for layout in layouts):
+            return None, []
+        rank = max(len(layout or ()) for layout in layouts)
+        mappings: list[dict[int, Axis]] = [{} for _ in operands]
+        result: list[Axis] = []
+        for from_right in range(rank, 0, -1):
+            present = [(i, layouts[i][-from_right]) for i in order  # type: ignore[index]
+                       if len(layouts[i] or ()) >= from_right]
+            sized = [(i, a) for i, a in present if not symbolic.is_literal_one(a.size)]
+            chosen = (sized or present)[0][1]
+            result.append(chosen)
+            for i, axis in present:
+                if axis is chosen or not symbolic.is_literal_one(axis.size):
+                    mappings[i][id(axis)] = chosen
+            if len(sized) > 1:
+                self._check_alignment(node, operand_nodes, operands, sized, layouts)
+        return tuple(result), mappings
+
+    def _normalises(self, node: nodes.BinOp, right: _Info) -> bool:
+        """`E / sum(E, axis=a, keepdims=true)` (the sum may be named): each slice of the
+        result along a sums to 1."""
+        reduced = right.reduced
+        if reduced is None or self.infos.get(id(reduced.call)) is not right:
+            return False  # not the sum itself (`2 * sum(E)` does not normalise)
+        info = self.calls.get(id(reduced.call))
+        if info is None or info.builtin != "sum" or not info.args.get("keepdims") \
+                or info.args.get("axis") is None:
+            return False
+        return self._same(node.left, reduced.x)
+
+    def _handmade_softmax(self, node: nodes.BinOp, left: _Info, right: _Info) -> _Info:
+        assert right.reduced is not None
+        info = self.calls[id(right.reduced.call)]
+        assert left.axes is not None
+        axis = left.axes[axis_index(info.args["axis"], len(left.axes))]
+        source = left.exp_of or left
+        argument = node.left
+        assert self._statement is not None
+        return _Info(left.axes, norm=_Norm(node, axis, source, argument, self._statement))
+
+    def _same(self, a: nodes.Expr, b: nodes.Expr) -> bool:
+        a, b = nodes.strip_parens(a), nodes.strip_parens(b)
+        if isinstance(a, nodes.Name) and isinstance(b, nodes.Name):
+            return a.name == b.name
+        return self._text(a) == self._text(b)
+
+    def _call(self, node: nodes.Call, value: Value) -> _Info:
+        info = self.calls.get(id(node))
+        builtin = BUILTINS.get(info.builtin) if info is not None else None
+        if info is None or builtin is None:
+            return self._opaque(node, value)
+        axis_map = builtin.axes
+        kind = axis_map.kind
+        if kind is AxisKind.CONTRACT:
+            return self._einsum(node, info.args["operands"].items, info.args["subscripts"])
+        tensors = self._tensor_arguments(info.args, axis_map.tensors)
+        if info.builtin == "where":
+            return self._where(node, tensors, value)
+        if kind is AxisKind.CREATE:
+            return self._create(node, axis_map, info.args, value)
+        if kind is AxisKind.OPAQUE or any(i.axes is None for _, i in tensors):
+            return self._opaque(node, value) if kind is AxisKind.OPAQUE else _UNKNOWN
+        if kind is AxisKind.ELEMENTWISE:
+            return self._elementwise(node, info.args, axis_map, tensors, value)
+        x_node, x = tensors[0]
+        assert x.axes is not None and value.shape is not None
+        if kind is AxisKind.PERMUTE:
+            perm = info.args.get(axis_map.axis or "")
+            if perm is None:
+                return x.moved(x.axes[:-2] + (x.axes[-1], x.axes[-2]))
+            return x.moved(tuple(x.axes[p] for p in perm))
+        if kind is AxisKind.RESHAPE:
+            return self._reshape(node, x_node, x, value.shape)
+        if kind is AxisKind.SPLIT_HEADS:
+            *batch, tokens, last = x.axes
+            heads, per_head = (Axis(size, node) for size in value.shape[-3::2])
+            return x.moved((*batch, heads, tokens, per_head))
+        if kind is AxisKind.MERGE_HEADS:
+            *batch, _, tokens, _ = x.axes
+            return x.moved((*batch, tokens, Axis(value.shape[-1], node)))
+        if kind is AxisKind.RESIZE:
+            moved = x.moved(x.axes)
+            where = axis_index(info.args[axis_map.axis or ""], len(x.axes))
+            if x.norm is not None and x.axes[where] is x.norm.axis:
+                moved.norm = x.norm.changed_by(node)  # copies along the softmax axis
+            if symbolic.is_literal_one(x.axes[where].size):
+                # a new axis of copies (`repeat(K[:, None], G, axis=1)`, torch's `expand`)
+                axes = list(x.axes)
+                axes[where] = Axis(value.shape[where], node)
+                moved = x.moved(tuple(axes))
+                moved.copies = axes[where]
+            return moved
+        if kind is AxisKind.JOIN:
+            return self._join(node, info.args, axis_map.axis, tensors, value)
+        if kind is AxisKind.REDUCE:
+            return self._reduce(node, info.args, axis_map, x_node, x, value)
+        if kind is AxisKind.GATHER:
+            return self._gather(node, info.args, axis_map, x, value)
+        if kind is AxisKind.PAIRS:  # the last axis paired into complex numbers, or back
+            kept = x.axes[:-1] if len(value.shape) <= len(x.axes) else x.axes
+            return _Info(kept + tuple(Axis(size, node) for size in value.shape[len(kept):]))
+        return self._opaque(node, value)
+
+    def _gather(self, node: nodes.Expr, args: dict[str, Any], axis_map: Any, x: _Info,
+                value: Value) -> _Info:
+        """`take`, `x[ids]`: x's other axes keep their identity; the gathered one gives way
+        to the index's axes (`E[ids]`: the ids' batch and tokens), or, along an axis
+        (`take_along_axis`), to a new axis of picked entries."""
+        assert x.axes is not None and value.shape is not None
+        where = axis_index(args[axis_map.axis], len(x.axes))
+        index = self.value(args[axis_map.index])
+        if axis_map.along or index.axes is None:
+            picked = (Axis(value.shape[where], node),) if axis_map.along else tuple(
+                Axis(size, node) for size in value.shape[where: where + len(value.shape)
+                                                         - len(x.axes) + 1])
+        else:
+            picked = index.axes
+        return _Info(x.axes[:where] + picked + x.axes[where + 1:])
+
+    def _tensor_arguments(self, args: dict[str, Any], names: tuple[str, ...]
+                          ) -> list[tuple[nodes.Expr, _Info]]:
+        found = []
+        for name in names:
+            arg = args.get(name)
+            items = arg.items if isinstance(arg, nodes.ListExpr) else (arg,) if arg is not None else ()
+            for item in items:
+                found.append((item, self.value(item)))
+        return found
+
+    def _elementwise(self, node: nodes.Call, args: dict[str, Any], axis_map: Any,
+                     tensors: list[tuple[nodes.Expr, _Info]], value: Value) -> _Info:
+        if len(tensors) != 1:
+            return self._tensors(node, [n for n, _ in tensors], [i for _, i in tensors], value)
+        x_node, x = tensors[0]
+        assert x.axes is not None
+        if axis_map.normalises is not None:
+            axis = x.axes[axis_index(args[axis_map.normalises], len(x.axes))] if x.axes else None
+            if axis is None:
+                return _Info(x.axes)
+            source = x
+            return _Info(x.axes, norm=_Norm(node, axis, source, x_node, self._statement))
+        if axis_map.keeps_values:
+            return x.moved(x.axes)
+        if axis_map.triangle is not None and len(x.axes) >= 2:
+            return self._triangle_of(node, axis_map, args, x)
+        name = node.func.name
+        if name == "log" and x.causal and x.nonzero is not None and x.nonzero > 0:
+            # log of a 0/1 triangle: 0 where it allows, -inf where it hides (an additive mask)
+            info = _Info(x.axes, causal=x.causal)
+            info.masks = (self._own_mask(node, x_node, info, keeps=True, fill=-math.inf),)
+            return info
+        norm = x.norm.changed_by(node) if x.norm is not None else None
+        exp_of = x if name == "exp" else None
+        info = _Info(x.axes, norm=norm, reduced=x.reduced, exp_of=exp_of)
+        if name in ("cos", "sin") or x.table:
+            info.table = True
+        if name in _SQUASHING and (x.applied or x.squashed):
+            # a soft-cap after the mask: its fills turn finite
+            info.squashed = x.squashed + tuple((m, node) for m in x.applied)
+        return info
+
+    def _triangle_of(self, node: nodes.Call, axis_map: Any, args: dict[str, Any], x: _Info) -> _Info:
+        """`tril(x)`, `triu(x, 1)`: a causal value; of a constant (`triu(full([N, N], -inf),
+        1)`, `tril(ones(...))`) its entries on the triangle are that number, and a very
+        negative one makes it an additive mask hiding the triangle."""
+        assert x.axes is not None
+        made = self._triangle(node, axis_map, args, x.axes)
+        # A triangle of a triangle (Mistral's band `triu(tril(ones), -W)`) is nonzero only
+        # where both are: x's mask still holds; the new one only if it agrees.
+        agrees = all((c.seer, c.seen) == (made.seer, made.seen) for c in x.causal)
+        info = _Info(x.axes, causal=x.causal + ((made,) if agrees else ()))
+        info.linear = x.product is not None and x.norm is None
+        if x.causal and x.nonzero is not None:
+            info.nonzero = x.nonzero
+        if x.constant is not None:
+            info.nonzero = x.constant
+            if x.constant <= _BLOCKS:
+                info.masks = (self._own_mask(node, node, info, keeps=False, fill=x.constant),)
+        return info
+
+    def _create(self, node: nodes.Call, axis_map: Any, args: dict[str, Any], value: Value) -> _Info:
+        assert value.shape is not None
+        axes = tuple(Axis(size, node) for size in value.shape)
+        if axis_map.triangle is not None and len(axes) >= 2:
+            return _Info(axes, causal=(self._triangle(node, axis_map, args, axes),), nonzero=1.0)
+        if axis_map.positions and len(axes) == 1:
+            return _Info(axes, position=axes[0])
+        constant = _CONSTANTS.get(node.func.name)
+        if constant is None and axis_map.fill is not None and args.get(axis_map.fill) is not None:
+            constant = self._number(args[axis_map.fill])
+        return _Info(axes, constant=constant)
+
+    def _triangle(self, node: nodes.Call, axis_map: Any, args: dict[str, Any],
+                  axes: tuple[Axis, ...]) -> _Causal:
+        """The causal mask of a row with a ``triangle``: which of the last two axes sees
+        the other, and whether the diagonal is excluded (its ``offset``: tril's k < 0,
+        triu's k > 0; another offset is of unknown effect)."""
+        rows, columns = axes[-2], axes[-1]
+        offset = args.get(axis_map.offset) if axis_map.offset is not None else None
+        k = symbolic.as_int(offset) if offset is not None else 0
+        if axis_map.triangle == "lower":
+            return _Causal(rows, columns, node, None if k is None or k > 0 else k < 0)
+        return _Causal(columns, rows, node, None if k is None or k < 0 else k > 0)
+
+    def _reshape(self, node: nodes.Call, x_node: nodes.Expr, x: _Info, target: tuple[Dim, ...]) -> _Info:
+        """Axes matched by size from either end keep their identity (C order keeps the
+        first and the last indices when those sizes agree); the rest are new. Axes of size
+        1 move nothing, so they are set aside first (`[1, N] -> [N, 1]` keeps `N`)."""
+        source = x.axes
+        assert source is not None
+        one = symbolic.is_literal_one
+        sized = [axis for axis in source if not one(axis.size)]
+        places = [i for i, size in enumerate(target) if not one(size)]
+        equal = self.system.equal
+        front = 0
+        while front < min(len(sized), len(places)) and equal(sized[front].size, target[places[front]]):
+            front += 1
+        back = 0
+        while back < min(len(sized), len(places)) - front and \
+                equal(sized[-1 - back].size, target[places[-1 - back]]):
+            back += 1
+        middle_source = sized[front: len(sized) - back]
+        middle_places = places[front: len(places) - back]
+        mixed = len(middle_source) > 1 and len(middle_places) > 1
+        if mixed:
+            self._check_mixing(node, x_node, middle_source, [target[i] for i in middle_places])
+        matched = dict(zip(places[:front], sized[:front]))
+        matched.update(zip(places[len(places) - back:], sized[len(sized) - back:]))
+        axes = tuple(matched.get(i) or Axis(size, node, opaque=mixed and i in middle_places)
+                     for i, size in enumerate(target))
+        info = x.moved(axes)
+        if x.norm is not None and x.norm.axis not in axes:
+            info.norm = None
+        info.copies = None
+        if x.copies is not None and len(middle_places) == 1 and len(middle_source) == 2 \
+                and middle_source[0] is x.copies:
+            # copies merged in front of the heads: head g * Hkv + j is kv head j (tiling)
+            info.tiled = (node, axes[middle_places[0]], middle_source[1].size)
+        return info
+
+    def _join(self, node: nodes.Call, args: dict[str, Any], axis_param: str | None,
+              tensors: list[tuple[nodes.Expr, _Info]], value: Value) -> _Info:
+        assert value.shape is not None
+        first = tensors[0][1].axes
+        if not first:
+            return _UNKNOWN
+        axes = list(first)
+        if len(value.shape) == len(first) + 1:  # `stack`: a new axis between the others
+            where = axis_index(args.get(axis_param or "", 0), len(first) + 1)
+            axes.insert(where, Axis(value.shape[where], node))
+        else:  # `concat`: the joined axis is new, the others aligned
+            where = axis_index(args.get(axis_param or "", 0), len(first))
+            axes[where] = Axis(value.shape[where], node)
+        # Parts scaled alike keep their scale (a rotary part concatenated to the rest).
+        scales = {tuple(id(f.node) for f in i.scale) for _, i in tensors}
+        scale = tensors[0][1].scale if len(scales) == 1 else ()
+        info = _Info(tuple(axes), scale=scale)
+        if len(value.shape) == len(first) and len(tensors) > 1:
+            self._cache_blocks(node, info, tensors, where)
+        names = {self._text(n) for n, _ in tensors}
+        if len(names) == 1 and len(tensors) > 1 and len(value.shape) == len(first):
+            # `concat([K, K], axis=1)`: the tensor tiled along that axis
+            info.tiled = (node, axes[where], first[where].size)
+        bases = {_base(i) for _, i in tensors}
+        if len(bases) == 1 and len(tensors) > 1:
+            info.pieces_of = bases.pop()  # `concat([-x2, x1])`: rotate_half
+        positional = [i.positional for _, i in tensors if i.positional is not None]
+        if positional:  # a rotated part (the new keys after the cache, MLA's rotary part)
+            info.positional = positional[0]
+        if len(value.shape) == len(first) and len(tensors) > 1:
+            info.joined = (axes[where], tuple(i.axes[where].size for _, i in tensors  # type: ignore[index]
+                                              if i.axes), tuple(n for n, _ in tensors))
+        return info
+
+    def _cache_blocks(self, node: nodes.Call, info: _Info, tensors: list[tuple[nodes.Expr, _Info]],
+                      where: int) -> None:
+        """A KV-cache mask assembled from parts along the keys (Meta's Llama:
+        `hstack([zeros((N, M)), triu(full((N, N), -inf), 1)])`): blocks every query sees
+        (ones, or zeros added), then a causal block for the new keys. That is a causal
+        mask aligned bottom right; the causal block before visible ones lets each query
+        see every key after it (SC416)."""
+        assert info.axes is not None
+        blocks = [i for i, (_, part) in enumerate(tensors) if part.causal or part.masks]
+        if len(blocks) != 1:
+            return
+        block_node, block = tensors[blocks[0]]
+        additive = bool(block.masks)
+        visible = 0.0 if additive else 1.0
+        if any(part.constant != visible for i, (_, part) in enumerate(tensors) if i != blocks[0]):
+            return
+        layout = block.axes or ()
+        fact = block.masks[0] if additive else block.causal[0]
+        seer, seen = _index(layout, fact.seer), _index(layout, fact.seen)
+        if seer is None or seen is None or where not in (seer, seen) or seer == seen:
+            return
+        if blocks[0] != len(tensors) - 1:
+            self._misplaced_block(node, [n for n, _ in tensors], blocks[0])
+            return
+        causal = _Causal(info.axes[seer], info.axes[seen], node, None)
+        if additive:
+            marked = _Info(info.axes, causal=(causal,))
+            fill = block.masks[0].fill
+            info.masks = (self._own_mask(node, node, marked, keeps=block.masks[0].keeps,
+                                         fill=fill if fill is not None else -math.inf),)
+        else:
+            info.causal, info.nonzero = (causal,), 1.0
+
+    def _reduce(self, node: nodes.Call, args: dict[str, Any], axis_map: Any, x_node: nodes.Expr,
+                x: _Info, value: Value) -> _Info:
+        assert x.axes is not None and value.shape is not None
+        axis = args.get(axis_map.axis or "")
+        removed = axes_of(axis, len(x.axes))  # one axis or several (`axis=(-1, -2)`)
+        removed = tuple(range(len(x.axes))) if removed is None else removed
+        if args.get(axis_map.keepdims or ""):
+            axes = tuple(Axis(value.shape[i], node) if i in removed else a
+                         for i, a in enumerate(x.axes))
+        else:
+            axes = tuple(a for i, a in enumerate(x.axes) if i not in removed)
+        return _Info(axes, reduced=_Reduced(node, x_node, removed))
+
+    def _where(self, node: nodes.Call, tensors: list[tuple[nodes.Expr, _Info]], value: Value) -> _Info:
+        (c_node, cond), (x_node, x), (y_node, y) = tensors
+        if cond.axes is None or x.axes is None or y.axes is None:
+            return _UNKNOWN
+        order = [1, 2, 0] if x.axes or not y.axes else [2, 1, 0]
+        axes, mappings = self._broadcast(node, [c_node, x_node, y_node], [cond, x, y], order)
+        if axes is None:
+            return _UNKNOWN
+        if not x.axes and not y.axes:
+            # where(m, 0, -inf): an additive mask; true entries keep when x is the larger.
+            high, low = self._number(x_node), self._number(y_node)
+            keeps = high is not None and low is not None and high > low
+            applied = self._applied(node, c_node, cond, mappings[0], keeps,
+                                    low if keeps else high, additive=True)
+            return _Info(axes, masks=(applied,))
+        if x.axes and y.axes:
+            return _Info(axes)  # two tensors: a choice, not a mask
+        keeps = bool(x.axes)
+        target, fill_node, mapping = (x, y_node, mappings[1]) if keeps else (y, x_node, mappings[2])
+        applied = self._applied(node, c_node, cond, mappings[0], keeps, self._number(fill_node),
+                                additive=False)
+        if target.norm is not None:
+            normalised = mapping.get(id(target.norm.axis))
+            if self._remasks(target.norm, c_node) or normalised not in applied.aligned:
+                # The same mask again, or one constant along the normalised axis: it
+                # zeroes whole rows (padded queries), no row's weights change.
+                return target.moved(axes)
+            return _Info(axes, norm=target.norm.changed_by(node, applied))
+        return target.shifted(axes, None, (applied,))
+
+    def _applied(self, node: nodes.Call, c_node: nodes.Expr, cond: _Info, mapping: dict[int, Axis],
+                 keeps: bool, fill: float | None, additive: bool) -> _Applied:
+        assert cond.axes is not None
+        aligned = tuple(mapping.get(id(a)) for a in cond.axes)
+        for causal in cond.causal:
+            seer, seen = mapping.get(id(causal.seer)), mapping.get(id(causal.seen))
+            return _Applied(node, c_node, "causal", seer, seen, keeps, fill, aligned, additive,
+                            causal.node, causal.strict)
+        return _Applied(node, c_node, "bool", None, None, keeps, fill, aligned, additive, None)
+
+    def _remasks(self, norm: _Norm, condition: nodes.Expr) -> bool:
+        """The weights masked again with the mask the scores already had (zeroing NaN rows)."""
+        return any(self._same(m.condition, condition) for m in norm.source.applied)
+
+    def _number(self, node: nodes.Expr) -> float | None:
+        scalar = self.scalar(node)
+        return None if scalar.opaque or scalar.powers else scalar.coef
+
+    def scalar(self, node: nodes.Expr, depth: int = 0) -> _Scalar:
+        """A scalar expression as ``coef * prod(base ** exponent)`` (`1 / sqrt(d)`, `d ** -0.5`)."""
+        node = nodes.strip_parens(node)
+        if depth > _MAX_SCALAR_DEPTH:
+            return _OPAQUE
+        if isinstance(node, (nodes.Integer, nodes.Decimal)):
+            return _Scalar(float(node.value))
+        if isinstance(node, nodes.Inf):
+            return _Scalar(math.inf)
+        if isinstance(node, nodes.Boolean):
+            return _Scalar(1.0 if node.value else 0.0)
+        if isinstance(node, nodes.Name):
+            value = self.types.get(id(node))
+            if value is not None and value.dim is not None:
+                return _Scalar(powers=((value.dim, Fraction(1)),))
+            definition = self.scalars.get(node.name)
+            return self.scalar(definition, depth + 1) if definition is not None else _OPAQUE
+        if isinstance(node, nodes.Unary):
+            inner = self.scalar(node.operand, depth + 1)
+            return _Scalar(-inner.coef if node.op == "-" else inner.coef, inner.powers, inner.opaque)
+        if isinstance(node, nodes.Call):
+            info = self.calls.get(id(node))
+            power = _POWERS.get(info.builtin) if info is not None else None
+            if power is not None and isinstance(info.args.get("x"), nodes.Expr):
+                return _power(self.scalar(info.args["x"], depth + 1), power)
+            return _OPAQUE
+        if isinstance(node, nodes.BinOp):
+            left = self.scalar(node.left, depth + 1)
+            right = self.scalar(node.right, depth + 1)
+            if node.op == "*":
+                return _Scalar(left.coef * right.coef, left.powers + right.powers,
+                               left.opaque or right.opaque)
+            if node.op == "/":
+                if right.coef == 0:
+                    return _OPAQUE
+                inverse = tuple((b, -e) for b, e in right.powers)
+                return _Scalar(left.coef / right.coef, left.powers + inverse,
+                               left.opaque or right.opaque)
+            if node.op == "**" and not right.powers and not right.opaque and math.isfinite(right.coef):
+                return _power(left, Fraction(right.coef).limit_denominator(64))
+            if node.op in "+-":
+                return _sum(left, right, node.op)
+        return _OPAQUE
+
+    def _report(self, diagnostic: Diagnostic) -> None:
+        self.diagnostics.append(diagnostic)
+
+    def _text(self, node: nodes.Expr | nodes.Stmt) -> str:
+        return span_text(self.program.source, self._line_starts, node.span)
+
+    def _origin_notes(self, node: nodes.Expr) -> list[Note]:
+        node = nodes.strip_parens(node)
+        value = self.types.get(id(node))
+        if value is None or value.shape is None:
+            return []
+        return [codes.note("operand", node.span, text=self._text(node), shape=value.text())]
+
+
+_HANDLERS: dict[type, Any] = {
+    nodes.BinOp: Follow._binop, nodes.Unary: Follow._unary,
+    nodes.Transpose: Follow._transpose, nodes.Call: Follow._call,
+    nodes.Subscript: Follow._subscript,
+}
+
+#: What :meth:`Follow.checkpoint` keeps: everything a statement leaves for the next ones.
+_STATE = ("names", "scalars", "infos", "contractions", "patterns", "diagnostics", "_reported")

@@ -1,0 +1,307 @@
+"""Attention patterns: a contraction whose operand is softmax weights, the roles of
+every axis (query, key, feature, value, batch), and the checks on the weights
+themselves (SC402: summed over an axis they do not normalise; SC406: changed before
+they are summed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .. import codes, nodes
+from ..diagnostics import Note
+from ..symbolic import to_text
+from .facts import Axis, _Applied, _Contraction, _Factor, _Info, _Norm, _UNKNOWN, _index
+from .results import Attention, Bias, Role
+
+
+class Patterns:
+    """Finding the attention of a contraction and the roles of its axes."""
+
+    def _attention(self, contraction: _Contraction, w: int) -> None:
+        info = contraction.infos[w]
+        norm = info.norm
+        assert norm is not None and info.axes is not None
+        weights_axes = info.axes
+        summed = contraction.summed[w]
+        kept = contraction.kept[w]
+        v = 1 - w
+        normalised = _index(weights_axes, norm.axis)
+        axis_ok = None if normalised is None or not summed else normalised in summed
+        key = weights_axes[summed[0]] if len(summed) == 1 else None
+        query, guessed = self._query_axis(weights_axes, kept, summed)
+        scores = self._scores(norm, query, key)
+        roles = self._roles(contraction, w, query, key)
+        value_roles, output_roles = self._output_roles(contraction, w, roles)
+        if axis_ok is False:
+            self._wrong_axis(contraction, w, norm, scores)
+        for change in norm.changed[:1]:
+            self._changed(contraction, norm, change)
+        product = norm.source.product
+        if product is not None and scores is not None and product.contraction is not scores:
+            product = None
+        scale = self._scale(product, norm.source, key, contraction) if product is not None else None
+        masks, after, mask_verdicts = self._masks(contraction, w, norm,
+                                                  None if guessed else query, key, roles)
+        if not guessed:
+            self._mask_axes(contraction, norm, query, key)
+        self._soft_capped(norm)
+        self._rotated_values(contraction, v)
+        if scores is not None:
+            self._heads(scores, contraction, v)
+            self._parts(scores)
+        biases = {id(b): Bias(b[0], tuple(roles.get(id(a)) if a else None for a in b[1]), b[2])
+                  for b in norm.source.biases}
+        ops = None
+        if product is not None and scale is not None:
+            factors = {id(f.node): f for f in scale.factors}
+            ops = tuple(factors[id(f.node)] for f in product.inner_scale) + tuple(
+                factors[id(op.node)] if type(op) is _Factor else
+                masks[id(op)] if type(op) is _Applied and not op.numeric else
+                Bias(op.node, masks[id(op)].condition.axes, False) if type(op) is _Applied else
+                biases[id(op)]
+                for op in norm.source.ops)
+        summed_set = set(summed)
+        batch_sizes = tuple(axis.size for i, axis in enumerate(weights_axes)
+                            if i in contraction.batch[w])
+        self.patterns.append(Attention(
+            statement=contraction.statement, output=contraction.node,
+            output_roles=Role(contraction.node, tuple(output_roles.get(id(a))
+                                                      for a in contraction.axes)),
+            weights=contraction.operands[w], weights_operand=w,
+            weights_roles=self._role(contraction.operands[w], roles, strip=False),
+            summed_axes=tuple(sorted(summed_set)), softmax=norm.call,
+            softmax_statement=norm.statement,
+            softmax_axis=_index(norm.source.axes or (), norm.axis) or 0,
+            softmax_roles=self._role(norm.argument, roles, strip=False),
+            scores=scores.node if scores is not None else None,
+            scores_statement=scores.statement if scores is not None else None,
+            query=self._operand_role(scores, query, roles, 0),
+            key=self._operand_role(scores, key, roles, 1),
+            value=self._role(contraction.operands[v], value_roles),
+            batch=batch_sizes, scale=scale,
+            biases=tuple(biases.values()), masks=tuple(masks.values()) + after,
+            ops=ops, changes=norm.changed, axis_ok=axis_ok,
+            scale_ok=None if scale is None else {"ok": True, "wrong": False, "inverted": False,
+                                                 "one_side": False}.get(scale.verdict),
+            mask_ok=all(mask_verdicts) if mask_verdicts else None,
+        ))
+
+    @staticmethod
+    def _query_axis(weights: tuple[Axis, ...], kept: list[int], summed: list[int]
+                    ) -> tuple[Axis | None, bool]:
+        """The query axis: the weights' one kept axis. With several (multi-query
+        attention, `einsum("bhij,bjd->bhid", P, V)`: the heads are kept too) it is the kept
+        axis next to the key axis, if only one is; ``guessed`` then says so."""
+        if len(kept) == 1:
+            return weights[kept[0]], False
+        if len(kept) < 2 or len(summed) != 1:
+            return None, False
+        beside = [p for p in (summed[0] - 1, summed[0] + 1) if p in kept]
+        return (weights[beside[0]], True) if len(beside) == 1 else (None, False)
+
+    def _scores(self, norm: _Norm, query: Axis | None, key: Axis | None) -> _Contraction | None:
+        """The contraction both the query and the key axes come from (`Q @ K.T`)."""
+        if query is not None and key is not None and query.node is key.node \
+                and query.node is not None:
+            found = self.contractions.get(id(query.node))
+            if found is not None and len(found.operands) == 2:
+                origin = {o for a in (query, key) for o, _ in a.sources[:1]}
+                if len(origin) == 2:
+                    return found
+        product = norm.source.product
+        if product is not None and query is None and key is None:
+            return product.contraction
+        return None
+
+    def _roles(self, contraction: _Contraction, w: int, query: Axis | None, key: Axis | None
+               ) -> dict[int, str]:
+        """The role of each axis of the weights (and of the softmax's argument: the same
+        axes), by identity: kept is the query, summed the key, shared the batch axes."""
+        roles: dict[int, str] = {}
+        weights = contraction.infos[w].axes or ()
+        if query is not None:
+            roles[id(query)] = "query"
+        if key is not None:
+            roles[id(key)] = "key"
+        for number, position in enumerate(contraction.batch[w]):
+            roles[id(weights[position])] = f"batch:{number}"
+        return roles
+
+    def _output_roles(self, contraction: _Contraction, w: int, roles: dict[int, str]
+                      ) -> tuple[dict[int, str], dict[int, str]]:
+        """The roles of V's axes and of the output's: summed is the key, kept the value,
+        batch axes labelled as the weights' axes they line up with."""
+        v = 1 - w
+        weights = contraction.infos[w].axes or ()
+        v_axes = contraction.infos[v].axes or ()
+        values: dict[int, str] = {}
+        for position in contraction.summed[v]:
+            values[id(v_axes[position])] = "key"
+        for position in contraction.kept[v]:
+            values[id(v_axes[position])] = "value"
+        output: dict[int, str] = {}
+        for axis in contraction.axes:
+            from_weights = [p for o, p in axis.sources if o == w]
+            from_values = [p for o, p in axis.sources if o == v]
+            role = roles.get(id(weights[from_weights[0]])) if from_weights else \
+                values.get(id(v_axes[from_values[0]])) if from_values else None
+            if role is not None:
+                output[id(axis)] = role
+                for position in from_values:
+                    values.setdefault(id(v_axes[position]), role)
+        return values, output
+
+    def _operand_roles(self, scores: _Contraction, operand: int, roles: dict[int, str]
+                       ) -> dict[int, str]:
+        """The roles of one factor of the scores: the axes it gives the scores take their
+        role; the axes it is summed over are the feature axis."""
+        operand_axes = scores.infos[operand].axes or ()
+        found: dict[int, str] = {}
+        for axis in scores.axes:
+            role = roles.get(id(axis))
+            for source, position in axis.sources:
+                if source == operand and role is not None and position < len(operand_axes):
+                    found[id(operand_axes[position])] = role
+        for position in scores.summed[operand]:
+            found[id(operand_axes[position])] = "feature"
+        return found
+
+    def _role(self, node: nodes.Expr, roles: dict[int, str], strip: bool = True) -> Role:
+        if strip:
+            node = self._strip(node)
+        axes = self.infos.get(id(node), _UNKNOWN).axes
+        if axes is None:
+            axes = self.infos.get(id(nodes.strip_parens(node)), _UNKNOWN).axes or ()
+        return Role(node, tuple(roles.get(id(a)) for a in axes))
+
+    def _operand_role(self, scores: _Contraction | None, axis: Axis | None,
+                      roles: dict[int, str], fallback: int) -> Role | None:
+        if scores is None:
+            return None
+        if axis is not None and axis.sources and axis.node is scores.node:
+            operand = axis.sources[0][0]
+        else:
+            operand = fallback  # the weights' axes were lost: Q and K as written
+        return self._role(scores.operands[operand], self._operand_roles(scores, operand, roles))
+
+    def _strip(self, node: nodes.Expr) -> nodes.Expr:
+        """Under parentheses, transposes and scalar factors: the tensor as the user named it."""
+        while True:
+            node = nodes.strip_parens(node)
+            if isinstance(node, nodes.Transpose):
+                node = node.operand
+                continue
+            info = self.calls.get(id(node)) if isinstance(node, nodes.Call) else None
+            if info is not None and info.builtin == "transpose":
+                node = info.args["x"]
+                continue
+            if isinstance(node, nodes.BinOp) and node.op in "*/":
+                left = self.infos.get(id(node.left), _UNKNOWN).axes
+                right = self.infos.get(id(node.right), _UNKNOWN).axes
+                if right == () and left:
+                    node = node.left
+                    continue
+                if left == () and right and node.op == "*":
+                    node = node.right
+                    continue
+            return node
+
+    def _wrong_axis(self, contraction: _Contraction, w: int, norm: _Norm,
+                    scores: _Contraction | None) -> None:
+        key = ("SC402", id(contraction.node))
+        if key in self._reported:
+            return
+        self._reported.add(key)
+        weights = contraction.infos[w].axes or ()
+        summed_axis = weights[contraction.summed[w][0]]
+        source = norm.source.axes or ()
+        argument = self._text(norm.argument)
+        consequence = self._consequence(summed_axis, norm.axis, scores,
+                                        self._text(contraction.operands[1 - w]))
+        self._report(codes.SOFTMAX_AXIS.diag(
+            contraction.node.span, contraction=self._text(contraction.node),
+            summed=self._describe(summed_axis, source, argument, scores),
+            normalised=self._describe(norm.axis, source, argument, scores),
+            consequence=consequence,
+            notes=[codes.note("softmax_here", norm.call.span,
+                              axis=_index(source, norm.axis), argument=argument)]
+            + self._scores_note(scores),
+            help=[codes.help_text("same_axis")]))
+
+    def _consequence(self, summed: Axis, normalised: Axis, scores: _Contraction | None,
+                     values: str) -> str:
+        """What the formula computes instead, in the notes' words. By convention the first
+        factor of the scores gives the queries (`Q @ K.T`), the second the keys."""
+        if scores is None or summed.node is not scores.node or not summed.sources:
+            return codes.detail("sum_not_normalised")
+        operand, position = summed.sources[0]
+        origin = self._text(self._strip(scores.operands[operand]))
+        if position in scores.batch[operand]:
+            return codes.detail("sum_over_batch", size=to_text(summed.size))
+        if operand == 0:
+            return codes.detail("sum_over_queries", origin=origin, values=values)
+        if normalised.node is scores.node and normalised.sources:
+            other, where = normalised.sources[0]
+            if where in scores.batch[other]:
+                return codes.detail("normalised_over_batch", size=to_text(normalised.size))
+            return codes.detail("normalised_over_queries",
+                                origin=self._text(self._strip(scores.operands[other])))
+        return codes.detail("sum_not_normalised")
+
+    def _describe(self, axis: Axis, layout: Sequence[Axis], tensor: str,
+                  scores: _Contraction | None) -> str:
+        index = _index(layout, axis)
+        size = to_text(axis.size)
+        if index is None:
+            return codes.detail("an_axis", size=size)
+        if scores is not None and axis.node is scores.node and axis.sources:
+            operand, _ = axis.sources[0]
+            return codes.detail("axis_from", index=index, tensor=tensor, size=size,
+                                origin=self._text(self._strip(scores.operands[operand])))
+        return codes.detail("axis_of", index=index, tensor=tensor, size=size)
+
+    def _scores_note(self, scores: _Contraction | None) -> list[Note]:
+        if scores is None:
+            return []
+        return [codes.note("scores_here", scores.node.span, scores=self._text(scores.node))]
+
+    def _changed(self, contraction: _Contraction, norm: _Norm, change: nodes.Expr) -> None:
+        key = ("SC406", id(change))
+        if key in self._reported:
+            return
+        self._reported.add(key)
+        self._report(codes.WEIGHTS_CHANGED.diag(
+            change.span, change=self._text(change), contraction=self._text(contraction.node),
+            notes=[codes.note("softmax_normalises", norm.call.span,
+                              argument=self._text(norm.argument)),
+                   codes.note("summed_here", contraction.node.span,
+                              contraction=self._text(contraction.node))],
+            help=[codes.help_text("mask_before_softmax")]))
+
+    def _check_alignment(self, node: nodes.Expr, operand_nodes: list[nodes.Expr],
+                         operands: list[_Info], lined_up: list[tuple[int, Axis]],
+                         layouts: list[Any]) -> None:
+        """SC409: a reduction's remaining axis lined up with a different axis of the
+        tensor it was reduced from (`E / sum(E, axis=-1)` without keepdims)."""
+        for i, axis in lined_up:
+            reduced = operands[i].reduced
+            if reduced is None:
+                continue
+            for j, other in lined_up:
+                if j == i or other is axis or axis not in layouts[j]:
+                    continue
+                key = ("SC409", id(node))
+                if key in self._reported:
+                    return
+                self._reported.add(key)
+                x = self._text(reduced.x)
+                self._report(codes.REDUCED_AXIS.diag(
+                    node.span, reduction=self._text(reduced.call), x=x,
+                    other=self._text(operand_nodes[j]), expr=self._text(node),
+                    size=to_text(axis.size),
+                    notes=[codes.note("reduced_here", reduced.call.span,
+                                      reduction=self._text(reduced.call))],
+                    help=[codes.help_text("keepdims", reduction=self._text(reduced.call))]))
+                return

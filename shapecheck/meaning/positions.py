@@ -1,0 +1,42 @@
+"""Positions (SC413): rotary transforms (products with cos and sin tables and
+rotate-half, or the interleaved pairs) are followed, and applied to V they are a bug.
+"""
+
+from __future__ import annotations
+
+from .. import codes, nodes
+from .facts import _Contraction, _Info, _base
+
+
+class PositionChecks:
+    """SC413: rotary transforms, and V rotated."""
+
+    def _follow_positions(self, node: nodes.BinOp, operands: list[_Info], info: _Info) -> None:
+        """A rotary transform: `x * cos + rotate_half(x) * sin` (or the halves of x, or
+        its even and odd features, each times a table, added or subtracted). Its result,
+        and what is built from it, is a value whose features depend on positions."""
+        left, right = operands
+        if node.op == "*":
+            for a, b in ((left, right), (right, left)):
+                if a.table and not b.table and b.positional is None:
+                    info.term_of = _base(b)
+            if left.table and right.table:
+                info.table = True
+        elif node.op in ("+", "-"):
+            if left.term_of is not None and left.term_of == right.term_of:
+                info.positional = node
+            elif left.positional is not None or right.positional is not None:
+                info.positional = left.positional or right.positional
+
+    def _rotated_values(self, contraction: _Contraction, v: int) -> None:
+        """SC413: V went through a rotary transform (alone or besides Q and K)."""
+        rotary = contraction.infos[v].positional
+        report = ("SC413", id(contraction.node))
+        if rotary is None or report in self._reported:
+            return
+        self._reported.add(report)
+        values = self._strip(contraction.operands[v])
+        self._report(codes.POSITIONS_ON_VALUES.diag(
+            values.span, values=self._text(values), contraction=self._text(contraction.node),
+            rotary=self._text(rotary), notes=[codes.note("rotary_here", rotary.span)],
+            help=[codes.help_text("rotary_qk_only")]))

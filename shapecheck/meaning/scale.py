@@ -1,0 +1,191 @@
+"""Checks on the scale of the scores (SC404, SC405): the product of every factor on
+Q, on K and on the product, compared with the contracted size, and when a different
+scale is evidently wrong rather than a deliberate model constant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+
+from .. import codes, symbolic
+from ..symbolic import Dim, Verdict, to_text
+from .facts import Axis, _Contraction, _Factor, _Info, _Product, _add_power, _index
+from .results import Scale, ScaleFactor
+
+
+class ScaleChecks:
+    """SC404, SC405: the scale of the scores."""
+
+    def _scale(self, product: _Product, source: _Info, key: Axis | None,
+               output: _Contraction) -> Scale:
+        factors = product.inner_scale + source.scale
+        scores = product.contraction
+        public = tuple(ScaleFactor(f.node, f.divides, f.operand) for f in factors)
+        coefficient: float | None = 1.0
+        powers: list[tuple[Dim, Fraction]] = []
+        scalars = [self.scalar(factor.node) for factor in factors]
+        for factor, scalar in zip(factors, scalars):
+            sign = -1 if factor.divides else 1
+            if scalar.opaque:
+                coefficient = None
+            elif coefficient is not None and scalar.coef != 0:
+                coefficient *= scalar.coef ** sign
+            for base, exponent in scalar.powers:
+                _add_power(powers, base, exponent * sign)
+        expected = product.size
+        if not factors:
+            verdict, radicand = "none", None
+        elif not powers:
+            verdict, radicand = "constant", None
+        else:
+            verdict, radicand = self._scale_verdict(powers, expected)
+            if verdict == "wrong" and radicand is not None and expected is not None \
+                    and not self._evident(radicand, expected, product, output):
+                verdict = "deliberate"
+            elif verdict == "unusual" and self._one_side(powers, expected, factors):
+                verdict = "one_side"
+        scale = Scale(public, coefficient, tuple(powers), radicand, expected, verdict)
+        if verdict in ("wrong", "inverted", "one_side"):
+            located = next(f for f, s in zip(factors, scalars) if s.powers)
+            self._wrong_scale(product, factors, located, scale)
+        elif verdict == "none" and not self._learned(scores, key):
+            self._unscaled(product)
+        return scale
+
+    def _evident(self, radicand: Dim, expected: Dim, product: _Product,
+                 output: _Contraction) -> bool:
+        """Whether a scale by 1/sqrt(X), X not the contracted size, is evidently wrong:
+        X is the size of another axis of the same formula (an axis of Q, K, the scores, V,
+        the output, or of a declared input: sequence lengths, heads, the model width), a
+        multiple of the contracted size or a part of it (`d_n` of `d_n + d_r`). A dim that
+        is none of these (Gemma's `query_pre_attn_scalar` as a `dim` of its own, MLA's
+        absorbed path scaled by the original head width) is a deliberate scale: no opinion."""
+        system = self.system
+        if symbolic.free_names(radicand) <= symbolic.free_names(expected):
+            return True  # built of the contracted size's own dims: a part, a multiple
+        for big, small in ((radicand, expected), (expected, radicand)):
+            if system.divides(big, small):
+                return True
+        sizes: list[Dim] = []
+        for contraction in (product.contraction, output):
+            for info in contraction.infos:
+                sizes += [a.size for a in info.axes or ()]
+            sizes += [a.size for a in contraction.axes]
+        for tensor in self.program.tensors.values():
+            if tensor.kind == "input" and tensor.value.shape is not None:
+                sizes += list(tensor.value.shape)
+        return any(system.equal(radicand, size) for size in sizes)
+
+    def _one_side(self, powers: list[tuple[Dim, Fraction]], expected: Dim | None,
+                  factors: Sequence[_Factor]) -> bool:
+        """`(Q * d ** -0.25) @ K.T`: half of the symmetric scale, on one factor only."""
+        if expected is None or not factors or any(f.operand is None for f in factors):
+            return False
+        ratio = symbolic.radicand([(base, 2 * exponent) for base, exponent in powers])
+        if ratio is None or not symbolic.is_literal_one(ratio[1]):
+            return False
+        return self.system.equal(ratio[0], expected)
+
+    def _learned(self, scores: _Contraction, axis: Axis | None) -> bool:
+        """The scores' axis comes straight from a parameter's axis: `X @ W_g` is a learned
+        projection (a gate over experts, a classifier), not queries against keys."""
+        if axis is None or axis.node is not scores.node or not axis.sources:
+            return False
+        operand, position = axis.sources[0]
+        layout = scores.infos[operand].axes or ()
+        name = layout[position].tensor if position < len(layout) else None
+        tensor = self.program.tensors.get(name) if name is not None else None
+        return tensor is not None and tensor.kind == "param"
+
+    def _scale_verdict(self, powers: list[tuple[Dim, Fraction]], expected: Dim | None
+                       ) -> tuple[str, Dim | None]:
+        key = (tuple(powers), expected)
+        known = self._verdicts.get(key)
+        if known is None:
+            known = self._verdicts[key] = self._judge_scale(powers, expected)
+        return known
+
+    def _judge_scale(self, powers: list[tuple[Dim, Fraction]], expected: Dim | None
+                     ) -> tuple[str, Dim | None]:
+        ratio = symbolic.radicand(powers)
+        if ratio is None or expected is None:
+            return "unusual", None
+        numerator, denominator = ratio
+        unit = symbolic.is_literal_one(denominator)
+        radicand = numerator if unit else None
+        system = self.system
+        target = expected if unit else expected * denominator
+        if system.equal(numerator, target) or system.constant_ratio(numerator, target) is not None:
+            return "ok", radicand
+        if system.equal(numerator * expected, denominator):
+            return "inverted", radicand
+        if radicand is None:
+            return "unusual", None
+        if (symbolic.free_names(radicand) | symbolic.free_names(expected)) & self._inferred:
+            # A sketch: inference named these dims and cannot know `sqrt(d)` meant the
+            # head dim it called `k`.
+            return "inferred", radicand
+        return "wrong", radicand
+
+    def _wrong_scale(self, product: _Product, factors: Sequence[_Factor], located: _Factor,
+                     scale: Scale) -> None:
+        scores = product.contraction
+        key = ("SC404", id(scores.node))
+        if key in self._reported:
+            return
+        self._reported.add(key)
+        assert scale.expected is not None
+        expected = self.system.named(scale.expected)  # `hd`, not `2*h`, when the spec says so
+        written = " ".join(("/ " if f.divides else "* ") + self._text(f.node) for f in factors)
+        size = to_text(expected)
+        if scale.verdict == "inverted":
+            reason = codes.detail("scale_inverted", size=size)
+        elif scale.verdict == "one_side":
+            reason = codes.detail("scale_one_side", size=size)
+        else:
+            assert scale.radicand is not None
+            reason = self._scale_reason(scale.radicand, expected)
+        self._report(codes.SCALE.diag(
+            located.node.span, scores=self._text(product.node), written=written, size=size,
+            where="" if product.parts else self._contracted_where(scores), reason=reason,
+            notes=self._scores_note(scores),
+            help=[codes.help_text("scale_by", size=symbolic.spaced(size))]))
+
+    def _scale_reason(self, radicand: Dim, expected: Dim) -> str:
+        system = self.system
+        x, size = to_text(radicand), to_text(expected)
+        if system.equal(radicand, expected * expected):
+            return codes.detail("scale_squared", size=size)
+        for big, small in ((radicand, expected), (expected, radicand)):
+            if system.divides(big, small):
+                quotient = system.quotient(system.canonical(big), system.canonical(small))
+                if not symbolic.is_literal_one(quotient):
+                    return codes.detail("scale_multiple", big=to_text(big), small=to_text(small),
+                                        factor=to_text(quotient))
+        if symbolic.free_names(radicand) < symbolic.free_names(expected):
+            return codes.detail("scale_part", x=x, size=size)
+        verdict = system.equal(radicand, expected)
+        relation = codes.RELATIONS["differs_from" if verdict is Verdict.DIFFERENT else "unproved_to"]
+        return codes.detail("scale_differs", x=x, relation=relation, size=size)
+
+    def _contracted_where(self, scores: _Contraction) -> str:
+        operand = self._strip(scores.operands[0])
+        positions = [_index(self.infos[id(operand)].axes or (), scores.infos[0].axes[p])
+                     for p in scores.summed[0] if scores.infos[0].axes]
+        value = self.types.get(id(operand))
+        if value is None or not positions or positions[0] is None:
+            return ""
+        return codes.detail("contracted_axis", index=positions[0] - len(value.shape or ()),
+                            operand=self._text(operand), shape=value.text())
+
+    def _unscaled(self, product: _Product) -> None:
+        key = ("SC405", id(product.contraction.node))
+        size = product.size
+        if key in self._reported or size is None:
+            return
+        self._reported.add(key)
+        text = to_text(size)
+        self._report(codes.UNSCALED.diag(
+            product.node.span, scores=self._text(product.node), size=text,
+            help=[codes.help_text("scale_by", size=symbolic.spaced(text))]))

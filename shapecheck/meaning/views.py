@@ -1,0 +1,76 @@
+"""Views (SC411): a reshape that would move an axis, or group whole axes out of their
+order.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from .. import codes, nodes
+from ..symbolic import Dim, to_text
+from .facts import Axis, _MAX_VIEW_AXES, _monomial_text
+
+
+class ViewChecks:
+    """SC411: reshapes that would move or regroup axes."""
+
+    def _check_mixing(self, node: nodes.Call, x_node: nodes.Expr, source: Sequence[Axis],
+                      target: Sequence[Dim]) -> None:
+        """SC411: a reshape that would have to move an axis (`[H, N, d]` -> `[N, H*d]`),
+        or one that groups the source's axes out of their order (ViT's patches cut with a
+        view and no permute: `[C, h, P, w, P]` -> `[h*w, P*P*C]`)."""
+        for position, size in enumerate(target):
+            for index, axis in enumerate(source):
+                if index != position and self.system.equal(axis.size, size):
+                    self._report_mixing(node, x_node, size)
+                    return
+        sizes = [axis.size for axis in source]
+        if len(sizes) > _MAX_VIEW_AXES or len(target) > _MAX_VIEW_AXES:
+            return
+        if not all(_monomial_text(to_text(size)) for size in (*sizes, *target)):
+            return  # sums, differences, quotients: no opinion on their factors
+        failed = self._view_failure(sizes, list(target))
+        if failed is None:
+            return
+        for order in itertools.permutations(sizes):
+            # whole axes only: each target axis is a product of some of the source's axes
+            if self._view_failure(list(order), list(target), splits=False) is None:
+                self._report_mixing(node, x_node, failed)  # a moved order would group them
+                return
+
+    def _report_mixing(self, node: nodes.Call, x_node: nodes.Expr, size: Dim) -> None:
+        x_value = self.types[id(x_node)]
+        result = self.types[id(node)]
+        self._report(codes.RESHAPE_MIXES.diag(
+            node.span, source=x_value.text(), target=result.text(), size=to_text(size),
+            notes=self._origin_notes(x_node), help=[codes.help_text("move_axes_first")]))
+
+    def _view_failure(self, source: list[Dim], target: list[Dim], splits: bool = True
+                      ) -> Dim | None:
+        """None when ``target`` only splits and merges the sizes of ``source`` in their
+        order (a view; ``splits=False``: only merges); else the first target size that
+        takes sizes out of order."""
+        system = self.system
+        i = j = 0
+        have, want = source[0], target[0]
+        while True:
+            if system.equal(have, want):
+                i, j = i + 1, j + 1
+                if i == len(source) or j == len(target):
+                    return None if i == len(source) and j == len(target) else target[-1]
+                have, want = source[i], target[j]
+            elif splits and system.divides(have, want):  # a split of the source axis
+                have = system.quotient(have, want)
+                j += 1
+                if j == len(target):
+                    return target[-1]
+                want = target[j]
+            elif system.divides(want, have):  # a merge into the target axis
+                want = system.quotient(want, have)
+                i += 1
+                if i == len(source):
+                    return target[j]
+                have = source[i]
+            else:
+                return target[j]
