@@ -219,17 +219,14 @@ def test_a_folder_checks_its_configured_modules(tmp_path: Path,
     assert [d["code"] for f in document["files"] for d in f["diagnostics"]] == ["SC411"]
 
 
-PENDING_MEANING = {"padding_on_queries": "PaddingOnQueries", "rotary_on_v": "RotaryOnV"}
+MEANING_BUGS = {"padding_on_queries": "PaddingOnQueries", "rotary_on_v": "RotaryOnV"}
 
 
-@pytest.mark.xfail(reason="the meaning pass (issue 20) does not yet follow a padding mask on "
-                   "the query axis or rotary on the values, in .attn transcriptions either",
-                   strict=False)
-@pytest.mark.parametrize("name", sorted(PENDING_MEANING))
-def test_bugs_that_wait_for_the_meaning_pass(name: str) -> None:
+@pytest.mark.parametrize("name", sorted(MEANING_BUGS))
+def test_bugs_the_meaning_pass_flags_at_their_line(name: str) -> None:
     results = check(target(f"corpus.py:{name}"))
     found = [d.span.line for r in results for d in r.diagnostics]
-    assert found == [_bug_lines()[PENDING_MEANING[name]]]
+    assert found == [_bug_lines()[MEANING_BUGS[name]]]
 
 
 def test_extract_of_untraceable_code_and_bad_init(capsys: pytest.CaptureFixture[str]) -> None:

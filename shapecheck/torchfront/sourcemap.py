@@ -78,7 +78,12 @@ def check(target: str, init: tuple[str, ...] | list[str] = (),
 def _primary_line(diagnostic: Diagnostic, statements: list[str]) -> int:
     """The spec line a diagnostic is reported at in Python: a softmax over the wrong axis
     (SC402) at its softmax, where the fix (`dim=-1`) is written; with the softmax over the
-    last axis, the mistake is the product's (`P.transpose(-2, -1) @ V`)."""
+    last axis, the mistake is the product's (`P.transpose(-2, -1) @ V`). Rotary applied
+    to V (SC413) at the line that rotates V, which is what the fix deletes."""
+    if diagnostic.code == "SC413":
+        for note in diagnostic.notes:
+            if note.span is not None and 0 < note.span.line <= len(statements):
+                return note.span.line
     if diagnostic.code == "SC402":
         for note in diagnostic.notes:
             if note.span is not None and 0 < note.span.line <= len(statements):
