@@ -21,15 +21,6 @@ EXAMPLES = ROOT / "examples"
 MEMORY_CAP = 64 << 20
 SPECS = [p for p in sorted(EXAMPLES.glob("*.attn")) + sorted((ROOT / "tests").rglob("*.attn"))
          if check_path(p).ok]
-# Known wrong numbers of the fused lowering (found by issue 20's corpus, present before it):
-# both factors of the scores scaled in named statements (`q = Q * d ** -0.25`,
-# `k = K * d ** -0.25`, Whisper's form), and Gemma 3's scaled operand with a window mask.
-# Strict: when the lowering is fixed these pass and the marks must go.
-KNOWN_FUSED_BUGS = {"tests/cases/meaning_scale_whole.attn", "tests/meaning_corpus/whisper.attn",
-                    "tests/meaning_corpus/gemma3.attn"}
-SPECS = [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="fused lowering: scale on "
-                                                 "named factors (see KNOWN_FUSED_BUGS)"))
-         if p.relative_to(ROOT).as_posix() in KNOWN_FUSED_BUGS else p for p in SPECS]
 
 
 def _compile(program, **options):
