@@ -726,14 +726,9 @@ class Checker:
             return self._gather(node, *gather)
         operand = self.value(node.operand)
         params: dict[str, Any] = {"x": node.operand}
-        entries: list[Entry] = []
-        for position, item in enumerate(node.indices):
-            key = str(position)
-            params[key] = item
-            entry = self._index_entry(item, key, params)
-            if entry is None:
-                return UNKNOWN
-            entries.append(entry)
+        entries = self._entries(node.indices, params)
+        if entries is None:
+            return UNKNOWN
         if not operand.known:
             return UNKNOWN
         result = subscript_shape(self._ctx(node, params), operand, entries)
@@ -743,20 +738,28 @@ class Checker:
         self.program.subscripts[id(node)] = plan
         return value
 
+    def _entries(self, indices: Any, params: dict[str, Any]) -> list[Entry] | None:
+        """The subscript's entries, each index recorded in ``params`` by its position (the
+        rule reports through them); None when one cannot be read."""
+        entries: list[Entry] = []
+        for position, item in enumerate(indices):
+            key = str(position)
+            params[key] = item
+            entry = self._index_entry(item, key, params)
+            if entry is None:
+                return None
+            entries.append(entry)
+        return entries
+
     def _update(self, node: nodes.Update) -> Value:
         """`cache[...] = value`: the operand's shape, once the slice's bounds are proved
         and the value has the slice's shape (or broadcasts to it)."""
         operand = self.value(node.operand)
         written = self.value(node.value)
         params: dict[str, Any] = {"x": node.operand}
-        entries: list[Entry] = []
-        for position, item in enumerate(node.indices):
-            key = str(position)
-            params[key] = item
-            entry = self._index_entry(item, key, params)
-            if entry is None:
-                return UNKNOWN
-            entries.append(entry)
+        entries = self._entries(node.indices, params)
+        if entries is None:
+            return UNKNOWN
         if not (operand.known and written.known):
             return UNKNOWN
         result = subscript_shape(self._ctx(node, params), operand, entries)
