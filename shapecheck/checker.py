@@ -605,6 +605,12 @@ class Checker:
         if value is None or not value.known:
             return None
         assert value.shape is not None
+        if node.rank is not None and node.rank != value.rank:
+            if node.axis == 0:  # once per `B, T, C = x.shape`
+                self.report(codes.CALL_ARGS.diag(node.span, detail=codes.detail(
+                    "unpack_shape", shape=value.text(), tensor=node.tensor.name,
+                    count=node.rank)))
+            return None
         axis = node.axis + value.rank if node.axis < 0 else node.axis
         if not 0 <= axis < value.rank:
             self.report(codes.AXIS.diag(node.span, axis=node.axis, rank=value.rank,

@@ -1100,6 +1100,7 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "write_sizes": "the slice's {slice} and the value's {value} {relation}",
     "cannot_unpack": "cannot unpack this into {count} names: a tuple assignment takes "
     "`split`, `chunk`, `unbind`, `max(dim)` or a tuple of as many values",
+    "unpack_shape": "cannot unpack the shape {shape} of `{tensor}` into {count} names",
     "indices_unsupported": "the indices of `max(dim)` are integers, which this spec cannot "
     "hold: name them `_`",
     "equal_parts": "{count} equal parts",

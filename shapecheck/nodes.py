@@ -202,10 +202,12 @@ class Attribute:
 class ShapeOf(Name):
     """`x.shape[i]` or `x.size(i)`: the size of axis ``axis`` of the tensor ``tensor``,
     a dim. A :class:`Name` (``name`` is the text as written), so that it stands wherever
-    a dim name may; the checker resolves it from the tensor's shape."""
+    a dim name may; the checker resolves it from the tensor's shape. ``rank``: from
+    `B, T, C = x.shape`, the rank the tensor must have (the number of names)."""
 
     tensor: Name | None = None
     axis: int = 0
+    rank: int | None = None
 
 
 @dataclass(slots=True)

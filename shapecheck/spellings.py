@@ -286,6 +286,9 @@ class _Resolver:
             if len(value.items) == count:
                 return [self._rebuild(item) for item in value.items]
             return self._cannot_unpack(value, count)
+        shape = _unpacked_shape(value, count)
+        if shape is not None:
+            return shape
         if isinstance(value, nodes.Method):
             space = self.namespace(value.receiver)
             if space is not None:
@@ -552,6 +555,23 @@ _PARTS = {
 _BARE_PARTS = frozenset({"split", "chunk", "unbind"})
 _PART_KEYWORDS = {"dim": "axis", "chunks": "n", "indices_or_sections": "n",
                   "split_size_or_sections": "n", "sections": "n", "keepdim": "keepdims"}
+
+
+def _unpacked_shape(value: nodes.Expr, count: int) -> list[nodes.Expr | None] | None:
+    """`B, T, C = x.shape` or `= x.size()`: one size per name, the tensor's rank checked to
+    be the number of names (None where ``value`` is neither)."""
+    if isinstance(value, nodes.Attribute) and value.name.name == "shape":
+        how = "shape"
+    elif isinstance(value, nodes.Method) and value.name.name == "size" and not value.args \
+            and not value.keywords:
+        how = "size"
+    else:
+        return None
+    tensor = value.receiver
+    if not isinstance(tensor, nodes.Name) or isinstance(tensor, nodes.ShapeOf):
+        return None
+    return [nodes.ShapeOf(_source_name(tensor, axis, how), value.span, 1, tensor, axis, count)
+            for axis in range(count)]
 
 
 def _section(node: nodes.Expr, x: nodes.Expr, index: int, sections: nodes.Expr,

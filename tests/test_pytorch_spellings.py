@@ -153,6 +153,35 @@ def test_tuple_assignment_gives_each_part_as_numpy_splits(backend):
     np.testing.assert_array_equal(out["top"], qkv.max(-1))
 
 
+SHAPE_UNPACK = """\
+dim N, M, D
+input x: [N, M, D]
+B, T, C = x.size()
+b, t, c = x.shape
+flat = x.reshape(B * t, C) / sqrt(c)
+output y = flat.view(b, T * C)
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sizes_of_a_shape_unpack_as_dims_as_in_numpy(backend):
+    assert codes_of(SHAPE_UNPACK) == []
+    x = RNG.standard_normal((2, 3, 4))
+    out = run(SHAPE_UNPACK, backend, x=x)
+    b, t, c = x.shape
+    np.testing.assert_allclose(out["flat"], x.reshape(b * t, c) / np.sqrt(c))
+    np.testing.assert_allclose(out["y"], (x.reshape(b * t, c) / np.sqrt(c)).reshape(b, t * c))
+
+
+@pytest.mark.parametrize("names", ["b, t", "b, t, c, d"])
+@pytest.mark.parametrize("how", ["x.shape", "x.size()"])
+def test_a_shape_unpacked_into_the_wrong_number_of_names_is_reported_once(names, how):
+    source = f"dim N, M, D\ninput x: [N, M, D]\n{names} = {how}\noutput y = x * b\n"
+    found = diagnostics(source)
+    count = len(names.split(","))
+    assert found == [f"SC312 cannot unpack the shape [N, M, D] of `x` into {count} names | "]
+
+
 KV_CACHE = """\
 dim B, P, S, d, M
 constraint M >= P + S

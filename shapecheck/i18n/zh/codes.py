@@ -849,6 +849,7 @@ DETAILS = {
     "write_sizes": "切片的 {slice} 和值的 {value} {relation}",
     "cannot_unpack": "无法把它拆给 {count} 个名字: 元组赋值只接受 `split`, `chunk`, `unbind`, "
     "`max(dim)` 或者同样多个值组成的元组",
+    "unpack_shape": "无法把 `{tensor}` 的形状 {shape} 拆给 {count} 个名字",
     "indices_unsupported": "`max(dim)` 的下标是整数, 这份规格无法保存: 请把它命名为 `_`",
     "equal_parts": "{count} 个等分",
     "noun_tensor": "张量",
