@@ -598,10 +598,52 @@ def _sections(r: _Resolver, node: nodes.Expr, x: nodes.Expr, options: dict[str, 
 def _sized(r: _Resolver, node: nodes.Expr, x: nodes.Expr, options: dict[str, nodes.Expr],
            count: int) -> list[nodes.Expr | None] | None:
     size = options.get("n")
-    if size is None or isinstance(size, nodes.ListExpr):
+    if isinstance(size, nodes.ListExpr):
+        return _listed(r, node, x, size, options.get("axis"), count)
+    if size is None:
         return r._cannot_unpack(node, count)
     sections = nodes.Integer(count, str(count), node.span)
     return [_section(node, x, i, sections, options.get("axis"), size) for i in range(count)]
+
+
+def _listed(r: _Resolver, node: nodes.Expr, x: nodes.Expr, sizes: nodes.ListExpr,
+            axis_node: nodes.Expr | None, count: int) -> list[nodes.Expr | None] | None:
+    """`a, b, c = x.split([s0, s1, s2], dim)`: consecutive slices of those sizes along the
+    axis, of `section(x, 0, 1, axis=a, size=s0 + s1 + s2)` (x itself, its axis checked to
+    be the total, as PyTorch requires)."""
+    axis = 0 if axis_node is None else _int(axis_node)
+    if axis is None or len(sizes.items) != count:
+        return r._cannot_unpack(node, count)
+    span = node.span
+    total = _sum(sizes.items, span)
+    axis_literal = nodes.Integer(axis, str(axis), span) if axis >= 0 else \
+        nodes.Unary("-", nodes.Integer(-axis, str(-axis), span), span, 2)
+    zero, one = nodes.Integer(0, "0", span), nodes.Integer(1, "1", span)
+    checked = nodes.Call(nodes.Ident("section", span), (x, zero, one),
+                         (_keyword("axis", axis_literal, span), _keyword("size", total, span)),
+                         span, 1 + max(x.depth, total.depth))
+    whole = nodes.Slice(None, None, None, span)
+    parts: list[nodes.Expr | None] = []
+    for i in range(count):
+        start = _sum(sizes.items[:i], span) if i else None
+        stop = _sum(sizes.items[:i + 1], span)
+        part = nodes.Slice(start, stop, None, span, 1 + stop.depth)
+        if axis >= 0:
+            indices: tuple[nodes.Index, ...] = (*(whole,) * axis, part)
+        else:
+            indices = (nodes.EllipsisIndex(span), part, *(whole,) * (-axis - 1))
+        parts.append(nodes.Subscript(checked, indices, span, span, 1 + max(checked.depth,
+                                                                          part.depth)))
+    return parts
+
+
+def _sum(items: tuple[nodes.Expr, ...], span: Span) -> nodes.Expr:
+    """`(a) + (b) + ...` of the items."""
+    total = _paren(items[0])
+    for item in items[1:]:
+        total = nodes.BinOp("+", total, _paren(item), span, span,
+                            1 + max(total.depth, item.depth))
+    return total
 
 
 def _unbind(r: _Resolver, node: nodes.Expr, x: nodes.Expr, options: dict[str, nodes.Expr],

@@ -182,6 +182,31 @@ def test_a_shape_unpacked_into_the_wrong_number_of_names_is_reported_once(names,
     assert found == [f"SC312 cannot unpack the shape [N, M, D] of `x` into {count} names | "]
 
 
+SPLIT_SIZES = """\
+dim N, A, B
+input x: [N, A + 2 * B + 3]
+a, b, c = x.split([A, 2 * B, 3], dim=-1)
+d, e = torch.split(x, [1, 1], 0)
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_split_into_a_list_of_sizes_gives_numpy_parts(backend):
+    assert codes_of(SPLIT_SIZES.replace("dim N,", "dim N = 2\ndim")) == []
+    x = RNG.standard_normal((2, 10))
+    out = run(SPLIT_SIZES, backend, {"N": 2, "A": 3, "B": 2}, x=x)
+    for name, part in zip("abc", np.split(x, [3, 7], axis=-1)):
+        np.testing.assert_array_equal(out[name], part)
+    np.testing.assert_array_equal(out["d"], x[:1])
+    np.testing.assert_array_equal(out["e"], x[1:])
+
+
+def test_split_sizes_that_do_not_sum_to_the_axis_are_reported():
+    source = "dim N, A\ninput x: [N, A + 3]\na, b = x.split([A, 2], dim=1)\n"
+    assert codes_of(source) == ["SC340"]
+    assert codes_of(source.replace("[A, 2], dim=1", "[A, 2, 1], dim=1")) == ["SC312"]
+
+
 KV_CACHE = """\
 dim B, P, S, d, M
 constraint M >= P + S
