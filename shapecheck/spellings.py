@@ -81,6 +81,7 @@ METHODS: dict[str, Spelling] = {
     "max": _row("max", "axis", "keepdims"),
     "min": _row("min", "axis", "keepdims"),
     "unsqueeze": _row("unsqueeze", "axis"),
+    "squeeze": _row("squeeze", "axis"),
     "repeat_interleave": _row("repeat", "repeats", "axis"),
     "matmul": _row("@", "other"),
     "bmm": _row("@", "other"),
@@ -114,7 +115,7 @@ FUNCTIONS: dict[str, Spelling] = {
     **{f"torch.{name}": METHODS[name] for name in (
         "transpose", "swapaxes", "permute", "reshape", "masked_fill", "softmax", "sum", "mean",
         "amax", "amin", "max", "min", "repeat_interleave", "matmul", "bmm", "mm", "tril",
-        "triu", *_ELEMENTWISE)},
+        "triu", "unsqueeze", "squeeze", *_ELEMENTWISE)},
     "torch.cat": _row("concat", "axis"),
     "torch.concat": _row("concat", "axis"),
     "torch.concatenate": _row("concat", "axis"),
@@ -189,7 +190,7 @@ INFINITIES = frozenset({"math.inf", "np.inf", "torch.inf"})
 UNSUPPORTED: dict[str, str] = {
     "masked_fill_": "x = x.masked_fill(mask, value)",
     "expand": "x * ones([...])",
-    "squeeze": "x[:, 0]",
+    "squeeze": "x.squeeze(dim)",
     "F.scaled_dot_product_attention": "softmax(q @ k.T / sqrt(d)) @ v",
     "torch.finfo": "-inf",
     "F.layer_norm": "layernorm(x)",
@@ -520,6 +521,29 @@ def _unsqueeze(r: _Resolver, s: Spelling, node: nodes.Method, x: nodes.Expr | No
     return nodes.Subscript(_paren(x), indices, span, node.name.span, 1 + x.depth)
 
 
+def _squeeze(r: _Resolver, s: Spelling, node: nodes.Method, x: nodes.Expr | None,
+             args: tuple[nodes.Expr, ...], keywords: tuple[nodes.Keyword, ...]) -> nodes.Expr | None:
+    """`x.squeeze(a)`: axis a, which must have size 1, taken away:
+    `section(x, 0, 1, axis=a, size=1)[..., 0, ...]` (SC340 where it is not 1)."""
+    values = list(args) + [k.value for k in keywords if k.name.name == "dim"]
+    axis = _int(values[0]) if len(values) == 1 and len(keywords) <= 1 else None
+    if x is None or axis is None:
+        return None
+    span = node.span
+    literal = nodes.Integer(axis, str(axis), span) if axis >= 0 else \
+        nodes.Unary("-", nodes.Integer(-axis, str(-axis), span), span, 2)
+    zero, one = nodes.Integer(0, "0", span), nodes.Integer(1, "1", span)
+    checked = nodes.Call(nodes.Ident("section", node.name.span), (x, zero, one),
+                         (_keyword("axis", literal, span), _keyword("size", one, span)),
+                         span, 1 + x.depth)
+    whole = nodes.Slice(None, None, None, span)
+    if axis >= 0:
+        indices: tuple[nodes.Index, ...] = (*(whole,) * axis, zero)
+    else:
+        indices = (nodes.EllipsisIndex(span), zero, *(whole,) * (-axis - 1))
+    return nodes.Subscript(checked, indices, span, node.name.span, 2 + x.depth)
+
+
 def _masked_fill(r: _Resolver, s: Spelling, node: nodes.Method, x: nodes.Expr | None,
                  args: tuple[nodes.Expr, ...], keywords: tuple[nodes.Keyword, ...]) -> nodes.Expr | None:
     """`x.masked_fill(m, v)`: v where m is true, x elsewhere (`where(m, v, x)`)."""
@@ -685,6 +709,7 @@ _PART_BUILDERS = {"sections": _sections, "size": _sized, "unbind": _unbind,
 
 _FORMS: dict[str, Form] = {
     "@": _matmul, "identity": _identity, "swap": _swap, "unsqueeze": _unsqueeze,
+    "squeeze": _squeeze,
     "masked_fill": _masked_fill, "size": _size,
 }
 

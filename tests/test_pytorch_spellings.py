@@ -207,6 +207,30 @@ def test_split_sizes_that_do_not_sum_to_the_axis_are_reported():
     assert codes_of(source.replace("[A, 2], dim=1", "[A, 2, 1], dim=1")) == ["SC312"]
 
 
+SQUEEZE = """\
+dim N, D
+input x: [N, 1, D]
+a = x.squeeze(1)
+b = torch.squeeze(x, dim=-2)
+c = torch.unsqueeze(a, 0).squeeze(0)
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_squeeze_takes_an_axis_of_size_one_away_as_numpy(backend):
+    assert codes_of(SQUEEZE) == []
+    x = RNG.standard_normal((2, 1, 3))
+    out = run(SQUEEZE, backend, {"N": 2, "D": 3}, x=x)
+    for name in "abc":
+        np.testing.assert_array_equal(out[name], np.squeeze(x, 1))
+
+
+def test_squeezing_an_axis_that_is_not_one_or_no_axis_is_reported():
+    assert codes_of(SQUEEZE.replace("x.squeeze(1)", "x.squeeze(0)")) == ["SC340"]
+    found = diagnostics(SQUEEZE.replace("x.squeeze(1)", "x.squeeze()"))
+    assert found[0] == "SC105 `squeeze` is not a builtin function | write `x.squeeze(dim)`"
+
+
 KV_CACHE = """\
 dim B, P, S, d, M
 constraint M >= P + S
