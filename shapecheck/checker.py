@@ -462,8 +462,9 @@ class Checker:
         if declared is not None and declared.known and value.known:
             if self._compare(ident, value, declared, annotation, where):
                 # provably equal: keep the spec's own notation; `[N, N]` checks the shape
-                # only, so a bool value (`M: [N, N] = X > 0`) stays bool
-                value = Value(declared.shape, value.is_bool)
+                # only, so a bool value (`M: [N, N] = X > 0`) stays bool, and an int or
+                # complex one keeps its element type
+                value = Value(declared.shape, value.is_bool, element=value.element)
         elif declared is not None and declared.known and not value.known:
             value = declared
         if self._claim(ident, "tensor"):

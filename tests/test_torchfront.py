@@ -97,10 +97,10 @@ def test_untraceable_code_is_one_diagnostic_at_its_line() -> None:
 
 
 def test_an_unknown_operator_is_named_and_the_rest_is_checked() -> None:
-    results = check(target("odd.py:Cumulative"))
+    results = check(target("odd.py:Flipped"))
     codes = [(d.code, d.span.line) for r in results for d in r.diagnostics]
     assert codes == [("SC602", 27)]  # the weights it reads are not "unused"
-    extraction = extract(target("odd.py:Cumulative"))
+    extraction = extract(target("odd.py:Flipped"))
     assert "softmax(" in extraction.text
 
 
@@ -262,3 +262,39 @@ def test_nanogpt_mask_bugs_on_its_buffer(name: str, code: str, monkeypatch: pyte
     line = next(i for i in range(start, len(lines)) if "# BUG" in lines[i]) + 1
     results = check(target(f"nanogpt_bugs.py:{name}"))
     assert [(d.code, d.span.line) for r in results for d in r.diagnostics] == [(code, line)]
+
+
+GATHERS = [  # (target, a lowered form the spec must hold)
+    ("gathers.py:embed", "take(wte_weight, ids, axis=0)"),
+    ("gathers.py:lookups", "index_select(x, 1, pick)"),
+    ("gathers.py:running", "cumsum(y, axis=1)"),
+    ("gathers.py:rotary", "view_as_complex("),
+]
+
+
+@pytest.mark.parametrize("name, form", GATHERS)
+def test_gathers_running_sums_and_complex_numbers_extract_verify_and_conform(
+        name: str, form: str) -> None:
+    extraction = extract(target(name))
+    assert extraction.unknown == []
+    assert form in extraction.text, extraction.text
+    program = check_text(extraction.text)
+    assert [d.code for d in program.diagnostics] == [], extraction.text
+    result = conform(extraction.text, extraction.function(), dims=extraction.bindings,
+                     framework="torch", cases=3)
+    assert result.ok, result.report()
+
+
+def test_each_new_operator_is_lowered() -> None:
+    texts = {name: extract(target(name)).text for name, _ in GATHERS}
+    lookups, running, rotary = texts["gathers.py:lookups"], texts["gathers.py:running"], \
+        texts["gathers.py:rotary"]
+    assert "input ids: int[T, S]" in texts["gathers.py:embed"]          # the traced dtype
+    assert "input ids: int[S]" in lookups and "input x: [B, T, 7]" in lookups
+    assert "rows: [S, 7] = take(table, ids, axis=0)" in lookups       # E[ids]
+    assert "take_along_axis(chosen, best_1, axis=2)" in lookups       # gather
+    assert "minimum(total, y)" in running and "maximum(low, zeros(" in running
+    assert "clamp(high, min=-1, max=2)" in running and "clamp(y, max=0.5)" in running
+    assert "polar(ones([T, 5]), angles)" in rotary
+    assert "view_as_real(z * freqs)" in rotary
+    assert "z = view_as_complex(" in rotary                            # complex: no annotation

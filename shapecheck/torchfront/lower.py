@@ -250,7 +250,11 @@ class Lowering:
 
     def _statement(self, node: Any, value: Val, forced: bool = False) -> str:
         name = self._fresh(self._python_name(node) or node.name)
-        shape = self.shape(node.meta.get("val")) if _is_tensor(node.meta.get("val")) else None
+        value_meta = node.meta.get("val")
+        # An int or complex statement is written without its annotation: the checker keeps
+        # an annotated value's shape but not its element type (it would read as real).
+        shape = self.shape(value_meta) if _is_tensor(value_meta) \
+            and _element(value_meta) not in ("int", "complex") else None
         annotation = f": {shape}" if shape else ""
         self.out.statements.append(Statement(f"{name}{annotation} = {value.text}",
                                              self.location(node), name))
@@ -309,8 +313,7 @@ class Lowering:
         return text.replace("*", " * ")
 
     def shape(self, value: Any) -> str:
-        prefix = "bool" if _kind(value) == "bool" else ""
-        return prefix + "[" + ", ".join(self.size(s) for s in value.shape) + "]"
+        return _element(value) + "[" + ", ".join(self.size(s) for s in value.shape) + "]"
 
     def rank(self, node_arg: Any) -> int:
         return len(node_arg.meta["val"].shape)
@@ -445,6 +448,18 @@ def _is_tensor(value: Any) -> bool:
 
 def _kind(value: Any) -> str:
     return "bool" if str(getattr(value, "dtype", "")) == "torch.bool" else "tensor"
+
+
+def _element(value: Any) -> str:
+    """The shape's element prefix from the traced dtype: `bool`, `int`, `complex` or none."""
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        return ""
+    if str(dtype) == "torch.bool":
+        return "bool"
+    if getattr(dtype, "is_complex", False):
+        return "complex"
+    return "" if getattr(dtype, "is_floating_point", True) else "int"
 
 
 def _causal(tensor: Any) -> bool:
@@ -1074,6 +1089,14 @@ def _ones(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     return Val(text)
 
 
+@rule("ones_like.default", "zeros_like.default")
+def _ones_like(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    word = "ones" if "ones" in str(node.target) else "zeros"
+    if _element(node.meta["val"]) in ("bool", "complex"):
+        raise Unlowerable(f"{word}_like")
+    return Val(f"{word}({_shape_list(low, node.meta['val'].shape)})")
+
+
 @rule("full.default")
 def _full(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     fill = args[1]
@@ -1132,3 +1155,93 @@ def _sdpa(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
             raise Unlowerable("is_causal with queries and keys of different lengths")
         scores = f"where(causal_mask({n_q}), {scores}, -inf)"
     return Val(f"softmax({scores}, axis=-1) @ {v.at(PRODUCT + 1)}", PRODUCT)
+
+
+# --- gathers, running sums, bounds, complex numbers (the language's §6.1) ------------------
+
+
+def _ids(value: Val) -> Val:
+    """An index operand: a tensor (its element type is the traced one, `int`)."""
+    if value.kind != "tensor":
+        raise Unlowerable("index operand")
+    return value
+
+
+@rule("embedding.default")
+def _embedding(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse): the forward is a
+    # gather of the table's rows whatever the other arguments (they change the gradient)
+    weight, ids = _tensor(args[0]), _ids(args[1])
+    return Val(f"take({weight.text}, {ids.text}, axis=0)")
+
+
+@rule("index.Tensor")
+def _index_tensor(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = _viewed(args[0])
+    entries = args[1].items
+    given = [i for i, entry in enumerate(entries) if entry.kind != "none"]
+    if len(given) != 1:
+        raise Unlowerable("index by several tensors")
+    axis = given[0]
+    index = node.args[1][axis]
+    if _element(index.meta.get("val")) != "int":
+        raise Unlowerable("index by a mask")
+    return Val(f"take({x.text}, {_ids(entries[axis]).text}, axis={axis})", kind=x.kind)
+
+
+@rule("index_select.default")
+def _index_select(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = _viewed(args[0])
+    axis = node.args[1] % low.rank(node.args[0])
+    return Val(f"index_select({x.text}, {axis}, {_ids(args[2]).text})", kind=x.kind)
+
+
+@rule("gather.default")
+def _gather(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = _viewed(args[0])
+    if low.rank(node.args[0]) != low.rank(node.args[2]):
+        raise Unlowerable("gather of another rank")
+    axis = node.args[1] % low.rank(node.args[0])
+    return Val(f"take_along_axis({x.text}, {_ids(args[2]).text}, axis={axis})", kind=x.kind)
+
+
+@rule("cumsum.default")
+def _cumsum(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    axis = node.args[1] % max(low.rank(node.args[0]), 1)
+    return Val(f"cumsum({_tensor(args[0]).text}, axis={axis})")
+
+
+@rule("minimum.default", "maximum.default")
+def _extremum(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    word = "minimum" if "minimum" in str(node.target) else "maximum"
+    return Val(f"{word}({_tensor(args[0]).text}, {_tensor(args[1]).text})")
+
+
+@rule("clamp.default", "clamp.Tensor", "clamp_min.default", "clamp_max.default",
+      "clip.default", "clip.Tensor")
+def _clamp(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    name = str(node.target)
+    if "clamp_min" in name:
+        bounds = {"min": args[1]}
+    elif "clamp_max" in name:
+        bounds = {"max": args[1]}
+    else:
+        bounds = {"min": args[1] if len(args) > 1 else kw.get("min", Val("None", kind="none")),
+                  "max": args[2] if len(args) > 2 else kw.get("max", Val("None", kind="none"))}
+    given = [f"{word}={_tensor(bound).text}" for word, bound in bounds.items()
+             if bound.kind != "none"]
+    if not given:
+        raise Unlowerable("clamp without bounds")
+    return Val(f"clamp({_tensor(args[0]).text}, {', '.join(given)})")
+
+
+for _aten, _builtin in {"view_as_complex.default": "view_as_complex",
+                        "view_as_real.default": "view_as_real", "real.default": "real",
+                        "imag.default": "imag", "conj.default": "conj",
+                        "_conj.default": "conj", "conj_physical.default": "conj"}.items():
+    RULES[_aten] = _function(_builtin)
+
+
+@rule("polar.default")
+def _polar(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    return Val(f"polar({_tensor(args[0]).text}, {_tensor(args[1]).text})")

@@ -17,12 +17,12 @@ class Branchy(nn.Module):
         return -y
 
 
-class Cumulative(nn.Module):
+class Flipped(nn.Module):
 
     def __init__(self, dim):
         super().__init__()
         self.proj = nn.Linear(dim, dim)
 
     def forward(self, x):
-        y = torch.cumsum(self.proj(x), dim=1)
+        y = torch.flip(self.proj(x), dims=[1])
         return torch.softmax(y, dim=-1)
