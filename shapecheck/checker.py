@@ -382,10 +382,14 @@ class Checker:
         is then unknown, so that nothing that uses it is reported again."""
         deferred, self._deferred = self._deferred, []
         for name, node, value in deferred:
-            if self.dims.positive(value):
-                continue
-            self.report(self._not_positive(
-                node, value, self.dims.decide_definition(name, Claim.positive(value))))
+            try:
+                if self.dims.positive(value):
+                    continue
+                found = self._not_positive(
+                    node, value, self.dims.decide_definition(name, Claim.positive(value)))
+            except TooComplex as error:  # past the budget: SC003 at the definition
+                found = codes.LIMIT.diag(node.span, detail=error.detail)
+            self.report(found)
             self.names.kind[name] = "unknown"
 
     def _not_positive(self, node: nodes.Expr, value: Dim, decision: Decision) -> Diagnostic:

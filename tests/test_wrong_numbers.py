@@ -327,3 +327,14 @@ def test_the_element_limit_at_bindings_counts_symbolic_sizes():
     assert check_text(text).ok
     at_sizes = check_text(text, {"B": 9, "N": 3, "D": 35})
     assert [d.code for d in at_sizes.diagnostics] == ["SC003"]
+
+
+def test_a_deferred_definition_past_the_algebra_budget_is_sc003():
+    """Fuzz seed 41 input 8187: a dim definition whose positivity waited for the spec's
+    constraints (issue 18) and then passed the algebra budget let TooComplex escape."""
+    text = ("dim a0, a1, a2\ndim F = 2\ndim G = ((a0 * F) // (a0 + 64))\n"
+            "constraint (a0 * ((1 // a1)) ** 0) == (F - ((a2) ** 1) ** 64)\n"
+            "input X: [(64 // ((a2 // a1)) ** 2), (64 * (a0 - a0))]\ninput Y: [64, a1]\n"
+            "Z = reshape(X, [((G * a1) + G), -1])\n")
+    found = [(d.code, d.span.line) for d in check_text(text).diagnostics]
+    assert ("SC003", 3) in found
