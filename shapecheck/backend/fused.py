@@ -38,7 +38,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from .errors import message
-from .pattern import Fusable, Layout, layout
+from .pattern import Fusable, Layout, layout, parts_span_scores
 
 TILE_BYTES = 4 << 20  # the scores of one block: small enough to stay near the caches
 MIN_ROWS = 32  # fewer rows than this against every key: block the keys instead
@@ -394,6 +394,8 @@ def plan(fusable: Fusable, shape_of: Callable[[Any], tuple[int, ...]],
     batch = output.shape[:-2]
     nq, dv = output.shape[-2:]
     nk = layouts[id(fusable.key.node)].shape[-2]
+    if not parts_span_scores(fusable, shape_of, nq, nk):
+        return None
     workers = default_workers()
     blocks = blocks_for(math.prod(batch), nq, nk, itemsize, workers=workers)
     workers = min(workers, -(-nq // blocks.rows))

@@ -461,6 +461,17 @@ class Layout:
     inverse: tuple[int, ...]
 
 
+def parts_span_scores(fusable: Fusable, shape_of: Any, nq: int, nk: int) -> bool:
+    """Whether every bias or mask part spans the scores' query and key axes at the bindings
+    (or broadcasts along them). A max-size buffer followed through a slice (Whisper's
+    `mask[:T, :T]`, T < L) does not: such a pattern runs unfused, on every backend."""
+    sizes = {"query": nq, "key": nk}
+    return not any(
+        label in sizes and size not in (1, sizes[label])
+        for step in fusable.steps if step.part is not None
+        for label, size in zip(step.part.labels, shape_of(step.part.node)))
+
+
 def layout(labels: Sequence[str | None], shape: Sequence[int],
            target: Sequence[str]) -> Layout | None:
     """The :class:`Layout` taking axes labelled ``labels`` (``batch:0``, ``query``, ``key``,

@@ -1117,14 +1117,8 @@ def _sdpa_form(builder: _PlanBuilder, fusable: pattern.Fusable) -> tuple[_Sdpa |
     causal = {id(step): _causal_at(builder, step.causal) for step in fusable.steps if step.causal}
     nq = builder.shape_of(fusable.query.node)[fusable.query.labels.index("query")]
     nk = builder.shape_of(fusable.key.node)[fusable.key.labels.index("key")]
-    # a bias or mask part must span the scores' query and key axes as they are at the
-    # bindings (a max-size buffer followed through a slice does not): else unfused
-    wanted_size = {"query": nq, "key": nk}
-    for step in fusable.steps:
-        if step.part is not None and any(
-                label in wanted_size and size not in (1, wanted_size[label])
-                for label, size in zip(step.part.labels, builder.shape_of(step.part.node))):
-            return None, "fused_layout"
+    if not pattern.parts_span_scores(fusable, builder.shape_of, nq, nk):
+        return None, "fused_layout"
     is_causal = (not form.terms and len(form.hides) == 1 and form.hides[0].causal is not None
                  and form.hides[0].keeps and causal[id(form.hides[0])] == (0, None, False)
                  and nq == nk)
