@@ -98,7 +98,7 @@ def _check_deep(text: str, parsed: ParseResult | None, bindings: dict[str, int] 
         if parsed is None:
             parsed = parse(text)
         parsed = notspec.judge(parsed)  # a README named by mistake: one SC008
-        declared = _declared(parsed.statements)
+        declared = nodes.declared_dims(parsed.statements)
         given = {**default_bindings(defaults, declared), **(bindings or {})} if defaults \
             else bindings
         statements, syntax = lower(parsed.statements, parsed.diagnostics)
@@ -171,17 +171,6 @@ def check_path(path: str | Path, bindings: dict[str, int] | None = None, *,
     return check_bytes(fileio.read_bytes(path), bindings,
                        warn_unknown_bindings=warn_unknown_bindings, ignore=ignore,
                        defaults=defaults, infer=infer)
-
-
-def _declared(statements: list[nodes.Stmt]) -> set[str]:
-    """The dims these statements declare."""
-    names: set[str] = set()
-    for statement in statements:
-        if isinstance(statement, nodes.DimFree):
-            names.update(ident.name for ident in statement.names)
-        elif isinstance(statement, nodes.DimDef):
-            names.add(statement.name.name)
-    return names
 
 
 def _undecodable(data: bytes, error: UnicodeDecodeError) -> Program:

@@ -10,7 +10,7 @@ constraints; the checker decides what each position may hold.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, fields, is_dataclass
 from typing import Union
 
@@ -340,6 +340,17 @@ class Write:
 
 Stmt = Union[DimFree, DimDef, Constraint, TensorDecl, Define, Assert, Output, Broken, Unpack,
              Write]
+
+
+def declared_dims(statements: Iterable[Stmt]) -> set[str]:
+    """The dims these statements declare (`dim N, d` and `dim D = H * d`)."""
+    names: set[str] = set()
+    for statement in statements:
+        if isinstance(statement, DimFree):
+            names.update(ident.name for ident in statement.names)
+        elif isinstance(statement, DimDef):
+            names.add(statement.name.name)
+    return names
 
 
 def strip_parens(node: Expr) -> Expr:

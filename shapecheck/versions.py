@@ -42,17 +42,11 @@ def lower(statements: list[nodes.Stmt],
           diagnostics: list[Diagnostic]) -> tuple[list[nodes.Stmt], list[Diagnostic]]:
     """The parsed statements as the checker reads them: PyTorch's spellings resolved
     (:mod:`shapecheck.spellings`), then every version of a tensor named on its own."""
-    declared = frozenset(_all_defined(statements))
-    resolved = spellings.resolve(statements, declared, frozenset(_dim_names(statements)))
+    dims = frozenset(nodes.declared_dims(statements))
+    declared = dims | {ident.name for statement in statements for ident in _defined(statement)}
+    resolved = spellings.resolve(statements, declared, dims)
     found = resolved.diagnostics
     return number(resolved.statements), (list(diagnostics) + found if found else diagnostics)
-
-
-def _all_defined(statements: list[nodes.Stmt]) -> set[str]:
-    names = _dim_names(statements)
-    for statement in statements:
-        names.update(ident.name for ident in _defined(statement))
-    return names
 
 
 def number(statements: list[nodes.Stmt]) -> list[nodes.Stmt]:
@@ -62,7 +56,7 @@ def number(statements: list[nodes.Stmt]) -> list[nodes.Stmt]:
     rebound = {name for name, count in counts.items() if count > 1}
     if not rebound and not any(isinstance(s, (nodes.Write, nodes.Unpack)) for s in statements):
         return statements
-    dims = _dim_names(statements)
+    dims = nodes.declared_dims(statements)
     rebound -= dims
     declared = {s.name.name for s in statements if isinstance(s, nodes.TensorDecl)}
     numbering = _Numbering(counts, rebound, declared)
@@ -88,16 +82,6 @@ def _defined(statement: nodes.Stmt) -> tuple[nodes.Ident, ...]:
     if isinstance(statement, nodes.Unpack):
         return statement.targets
     return ()
-
-
-def _dim_names(statements: list[nodes.Stmt]) -> set[str]:
-    names: set[str] = set()
-    for statement in statements:
-        if isinstance(statement, nodes.DimFree):
-            names.update(ident.name for ident in statement.names)
-        elif isinstance(statement, nodes.DimDef):
-            names.add(statement.name.name)
-    return names
 
 
 class _Numbering:
