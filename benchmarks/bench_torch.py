@@ -60,7 +60,7 @@ def _time(function: object, runs: int) -> tuple[float, object]:
 
 def tracing(runs: int) -> None:
     from shapecheck.api import check_text
-    from shapecheck.torchfront import extract
+    from shapecheck.pytorch.front import extract
 
     with tempfile.TemporaryDirectory() as folder:
         llama = Path(folder) / "llama_layer.py"

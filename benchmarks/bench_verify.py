@@ -95,7 +95,7 @@ def _timed(function) -> float:
 
 def throughput(repeat: int) -> None:
     from shapecheck.api import check_text
-    from shapecheck.parser import bare_parser, parse
+    from shapecheck.syntax.parser import bare_parser, parse
 
     bare = bare_parser()
     parse("dim N\n")  # build the checker's parser once, outside the timing

@@ -133,7 +133,7 @@ class Settings:
 
     def disabled(self, path: str | Path | None = None) -> frozenset[str]:
         """The codes (warnings and notes only) not reported for ``path``."""
-        from . import codes
+        from .messages import codes
 
         off = _resolve(self.layers, codes.REGISTRY)
         if path is not None:
@@ -507,7 +507,7 @@ def _header_names(line: str) -> tuple[str, ...]:
 
 def selector_problem(selector: str, *, turning_off: bool) -> str | None:
     """Why ``selector`` cannot be used (None when it can)."""
-    from . import codes
+    from .messages import codes
 
     matched = _expand(selector, codes.REGISTRY)
     if not matched:

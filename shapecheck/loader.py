@@ -15,19 +15,22 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import codes, depth, fileio, fixcheck, nodes, notspec, suppress
-from .checker import Checker
+from .messages import codes, suppress
+from . import depth, fileio
+from .passes import fixcheck
+from .syntax import nodes, notspec
+from .check.checker import Checker
 from .config import default_bindings
-from .diagnostics import MAX_DIAGNOSTICS, FileResult, InferredNames, Span
+from .messages.diagnostics import MAX_DIAGNOSTICS, FileResult, InferredNames, Span
 from .meaning import analyse
 from .options import check_bindings
-from .parser import ParseResult, parse
-from .program import Inferred, Program
+from .syntax.parser import ParseResult, parse
+from .check.program import Inferred, Program
 from .symbolic import DimSystem
-from .versions import lower
+from .syntax.versions import lower
 
 if TYPE_CHECKING:  # the language server's memo: `verify` never imports it
-    from .incremental import Memo
+    from .passes.incremental import Memo
 
 
 def check_text(text: str, bindings: dict[str, int] | None = None, *,
@@ -118,7 +121,7 @@ def _check_deep(text: str, parsed: ParseResult | None, bindings: dict[str, int] 
         program = check_again()
         if program.undeclared and infer is not False:
             # Only where something is undeclared: a declared spec never loads inference.
-            from .infer import infer as infer_undeclared
+            from .passes.infer import infer as infer_undeclared
 
             program = infer_undeclared(program, check_again, infer)
         program.infer = infer

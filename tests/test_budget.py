@@ -113,7 +113,7 @@ def test_a_too_complex_answer_is_memoised(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_the_limits_in_the_explanation_are_the_real_ones() -> None:
-    from shapecheck import codes
+    from shapecheck.messages import codes
 
     text = " ".join(codes.DETAILS[key] for key in codes.DETAILS if key.startswith("too_complex"))
     for key in ("too_complex_terms", "too_complex_work", "too_complex_degree",

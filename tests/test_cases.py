@@ -33,10 +33,10 @@ from pathlib import Path
 
 import pytest
 
-from shapecheck import codes
+from shapecheck.messages import codes
 from shapecheck.api import check_bytes, check_text
-from shapecheck.diagnostics import Diagnostic
-from shapecheck.program import Program
+from shapecheck.messages.diagnostics import Diagnostic
+from shapecheck.check.program import Program
 
 CASES = Path(__file__).parent / "cases"
 CASE_FILES = sorted(CASES.glob("*.attn"))
@@ -206,7 +206,8 @@ def test_explain_example_produces_its_code(code: str) -> None:
 
 
 def test_limit_explanation_states_the_real_limits() -> None:
-    from shapecheck import parser, symbolic
+    from shapecheck.syntax import parser
+    from shapecheck import symbolic
 
     what = codes.REGISTRY["SC003"].what
     for limit in (parser.MAX_NESTING, parser.MAX_INT_DIGITS, symbolic.MAX_EXPONENT):

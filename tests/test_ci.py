@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 
 from shapecheck.cli import main
-from shapecheck.diagnostics import Diagnostic, Edit, FileResult, Fix, Severity, Span
+from shapecheck.messages.diagnostics import Diagnostic, Edit, FileResult, Fix, Severity, Span
 from shapecheck.formats import render
 
 HERE = Path(__file__).parent

@@ -14,7 +14,7 @@ import pytest
 
 from shapecheck import api, symbolic
 from shapecheck.cli import main
-from shapecheck.conform import FunctionFailed, UsageError, conform, load_function
+from shapecheck.pytorch.conform import FunctionFailed, UsageError, conform, load_function
 from shapecheck.testing import assert_conforms
 
 ROOT = Path(__file__).resolve().parent.parent

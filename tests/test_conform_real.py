@@ -17,7 +17,7 @@ import torch  # noqa: E402,F401  (the test extra pins both: these tests never sk
 import transformers  # noqa: E402,F401
 
 from shapecheck.cli import main  # noqa: E402
-from shapecheck.conform import UsageError, conform, load_function  # noqa: E402
+from shapecheck.pytorch.conform import UsageError, conform, load_function  # noqa: E402
 from shapecheck.testing import assert_conforms  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from shapecheck import codes
+from shapecheck.messages import codes
 
 ROOT = Path(__file__).resolve().parent.parent
 

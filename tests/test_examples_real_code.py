@@ -199,7 +199,7 @@ def _rotary_numpy(xq, tokens, table):
 
 
 def test_complex_valued_code_conforms_and_a_wrong_rotation_does_not() -> None:
-    from shapecheck.conform import conform
+    from shapecheck.pytorch.conform import conform
 
     assert conform(ROTARY, _rotary_numpy, cases=3).ok
     def conjugate(xq, tokens, table):  # **kwargs would take no spec names (docs/conform.md)
@@ -219,7 +219,7 @@ def test_complex_valued_code_conforms_and_a_wrong_rotation_does_not() -> None:
 def test_meaning_gives_every_value_one_axis_per_entry(path: Path) -> None:
     """Through gathers (the index's axes replace the gathered one) and the complex
     pairing (the paired axis goes or comes back), every value keeps one axis per entry."""
-    from shapecheck import nodes
+    from shapecheck.syntax import nodes
     from shapecheck.meaning import analyse
 
     program = check_path(path)

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from shapecheck import checker, fixcheck
+from shapecheck.check import checker
+from shapecheck.passes import fixcheck
 from shapecheck.api import check_text
-from shapecheck.diagnostics import Diagnostic
-from shapecheck.fixes import apply_edits
+from shapecheck.messages.diagnostics import Diagnostic
+from shapecheck.messages.fixes import apply_edits
 
 CASES = sorted((Path(__file__).parent / "cases").glob("*.attn"))
 EXAMPLES = sorted((Path(__file__).parent.parent / "examples").rglob("*.attn"))

@@ -18,8 +18,8 @@ import pytest
 
 from shapecheck.api import check_text
 from shapecheck.cli import main
-from shapecheck.diagnostics import Diagnostic, Edit, Fix, Severity, Span
-from shapecheck.fixes import MAX_ROUNDS, apply_edits, chosen, fix_text, unified_diff
+from shapecheck.messages.diagnostics import Diagnostic, Edit, Fix, Severity, Span
+from shapecheck.messages.fixes import MAX_ROUNDS, apply_edits, chosen, fix_text, unified_diff
 
 UNUSED_NOQA = "dim N, d\ninput Q: [N, d]\noutput S = Q @ Q.T  # noqa: SC401\n"
 FIXED = "dim N, d\ninput Q: [N, d]\noutput S = Q @ Q.T\n"

@@ -10,7 +10,7 @@ import pytest
 
 from shapecheck.api import check_text
 from shapecheck.cli import main
-from shapecheck.fixes import apply_edits, better, fix_text
+from shapecheck.messages.fixes import apply_edits, better, fix_text
 
 # SC313 with a `d` that the spec declares and uses in its scale.
 HEAD_DIM = ("dim N, D, H, d\ninput X: [N, D]\nQ = split_heads(X, H)\nS = Q @ Q.T / sqrt(d)\n"

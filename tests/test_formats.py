@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shapecheck import codes
-from shapecheck.diagnostics import Diagnostic, FileResult, Note, Severity, Span
+from shapecheck.messages import codes
+from shapecheck.messages.diagnostics import Diagnostic, FileResult, Note, Severity, Span
 from shapecheck.formats import FORMATS, github_step_summary, render
 from shapecheck.formats.github import escape_data, escape_property
 from shapecheck.formats.sarif import FINGERPRINT_KEY

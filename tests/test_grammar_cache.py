@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from shapecheck import grammar_cache, parser
+from shapecheck.syntax import grammar_cache, parser
 
 ROOT = Path(__file__).resolve().parent.parent
 

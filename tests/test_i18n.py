@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 import shapecheck
-from shapecheck import codes, i18n
+from shapecheck.messages import codes
+from shapecheck import i18n
 from shapecheck.api import check_path, check_text, file_result
 from shapecheck.cli import main
 from shapecheck.formats import FORMATS, render

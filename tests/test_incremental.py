@@ -2,7 +2,7 @@
 
 The language server checks each new version of a document reusing the statements
 that did not change (:class:`shapecheck.lsp.analysis.IncrementalParser`) and what
-checking them did (:class:`shapecheck.incremental.Memo`). After every edit of a series
+checking them did (:class:`shapecheck.passes.incremental.Memo`). After every edit of a series
 — statements edited in the middle, lines inserted above everything, a dim or a
 constraint that every statement depends on changed, names renamed, definitions moved
 above their uses, syntax errors, random line edits — its diagnostics, shapes and
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from shapecheck.api import check_text
-from shapecheck.incremental import Memo
+from shapecheck.passes.incremental import Memo
 from shapecheck.lsp.analysis import Documents
 
 HEADER = """\
@@ -236,7 +236,7 @@ def test_character_edits_give_what_a_full_parse_gives(seed):
 
 def test_parsing_again_reuses_the_statements_around_an_edit():
     from shapecheck.lsp.analysis import IncrementalParser
-    from shapecheck.parser import parse
+    from shapecheck.syntax.parser import parse
 
     text = spec(6)
     parser = IncrementalParser()

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from shapecheck import builtins, infer
+from shapecheck.check import builtins
+from shapecheck.passes import infer
 from shapecheck.api import check_text
 from shapecheck.cli import main
 

@@ -7,7 +7,7 @@ import unicodedata
 
 import pytest
 
-from shapecheck import invisible
+from shapecheck.syntax import invisible
 from shapecheck.api import check_bytes, check_text
 
 

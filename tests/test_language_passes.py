@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from shapecheck import nodes
+from shapecheck.syntax import nodes
 from shapecheck.api import check_path, check_text
-from shapecheck.builtins import BUILTINS, ELEMENTWISE
+from shapecheck.check.builtins import BUILTINS, ELEMENTWISE
 from shapecheck.meaning import analyse
-from shapecheck.program import Program
+from shapecheck.check.program import Program
 from shapecheck.report.cost import PER_ELEMENT
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,9 +13,9 @@ import math
 import pytest
 from click.testing import CliRunner
 
-from shapecheck import nodes
+from shapecheck.syntax import nodes
 from shapecheck.api import check_text
-from shapecheck.builtins import BUILTINS, AxisKind, AxisMap, Kind
+from shapecheck.check.builtins import BUILTINS, AxisKind, AxisMap, Kind
 from shapecheck.cli import cli
 from shapecheck.meaning import Attention, Bias, Mask, Meaning, ScaleFactor, analyse
 

@@ -348,7 +348,7 @@ def test_cache_masks_from_parts(name: str) -> None:
 
 # --- the registry's fixes, applied to its examples ------------------------------------------
 
-from shapecheck import codes  # noqa: E402
+from shapecheck.messages import codes  # noqa: E402
 
 # code -> (text of the example, what its `fix` says to write instead)
 FIXES = {
@@ -375,7 +375,7 @@ def test_the_documented_fix_removes_the_warning(code: str) -> None:
 
 @pytest.mark.parametrize("code", ("SC415", "SC416"))
 def test_reordering_parts_is_a_verified_fix(code: str) -> None:
-    from shapecheck.fixes import apply_edits
+    from shapecheck.messages.fixes import apply_edits
 
     example = codes.REGISTRY[code].example
     [diagnostic] = [d for d in check_text(example).diagnostics if d.code == code]

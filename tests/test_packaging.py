@@ -24,5 +24,5 @@ def test_wheel_carries_the_grammar(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         assert "shapecheck/py.typed" in names
-        grammar = archive.read("shapecheck/attn.lark").decode("utf-8")
+        grammar = archive.read("shapecheck/syntax/attn.lark").decode("utf-8")
     assert grammar == (ROOT / "grammar" / "attn.lark").read_text(encoding="utf-8")

@@ -10,7 +10,7 @@ import pytest
 
 from shapecheck.api import check_text
 from shapecheck.backend import compile_spec
-from shapecheck.spellings import FUNCTIONS, METHODS
+from shapecheck.syntax.spellings import FUNCTIONS, METHODS
 
 RNG = np.random.default_rng(21)
 BACKENDS = ("numpy", "torch")
@@ -260,8 +260,8 @@ def test_a_slice_write_makes_a_new_version_and_leaves_the_input_alone(backend):
 
 
 def test_every_row_of_the_tables_names_a_builtin_or_a_form():
-    from shapecheck.builtins import BUILTINS
-    from shapecheck.spellings import _FORMS
+    from shapecheck.check.builtins import BUILTINS
+    from shapecheck.syntax.spellings import _FORMS
 
     for spelling in (*METHODS.values(), *FUNCTIONS.values()):
         assert spelling.builtin in BUILTINS or spelling.builtin in _FORMS, spelling

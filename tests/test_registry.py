@@ -9,19 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from shapecheck import codes
-from shapecheck.builtins import Kind
+from shapecheck.messages import codes
+from shapecheck.check.builtins import Kind
 
-PACKAGE = Path(codes.__file__).resolve().parent
+PACKAGE = Path(codes.__file__).resolve().parents[1]
 # The passes whose message fields must come from `codes.DETAILS`.
-PASSES = ("checker.py", "builtins.py", "rules.py", "einsum.py", "indexing.py",
+PASSES = ("check/checker.py", "check/builtins.py", "check/rules.py", "check/einsum.py",
+          "check/indexing.py",
           *sorted(path.relative_to(PACKAGE).as_posix()
                   for path in (PACKAGE / "symbolic").glob("*.py")),
-          "invisible.py", "suppress.py", "lint.py",
+          "syntax/invisible.py", "messages/suppress.py", "cli/verify.py",
           *sorted(path.relative_to(PACKAGE).as_posix()
                   for path in (PACKAGE / "meaning").glob("*.py")),
-          "value_rules.py", "gathers.py", "complex_values.py", "notspec.py", "spellings.py",
-          "versions.py")
+          "check/value_rules.py", "check/gathers.py", "check/complex_values.py",
+          "syntax/notspec.py", "syntax/spellings.py", "syntax/versions.py")
 
 # Two words of two letters or more, outside backticks: "the first", "is ambiguous".
 # Code in backticks (`split_heads`, `.T`) and lone words ("tensor") pass.

@@ -22,10 +22,11 @@ from hypothesis import strategies as st
 
 from shapecheck.api import check_path, check_text
 from shapecheck.cli import main
-from shapecheck.diagnostics import Diagnostic, FileResult, Severity, Span
+from shapecheck.messages.diagnostics import Diagnostic, FileResult, Severity, Span
 from shapecheck.formats import github_step_summary
 from shapecheck.report import build_report, render, write_atomically
-from shapecheck import diagnostics, i18n
+from shapecheck.messages import diagnostics
+from shapecheck import i18n
 from shapecheck.report.templates import plain, text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -120,7 +121,7 @@ def test_every_statement_is_shown_with_its_shape(name: str) -> None:
 
 
 def _is_output_statement(program, name: str) -> bool:  # type: ignore[no-untyped-def]
-    from shapecheck import nodes
+    from shapecheck.syntax import nodes
 
     return any(isinstance(s, nodes.Output) and s.name.name == name and s.value is not None
                for s in program.statements)

@@ -20,11 +20,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shapecheck import codes
+from shapecheck.messages import codes
 from shapecheck.api import check_bytes, check_text, file_result
-from shapecheck.diagnostics import Severity
+from shapecheck.messages.diagnostics import Severity
 from shapecheck.formats import render
-from shapecheck.program import Program
+from shapecheck.check.program import Program
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").rglob("*.attn"))

@@ -89,7 +89,7 @@ def test_einsum_runs_what_the_checker_read(subscripts, operands, expected):
 
 def test_the_checker_knows_numpys_limits():
     """rules.MAX_RANK and MAX_EINSUM_OPERANDS are the installed NumPy's, without importing it."""
-    from shapecheck.rules import MAX_EINSUM_OPERANDS, MAX_RANK
+    from shapecheck.check.rules import MAX_EINSUM_OPERANDS, MAX_RANK
 
     np.empty((1,) * MAX_RANK)
     with pytest.raises(ValueError):

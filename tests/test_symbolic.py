@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from shapecheck import nodes, symbolic
+from shapecheck.syntax import nodes
+from shapecheck import symbolic
 from shapecheck.api import check_text
-from shapecheck.parser import parse
+from shapecheck.syntax.parser import parse
 from shapecheck.symbolic import Dim, DimBuilder, DimSystem, Verdict
 
 PROVED, DIFFERENT, UNPROVED = Verdict.PROVED, Verdict.DIFFERENT, Verdict.UNPROVED

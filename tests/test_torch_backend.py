@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 import torch
 
-from shapecheck import builtins
+from shapecheck.check import builtins
 from shapecheck.api import admissible_bindings, check_path, check_text
 from shapecheck.backend import CheckerBug, torch_backend
 from shapecheck.backend.reference import reference
 from shapecheck.backend.compiled import CompiledSpec
-from shapecheck.diagnostics import shown
+from shapecheck.messages.diagnostics import shown
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

@@ -15,9 +15,9 @@ torch = pytest.importorskip("torch")
 
 from shapecheck.api import check_text  # noqa: E402
 from shapecheck.cli import main  # noqa: E402
-from shapecheck.conform import conform  # noqa: E402
-from shapecheck.torchfront import extract  # noqa: E402
-from shapecheck.torchfront.sourcemap import check  # noqa: E402
+from shapecheck.pytorch.conform import conform  # noqa: E402
+from shapecheck.pytorch.front import extract  # noqa: E402
+from shapecheck.pytorch.front.sourcemap import check  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "torch"
 
@@ -142,7 +142,7 @@ def test_verify_of_attn_files_never_imports_torch(tmp_path: Path) -> None:
     code = ("import sys\nfrom shapecheck.cli import main\nfor path in (%r, %r):\n    try:\n"
             "        main(['verify', path])\n    except SystemExit:\n        pass\n"
             "assert 'torch' not in sys.modules\n"
-            "assert 'shapecheck.torchfront' not in sys.modules\n" % (str(spec), str(tmp_path)))
+            "assert 'shapecheck.pytorch.front' not in sys.modules\n" % (str(spec), str(tmp_path)))
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ})
 
 

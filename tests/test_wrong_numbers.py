@@ -170,7 +170,7 @@ KINDS = ["call", "unary", "binop", "where", "transpose"]
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_an_expression_nested_to_the_limit_runs_everywhere(kind, tmp_path):
-    from shapecheck import parser
+    from shapecheck.syntax import parser
 
     spec = tmp_path / "deep.attn"
     spec.write_text("dim N\ninput X: [N, N]\ninput M: bool[N, N]\n"
@@ -193,7 +193,7 @@ def test_an_expression_nested_to_the_limit_runs_everywhere(kind, tmp_path):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_one_level_more_is_sc003(kind):
-    from shapecheck import parser
+    from shapecheck.syntax import parser
 
     program = check_text("dim N\ninput X: [N, N]\ninput M: bool[N, N]\n"
                          f"output Y = {_nested(kind, parser.MAX_NESTING + 2)}\n")
@@ -245,7 +245,7 @@ def test_conform_accepts_correct_code_on_every_plan(fused):
 
 def test_conform_refuses_an_unknown_fused_choice():
     from shapecheck.backend import OptionError
-    from shapecheck.conform import conform
+    from shapecheck.pytorch.conform import conform
 
     with pytest.raises(OptionError, match="fused"):
         conform(GEMMA, _gemma, fused="on")
@@ -267,7 +267,7 @@ def test_the_conform_command_takes_fused(tmp_path, monkeypatch):
 
 
 def test_the_report_api_has_room_for_deep_nesting_too():
-    from shapecheck import parser
+    from shapecheck.syntax import parser
     from shapecheck.report import build_report, render
 
     program = check_text("dim N\ninput X: [N, N]\n"

@@ -52,11 +52,11 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import blowups  # noqa: E402
 
-from shapecheck import codes  # noqa: E402
+from shapecheck.messages import codes  # noqa: E402
 from shapecheck.api import admissible_bindings, check_text, file_result  # noqa: E402
-from shapecheck.builtins import BUILTINS, VARIADIC, Kind  # noqa: E402
+from shapecheck.check.builtins import BUILTINS, VARIADIC, Kind  # noqa: E402
 from shapecheck.formats import render  # noqa: E402
-from shapecheck.program import Program  # noqa: E402
+from shapecheck.check.program import Program  # noqa: E402
 
 DIMS = ["N", "d", "H", "D", "L", "B"]
 TENSORS = ["X", "Q", "K", "V", "M", "W", "S", "v"]
@@ -268,7 +268,7 @@ class GrammarDeriver:
         from lark import Lark
         from lark.grammar import NonTerminal
 
-        from shapecheck.parser import grammar_text
+        from shapecheck.syntax.parser import grammar_text
 
         lark = Lark(grammar_text(), parser="lalr", lexer="basic", start="file")
         self.rules: dict[str, list[list[Any]]] = collections.defaultdict(list)
@@ -538,8 +538,8 @@ def run_verified(program: Program, seed: int, backends: tuple[str, ...]) -> bool
 def fixes_never_worsen(text: str, program: Program, limit: int = 3) -> None:
     """Each offered fix, applied alone, leaves no more errors than there were, and the
     diagnostic it was offered for is gone (a fix never makes a file worse)."""
-    from shapecheck.diagnostics import MAX_DIAGNOSTICS
-    from shapecheck.fixes import apply_edits
+    from shapecheck.messages.diagnostics import MAX_DIAGNOSTICS
+    from shapecheck.messages.fixes import apply_edits
 
     before = sum(1 for d in program.diagnostics if d.is_error)
     offered = [(d, fix) for d in program.diagnostics for fix in d.fixes][:limit]

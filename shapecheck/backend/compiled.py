@@ -34,8 +34,8 @@ import numpy as np
 
 from .. import depth
 from ..options import check_bindings, parse_size
-from ..program import Program
-from ..diagnostics import shown
+from ..check.program import Program
+from ..messages.diagnostics import shown
 from . import runtime
 from .arrays import ArrayFile
 from .errors import (

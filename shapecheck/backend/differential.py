@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..program import Program
+from ..check.program import Program
 from . import runtime
 from .compiled import CompiledSpec, RunResult
 from .errors import OptionError, RunError

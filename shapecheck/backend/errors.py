@@ -13,7 +13,7 @@ from ..i18n import Table
 from ..options import OptionError
 
 if TYPE_CHECKING:
-    from ..program import Program
+    from ..check.program import Program
 
 MESSAGES: Table = Table("run", "MESSAGES", {
     # the spec and its dims

@@ -27,12 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import nodes
-from ..builtins import axis_index
-from ..diagnostics import line_starts, span_text
-from ..einsum import parse_subscripts
-from ..program import CallInfo, NewAxis, Program, Range, Take, Value
-from ..value_rules import axes_of
+from ..syntax import nodes
+from ..check.builtins import axis_index
+from ..messages.diagnostics import line_starts, span_text
+from ..check.einsum import parse_subscripts
+from ..check.program import CallInfo, NewAxis, Program, Range, Take, Value
+from ..check.value_rules import axes_of
 from . import fused, pattern
 from .errors import CheckerBug, InputError, bindings_text, message
 

@@ -29,8 +29,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .. import nodes
-from ..program import Program
+from ..syntax import nodes
+from ..check.program import Program
 
 if TYPE_CHECKING:
     from ..meaning import Attention, Bias, Mask, Role, ScaleFactor

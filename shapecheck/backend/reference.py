@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..program import Program
+from ..check.program import Program
 from . import runtime
 from .compiled import CompiledSpec
 from .numpy_backend import evaluate_shape

@@ -21,7 +21,7 @@ from typing import Any, Union
 import numpy as np
 
 from .. import symbolic
-from ..program import Program, Tensor
+from ..check.program import Program, Tensor
 from .arrays import ArrayFile
 from .errors import InputError, SpecError, bindings_text, message
 
@@ -107,7 +107,7 @@ def _exact_integers(tensor: Tensor, array: np.ndarray, dtype: np.dtype) -> None:
 def index_high(program: Program, name: str) -> int | None:
     """The exclusive upper end of the values an `int` input admits: the smallest axis it
     indexes directly (``gathers.index_ranges``), at the program's bindings."""
-    from ..gathers import index_ranges
+    from ..check.gathers import index_ranges
 
     sizes = [program.dims.evaluate(d) for d in index_ranges(program).get(name, [])]
     known = [s for s in sizes if s is not None]

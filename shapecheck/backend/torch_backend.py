@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import nodes
-from ..builtins import axis_index
-from ..program import CallInfo, Program, Range, Take, Value
-from ..value_rules import axes_of
+from ..syntax import nodes
+from ..check.builtins import axis_index
+from ..check.program import CallInfo, Program, Range, Take, Value
+from ..check.value_rules import axes_of
 from . import pattern
-from ..diagnostics import line_starts, span_text
+from ..messages.diagnostics import line_starts, span_text
 from .errors import CheckerBug, InputError, bindings_text, message
 from .numpy_backend import Frame, _definitions, evaluate_shape
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from importlib import import_module
 from pathlib import Path
 
-from ..diagnostics import Diagnostic, FileResult
+from ..messages.diagnostics import Diagnostic, FileResult
 
 __all__ = ["FORMATS", "github_step_summary", "render", "render_statistics"]
 

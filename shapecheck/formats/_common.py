@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from urllib.parse import quote
 
-from ..diagnostics import Diagnostic, FileResult, Severity
+from ..messages.diagnostics import Diagnostic, FileResult, Severity
 from ..i18n import Table
 
 # The words of the formats' summaries (`verify`'s last line, the GitHub job summary) and of
@@ -126,7 +126,7 @@ def _quote(path: str) -> str:
 def statistics(results: Iterable[FileResult],
                notices: Sequence[Diagnostic]) -> list[tuple[str, str, int, bool]]:
     """(code, name, count, fixable) for every code reported, most frequent first."""
-    from .. import codes
+    from ..messages import codes
 
     counts: Counter[str] = Counter()
     fixable: set[str] = set()

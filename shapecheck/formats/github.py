@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..diagnostics import Diagnostic, FileResult, Note, Severity
+from ..messages.diagnostics import Diagnostic, FileResult, Note, Severity
 from ._common import WORDS, Totals, plural, posix_path, rebase, scrub
 
 COMMANDS: dict[Severity, str] = {

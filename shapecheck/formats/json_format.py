@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from ..diagnostics import Diagnostic, FileResult, Fix, Note, Span
+from ..messages.diagnostics import Diagnostic, FileResult, Fix, Note, Span
 from ._common import Totals, scrub_tree
 
 JsonObject = dict[str, object]

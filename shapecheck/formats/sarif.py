@@ -33,9 +33,9 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from .. import codes
+from ..messages import codes
 from .._version import __version__
-from ..diagnostics import Diagnostic, FileResult, Fix, Note, Severity, Span
+from ..messages.diagnostics import Diagnostic, FileResult, Fix, Note, Severity, Span
 from ._common import absolute_uri, is_absolute, posix_path, rebase, relative_uri, scrub_tree
 from .source import SourceLines
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass
 
-from ..diagnostics import Span
+from ..messages.diagnostics import Span
 
 TAB = "    "
 #: Lines longer than this (in characters) are shown as a window around the span.

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..diagnostics import Diagnostic, FileResult, Note, Severity, Span
+from ..messages.diagnostics import Diagnostic, FileResult, Note, Severity, Span
 from ._common import WORDS, Totals, plural
 from .source import Excerpt, SourceLines, printable, printable_line
 

@@ -32,11 +32,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from .. import nodes
-from ..diagnostics import Diagnostic, Span, line_starts
-from ..incremental import Memo
-from ..parser import Chunk, ParseResult, parse, parse_chunk, split_statements
-from ..program import Program
+from ..syntax import nodes
+from ..messages.diagnostics import Diagnostic, Span, line_starts
+from ..passes.incremental import Memo
+from ..syntax.parser import Chunk, ParseResult, parse, parse_chunk, split_statements
+from ..check.program import Program
 
 _NAME = re.compile(r"[^\W\d]\w*")
 
@@ -324,7 +324,7 @@ class Analysis:
         if not 1 <= line <= len(lines):
             return None
         text = lines[line - 1]
-        from ..suppress import comment_start
+        from ..messages.suppress import comment_start
 
         comment = comment_start(text)
         for match in _NAME.finditer(text):
@@ -421,7 +421,7 @@ def _settings(uri: str) -> tuple[Any, str | None]:
 
 
 def _internal(text: str, path: Path | None, error: Exception) -> Program:
-    from .. import codes
+    from ..messages import codes
     from ..symbolic import DimSystem
 
     described = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__

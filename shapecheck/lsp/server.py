@@ -28,11 +28,12 @@ from urllib.parse import unquote
 
 from lsprotocol import types
 
-from .. import __version__, nodes
-from ..builtins import BUILTINS
-from ..diagnostics import VERSION_MARK, Diagnostic, Severity, Span, shown
+from .. import __version__
+from ..syntax import nodes
+from ..check.builtins import BUILTINS
+from ..messages.diagnostics import VERSION_MARK, Diagnostic, Severity, Span, shown
 from ..i18n import Table
-from ..program import Program
+from ..check.program import Program
 from ..symbolic import to_text
 from .analysis import Analysis, Documents, Positions
 
@@ -366,7 +367,7 @@ def inlay_hints(ls: ShapecheckServer, params: types.InlayHintParams) -> list[typ
 
 def _unannotated_definition(statement: object) -> object | None:
     """The name a statement defines without a shape annotation (None otherwise)."""
-    from .. import nodes
+    from ..syntax import nodes
 
     if isinstance(statement, nodes.Define) and statement.annotation is None:
         return statement.name

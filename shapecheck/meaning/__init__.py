@@ -41,7 +41,7 @@ the biases (tensors added) and the masks (`where` with a bool condition, or an a
 
 from __future__ import annotations
 
-from ..program import Program
+from ..check.program import Program
 from .facts import Axis
 from .follow import Follow
 from .heads import HeadChecks

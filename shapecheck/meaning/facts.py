@@ -11,8 +11,9 @@ from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from typing import Any
 
-from .. import nodes, symbolic
-from ..program import Value
+from ..syntax import nodes
+from .. import symbolic
+from ..check.program import Value
 from ..symbolic import Dim
 
 

@@ -13,12 +13,14 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
-from .. import codes, nodes, symbolic
-from ..builtins import BUILTINS, AxisKind, axis_index
-from ..diagnostics import Diagnostic, Note, line_starts, span_text
-from ..einsum import SubscriptError, parse_subscripts
-from ..program import NewAxis, Program, Take, Value
-from ..value_rules import axes_of
+from ..messages import codes
+from ..syntax import nodes
+from .. import symbolic
+from ..check.builtins import BUILTINS, AxisKind, axis_index
+from ..messages.diagnostics import Diagnostic, Note, line_starts, span_text
+from ..check.einsum import SubscriptError, parse_subscripts
+from ..check.program import NewAxis, Program, Take, Value
+from ..check.value_rules import axes_of
 from ..symbolic import Dim, DimSystem
 from .facts import (
     Axis,

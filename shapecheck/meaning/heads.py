@@ -4,7 +4,7 @@ grouped queries, and Q and K concatenated from parts in different orders.
 
 from __future__ import annotations
 
-from .. import codes
+from ..messages import codes
 from ..symbolic import to_text
 from .facts import _Contraction, _index
 from .masks import _reordered

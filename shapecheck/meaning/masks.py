@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .. import codes, nodes
-from ..diagnostics import Edit, Fix
+from ..messages import codes
+from ..syntax import nodes
+from ..messages.diagnostics import Edit, Fix
 from ..symbolic import to_text
 from .facts import (
     Axis,

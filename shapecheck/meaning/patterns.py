@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .. import codes, nodes
-from ..diagnostics import Note
+from ..messages import codes
+from ..syntax import nodes
+from ..messages.diagnostics import Note
 from ..symbolic import to_text
 from .facts import Axis, _Applied, _Contraction, _Factor, _Info, _Norm, _UNKNOWN, _index
 from .results import Attention, Bias, Role

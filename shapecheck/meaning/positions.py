@@ -4,7 +4,8 @@ rotate-half, or the interleaved pairs) are followed, and applied to V they are a
 
 from __future__ import annotations
 
-from .. import codes, nodes
+from ..messages import codes
+from ..syntax import nodes
 from .facts import _Contraction, _Info, _base
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import NamedTuple
 
-from .. import nodes
-from ..diagnostics import Diagnostic
+from ..syntax import nodes
+from ..messages.diagnostics import Diagnostic
 from ..symbolic import Dim, DimSystem
 from .facts import Axis, _Info
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
-from .. import codes, symbolic
+from ..messages import codes
+from .. import symbolic
 from ..symbolic import Dim, Verdict, to_text
 from .facts import Axis, _Contraction, _Factor, _Info, _Product, _add_power, _index
 from .results import Scale, ScaleFactor

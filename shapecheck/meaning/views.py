@@ -7,7 +7,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from .. import codes, nodes
+from ..messages import codes
+from ..syntax import nodes
 from ..symbolic import Dim, to_text
 from .facts import Axis, _MAX_VIEW_AXES, _monomial_text
 

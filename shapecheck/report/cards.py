@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import nodes
-from ..diagnostics import Diagnostic, Span
-from ..nodes import strip_parens
-from ..program import Value
+from ..syntax import nodes
+from ..messages.diagnostics import Diagnostic, Span
+from ..syntax.nodes import strip_parens
+from ..check.program import Value
 from ..symbolic import Dim, free_names, pretty, product, to_text
 from .context import Spec, inside, postorder
 from ..meaning import Attention, Role

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from .. import nodes
-from ..nodes import children, strip_parens
-from ..diagnostics import Diagnostic, Span
+from ..syntax import nodes
+from ..syntax.nodes import children, strip_parens
+from ..messages.diagnostics import Diagnostic, Span
 from ..formats.source import SourceLines, printable_line
-from ..program import UNKNOWN, Program, Value
+from ..check.program import UNKNOWN, Program, Value
 from ..symbolic import Dim, DimBuilder, Proof, Verdict, explain_divides, explain_equal, free_names, growth, pretty
 from .templates import Rich, code, join, listing, rich, text
 
@@ -269,7 +269,7 @@ def joined(*parts: Rich | str) -> Rich:
 
 def einsum_terms(subscripts: str, operands: list[Value]) -> tuple[list[list[tuple[str, Dim]]], str] | None:
     """The letters of each einsum operand with their sizes, and the output term."""
-    from ..einsum import SubscriptError, parse_subscripts
+    from ..check.einsum import SubscriptError, parse_subscripts
 
     try:
         parsed = parse_subscripts(subscripts, len(operands))

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .. import nodes
-from ..builtins import ELEMENTWISE
-from ..program import Value
+from ..syntax import nodes
+from ..check.builtins import ELEMENTWISE
+from ..check.program import Value
 from ..symbolic import Dim, integer, product, total
 from .context import ITEM_SIZES, Spec, einsum_terms, postorder
 

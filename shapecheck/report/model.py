@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from .. import depth, nodes
+from .. import depth
+from ..syntax import nodes
 from .._version import __version__
-from ..diagnostics import Diagnostic, Severity, Span, shown
+from ..messages.diagnostics import Diagnostic, Severity, Span, shown
 from ..formats._common import plural
 from ..formats.source import printable_line
 from ..formats.text import render_diagnostic
-from ..program import Program, Value
+from ..check.program import Program, Value
 from ..symbolic import Dim, DimSystem, TooComplex, free_names, product, to_text, total
 from .cards import Card, cards, find_patterns
 from .context import ITEM_SIZES, Spec, inside, postorder

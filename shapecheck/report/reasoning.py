@@ -13,11 +13,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .. import nodes
-from ..program import Value
+from ..syntax import nodes
+from ..check.program import Value
 from ..symbolic import Dim, Proof, as_int, is_literal_one, pretty, product, to_text
-from ..builtins import axis_index
-from ..nodes import strip_parens
+from ..check.builtins import axis_index
+from ..syntax.nodes import strip_parens
 from .context import Spec, einsum_terms, merge, postorder
 from .templates import Rich, code, join, listing, mark, math, plain, rich, shape, text
 

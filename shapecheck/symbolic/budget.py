@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import sympy
 
-from .. import codes
+from ..messages import codes
 
 if TYPE_CHECKING:
     from .dims import Dim

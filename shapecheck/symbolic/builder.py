@@ -8,8 +8,9 @@ from typing import Any
 
 import sympy
 
-from .. import codes, nodes
-from ..diagnostics import Diagnostic, Fix, Span
+from ..messages import codes
+from ..syntax import nodes
+from ..messages.diagnostics import Diagnostic, Fix, Span
 from .budget import MAX_EXPONENT, TooComplex
 from .counterexamples import Claim, Decision
 from .dims import Dim, Verdict, exact_quotient, free_names, to_text

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 import sympy
 
-from ..diagnostics import Span
+from ..messages.diagnostics import Span
 from .budget import MAX_EXPONENT, TooComplex, _expand
 from .dims import ONE, Dim, Verdict, _built_of_positives, free_names, is_name, spaced, symbol, to_text
 

@@ -21,8 +21,8 @@ from sympy.polys.domains import QQ
 from sympy.polys.orderings import lex
 from sympy.polys.rings import ring
 
-from .. import codes
-from ..diagnostics import Span
+from ..messages import codes
+from ..messages.diagnostics import Span
 from .budget import (
     MAX_BITS, TooComplex, _actual_bits, _cancel, _estimate, _expand, _has_denominator, _numer_denom,
     _Size, _too_complex, affordable,

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import sympy
 
-from ..diagnostics import Span
+from ..messages.diagnostics import Span
 from .budget import _expand
 from .counterexamples import Claim, Decision
 from .dims import Dim, Verdict, _built_of_positives, _monomial_quotient

@@ -1,0 +1,291 @@
+"""What `shapecheck verify` does before it renders: walk, configure, check each file.
+
+One entry point, :func:`lint`. Each file is checked **in isolation**: a path that
+cannot be read becomes SC007 for that path, and a failure inside shapecheck while
+checking one file becomes SC006 for that file (issue 7), so every other file is
+still checked and reported in every format; either makes the run a tool failure
+(exit 2). A ``--dim`` that no checked spec declares is one run-level notice
+(SC207), not a diagnostic of some file.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..messages import codes
+from ..config import Finder, Settings
+from ..messages.diagnostics import Diagnostic, FileResult, Span
+from .walk import STDIN, Target, targets
+
+if TYPE_CHECKING:
+    from ..check.program import Program
+
+#: Codes that describe a failure of the tool, not a mistake in a spec: SARIF carries
+#: them as tool execution notifications, and they make the exit status 2.
+TOOL_CODES = frozenset({"SC006", "SC007", "SC603"})
+FILE_START = Span(1, 1, 1, 1)
+
+
+@dataclass
+class Outcome:
+    """Everything a format renders: one result per file, and run-level notices."""
+
+    results: list[FileResult] = field(default_factory=list)
+    notices: list[Diagnostic] = field(default_factory=list)
+    settings: dict[str, Settings] = field(default_factory=dict)  # path -> its settings
+
+    @property
+    def tool_failure(self) -> bool:
+        return any(d.code in TOOL_CODES for r in self.results for d in r.diagnostics)
+
+
+@dataclass(frozen=True)
+class Stdin:
+    """The spec read from standard input (``-``), and the name it is checked as."""
+
+    data: bytes
+    name: str | None = None
+
+    @property
+    def display(self) -> str:
+        return self.name or STDIN
+
+
+def lint(paths: Sequence[str], finder: Finder, bindings: Mapping[str, int], *,
+         stdin: Stdin | None = None, infer: bool | None = None) -> Outcome:
+    """Check every file the paths name; ``infer`` as in ``api.check_text`` (--infer)."""
+    outcome = Outcome()
+    declared: set[str] = set()
+    checked = 0  # files checked to the end (not unreadable, no internal failure)
+    python = [raw for raw in paths if _is_python(raw)]
+    paths = [raw for raw in paths if raw not in python]
+    for raw in python:  # Python targets: traced (torch is imported only here)
+        for result in check_python(raw, finder, bindings):
+            outcome.results.append(result)
+            checked += not any(d.code in TOOL_CODES for d in result.diagnostics)
+            declared.update(bindings)
+    for raw in paths:  # a folder also checks the modules its configuration lists
+        if Path(raw).is_dir():
+            for target, init in _configured(finder, Path(raw)):
+                outcome.results.extend(check_python_target(target, init, finder, bindings))
+    for target in _with_stdin(paths, finder):
+        if target is None:
+            assert stdin is not None
+            settings = finder.settings_for(Path(stdin.name or Path.cwd() / STDIN))
+            result, dims = check_file(stdin.display, stdin.data, settings, bindings, infer)
+        elif target.problem is not None:
+            outcome.results.append(unreadable(str(target.path), target.problem))
+            continue
+        else:
+            settings = finder.settings_for(target.path)
+            result, dims = check_file(str(target.path), None, settings, bindings, infer)
+        outcome.settings[result.path] = settings
+        outcome.results.append(result)
+        declared.update(dims)
+        checked += not any(d.code in TOOL_CODES for d in result.diagnostics)
+    if checked:
+        outcome.notices.extend(
+            codes.UNKNOWN_BINDING.diag(FILE_START, name=name, value=value)
+            for name, value in bindings.items() if name not in declared)
+    return outcome
+
+
+def _is_python(raw: str) -> bool:
+    if raw == STDIN or raw.endswith(".attn") or Path(raw).is_dir():
+        return False  # a spec or a folder: the front end is not even imported
+    from ..pytorch.front import is_python_target  # light: torch loads only when one is checked
+
+    return is_python_target(raw)
+
+
+def check_python(raw: str, finder: Finder, bindings: Mapping[str, int]) -> list[FileResult]:
+    """``model.py:Class`` is traced and checked; ``model.py`` alone checks the modules its
+    configuration lists for that file (``modules`` in [tool.shapecheck]), or says how to
+    name one."""
+    if ":" in Path(raw).name or not raw.endswith(".py"):
+        settings = finder.settings_for(Path(raw.rpartition(":")[0]))
+        init = next((i for t, i in settings.modules if _same_target(settings, t, raw)), ())
+        return check_python_target(raw, init, finder, bindings)
+    path = Path(raw)
+    settings = finder.settings_for(path)
+    listed = [(t, i) for t, i in _configured(finder, path.parent)
+              if Path(t.rpartition(":")[0]).resolve() == path.resolve()]
+    if not listed:
+        from ..pytorch.front.errors import MESSAGES
+
+        return [FileResult(raw, None, [codes.TARGET_FAILED.diag(
+            FILE_START, target=raw, reason=MESSAGES["not_configured"].format(path=raw))])]
+    del settings
+    return [r for target, init in listed for r in check_python_target(target, init, finder,
+                                                                       bindings)]
+
+
+def check_python_target(target: str, init: tuple[str, ...], finder: Finder,
+                        bindings: Mapping[str, int]) -> list[FileResult]:
+    from ..pytorch.front.sourcemap import check
+
+    path = target.rpartition(":")[0]
+    settings = finder.settings_for(Path(path))
+    try:
+        return check(target, init, bindings, settings.disabled(path))
+    except Exception as error:  # a bug in shapecheck: this target's diagnostic
+        return [_internal(path, None, error)]
+
+
+def _configured(finder: Finder, folder: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """The configured modules below ``folder``, their files resolved from the configuration's
+    folder."""
+    settings = finder.settings_for(folder / "__shapecheck__.attn")
+    found: list[tuple[str, tuple[str, ...]]] = []
+    for target, init in settings.modules:
+        file, _, name = target.rpartition(":")
+        resolved = (settings.root / file).resolve() if file.endswith(".py") else None
+        if resolved is None:
+            found.append((target, init))
+        elif resolved.is_relative_to(folder.resolve()):
+            found.append((f"{resolved}:{name}", init))
+    return found
+
+
+def _same_target(settings: Settings, configured: str, raw: str) -> bool:
+    file, _, name = configured.rpartition(":")
+    raw_file, _, raw_name = raw.rpartition(":")
+    if name != raw_name:
+        return False
+    if not file.endswith(".py"):
+        return file == raw_file
+    return (settings.root / file).resolve() == Path(raw_file).resolve()
+
+
+def _with_stdin(paths: Sequence[str], finder: Finder) -> list[Target | None]:
+    """The targets in order; ``None`` stands for standard input."""
+    out: list[Target | None] = []
+    rest: list[str] = []
+    for raw in paths:
+        if raw == STDIN:
+            if rest:
+                out.extend(targets(rest, finder))
+                rest = []
+            if None not in out:
+                out.append(None)
+        else:
+            rest.append(raw)
+    if rest:
+        out.extend(targets(rest, finder))
+    return out
+
+
+def check_file(path: str, data: bytes | None, settings: Settings,
+               bindings: Mapping[str, int], infer: bool | None = None) -> tuple[FileResult, set[str]]:
+    """Check one file (read from ``path`` unless ``data`` is given), in isolation.
+
+    Returns the result and the dims the spec declares.
+    """
+    from ..api import check_bytes, check_path, file_result
+
+    ignore = settings.disabled(path)
+    try:
+        if data is None:  # check_path reads safely (a FIFO or a device is refused, not read)
+            program = check_path(path, dict(bindings), warn_unknown_bindings=False, ignore=ignore,
+                                 infer=infer)
+        else:
+            program = check_bytes(data, dict(bindings), warn_unknown_bindings=False, ignore=ignore,
+                                  infer=infer)
+        return file_result(program, path), set(program.dims.dims)
+    except OSError as error:
+        return unreadable(path, error), set()
+    except Exception as error:  # a bug in shapecheck: this file's diagnostic, not the run's end
+        return _internal(path, data, error), set()
+
+
+def unreadable(path: str, error: OSError) -> FileResult:
+    """SC007 for a path: the system's reason, in the current language where we know it."""
+    known = {errno.ENOENT: "no_such_path", errno.ENOTDIR: "no_such_path",
+             errno.EACCES: "permission_denied", errno.EPERM: "permission_denied"}
+    key = known.get(error.errno or 0)
+    reason = codes.detail(key) if key else (error.strerror or str(error)).lower()
+    return FileResult(path, None, [codes.UNREADABLE.diag(FILE_START, path=path, reason=reason)])
+
+
+def _internal(path: str, data: bytes | None, error: BaseException) -> FileResult:
+    if os.environ.get("SHAPECHECK_DEBUG"):
+        traceback.print_exception(error)
+    text = None if data is None else data.decode("utf-8", errors="replace")
+    described = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    return FileResult(path, text, [codes.INTERNAL.diag(FILE_START, path=path, error=described)])
+
+
+# --- fixes (verify --fix / --diff) -------------------------------------------------------------
+
+BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(frozen=True)
+class FileFix:
+    """What fixing one file did (or would do, with ``--diff``)."""
+
+    path: str
+    before: str
+    after: str
+    applied: int
+    written: bool = False
+    result: FileResult | None = None  # the fixed text's check (what is left after the fixes)
+
+
+def fix(outcome: Outcome, bindings: Mapping[str, int], *, write: bool,
+        stdin: Stdin | None = None, infer: bool | None = None) -> list[FileFix]:
+    """Apply the safe fixes of every checked file (:mod:`shapecheck.fixes`).
+
+    With ``write``, each changed file is rewritten atomically, keeping its mode and
+    its byte order mark, through a symbolic link to the file it points at, and its
+    result in ``outcome`` becomes that of the fixed text. A file that changed on
+    disk since it was checked is left alone. The spec read from standard input is
+    never written (the caller prints it).
+    """
+    from ..api import check_text, file_result
+    from ..messages.fixes import fix_text
+
+    done: list[FileFix] = []
+    for index, result in enumerate(outcome.results):
+        if result.source is None or not any(fix.safe for d in result.diagnostics
+                                             for fix in d.fixes):
+            continue
+        ignore = outcome.settings[result.path].disabled(result.path)
+        last: list[Program] = []
+
+        def check(text: str) -> list[Diagnostic]:
+            last[:] = [check_text(text, dict(bindings), warn_unknown_bindings=False,
+                                  ignore=ignore, infer=infer)]
+            return last[0].diagnostics
+
+        fixed = fix_text(result.source, check, result.diagnostics)
+        if not fixed.changed(result.source):
+            continue
+        is_stdin = stdin is not None and result.path == stdin.display
+        written = write and not is_stdin and _write(result.path, result.source, fixed.text)
+        after = file_result(last[0], result.path) if last else None
+        done.append(FileFix(result.path, result.source, fixed.text, fixed.applied, written, after))
+        if (written or (write and is_stdin)) and last:
+            outcome.results[index] = file_result(last[0], result.path)
+    return done
+
+
+def _write(path: str, checked: str, text: str) -> bool:
+    """Rewrite ``path`` with ``text`` if it still holds what was checked."""
+    from .. import fileio
+
+    try:
+        data = fileio.read_bytes(path)
+    except OSError:
+        return False
+    bom = BOM if data.startswith(BOM) else b""
+    if data[len(bom):].decode("utf-8", errors="replace") != checked:
+        return False  # edited since it was checked: never overwrite someone's work
+    fileio.write_atomic(path, bom + text.encode("utf-8"), keep_mode=True, follow_symlinks=True)
+    return True

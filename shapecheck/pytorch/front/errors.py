@@ -1,0 +1,56 @@
+"""The front end's usage errors (a TARGET that cannot be built or traced as asked: exit 2)
+and their texts, in the one table the command line prints them from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...i18n import Table
+
+
+@dataclass(frozen=True)
+class Location:
+    """A Python source line: the file (absolute) and its 1-based line."""
+
+    path: str
+    line: int
+
+MESSAGES: Table = Table("torchfront", "MESSAGES", {
+    "target_syntax": "`{target}` is not FILE.py:NAME or MODULE:NAME (for example "
+    "`model.py:CausalSelfAttention` or `model.py:make`)",
+    "cannot_load": "cannot load `{target}`: {reason}",
+    "no_attribute": "`{target}` has no attribute `{name}`",
+    "instance": "`{target}` is a module instance; name its class, a factory taking its dims, or a "
+    "factory without parameters returning (module, inputs)",
+    "not_callable": "`{target}` is not a class or a function",
+    "build_failed": "building `{target}` raised {error}",
+    "not_a_module": "`{target}` returned a {type}, not an nn.Module",
+    "factory_inputs": "`{target}` returned a module without inputs; a factory without parameters "
+    "returns (module, inputs), inputs a dict with every forward argument by name",
+    "factory_returns": "`{target}` returned a {type}; a factory without parameters returns "
+    "(module, inputs), inputs a dict with every forward argument by name",
+    "init_syntax": "`--init {value}` is not NAME=SIZE or NAME=DIM (for example `n_head=4` or "
+    "`n_head=H`)",
+    "init_unknown": "`--init` names {names}, which the target does not take (its parameters: "
+    "{parameters})",
+    "no_width": "cannot tell the width of the module's inputs; annotate forward's arguments "
+    "(jaxtyping) or use a factory that returns (module, inputs)",
+    "no_torch": "checking a Python target needs PyTorch: python -m pip install torch",
+    "not_configured": "`{path}` is a Python file: name a module in it (`{path}:ClassName` or "
+    "`{path}:make`), or list its targets in [tool.shapecheck] `modules` (docs/torch.md)",
+    "written": "Wrote {path} ({statements} statements from {target}).",
+    "traced_from": "traced from {target} by `shapecheck extract`; each statement names the "
+    "Python line it comes from",
+    "scale_note": "the scale 1/sqrt({size}) is read as 1/sqrt({chosen}), the contracted width; "
+    "{others} has that size too",
+    "unknown_operator_input": "stands for the result of `{operator}`, which shapecheck does not "
+    "lower",
+})
+
+
+class ExtractError(Exception):
+    """A TARGET that cannot be loaded, built or traced as asked (a usage error)."""
+
+    def __init__(self, key: str, **fields: object) -> None:
+        self.key, self.fields = key, fields
+        super().__init__(MESSAGES[key].format(**fields))

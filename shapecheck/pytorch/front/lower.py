@@ -1,0 +1,1247 @@
+"""Lowering: a `torch.export` graph (ATen operators) -> `.attn` statements with source lines.
+
+One row per operator in :data:`RULES` (an ATen overload's name -> a function writing the
+expression), so adding an operator is adding a row. Nodes of one Python statement are
+written as one `.attn` statement where their values are used once on that line, and each
+statement keeps the Python file and line it comes from (:class:`Location`). An operator
+without a row becomes an `input` of its traced shape (everything after it is still
+checked) and is recorded in :attr:`Lowered.unknown`.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...check.builtins import BUILTINS
+from .errors import Location
+from .sizes import Dims
+
+ATOM, POSTFIX, POWER, UNARY, PRODUCT, SUM, AND, OR, COMPARE = 90, 80, 70, 60, 50, 40, 30, 20, 10
+RESERVED = frozenset({"dim", "constraint", "input", "param", "output", "assert", "bool", "inf",
+                      "row", "col", "true", "false", "True", "False", "None"}) | frozenset(BUILTINS)
+
+
+@dataclass
+class Val:
+    """What a node lowers to: its expression text and precedence, and what kind of value."""
+
+    text: str
+    prec: int = ATOM
+    kind: str = "tensor"            # tensor, bool, dim, number, list, none, multi
+    items: list[Val] = field(default_factory=list)   # a list, or a multi-output's parts
+    negation_of: Val | None = None  # a bool that is `~X` of X
+    contracted: str | None = None   # a matmul's contracted width (for the scale)
+    causal01: bool = False          # a 0/1 float causal buffer, written as its bool mask
+    #: a causal mask's top-left corner: (rows, columns, leading size-1 axes)
+    causal: tuple[str, str, int] | None = None
+
+    def at(self, prec: int) -> str:
+        """The text, parenthesised if it binds looser than ``prec``."""
+        return self.text if self.prec >= prec else f"({self.text})"
+
+
+@dataclass
+class Statement:
+    text: str
+    location: Location | None
+    name: str | None = None
+
+
+@dataclass
+class Lowered:
+    """The spec's parts, in order, with the Python line of each statement."""
+
+    declarations: list[Statement] = field(default_factory=list)
+    statements: list[Statement] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    constraints: list[str] = field(default_factory=list)
+    unknown: list[tuple[str, Location | None, str]] = field(default_factory=list)
+    #: spec param name -> the module's state key (``c_attn.weight``), for conformance
+    state: dict[str, str] = field(default_factory=dict)
+    #: spec input name -> (forward argument, index path into a tuple argument)
+    inputs: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
+    #: positions, among the module's flattened tensor outputs, of the spec's outputs
+    output_positions: list[int] = field(default_factory=list)
+
+
+class Unlowerable(Exception):
+    """An operator (or an argument form) without a lowering."""
+
+
+_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)')
+
+
+class Lowering:
+    """Walks one exported program; :meth:`run` returns the :class:`Lowered` spec."""
+
+    def __init__(self, program: Any, dims: Dims, torch_dir: str, default: Location | None,
+                 dynamic_names: dict[str, dict[int, str]]) -> None:
+        self.program = program
+        self.dims = dims
+        self.torch_dir = torch_dir
+        self.default = default
+        self.dynamic_names = dynamic_names
+        self.values: dict[Any, Val] = {}
+        self.names: set[str] = set()
+        self.out = Lowered()
+        self._targets: dict[Location, list[str] | None] = {}
+        self._trees: dict[str, ast.Module | None] = {}
+        self._materialise: set[Any] = set()
+
+    # --- the walk -----------------------------------------------------------------------
+
+    def run(self) -> Lowered:
+        graph = self.program.graph
+        outputs = self._output_nodes()
+        self._plan(graph, outputs)
+        self._placeholders()
+        for node in graph.nodes:
+            if node.op != "call_function":
+                continue
+            self._lower(node)
+        for position, node in outputs:
+            value = self.values.get(node)
+            if value is None or value.kind not in ("tensor", "bool"):
+                continue
+            name = value.text if value.prec == ATOM and value.text in self.names else None
+            if name is None:
+                name = self._statement(node, value, forced=True)
+            if name not in self.out.outputs:
+                self.out.outputs.append(name)
+                self.out.output_positions.append(position)
+        return self.out
+
+    def _output_nodes(self) -> list[tuple[int, Any]]:
+        node = next(n for n in self.program.graph.nodes if n.op == "output")
+        found: list[tuple[int, Any]] = []
+        position = 0
+        for arg in _flat(node.args[0]):
+            if hasattr(arg, "op") and _is_tensor(arg.meta.get("val")):
+                found.append((position, arg))
+                position += 1
+        return found
+
+    def _plan(self, graph: Any, outputs: list[tuple[int, Any]]) -> None:
+        """Which nodes get a statement of their own: used more than once, used on another
+        line, feeding a multi-output operator, or an output."""
+        output_nodes = {node for _, node in outputs}
+        for node in graph.nodes:
+            if node.op != "call_function":
+                continue
+            users = [u for u in node.users if u.op != "output"]
+            if node in output_nodes or len(users) != 1:
+                self._materialise.add(node)
+                continue
+            user = users[0]
+            if self.location(user) != self.location(node) or _name(user.target) in MULTI:
+                self._materialise.add(node)
+
+    def _placeholders(self) -> None:
+        signature = self.program.graph_signature
+        state = self.program.state_dict
+        constants = getattr(self.program, "constants", {})
+        nodes = {n.name: n for n in self.program.graph.nodes if n.op == "placeholder"}
+        user_inputs = [spec for spec in signature.input_specs if spec.kind.name == "USER_INPUT"]
+        paths = _input_paths(self.program, len(user_inputs))
+        for index, spec in enumerate(signature.input_specs):
+            node = nodes.get(getattr(spec.arg, "name", ""))
+            if node is None:
+                continue
+            value = node.meta.get("val")
+            kind = spec.kind.name
+            if not _is_tensor(value):
+                self.values[node] = Val("None", kind="none")
+                continue
+            if kind == "USER_INPUT":
+                path = paths[user_inputs.index(spec)] if spec in user_inputs else (node.name, ())
+                self._name_symbols(value, self.dynamic_names.get(path[0], {}))
+                name = self._fresh(node.name)
+                self.out.inputs[name] = path
+                self._declare("input", name, value)
+                self.values[node] = Val(name, kind=_kind(value))
+                continue
+            target = spec.target or node.name
+            tensor = state.get(target) if kind in ("PARAMETER", "BUFFER") else constants.get(target)
+            if kind == "BUFFER" and tensor is not None and _causal(tensor):
+                name = self._fresh(target.replace(".", "_"))
+                n = self.dims.size(int(tensor.shape[-1]))
+                lead = [1] * (tensor.dim() - 2)
+                mask = f"causal_mask({n})"
+                text = mask if not lead else \
+                    f"reshape({mask}, [{', '.join([*map(str, lead), n, n])}])"
+                self.out.declarations.append(Statement(f"{name} = {text}", self.default, name))
+                self.values[node] = Val(name, kind="bool",
+                                        causal01=tensor.dtype.is_floating_point,
+                                        causal=(n, n, len(lead)))
+                continue
+            name = self._fresh(target.replace(".", "_"))
+            self.out.state[name] = target
+            self._declare("param", name, value)
+            self.values[node] = Val(name, kind=_kind(value))
+
+    def _declare(self, word: str, name: str, value: Any) -> None:
+        shape = self.shape(value)
+        self.out.declarations.append(Statement(f"{word} {name}: {shape}", self.default, name))
+
+    def _name_symbols(self, value: Any, axes: dict[int, str]) -> None:
+        for axis, size in enumerate(value.shape):
+            if isinstance(size, int):
+                continue
+            expression = str(size.node.expr) if hasattr(size, "node") else str(size)
+            if not re.fullmatch(r"[su]\d+", expression) or expression in self.dims.symbolic:
+                continue
+            name = axes.get(axis)
+            if name is None:
+                name = "B" if axis == 0 and len(value.shape) >= 3 else "T"
+            taken = set(self.dims.symbolic.values())
+            base, count = name, 1
+            while name in taken or name in self.dims.atomic or name in self.dims.derived:
+                count += 1
+                name = f"{base}{count}" if base != "T" or count > 2 else "S"
+            self.dims.symbolic[expression] = name
+
+    def _lower(self, node: Any) -> None:
+        name = _name(node.target)
+        rule = RULES.get(name)
+        if name in IGNORED:
+            return
+        try:
+            if rule is None:
+                raise Unlowerable(name)
+            value = rule(self, node, [self.arg(a) for a in node.args],
+                         {k: self.arg(v) for k, v in node.kwargs.items()})
+        except Unlowerable as reason:
+            if str(reason) == "operand":  # it reads an unknown result: that one is reported
+                self._unknown(node, name, report=False)
+                return
+            value = None
+        if value is None:
+            self._unknown(node, name)
+            return
+        already_named = value.prec == ATOM and value.text in self.names  # an identity
+        if node in self._materialise and value.kind in ("tensor", "bool") and not already_named:
+            statement_name = self._statement(node, value)
+            value = Val(statement_name, kind=value.kind, negation_of=value.negation_of,
+                        contracted=value.contracted, causal01=value.causal01)
+        self.values[node] = value
+
+    def _unknown(self, node: Any, name: str, *, report: bool = True) -> None:
+        value = node.meta.get("val")
+        location = self.location(node)
+        if not _is_tensor(value):
+            # A multi-output or non-tensor result: its users find no value and are unknown too.
+            if report:
+                targets = self._assigned(location) if location is not None else None
+                self.out.unknown.append((name, location, ", ".join(targets or [node.name])))
+            self.values[node] = Val("?", kind="unknown")
+            return
+        spec_name = self._fresh(self._python_name(node) or node.name)
+        if report:
+            self.out.unknown.append((name, location, spec_name))
+        self.out.statements.append(Statement(f"input {spec_name}: {self.shape(value)}", location,
+                                             spec_name))
+        self.values[node] = Val(spec_name, kind=_kind(value))
+
+    def _statement(self, node: Any, value: Val, forced: bool = False) -> str:
+        name = self._fresh(self._python_name(node) or node.name)
+        value_meta = node.meta.get("val")
+        # An int or complex statement is written without its annotation: the checker keeps
+        # an annotated value's shape but not its element type (it would read as real).
+        shape = self.shape(value_meta) if _is_tensor(value_meta) \
+            and _element(value_meta) not in ("int", "complex") else None
+        annotation = f": {shape}" if shape else ""
+        self.out.statements.append(Statement(f"{name}{annotation} = {value.text}",
+                                             self.location(node), name))
+        return name
+
+    def _fresh(self, wanted: str) -> str:
+        base = re.sub(r"\W", "_", wanted) or "t"
+        if base[0].isdigit():
+            base = f"t_{base}"
+        if base in RESERVED or base in self.dims.atomic or base in self.dims.derived \
+                or base in self.dims.symbolic.values():
+            base = f"{base}_"
+        name, count = base, 0
+        while name in self.names:
+            count += 1
+            name = f"{base}_{count}"
+        self.names.add(name)
+        return name
+
+    # --- arguments, shapes, sizes ------------------------------------------------------
+
+    def arg(self, value: Any) -> Val:
+        if hasattr(value, "op"):  # an fx Node
+            found = self.values.get(value)
+            if found is None or found.kind == "unknown":
+                raise Unlowerable("operand")
+            return found
+        if isinstance(value, (list, tuple)):
+            return Val("[...]", kind="list", items=[self.arg(v) for v in value])
+        if value is None:
+            return Val("None", kind="none")
+        if isinstance(value, bool):
+            return Val("true" if value else "false", kind="number")
+        if isinstance(value, int):
+            return Val(str(value), ATOM if value >= 0 else UNARY, kind="number")
+        if isinstance(value, float):
+            return number(value)
+        return Val(repr(value), kind="other")
+
+    def size(self, value: Any) -> str:
+        """A size (int or SymInt) as a dim expression."""
+        if isinstance(value, int):
+            return self.dims.size(value)
+        expression = str(value.node.expr) if hasattr(value, "node") else str(value)
+        return self.sym(expression)
+
+    def sym(self, expression: str) -> str:
+        def word(match: re.Match[str]) -> str:
+            token = match.group(0)
+            if token in self.dims.symbolic:
+                return self.dims.symbolic[token]
+            if token.isdigit():
+                return self.dims.size(int(token)) if int(token) >= 5 else token
+            raise Unlowerable(f"symbol {token}")
+        text = re.sub(r"[A-Za-z_]\w*|\d+", word, expression)
+        return text.replace("*", " * ")
+
+    def shape(self, value: Any) -> str:
+        return _element(value) + "[" + ", ".join(self.size(s) for s in value.shape) + "]"
+
+    def rank(self, node_arg: Any) -> int:
+        return len(node_arg.meta["val"].shape)
+
+    # --- where each node comes from ------------------------------------------------------
+
+    def location(self, node: Any) -> Location | None:
+        trace = node.meta.get("stack_trace") or ""
+        found: Location | None = None
+        for match in _FRAME.finditer(trace):
+            path = match.group("path")
+            if path.startswith(self.torch_dir) or "<" in path:
+                continue
+            found = Location(str(Path(path).resolve()), int(match.group("line")))
+        return found or self.default
+
+    def _python_name(self, node: Any) -> str | None:
+        """The name the Python statement assigns (`q` in `q = q.view(...)`); for the
+        parts of `q, k, v = x.split(...)`, the one at the part's index."""
+        location = self.location(node)
+        if location is None:
+            return None
+        targets = self._assigned(location)
+        if not targets:
+            return None
+        if _name(node.target) == "getitem" and len(targets) > 1 and isinstance(node.args[1], int):
+            index = node.args[1]
+            return targets[index] if index < len(targets) else None
+        if len(targets) > 1:
+            users = [u for u in node.users if _name(u.target) in MULTI]
+            if users:
+                return "_".join(targets)
+            # `q, k, v = f(x), g(x), h(x)`: the line's results, in order, are its targets.
+            results = self._results(location)
+            if len(results) == len(targets) and node in results:
+                return targets[results.index(node)]
+            return None
+        return targets[0]
+
+    def _results(self, location: Location) -> list[Any]:
+        """The nodes of one Python line whose values are used on other lines, in order."""
+        found = []
+        for node in self.program.graph.nodes:
+            if node.op != "call_function" or self.location(node) != location:
+                continue
+            users = list(node.users)
+            if users and all(u.op == "output" or self.location(u) != location for u in users):
+                found.append(node)
+        return found
+
+    def _assigned(self, location: Location) -> list[str] | None:
+        if location in self._targets:
+            return self._targets[location]
+        tree = self._tree(location.path)
+        found: list[str] | None = None
+        if tree is not None:
+            for statement in ast.walk(tree):
+                if not isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign,
+                                              ast.Return)):
+                    continue
+                end = getattr(statement, "end_lineno", statement.lineno) or statement.lineno
+                if not statement.lineno <= location.line <= end:
+                    continue
+                if isinstance(statement, ast.Return):  # `return y` names y; else `out`
+                    value = statement.value
+                    found = (_target_names(value) if isinstance(value, (ast.Name, ast.Tuple))
+                             else None) or ["out"]
+                    continue
+                target = statement.targets[0] if isinstance(statement, ast.Assign) \
+                    else statement.target
+                found = _target_names(target)
+        self._targets[location] = found
+        return found
+
+    def _tree(self, path: str) -> ast.Module | None:
+        if path not in self._trees:
+            try:
+                self._trees[path] = ast.parse(Path(path).read_text(encoding="utf-8"))
+            except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+                self._trees[path] = None
+        return self._trees[path]
+
+
+def _target_names(target: ast.expr) -> list[str] | None:
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, ast.Attribute):
+        return [target.attr]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        names = [_target_names(t) for t in target.elts]
+        if all(n is not None and len(n) == 1 for n in names):
+            return [n[0] for n in names if n]
+    return None
+
+
+def _input_paths(program: Any, count: int) -> list[tuple[str, tuple[int, ...]]]:
+    """The forward argument (and index in a tuple argument) of each user input, in order."""
+    spec = getattr(program, "call_spec", None)
+    tree = getattr(spec, "in_spec", None)
+    paths: list[tuple[str, tuple[int, ...]]] = []
+    try:
+        import torch.utils._pytree as pytree
+
+        args_spec, kwargs_spec = tree.children_specs  # type: ignore[union-attr]
+        for position, child in enumerate(args_spec.children_specs):
+            _leaves(child, (f"#{position}",), paths, pytree)
+        keys = kwargs_spec.context
+        for key, child in zip(keys, kwargs_spec.children_specs):
+            _leaves(child, (key,), paths, pytree)
+    except Exception:
+        return [(f"#{i}", ()) for i in range(count)]
+    return [(p[0], tuple(int(i) for i in p[1:])) for p in paths]  # type: ignore[misc]
+
+
+def _leaves(spec: Any, prefix: tuple[Any, ...], out: list[Any], pytree: Any) -> None:
+    if spec.is_leaf():
+        out.append(prefix)
+        return
+    for index, child in enumerate(spec.children_specs):
+        _leaves(child, (*prefix, index), out, pytree)
+
+
+def _flat(value: Any) -> list[Any]:
+    if isinstance(value, (list, tuple)):
+        return [leaf for item in value for leaf in _flat(item)]
+    return [value]
+
+
+def _is_tensor(value: Any) -> bool:
+    return hasattr(value, "shape") and hasattr(value, "dtype")
+
+
+def _kind(value: Any) -> str:
+    return "bool" if str(getattr(value, "dtype", "")) == "torch.bool" else "tensor"
+
+
+def _element(value: Any) -> str:
+    """The shape's element prefix from the traced dtype: `bool`, `int`, `complex` or none."""
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        return ""
+    if str(dtype) == "torch.bool":
+        return "bool"
+    if getattr(dtype, "is_complex", False):
+        return "complex"
+    return "" if getattr(dtype, "is_floating_point", True) else "int"
+
+
+def _causal(tensor: Any) -> bool:
+    """A buffer that is a lower-triangular 0/1 (or bool) table: a causal mask."""
+    import torch
+
+    if tensor.dim() < 2 or tensor.shape[-1] != tensor.shape[-2] or tensor.shape[-1] < 2:
+        return False
+    if any(s != 1 for s in tensor.shape[:-2]):
+        return False
+    table = tensor.reshape(tensor.shape[-2], tensor.shape[-1])
+    expected = torch.tril(torch.ones_like(table, dtype=torch.bool))
+    return bool(((table != 0) == expected).all())
+
+
+def _name(target: Any) -> str:
+    """``aten.softmax.int`` -> ``softmax.int``; ``operator.getitem`` -> ``getitem``."""
+    text = str(target)
+    if text.startswith("aten."):
+        return text[len("aten."):]
+    return getattr(target, "__name__", text)
+
+
+def number(value: float) -> Val:
+    if math.isinf(value):
+        return Val("inf" if value > 0 else "-inf", ATOM if value > 0 else UNARY, kind="number")
+    if math.isnan(value):
+        raise Unlowerable("nan")
+    text = repr(value)
+    if text.endswith(".0") and abs(value) < 1e15:
+        text = text[:-2]
+    return Val(text, ATOM if value >= 0 else UNARY, kind="number")
+
+
+# --- the rules -----------------------------------------------------------------------------
+
+Rule = Callable[[Lowering, Any, list[Val], dict[str, Val]], "Val | None"]
+RULES: dict[str, Rule] = {}
+#: Multi-output operators: their parts are read with getitem.
+MULTI = frozenset({"split.Tensor", "split_with_sizes.default", "chunk.default", "unbind.int",
+                   "split.default"})
+#: Operators that compute nothing the spec needs (asserts, guards).
+IGNORED = frozenset({"_assert_tensor_metadata.default", "_assert_scalar.default",
+                     "sym_constrain_range_for_size.default", "_assert_async.msg",
+                     "sym_constrain_range.default"})
+
+
+def rule(*names: str) -> Callable[[Rule], Rule]:
+    def register(function: Rule) -> Rule:
+        for name in names:
+            RULES[name] = function
+        return function
+    return register
+
+
+def _tensor(value: Val) -> Val:
+    if value.kind not in ("tensor", "bool", "number", "dim"):
+        raise Unlowerable(value.kind)
+    if value.causal01:  # the float 0/1 buffer used as numbers
+        return Val(f"where({value.text}, 1, 0)")
+    return value
+
+
+def _viewed(value: Val) -> Val:
+    """An operand of a view (reshape, slice, new axis): a causal buffer stays its mask."""
+    if value.kind not in ("tensor", "bool"):
+        raise Unlowerable(value.kind)
+    return value
+
+
+def _axis(node: Any, position: int, default: int | None = None) -> int:
+    axis = node.args[position] if len(node.args) > position else node.kwargs.get("dim", default)
+    if isinstance(axis, (list, tuple)):
+        if len(axis) != 1:
+            raise Unlowerable("axes")
+        axis = axis[0]
+    if not isinstance(axis, int):
+        raise Unlowerable("axis")
+    return axis
+
+
+@rule("linear.default")
+def _linear(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x, weight = _tensor(args[0]), _tensor(args[1])
+    bias = args[2] if len(args) > 2 else kw.get("bias", Val("None", kind="none"))
+    text = f"{x.at(PRODUCT)} @ {weight.at(POSTFIX)}.T"
+    if bias.kind != "none":
+        return Val(f"{text} + {_tensor(bias).at(SUM + 1)}", SUM)
+    return Val(text, PRODUCT)
+
+
+@rule("matmul.default", "bmm.default", "mm.default")
+def _matmul(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    a, b = _tensor(args[0]), _tensor(args[1])
+    shape = node.args[0].meta["val"].shape
+    return Val(f"{a.at(PRODUCT)} @ {b.at(PRODUCT + 1)}", PRODUCT, contracted=low.size(shape[-1]))
+
+
+@rule("addmm.default")
+def _addmm(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    bias, a, b = (_tensor(v) for v in args[:3])
+    if any(k in node.kwargs for k in ("beta", "alpha")):
+        raise Unlowerable("addmm with beta or alpha")
+    return Val(f"{a.at(PRODUCT)} @ {b.at(PRODUCT + 1)} + {bias.at(SUM + 1)}", SUM)
+
+
+@rule("einsum.default")
+def _einsum(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    equation = node.args[0]
+    operands = ", ".join(_tensor(v).text for v in args[1].items)
+    return Val(f'einsum("{equation}", {operands})')
+
+
+def _binary(symbol: str, prec: int) -> Rule:
+    def lower(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+        a, b = _tensor(args[0]), _tensor(args[1])
+        alpha = kw.get("alpha")
+        if alpha is not None and alpha.text not in ("1", "1.0"):
+            b = Val(f"{alpha.at(PRODUCT)} * {b.at(PRODUCT + 1)}", PRODUCT)
+        if symbol == "*" and b.kind == "number":
+            scaled = _scaled(low, node, a, float(node.args[1]))
+            if scaled is not None:
+                return scaled
+        if symbol == "/" and b.kind == "number":
+            divided = _divided(low, node, a, float(node.args[1]))
+            if divided is not None:
+                return divided
+        return Val(f"{a.at(prec)} {symbol} {b.at(prec + 1)}", prec,
+                   kind="bool" if symbol in ("&", "|") else "tensor")
+    return lower
+
+
+def _contracted(low: Lowering, node: Any) -> str | None:
+    source = node.args[0]
+    value = low.values.get(source) if hasattr(source, "op") else None
+    return value.contracted if value is not None else None
+
+
+def _scaled(low: Lowering, node: Any, a: Val, factor: float) -> Val | None:
+    root = low.dims.scale(factor, _contracted(low, node))
+    if root is None:
+        return None
+    return Val(f"{a.at(PRODUCT)} / {root}", PRODUCT)
+
+
+def _divided(low: Lowering, node: Any, a: Val, divisor: float) -> Val | None:
+    if divisor <= 1:
+        return None
+    root = low.dims.scale(1.0 / divisor, _contracted(low, node))
+    if root is None:
+        return None
+    return Val(f"{a.at(PRODUCT)} / {root}", PRODUCT)
+
+
+RULES["add.Tensor"] = _binary("+", SUM)
+RULES["sub.Tensor"] = _binary("-", SUM)
+RULES["mul.Tensor"] = _binary("*", PRODUCT)
+RULES["div.Tensor"] = _binary("/", PRODUCT)
+RULES["logical_and.default"] = RULES["bitwise_and.Tensor"] = RULES["__and__.Tensor"] = \
+    _binary("&", AND)
+RULES["logical_or.default"] = RULES["bitwise_or.Tensor"] = RULES["__or__.Tensor"] = \
+    _binary("|", OR)
+
+
+@rule("rsub.Scalar", "rsub.Tensor")
+def _rsub(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    return Val(f"{_tensor(args[1]).at(SUM)} - {_tensor(args[0]).at(SUM + 1)}", SUM)
+
+
+@rule("pow.Tensor_Scalar")
+def _pow(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    exponent = args[1]
+    if exponent.kind != "number":
+        raise Unlowerable("pow")
+    return Val(f"{_tensor(args[0]).at(POSTFIX)} ** {exponent.at(UNARY)}", POWER)
+
+
+@rule("neg.default")
+def _neg(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    return Val(f"-{_tensor(args[0]).at(UNARY)}", UNARY)
+
+
+def _function(name: str) -> Rule:
+    def lower(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+        return Val(f"{name}({_tensor(args[0]).text})")
+    return lower
+
+
+for _aten, _builtin in {"exp.default": "exp", "log.default": "log", "sqrt.default": "sqrt",
+                        "rsqrt.default": "rsqrt", "tanh.default": "tanh",
+                        "sigmoid.default": "sigmoid", "relu.default": "relu",
+                        "silu.default": "silu", "abs.default": "abs", "cos.default": "cos",
+                        "sin.default": "sin", "erf.default": "erf", "square.default": "square",
+                        "softplus.default": "softplus"}.items():
+    RULES[_aten] = _function(_builtin)
+
+
+@rule("gelu.default")
+def _gelu(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = _tensor(args[0])
+    approximate = node.kwargs.get("approximate", "none")
+    if approximate == "none":
+        return Val(f"gelu({x.text})")
+    return Val(f"0.5 * {x.at(PRODUCT)} * (1 + tanh(0.7978845608028654 * ({x.at(SUM)} + "
+               f"0.044715 * {x.at(POSTFIX)} ** 3)))", PRODUCT)
+
+
+@rule("softmax.int", "_softmax.default")
+def _softmax(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    return Val(f"softmax({_tensor(args[0]).text}, axis={_axis(node, 1)})")
+
+
+@rule("log_softmax.int", "_log_softmax.default")
+def _log_softmax(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    return Val(f"log(softmax({_tensor(args[0]).text}, axis={_axis(node, 1)}))")
+
+
+def _reduction(name: str) -> Rule:
+    def lower(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+        x = _tensor(args[0])
+        keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+        axes = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+        if axes is None:
+            return Val(f"{name}({x.text})")
+        if isinstance(axes, int):
+            axes = [axes]
+        text = x.text
+        rank = low.rank(node.args[0])
+        for axis in sorted((a % rank for a in axes), reverse=True):
+            text = f"{name}({text}, axis={axis}{', keepdims=true' if keep else ''})"
+        return Val(text)
+    return lower
+
+
+RULES["mean.dim"] = _reduction("mean")
+RULES["sum.dim_IntList"] = _reduction("sum")
+RULES["amax.default"] = _reduction("max")
+RULES["amin.default"] = _reduction("min")
+
+
+@rule("var.correction", "var.dim")
+def _var(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = _tensor(args[0])
+    axis = _axis(node, 1)
+    if "correction" in str(node.target):
+        keep = node.kwargs.get("keepdim", False)
+        correction = node.kwargs.get("correction")
+        correction = 1 if correction is None else correction
+    else:  # var.dim(x, dim, unbiased=True, keepdim=False)
+        unbiased = node.args[2] if len(node.args) > 2 else node.kwargs.get("unbiased", True)
+        keep = node.args[3] if len(node.args) > 3 else node.kwargs.get("keepdim", False)
+        correction = 1 if unbiased else 0
+    centred = f"({x.at(SUM)} - mean({x.text}, axis={axis}, keepdims=true)) ** 2"
+    reduced = f"mean({centred}, axis={axis}{', keepdims=true' if keep else ''})"
+    if correction:
+        n = low.size(node.args[0].meta["val"].shape[axis])
+        return Val(f"{reduced} * {n} / ({n} - {correction})", PRODUCT)
+    return Val(reduced)
+
+
+@rule("layer_norm.default")
+def _layer_norm(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    shape = node.args[1]
+    if len(shape) != 1:
+        raise Unlowerable("layer_norm over several axes")
+    eps = node.args[4] if len(node.args) > 4 else node.kwargs.get("eps", 1e-5)
+    text = f"layernorm({_tensor(args[0]).text}, eps={number(float(eps)).text})"
+    return _affine(text, args[2] if len(args) > 2 else None, args[3] if len(args) > 3 else None)
+
+
+@rule("rms_norm.default")
+def _rms_norm(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    shape = node.args[1]
+    eps = node.args[3] if len(node.args) > 3 else node.kwargs.get("eps")
+    if len(shape) != 1 or eps is None:
+        raise Unlowerable("rms_norm")
+    text = f"rmsnorm({_tensor(args[0]).text}, eps={number(float(eps)).text})"
+    return _affine(text, args[2] if len(args) > 2 else None, None)
+
+
+def _affine(text: str, weight: Val | None, bias: Val | None) -> Val:
+    value = Val(text)
+    if weight is not None and weight.kind != "none":
+        value = Val(f"{value.text} * {weight.at(PRODUCT + 1)}", PRODUCT)
+    if bias is not None and bias.kind != "none":
+        value = Val(f"{value.text} + {bias.at(SUM + 1)}", SUM)
+    return value
+
+
+@rule("view.default", "reshape.default", "_unsafe_view.default")
+def _reshape(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = _viewed(args[0])
+    sizes = ", ".join("-1" if s == -1 else _index(low, s) for s in node.args[1])
+    return Val(f"reshape({x.text}, [{sizes}])", kind=x.kind, causal01=x.causal01)
+
+
+@rule("transpose.int")
+def _transpose(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = _viewed(args[0])
+    rank = low.rank(node.args[0])
+    a, b = node.args[1] % rank, node.args[2] % rank
+    if {a, b} == {rank - 2, rank - 1}:
+        return Val(f"{x.at(POSTFIX)}.T", POSTFIX, kind=x.kind)
+    perm = list(range(rank))
+    perm[a], perm[b] = perm[b], perm[a]
+    return Val(f"transpose({x.text}, {perm})", kind=x.kind)
+
+
+@rule("t.default")
+def _t(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = _tensor(args[0])
+    return Val(f"{x.at(POSTFIX)}.T", POSTFIX, kind=x.kind)
+
+
+@rule("permute.default")
+def _permute(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = _viewed(args[0])
+    rank = low.rank(node.args[0])
+    perm = [p % rank for p in node.args[1]]
+    if perm == list(range(rank)):
+        return x
+    if perm == [*range(rank - 2), rank - 1, rank - 2]:
+        return Val(f"{x.at(POSTFIX)}.T", POSTFIX, kind=x.kind)
+    return Val(f"transpose({x.text}, {perm})", kind=x.kind)
+
+
+@rule("unsqueeze.default")
+def _unsqueeze(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = _viewed(args[0])
+    rank = low.rank(node.args[0])
+    axis = node.args[1] % (rank + 1)
+    entries = [":"] * axis + ["None"] + ([] if axis == rank else ["..."])
+    if axis == rank:
+        entries = ["..."] + ["None"]
+    return Val(f"{x.at(POSTFIX)}[{', '.join(entries)}]", POSTFIX, kind=x.kind,
+               causal01=x.causal01)
+
+
+@rule("squeeze.dim", "squeeze.dims")
+def _squeeze(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = _viewed(args[0])
+    shape = ", ".join(low.size(s) for s in node.meta["val"].shape)
+    return Val(f"reshape({x.text}, [{shape}])", kind=x.kind)
+
+
+@rule("expand.default")
+def _expand(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = _viewed(args[0])
+    before = node.args[0].meta["val"].shape
+    after = node.meta["val"].shape
+    offset = len(after) - len(before)
+    text = x.text
+    if offset:
+        text = f"{x.at(POSTFIX)}[{', '.join(['None'] * offset + ['...'])}]"
+    for axis, (old, new) in enumerate(zip([1] * offset + list(before), after)):
+        if str(old) != str(new):
+            text = f"repeat({text}, {low.size(new)}, axis={axis})"
+    return Val(text, ATOM if text != x.text else x.prec, kind=x.kind)
+
+
+@rule("repeat_interleave.self_int")
+def _repeat_interleave(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = _tensor(args[0])
+    axis = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim")
+    if axis is None:
+        raise Unlowerable("repeat_interleave without dim")
+    return Val(f"repeat({x.text}, {low.size(node.args[1])}, axis={axis})", kind=x.kind)
+
+
+@rule("repeat.default")
+def _tile(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = _tensor(args[0])
+    counts = list(node.args[1])
+    before = node.args[0].meta["val"].shape
+    if len(counts) != len(before):
+        raise Unlowerable("repeat rank")
+    text = x.text
+    for axis, count in enumerate(counts):
+        if count == 1:
+            continue
+        if not isinstance(count, int) or count > 8:
+            raise Unlowerable("repeat count")
+        text = f"concat([{', '.join([text] * count)}], axis={axis})"
+    return Val(text, kind=x.kind)
+
+
+@rule("cat.default")
+def _cat(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    parts = ", ".join(_tensor(v).text for v in args[0].items)
+    axis = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    return Val(f"concat([{parts}], axis={axis})")
+
+
+@rule("stack.default")
+def _stack(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    parts = ", ".join(_tensor(v).text for v in args[0].items)
+    axis = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    return Val(f"stack([{parts}], axis={axis})")
+
+
+_BIG = 2 ** 62
+
+
+@rule("slice.Tensor")
+def _slice(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = _viewed(args[0])
+    rank = low.rank(node.args[0])
+    axis = (node.args[1] if len(node.args) > 1 else 0) % rank
+    start = node.args[2] if len(node.args) > 2 else None
+    end = node.args[3] if len(node.args) > 3 else None
+    step = node.args[4] if len(node.args) > 4 else 1
+    size = node.args[0].meta["val"].shape[axis]
+    whole_start = start in (None, 0)
+    whole_end = end is None or isinstance(end, int) and (end >= _BIG or str(end) == str(size))
+    if whole_start and whole_end and step == 1:
+        return x
+    bound = ""
+    if not whole_start:
+        bound = _index(low, start)
+    bound += ":"
+    if not whole_end:
+        bound += _index(low, end)
+    if step != 1:
+        bound += f":{step}"
+    if not whole_end and not isinstance(end, int):
+        _constraint(low, _index(low, end), low.size(size))
+    entries = [":"] * axis + [bound]
+    if axis == rank - 1 and axis > 0:
+        entries = ["...", bound]
+    corner = _corner(x, axis, rank, whole_start, step, bound)
+    if corner is not None and corner[0] == corner[1]:
+        # tril(ones)[:T, :T] is the causal mask of T: written so, the meaning pass follows it
+        mask = f"causal_mask({corner[0]})"
+        lead = [1] * corner[2]
+        text = mask if not lead else \
+            f"reshape({mask}, [{', '.join([*map(str, lead), corner[0], corner[0]])}])"
+        return Val(text, kind=x.kind, causal01=x.causal01, causal=corner)
+    return Val(f"{x.at(POSTFIX)}[{', '.join(entries)}]", POSTFIX, kind=x.kind,
+               causal01=x.causal01, causal=corner)
+
+
+def _corner(x: Val, axis: int, rank: int, from_start: bool, step: Any,
+            bound: str) -> tuple[str, str, int] | None:
+    """The corner of a causal mask that slicing its rows or columns from 0 keeps."""
+    if x.causal is None or not from_start or step != 1 or axis < rank - 2:
+        return None
+    end = bound.lstrip(":")
+    rows, columns, lead = x.causal
+    return (end, columns, lead) if axis == rank - 2 else (rows, end, lead)
+
+
+def _constraint(low: Lowering, bound: str, size: str) -> None:
+    """A slice `[:T]` of an axis of a fixed size: the spec says `T <= size`."""
+    if bound != size and not size.isdigit():
+        text = f"constraint {bound} <= {size}"
+        if text not in low.out.constraints:
+            low.out.constraints.append(text)
+
+
+def _index(low: Lowering, value: Any) -> str:
+    if hasattr(value, "op"):
+        found = low.values.get(value)
+        if found is None or found.kind != "dim":
+            raise Unlowerable("index")
+        return found.text
+    if isinstance(value, int):
+        return str(value) if value < 0 else low.size(value)
+    return low.size(value)
+
+
+@rule("select.int")
+def _select(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = _viewed(args[0])
+    rank = low.rank(node.args[0])
+    axis = node.args[1] % rank
+    entries = [":"] * axis + [_index(low, node.args[2])]
+    return Val(f"{x.at(POSTFIX)}[{', '.join(entries)}]", POSTFIX, kind=x.kind)
+
+
+@rule("split.Tensor", "split.default", "split_with_sizes.default", "chunk.default")
+def _split(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = _tensor(args[0])
+    rank = low.rank(node.args[0])
+    axis = (node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)) % rank
+    parts = node.meta["val"]
+    items: list[Val] = []
+    start: Any = 0
+    for part in parts:
+        size = part.shape[axis]
+        begin = "" if start == 0 else _offset(low, start)
+        end_value = start + size if isinstance(start, int) and isinstance(size, int) else None
+        end = _offset(low, end_value) if end_value is not None else \
+            f"{begin} + {low.size(size)}"
+        entries = [":"] * axis + [f"{begin}:{end}"]
+        if axis == rank - 1 and axis > 0:
+            entries = ["...", f"{begin}:{end}"]
+        items.append(Val(f"{x.at(POSTFIX)}[{', '.join(entries)}]", POSTFIX, kind=x.kind))
+        start = end_value if end_value is not None else start
+    return Val("parts", kind="multi", items=items)
+
+
+def _offset(low: Lowering, value: int) -> str:
+    return low.size(value)
+
+
+@rule("unbind.int")
+def _unbind(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = _tensor(args[0])
+    axis = (node.args[1] if len(node.args) > 1 else 0)
+    count = node.args[0].meta["val"].shape[axis]
+    if not isinstance(count, int):
+        raise Unlowerable("unbind")
+    items = [Val(f"{x.at(POSTFIX)}[{', '.join([':'] * axis + [str(i)])}]", POSTFIX, kind=x.kind)
+             for i in range(count)]
+    return Val("parts", kind="multi", items=items)
+
+
+@rule("getitem")
+def _getitem(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    whole, index = args[0], node.args[1]
+    if whole.kind != "multi" or not isinstance(index, int) or index >= len(whole.items):
+        raise Unlowerable("getitem")
+    return whole.items[index]
+
+
+@rule("masked_fill.Scalar", "masked_fill.Tensor")
+def _masked_fill(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x, mask, fill = _tensor(args[0]), args[1], args[2]
+    if mask.kind != "bool":
+        raise Unlowerable("mask")
+    if mask.negation_of is not None:  # masked_fill(S, ~keep, v) keeps S where keep
+        return Val(f"where({mask.negation_of.text}, {x.text}, {fill.text})")
+    return Val(f"where({mask.text}, {fill.text}, {x.text})")
+
+
+@rule("where.self", "where.ScalarOther", "where.ScalarSelf", "where.Scalar")
+def _where(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    condition = args[0]
+    if condition.kind != "bool":
+        raise Unlowerable("condition")
+    return Val(f"where({condition.text}, {_tensor(args[1]).text}, {_tensor(args[2]).text})")
+
+
+def _compare(symbol: str, negate: str | None) -> Rule:
+    def lower(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+        a, b = args[0], args[1]
+        if a.causal01 and b.kind == "number" and b.text in ("0", "1"):
+            equal_zero = (symbol == "==") == (b.text == "0")
+            if equal_zero:
+                return Val(f"~{a.at(UNARY)}", UNARY, kind="bool", negation_of=a)
+            return Val(a.text, a.prec, kind="bool")
+        if a.kind == "bool" and b.kind == "number" and b.text in ("0", "false") \
+                and symbol == "==":
+            return Val(f"~{a.at(UNARY)}", UNARY, kind="bool", negation_of=a)
+        return Val(f"{_tensor(a).at(SUM)} {symbol} {_tensor(b).at(SUM)}", COMPARE, kind="bool")
+    return lower
+
+
+for _suffix in ("Scalar", "Tensor"):
+    RULES[f"eq.{_suffix}"] = _compare("==", "!=")
+    RULES[f"ne.{_suffix}"] = _compare("!=", "==")
+    RULES[f"lt.{_suffix}"] = _compare("<", None)
+    RULES[f"le.{_suffix}"] = _compare("<=", None)
+    RULES[f"gt.{_suffix}"] = _compare(">", None)
+    RULES[f"ge.{_suffix}"] = _compare(">=", None)
+
+
+@rule("logical_not.default", "bitwise_not.default")
+def _not(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = args[0]
+    if x.kind != "bool":
+        raise Unlowerable("not")
+    if x.negation_of is not None:
+        return x.negation_of
+    return Val(f"~{x.at(UNARY)}", UNARY, kind="bool", negation_of=x)
+
+
+def _same(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = args[0]
+    if x.kind not in ("tensor", "bool"):
+        raise Unlowerable("identity")
+    if _kind(node.meta.get("val")) != x.kind:
+        if x.kind == "bool":  # a mask turned into numbers
+            return Val(f"where({x.text}, 1, 0)")
+        raise Unlowerable("to bool")
+    return x
+
+
+for _aten in ("clone.default", "contiguous.default", "alias.default", "detach.default",
+              "_to_copy.default", "to.dtype", "to.dtype_layout", "to.device", "type_as.default",
+              "lift_fresh_copy.default", "dropout.default", "feature_dropout.default",
+              "alpha_dropout.default", "native_dropout.default", "float.default"):
+    RULES[_aten] = _same
+
+
+@rule("sym_size.int")
+def _sym_size(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    return Val(low.size(node.meta["val"]), PRODUCT, kind="dim")
+
+
+def _sym_binary(symbol: str) -> Rule:
+    def lower(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+        value = node.meta.get("val")
+        if value is not None:
+            return Val(low.size(value), PRODUCT, kind="dim")
+        raise Unlowerable("sym")
+    return lower
+
+
+for _operator in ("mul", "add", "sub", "floordiv", "truediv", "mod", "neg", "sym_float",
+                  "sym_int", "sym_max", "sym_min"):
+    RULES[_operator] = _sym_binary(_operator)
+
+
+def _shape_list(low: Lowering, value: Any) -> str:
+    return "[" + ", ".join(_index(low, s) for s in value) + "]"
+
+
+@rule("ones.default", "zeros.default")
+def _ones(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    word = "ones" if "ones" in str(node.target) else "zeros"
+    kind = _kind(node.meta["val"])
+    text = f"{word}({_shape_list(low, node.args[0])})"
+    if kind == "bool":
+        text = f"{text} > 0"
+        return Val(text, COMPARE, kind="bool")
+    return Val(text)
+
+
+@rule("ones_like.default", "zeros_like.default")
+def _ones_like(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    word = "ones" if "ones" in str(node.target) else "zeros"
+    if _element(node.meta["val"]) in ("bool", "complex"):
+        raise Unlowerable(f"{word}_like")
+    return Val(f"{word}({_shape_list(low, node.meta['val'].shape)})")
+
+
+@rule("full.default")
+def _full(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    fill = args[1]
+    if fill.kind != "number" or _kind(node.meta["val"]) == "bool":
+        raise Unlowerable("full")
+    return Val(f"{fill.at(PRODUCT)} * ones({_shape_list(low, node.args[0])})", PRODUCT)
+
+
+@rule("tril.default", "triu.default")
+def _triangle(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    word = "tril" if "tril" in str(node.target) else "triu"
+    x = _tensor(args[0])
+    offset = node.args[1] if len(node.args) > 1 else 0
+    suffix = f", {offset}" if offset else ""
+    return Val(f"{word}({x.text}{suffix})", kind=x.kind)
+
+
+@rule("arange.default", "arange.start", "arange.start_step")
+def _arange(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    if len(node.args) == 1:
+        return Val(f"arange({_index(low, node.args[0])})")
+    start, end = node.args[0], node.args[1]
+    step = node.args[2] if len(node.args) > 2 else 1
+    if step != 1 or not isinstance(start, int):
+        raise Unlowerable("arange")
+    count = node.meta["val"].shape[0]
+    return Val(f"{start} + arange({low.size(count)})", SUM)
+
+
+@rule("scaled_dot_product_attention.default")
+def _sdpa(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    q, k, v = (_tensor(a) for a in args[:3])
+    options = dict(zip(("attn_mask", "dropout_p", "is_causal", "scale"), node.args[3:7]))
+    options.update(node.kwargs)
+    if options.get("enable_gqa"):
+        raise Unlowerable("enable_gqa")
+    q_shape, k_shape = node.args[0].meta["val"].shape, node.args[1].meta["val"].shape
+    width = low.size(q_shape[-1])
+    scale = options.get("scale")
+    if scale is None:
+        scores = f"{q.at(PRODUCT)} @ {k.at(POSTFIX)}.T / sqrt({width})"
+    else:
+        root = low.dims.scale(float(scale), width)
+        scores = f"{q.at(PRODUCT)} @ {k.at(POSTFIX)}.T " + \
+            (f"/ {root}" if root else f"* {number(float(scale)).at(PRODUCT + 1)}")
+    mask = options.get("attn_mask")
+    if mask is not None:
+        m = low.arg(mask)
+        if m.kind == "bool":
+            scores = f"where({m.text}, {scores}, -inf)"
+        else:
+            scores = f"{scores} + {_tensor(m).at(SUM + 1)}"
+    if options.get("is_causal"):
+        n_q, n_k = low.size(q_shape[-2]), low.size(k_shape[-2])
+        if n_q != n_k:
+            raise Unlowerable("is_causal with queries and keys of different lengths")
+        scores = f"where(causal_mask({n_q}), {scores}, -inf)"
+    return Val(f"softmax({scores}, axis=-1) @ {v.at(PRODUCT + 1)}", PRODUCT)
+
+
+# --- gathers, running sums, bounds, complex numbers (the language's §6.1) ------------------
+
+
+def _ids(value: Val) -> Val:
+    """An index operand: a tensor (its element type is the traced one, `int`)."""
+    if value.kind != "tensor":
+        raise Unlowerable("index operand")
+    return value
+
+
+@rule("embedding.default")
+def _embedding(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse): the forward is a
+    # gather of the table's rows whatever the other arguments (they change the gradient)
+    weight, ids = _tensor(args[0]), _ids(args[1])
+    return Val(f"take({weight.text}, {ids.text}, axis=0)")
+
+
+@rule("index.Tensor")
+def _index_tensor(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = _viewed(args[0])
+    entries = args[1].items
+    given = [i for i, entry in enumerate(entries) if entry.kind != "none"]
+    if len(given) != 1:
+        raise Unlowerable("index by several tensors")
+    axis = given[0]
+    index = node.args[1][axis]
+    if _element(index.meta.get("val")) != "int":
+        raise Unlowerable("index by a mask")
+    return Val(f"take({x.text}, {_ids(entries[axis]).text}, axis={axis})", kind=x.kind)
+
+
+@rule("index_select.default")
+def _index_select(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = _viewed(args[0])
+    axis = node.args[1] % low.rank(node.args[0])
+    return Val(f"index_select({x.text}, {axis}, {_ids(args[2]).text})", kind=x.kind)
+
+
+@rule("gather.default")
+def _gather(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = _viewed(args[0])
+    if low.rank(node.args[0]) != low.rank(node.args[2]):
+        raise Unlowerable("gather of another rank")
+    axis = node.args[1] % low.rank(node.args[0])
+    return Val(f"take_along_axis({x.text}, {_ids(args[2]).text}, axis={axis})", kind=x.kind)
+
+
+@rule("cumsum.default")
+def _cumsum(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    axis = node.args[1] % max(low.rank(node.args[0]), 1)
+    return Val(f"cumsum({_tensor(args[0]).text}, axis={axis})")
+
+
+@rule("minimum.default", "maximum.default")
+def _extremum(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    word = "minimum" if "minimum" in str(node.target) else "maximum"
+    return Val(f"{word}({_tensor(args[0]).text}, {_tensor(args[1]).text})")
+
+
+@rule("clamp.default", "clamp.Tensor", "clamp_min.default", "clamp_max.default",
+      "clip.default", "clip.Tensor")
+def _clamp(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    name = str(node.target)
+    if "clamp_min" in name:
+        bounds = {"min": args[1]}
+    elif "clamp_max" in name:
+        bounds = {"max": args[1]}
+    else:
+        bounds = {"min": args[1] if len(args) > 1 else kw.get("min", Val("None", kind="none")),
+                  "max": args[2] if len(args) > 2 else kw.get("max", Val("None", kind="none"))}
+    given = [f"{word}={_tensor(bound).text}" for word, bound in bounds.items()
+             if bound.kind != "none"]
+    if not given:
+        raise Unlowerable("clamp without bounds")
+    return Val(f"clamp({_tensor(args[0]).text}, {', '.join(given)})")
+
+
+for _aten, _builtin in {"view_as_complex.default": "view_as_complex",
+                        "view_as_real.default": "view_as_real", "real.default": "real",
+                        "imag.default": "imag", "conj.default": "conj",
+                        "_conj.default": "conj", "conj_physical.default": "conj"}.items():
+    RULES[_aten] = _function(_builtin)
+
+
+@rule("polar.default")
+def _polar(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    return Val(f"polar({_tensor(args[0]).text}, {_tensor(args[1]).text})")

@@ -1,0 +1,338 @@
+"""Sizes: choosing them so that every dim can be recovered, and recovering dims from them.
+
+Pure Python (no torch, no SymPy). A traced graph holds concrete sizes (``105``) and
+constants (``0.3779…``); the spec must say ``3 * n_embd`` and ``1 / sqrt(head_dim)``.
+When the tool chooses the sizes, each atomic dim is a distinct prime of at least 5, so a
+size factors into dims in exactly one way (``105 = 3 · 5 · 7`` is ``3 * n_head *
+head_dim``) and the literal factors 2 and 3 (halves, ``3 * n_embd``) stay literal.
+With sizes the user gave, a recovery may be ambiguous: :meth:`Dims.scale` then prefers
+the contracted width and says which other dims had that size.
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import combinations, combinations_with_replacement
+import re
+from dataclasses import dataclass, field
+
+#: Sizes the tool gives to atomic dims: primes, none of them a literal factor (2, 3, 4).
+PRIMES: tuple[int, ...] = (5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71,
+                           73, 79, 83, 89, 97, 101, 103, 107, 109, 113, 127, 131)
+#: Example sizes for the symbolic batch and sequence axes (never a dim's size).
+BATCH_SIZE, SEQUENCE_SIZE = 9, 15
+
+_HEADS = re.compile(r"(^|_)(n_?heads?|num_heads|num_attention_heads|heads|nhead|n_head)$")
+_KV_HEADS = re.compile(r"(kv_heads?|key_value_heads|n_kv_head|num_kv)$")
+_HEAD_DIM = re.compile(r"^(?!all_|inner_|total_)(.*_)?(head_dim|head_size|d_head|dim_head|d_k|hs|"
+                       r"attention_head_size|key_size|d_kv)$")
+_WIDTH = re.compile(r"(n_embd|embed_dim|d_model|dim|hidden_size|hidden|width|n_state|emb_dim|"
+                    r"d_embed|model_dim|channels|n_embed)$")
+
+
+@dataclass
+class Chosen:
+    """Sizes chosen for a factory's int parameters, and the relations that make them."""
+
+    sizes: dict[str, int]
+    atomic: dict[str, int]            # dim name -> prime
+    derived: dict[str, tuple[str, ...]]  # dim name -> the atomic dims it is the product of
+
+
+def choose(parameters: list[str], given: dict[str, int], *, even_heads: bool = False) -> Chosen:
+    """Sizes for a factory's int ``parameters`` (``given`` fixes some). Heads, kv heads and
+    head widths get primes; a width is heads × head width (a kv-head count divides the
+    heads: heads = kv × group); any other int gets a prime of its own, larger than the
+    example sequence length. ``even_heads`` makes the head width ``2 · prime`` (rotary
+    halves)."""
+    pool = iter(p for p in PRIMES if p not in given.values() and p not in (BATCH_SIZE,
+                                                                        SEQUENCE_SIZE))
+    atomic: dict[str, int] = {}
+    derived: dict[str, tuple[str, ...]] = {}
+    sizes: dict[str, int] = {}
+    heads = next((p for p in parameters if _HEADS.search(p) and not _KV_HEADS.search(p)), None)
+    kv = next((p for p in parameters if _KV_HEADS.search(p)), None)
+    head_dim = next((p for p in parameters if _HEAD_DIM.search(p)), None)
+    width = next((p for p in parameters if _WIDTH.search(p) and p not in (heads, kv, head_dim)),
+                 None)
+    if heads is not None and heads not in given:
+        if kv is not None and kv not in given:
+            atomic[kv] = next(pool)
+            atomic["group"] = next(pool)
+            derived[heads] = (kv, "group")
+        else:
+            atomic[heads] = next(pool)
+    if head_dim is None and heads is not None and width is not None and width not in given:
+        head_dim = "head_dim"
+    if head_dim is not None and head_dim not in given:
+        if even_heads:
+            atomic[f"{head_dim}_half"] = next(pool)
+            derived[head_dim] = ("2", f"{head_dim}_half")
+        else:
+            atomic[head_dim] = next(pool)
+    if width is not None and width not in given and heads is not None and heads not in given:
+        derived[width] = (*_factors(heads, derived), *_factors(head_dim or "", derived))
+    for name in parameters:
+        if name not in given and name not in atomic and name not in derived:
+            atomic[name] = max(next(pool), 67)
+    for name, value in given.items():
+        sizes[name] = value
+    for name, prime in atomic.items():
+        sizes[name] = prime
+    for name, parts in derived.items():
+        sizes[name] = math.prod(int(part) if part.isdigit() else atomic[part] for part in parts)
+    return Chosen({k: v for k, v in sizes.items() if k in parameters}, atomic, derived)
+
+
+def _factors(name: str, derived: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    return derived.get(name, (name,)) if name else ()
+
+
+@dataclass
+class Dims:
+    """The named dims of one extraction and how to write a concrete size with them.
+
+    ``atomic`` dims are free (``dim n_head, head_dim``); ``derived`` ones are products
+    of atomic dims and literal factors (``dim n_embd = n_head * head_dim``); ``symbolic``
+    are torch's symbols for the dynamic axes (``s27`` -> ``T``).
+    """
+
+    atomic: dict[str, int] = field(default_factory=dict)
+    derived: dict[str, tuple[int, tuple[str, ...]]] = field(default_factory=dict)
+    symbolic: dict[str, str] = field(default_factory=dict)
+    used: set[str] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
+    #: the free dims are declared at their sizes (`dim head_dim = 8`): sizes the user gave
+    #: that numbers alone cannot tell apart (two dims of size 2, 4 dividing 8)
+    fixed: bool = False
+
+    def value(self, name: str) -> int:
+        if name in self.atomic:
+            return self.atomic[name]
+        factor, parts = self.derived[name]
+        return factor * math.prod(self.value(p) for p in parts)
+
+    def size(self, n: int) -> str:
+        """A concrete size written with the dims: a named dim of that size, else the
+        product of atomic dims (and a literal factor) that makes it, else the number."""
+        if n in (1, 0) or n < 0:
+            return str(n)
+        for name in (*self.derived, *self.atomic):
+            if self.value(name) == n:
+                self.used.add(name)
+                return name
+        half = next((name for name, size in self.atomic.items() if size == 2 * n
+                     and _HEAD_DIM.search(name)), None)
+        if half is not None:
+            # Half of a head width (rotary halves): the dim becomes 2 * its half.
+            del self.atomic[half]
+            self.atomic[f"{half}_half"] = n
+            self.derived[half] = (2, (f"{half}_half",))
+            return self.size(n)
+        found = self._monomial(n)
+        if found is None:
+            half = next((name for name, size in self.atomic.items() if size == 2 * n), None)
+            if half is None:
+                return str(n)
+            del self.atomic[half]
+            self.atomic[f"{half}_half"] = n
+            self.derived[half] = (2, (f"{half}_half",))
+            return self.size(n)
+        factor, parts = found
+        words = self._group(list(parts))
+        self.used.update(w for w in words)
+        text = " * ".join(words)
+        return f"{factor} * {text}" if factor != 1 else text
+
+    def _monomial(self, n: int) -> tuple[int, tuple[str, ...]] | None:
+        """The fewest atomic dims whose product times a small factor (1..4) is ``n``."""
+
+        names = sorted(self.atomic, key=lambda k: -self.atomic[k])
+        for count in range(1, 5):  # distinct dims first: a square is the last reading
+            for choose in (combinations, combinations_with_replacement):
+                for parts in choose(names, count):
+                    product = math.prod(self.atomic[p] for p in parts)
+                    if n % product == 0 and n // product in (1, 2, 3, 4):
+                        return n // product, parts
+        return None
+
+    def _group(self, parts: list[str]) -> list[str]:
+        """Replace a derived dim's factors by its name (``n_head * head_dim`` -> ``n_embd``)."""
+        words: list[str] = []
+        for name, (factor, factors) in self.derived.items():
+            if factor != 1:
+                continue
+            remaining = list(parts)
+            try:
+                for f in factors:
+                    remaining.remove(f)
+            except ValueError:
+                continue
+            words.append(name)
+            parts = remaining
+        return words + parts
+
+    def scale(self, value: float, contracted: str | None) -> str | None:
+        """A scale constant as a dim expression: ``0.377…`` -> ``sqrt(head_dim)`` when the
+        scores are divided by it (the text is what they are divided by), or None.
+
+        The contracted width wins an ambiguous recovery; the other candidates are noted.
+        """
+        if value <= 0 or value >= 1:
+            return None
+        inverse_fourth = value ** -4
+        fourth = round(inverse_fourth)
+        if fourth >= 2 and abs(inverse_fourth - fourth) < 1e-6 * fourth \
+                and abs(math.sqrt(fourth) - round(math.sqrt(fourth))) > 1e-9:
+            # a split scale (q and k each by width ** -0.25)
+            written = self.size(fourth)
+            return f"{written} ** 0.25" if written != str(fourth) else None
+        inverse_square = 1.0 / (value * value)
+        rounded = round(inverse_square)
+        if rounded < 2 or abs(inverse_square - rounded) > 1e-6 * rounded:
+            inverse = 1.0 / value
+            whole = round(inverse)
+            if whole >= 2 and abs(inverse - whole) < 1e-9 * whole:
+                return self.size(whole) if self.size(whole) != str(whole) else None
+            return None
+        candidates = [name for name in (*self.derived, *self.atomic) if self.value(name) == rounded]
+        if contracted is not None and self._value_of(contracted) == rounded:
+            chosen = contracted
+        else:
+            chosen = self.size(rounded)
+            if chosen == str(rounded):
+                return f"sqrt({rounded})"
+        others = [c for c in candidates if c != chosen]
+        if others:
+            from .errors import MESSAGES
+
+            self.notes.append(MESSAGES["scale_note"].format(size=rounded, chosen=chosen,
+                                                            others=", ".join(others)))
+        self.used.update(n for n in re.findall(r"[A-Za-z_]\w*", chosen) if n in self.atomic
+                         or n in self.derived)
+        return f"sqrt({chosen})"
+
+    def _value_of(self, text: str) -> int | None:
+        """The value of a product written by :meth:`size` (None if it has a symbolic dim)."""
+        total = 1
+        for word in (w.strip() for w in text.split("*")):
+            if word.isdigit():
+                total *= int(word)
+            elif word in self.atomic or word in self.derived:
+                total *= self.value(word)
+            else:
+                return None
+        return total
+
+    def declarations(self) -> list[str]:
+        """The `dim` lines: symbolic dims, then atomic, then derived ones."""
+        lines: list[str] = []
+        free = [*dict.fromkeys(self.symbolic.values())]
+        needed = set(self.used)
+        for _ in range(3):  # a derived dim's parts may be derived (head_dim = 2 * half)
+            for name in list(needed):
+                if name in self.derived:
+                    needed.update(self.derived[name][1])
+        atomic = [name for name in self.atomic if name in needed]
+        if not self.fixed:
+            free += atomic
+        if free:
+            lines.append("dim " + ", ".join(free))
+        if self.fixed:
+            lines.extend(f"dim {name} = {self.atomic[name]}" for name in atomic)
+        for name, (factor, parts) in sorted(self.derived.items(),
+                                            key=lambda item: self._depth(item[0])):
+            if name in needed:
+                words = ([str(factor)] if factor != 1 else []) + list(parts)
+                lines.append(f"dim {name} = {' * '.join(words)}")
+        return lines
+
+    def _depth(self, name: str) -> int:
+        if name not in self.derived:
+            return 0
+        return 1 + max((self._depth(p) for p in self.derived[name][1]), default=0)
+
+    def bindings(self) -> dict[str, int]:
+        """The traced sizes of the atomic dims (conformance fixes them)."""
+        return {name: size for name, size in self.atomic.items()}
+
+
+def spec_name(name: str) -> str:
+    """A parameter's name as a dim of the spec: a reserved word or builtin gets a ``_``."""
+    from ...check.builtins import BUILTINS
+
+    reserved = {"dim", "constraint", "input", "param", "output", "assert", "bool", "inf",
+                "row", "col", "true", "false", "True", "False"}
+    return f"{name}_" if name in reserved or name in BUILTINS else name
+
+
+def from_chosen(chosen: Chosen, rename: dict[str, str]) -> Dims:
+    """The dims of sizes the tool chose (``rename``: ``--init n_head=H``)."""
+    rename = {**{n: spec_name(n) for n in (*chosen.atomic, *chosen.derived)}, **rename}
+    dims = Dims()
+    for name, prime in chosen.atomic.items():
+        dims.atomic[rename.get(name, name)] = prime
+    for name, parts in chosen.derived.items():
+        factor = math.prod(int(p) for p in parts if p.isdigit())
+        dims.derived[rename.get(name, name)] = (
+            factor, tuple(rename.get(p, p) for p in parts if not p.isdigit()))
+    return dims
+
+
+_GROUPS = re.compile(r"(groups|n_rep|num_key_value_groups|group_size)$")
+
+
+def _category(name: str) -> int:
+    """The order dims are settled in: head widths, kv heads, heads, groups, then the rest."""
+    # Heads before groups: of two dims of one size, the first name is the one written
+    # (grouped-query sizes always divide each other, so they are declared at their sizes).
+    for rank, pattern in enumerate((_HEAD_DIM, _KV_HEADS, _HEADS, _GROUPS)):
+        if pattern.search(name):
+            return rank
+    return 4
+
+
+def from_given(named: dict[str, int]) -> Dims:
+    """The dims of sizes the user gave (a factory's module attributes, ``num_heads=4``).
+
+    Head widths, kv heads and groups are free; heads are kv heads × groups when they are;
+    any other size that is a product of settled dims (``hidden_size = num_heads *
+    head_dim``) is derived from them, others are free. Settling by kind rather than by
+    size keeps powers of two from being read as each other (128 is `head_dim`, not
+    `num_heads * 4`). Ties keep the first name."""
+    dims = Dims()
+    order = sorted(((name, size) for name, size in named.items() if size >= 2),
+                   key=lambda item: (_category(item[0]), item[1]))
+    seen_sizes: set[int] = set()
+    for name, size in order:
+        name = spec_name(name)
+        if size in seen_sizes:
+            # Two dims of one size: both are declared at it, only their numbers are sure;
+            # the first name is the one a size is written with.
+            dims.fixed = True
+            if _category(name) < 4:
+                dims.atomic[name] = size
+            continue
+        seen_sizes.add(size)
+        if _category(name) < 3:
+            dims.atomic[name] = size
+            continue
+        found = _product_of(size, dims.atomic)
+        if found is not None:
+            dims.derived[name] = (1, found)
+        else:
+            dims.atomic[name] = size
+    sizes = sorted(dims.atomic.values())
+    if any(big % small == 0 for i, small in enumerate(sizes) for big in sizes[i + 1:]):
+        dims.fixed = True  # 4 divides 8: a product could be read two ways
+    return dims
+
+
+def _product_of(size: int, atomic: dict[str, int]) -> tuple[str, ...] | None:
+    """Two or three distinct free dims whose product is ``size``, head widths first."""
+    names = list(atomic)
+    for count in (2, 3):
+        for parts in combinations(names, count):
+            if math.prod(atomic[p] for p in parts) == size:
+                return parts
+    return None

@@ -1,0 +1,156 @@
+"""`verify` of a Python target: check the traced spec, report at the Python lines.
+
+:func:`check` is what :mod:`shapecheck.lint` calls for ``model.py:Class``: every pass runs
+on the spec :func:`shapecheck.torchfront.extract` writes, unchanged; each diagnostic then
+moves to the Python line its statement came from (a file result per Python file, with
+that file's text, so every format frames the Python line), its help says the fix in
+PyTorch terms where it is a source change, and the spec's own edits (fixes of `.attn`
+text) are dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from ...messages import codes
+from ...messages.diagnostics import Diagnostic, FileResult, Note, Span
+from . import Extraction, ExtractError, Untraceable, display, extract
+from .errors import Location
+
+#: Where in the Python line a code points: the first of these words found there.
+ANCHORS: dict[str, tuple[str, ...]] = {
+    "SC402": ("softmax", "@", "matmul", "einsum"),
+    "SC404": ("sqrt", "**", "*", "/"),
+    "SC405": ("@", "matmul"),
+    "SC406": ("masked_fill", "where", "*"),
+    "SC407": ("masked_fill", "where", "tril"),
+    "SC408": ("masked_fill", "where"),
+    "SC410": ("masked_fill", "where"),
+    "SC411": ("view", "reshape"),
+    "SC602": (),
+}
+
+
+def check(target: str, init: tuple[str, ...] | list[str] = (),
+          bindings: Mapping[str, int] | None = None,
+          ignore: Collection[str] = ()) -> list[FileResult]:
+    """Trace TARGET and check it; one result per Python file with diagnostics (the module's
+    own file first, always present)."""
+    from ...api import check_text
+
+    try:
+        extraction = extract(target, init)
+    except ExtractError as error:
+        path = target.rpartition(":")[0] or target
+        return [FileResult(path, None, [codes.TARGET_FAILED.diag(
+            Span(1, 1, 1, 1), target=target, reason=str(error))])]
+    except Untraceable as failed:
+        location = failed.location
+        path = location.path if location else target.rpartition(":")[0]
+        diagnostic = codes.UNTRACEABLE.diag(Span(1, 1, 1, 1), target=target, reason=failed.reason)
+        results = _Results(path)
+        results.add(location, diagnostic, (), None)
+        return results.finish()
+    if extraction.unknown:  # what an unknown operator reads is not "unused" (SC401)
+        ignore = frozenset(ignore) | {"SC401"}
+    program = check_text(extraction.text, dict(bindings or {}), warn_unknown_bindings=False,
+                         ignore=ignore, infer=False)
+    results = _Results(extraction.main_file or target.rpartition(":")[0])
+    statements = extraction.text.splitlines()
+    for diagnostic in program.diagnostics:
+        location = extraction.lines.get(_primary_line(diagnostic, statements))
+        spec_line = statements[diagnostic.span.line - 1] if \
+            0 < diagnostic.span.line <= len(statements) else ""
+        results.add(location, _in_torch_terms(diagnostic, spec_line), ANCHORS.get(
+            diagnostic.code, ()), extraction)
+    for operator, location, name in extraction.unknown:
+        if "SC602" in ignore:
+            continue
+        results.add(location, codes.UNKNOWN_OPERATOR.diag(Span(1, 1, 1, 1), operator=operator,
+                                                          name=name or "?"), (), None)
+    main = results.finish()
+    main[0].shapes = program.shapes()
+    return main
+
+
+def _primary_line(diagnostic: Diagnostic, statements: list[str]) -> int:
+    """The spec line a diagnostic is reported at in Python: a softmax over the wrong axis
+    (SC402) at its softmax, where the fix (`dim=-1`) is written; with the softmax over the
+    last axis, the mistake is the product's (`P.transpose(-2, -1) @ V`). Rotary applied
+    to V (SC413) at the line that rotates V, which is what the fix deletes."""
+    if diagnostic.code == "SC413":
+        for note in diagnostic.notes:
+            if note.span is not None and 0 < note.span.line <= len(statements):
+                return note.span.line
+    if diagnostic.code == "SC402":
+        for note in diagnostic.notes:
+            if note.span is not None and 0 < note.span.line <= len(statements):
+                line = statements[note.span.line - 1]
+                if "softmax(" in line and "axis=-1)" not in line:
+                    return note.span.line
+    return diagnostic.span.line
+
+
+def _in_torch_terms(diagnostic: Diagnostic, spec_line: str) -> Diagnostic:
+    statement = spec_line.split("  # ")[0].strip()
+    helps: list[str] = []
+    torch_help = codes.TORCH_HELPS.get(diagnostic.code)
+    if torch_help is not None:
+        helps.append(torch_help)
+    helps.extend(codes.TORCH_HELPS["spec"].format(help=h) for h in diagnostic.help)
+    notes = [Note(codes.TORCH_HELPS["traced_as"].format(statement=statement))] if statement \
+        else []
+    notes.extend(Note(n.message) for n in diagnostic.notes)
+    return replace(diagnostic, help=tuple(helps), notes=tuple(notes), fixes=())
+
+
+class _Results:
+    """Diagnostics gathered per Python file."""
+
+    def __init__(self, main: str) -> None:
+        self.main = str(Path(main).resolve()) if main else main
+        self.by_file: dict[str, list[Diagnostic]] = {self.main: []}
+        self.texts: dict[str, str | None] = {}
+
+    def add(self, location: Location | None, diagnostic: Diagnostic, anchors: tuple[str, ...],
+            extraction: Extraction | None) -> None:
+        path = location.path if location else self.main
+        text = self._text(path)
+        line = location.line if location else 1
+        span = _span(text, line, anchors)
+        self.by_file.setdefault(path, []).append(replace(diagnostic, span=span))
+
+    def _text(self, path: str) -> str | None:
+        if path not in self.texts:
+            try:
+                self.texts[path] = Path(path).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                self.texts[path] = None
+        return self.texts[path]
+
+    def finish(self) -> list[FileResult]:
+        out: list[FileResult] = []
+        for path, diagnostics in self.by_file.items():
+            diagnostics.sort(key=lambda d: (d.span.line, d.span.column))
+            out.append(FileResult(display(path), self._text(path), diagnostics))
+        return out
+
+
+def _span(text: str | None, line: int, anchors: tuple[str, ...]) -> Span:
+    """The span of the Python statement on ``line`` (from its first character to the end
+    of the line), or of the first anchor word found in it."""
+    if text is None:
+        return Span(line, 1, line, 1)
+    lines = text.splitlines()
+    if not 0 < line <= len(lines):
+        return Span(max(line, 1), 1, max(line, 1), 1)
+    source = lines[line - 1]
+    code = source.split("#")[0].rstrip()
+    start = len(code) - len(code.lstrip()) + 1
+    for word in anchors:
+        found = code.find(word, start - 1)
+        if found >= 0:
+            return Span(line, found + 1, line, found + 1 + len(word))
+    return Span(line, start, line, max(len(code) + 1, start + 1))

@@ -1,0 +1,410 @@
+"""The syntax tree: small dataclasses, each with the span it came from.
+
+Nodes are treated as immutable; they are not declared ``frozen`` only because
+frozen dataclasses are several times slower to build, and a 10,000-statement
+spec builds hundreds of thousands of them. Side tables key them by ``id``.
+
+One expression language serves values, shapes, dim definitions and
+constraints; the checker decides what each position may hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Union
+
+from ..messages.diagnostics import Span
+
+
+@dataclass(slots=True)
+class Ident:
+    """A name as written, with its span."""
+
+    name: str
+    span: Span
+
+
+# --- expressions -------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Name:
+    name: str
+    span: Span
+    depth: int = 1
+
+
+@dataclass(slots=True)
+class Integer:
+    value: int
+    text: str
+    span: Span
+    depth: int = 1
+
+
+@dataclass(slots=True)
+class Decimal:
+    value: float
+    text: str
+    span: Span
+    depth: int = 1
+
+
+@dataclass(slots=True)
+class Inf:
+    span: Span
+    depth: int = 1
+
+
+@dataclass(slots=True)
+class Boolean:
+    value: bool
+    span: Span
+    depth: int = 1
+
+
+@dataclass(slots=True)
+class String:
+    value: str
+    span: Span
+    depth: int = 1
+
+
+@dataclass(slots=True)
+class AxisName:
+    """`row` or `col`."""
+
+    name: str
+    span: Span
+    depth: int = 1
+
+
+@dataclass(slots=True)
+class BinOp:
+    op: str
+    left: Expr
+    right: Expr
+    span: Span
+    op_span: Span
+    depth: int = 1
+
+
+@dataclass(slots=True)
+class Unary:
+    op: str
+    operand: Expr
+    span: Span
+    depth: int = 1
+
+
+@dataclass(slots=True)
+class Transpose:
+    operand: Expr
+    span: Span
+    depth: int = 1
+
+
+@dataclass(slots=True)
+class Paren:
+    inner: Expr
+    span: Span
+    depth: int = 1
+
+
+@dataclass(slots=True)
+class ListExpr:
+    items: tuple[Expr, ...]
+    span: Span
+    depth: int = 1
+
+
+@dataclass(slots=True)
+class Slice:
+    """`start:stop:step` inside `x[...]`; an omitted part is None."""
+
+    start: Expr | None
+    stop: Expr | None
+    step: Expr | None
+    span: Span
+    depth: int = 1
+
+
+@dataclass(slots=True)
+class EllipsisIndex:
+    """`...` inside `x[...]`: as many whole axes as the other entries leave."""
+
+    span: Span
+    depth: int = 1
+
+
+@dataclass(slots=True)
+class NewAxis:
+    """`None` inside `x[...]`: a new axis of size 1."""
+
+    span: Span
+    depth: int = 1
+
+
+@dataclass(slots=True)
+class Subscript:
+    """`x[i, a:b, ..., None]`: indexing and slicing with NumPy's meaning."""
+
+    operand: Expr
+    indices: tuple[Index, ...]
+    span: Span
+    bracket: Span  # from `[` to `]`
+    depth: int = 1
+
+
+@dataclass(slots=True)
+class Keyword:
+    name: Ident
+    value: Expr
+    span: Span
+    depth: int = 1
+
+
+@dataclass(slots=True)
+class Call:
+    func: Ident
+    args: tuple[Expr, ...]
+    keywords: tuple[Keyword, ...]
+    span: Span
+    depth: int = 1
+
+
+@dataclass(slots=True)
+class Method:
+    """`x.transpose(1, 2)`, `torch.cat([a, b], dim=1)`: a PyTorch spelling, as parsed.
+    :mod:`shapecheck.spellings` turns it into the builtin it names before checking."""
+
+    receiver: Expr
+    name: Ident
+    args: tuple[Expr, ...]
+    keywords: tuple[Keyword, ...]
+    span: Span
+    depth: int = 1
+
+
+@dataclass(slots=True)
+class Attribute:
+    """`x.shape`, `torch.float32`, `F.softmax` (before a call): resolved by
+    :mod:`shapecheck.spellings`, as :class:`Method` is."""
+
+    receiver: Expr
+    name: Ident
+    span: Span
+    depth: int = 1
+
+
+@dataclass(slots=True)
+class ShapeOf(Name):
+    """`x.shape[i]` or `x.size(i)`: the size of axis ``axis`` of the tensor ``tensor``,
+    a dim. A :class:`Name` (``name`` is the text as written), so that it stands wherever
+    a dim name may; the checker resolves it from the tensor's shape. ``rank``: from
+    `B, T, C = x.shape`, the rank the tensor must have (the number of names)."""
+
+    tensor: Name | None = None
+    axis: int = 0
+    rank: int | None = None
+
+
+@dataclass(slots=True)
+class Update:
+    """`cache[:, P:P + S] = xk` after :mod:`shapecheck.versions`: the value of ``operand``
+    with the part that ``indices`` select replaced by ``value`` (a new version of it)."""
+
+    operand: Expr
+    indices: tuple[Index, ...]
+    value: Expr
+    span: Span
+    bracket: Span
+    depth: int = 1
+
+
+Expr = Union[
+    Name, Integer, Decimal, Inf, Boolean, String, AxisName, BinOp, Unary, Transpose,
+    Paren, ListExpr, Call, Subscript, Method, Attribute, Update,
+]
+Index = Union[Expr, Slice, EllipsisIndex, NewAxis]
+
+# `BinOp.op` values: arithmetic (the operators a dim expression may use, and `@`),
+# comparisons (elementwise, giving bool) and logic (on bool).
+DIM_OPERATORS = frozenset({"+", "-", "*", "/", "//", "**"})
+COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">="})
+LOGICAL = frozenset({"&", "|"})
+
+
+@dataclass(slots=True)
+class Shape:
+    """`[N, H * d]`, optionally `bool[...]`, `int[...]` or `complex[...]`."""
+
+    dims: tuple[Expr, ...]
+    is_bool: bool
+    span: Span
+    element: str = ""  # "int" or "complex" (Value.element); bool is is_bool
+
+
+# --- statements ----------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class DimFree:
+    names: tuple[Ident, ...]
+    span: Span
+
+
+@dataclass(slots=True)
+class DimDef:
+    name: Ident
+    value: Expr
+    span: Span
+
+
+@dataclass(slots=True)
+class Constraint:
+    left: Expr
+    op: str
+    right: Expr
+    span: Span
+
+
+@dataclass(slots=True)
+class TensorDecl:
+    kind: str  # "input" or "param"
+    name: Ident
+    shape: Shape
+    span: Span
+
+
+@dataclass(slots=True)
+class Define:
+    name: Ident
+    annotation: Shape | None
+    value: Expr
+    span: Span
+
+
+@dataclass(slots=True)
+class Assert:
+    name: Ident
+    shape: Shape
+    span: Span
+
+
+@dataclass(slots=True)
+class Output:
+    name: Ident
+    annotation: Shape | None
+    value: Expr | None
+    span: Span
+
+
+@dataclass(slots=True)
+class Broken:
+    """A statement that did not parse; its syntax error is already reported.
+
+    ``defines`` holds the names it seemed to define (``S`` in ``S = Q @``,
+    ``N`` and ``d`` in ``dim N d``), so later uses of them are not reported
+    again as undefined.
+    """
+
+    defines: tuple[str, ...]
+    is_dim: bool
+    span: Span
+    mentions: tuple[str, ...] = ()  # every name in it: they count as used
+
+
+@dataclass(slots=True)
+class Unpack:
+    """`q, k, v = split(qkv, 3, axis=-1)`: one definition per target
+    (:mod:`shapecheck.versions` turns it into them)."""
+
+    targets: tuple[Ident, ...]
+    value: Expr
+    span: Span
+
+
+@dataclass(slots=True)
+class Write:
+    """`cache[:, P:P + S] = xk`: a new version of ``target`` (:mod:`shapecheck.versions`
+    turns it into a definition whose value is an :class:`Update`)."""
+
+    target: Ident
+    indices: tuple[Index, ...]
+    value: Expr
+    span: Span
+    bracket: Span
+
+
+Stmt = Union[DimFree, DimDef, Constraint, TensorDecl, Define, Assert, Output, Broken, Unpack,
+             Write]
+
+
+def declared_dims(statements: Iterable[Stmt]) -> set[str]:
+    """The dims these statements declare (`dim N, d` and `dim D = H * d`)."""
+    names: set[str] = set()
+    for statement in statements:
+        if isinstance(statement, DimFree):
+            names.update(ident.name for ident in statement.names)
+        elif isinstance(statement, DimDef):
+            names.add(statement.name.name)
+    return names
+
+
+def strip_parens(node: Expr) -> Expr:
+    """The expression inside any parentheses: `((Q))` is `Q`."""
+    while isinstance(node, Paren):
+        node = node.inner
+    return node
+
+
+def children(node: Expr | Index) -> Iterator[Expr]:
+    """The sub-expressions of a node, in source order (index parts included)."""
+    if isinstance(node, BinOp):
+        yield node.left
+        yield node.right
+    elif isinstance(node, (Unary, Transpose)):
+        yield node.operand
+    elif isinstance(node, Paren):
+        yield node.inner
+    elif isinstance(node, ListExpr):
+        yield from node.items
+    elif isinstance(node, Call):
+        yield from node.args
+        for keyword in node.keywords:
+            yield keyword.value
+    elif isinstance(node, (Method, Attribute)):
+        yield node.receiver
+        if isinstance(node, Method):
+            yield from node.args
+            for keyword in node.keywords:
+                yield keyword.value
+    elif isinstance(node, (Subscript, Update)):
+        yield node.operand
+        for index in node.indices:
+            if isinstance(index, Slice):
+                yield from (part for part in (index.start, index.stop, index.step) if part is not None)
+            elif not isinstance(index, (EllipsisIndex, NewAxis)):
+                yield index
+        if isinstance(node, Update):
+            yield node.value
+
+
+def depth_of(expr: Expr | None) -> int:
+    return 0 if expr is None else expr.depth
+
+
+def names_in(node: object) -> Iterator[str]:
+    """Every name an expression, shape or statement uses (``Name`` nodes, not the names it
+    defines). Generic over the node classes, so a new kind of node needs nothing here."""
+    stack: list[object] = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, Name):
+            yield current.name
+        elif isinstance(current, tuple) and not isinstance(current, Span):
+            stack.extend(current)
+        elif is_dataclass(current) and not isinstance(current, type):
+            stack.extend(getattr(current, f.name) for f in fields(current))
