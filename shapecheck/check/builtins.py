@@ -711,12 +711,13 @@ def _table() -> dict[str, Builtin]:
             rule, "the axes removed (kept as 1 with keepdims=true); all axes without axis",
             AxisMap(AxisKind.REDUCE, axis="axis", keepdims="keepdims"),
         ))
-    rows.extend(_issue21_rows())
+    rows.extend(_real_code_rows())
     return {row.name: row for row in rows}
 
 
-def _issue21_rows() -> list[Builtin]:
-    """The builtins real attention code uses beyond the contract's (issue 21, item 4)."""
+def _real_code_rows() -> list[Builtin]:
+    """The builtins real attention code uses beyond the contract's: cumulative and pairwise
+    values, clamps, constants, logical and extreme reductions, complex values, gathers."""
     same = AxisMap(AxisKind.ELEMENTWISE)
     keep = Param("keepdims", Kind.BOOL, False, required=False)
     axes = Param("axis", Kind.AXES, None, required=False)
@@ -765,7 +766,7 @@ def _issue21_rows() -> list[Builtin]:
         Builtin("long", (X,), value_rules.to_int,
                 "int: x rounded toward zero (PyTorch's .long()); a mask gives 0 and 1",
                 AxisMap(AxisKind.ELEMENTWISE)),
-        # item 1: complex values
+        # complex values
         Builtin("view_as_complex", (X,), complex_values.view_as_complex,
                 "[..., 2] -> complex[...]: the last axis as (real, imaginary)",
                 AxisMap(AxisKind.PAIRS)),
@@ -787,7 +788,7 @@ def _issue21_rows() -> list[Builtin]:
                 AxisMap(AxisKind.ELEMENTWISE)),
         Builtin("conj", (X,), complex_values.part("conj", True), "the complex conjugates",
                 AxisMap(AxisKind.ELEMENTWISE)),
-        # item 3: integer tensors as positions
+        # integer tensors as positions
         Builtin("take", (X, Param("indices", Kind.TENSOR), Param("axis", Kind.AXIS)),
                 gathers.take, "x's axis replaced by the indices' axes (NumPy take)",
                 AxisMap(AxisKind.GATHER, tensors=("x", "indices"), axis="axis", index="indices")),
