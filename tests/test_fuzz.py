@@ -1,5 +1,5 @@
 """The fuzzer in CI: a fixed set of seeds through every generator and every oracle
-(internal errors, hangs, runs of verified specs on every plan, fixes re-checked), and
+(internal errors, hangs, runs of verified specs on every variant, fixes re-checked), and
 a resumed run continuing where it stopped. The long runs are ``tools/fuzz.py`` itself."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The generated differential corpus: for every spec that verifies, every plan (NumPy or
+"""The generated differential corpus: for every spec that verifies, every variant (NumPy or
 torch, fused auto or off, intermediates kept or not) computes the same numbers, never
 writes the caller's arrays, and returns outputs that alias nothing
 (:func:`shapecheck.backend.differential.disagreements`).
@@ -41,7 +41,7 @@ def test_the_corpus_covers_every_option():
 
 
 @pytest.mark.parametrize("label,text", SPECS, ids=[label for label, _ in SPECS])
-def test_every_plan_agrees(label: str, text: str) -> None:
+def test_every_variant_agrees(label: str, text: str) -> None:
     program = check_text(text)
     assert program.ok, f"{label} does not verify:\n{text}"
     bound = admissible_bindings(program, BINDINGS, seed=len(label))
@@ -52,7 +52,7 @@ def test_every_plan_agrees(label: str, text: str) -> None:
 
 
 def test_the_oracle_sees_a_written_input_and_an_aliased_output(monkeypatch):
-    """The oracle itself can fail: a plan that writes into its input is caught."""
+    """The oracle itself can fail: a variant that writes into its input is caught."""
     from shapecheck.backend import compiled
 
     original = compiled.CompiledSpec.run

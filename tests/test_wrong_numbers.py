@@ -14,13 +14,13 @@ from shapecheck.api import check_text
 from shapecheck.backend import compile_spec, differential
 from shapecheck.cli import cli
 
-PLANS = [("numpy", "auto"), ("numpy", "off"), ("torch", "auto"), ("torch", "off")]
+VARIANTS = [("numpy", "auto"), ("numpy", "off"), ("torch", "auto"), ("torch", "off")]
 
 
 def _outputs(text: str, dims: dict[str, int], **arrays: np.ndarray) -> dict[tuple, dict]:
-    """The outputs of every plan, by (backend, fused, keep_intermediates)."""
+    """The outputs of every variant, by (backend, fused, keep_intermediates)."""
     results = {}
-    for backend, fused in PLANS:
+    for backend, fused in VARIANTS:
         for keep in (False, True):
             spec = compile_spec(text, dims=dims, backend=backend, fused=fused)
             given = {n: a.copy() for n, a in arrays.items()}
@@ -31,9 +31,9 @@ def _outputs(text: str, dims: dict[str, int], **arrays: np.ndarray) -> dict[tupl
 
 def _agree(results: dict[tuple, dict], name: str = "O") -> None:
     reference = results["numpy", "off", False][name]
-    for plan, outputs in results.items():
+    for variant, outputs in results.items():
         np.testing.assert_allclose(outputs[name], reference, rtol=1e-10, atol=1e-12,
-                                   err_msg=str(plan))
+                                   err_msg=str(variant))
 
 
 ATTENTION = """dim N, d
@@ -124,15 +124,15 @@ def test_a_bool_value_under_a_plain_annotation_stays_bool_on_every_backend():
     text = "dim N\ninput X: [N, N]\nM: [N, N] = X > 0\noutput Z = where(M, X, 0.0)\noutput M\n"
     assert check_text(text).ok
     x = np.array([[1.0, -1.0], [-2.0, 3.0]])
-    for plan, outputs in _outputs(text, {}, X=x).items():
-        assert outputs["M"].dtype == np.bool_, plan
+    for variant, outputs in _outputs(text, {}, X=x).items():
+        assert outputs["M"].dtype == np.bool_, variant
         np.testing.assert_array_equal(outputs["Z"], np.where(x > 0, x, 0.0))
 
 
 def test_torch_keeps_a_0d_input_0d():
     text = "dim N\ninput X: [N]\ninput s: []\noutput t = s * 2.0\noutput Y = X * s\n"
-    for plan, outputs in _outputs(text, {"N": 3}).items():
-        assert outputs["t"].shape == (), plan
+    for variant, outputs in _outputs(text, {"N": 3}).items():
+        assert outputs["t"].shape == (), variant
 
 
 # 6. report of a where of scalars
@@ -237,7 +237,7 @@ def _gemma(Q, K, V):
 
 
 @pytest.mark.parametrize("fused", ["auto", "off"])
-def test_conform_accepts_correct_code_on_every_plan(fused):
+def test_conform_accepts_correct_code_on_every_variant(fused):
     from shapecheck.testing import assert_conforms
 
     assert_conforms(GEMMA, _gemma, fused=fused, cases=3)
@@ -299,7 +299,7 @@ def test_sympys_own_work_stays_within_the_budget(text, codes):
 
 
 def test_a_sketch_whose_values_are_inferred_bool_runs_fused_on_torch():
-    # input 679: `~V` makes V a mask; `P @ V` reads it as numbers (SC403) on every plan
+    # input 679: `~V` makes V a mask; `P @ V` reads it as numbers (SC403) on every variant
     program = check_text("T1 = ~V\nO = softmax(Q @ K.T / sqrt(d)) @ V\n")
     assert program.ok
     from shapecheck.api import admissible_bindings

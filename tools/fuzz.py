@@ -386,7 +386,7 @@ def mutated_spec(rng: random.Random) -> str:
 
 def attention_spec(rng: random.Random) -> str:
     """One attention from the differential corpus's writer (``tools/plan_corpus.py``),
-    sometimes edited: every plan of it must agree."""
+    sometimes edited: every variant of it must agree."""
     import plan_corpus
 
     choice = plan_corpus.Choice(
@@ -511,7 +511,7 @@ def render_all(program: Program, report: bool) -> None:
 
 
 def run_verified(program: Program, seed: int, backends: tuple[str, ...]) -> bool:
-    """Run a verified spec at admissible small sizes on every plan
+    """Run a verified spec at admissible small sizes on every variant
     (:func:`shapecheck.backend.differential.disagreements`: NumPy = torch, fused =
     unfused, intermediates kept or not agree, inputs unchanged, outputs unaliased);
     False if no binding was found, or if the run would need more than 64 MiB
@@ -531,7 +531,7 @@ def run_verified(program: Program, seed: int, backends: tuple[str, ...]) -> bool
         return False
     problems = disagreements(bound, seed=seed, backends=backends, max_memory=64 * 2**20)
     if problems:
-        raise Problem("plans disagree at " + str(bound.dims.bindings) + ": " + "; ".join(problems[:4]))
+        raise Problem("variants disagree at " + str(bound.dims.bindings) + ": " + "; ".join(problems[:4]))
     return True
 
 
@@ -744,7 +744,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--failures", type=Path, default=Path("fuzz-failures"))
     parser.add_argument("--progress", type=int, default=1000, help="print counts every N inputs")
     parser.add_argument("--backends", default="numpy,torch",
-                        help="the backends every plan of a verified spec runs on")
+                        help="the backends every variant of a verified spec runs on")
     parser.add_argument("--state", type=Path, default=None,
                         help="save the run's state here as it goes (every --progress inputs)")
     parser.add_argument("--resume", action="store_true",

@@ -1,4 +1,4 @@
-"""The generated differential corpus: attention specs whose every plan must agree.
+"""The generated differential corpus: attention specs whose every variant must agree.
 
 Each spec is one attention, written the many ways codebases write it: the scale on the
 scores, on Q, on K or on both, inline or in a statement of its own, as a divisor, a power

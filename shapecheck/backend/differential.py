@@ -1,14 +1,14 @@
-"""Every plan of a spec computes the same numbers: the differential oracle.
+"""Every variant of a spec computes the same numbers: the differential oracle.
 
 A spec that verifies may run on NumPy or torch, fused (``auto``) or not (``off``),
 keeping its intermediates or not. Whatever the choice, :func:`disagreements` holds it
 to the same answer, at one binding:
 
-- every plan gives the same outputs (to the float64 tolerance of :mod:`.reference`),
-  and the plans that keep intermediates give the same intermediates;
+- every variant gives the same outputs (to the float64 tolerance of :mod:`.reference`),
+  and the variants that keep intermediates give the same intermediates;
 - the caller's arrays are never written (each run gets copies, compared afterwards);
 - no output shares memory with an input or with another output, and each is writable;
-- every plan fails, or none does, with the same kind of error (a spec too large for one
+- every variant fails, or none does, with the same kind of error (a spec too large for one
   backend is too large for all); an exception that is not a :class:`RunError` is a bug.
 
 The test corpus (``tests/test_plan_differential.py``) and the fuzzer (``tools/fuzz.py``)
@@ -30,12 +30,12 @@ from .numpy_backend import evaluate_shape
 from .reference import compare, tolerance
 
 BACKENDS = ("numpy", "torch")
-MAX_MEMORY = 256 << 20  # a corpus spec is small: a plan past this is refused by every plan
+MAX_MEMORY = 256 << 20  # a corpus spec is small: a plan past this is refused by every variant
 
 
 @dataclass(frozen=True)
-class Plan:
-    """One way to run a spec."""
+class Variant:
+    """One way to run a spec: backend, fused or not, intermediates kept or not."""
 
     backend: str
     fused: str
@@ -45,13 +45,13 @@ class Plan:
         return f"{self.backend}, fused {self.fused}, keep_intermediates {'on' if self.keep else 'off'}"
 
 
-def plans(backends: Sequence[str] = BACKENDS) -> Iterator[Plan]:
-    """Every plan on ``backends``: the first, NumPy unfused without intermediates, is the
+def variants(backends: Sequence[str] = BACKENDS) -> Iterator[Variant]:
+    """Every variant on ``backends``: the first, NumPy unfused without intermediates, is the
     reference the others are compared with."""
     for backend in backends:
         for fused in ("off", "auto"):
             for keep in (False, True):
-                yield Plan(backend, fused, keep)
+                yield Variant(backend, fused, keep)
 
 
 def available(backend: str) -> bool:
@@ -75,32 +75,32 @@ def inputs_for(program: Program, seed: int, dtype: str = "float64") -> dict[str,
 def disagreements(program: Program, *, seed: int = 0, backends: Sequence[str] = BACKENDS,
                   dtype: str = "float64", max_memory: int = MAX_MEMORY) -> list[str]:
     """What breaks the oracle for ``program`` (checked at a binding that fixes every dim),
-    one line each; empty when every plan agrees."""
-    chosen = [plan for plan in plans([b for b in backends if available(b)])]
+    one line each; empty when every variant agrees."""
+    chosen = [variant for variant in variants([b for b in backends if available(b)])]
     try:
         arrays = inputs_for(program, seed, dtype)
     except RunError as error:
         return [] if not isinstance(error, OptionError) else [f"inputs: {error}"]
     problems: list[str] = []
-    outcomes: dict[Plan, RunResult | str] = {}
-    for plan in chosen:
+    outcomes: dict[Variant, RunResult | str] = {}
+    for variant in chosen:
         given = {name: array.copy() for name, array in arrays.items()}
-        outcomes[plan] = _run(program, plan, given, dtype, max_memory)
-        problems += [f"{plan}: the input {name} was written"
+        outcomes[variant] = _run(program, variant, given, dtype, max_memory)
+        problems += [f"{variant}: the input {name} was written"
                      for name, array in given.items() if not _same(arrays[name], array)]
-        result = outcomes[plan]
+        result = outcomes[variant]
         if isinstance(result, RunResult):
-            problems += [f"{plan}: {line}" for line in _aliasing(result, given)]
+            problems += [f"{variant}: {line}" for line in _aliasing(result, given)]
     return problems + _compare(outcomes, dtype)
 
 
-def _run(program: Program, plan: Plan, arrays: dict[str, np.ndarray], dtype: str,
+def _run(program: Program, variant: Variant, arrays: dict[str, np.ndarray], dtype: str,
          max_memory: int) -> RunResult | str:
     """The run's result, or the kind of error it stopped with (a bug is raised as such)."""
     try:
         spec = CompiledSpec(program, dims=program.dims.bindings, dtype=dtype,
-                            max_memory=max_memory, backend=plan.backend, fused=plan.fused)
-        return spec.run(arrays, keep_intermediates=plan.keep)
+                            max_memory=max_memory, backend=variant.backend, fused=variant.fused)
+        return spec.run(arrays, keep_intermediates=variant.keep)
     except RunError as error:
         return f"{type(error).__name__}: {error}"
 
@@ -120,24 +120,24 @@ def _aliasing(result: RunResult, inputs: dict[str, np.ndarray]) -> Iterator[str]
         seen.append((f"the output {name}", value))
 
 
-def _compare(outcomes: dict[Plan, RunResult | str], dtype: str) -> list[str]:
+def _compare(outcomes: dict[Variant, RunResult | str], dtype: str) -> list[str]:
     problems: list[str] = []
     if not outcomes:
         return problems
-    reference_plan, reference = next(iter(outcomes.items()))
+    reference_variant, reference = next(iter(outcomes.items()))
     kept = next(((p, r) for p, r in outcomes.items() if p.keep and isinstance(r, RunResult)),
                 None)
-    for plan, result in outcomes.items():
+    for variant, result in outcomes.items():
         if isinstance(reference, str) or isinstance(result, str):
             if _kind(reference) != _kind(result):
-                problems.append(f"{plan}: {_text(result)}, but {reference_plan}: "
+                problems.append(f"{variant}: {_text(result)}, but {reference_variant}: "
                                 f"{_text(reference)}")
             continue
-        problems += [f"{plan}: {line}"
+        problems += [f"{variant}: {line}"
                      for line in _differences(reference.outputs, result.outputs, dtype)]
-        if plan.keep and kept is not None and isinstance(kept[1], RunResult):
+        if variant.keep and kept is not None and isinstance(kept[1], RunResult):
             shared = {n: v for n, v in result.tensors.items() if n in kept[1].tensors}
-            problems += [f"{plan} (intermediates, against {kept[0]}): {line}"
+            problems += [f"{variant} (intermediates, against {kept[0]}): {line}"
                          for line in _differences(kept[1].tensors, shared, dtype)]
     return problems
 
