@@ -12,7 +12,7 @@ One entry point per job, each reading what the checked program declares:
   packed axis in the spec's order and widths. ``--param SPEC=KEY`` (or ``KEY.T``) decides
   one by hand. The matching is decided once, at the first binding, and reported; a name
   that cannot be matched is a :class:`BindingError` listing the candidates and the flag.
-- :meth:`Plan.write` writes the spec's values into the matched tensors in place (a slice of
+- :meth:`Matching.write` writes the spec's values into the matched tensors in place (a slice of
   a packed tensor is a view into it), so each binding runs with the spec's fresh weights
   and never with uninitialised storage.
 - :func:`parse_expression` / :func:`evaluate` read ``--arg``/``--init`` values (spec names,
@@ -166,7 +166,7 @@ def _layer(module: Any, key: str) -> str:
     return type(owner).__name__
 
 
-# --- the plan ---------------------------------------------------------------------------------
+# --- the matching -----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,7 @@ class Match:
 
 
 @dataclass(frozen=True)
-class Plan:
+class Matching:
     """The matching, decided once: written into the module at every binding."""
 
     matches: tuple[Match, ...]
@@ -219,7 +219,7 @@ class Plan:
 
 
 def decide(module: Any, values: Mapping[str, Any], kinds: Mapping[str, str],
-           overrides: Mapping[str, str]) -> Plan:
+           overrides: Mapping[str, str]) -> Matching:
     """Match each spec name in ``values`` (name -> array at the first binding; ``kinds``:
     name -> param/input) to the module's state. ``overrides``: name -> KEY or KEY.T."""
     state = tensors(module)
@@ -239,7 +239,7 @@ def decide(module: Any, values: Mapping[str, Any], kinds: Mapping[str, str],
     order = {name: index for index, name in enumerate(values)}
     bound = {m.key for m in matches}
     unbound = tuple(key for key, _ in module.named_parameters() if key not in bound)
-    return Plan(tuple(sorted(matches, key=lambda m: order.get(m.name, 0))), unbound)
+    return Matching(tuple(sorted(matches, key=lambda m: order.get(m.name, 0))), unbound)
 
 
 def _shape(value: Any) -> tuple[int, ...]:
@@ -494,6 +494,6 @@ def convert_mask(keep: Any, convention: str, dtype: Any, table: bool = False) ->
     return zeros.masked_fill(~keep, fill)
 
 
-__all__ = ["BindingError", "Expression", "MASK_CONVENTIONS", "Match", "Plan", "check_mask",
+__all__ = ["BindingError", "Expression", "MASK_CONVENTIONS", "Match", "Matching", "check_mask",
            "convert_mask", "decide", "evaluate", "instance_sizes", "key_meaning", "parse_expression",
            "spec_meaning", "tensors"]

@@ -249,7 +249,7 @@ def conform(spec: SpecSource, function: Callable[..., Any], *,
     ``compile_spec``); ``dims`` fixes some dims for every case; ``rtol``/``atol``
     replace the tolerance chosen by element type; ``spec_name`` and ``function_name``
     are how the report names them; ``fused`` is how the spec's side runs (``"auto"`` or
-    ``"off"``, as ``run --fused``: every plan computes the same numbers). A real module
+    ``"off"``, as ``run --fused``: every variant computes the same numbers). A real module
     (docs/conform.md, "Real modules"):
     ``init`` (factory keyword -> dims expression or value), ``args`` (forward keyword ->
     expression of spec names, dims and literals, or a value), ``masks`` (spec mask ->
@@ -285,7 +285,7 @@ def conform(spec: SpecSource, function: Callable[..., Any], *,
                          driver.framework, dtype)
     for checked in found:
         case, outcome = driver.attempt(checked)
-        result.bound = driver.plan.lines() if driver.plan is not None else []
+        result.bound = driver.matching.lines() if driver.matching is not None else []
         result.not_compared = driver.not_compared
         if outcome is None:
             result.passed.append(case.bindings)
@@ -341,7 +341,7 @@ class _Driver:
         self.kind = _target_kind(function, self.declared, list(program.dims.dims), self.names,
                                  self.wiring)
         self.routing: _Routing | None = None
-        self.plan: Any = None  # binding.Plan, decided at the first binding
+        self.matching: Any = None  # binding.Matching, decided at the first binding
         self.not_compared: list[str] = []
         self.torch: Any = None
         if framework == "torch":
@@ -427,13 +427,13 @@ class _Driver:
         assert self.routing is not None
         values = {name: case.inputs[name] for name in self.routing.state}
         try:
-            if self.plan is None:
-                self.plan = decide(module, values, self.kinds, self.wiring.params)
-            self.plan.write(module, values, _bindings_text(case.bindings))
+            if self.matching is None:
+                self.matching = decide(module, values, self.kinds, self.wiring.params)
+            self.matching.write(module, values, _bindings_text(case.bindings))
         except BindingError as error:
             text = str(error)
             inputs = [n for n in self.routing.state if self.kinds[n] == "input"]
-            if inputs and self.plan is None:
+            if inputs and self.matching is None:
                 text += "\n" + message("input_hint", names=_names_text(inputs),
                                        parameters=", ".join(self.routing.parameters) or "none",
                                        hint=message("hint_name", spec=inputs[0], parameter=_likely(
