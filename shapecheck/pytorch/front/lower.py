@@ -99,7 +99,7 @@ class Lowering:
     def run(self) -> Lowered:
         graph = self.program.graph
         outputs = self._output_nodes()
-        self._plan(graph, outputs)
+        self._mark_statements(graph, outputs)
         self._placeholders()
         for node in graph.nodes:
             if node.op != "call_function":
@@ -127,7 +127,7 @@ class Lowering:
                 position += 1
         return found
 
-    def _plan(self, graph: Any, outputs: list[tuple[int, Any]]) -> None:
+    def _mark_statements(self, graph: Any, outputs: list[tuple[int, Any]]) -> None:
         """Which nodes get a statement of their own: used more than once, used on another
         line, feeding a multi-output operator, or an output."""
         output_nodes = {node for _, node in outputs}
