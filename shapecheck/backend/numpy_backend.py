@@ -603,10 +603,10 @@ def _compile_subscript(c: _ExprCompiler, node: nodes.Subscript) -> Compiled:
     freed rather than kept alive by a small view of it (the estimate counts the copy)."""
     if id(node) in c.program.calls:  # a gather, `E[ids]`: the checker read it as `take`
         return _compile_call(c, node)  # type: ignore[arg-type]
-    plan = c.program.subscripts.get(id(node))
-    if plan is None:
+    resolved = c.program.subscripts.get(id(node))
+    if resolved is None:
         raise CheckerBug(message("bug_unresolved_call", name="[...]", line=node.span.line))
-    key = tuple(_index_key(c, entry) for entry in plan.entries)
+    key = tuple(_index_key(c, entry) for entry in resolved.entries)
     operand = c.compile(node.operand)
     run = operand.run
     if operand.fresh:
@@ -618,10 +618,10 @@ def _compile_subscript(c: _ExprCompiler, node: nodes.Subscript) -> Compiled:
 def _compile_update(c: _ExprCompiler, node: nodes.Update) -> Compiled:
     """`x[...] = v` as a new array: a copy of x with the slice assigned (NumPy broadcasts v
     as the checker proved it may); x itself is left as it was."""
-    plan = c.program.subscripts.get(id(node))
-    if plan is None:
+    resolved = c.program.subscripts.get(id(node))
+    if resolved is None:
         raise CheckerBug(message("bug_unresolved_call", name="[...] =", line=node.span.line))
-    key = tuple(_index_key(c, entry) for entry in plan.entries)
+    key = tuple(_index_key(c, entry) for entry in resolved.entries)
     operand, value = c.compile(node.operand), c.compile(node.value)
     run, run_value, dtype = operand.run, value.run, c.dtype
     bools = c.value_of(node).is_bool

@@ -403,14 +403,14 @@ def _compile_transpose(c: _ExprCompiler, node: nodes.Transpose) -> Compiled:
 def _compile_subscript(c: _ExprCompiler, node: nodes.Subscript) -> Compiled:
     """`x[...]` with the bounds the checker normalised. Torch slices go forward only: an
     axis sliced backward is flipped first, and sliced forward from the mirrored bounds."""
-    plan = c.program.subscripts.get(id(node))
-    if plan is None and id(node) in c.program.calls:  # a gather, `E[ids]`: read as `take`
+    resolved = c.program.subscripts.get(id(node))
+    if resolved is None and id(node) in c.program.calls:  # a gather, `E[ids]`: read as `take`
         return _compile_call(c, node)  # type: ignore[arg-type]
-    if plan is None:
+    if resolved is None:
         raise CheckerBug(message("bug_unresolved_call", name="[...]", line=node.span.line))
     flips: list[int] = []
     key: list[Any] = []
-    for entry in plan.entries:
+    for entry in resolved.entries:
         if isinstance(entry, Take):
             key.append(c.dim(entry.index))
         elif isinstance(entry, Range):
@@ -436,11 +436,11 @@ def _compile_subscript(c: _ExprCompiler, node: nodes.Subscript) -> Compiled:
 def _compile_update(c: _ExprCompiler, node: nodes.Update) -> Compiled:
     """`x[...] = v` as a new tensor: a clone of x with the slice assigned (broadcast as
     the checker proved it may); x itself is left as it was."""
-    plan = c.program.subscripts.get(id(node))
-    if plan is None:
+    resolved = c.program.subscripts.get(id(node))
+    if resolved is None:
         raise CheckerBug(message("bug_unresolved_call", name="[...] =", line=node.span.line))
     key: list[Any] = []
-    for entry in plan.entries:
+    for entry in resolved.entries:
         if isinstance(entry, Take):
             key.append(c.dim(entry.index))
         elif isinstance(entry, Range):

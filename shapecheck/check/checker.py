@@ -745,8 +745,8 @@ class Checker:
         result = subscript_shape(self._ctx(node, params), operand, entries)
         if result is None:
             return UNKNOWN
-        value, plan = result
-        self.program.subscripts[id(node)] = plan
+        value, resolved = result
+        self.program.subscripts[id(node)] = resolved
         return value
 
     def _entries(self, indices: Any, params: dict[str, Any]) -> list[Entry] | None:
@@ -776,7 +776,7 @@ class Checker:
         result = subscript_shape(self._ctx(node, params), operand, entries)
         if result is None:
             return operand  # the new version has the old one's shape all the same
-        part, plan = result
+        part, resolved = result
         assert part.shape is not None and written.shape is not None
         problem = _write_problem(self.dims, part.shape, written.shape)
         if problem is not None:
@@ -790,7 +790,7 @@ class Checker:
             return operand
         if written.is_bool and not operand.is_bool:
             self._warn_bool(node.value, "`=`")
-        self.program.subscripts[id(node)] = plan
+        self.program.subscripts[id(node)] = resolved
         return operand
     def _gather_entry(self, node: nodes.Subscript) -> tuple[nodes.Expr, int] | None:
         """`E[ids]`, `x[:, positions]`, `freqs[..., pos]`: one integer tensor among whole

@@ -3,7 +3,7 @@
 Where NumPy would clamp a slice bound or raise on an index at some sizes only,
 the rule asks for a proof instead: `x[..., :h]` of an axis of size `d` needs
 `h <= d` for every admissible size, and `x[1]` needs the axis to have two
-elements. What it proves is recorded as an :class:`~shapecheck.program.IndexPlan`
+elements. What it proves is recorded as an :class:`~shapecheck.program.ResolvedSubscript`
 (normalised bounds), which the backends execute.
 """
 
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..messages import codes
 from .. import symbolic
-from .program import IndexPlan, NewAxis, Range, Take, Value
+from .program import NewAxis, Range, ResolvedSubscript, Take, Value
 from ..symbolic import Claim, Decision, Dim, Verdict, to_text
 
 if TYPE_CHECKING:
@@ -42,40 +42,41 @@ class Entry:
 _WHOLE = Entry("whole", "")
 
 
-def subscript_shape(ctx: Ctx, x: Value, entries: Sequence[Entry]) -> tuple[Value, IndexPlan] | None:
-    """The value of `x[entries]` and its plan, or None after reporting what is wrong."""
+def subscript_shape(ctx: Ctx, x: Value,
+                    entries: Sequence[Entry]) -> tuple[Value, ResolvedSubscript] | None:
+    """The value of `x[entries]` and how it resolved, or None after reporting what is wrong."""
     assert x.shape is not None
     expanded = _expand(ctx, x, entries)
     if expanded is None:
         return None
     shape: list[Dim] = []
-    plan: list[Take | Range | NewAxis] = []
+    resolved: list[Take | Range | NewAxis] = []
     failed = False
     axis = 0
     for entry in expanded:
         if entry.kind == "new":
             shape.append(symbolic.ONE)
-            plan.append(NewAxis())
+            resolved.append(NewAxis())
             continue
         size = x.shape[axis]
         if entry.kind == "whole":
             shape.append(size)
-            plan.append(Range(axis, None, None, symbolic.ONE, size))
+            resolved.append(Range(axis, None, None, symbolic.ONE, size))
         elif entry.kind == "index":
             taken = _take(ctx, x, axis, entry)
             failed |= taken is None
-            plan.append(Take(axis, taken if taken is not None else symbolic.ONE))
+            resolved.append(Take(axis, taken if taken is not None else symbolic.ONE))
         else:
             sliced = _range(ctx, x, axis, entry)
             if sliced is None:
                 failed = True
             else:
                 shape.append(sliced.length)
-                plan.append(sliced)
+                resolved.append(sliced)
         axis += 1
     if failed:
         return None
-    return Value(tuple(shape), x.is_bool, element=x.element), IndexPlan(tuple(plan))
+    return Value(tuple(shape), x.is_bool, element=x.element), ResolvedSubscript(tuple(resolved))
 
 
 def _expand(ctx: Ctx, x: Value, entries: Sequence[Entry]) -> list[Entry] | None:

@@ -139,7 +139,7 @@ class NewAxis:
 
 
 @dataclass(frozen=True, slots=True)
-class IndexPlan:
+class ResolvedSubscript:
     """A subscript `x[...]` as resolved by the checker: one entry per axis of the
     operand (`...` and missing trailing entries expanded to whole-axis ranges) and
     per new axis, in order."""
@@ -162,7 +162,8 @@ class Program:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     types: dict[int, Value] = field(default_factory=dict)  # id(expr node) -> Value
     calls: dict[int, CallInfo] = field(default_factory=dict)  # id(Call node) -> CallInfo
-    subscripts: dict[int, IndexPlan] = field(default_factory=dict)  # id(Subscript node) -> plan
+    # id(Subscript node) -> how the checker resolved it
+    subscripts: dict[int, ResolvedSubscript] = field(default_factory=dict)
     # Names used without a declaration: name -> each use, as (span, role), the role
     # "dim", "value" or "tensor" (see Checker._undefined).
     undeclared: dict[str, list[tuple[Span, str]]] = field(default_factory=dict)

@@ -197,21 +197,21 @@ class Follow:
         return operand.moved(axes[:-2] + (axes[-1], axes[-2]))
 
     def _subscript(self, node: nodes.Subscript, value: Value) -> _Info:
-        """`x[...]` (the checker's plan of it): an axis taken whole keeps its identity, a
+        """`x[...]` (as the checker resolved it): an axis taken whole keeps its identity, a
         new axis (`None`) is new, a part of an axis is a new, opaque axis (a window of the
         keys is not the keys). x's facts go on only when no axis is cut or dropped
         (`P[None]` is still normalised); otherwise the pass stays silent about it."""
         if id(node) in self.calls:  # a gather, `E[ids]`: the checker read it as `take`
             return self._call(node, value)  # type: ignore[arg-type]
         operand = self.value(node.operand)
-        plan = self.program.subscripts.get(id(node))
-        if operand.axes is None or plan is None or value.shape is None:
+        resolved = self.program.subscripts.get(id(node))
+        if operand.axes is None or resolved is None or value.shape is None:
             return _UNKNOWN
         sizes = iter(value.shape)
         axes: list[Axis] = []
         whole = True
         windows: dict[int, tuple[Axis, Any]] = {}  # old axis -> (its window, the start)
-        for entry in plan.entries:
+        for entry in resolved.entries:
             if isinstance(entry, Take):
                 whole = False
                 continue
