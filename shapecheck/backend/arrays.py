@@ -231,3 +231,12 @@ def _open(path: PathLike) -> BinaryIO:
 
 
 __all__ = ["ArrayFile", "UnreadableFile", "open_npy", "open_npz"]
+
+
+def save_npz(path: str, arrays: dict[str, np.ndarray], protect: list[tuple[str, str]]) -> None:
+    """The archive, whole or not at all (fileio: a fresh temporary, then a rename)."""
+    try:
+        fileio.write_atomic(path, lambda handle: np.savez(handle, **arrays), protect=protect)
+    except OSError as error:
+        raise UnreadableFile(message("cannot_write", path=path,
+                                     reason=error.strerror or error)) from None

@@ -361,3 +361,21 @@ def format_bytes(count: int) -> str:
         if count >= size:
             return f"{count / size:.1f} {unit}"
     return f"{count} B"
+
+
+def output_stats(value: np.ndarray) -> str:
+    """min / max / mean, ignoring NaN; no temporary larger than one bool per element."""
+    if value.dtype.kind == "b":  # min / max / mean as for any output, read as 0 and 1
+        true = int(np.count_nonzero(value))
+        return message("report_stats", min=int(true == value.size), max=int(true > 0),
+                       mean=true / value.size) + message(
+            "report_stats_bool", true=true, size=value.size)
+    missing = int(np.count_nonzero(np.isnan(value)))
+    if missing == value.size:
+        return message("report_stats_nan", count=value.size).lstrip(", ")
+    present = None if not missing else np.logical_not(np.isnan(value))
+    total = np.add.reduce(value, axis=None, dtype=np.float64, where=present if missing else True)
+    text = message("report_stats", min=float(np.fmin.reduce(value, axis=None)),
+                   max=float(np.fmax.reduce(value, axis=None)),
+                   mean=float(total) / (value.size - missing))
+    return text + (message("report_stats_nan", count=missing) if missing else "")

@@ -1,5 +1,8 @@
 """`shapecheck run`: verify, bind, execute, report (contract: shared/spec/cli.md).
 
+The command is light to import: the backend (and so NumPy) is imported when a run
+starts, never when another command runs.
+
 Results go to stdout; diagnostics, warnings and errors to stderr. Exit status:
 0 success; 1 the spec does not verify, or an input (array, binding, size) is
 wrong; 2 usage error, unreadable file, or internal failure (a checker bug).
@@ -7,26 +10,25 @@ wrong; 2 usage error, unreadable file, or internal failure (a checker bug).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import numpy as np
 
 from .. import fileio
-from ..loader import check_bytes, check_path, file_result
-from ..config import default_bindings
 from ..options import OptionError, parse_size
-from ..check.program import Program
-from ..backend import runtime
-from ..backend.arrays import ArrayFile, UnreadableFile, open_npy, open_npz
-from ..backend.compiled import CompiledSpec, RunResult
-from ..backend.errors import CheckerBug, RunError, SpecError, bindings_text, message
-from ..backend.progress import Progress
+from .common import (
+    EXIT_ERRORS, EXIT_OK, EXIT_USAGE, STDOUT, cli, color_option, config_option, dim_option,
+    finder_for, infer_option, isolated_option, lang_option, parse_bindings, stdin_filename_option,
+    stdin_spec, use_color,
+)
 
-EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
-STDOUT = "-"  # refused for --save: standard output carries the run's report
+if TYPE_CHECKING:
+    from ..backend.arrays import ArrayFile
+    from ..backend.compiled import CompiledSpec, RunResult
+    from ..check.program import Program
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,9 @@ class RunOptions:
 
 def run_command(options: RunOptions) -> int:
     """Everything `shapecheck run` does; returns the exit status."""
+    from ..backend import runtime
+    from ..backend.errors import CheckerBug, RunError, SpecError, message
+
     if options.save_all and options.save is None:
         raise click.UsageError(message("report_save_all_needs_save"))
     if options.save == STDOUT:
@@ -81,6 +86,13 @@ def run_command(options: RunOptions) -> int:
 
 def _run(options: RunOptions, limit: int | None) -> int:
     """load the spec and arrays → bind and plan → execute → report (and save)."""
+    from ..backend.arrays import save_npz
+    from ..backend.compiled import CompiledSpec
+    from ..backend.errors import message
+    from ..backend.progress import Progress
+    from ..backend import runtime
+    from ..config import default_bindings
+
     program = _load_spec(options)
     _show_diagnostics(program, options)  # warnings, if any
     arrays, origins = _load_arrays(options)
@@ -100,12 +112,16 @@ def _run(options: RunOptions, limit: int | None) -> int:
     _report(spec, result, origins, options)
     if options.save is not None:
         saved = result.tensors if options.save_all else result.outputs
-        _save(options.save, saved, protect)
+        save_npz(options.save, saved, protect)
         click.echo(message("report_saved", count=len(saved), path=options.save))
     return EXIT_OK
 
 
 def _load_spec(options: RunOptions) -> Program:
+    from ..backend.arrays import UnreadableFile
+    from ..backend.errors import SpecError, message
+    from ..loader import check_bytes, check_path
+
     try:
         program = (check_path(options.path, options.bindings, ignore=options.ignore,
                               defaults=options.defaults, infer=options.infer)
@@ -122,6 +138,8 @@ def _load_spec(options: RunOptions) -> Program:
 
 def _protected(options: RunOptions, origins: dict[str, str]) -> list[tuple[str, str]]:
     """Files `--save` must never replace: the spec and every input file."""
+    from ..backend.errors import message
+
     files = [options.path, *([options.archive] if options.archive else []),
              *(item.partition("=")[2].strip() for item in options.input_files)]
     return [(path, message("what_spec" if index == 0 else "what_input"))
@@ -129,17 +147,11 @@ def _protected(options: RunOptions, origins: dict[str, str]) -> list[tuple[str, 
 
 
 def _check_save(path: str, protect: list[tuple[str, str]]) -> None:
+    from ..backend.arrays import UnreadableFile
+    from ..backend.errors import message
+
     try:
         fileio.check_target(path, protect=protect)
-    except OSError as error:
-        raise UnreadableFile(message("cannot_write", path=path,
-                                     reason=error.strerror or error)) from None
-
-
-def _save(path: str, arrays: dict[str, np.ndarray], protect: list[tuple[str, str]]) -> None:
-    """The archive, whole or not at all (fileio: a fresh temporary, then a rename)."""
-    try:
-        fileio.write_atomic(path, lambda handle: np.savez(handle, **arrays), protect=protect)
     except OSError as error:
         raise UnreadableFile(message("cannot_write", path=path,
                                      reason=error.strerror or error)) from None
@@ -148,6 +160,9 @@ def _save(path: str, arrays: dict[str, np.ndarray], protect: list[tuple[str, str
 def _load_arrays(options: RunOptions) -> tuple[dict[str, ArrayFile], dict[str, str]]:
     """The files named by --inputs and --input, known by their headers (read after the
     memory check)."""
+    from ..backend.arrays import open_npy, open_npz
+    from ..backend.errors import message
+
     arrays: dict[str, ArrayFile] = {}
     origins: dict[str, str] = {}
     if options.archive is not None:
@@ -169,6 +184,9 @@ def _load_arrays(options: RunOptions) -> tuple[dict[str, ArrayFile], dict[str, s
 
 def _report(spec: CompiledSpec, result: RunResult, origins: dict[str, str],
             options: RunOptions) -> None:
+    from ..backend import runtime
+    from ..backend.errors import bindings_text, message
+
     backend = options.backend if options.device == "cpu" else f"{options.backend}, {options.device}"
     click.echo(message("report_header", path=options.path, bindings=bindings_text(result.bindings),
                        dtype=options.dtype, backend=backend))
@@ -184,7 +202,7 @@ def _report(spec: CompiledSpec, result: RunResult, origins: dict[str, str],
         click.echo(message("report_generated", seed=options.seed, names=", ".join(names), how=how))
     for name, value in result.outputs.items():
         click.echo(message("report_output", name=name, shape=list(value.shape),
-                                           dtype=value.dtype, stats=_stats(value)))
+                                           dtype=value.dtype, stats=runtime.output_stats(value)))
     click.echo(message("report_checked"))
     for text in result.checks:
         click.echo(message("report_check", text=text))
@@ -192,25 +210,9 @@ def _report(spec: CompiledSpec, result: RunResult, origins: dict[str, str],
         click.echo(message("report_warning", text=text), err=True)
 
 
-def _stats(value: np.ndarray) -> str:
-    """min / max / mean, ignoring NaN; no temporary larger than one bool per element."""
-    if value.dtype.kind == "b":  # min / max / mean as for any output, read as 0 and 1
-        true = int(np.count_nonzero(value))
-        return message("report_stats", min=int(true == value.size), max=int(true > 0),
-                       mean=true / value.size) + message(
-            "report_stats_bool", true=true, size=value.size)
-    missing = int(np.count_nonzero(np.isnan(value)))
-    if missing == value.size:
-        return message("report_stats_nan", count=value.size).lstrip(", ")
-    present = None if not missing else np.logical_not(np.isnan(value))
-    total = np.add.reduce(value, axis=None, dtype=np.float64, where=present if missing else True)
-    text = message("report_stats", min=float(np.fmin.reduce(value, axis=None)),
-                   max=float(np.fmax.reduce(value, axis=None)),
-                   mean=float(total) / (value.size - missing))
-    return text + (message("report_stats_nan", count=missing) if missing else "")
-
-
 def _show_diagnostics(program: Program, options: RunOptions) -> None:
+    from ..loader import file_result
+
     if not program.diagnostics:
         return
     from ..formats import render
@@ -220,7 +222,61 @@ def _show_diagnostics(program: Program, options: RunOptions) -> None:
 
 
 def _error(text: str) -> None:
+    from ..backend.errors import message
+
     click.echo(message("report_error", text=text), err=True)
 
 
-__all__ = ["RunOptions", "run_command"]
+# --- the command ------------------------------------------------------------------------
+
+
+@cli.command()
+@lang_option
+@click.argument("path", type=click.Path())
+@dim_option
+@click.option("--input", "input_files", multiple=True, metavar="NAME=FILE.npy",
+              help="Load an input or param from a .npy file (repeatable; never with pickle).")
+@click.option("--inputs", "archive", metavar="FILE.npz",
+              help="Load inputs and params from a .npz archive (keys: their names).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed for the inputs and params that are not supplied.")
+@click.option("--save", metavar="FILE.npz", help="Write the outputs, keyed by name.")
+@click.option("--save-all", is_flag=True, help="With --save: write every intermediate too.")
+@click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float64",
+              show_default=True, help="Element type of the computation, end to end.")
+@click.option("--backend", type=click.Choice(["numpy", "torch"]), default="numpy",
+              show_default=True,
+              help="Numeric backend (torch: the optional extra attn-shapecheck[torch]).")
+@click.option("--device", default="cpu", show_default=True, metavar="cpu|cuda",
+              help="Where the torch backend runs (cuda, cuda:N where there is one).")
+@click.option("--fused", type=click.Choice(["auto", "off"]), default="auto", show_default=True,
+              help="Run each attention pattern fused where it can (NumPy: block by block, "
+              "O(N·d) memory; torch: one scaled_dot_product_attention), or never.")
+@click.option("--max-memory", metavar="SIZE",
+              help="Refuse a run estimated to need more (4GiB, 512MiB, unlimited). "
+              "Default: 4 GiB, or half the machine's memory if less.")
+@color_option
+@config_option
+@isolated_option
+@stdin_filename_option
+@infer_option
+def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive: str | None,
+        seed: int, save: str | None, save_all: bool, dtype: str, backend: str, device: str,
+        fused: str, max_memory: str | None, color: str, config: tuple[str, ...], isolated: bool,
+        stdin_filename: str | None, infer: bool | None) -> None:
+    """Verify a spec, then execute it (NumPy, or PyTorch) and report its outputs.
+
+    The configuration's [dims] are default bindings (--dim wins), and its rule
+    selection and the spec's `# noqa` comments apply to the warnings shown.
+    """
+    bindings = parse_bindings(dims)
+    shown, source, where = stdin_spec(path, stdin_filename)
+    settings = finder_for(config, isolated).settings_for(where)
+    options = RunOptions(shown, bindings, input_files, archive, seed, save, save_all,
+                         dtype, max_memory, use_color(color), ignore=settings.disabled(str(where)),
+                         defaults=dict(settings.dims), infer=infer, backend=backend,
+                         device=device, fused=fused, source=source)
+    sys.exit(run_command(options))
+
+
+__all__ = ["RunOptions", "run", "run_command"]

@@ -1,8 +1,8 @@
-"""What `shapecheck verify` does before it renders: walk, configure, check each file.
+"""`shapecheck verify`: walk, configure, check each file, render (contract: shared/spec/cli.md).
 
-One entry point, :func:`lint`. Each file is checked **in isolation**: a path that
-cannot be read becomes SC007 for that path, and a failure inside shapecheck while
-checking one file becomes SC006 for that file (issue 7), so every other file is
+The command's logic has one entry point, :func:`lint`. Each file is checked **in
+isolation**: a path that cannot be read becomes SC007 for that path, and a failure inside
+shapecheck while checking one file becomes SC006 for that file, so every other file is
 still checked and reported in every format; either makes the run a tool failure
 (exit 2). A ``--dim`` that no checked spec declares is one run-level notice
 (SC207), not a diagnostic of some file.
@@ -12,15 +12,25 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import click
+
 from ..messages import codes
 from ..config import Finder, Settings
 from ..messages.diagnostics import Diagnostic, FileResult, Span
+from ..formats import FORMATS  # light: each format's module loads only when used
+from .common import (
+    EXIT_ERRORS, EXIT_OK, EXIT_STATUS_HELP, EXIT_USAGE, MESSAGES, UsageFailure, cli, codes_list,
+    color_option,
+    config_option, dim_option, finder_for, infer_option, isolated_option, lang_option,
+    parse_bindings, read_stdin, selectors, use_color,
+)
 from .walk import STDIN, Target, targets
 
 if TYPE_CHECKING:
@@ -238,7 +248,7 @@ class FileFix:
     result: FileResult | None = None  # the fixed text's check (what is left after the fixes)
 
 
-def fix(outcome: Outcome, bindings: Mapping[str, int], *, write: bool,
+def apply_fixes(outcome: Outcome, bindings: Mapping[str, int], *, write: bool,
         stdin: Stdin | None = None, infer: bool | None = None) -> list[FileFix]:
     """Apply the safe fixes of every checked file (:mod:`shapecheck.fixes`).
 
@@ -289,3 +299,199 @@ def _write(path: str, checked: str, text: str) -> bool:
         return False  # edited since it was checked: never overwrite someone's work
     fileio.write_atomic(path, bom + text.encode("utf-8"), keep_mode=True, follow_symlinks=True)
     return True
+
+
+# --- the command ------------------------------------------------------------------------
+
+
+VERIFY_EPILOG = """\b
+Examples:
+  shapecheck verify specs/                          every *.attn below specs/
+  shapecheck verify model.attn --dim N=128 --dim H=8
+  shapecheck verify specs/ --select SC4 --ignore SC402 --statistics
+  shapecheck verify specs/ --format sarif > shapecheck.sarif
+  cat model.attn | shapecheck verify - --stdin-filename specs/model.attn
+  shapecheck verify specs/ --fix                    apply the safe fixes
+
+\b
+Configuration: [tool.shapecheck] in pyproject.toml, or shapecheck.toml, found
+from each spec's folder upward (see docs/configuration.md). Suppress a warning
+with `# noqa: SC402` on its statement; errors cannot be suppressed.
+
+""" + EXIT_STATUS_HELP
+
+
+@cli.command(epilog=VERIFY_EPILOG)
+@lang_option
+@click.argument("paths", nargs=-1)
+@click.option("--format", "--output-format", "fmt", type=click.Choice(FORMATS),
+              default="text", show_default=True, help="Output format.")
+@click.option("--strict/--no-strict", default=None,
+              help="Warnings count as errors (default: the configuration's `strict`, else off).")
+@color_option
+@dim_option
+@click.option("--select", multiple=True, metavar="CODES",
+              help="Report only these warnings and notes (codes or prefixes, comma-separated, "
+              "ALL); replaces the configuration's selection. Errors are always reported.")
+@click.option("--extend-select", multiple=True, metavar="CODES",
+              help="Add to the selection.")
+@click.option("--ignore", multiple=True, metavar="CODES",
+              help="Do not report these warnings and notes (errors cannot be ignored).")
+@click.option("--exclude", multiple=True, metavar="PATTERNS",
+              help="Folders and files a walk skips (gitignore patterns, comma-separated); "
+              "replaces the configuration's `exclude` and its defaults.")
+@click.option("--extend-exclude", multiple=True, metavar="PATTERNS",
+              help="More patterns to skip, on top of `exclude`.")
+@config_option
+@isolated_option
+@click.option("--statistics", is_flag=True,
+              help="Print how often each code was reported, instead of the diagnostics.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="Print the diagnostics only: no summary line.")
+@click.option("--exit-zero", is_flag=True,
+              help="Exit 0 even when a spec has errors (2 still means a tool failure).")
+@click.option("--stdin-filename", metavar="PATH",
+              help="The name of the spec read from `-` (standard input): used in messages, "
+              "to find its configuration, and for per-file-ignores.")
+@click.option("--base-dir", type=click.Path(file_okay=False), metavar="DIR",
+              help="SARIF and GitHub paths are relative to DIR (default: the repository root "
+              "when inside a git repository, else the current folder).")
+@click.option("--allow-empty", is_flag=True,
+              help="Checking no file at all is not an error.")
+@click.option("--fix", is_flag=True,
+              help="Apply the safe fixes (exact `help:` edits) to the files, then report what "
+              "remains. A spec read from `-` is printed fixed instead.")
+@click.option("--diff", is_flag=True,
+              help="Print the safe fixes as a unified diff instead of the report; write nothing.")
+@infer_option
+def verify(paths: tuple[str, ...], fmt: str, strict: bool | None, color: str,
+           dims: tuple[str, ...], select: tuple[str, ...], extend_select: tuple[str, ...],
+           ignore: tuple[str, ...], exclude: tuple[str, ...], extend_exclude: tuple[str, ...],
+           config: tuple[str, ...], isolated: bool, statistics: bool, quiet: bool,
+           exit_zero: bool, stdin_filename: str | None, base_dir: str | None,
+           allow_empty: bool, fix: bool, diff: bool, infer: bool | None) -> None:
+    """Check spec files (a folder means every *.attn below it; `-` reads standard input)."""
+    from ..config import ConfigError, Overrides
+    from ..formats import github_step_summary, render, render_statistics
+
+    bindings = parse_bindings(dims)
+    if not paths:
+        if stdin_filename is None:
+            raise click.UsageError(MESSAGES["no_path"])
+        paths = ("-",)
+    if fix and diff:
+        raise click.UsageError(MESSAGES["fix_and_diff"])
+    if statistics and fmt not in ("text", "json"):
+        raise click.BadParameter(MESSAGES["statistics_format"], param_hint="--format")
+    overrides = Overrides(
+        select=selectors(select, "--select", turning_off=False) if select else None,
+        extend_select=selectors(extend_select, "--extend-select", turning_off=False),
+        ignore=selectors(ignore, "--ignore", turning_off=True),
+        exclude=codes_list(exclude) if exclude else None,
+        extend_exclude=codes_list(extend_exclude),
+        strict=strict,
+    )
+    finder = finder_for(config, isolated, overrides)
+    stdin = Stdin(read_stdin(), stdin_filename) if "-" in paths else None
+    try:
+        outcome = lint(paths, finder, bindings, stdin=stdin, infer=infer)
+    except ConfigError as error:
+        raise UsageFailure(str(error)) from None
+    nothing = not outcome.results
+    if diff or fix:
+        fixed = apply_fixes(outcome, bindings, write=fix, stdin=stdin, infer=infer)
+        if diff:
+            if nothing and not allow_empty:
+                raise UsageFailure(MESSAGES["nothing_checked"])
+            sys.exit(_show_diff(outcome, fixed, fmt, strict=strict, exit_zero=exit_zero))
+        if stdin is not None:
+            _print_fixed_stdin(fixed, stdin)
+    strict_now = any(settings.strict for settings in outcome.settings.values()) \
+        if outcome.settings else bool(strict) or finder.settings_for(Path.cwd()).strict
+    colored = use_color(color)
+    root = _base_dir(base_dir)
+    if statistics:
+        out = render_statistics(outcome.results, outcome.notices, fmt)
+    else:
+        out = render(outcome.results, fmt, color=colored, strict=strict_now,
+                     notices=outcome.notices, base_dir=root, quiet=quiet)
+    # With `--fix -`, standard output holds the fixed spec: the report goes to stderr.
+    report_to_stderr = fix and stdin is not None
+    # click strips ANSI codes off a terminal unless told; `--color always` means it.
+    click.echo(out, nl=False, color=colored, err=report_to_stderr)
+    if fix and not quiet:
+        count = sum(item.applied for item in fixed)
+        if count:
+            click.echo(MESSAGES["fixed"].format(count=count, files=len(fixed)),
+                       err=report_to_stderr or fmt != "text")
+    if fmt != "text":  # the document is on stdout; a person reading the log sees these
+        for result in outcome.results:
+            for diagnostic in result.diagnostics:
+                if diagnostic.code in TOOL_CODES:
+                    click.echo(f"shapecheck: {diagnostic.code}: {diagnostic.message}", err=True)
+    summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
+    if fmt == "github" and summary_file:
+        _append(summary_file, github_step_summary(outcome.results, strict=strict_now))
+    if nothing and not allow_empty:
+        raise UsageFailure(MESSAGES["nothing_checked"])
+    if outcome.tool_failure:
+        sys.exit(EXIT_USAGE)
+    failed = not all(r.ok(strict_now) for r in outcome.results) or (
+        strict_now and bool(outcome.notices))
+    sys.exit(EXIT_ERRORS if failed and not exit_zero else EXIT_OK)
+
+
+def _show_diff(outcome: Outcome, fixed: Sequence[FileFix], fmt: str, *, strict: bool | None,
+               exit_zero: bool) -> int:
+    """`--diff`: the changes (text: a unified diff on stdout, how many on stderr; json:
+    the document of what is left after the fixes, each file's diff a field). The exit
+    status: 1 when a file would change or errors remain after the fixes, else 0."""
+    from ..messages.fixes import unified_diff
+
+    diffs = {item.path: unified_diff(item.path, item.before, item.after) for item in fixed}
+    after = {item.path: item.result for item in fixed if item.result is not None}
+    results = [after.get(result.path, result) for result in outcome.results]
+    strict_now = any(settings.strict for settings in outcome.settings.values()) or bool(strict)
+    if fmt == "json":
+        from ..formats.json_format import render_json
+
+        click.echo(render_json(results, strict=strict_now, notices=outcome.notices, diffs=diffs),
+                   nl=False)
+    else:
+        for item in fixed:
+            click.echo(diffs[item.path], nl=False)
+        count = sum(item.applied for item in fixed)
+        click.echo(MESSAGES["would_fix"].format(count=count, files=len(fixed)), err=True)
+    if outcome.tool_failure:
+        return EXIT_USAGE
+    failed = bool(fixed) or not all(result.ok(strict_now) for result in results)
+    return EXIT_ERRORS if failed and not exit_zero else EXIT_OK
+
+
+def _print_fixed_stdin(fixed: Sequence[FileFix], stdin: Stdin) -> None:
+    """`--fix -`: the fixed spec (or the spec as it was) on stdout, as ruff does."""
+    after = next((item.after for item in fixed if item.path == stdin.display), None)
+    if after is None:
+        data = stdin.data
+        click.echo(data, nl=False)
+    else:
+        bom = "\ufeff" if stdin.data.startswith(b"\xef\xbb\xbf") else ""
+        click.echo(bom + after, nl=False)
+
+
+
+def _base_dir(given: str | None) -> Path:
+    if given is not None:
+        return Path(os.path.abspath(given))
+    from .walk import repository_root
+
+    return repository_root(Path.cwd()) or Path.cwd()
+
+
+def _append(path: str, text: str) -> None:
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as error:
+        click.echo("shapecheck: " + MESSAGES["cannot_write_summary"].format(path=path, reason=error),
+                   err=True)

@@ -965,102 +965,6 @@ def _is_tensor(value: Any) -> bool:
     return module == "torch" or module.startswith("torch.")
 
 
-# --- the command ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ConformOptions:
-    """`shapecheck conform`'s command line, parsed by click."""
-
-    path: str
-    target: str
-    bindings: dict[str, int]
-    names: tuple[str, ...] = ()  # SPEC=PARAM
-    layouts: tuple[str, ...] = ()  # NAME=transpose or NAME=1,0,2
-    dtype: str = "float64"
-    cases: int = DEFAULT_CASES
-    seed: int = 0
-    rtol: float | None = None
-    atol: float | None = None
-    framework: str = "auto"
-    device: str = "cpu"
-    shrink: bool = True
-    color: bool = False
-    init: tuple[str, ...] = ()  # KW=EXPR, for the factory
-    args: tuple[str, ...] = ()  # KW=EXPR, for the call
-    masks: tuple[str, ...] = ()  # SPEC=additive|additive-min|keep|drop
-    params: tuple[str, ...] = ()  # SPEC=KEY or SPEC=KEY.T
-    outputs: tuple[str, ...] = ()  # SPEC=INDEX or SPEC=KEY
-    fused: str = "auto"
-
-
-def command(options: ConformOptions) -> int:
-    """Everything `shapecheck conform` does; returns the exit status: 0 the function
-    conforms, 1 it does not or the spec does not verify, 2 the function cannot be
-    imported or raises, or a usage error."""
-    import click
-
-    from ..loader import check_path, file_result
-
-    names = _pairs(options.names, "--name")
-    layouts = {name: _layout(text) for name, text in _pairs(options.layouts, "--layout").items()}
-    try:
-        program = check_path(options.path, options.bindings)
-    except OSError as error:
-        click.echo(message("cannot_read", path=options.path, reason=error.strerror or error),
-                   err=True)
-        return EXIT_FUNCTION
-    if not program.ok:
-        from ..formats import render
-
-        click.echo(render([file_result(program, options.path)], "text", color=options.color,
-                          strict=False), nl=False, err=True)
-        click.echo(message("spec_errors"), err=True)
-        return EXIT_DIFFERS
-    try:
-        function = load_function(options.target)
-        result = conform(program, function, names=names, layouts=layouts, dtype=options.dtype,
-                         cases=options.cases, seed=options.seed, rtol=options.rtol,
-                         atol=options.atol, framework=options.framework, device=options.device,
-                         shrink=options.shrink, spec_name=options.path,
-                         function_name=message("function_label", target=options.target),
-                         init=_pairs(options.init, "--init"), args=_pairs(options.args, "--arg"),
-                         masks=_pairs(options.masks, "--mask"),
-                         params=_pairs(options.params, "--param"),
-                         outputs={name: int(where) if where.isdigit() else where
-                                  for name, where in _pairs(options.outputs, "--output").items()},
-                         fused=options.fused)
-    except ConformanceError as error:
-        click.echo(message("error", text=error), err=True)
-        return error.exit_code
-    click.echo(result.report(), nl=False)
-    return EXIT_CONFORMS if result.ok else EXIT_DIFFERS
-
-
-def _pairs(items: Sequence[str], option: str) -> dict[str, str]:
-    import click
-
-    pairs: dict[str, str] = {}
-    for item in items:
-        name, separator, value = (part.strip() for part in item.partition("="))
-        if not separator or not name or not value:
-            raise click.BadParameter(message("pair_syntax", item=item), param_hint=option)
-        if name in pairs:
-            raise click.BadParameter(message("pair_twice", name=name), param_hint=option)
-        pairs[name] = value
-    return pairs
-
-
-def _layout(text: str) -> Layout:
-    """``transpose``, or a permutation written ``1,0,2``."""
-    if text == "transpose":
-        return text
-    parts = [part.strip() for part in text.split(",")]
-    if all(part.isdigit() for part in parts):
-        return tuple(int(part) for part in parts)
-    return text  # refused with the spec's rank in the message, by conform()
-
-
 # --- text ----------------------------------------------------------------------------------
 
 
@@ -1091,5 +995,6 @@ def _function_label(function: Callable[..., Any]) -> str:
     return message("function_label", target=f"{module}:{name}" if module else name)
 
 
-__all__ = ["ConformOptions", "Conformance", "ConformanceError", "Failure", "FunctionFailed",
-           "Mismatch", "UsageError", "command", "conform", "load_function"]
+__all__ = ["EXIT_CONFORMS", "EXIT_DIFFERS", "EXIT_FUNCTION", "Conformance", "ConformanceError",
+           "Failure", "FunctionFailed", "Mismatch", "UsageError", "conform", "load_function",
+           "message"]
