@@ -1,103 +1,54 @@
-"""The one-way imports of the checked-program layer (docs/design.md): a module never
-imports one above it, so there is no cycle to untangle."""
+"""The house (docs/design.md): the pipeline is the file list, and imports only go down it.
+
+The package is a folder per stage; only the entry points and the small shared spine stay at
+its top. Each stage imports only the stages below it, so there is no cycle to untangle and a
+later pass never reaches back into an earlier one. Heavy dependencies stay behind one door
+each: SymPy in `symbolic/`, NumPy in `backend/`, torch in `pytorch/` and the torch backend,
+click in `cli/`. Imports inside functions count too.
+"""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "shapecheck"
 
-# module -> the package modules it may import (directly, `from . import x` or `from .x`)
-BELOW: dict[str, set[str]] = {
-    "diagnostics": set(),
-    "depth": set(),  # the recursion room: below everything that walks a tree
-    "codes": {"diagnostics", "i18n"},
-    "nodes": {"diagnostics"},
-    "symbolic": {"codes", "nodes", "diagnostics"},
-    "program": {"nodes", "diagnostics", "symbolic"},
-    "rules": {"codes", "diagnostics", "nodes", "program", "symbolic"},
-    "einsum": {"codes", "program", "rules", "symbolic"},
-    # The rules of issue 21's rows (element types, gathers), below the table of rows.
-    "value_rules": {"codes", "complex_values", "program", "rules", "symbolic"},
-    "gathers": {"codes", "nodes", "program", "rules", "symbolic"},
-    "complex_values": {"codes", "program", "rules", "symbolic"},
-    "builtins": {"codes", "complex_values", "diagnostics", "einsum", "gathers", "nodes",
-                 "program", "rules", "symbolic", "value_rules"},
-    # The axis-meaning pass reads the checked program; it stands beside the formats, the
-    # report and the backends, never below the checker.
-    "meaning": {"codes", "nodes", "symbolic", "builtins", "diagnostics", "einsum", "program",
-                "value_rules"},
-    # Loading a spec, the first stage of every path: the passes, never what runs or shows it.
-    "loader": {"checker", "codes", "config", "depth", "diagnostics", "fileio", "fixcheck",
-               "incremental", "infer", "meaning", "nodes", "notspec", "options", "parser",
-               "program", "suppress", "symbolic", "versions"},
-}
+# What may stay at the top: the entry points and the spine every stage shares.
+TOP = {"__init__", "__main__", "_version", "api", "loader", "config", "options", "fileio",
+       "depth", "testing"}
+
+# The pipeline, lowest first: a unit (a folder, or a module at the top) imports only units of
+# the layers before its own.
+LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in (
+    "i18n depth _version",      # the words, the recursion room, the version
+    "messages fileio options",  # diagnostics, the code registry, fixes, suppression; file I/O
+    "config syntax",            # configuration; text -> syntax tree
+    "symbolic",                 # every proof (the only door to SymPy)
+    "check",                    # syntax tree -> checked program
+    "meaning",                  # what the formula means
+    "passes",                   # inference, fix checking, incremental re-checks
+    "loader formats",           # load: every pass in order; verify's output formats
+    "report backend",           # the report; the run (the only door to NumPy)
+    "pytorch lsp",              # PyTorch: conformance, binding, the front end; editors
+    "api testing",              # the Python faces
+    "cli __init__",             # the command line; the package's lazy re-exports
+    "__main__",                 # python -m shapecheck
+))
+LAYER = {unit: index for index, layer in enumerate(LAYERS) for unit in layer}
 
 
-def _imported_by(path: Path, level: int) -> set[str]:
-    """The package modules one file imports, ``level`` dots up from it."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.level == level:
-            if node.module:
-                found.add(node.module.split(".")[0])
-            else:
-                found |= {alias.name for alias in node.names}
-    return found
+def _unit(path: Path) -> str:
+    relative = path.relative_to(PACKAGE)
+    return relative.parts[0] if len(relative.parts) > 1 else relative.stem
 
 
-def _imported(module: str) -> set[str]:
-    """What a module imports from the package; for a package (``symbolic/``), what its
-    files import from outside it."""
-    folder = PACKAGE / module
-    if folder.is_dir():
-        return set().union(*(_imported_by(path, 2) for path in folder.glob("*.py")))
-    return _imported_by(PACKAGE / f"{module}.py", 1)
-
-
-@pytest.mark.parametrize("module", sorted(BELOW))
-def test_imports_point_down(module: str) -> None:
-    assert _imported(module) <= BELOW[module], _imported(module) - BELOW[module]
-
-
-# The symbolic package by job, lowest first: each file imports (at run time) only the
-# ones before it. The budget names `Dim` for type checkers only.
-SYMBOLIC = ("budget", "dims", "groebner", "counterexamples", "proofs", "builder", "unify")
-
-
-def _runtime_imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    checking_only = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.If)
-                     and ast.unparse(node.test) == "TYPE_CHECKING" for inner in ast.walk(node)}
-    return {node.module.split(".")[0] for node in ast.walk(tree)
-            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
-            and id(node) not in checking_only}
-
-
-@pytest.mark.parametrize("index", range(len(SYMBOLIC)))
-def test_the_symbolic_package_is_layered(index: int) -> None:
-    module = SYMBOLIC[index]
-    assert _runtime_imports(PACKAGE / "symbolic" / f"{module}.py") <= set(SYMBOLIC[:index])
-
-
-def test_every_symbolic_module_has_its_layer() -> None:
-    files = {path.stem for path in (PACKAGE / "symbolic").glob("*.py")} - {"__init__"}
-    assert files == set(SYMBOLIC)
-
-
-# The run path only goes down (load -> bind -> plan -> execute -> report): what executes a
-# spec, and what binds a real function to one, read specs through `loader` and never call
-# back up into the face of the package. Imports inside functions count too.
-FACE = {"api", "cli"}
-RUN_PATH = sorted({f"backend/{path.name}" for path in (PACKAGE / "backend").glob("*.py")}
-                  | {"conform.py", "testing.py", "loader.py"})
-
-
-def _top_modules(tree: ast.Module, folder: tuple[str, ...]) -> set[str]:
-    """The shapecheck modules (first name under the package) a file in ``folder`` imports."""
+def _imports(tree: ast.AST, folder: tuple[str, ...]) -> set[str]:
+    """The units (first name under the package) that a file in ``folder`` imports."""
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -115,24 +66,165 @@ def _top_modules(tree: ast.Module, folder: tuple[str, ...]) -> set[str]:
     return found
 
 
+def _imported_by(path: Path) -> set[str]:
+    folder = path.parent.relative_to(PACKAGE).parts
+    return _imports(ast.parse(path.read_text(encoding="utf-8")), folder) - {_unit(path)}
+
+
+FILES = sorted(path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*.py"))
+
+
+def test_the_top_holds_only_the_spine() -> None:
+    assert {path.stem for path in PACKAGE.glob("*.py")} == TOP
+
+
+def test_every_unit_has_its_layer() -> None:
+    units = {_unit(PACKAGE / name) for name in FILES}
+    assert units == set(LAYER), units ^ set(LAYER)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_imports_point_down_the_pipeline(name: str) -> None:
+    path = PACKAGE / name
+    above = {unit for unit in _imported_by(path) if LAYER.get(unit, 99) >= LAYER[_unit(path)]}
+    assert not above, f"{name} imports {sorted(above)}, not below it (docs/design.md)"
+
+
+@pytest.mark.parametrize("text, folder", [
+    ("from ..loader import check_text", ("check",)),
+    ("def f():\n    from ...cli import main", ("pytorch", "front")),
+    ("import shapecheck.cli", ("backend",)),
+    ("from .. import api", ("backend",)),
+    ("from shapecheck.meaning import analyse", ("syntax",)),
+])
+def test_the_scan_sees_an_import_up(text: str, folder: tuple[str, ...]) -> None:
+    unit = folder[0]
+    assert any(LAYER[found] >= LAYER[unit] for found in _imports(ast.parse(text), folder) - {unit})
+
+
+def test_the_scan_lets_the_way_down_pass() -> None:
+    text = "from ..loader import check_path\nfrom . import runtime\nfrom .. import fileio"
+    assert _imports(ast.parse(text), ("backend",)) == {"loader", "backend", "fileio"}
+
+
+# Inside a stage, the same rule by module, lowest first: each file imports (at run time) only
+# the ones before it. The budget names `Dim` for type checkers only.
+WITHIN = {
+    "symbolic": ("budget", "dims", "groebner", "counterexamples", "proofs", "builder", "unify"),
+    "check": ("program", "rules", "einsum", "gathers", "complex_values", "value_rules",
+              "builtins", "indexing", "checker"),
+    "messages": ("diagnostics", "codes", "suppress", "fixes"),
+}
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    checking_only = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.If)
+                     and ast.unparse(node.test) == "TYPE_CHECKING" for inner in ast.walk(node)}
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and id(node) not in checking_only:
+            found |= {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
+    return found
+
+
+@pytest.mark.parametrize("folder, index", [(folder, index) for folder, order in WITHIN.items()
+                                           for index in range(len(order))])
+def test_a_stage_is_layered_inside(folder: str, index: int) -> None:
+    order = WITHIN[folder]
+    path = PACKAGE / folder / f"{order[index]}.py"
+    assert _runtime_imports(path) <= set(order[:index])
+
+
+@pytest.mark.parametrize("folder", sorted(WITHIN))
+def test_every_module_of_a_layered_stage_has_its_place(folder: str) -> None:
+    files = {path.stem for path in (PACKAGE / folder).glob("*.py")} - {"__init__"}
+    assert files == set(WITHIN[folder])
+
+
+# The heavy dependencies, each behind its door (imports inside functions count).
+DOORS = {
+    "sympy": lambda name: name.startswith("symbolic/"),
+    "numpy": lambda name: name.startswith("backend/"),
+    "torch": lambda name: name.startswith("pytorch/") or name == "backend/torch_backend.py",
+    "click": lambda name: name.startswith("cli/"),
+}
+
+
+def _third_party(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_heavy_dependencies_stay_behind_their_doors(name: str) -> None:
+    strays = {library for library in _third_party(PACKAGE / name) & set(DOORS)
+              if not DOORS[library](name)}
+    assert not strays, f"{name} imports {sorted(strays)} outside its room"
+
+
+def test_verify_imports_neither_numpy_nor_torch(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.attn"
+    spec.write_text("dim N, d\ninput Q: [N, d]\ninput K: [N, d]\nS = Q @ K.T\n", encoding="utf-8")
+    code = ("import sys\nfrom shapecheck.cli import main\ntry:\n    main(['verify', sys.argv[1]])\n"
+            "except SystemExit as done:\n    assert done.code == 0, done.code\n"
+            "print(sorted({'numpy', 'torch', 'click', 'sympy'} & set(sys.modules)))")
+    shown = subprocess.run([sys.executable, "-c", code, str(spec)], capture_output=True,
+                           text=True, check=True).stdout
+    assert shown.splitlines()[-1] == "['click', 'sympy']"
+
+
+# The run path only goes down (load -> bind -> plan -> execute -> report): what executes a
+# spec, and what binds a real function to one, read specs through `loader` and never call
+# back up into the faces of the package.
+FACE = {"api", "cli", "testing"}
+RUN_PATH = sorted(name for name in FILES
+                  if name.startswith(("backend/", "pytorch/")) or name == "loader.py")
+
+
 @pytest.mark.parametrize("name", RUN_PATH)
 def test_the_run_path_imports_nothing_above_it(name: str) -> None:
-    path = PACKAGE / name
-    folder = path.parent.relative_to(PACKAGE).parts
-    imported = _top_modules(ast.parse(path.read_text(encoding="utf-8")), folder)
-    assert not imported & FACE, imported & FACE
+    assert not _imported_by(PACKAGE / name) & FACE
 
 
-@pytest.mark.parametrize("text", [
-    "from ..api import check_path", "from .. import api", "import shapecheck.cli",
-    "from shapecheck.api import check_text", "from shapecheck import cli",
-    "def f():\n    from ..api import check_text",
-])
-def test_the_run_path_scan_sees_a_call_back_up(text: str) -> None:
-    """The scan above catches each way of writing the import it forbids (in backend/)."""
-    assert _top_modules(ast.parse(text), ("backend",)) & FACE
+# Public paths: what users import, and every import the docs show, keep working.
+PUBLIC = [
+    "from shapecheck.api import check_text, check_path, check_bytes",
+    "from shapecheck.backend import compile_spec, load, CompiledSpec, open_npy, open_npz",
+    "from shapecheck.backend.differential import disagreements",
+    "from shapecheck.testing import assert_conforms",
+    "from shapecheck.cli import main",
+    "from shapecheck import i18n, fileio, report, formats, symbolic, meaning",
+    "import shapecheck; shapecheck.check_text, shapecheck.compile_spec, shapecheck.Program, "
+    "shapecheck.Diagnostic, shapecheck.Span, shapecheck.OptionError, shapecheck.RunError",
+]
 
 
-def test_the_run_path_scan_lets_the_way_down_pass() -> None:
-    text = "from ..loader import check_path\nfrom . import runtime\nfrom .. import fileio"
-    assert _top_modules(ast.parse(text), ("backend",)) == {"loader", "backend", "fileio"}
+def _doc_imports() -> list[str]:
+    root = PACKAGE.parent
+    found: set[str] = set()
+    for doc in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        for line in doc.read_text(encoding="utf-8").splitlines():
+            line = line.strip()
+            if line.startswith(("from shapecheck", "import shapecheck")) and "(" not in line:
+                found.add(line.split("  #")[0].strip())
+    return sorted(found)
+
+
+@pytest.mark.parametrize("statement", PUBLIC + _doc_imports())
+def test_public_paths_keep_working(statement: str) -> None:
+    subprocess.run([sys.executable, "-c", statement], check=True, capture_output=True)
+
+
+def test_the_console_script_is_the_cli() -> None:
+    from importlib.metadata import entry_points
+
+    (script,) = [entry for entry in entry_points(group="console_scripts")
+                 if entry.name == "shapecheck"]
+    assert script.value == "shapecheck.cli:main"
+    assert callable(script.load())

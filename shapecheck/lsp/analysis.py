@@ -312,7 +312,7 @@ class Analysis:
         if not self.dims:
             return None
         if self._bound is None:
-            from ..api import check_parsed
+            from ..loader import check_parsed
 
             self._bound = check_parsed(self.text, self.parsed, None, defaults=self.dims,
                                        warn_unknown_bindings=False, ignore=self.ignore)
@@ -376,7 +376,7 @@ class Documents:
         current = self._latest.get(uri)
         if current is not None and current.version == version and current.text == text:
             return current
-        from ..api import check_parsed
+        from ..loader import check_parsed
 
         settings, problem = _settings(uri)
         path = path_of(uri)

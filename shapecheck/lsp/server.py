@@ -28,7 +28,7 @@ from urllib.parse import unquote
 
 from lsprotocol import types
 
-from .. import __version__
+from .._version import __version__
 from ..syntax import nodes
 from ..check.builtins import BUILTINS
 from ..messages.diagnostics import VERSION_MARK, Diagnostic, Severity, Span, shown

@@ -38,7 +38,7 @@ def check(target: str, init: tuple[str, ...] | list[str] = (),
           ignore: Collection[str] = ()) -> list[FileResult]:
     """Trace TARGET and check it; one result per Python file with diagnostics (the module's
     own file first, always present)."""
-    from ...api import check_text
+    from ...loader import check_text
 
     try:
         extraction = extract(target, init)
