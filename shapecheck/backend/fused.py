@@ -372,7 +372,7 @@ def plan(fusable: Fusable, shape_of: Callable[[Any], tuple[int, ...]],
     layouts: dict[int, Layout] = {}
     wanted = [(fusable.query, fusable.canonical_query), (fusable.key, fusable.canonical_key),
               (fusable.value, fusable.canonical_value), *(
-                  (step.part, fusable.canonical_scores) for step in fusable.steps if step.part)]
+                  (step.part, fusable.canonical_scores) for step in fusable.ops if step.part)]
     for part, target in wanted:
         recipe = layout(part.labels, shape_of(part.node), target)
         if recipe is None:
@@ -383,7 +383,7 @@ def plan(fusable: Fusable, shape_of: Callable[[Any], tuple[int, ...]],
         return None
     layouts[id(fusable.output)] = output
     causal = {}
-    for step in fusable.steps:
+    for step in fusable.ops:
         if step.causal is not None:
             n = evaluate(step.causal.n)
             n_k = evaluate(step.causal.n_k) if step.causal.n_k is not None else n

@@ -667,7 +667,7 @@ def _compile_fused(c: _ExprCompiler, planned: fused.Planned,
     steps = [(step, None if step.causal is not None else
               (c.compile(step.part.node) if step.kind == "mask" else
                c.numeric(step.node if step.part is None else step.part.node)).run)
-             for step in f.steps]
+             for step in f.ops]
     output, shape = planned.layouts[id(f.output)], c.shape_of(f.output)
     itemsize = c.dtype.itemsize
     c.allocations.append(Allocation(message("tensor_label", name=c.name), output.shape,
@@ -681,7 +681,7 @@ def _compile_fused(c: _ExprCompiler, planned: fused.Planned,
                    "what_column" if axis == f.softmax_rank - 2 else "what_slice")
     tolerance = SOFTMAX_TOLERANCE.get(c.dtype, 1e-4)
 
-    def op(step: pattern.Step, value: Any) -> fused.Op:
+    def op(step: pattern.ScoreOp, value: Any) -> fused.Op:
         if step.kind == "scale":
             return fused.Op("scale", value=float(value), divides=step.divides)
         tensor = None if value is None else fused.to_canonical(

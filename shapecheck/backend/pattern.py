@@ -7,8 +7,8 @@ and lists what happens to the scores between the product and the softmax in the 
 happens (``Attention.ops``: scale factors, biases, masks). This module does not look for
 patterns again: it reads each one and decides whether it can be fused, and how:
 
-- the steps (:class:`Step`: a scale, an added or subtracted bias, a mask) are the pattern's
-  ``ops``, in order;
+- the score operations (:class:`ScoreOp`: a scale, an added or subtracted bias, a mask)
+  are the pattern's ``ops``, in order;
 - the tensors computed only for the pattern (the scores, the masked scores, the weights, a
   ``causal_mask`` read only there) are found by following the names from the contraction's
   weights down to the scores: a fused run never computes them. A pattern whose
@@ -56,7 +56,7 @@ class Causal:
 
 
 @dataclass(frozen=True)
-class Step:
+class ScoreOp:
     """One operation on the scores: ``scale`` (multiply by, or ``divides``, the scalar
     ``node``), ``bias`` (add ``part``, or subtract it: ``divides``), ``mask`` (where it does
     not keep a score, replace it by ``fill``, or add ``fill`` when ``additive``; the mask is
@@ -81,7 +81,7 @@ class Fusable:
     query: Part
     key: Part
     value: Part
-    steps: tuple[Step, ...]
+    ops: tuple[ScoreOp, ...]  # what happens to the scores, in order
     batch: tuple[str, ...]  # the batch roles, in order: batch:0, batch:1, ...
     skipped: frozenset[str]  # tensors computed only for the pattern: never computed
     softmax_name: str  # the tensor the softmax defines, for messages
@@ -199,12 +199,12 @@ class _Builder:
         inside = self._evaluated_in_parts(a.query.node, a.key.node)
         # a scale written into a named q or k (`q = Q * d ** -0.5`) is in the scores' ops,
         # but evaluating the part `q` applies it already: the kernel must not apply it twice
-        steps = tuple(self._step(op) for op in a.ops if id(op.node) not in inside)
+        ops = tuple(self._score_op(op) for op in a.ops if id(op.node) not in inside)
         name, line = _softmax_place(a)
         batch = tuple(f"batch:{i}" for i in range(len(a.batch)))
         argument = self._softmax_argument()
         return Fusable(a.output, a.output_roles.axes, _part(a.query), _part(a.key),
-                       _part(a.value), steps, batch, frozenset(self._skipped()), name, line,
+                       _part(a.value), ops, batch, frozenset(self._skipped()), name, line,
                        a.softmax_axis, self.program.type_of(argument).rank)
 
     def _evaluated_in_parts(self, *parts: nodes.Expr) -> set[int]:
@@ -225,12 +225,12 @@ class _Builder:
             stack.extend(nodes.children(node))
         return seen
 
-    def _step(self, op: ScaleFactor | Bias | Mask) -> Step:
+    def _score_op(self, op: ScaleFactor | Bias | Mask) -> ScoreOp:
         kind = type(op).__name__
         if kind == "ScaleFactor":
-            return Step("scale", op.node, op.divides)  # type: ignore[union-attr]
+            return ScoreOp("scale", op.node, op.divides)  # type: ignore[union-attr]
         if kind == "Bias":
-            return Step("bias", divides=op.subtracts,  # type: ignore[union-attr]
+            return ScoreOp("bias", divides=op.subtracts,  # type: ignore[union-attr]
                         part=Part(op.node, tuple(op.axes)))
         return self._mask(op)  # type: ignore[arg-type]
 
@@ -290,14 +290,14 @@ class _Builder:
         info = self.program.calls[id(node)]
         return info.args["x"] if mask.keeps else info.args["y"]
 
-    def _mask(self, mask: Mask) -> Step:
+    def _mask(self, mask: Mask) -> ScoreOp:
         if mask.fill is None:
             raise _NotFusable("fused_fill")
         causal = self._causal(mask) if mask.kind == "causal" else None
         if causal is not None:
             self.causal_conditions.append((mask.node, mask.condition.node))
         part = None if causal is not None else _part(mask.condition)
-        return Step("mask", part=part, causal=causal, keeps=mask.keeps, fill=float(mask.fill),
+        return ScoreOp("mask", part=part, causal=causal, keeps=mask.keeps, fill=float(mask.fill),
                     additive=mask.additive)
 
     def _causal(self, mask: Mask) -> Causal | None:
@@ -383,29 +383,29 @@ def _part(role: Role) -> Part:
     return Part(role.node, tuple(role.axes))
 
 
-# --- the steps in scaled_dot_product_attention's form -----------------------------------------
+# --- the score operations in scaled_dot_product_attention's form ------------------------------
 
 
 @dataclass(frozen=True)
 class Affine:
-    """The steps as ``softmax(scale · Q @ K.T + mask)``: ``scales`` multiply into the scale;
+    """The ops as ``softmax(scale · Q @ K.T + mask)``: ``scales`` multiply into the scale;
     each of ``terms`` (a bias, or an additive mask's fill where it hides) is added, times
     the scales applied after it; ``hides`` are the masks that hide with ``-inf`` (replaced or
     added, wherever they stand: ``-inf`` absorbs every later finite addition and every
     positive scale)."""
 
-    scales: tuple[Step, ...]
-    terms: tuple[tuple[Step, tuple[Step, ...]], ...]
-    hides: tuple[Step, ...]
+    scales: tuple[ScoreOp, ...]
+    terms: tuple[tuple[ScoreOp, tuple[ScoreOp, ...]], ...]
+    hides: tuple[ScoreOp, ...]
 
 
-def affine(steps: Sequence[Step]) -> Affine | None:
-    """The steps in :class:`Affine` form; None when a mask *replaces* scores by a finite
+def affine(ops: Sequence[ScoreOp]) -> Affine | None:
+    """The score operations in :class:`Affine` form; None when a mask *replaces* scores by a finite
     value (``where(m, S, -1e9)``): no additive mask equals that."""
-    scales: list[Step] = []
-    terms: list[tuple[Step, tuple[Step, ...]]] = []
-    hides: list[Step] = []
-    for step in steps:
+    scales: list[ScoreOp] = []
+    terms: list[tuple[ScoreOp, tuple[ScoreOp, ...]]] = []
+    hides: list[ScoreOp] = []
+    for step in ops:
         if step.kind == "scale":
             scales.append(step)
             terms = [(term, (*after, step)) for term, after in terms]
@@ -423,7 +423,7 @@ def reads(fusable: Fusable) -> Iterator[nodes.Expr]:
     yield fusable.query.node
     yield fusable.key.node
     yield fusable.value.node
-    for step in fusable.steps:
+    for step in fusable.ops:
         if step.node is not None:
             yield step.node
         if step.part is not None:
@@ -468,7 +468,7 @@ def parts_span_scores(fusable: Fusable, shape_of: Any, nq: int, nk: int) -> bool
     sizes = {"query": nq, "key": nk}
     return not any(
         label in sizes and size not in (1, sizes[label])
-        for step in fusable.steps if step.part is not None
+        for step in fusable.ops if step.part is not None
         for label, size in zip(step.part.labels, shape_of(step.part.node)))
 
 

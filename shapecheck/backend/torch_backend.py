@@ -1089,7 +1089,7 @@ class _Sdpa:
 
 def _sdpa_form(builder: _PlanBuilder, fusable: pattern.Fusable) -> tuple[_Sdpa | None, str]:
     """The SDPA form of a fusable pattern at the bindings, or why there is none."""
-    form = pattern.affine(fusable.steps)
+    form = pattern.affine(fusable.ops)
     if form is None:
         return None, "fused_not_sdpa"
     scalars = [_constant_scalar(builder, step) for step in form.scales]
@@ -1098,7 +1098,7 @@ def _sdpa_form(builder: _PlanBuilder, fusable: pattern.Fusable) -> tuple[_Sdpa |
     layouts: dict[int, pattern.Layout] = {}
     wanted = [(fusable.query, fusable.canonical_query), (fusable.key, fusable.canonical_key),
               (fusable.value, fusable.canonical_value)]
-    wanted += [(step.part, fusable.canonical_scores) for step in fusable.steps if step.part]
+    wanted += [(step.part, fusable.canonical_scores) for step in fusable.ops if step.part]
     for part, target in wanted:
         recipe = pattern.layout(part.labels, builder.shape_of(part.node), target)
         if recipe is None:
@@ -1114,7 +1114,7 @@ def _sdpa_form(builder: _PlanBuilder, fusable: pattern.Fusable) -> tuple[_Sdpa |
     coefficients = tuple((-1 if term.kind == "bias" and term.divides else 1) * math.prod(
         1 / by_step[id(s)] if s.divides else by_step[id(s)] for s in after)
         for term, after in form.terms)
-    causal = {id(step): _causal_at(builder, step.causal) for step in fusable.steps if step.causal}
+    causal = {id(step): _causal_at(builder, step.causal) for step in fusable.ops if step.causal}
     nq = builder.shape_of(fusable.query.node)[fusable.query.labels.index("query")]
     nk = builder.shape_of(fusable.key.node)[fusable.key.labels.index("key")]
     if not pattern.parts_span_scores(fusable, builder.shape_of, nq, nk):
@@ -1127,7 +1127,7 @@ def _sdpa_form(builder: _PlanBuilder, fusable: pattern.Fusable) -> tuple[_Sdpa |
     return _Sdpa(fusable, layouts, scale, coefficients, form, causal, is_causal, kind), ""
 
 
-def _constant_scalar(builder: _PlanBuilder, step: pattern.Step) -> float | None:
+def _constant_scalar(builder: _PlanBuilder, step: pattern.ScoreOp) -> float | None:
     """A scale's value at the bindings, when it is a constant (`sqrt(d)`, `0.125`)."""
     assert step.node is not None
     compiled = _ExprCompiler(builder, "", step.node.span.line, ()).numeric(step.node)
@@ -1193,7 +1193,7 @@ def _compile_sdpa(c: _ExprCompiler, sdpa: _Sdpa) -> Compiled:
         c.allocations.append(Allocation(message("tensor_label", name=c.name), shape,
                                         math.prod(shape) * dtype.itemsize))
 
-    def canonical_mask(run: Thunk | None, step: pattern.Step, frame: Frame, nq: int,
+    def canonical_mask(run: Thunk | None, step: pattern.ScoreOp, frame: Frame, nq: int,
                        nk: int) -> torch.Tensor:
         if step.causal is not None:
             keep = _causal_keep(*sdpa.causal[id(step)], nq, nk, device)
