@@ -23,7 +23,7 @@ from .templates import Rich, code, join, listing, mark, math, plain, rich, shape
 
 
 @dataclass(frozen=True)
-class Step:
+class ReasoningLine:
     line: int
     ok: bool | None
     text: Rich
@@ -34,7 +34,7 @@ class Step:
 class StatementReasoning:
     line: int
     source: str
-    steps: tuple[Step, ...]
+    steps: tuple[ReasoningLine, ...]
 
 
 def reasoning(spec: Spec, softmax_axes: Mapping[int, Any] | None = None) -> list[StatementReasoning]:
@@ -50,8 +50,8 @@ def reasoning(spec: Spec, softmax_axes: Mapping[int, Any] | None = None) -> list
     return out
 
 
-def _statement_steps(spec: Spec, statement: nodes.Stmt, axes: dict[int, Any]) -> list[Step]:
-    steps: list[Step] = []
+def _statement_steps(spec: Spec, statement: nodes.Stmt, axes: dict[int, Any]) -> list[ReasoningLine]:
+    steps: list[ReasoningLine] = []
     value = getattr(statement, "value", None)
     if isinstance(statement, (nodes.Define, nodes.Output)) and value is not None:
         for node in postorder(value):
@@ -61,7 +61,7 @@ def _statement_steps(spec: Spec, statement: nodes.Stmt, axes: dict[int, Any]) ->
             step = rule(spec, node, statement) if rule is not None else None
             if step is not None and id(node) in axes and axes[id(node)].ok is not None:
                 check = axes[id(node)]
-                step = Step(step.line, step.ok and check.ok, join(list(step.text), "; ", check.text),
+                step = ReasoningLine(step.line, step.ok and check.ok, join(list(step.text), "; ", check.text),
                             step.index_form)
             if step is not None:
                 steps.append(step)
@@ -134,7 +134,7 @@ def _tensor_letters(value: Value) -> list[str]:
 # --- the rules ---------------------------------------------------------------------------------
 
 
-def _matmul(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output) -> Step | None:
+def _matmul(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output) -> ReasoningLine | None:
     assert isinstance(node, nodes.BinOp)
     left, right, result = spec.value(node.left), spec.value(node.right), spec.value(node)
     if not (left.known and right.known):
@@ -143,14 +143,14 @@ def _matmul(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output
     fields = dict(left=code(spec.text(node.left)), lshape=shape(left.text()),
                   right=code(spec.text(node.right)), rshape=shape(right.text()))
     if not left.shape or not right.shape:
-        return Step(node.span.line, False, rich("step_failed", what=code(spec.text(node)),
+        return ReasoningLine(node.span.line, False, rich("step_failed", what=code(spec.text(node)),
                                                 mark=mark(False), problem=spec.problem_ref(node.span)))
     inner_left = left.shape[-1]
     inner_right = right.shape[-2] if len(right.shape) > 1 else right.shape[-1]
     inner = spec.equal(inner_left, inner_right)
     fields.update(inner_left=math(to_text(inner_left)), inner_right=math(to_text(inner_right)))
     if not result.known:
-        return Step(node.span.line, False, rich("step_matmul_failed", **fields, mark=mark(False),
+        return ReasoningLine(node.span.line, False, rich("step_matmul_failed", **fields, mark=mark(False),
                                                 problem=spec.problem_ref(node.span)))
     assert result.shape is not None
     spec.record(inner, node.span.line, "@")
@@ -166,7 +166,7 @@ def _matmul(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output
                                      rbatch=shape(Value(rbatch).text()),
                                      batch=shape(Value(batch).text()), mark=mark(True),
                                      how=spec.how(proof)))
-    return Step(node.span.line, True, line, _matmul_index_form(spec, node, statement, batch))
+    return ReasoningLine(node.span.line, True, line, _matmul_index_form(spec, node, statement, batch))
 
 
 def _matmul_index_form(spec: Spec, node: nodes.BinOp, statement: nodes.Define | nodes.Output,
@@ -196,7 +196,7 @@ def _broadcast_proofs(spec: Spec, shapes: list[tuple[Dim, ...]]) -> list[Proof]:
     return proofs
 
 
-def _softmax(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output) -> Step | None:
+def _softmax(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output) -> ReasoningLine | None:
     info = spec.program.calls[id(node)]
     source = spec.value(info.args["x"])
     if source.shape is None or not source.shape:
@@ -209,7 +209,7 @@ def _softmax(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Outpu
     key = "step_softmax_sums" if others else "step_softmax_sums_all"
     sums = rich(key, index=letters[index], name=name, indices=",".join(letters),
                 others=", ".join(others))
-    return Step(node.span.line, True, rich(
+    return ReasoningLine(node.span.line, True, rich(
         "step_softmax", x=code(spec.text(info.args["x"])), axis=axis_words(axis),
         shape=shape(source.text()), size=math(to_text(source.shape[index])), sums=(math(plain(sums)),)))
 
@@ -222,7 +222,7 @@ def axis_words(axis: int | str) -> str:
     return text("axis_int", axis=axis)
 
 
-def _reshape(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output) -> Step | None:
+def _reshape(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output) -> ReasoningLine | None:
     info = spec.program.calls[id(node)]
     source, result = spec.value(info.args["x"]), spec.value(node)
     if source.shape is None:
@@ -247,15 +247,15 @@ def _reshape(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Outpu
 
 
 def _checked(spec: Spec, node: nodes.Expr, key: str, fields: dict, proof: Proof, ok: bool,
-             what: str) -> Step:
+             what: str) -> ReasoningLine:
     if ok and proof.verdict:
         spec.record(proof, node.span.line, what)
-        return Step(node.span.line, True, rich(key, **fields, mark=mark(True), how=spec.how(proof)))
-    return Step(node.span.line, False, rich(key, **fields, mark=mark(False),
+        return ReasoningLine(node.span.line, True, rich(key, **fields, mark=mark(True), how=spec.how(proof)))
+    return ReasoningLine(node.span.line, False, rich(key, **fields, mark=mark(False),
                                             how=spec.problem_ref(node.span)))
 
 
-def _split_heads(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output) -> Step | None:
+def _split_heads(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output) -> ReasoningLine | None:
     info = spec.program.calls[id(node)]
     source, result = spec.value(info.args["x"]), spec.value(node)
     if source.shape is None or len(source.shape) < 2:
@@ -270,18 +270,18 @@ def _split_heads(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.O
                     "split_heads")
 
 
-def _merge_heads(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output) -> Step | None:
+def _merge_heads(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output) -> ReasoningLine | None:
     info = spec.program.calls[id(node)]
     source, result = spec.value(info.args["x"]), spec.value(node)
     if source.shape is None or result.shape is None:
         return None
-    return Step(node.span.line, True, rich(
+    return ReasoningLine(node.span.line, True, rich(
         "step_merge", x=code(spec.text(info.args["x"])), source=shape(source.text()),
         result=shape(result.text()), heads=math(to_text(source.shape[-3])),
         per_head=math(to_text(source.shape[-1])), width=math(to_text(result.shape[-1]))))
 
 
-def _einsum(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output) -> Step | None:
+def _einsum(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output) -> ReasoningLine | None:
     info = spec.program.calls[id(node)]
     items = info.args["operands"].items
     values = [spec.value(item) for item in items]
@@ -318,10 +318,10 @@ def _einsum(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output
     out_letters = output.replace("...", "…")
     lhs = f"{name}[{','.join(out_letters)}]" if out_letters else name
     formula = f"{lhs} = ({total}){factor}" if factor else f"{lhs} = {total}"
-    return Step(node.span.line, True, line, rich("index_form", formula=math(formula)))
+    return ReasoningLine(node.span.line, True, line, rich("index_form", formula=math(formula)))
 
 
-def _where(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output) -> Step | None:
+def _where(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output) -> ReasoningLine | None:
     info = spec.program.calls[id(node)]
     parts = [info.args["condition"], info.args["x"], info.args["y"]]
     values = [spec.value(p) for p in parts]
@@ -336,7 +336,7 @@ def _where(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output)
     return _checked(spec, node, "step_where", fields, proof, result.known, "where")
 
 
-def _broadcast(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output) -> Step | None:
+def _broadcast(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output) -> ReasoningLine | None:
     assert isinstance(node, nodes.BinOp)
     left, right, result = spec.value(node.left), spec.value(node.right), spec.value(node)
     if left.shape is None or right.shape is None or not left.shape or not right.shape:
@@ -350,29 +350,29 @@ def _broadcast(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Out
     return _checked(spec, node, "step_broadcast", fields, proof, result.known, node.op)
 
 
-def _repeat(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output) -> Step | None:
+def _repeat(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output) -> ReasoningLine | None:
     info = spec.program.calls[id(node)]
     source, result = spec.value(info.args["x"]), spec.value(node)
     if not (source.known and result.known):
         return None
-    return Step(node.span.line, True, rich(
+    return ReasoningLine(node.span.line, True, rich(
         "step_repeat", x=code(spec.text(info.args["x"])), source=shape(source.text()),
         times=math(f"×{to_text(info.args['repeats'])}"), axis=str(info.args["axis"]),
         result=shape(result.text())))
 
 
-def _transpose(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output) -> Step | None:
+def _transpose(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output) -> ReasoningLine | None:
     info = spec.program.calls[id(node)]
     source, result = spec.value(info.args["x"]), spec.value(node)
     if not (source.known and result.known) or info.args.get("perm") is None:
         return None
     perm = "[" + ", ".join(str(p) for p in info.args["perm"]) + "]"
-    return Step(node.span.line, True, rich(
+    return ReasoningLine(node.span.line, True, rich(
         "step_transpose", x=code(spec.text(info.args["x"])), source=shape(source.text()),
         perm=code(perm), result=shape(result.text())))
 
 
-def _concat(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output) -> Step | None:
+def _concat(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output) -> ReasoningLine | None:
     info = spec.program.calls[id(node)]
     items = info.args["tensors"].items
     values = [spec.value(item) for item in items]
@@ -380,11 +380,11 @@ def _concat(spec: Spec, node: nodes.Expr, statement: nodes.Define | nodes.Output
     if not result.known or not all(v.known for v in values):
         return None
     parts = listing([join([code(spec.text(item)), ("text", " "), shape(v.text())]) for item, v in zip(items, values)])
-    return Step(node.span.line, True, rich("step_concat", axis=str(info.args["axis"]), parts=parts,
+    return ReasoningLine(node.span.line, True, rich("step_concat", axis=str(info.args["axis"]), parts=parts,
                                            result=shape(result.text())))
 
 
-Rule = Callable[[Spec, nodes.Expr, "nodes.Define | nodes.Output"], "Step | None"]
+Rule = Callable[[Spec, nodes.Expr, "nodes.Define | nodes.Output"], "ReasoningLine | None"]
 
 _RULES: dict[str, Rule] = {
     "matmul": _matmul, "broadcast": _broadcast, "softmax": _softmax, "reshape": _reshape,
@@ -396,7 +396,7 @@ _RULES: dict[str, Rule] = {
 # --- annotations ---------------------------------------------------------------------------------
 
 
-def _annotation(spec: Spec, statement: nodes.Stmt) -> Step | None:
+def _annotation(spec: Spec, statement: nodes.Stmt) -> ReasoningLine | None:
     if isinstance(statement, nodes.Define) and statement.annotation is not None:
         declared_node, actual, what = statement.annotation, spec.value(statement.value), "what_annotation"
     elif isinstance(statement, nodes.Output) and statement.annotation is not None:
@@ -416,9 +416,9 @@ def _annotation(spec: Spec, statement: nodes.Stmt) -> Step | None:
     proofs = [spec.equal(a, b) for a, b in zip(actual.shape, declared)]
     proof = merge(proofs)
     if problems or len(actual.shape) != len(declared) or not proof.verdict:
-        return Step(statement.span.line, False, rich(
+        return ReasoningLine(statement.span.line, False, rich(
             "step_annotation_failed", **fields, mark=mark(False),
             problem=spec.problem_ref(declared_node.span) or spec.problem_ref(statement.span)))
     spec.record(proof, statement.span.line, text(what))
-    return Step(statement.span.line, True, rich("step_annotation", **fields, mark=mark(True),
+    return ReasoningLine(statement.span.line, True, rich("step_annotation", **fields, mark=mark(True),
                                                 how=spec.how(proof)))
