@@ -50,7 +50,7 @@ class Meter:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.largest_expansion = 0
-        self.steps: dict[symbolic._Steps, int] = {}  # each budget kept alive: ids stay unique
+        self.steps: dict[symbolic.Steps, int] = {}  # each budget kept alive: ids stay unique
         expand = sympy.expand
 
         def counted_expand(expr: Any, *args: Any, **kwargs: Any) -> Any:
@@ -61,16 +61,16 @@ class Meter:
         def forbidden(*args: Any, **kwargs: Any) -> Any:
             raise AssertionError("unbounded SymPy machinery called")
 
-        take = symbolic._Steps.take
+        take = symbolic.Steps.take
 
-        def counted_take(steps: symbolic._Steps) -> None:
+        def counted_take(steps: symbolic.Steps) -> None:
             self.steps[steps] = self.steps.get(steps, 0) + 1
             take(steps)
 
         monkeypatch.setattr(sympy, "expand", counted_expand)
         for name in ("simplify", "solve", "groebner", "nsimplify", "factor"):
             monkeypatch.setattr(sympy, name, forbidden)
-        monkeypatch.setattr(symbolic._Steps, "take", counted_take)
+        monkeypatch.setattr(symbolic.Steps, "take", counted_take)
 
     def assert_within_budget(self) -> None:
         assert self.largest_expansion <= symbolic.MAX_TERMS

@@ -201,7 +201,7 @@ class SpecError(RunError):
     """The spec does not verify (at the bindings); ``program`` holds its diagnostics."""
 
     def __init__(self, program: Program, bindings: str | None = None) -> None:
-        from ..formats._common import plural
+        from ..formats.common import plural
 
         errors = sum(1 for d in program.diagnostics if d.is_error)
         super().__init__(message("spec_errors", count=plural(errors, "error")))

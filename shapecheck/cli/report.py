@@ -74,7 +74,7 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
     except OSError as error:
         raise UsageFailure(cannot_write(output, error)) from None
     # Like `verify`: where it went, then the verdict in verify's own words.
-    from ..formats._common import Totals
+    from ..formats.common import Totals
     from ..formats.text import summary_line
 
     click.echo(MESSAGES["report_written"].format(path=output))

@@ -56,7 +56,7 @@ def render(results: list[FileResult], fmt: str, *, color: bool, strict: bool,
 def render_statistics(results: list[FileResult], notices: Sequence[Diagnostic], fmt: str) -> str:
     """``verify --statistics``: how often each code was reported, most frequent first
     (``text``: one aligned row per code; ``json``: a list of objects)."""
-    from ._common import statistics
+    from .common import statistics
 
     rows = statistics(results, notices)
     if fmt == "json":

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..messages.diagnostics import Diagnostic, FileResult, Note, Severity
-from ._common import WORDS, Totals, plural, posix_path, rebase, scrub
+from .common import WORDS, Totals, plural, posix_path, rebase, scrub
 
 COMMANDS: dict[Severity, str] = {
     Severity.ERROR: "error",

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 
 from ..messages.diagnostics import Diagnostic, FileResult, Fix, Note, Span
-from ._common import Totals, scrub_tree
+from .common import Totals, scrub_tree
 
 JsonObject = dict[str, object]
 

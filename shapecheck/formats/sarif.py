@@ -36,7 +36,7 @@ from pathlib import Path
 from ..messages import codes
 from .._version import __version__
 from ..messages.diagnostics import Diagnostic, FileResult, Fix, Note, Severity, Span
-from ._common import absolute_uri, is_absolute, posix_path, rebase, relative_uri, scrub_tree
+from .common import absolute_uri, is_absolute, posix_path, rebase, relative_uri, scrub_tree
 from .source import SourceLines
 
 JsonObject = dict[str, object]

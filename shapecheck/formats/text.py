@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..messages.diagnostics import Diagnostic, FileResult, Note, Severity, Span
-from ._common import WORDS, Totals, plural
+from .common import WORDS, Totals, plural
 from .source import Excerpt, SourceLines, printable, printable_line
 
 RESET = "\x1b[0m"

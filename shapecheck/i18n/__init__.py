@@ -3,7 +3,7 @@
 Every sentence shapecheck prints lives in a *table*: the code registry and its word tables
 (:mod:`shapecheck.codes`), the report's templates (:mod:`shapecheck.report.templates`),
 ``run``'s messages (:mod:`shapecheck.backend.errors`), the formats' words
-(:mod:`shapecheck.formats._common`) and the command line's own messages
+(:mod:`shapecheck.formats.common`) and the command line's own messages
 (:mod:`shapecheck.cli`). A table is declared with its English text::
 
     NOTES = Table("codes", "NOTES", {"declared": "`{name}` is declared here as {shape}"})

@@ -15,7 +15,7 @@ from .. import depth
 from ..syntax import nodes
 from .._version import __version__
 from ..messages.diagnostics import Diagnostic, Severity, Span, shown
-from ..formats._common import plural
+from ..formats.common import plural
 from ..formats.source import printable_line
 from ..formats.text import render_diagnostic
 from ..check.program import Program, Value

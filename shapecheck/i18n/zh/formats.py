@@ -1,4 +1,4 @@
-"""`verify` 各格式的中文用词: :data:`shapecheck.formats._common.WORDS` 的翻译."""
+"""`verify` 各格式的中文用词: :data:`shapecheck.formats.common.WORDS` 的翻译."""
 
 from __future__ import annotations
 
