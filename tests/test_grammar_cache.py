@@ -59,8 +59,8 @@ def test_the_cache_is_json_in_a_private_folder_and_gives_the_same_parser(cache_h
 
 
 def test_no_pickle_anywhere_on_the_way():
-    source = (ROOT / "shapecheck" / "grammar_cache.py").read_text() + \
-        (ROOT / "shapecheck" / "parser.py").read_text()
+    source = (ROOT / "shapecheck" / "syntax" / "grammar_cache.py").read_text() + \
+        (ROOT / "shapecheck" / "syntax" / "parser.py").read_text()
     assert "import pickle" not in source
     assert parser._parsers().lark.options.cache is False
 
