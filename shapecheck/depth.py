@@ -4,7 +4,7 @@ The parser refuses an expression nested deeper than ``parser.MAX_NESTING`` (SC00
 CPython's does. Below that, every pass walks the tree recursively, and each spends
 several Python frames per level of nesting: the checker five per call
 (``value`` → ``_value`` → ``_call`` → ``_resolve_argument`` → ``_arg_tensor``), the NumPy
-compiler six, its closures two more when the plan runs, the meaning pass, the report and
+lowering six, its closures two more when the plan runs, the meaning pass, the report and
 the formats theirs. Python's default limit (1000 frames) is spent before 200 levels.
 
 What recurses is counted here, once: :data:`FRAMES_PER_LEVEL` is the most frames any

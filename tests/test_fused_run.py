@@ -23,20 +23,20 @@ SPECS = [p for p in sorted(EXAMPLES.glob("*.attn")) + sorted((ROOT / "tests").rg
          if check_path(p).ok]
 
 
-def _compile(program, **options):
-    return numpy_backend.compile_program(program, np.dtype("float64"), **options)
+def _build(program, **options):
+    return numpy_backend.build_plan(program, np.dtype("float64"), **options)
 
 
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: str(p.relative_to(ROOT))
                          if isinstance(p, Path) else None)
 def test_fused_equals_unfused(path: Path) -> None:
     for checked in admissible_bindings(check_path(path), 3, seed=5):
-        unfused = _compile(checked, fuse=False)
+        unfused = _build(checked, fuse=False)
         if unfused.peak_bytes > MEMORY_CAP:
             continue
         inputs = reference(checked, "float64", 6).inputs
         plain = unfused.execute(dict(inputs), check_invariants=True)
-        fast = _compile(checked).execute(dict(inputs), check_invariants=True)
+        fast = _build(checked).execute(dict(inputs), check_invariants=True)
         for name in checked.outputs:
             np.testing.assert_allclose(fast.values[name], plain.values[name], rtol=1e-11,
                                        atol=1e-12, equal_nan=True,
@@ -47,21 +47,21 @@ def test_fused_equals_unfused(path: Path) -> None:
 def test_every_example_attention_runs_fused_and_skips_its_tables():
     for example in sorted(EXAMPLES.glob("*.attn")):
         (checked,) = admissible_bindings(check_path(example), 1)
-        plan = _compile(checked)
+        plan = _build(checked)
         assert len(plan.notes) == 1 and ": fused, " in plan.notes[0], example
         steps = {step.name for step in plan.steps}
         assert "P" not in steps and "S" not in steps, example
     (causal,) = admissible_bindings(check_path(EXAMPLES / "causal.attn"), 1)
-    assert "mask" not in {step.name for step in _compile(causal).steps}  # generated per block
+    assert "mask" not in {step.name for step in _build(causal).steps}  # generated per block
 
 
 def test_asking_for_the_weights_turns_fusion_off_for_that_pattern():
     source = (EXAMPLES / "single_head.attn").read_text(encoding="utf-8") + "output P\n"
-    plan = _compile(check_text(source, {"N": 5, "d": 2}))
+    plan = _build(check_text(source, {"N": 5, "d": 2}))
     assert plan.notes == ("softmax `P` (line 15): not fused: the scores or the weights are "
                           "needed elsewhere (an output, or read again)",)
-    plan = _compile(check_text(source.replace("output P\n", ""), {"N": 5, "d": 2}),
-                    keep_all=True)
+    plan = _build(check_text(source.replace("output P\n", ""), {"N": 5, "d": 2}),
+                  keep_all=True)
     assert plan.notes == ("softmax `P` (line 15): not fused: every intermediate is kept "
                           "(--save-all)",)
 
@@ -87,8 +87,8 @@ def test_the_report_says_what_ran_fused(tmp_path):
 
 def test_the_estimate_follows_the_fused_plan():
     program = check_path(EXAMPLES / "single_head.attn").at({"N": 32768, "d": 64})
-    fused_plan = numpy_backend.compile_program(program, np.dtype("float32"))
-    unfused_plan = numpy_backend.compile_program(program, np.dtype("float32"), fuse=False)
+    fused_plan = numpy_backend.build_plan(program, np.dtype("float32"))
+    unfused_plan = numpy_backend.build_plan(program, np.dtype("float32"), fuse=False)
     assert unfused_plan.peak_bytes > 4 << 30  # the [N, N] table: 4 GiB
     assert fused_plan.peak_bytes < 64 << 20
     with pytest.raises(Exception, match="more than --max-memory"):
@@ -125,7 +125,7 @@ def test_a_fully_masked_row_warns_in_the_fused_run_too():
     source = ("dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
               "input keep: bool[N, N]\n"
               "output O = softmax(where(keep, Q @ K.T / sqrt(d), -inf)) @ V\n")
-    plan = _compile(check_text(source, {"N": 3, "d": 2}))
+    plan = _build(check_text(source, {"N": 3, "d": 2}))
     assert ": fused, " in plan.notes[0]
     keep = np.ones((3, 3), dtype=bool)
     keep[1] = False
@@ -138,7 +138,7 @@ def test_a_fully_masked_row_warns_in_the_fused_run_too():
 
 def test_a_broken_normaliser_is_caught_inside_the_blocks(monkeypatch):
     program = check_path(EXAMPLES / "single_head.attn").at({"N": 6, "d": 2})
-    plan = _compile(program)
+    plan = _build(program)
     original = fused._whole
 
     def halved(kernel, rows, keys, observed):
@@ -154,8 +154,8 @@ def test_a_broken_normaliser_is_caught_inside_the_blocks(monkeypatch):
 def test_progress_reaches_the_end_through_the_blocks():
     program = check_path(EXAMPLES / "single_head.attn").at({"N": 300, "d": 4})
     seen: list[tuple[float, str]] = []
-    _compile(program).execute(reference(program, "float64", 0).inputs,
-                              progress=lambda fraction, label: seen.append((fraction, label)))
+    _build(program).execute(reference(program, "float64", 0).inputs,
+                            progress=lambda fraction, label: seen.append((fraction, label)))
     fractions = [f for f, _ in seen]
     assert fractions == sorted(fractions) and fractions[-1] == pytest.approx(1.0)
     assert {label for _, label in seen} == {"O"}  # the fused pattern is one step
@@ -204,14 +204,14 @@ def test_every_order_of_the_steps_fuses_to_the_same_numbers(name, blocks, monkey
     program = check_text(_HEAD + VARIANTS[name], {"N": 70, "M": 45, "d": 3})
     inputs = reference(program, "float64", 3).inputs
     inputs["keep"][:, 0] = not name.startswith("inverted")  # no row entirely hidden
-    expected = _compile(program, fuse=False).execute(dict(inputs)).values["O"]
+    expected = _build(program, fuse=False).execute(dict(inputs)).values["O"]
     if blocks is not None:
         monkeypatch.setattr(fused, "blocks_for", lambda *args, **kwargs: blocks)
-    plan = _compile(program)
+    plan = _build(program)
     assert ": fused, " in plan.notes[0], plan.notes
     got = plan.execute(dict(inputs), check_invariants=True).values["O"]
     np.testing.assert_allclose(got, expected, rtol=1e-11, atol=1e-12)
-    sdpa = torch_backend.compile_program(program, "float64")
+    sdpa = torch_backend.build_plan(program, "float64")
     assert ("fused into one scaled_dot_product_attention" in sdpa.notes[0]) != (name in NOT_SDPA)
     got = sdpa.execute(dict(inputs), check_invariants=True).values["O"]
     np.testing.assert_allclose(got, expected, rtol=1e-11, atol=1e-12)

@@ -42,7 +42,7 @@ def test_the_torch_table_covers_every_builtin():
 def test_torch_equals_numpy_statement_by_statement(path: Path) -> None:
     program = check_path(path)
     for checked in admissible_bindings(program, 3, seed=1):
-        plan = torch_backend.compile_program(checked, "float64", keep_all=True)
+        plan = torch_backend.build_plan(checked, "float64", keep_all=True)
         if plan.peak_bytes > MEMORY_CAP:  # a test spec with a huge fixed dim
             continue
         spec = CompiledSpec(checked, dims=checked.dims.bindings, max_memory=MEMORY_CAP)
@@ -67,7 +67,7 @@ def test_float32_stays_float32_and_the_invariants_are_checked():
     program = check_text((EXAMPLES / "causal.attn").read_text(encoding="utf-8"),
                          {"N": 7, "d": 3, "H": 2})
     case = reference(program, "float32", seed=0)
-    plan = torch_backend.compile_program(program, "float32", fuse=False)
+    plan = torch_backend.build_plan(program, "float32", fuse=False)
     frame = plan.execute(case.inputs, check_invariants=True, tensors=True)
     assert frame.values["Y"].dtype == torch.float32
     (check,) = frame.checks.values()
@@ -83,7 +83,7 @@ def test_a_fully_masked_row_warns_and_gives_nan():
     program = check_text(source, {"N": 3})
     keep = np.ones((3, 3), dtype=bool)
     keep[1] = False
-    plan = torch_backend.compile_program(program, "float64")
+    plan = torch_backend.build_plan(program, "float64")
     frame = plan.execute({"S": np.zeros((3, 3)), "keep": keep})
     assert np.isnan(frame.values["P"][1]).all()
     assert frame.warnings == ["`P` (line 4): 1 softmax row(s) are entirely -inf (fully masked) "
@@ -93,7 +93,7 @@ def test_a_fully_masked_row_warns_and_gives_nan():
 def test_a_disagreement_with_the_checker_is_a_checker_bug(monkeypatch):
     monkeypatch.setitem(torch_backend.BUILTINS, "transpose", torch_backend.BUILTINS["dropout"])
     program = check_text("dim N, d\ninput Q: [N, d]\noutput T = transpose(Q)\n", {"N": 2, "d": 3})
-    plan = torch_backend.compile_program(program, "float64")
+    plan = torch_backend.build_plan(program, "float64")
     with pytest.raises(CheckerBug, match=r"`T` \(line 3\) has runtime shape \[2, 3\]"):
         plan.execute({"Q": np.zeros((2, 3))})
 
@@ -101,7 +101,7 @@ def test_a_disagreement_with_the_checker_is_a_checker_bug(monkeypatch):
 def test_a_wrong_softmax_is_caught_by_the_invariant(monkeypatch):
     monkeypatch.setattr(torch, "softmax", lambda x, dim: torch.exp(x))
     program = check_text("dim N\ninput S: [N, N]\noutput P = softmax(S)\n", {"N": 3})
-    plan = torch_backend.compile_program(program, "float64")
+    plan = torch_backend.build_plan(program, "float64")
     with pytest.raises(CheckerBug, match="softmax `P` .* not 1"):
         plan.execute({"S": np.ones((3, 3))}, check_invariants=True)
 
@@ -125,7 +125,7 @@ def test_conversions_keep_values_and_name_the_element_type():
 def test_fused_torch_equals_numpy_on_the_outputs(path: Path) -> None:
     program = check_path(path)
     for checked in admissible_bindings(program, 2, seed=3):
-        plan = torch_backend.compile_program(checked, "float64")
+        plan = torch_backend.build_plan(checked, "float64")
         if plan.peak_bytes > MEMORY_CAP:
             continue
         case = reference(checked, "float64", seed=4)
@@ -139,7 +139,7 @@ def test_fused_torch_equals_numpy_on_the_outputs(path: Path) -> None:
 
 def _plan(name: str, bindings: dict[str, int], **options):
     program = check_text((EXAMPLES / name).read_text(encoding="utf-8"), bindings)
-    return program, torch_backend.compile_program(program, "float64", **options)
+    return program, torch_backend.build_plan(program, "float64", **options)
 
 
 def test_every_example_attention_is_one_sdpa_call_with_4d_inputs(monkeypatch):
@@ -154,7 +154,7 @@ def test_every_example_attention_is_one_sdpa_call_with_4d_inputs(monkeypatch):
     for example in sorted(EXAMPLES.glob("*.attn")):
         program = check_path(example)
         (checked,) = admissible_bindings(program, 1)
-        plan = torch_backend.compile_program(checked, "float64")
+        plan = torch_backend.build_plan(checked, "float64")
         assert any("fused into one scaled_dot_product_attention" in n for n in plan.notes), example
         assert "P" not in {step.name for step in plan.steps}, example  # never computed
         calls.clear()
@@ -185,7 +185,7 @@ def test_a_fully_masked_row_is_nan_with_sdpa_too():
               "input keep: bool[N, N]\n"
               "output O = softmax(where(keep, Q @ K.T / sqrt(d), -inf)) @ V\n")
     program = check_text(source, {"N": 3, "d": 2})
-    plan = torch_backend.compile_program(program, "float64")
+    plan = torch_backend.build_plan(program, "float64")
     assert "fused" in plan.notes[0] and "not fused" not in plan.notes[0]
     keep = np.ones((3, 3), dtype=bool)
     keep[1] = False
@@ -310,7 +310,7 @@ def test_every_builtin_runs_in_torch_as_in_numpy(name: str, dtype: str) -> None:
         case = reference(program, dtype, seed=7)
         expected = CompiledSpec(program, dims=bindings, dtype=dtype).run(
             case.inputs, keep_intermediates=True, check_invariants=True)
-        plan = torch_backend.compile_program(program, dtype, keep_all=True)
+        plan = torch_backend.build_plan(program, dtype, keep_all=True)
         frame = plan.execute(case.inputs, check_invariants=True)
         tight = dtype == "float64"
         for tensor, value in expected.tensors.items():

@@ -4,7 +4,7 @@ One run is a straight line, each step a method of :class:`CompiledSpec`::
 
     load     the arrays by name: in memory, or files known by their headers
     bind     the dims their shapes determine; the program re-checked at those sizes
-             (Program.at); a backend's plan compiled; the memory estimate checked
+             (Program.at); a backend's plan built; the memory estimate checked
     read     files read, arrays cast to the run's dtype, the rest generated
     execute  the plan, statement by statement, each checked against the checker
     report   outputs, the invariants checked, warnings (RunResult)
@@ -13,8 +13,8 @@ Checking a spec at new sizes costs SymPy work; running it should not. So a
 :class:`CompiledSpec` keeps one bound plan per set of array shapes: later calls
 with the same shapes go straight to reading and executing.
 
-Backends: :data:`BACKENDS` maps a name to a function that compiles a program at
-bound sizes into a plan (``numpy_backend.compile_program``); a plan has
+Backends: :data:`BACKENDS` maps a name to a function that builds the plan of a program
+at bound sizes (``numpy_backend.build_plan``); a plan has
 ``execute(values, check_invariants=...)`` returning a frame with ``values``,
 ``checks`` and ``warnings``, and ``peak_bytes``/``largest``/``final_bytes`` for
 the memory estimate. Invariants a plan checks as it runs (a softmax sums to 1)
@@ -41,7 +41,7 @@ from .arrays import ArrayFile
 from .errors import (
     InputError, MemoryLimitError, OptionError, SpecError, bindings_text, message, names_text,
 )
-from .numpy_backend import Plan, compile_program, evaluate_shape
+from .numpy_backend import Plan, build_plan, evaluate_shape
 
 DTYPES = ("float32", "float64")
 DEFAULT = "default"  # max_memory: runtime.default_max_memory()
@@ -52,15 +52,15 @@ FUSED = ("auto", "off")
 
 def _numpy_plan(program: Program, dtype: np.dtype, *, keep_all: bool, fuse: bool,
                 device: str) -> Plan:
-    return compile_program(program, dtype, keep_all=keep_all, fuse=fuse)
+    return build_plan(program, dtype, keep_all=keep_all, fuse=fuse)
 
 
 def _torch_plan(program: Program, dtype: np.dtype, *, keep_all: bool, fuse: bool,
                 device: str) -> Any:
     from . import torch_backend  # torch is imported only when it runs a spec
 
-    return torch_backend.compile_program(program, dtype.name, keep_all=keep_all, fuse=fuse,
-                                         device=device)
+    return torch_backend.build_plan(program, dtype.name, keep_all=keep_all, fuse=fuse,
+                                    device=device)
 
 
 BACKENDS: dict[str, Callable[..., Plan]] = {"numpy": _numpy_plan, "torch": _torch_plan}
@@ -129,7 +129,7 @@ class CompiledSpec:
             except ImportError as error:
                 raise OptionError(message("no_torch", reason=error)) from None
         self.backend, self.device, self.fuse = backend, check_device(backend, device), fused == "auto"
-        self._compile = BACKENDS[backend]
+        self._build_plan = BACKENDS[backend]
         self._hint = hint  # how the user binds dims, for the message naming unbound ones
         self._plans: dict[Any, _Bound] = {}
 
@@ -155,7 +155,7 @@ class CompiledSpec:
         to 1 and that the outputs are finite (an extra pass over the data);
         ``progress(fraction, label)`` is told how far the execution is.
         """
-        with depth.room():  # compiling and running recurse as deep as the spec nests
+        with depth.room():  # building and running recurse as deep as the spec nests
             return self._run(arrays, dims, seed, keep_intermediates, check_invariants, progress)
 
     def _run(self, arrays: Mapping[str, Any] | None, dims: Mapping[str, int] | None,
@@ -204,8 +204,8 @@ class CompiledSpec:
         if not base.ok:
             raise SpecError(base)
         bound = runtime.bind(base, {n: a.shape for n, a in supplied.items()}, dims, self._hint)
-        plan = self._compile(bound.program, self.dtype, keep_all=keep_all, fuse=self.fuse,
-                             device=self.device)
+        plan = self._build_plan(bound.program, self.dtype, keep_all=keep_all, fuse=self.fuse,
+                                device=self.device)
         reading = runtime.reading_bytes(bound.program, self.declared, supplied, self.dtype)
         peak = RUN_OVERHEAD + max(plan.peak_bytes, reading,
                                   plan.final_bytes + _report_bytes(bound.program, plan))

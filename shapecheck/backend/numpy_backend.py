@@ -1,6 +1,6 @@
-"""A checked program, at concrete bindings, compiled into NumPy closures.
+"""A checked program, at concrete bindings, lowered into NumPy closures.
 
-Compilation walks the syntax tree once: one function per node kind turns a
+Lowering walks the syntax tree once: one function per node kind turns a
 node into a closure over its children's closures, and each builtin is a row
 of :data:`BUILTINS` (mirroring :data:`shapecheck.builtins.BUILTINS`). Calling
 the plan then runs plain NumPy calls, with no dispatch on node kinds.
@@ -66,9 +66,9 @@ class WeightsCheck:
 
 
 @dataclass(frozen=True, slots=True)
-class Compiled:
+class Closure:
     """A node's closure. ``fresh``: the value shares memory with no named tensor,
-    so its consumer may overwrite it. ``const``: folded at compile time.
+    so its consumer may overwrite it. ``const``: folded when lowered.
     ``contiguous``: known C-contiguous (inputs are cast so; NumPy's ufuncs follow
     their operands' layout), so that the estimate knows when a reshape copies."""
 
@@ -157,12 +157,12 @@ def _tracker(progress: Callable[[float, str], None], index: int, count: int,
     return lambda done, total: progress((index + done / max(total, 1)) / count, name)
 
 
-# --- compiling a program ------------------------------------------------------------------
+# --- building a plan ----------------------------------------------------------------------
 
 
-def compile_program(program: Program, dtype: np.dtype, *, keep_all: bool = False,
-                    fuse: bool = True) -> Plan:
-    """Compile a verified program whose dims are all bound into a :class:`Plan`; with
+def build_plan(program: Program, dtype: np.dtype, *, keep_all: bool = False,
+               fuse: bool = True) -> Plan:
+    """Build the :class:`Plan` of a verified program whose dims are all bound; with
     ``fuse``, every attention pattern that allows it runs block by block
     (:mod:`.fused`), its score tables never built."""
     return _PlanBuilder(program, np.dtype(dtype), keep_all, fuse).build()
@@ -265,21 +265,21 @@ class _PlanBuilder:
             name = ident.name
             tensor = self.program.tensors[name]
             shape = self._shape(tensor.value)
-            compiler = _ExprCompiler(self, name, line, shape, self._donatable(index))
+            lowerer = _ExprLowerer(self, name, line, shape, self._donatable(index))
             # A bool value stays bool (under a plain annotation too); a real one is numbers.
-            compiled = (compiler.compile(expr) if tensor.value.is_bool
-                        else compiler.numeric(expr))
-            self._check_sizes(compiler.allocations)
-            peak = max(peak, held() + sum(a.nbytes for a in compiler.allocations))
-            allocations += compiler.allocations
+            closure = (lowerer.lower(expr) if tensor.value.is_bool
+                       else lowerer.numeric(expr))
+            self._check_sizes(lowerer.allocations)
+            peak = max(peak, held() + sum(a.nbytes for a in lowerer.allocations))
+            allocations += lowerer.allocations
             reads = {n for n in self._reads(expr) if n in holds}
             # A fresh result owns a buffer (new, or one handed over and released here);
             # a view may still own one when its builtin may have copied.
             owned[name] = (self._nbytes(tensor.value)
-                           if compiled.fresh or compiler.owns_result else 0)
-            holds[name] = {name} if compiled.fresh else {name}.union(*(holds[n] for n in reads))
-            self.contiguous[name] = compiled.contiguous
-            if compiled.fresh:
+                           if closure.fresh or lowerer.owns_result else 0)
+            holds[name] = {name} if closure.fresh else {name}.union(*(holds[n] for n in reads))
+            self.contiguous[name] = closure.contiguous
+            if closure.fresh:
                 self.owners.add(name)
             else:
                 shared = {n for n in self._reads(expr) if n in self.program.tensors}
@@ -288,7 +288,7 @@ class _PlanBuilder:
             for dead in release:
                 holds.pop(dead, None)  # the caller holds the inputs
             steps.append(Step(
-                name, line, compiled.run, shape, tensor.value.text(),
+                name, line, closure.run, shape, tensor.value.text(),
                 np.dtype(bool) if tensor.value.is_bool else element_dtype(tensor.value, self.dtype),
                 release))
         largest = max(allocations, key=lambda a: a.nbytes, default=None)
@@ -351,11 +351,11 @@ def _names(expr: nodes.Expr) -> Iterator[str]:
         yield from _names(child)
 
 
-# --- compiling expressions: one function per node kind --------------------------------------
+# --- lowering expressions: one function per node kind ---------------------------------------
 
 
-class _ExprCompiler:
-    """Compiles the expression of one statement."""
+class _ExprLowerer:
+    """Lowers the expression of one statement."""
 
     def __init__(self, plan: _PlanBuilder, name: str, line: int, result_shape: tuple[int, ...],
                  donated: frozenset[str]) -> None:
@@ -369,29 +369,29 @@ class _ExprCompiler:
         self.result_shape = result_shape
         self.owns_result = False  # a buffer of the result's shape was created here
 
-    def compile(self, node: nodes.Expr) -> Compiled:
+    def lower(self, node: nodes.Expr) -> Closure:
         planned = self.plan.fused.get(id(node))
         if planned is not None:
-            return _compile_fused(self, planned, self.plan.fused_weights.get(id(node)))
+            return _lower_fused(self, planned, self.plan.fused_weights.get(id(node)))
         handler = _NODE_COMPILERS.get(type(node))
         if handler is None:
             raise CheckerBug(message("bug_not_value", kind=type(node).__name__, line=node.span.line))
-        compiled = handler(self, node)
+        closure = handler(self, node)
         check = self.plan.weights.get(id(node))
         if check is not None:
             # the check's float64 sums and deviations, and which sums are NaN
             self.reduced(node, check.axes[0], count=2, itemsize=8)
             self.reduced(node, check.axes[0], itemsize=1)
-            compiled = _checked_weights(compiled, check, SOFTMAX_TOLERANCE.get(self.dtype, 1e-4))
-        return compiled
+            closure = _checked_weights(closure, check, SOFTMAX_TOLERANCE.get(self.dtype, 1e-4))
+        return closure
 
-    # helpers for node and builtin compilers
+    # helpers for node and builtin lowerers
 
     def scalar(self, value: float | int) -> Any:
         return self.dtype.type(value)
 
-    def constant(self, value: Any) -> Compiled:
-        return Compiled(lambda frame: value, const=True, contiguous=True)
+    def constant(self, value: Any) -> Closure:
+        return Closure(lambda frame: value, const=True, contiguous=True)
 
     def value_of(self, node: nodes.Expr) -> Value:
         value = self.program.types.get(id(node))
@@ -437,37 +437,37 @@ class _ExprCompiler:
                 message("temporary_label", name=self.name, line=self.line), tuple(shape),
                 math.prod(shape) * (itemsize or self.dtype.itemsize)))
 
-    def fold(self, compiled: Compiled, *children: Compiled) -> Compiled:
-        """Evaluate at compile time when every operand is a constant."""
+    def fold(self, closure: Closure, *children: Closure) -> Closure:
+        """Evaluate while lowering when every operand is a constant."""
         if children and all(c.const for c in children):
             with np.errstate(all="ignore"):
-                return self.constant(compiled.run(Frame({})))
-        return compiled
+                return self.constant(closure.run(Frame({})))
+        return closure
 
-    def numeric(self, node: nodes.Expr) -> Compiled:
+    def numeric(self, node: nodes.Expr) -> Closure:
         """A value used as numbers: a bool one is read as 0 and 1 in the run's dtype
         (SC403), so that NumPy's own bool rules (``exp`` of bool is float16) never apply."""
-        compiled = self.compile(node)
+        closure = self.lower(node)
         if not self.value_of(node).is_bool:
-            return compiled
-        run, dtype = compiled.run, self.dtype
+            return closure
+        run, dtype = closure.run, self.dtype
         if self.shape_of(node):
             self.buffer(self.shape_of(node), dtype.itemsize)  # the numbers, not the bools
-        return self.fold(Compiled(lambda frame: run(frame).astype(dtype), fresh=True,
-                                  contiguous=compiled.contiguous), compiled)
+        return self.fold(Closure(lambda frame: run(frame).astype(dtype), fresh=True,
+                                 contiguous=closure.contiguous), closure)
 
-    def elementwise(self, node: nodes.Expr, operand: Compiled,
-                    apply: Callable[[Any, Any], Any]) -> Compiled:
+    def elementwise(self, node: nodes.Expr, operand: Closure,
+                    apply: Callable[[Any, Any], Any]) -> Closure:
         """``apply(x, out)`` for a same-shape elementwise result, in place when
         the operand is a fresh array."""
         run = operand.run
         if operand.fresh and self.shape_of(node):
-            return Compiled(lambda frame: _in_place(apply, run(frame)), fresh=True,
-                            contiguous=operand.contiguous)
+            return Closure(lambda frame: _in_place(apply, run(frame)), fresh=True,
+                           contiguous=operand.contiguous)
         if self.shape_of(node):
             self.allocates(node)
-        return self.fold(Compiled(lambda frame: apply(run(frame), None), fresh=True,
-                                  contiguous=operand.contiguous), operand)
+        return self.fold(Closure(lambda frame: apply(run(frame), None), fresh=True,
+                                 contiguous=operand.contiguous), operand)
 
 
 def _in_place(apply: Callable[[Any, Any], Any], value: Any) -> Any:
@@ -479,7 +479,7 @@ def _owned(value: Any) -> Any:
     return value if isinstance(value, np.ndarray) and value.ndim else None
 
 
-def _compile_name(c: _ExprCompiler, node: nodes.Name) -> Compiled:
+def _lower_name(c: _ExprLowerer, node: nodes.Name) -> Closure:
     if isinstance(node, nodes.ShapeOf):  # `x.shape[i]`: a size, which the checker resolved
         return c.constant(c.scalar(c.dim(c.value_of(node).dim)))
     if node.name not in c.program.tensors:  # a dim used as a value: a scalar
@@ -488,29 +488,29 @@ def _compile_name(c: _ExprCompiler, node: nodes.Name) -> Compiled:
             raise CheckerBug(message("bug_unbound_shape", shape=f"[{node.name}]"))
         return c.constant(c.scalar(value))
     name = node.name
-    return Compiled(lambda frame: frame.values[name], fresh=name in c.donated,
-                    contiguous=c.plan.contiguous.get(name, True))  # inputs are cast C-contiguous
+    return Closure(lambda frame: frame.values[name], fresh=name in c.donated,
+                   contiguous=c.plan.contiguous.get(name, True))  # inputs are cast C-contiguous
 
 
-def _compile_number(c: _ExprCompiler, node: nodes.Integer | nodes.Decimal) -> Compiled:
+def _lower_number(c: _ExprLowerer, node: nodes.Integer | nodes.Decimal) -> Closure:
     return c.constant(c.scalar(node.value))
 
 
-def _compile_inf(c: _ExprCompiler, node: nodes.Inf) -> Compiled:
+def _lower_inf(c: _ExprLowerer, node: nodes.Inf) -> Closure:
     return c.constant(c.scalar(math.inf))
 
 
-def _compile_boolean(c: _ExprCompiler, node: nodes.Boolean) -> Compiled:
+def _lower_boolean(c: _ExprLowerer, node: nodes.Boolean) -> Closure:
     return c.constant(np.bool_(node.value))
 
 
-def _compile_paren(c: _ExprCompiler, node: nodes.Paren) -> Compiled:
-    return c.compile(node.inner)
+def _lower_paren(c: _ExprLowerer, node: nodes.Paren) -> Closure:
+    return c.lower(node.inner)
 
 
-def _compile_unary(c: _ExprCompiler, node: nodes.Unary) -> Compiled:
+def _lower_unary(c: _ExprLowerer, node: nodes.Unary) -> Closure:
     if node.op == "~":  # on bool (the checker made sure)
-        return c.elementwise(node, c.compile(node.operand),
+        return c.elementwise(node, c.lower(node.operand),
                              lambda x, out: np.logical_not(x, out=out))
     operand = c.numeric(node.operand)
     if node.op == "+":
@@ -530,15 +530,15 @@ _BOOL_UFUNCS: dict[str, np.ufunc] = {
 }
 
 
-def _compile_binop(c: _ExprCompiler, node: nodes.BinOp) -> Compiled:
+def _lower_binop(c: _ExprLowerer, node: nodes.BinOp) -> Closure:
     if node.op in _BOOL_UFUNCS:
-        return _compile_bool_binop(c, node)
+        return _lower_bool_binop(c, node)
     left, right = c.numeric(node.left), c.numeric(node.right)
     lrun, rrun = left.run, right.run
     if node.op == "@":
         c.allocates(node)
-        return Compiled(lambda frame: np.matmul(lrun(frame), rrun(frame)), fresh=True,
-                        contiguous=True)  # matmul allocates C order, whatever its operands
+        return Closure(lambda frame: np.matmul(lrun(frame), rrun(frame)), fresh=True,
+                       contiguous=True)  # matmul allocates C order, whatever its operands
     ufunc = _UFUNCS[node.op]
     shape = c.shape_of(node)
     both = left.contiguous and right.contiguous
@@ -547,38 +547,38 @@ def _compile_binop(c: _ExprCompiler, node: nodes.BinOp) -> Compiled:
         if shape:
             c.buffer(shape, c.dtype.itemsize)  # the numbers
             c.allocates(node)
-        return c.fold(Compiled(lambda frame: np.not_equal(ufunc(lrun(frame), rrun(frame)), zero),
-                               fresh=True, contiguous=both), left, right)
+        return c.fold(Closure(lambda frame: np.not_equal(ufunc(lrun(frame), rrun(frame)), zero),
+                              fresh=True, contiguous=both), left, right)
     if shape and left.fresh and c.shape_of(node.left) == shape and _same_kind(c, node.left, node):
-        return Compiled(lambda frame: _binary_into_left(ufunc, lrun(frame), rrun(frame)), fresh=True,
-                        contiguous=left.contiguous)
+        return Closure(lambda frame: _binary_into_left(ufunc, lrun(frame), rrun(frame)), fresh=True,
+                       contiguous=left.contiguous)
     if shape and right.fresh and c.shape_of(node.right) == shape and _same_kind(c, node.right, node):
-        return Compiled(lambda frame: _binary_into_right(ufunc, lrun(frame), rrun(frame)),
-                        fresh=True, contiguous=right.contiguous)
+        return Closure(lambda frame: _binary_into_right(ufunc, lrun(frame), rrun(frame)),
+                       fresh=True, contiguous=right.contiguous)
     if shape:
         c.allocates(node)
-    return c.fold(Compiled(lambda frame: ufunc(lrun(frame), rrun(frame)), fresh=True,
-                           contiguous=both), left, right)
+    return c.fold(Closure(lambda frame: ufunc(lrun(frame), rrun(frame)), fresh=True,
+                          contiguous=both), left, right)
 
 
-def _compile_bool_binop(c: _ExprCompiler, node: nodes.BinOp) -> Compiled:
+def _lower_bool_binop(c: _ExprLowerer, node: nodes.BinOp) -> Closure:
     """A comparison or `&` / `|`. Bool operands are compared as bool only when both
     are (`M == M2`, `M & M2`); otherwise as numbers (SC403), as the checker typed them."""
     both_bool = c.value_of(node.left).is_bool and c.value_of(node.right).is_bool
-    operand = c.compile if both_bool else c.numeric
+    operand = c.lower if both_bool else c.numeric
     left, right = operand(node.left), operand(node.right)
     lrun, rrun, ufunc = left.run, right.run, _BOOL_UFUNCS[node.op]
     shape = c.shape_of(node)
     if shape and both_bool and left.fresh and c.shape_of(node.left) == shape:
-        return Compiled(lambda frame: _binary_into_left(ufunc, lrun(frame), rrun(frame)), fresh=True,
-                        contiguous=left.contiguous)
+        return Closure(lambda frame: _binary_into_left(ufunc, lrun(frame), rrun(frame)), fresh=True,
+                       contiguous=left.contiguous)
     if shape:
         c.allocates(node)
-    return c.fold(Compiled(lambda frame: ufunc(lrun(frame), rrun(frame)), fresh=True,
-                           contiguous=left.contiguous and right.contiguous), left, right)
+    return c.fold(Closure(lambda frame: ufunc(lrun(frame), rrun(frame)), fresh=True,
+                          contiguous=left.contiguous and right.contiguous), left, right)
 
 
-def _same_kind(c: _ExprCompiler, operand: nodes.Expr, node: nodes.Expr) -> bool:
+def _same_kind(c: _ExprLowerer, operand: nodes.Expr, node: nodes.Expr) -> bool:
     """A real buffer cannot hold a complex result (issue 21): in place only within a kind."""
     return (c.value_of(operand).element == "complex") == (c.value_of(node).element == "complex")
 
@@ -591,38 +591,38 @@ def _binary_into_right(ufunc: np.ufunc, left: Any, right: Any) -> Any:
     return ufunc(left, right, out=right)
 
 
-def _compile_transpose(c: _ExprCompiler, node: nodes.Transpose) -> Compiled:
-    operand = c.compile(node.operand)
+def _lower_transpose(c: _ExprLowerer, node: nodes.Transpose) -> Closure:
+    operand = c.lower(node.operand)
     run = operand.run
-    return Compiled(lambda frame: np.swapaxes(run(frame), -1, -2), fresh=operand.fresh)
+    return Closure(lambda frame: np.swapaxes(run(frame), -1, -2), fresh=operand.fresh)
 
 
-def _compile_subscript(c: _ExprCompiler, node: nodes.Subscript) -> Compiled:
+def _lower_subscript(c: _ExprLowerer, node: nodes.Subscript) -> Closure:
     """`x[...]` as NumPy basic indexing, with the bounds the checker normalised: a
     view of a named tensor (no copy); of a temporary, a copy, so that the temporary is
     freed rather than kept alive by a small view of it (the estimate counts the copy)."""
     if id(node) in c.program.calls:  # a gather, `E[ids]`: the checker read it as `take`
-        return _compile_call(c, node)  # type: ignore[arg-type]
+        return _lower_call(c, node)  # type: ignore[arg-type]
     resolved = c.program.subscripts.get(id(node))
     if resolved is None:
         raise CheckerBug(message("bug_unresolved_call", name="[...]", line=node.span.line))
     key = tuple(_index_key(c, entry) for entry in resolved.entries)
-    operand = c.compile(node.operand)
+    operand = c.lower(node.operand)
     run = operand.run
     if operand.fresh:
         c.allocates(node)
-        return Compiled(lambda frame: np.array(run(frame)[key]), fresh=True, contiguous=True)
-    return c.fold(Compiled(lambda frame: run(frame)[key]), operand)
+        return Closure(lambda frame: np.array(run(frame)[key]), fresh=True, contiguous=True)
+    return c.fold(Closure(lambda frame: run(frame)[key]), operand)
 
 
-def _compile_update(c: _ExprCompiler, node: nodes.Update) -> Compiled:
+def _lower_update(c: _ExprLowerer, node: nodes.Update) -> Closure:
     """`x[...] = v` as a new array: a copy of x with the slice assigned (NumPy broadcasts v
     as the checker proved it may); x itself is left as it was."""
     resolved = c.program.subscripts.get(id(node))
     if resolved is None:
         raise CheckerBug(message("bug_unresolved_call", name="[...] =", line=node.span.line))
     key = tuple(_index_key(c, entry) for entry in resolved.entries)
-    operand, value = c.compile(node.operand), c.compile(node.value)
+    operand, value = c.lower(node.operand), c.lower(node.value)
     run, run_value, dtype = operand.run, value.run, c.dtype
     bools = c.value_of(node).is_bool
     c.allocates(node)
@@ -632,10 +632,10 @@ def _compile_update(c: _ExprCompiler, node: nodes.Update) -> Compiled:
         result[key] = run_value(frame)
         return result
 
-    return Compiled(update, fresh=True, contiguous=True)
+    return Closure(update, fresh=True, contiguous=True)
 
 
-def _index_key(c: _ExprCompiler, entry: Take | Range | NewAxis) -> Any:
+def _index_key(c: _ExprLowerer, entry: Take | Range | NewAxis) -> Any:
     if isinstance(entry, Take):
         return c.dim(entry.index)
     if isinstance(entry, Range):
@@ -645,7 +645,7 @@ def _index_key(c: _ExprCompiler, entry: Take | Range | NewAxis) -> Any:
     return None  # np.newaxis
 
 
-def _compile_call(c: _ExprCompiler, node: nodes.Call) -> Compiled:
+def _lower_call(c: _ExprLowerer, node: nodes.Call) -> Closure:
     info = c.program.calls.get(id(node))
     if info is None:
         raise CheckerBug(message("bug_unresolved_call", name=node.func.name, line=node.span.line))
@@ -655,17 +655,17 @@ def _compile_call(c: _ExprCompiler, node: nodes.Call) -> Compiled:
     return implementation(_Call(c, node, info))
 
 
-def _compile_fused(c: _ExprCompiler, planned: fused.Planned,
-                   weights: WeightsCheck | None) -> Compiled:
+def _lower_fused(c: _ExprLowerer, planned: fused.Planned,
+                 weights: WeightsCheck | None) -> Closure:
     """An attention pattern, block by block (:func:`fused.attention`): its operands are
     evaluated as written, brought to the canonical layout, and the output written back
     in the layout of the contraction it replaces. The weights the contraction sums are
     the softmax's own (a fusable pattern changes nothing between them), so the blocks'
     row sums confirm ``weights`` too."""
     f = planned.fusable
-    parts = [(c.compile(p.node).run, planned.layouts[id(p.node)]) for p in (f.query, f.key, f.value)]
+    parts = [(c.lower(p.node).run, planned.layouts[id(p.node)]) for p in (f.query, f.key, f.value)]
     steps = [(step, None if step.causal is not None else
-              (c.compile(step.part.node) if step.kind == "mask" else
+              (c.lower(step.part.node) if step.kind == "mask" else
                c.numeric(step.node if step.part is None else step.part.node)).run)
              for step in f.ops]
     output, shape = planned.layouts[id(f.output)], c.shape_of(f.output)
@@ -713,23 +713,23 @@ def _compile_fused(c: _ExprCompiler, planned: fused.Planned,
                     axes=", ".join(map(str, weights.axes)), error=seen.worst_sum)
         return fused.from_canonical(out, output, shape)
 
-    return Compiled(attention, fresh=True)
+    return Closure(attention, fresh=True)
 
 
-_NODE_COMPILERS: dict[type, Callable[[_ExprCompiler, Any], Compiled]] = {
-    nodes.Name: _compile_name,
-    nodes.ShapeOf: _compile_name,
-    nodes.Integer: _compile_number,
-    nodes.Decimal: _compile_number,
-    nodes.Inf: _compile_inf,
-    nodes.Boolean: _compile_boolean,
-    nodes.Paren: _compile_paren,
-    nodes.Unary: _compile_unary,
-    nodes.BinOp: _compile_binop,
-    nodes.Transpose: _compile_transpose,
-    nodes.Call: _compile_call,
-    nodes.Subscript: _compile_subscript,
-    nodes.Update: _compile_update,
+_NODE_COMPILERS: dict[type, Callable[[_ExprLowerer, Any], Closure]] = {
+    nodes.Name: _lower_name,
+    nodes.ShapeOf: _lower_name,
+    nodes.Integer: _lower_number,
+    nodes.Decimal: _lower_number,
+    nodes.Inf: _lower_inf,
+    nodes.Boolean: _lower_boolean,
+    nodes.Paren: _lower_paren,
+    nodes.Unary: _lower_unary,
+    nodes.BinOp: _lower_binop,
+    nodes.Transpose: _lower_transpose,
+    nodes.Call: _lower_call,
+    nodes.Subscript: _lower_subscript,
+    nodes.Update: _lower_update,
 }
 
 
@@ -740,20 +740,20 @@ _NODE_COMPILERS: dict[type, Callable[[_ExprCompiler, Any], Compiled]] = {
 class _Call:
     """What a builtin's implementation may ask about its call."""
 
-    c: _ExprCompiler
+    c: _ExprLowerer
     node: nodes.Call
     info: CallInfo
 
-    def tensor(self, param: str = "x") -> Compiled:
-        return self.c.compile(self.info.args[param])
+    def tensor(self, param: str = "x") -> Closure:
+        return self.c.lower(self.info.args[param])
 
-    def numeric(self, param: str = "x") -> Compiled:
+    def numeric(self, param: str = "x") -> Closure:
         return self.c.numeric(self.info.args[param])
 
-    def tensors(self, param: str, numeric: bool = False) -> list[Compiled]:
+    def tensors(self, param: str, numeric: bool = False) -> list[Closure]:
         items: nodes.ListExpr = self.info.args[param]
-        compile = self.c.numeric if numeric else self.c.compile
-        return [compile(item) for item in items.items]
+        lower = self.c.numeric if numeric else self.c.lower
+        return [lower(item) for item in items.items]
 
     def rank(self, param: str = "x") -> int:
         argument = self.info.args[param]
@@ -784,18 +784,18 @@ class _Call:
     def allocates(self) -> None:
         self.c.allocates(self.node)
 
-    def elementwise(self, apply: Callable[[Any, Any], Any]) -> Compiled:
+    def elementwise(self, apply: Callable[[Any, Any], Any]) -> Closure:
         return self.c.elementwise(self.node, self.numeric(), apply)
 
 
-Implementation = Callable[[_Call], Compiled]
+Implementation = Callable[[_Call], Closure]
 
 
 def _ufunc_row(ufunc: np.ufunc) -> Implementation:
     return lambda call: call.elementwise(lambda x, out: ufunc(x, out=out))
 
 
-def _relu(call: _Call) -> Compiled:
+def _relu(call: _Call) -> Closure:
     zero = call.c.scalar(0)
     return call.elementwise(lambda x, out: np.maximum(x, zero, out=out))
 
@@ -810,11 +810,11 @@ def _sigmoid_apply(zero: Any) -> Callable[[Any, Any], Any]:
     return apply
 
 
-def _sigmoid(call: _Call) -> Compiled:
+def _sigmoid(call: _Call) -> Closure:
     return call.elementwise(_sigmoid_apply(call.c.scalar(0)))
 
 
-def _gelu(call: _Call) -> Compiled:
+def _gelu(call: _Call) -> Closure:
     half, root2 = call.c.scalar(0.5), call.c.scalar(math.sqrt(2.0))
     one = call.c.scalar(1)
 
@@ -854,7 +854,7 @@ def _blockwise(block: Callable[[Any, Any], None], x: Any, out: Any) -> Any:
     return out
 
 
-def _silu(call: _Call) -> Compiled:
+def _silu(call: _Call) -> Closure:
     sigmoid = _sigmoid_apply(call.c.scalar(0))
 
     def block(x: Any, out: Any) -> None:  # x * sigmoid(x)
@@ -864,12 +864,12 @@ def _silu(call: _Call) -> Compiled:
     return call.elementwise(lambda x, out: _blockwise(block, x, out))
 
 
-def _softplus(call: _Call) -> Compiled:
+def _softplus(call: _Call) -> Closure:
     zero = call.c.scalar(0)
     return call.elementwise(lambda x, out: np.logaddexp(zero, x, out=out))  # log(1 + e^x), stable
 
 
-def _elu(call: _Call) -> Compiled:
+def _elu(call: _Call) -> Closure:
     alpha, zero = call.c.scalar(call.arg("alpha")), call.c.scalar(0)
 
     def block(x: Any, out: Any) -> None:  # x where x > 0, alpha * (e^x - 1) elsewhere
@@ -881,7 +881,7 @@ def _elu(call: _Call) -> Compiled:
     return call.elementwise(lambda x, out: _blockwise(block, x, out))
 
 
-def _erf(call: _Call) -> Compiled:
+def _erf(call: _Call) -> Closure:
     def block(x: Any, out: Any) -> None:
         np.copyto(out, erf(x))
 
@@ -889,7 +889,7 @@ def _erf(call: _Call) -> Compiled:
     return call.elementwise(lambda x, out: _blockwise(block, x, out))
 
 
-def _rsqrt(call: _Call) -> Compiled:
+def _rsqrt(call: _Call) -> Closure:
     one = call.c.scalar(1)
 
     def apply(x: Any, out: Any) -> Any:
@@ -899,7 +899,7 @@ def _rsqrt(call: _Call) -> Compiled:
     return call.elementwise(apply)
 
 
-def _softmax(call: _Call) -> Compiled:
+def _softmax(call: _Call) -> Closure:
     x = call.numeric()
     axis = call.axis()
     assert axis is not None
@@ -930,7 +930,7 @@ def _softmax(call: _Call) -> Compiled:
             _check_softmax(frame, out, axis, name, line, what, tolerance)
         return out
 
-    return Compiled(softmax, fresh=True, contiguous=x.contiguous)
+    return Closure(softmax, fresh=True, contiguous=x.contiguous)
 
 
 def _check_softmax(frame: Frame, out: Any, axis: int, name: str, line: int, what: str,
@@ -977,8 +977,8 @@ class _SourceText:
         return " ".join(" ".join(parts).split())
 
 
-def _checked_weights(compiled: Compiled, check: WeightsCheck, tolerance: float) -> Compiled:
-    run = compiled.run
+def _checked_weights(closure: Closure, check: WeightsCheck, tolerance: float) -> Closure:
+    run = closure.run
 
     def weights(frame: Frame) -> Any:
         value = run(frame)
@@ -986,7 +986,7 @@ def _checked_weights(compiled: Compiled, check: WeightsCheck, tolerance: float) 
             _check_weights(frame, value, check, tolerance)
         return value
 
-    return Compiled(weights, fresh=compiled.fresh, const=False, contiguous=compiled.contiguous)
+    return Closure(weights, fresh=closure.fresh, const=False, contiguous=closure.contiguous)
 
 
 def _check_weights(frame: Frame, value: Any, check: WeightsCheck, tolerance: float) -> None:
@@ -1009,30 +1009,30 @@ def _check_weights(frame: Frame, value: Any, check: WeightsCheck, tolerance: flo
                                     error=error, **fields)
 
 
-def _transpose(call: _Call) -> Compiled:
+def _transpose(call: _Call) -> Closure:
     x = call.tensor()
     run, perm = x.run, call.arg("perm")
     if perm is None:
-        return Compiled(lambda frame: np.swapaxes(run(frame), -1, -2), fresh=x.fresh)
-    return Compiled(lambda frame: np.transpose(run(frame), perm), fresh=x.fresh,
-                    contiguous=x.contiguous and list(perm) == sorted(perm))
+        return Closure(lambda frame: np.swapaxes(run(frame), -1, -2), fresh=x.fresh)
+    return Closure(lambda frame: np.transpose(run(frame), perm), fresh=x.fresh,
+                   contiguous=x.contiguous and list(perm) == sorted(perm))
 
 
-def _reshape(call: _Call) -> Compiled:
+def _reshape(call: _Call) -> Closure:
     x = call.tensor()
     run, target = x.run, call.out_shape  # the checker inferred any -1
     if x.contiguous or x.fresh:
         if not x.contiguous:  # NumPy may copy what it cannot view with the new shape
             call.allocates()
-        return Compiled(lambda frame: np.reshape(run(frame), target), fresh=x.fresh,
-                        contiguous=x.contiguous)
+        return Closure(lambda frame: np.reshape(run(frame), target), fresh=x.fresh,
+                       contiguous=x.contiguous)
     # Not known to be C-contiguous: NumPy copies when it cannot view the array with the new
     # shape, but size-1 axes often let it view a transposed one. The copy is made sure, so
     # that the result is fresh: a later step may overwrite it without touching a named
     # tensor (or the caller's array).
     call.allocates()
-    return Compiled(lambda frame: _reshaped_copy(run(frame), target), fresh=True,
-                    contiguous=True)
+    return Closure(lambda frame: _reshaped_copy(run(frame), target), fresh=True,
+                   contiguous=True)
 
 
 def _reshaped_copy(value: Any, target: tuple[int, ...]) -> Any:
@@ -1040,17 +1040,17 @@ def _reshaped_copy(value: Any, target: tuple[int, ...]) -> Any:
     return np.array(result, order="C") if np.may_share_memory(result, value) else result
 
 
-def _split_heads(call: _Call) -> Compiled:
+def _split_heads(call: _Call) -> Closure:
     x = call.tensor()
     *batch, heads, n, d = call.out_shape
     run, grouped = x.run, (*batch, n, heads, d)  # head h owns columns h*d ... h*d+d-1
     if not x.contiguous:  # the reshape copies
         call.allocates()
-    return Compiled(lambda frame: np.swapaxes(np.reshape(run(frame), grouped), -3, -2),
-                    fresh=x.fresh)
+    return Closure(lambda frame: np.swapaxes(np.reshape(run(frame), grouped), -3, -2),
+                   fresh=x.fresh)
 
 
-def _section(call: _Call) -> Compiled:
+def _section(call: _Call) -> Closure:
     """Part `index` of equal parts along `axis`: a view, as NumPy's `split` gives."""
     x = call.tensor()
     axis = call.axis()
@@ -1059,47 +1059,47 @@ def _section(call: _Call) -> Compiled:
     start = call.dim("index") * length
     key = (slice(None),) * axis + (slice(start, start + length),)
     run = x.run
-    return Compiled(lambda frame: run(frame)[key], fresh=False, contiguous=False)
+    return Closure(lambda frame: run(frame)[key], fresh=False, contiguous=False)
 
 
-def _merge_heads(call: _Call) -> Compiled:
+def _merge_heads(call: _Call) -> Closure:
     x = call.tensor()
     run, target = x.run, call.out_shape
     call.allocates()
-    return Compiled(lambda frame: np.reshape(np.swapaxes(run(frame), -3, -2), target),
-                    fresh=x.fresh, contiguous=True)
+    return Closure(lambda frame: np.reshape(np.swapaxes(run(frame), -3, -2), target),
+                   fresh=x.fresh, contiguous=True)
 
 
-def _repeat(call: _Call) -> Compiled:
+def _repeat(call: _Call) -> Closure:
     x = call.tensor()
     run, repeats, axis = x.run, call.dim("repeats"), call.axis()
     call.allocates()
-    return Compiled(lambda frame: np.repeat(run(frame), repeats, axis=axis), fresh=True,
-                    contiguous=True)
+    return Closure(lambda frame: np.repeat(run(frame), repeats, axis=axis), fresh=True,
+                   contiguous=True)
 
 
-def _concat(call: _Call) -> Compiled:
+def _concat(call: _Call) -> Closure:
     parts = [p.run for p in call.tensors("tensors")]
     axis = call.axis(of="tensors")
     call.allocates()
-    return Compiled(lambda frame: np.concatenate([p(frame) for p in parts], axis=axis), fresh=True,
-                    contiguous=True)
+    return Closure(lambda frame: np.concatenate([p(frame) for p in parts], axis=axis), fresh=True,
+                   contiguous=True)
 
 
 def _reduction(reduce: Callable[..., Any]) -> Implementation:
-    def implementation(call: _Call) -> Compiled:
+    def implementation(call: _Call) -> Closure:
         x = call.numeric()  # counting a mask gives a real number
         run, axis, keep = x.run, axes_of(call.arg("axis"), call.rank()), bool(call.arg("keepdims"))
         if call.out_shape:
             call.allocates()
-        return call.c.fold(Compiled(lambda frame: reduce(run(frame), axis=axis, keepdims=keep),
-                                    fresh=True, contiguous=x.contiguous), x)
+        return call.c.fold(Closure(lambda frame: reduce(run(frame), axis=axis, keepdims=keep),
+                                   fresh=True, contiguous=x.contiguous), x)
 
     return implementation
 
 
 def _normalise(rms: bool) -> Implementation:
-    def implementation(call: _Call) -> Compiled:
+    def implementation(call: _Call) -> Closure:
         eps = call.c.scalar(call.arg("eps"))  # (the checker refuses a scalar: SC305)
         width = call.c.scalar(call.c.shape_of(call.info.args["x"])[-1])
         call.c.reduced(call.info.args["x"], call.rank() - 1, count=2)  # the means, the scales
@@ -1118,7 +1118,7 @@ def _normalise(rms: bool) -> Implementation:
     return implementation
 
 
-def _where(call: _Call) -> Compiled:
+def _where(call: _Call) -> Closure:
     condition, x, y = call.tensor("condition"), call.tensor("x"), call.tensor("y")
     crun, xrun, yrun = condition.run, x.run, y.run
     shape = call.out_shape
@@ -1127,16 +1127,16 @@ def _where(call: _Call) -> Compiled:
     if shape and x.fresh and same_type and call.c.shape_of(call.info.args["x"]) == shape:
         # overwrite x where the condition is false (a masked score table stays one buffer)
         call.c.buffer(call.c.shape_of(call.info.args["condition"]), 1)  # the negated condition
-        return Compiled(lambda frame: _copy_where(xrun(frame), yrun(frame), crun(frame), False),
-                        fresh=True, contiguous=x.contiguous)
+        return Closure(lambda frame: _copy_where(xrun(frame), yrun(frame), crun(frame), False),
+                       fresh=True, contiguous=x.contiguous)
     same_type = call.c.value_of(call.node).is_bool == call.c.value_of(call.info.args["y"]).is_bool
     if shape and y.fresh and same_type and call.c.shape_of(call.info.args["y"]) == shape:
-        return Compiled(lambda frame: _copy_where(yrun(frame), xrun(frame), crun(frame), True),
-                        fresh=True, contiguous=y.contiguous)
+        return Closure(lambda frame: _copy_where(yrun(frame), xrun(frame), crun(frame), True),
+                       fresh=True, contiguous=y.contiguous)
     if shape:
         call.allocates()
-    return Compiled(lambda frame: np.where(crun(frame), xrun(frame), yrun(frame)), fresh=True,
-                    contiguous=contiguous)
+    return Closure(lambda frame: np.where(crun(frame), xrun(frame), yrun(frame)), fresh=True,
+                   contiguous=contiguous)
 
 
 def _copy_where(target: Any, source: Any, condition: Any, where: bool) -> Any:
@@ -1144,7 +1144,7 @@ def _copy_where(target: Any, source: Any, condition: Any, where: bool) -> Any:
     return target
 
 
-def _causal_mask(call: _Call) -> Compiled:
+def _causal_mask(call: _Call) -> Closure:
     queries = call.dim("n")
     keys = call.dim("n_k") if call.arg("n_k") is not None else queries
     # Aligned bottom right: query i sees key j <= i + keys - queries, as
@@ -1159,48 +1159,48 @@ def _causal_mask(call: _Call) -> Compiled:
             visible &= ~np.tri(queries, keys, k=offset - window, dtype=bool)
         return visible
 
-    return Compiled(mask, fresh=True, contiguous=True)
+    return Closure(mask, fresh=True, contiguous=True)
 
 
 def _triangle(keep: Callable[..., Any]) -> Implementation:
-    def implementation(call: _Call) -> Compiled:
+    def implementation(call: _Call) -> Closure:
         x = call.tensor()
         run, k = x.run, call.dim("k")
         call.allocates()
-        return call.c.fold(Compiled(lambda frame: keep(run(frame), k=k), fresh=True,
-                                    contiguous=True), x)
+        return call.c.fold(Closure(lambda frame: keep(run(frame), k=k), fresh=True,
+                                   contiguous=True), x)
 
     return implementation
 
 
-def _arange(call: _Call) -> Compiled:
+def _arange(call: _Call) -> Closure:
     n, dtype = call.dim("n"), call.c.dtype
     bounds = (n,) if call.arg("stop") is None else (n, call.dim("stop"), *(
         (call.dim("step"),) if call.arg("step") is not None else ()))
     call.allocates()
-    return Compiled(lambda frame: np.arange(*bounds, dtype=dtype), fresh=True, contiguous=True)
+    return Closure(lambda frame: np.arange(*bounds, dtype=dtype), fresh=True, contiguous=True)
 
 
-def _stack(call: _Call) -> Compiled:
+def _stack(call: _Call) -> Closure:
     parts = [p.run for p in call.tensors("tensors")]
     axis = axis_index(call.arg("axis"), call.rank("tensors") + 1)
     call.allocates()
-    return Compiled(lambda frame: np.stack([p(frame) for p in parts], axis=axis), fresh=True,
-                    contiguous=True)
+    return Closure(lambda frame: np.stack([p(frame) for p in parts], axis=axis), fresh=True,
+                   contiguous=True)
 
 
 def _constant_fill(fill: Callable[..., Any]) -> Implementation:
-    def implementation(call: _Call) -> Compiled:
+    def implementation(call: _Call) -> Closure:
         shape, dtype = call.shape(), call.c.dtype
         if shape:
             call.allocates()
-            return Compiled(lambda frame: fill(shape, dtype=dtype), fresh=True, contiguous=True)
+            return Closure(lambda frame: fill(shape, dtype=dtype), fresh=True, contiguous=True)
         return call.c.constant(fill((), dtype=dtype)[()])
 
     return implementation
 
 
-def _einsum(call: _Call) -> Compiled:
+def _einsum(call: _Call) -> Closure:
     """The checker's reading of the subscripts (``shapecheck.einsum``), executed as one
     single-operand ``np.einsum`` per operand (diagonals, sums over letters used nowhere
     else) and one ``np.matmul`` per pair of operands, left to right: BLAS speed, and
@@ -1221,7 +1221,7 @@ def _einsum(call: _Call) -> Compiled:
     def einsum(frame: Frame) -> Any:
         return contract([r(frame) for r in runs])
 
-    return Compiled(einsum, fresh=operands[0].fresh if view else True)
+    return Closure(einsum, fresh=operands[0].fresh if view else True)
 
 
 def einsum_letters(subscripts: str, shapes: list[tuple[int, ...]]) -> tuple[list[str], str]:
@@ -1240,9 +1240,9 @@ def einsum_letters(subscripts: str, shapes: list[tuple[int, ...]]) -> tuple[list
     return expanded, output.replace("...", ellipsis)
 
 
-def _contraction(c: _ExprCompiler, terms: list[str], shapes: list[tuple[int, ...]], output: str,
+def _contraction(c: _ExprLowerer, terms: list[str], shapes: list[tuple[int, ...]], output: str,
                  sizes: dict[str, int]) -> Callable[[list[Any]], Any]:
-    """Compile the contraction, recording every buffer it creates; returns the runner."""
+    """Lower the contraction, recording every buffer it creates; returns the runner."""
     itemsize = c.dtype.itemsize
     stages: list[Callable[[Any, Any], tuple[Any, str]]] = []
     letters = ""
@@ -1273,7 +1273,7 @@ def _contraction(c: _ExprCompiler, terms: list[str], shapes: list[tuple[int, ...
     return run
 
 
-def _reduce_stage(c: _ExprCompiler, term: str, keep: str, shape: tuple[int, ...],
+def _reduce_stage(c: _ExprLowerer, term: str, keep: str, shape: tuple[int, ...],
                   sizes: dict[str, int], itemsize: int) -> Callable[[Any, Any], tuple[Any, str]]:
     """An operand's diagonals taken and its unneeded letters summed (np.einsum on one operand)."""
     if term == keep:
@@ -1285,7 +1285,7 @@ def _reduce_stage(c: _ExprCompiler, term: str, keep: str, shape: tuple[int, ...]
     return lambda value, _: (np.einsum(subscripts, value), keep)
 
 
-def _pair_stage(c: _ExprCompiler, left: str, right: str, later: set[str], sizes: dict[str, int],
+def _pair_stage(c: _ExprLowerer, left: str, right: str, later: set[str], sizes: dict[str, int],
                 itemsize: int) -> tuple[Callable[[Any, Any], tuple[Any, str]], str]:
     """Contract two operands with one matmul: [batch, rows, inner] @ [batch, inner, columns]."""
     batch = [ch for ch in left if ch in right and ch in later]
@@ -1321,7 +1321,7 @@ def _pair_stage(c: _ExprCompiler, left: str, right: str, later: set[str], sizes:
     return contract, result
 
 
-def _dropout(call: _Call) -> Compiled:
+def _dropout(call: _Call) -> Closure:
     return call.numeric()  # identity when executed (language.md, section 6)
 
 
@@ -1373,49 +1373,49 @@ BUILTINS: dict[str, Implementation] = {
 # --- issue 21: the builtins real attention code uses beyond the contract's -------------------
 
 
-def _fold(call: _Call, compiled: Compiled, *children: Compiled) -> Compiled:
+def _fold(call: _Call, closure: Closure, *children: Closure) -> Closure:
     """Fold a constant only when it is a scalar: an array is made when the step runs, after
     the memory estimate has refused one too large to hold (`full([L ** 64], 0)`)."""
-    return call.c.fold(compiled, *children) if not call.out_shape else compiled
+    return call.c.fold(closure, *children) if not call.out_shape else closure
 
 
 def _cumulative(accumulate: Callable[..., Any]) -> Implementation:
-    def implementation(call: _Call) -> Compiled:
+    def implementation(call: _Call) -> Closure:
         x = call.numeric()
         run, axis = x.run, call.axis()
         if call.out_shape:
             call.allocates()
-        return _fold(call, Compiled(lambda frame: accumulate(run(frame), axis=axis), fresh=True,
-                                    contiguous=True), x)
+        return _fold(call, Closure(lambda frame: accumulate(run(frame), axis=axis), fresh=True,
+                                   contiguous=True), x)
 
     return implementation
 
 
 def _pairwise(ufunc: np.ufunc) -> Implementation:
-    def implementation(call: _Call) -> Compiled:
+    def implementation(call: _Call) -> Closure:
         x, y = call.numeric("x"), call.numeric("y")
         xrun, yrun = x.run, y.run
         if call.out_shape:
             call.allocates()
-        return _fold(call, Compiled(lambda frame: ufunc(xrun(frame), yrun(frame)), fresh=True,
-                                    contiguous=True), x, y)
+        return _fold(call, Closure(lambda frame: ufunc(xrun(frame), yrun(frame)), fresh=True,
+                                   contiguous=True), x, y)
 
     return implementation
 
 
-def _clamp(call: _Call) -> Compiled:
+def _clamp(call: _Call) -> Closure:
     x = call.numeric()
     bounds = [call.numeric(p) if call.arg(p) is not None else None for p in ("min", "max")]
     run = x.run
     low, high = (b.run if b is not None else (lambda frame: None) for b in bounds)
     if call.out_shape:
         call.allocates()
-    return _fold(call, Compiled(lambda frame: np.clip(run(frame), low(frame), high(frame)),
-                                fresh=True, contiguous=True),
+    return _fold(call, Closure(lambda frame: np.clip(run(frame), low(frame), high(frame)),
+                               fresh=True, contiguous=True),
                        x, *(b for b in bounds if b is not None))
 
 
-def _full(call: _Call) -> Compiled:
+def _full(call: _Call) -> Closure:
     shape, dtype = call.shape(), call.c.dtype
     value = call.tensor("value")
     fill = value.run
@@ -1423,27 +1423,27 @@ def _full(call: _Call) -> Compiled:
     kind = np.dtype(bool) if bool_fill else dtype
     if shape:
         call.allocates()
-    return _fold(call, Compiled(lambda frame: np.full(shape, fill(frame), dtype=kind)
-                                if shape else kind.type(fill(frame)), fresh=True,
-                                contiguous=True), value)
+    return _fold(call, Closure(lambda frame: np.full(shape, fill(frame), dtype=kind)
+                               if shape else kind.type(fill(frame)), fresh=True,
+                               contiguous=True), value)
 
 
-def _tile(call: _Call) -> Compiled:
+def _tile(call: _Call) -> Closure:
     x, reps = call.tensor(), call.shape("reps")
     run = x.run
     call.allocates()
-    return _fold(call, Compiled(lambda frame: np.tile(run(frame), reps), fresh=True,
-                                contiguous=True), x)
+    return _fold(call, Closure(lambda frame: np.tile(run(frame), reps), fresh=True,
+                               contiguous=True), x)
 
 
 def _logical(reduce: Callable[..., Any]) -> Implementation:
-    def implementation(call: _Call) -> Compiled:
+    def implementation(call: _Call) -> Closure:
         x = call.tensor()
         run, axis, keep = x.run, axes_of(call.arg("axis"), call.rank()), bool(call.arg("keepdims"))
         if call.out_shape:
             call.allocates()
-        return _fold(call, Compiled(lambda frame: np.asarray(reduce(run(frame), axis=axis,
-                                                                    keepdims=keep)),
+        return _fold(call, Closure(lambda frame: np.asarray(reduce(run(frame), axis=axis,
+                                                                   keepdims=keep)),
                                     fresh=True, contiguous=True), x)
 
     return implementation
@@ -1497,7 +1497,7 @@ def _where_of(call: _Call, index_param: str) -> tuple[int, str, str, int, int]:
 
 
 def _take(index_param: str, along: bool = False) -> Implementation:
-    def implementation(call: _Call) -> Compiled:
+    def implementation(call: _Call) -> Closure:
         x, index = call.tensor(), call.tensor(index_param)
         line, text, operand, axis, size = _where_of(call, index_param)
         xrun, irun, where = x.run, index.run, (line, text, operand, axis)
@@ -1510,12 +1510,12 @@ def _take(index_param: str, along: bool = False) -> Implementation:
                 return np.take_along_axis(xrun(frame), positions, axis=axis)
             return np.take(xrun(frame), positions, axis=axis)
 
-        return _fold(call, Compiled(gather, fresh=True, contiguous=True), x, index)
+        return _fold(call, Closure(gather, fresh=True, contiguous=True), x, index)
 
     return implementation
 
 
-def _index_copy(call: _Call) -> Compiled:
+def _index_copy(call: _Call) -> Closure:
     x, index, source = call.tensor(), call.tensor("index"), call.tensor("source")
     line, text, operand, axis, size = _where_of(call, "index")
     xrun, irun, srun, where = x.run, index.run, source.run, (line, text, operand, axis)
@@ -1530,10 +1530,10 @@ def _index_copy(call: _Call) -> Compiled:
         np.moveaxis(result, axis, 0)[positions] = np.moveaxis(values, axis, 0)
         return result
 
-    return _fold(call, Compiled(write, fresh=True, contiguous=True), x, index, source)
+    return _fold(call, Closure(write, fresh=True, contiguous=True), x, index, source)
 
 
-def _scatter(call: _Call) -> Compiled:
+def _scatter(call: _Call) -> Closure:
     x, index, source = call.tensor(), call.tensor("index"), call.tensor("src")
     line, text, operand, axis, size = _where_of(call, "index")
     xrun, irun, srun, where = x.run, index.run, source.run, (line, text, operand, axis)
@@ -1545,7 +1545,7 @@ def _scatter(call: _Call) -> Compiled:
         np.put_along_axis(result, positions, np.broadcast_to(srun(frame), positions.shape), axis)
         return result
 
-    return _fold(call, Compiled(write, fresh=True, contiguous=True), x, index, source)
+    return _fold(call, Closure(write, fresh=True, contiguous=True), x, index, source)
 
 
 BUILTINS.update({
@@ -1566,36 +1566,36 @@ def _complex_dtype(call: _Call) -> np.dtype:
     return np.result_type(call.c.dtype, np.complex64)
 
 
-def _made(call: _Call, function: Callable[..., Any], *params: str) -> Compiled:
+def _made(call: _Call, function: Callable[..., Any], *params: str) -> Closure:
     """A new array computed from the tensor arguments ``params`` (no buffer reused)."""
-    compiled = [call.numeric(p) for p in params]  # a mask as 0 and 1, as the checker types it
-    runs = [c.run for c in compiled]
+    closure = [call.numeric(p) for p in params]  # a mask as 0 and 1, as the checker types it
+    runs = [c.run for c in closure]
     if call.out_shape:
         call.allocates()
-    return _fold(call, Compiled(lambda frame: function(*(r(frame) for r in runs)), fresh=True,
-                                contiguous=True), *compiled)
+    return _fold(call, Closure(lambda frame: function(*(r(frame) for r in runs)), fresh=True,
+                               contiguous=True), *closure)
 
 
-def _view_as_complex(call: _Call) -> Compiled:
+def _view_as_complex(call: _Call) -> Closure:
     unit = _complex_dtype(call).type(1j)
     return _made(call, lambda x: np.asarray(x[..., 0] + unit * x[..., 1]), "x")
 
 
-def _as_complex(call: _Call) -> Compiled:
+def _as_complex(call: _Call) -> Closure:
     unit = _complex_dtype(call).type(1j)
     return _made(call, lambda x: np.asarray(x[..., 0::2] + unit * x[..., 1::2]), "x")
 
 
-def _view_as_real(call: _Call) -> Compiled:
+def _view_as_real(call: _Call) -> Closure:
     return _made(call, lambda z: np.stack([z.real, z.imag], axis=-1), "x")
 
 
-def _as_real(call: _Call) -> Compiled:
+def _as_real(call: _Call) -> Closure:
     return _made(call, lambda z: np.stack([z.real, z.imag], axis=-1).reshape(*z.shape[:-1], -1),
                  "x")
 
 
-def _polar(call: _Call) -> Compiled:
+def _polar(call: _Call) -> Closure:
     unit = _complex_dtype(call).type(1j)
     return _made(call, lambda r, a: np.asarray(r * np.cos(a) + unit * (r * np.sin(a))),
                  "abs", "angle")
@@ -1605,19 +1605,19 @@ def _complex_part(function: Callable[[Any], Any]) -> Implementation:
     return lambda call: _made(call, lambda x: np.array(function(x)), "x")
 
 
-def _abs(call: _Call) -> Compiled:
+def _abs(call: _Call) -> Closure:
     """|x|; of complex numbers a real array, never written into the complex operand."""
     if call.c.value_of(call.info.args["x"]).element == "complex":
         return _made(call, np.abs, "x")
     return call.elementwise(lambda x, out: np.abs(x, out=out))
 
 
-def _outer(call: _Call) -> Compiled:
+def _outer(call: _Call) -> Closure:
     return _made(call, np.outer, "x", "y")
 
 
 def _like(fill: Callable[..., Any]) -> Implementation:
-    def implementation(call: _Call) -> Compiled:
+    def implementation(call: _Call) -> Closure:
         value = call.c.value_of(call.node)
         dtype = np.dtype(bool) if value.is_bool else element_dtype(value, call.c.dtype)
         return _made(call, lambda x: fill(np.shape(x), dtype=dtype), "x")
@@ -1625,7 +1625,7 @@ def _like(fill: Callable[..., Any]) -> Implementation:
     return implementation
 
 
-def _full_like(call: _Call) -> Compiled:
+def _full_like(call: _Call) -> Closure:
     value = call.c.value_of(call.node)
     dtype = np.dtype(bool) if value.is_bool else element_dtype(value, call.c.dtype)
     whole = value.element == "int"  # PyTorch and NumPy keep x's integer dtype: truncated
@@ -1633,7 +1633,7 @@ def _full_like(call: _Call) -> Compiled:
                  "x", "value")
 
 
-def _long(call: _Call) -> Compiled:
+def _long(call: _Call) -> Closure:
     dtype = call.c.dtype
     return _made(call, lambda x: np.asarray(np.trunc(np.asarray(x, dtype=dtype))), "x")
 

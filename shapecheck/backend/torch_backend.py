@@ -1,8 +1,8 @@
-"""The PyTorch backend: a checked program at concrete bindings, compiled into torch closures.
+"""The PyTorch backend: a checked program at concrete bindings, lowered into torch closures.
 
 The only module that imports torch (besides conformance of a torch function, which
 converts through :func:`to_torch` and :func:`to_numpy`). It mirrors
-:mod:`.numpy_backend`: one compile function per node kind, one row per builtin in
+:mod:`.numpy_backend`: one lowering function per node kind, one row per builtin in
 :data:`BUILTINS` (a test checks that it covers :data:`shapecheck.builtins.BUILTINS`),
 and the same checks after every statement — the runtime shape against the checker's
 shape at the bindings, the element type against the run's dtype — and the same
@@ -75,8 +75,8 @@ def cuda_available() -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class Compiled:
-    """A node's closure; ``const``: folded at compile time."""
+class Closure:
+    """A node's closure; ``const``: folded when lowered."""
 
     run: Thunk
     const: bool = False
@@ -150,9 +150,9 @@ class Plan:
                                      expected=str(step.dtype).removeprefix("torch.")))
 
 
-def compile_program(program: Program, dtype: str | np.dtype, *, device: str = "cpu",
-                    keep_all: bool = False, fuse: bool = True) -> Plan:
-    """Compile a verified program whose dims are all bound into a :class:`Plan`; with
+def build_plan(program: Program, dtype: str | np.dtype, *, device: str = "cpu",
+               keep_all: bool = False, fuse: bool = True) -> Plan:
+    """Build the :class:`Plan` of a verified program whose dims are all bound; with
     ``fuse``, every attention pattern that allows it runs as one
     ``scaled_dot_product_attention`` call (its scores and weights are never built)."""
     return _PlanBuilder(program, DTYPES[np.dtype(dtype).name], device_of(device), keep_all,
@@ -212,10 +212,10 @@ class _PlanBuilder:
         for index, (ident, expr, line) in enumerate(definitions):
             tensor = self.program.tensors[ident.name]
             shape = self._shape(tensor.value)
-            compiler = _ExprCompiler(self, ident.name, line, shape)
-            compiled = compiler.compile(expr)
-            peak = max(peak, sum(live.values()) + sum(a.nbytes for a in compiler.allocations))
-            allocations += compiler.allocations
+            lowerer = _ExprLowerer(self, ident.name, line, shape)
+            closure = lowerer.lower(expr)
+            peak = max(peak, sum(live.values()) + sum(a.nbytes for a in lowerer.allocations))
+            allocations += lowerer.allocations
             live[ident.name] = self._nbytes(tensor.value)
             release: tuple[str, ...] = ()
             if not self.keep_all:
@@ -224,7 +224,7 @@ class _PlanBuilder:
                                 and self.program.tensors[n].kind == "defined")
                 for dead in release:
                     live.pop(dead, None)
-            steps.append(Step(ident.name, line, compiled.run, shape, tensor.value.text(),
+            steps.append(Step(ident.name, line, closure.run, shape, tensor.value.text(),
                               torch.bool if tensor.value.is_bool else
                               element_dtype(tensor.value, self.dtype), release))
         largest = max(allocations, key=lambda a: a.nbytes, default=None)
@@ -243,10 +243,10 @@ class _PlanBuilder:
         return math.prod(self._shape(value)) * itemsize
 
 
-# --- compiling expressions -------------------------------------------------------------------
+# --- lowering expressions --------------------------------------------------------------------
 
 
-class _ExprCompiler:
+class _ExprLowerer:
     def __init__(self, plan: _PlanBuilder, name: str, line: int,
                  result_shape: tuple[int, ...]) -> None:
         self.plan = plan
@@ -258,10 +258,10 @@ class _ExprCompiler:
         self.result_shape = result_shape
         self.allocations: list[Allocation] = []
 
-    def compile(self, node: nodes.Expr) -> Compiled:
+    def lower(self, node: nodes.Expr) -> Closure:
         sdpa = self.plan.fused.get(id(node))
         if sdpa is not None:
-            return _compile_sdpa(self, sdpa)
+            return _lower_sdpa(self, sdpa)
         handler = _NODE_COMPILERS.get(type(node))
         if handler is None:
             raise CheckerBug(message("bug_not_value", kind=type(node).__name__, line=node.span.line))
@@ -270,8 +270,8 @@ class _ExprCompiler:
     def scalar(self, value: float | int | bool, dtype: torch.dtype | None = None) -> torch.Tensor:
         return torch.tensor(value, dtype=dtype or self.dtype, device=self.device)
 
-    def constant(self, value: Any) -> Compiled:
-        return Compiled(lambda frame: value, const=True)
+    def constant(self, value: Any) -> Closure:
+        return Closure(lambda frame: value, const=True)
 
     def value_of(self, node: nodes.Expr) -> Value:
         value = self.program.types.get(id(node))
@@ -300,29 +300,29 @@ class _ExprCompiler:
             label = message("temporary_label", name=self.name, line=self.line)
         self.allocations.append(Allocation(label, shape, math.prod(shape) * itemsize))
 
-    def fold(self, compiled: Compiled, *children: Compiled) -> Compiled:
-        """Evaluate at compile time when every operand is a constant."""
+    def fold(self, closure: Closure, *children: Closure) -> Closure:
+        """Evaluate while lowering when every operand is a constant."""
         if children and all(c.const for c in children):
-            return self.constant(compiled.run(Frame({})))
-        return compiled
+            return self.constant(closure.run(Frame({})))
+        return closure
 
-    def numeric(self, node: nodes.Expr) -> Compiled:
+    def numeric(self, node: nodes.Expr) -> Closure:
         """A bool value used as numbers is read as 0 and 1 in the run's dtype (SC403)."""
-        compiled = self.compile(node)
+        closure = self.lower(node)
         if not self.value_of(node).is_bool:
-            return compiled
-        run, dtype = compiled.run, self.dtype
+            return closure
+        run, dtype = closure.run, self.dtype
         self.allocates(node)
-        return self.fold(Compiled(lambda frame: run(frame).to(dtype)), compiled)
+        return self.fold(Closure(lambda frame: run(frame).to(dtype)), closure)
 
-    def elementwise(self, node: nodes.Expr, operand: Compiled,
-                    apply: Callable[[torch.Tensor], torch.Tensor]) -> Compiled:
+    def elementwise(self, node: nodes.Expr, operand: Closure,
+                    apply: Callable[[torch.Tensor], torch.Tensor]) -> Closure:
         run = operand.run
         self.allocates(node)
-        return self.fold(Compiled(lambda frame: apply(run(frame))), operand)
+        return self.fold(Closure(lambda frame: apply(run(frame))), operand)
 
 
-def _compile_name(c: _ExprCompiler, node: nodes.Name) -> Compiled:
+def _lower_name(c: _ExprLowerer, node: nodes.Name) -> Closure:
     if isinstance(node, nodes.ShapeOf):  # `x.shape[i]`: a size, which the checker resolved
         return c.constant(c.scalar(c.dim(c.value_of(node).dim)))
     if node.name not in c.program.tensors:  # a dim used as a value: a scalar
@@ -331,28 +331,28 @@ def _compile_name(c: _ExprCompiler, node: nodes.Name) -> Compiled:
             raise CheckerBug(message("bug_unbound_shape", shape=f"[{node.name}]"))
         return c.constant(c.scalar(value))
     name = node.name
-    return Compiled(lambda frame: frame.values[name])
+    return Closure(lambda frame: frame.values[name])
 
 
-def _compile_number(c: _ExprCompiler, node: nodes.Integer | nodes.Decimal) -> Compiled:
+def _lower_number(c: _ExprLowerer, node: nodes.Integer | nodes.Decimal) -> Closure:
     return c.constant(c.scalar(node.value))
 
 
-def _compile_inf(c: _ExprCompiler, node: nodes.Inf) -> Compiled:
+def _lower_inf(c: _ExprLowerer, node: nodes.Inf) -> Closure:
     return c.constant(c.scalar(math.inf))
 
 
-def _compile_boolean(c: _ExprCompiler, node: nodes.Boolean) -> Compiled:
+def _lower_boolean(c: _ExprLowerer, node: nodes.Boolean) -> Closure:
     return c.constant(c.scalar(node.value, torch.bool))
 
 
-def _compile_paren(c: _ExprCompiler, node: nodes.Paren) -> Compiled:
-    return c.compile(node.inner)
+def _lower_paren(c: _ExprLowerer, node: nodes.Paren) -> Closure:
+    return c.lower(node.inner)
 
 
-def _compile_unary(c: _ExprCompiler, node: nodes.Unary) -> Compiled:
+def _lower_unary(c: _ExprLowerer, node: nodes.Unary) -> Closure:
     if node.op == "~":  # on bool (the checker made sure)
-        return c.elementwise(node, c.compile(node.operand), torch.logical_not)
+        return c.elementwise(node, c.lower(node.operand), torch.logical_not)
     operand = c.numeric(node.operand)
     if node.op == "+":
         return operand
@@ -374,38 +374,38 @@ _BOOL_BINARY: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
-def _compile_binop(c: _ExprCompiler, node: nodes.BinOp) -> Compiled:
+def _lower_binop(c: _ExprLowerer, node: nodes.BinOp) -> Closure:
     if node.op in _BOOL_BINARY:
         both_bool = c.value_of(node.left).is_bool and c.value_of(node.right).is_bool
-        operand = c.compile if both_bool else c.numeric
+        operand = c.lower if both_bool else c.numeric
         left, right = operand(node.left), operand(node.right)
         lrun, rrun, compare = left.run, right.run, _BOOL_BINARY[node.op]
         c.allocates(node)
-        return c.fold(Compiled(lambda frame: compare(lrun(frame), rrun(frame))), left, right)
+        return c.fold(Closure(lambda frame: compare(lrun(frame), rrun(frame))), left, right)
     left, right = c.numeric(node.left), c.numeric(node.right)
     lrun, rrun = left.run, right.run
     c.allocates(node)
     if node.op == "@":
-        return Compiled(lambda frame: torch.matmul(lrun(frame), rrun(frame)))
+        return Closure(lambda frame: torch.matmul(lrun(frame), rrun(frame)))
     operation = _BINARY[node.op]
     if c.value_of(node).is_bool:  # bool with bool: computed as 0 and 1, nonzero is true
         zero = c.scalar(0)
-        return c.fold(Compiled(lambda frame: torch.ne(operation(lrun(frame), rrun(frame)), zero)),
+        return c.fold(Closure(lambda frame: torch.ne(operation(lrun(frame), rrun(frame)), zero)),
                       left, right)
-    return c.fold(Compiled(lambda frame: operation(lrun(frame), rrun(frame))), left, right)
+    return c.fold(Closure(lambda frame: operation(lrun(frame), rrun(frame))), left, right)
 
 
-def _compile_transpose(c: _ExprCompiler, node: nodes.Transpose) -> Compiled:
-    run = c.compile(node.operand).run
-    return Compiled(lambda frame: run(frame).transpose(-1, -2))
+def _lower_transpose(c: _ExprLowerer, node: nodes.Transpose) -> Closure:
+    run = c.lower(node.operand).run
+    return Closure(lambda frame: run(frame).transpose(-1, -2))
 
 
-def _compile_subscript(c: _ExprCompiler, node: nodes.Subscript) -> Compiled:
+def _lower_subscript(c: _ExprLowerer, node: nodes.Subscript) -> Closure:
     """`x[...]` with the bounds the checker normalised. Torch slices go forward only: an
     axis sliced backward is flipped first, and sliced forward from the mirrored bounds."""
     resolved = c.program.subscripts.get(id(node))
     if resolved is None and id(node) in c.program.calls:  # a gather, `E[ids]`: read as `take`
-        return _compile_call(c, node)  # type: ignore[arg-type]
+        return _lower_call(c, node)  # type: ignore[arg-type]
     if resolved is None:
         raise CheckerBug(message("bug_unresolved_call", name="[...]", line=node.span.line))
     flips: list[int] = []
@@ -425,15 +425,15 @@ def _compile_subscript(c: _ExprCompiler, node: nodes.Subscript) -> Compiled:
             key.append(slice(start, stop, step))
         else:
             key.append(None)
-    operand = c.compile(node.operand)
+    operand = c.lower(node.operand)
     run, index, axes = operand.run, tuple(key), tuple(flips)
     if axes:
         c.allocates(node)
-        return c.fold(Compiled(lambda frame: torch.flip(run(frame), axes)[index]), operand)
-    return c.fold(Compiled(lambda frame: run(frame)[index]), operand)
+        return c.fold(Closure(lambda frame: torch.flip(run(frame), axes)[index]), operand)
+    return c.fold(Closure(lambda frame: run(frame)[index]), operand)
 
 
-def _compile_update(c: _ExprCompiler, node: nodes.Update) -> Compiled:
+def _lower_update(c: _ExprLowerer, node: nodes.Update) -> Closure:
     """`x[...] = v` as a new tensor: a clone of x with the slice assigned (broadcast as
     the checker proved it may); x itself is left as it was."""
     resolved = c.program.subscripts.get(id(node))
@@ -454,7 +454,7 @@ def _compile_update(c: _ExprCompiler, node: nodes.Update) -> Compiled:
             key.append(slice(start, stop, step))
         else:
             key.append(None)
-    operand, value = c.compile(node.operand), c.compile(node.value)
+    operand, value = c.lower(node.operand), c.lower(node.value)
     run, run_value, index = operand.run, value.run, tuple(key)
 
     def update(frame: Frame) -> Any:
@@ -465,10 +465,10 @@ def _compile_update(c: _ExprCompiler, node: nodes.Update) -> Compiled:
         result[where] = written.to(result.dtype) if isinstance(written, torch.Tensor) else written
         return result
 
-    return Compiled(update)
+    return Closure(update)
 
 
-def _compile_call(c: _ExprCompiler, node: nodes.Call) -> Compiled:
+def _lower_call(c: _ExprLowerer, node: nodes.Call) -> Closure:
     info = c.program.calls.get(id(node))
     if info is None:
         raise CheckerBug(message("bug_unresolved_call", name=node.func.name, line=node.span.line))
@@ -478,20 +478,20 @@ def _compile_call(c: _ExprCompiler, node: nodes.Call) -> Compiled:
     return implementation(_Call(c, node, info))
 
 
-_NODE_COMPILERS: dict[type, Callable[[_ExprCompiler, Any], Compiled]] = {
-    nodes.Name: _compile_name,
-    nodes.ShapeOf: _compile_name,
-    nodes.Integer: _compile_number,
-    nodes.Decimal: _compile_number,
-    nodes.Inf: _compile_inf,
-    nodes.Boolean: _compile_boolean,
-    nodes.Paren: _compile_paren,
-    nodes.Unary: _compile_unary,
-    nodes.BinOp: _compile_binop,
-    nodes.Transpose: _compile_transpose,
-    nodes.Call: _compile_call,
-    nodes.Subscript: _compile_subscript,
-    nodes.Update: _compile_update,
+_NODE_COMPILERS: dict[type, Callable[[_ExprLowerer, Any], Closure]] = {
+    nodes.Name: _lower_name,
+    nodes.ShapeOf: _lower_name,
+    nodes.Integer: _lower_number,
+    nodes.Decimal: _lower_number,
+    nodes.Inf: _lower_inf,
+    nodes.Boolean: _lower_boolean,
+    nodes.Paren: _lower_paren,
+    nodes.Unary: _lower_unary,
+    nodes.BinOp: _lower_binop,
+    nodes.Transpose: _lower_transpose,
+    nodes.Call: _lower_call,
+    nodes.Subscript: _lower_subscript,
+    nodes.Update: _lower_update,
 }
 
 
@@ -502,20 +502,20 @@ _NODE_COMPILERS: dict[type, Callable[[_ExprCompiler, Any], Compiled]] = {
 class _Call:
     """What a builtin's implementation may ask about its call."""
 
-    c: _ExprCompiler
+    c: _ExprLowerer
     node: nodes.Call
     info: CallInfo
 
-    def tensor(self, param: str = "x") -> Compiled:
-        return self.c.compile(self.info.args[param])
+    def tensor(self, param: str = "x") -> Closure:
+        return self.c.lower(self.info.args[param])
 
-    def numeric(self, param: str = "x") -> Compiled:
+    def numeric(self, param: str = "x") -> Closure:
         return self.c.numeric(self.info.args[param])
 
-    def tensors(self, param: str, numeric: bool = False) -> list[Compiled]:
+    def tensors(self, param: str, numeric: bool = False) -> list[Closure]:
         items: nodes.ListExpr = self.info.args[param]
-        compile = self.c.numeric if numeric else self.c.compile
-        return [compile(item) for item in items.items]
+        lower = self.c.numeric if numeric else self.c.lower
+        return [lower(item) for item in items.items]
 
     def rank(self, param: str = "x") -> int:
         argument = self.info.args[param]
@@ -545,11 +545,11 @@ class _Call:
     def allocates(self) -> None:
         self.c.allocates(self.node)
 
-    def elementwise(self, apply: Callable[[torch.Tensor], torch.Tensor]) -> Compiled:
+    def elementwise(self, apply: Callable[[torch.Tensor], torch.Tensor]) -> Closure:
         return self.c.elementwise(self.node, self.numeric(), apply)
 
 
-Implementation = Callable[[_Call], Compiled]
+Implementation = Callable[[_Call], Closure]
 
 
 def _unary(function: Callable[[torch.Tensor], torch.Tensor]) -> Implementation:
@@ -560,7 +560,7 @@ def _gelu(x: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.gelu(x)  # approximate="none": the exact erf form
 
 
-def _softmax(call: _Call) -> Compiled:
+def _softmax(call: _Call) -> Closure:
     run = call.numeric().run
     axis = call.axis()
     assert axis is not None
@@ -580,7 +580,7 @@ def _softmax(call: _Call) -> Compiled:
                        name, line, what, axis, tolerance)
         return out
 
-    return Compiled(softmax)
+    return Closure(softmax)
 
 
 def _what(axis: int, rank: int) -> str:
@@ -603,53 +603,53 @@ def check_sums(frame: Frame, totals: torch.Tensor, name: str, line: int, what: s
                                                      axis=axis, error=error)
 
 
-def _transpose(call: _Call) -> Compiled:
+def _transpose(call: _Call) -> Closure:
     run, perm = call.tensor().run, call.arg("perm")
     if perm is None:
-        return Compiled(lambda frame: run(frame).transpose(-1, -2))
+        return Closure(lambda frame: run(frame).transpose(-1, -2))
     order = tuple(perm)
-    return Compiled(lambda frame: run(frame).permute(order))
+    return Closure(lambda frame: run(frame).permute(order))
 
 
-def _reshape(call: _Call) -> Compiled:
+def _reshape(call: _Call) -> Closure:
     run, target = call.tensor().run, call.out_shape  # the checker inferred any -1
-    return Compiled(lambda frame: torch.reshape(run(frame), target))
+    return Closure(lambda frame: torch.reshape(run(frame), target))
 
 
-def _split_heads(call: _Call) -> Compiled:
+def _split_heads(call: _Call) -> Closure:
     run = call.tensor().run
     *batch, heads, n, d = call.out_shape
     grouped = (*batch, n, heads, d)  # head h owns columns h*d ... h*d+d-1
-    return Compiled(lambda frame: torch.reshape(run(frame), grouped).transpose(-3, -2))
+    return Closure(lambda frame: torch.reshape(run(frame), grouped).transpose(-3, -2))
 
 
-def _section(call: _Call) -> Compiled:
+def _section(call: _Call) -> Closure:
     """Part `index` of equal parts along `axis` (a view, as `torch.split` gives)."""
     axis = call.axis()
     assert axis is not None
     length = call.out_shape[axis]
     start = call.dim("index") * length
     run = call.tensor().run
-    return Compiled(lambda frame: run(frame).narrow(axis, start, length))
+    return Closure(lambda frame: run(frame).narrow(axis, start, length))
 
 
-def _merge_heads(call: _Call) -> Compiled:
+def _merge_heads(call: _Call) -> Closure:
     run, target = call.tensor().run, call.out_shape
     call.allocates()
-    return Compiled(lambda frame: torch.reshape(run(frame).transpose(-3, -2), target))
+    return Closure(lambda frame: torch.reshape(run(frame).transpose(-3, -2), target))
 
 
-def _repeat(call: _Call) -> Compiled:
+def _repeat(call: _Call) -> Closure:
     run, repeats, axis = call.tensor().run, call.dim("repeats"), call.axis()
     call.allocates()  # NumPy's repeat: each element `repeats` times in a row
-    return Compiled(lambda frame: torch.repeat_interleave(run(frame), repeats, dim=axis))
+    return Closure(lambda frame: torch.repeat_interleave(run(frame), repeats, dim=axis))
 
 
-def _concat(call: _Call) -> Compiled:
+def _concat(call: _Call) -> Closure:
     parts = [p.run for p in call.tensors("tensors")]
     axis = call.axis(of="tensors")
     call.allocates()
-    return Compiled(lambda frame: torch.cat([p(frame) for p in parts], dim=axis))
+    return Closure(lambda frame: torch.cat([p(frame) for p in parts], dim=axis))
 
 
 def _all_axes(x: torch.Tensor) -> tuple[int, ...]:
@@ -657,7 +657,7 @@ def _all_axes(x: torch.Tensor) -> tuple[int, ...]:
 
 
 def _reduction(reduce: Callable[..., torch.Tensor]) -> Implementation:
-    def implementation(call: _Call) -> Compiled:
+    def implementation(call: _Call) -> Closure:
         x = call.numeric()  # counting a mask gives a real number
         run, axis, keep = x.run, axes_of(call.arg("axis"), call.rank()), bool(call.arg("keepdims"))
         call.allocates()
@@ -668,13 +668,13 @@ def _reduction(reduce: Callable[..., torch.Tensor]) -> Implementation:
                 return value
             return reduce(value, dim=_all_axes(value) if axis is None else axis, keepdim=keep)
 
-        return call.c.fold(Compiled(apply), x)
+        return call.c.fold(Closure(apply), x)
 
     return implementation
 
 
 def _normalise(rms: bool) -> Implementation:
-    def implementation(call: _Call) -> Compiled:
+    def implementation(call: _Call) -> Closure:
         eps = call.c.scalar(call.arg("eps"))
 
         def apply(x: torch.Tensor) -> torch.Tensor:
@@ -690,13 +690,13 @@ def _normalise(rms: bool) -> Implementation:
     return implementation
 
 
-def _where(call: _Call) -> Compiled:
+def _where(call: _Call) -> Closure:
     crun, xrun, yrun = (call.tensor(p).run for p in ("condition", "x", "y"))
     call.allocates()
-    return Compiled(lambda frame: torch.where(crun(frame), xrun(frame), yrun(frame)))
+    return Closure(lambda frame: torch.where(crun(frame), xrun(frame), yrun(frame)))
 
 
-def _causal_mask(call: _Call) -> Compiled:
+def _causal_mask(call: _Call) -> Closure:
     queries, device = call.dim("n"), call.c.device
     keys = call.dim("n_k") if call.arg("n_k") is not None else queries
     offset = keys - queries  # aligned bottom right: query i sees key j <= i + offset
@@ -710,65 +710,65 @@ def _causal_mask(call: _Call) -> Compiled:
                                    device=device).tril_(offset - window)
         return visible
 
-    return Compiled(mask)
+    return Closure(mask)
 
 
 def _triangle(keep: Callable[..., torch.Tensor]) -> Implementation:
-    def implementation(call: _Call) -> Compiled:
+    def implementation(call: _Call) -> Closure:
         x = call.tensor()
         run, k = x.run, call.dim("k")
         call.allocates()
-        return call.c.fold(Compiled(lambda frame: keep(run(frame), diagonal=k)), x)
+        return call.c.fold(Closure(lambda frame: keep(run(frame), diagonal=k)), x)
 
     return implementation
 
 
-def _arange(call: _Call) -> Compiled:
+def _arange(call: _Call) -> Closure:
     n, dtype, device = call.dim("n"), call.c.dtype, call.c.device
     bounds = (n,) if call.arg("stop") is None else (n, call.dim("stop"), *(
         (call.dim("step"),) if call.arg("step") is not None else ()))
     call.allocates()
-    return Compiled(lambda frame: torch.arange(*bounds, dtype=dtype, device=device))
+    return Closure(lambda frame: torch.arange(*bounds, dtype=dtype, device=device))
 
 
-def _stack(call: _Call) -> Compiled:
+def _stack(call: _Call) -> Closure:
     parts = [p.run for p in call.tensors("tensors")]
     axis = axis_index(call.arg("axis"), call.rank("tensors") + 1)
     call.allocates()
-    return Compiled(lambda frame: torch.stack([p(frame) for p in parts], dim=axis))
+    return Closure(lambda frame: torch.stack([p(frame) for p in parts], dim=axis))
 
 
-def _elu(call: _Call) -> Compiled:
+def _elu(call: _Call) -> Closure:
     alpha, zero = call.c.scalar(call.arg("alpha")), call.c.scalar(0)
     # As NumPy's row: alpha * expm1 of min(x, 0), so that nothing overflows.
     return call.elementwise(lambda x: torch.where(
         x > zero, x, alpha * torch.expm1(torch.minimum(x, zero))))
 
 
-def _softplus(call: _Call) -> Compiled:
+def _softplus(call: _Call) -> Closure:
     zero = call.c.scalar(0)  # log(1 + e^x) exactly; torch's softplus is linear past 20
     return call.elementwise(lambda x: torch.logaddexp(zero, x))
 
 
 def _constant_fill(fill: Callable[..., torch.Tensor]) -> Implementation:
-    def implementation(call: _Call) -> Compiled:
+    def implementation(call: _Call) -> Closure:
         shape, dtype, device = call.shape(), call.c.dtype, call.c.device
         if shape:
             call.allocates()
-            return Compiled(lambda frame: fill(shape, dtype=dtype, device=device))
+            return Closure(lambda frame: fill(shape, dtype=dtype, device=device))
         return call.c.constant(fill((), dtype=dtype, device=device))
 
     return implementation
 
 
-def _einsum(call: _Call) -> Compiled:
+def _einsum(call: _Call) -> Closure:
     subscripts = call.arg("subscripts")
     runs = [o.run for o in call.tensors("operands", numeric=True)]
     call.allocates()
-    return Compiled(lambda frame: torch.einsum(subscripts, *[r(frame) for r in runs]))
+    return Closure(lambda frame: torch.einsum(subscripts, *[r(frame) for r in runs]))
 
 
-def _dropout(call: _Call) -> Compiled:
+def _dropout(call: _Call) -> Closure:
     return call.numeric()  # identity when executed (language.md, section 6)
 
 
@@ -820,62 +820,62 @@ BUILTINS: dict[str, Implementation] = {
 # --- issue 21: the builtins real attention code uses beyond the contract's -------------------
 
 
-def _fold(call: _Call, compiled: Compiled, *children: Compiled) -> Compiled:
+def _fold(call: _Call, closure: Closure, *children: Closure) -> Closure:
     """Fold a constant only when it is a scalar: an array is made when the step runs, after
     the memory estimate has refused one too large to hold (`full([L ** 64], 0)`)."""
-    return call.c.fold(compiled, *children) if not call.out_shape else compiled
+    return call.c.fold(closure, *children) if not call.out_shape else closure
 
 
 def _cumulative(accumulate: Callable[..., torch.Tensor]) -> Implementation:
-    def implementation(call: _Call) -> Compiled:
+    def implementation(call: _Call) -> Closure:
         x = call.numeric()
         run, axis = x.run, call.axis()
         call.allocates()
-        return _fold(call, Compiled(lambda frame: accumulate(run(frame), dim=axis)
-                                    if run(frame).ndim else run(frame)), x)
+        return _fold(call, Closure(lambda frame: accumulate(run(frame), dim=axis)
+                                   if run(frame).ndim else run(frame)), x)
 
     return implementation
 
 
 def _pairwise(function: Callable[..., torch.Tensor]) -> Implementation:
-    def implementation(call: _Call) -> Compiled:
+    def implementation(call: _Call) -> Closure:
         x, y = call.numeric("x"), call.numeric("y")
         xrun, yrun = x.run, y.run
         call.allocates()
-        return _fold(call, Compiled(lambda frame: function(xrun(frame), yrun(frame))), x, y)
+        return _fold(call, Closure(lambda frame: function(xrun(frame), yrun(frame))), x, y)
 
     return implementation
 
 
-def _clamp(call: _Call) -> Compiled:
+def _clamp(call: _Call) -> Closure:
     x = call.numeric()
     bounds = [call.numeric(p) if call.arg(p) is not None else None for p in ("min", "max")]
     run = x.run
     low, high = (b.run if b is not None else (lambda frame: None) for b in bounds)
     call.allocates()
-    return _fold(call, Compiled(lambda frame: torch.clamp(run(frame), low(frame), high(frame))),
+    return _fold(call, Closure(lambda frame: torch.clamp(run(frame), low(frame), high(frame))),
                        x, *(b for b in bounds if b is not None))
 
 
-def _full(call: _Call) -> Compiled:
+def _full(call: _Call) -> Closure:
     shape, device = call.shape(), call.c.device
     kind = torch.bool if call.c.value_of(call.node).is_bool else call.c.dtype
     value = call.tensor("value")
     fill = value.run
     call.allocates()
-    return _fold(call, Compiled(lambda frame: torch.full(shape, fill(frame).item(), dtype=kind,
-                                                         device=device)), value)
+    return _fold(call, Closure(lambda frame: torch.full(shape, fill(frame).item(), dtype=kind,
+                                                        device=device)), value)
 
 
-def _tile(call: _Call) -> Compiled:
+def _tile(call: _Call) -> Closure:
     x, reps = call.tensor(), call.shape("reps")
     run = x.run
     call.allocates()
-    return _fold(call, Compiled(lambda frame: torch.tile(run(frame), reps)), x)
+    return _fold(call, Closure(lambda frame: torch.tile(run(frame), reps)), x)
 
 
 def _logical(reduce: Callable[..., torch.Tensor]) -> Implementation:
-    def implementation(call: _Call) -> Compiled:
+    def implementation(call: _Call) -> Closure:
         x = call.tensor()
         run, axis, keep = x.run, axes_of(call.arg("axis"), call.rank()), bool(call.arg("keepdims"))
         call.allocates()
@@ -886,7 +886,7 @@ def _logical(reduce: Callable[..., torch.Tensor]) -> Implementation:
                 return value
             return reduce(value, dim=_all_axes(value) if axis is None else axis, keepdim=keep)
 
-        return _fold(call, Compiled(apply), x)
+        return _fold(call, Closure(apply), x)
 
     return implementation
 
@@ -933,7 +933,7 @@ def _where_of(call: _Call, index_param: str) -> tuple[tuple[int, str, str, int],
 
 
 def _take(index_param: str, along: bool = False) -> Implementation:
-    def implementation(call: _Call) -> Compiled:
+    def implementation(call: _Call) -> Closure:
         x, index = call.tensor(), call.tensor(index_param)
         where, axis, size = _where_of(call, index_param)
         xrun, irun, shape = x.run, index.run, call.out_shape
@@ -945,12 +945,12 @@ def _take(index_param: str, along: bool = False) -> Implementation:
                 return torch.take_along_dim(xrun(frame), positions, dim=axis)
             return torch.index_select(xrun(frame), axis, positions.reshape(-1)).reshape(shape)
 
-        return _fold(call, Compiled(gather), x, index)
+        return _fold(call, Closure(gather), x, index)
 
     return implementation
 
 
-def _index_copy(call: _Call) -> Compiled:
+def _index_copy(call: _Call) -> Closure:
     x, index, source = call.tensor(), call.tensor("index"), call.tensor("source")
     where, axis, size = _where_of(call, "index")
     xrun, irun, srun, expected = x.run, index.run, source.run, list(call.out_shape)
@@ -962,10 +962,10 @@ def _index_copy(call: _Call) -> Compiled:
         values = srun(frame).expand(tuple(expected)).contiguous()
         return xrun(frame).index_copy(axis, positions, values)
 
-    return _fold(call, Compiled(write), x, index, source)
+    return _fold(call, Closure(write), x, index, source)
 
 
-def _scatter(call: _Call) -> Compiled:
+def _scatter(call: _Call) -> Closure:
     x, index, source = call.tensor(), call.tensor("index"), call.tensor("src")
     where, axis, size = _where_of(call, "index")
     xrun, irun, srun = x.run, index.run, source.run
@@ -976,7 +976,7 @@ def _scatter(call: _Call) -> Compiled:
         values = srun(frame).expand(positions.shape).contiguous()
         return torch.scatter(xrun(frame), axis, positions, values)
 
-    return _fold(call, Compiled(write), x, index, source)
+    return _fold(call, Closure(write), x, index, source)
 
 
 BUILTINS.update({
@@ -996,11 +996,11 @@ def element_dtype(value: Value, dtype: torch.dtype) -> torch.dtype:
 COMPLEX_DTYPES = {torch.float32: torch.complex64, torch.float64: torch.complex128}
 
 
-def _made(call: _Call, function: Callable[..., torch.Tensor], *params: str) -> Compiled:
-    compiled = [call.numeric(p) for p in params]  # a mask as 0 and 1, as the checker types it
-    runs = [c.run for c in compiled]
+def _made(call: _Call, function: Callable[..., torch.Tensor], *params: str) -> Closure:
+    closure = [call.numeric(p) for p in params]  # a mask as 0 and 1, as the checker types it
+    runs = [c.run for c in closure]
     call.allocates()
-    return _fold(call, Compiled(lambda frame: function(*(r(frame) for r in runs))), *compiled)
+    return _fold(call, Closure(lambda frame: function(*(r(frame) for r in runs))), *closure)
 
 
 def _pairs_as_complex(x: torch.Tensor) -> torch.Tensor:
@@ -1015,12 +1015,12 @@ def _complex_part(function: Callable[[torch.Tensor], torch.Tensor]) -> Implement
     return lambda call: _made(call, lambda x: function(x).clone(), "x")
 
 
-def _abs(call: _Call) -> Compiled:
+def _abs(call: _Call) -> Closure:
     return _made(call, torch.abs, "x")
 
 
 def _like(fill: Callable[..., torch.Tensor]) -> Implementation:
-    def implementation(call: _Call) -> Compiled:
+    def implementation(call: _Call) -> Closure:
         value = call.c.value_of(call.node)
         dtype = torch.bool if value.is_bool else element_dtype(value, call.c.dtype)
         return _made(call, lambda x: fill(x.shape, dtype=dtype, device=x.device), "x")
@@ -1028,7 +1028,7 @@ def _like(fill: Callable[..., torch.Tensor]) -> Implementation:
     return implementation
 
 
-def _full_like(call: _Call) -> Compiled:
+def _full_like(call: _Call) -> Closure:
     value = call.c.value_of(call.node)
     dtype = torch.bool if value.is_bool else element_dtype(value, call.c.dtype)
     whole = value.element == "int"
@@ -1037,7 +1037,7 @@ def _full_like(call: _Call) -> Compiled:
         "x", "value")
 
 
-def _long(call: _Call) -> Compiled:
+def _long(call: _Call) -> Closure:
     dtype = call.c.dtype
     return _made(call, lambda x: torch.trunc(x.to(dtype)), "x")
 
@@ -1130,10 +1130,10 @@ def _sdpa_form(builder: _PlanBuilder, fusable: pattern.Fusable) -> tuple[_Sdpa |
 def _constant_scalar(builder: _PlanBuilder, step: pattern.ScoreOp) -> float | None:
     """A scale's value at the bindings, when it is a constant (`sqrt(d)`, `0.125`)."""
     assert step.node is not None
-    compiled = _ExprCompiler(builder, "", step.node.span.line, ()).numeric(step.node)
-    if not compiled.const:
+    closure = _ExprLowerer(builder, "", step.node.span.line, ()).numeric(step.node)
+    if not closure.const:
         return None
-    return float(compiled.run(Frame({})))
+    return float(closure.run(Frame({})))
 
 
 def _causal_at(builder: _PlanBuilder, causal: pattern.Causal) -> tuple[int, int | None, bool]:
@@ -1173,14 +1173,14 @@ def _four(value: torch.Tensor, batch: int) -> torch.Tensor:
     return value.reshape(-1, *value.shape[batch - 1:])
 
 
-def _compile_sdpa(c: _ExprCompiler, sdpa: _Sdpa) -> Compiled:
+def _lower_sdpa(c: _ExprLowerer, sdpa: _Sdpa) -> Closure:
     fusable, plan = sdpa.fusable, c.plan
-    parts = [(c.compile(p.node).run, sdpa.layouts[id(p.node)])
+    parts = [(c.lower(p.node).run, sdpa.layouts[id(p.node)])
              for p in (fusable.query, fusable.key, fusable.value)]
     terms = [(c.numeric(step.part.node).run if step.kind == "bias" else
-              c.compile(step.part.node).run if step.part is not None else None, step, coefficient)
+              c.lower(step.part.node).run if step.part is not None else None, step, coefficient)
              for (step, _), coefficient in zip(sdpa.form.terms, sdpa.coefficients)]
-    hides = [(c.compile(step.part.node).run if step.part is not None else None, step)
+    hides = [(c.lower(step.part.node).run if step.part is not None else None, step)
              for step in sdpa.form.hides]
     output = sdpa.layouts[id(fusable.output)]
     out_shape = plan.shape_of(fusable.output)
@@ -1242,7 +1242,7 @@ def _compile_sdpa(c: _ExprCompiler, sdpa: _Sdpa) -> Compiled:
             _check_sampled(frame, q, k, v, mask, out, sdpa, what, tolerance)
         return out.reshape(output.canonical).permute(output.inverse).reshape(out_shape)
 
-    return Compiled(attention)
+    return Closure(attention)
 
 
 def _check_sampled(frame: Frame, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
