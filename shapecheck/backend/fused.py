@@ -338,7 +338,7 @@ def from_canonical(array: np.ndarray, recipe: Layout, shape: tuple[int, ...]) ->
     return np.reshape(np.transpose(np.reshape(array, recipe.canonical), recipe.inverse), shape)
 
 
-# --- a pattern of the program, compiled ----------------------------------------------------------
+# --- a pattern of the program, planned -----------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -132,7 +132,7 @@ def _within(question: Callable[[], Any]) -> Any:
         return None
 
 
-def _compiled(dim: Dim) -> Callable[[Env], Fraction | int]:
+def _evaluator(dim: Dim) -> Callable[[Env], Fraction | int]:
     """An evaluator of a dim expression at integer sizes, built from its tree (never
     by generating code): exact, with Python ints and Fractions."""
     if dim.is_Integer:
@@ -144,17 +144,17 @@ def _compiled(dim: Dim) -> Callable[[Env], Fraction | int]:
     if dim.is_Symbol:
         return lambda env: env[dim]
     if dim.is_Add or dim.is_Mul:
-        parts = [_compiled(arg) for arg in dim.args]
+        parts = [_evaluator(arg) for arg in dim.args]
         if dim.is_Add:
             return lambda env: sum(part(env) for part in parts)
         return lambda env: math.prod(part(env) for part in parts)
     if dim.is_Pow and dim.exp.is_Integer and abs(int(dim.exp)) <= MAX_EXPONENT:
-        base, exponent = _compiled(dim.base), int(dim.exp)
+        base, exponent = _evaluator(dim.base), int(dim.exp)
         if exponent >= 0:
             return lambda env: base(env) ** exponent
         return lambda env: Fraction(1) / Fraction(base(env)) ** -exponent
     if isinstance(dim, sympy.floor):
-        inner = _compiled(dim.args[0])
+        inner = _evaluator(dim.args[0])
         return lambda env: math.floor(inner(env))
     raise _Unsupported(dim)
 
@@ -286,7 +286,7 @@ class Refutation:
         if not roots:
             return None
         try:
-            fails = _failure_test(claim.kind, [_compiled(s) for s in sides])
+            fails = _failure_test(claim.kind, [_evaluator(s) for s in sides])
             conditions, variables = self._admissible(roots)
         except _Unsupported:
             return None
@@ -328,8 +328,8 @@ class Refutation:
                     continue
                 taken.add(index)
                 expression, test = equations[index]
-                compiled = _compiled(expression)
-                chosen.append(lambda values, c=compiled, t=test: t(c(values)))
+                evaluate = _evaluator(expression)
+                chosen.append(lambda values, c=evaluate, t=test: t(c(values)))
                 new = expression.free_symbols - variables
                 variables |= new
                 pending.extend(new)
@@ -344,14 +344,14 @@ class Refutation:
             expression = self.canonical(sym)
             if not expression.free_symbols <= values.keys():
                 continue  # it cancelled out of the claim (`H // (H*d)`): any size will do
-            value = _compiled(expression)(values)
+            value = _evaluator(expression)(values)
             if _is_integer(value):
                 shown[sym.name] = int(value)
         for sym, value in values.items():
             # A dim only a constraint ties to the claim is shown when it matters (not 1).
             if any(sym in s.free_symbols for s in sides) or value != self._lower.get(sym, 1):
                 shown.setdefault(sym.name, value)
-        evaluated = tuple(_number_text(_compiled(s)(values)) for s in sides)
+        evaluated = tuple(_number_text(_evaluator(s)(values)) for s in sides)
         return Counterexample(tuple(sorted(shown.items())), evaluated)
 
     def weakest_constraint(self: DimSystem, claim: Claim, taken: frozenset[str] = frozenset()) -> Needed | None:
