@@ -52,6 +52,17 @@ from .results import Attention, Bias, Mask, Meaning, Role, Scale, ScaleFactor
 from .scale import ScaleChecks
 from .views import ViewChecks
 
+# Shared by the package's modules (the facts that travel with a value, and the checks'
+# common helpers): public inside the package, not part of its API. A name with a
+# leading `_` is used by its own module only.
+from .facts import (
+    add_power, Applied, base_of, BiasTerm, BLOCKS, Causal, children, CONSTANTS, Contraction,
+    einsum_keys, einsum_size, Factor, FLIPPED, index_of, Info, LEAKS, MAX_SCALAR_DEPTH,
+    MAX_VIEW_AXES, MIRRORED, monomial_text, Norm, number_text, OPAQUE, POWERS, Product,
+    Reduced, SCALAR, Scalar, scalar_power, scalar_sum, SQUASHING, TABLE_NAME, TRUTH, UNKNOWN,
+)
+from .masks import reordered
+
 
 class _Analysis(Follow, Patterns, MaskChecks, ScaleChecks, PositionChecks, HeadChecks,
                 ViewChecks):
@@ -67,5 +78,13 @@ def analyse(program: Program) -> Meaning:
 Pass = _Analysis
 
 
-__all__ = ["Attention", "Axis", "Bias", "Mask", "Meaning", "Pass", "Role", "Scale", "ScaleFactor",
-           "analyse"]
+__all__ = [
+    "Attention", "Axis", "Bias", "Mask", "Meaning", "Pass", "Role", "Scale", "ScaleFactor",
+    "analyse",
+    # shared by the package's modules (the import block above)
+    "add_power", "Applied", "base_of", "BiasTerm", "BLOCKS", "Causal", "children", "CONSTANTS",
+    "Contraction", "einsum_keys", "einsum_size", "Factor", "FLIPPED", "index_of", "Info",
+    "LEAKS", "MAX_SCALAR_DEPTH", "MAX_VIEW_AXES", "MIRRORED", "monomial_text", "Norm",
+    "number_text", "OPAQUE", "POWERS", "Product", "Reduced", "reordered", "SCALAR", "Scalar",
+    "scalar_power", "scalar_sum", "SQUASHING", "TABLE_NAME", "TRUTH", "UNKNOWN",
+]

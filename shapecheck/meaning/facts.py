@@ -18,12 +18,12 @@ from ..symbolic import Dim
 
 
 # A fill at or below this blocks a key after the softmax (`-1e9`, `-1e4`, `-inf`);
-# one above `_LEAKS` leaves the key a real weight (SC410). Between, no opinion.
-_BLOCKS = -1e3
-_LEAKS = -10.0
-_MAX_SCALAR_DEPTH = 64
+# one above `LEAKS` leaves the key a real weight (SC410). Between, no opinion.
+BLOCKS = -1e3
+LEAKS = -10.0
+MAX_SCALAR_DEPTH = 64
 # Reshapes whose unmatched middle has more axes are not searched for the order that groups them.
-_MAX_VIEW_AXES = 6
+MAX_VIEW_AXES = 6
 
 
 class Axis:
@@ -46,7 +46,7 @@ class Axis:
         self.opaque = opaque
 
 
-class _Scalar:
+class Scalar:
     """A scalar as ``coef * prod(base ** exponent)``; ``opaque``: a factor of unknown value."""
 
     __slots__ = ("coef", "powers", "opaque")
@@ -58,10 +58,10 @@ class _Scalar:
         self.opaque = opaque
 
 
-_OPAQUE = _Scalar(opaque=True)
+OPAQUE = Scalar(opaque=True)
 
 
-class _Factor:
+class Factor:
     """A scalar factor of a value: its node is evaluated (:meth:`_Analysis.scalar`) only
     when a scale is judged."""
 
@@ -73,7 +73,7 @@ class _Factor:
         self.operand = operand
 
 
-class _Applied:
+class Applied:
     """A mask applied to a value, in the value's own axes."""
 
     __slots__ = ("node", "condition", "kind", "seer", "seen", "keeps", "fill", "aligned",
@@ -98,17 +98,17 @@ class _Applied:
         # `where` of a bool condition: the fused plans add it as a bias
         self.numeric = False
 
-    def moved(self, mapping: dict[int, Axis]) -> _Applied:
+    def moved(self, mapping: dict[int, Axis]) -> Applied:
         def move(axis: Axis | None) -> Axis | None:
             return None if axis is None else mapping.get(id(axis))
-        moved = _Applied(self.node, self.condition, self.kind, move(self.seer), move(self.seen),
+        moved = Applied(self.node, self.condition, self.kind, move(self.seer), move(self.seen),
                          self.keeps, self.fill, tuple(move(a) for a in self.aligned),
                          self.additive, self.origin, self.strict)
         moved.numeric = self.numeric
         return moved
 
 
-class _Causal:
+class Causal:
     """A value that is a causal mask: true (non-zero) only where ``seer``'s index >=
     ``seen``'s (``strict``: >; None: shifted by an offset of unknown sign).
 
@@ -124,23 +124,23 @@ class _Causal:
         self.node = node
         self.strict = strict
 
-    def negated(self) -> _Causal:
-        return _Causal(self.seen, self.seer, self.node, None if self.strict is None else not self.strict)
+    def negated(self) -> Causal:
+        return Causal(self.seen, self.seer, self.node, None if self.strict is None else not self.strict)
 
-    def moved(self, mapping: dict[int, Axis]) -> _Causal | None:
+    def moved(self, mapping: dict[int, Axis]) -> Causal | None:
         seer, seen = mapping.get(id(self.seer)), mapping.get(id(self.seen))
         if seer is None or seen is None or seer is seen:
             return None
-        return _Causal(seer, seen, self.node, self.strict)
+        return Causal(seer, seen, self.node, self.strict)
 
 
-class _Contraction:
+class Contraction:
     """A `@` or an einsum: operands, which of their axes are summed, kept, batch."""
 
     __slots__ = ("node", "operands", "infos", "summed", "kept", "batch", "axes", "size",
                  "statement")
 
-    def __init__(self, node: nodes.Expr, operands: Sequence[nodes.Expr], infos: Sequence[_Info],
+    def __init__(self, node: nodes.Expr, operands: Sequence[nodes.Expr], infos: Sequence[Info],
                  summed: list[list[int]], kept: list[list[int]], batch: list[list[int]],
                  axes: tuple[Axis, ...], size: Dim | None, statement: nodes.Stmt) -> None:
         self.node = node
@@ -154,7 +154,7 @@ class _Contraction:
         self.statement = statement
 
 
-class _Product:
+class Product:
     """A value that is a contraction, then scaled, biased or masked: possibly scores.
 
     ``parts``: the contracted sizes of products added to it with the same result axes
@@ -163,7 +163,7 @@ class _Product:
 
     __slots__ = ("contraction", "inner_scale", "parts", "node")
 
-    def __init__(self, contraction: _Contraction, inner_scale: tuple[_Factor, ...],
+    def __init__(self, contraction: Contraction, inner_scale: tuple[Factor, ...],
                  parts: tuple[Dim, ...] = (), node: nodes.Expr | None = None) -> None:
         self.contraction = contraction
         self.inner_scale = inner_scale  # factors applied to the operands before the product
@@ -180,17 +180,17 @@ class _Product:
 
 # A tensor added to the scores: its node, the scores' axis each of its axes lines up
 # with, and whether it is subtracted.
-_Bias = tuple[nodes.Expr, tuple["Axis | None", ...], bool]
+BiasTerm = tuple[nodes.Expr, tuple["Axis | None", ...], bool]
 
 
-class _Norm:
+class Norm:
     """A value that is softmax weights: every slice along ``axis`` sums to 1 (unless changed)."""
 
     __slots__ = ("call", "axis", "source", "argument", "changed", "after", "statement")
 
-    def __init__(self, call: nodes.Expr, axis: Axis, source: _Info, argument: nodes.Expr,
+    def __init__(self, call: nodes.Expr, axis: Axis, source: Info, argument: nodes.Expr,
                  statement: nodes.Stmt | None, changed: tuple[nodes.Expr, ...] = (),
-                 after: tuple[_Applied, ...] = ()) -> None:
+                 after: tuple[Applied, ...] = ()) -> None:
         self.call = call
         self.axis = axis
         self.source = source  # the softmax argument: the scores' facts
@@ -199,12 +199,12 @@ class _Norm:
         self.changed = changed  # what changed the weights since
         self.after = after  # masks applied to the weights (after the softmax)
 
-    def changed_by(self, node: nodes.Expr, applied: _Applied | None = None) -> _Norm:
-        return _Norm(self.call, self.axis, self.source, self.argument, self.statement,
+    def changed_by(self, node: nodes.Expr, applied: Applied | None = None) -> Norm:
+        return Norm(self.call, self.axis, self.source, self.argument, self.statement,
                      self.changed + (node,), self.after + ((applied,) if applied else ()))
 
 
-class _Reduced:
+class Reduced:
     __slots__ = ("call", "x", "axes")
 
     def __init__(self, call: nodes.Expr, x: nodes.Expr, axes: tuple[int, ...]) -> None:
@@ -213,29 +213,29 @@ class _Reduced:
         self.axes = axes  # the positions removed, in the reduced tensor
 
 
-class _Info:
+class Info:
     """What the pass knows about one value: its axes and the facts that travel with it.
 
     Facts default to the class attributes; a value sets only those it has (most values
     have none), which keeps the pass cheap on long specs.
     """
 
-    norm: _Norm | None = None
-    product: _Product | None = None  # the contraction this value is, through scales, biases, masks
-    scale: tuple[_Factor, ...] = ()  # scalar factors applied since the last contraction
-    applied: tuple[_Applied, ...] = ()  # masks applied to this value (before any softmax)
-    biases: tuple[_Bias, ...] = ()  # tensors added to it
+    norm: Norm | None = None
+    product: Product | None = None  # the contraction this value is, through scales, biases, masks
+    scale: tuple[Factor, ...] = ()  # scalar factors applied since the last contraction
+    applied: tuple[Applied, ...] = ()  # masks applied to this value (before any softmax)
+    biases: tuple[BiasTerm, ...] = ()  # tensors added to it
     # The scales, biases and masks above, in the order they were applied.
-    ops: tuple[_Factor | _Bias | _Applied, ...] = ()
-    masks: tuple[_Applied, ...] = ()  # the additive masks this value is (where(m, 0, -inf))
-    causal: tuple[_Causal, ...] = ()  # bool values: the causal masks this value is
+    ops: tuple[Factor | BiasTerm | Applied, ...] = ()
+    masks: tuple[Applied, ...] = ()  # the additive masks this value is (where(m, 0, -inf))
+    causal: tuple[Causal, ...] = ()  # bool values: the causal masks this value is
     position: Axis | None = None  # each value is its index along this axis (`arange`)
     shifted_position: bool = False  # ... plus an offset (`arange(N) + M - N`)
-    reduced: _Reduced | None = None  # a reduction's result (its axes are the ones left)
-    exp_of: _Info | None = None  # exp(x): x's facts (a softmax written by hand)
+    reduced: Reduced | None = None  # a reduction's result (its axes are the ones left)
+    exp_of: Info | None = None  # exp(x): x's facts (a softmax written by hand)
     constant: float | None = None  # every entry is this number (`ones(...) * -inf`)
     nonzero: float | None = None  # a causal value: its entries where it is not zero
-    squashed: tuple[tuple[_Applied, nodes.Expr], ...] = ()  # masks, and the soft-cap after them
+    squashed: tuple[tuple[Applied, nodes.Expr], ...] = ()  # masks, and the soft-cap after them
     positional: nodes.Expr | None = None  # a rotary transform of positions made this value
     table: bool = False  # a table of positions' cos or sin (`cos(angle)`, an input `cos_t`)
     pieces_of: int | None = None  # parts of this value (its id), cut, negated or rejoined
@@ -251,18 +251,18 @@ class _Info:
         if facts:
             self.__dict__.update(facts)
 
-    def moved(self, axes: tuple[Axis, ...]) -> _Info:
+    def moved(self, axes: tuple[Axis, ...]) -> Info:
         """The same facts on a value whose values were only moved (same axis identities)."""
-        info = _Info(axes)
+        info = Info(axes)
         info.__dict__.update(self.__dict__)
         info.axes = axes
         info.__dict__.pop("exp_of", None)
         return info
 
-    def shifted(self, axes: tuple[Axis, ...], norm: _Norm | None = None,
-                ops: tuple[_Factor | _Bias | _Applied, ...] = ()) -> _Info:
+    def shifted(self, axes: tuple[Axis, ...], norm: Norm | None = None,
+                ops: tuple[Factor | BiasTerm | Applied, ...] = ()) -> Info:
         """Scores scaled, shifted, biased or masked (``ops``, in order): the facts go on."""
-        info = _Info(axes)
+        info = Info(axes)
         if self.product is not None:
             info.product = self.product
         if norm is not None:
@@ -277,30 +277,30 @@ class _Info:
             info.table = True
         if ops or self.ops:
             info.ops = self.ops + ops
-            info.scale = self.scale + tuple(op for op in ops if type(op) is _Factor)
-            info.applied = self.applied + tuple(op for op in ops if type(op) is _Applied)
+            info.scale = self.scale + tuple(op for op in ops if type(op) is Factor)
+            info.applied = self.applied + tuple(op for op in ops if type(op) is Applied)
             info.biases = self.biases + tuple(op for op in ops if type(op) is tuple)
         return info
 
 
-_UNKNOWN = _Info(None)
+UNKNOWN = Info(None)
 
 
-_SCALAR = _Info(())
+SCALAR = Info(())
 
 
-def _monomial_text(text: str) -> bool:
+def monomial_text(text: str) -> bool:
     """A size written as a product of dims and numbers (`P*P*C`, `16*h`): its factors
     can be matched without algebra on sums."""
     return not any(sign in text for sign in "+-/()")
 
 
-def _base(info: _Info) -> int:
+def base_of(info: Info) -> int:
     """The value that ``info`` is cut or rearranged from (itself when it is whole)."""
     return info.pieces_of if info.pieces_of is not None else id(info)
 
 
-def _index(layout: Sequence[Axis | None], axis: Axis | None) -> int | None:
+def index_of(layout: Sequence[Axis | None], axis: Axis | None) -> int | None:
     if axis is None:
         return None
     for position, candidate in enumerate(layout):
@@ -309,27 +309,27 @@ def _index(layout: Sequence[Axis | None], axis: Axis | None) -> int | None:
     return None
 
 
-def _power(scalar: _Scalar, exponent: Fraction) -> _Scalar:
+def scalar_power(scalar: Scalar, exponent: Fraction) -> Scalar:
     if scalar.opaque or (scalar.coef < 0 and exponent.denominator != 1):
-        return _OPAQUE
+        return OPAQUE
     try:
         coef = scalar.coef ** float(exponent)
     except (OverflowError, ZeroDivisionError):
-        return _OPAQUE
-    return _Scalar(coef, tuple((b, e * exponent) for b, e in scalar.powers))
+        return OPAQUE
+    return Scalar(coef, tuple((b, e * exponent) for b, e in scalar.powers))
 
 
-def _sum(left: _Scalar, right: _Scalar, op: str) -> _Scalar:
+def scalar_sum(left: Scalar, right: Scalar, op: str) -> Scalar:
     """`d_n + d_r`: a sum of dims is one base; numbers add; anything else is opaque."""
     if left.opaque or right.opaque:
-        return _OPAQUE
+        return OPAQUE
     if not left.powers and not right.powers:
-        return _Scalar(left.coef + right.coef if op == "+" else left.coef - right.coef)
+        return Scalar(left.coef + right.coef if op == "+" else left.coef - right.coef)
     a, b = _as_dim(left), _as_dim(right)
     if a is None or b is None:
-        return _OPAQUE
+        return OPAQUE
     total = a + b if op == "+" else a - b
-    return _Scalar(powers=((total, Fraction(1)),))
+    return Scalar(powers=((total, Fraction(1)),))
 
 
 def _integral(number: float | Fraction) -> bool:
@@ -340,7 +340,7 @@ def _integral(number: float | Fraction) -> bool:
         return False
 
 
-def _as_dim(scalar: _Scalar) -> Dim | None:
+def _as_dim(scalar: Scalar) -> Dim | None:
     """A scalar that is a polynomial in dims with integer coefficients, as a dim expression."""
     if scalar.opaque or not _integral(scalar.coef):
         return None
@@ -353,7 +353,7 @@ def _as_dim(scalar: _Scalar) -> Dim | None:
     return result
 
 
-def _add_power(powers: list[tuple[Dim, Fraction]], base: Dim, exponent: Fraction) -> None:
+def add_power(powers: list[tuple[Dim, Fraction]], base: Dim, exponent: Fraction) -> None:
     for index, (known, total) in enumerate(powers):
         if known == base:
             if total + exponent == 0:
@@ -364,13 +364,13 @@ def _add_power(powers: list[tuple[Dim, Fraction]], base: Dim, exponent: Fraction
     powers.append((base, exponent))
 
 
-def _number_text(value: float) -> str:
+def number_text(value: float) -> str:
     if math.isinf(value):
         return "-inf" if value < 0 else "inf"
     return str(int(value)) if value == int(value) else repr(value)
 
 
-def _einsum_keys(term: str, rank: int) -> list[Any] | None:
+def einsum_keys(term: str, rank: int) -> list[Any] | None:
     """One key per axis: its letter, or ("...", k) for the k-th axis from the right of `...`."""
     head, ellipsis, tail = term.partition("...")
     width = rank - len(head) - len(tail)
@@ -379,7 +379,7 @@ def _einsum_keys(term: str, rank: int) -> list[Any] | None:
     return list(head) + [("...", width - 1 - k) for k in range(width)] + list(tail)
 
 
-def _einsum_size(types: dict[int, Value], operands: Sequence[nodes.Expr],
+def einsum_size(types: dict[int, Value], operands: Sequence[nodes.Expr],
                  place: tuple[int, int]) -> Dim:
     operand, position = place
     shape = types[id(operands[operand])].shape
@@ -387,7 +387,7 @@ def _einsum_size(types: dict[int, Value], operands: Sequence[nodes.Expr],
     return shape[position]
 
 
-def _children(node: nodes.Expr) -> Iterable[nodes.Expr]:
+def children(node: nodes.Expr) -> Iterable[nodes.Expr]:
     if isinstance(node, nodes.Paren):
         return (node.inner,)
     if isinstance(node, nodes.BinOp):
@@ -405,26 +405,26 @@ def _children(node: nodes.Expr) -> Iterable[nodes.Expr]:
 
 
 # Functions of a scalar that are a power of it (`sqrt(d)`, `rsqrt(d)`, `square(d)`).
-_POWERS = {"sqrt": Fraction(1, 2), "rsqrt": Fraction(-1, 2), "square": Fraction(2)}
+POWERS = {"sqrt": Fraction(1, 2), "rsqrt": Fraction(-1, 2), "square": Fraction(2)}
 
 
-_FLIPPED = {"aligned": "transposed", "transposed": "aligned"}
+FLIPPED = {"aligned": "transposed", "transposed": "aligned"}
 
 
 # Creating builtins whose every entry is one number; rows with a ``fill`` parameter say theirs.
-_CONSTANTS = {"ones": 1.0, "zeros": 0.0}
+CONSTANTS = {"ones": 1.0, "zeros": 0.0}
 
 
 # Soft-caps (`c * tanh(S / c)`): a `-inf` fill passed through them becomes `-c`.
-_SQUASHING = frozenset({"tanh"})
+SQUASHING = frozenset({"tanh"})
 
 
 # Inputs that are tables of positions by their name (`cos_t`, `freqs_cis`, `sin_cached`).
-_TABLE_NAME = re.compile(r"(?:^|_)(?:cos|sin|freqs?|rope|rotary)(?:_|\d|$)", re.IGNORECASE)
+TABLE_NAME = re.compile(r"(?:^|_)(?:cos|sin|freqs?|rope|rotary)(?:_|\d|$)", re.IGNORECASE)
 
 
 # `x OP number` written `number OP' x`; and what `m OP number` is for a 0/1 mask m:
 # True the mask itself, False its negation.
-_MIRRORED = {"==": "==", "!=": "!=", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
-_TRUTH = {("==", 1.0): True, ("!=", 0.0): True, (">", 0.0): True, (">=", 1.0): True,
+MIRRORED = {"==": "==", "!=": "!=", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
+TRUTH = {("==", 1.0): True, ("!=", 0.0): True, (">", 0.0): True, (">=", 1.0): True,
           ("==", 0.0): False, ("!=", 1.0): False, ("<", 1.0): False, ("<=", 0.0): False}

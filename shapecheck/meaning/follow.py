@@ -24,34 +24,34 @@ from ..check.value_rules import axes_of
 from ..symbolic import Dim, DimSystem
 from .facts import (
     Axis,
-    _Applied,
-    _BLOCKS,
-    _Bias,
-    _CONSTANTS,
-    _Causal,
-    _Contraction,
-    _Factor,
-    _Info,
-    _MAX_SCALAR_DEPTH,
-    _MIRRORED,
-    _Norm,
-    _OPAQUE,
-    _POWERS,
-    _Product,
-    _Reduced,
-    _SCALAR,
-    _SQUASHING,
-    _Scalar,
-    _TABLE_NAME,
-    _TRUTH,
-    _UNKNOWN,
-    _base,
-    _children,
-    _einsum_keys,
-    _einsum_size,
-    _index,
-    _power,
-    _sum,
+    Applied,
+    BLOCKS,
+    BiasTerm,
+    CONSTANTS,
+    Causal,
+    Contraction,
+    Factor,
+    Info,
+    MAX_SCALAR_DEPTH,
+    MIRRORED,
+    Norm,
+    OPAQUE,
+    POWERS,
+    Product,
+    Reduced,
+    SCALAR,
+    SQUASHING,
+    Scalar,
+    TABLE_NAME,
+    TRUTH,
+    UNKNOWN,
+    base_of,
+    children,
+    einsum_keys,
+    einsum_size,
+    index_of,
+    scalar_power,
+    scalar_sum,
 )
 from .results import Attention, Meaning
 
@@ -63,10 +63,10 @@ class Follow:
         self.program = program
         self.types = program.types
         self.calls = program.calls
-        self.names: dict[str, _Info] = {}
+        self.names: dict[str, Info] = {}
         self.scalars: dict[str, nodes.Expr] = {}  # scalar tensors: their definitions
-        self.infos: dict[int, _Info] = {}
-        self.contractions: dict[int, _Contraction] = {}
+        self.infos: dict[int, Info] = {}
+        self.contractions: dict[int, Contraction] = {}
         self.patterns: list[Attention] = []
         self.diagnostics: list[Diagnostic] = []
         self._reported: set[tuple[str, int]] = set()
@@ -99,7 +99,7 @@ class Follow:
             except symbolic.TooComplex:  # past the algebra budget (SC003): no opinion on it
                 tensor = self.program.tensors.get(statement.name.name)
                 if tensor is not None and tensor.span == statement.span:
-                    self.names[statement.name.name] = _UNKNOWN
+                    self.names[statement.name.name] = UNKNOWN
 
     def result(self) -> Meaning:
         return Meaning(self.patterns, self.diagnostics, self.infos)
@@ -120,8 +120,8 @@ class Follow:
         if tensor is None or tensor.span != statement.span or tensor.value.shape is None:
             return
         name = statement.name.name
-        info = self.names[name] = _Info(tuple(Axis(size, tensor=name) for size in tensor.value.shape))
-        if _TABLE_NAME.search(name):
+        info = self.names[name] = Info(tuple(Axis(size, tensor=name) for size in tensor.value.shape))
+        if TABLE_NAME.search(name):
             info.table = True
 
     def _define(self, statement: nodes.Define | nodes.Output) -> None:
@@ -134,17 +134,17 @@ class Follow:
             return  # a redefinition (an error): the first definition stands
         if tensor.value.shape is not None and info.axes is not None \
                 and len(info.axes) != len(tensor.value.shape):
-            info = _UNKNOWN  # an annotation that failed: the checker kept another shape
+            info = UNKNOWN  # an annotation that failed: the checker kept another shape
         self.names[name] = info
         if tensor.value.shape == ():
             self.scalars[name] = statement.value
 
-    def value(self, node: nodes.Expr) -> _Info:
+    def value(self, node: nodes.Expr) -> Info:
         info = self._value(node)
         self.infos[id(node)] = info
         return info
 
-    def _value(self, node: nodes.Expr) -> _Info:
+    def _value(self, node: nodes.Expr) -> Info:
         kind = type(node)
         if kind is nodes.Name:
             info = self.names.get(node.name)  # type: ignore[union-attr]
@@ -153,50 +153,50 @@ class Follow:
         value = self.types.get(id(node))
         if value is None or value.shape is None:
             self._visit_children(node)
-            return _UNKNOWN
+            return UNKNOWN
         if kind is nodes.Paren:
             return self.value(node.inner)  # type: ignore[union-attr]
         if kind is nodes.Name:
             if value.shape == ():
-                return _SCALAR
+                return SCALAR
             # A tensor the spec uses without declaring it (a sketch: inference gave its
             # shape): its axes are new at its first use, and shared by every later one.
             name = node.name  # type: ignore[union-attr]
-            info = self.names[name] = _Info(tuple(Axis(size, tensor=name) for size in value.shape))
+            info = self.names[name] = Info(tuple(Axis(size, tensor=name) for size in value.shape))
             return info
         if not value.shape:  # a scalar has no axes; an `@` inside one still has meaning
             self._visit_children(node)
-            return _SCALAR
+            return SCALAR
         handler = _HANDLERS.get(kind)
         return handler(self, node, value) if handler is not None else self._opaque(node, value)
 
-    def _binop(self, node: nodes.BinOp, value: Value) -> _Info:
+    def _binop(self, node: nodes.BinOp, value: Value) -> Info:
         if node.op == "@":
             return self._matmul(node)
         return self._arithmetic(node, value)
 
-    def _unary(self, node: nodes.Unary, value: Value) -> _Info:
+    def _unary(self, node: nodes.Unary, value: Value) -> Info:
         operand = self.value(node.operand)
         if operand.axes is None or node.op == "+":
             return operand
         if node.op == "~":
-            return _Info(operand.axes, causal=tuple(c.negated() for c in operand.causal),
+            return Info(operand.axes, causal=tuple(c.negated() for c in operand.causal),
                          nonzero=1.0)
         changed = operand.norm.changed_by(node) if operand.norm is not None else None
-        info = _Info(operand.axes, norm=changed)
+        info = Info(operand.axes, norm=changed)
         if node.op == "-":
-            info.pieces_of, info.table = _base(operand), operand.table
+            info.pieces_of, info.table = base_of(operand), operand.table
             info.term_of, info.positional = operand.term_of, operand.positional
         return info
 
-    def _transpose(self, node: nodes.Transpose, value: Value) -> _Info:
+    def _transpose(self, node: nodes.Transpose, value: Value) -> Info:
         operand = self.value(node.operand)
         axes = operand.axes
         if axes is None or len(axes) < 2:
-            return _UNKNOWN
+            return UNKNOWN
         return operand.moved(axes[:-2] + (axes[-1], axes[-2]))
 
-    def _subscript(self, node: nodes.Subscript, value: Value) -> _Info:
+    def _subscript(self, node: nodes.Subscript, value: Value) -> Info:
         """`x[...]` (as the checker resolved it): an axis taken whole keeps its identity, a
         new axis (`None`) is new, a part of an axis is a new, opaque axis (a window of the
         keys is not the keys). x's facts go on only when no axis is cut or dropped
@@ -206,7 +206,7 @@ class Follow:
         operand = self.value(node.operand)
         resolved = self.program.subscripts.get(id(node))
         if operand.axes is None or resolved is None or value.shape is None:
-            return _UNKNOWN
+            return UNKNOWN
         sizes = iter(value.shape)
         axes: list[Axis] = []
         whole = True
@@ -227,14 +227,14 @@ class Follow:
                     windows[id(operand.axes[entry.axis])] = (axes[-1], entry.start)
         if whole:
             return operand.moved(tuple(axes))
-        info = _Info(tuple(axes))
+        info = Info(tuple(axes))
         if operand.causal or operand.masks:
             self._windowed(info, operand, windows)
         info.table = operand.table
-        info.pieces_of = _base(operand)
+        info.pieces_of = base_of(operand)
         return info
 
-    def _windowed(self, info: _Info, operand: _Info, windows: dict[int, tuple[Axis, Any]]) -> None:
+    def _windowed(self, info: Info, operand: Info, windows: dict[int, tuple[Axis, Any]]) -> None:
         """A causal mask cut from a buffer of the largest size (`bias[:T, :T]`, nanoGPT's
         and Whisper's form): windows of both of its axes are still a triangle, the same
         way round. Windows starting at different places shift its diagonal (a KV-cache
@@ -254,7 +254,7 @@ class Follow:
         for c in operand.causal:
             moved = c.moved(mapping)
             if moved is not None:
-                causal.append(_Causal(moved.seer, moved.seen, moved.node,
+                causal.append(Causal(moved.seer, moved.seen, moved.node,
                                       strict(moved.seer, moved.seen, moved.strict)))
         if causal:
             info.causal, info.nonzero = tuple(causal), operand.nonzero
@@ -270,21 +270,21 @@ class Follow:
 
     def _visit_children(self, node: nodes.Expr) -> None:
         """Unknown or scalar values: still look inside (an `@` in an argument has meaning)."""
-        for child in _children(node):
+        for child in children(node):
             self.value(child)
 
-    def _opaque(self, node: nodes.Expr, value: Value) -> _Info:
+    def _opaque(self, node: nodes.Expr, value: Value) -> Info:
         """A construct whose axes this pass does not follow: new axes, no facts."""
         self._visit_children(node)
         assert value.shape is not None
-        return _Info(tuple(Axis(size, node, opaque=True) for size in value.shape))
+        return Info(tuple(Axis(size, node, opaque=True) for size in value.shape))
 
-    def _matmul(self, node: nodes.BinOp) -> _Info:
+    def _matmul(self, node: nodes.BinOp) -> Info:
         left, right = self.value(node.left), self.value(node.right)
         result = self.types[id(node)].shape
         laxes, raxes = left.axes, right.axes
         if not laxes or not raxes or result is None:
-            return _UNKNOWN
+            return UNKNOWN
         lrank, rrank = len(laxes), len(raxes)
         summed = [[lrank - 1], [rrank - 2 if rrank >= 2 else 0]]
         kept = [[lrank - 2] if lrank >= 2 else [], [rrank - 1] if rrank >= 2 else []]
@@ -307,20 +307,20 @@ class Follow:
         return self._contracted(node, (node.left, node.right), (left, right), summed, kept,
                                 batch, tuple(axes), laxes[-1].size)
 
-    def _einsum(self, node: nodes.Call, operands: Sequence[nodes.Expr], subscripts: str) -> _Info:
+    def _einsum(self, node: nodes.Call, operands: Sequence[nodes.Expr], subscripts: str) -> Info:
         infos = [self.value(operand) for operand in operands]
         result = self.types[id(node)].shape
         if result is None or any(info.axes is None for info in infos):
-            return _UNKNOWN
+            return UNKNOWN
         try:
             parsed = parse_subscripts(subscripts, len(operands))
         except SubscriptError:
-            return _UNKNOWN
+            return UNKNOWN
         terms, output = parsed.inputs, parsed.output
-        keys = [_einsum_keys(term, len(info.axes or ())) for term, info in zip(terms, infos)]
-        out_keys = _einsum_keys(output, len(result))
+        keys = [einsum_keys(term, len(info.axes or ())) for term, info in zip(terms, infos)]
+        out_keys = einsum_keys(output, len(result))
         if out_keys is None or any(k is None for k in keys):
-            return _UNKNOWN
+            return UNKNOWN
         placed: dict[Any, list[tuple[int, int]]] = {}
         for operand, operand_keys in enumerate(keys):
             for position, key in enumerate(operand_keys or ()):
@@ -339,15 +339,15 @@ class Follow:
         if len(operands) == 2:
             both = [k for k in set(keys[0] or ()) & set(keys[1] or ()) if k not in outputs]
             if both:
-                size = symbolic.product(_einsum_size(self.types, operands, placed[k][0]) for k in
+                size = symbolic.product(einsum_size(self.types, operands, placed[k][0]) for k in
                                         sorted(both, key=str))
         return self._contracted(node, operands, infos, summed, kept, batch, axes, size)
 
-    def _contracted(self, node: nodes.Expr, operands: Sequence[nodes.Expr], infos: Sequence[_Info],
+    def _contracted(self, node: nodes.Expr, operands: Sequence[nodes.Expr], infos: Sequence[Info],
                     summed: list[list[int]], kept: list[list[int]], batch: list[list[int]],
-                    axes: tuple[Axis, ...], size: Dim | None) -> _Info:
+                    axes: tuple[Axis, ...], size: Dim | None) -> Info:
         assert self._statement is not None
-        contraction = _Contraction(node, operands, infos, summed, kept, batch, axes,
+        contraction = Contraction(node, operands, infos, summed, kept, batch, axes,
                                    size if len(operands) == 2 else None, self._statement)
         self.contractions[id(node)] = contraction
         if len(operands) == 2:
@@ -357,18 +357,18 @@ class Follow:
                 elif info.linear and info.causal:
                     self._prefix_sums(contraction, operand)
         if size is None or len(operands) != 2:
-            return _Info(axes)
-        inner: tuple[_Factor, ...] = ()
+            return Info(axes)
+        inner: tuple[Factor, ...] = ()
         for operand, info in zip(operands, infos):
             if info.scale:
-                inner += tuple(_Factor(f.node, f.divides, f.operand or operand)
+                inner += tuple(Factor(f.node, f.divides, f.operand or operand)
                                for f in info.scale)
-        return _Info(axes, product=_Product(contraction, inner))
+        return Info(axes, product=Product(contraction, inner))
 
-    def _arithmetic(self, node: nodes.BinOp, value: Value) -> _Info:
+    def _arithmetic(self, node: nodes.BinOp, value: Value) -> Info:
         left, right = self.value(node.left), self.value(node.right)
         if left.axes is None or right.axes is None:
-            return _UNKNOWN
+            return UNKNOWN
         if not right.axes or not left.axes:  # a tensor and a scalar
             tensor, scalar, tensor_node, scalar_node = (
                 (left, right, node.left, node.right) if not right.axes
@@ -378,14 +378,14 @@ class Follow:
             return self._handmade_softmax(node, left, right)
         return self._tensors(node, [node.left, node.right], [left, right], value)
 
-    def _with_scalar(self, node: nodes.BinOp, tensor: _Info, scalar_node: nodes.Expr,
-                     tensor_first: bool) -> _Info:
+    def _with_scalar(self, node: nodes.BinOp, tensor: Info, scalar_node: nodes.Expr,
+                     tensor_first: bool) -> Info:
         assert tensor.axes is not None
         if node.op in nodes.COMPARISONS:
             return self._compare_number(node, tensor, scalar_node, tensor_first)
         norm = tensor.norm.changed_by(node) if tensor.norm is not None else None
         if node.op == "*" or (node.op == "/" and tensor_first):
-            factor = _Factor(scalar_node, node.op == "/")
+            factor = Factor(scalar_node, node.op == "/")
             info = tensor.shifted(tensor.axes, norm, (factor,))
             number = self._number(scalar_node)
             if number is not None and number != 0 and math.isfinite(number) | (node.op == "*"):
@@ -399,9 +399,9 @@ class Follow:
             if node.op == "-" and not tensor_first and self._number(scalar_node) == 1.0:
                 self._complement(info, tensor)
             return info
-        return _Info(tensor.axes, norm=norm, reduced=tensor.reduced)
+        return Info(tensor.axes, norm=norm, reduced=tensor.reduced)
 
-    def _scaled_values(self, node: nodes.BinOp, tensor: _Info, info: _Info, factor: float) -> None:
+    def _scaled_values(self, node: nodes.BinOp, tensor: Info, info: Info, factor: float) -> None:
         """The numbers of a mask times a number: a triangle of `-1e9` (or `-inf`) added to
         the scores hides where it is not zero (`(1 - tril(ones([N, N]))) * -1e9`, a padding
         mask `(1 - m) * -1e9`): it is an additive mask."""
@@ -415,11 +415,11 @@ class Follow:
             if tensor.nonzero is not None:
                 info.nonzero = tensor.nonzero * factor
         value = (tensor.nonzero if tensor.causal else 1.0) or 0.0
-        if value > 0 and value * factor <= _BLOCKS:
+        if value > 0 and value * factor <= BLOCKS:
             info.masks = (self._own_mask(node, node, info, keeps=False, fill=value * factor),)
 
-    def _own_mask(self, node: nodes.Expr, condition: nodes.Expr, info: _Info, keeps: bool,
-                  fill: float) -> _Applied:
+    def _own_mask(self, node: nodes.Expr, condition: nodes.Expr, info: Info, keeps: bool,
+                  fill: float) -> Applied:
         """A value that is itself an additive mask, in its own axes."""
         assert info.axes is not None
         mask = self._applied(node, condition, info, {id(a): a for a in info.axes}, keeps, fill,
@@ -427,26 +427,26 @@ class Follow:
         mask.numeric = True
         return mask
 
-    def _complement(self, info: _Info, tensor: _Info) -> None:
+    def _complement(self, info: Info, tensor: Info) -> None:
         """`1 - m` of a 0/1 mask: the positions it hides become the ones it allows."""
         if tensor.causal and tensor.nonzero == 1.0:
             info.causal = tuple(c.negated() for c in tensor.causal)
             info.nonzero = 1.0
 
-    def _compare_number(self, node: nodes.BinOp, tensor: _Info, number_node: nodes.Expr,
-                        tensor_first: bool) -> _Info:
+    def _compare_number(self, node: nodes.BinOp, tensor: Info, number_node: nodes.Expr,
+                        tensor_first: bool) -> Info:
         """A causal mask compared with 0 or 1 (`tril(ones([N, N])) == 1`, `m == 0`,
         `m != false`): the same mask, or its negation."""
         number = self._number(number_node)
-        op = node.op if tensor_first else _MIRRORED[node.op]
-        truth = _TRUTH.get((op, number))
+        op = node.op if tensor_first else MIRRORED[node.op]
+        truth = TRUTH.get((op, number))
         if truth is None or not tensor.causal:
-            return _Info(tensor.axes)
-        return _Info(tensor.axes, causal=tensor.causal if truth else
+            return Info(tensor.axes)
+        return Info(tensor.axes, causal=tensor.causal if truth else
                      tuple(c.negated() for c in tensor.causal), nonzero=1.0)
 
-    def _compare(self, node: nodes.Expr, operands: list[_Info], axes: tuple[Axis, ...],
-                 mappings: list[dict[int, Axis]]) -> _Info:
+    def _compare(self, node: nodes.Expr, operands: list[Info], axes: tuple[Axis, ...],
+                 mappings: list[dict[int, Axis]]) -> Info:
         """Positions compared along two axes (`arange(N)[:, None] >= arange(M)[None, :]`):
         a causal mask whose rows see the columns at or before them."""
         left, right = operands
@@ -454,23 +454,23 @@ class Follow:
         b = mappings[1].get(id(right.position)) if right.position is not None else None
         op = node.op if isinstance(node, nodes.BinOp) else ""
         if a is None or b is None or a is b or op not in (">=", ">", "<=", "<"):
-            return _Info(axes)
+            return Info(axes)
         seer, seen = (a, b) if op in (">=", ">") else (b, a)
         strict = None if left.shifted_position or right.shifted_position else op in (">", "<")
-        return _Info(axes, causal=(_Causal(seer, seen, node, strict),), nonzero=1.0)
+        return Info(axes, causal=(Causal(seer, seen, node, strict),), nonzero=1.0)
 
-    def _tensors(self, node: nodes.Expr, operand_nodes: list[nodes.Expr], operands: list[_Info],
-                 value: Value) -> _Info:
+    def _tensors(self, node: nodes.Expr, operand_nodes: list[nodes.Expr], operands: list[Info],
+                 value: Value) -> Info:
         """An elementwise operation on several tensors, with NumPy broadcasting."""
         info = self._elementwise_tensors(node, operand_nodes, operands, value)
-        if info.axes is not None and info is not _UNKNOWN and isinstance(node, nodes.BinOp):
+        if info.axes is not None and info is not UNKNOWN and isinstance(node, nodes.BinOp):
             self._follow_positions(node, operands, info)
             if node.op == "*":
                 self._expanded(operands, info)
         return info
 
     @staticmethod
-    def _expanded(operands: list[_Info], info: _Info) -> None:
+    def _expanded(operands: list[Info], info: Info) -> None:
         """`x[:, :, None] * ones([B, Hkv, G, N, d])` (torch's `expand`, as the spellings
         write it): the axis the ones bring where x had 1 holds copies of x."""
         assert info.axes is not None
@@ -485,24 +485,24 @@ class Follow:
                 info.positional = info.positional or x.positional
 
     def _elementwise_tensors(self, node: nodes.Expr, operand_nodes: list[nodes.Expr],
-                             operands: list[_Info], value: Value) -> _Info:
+                             operands: list[Info], value: Value) -> Info:
         order = sorted(range(len(operands)), key=lambda i: (
             operands[i].product is None and operands[i].norm is None, i))
         axes, mappings = self._broadcast(node, operand_nodes, operands, order)
         if axes is None:
-            return _UNKNOWN
+            return UNKNOWN
         op = node.op if isinstance(node, nodes.BinOp) else ""
         if op in nodes.COMPARISONS:
             return self._compare(node, operands, axes, mappings)
         if value.is_bool or op == "&":
             # `&` (or `*` on bools) is "and": each causal part still holds, if they agree.
             if op not in ("&", "*"):
-                return _Info(axes)
+                return Info(axes)
             causal = [moved for i, o in enumerate(operands) for c in o.causal
                       if (moved := c.moved(mappings[i])) is not None]
             if len({(id(c.seer), id(c.seen)) for c in causal}) != 1:
-                return _Info(axes)
-            return _Info(axes, causal=(causal[0],), nonzero=1.0)
+                return Info(axes)
+            return Info(axes, causal=(causal[0],), nonzero=1.0)
         norms = [o.norm for o in operands if o.norm is not None]
         if op == "*" and not norms and len(operands) == 2:
             linear = self._masked_product(operands, mappings, axes)
@@ -512,9 +512,9 @@ class Follow:
             # Scores plus a bias, an additive mask, or a shift by a reduction (a softmax
             # written by hand): the scores' facts go on.
             if op == "-" and order[0] != 0:
-                return _Info(axes)  # `B - S`: the scores negated, not understood
+                return Info(axes)  # `B - S`: the scores negated, not understood
             main = operands[order[0]]
-            ops: tuple[_Bias | _Applied, ...] = ()
+            ops: tuple[BiasTerm | Applied, ...] = ()
             parts: tuple[Dim, ...] = ()
             for i, other in enumerate(operands):
                 if i == order[0]:
@@ -530,17 +530,17 @@ class Follow:
             info = main.shifted(axes, None, ops)
             if parts:
                 assert main.product is not None
-                info.product = _Product(main.product.contraction, main.product.inner_scale,
+                info.product = Product(main.product.contraction, main.product.inner_scale,
                                         main.product.parts + parts, node)
             return info
         if len(norms) == 1:
             # Weights masked, scaled by a tensor or mixed with other numbers.
-            return _Info(axes, norm=norms[0].changed_by(node))
-        return _Info(axes)
+            return Info(axes, norm=norms[0].changed_by(node))
+        return Info(axes)
 
     @staticmethod
-    def _masked_product(operands: list[_Info], mappings: list[dict[int, Axis]],
-                        axes: tuple[Axis, ...]) -> _Info | None:
+    def _masked_product(operands: list[Info], mappings: list[dict[int, Axis]],
+                        axes: tuple[Axis, ...]) -> Info | None:
         """`(Q @ K.T) * tril(ones([N, N]))`: the product kept on one side of the diagonal
         (causal linear attention, the running sums of its keys written as a matrix)."""
         for mine, other in ((0, 1), (1, 0)):
@@ -549,10 +549,10 @@ class Follow:
                 continue
             moved = mask.causal[0].moved(mappings[other])
             if moved is not None:
-                return _Info(axes, causal=(moved,), linear=True)
+                return Info(axes, causal=(moved,), linear=True)
         return None
 
-    def _broadcast(self, node: nodes.Expr, operand_nodes: list[nodes.Expr], operands: list[_Info],
+    def _broadcast(self, node: nodes.Expr, operand_nodes: list[nodes.Expr], operands: list[Info],
                    order: list[int]) -> tuple[tuple[Axis, ...] | None, list[dict[int, Axis]]]:
         """The result's axes (from the first operand in ``order`` that is not 1 there),
         and per operand the result axis each of its axes lines up with."""
@@ -575,7 +575,7 @@ class Follow:
                 self._check_alignment(node, operand_nodes, operands, sized, layouts)
         return tuple(result), mappings
 
-    def _normalises(self, node: nodes.BinOp, right: _Info) -> bool:
+    def _normalises(self, node: nodes.BinOp, right: Info) -> bool:
         """`E / sum(E, axis=a, keepdims=true)` (the sum may be named): each slice of the
         result along a sums to 1."""
         reduced = right.reduced
@@ -587,7 +587,7 @@ class Follow:
             return False
         return self._same(node.left, reduced.x)
 
-    def _handmade_softmax(self, node: nodes.BinOp, left: _Info, right: _Info) -> _Info:
+    def _handmade_softmax(self, node: nodes.BinOp, left: Info, right: Info) -> Info:
         assert right.reduced is not None
         info = self.calls[id(right.reduced.call)]
         assert left.axes is not None
@@ -595,7 +595,7 @@ class Follow:
         source = left.exp_of or left
         argument = node.left
         assert self._statement is not None
-        return _Info(left.axes, norm=_Norm(node, axis, source, argument, self._statement))
+        return Info(left.axes, norm=Norm(node, axis, source, argument, self._statement))
 
     def _same(self, a: nodes.Expr, b: nodes.Expr) -> bool:
         a, b = nodes.strip_parens(a), nodes.strip_parens(b)
@@ -603,7 +603,7 @@ class Follow:
             return a.name == b.name
         return self._text(a) == self._text(b)
 
-    def _call(self, node: nodes.Call, value: Value) -> _Info:
+    def _call(self, node: nodes.Call, value: Value) -> Info:
         info = self.calls.get(id(node))
         builtin = BUILTINS.get(info.builtin) if info is not None else None
         if info is None or builtin is None:
@@ -618,7 +618,7 @@ class Follow:
         if kind is AxisKind.CREATE:
             return self._create(node, axis_map, info.args, value)
         if kind is AxisKind.OPAQUE or any(i.axes is None for _, i in tensors):
-            return self._opaque(node, value) if kind is AxisKind.OPAQUE else _UNKNOWN
+            return self._opaque(node, value) if kind is AxisKind.OPAQUE else UNKNOWN
         if kind is AxisKind.ELEMENTWISE:
             return self._elementwise(node, info.args, axis_map, tensors, value)
         x_node, x = tensors[0]
@@ -657,11 +657,11 @@ class Follow:
             return self._gather(node, info.args, axis_map, x, value)
         if kind is AxisKind.PAIRS:  # the last axis paired into complex numbers, or back
             kept = x.axes[:-1] if len(value.shape) <= len(x.axes) else x.axes
-            return _Info(kept + tuple(Axis(size, node) for size in value.shape[len(kept):]))
+            return Info(kept + tuple(Axis(size, node) for size in value.shape[len(kept):]))
         return self._opaque(node, value)
 
-    def _gather(self, node: nodes.Expr, args: dict[str, Any], axis_map: Any, x: _Info,
-                value: Value) -> _Info:
+    def _gather(self, node: nodes.Expr, args: dict[str, Any], axis_map: Any, x: Info,
+                value: Value) -> Info:
         """`take`, `x[ids]`: x's other axes keep their identity; the gathered one gives way
         to the index's axes (`E[ids]`: the ids' batch and tokens), or, along an axis
         (`take_along_axis`), to a new axis of picked entries."""
@@ -674,10 +674,10 @@ class Follow:
                                                          - len(x.axes) + 1])
         else:
             picked = index.axes
-        return _Info(x.axes[:where] + picked + x.axes[where + 1:])
+        return Info(x.axes[:where] + picked + x.axes[where + 1:])
 
     def _tensor_arguments(self, args: dict[str, Any], names: tuple[str, ...]
-                          ) -> list[tuple[nodes.Expr, _Info]]:
+                          ) -> list[tuple[nodes.Expr, Info]]:
         found = []
         for name in names:
             arg = args.get(name)
@@ -687,7 +687,7 @@ class Follow:
         return found
 
     def _elementwise(self, node: nodes.Call, args: dict[str, Any], axis_map: Any,
-                     tensors: list[tuple[nodes.Expr, _Info]], value: Value) -> _Info:
+                     tensors: list[tuple[nodes.Expr, Info]], value: Value) -> Info:
         if len(tensors) != 1:
             return self._tensors(node, [n for n, _ in tensors], [i for _, i in tensors], value)
         x_node, x = tensors[0]
@@ -695,9 +695,9 @@ class Follow:
         if axis_map.normalises is not None:
             axis = x.axes[axis_index(args[axis_map.normalises], len(x.axes))] if x.axes else None
             if axis is None:
-                return _Info(x.axes)
+                return Info(x.axes)
             source = x
-            return _Info(x.axes, norm=_Norm(node, axis, source, x_node, self._statement))
+            return Info(x.axes, norm=Norm(node, axis, source, x_node, self._statement))
         if axis_map.keeps_values:
             return x.moved(x.axes)
         if axis_map.triangle is not None and len(x.axes) >= 2:
@@ -705,20 +705,20 @@ class Follow:
         name = node.func.name
         if name == "log" and x.causal and x.nonzero is not None and x.nonzero > 0:
             # log of a 0/1 triangle: 0 where it allows, -inf where it hides (an additive mask)
-            info = _Info(x.axes, causal=x.causal)
+            info = Info(x.axes, causal=x.causal)
             info.masks = (self._own_mask(node, x_node, info, keeps=True, fill=-math.inf),)
             return info
         norm = x.norm.changed_by(node) if x.norm is not None else None
         exp_of = x if name == "exp" else None
-        info = _Info(x.axes, norm=norm, reduced=x.reduced, exp_of=exp_of)
+        info = Info(x.axes, norm=norm, reduced=x.reduced, exp_of=exp_of)
         if name in ("cos", "sin") or x.table:
             info.table = True
-        if name in _SQUASHING and (x.applied or x.squashed):
+        if name in SQUASHING and (x.applied or x.squashed):
             # a soft-cap after the mask: its fills turn finite
             info.squashed = x.squashed + tuple((m, node) for m in x.applied)
         return info
 
-    def _triangle_of(self, node: nodes.Call, axis_map: Any, args: dict[str, Any], x: _Info) -> _Info:
+    def _triangle_of(self, node: nodes.Call, axis_map: Any, args: dict[str, Any], x: Info) -> Info:
         """`tril(x)`, `triu(x, 1)`: a causal value; of a constant (`triu(full([N, N], -inf),
         1)`, `tril(ones(...))`) its entries on the triangle are that number, and a very
         negative one makes it an additive mask hiding the triangle."""
@@ -727,30 +727,30 @@ class Follow:
         # A triangle of a triangle (Mistral's band `triu(tril(ones), -W)`) is nonzero only
         # where both are: x's mask still holds; the new one only if it agrees.
         agrees = all((c.seer, c.seen) == (made.seer, made.seen) for c in x.causal)
-        info = _Info(x.axes, causal=x.causal + ((made,) if agrees else ()))
+        info = Info(x.axes, causal=x.causal + ((made,) if agrees else ()))
         info.linear = x.product is not None and x.norm is None
         if x.causal and x.nonzero is not None:
             info.nonzero = x.nonzero
         if x.constant is not None:
             info.nonzero = x.constant
-            if x.constant <= _BLOCKS:
+            if x.constant <= BLOCKS:
                 info.masks = (self._own_mask(node, node, info, keeps=False, fill=x.constant),)
         return info
 
-    def _create(self, node: nodes.Call, axis_map: Any, args: dict[str, Any], value: Value) -> _Info:
+    def _create(self, node: nodes.Call, axis_map: Any, args: dict[str, Any], value: Value) -> Info:
         assert value.shape is not None
         axes = tuple(Axis(size, node) for size in value.shape)
         if axis_map.triangle is not None and len(axes) >= 2:
-            return _Info(axes, causal=(self._triangle(node, axis_map, args, axes),), nonzero=1.0)
+            return Info(axes, causal=(self._triangle(node, axis_map, args, axes),), nonzero=1.0)
         if axis_map.positions and len(axes) == 1:
-            return _Info(axes, position=axes[0])
-        constant = _CONSTANTS.get(node.func.name)
+            return Info(axes, position=axes[0])
+        constant = CONSTANTS.get(node.func.name)
         if constant is None and axis_map.fill is not None and args.get(axis_map.fill) is not None:
             constant = self._number(args[axis_map.fill])
-        return _Info(axes, constant=constant)
+        return Info(axes, constant=constant)
 
     def _triangle(self, node: nodes.Call, axis_map: Any, args: dict[str, Any],
-                  axes: tuple[Axis, ...]) -> _Causal:
+                  axes: tuple[Axis, ...]) -> Causal:
         """The causal mask of a row with a ``triangle``: which of the last two axes sees
         the other, and whether the diagonal is excluded (its ``offset``: tril's k < 0,
         triu's k > 0; another offset is of unknown effect)."""
@@ -758,10 +758,10 @@ class Follow:
         offset = args.get(axis_map.offset) if axis_map.offset is not None else None
         k = symbolic.as_int(offset) if offset is not None else 0
         if axis_map.triangle == "lower":
-            return _Causal(rows, columns, node, None if k is None or k > 0 else k < 0)
-        return _Causal(columns, rows, node, None if k is None or k < 0 else k > 0)
+            return Causal(rows, columns, node, None if k is None or k > 0 else k < 0)
+        return Causal(columns, rows, node, None if k is None or k < 0 else k > 0)
 
-    def _reshape(self, node: nodes.Call, x_node: nodes.Expr, x: _Info, target: tuple[Dim, ...]) -> _Info:
+    def _reshape(self, node: nodes.Call, x_node: nodes.Expr, x: Info, target: tuple[Dim, ...]) -> Info:
         """Axes matched by size from either end keep their identity (C order keeps the
         first and the last indices when those sizes agree); the rest are new. Axes of size
         1 move nothing, so they are set aside first (`[1, N] -> [N, 1]` keeps `N`)."""
@@ -798,11 +798,11 @@ class Follow:
         return info
 
     def _join(self, node: nodes.Call, args: dict[str, Any], axis_param: str | None,
-              tensors: list[tuple[nodes.Expr, _Info]], value: Value) -> _Info:
+              tensors: list[tuple[nodes.Expr, Info]], value: Value) -> Info:
         assert value.shape is not None
         first = tensors[0][1].axes
         if not first:
-            return _UNKNOWN
+            return UNKNOWN
         axes = list(first)
         if len(value.shape) == len(first) + 1:  # `stack`: a new axis between the others
             where = axis_index(args.get(axis_param or "", 0), len(first) + 1)
@@ -813,14 +813,14 @@ class Follow:
         # Parts scaled alike keep their scale (a rotary part concatenated to the rest).
         scales = {tuple(id(f.node) for f in i.scale) for _, i in tensors}
         scale = tensors[0][1].scale if len(scales) == 1 else ()
-        info = _Info(tuple(axes), scale=scale)
+        info = Info(tuple(axes), scale=scale)
         if len(value.shape) == len(first) and len(tensors) > 1:
             self._cache_blocks(node, info, tensors, where)
         names = {self._text(n) for n, _ in tensors}
         if len(names) == 1 and len(tensors) > 1 and len(value.shape) == len(first):
             # `concat([K, K], axis=1)`: the tensor tiled along that axis
             info.tiled = (node, axes[where], first[where].size)
-        bases = {_base(i) for _, i in tensors}
+        bases = {base_of(i) for _, i in tensors}
         if len(bases) == 1 and len(tensors) > 1:
             info.pieces_of = bases.pop()  # `concat([-x2, x1])`: rotate_half
         positional = [i.positional for _, i in tensors if i.positional is not None]
@@ -831,7 +831,7 @@ class Follow:
                                               if i.axes), tuple(n for n, _ in tensors))
         return info
 
-    def _cache_blocks(self, node: nodes.Call, info: _Info, tensors: list[tuple[nodes.Expr, _Info]],
+    def _cache_blocks(self, node: nodes.Call, info: Info, tensors: list[tuple[nodes.Expr, Info]],
                       where: int) -> None:
         """A KV-cache mask assembled from parts along the keys (Meta's Llama:
         `hstack([zeros((N, M)), triu(full((N, N), -inf), 1)])`): blocks every query sees
@@ -849,15 +849,15 @@ class Follow:
             return
         layout = block.axes or ()
         fact = block.masks[0] if additive else block.causal[0]
-        seer, seen = _index(layout, fact.seer), _index(layout, fact.seen)
+        seer, seen = index_of(layout, fact.seer), index_of(layout, fact.seen)
         if seer is None or seen is None or where not in (seer, seen) or seer == seen:
             return
         if blocks[0] != len(tensors) - 1:
             self._misplaced_block(node, [n for n, _ in tensors], blocks[0])
             return
-        causal = _Causal(info.axes[seer], info.axes[seen], node, None)
+        causal = Causal(info.axes[seer], info.axes[seen], node, None)
         if additive:
-            marked = _Info(info.axes, causal=(causal,))
+            marked = Info(info.axes, causal=(causal,))
             fill = block.masks[0].fill
             info.masks = (self._own_mask(node, node, marked, keeps=block.masks[0].keeps,
                                          fill=fill if fill is not None else -math.inf),)
@@ -865,7 +865,7 @@ class Follow:
             info.causal, info.nonzero = (causal,), 1.0
 
     def _reduce(self, node: nodes.Call, args: dict[str, Any], axis_map: Any, x_node: nodes.Expr,
-                x: _Info, value: Value) -> _Info:
+                x: Info, value: Value) -> Info:
         assert x.axes is not None and value.shape is not None
         axis = args.get(axis_map.axis or "")
         removed = axes_of(axis, len(x.axes))  # one axis or several (`axis=(-1, -2)`)
@@ -875,25 +875,25 @@ class Follow:
                          for i, a in enumerate(x.axes))
         else:
             axes = tuple(a for i, a in enumerate(x.axes) if i not in removed)
-        return _Info(axes, reduced=_Reduced(node, x_node, removed))
+        return Info(axes, reduced=Reduced(node, x_node, removed))
 
-    def _where(self, node: nodes.Call, tensors: list[tuple[nodes.Expr, _Info]], value: Value) -> _Info:
+    def _where(self, node: nodes.Call, tensors: list[tuple[nodes.Expr, Info]], value: Value) -> Info:
         (c_node, cond), (x_node, x), (y_node, y) = tensors
         if cond.axes is None or x.axes is None or y.axes is None:
-            return _UNKNOWN
+            return UNKNOWN
         order = [1, 2, 0] if x.axes or not y.axes else [2, 1, 0]
         axes, mappings = self._broadcast(node, [c_node, x_node, y_node], [cond, x, y], order)
         if axes is None:
-            return _UNKNOWN
+            return UNKNOWN
         if not x.axes and not y.axes:
             # where(m, 0, -inf): an additive mask; true entries keep when x is the larger.
             high, low = self._number(x_node), self._number(y_node)
             keeps = high is not None and low is not None and high > low
             applied = self._applied(node, c_node, cond, mappings[0], keeps,
                                     low if keeps else high, additive=True)
-            return _Info(axes, masks=(applied,))
+            return Info(axes, masks=(applied,))
         if x.axes and y.axes:
-            return _Info(axes)  # two tensors: a choice, not a mask
+            return Info(axes)  # two tensors: a choice, not a mask
         keeps = bool(x.axes)
         target, fill_node, mapping = (x, y_node, mappings[1]) if keeps else (y, x_node, mappings[2])
         applied = self._applied(node, c_node, cond, mappings[0], keeps, self._number(fill_node),
@@ -904,20 +904,20 @@ class Follow:
                 # The same mask again, or one constant along the normalised axis: it
                 # zeroes whole rows (padded queries), no row's weights change.
                 return target.moved(axes)
-            return _Info(axes, norm=target.norm.changed_by(node, applied))
+            return Info(axes, norm=target.norm.changed_by(node, applied))
         return target.shifted(axes, None, (applied,))
 
-    def _applied(self, node: nodes.Call, c_node: nodes.Expr, cond: _Info, mapping: dict[int, Axis],
-                 keeps: bool, fill: float | None, additive: bool) -> _Applied:
+    def _applied(self, node: nodes.Call, c_node: nodes.Expr, cond: Info, mapping: dict[int, Axis],
+                 keeps: bool, fill: float | None, additive: bool) -> Applied:
         assert cond.axes is not None
         aligned = tuple(mapping.get(id(a)) for a in cond.axes)
         for causal in cond.causal:
             seer, seen = mapping.get(id(causal.seer)), mapping.get(id(causal.seen))
-            return _Applied(node, c_node, "causal", seer, seen, keeps, fill, aligned, additive,
+            return Applied(node, c_node, "causal", seer, seen, keeps, fill, aligned, additive,
                             causal.node, causal.strict)
-        return _Applied(node, c_node, "bool", None, None, keeps, fill, aligned, additive, None)
+        return Applied(node, c_node, "bool", None, None, keeps, fill, aligned, additive, None)
 
-    def _remasks(self, norm: _Norm, condition: nodes.Expr) -> bool:
+    def _remasks(self, norm: Norm, condition: nodes.Expr) -> bool:
         """The weights masked again with the mask the scores already had (zeroing NaN rows)."""
         return any(self._same(m.condition, condition) for m in norm.source.applied)
 
@@ -925,49 +925,49 @@ class Follow:
         scalar = self.scalar(node)
         return None if scalar.opaque or scalar.powers else scalar.coef
 
-    def scalar(self, node: nodes.Expr, depth: int = 0) -> _Scalar:
+    def scalar(self, node: nodes.Expr, depth: int = 0) -> Scalar:
         """A scalar expression as ``coef * prod(base ** exponent)`` (`1 / sqrt(d)`, `d ** -0.5`)."""
         node = nodes.strip_parens(node)
-        if depth > _MAX_SCALAR_DEPTH:
-            return _OPAQUE
+        if depth > MAX_SCALAR_DEPTH:
+            return OPAQUE
         if isinstance(node, (nodes.Integer, nodes.Decimal)):
-            return _Scalar(float(node.value))
+            return Scalar(float(node.value))
         if isinstance(node, nodes.Inf):
-            return _Scalar(math.inf)
+            return Scalar(math.inf)
         if isinstance(node, nodes.Boolean):
-            return _Scalar(1.0 if node.value else 0.0)
+            return Scalar(1.0 if node.value else 0.0)
         if isinstance(node, nodes.Name):
             value = self.types.get(id(node))
             if value is not None and value.dim is not None:
-                return _Scalar(powers=((value.dim, Fraction(1)),))
+                return Scalar(powers=((value.dim, Fraction(1)),))
             definition = self.scalars.get(node.name)
-            return self.scalar(definition, depth + 1) if definition is not None else _OPAQUE
+            return self.scalar(definition, depth + 1) if definition is not None else OPAQUE
         if isinstance(node, nodes.Unary):
             inner = self.scalar(node.operand, depth + 1)
-            return _Scalar(-inner.coef if node.op == "-" else inner.coef, inner.powers, inner.opaque)
+            return Scalar(-inner.coef if node.op == "-" else inner.coef, inner.powers, inner.opaque)
         if isinstance(node, nodes.Call):
             info = self.calls.get(id(node))
-            power = _POWERS.get(info.builtin) if info is not None else None
+            power = POWERS.get(info.builtin) if info is not None else None
             if power is not None and isinstance(info.args.get("x"), nodes.Expr):
-                return _power(self.scalar(info.args["x"], depth + 1), power)
-            return _OPAQUE
+                return scalar_power(self.scalar(info.args["x"], depth + 1), power)
+            return OPAQUE
         if isinstance(node, nodes.BinOp):
             left = self.scalar(node.left, depth + 1)
             right = self.scalar(node.right, depth + 1)
             if node.op == "*":
-                return _Scalar(left.coef * right.coef, left.powers + right.powers,
+                return Scalar(left.coef * right.coef, left.powers + right.powers,
                                left.opaque or right.opaque)
             if node.op == "/":
                 if right.coef == 0:
-                    return _OPAQUE
+                    return OPAQUE
                 inverse = tuple((b, -e) for b, e in right.powers)
-                return _Scalar(left.coef / right.coef, left.powers + inverse,
+                return Scalar(left.coef / right.coef, left.powers + inverse,
                                left.opaque or right.opaque)
             if node.op == "**" and not right.powers and not right.opaque and math.isfinite(right.coef):
-                return _power(left, Fraction(right.coef).limit_denominator(64))
+                return scalar_power(left, Fraction(right.coef).limit_denominator(64))
             if node.op in "+-":
-                return _sum(left, right, node.op)
-        return _OPAQUE
+                return scalar_sum(left, right, node.op)
+        return OPAQUE
 
     def _report(self, diagnostic: Diagnostic) -> None:
         self.diagnostics.append(diagnostic)

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from ..messages import codes
 from ..symbolic import to_text
-from .facts import _Contraction, _index
-from .masks import _reordered
+from .facts import Contraction, index_of
+from .masks import reordered
 
 
 class HeadChecks:
     """SC414, SC415: grouped heads and parts of Q and K."""
 
-    def _heads(self, scores: _Contraction, output: _Contraction, v: int) -> None:
+    def _heads(self, scores: Contraction, output: Contraction, v: int) -> None:
         """SC414: K or V tiled along a batch (head) axis of the attention, for grouped
         query heads."""
         sides = [(scores, operand) for operand in (0, 1)] + [(output, v)]
@@ -22,7 +22,7 @@ class HeadChecks:
             if info.tiled is None or info.axes is None:
                 continue
             node, axis, kv = info.tiled
-            position = _index(info.axes, axis)
+            position = index_of(info.axes, axis)
             report = ("SC414", id(node))
             if position not in contraction.batch[operand] or report in self._reported:
                 continue
@@ -33,7 +33,7 @@ class HeadChecks:
                                   contraction=self._text(output.node))],
                 help=[codes.help_text("repeat_heads")]))
 
-    def _parts(self, scores: _Contraction) -> None:
+    def _parts(self, scores: Contraction) -> None:
         """SC415: Q and K concatenated from the same parts in different orders."""
         sides = []
         for operand in (0, 1):
@@ -57,7 +57,7 @@ class HeadChecks:
             match = next(pair for pair in remaining if pair[0] == size)
             remaining.remove(match)
             order.append(match[1])
-        fix = _reordered(k_parts, order, self._text)
+        fix = reordered(k_parts, order, self._text)
         self._report(codes.PARTS_MISALIGNED.diag(
             scores.node.span, scores=self._text(scores.node),
             query=self._text(self._strip(scores.operands[0])),

@@ -15,14 +15,14 @@ from ..messages.diagnostics import Edit, Fix
 from ..symbolic import to_text
 from .facts import (
     Axis,
-    _Applied,
-    _BLOCKS,
-    _Contraction,
-    _FLIPPED,
-    _LEAKS,
-    _Norm,
-    _index,
-    _number_text,
+    Applied,
+    BLOCKS,
+    Contraction,
+    FLIPPED,
+    LEAKS,
+    Norm,
+    index_of,
+    number_text,
 )
 from .results import Mask, Role
 
@@ -30,7 +30,7 @@ from .results import Mask, Role
 class MaskChecks:
     """SC407, SC408, SC410, SC412: the masks of an attention."""
 
-    def _masks(self, contraction: _Contraction, w: int, norm: _Norm, query: Axis | None,
+    def _masks(self, contraction: Contraction, w: int, norm: Norm, query: Axis | None,
                key: Axis | None, roles: dict[int, str]
                ) -> tuple[dict[int, Mask], tuple[Mask, ...], list[bool]]:
         """The masks on the scores (by the identity of their fact), those after the softmax,
@@ -52,7 +52,7 @@ class MaskChecks:
                     orientation = "transposed"
             # What the mask lets through: hiding where the condition is true flips it.
             alignment = orientation if mask.keeps or orientation is None else \
-                _FLIPPED[orientation]
+                FLIPPED[orientation]
             condition = Role(mask.condition, tuple(roles.get(id(a)) if a is not None else None
                                                    for a in mask.aligned))
             public = Mask(mask.node, condition, mask.kind, mask.keeps, mask.fill,
@@ -75,7 +75,7 @@ class MaskChecks:
             return codes.help_text("swap_branches_to", fixed=f"where({condition}, {kept}, {hidden})")
         return codes.help_text("swap_branches")
 
-    def _mask_axes(self, contraction: _Contraction, norm: _Norm, query: Axis | None,
+    def _mask_axes(self, contraction: Contraction, norm: Norm, query: Axis | None,
                    key: Axis | None) -> None:
         """SC412: a mask on the scores that varies along the queries and is constant along
         the keys (a key-padding mask broadcast as `[B, 1, M, 1]` instead of `[B, 1, 1, M]`):
@@ -96,14 +96,14 @@ class MaskChecks:
                                   contraction=self._text(contraction.node))],
                 help=[codes.help_text("mask_keys")]))
 
-    def _prefix_sums(self, contraction: _Contraction, w: int) -> None:
+    def _prefix_sums(self, contraction: Contraction, w: int) -> None:
         """SC407 for causal linear attention: a triangle of `Q @ K.T` summed with the
         values (`tril(S) @ V`, `(S * tril(ones([N, N]))) @ V`) must keep the rows it
         sums for, and sum over the keys up to each: the other triangle reads the future."""
         info = contraction.infos[w]
         causal = info.causal[0]
         layout = info.axes or ()
-        seer, seen = _index(layout, causal.seer), _index(layout, causal.seen)
+        seer, seen = index_of(layout, causal.seer), index_of(layout, causal.seen)
         if seer is None or seen is None:
             return
         if not (seer in contraction.summed[w] and seen in contraction.kept[w]):
@@ -118,22 +118,22 @@ class MaskChecks:
             notes=[codes.note("mask_built", causal.node.span, mask=self._text(causal.node))],
             help=[codes.help_text("untranspose_mask")]))
 
-    def _soft_capped(self, norm: _Norm) -> None:
+    def _soft_capped(self, norm: Norm) -> None:
         """SC410: a mask filled with `-inf` before a soft-cap (`c * tanh(S / c)`): the cap
         turns the fill into `-c`, a real weight."""
         for mask, cap in norm.source.squashed:
             report = ("SC410", id(mask.node))
-            if mask.fill is None or mask.fill > _BLOCKS or report in self._reported:
+            if mask.fill is None or mask.fill > BLOCKS or report in self._reported:
                 continue
             self._reported.add(report)
             self._report(codes.MASK_FILL.diag(
                 mask.node.span, where=self._text(mask.node),
-                fill=codes.detail("fill_squashed", fill=_number_text(mask.fill),
+                fill=codes.detail("fill_squashed", fill=number_text(mask.fill),
                                   cap=self._text(cap)),
                 notes=[codes.note("capped_here", cap.span, cap=self._text(cap))],
                 help=[codes.help_text("mask_after_cap")]))
 
-    def _check_mask(self, contraction: _Contraction, mask: _Applied, orientation: str | None,
+    def _check_mask(self, contraction: Contraction, mask: Applied, orientation: str | None,
                     after: bool) -> bool:
         """SC407, SC408 (by the condition's ``orientation`` and which branch keeps the
         scores), SC410; whether the mask lets a query see the wrong keys."""
@@ -160,11 +160,11 @@ class MaskChecks:
                 mask.node.span, where=where, contraction=self._text(contraction.node),
                 notes=notes, help=[codes.help_text(
                     "flip_comparison" if isinstance(mask.origin, nodes.BinOp) else "untranspose_mask")]))
-        if not after and mask.fill is not None and mask.fill > _LEAKS and \
+        if not after and mask.fill is not None and mask.fill > LEAKS and \
                 ("SC410", id(mask.node)) not in self._reported:
             self._reported.add(("SC410", id(mask.node)))
             self._report(codes.MASK_FILL.diag(mask.node.span, where=where,
-                                              fill=_number_text(mask.fill),
+                                              fill=number_text(mask.fill),
                                               help=[codes.help_text("fill_minus_inf")]))
         return inverted or transposed
 
@@ -176,14 +176,14 @@ class MaskChecks:
             return
         self._reported.add(report)
         order = [p for i, p in enumerate(parts) if i != block] + [parts[block]]
-        fixes = [_reordered(parts, order, self._text)]
+        fixes = [reordered(parts, order, self._text)]
         self._report(codes.CACHE_MASK_ORDER.diag(
             node.span, concat=self._text(node), block=self._text(parts[block]),
             visible=self._text(parts[block + 1]),
             help=[codes.help_text("causal_block_last"), fixes[0].help], fixes=fixes))
 
 
-def _reordered(parts: Sequence[nodes.Expr], order: Sequence[nodes.Expr], text: Any) -> Fix:
+def reordered(parts: Sequence[nodes.Expr], order: Sequence[nodes.Expr], text: Any) -> Fix:
     """The edit that writes ``parts`` (a list's items, in place) in ``order``."""
     written = ", ".join(text(p) for p in order)
     return Fix(codes.help_text("reorder_parts", parts=written),

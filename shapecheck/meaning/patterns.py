@@ -13,14 +13,14 @@ from ..messages import codes
 from ..syntax import nodes
 from ..messages.diagnostics import Note
 from ..symbolic import to_text
-from .facts import Axis, _Applied, _Contraction, _Factor, _Info, _Norm, _UNKNOWN, _index
+from .facts import Axis, Applied, Contraction, Factor, Info, Norm, UNKNOWN, index_of
 from .results import Attention, Bias, Role
 
 
 class Patterns:
     """Finding the attention of a contraction and the roles of its axes."""
 
-    def _attention(self, contraction: _Contraction, w: int) -> None:
+    def _attention(self, contraction: Contraction, w: int) -> None:
         info = contraction.infos[w]
         norm = info.norm
         assert norm is not None and info.axes is not None
@@ -28,7 +28,7 @@ class Patterns:
         summed = contraction.summed[w]
         kept = contraction.kept[w]
         v = 1 - w
-        normalised = _index(weights_axes, norm.axis)
+        normalised = index_of(weights_axes, norm.axis)
         axis_ok = None if normalised is None or not summed else normalised in summed
         key = weights_axes[summed[0]] if len(summed) == 1 else None
         query, guessed = self._query_axis(weights_axes, kept, summed)
@@ -58,9 +58,9 @@ class Patterns:
         if product is not None and scale is not None:
             factors = {id(f.node): f for f in scale.factors}
             ops = tuple(factors[id(f.node)] for f in product.inner_scale) + tuple(
-                factors[id(op.node)] if type(op) is _Factor else
-                masks[id(op)] if type(op) is _Applied and not op.numeric else
-                Bias(op.node, masks[id(op)].condition.axes, False) if type(op) is _Applied else
+                factors[id(op.node)] if type(op) is Factor else
+                masks[id(op)] if type(op) is Applied and not op.numeric else
+                Bias(op.node, masks[id(op)].condition.axes, False) if type(op) is Applied else
                 biases[id(op)]
                 for op in norm.source.ops)
         summed_set = set(summed)
@@ -74,7 +74,7 @@ class Patterns:
             weights_roles=self._role(contraction.operands[w], roles, strip=False),
             summed_axes=tuple(sorted(summed_set)), softmax=norm.call,
             softmax_statement=norm.statement,
-            softmax_axis=_index(norm.source.axes or (), norm.axis) or 0,
+            softmax_axis=index_of(norm.source.axes or (), norm.axis) or 0,
             softmax_roles=self._role(norm.argument, roles, strip=False),
             scores=scores.node if scores is not None else None,
             scores_statement=scores.statement if scores is not None else None,
@@ -102,7 +102,7 @@ class Patterns:
         beside = [p for p in (summed[0] - 1, summed[0] + 1) if p in kept]
         return (weights[beside[0]], True) if len(beside) == 1 else (None, False)
 
-    def _scores(self, norm: _Norm, query: Axis | None, key: Axis | None) -> _Contraction | None:
+    def _scores(self, norm: Norm, query: Axis | None, key: Axis | None) -> Contraction | None:
         """The contraction both the query and the key axes come from (`Q @ K.T`)."""
         if query is not None and key is not None and query.node is key.node \
                 and query.node is not None:
@@ -116,7 +116,7 @@ class Patterns:
             return product.contraction
         return None
 
-    def _roles(self, contraction: _Contraction, w: int, query: Axis | None, key: Axis | None
+    def _roles(self, contraction: Contraction, w: int, query: Axis | None, key: Axis | None
                ) -> dict[int, str]:
         """The role of each axis of the weights (and of the softmax's argument: the same
         axes), by identity: kept is the query, summed the key, shared the batch axes."""
@@ -130,7 +130,7 @@ class Patterns:
             roles[id(weights[position])] = f"batch:{number}"
         return roles
 
-    def _output_roles(self, contraction: _Contraction, w: int, roles: dict[int, str]
+    def _output_roles(self, contraction: Contraction, w: int, roles: dict[int, str]
                       ) -> tuple[dict[int, str], dict[int, str]]:
         """The roles of V's axes and of the output's: summed is the key, kept the value,
         batch axes labelled as the weights' axes they line up with."""
@@ -154,7 +154,7 @@ class Patterns:
                     values.setdefault(id(v_axes[position]), role)
         return values, output
 
-    def _operand_roles(self, scores: _Contraction, operand: int, roles: dict[int, str]
+    def _operand_roles(self, scores: Contraction, operand: int, roles: dict[int, str]
                        ) -> dict[int, str]:
         """The roles of one factor of the scores: the axes it gives the scores take their
         role; the axes it is summed over are the feature axis."""
@@ -172,12 +172,12 @@ class Patterns:
     def _role(self, node: nodes.Expr, roles: dict[int, str], strip: bool = True) -> Role:
         if strip:
             node = self._strip(node)
-        axes = self.infos.get(id(node), _UNKNOWN).axes
+        axes = self.infos.get(id(node), UNKNOWN).axes
         if axes is None:
-            axes = self.infos.get(id(nodes.strip_parens(node)), _UNKNOWN).axes or ()
+            axes = self.infos.get(id(nodes.strip_parens(node)), UNKNOWN).axes or ()
         return Role(node, tuple(roles.get(id(a)) for a in axes))
 
-    def _operand_role(self, scores: _Contraction | None, axis: Axis | None,
+    def _operand_role(self, scores: Contraction | None, axis: Axis | None,
                       roles: dict[int, str], fallback: int) -> Role | None:
         if scores is None:
             return None
@@ -199,8 +199,8 @@ class Patterns:
                 node = info.args["x"]
                 continue
             if isinstance(node, nodes.BinOp) and node.op in "*/":
-                left = self.infos.get(id(node.left), _UNKNOWN).axes
-                right = self.infos.get(id(node.right), _UNKNOWN).axes
+                left = self.infos.get(id(node.left), UNKNOWN).axes
+                right = self.infos.get(id(node.right), UNKNOWN).axes
                 if right == () and left:
                     node = node.left
                     continue
@@ -209,8 +209,8 @@ class Patterns:
                     continue
             return node
 
-    def _wrong_axis(self, contraction: _Contraction, w: int, norm: _Norm,
-                    scores: _Contraction | None) -> None:
+    def _wrong_axis(self, contraction: Contraction, w: int, norm: Norm,
+                    scores: Contraction | None) -> None:
         key = ("SC402", id(contraction.node))
         if key in self._reported:
             return
@@ -227,11 +227,11 @@ class Patterns:
             normalised=self._describe(norm.axis, source, argument, scores),
             consequence=consequence,
             notes=[codes.note("softmax_here", norm.call.span,
-                              axis=_index(source, norm.axis), argument=argument)]
+                              axis=index_of(source, norm.axis), argument=argument)]
             + self._scores_note(scores),
             help=[codes.help_text("same_axis")]))
 
-    def _consequence(self, summed: Axis, normalised: Axis, scores: _Contraction | None,
+    def _consequence(self, summed: Axis, normalised: Axis, scores: Contraction | None,
                      values: str) -> str:
         """What the formula computes instead, in the notes' words. By convention the first
         factor of the scores gives the queries (`Q @ K.T`), the second the keys."""
@@ -252,8 +252,8 @@ class Patterns:
         return codes.detail("sum_not_normalised")
 
     def _describe(self, axis: Axis, layout: Sequence[Axis], tensor: str,
-                  scores: _Contraction | None) -> str:
-        index = _index(layout, axis)
+                  scores: Contraction | None) -> str:
+        index = index_of(layout, axis)
         size = to_text(axis.size)
         if index is None:
             return codes.detail("an_axis", size=size)
@@ -263,12 +263,12 @@ class Patterns:
                                 origin=self._text(self._strip(scores.operands[operand])))
         return codes.detail("axis_of", index=index, tensor=tensor, size=size)
 
-    def _scores_note(self, scores: _Contraction | None) -> list[Note]:
+    def _scores_note(self, scores: Contraction | None) -> list[Note]:
         if scores is None:
             return []
         return [codes.note("scores_here", scores.node.span, scores=self._text(scores.node))]
 
-    def _changed(self, contraction: _Contraction, norm: _Norm, change: nodes.Expr) -> None:
+    def _changed(self, contraction: Contraction, norm: Norm, change: nodes.Expr) -> None:
         key = ("SC406", id(change))
         if key in self._reported:
             return
@@ -282,7 +282,7 @@ class Patterns:
             help=[codes.help_text("mask_before_softmax")]))
 
     def _check_alignment(self, node: nodes.Expr, operand_nodes: list[nodes.Expr],
-                         operands: list[_Info], lined_up: list[tuple[int, Axis]],
+                         operands: list[Info], lined_up: list[tuple[int, Axis]],
                          layouts: list[Any]) -> None:
         """SC409: a reduction's remaining axis lined up with a different axis of the
         tensor it was reduced from (`E / sum(E, axis=-1)` without keepdims)."""

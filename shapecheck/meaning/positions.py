@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from ..messages import codes
 from ..syntax import nodes
-from .facts import _Contraction, _Info, _base
+from .facts import Contraction, Info, base_of
 
 
 class PositionChecks:
     """SC413: rotary transforms, and V rotated."""
 
-    def _follow_positions(self, node: nodes.BinOp, operands: list[_Info], info: _Info) -> None:
+    def _follow_positions(self, node: nodes.BinOp, operands: list[Info], info: Info) -> None:
         """A rotary transform: `x * cos + rotate_half(x) * sin` (or the halves of x, or
         its even and odd features, each times a table, added or subtracted). Its result,
         and what is built from it, is a value whose features depend on positions."""
@@ -20,7 +20,7 @@ class PositionChecks:
         if node.op == "*":
             for a, b in ((left, right), (right, left)):
                 if a.table and not b.table and b.positional is None:
-                    info.term_of = _base(b)
+                    info.term_of = base_of(b)
             if left.table and right.table:
                 info.table = True
         elif node.op in ("+", "-"):
@@ -29,7 +29,7 @@ class PositionChecks:
             elif left.positional is not None or right.positional is not None:
                 info.positional = left.positional or right.positional
 
-    def _rotated_values(self, contraction: _Contraction, v: int) -> None:
+    def _rotated_values(self, contraction: Contraction, v: int) -> None:
         """SC413: V went through a rotary transform (alone or besides Q and K)."""
         rotary = contraction.infos[v].positional
         report = ("SC413", id(contraction.node))

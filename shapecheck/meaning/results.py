@@ -11,7 +11,7 @@ from typing import NamedTuple
 from ..syntax import nodes
 from ..messages.diagnostics import Diagnostic
 from ..symbolic import Dim, DimSystem
-from .facts import Axis, _Info
+from .facts import Axis, Info
 
 
 class Role(NamedTuple):
@@ -181,7 +181,7 @@ class Meaning:
     __slots__ = ("patterns", "diagnostics", "_infos")
 
     def __init__(self, patterns: list[Attention], diagnostics: list[Diagnostic],
-                 infos: dict[int, _Info]) -> None:
+                 infos: dict[int, Info]) -> None:
         self.patterns = patterns
         self.diagnostics = diagnostics
         self._infos = infos

@@ -11,15 +11,15 @@ from fractions import Fraction
 from ..messages import codes
 from .. import symbolic
 from ..symbolic import Dim, Verdict, to_text
-from .facts import Axis, _Contraction, _Factor, _Info, _Product, _add_power, _index
+from .facts import Axis, Contraction, Factor, Info, Product, add_power, index_of
 from .results import Scale, ScaleFactor
 
 
 class ScaleChecks:
     """SC404, SC405: the scale of the scores."""
 
-    def _scale(self, product: _Product, source: _Info, key: Axis | None,
-               output: _Contraction) -> Scale:
+    def _scale(self, product: Product, source: Info, key: Axis | None,
+               output: Contraction) -> Scale:
         factors = product.inner_scale + source.scale
         scores = product.contraction
         public = tuple(ScaleFactor(f.node, f.divides, f.operand) for f in factors)
@@ -33,7 +33,7 @@ class ScaleChecks:
             elif coefficient is not None and scalar.coef != 0:
                 coefficient *= scalar.coef ** sign
             for base, exponent in scalar.powers:
-                _add_power(powers, base, exponent * sign)
+                add_power(powers, base, exponent * sign)
         expected = product.size
         if not factors:
             verdict, radicand = "none", None
@@ -54,8 +54,8 @@ class ScaleChecks:
             self._unscaled(product)
         return scale
 
-    def _evident(self, radicand: Dim, expected: Dim, product: _Product,
-                 output: _Contraction) -> bool:
+    def _evident(self, radicand: Dim, expected: Dim, product: Product,
+                 output: Contraction) -> bool:
         """Whether a scale by 1/sqrt(X), X not the contracted size, is evidently wrong:
         X is the size of another axis of the same formula (an axis of Q, K, the scores, V,
         the output, or of a declared input: sequence lengths, heads, the model width), a
@@ -79,7 +79,7 @@ class ScaleChecks:
         return any(system.equal(radicand, size) for size in sizes)
 
     def _one_side(self, powers: list[tuple[Dim, Fraction]], expected: Dim | None,
-                  factors: Sequence[_Factor]) -> bool:
+                  factors: Sequence[Factor]) -> bool:
         """`(Q * d ** -0.25) @ K.T`: half of the symmetric scale, on one factor only."""
         if expected is None or not factors or any(f.operand is None for f in factors):
             return False
@@ -88,7 +88,7 @@ class ScaleChecks:
             return False
         return self.system.equal(ratio[0], expected)
 
-    def _learned(self, scores: _Contraction, axis: Axis | None) -> bool:
+    def _learned(self, scores: Contraction, axis: Axis | None) -> bool:
         """The scores' axis comes straight from a parameter's axis: `X @ W_g` is a learned
         projection (a gate over experts, a classifier), not queries against keys."""
         if axis is None or axis.node is not scores.node or not axis.sources:
@@ -129,7 +129,7 @@ class ScaleChecks:
             return "inferred", radicand
         return "wrong", radicand
 
-    def _wrong_scale(self, product: _Product, factors: Sequence[_Factor], located: _Factor,
+    def _wrong_scale(self, product: Product, factors: Sequence[Factor], located: Factor,
                      scale: Scale) -> None:
         scores = product.contraction
         key = ("SC404", id(scores.node))
@@ -170,9 +170,9 @@ class ScaleChecks:
         relation = codes.RELATIONS["differs_from" if verdict is Verdict.DIFFERENT else "unproved_to"]
         return codes.detail("scale_differs", x=x, relation=relation, size=size)
 
-    def _contracted_where(self, scores: _Contraction) -> str:
+    def _contracted_where(self, scores: Contraction) -> str:
         operand = self._strip(scores.operands[0])
-        positions = [_index(self.infos[id(operand)].axes or (), scores.infos[0].axes[p])
+        positions = [index_of(self.infos[id(operand)].axes or (), scores.infos[0].axes[p])
                      for p in scores.summed[0] if scores.infos[0].axes]
         value = self.types.get(id(operand))
         if value is None or not positions or positions[0] is None:
@@ -180,7 +180,7 @@ class ScaleChecks:
         return codes.detail("contracted_axis", index=positions[0] - len(value.shape or ()),
                             operand=self._text(operand), shape=value.text())
 
-    def _unscaled(self, product: _Product) -> None:
+    def _unscaled(self, product: Product) -> None:
         key = ("SC405", id(product.contraction.node))
         size = product.size
         if key in self._reported or size is None:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from ..messages import codes
 from ..syntax import nodes
 from ..symbolic import Dim, to_text
-from .facts import Axis, _MAX_VIEW_AXES, _monomial_text
+from .facts import Axis, MAX_VIEW_AXES, monomial_text
 
 
 class ViewChecks:
@@ -27,9 +27,9 @@ class ViewChecks:
                     self._report_mixing(node, x_node, size)
                     return
         sizes = [axis.size for axis in source]
-        if len(sizes) > _MAX_VIEW_AXES or len(target) > _MAX_VIEW_AXES:
+        if len(sizes) > MAX_VIEW_AXES or len(target) > MAX_VIEW_AXES:
             return
-        if not all(_monomial_text(to_text(size)) for size in (*sizes, *target)):
+        if not all(monomial_text(to_text(size)) for size in (*sizes, *target)):
             return  # sums, differences, quotients: no opinion on their factors
         failed = self._view_failure(sizes, list(target))
         if failed is None:
