@@ -228,3 +228,98 @@ def test_the_console_script_is_the_cli() -> None:
                  if entry.name == "shapecheck"]
     assert script.value == "shapecheck.cli:main"
     assert callable(script.load())
+
+
+# `_` means "this module alone uses it" (issue 27): no module imports another module's
+# `_private` name, neither by name (`from .facts import _Info`) nor through the module
+# (`from . import facts` then `facts._x`). What a package's modules share is public inside
+# it and listed in its `__init__`. Dunder names (`__version__`) are not private.
+
+def _private_name(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _private_modules() -> dict[str, bool]:
+    """Every module of the package by dotted name -> whether it is a package's __init__."""
+    root = Path(__file__).resolve().parent.parent / "shapecheck"
+    found: dict[str, bool] = {}
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        found[".".join(parts[:-1] if is_package else parts)] = is_package
+    return found
+
+
+def _private_source(module: str, is_package: bool, node: object) -> str:
+    """The absolute module an ImportFrom in ``module`` names."""
+    import ast
+
+    assert isinstance(node, ast.ImportFrom)
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[:len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _private_uses(module: str, is_package: bool, text: str,
+                  known: dict[str, bool]) -> list[str]:
+    """Each private name of another shapecheck module that ``module``'s text uses."""
+    import ast
+
+    tree = ast.parse(text)
+    found: list[str] = []
+    bound: dict[str, str] = {}  # a local name -> the shapecheck module it names
+    for node in ast.walk(tree):  # imports inside functions count too
+        if isinstance(node, ast.ImportFrom):
+            source = _private_source(module, is_package, node)
+            if source != "shapecheck" and not source.startswith("shapecheck."):
+                continue
+            for alias in node.names:
+                if f"{source}.{alias.name}" in known:  # a module, not a name
+                    bound[alias.asname or alias.name] = f"{source}.{alias.name}"
+                elif _private_name(alias.name) and source != module:
+                    found.append(f"{module}:{node.lineno} from {source} import {alias.name}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "shapecheck":  # `import a.b` binds `a`
+                    bound[alias.asname or "shapecheck"] = (alias.name if alias.asname
+                                                           else "shapecheck")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private_name(node.attr):
+            chain, value = [], node.value
+            while isinstance(value, ast.Attribute):
+                chain.append(value.attr)
+                value = value.value
+            if isinstance(value, ast.Name) and value.id in bound:
+                target = ".".join([bound[value.id], *reversed(chain)])
+                if target in known and target != module:
+                    found.append(f"{module}:{node.lineno} {target}.{node.attr}")
+    return found
+
+
+def test_no_module_imports_another_modules_private_name() -> None:
+    root = Path(__file__).resolve().parent.parent
+    known = _private_modules()
+    found = []
+    for module, is_package in sorted(known.items()):
+        path = root.joinpath(*module.split("."), *(["__init__"] if is_package else []))
+        text = path.with_suffix(".py").read_text(encoding="utf-8")
+        found += _private_uses(module, is_package, text, known)
+    assert not found, ("a `_name` is its own module's: make what modules share public and "
+                       "list it in the package's __init__\n" + "\n".join(found))
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("from .facts import Axis, _Info", ["shapecheck.meaning.follow:1 from "
+                                        "shapecheck.meaning.facts import _Info"]),
+    ("from . import facts\ndef f():\n    return facts._x",
+     ["shapecheck.meaning.follow:3 shapecheck.meaning.facts._x"]),
+    ("def f():\n    from ..symbolic import budget as b\n    return b._expand(1)",
+     ["shapecheck.meaning.follow:3 shapecheck.symbolic.budget._expand"]),
+    ("import shapecheck.meaning.facts\nshapecheck.meaning.facts._Info",
+     ["shapecheck.meaning.follow:2 shapecheck.meaning.facts._Info"]),
+    ("from .facts import Info, __doc__\nfrom . import facts\nfacts.Info\nself._own", []),
+])
+def test_the_private_scan_sees_a_private_name_cross(text: str, expected: list[str]) -> None:
+    assert _private_uses("shapecheck.meaning.follow", False, text, _private_modules()) == expected

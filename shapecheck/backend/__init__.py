@@ -13,6 +13,8 @@ from __future__ import annotations
 from .compiled import CompiledSpec, RunResult, compile_spec, load
 from .arrays import ArrayFile, open_npy, open_npz
 from .errors import CheckerBug, InputError, MemoryLimitError, OptionError, RunError, SpecError
+# Shared by the package's modules (the NumPy and torch backends walk a program alike).
+from .numpy_backend import definitions_of
 
 __all__ = [
     "ArrayFile",
@@ -25,6 +27,7 @@ __all__ = [
     "RunResult",
     "SpecError",
     "compile_spec",
+    "definitions_of",
     "load",
     "open_npy",
     "open_npz",

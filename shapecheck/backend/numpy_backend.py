@@ -182,7 +182,7 @@ class _Usage:
         return tuple(n for n in names if self.last_use[n] == index and n not in kept)
 
 
-def _definitions(program: Program) -> Iterator[tuple[nodes.Ident, nodes.Expr, int]]:
+def definitions_of(program: Program) -> Iterator[tuple[nodes.Ident, nodes.Expr, int]]:
     for stmt in program.statements:
         if isinstance(stmt, nodes.Define) or (isinstance(stmt, nodes.Output) and stmt.value is not None):
             assert stmt.value is not None
@@ -201,7 +201,7 @@ class _PlanBuilder:
         if fuse:
             self._choose_fused()
         skipped = set().union(*(f.fusable.skipped for f in self.fused.values()))
-        self.definitions = [d for d in _definitions(program) if d[0].name not in skipped]
+        self.definitions = [d for d in definitions_of(program) if d[0].name not in skipped]
         self.usage = self._usage()
         self.owners: set[str] = set()  # defined tensors whose buffer no other name shares
         self.contiguous: dict[str, bool] = {}  # defined tensor -> surely C-contiguous

@@ -31,7 +31,7 @@ from ..check.value_rules import axes_of
 from . import pattern
 from ..messages.diagnostics import line_starts, span_text
 from .errors import CheckerBug, InputError, bindings_text, message
-from .numpy_backend import Frame, _definitions, evaluate_shape
+from .numpy_backend import Frame, definitions_of, evaluate_shape
 
 Thunk = Callable[["Frame"], Any]
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
@@ -195,7 +195,7 @@ class _PlanBuilder:
     def build(self) -> Plan:
         skipped = self.skipped
         fused = {key: sdpa.fusable for key, sdpa in self.fused.items()}
-        definitions = [d for d in _definitions(self.program) if d[0].name not in skipped]
+        definitions = [d for d in definitions_of(self.program) if d[0].name not in skipped]
         last_use: dict[str, int] = {}
         for index, (ident, expr, _) in enumerate(definitions):
             for name in pattern.names_read(expr, fused):

@@ -890,7 +890,7 @@ def load_function(target: str) -> Callable[..., Any]:
     module_name, separator, attribute = target.rpartition(":")
     if not separator or not module_name or not attribute:
         raise UsageError(message("target_syntax", target=target))
-    value: Any = _import(module_name)
+    value: Any = import_module_or_file(module_name)
     owner = module_name
     for part in attribute.split("."):
         if not hasattr(value, part):
@@ -904,7 +904,7 @@ def load_function(target: str) -> Callable[..., Any]:
     return value
 
 
-def _import(name: str) -> Any:
+def import_module_or_file(name: str) -> Any:
     if name.endswith(".py") or os.sep in name or "/" in name:
         return _import_file(Path(name))
     if "" not in sys.path and os.getcwd() not in sys.path:

@@ -6,7 +6,8 @@ text. The package is split by job; every name is re-exported here, so
 
 - :mod:`.dims`: the ``Dim`` type, construction (``symbol``, ``product``), printing
   in the spec's notation (``to_text``, ``pretty``);
-- :mod:`.budget`: the deterministic work budget (``MAX_*``, ``TooComplex``);
+- :mod:`.budget`: the deterministic work budget (``MAX_*``, ``TooComplex``) and SymPy's
+  ``expand``, ``cancel``, ``numer_denom`` within it;
 - :mod:`.proofs`: :class:`DimSystem`, what the spec declares and the questions the
   checker asks of it (equal, positive, divides), and the report's retraced proofs;
 - :mod:`.groebner`: the Gröbner reduction behind proofs over nonlinear constraints;
@@ -19,18 +20,21 @@ text. The package is split by job; every name is re-exported here, so
 from __future__ import annotations
 
 from .budget import (
-    MAX_BASIS, MAX_BITS, MAX_DEGREE, MAX_EXPONENT, MAX_STEPS, MAX_TERMS, MAX_WORK, TooComplex,
+    MAX_BASIS, MAX_BITS, MAX_DEGREE, MAX_EXPONENT, MAX_STEPS, MAX_TERMS, MAX_WORK, Size,
+    TooComplex, actual_bits, affordable, bits_of, cancel, estimate, expand, has_denominator,
+    numer_denom, too_complex,
 )
 from .builder import DimBuilder, Resolve
 from .counterexamples import (
     DISTINCT_SIZES, REFUTATION_POINTS, SQUARE_SIZE, Claim, Counterexample, Decision, Env, Needed,
-    draw_bindings,
+    Refutation, draw_bindings,
 )
 from .dims import (
-    ONE, Dim, Verdict, as_int, exact_quotient, floor_quotient, free_names, integer, is_literal_one,
-    is_name, pretty, product, radicand, shape_text, spaced, symbol, to_text, total,
+    ONE, Dim, Verdict, as_int, built_of_positives, exact_quotient, floor_quotient, free_names,
+    integer, is_literal_one, is_name, monomial_quotient, pretty, product, radicand, shape_text,
+    spaced, symbol, to_text, total,
 )
-from .groebner import _Steps  # noqa: F401  (the budget tests count its steps)
+from .groebner import Basis, Steps, checked_poly, groebner_basis
 from .proofs import (
     ConstraintOutcome, ConstraintUse, DimChanges, DimInfo, DimSystem, Proof, explain_divides,
     explain_equal, growth, solve_for,
@@ -39,10 +43,13 @@ from .unify import Unifier
 
 __all__ = [
     "DISTINCT_SIZES", "MAX_BASIS", "MAX_BITS", "MAX_DEGREE", "MAX_EXPONENT", "MAX_STEPS",
-    "MAX_TERMS", "MAX_WORK", "ONE", "REFUTATION_POINTS", "SQUARE_SIZE", "Claim",
+    "MAX_TERMS", "MAX_WORK", "ONE", "REFUTATION_POINTS", "SQUARE_SIZE", "Basis", "Claim",
     "ConstraintOutcome", "ConstraintUse", "Counterexample", "Decision", "Dim", "DimBuilder",
-    "DimChanges", "DimInfo", "DimSystem", "Env", "Needed", "Proof", "Resolve", "TooComplex", "Unifier",
-    "Verdict", "as_int", "draw_bindings", "exact_quotient", "explain_divides", "explain_equal",
-    "floor_quotient", "free_names", "growth", "integer", "is_literal_one", "is_name", "pretty",
-    "product", "radicand", "shape_text", "solve_for", "spaced", "symbol", "to_text", "total",
+    "DimChanges", "DimInfo", "DimSystem", "Env", "Needed", "Proof", "Refutation", "Resolve",
+    "Size", "Steps", "TooComplex", "Unifier", "Verdict", "actual_bits", "affordable", "as_int",
+    "bits_of", "built_of_positives", "cancel", "checked_poly", "draw_bindings", "estimate",
+    "exact_quotient", "expand", "explain_divides", "explain_equal", "floor_quotient",
+    "free_names", "groebner_basis", "growth", "has_denominator", "integer", "is_literal_one",
+    "is_name", "monomial_quotient", "numer_denom", "pretty", "product", "radicand",
+    "shape_text", "solve_for", "spaced", "symbol", "to_text", "too_complex", "total",
 ]

@@ -2,7 +2,7 @@
 
 All algebra runs under a deterministic budget, never a clock, so a verdict is the
 same on every machine and inside an editor: every expansion is measured *before*
-it is made (:func:`_estimate`: terms, degree, size of the integers), the Gröbner
+it is made (:func:`estimate`: terms, degree, size of the integers), the Gröbner
 reduction counts its steps (:mod:`.groebner`), and SymPy's unbounded machinery
 (``simplify``, ``solve``) is not used. A question that would pass the budget
 raises :class:`TooComplex`; the checker reports it as SC003 on the statement that
@@ -55,11 +55,11 @@ class TooComplex(Exception):
         self.detail = detail
 
 
-def _too_complex(key: str, limit: int) -> TooComplex:
+def too_complex(key: str, limit: int) -> TooComplex:
     return TooComplex(codes.detail(key, limit=f"{limit:,}"))
 
 
-class _Size(NamedTuple):
+class Size(NamedTuple):
     """Upper bounds for an expression once expanded."""
 
     terms: int
@@ -67,11 +67,11 @@ class _Size(NamedTuple):
     bits: int  # log2 of the sum of the absolute values of the coefficients
 
 
-def _bits(value: int) -> int:
+def bits_of(value: int) -> int:
     return abs(value).bit_length()
 
 
-def _estimate(expr: Dim, leaf: Callable[[Dim], _Size | None] | None = None) -> _Size:
+def estimate(expr: Dim, leaf: Callable[[Dim], Size | None] | None = None) -> Size:
     """Upper bounds of the size of ``sympy.expand(expr)``, computed without expanding.
 
     Raises TooComplex as soon as the result, or the work of an expansion it implies
@@ -79,21 +79,21 @@ def _estimate(expr: Dim, leaf: Callable[[Dim], _Size | None] | None = None) -> _
     floor's argument), passes the budget. ``leaf`` gives the size a symbol stands for
     (a derived dim: its definition's), by default one term of degree 1.
     """
-    memo: dict[Dim, _Size] = {}
+    memo: dict[Dim, Size] = {}
 
-    def size(e: Dim) -> _Size:
+    def size(e: Dim) -> Size:
         found = memo.get(e)
         if found is not None:
             return found
         if e.is_Integer:
-            result = _Size(1, 0, _bits(int(e)))
+            result = Size(1, 0, bits_of(int(e)))
         elif e.is_Rational:
-            result = _Size(1, 0, _bits(int(e.p)) + _bits(int(e.q)))
+            result = Size(1, 0, bits_of(int(e.p)) + bits_of(int(e.q)))
         elif e.is_Symbol:
-            result = (leaf(e) if leaf is not None else None) or _Size(1, 1, 0)
+            result = (leaf(e) if leaf is not None else None) or Size(1, 1, 0)
         elif e.is_Add:
             parts = [size(a) for a in e.args]
-            result = _Size(sum(p.terms for p in parts), max(p.degree for p in parts),
+            result = Size(sum(p.terms for p in parts), max(p.degree for p in parts),
                            max(p.bits for p in parts) + len(parts).bit_length())
         elif e.is_Mul:
             result = _product_size([size(a) for a in e.args], _univariate(e))
@@ -101,30 +101,30 @@ def _estimate(expr: Dim, leaf: Callable[[Dim], _Size | None] | None = None) -> _
             result = _power_size(size(e.base), int(e.exp), _univariate(e.base))
         else:  # floor(...), or anything else: one term; its arguments are expanded inside
             parts = [size(a) for a in e.args]
-            result = _Size(1, max((p.degree for p in parts), default=1),
+            result = Size(1, max((p.degree for p in parts), default=1),
                            max((p.bits for p in parts), default=0))
             if result.degree > MAX_FLOOR_DEGREE:  # SymPy evaluates a floor's argument's sign
-                raise _too_complex("too_complex_degree", MAX_FLOOR_DEGREE)
+                raise too_complex("too_complex_degree", MAX_FLOOR_DEGREE)
         memo[e] = _within_budget(result)
         return memo[e]
 
     return size(expr)
 
 
-def _within_budget(size: _Size) -> _Size:
+def _within_budget(size: Size) -> Size:
     if size.terms > MAX_TERMS:
-        raise _too_complex("too_complex_terms", MAX_TERMS)
+        raise too_complex("too_complex_terms", MAX_TERMS)
     if size.degree > MAX_DEGREE:
-        raise _too_complex("too_complex_degree", MAX_DEGREE)
+        raise too_complex("too_complex_degree", MAX_DEGREE)
     if size.bits > MAX_BITS:
-        raise _too_complex("too_complex_bits", MAX_BITS)
+        raise too_complex("too_complex_bits", MAX_BITS)
     return size
 
 
 def _work(products: int) -> None:
     """An expansion multiplies out ``products`` pairs of terms: refused past MAX_WORK."""
     if products > MAX_WORK:
-        raise _too_complex("too_complex_work", MAX_WORK)
+        raise too_complex("too_complex_work", MAX_WORK)
 
 
 def _univariate(expr: Dim) -> bool:
@@ -135,60 +135,60 @@ def _univariate(expr: Dim) -> bool:
     return len(generators) == 1
 
 
-def _product_size(parts: list[_Size], univariate: bool) -> _Size:
+def _product_size(parts: list[Size], univariate: bool) -> Size:
     terms, degree, bits = 1, 0, 0
     for part in parts:
         terms, degree, bits = terms * part.terms, degree + part.degree, bits + part.bits
-        _within_budget(_Size(1, degree, bits))
+        _within_budget(Size(1, degree, bits))
         _work(terms)
-    return _Size(min(terms, degree + 1) if univariate else terms, degree, bits)
+    return Size(min(terms, degree + 1) if univariate else terms, degree, bits)
 
 
-def _power_size(base: _Size, exponent: int, univariate: bool) -> _Size:
+def _power_size(base: Size, exponent: int, univariate: bool) -> Size:
     """The size of ``base ** exponent`` expanded (a negative power expands its base's
     positive power, in a denominator: one term)."""
     n = abs(exponent)
     degree, bits = n * base.degree, n * base.bits
-    _within_budget(_Size(1, degree, bits))  # before the binomial below
+    _within_budget(Size(1, degree, bits))  # before the binomial below
     # Multiplying out (t terms)**n makes C(n + t - 1, t - 1) products; a polynomial
     # in one generator keeps at most degree + 1 of them.
     products = 1 if base.terms == 1 else math.comb(n + base.terms - 1, base.terms - 1)
     _work(products)
     terms = min(products, degree + 1) if univariate else products
-    expanded = _within_budget(_Size(terms, degree, bits))
-    return expanded if exponent > 0 else _Size(1, degree, bits)
+    expanded = _within_budget(Size(terms, degree, bits))
+    return expanded if exponent > 0 else Size(1, degree, bits)
 
 
-def _actual_bits(expanded: Dim) -> int:
-    return max((_bits(int(a.p)) + _bits(int(a.q)) for a in sympy.preorder_traversal(expanded)
+def actual_bits(expanded: Dim) -> int:
+    return max((bits_of(int(a.p)) + bits_of(int(a.q)) for a in sympy.preorder_traversal(expanded)
                 if a.is_Rational), default=0)
 
 
-def _expand(expr: Dim, leaf: Callable[[Dim], _Size | None] | None = None) -> Dim:
+def expand(expr: Dim, leaf: Callable[[Dim], Size | None] | None = None) -> Dim:
     """``sympy.expand``, refused (TooComplex) before it would pass the budget."""
     if expr.is_Symbol or expr.is_Number:
         return expr
-    _estimate(expr, leaf)
+    estimate(expr, leaf)
     return sympy.expand(expr)
 
 
-def _cancel(expr: Dim) -> Dim:
+def cancel(expr: Dim) -> Dim:
     """``sympy.cancel`` (a polynomial gcd), on expressions within the budget only."""
-    _estimate(expr)
+    estimate(expr)
     return sympy.cancel(expr)
 
 
-def _numer_denom(expr: Dim) -> tuple[Dim, Dim]:
+def numer_denom(expr: Dim) -> tuple[Dim, Dim]:
     """Numerator and denominator over a common denominator, within the budget."""
-    if not _has_denominator(expr):
+    if not has_denominator(expr):
         return expr, sympy.Integer(1)
-    _estimate(expr)
+    estimate(expr)
     together = sympy.together(expr)
-    _estimate(together)
+    estimate(together)
     return sympy.fraction(together)
 
 
-def _has_denominator(expr: Dim) -> bool:
+def has_denominator(expr: Dim) -> bool:
     return any((p.is_Pow and p.exp.is_negative) or (p.is_Rational and not p.is_Integer)
                for p in sympy.preorder_traversal(expr))
 
@@ -206,6 +206,6 @@ def affordable(dim: Dim) -> bool:
     for part in sympy.preorder_traversal(dim):
         if part.is_Pow and part.exp.is_Integer and abs(int(part.exp)) > ASSUMPTION_DEGREE:
             return False
-        if part.is_Rational and _bits(int(part.p)) + _bits(int(part.q)) > ASSUMPTION_BITS:
+        if part.is_Rational and bits_of(int(part.p)) + bits_of(int(part.q)) > ASSUMPTION_BITS:
             return False
     return True

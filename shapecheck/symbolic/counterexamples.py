@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 import sympy
 
 from ..messages.diagnostics import Span
-from .budget import MAX_EXPONENT, TooComplex, _expand
-from .dims import ONE, Dim, Verdict, _built_of_positives, free_names, is_name, spaced, symbol, to_text
+from .budget import MAX_EXPONENT, TooComplex, expand
+from .dims import ONE, Dim, Verdict, built_of_positives, free_names, is_name, spaced, symbol, to_text
 
 if TYPE_CHECKING:
     from .proofs import DimSystem
@@ -228,7 +228,7 @@ def _number_text(value: Fraction | int) -> str:
 def _lone_dim_offset(dim: Dim) -> tuple[Dim, int] | None:
     """``N - 1`` -> (N, -1): one dim with coefficient 1 plus an integer."""
     rest, terms = sympy.Integer(0), []
-    for term in sympy.Add.make_args(_expand(dim)):
+    for term in sympy.Add.make_args(expand(dim)):
         if term.is_Integer:
             rest += term
         else:
@@ -310,7 +310,7 @@ class Refutation:
         equations += [(self.canonical(u), _is_non_zero) for u in self._unequal]
         for sym, replacement in (*self._eliminated.items(), *self._derived.items()):
             size = self.canonical(replacement) - self._lower.get(sym, 1) + 1
-            if sym not in self._values and not _built_of_positives(size):
+            if sym not in self._values and not built_of_positives(size):
                 equations.append((size, _is_size))
         # A relation about a dim of the claim brings in its other dims: a walk over the
         # dims, each equation taken once (linear in the equations, not quadratic).
@@ -404,7 +404,7 @@ class Refutation:
             return Needed((), spaced(to_text(left)), ">=", "1", (left, ">=", ONE))
         # `left <= right` with the terms on the side where they are positive: `0 <= h - N`
         # reads `N <= h`, and `2 <= N` reads `N >= 2`.
-        terms = sympy.Add.make_args(_expand(right - left))
+        terms = sympy.Add.make_args(expand(right - left))
         larger = sympy.Add(*[t for t in terms if not t.could_extract_minus_sign()])
         smaller = sympy.Add(*[-t for t in terms if t.could_extract_minus_sign()])
         if larger == 0:

@@ -16,7 +16,7 @@ from typing import Any, TypeAlias
 import sympy
 from sympy.printing.str import StrPrinter
 
-from .budget import TooComplex, _cancel, _expand, _numer_denom
+from .budget import TooComplex, cancel, expand, numer_denom
 
 
 Dim: TypeAlias = sympy.Expr
@@ -52,8 +52,8 @@ def total(dims: Iterable[Dim]) -> Dim:
 
 
 def exact_quotient(numerator: Dim, denominator: Dim) -> Dim:
-    quotient = _monomial_quotient(numerator, denominator)
-    return quotient if quotient is not None else _cancel(numerator / denominator)
+    quotient = monomial_quotient(numerator, denominator)
+    return quotient if quotient is not None else cancel(numerator / denominator)
 
 
 def _powers(dim: Dim) -> tuple[int, dict[Dim, int]] | None:
@@ -72,7 +72,7 @@ def _powers(dim: Dim) -> tuple[int, dict[Dim, int]] | None:
     return coefficient, powers
 
 
-def _monomial_quotient(numerator: Dim, denominator: Dim) -> Dim | None:
+def monomial_quotient(numerator: Dim, denominator: Dim) -> Dim | None:
     """Exact division of monomials by exponent arithmetic on Python ints.
 
     The common case (``H*d / H``) without SymPy's general machinery, whose
@@ -107,7 +107,7 @@ def free_names(dim: Dim) -> set[str]:
     return {s.name for s in dim.free_symbols}
 
 
-def _built_of_positives(dim: Dim) -> bool:
+def built_of_positives(dim: Dim) -> bool:
     """Dims (positive by declaration, bound or not), positive integers, `+`, `*` and
     positive integer powers only: a positive integer whatever the sizes."""
     if dim.is_Integer:
@@ -115,9 +115,9 @@ def _built_of_positives(dim: Dim) -> bool:
     if dim.is_Symbol:
         return True
     if dim.is_Add or dim.is_Mul:
-        return all(_built_of_positives(arg) for arg in dim.args)
+        return all(built_of_positives(arg) for arg in dim.args)
     if dim.is_Pow:
-        return bool(dim.exp.is_Integer and dim.exp > 0) and _built_of_positives(dim.base)
+        return bool(dim.exp.is_Integer and dim.exp > 0) and built_of_positives(dim.base)
     return False
 
 
@@ -180,7 +180,7 @@ class _SpecPrinter(StrPrinter):
 
     def _print_floor(self, expr: Any) -> str:
         try:
-            numerator, denominator = _numer_denom(expr.args[0])
+            numerator, denominator = numer_denom(expr.args[0])
         except TooComplex:  # printing never fails: as written, then
             numerator, denominator = sympy.fraction(expr.args[0])
         return f"{self.parenthesize(numerator, 50)}//{self.parenthesize(denominator, 50)}"
@@ -220,7 +220,7 @@ def pretty(dim: Dim) -> str:
     """An expanded dim expression, printed with ``·`` and superscript powers (as it
     stands when expanding it would pass the budget)."""
     try:
-        expanded = _expand(dim)
+        expanded = expand(dim)
     except TooComplex:
         expanded = dim
     return _PRETTY.doprint(expanded).replace("*", "·")

@@ -19,34 +19,34 @@ from sympy.polys.monomials import monomial_div, monomial_lcm
 from sympy.polys.orderings import lex
 from sympy.polys.rings import PolyElement, ring
 
-from .budget import MAX_BASIS, MAX_BITS, MAX_STEPS, MAX_TERMS, _bits, _too_complex
+from .budget import MAX_BASIS, MAX_BITS, MAX_STEPS, MAX_TERMS, bits_of, too_complex
 from .dims import Dim
 
 
-class _Steps:
+class Steps:
     def __init__(self, limit: int = MAX_STEPS) -> None:
         self.left = limit
 
     def take(self) -> None:
         self.left -= 1
         if self.left < 0:
-            raise _too_complex("too_complex_steps", MAX_STEPS)
+            raise too_complex("too_complex_steps", MAX_STEPS)
 
 
 def _coefficient_bits(poly: PolyElement) -> int:
-    return max((_bits(int(c.numerator)) + _bits(int(c.denominator)) for c in poly.values()),
+    return max((bits_of(int(c.numerator)) + bits_of(int(c.denominator)) for c in poly.values()),
                default=0)
 
 
-def _checked_poly(poly: PolyElement) -> PolyElement:
+def checked_poly(poly: PolyElement) -> PolyElement:
     if len(poly) > MAX_TERMS:
-        raise _too_complex("too_complex_terms", MAX_TERMS)
+        raise too_complex("too_complex_terms", MAX_TERMS)
     if _coefficient_bits(poly) > MAX_BITS:
-        raise _too_complex("too_complex_bits", MAX_BITS)
+        raise too_complex("too_complex_bits", MAX_BITS)
     return poly
 
 
-def _reduce(poly: PolyElement, basis: Sequence[PolyElement], steps: _Steps) -> PolyElement:
+def _reduce(poly: PolyElement, basis: Sequence[PolyElement], steps: Steps) -> PolyElement:
     """The remainder of ``poly`` divided by ``basis`` (monic polynomials)."""
     remainder = poly.ring.zero
     poly = poly.copy()
@@ -62,20 +62,20 @@ def _reduce(poly: PolyElement, basis: Sequence[PolyElement], steps: _Steps) -> P
             remainder[monom] = coefficient
             del poly[monom]
         if len(poly) > MAX_TERMS:
-            raise _too_complex("too_complex_terms", MAX_TERMS)
-    return _checked_poly(remainder)
+            raise too_complex("too_complex_terms", MAX_TERMS)
+    return checked_poly(remainder)
 
 
-def _groebner(polys: Sequence[PolyElement], steps: _Steps) -> list[PolyElement]:
+def groebner_basis(polys: Sequence[PolyElement], steps: Steps) -> list[PolyElement]:
     """A Gröbner basis (monic) of ``polys``, or TooComplex past the budget."""
     basis: list[PolyElement] = []
     pairs: list[tuple[Any, int, int]] = []  # a heap: smallest lcm first (normal strategy)
     order = polys[0].ring.order if polys else lex
 
     def add(poly: PolyElement) -> None:
-        basis.append(_checked_poly(poly.monic()))
+        basis.append(checked_poly(poly.monic()))
         if len(basis) > MAX_BASIS:
-            raise _too_complex("too_complex_steps", MAX_STEPS)
+            raise too_complex("too_complex_steps", MAX_STEPS)
         new = len(basis) - 1
         for i in range(new):
             first, second = basis[i].LM, basis[new].LM
@@ -93,14 +93,14 @@ def _groebner(polys: Sequence[PolyElement], steps: _Steps) -> list[PolyElement]:
         steps.take()
         spoly = first.mul_monom(monomial_div(lcm, first.LM)) \
             - second.mul_monom(monomial_div(lcm, second.LM))
-        reduced = _reduce(_checked_poly(spoly), basis, steps)
+        reduced = _reduce(checked_poly(spoly), basis, steps)
         if reduced:
             add(reduced)
     return basis
 
 
 @dataclass(frozen=True)
-class _Basis:
+class Basis:
     """A Gröbner basis of the relations, over their dims (lex, sorted by name)."""
 
     gens: tuple[Dim, ...]
@@ -119,4 +119,4 @@ class _Basis:
         except (ValueError, sympy.polys.polyerrors.BasePolynomialError):
             return None
         basis = [p.set_ring(poly_ring) for p in self.polys]
-        return _reduce(_checked_poly(poly), basis, _Steps()).as_expr()
+        return _reduce(checked_poly(poly), basis, Steps()).as_expr()

@@ -24,15 +24,15 @@ from sympy.polys.rings import ring
 from ..messages import codes
 from ..messages.diagnostics import Span
 from .budget import (
-    MAX_BITS, TooComplex, _actual_bits, _cancel, _estimate, _expand, _has_denominator, _numer_denom,
-    _Size, _too_complex, affordable,
+    MAX_BITS, Size, TooComplex, actual_bits, affordable, cancel, estimate, expand, has_denominator,
+    numer_denom, too_complex,
 )
 from .counterexamples import Claim, Decision, Refutation
 from .dims import (
-    Dim, Verdict, _built_of_positives, _monomial_quotient, as_int, exact_quotient, free_names,
+    Dim, Verdict, as_int, built_of_positives, exact_quotient, free_names, monomial_quotient,
     spaced, symbol, to_text,
 )
-from .groebner import _Basis, _checked_poly, _groebner, _Steps
+from .groebner import Basis, Steps, checked_poly, groebner_basis
 
 
 @dataclass
@@ -86,7 +86,7 @@ class DimSystem(Refutation):
     # mentions gets a rule (``_users``: dim -> resolved dims that mention it).
     _resolved: dict[Dim, Dim] = field(default_factory=dict)
     _resolved_unvalued: dict[Dim, Dim] = field(default_factory=dict)  # values not substituted
-    _resolved_sizes: dict[Dim, _Size] = field(default_factory=dict)
+    _resolved_sizes: dict[Dim, Size] = field(default_factory=dict)
     _users: dict[Dim, set[Dim]] = field(default_factory=dict)
     _canon_cache: dict[Dim, Dim | TooComplex] = field(default_factory=dict)
     # `!=` constraints, each as an expression that is never 0 (used by refutation).
@@ -99,7 +99,7 @@ class DimSystem(Refutation):
     # a statement's check across a dim edit that removes a relation only if it used none.
     _relying: set[tuple[str, Dim, Dim | None]] = field(default_factory=set)
     relation_uses: int = 0
-    _basis: _Basis | TooComplex | None = None
+    _basis: Basis | TooComplex | None = None
     # Derived dims bound on the command line, checked against their definition.
     _derived_bindings: list[tuple[Dim, int]] = field(default_factory=list)
     _unbound_view: DimSystem | None = None
@@ -194,7 +194,7 @@ class DimSystem(Refutation):
             self._eliminate(lhs, rhs, len(self.constraints) - 1)
             return ConstraintOutcome("ok")
         # Clear denominators: `d == D_model / H` is the equation `H*d - D_model = 0`.
-        difference = _expand(_numer_denom(lhs - rhs)[0])
+        difference = expand(numer_denom(lhs - rhs)[0])
         if difference == 0:
             return self._satisfied(left, right)
         if difference.is_number:
@@ -242,7 +242,7 @@ class DimSystem(Refutation):
         conflicts = []
         for sym, value in self._derived_bindings:
             definition = self.canonical(self._derived[sym])
-            difference = _expand(definition - value)
+            difference = expand(definition - value)
             if difference == 0:
                 continue
             if difference.is_number or self._no_positive_solution(difference) is not None:
@@ -270,9 +270,9 @@ class DimSystem(Refutation):
             self._values[sym] = int(replacement)
         else:
             self._eliminated[sym] = replacement
-            if not _built_of_positives(replacement):
+            if not built_of_positives(replacement):
                 # `d == N // 2` also says that N // 2 is at least 1 (d is a dim).
-                self._facts.append(_expand(replacement - 1))
+                self._facts.append(expand(replacement - 1))
         self._forget(sym)
         if index is not None:
             self._eliminated_by[sym] = index
@@ -302,7 +302,7 @@ class DimSystem(Refutation):
             except TooComplex as error:
                 cached = error
             except PrecisionExhausted:  # SymPy could not evaluate a huge number: past the budget
-                cached = _too_complex("too_complex_bits", MAX_BITS)
+                cached = too_complex("too_complex_bits", MAX_BITS)
             self._answers[key] = cached
             if self.relation_uses != uses:
                 self._relying.add(key)
@@ -321,7 +321,7 @@ class DimSystem(Refutation):
         # A coefficient of +-1 first (the replacement keeps integer coefficients), then
         # any (`2 * a == 3 * b` makes a stand for 3*b/2: exact, with no Gröbner basis).
         for sym, (coefficient, rest) in sorted(linear, key=lambda f: f[1][0] not in (1, -1)):
-            replacement = _expand(-rest / coefficient)
+            replacement = expand(-rest / coefficient)
             if not replacement.is_number or (replacement.is_integer and replacement > 0):
                 return sym, replacement
         return None
@@ -340,9 +340,9 @@ class DimSystem(Refutation):
         elif op != "!=":
             # `W <= N` is the fact `N - W >= 0`, which proves `N - W + 1` positive.
             larger, smaller = (lhs, rhs) if op in (">", ">=") else (rhs, lhs)
-            self._facts.append(_expand(larger - smaller - (1 if op in (">", "<") else 0)))
+            self._facts.append(expand(larger - smaller - (1 if op in (">", "<") else 0)))
         else:
-            self._unequal.append(_expand(lhs - rhs))
+            self._unequal.append(expand(lhs - rhs))
         self._invalidate()
         return ConstraintOutcome("ok")
 
@@ -395,23 +395,23 @@ class DimSystem(Refutation):
                 on_path.discard(top)
                 rule = rule_of(top)
                 known = {s: resolved[s] for s in rule.free_symbols if s in resolved}
-                resolved[top] = _expand(rule.xreplace(known) if known else rule)
+                resolved[top] = expand(rule.xreplace(known) if known else rule)
                 for mentioned in resolved[top].free_symbols:
                     self._users.setdefault(mentioned, set()).add(top)
         return resolved[sym]
 
-    def _leaf_size(self, sym: Dim) -> _Size | None:
+    def _leaf_size(self, sym: Dim) -> Size | None:
         """The size a dim stands for once its rules are substituted (None: itself)."""
         if not self._has_rule(sym):
             return None
         size = self._resolved_sizes.get(sym)
         if size is None:
-            size = self._resolved_sizes[sym] = _estimate(self._resolve(sym))
+            size = self._resolved_sizes[sym] = estimate(self._resolve(sym))
         return size
 
     def check_size(self, dim: Dim) -> None:
         """TooComplex if the canonical form of ``dim`` would pass the budget (no expansion)."""
-        _estimate(dim, self._leaf_size)
+        estimate(dim, self._leaf_size)
 
     # questions
 
@@ -430,9 +430,9 @@ class DimSystem(Refutation):
 
     def _canonical(self, dim: Dim) -> Dim:
         known = {s: self._resolve(s) for s in dim.free_symbols if self._has_rule(s)}
-        result = _expand(dim.xreplace(known) if known else dim)
-        if _actual_bits(result) > MAX_BITS:  # the estimate is an upper bound; this is exact
-            raise _too_complex("too_complex_bits", MAX_BITS)
+        result = expand(dim.xreplace(known) if known else dim)
+        if actual_bits(result) > MAX_BITS:  # the estimate is an upper bound; this is exact
+            raise too_complex("too_complex_bits", MAX_BITS)
         return result
 
     def simplest(self, dim: Dim) -> Dim:
@@ -442,7 +442,7 @@ class DimSystem(Refutation):
                  if self._has_rule(s, values=False)}
         if not known:
             return dim
-        rewritten = _expand(dim.xreplace(known))
+        rewritten = expand(dim.xreplace(known))
         return rewritten if sympy.count_ops(rewritten) < sympy.count_ops(dim) else dim
 
     def equal(self, left: Dim, right: Dim) -> Verdict:
@@ -454,7 +454,7 @@ class DimSystem(Refutation):
         a, b = self.canonical(left), self.canonical(right)
         if a == b:
             return Verdict.PROVED
-        difference = _expand(a - b)
+        difference = expand(a - b)
         if difference == 0:
             return Verdict.PROVED
         if difference.is_number:
@@ -466,7 +466,7 @@ class DimSystem(Refutation):
             return Verdict.PROVED
         if remainder is not None and remainder.is_number:
             return Verdict.DIFFERENT  # `F*G` vs 24 under `F*G == 12`
-        if _has_denominator(difference) and _cancel(difference) == 0:
+        if has_denominator(difference) and cancel(difference) == 0:
             return Verdict.PROVED
         if self._definite(difference) or self._definite(-difference):
             return Verdict.DIFFERENT  # `H*d` vs `2*H*d`: never equal for positive dims
@@ -487,7 +487,7 @@ class DimSystem(Refutation):
         if not symbols or not dim.is_polynomial(*symbols):
             return None
         return _coefficients(
-            _expand(dim.xreplace({s: s + self._lower.get(s, 1) for s in symbols})))
+            expand(dim.xreplace({s: s + self._lower.get(s, 1) for s in symbols})))
 
     def _distinct_dims(self, left: Dim, right: Dim) -> bool:
         """Two different free dims are not equal (language.md, section 1)."""
@@ -503,7 +503,7 @@ class DimSystem(Refutation):
         basis = self._relation_basis()
         return basis.remainder(difference) if basis is not None else None
 
-    def _relation_basis(self) -> _Basis | None:
+    def _relation_basis(self) -> Basis | None:
         if self._basis is None:
             try:
                 self._basis = self._build_basis()
@@ -513,21 +513,21 @@ class DimSystem(Refutation):
             raise TooComplex(self._basis.detail)
         return self._basis
 
-    def _build_basis(self) -> _Basis:
+    def _build_basis(self) -> Basis:
         # A relation stated before a later constraint eliminated one of its dims is
         # rewritten first, so that the basis speaks of the dims canonical forms use.
         polys = [p for p in (self.canonical(r) for r in self._relations) if p != 0]
         gens = tuple(sorted(set().union(*(p.free_symbols for p in polys)), key=lambda s: s.name))
         if not gens:
-            return _Basis((), ())
+            return Basis((), ())
         poly_ring = ring(list(gens), QQ, lex)[0]
         converted = []
         for poly in polys:
             try:
-                converted.append(_checked_poly(poly_ring.from_expr(poly)))
+                converted.append(checked_poly(poly_ring.from_expr(poly)))
             except (ValueError, sympy.polys.polyerrors.BasePolynomialError):
                 continue  # no longer a polynomial (a floor came in): not used
-        return _Basis(gens, tuple(_groebner(converted, _Steps())))
+        return Basis(gens, tuple(groebner_basis(converted, Steps())))
 
     def constant_ratio(self, left: Dim, right: Dim) -> Fraction | None:
         """``left / right`` when it is a number for every admissible size (`3*d` / `d`)."""
@@ -543,7 +543,7 @@ class DimSystem(Refutation):
         return self._memo("positive", dim, None, lambda: self._positive(dim))
 
     def _positive(self, dim: Dim) -> Verdict:
-        if _built_of_positives(dim):  # no expansion: `(N + 1)**64 * (d + 1)` is instant
+        if built_of_positives(dim):  # no expansion: `(N + 1)**64 * (d + 1)` is instant
             return Verdict.PROVED
         direct = self._bind_only(dim)
         if direct.is_number:
@@ -567,7 +567,7 @@ class DimSystem(Refutation):
         if not dim.has(sympy.floor):
             return False
         relaxed: list[Dim] = []
-        for term in sympy.Add.make_args(_expand(dim)):
+        for term in sympy.Add.make_args(expand(dim)):
             coefficient, rest = term.as_coeff_Mul()
             if not coefficient.is_Integer:
                 return False
@@ -582,14 +582,14 @@ class DimSystem(Refutation):
                 return False
             else:
                 relaxed.append(term)
-        bound = _expand(sympy.Add(*relaxed))
+        bound = expand(sympy.Add(*relaxed))
         return bool(bound > 0) if bound.is_number else self._definite(bound)
 
     def _positive_by_fact(self, dim: Dim) -> bool:
         """``dim = fact + p`` with ``fact >= 0`` (an inequality) and ``p`` provably
         positive: then ``dim`` is positive too."""
         return any(
-            self._positive_polynomial(_expand(dim - self.canonical(fact)))
+            self._positive_polynomial(expand(dim - self.canonical(fact)))
             for fact in self._facts
         )
 
@@ -597,13 +597,13 @@ class DimSystem(Refutation):
         """`p // q` is at least 1 exactly when `p >= q`, i.e. when `p - q + 1` is positive."""
         if not isinstance(dim, sympy.floor):
             return False
-        numerator, denominator = _numer_denom(dim.args[0])
+        numerator, denominator = numer_denom(dim.args[0])
         return bool(self.positive(denominator)) and bool(
-            self.positive(_expand(numerator - denominator + 1)))
+            self.positive(expand(numerator - denominator + 1)))
 
     def _bind_only(self, dim: Dim) -> Dim:
         values = {s: sympy.Integer(v) for s, v in self._values.items() if s in dim.free_symbols}
-        return _expand(dim.xreplace(values) if values else dim)
+        return expand(dim.xreplace(values) if values else dim)
 
     def _positive_polynomial(self, dim: Dim) -> bool:
         """Every dim is >= its lower bound (1 unless constrained): shift and look at signs."""
@@ -619,7 +619,7 @@ class DimSystem(Refutation):
         symbols = sorted(dim.free_symbols, key=lambda s: s.name)
         if not symbols:
             return bool(dim.is_integer)
-        return all(c.is_integer for c in _coefficients(_expand(dim))[0])
+        return all(c.is_integer for c in _coefficients(expand(dim))[0])
 
     def divides(self, numerator: Dim, denominator: Dim) -> Verdict:
         """Does ``denominator`` divide ``numerator`` for every admissible binding?"""
@@ -697,15 +697,15 @@ class DimSystem(Refutation):
         """``dim`` with derived dims and eliminations substituted, but no value."""
         known = {s: self._resolve(s, values=False) for s in dim.free_symbols
                  if self._has_rule(s, values=False)}
-        return _expand(dim.xreplace(known) if known else dim)
+        return expand(dim.xreplace(known) if known else dim)
 
     def _divides(self, numerator: Dim, denominator: Dim) -> Verdict:
         top, bottom = self.canonical(numerator), self.canonical(denominator)
-        if _monomial_quotient(top, bottom) is not None:
+        if monomial_quotient(top, bottom) is not None:
             return Verdict.PROVED
         if bottom == 0:
             return Verdict.DIFFERENT
-        quotient = _cancel(top / bottom)
+        quotient = cancel(top / bottom)
         if quotient.is_number:
             return Verdict.PROVED if quotient.is_integer else Verdict.DIFFERENT
         symbols = sorted(quotient.free_symbols, key=lambda s: s.name)
@@ -774,7 +774,7 @@ class DimSystem(Refutation):
 
     def at_most(self, left: Dim, right: Dim) -> Verdict:
         """Is ``left <= right`` for every admissible size? (``right - left + 1`` is a size.)"""
-        return self.positive(_expand(right - left + 1))
+        return self.positive(expand(right - left + 1))
 
     def changed_since(self, before: DimSystem) -> DimChanges:
         """The dims about which this system may answer a question otherwise than ``before``
@@ -930,7 +930,7 @@ def explain_equal(system: DimSystem, left: Dim, right: Dim) -> Proof:
         return Proof(verdict, "")
     if left == right:
         return Proof(verdict, "identical")
-    return _explain(system, (left, right), lambda a, b: _expand(a - b) == 0)
+    return _explain(system, (left, right), lambda a, b: expand(a - b) == 0)
 
 
 def explain_divides(system: DimSystem, numerator: Dim, denominator: Dim) -> Proof:
@@ -942,7 +942,7 @@ def explain_divides(system: DimSystem, numerator: Dim, denominator: Dim) -> Proo
         return Proof(verdict, "")
 
     def exact(top: Dim, bottom: Dim) -> bool:
-        quotient = _cancel(top / bottom)
+        quotient = cancel(top / bottom)
         if quotient.is_number:
             return bool(quotient.is_integer)
         symbols = sorted(quotient.free_symbols, key=lambda s: s.name)
@@ -989,7 +989,7 @@ def _explain_stages(system: DimSystem, dims: tuple[Dim, Dim], holds: Callable[[D
         constraints |= {system._eliminated_by[s] for s in by_constraint}
         replacements = {s: system._eliminated.get(s, sympy.Integer(system._values.get(s, 0)))
                         for s in by_constraint}
-        current = [_expand(d.xreplace(replacements)) for d in current]
+        current = [expand(d.xreplace(replacements)) for d in current]
     if holds(*current):
         return Proof(verdict, "constraint", definitions, tuple(sorted(constraints)))
     # 3. bindings
@@ -1012,7 +1012,7 @@ def growth(system: DimSystem, dim: Dim, names: Iterable[str] = ()) -> tuple[int,
             break
         expanded = expanded.xreplace(system._derived)
     try:
-        expanded = _expand(expanded)
+        expanded = expand(expanded)
     except TooComplex:
         return (0, 0)
     symbols = sorted(expanded.free_symbols, key=lambda s: s.name)

@@ -7,9 +7,9 @@ from collections.abc import Iterable
 import sympy
 
 from ..messages.diagnostics import Span
-from .budget import _expand
+from .budget import expand
 from .counterexamples import Claim, Decision
-from .dims import Dim, Verdict, _built_of_positives, _monomial_quotient
+from .dims import Dim, Verdict, built_of_positives, monomial_quotient
 from .proofs import DimSystem
 
 
@@ -55,7 +55,7 @@ class Unifier(DimSystem):
 
     def divides(self, numerator: Dim, denominator: Dim) -> Verdict:
         top, bottom = self.resolved(numerator), self.resolved(denominator)
-        if _monomial_quotient(top, bottom) is not None:
+        if monomial_quotient(top, bottom) is not None:
             return Verdict.PROVED  # `H*?3` by `H`, without SymPy's general machinery
         verdict = super().divides(numerator, denominator)
         if verdict or not self._make_divisible(numerator, denominator):
@@ -71,7 +71,7 @@ class Unifier(DimSystem):
         if lhs == rhs:
             return True
         sides = [(a, b) for a, b in ((lhs, rhs), (rhs, lhs))
-                 if a in self._unknowns and a not in b.free_symbols and _built_of_positives(b)]
+                 if a in self._unknowns and a not in b.free_symbols and built_of_positives(b)]
         if not sides:
             return False
         sym, value = max(sides, key=lambda side: self._unknowns[side[0]])  # the newest goes
@@ -111,7 +111,7 @@ class Unifier(DimSystem):
                      else sympy.Integer(self._values[u]) for u in found}
             summed = summed or any(r.is_Add for r in bound.values())
             result = result.xreplace(bound)
-        return _expand(result) if summed else result
+        return expand(result) if summed else result
 
     def roots(self, dim: Dim) -> list[Dim]:
         """The unknowns left in ``dim`` after resolving it, oldest first."""
@@ -125,12 +125,12 @@ class Unifier(DimSystem):
         """Bind one unknown so that ``left == right``; False if none can be."""
         if self._frozen():
             return False
-        difference = _expand(self.resolved(left) - self.resolved(right))
+        difference = expand(self.resolved(left) - self.resolved(right))
         # Sizes are never 0: a factor common to every term can go (`M*k - M*k2`).
         kept = [f for f in sympy.Mul.make_args(sympy.factor_terms(difference))
-                if not (f.is_number or _built_of_positives(f))]
+                if not (f.is_number or built_of_positives(f))]
         if len(kept) == 1:
-            difference = _expand(kept[0])
+            difference = expand(kept[0])
         newest_first = sorted(difference.free_symbols & self._unknowns.keys(),
                               key=self._unknowns.__getitem__, reverse=True)
         for sym in newest_first:
@@ -142,7 +142,7 @@ class Unifier(DimSystem):
             coefficient, rest = poly.all_coeffs()
             if coefficient.free_symbols:
                 continue
-            solution = _expand(-rest / coefficient)
+            solution = expand(-rest / coefficient)
             if self.positive(solution) is Verdict.PROVED:
                 self._bind(sym, solution)
                 return True
@@ -172,12 +172,12 @@ class Unifier(DimSystem):
         if second is not None:
             target, value = self.resolved(second), self.resolved(first)
         else:
-            expression = _expand(self.resolved(first))
+            expression = expand(self.resolved(first))
             found = [u for u in expression.free_symbols & self._unknowns.keys()
                      if expression.coeff(u) == 1]
             if len(found) != 1:
                 return False
-            target, value = found[0], _expand(found[0] - expression)
+            target, value = found[0], expand(found[0] - expression)
         if target not in self._unknowns or target in value.free_symbols \
                 or self.positive(value + 1) is not Verdict.PROVED:
             return False

@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import MESSAGES, ExtractError, Location
+# Shared by the package's modules (what names a width parameter: sizing and the target).
+from .sizes import WIDTH
 
 if TYPE_CHECKING:  # the lowering loads only when a module is traced
     from .lower import Lowered
 
-__all__ = ["Extraction", "ExtractError", "Untraceable", "extract", "is_python_target"]
+__all__ = ["WIDTH", "Extraction", "ExtractError", "Untraceable", "extract", "is_python_target"]
 
 
 def is_python_target(path: str) -> bool:

@@ -26,7 +26,7 @@ _HEADS = re.compile(r"(^|_)(n_?heads?|num_heads|num_attention_heads|heads|nhead|
 _KV_HEADS = re.compile(r"(kv_heads?|key_value_heads|n_kv_head|num_kv)$")
 _HEAD_DIM = re.compile(r"^(?!all_|inner_|total_)(.*_)?(head_dim|head_size|d_head|dim_head|d_k|hs|"
                        r"attention_head_size|key_size|d_kv)$")
-_WIDTH = re.compile(r"(n_embd|embed_dim|d_model|dim|hidden_size|hidden|width|n_state|emb_dim|"
+WIDTH = re.compile(r"(n_embd|embed_dim|d_model|dim|hidden_size|hidden|width|n_state|emb_dim|"
                     r"d_embed|model_dim|channels|n_embed)$")
 
 
@@ -53,7 +53,7 @@ def choose(parameters: list[str], given: dict[str, int], *, even_heads: bool = F
     heads = next((p for p in parameters if _HEADS.search(p) and not _KV_HEADS.search(p)), None)
     kv = next((p for p in parameters if _KV_HEADS.search(p)), None)
     head_dim = next((p for p in parameters if _HEAD_DIM.search(p)), None)
-    width = next((p for p in parameters if _WIDTH.search(p) and p not in (heads, kv, head_dim)),
+    width = next((p for p in parameters if WIDTH.search(p) and p not in (heads, kv, head_dim)),
                  None)
     if heads is not None and heads not in given:
         if kv is not None and kv not in given:

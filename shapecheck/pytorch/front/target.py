@@ -51,13 +51,13 @@ def parse_init(values: tuple[str, ...] | list[str]) -> tuple[dict[str, int], dic
 
 def load(target: str) -> Any:
     """The object TARGET names (conformance's loader: files, modules, attribute paths)."""
-    from ..conform import UsageError, _import
+    from ..conform import UsageError, import_module_or_file
 
     module_name, separator, attribute = target.rpartition(":")
     if not separator or not module_name or not attribute:
         raise ExtractError("target_syntax", target=target)
     try:
-        value: Any = _import(module_name)
+        value: Any = import_module_or_file(module_name)
     except UsageError as error:
         raise ExtractError("cannot_load", target=target, reason=str(error)) from None
     for part in attribute.split("."):
@@ -158,7 +158,7 @@ def _width(module: Any, chosen: sizing.Chosen, dims: sizing.Dims) -> int:
     import torch
 
     for name in chosen.sizes:
-        if sizing._WIDTH.search(name):
+        if sizing.WIDTH.search(name):
             return chosen.sizes[name]
     for sub in module.modules():
         if isinstance(sub, torch.nn.Linear):
