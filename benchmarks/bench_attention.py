@@ -62,7 +62,7 @@ def seconds(call: Callable[[], object]) -> float:
 
 def paired(ours: Callable[[], object], theirs: Callable[[], object], rounds: int) -> dict[str, float]:
     """Median times and the median (and range) of the per-round ratios ours / theirs."""
-    ours(), theirs()  # warm up: plans compiled, thread pools started, pages touched
+    ours(), theirs()  # warm up: plans built, thread pools started, pages touched
     mine, other, ratios = [], [], []
     for index in range(rounds):
         first, second = (ours, theirs) if index % 2 == 0 else (theirs, ours)
