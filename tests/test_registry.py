@@ -79,7 +79,22 @@ def _not_prose(tree: ast.Module) -> set[int]:
             # The documentation column of a shape-rule row, not a diagnostic.
             skip.update(id(arg) for arg in node.args[3:])
             skip.update(id(kw.value) for kw in node.keywords if kw.arg == "doc")
+        elif isinstance(node, ast.Call) and _is_click(node.func):
+            # click's --help texts stay English by decision (docs/i18n.md), in the command
+            # modules: an option's help, a command's epilog.
+            skip.update(id(inner) for kw in node.keywords if kw.arg in ("help", "epilog")
+                        for inner in ast.walk(kw.value))
+        elif isinstance(node, ast.Assign) and any(
+                isinstance(target, ast.Name) and target.id.endswith(("_EPILOG", "_HELP"))
+                for target in node.targets):
+            skip.update(id(inner) for inner in ast.walk(node.value))  # an epilog's text
     return skip
+
+
+def _is_click(function: ast.expr) -> bool:
+    """``click.option(...)``, ``cli.command(...)``: a call that declares the command line."""
+    return (isinstance(function, ast.Attribute) and isinstance(function.value, ast.Name)
+            and function.value.id in ("click", "cli"))
 
 
 def _sentences(tree: ast.Module) -> list[tuple[int, str]]:
