@@ -1,4 +1,4 @@
-"""Fixes: `help:` suggestions that are exact edits (shapecheck/fixes.py), `verify --fix`
+"""Fixes: `help:` suggestions that are exact edits (shapecheck/messages/fixes.py), `verify --fix`
 and `--diff`.
 
 The machinery is tested with fixes built here, and end to end with the fixes the
