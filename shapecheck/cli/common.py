@@ -68,14 +68,14 @@ def parse_bindings(values: Sequence[str]) -> dict[str, int]:
         raise click.BadParameter(str(error), param_hint="--dim") from None
 
 
-def choose_language(context: click.Context, parameter: click.Parameter, value: str | None) -> None:
+def _choose_language(context: click.Context, parameter: click.Parameter, value: str | None) -> None:
     if value is not None:
         i18n.set_language(value)
 
 
 lang_option = click.option(
     "--lang", type=click.Choice(i18n.LANGUAGES, case_sensitive=False), default=None,
-    expose_value=False, is_eager=True, callback=choose_language,
+    expose_value=False, is_eager=True, callback=_choose_language,
     help=f"Language of the messages and the report (default: ${i18n.ENV}, else en).",
 )
 
