@@ -64,6 +64,22 @@ def render_html(report: Report) -> str:
     )
 
 
+def render_cards(report: Report) -> str:
+    """The verdict and the cards alone, as a piece of someone else's page (a notebook shows
+    a checked program so): styled under one class, so that neither page restyles the other."""
+    mark = "✓" if report.ok else "✗"
+    verdict = "verdict ok" if report.ok else "verdict fail"
+    cards = [_card(card, bool(report.bindings)) for card in report.cards]
+    if not cards and not report.unfilled_cards:
+        cards.append(f"<p>{r(rich('no_cards'))}</p>")
+    if report.unfilled_cards:
+        lines = ", ".join(str(line) for line in report.unfilled_cards)
+        cards.append(f'<p class="unfilled">{r(rich("unfilled_cards", lines=lines))}</p>')
+    return (f'<div class="shapecheck-cards" lang="{h(text("html_lang"))}">'
+            f"<style>{_CARD_CSS}</style>\n"
+            f'<p class="{verdict}">{mark} {h(report.verdict)}</p>\n' + "\n".join(cards) + "\n</div>")
+
+
 def _section(anchor: str, title: str, content: str) -> str:
     return f'<section id="{anchor}">\n<h2>{h(text(title))}</h2>\n{content}\n</section>'
 
@@ -396,4 +412,22 @@ footer { margin-top: 3rem; color: var(--muted); font-size: .85rem; }
   h2 { break-after: avoid; }
   a { color: inherit; text-decoration: none; }
 }
+"""
+
+# The cards' look inside another page: the same colours as the report's, every rule scoped.
+_CARD_CSS = """
+.shapecheck-cards .card { border: 1px solid #d1d5db; border-radius: 8px; padding: .8rem 1rem;
+  margin: .6rem 0; }
+.shapecheck-cards .card.broken { border: 2px solid #b91c1c; }
+.shapecheck-cards .oneline { border-left: 4px solid #1d4ed8; padding: .3rem .6rem; }
+.shapecheck-cards table { border-collapse: collapse; }
+.shapecheck-cards th, .shapecheck-cards td { border-bottom: 1px solid #d1d5db; padding: .2rem .5rem;
+  text-align: left; vertical-align: top; }
+.shapecheck-cards tr.failed th, .shapecheck-cards tr.failed td,
+.shapecheck-cards .verdict.fail { background: #fee2e2; }
+.shapecheck-cards .verdict { display: inline-block; font-weight: 700; padding: .1rem .5rem;
+  border-radius: 4px; }
+.shapecheck-cards .verdict.ok { background: #dcfce7; color: #15803d; }
+.shapecheck-cards .ok, .shapecheck-cards .check-ok { color: #15803d; }
+.shapecheck-cards .bad, .shapecheck-cards .check-failed, .shapecheck-cards .verdict.fail { color: #b91c1c; }
 """

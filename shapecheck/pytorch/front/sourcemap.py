@@ -17,7 +17,7 @@ from pathlib import Path
 from ...messages import codes
 from ...messages.diagnostics import Diagnostic, FileResult, Note, Span
 from . import Extraction, ExtractError, Untraceable, display, extract
-from .errors import Location
+from .errors import Location, python_source
 
 #: Where in the Python line a code points: the first of these words found there.
 ANCHORS: dict[str, tuple[str, ...]] = {
@@ -124,10 +124,7 @@ class _Results:
 
     def _text(self, path: str) -> str | None:
         if path not in self.texts:
-            try:
-                self.texts[path] = Path(path).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                self.texts[path] = None
+            self.texts[path] = python_source(path)
         return self.texts[path]
 
     def finish(self) -> list[FileResult]:
