@@ -34,7 +34,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in
     "passes",                   # inference, fix checking, incremental re-checks
     "loader formats",           # load: every pass in order; verify's output formats
     "report backend",           # the report; the run (the only door to NumPy)
-    "pytorch lsp",              # PyTorch: conformance, binding, the front end; editors
+    "pytorch",                  # PyTorch: conformance, binding, the front end
+    "lsp",                      # editors (a Python file is traced by the front end, in a worker)
     "api testing",              # the Python faces
     "cli notebook",             # the command line; the notebook's magics
     "__init__",                 # the package's lazy re-exports (and `%load_ext shapecheck`)
