@@ -186,3 +186,59 @@ async def test_a_newer_save_cancels_the_trace_in_flight_and_specs_answer_meanwhi
     # Nothing else was published for the module: the cancelled trace never reported.
     with pytest.raises(asyncio.TimeoutError):
         await _published(client, uri, timeout=3)
+
+
+@pytest.mark.asyncio(loop_scope="function")
+async def test_an_untraceable_product_gets_the_transpose_once_it_traces(
+        client: LanguageClient, tmp_path: Path):
+    """`q @ k` cannot be traced (SC601 at its line); `k.transpose(-2, -1)` is offered because
+    the edited copy traces clean."""
+    path = tmp_path / "model.py"
+    text = MODULE.replace("q @ k.transpose(-2, -1) /", "q @ k /").replace(
+        "softmax(dim=-2)", "softmax(dim=-1)")
+    path.write_text(text, encoding="utf-8")
+    _open(client, path.as_uri(), text)
+    [untraceable] = await _published(client, path.as_uri())
+    assert untraceable.code == "SC601" and untraceable.range.start.line == SOFTMAX_LINE - 1
+    deadline = time.monotonic() + 120
+    actions: list = []
+    while not actions and time.monotonic() < deadline:
+        actions = await client.text_document_code_action_async(types.CodeActionParams(
+            types.TextDocumentIdentifier(path.as_uri()), untraceable.range,
+            types.CodeActionContext(diagnostics=[untraceable])))
+        await asyncio.sleep(0.2)
+    [action] = actions
+    assert action.title == "did you mean `q @ k.transpose(-2, -1)`?"
+    [edit] = action.edit.changes[path.as_uri()]
+    column = text.splitlines()[SOFTMAX_LINE - 1].index("q @ k") + len("q @ k")
+    assert edit.new_text == ".transpose(-2, -1)"
+    assert edit.range.start == edit.range.end == types.Position(SOFTMAX_LINE - 1, column)
+
+
+@pytest.mark.parametrize("line, fixed", [
+    ("        weights = scores.softmax(dim=-2)", "        weights = scores.softmax(dim=-1)"),
+    ("        weights = F.softmax(scores, dim = 1)", "        weights = F.softmax(scores, dim = -1)"),
+    ("        y = weights.transpose(-2, -1) @ v", "        y = weights @ v"),
+    ("        weights = scores.softmax(dim=-1)", None),  # nothing to change: no candidate
+    ("        w = scores.softmax(dim=-2) + prior.softmax(dim=-2)", None),  # which one: stay silent
+])
+def test_the_candidate_edits_of_a_softmax_over_the_queries(line: str, fixed: str | None) -> None:
+    from shapecheck.lsp.python import candidate
+    from shapecheck.messages.diagnostics import Span
+    from shapecheck.messages.fixes import apply_edits
+
+    found = candidate(_sc402(Span(2, 9, 2, 10)), "x = 1\n" + line + "\n")
+    if fixed is None:
+        assert found is None
+    else:
+        assert apply_edits("x = 1\n" + line + "\n", found.edits) == "x = 1\n" + fixed + "\n"
+
+
+def _sc402(span: object) -> object:
+    from dataclasses import replace
+
+    from shapecheck.messages import codes
+
+    # Any diagnostic carries the code; SC402's help is the PyTorch one the front end gives.
+    return replace(codes.UNTRACEABLE.diag(span, target="t", reason="r"), code="SC402",
+                   help=(codes.TORCH_HELPS["SC402"],))

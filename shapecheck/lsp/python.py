@@ -96,13 +96,15 @@ def verified(request: Request, outcome: Outcome) -> Outcome | None:
     if text is None:
         return None
     candidates = [(index, fix) for index, d in enumerate(outcome.diagnostics[request.path])
-                  if (fix := _candidate(d, text)) is not None]
+                  if (fix := candidate(d, text)) is not None]
     if not candidates:
         return None
     fixed = list(outcome.diagnostics[request.path])
     for index, fix in candidates:
         if _fixes(request, text, fix, fixed[index]):
-            fixed[index] = replace(fixed[index], fixes=(fix,))
+            diagnostic = fixed[index]
+            helps = diagnostic.help if fix.help in diagnostic.help else (*diagnostic.help, fix.help)
+            fixed[index] = replace(diagnostic, help=helps, fixes=(fix,))
     return replace(outcome, diagnostics={**outcome.diagnostics, request.path: fixed})
 
 
@@ -142,24 +144,49 @@ def _work(request: Request, writer: Connection) -> None:
 # --- the source edits a quick fix offers -------------------------------------------------------
 
 
-def _candidate(diagnostic: Diagnostic, source: str) -> Fix | None:
-    """The source edit a Python diagnostic's help names, where it is plainly that line's: a
-    softmax over another axis than the keys' (SC402) -> `dim=-1`."""
-    if diagnostic.code != "SC402" or not diagnostic.help:
-        return None
+def candidate(diagnostic: Diagnostic, source: str) -> Fix | None:
+    """The source edit a Python diagnostic's help names, where it is plainly that line's (to
+    be verified): a softmax over the queries (SC402) -> `dim=-1`; weights transposed before
+    they read the values (SC402) -> the `.transpose(-2, -1)` removed; a product of two
+    operands of one layout that torch cannot trace (SC601, `q @ k`) -> `q @ k.transpose(-2,
+    -1)`."""
     lines = source.splitlines()
     line = diagnostic.span.line
     if not 0 < line <= len(lines):
         return None
-    found = list(_SOFTMAX_DIM.finditer(lines[line - 1]))
-    if len(found) != 1 or found[0].group(1) == "-1":
+    text = lines[line - 1].split("#")[0]
+    if diagnostic.code == "SC402" and diagnostic.help:
+        edit = _only(_SOFTMAX_DIM, text, line, "-1", lambda m: m.group(1) != "-1") \
+            or _only(_TRANSPOSED_WEIGHTS, text, line, "", lambda m: True)
+        return None if edit is None else Fix(diagnostic.help[0], (edit,), safe=False)
+    if diagnostic.code == "SC601":
+        found = list(_PRODUCT.finditer(text))
+        if len(found) != 1:
+            return None
+        match = found[0]
+        product = f"{match.group(1)} @ {match.group(2)}.transpose(-2, -1)"
+        at = match.end(2) + 1
+        return Fix(codes.TORCH_HELPS["transposed_product"].format(product=product),
+                   (Edit(Span(line, at, line, at), ".transpose(-2, -1)"),), safe=False)
+    return None
+
+
+def _only(pattern: re.Pattern[str], text: str, line: int, replacement: str,
+          wanted: Callable[[re.Match[str]], bool]) -> Edit | None:
+    """The edit of group 1 of the one match of ``pattern`` on the line (None: not one)."""
+    found = list(pattern.finditer(text))
+    if len(found) != 1 or not wanted(found[0]):
         return None
     start, end = found[0].span(1)
-    return Fix(diagnostic.help[0], (Edit(Span(line, start + 1, line, end + 1), "-1"),), safe=False)
+    return Edit(Span(line, start + 1, line, end + 1), replacement)
 
 
-# `softmax(dim=-2)`, `F.softmax(scores, dim=1)`, `torch.softmax(x, dim = 0)`: the int is group 1.
+# `softmax(dim=-2)`, `F.softmax(scores, dim=1)`, `torch.softmax(x, dim = 0)`: the int.
 _SOFTMAX_DIM = re.compile(r"softmax\([^()]*?\bdim\s*=\s*(-?\d+)")
+# `weights.transpose(-2, -1) @ v`: the transpose.
+_TRANSPOSED_WEIGHTS = re.compile(r"\w(\.transpose\(\s*-(?:2\s*,\s*-1|1\s*,\s*-2)\s*\))\s*@")
+# `q @ k` with both operands plain names (`k` not already transposed or called).
+_PRODUCT = re.compile(r"\b([A-Za-z_]\w*)\s*@\s*([A-Za-z_]\w*)\b(?!\s*[.(\[])")
 
 
 # --- in the server ------------------------------------------------------------------------------
