@@ -7,6 +7,9 @@ newer save cancels the trace in flight; `.attn` documents are answered while a t
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -242,3 +245,61 @@ def _sc402(span: object) -> object:
     # Any diagnostic carries the code; SC402's help is the PyTorch one the front end gives.
     return replace(codes.UNTRACEABLE.diag(span, target="t", reason="r"), code="SC402",
                    help=(codes.TORCH_HELPS["SC402"],))
+
+
+NVIM_SCRIPT = r'''
+local root = vim.env.ROOT
+local client_id = vim.lsp.start_client({
+  name = "shapecheck", cmd = { vim.env.PYTHON, "-m", "shapecheck", "lsp" }, root_dir = root,
+})
+vim.cmd("edit " .. root .. "/model.py")
+local buf = vim.api.nvim_get_current_buf()
+vim.lsp.buf_attach_client(buf, client_id)
+local function shown()
+  local out = {}
+  for _, d in ipairs(vim.diagnostic.get(buf)) do
+    local code = d.code or (d.user_data and d.user_data.lsp and d.user_data.lsp.code)
+    table.insert(out, tostring(code) .. "@" .. d.lnum .. ":" .. d.col)
+  end
+  return table.concat(out, ",")
+end
+local lines = {}
+vim.wait(120000, function() return #vim.diagnostic.get(buf) > 0 end, 100)
+table.insert(lines, "opened " .. shown())
+local hover = vim.lsp.buf_request_sync(buf, "textDocument/hover", {
+  textDocument = { uri = vim.uri_from_bufnr(buf) }, position = { line = 18, character = 10 } },
+  10000)
+for _, answer in pairs(hover or {}) do
+  if answer.result then
+    table.insert(lines, "hover " .. answer.result.contents.value:gsub("\n", " "))
+  end
+end
+vim.cmd([[%s/dim=-2/dim=-1/]])
+vim.cmd("silent write")
+local cleared = vim.wait(120000, function() return #vim.diagnostic.get(buf) == 0 end, 100)
+table.insert(lines, "saved " .. tostring(cleared) .. " " .. shown())
+vim.fn.writefile(lines, vim.env.OUT)
+vim.cmd("qa!")
+'''
+
+
+@pytest.mark.skipif(shutil.which("nvim") is None, reason="Neovim is not installed")
+def test_neovim_sees_the_diagnostic_at_its_line_and_cleared_after_the_saved_fix(
+        tmp_path: Path) -> None:
+    """A real editor, headless: Neovim's own client (0.7 and later) opens the module, reads
+    the diagnostic and the hover, fixes the line, writes the file."""
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.shapecheck]\nmodules = ["model.py:Attention"]\n', encoding="utf-8")
+    (tmp_path / "model.py").write_text(MODULE, encoding="utf-8")
+    (tmp_path / "check.lua").write_text(NVIM_SCRIPT, encoding="utf-8")
+    out = tmp_path / "out.txt"
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "ROOT": str(tmp_path), "OUT": str(out), "PYTHON": sys.executable,
+           "PYTHONPATH": os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    subprocess.run(["nvim", "--headless", "-u", "NONE", "-c", f"luafile {tmp_path / 'check.lua'}"],
+                   cwd=tmp_path, env=env, timeout=300, check=True, capture_output=True)
+    opened, hover, saved = out.read_text(encoding="utf-8").splitlines()
+    assert opened == f"opened SC402@{SOFTMAX_LINE}:25"
+    assert "- `weights`: `[B, n_heads, T, T]`" in hover and "**warning[SC402]**" in hover
+    assert saved == "saved true "
+    assert "softmax(dim=-1)" in (tmp_path / "model.py").read_text(encoding="utf-8")
