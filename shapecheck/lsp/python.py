@@ -30,8 +30,9 @@ from typing import Any
 from ..messages import codes
 from ..messages.diagnostics import Diagnostic, Edit, Fix, Span
 
-# What the worker server imports once, before any trace: the front end and torch.
-PRELOAD = ["shapecheck.pytorch.front.sourcemap", "torch"]
+# What the worker server imports once, before any trace: a trace of a small module, so that
+# torch and everything a trace loads on first use are in each worker it forks.
+PRELOAD = ["shapecheck.pytorch.front.warm"]
 
 
 @dataclass(frozen=True)
