@@ -20,7 +20,7 @@ import shlex
 from collections.abc import Callable, Sequence
 from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import i18n
 
@@ -62,7 +62,7 @@ def _with_shell(magic: Callable[..., None], ipython: Any) -> Callable[..., None]
 class _Parser(argparse.ArgumentParser):
     """argparse, but a bad option is IPython's usage error (one line), never an exit."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         from IPython.core.error import UsageError
 
         raise UsageError(f"{self.prog}: {message}")
@@ -89,7 +89,6 @@ def _options(parser: _Parser, line: str) -> argparse.Namespace:
         return parser.parse_args(shlex.split(line))
     except ValueError as error:  # an unclosed quote
         parser.error(str(error))
-        raise  # unreachable: error() raises
 
 
 def _bindings(items: Sequence[str]) -> dict[str, int]:
@@ -161,7 +160,8 @@ def shapecheck(line: str, *, shell: Any) -> None:
 
         target = _target(options.target, shell)
         path = target.rpartition(":")[0]
-        ignore = _settings(Path(path) if path.endswith(".py") else Path.cwd() / "x.py").disabled()
+        file = Path(path) if path.endswith(".py") else None  # else the notebook's folder's
+        ignore = _settings(file or Path.cwd() / "notebook.py").disabled(file)
         results = [_named_cells(result, shell) for result in
                    check(target, tuple(options.init), bindings, ignore)]
         _show_diagnostics(results, options.strict)

@@ -9,8 +9,9 @@ the same lines.
 
 It runs in a worker process, never in the server: ``.attn`` documents are checked while a
 trace runs, as fast as without one. Workers fork from one server process that imported torch
-once (multiprocessing's *forkserver*, torch preloaded), so a trace starts in milliseconds
-with a fresh import of the user's module, and a newer save cancels the trace in flight by
+once (multiprocessing's *forkserver*, preloaded with a warm-up trace:
+``pytorch/front/warm.py``), so a trace starts in milliseconds with a fresh import of the
+user's module and costs one export, and a newer save cancels the trace in flight by
 ending its process. Where there is no fork (Windows), each worker is spawned and imports
 torch itself.
 """
@@ -37,7 +38,8 @@ PRELOAD = ["shapecheck.pytorch.front.warm"]
 
 @dataclass(frozen=True)
 class Request:
-    """One file's targets to trace, with its configuration's dims and disabled codes."""
+    """One file's targets to trace, with the bindings (``verify``'s for a Python target: none)
+    and the codes its configuration turns off."""
 
     path: str  # absolute
     targets: tuple[tuple[str, tuple[str, ...]], ...]  # (TARGET, its --init items)
@@ -65,8 +67,8 @@ class Outcome:
 
 
 def trace(request: Request) -> Outcome:
-    """Trace each target of the file (in this process: the worker calls it). Each diagnostic
-    carries its quick fix's *candidate*, still to be verified (:func:`verified`)."""
+    """Trace each target of the file (in this process: the worker calls it); the quick fixes
+    come after, verified (:func:`verified`)."""
     from ..pytorch.front.sourcemap import traced
 
     outcome = Outcome(request.path, {request.path: []})
@@ -216,13 +218,6 @@ class Tracer:
         self.latest: dict[str, Outcome] = {}
         self.fresh: dict[str, bool] = {}  # whose next outcome is a new trace's (published)
 
-    def warm(self) -> None:
-        """Start the worker server (it imports torch) before the first trace needs it."""
-        if self.context.get_start_method() == "forkserver":
-            from multiprocessing import forkserver
-
-            forkserver.ensure_running()
-
     def request(self, request: Request, loop: Any) -> None:
         """Trace in a worker; a trace of the same file in flight is cancelled."""
         self.cancel(request.path, loop)
@@ -277,9 +272,6 @@ class Tracer:
         self.latest[path] = outcome
         if first:
             self.publish(outcome)
-
-    def busy(self) -> bool:
-        return bool(self.running)
 
 
 def targets_of(path: Path, configured: Sequence[tuple[str, tuple[str, ...]]],
