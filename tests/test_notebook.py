@@ -143,12 +143,18 @@ def test_a_strict_notebook_fails_its_run(tmp_path: Path, monkeypatch: pytest.Mon
     assert not notebook.cells[3].outputs
 
 
-def test_a_target_that_cannot_load_is_a_diagnostic_and_a_bad_option_a_usage_error(
+def test_an_importable_target_a_missing_one_and_a_bad_option(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module beside the notebook is traced and framed at its file; one that cannot load is
+    a diagnostic (the cell succeeds); a bad option is a usage error (the cell fails)."""
+    from test_lsp_python import MODULE, SOFTMAX_LINE
+
+    (tmp_path / "model.py").write_text(MODULE, encoding="utf-8")
     notebook = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell("%load_ext shapecheck"),
         nbformat.v4.new_code_cell("%shapecheck no_such_module:make"),
         nbformat.v4.new_code_cell("%%attn -d N=zero\ndim N\n"),
+        nbformat.v4.new_code_cell("%shapecheck model.py:Attention"),
     ])
     with pytest.raises(nbclient.exceptions.CellExecutionError):
         _execute(notebook, tmp_path, monkeypatch)
@@ -158,6 +164,10 @@ def test_a_target_that_cannot_load_is_a_diagnostic_and_a_bad_option_a_usage_erro
     # IPython prints a usage error as one line, never a traceback, and the cell fails.
     (shown,) = [o.text for o in notebook.cells[2].outputs if o.output_type == "stream"]
     assert shown == "UsageError: --dim: `N`: the value must be a positive integer, got `zero`\n"
+    # The notebook stopped at the bad option; the module beside it, run on its own:
+    notebook.cells = [notebook.cells[0], notebook.cells[3]]
+    _execute(notebook, tmp_path, monkeypatch)
+    assert f"model.py:{SOFTMAX_LINE + 1}:26: warning[SC402]" in _stdout(notebook.cells[1])
 
 
 def test_nothing_imports_ipython_outside_a_notebook() -> None:
