@@ -13,12 +13,15 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ...messages import codes
-from ...check.program import Program
 from ...messages.diagnostics import Diagnostic, FileResult, Note, Span, shown
 from . import Extraction, ExtractError, Untraceable, display, extract
 from .errors import Location, python_source
+
+if TYPE_CHECKING:
+    from ...check.program import Program
 
 #: Where in the Python line a code points: the first of these words found there.
 ANCHORS: dict[str, tuple[str, ...]] = {
