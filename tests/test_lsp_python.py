@@ -156,6 +156,19 @@ async def test_a_target_the_client_names_is_traced(client: LanguageClient, tmp_p
 
 
 @pytest.mark.asyncio(loop_scope="function")
+async def test_targets_from_the_clients_settings_trace_the_open_files(
+        client: LanguageClient, tmp_path: Path):
+    path = tmp_path / "later.py"
+    text = MODULE.replace("Attention", "Later")
+    path.write_text(text, encoding="utf-8")
+    _open(client, path.as_uri(), text)
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"shapecheck": {"targets": ["later.py:Later"]}}))
+    [softmax] = await _published(client, path.as_uri())
+    assert softmax.code == "SC402" and softmax.range.start.line == SOFTMAX_LINE
+
+
+@pytest.mark.asyncio(loop_scope="function")
 async def test_a_file_without_a_target_is_left_alone(client: LanguageClient, tmp_path: Path):
     other = tmp_path / "other.py"
     other.write_text("x = 1\n", encoding="utf-8")

@@ -256,12 +256,30 @@ def is_python(uri: str) -> bool:
     return unquote(uri).endswith(".py")
 
 
+def _named_targets(settings: object) -> list[str] | None:
+    """``{"targets": [...]}`` or ``{"shapecheck": {"targets": [...]}}``: the client's targets."""
+    if isinstance(settings, dict) and isinstance(settings.get("shapecheck"), dict):
+        settings = settings["shapecheck"]
+    named = settings.get("targets") if isinstance(settings, dict) else None
+    return [t for t in named if isinstance(t, str)] if isinstance(named, list) else None
+
+
 @server.feature(types.INITIALIZE)
 def initialize(ls: ShapecheckServer, params: types.InitializeParams) -> None:
-    options = params.initialization_options
-    named = options.get("targets") if isinstance(options, dict) else None
-    if isinstance(named, list):
-        ls.named = [target for target in named if isinstance(target, str)]
+    ls.named = _named_targets(params.initialization_options) or []
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+def did_change_configuration(ls: ShapecheckServer,
+                             params: types.DidChangeConfigurationParams) -> None:
+    """New targets from the client's settings: the open Python files are traced again."""
+    named = _named_targets(params.settings)
+    if named is None:
+        return
+    ls.named = named
+    for uri in list(ls.workspace.text_documents):
+        if is_python(uri):
+            ls.trace(uri)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
