@@ -69,15 +69,10 @@ def render_cards(report: Report) -> str:
     a checked program so): styled under one class, so that neither page restyles the other."""
     mark = "✓" if report.ok else "✗"
     verdict = "verdict ok" if report.ok else "verdict fail"
-    cards = [_card(card, bool(report.bindings)) for card in report.cards]
-    if not cards and not report.unfilled_cards:
-        cards.append(f"<p>{r(rich('no_cards'))}</p>")
-    if report.unfilled_cards:
-        lines = ", ".join(str(line) for line in report.unfilled_cards)
-        cards.append(f'<p class="unfilled">{r(rich("unfilled_cards", lines=lines))}</p>')
     return (f'<div class="shapecheck-cards" lang="{h(text("html_lang"))}">'
             f"<style>{_CARD_CSS}</style>\n"
-            f'<p class="{verdict}">{mark} {h(report.verdict)}</p>\n' + "\n".join(cards) + "\n</div>")
+            f'<p class="{verdict}">{mark} {h(report.verdict)}</p>\n'
+            + "\n".join(_card_list(report)) + "\n</div>")
 
 
 def _section(anchor: str, title: str, content: str) -> str:
@@ -213,14 +208,17 @@ def _table(css: str, head: list[str], rows: list[str], foot: str = "") -> str:
 
 
 def _cards(report: Report) -> str:
-    parts = [f"<p>{r(rich('intro_cards'))}</p>"]
-    if not report.cards and not report.unfilled_cards:
-        parts.append(f"<p>{r(rich('no_cards'))}</p>")
+    return "\n".join([f"<p>{r(rich('intro_cards'))}</p>", *_card_list(report)])
+
+
+def _card_list(report: Report) -> list[str]:
+    """Each card, or why there is none; the patterns whose shapes are unknown."""
+    parts = [] if report.cards or report.unfilled_cards else [f"<p>{r(rich('no_cards'))}</p>"]
     parts.extend(_card(card, bool(report.bindings)) for card in report.cards)
     if report.unfilled_cards:
         lines = ", ".join(str(line) for line in report.unfilled_cards)
         parts.append(f'<p class="unfilled">{r(rich("unfilled_cards", lines=lines))}</p>')
-    return "\n".join(parts)
+    return parts
 
 
 def _card(card: Card, concrete: bool) -> str:

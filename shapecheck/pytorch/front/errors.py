@@ -27,6 +27,7 @@ def python_source(path: str) -> str | None:
         lines = linecache.getlines(path)
         return "".join(lines) if lines else None
 
+
 MESSAGES: Table = Table("torchfront", "MESSAGES", {
     "target_syntax": "`{target}` is not FILE.py:NAME or MODULE:NAME (for example "
     "`model.py:CausalSelfAttention` or `model.py:make`)",
