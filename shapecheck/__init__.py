@@ -8,6 +8,9 @@ CLI start fast (SymPy and Lark load only when a spec is checked)::
     program.ok, program.diagnostics, program.shapes()
     attention = shapecheck.compile_spec(program)  # NumPy is imported here, not before
     outputs = attention(X=x, W_Q=w_q, ...)         # by name; dims read from the arrays
+
+In a notebook, ``%load_ext shapecheck`` gives the ``%%attn`` and ``%shapecheck`` magics
+(:mod:`shapecheck.notebook`, docs/notebooks.md).
 """
 
 from __future__ import annotations
@@ -35,6 +38,13 @@ _EXPORTS = {
 }
 
 __all__ = ["__version__", *_EXPORTS]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext shapecheck``: IPython loads the magics from here (imported only then)."""
+    from .notebook import load_ipython_extension as load
+
+    load(ipython)
 
 
 def __getattr__(name: str) -> Any:

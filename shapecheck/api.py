@@ -7,9 +7,20 @@ the package; this module names them for users (``from shapecheck.api import chec
 
 from __future__ import annotations
 
+from .check.program import Program
 from .loader import (
     admissible_bindings, check_bytes, check_parsed, check_path, check_text, file_result,
 )
 
 __all__ = ["admissible_bindings", "check_bytes", "check_parsed", "check_path", "check_text",
            "file_result"]
+
+
+def _cards(program: Program) -> str:
+    from .report import card_html  # the report loads when a program is first shown
+
+    return card_html(program)
+
+
+# A notebook shows a checked program as its cards (Program._repr_html_).
+Program.html_view = _cards

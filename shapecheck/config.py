@@ -143,6 +143,17 @@ class Settings:
                     off |= {code for selector in selectors for code in _expand(selector, codes.REGISTRY)}
         return frozenset(code for code in off if not codes.REGISTRY[code].severity.value == "error")
 
+    def modules_in(self, path: str | Path) -> list[tuple[str, tuple[str, ...]]]:
+        """The configured Python targets (``modules``) whose file is ``path``, each named
+        ``/absolute/model.py:Name``, with its ``--init`` items."""
+        wanted = Path(path).resolve()
+        found: list[tuple[str, tuple[str, ...]]] = []
+        for target, init in self.modules:
+            file, _, name = target.rpartition(":")
+            if file.endswith(".py") and (self.root / file).resolve() == wanted:
+                found.append((f"{wanted}:{name}", init))
+        return found
+
     def is_excluded(self, path: Path, is_dir: bool) -> bool:
         """Whether a walk skips ``path`` (``exclude`` and ``extend-exclude``)."""
         patterns = self.exclude + self.extend_exclude

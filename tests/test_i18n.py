@@ -37,8 +37,8 @@ CJK = re.compile(r"[\u4e00-\u9fff]")
 def _import_everything() -> None:
     """Import every module, so that every table is registered (optional extras may be absent)."""
     for module in pkgutil.walk_packages(shapecheck.__path__, "shapecheck."):
-        if module.name == "shapecheck.__main__":
-            continue  # it runs the command line
+        if module.name in ("shapecheck.__main__", "shapecheck.pytorch.front.warm"):
+            continue  # it runs the command line; it traces a module (the LSP workers' preload)
         try:
             importlib.import_module(module.name)
         except ImportError:

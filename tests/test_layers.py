@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "shapecheck"
 
 # What may stay at the top: the entry points and the spine every stage shares.
 TOP = {"__init__", "__main__", "_version", "api", "loader", "config", "options", "fileio",
-       "depth", "testing"}
+       "depth", "testing", "notebook"}
 
 # The pipeline, lowest first: a unit (a folder, or a module at the top) imports only units of
 # the layers before its own.
@@ -34,9 +34,11 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in
     "passes",                   # inference, fix checking, incremental re-checks
     "loader formats",           # load: every pass in order; verify's output formats
     "report backend",           # the report; the run (the only door to NumPy)
-    "pytorch lsp",              # PyTorch: conformance, binding, the front end; editors
+    "pytorch",                  # PyTorch: conformance, binding, the front end
+    "lsp",                      # editors (a Python file is traced by the front end, in a worker)
     "api testing",              # the Python faces
-    "cli __init__",             # the command line; the package's lazy re-exports
+    "cli notebook",             # the command line; the notebook's magics
+    "__init__",                 # the package's lazy re-exports (and `%load_ext shapecheck`)
     "__main__",                 # python -m shapecheck
 ))
 LAYER = {unit: index for index, layer in enumerate(LAYERS) for unit in layer}
@@ -148,6 +150,7 @@ DOORS = {
     "numpy": lambda name: name.startswith("backend/"),
     "torch": lambda name: name.startswith("pytorch/") or name == "backend/torch_backend.py",
     "click": lambda name: name.startswith("cli/"),
+    "IPython": lambda name: name == "notebook.py",
 }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from ..syntax import nodes
 from ..messages.diagnostics import Diagnostic, Note, Span
@@ -182,9 +182,18 @@ class Program:
     recheck_statements: Callable[..., Any] | None = field(default=None, repr=False,
                                                            compare=False)
 
+    # How a notebook shows a checked program: its verdict and attention cards as HTML. The
+    # report stage draws them and stands above this one, so the Python face installs the
+    # drawing (api.py) and this stage only calls it.
+    html_view: ClassVar[Callable[[Program], str] | None] = None
+
     @property
     def ok(self) -> bool:
         return not any(d.is_error for d in self.diagnostics)
+
+    def _repr_html_(self) -> str | None:
+        """Jupyter's rich display (None: the plain ``repr``)."""
+        return None if Program.html_view is None else Program.html_view(self)
 
     def at(self, bindings: Mapping[str, int]) -> Program:
         """This spec checked again at these bindings (as ``--dim``): derived dims,

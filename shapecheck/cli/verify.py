@@ -122,16 +122,12 @@ def check_python(raw: str, finder: Finder, bindings: Mapping[str, int]) -> list[
         settings = finder.settings_for(Path(raw.rpartition(":")[0]))
         init = next((i for t, i in settings.modules if _same_target(settings, t, raw)), ())
         return check_python_target(raw, init, finder, bindings)
-    path = Path(raw)
-    settings = finder.settings_for(path)
-    listed = [(t, i) for t, i in _configured(finder, path.parent)
-              if Path(t.rpartition(":")[0]).resolve() == path.resolve()]
+    listed = finder.settings_for(Path(raw)).modules_in(raw)
     if not listed:
         from ..pytorch.front.errors import MESSAGES
 
         return [FileResult(raw, None, [codes.TARGET_FAILED.diag(
             FILE_START, target=raw, reason=MESSAGES["not_configured"].format(path=raw))])]
-    del settings
     return [r for target, init in listed for r in check_python_target(target, init, finder,
                                                                        bindings)]
 

@@ -1,5 +1,6 @@
 """The language server (``shapecheck lsp``): diagnostics, hover, definitions, inlay
-hints, code actions and symbols for ``.attn`` files, over stdio.
+hints, code actions and symbols for ``.attn`` files, over stdio; and on Python files that
+hold a target, the traced checks on save (:mod:`shapecheck.lsp.python`).
 
 It needs the optional ``lsp`` extra (pygls, lsprotocol):
 ``python -m pip install 'attn-shapecheck[lsp]'``. :func:`available` says whether they

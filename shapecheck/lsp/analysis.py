@@ -378,7 +378,7 @@ class Documents:
             return current
         from ..loader import check_parsed
 
-        settings, problem = _settings(uri)
+        settings, problem = settings_of(uri)
         path = path_of(uri)
         ignore = settings.disabled(path) if settings is not None else frozenset()
         dims = dict(settings.dims) if settings is not None else {}
@@ -405,7 +405,7 @@ class Documents:
         return iter(self._latest)
 
 
-def _settings(uri: str) -> tuple[Any, str | None]:
+def settings_of(uri: str) -> tuple[Any, str | None]:
     """The settings for the document (found afresh: a configuration edited meanwhile
     counts), and the text of a configuration error (then the defaults apply)."""
     from ..config import ConfigError, Finder, Settings

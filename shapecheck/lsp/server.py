@@ -10,7 +10,10 @@ Features, all read off the checked program of :mod:`shapecheck.lsp.analysis`:
 - go to definition of a tensor or a dim;
 - inlay hints: the shape of each statement that defines a tensor without annotating it;
 - code actions: the fixes of the diagnostics in the range (``quickfix``);
-- document symbols: dims and tensors with their shapes.
+- document symbols: dims and tensors with their shapes;
+- on a Python file that holds a target: the traced checks when it is opened and saved, in a
+  worker (:mod:`shapecheck.lsp.python`), with hover on a traced line and quick fixes that
+  are verified source edits.
 
 Positions follow the encoding negotiated at initialisation (UTF-16 by default).
 Requests about a document that was never opened get an empty answer.
@@ -24,6 +27,7 @@ import gc
 import logging
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from urllib.parse import unquote
 
 from lsprotocol import types
@@ -31,11 +35,13 @@ from lsprotocol import types
 from .._version import __version__
 from ..syntax import nodes
 from ..check.builtins import BUILTINS
+from ..messages.codes import REGISTRY
 from ..messages.diagnostics import VERSION_MARK, Diagnostic, Severity, Span, shown
 from ..i18n import Table
 from ..check.program import Program
 from ..symbolic import to_text
-from .analysis import Analysis, Documents, Positions
+from .analysis import Analysis, Documents, Positions, path_of, settings_of
+from .python import Outcome, Request, Tracer, targets_of
 
 try:
     from pygls.lsp.server import LanguageServer
@@ -54,6 +60,7 @@ TEXT: Table = Table("lsp", "TEXT", {
     "config_problem": "shapecheck: the configuration is not used: {problem}",
     "version": "this line's version of `{name}` (the name is rebound or written into)",
     "spelling": "**`{written}`** is the builtin `{builtin}`: {doc}",
+    "traced": "traced on this line:",
 })
 
 SEVERITIES = {
@@ -72,6 +79,9 @@ class ShapecheckServer(LanguageServer):
         self.pending: set[str] = set()
         self.told: set[str] = set()  # configuration problems already shown
         self.collector = Collector()
+        self.tracer = Tracer(self.publish_traced)
+        self.named: list[str] = []  # targets the client names (initializationOptions)
+        self.published: dict[str, set[str]] = {}  # traced file -> the URIs given diagnostics
 
     # --- helpers -------------------------------------------------------------------------
 
@@ -86,7 +96,10 @@ class ShapecheckServer(LanguageServer):
         return document.source, document.version
 
     def analysis(self, uri: str) -> Analysis | None:
-        """The analysis of the document's current text (checked now if it is stale)."""
+        """The analysis of the document's current text (checked now if it is stale); None
+        for a Python file, which is traced, not read as a spec."""
+        if is_python(uri):
+            return None
         found = self.text_of(uri)
         if found is None:
             return None
@@ -111,6 +124,50 @@ class ShapecheckServer(LanguageServer):
         diagnostics = [lsp_diagnostic(d, uri, positions) for d in analysis.program.diagnostics]
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
             uri=uri, diagnostics=diagnostics, version=analysis.version))
+
+    def trace(self, uri: str) -> None:
+        """Trace the targets a Python file holds, in a worker (none: nothing is shown)."""
+        path = path_of(uri)
+        if path is None:
+            return
+        settings, _ = settings_of(uri)
+        configured = settings.modules_in(path) if settings is not None else []
+        root = self.workspace.root_path
+        targets = targets_of(path, configured, self.named, Path(root) if root else None)
+        if not targets:
+            return
+        ignore = settings.disabled(path) if settings is not None else frozenset()
+        # The bindings are verify's for a Python target: none unless asked (the trace's sizes).
+        self.tracer.request(Request(str(path.resolve()), targets, {}, ignore),
+                            asyncio.get_running_loop())
+
+    def publish_traced(self, outcome: Outcome) -> None:
+        """A trace's diagnostics, at the Python lines of each file; a file that had some from
+        the last trace of the same file and has none now is cleared."""
+        given = set()
+        for path, diagnostics in outcome.diagnostics.items():
+            uri = Path(path).as_uri()
+            given.add(uri)
+            positions = Positions(outcome.texts.get(path, ""), self.encoding())
+            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
+                uri=uri, diagnostics=[lsp_diagnostic(d, uri, positions) for d in diagnostics]))
+        for uri in self.published.get(outcome.path, set()) - given:
+            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
+                uri=uri, diagnostics=[]))
+        self.published[outcome.path] = given
+
+    def traced(self, uri: str) -> tuple[Outcome, str] | None:
+        """The latest trace that reports on this file, if the document still holds the text
+        it traced (positions and edits are that text's), with the file's path."""
+        path = path_of(uri)
+        found = self.text_of(uri)
+        if path is None or found is None:
+            return None
+        key = str(path.resolve())
+        for outcome in self.tracer.latest.values():
+            if outcome.texts.get(key) == found[0]:
+                return outcome, key
+        return None
 
     def schedule(self, uri: str) -> None:
         """Check once the messages already received are handled (a burst of changes
@@ -195,9 +252,43 @@ def lsp_diagnostic(diagnostic: Diagnostic, uri: str, positions: Positions) -> ty
 # --- document sync --------------------------------------------------------------------------
 
 
+def is_python(uri: str) -> bool:
+    return unquote(uri).endswith(".py")
+
+
+def _named_targets(settings: object) -> list[str] | None:
+    """``{"targets": [...]}`` or ``{"shapecheck": {"targets": [...]}}``: the client's targets."""
+    if isinstance(settings, dict) and isinstance(settings.get("shapecheck"), dict):
+        settings = settings["shapecheck"]
+    named = settings.get("targets") if isinstance(settings, dict) else None
+    return [t for t in named if isinstance(t, str)] if isinstance(named, list) else None
+
+
+@server.feature(types.INITIALIZE)
+def initialize(ls: ShapecheckServer, params: types.InitializeParams) -> None:
+    ls.named = _named_targets(params.initialization_options) or []
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+def did_change_configuration(ls: ShapecheckServer,
+                             params: types.DidChangeConfigurationParams) -> None:
+    """New targets from the client's settings: the open Python files are traced again."""
+    named = _named_targets(params.settings)
+    if named is None:
+        return
+    ls.named = named
+    for uri in list(ls.workspace.text_documents):
+        if is_python(uri):
+            ls.trace(uri)
+
+
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: ShapecheckServer, params: types.DidOpenTextDocumentParams) -> None:
-    ls.check_and_publish(params.text_document.uri)
+    uri = params.text_document.uri
+    if is_python(uri):
+        ls.trace(uri)
+    else:
+        ls.check_and_publish(uri)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
@@ -207,7 +298,11 @@ def did_change(ls: ShapecheckServer, params: types.DidChangeTextDocumentParams) 
 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
 def did_save(ls: ShapecheckServer, params: types.DidSaveTextDocumentParams) -> None:
-    ls.schedule(params.text_document.uri)  # a configuration may have changed meanwhile
+    uri = params.text_document.uri
+    if is_python(uri):
+        ls.trace(uri)  # the file on disk is what the trace imports: on save, never per keystroke
+    else:
+        ls.schedule(uri)  # a configuration may have changed meanwhile
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
@@ -215,6 +310,9 @@ def did_close(ls: ShapecheckServer, params: types.DidCloseTextDocumentParams) ->
     uri = params.text_document.uri
     ls.documents.close(uri)
     ls.pending.discard(uri)
+    path = path_of(uri)
+    if path is not None and is_python(uri):
+        ls.tracer.cancel(str(path.resolve()), asyncio.get_running_loop())
     ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
 
@@ -236,6 +334,8 @@ def _at(ls: ShapecheckServer, uri: str, position: types.Position
 
 @server.feature(types.TEXT_DOCUMENT_HOVER)
 def hover(ls: ShapecheckServer, params: types.HoverParams) -> types.Hover | None:
+    if is_python(params.text_document.uri):
+        return python_hover(ls, params.text_document.uri, params.position)
     found = _at(ls, params.text_document.uri, params.position)
     if found is None:
         return None
@@ -282,6 +382,30 @@ def hover_text(analysis: Analysis, name: str, span: Span | None = None) -> str |
         if value is not None:
             lines.append(TEXT["dim_value"].format(name=name, value=value))
     return "\n\n".join(lines)
+
+
+def python_hover(ls: ShapecheckServer, uri: str, position: types.Position) -> types.Hover | None:
+    """On a traced line: the shapes the trace computed there, and each diagnostic with its
+    help and the registry's explanation (what `shapecheck explain` says)."""
+    found = ls.traced(uri)
+    if found is None:
+        return None
+    outcome, path = found
+    shapes, diagnostics = outcome.at(path, position.line + 1)
+    if not shapes and not diagnostics:
+        return None
+    parts = []
+    if shapes:
+        parts.append(TEXT["traced"] + "\n\n" + "\n".join(f"- `{name}`: `{shape}`"
+                                                       for name, shape in shapes))
+    for diagnostic in diagnostics:
+        code = REGISTRY.get(diagnostic.code)
+        lines = [f"**{diagnostic.severity.value}[{diagnostic.code}]**: {diagnostic.message}",
+                 *(f"help: {line}" for line in diagnostic.help)]
+        if code is not None:
+            lines.extend([code.text("what"), code.text("why")])
+        parts.append("\n\n".join(lines))
+    return types.Hover(types.MarkupContent(types.MarkupKind.Markdown, "\n\n---\n\n".join(parts)))
 
 
 def _node_at(statements: list[nodes.Stmt], span: Span) -> object | None:
@@ -431,11 +555,16 @@ def _containing(outer: Span, inner: Span) -> Span:
 def code_actions(ls: ShapecheckServer, params: types.CodeActionParams) -> list[types.CodeAction]:
     uri = params.text_document.uri
     analysis = ls.analysis(uri)
-    if analysis is None:
+    if analysis is not None:
+        text, diagnostics = analysis.text, analysis.program.diagnostics
+    elif (traced := ls.traced(uri)) is not None:  # a Python file: the trace's verified edits
+        outcome, path = traced
+        text, diagnostics = outcome.texts[path], outcome.diagnostics.get(path, [])
+    else:
         return []
-    positions = Positions(analysis.text, ls.encoding())
+    positions = Positions(text, ls.encoding())
     actions = []
-    for diagnostic in _in_range(analysis.program.diagnostics, params.range, positions):
+    for diagnostic in _in_range(diagnostics, params.range, positions):
         for fix in diagnostic.fixes:
             edits = [types.TextEdit(lsp_range(edit.span, positions), edit.replacement)
                      for edit in fix.edits]

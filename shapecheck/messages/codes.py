@@ -923,6 +923,7 @@ TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
     "SC411": "move the heads back first: `y.transpose(1, 2).contiguous().view(B, T, C)`",
     "spec": "in the traced spec: {help}",
     "traced_as": "traced as `{statement}`",
+    "transposed_product": "did you mean `{product}`?",
 })
 
 # --- notes and help ---------------------------------------------------------------

@@ -17,14 +17,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import fileio
 from .model import Report, build_report
 
+if TYPE_CHECKING:
+    from ..check.program import Program
+
 FORMATS = ("html", "md")
 SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
 
-__all__ = ["FORMATS", "Report", "build_report", "format_for", "render", "write_atomically"]
+__all__ = ["FORMATS", "Report", "build_report", "card_html", "format_for", "render",
+           "write_atomically"]
 
 
 def format_for(path: str) -> str | None:
@@ -42,6 +47,14 @@ def render(report: Report, fmt: str) -> str:
 
         return render_markdown(report)
     raise ValueError(f"unknown report format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def card_html(program: Program) -> str:
+    """A checked program's verdict and attention cards as a piece of HTML: what a notebook
+    shows for it (``Program._repr_html_``), at the program's own bindings."""
+    from .html import render_cards
+
+    return render_cards(build_report(program, "", dict(program.dims.bindings)))
 
 
 def write_atomically(path: str, content: str, *, protect: Iterable[fileio.Protected] = ()) -> None:

@@ -64,6 +64,17 @@ def render_html(report: Report) -> str:
     )
 
 
+def render_cards(report: Report) -> str:
+    """The verdict and the cards alone, as a piece of someone else's page (a notebook shows
+    a checked program so): styled under one class, so that neither page restyles the other."""
+    mark = "✓" if report.ok else "✗"
+    verdict = "verdict ok" if report.ok else "verdict fail"
+    return (f'<div class="shapecheck-cards" lang="{h(text("html_lang"))}">'
+            f"<style>{_CARD_CSS}</style>\n"
+            f'<p class="{verdict}">{mark} {h(report.verdict)}</p>\n'
+            + "\n".join(_card_list(report)) + "\n</div>")
+
+
 def _section(anchor: str, title: str, content: str) -> str:
     return f'<section id="{anchor}">\n<h2>{h(text(title))}</h2>\n{content}\n</section>'
 
@@ -197,14 +208,17 @@ def _table(css: str, head: list[str], rows: list[str], foot: str = "") -> str:
 
 
 def _cards(report: Report) -> str:
-    parts = [f"<p>{r(rich('intro_cards'))}</p>"]
-    if not report.cards and not report.unfilled_cards:
-        parts.append(f"<p>{r(rich('no_cards'))}</p>")
+    return "\n".join([f"<p>{r(rich('intro_cards'))}</p>", *_card_list(report)])
+
+
+def _card_list(report: Report) -> list[str]:
+    """Each card, or why there is none; the patterns whose shapes are unknown."""
+    parts = [] if report.cards or report.unfilled_cards else [f"<p>{r(rich('no_cards'))}</p>"]
     parts.extend(_card(card, bool(report.bindings)) for card in report.cards)
     if report.unfilled_cards:
         lines = ", ".join(str(line) for line in report.unfilled_cards)
         parts.append(f'<p class="unfilled">{r(rich("unfilled_cards", lines=lines))}</p>')
-    return "\n".join(parts)
+    return parts
 
 
 def _card(card: Card, concrete: bool) -> str:
@@ -396,4 +410,22 @@ footer { margin-top: 3rem; color: var(--muted); font-size: .85rem; }
   h2 { break-after: avoid; }
   a { color: inherit; text-decoration: none; }
 }
+"""
+
+# The cards' look inside another page: the same colours as the report's, every rule scoped.
+_CARD_CSS = """
+.shapecheck-cards .card { border: 1px solid #d1d5db; border-radius: 8px; padding: .8rem 1rem;
+  margin: .6rem 0; }
+.shapecheck-cards .card.broken { border: 2px solid #b91c1c; }
+.shapecheck-cards .oneline { border-left: 4px solid #1d4ed8; padding: .3rem .6rem; }
+.shapecheck-cards table { border-collapse: collapse; }
+.shapecheck-cards th, .shapecheck-cards td { border-bottom: 1px solid #d1d5db; padding: .2rem .5rem;
+  text-align: left; vertical-align: top; }
+.shapecheck-cards tr.failed th, .shapecheck-cards tr.failed td,
+.shapecheck-cards .verdict.fail { background: #fee2e2; }
+.shapecheck-cards .verdict { display: inline-block; font-weight: 700; padding: .1rem .5rem;
+  border-radius: 4px; }
+.shapecheck-cards .verdict.ok { background: #dcfce7; color: #15803d; }
+.shapecheck-cards .ok, .shapecheck-cards .check-ok { color: #15803d; }
+.shapecheck-cards .bad, .shapecheck-cards .check-failed, .shapecheck-cards .verdict.fail { color: #b91c1c; }
 """

@@ -728,6 +728,7 @@ TORCH_HELPS = {
     "SC411": "先把头移回去: `y.transpose(1, 2).contiguous().view(B, T, C)`",
     "spec": "在追踪得到的 spec 中: {help}",
     "traced_as": "追踪为 `{statement}`",
+    "transposed_product": "你是不是想写 `{product}`?",
 }
 
 NOTES = {

@@ -14,4 +14,5 @@ TEXT = {
     "config_problem": "shapecheck: 配置没有被使用: {problem}",
     "version": "这一行的 `{name}` 版本 (这个名字被重新绑定或写入过)",
     "spelling": "**`{written}`** 就是内置函数 `{builtin}`: {doc}",
+    "traced": "这一行追踪到的形状:",
 }

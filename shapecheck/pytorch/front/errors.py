@@ -3,7 +3,9 @@ and their texts, in the one table the command line prints them from."""
 
 from __future__ import annotations
 
+import linecache
 from dataclasses import dataclass
+from pathlib import Path
 
 from ...i18n import Table
 
@@ -14,6 +16,17 @@ class Location:
 
     path: str
     line: int
+
+
+def python_source(path: str) -> str | None:
+    """The text of the Python file a location names. A notebook's cell is no file on disk:
+    IPython keeps its text in :mod:`linecache` under the cell's file name."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        lines = linecache.getlines(path)
+        return "".join(lines) if lines else None
+
 
 MESSAGES: Table = Table("torchfront", "MESSAGES", {
     "target_syntax": "`{target}` is not FILE.py:NAME or MODULE:NAME (for example "

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ...check.builtins import BUILTINS
-from .errors import Location
+from .errors import Location, python_source
 from .sizes import Dims
 
 ATOM, POSTFIX, POWER, UNARY, PRODUCT, SUM, AND, OR, COMPARE = 90, 80, 70, 60, 50, 40, 30, 20, 10
@@ -390,9 +390,10 @@ class Lowering:
 
     def _tree(self, path: str) -> ast.Module | None:
         if path not in self._trees:
+            source = python_source(path)
             try:
-                self._trees[path] = ast.parse(Path(path).read_text(encoding="utf-8"))
-            except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+                self._trees[path] = None if source is None else ast.parse(source)
+            except (SyntaxError, ValueError):
                 self._trees[path] = None
         return self._trees[path]
 

@@ -11,13 +11,17 @@ text) are dropped.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ...messages import codes
-from ...messages.diagnostics import Diagnostic, FileResult, Note, Span
+from ...messages.diagnostics import Diagnostic, FileResult, Note, Span, shown
 from . import Extraction, ExtractError, Untraceable, display, extract
-from .errors import Location
+from .errors import Location, python_source
+
+if TYPE_CHECKING:
+    from ...check.program import Program
 
 #: Where in the Python line a code points: the first of these words found there.
 ANCHORS: dict[str, tuple[str, ...]] = {
@@ -38,21 +42,37 @@ def check(target: str, init: tuple[str, ...] | list[str] = (),
           ignore: Collection[str] = ()) -> list[FileResult]:
     """Trace TARGET and check it; one result per Python file with diagnostics (the module's
     own file first, always present)."""
+    return traced(target, init, bindings, ignore).results
+
+
+@dataclass
+class Traced:
+    """A Python target checked: its results, and what the editor shows on a line."""
+
+    results: list[FileResult]
+    # (absolute path, line) -> each tensor the traced spec computes there: (name, shape)
+    shapes: dict[tuple[str, int], list[tuple[str, str]]] = field(default_factory=dict)
+
+
+def traced(target: str, init: tuple[str, ...] | list[str] = (),
+           bindings: Mapping[str, int] | None = None,
+           ignore: Collection[str] = ()) -> Traced:
+    """:func:`check`, and the traced shapes of each Python line (the editor's hover)."""
     from ...loader import check_text
 
     try:
         extraction = extract(target, init)
     except ExtractError as error:
         path = target.rpartition(":")[0] or target
-        return [FileResult(path, None, [codes.TARGET_FAILED.diag(
-            Span(1, 1, 1, 1), target=target, reason=str(error))])]
+        return Traced([FileResult(path, None, [codes.TARGET_FAILED.diag(
+            Span(1, 1, 1, 1), target=target, reason=str(error))])])
     except Untraceable as failed:
         location = failed.location
         path = location.path if location else target.rpartition(":")[0]
         diagnostic = codes.UNTRACEABLE.diag(Span(1, 1, 1, 1), target=target, reason=failed.reason)
         results = _Results(path)
         results.add(location, diagnostic, (), None)
-        return results.finish()
+        return Traced(results.finish())
     if extraction.unknown:  # what an unknown operator reads is not "unused" (SC401)
         ignore = frozenset(ignore) | {"SC401"}
     program = check_text(extraction.text, dict(bindings or {}), warn_unknown_bindings=False,
@@ -72,7 +92,18 @@ def check(target: str, init: tuple[str, ...] | list[str] = (),
                                                           name=name or "?"), (), None)
     main = results.finish()
     main[0].shapes = program.shapes()
-    return main
+    return Traced(main, _line_shapes(extraction, program))
+
+
+def _line_shapes(extraction: Extraction, program: Program) -> dict[tuple[str, int],
+                                                                   list[tuple[str, str]]]:
+    found: dict[tuple[str, int], list[tuple[str, str]]] = {}
+    for name, tensor in program.tensors.items():
+        location = extraction.lines.get(tensor.name_span.line)
+        if location is not None and tensor.kind == "defined" and tensor.value.known:
+            found.setdefault((location.path, location.line), []).append(
+                (shown(name), tensor.value.text()))
+    return found
 
 
 def _primary_line(diagnostic: Diagnostic, statements: list[str]) -> int:
@@ -124,10 +155,7 @@ class _Results:
 
     def _text(self, path: str) -> str | None:
         if path not in self.texts:
-            try:
-                self.texts[path] = Path(path).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                self.texts[path] = None
+            self.texts[path] = python_source(path)
         return self.texts[path]
 
     def finish(self) -> list[FileResult]:
