@@ -12,6 +12,9 @@ record a run never builds never costs a compile. What the methods do is what the
 library's do: the same equality (same class, fields compared as a tuple), hash (a frozen
 record's fields as a tuple; ``None`` for a mutable one), ``repr`` and frozen-ness.
 
+One difference: until a record is first built, ``inspect.signature`` of its class sees
+the stand-in ``(*args, **kwargs)``; nothing in shapecheck asks.
+
 Only what shapecheck uses is supported: ``frozen`` and ``slots``; fields with ``default``,
 ``default_factory``, ``init``, ``repr``, ``compare`` and ``hash``; ``__post_init__``.
 """
