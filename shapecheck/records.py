@@ -154,7 +154,8 @@ _FACTORY = type("_HAS_DEFAULT_FACTORY_CLASS", (), {"__repr__": lambda self: "<fa
 
 def _compile_init(cls: type, fields: tuple[dataclasses.Field[Any], ...], frozen: bool) -> Callable[..., None]:
     """The ``__init__`` the stdlib would generate, as one function compiled once."""
-    namespace: dict[str, Any] = {"_FACTORY": _FACTORY, "_object": object}
+    namespace: dict[str, Any] = {"_FACTORY": _FACTORY, "_object": object,
+                                 "__name__": cls.__module__}  # the function's __module__
     parameters: list[str] = []
     body: list[str] = []
     for field in fields:
