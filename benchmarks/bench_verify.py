@@ -11,7 +11,7 @@
    inferred) vs with the inferred declarations pasted in, and the note's one-liner
    warm. Inference runs only where something is undeclared, so 1 and 2 do not change.
 
-Usage: python benchmarks/bench_verify.py [--runs N]
+Usage: python benchmarks/bench_verify.py [--runs N] [--cold-only] [--against OTHER_CHECKOUT]
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def cold_start(runs: int, against: Path | None = None) -> None:
                        check=True)
     for name, command, cwd, env in commands:  # warm the OS file cache and Lark's grammar cache
         done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
-        assert done.returncode == 0, (name, done.stdout, done.stderr)  # timing a failure: no
+        assert done.returncode == 0, (name, done.stdout, done.stderr)  # a failure's time means nothing
     walls: dict[str, list[float]] = {name: [] for name, *_ in commands}
     cpus: dict[str, list[float]] = {name: [] for name, *_ in commands}
     loads = [os.getloadavg()[0]]
