@@ -90,7 +90,7 @@ def cold_start(runs: int, against: Path | None = None) -> None:
                        check=True)
     for name, command, cwd, env in commands:  # warm the OS file cache and Lark's grammar cache
         done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
-        assert done.returncode == 0, (name, done.stdout, done.stderr)  # a failure's time means nothing
+        assert done.returncode == 0, (name, done.stdout, done.stderr)  # time no failure
     walls: dict[str, list[float]] = {name: [] for name, *_ in commands}
     cpus: dict[str, list[float]] = {name: [] for name, *_ in commands}
     loads = [os.getloadavg()[0]]
