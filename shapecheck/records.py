@@ -48,7 +48,8 @@ def dataclass(cls: Any = None, /, *, frozen: bool = False, slots: bool = False) 
 def _declare(cls: type[T], *, frozen: bool, slots: bool) -> type[T]:
     own = dict(cls.__dict__)
     if frozen and ("__setattr__" in own or "__delattr__" in own):
-        raise TypeError(f"Cannot overwrite attribute __setattr__ or __delattr__ in class {cls.__name__}")
+        raise TypeError("Cannot overwrite attribute __setattr__ or __delattr__ "
+                        f"in class {cls.__name__}")
     undocumented = not cls.__doc__
     if undocumented:  # the stdlib would call inspect.signature (slow) to write one; see below
         cls.__doc__ = cls.__name__
@@ -59,12 +60,14 @@ def _declare(cls: type[T], *, frozen: bool, slots: bool) -> type[T]:
     if "__repr__" not in own:
         cls.__repr__ = _repr(tuple(f.name for f in fields if f.repr))  # type: ignore[method-assign]
     if "__eq__" not in own:
-        cls.__eq__ = _eq(_key(tuple(f.name for f in fields if f.compare)))  # type: ignore[method-assign]
+        compared = tuple(f.name for f in fields if f.compare)
+        cls.__eq__ = _eq(_key(compared))  # type: ignore[method-assign]
     explicit_hash = own.get("__hash__", _MISSING)
     if explicit_hash is _MISSING or (explicit_hash is None and "__eq__" in own):
         # As the stdlib's eq=True: a frozen record hashes its fields, a mutable one is unhashable.
         hashed = tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash))
-        cls.__hash__ = _hash(_key(hashed)) if frozen else None  # type: ignore[assignment,method-assign]
+        cls.__hash__ = (  # type: ignore[assignment,method-assign]
+            _hash(_key(hashed)) if frozen else None)
     if frozen:
         _freeze(cls, frozenset(f.name for f in fields), slots)
     if undocumented:
@@ -139,7 +142,10 @@ def _setstate(self: Any, state: list[Any]) -> None:
         object.__setattr__(self, field.name, value)
 
 
-def _lazy_init(cls: type, fields: tuple[dataclasses.Field[Any], ...], frozen: bool) -> Callable[..., None]:
+Fields = tuple[dataclasses.Field[Any], ...]
+
+
+def _lazy_init(cls: type, fields: Fields, frozen: bool) -> Callable[..., None]:
     """An ``__init__`` that compiles the real one on the first call and puts it in its place."""
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         if cls.__init__ is __init__:
@@ -152,7 +158,7 @@ def _lazy_init(cls: type, fields: tuple[dataclasses.Field[Any], ...], frozen: bo
 _FACTORY = type("_HAS_DEFAULT_FACTORY_CLASS", (), {"__repr__": lambda self: "<factory>"})()
 
 
-def _compile_init(cls: type, fields: tuple[dataclasses.Field[Any], ...], frozen: bool) -> Callable[..., None]:
+def _compile_init(cls: type, fields: Fields, frozen: bool) -> Callable[..., None]:
     """The ``__init__`` the stdlib would generate, as one function compiled once."""
     namespace: dict[str, Any] = {"_FACTORY": _FACTORY, "_object": object,
                                  "__name__": cls.__module__}  # the function's __module__

@@ -101,7 +101,8 @@ def test_a_record_behaves_as_the_stdlib_dataclass(name: str) -> None:
     assert _outcome(lambda: hash(ours) == hash(_make(OURS, name))) == \
         _outcome(lambda: hash(theirs) == hash(_make(STDLIB, name)))
     assert type(OURS[name].__hash__) is type(STDLIB[name].__hash__)
-    assert [f.name for f in dataclasses.fields(ours)] == [f.name for f in dataclasses.fields(theirs)]
+    assert [f.name for f in dataclasses.fields(ours)] == \
+        [f.name for f in dataclasses.fields(theirs)]
     assert dataclasses.is_dataclass(ours)
     assert OURS[name].__match_args__ == STDLIB[name].__match_args__
     assert hasattr(OURS[name], "__slots__") == hasattr(STDLIB[name], "__slots__")
