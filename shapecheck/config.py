@@ -32,11 +32,12 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import Any
 
 from .i18n import Table
+from .records import dataclass
 
 CONFIG_NAMES: tuple[str, ...] = (".shapecheck.toml", "shapecheck.toml", "pyproject.toml")
 SECTION = ("tool", "shapecheck")

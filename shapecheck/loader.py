@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 
 from .messages import codes, suppress
 from . import depth, fileio
-from .passes import fixcheck
 from .syntax import nodes, notspec
 from .check.checker import Checker
 from .config import default_bindings
@@ -104,7 +103,8 @@ def _check_deep(text: str, parsed: ParseResult | None, bindings: dict[str, int] 
         declared = nodes.declared_dims(parsed.statements)
         given = {**default_bindings(defaults, declared), **(bindings or {})} if defaults \
             else bindings
-        statements, syntax = lower(parsed.statements, parsed.diagnostics)
+        statements, syntax = lower(parsed.statements, parsed.diagnostics,
+                                   memo.plain if memo is not None else None)
 
         def check_again(inferred: Inferred | None = None, dims: DimSystem | None = None, *,
                         complete: bool = False) -> Program:
@@ -134,7 +134,9 @@ def _check_deep(text: str, parsed: ParseResult | None, bindings: dict[str, int] 
         program.recheck = lambda at: check_parsed(
             text, parsed, at, warn_unknown_bindings=warn_unknown_bindings, ignore=ignore,
             defaults=defaults, infer=infer)
-        if verify_fixes:
+        if verify_fixes and any(d.fixes for d in program.diagnostics):
+            from .passes import fixcheck  # only a spec with a candidate fix: not at start-up
+
             program.diagnostics = fixcheck.verified(program, lambda edited: _check(
                 edited, None, bindings, warn_unknown_bindings, ignore, defaults, infer,
                 verify_fixes=False).diagnostics)

@@ -20,12 +20,12 @@ PACKAGE = Path(__file__).resolve().parent.parent / "shapecheck"
 
 # What may stay at the top: the entry points and the spine every stage shares.
 TOP = {"__init__", "__main__", "_version", "api", "loader", "config", "options", "fileio",
-       "depth", "testing", "notebook"}
+       "depth", "records", "testing", "notebook"}
 
 # The pipeline, lowest first: a unit (a folder, or a module at the top) imports only units of
 # the layers before its own.
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in (
-    "i18n depth _version",      # the words, the recursion room, the version
+    "i18n depth _version records",  # the words, the recursion room, the version, cheap dataclasses
     "messages fileio options",  # diagnostics, the code registry, fixes, suppression; file I/O
     "config syntax",            # configuration; text -> syntax tree
     "symbolic",                 # every proof (the only door to SymPy)
@@ -172,11 +172,14 @@ def test_heavy_dependencies_stay_behind_their_doors(name: str) -> None:
 
 
 def test_verify_imports_neither_numpy_nor_torch(tmp_path: Path) -> None:
+    # Nor what a correct spec does not need at start-up (issue 36): the fix verifier and
+    # the editor's incremental checker.
     spec = tmp_path / "spec.attn"
     spec.write_text("dim N, d\ninput Q: [N, d]\ninput K: [N, d]\nS = Q @ K.T\n", encoding="utf-8")
     code = ("import sys\nfrom shapecheck.cli import main\ntry:\n    main(['verify', sys.argv[1]])\n"
             "except SystemExit as done:\n    assert done.code == 0, done.code\n"
-            "print(sorted({'numpy', 'torch', 'click', 'sympy'} & set(sys.modules)))")
+            "print(sorted({'numpy', 'torch', 'click', 'sympy', 'shapecheck.passes.fixcheck',\n"
+            "              'shapecheck.passes.incremental'} & set(sys.modules)))")
     shown = subprocess.run([sys.executable, "-c", code, str(spec)], capture_output=True,
                            text=True, check=True).stdout
     assert shown.splitlines()[-1] == "['click', 'sympy']"

@@ -11,11 +11,11 @@ builtin is adding a row.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any, NamedTuple
 
 from ..messages import codes
+from ..records import dataclass
 from . import complex_values, einsum, gathers, value_rules
 from ..syntax import nodes
 from .. import symbolic

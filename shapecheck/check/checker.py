@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..messages import codes
+from ..records import dataclass
 from . import gathers
 from ..syntax import invisible, nodes
 from .builtins import (

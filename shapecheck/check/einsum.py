@@ -16,10 +16,10 @@ explicit output, and the NumPy backend runs it through this same reading (one-op
 from __future__ import annotations
 
 import string
-from dataclasses import dataclass
 from typing import Any
 
 from ..messages import codes
+from ..records import dataclass
 from .program import Shape, Value
 from .rules import MAX_EINSUM_OPERANDS, Ctx, broadcast, counterexample, relation
 from ..symbolic import Claim, Dim, to_text

@@ -10,11 +10,11 @@ elements. What it proves is recorded as an :class:`~shapecheck.program.ResolvedS
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..messages import codes
 from .. import symbolic
+from ..records import dataclass
 from .program import NewAxis, Range, ResolvedSubscript, Take, Value
 from ..symbolic import Claim, Decision, Dim, Verdict, to_text
 

@@ -8,9 +8,10 @@ tables keyed by ``id(node)``; the program keeps its syntax tree alive.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, ClassVar, NamedTuple
 
+from ..records import dataclass
 from ..syntax import nodes
 from ..messages.diagnostics import Diagnostic, Note, Span
 from ..symbolic import Dim, DimSystem, shape_text

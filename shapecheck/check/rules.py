@@ -8,10 +8,10 @@ rule), so that neither imports the other's internals.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..messages import codes
+from ..records import dataclass
 from ..syntax import nodes
 from .. import symbolic
 from ..messages.diagnostics import Edit, Fix, Note, Span

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import click
 
+from ..records import dataclass
 from .common import cli, dim_option, lang_option, parse_bindings, use_color
 
 if TYPE_CHECKING:

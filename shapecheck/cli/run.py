@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 import click
 
 from .. import fileio
 from ..options import OptionError, parse_size
+from ..records import dataclass
 from .common import (
     EXIT_ERRORS, EXIT_OK, EXIT_USAGE, STDOUT, cli, color_option, config_option, dim_option,
     finder_for, infer_option, isolated_option, lang_option, parse_bindings, stdin_filename_option,

@@ -15,7 +15,7 @@ import os
 import sys
 import traceback
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +25,7 @@ from ..messages import codes
 from ..config import Finder, Settings
 from ..messages.diagnostics import Diagnostic, FileResult, Span
 from ..formats import FORMATS  # light: each format's module loads only when used
+from ..records import dataclass
 from .common import (
     EXIT_ERRORS, EXIT_OK, EXIT_STATUS_HELP, EXIT_USAGE, MESSAGES, UsageFailure, cli, codes_list,
     color_option,

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..config import Finder
+from ..records import dataclass
 
 SPEC_SUFFIX = ".attn"
 STDIN = "-"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path, PurePath
 from urllib.parse import quote
 
 from ..messages.diagnostics import Diagnostic, FileResult, Severity
 from ..i18n import Table
+from ..records import dataclass
 
 # The words of the formats' summaries (`verify`'s last line, the GitHub job summary) and of
 # `report`'s verdict. A counted word has one entry for 1 (`error`) and one for the rest

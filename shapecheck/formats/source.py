@@ -11,9 +11,9 @@ terminal or hide text from its reader.
 from __future__ import annotations
 
 import unicodedata
-from dataclasses import dataclass
 
 from ..messages.diagnostics import Span
+from ..records import dataclass
 
 TAB = "    "
 #: Lines longer than this (in characters) are shown as a window around the span.

@@ -20,9 +20,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from ..messages.diagnostics import Diagnostic, FileResult, Note, Severity, Span
+from ..records import dataclass
 from .common import WORDS, Totals, plural
 from .source import Excerpt, SourceLines, printable, printable_line
 

@@ -27,11 +27,12 @@ import dataclasses
 import gc
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from ..records import dataclass
 from ..syntax import nodes
 from ..messages.diagnostics import Diagnostic, Span, line_starts
 from ..passes.incremental import Memo

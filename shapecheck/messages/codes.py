@@ -9,8 +9,8 @@ attach notes and help lines built from :data:`NOTES` and :data:`HELPS`.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
+from ..records import dataclass
 from .diagnostics import Diagnostic, Edit, Fix, Note, Severity, Span, shown
 from ..i18n import Table, code_text
 

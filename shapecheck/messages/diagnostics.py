@@ -7,9 +7,11 @@ A diagnostic is plain data. Its text comes from the code registry
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import Enum
 from typing import NamedTuple
+
+from ..records import dataclass
 
 
 class Span(NamedTuple):

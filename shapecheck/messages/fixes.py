@@ -23,8 +23,8 @@ on ``\\n``, 1-based character columns, end exclusive, in the text as checked.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
+from ..records import dataclass
 from .diagnostics import Diagnostic, Edit, Fix, Span
 
 MAX_ROUNDS = 10

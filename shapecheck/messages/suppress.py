@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
+from ..records import dataclass
 from . import codes
 from .diagnostics import Diagnostic, Edit, Fix, Severity, Span
 

@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from ..records import dataclass
 from ..syntax import nodes
 from ..messages.diagnostics import VERSION_MARK, Diagnostic, Edit, Fix, Span
 from ..syntax.parser import Chunk, parse_chunk

@@ -35,11 +35,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from itertools import islice
 from typing import Any
 
+from ..records import dataclass
 from ..syntax import nodes
 from ..check.checker import Checker, is_dim_statement
 from ..messages.diagnostics import Diagnostic, Span
@@ -65,7 +65,7 @@ class _Effect:
     added: tuple[tuple[tuple[Any, Any], ...], ...]  # to each of the program's _tables
     used: frozenset[str]
     replayable: bool = True  # it reported nothing: replaying it is checking it
-    movable: bool = True  # ... also where the statement moved (see _anchored)
+    movable: bool | None = True  # ... also where it moved (see _anchored; None: not asked yet)
     dims: frozenset[str] = frozenset()  # the dims in its names and shapes, in and out
     tree: frozenset[int] = frozenset()  # the ids of the statement's nodes (see _walk)
     relied: bool = False  # one of its proofs reduced modulo the relations of the dims
@@ -109,6 +109,7 @@ class Memo:
         self._checkpoints: list[tuple[int, dict[str, Any]]] = []  # of the meaning pass
         self._meaning_of: Program | None = None  # the program they were taken on
         self.reused = 0  # statements not checked in the last run (for tests and benchmarks)
+        self.plain: dict[int, nodes.Stmt] = {}  # its statements without a PyTorch spelling
         self.resumed_at = 0  # statements the last meaning pass did not follow again
 
     def run(self, checker: Checker, statements: list[nodes.Stmt],
@@ -144,7 +145,7 @@ class Memo:
                 if last is not None and last.statement is not statement:
                     last = None
                 if last is not None and last.replayable and id(statement) not in stale and \
-                        (last.movable or last.line == statement.span.line) and \
+                        (last.line == statement.span.line or _movable(last)) and \
                         last.inputs == _inputs(checker, statement, last.mentions):
                     effects[id(statement)] = _replay(checker, statement, last)
                     self._unchanged.add(id(statement))
@@ -220,6 +221,15 @@ def _walk(statement: nodes.Stmt) -> tuple[tuple[str, ...], set[int]]:
                 found[node.name] = None
             stack.extend(getattr(node, slot) for slot in kind)
     return tuple(found), tree
+
+
+def _movable(effect: _Effect) -> bool:
+    """Whether the effect may be replayed where its statement moved: worked out the first
+    time it moves (most effects are recorded again before they ever move, after an edit
+    of the dims above all, and the walk costs a quarter of recording one)."""
+    if effect.movable is None:
+        effect.movable = _anchored(effect.added, effect.tree)
+    return effect.movable
 
 
 def _anchored(added: Any, tree: frozenset[int]) -> bool:
@@ -324,7 +334,7 @@ def _record(checker: Checker, statement: nodes.Stmt, last: _Effect | None = None
     return _Effect(
         statement, statement.span.line, mentions, inputs, _added(names.kind, kinds), added,
         frozenset(name for name in mentions if name in names.used), replayable,
-        replayable and _anchored(added, tree), dims=_dims_in(mentions, inputs, added),
+        None if replayable else False, dims=_dims_in(mentions, inputs, added),
         tree=tree, relied=checker.dims.relation_uses != uses)
 
 

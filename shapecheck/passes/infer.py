@@ -37,10 +37,11 @@ from __future__ import annotations
 import dataclasses
 import heapq
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Protocol
 
 from ..messages import codes
+from ..records import dataclass
 from ..syntax import nodes
 from ..check.builtins import BUILTINS
 from ..messages.diagnostics import Diagnostic, Note, Severity, Span

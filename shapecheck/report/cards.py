@@ -17,8 +17,8 @@ cannot be checked.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
+from ..records import dataclass
 from ..syntax import nodes
 from ..messages.diagnostics import Diagnostic, Span
 from ..syntax.nodes import strip_parens

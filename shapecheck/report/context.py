@@ -9,8 +9,9 @@ constraint served as a proof where. SymPy stays behind :mod:`shapecheck.symbolic
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from ..records import dataclass
 from ..syntax import nodes
 from ..syntax.nodes import children, strip_parens
 from ..messages.diagnostics import Diagnostic, Span

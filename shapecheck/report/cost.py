@@ -12,8 +12,9 @@ Operations whose result is a scalar are not counted.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from ..records import dataclass
 from ..syntax import nodes
 from ..check.builtins import ELEMENTWISE
 from ..check.program import Value

@@ -9,9 +9,9 @@ the same report.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 
 from .. import depth
+from ..records import dataclass
 from ..syntax import nodes
 from .._version import __version__
 from ..messages.diagnostics import Diagnostic, Severity, Span, shown

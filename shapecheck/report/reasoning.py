@@ -10,9 +10,9 @@ is recorded in the :class:`Spec`, so the constraints table can say where it was 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from ..records import dataclass
 from ..syntax import nodes
 from ..check.program import Value
 from ..symbolic import Dim, Proof, as_int, is_literal_one, pretty, product, to_text

@@ -18,9 +18,9 @@ twice): no font is measured, so the output is the same everywhere.
 from __future__ import annotations
 
 import unicodedata
-from dataclasses import dataclass
 from html import escape
 
+from ..records import dataclass
 from .model import GraphEdge, GraphNode
 from .templates import text
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import sympy
 
 from ..messages import codes
+from ..records import dataclass
 from ..syntax import nodes
 from ..messages.diagnostics import Diagnostic, Fix, Span
 from .budget import MAX_EXPONENT, TooComplex

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import sympy
@@ -19,6 +18,7 @@ from sympy.polys.monomials import monomial_div, monomial_lcm
 from sympy.polys.orderings import lex
 from sympy.polys.rings import PolyElement, ring
 
+from ..records import dataclass
 from .budget import MAX_BASIS, MAX_BITS, MAX_STEPS, MAX_TERMS, bits_of, too_complex
 from .dims import Dim
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from fractions import Fraction
 from typing import Any, NamedTuple
 
@@ -23,6 +23,7 @@ from sympy.polys.rings import ring
 
 from ..messages import codes
 from ..messages.diagnostics import Span
+from ..records import dataclass
 from .budget import (
     MAX_BITS, Size, TooComplex, actual_bits, affordable, cancel, estimate, expand, has_denominator,
     numer_denom, too_complex,

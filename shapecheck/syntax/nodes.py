@@ -11,10 +11,11 @@ constraints; the checker decides what each position may hold.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import fields, is_dataclass
 from typing import Union
 
 from ..messages.diagnostics import Span
+from ..records import dataclass
 
 
 @dataclass(slots=True)
@@ -396,6 +397,20 @@ def depth_of(expr: Expr | None) -> int:
     return 0 if expr is None else expr.depth
 
 
+def field_names(kind: type) -> tuple[str, ...]:
+    """The fields of a dataclass (a node class), worked out once per class; () for any other
+    type. The walks over every node of every statement on each check of an editor's
+    document read it (``fields`` and ``is_dataclass`` per node cost more than the walk)."""
+    found = _FIELD_NAMES.get(kind)
+    if found is None:
+        found = _FIELD_NAMES[kind] = tuple(f.name for f in fields(kind)) \
+            if is_dataclass(kind) else ()
+    return found
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def names_in(node: object) -> Iterator[str]:
     """Every name an expression, shape or statement uses (``Name`` nodes, not the names it
     defines). Generic over the node classes, so a new kind of node needs nothing here."""
@@ -406,5 +421,5 @@ def names_in(node: object) -> Iterator[str]:
             yield current.name
         elif isinstance(current, tuple) and not isinstance(current, Span):
             stack.extend(current)
-        elif is_dataclass(current) and not isinstance(current, type):
-            stack.extend(getattr(current, f.name) for f in fields(current))
+        else:  # a class (a type) has no fields to follow: field_names says ()
+            stack.extend(getattr(current, name) for name in field_names(type(current)))

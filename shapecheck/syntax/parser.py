@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, cast
@@ -19,6 +18,7 @@ from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from ..messages import codes
+from ..records import dataclass
 from . import grammar_cache, nodes
 from ..messages.diagnostics import MAX_DIAGNOSTICS, Diagnostic, Span
 

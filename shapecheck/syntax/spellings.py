@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, fields, is_dataclass, replace
+from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
 from ..messages import codes
+from ..records import dataclass
 from . import nodes
 from ..messages.diagnostics import Diagnostic, Span
 
@@ -215,15 +216,28 @@ class Resolved:
 
 
 def resolve(statements: list[nodes.Stmt], declared: frozenset[str],
-            dims: frozenset[str] = frozenset()) -> Resolved:
+            dims: frozenset[str] = frozenset(),
+            plain: dict[int, nodes.Stmt] | None = None) -> Resolved:
     """Every PyTorch spelling in ``statements`` as the nodes it means. ``declared``: the
     names the spec defines (they win over a namespace). Statements without one are
-    returned as they are (the same objects)."""
+    returned as they are (the same objects).
+
+    ``plain``, kept by an editor's document between checks: the statements found to hold
+    no spelling, by id (each held, so its id stays its own). A statement still there is
+    not walked again (its tree is the same object, and a tree is never edited, only
+    moved); on return it holds this call's such statements."""
     resolver = _Resolver(declared, dims)
     out: list[nodes.Stmt] = []
+    known = dict(plain) if plain else {}
+    if plain is not None:
+        plain.clear()
     for statement in statements:
         if isinstance(statement, nodes.Unpack):
             out += resolver.unpack(statement)
+        elif plain is not None and (known.get(id(statement)) is statement
+                                    or not _has_spelling(statement)):
+            plain[id(statement)] = statement
+            out.append(statement)
         else:
             out.append(resolver.statement(statement))
     return Resolved(out, resolver.diagnostics)
@@ -733,8 +747,8 @@ def _has_spelling(node: object) -> bool:
             return True
         if isinstance(current, tuple) and not isinstance(current, Span):
             stack.extend(current)
-        elif is_dataclass(current) and not isinstance(current, (type, Span)):
-            stack.extend(getattr(current, f.name) for f in fields(current))
+        elif not isinstance(current, Span):
+            stack.extend(getattr(current, name) for name in nodes.field_names(type(current)))
     return False
 
 

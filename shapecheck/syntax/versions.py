@@ -38,13 +38,14 @@ def is_superseded(name: str) -> bool:
     return MARK in name
 
 
-def lower(statements: list[nodes.Stmt],
-          diagnostics: list[Diagnostic]) -> tuple[list[nodes.Stmt], list[Diagnostic]]:
+def lower(statements: list[nodes.Stmt], diagnostics: list[Diagnostic],
+          plain: dict[int, nodes.Stmt] | None = None) -> tuple[list[nodes.Stmt], list[Diagnostic]]:
     """The parsed statements as the checker reads them: PyTorch's spellings resolved
-    (:mod:`shapecheck.spellings`), then every version of a tensor named on its own."""
+    (:mod:`shapecheck.spellings`; ``plain`` as there), then every version of a tensor
+    named on its own."""
     dims = frozenset(nodes.declared_dims(statements))
     declared = dims | {ident.name for statement in statements for ident in _defined(statement)}
-    resolved = spellings.resolve(statements, declared, dims)
+    resolved = spellings.resolve(statements, declared, dims, plain)
     found = resolved.diagnostics
     return number(resolved.statements), (list(diagnostics) + found if found else diagnostics)
 

@@ -1,0 +1,197 @@
+"""Dataclasses that are cheap to create at start-up: a drop-in for ``dataclasses.dataclass``.
+
+Python 3.11 compiles each dataclass's generated methods one ``exec`` at a time (``__init__``,
+``__repr__``, ``__eq__``, ``__hash__``, a frozen class's ``__setattr__`` and ``__delattr__``):
+about half a millisecond a class, and `verify` defines some eighty records before it reads a
+line — about half of its start-up above the import floor (issue 36, docs/design.md
+"Performance"). Here the class is still made by ``dataclasses.dataclass`` (so ``fields``,
+``replace``, ``is_dataclass``, ``__match_args__`` and slots work as before), but asked for no
+methods; the methods that are not hot are shared closures, and ``__init__``, the one a parse
+calls hundreds of thousands of times, is compiled on the class's first instantiation, so a
+record a run never builds never costs a compile. What the methods do is what the standard
+library's do: the same equality (same class, fields compared as a tuple), hash (a frozen
+record's fields as a tuple; ``None`` for a mutable one), ``repr`` and frozen-ness.
+
+One difference: until a record is first built, ``inspect.signature`` of its class sees
+the stand-in ``(*args, **kwargs)``; nothing in shapecheck asks.
+
+Only what shapecheck uses is supported: ``frozen`` and ``slots``; fields with ``default``,
+``default_factory``, ``init``, ``repr``, ``compare`` and ``hash``; ``__post_init__``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from operator import attrgetter
+from reprlib import recursive_repr
+from typing import Any, TypeVar, overload
+
+T = TypeVar("T")
+
+_MISSING = dataclasses.MISSING
+
+
+@overload
+def dataclass(cls: type[T], /) -> type[T]: ...
+@overload
+def dataclass(*, frozen: bool = False, slots: bool = False) -> Callable[[type[T]], type[T]]: ...
+
+
+def dataclass(cls: Any = None, /, *, frozen: bool = False, slots: bool = False) -> Any:
+    """``@dataclass``, ``@dataclass(frozen=True)``, ``@dataclass(slots=True)``, as the stdlib's."""
+    def wrap(cls: type[T]) -> type[T]:
+        return _declare(cls, frozen=frozen, slots=slots)
+    return wrap if cls is None else wrap(cls)
+
+
+def _declare(cls: type[T], *, frozen: bool, slots: bool) -> type[T]:
+    own = dict(cls.__dict__)
+    if frozen and ("__setattr__" in own or "__delattr__" in own):
+        raise TypeError("Cannot overwrite attribute __setattr__ or __delattr__ "
+                        f"in class {cls.__name__}")
+    undocumented = not cls.__doc__
+    if undocumented:  # the stdlib would call inspect.signature (slow) to write one; see below
+        cls.__doc__ = cls.__name__
+    cls = dataclasses.dataclass(cls, init=False, repr=False, eq=False, slots=slots)
+    fields = dataclasses.fields(cls)
+    if "__init__" not in own:
+        cls.__init__ = _lazy_init(cls, fields, frozen)  # type: ignore[misc]
+    if "__repr__" not in own:
+        cls.__repr__ = _repr(tuple(f.name for f in fields if f.repr))  # type: ignore[method-assign]
+    if "__eq__" not in own:
+        compared = tuple(f.name for f in fields if f.compare)
+        cls.__eq__ = _eq(_key(compared))  # type: ignore[method-assign]
+    explicit_hash = own.get("__hash__", _MISSING)
+    if explicit_hash is _MISSING or (explicit_hash is None and "__eq__" in own):
+        # As the stdlib's eq=True: a frozen record hashes its fields, a mutable one is unhashable.
+        hashed = tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash))
+        cls.__hash__ = (  # type: ignore[assignment,method-assign]
+            _hash(_key(hashed)) if frozen else None)
+    if frozen:
+        _freeze(cls, frozenset(f.name for f in fields), slots)
+    if undocumented:
+        cls.__doc__ = cls.__name__ + "(" + ", ".join(_parameter(f) for f in fields if f.init) + ")"
+    return cls
+
+
+def _parameter(field: dataclasses.Field[Any]) -> str:
+    """One parameter as ``inspect.signature`` shows the stdlib's generated ``__init__``."""
+    text = f"{field.name}: {field.type!r}" if isinstance(field.type, str) else field.name
+    if field.default is not _MISSING:
+        return f"{text} = {field.default!r}"
+    return f"{text} = <factory>" if field.default_factory is not _MISSING else text
+
+
+def _key(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """The fields as a tuple (``attrgetter`` of one name returns the value alone)."""
+    if len(names) > 1:
+        return attrgetter(*names)
+    if names:
+        one = attrgetter(names[0])
+        return lambda self: (one(self),)
+    return lambda self: ()
+
+
+def _repr(names: tuple[str, ...]) -> Callable[[Any], str]:
+    @recursive_repr()
+    def __repr__(self: Any) -> str:
+        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
+        return f"{self.__class__.__qualname__}({inner})"
+    return __repr__
+
+
+def _eq(key: Callable[[Any], tuple[Any, ...]]) -> Callable[[Any, Any], Any]:
+    def __eq__(self: Any, other: Any) -> Any:
+        if other.__class__ is self.__class__:
+            return key(self) == key(other)
+        return NotImplemented
+    return __eq__
+
+
+def _hash(key: Callable[[Any], tuple[Any, ...]]) -> Callable[[Any], int]:
+    def __hash__(self: Any) -> int:
+        return hash(key(self))
+    return __hash__
+
+
+def _freeze(cls: type, names: frozenset[str], slots: bool) -> None:
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        if type(self) is cls or name in names:
+            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+        super(cls, self).__setattr__(name, value)
+
+    def __delattr__(self: Any, name: str) -> None:
+        if type(self) is cls or name in names:
+            raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+        super(cls, self).__delattr__(name)
+
+    cls.__setattr__ = __setattr__  # type: ignore[method-assign,assignment]
+    cls.__delattr__ = __delattr__  # type: ignore[method-assign,assignment]
+    if slots:  # pickle and copy restore slots by setattr, which a frozen class refuses
+        cls.__getstate__ = _getstate  # type: ignore[attr-defined]
+        cls.__setstate__ = _setstate  # type: ignore[attr-defined]
+
+
+def _getstate(self: Any) -> list[Any]:
+    return [getattr(self, f.name) for f in dataclasses.fields(self)]
+
+
+def _setstate(self: Any, state: list[Any]) -> None:
+    for field, value in zip(dataclasses.fields(self), state):
+        object.__setattr__(self, field.name, value)
+
+
+Fields = tuple[dataclasses.Field[Any], ...]
+
+
+def _lazy_init(cls: type, fields: Fields, frozen: bool) -> Callable[..., None]:
+    """An ``__init__`` that compiles the real one on the first call and puts it in its place."""
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if cls.__init__ is __init__:
+            cls.__init__ = _compile_init(cls, fields, frozen)  # type: ignore[misc]
+        cls.__init__(self, *args, **kwargs)  # type: ignore[misc]
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    return __init__
+
+
+_FACTORY = type("_HAS_DEFAULT_FACTORY_CLASS", (), {"__repr__": lambda self: "<factory>"})()
+
+
+def _compile_init(cls: type, fields: Fields, frozen: bool) -> Callable[..., None]:
+    """The ``__init__`` the stdlib would generate, as one function compiled once."""
+    namespace: dict[str, Any] = {"_FACTORY": _FACTORY, "_object": object,
+                                 "__name__": cls.__module__}  # the function's __module__
+    parameters: list[str] = []
+    body: list[str] = []
+    for field in fields:
+        name = field.name
+        if field.default_factory is not _MISSING:
+            namespace[f"_factory_{name}"] = field.default_factory
+            if field.init:
+                parameters.append(f"{name}=_FACTORY")
+                value = f"_factory_{name}() if {name} is _FACTORY else {name}"
+            else:
+                value = f"_factory_{name}()"
+        elif field.init:
+            if field.default is not _MISSING:
+                namespace[f"_default_{name}"] = field.default
+                parameters.append(f"{name}=_default_{name}")
+            else:
+                parameters.append(name)
+            value = name
+        else:
+            if field.default is _MISSING:
+                continue
+            namespace[f"_default_{name}"] = field.default
+            value = f"_default_{name}"
+        body.append(f"_object.__setattr__(self, {name!r}, {value})" if frozen
+                    else f"self.{name} = {value}")
+    if hasattr(cls, "__post_init__"):
+        body.append("self.__post_init__()")
+    source = (f"def __init__(self, {', '.join(parameters)}):\n    "
+              + "\n    ".join(body or ["pass"]) + "\n")
+    exec(source, namespace)  # our own generated text, never the user's (as the stdlib does)
+    function: Callable[..., None] = namespace["__init__"]
+    function.__qualname__ = f"{cls.__qualname__}.__init__"
+    return function

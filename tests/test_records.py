@@ -1,0 +1,146 @@
+"""`shapecheck.records.dataclass` behaves as `dataclasses.dataclass` (issue 36).
+
+Each kind of record shapecheck declares is declared twice, once with each decorator, and
+every behaviour code relies on is compared: construction (defaults, factories, init=False,
+__post_init__), equality, hashing, repr, frozen-ness, slots, `fields`/`replace`/`is_dataclass`,
+`__match_args__`, copy and pickle, and the generated docstring.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+from dataclasses import field
+from typing import Any
+
+import pytest
+
+from shapecheck import records
+
+
+def _kinds(decorate: Any) -> dict[str, type]:
+    @decorate(slots=True)
+    class Node:
+        name: str
+        depth: int = 1
+
+    @decorate(slots=True)
+    class Sub(Node):
+        extra: tuple[int, ...] = ()
+
+    @decorate(frozen=True)
+    class Frozen:
+        """A frozen record."""
+
+        code: str
+        items: list[int] = field(default_factory=list)
+        note: Any = field(default=None, repr=False, compare=False)
+
+    @decorate(frozen=True, slots=True)
+    class FrozenSlots:
+        a: int
+        b: float
+
+    @decorate
+    class Mutable:
+        values: dict[str, int] = field(default_factory=dict)
+        derived: int = field(init=False)
+        seen: list[str] = field(default_factory=list, repr=False)
+
+        def __post_init__(self) -> None:
+            self.derived = len(self.values)
+
+    @decorate(frozen=True)
+    class Empty:
+        pass
+
+    @decorate(frozen=True)
+    class Own:
+        x: int
+
+        def __repr__(self) -> str:
+            return "own"
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Own)
+
+        __hash__ = None  # type: ignore[assignment]
+
+    return {kind.__name__: kind for kind in (Node, Sub, Frozen, FrozenSlots, Mutable, Empty, Own)}
+
+
+STDLIB, OURS = _kinds(dataclasses.dataclass), _kinds(records.dataclass)
+
+SAMPLES: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
+    "Node": (("n",), {}), "Sub": (("n", 2), {"extra": (1,)}),
+    "Frozen": (("SC1",), {"items": [1, 2], "note": "x"}), "FrozenSlots": ((1, float("nan")), {}),
+    "Mutable": ((), {"values": {"a": 1}}), "Empty": ((), {}), "Own": ((3,), {}),
+}
+
+
+def _make(kinds: dict[str, type], name: str) -> Any:
+    args, kwargs = SAMPLES[name]
+    return kinds[name](*copy.deepcopy(args), **copy.deepcopy(kwargs))
+
+
+def _outcome(call: Any) -> Any:
+    try:
+        return ("value", call())
+    except Exception as error:  # the same kind of failure is part of the behaviour
+        return ("raises", type(error).__name__)
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_a_record_behaves_as_the_stdlib_dataclass(name: str) -> None:
+    theirs, ours = _make(STDLIB, name), _make(OURS, name)
+    assert repr(ours) == repr(theirs).replace(STDLIB[name].__qualname__, OURS[name].__qualname__)
+    assert (ours == _make(OURS, name)) == (theirs == _make(STDLIB, name))
+    assert (ours == copy.copy(ours)) == (theirs == copy.copy(theirs))
+    assert (ours == object()) == (theirs == object())
+    assert _outcome(lambda: hash(ours) == hash(_make(OURS, name))) == \
+        _outcome(lambda: hash(theirs) == hash(_make(STDLIB, name)))
+    assert type(OURS[name].__hash__) is type(STDLIB[name].__hash__)
+    assert [f.name for f in dataclasses.fields(ours)] == \
+        [f.name for f in dataclasses.fields(theirs)]
+    assert dataclasses.is_dataclass(ours)
+    assert OURS[name].__match_args__ == STDLIB[name].__match_args__
+    assert hasattr(OURS[name], "__slots__") == hasattr(STDLIB[name], "__slots__")
+    assert OURS[name].__doc__ == STDLIB[name].__doc__
+    first = dataclasses.fields(theirs)[0].name if dataclasses.fields(theirs) else "anything"
+    assert _outcome(lambda: setattr(ours, first, 0)) == _outcome(lambda: setattr(theirs, first, 0))
+    # Refused alike (3.11's frozen slotted class raises TypeError from a stale `super`; ours
+    # raises FrozenInstanceError, as every other frozen class does).
+    assert _outcome(lambda: setattr(ours, "other", 0))[0] == \
+        _outcome(lambda: setattr(theirs, "other", 0))[0]
+    assert _outcome(lambda: delattr(_make(OURS, name), first)) == \
+        _outcome(lambda: delattr(_make(STDLIB, name), first))
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_replace_and_copy_keep_the_fields(name: str) -> None:
+    ours = _make(OURS, name)
+    assert repr(dataclasses.replace(ours)) == repr(ours)
+    assert repr(copy.deepcopy(ours)) == repr(ours)
+
+
+def test_defaults_factories_and_post_init() -> None:
+    first, second = OURS["Mutable"](), OURS["Mutable"]()
+    assert first.values is not second.values and first.derived == 0
+    assert OURS["Mutable"]({"a": 1, "b": 2}).derived == 2
+    with pytest.raises(TypeError):
+        OURS["Node"]()  # a required field stays required
+    with pytest.raises(TypeError):
+        OURS["Mutable"](derived=3)  # init=False is not a parameter
+
+
+def test_a_frozen_slotted_record_pickles() -> None:
+    value = Point(1, 2)
+    assert pickle.loads(pickle.dumps(value)) == value
+    assert copy.copy(value) == value and hash(copy.deepcopy(value)) == hash(value)
+
+
+@records.dataclass(frozen=True, slots=True)
+class Point:
+    x: int
+    y: int
