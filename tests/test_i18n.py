@@ -239,5 +239,5 @@ def test_diagnostics_made_in_english_stay_english() -> None:
     """The language applies when a diagnostic is made: format-time changes nothing."""
     program = check_path(BROKEN)
     with i18n.use("zh"):
-        text = render([file_result(program, "a.attn")], "text", color=False, strict=False)
+        text = render([file_result(program, "a.attn")], "text", color=False, fail_on="error")
     assert "inner dimensions of `@` differ" in text

@@ -78,6 +78,6 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
     from ..formats.text import summary_line
 
     click.echo(MESSAGES["report_written"].format(path=output))
-    click.echo(summary_line(Totals(1, built.errors, built.warnings), strict=False))
+    click.echo(summary_line(Totals(1, built.errors, built.warnings), fail_on="error"))
     sys.exit(EXIT_OK if program.ok else EXIT_ERRORS)
 

@@ -1033,6 +1033,7 @@ TOKEN_WORDS = {
 EXPLAIN = {
     "title": "{id} ({name}): {summary}",
     "severity": "严重程度: {severity}",
+    "about_tool": "严重程度: {severity} (说的是 shapecheck 自身的局限, 不是代码: 它从不让 `verify` 失败)",
     "what": "含义",
     "why": "为什么要紧",
     "example": "例子",
