@@ -29,3 +29,24 @@ def test_explain_lists_the_codes_in_order(capsys) -> None:
 def test_the_configuration_sample_ignores_the_code_its_file_name_means() -> None:
     text = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     assert '"scaled_by_model_width.attn" = ["SC404"]' in text  # SC404 is scale-size
+
+
+UNFIXABLE = "dim N, d\ninput Q: [N, d]\noutput S: [N, N] = Q @ Q @ Q\n"  # no exact help
+FIXABLE_AND_NOT = ("dim N, d\ninput Q: [N, d]\n"
+                   "output S = Q @ Q.T  # noqa: SC401\noutput T: [N, N] = Q @ Q @ Q\n")
+
+
+def test_diff_says_which_errors_remain(capsys, tmp_path) -> None:
+    path = tmp_path / "a.attn"
+    path.write_text(UNFIXABLE, encoding="utf-8")
+    status, out, err = run(capsys, "verify", "--diff", path)
+    assert status == 1 and out == ""
+    assert f"{path}:3:20: error[SC301]" in err and "Found 1 error and 0 warnings in 1 file." in err
+    assert err.rstrip().endswith("Would fix 0 problem(s) in 0 file(s).")
+    path.write_text(FIXABLE_AND_NOT, encoding="utf-8")
+    status, out, err = run(capsys, "verify", "--diff", path)
+    assert status == 1 and "-output S = Q @ Q.T  # noqa: SC401" in out
+    assert "error[SC301]" in err and "SC501" not in err  # what the fix leaves, not what it fixes
+    clean = tmp_path / "b.attn"
+    clean.write_text(UNFIXABLE.replace("Q @ Q @ Q", "Q @ Q.T"), encoding="utf-8")
+    assert run(capsys, "verify", "--diff", clean)[1:] == ("", "Would fix 0 problem(s) in 0 file(s).\n")

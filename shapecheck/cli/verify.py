@@ -407,7 +407,7 @@ def verify(paths: tuple[str, ...], fmt: str, strict: bool | None, color: str,
             if nothing and not allow_empty:
                 raise UsageFailure(MESSAGES["nothing_checked"])
             sys.exit(_show_diff(outcome, fixed, fmt, fail_on=_fail_on(outcome, finder),
-                                exit_zero=exit_zero))
+                                exit_zero=exit_zero, color=use_color(color)))
         if stdin is not None:
             _print_fixed_stdin(fixed, stdin)
     fail_on = _fail_on(outcome, finder)
@@ -452,10 +452,13 @@ def _fail_on(outcome: Outcome, finder: Finder) -> str:
 
 
 def _show_diff(outcome: Outcome, fixed: Sequence[FileFix], fmt: str, *, fail_on: str,
-               exit_zero: bool) -> int:
-    """`--diff`: the changes (text: a unified diff on stdout, how many on stderr; json:
-    the document of what is left after the fixes, each file's diff a field). The exit
-    status: 1 when a file would change or errors remain after the fixes, else 0."""
+               exit_zero: bool, color: bool) -> int:
+    """`--diff`: the changes (text: a unified diff on stdout; on stderr, what the fixes
+    leave that fails the run, as `verify` prints it, then how many fixes; json: the document
+    of what is left after the fixes, each file's diff a field). The exit status: 1 when a
+    file would change or what fails the run remains after the fixes, else 0."""
+    from ..formats import render
+    from ..formats.common import passes
     from ..messages.fixes import unified_diff
 
     diffs = {item.path: unified_diff(item.path, item.before, item.after) for item in fixed}
@@ -469,6 +472,10 @@ def _show_diff(outcome: Outcome, fixed: Sequence[FileFix], fmt: str, *, fail_on:
     else:
         for item in fixed:
             click.echo(diffs[item.path], nl=False)
+        left = [result for result in results if not passes(result, fail_on)]
+        if left:  # without this, "Would fix 0 problem(s)" and exit 1 would not say why
+            click.echo(render(left, "text", color=color, fail_on=fail_on), nl=False, err=True,
+                       color=color)
         count = sum(item.applied for item in fixed)
         click.echo(MESSAGES["would_fix"].format(count=count, files=len(fixed)), err=True)
     if outcome.tool_failure:
