@@ -50,3 +50,18 @@ def test_diff_says_which_errors_remain(capsys, tmp_path) -> None:
     clean = tmp_path / "b.attn"
     clean.write_text(UNFIXABLE.replace("Q @ Q @ Q", "Q @ Q.T"), encoding="utf-8")
     assert run(capsys, "verify", "--diff", clean)[1:] == ("", "Would fix 0 problem(s) in 0 file(s).\n")
+
+
+def test_report_prints_the_diagnostics_it_embeds(capsys, tmp_path) -> None:
+    broken = ROOT / "examples" / "broken" / "missing_transpose.attn"
+    out_path = tmp_path / "r.html"
+    status, out, err = run(capsys, "report", broken, "-o", out_path)
+    assert status == 1 and out_path.exists()
+    _, verified, _ = run(capsys, "verify", "-q", broken)
+    assert out.startswith(verified)  # the frames verify prints, then where it went
+    assert out.endswith(f"Wrote {out_path}.\nFound 1 error and 0 warnings in 1 file.\n")
+    status, out, err = run(capsys, "report", broken, "-o", "-")
+    assert status == 1 and out.startswith("# ") and err == verified  # stdout holds the report
+    clean = ROOT / "examples" / "single_head.attn"
+    status, out, _ = run(capsys, "report", clean, "-o", tmp_path / "c.md")
+    assert status == 0 and out == f"Wrote {tmp_path / 'c.md'}.\n1 file verified.\n"
