@@ -1303,6 +1303,11 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "clamp_bound_shape": "the bound has shape {bound}, which does not broadcast to the shape of x, {shape} (a bound may not enlarge x)",
     "full_value_not_scalar": "the fill value of `full` must be one number, got a tensor of shape {shape}",
     "tile_reps": "the repetitions of `tile` must be positive, got {reps}",
+    "expand_rank": "`expand` cannot drop axes: `{x}` has {rank} axes, the shape {count}",
+    "expand_new_keep": "`-1` keeps an axis of x, but this axis of `expand`'s shape is new: "
+    "give its size",
+    "expand_grows": "`expand` grows only axes of size 1: axis {axis} of `{x}` is {have}, "
+    "which may differ from {size}",
     "index_not_int": "the indices of `{builtin}` must be integers (`int[...]`), but `{text}` has shape {shape}",
     "take_along_rank": "`take_along_axis` needs indices of the rank of x: x has shape {shape} (rank {rank}), the indices {index_shape} (rank {index_rank})",
     "float_index": "`{text}` has shape {shape}: an index tensor must hold integers; declare it `int[...]`",
