@@ -65,3 +65,20 @@ def test_report_prints_the_diagnostics_it_embeds(capsys, tmp_path) -> None:
     clean = ROOT / "examples" / "single_head.attn"
     status, out, _ = run(capsys, "report", clean, "-o", tmp_path / "c.md")
     assert status == 0 and out == f"Wrote {tmp_path / 'c.md'}.\n1 file verified.\n"
+
+
+def test_fix_applies_the_exact_scale_help(capsys, tmp_path) -> None:
+    """SC404's `help: scale by the contracted size: / sqrt(d)` is an edit where the scale is
+    one `/ sqrt(X)`; written otherwise, `explain SC404` says why the help stays words."""
+    source = (ROOT / "examples" / "broken" / "scaled_by_model_width.attn").read_text("utf-8")
+    path = tmp_path / "s.attn"
+    path.write_text(source, encoding="utf-8")
+    status, out, _ = run(capsys, "verify", "--fix", path)
+    assert status == 0 and "Fixed 1 problem(s) in 1 file(s)." in out, out
+    assert path.read_text("utf-8") == source.replace("/ sqrt(D_model)", "/ sqrt(d)")
+    other = source.replace("/ sqrt(D_model)", "* D_model ** -0.5")
+    path.write_text(other, encoding="utf-8")
+    status, out, _ = run(capsys, "verify", "--fix", path)
+    assert status == 1 and "warning[SC404]" in out and path.read_text("utf-8") == other
+    _, explained, _ = run(capsys, "explain", "SC404")
+    assert "has no one place to edit" in explained

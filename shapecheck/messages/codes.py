@@ -664,7 +664,10 @@ SCALE = _code(
     "the softmax's temperature silently: training often hides it.",
     example="dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
     "S = Q @ K.T / sqrt(N)\nO = softmax(S) @ V\n# warning[SC404]",
-    fix="Scale by the size of the contracted axis: `/ sqrt(d)`.",
+    fix="Scale by the size of the contracted axis: `/ sqrt(d)`. `verify --fix` makes that edit "
+    "where the scale is one `/ sqrt(X)`; a scale written otherwise (`* X ** -0.5`, split over "
+    "Q and K) has no one place to edit, and a Python target is source code: the help stays "
+    "words there.",
 )
 UNSCALED = _code(
     "SC405", "unscaled-scores", Severity.NOTE, "the attention scores are not scaled",

@@ -505,7 +505,9 @@ CODES: dict[str, dict[str, str]] = {
         "时两者才相等) 或按序列长度缩放, 会悄悄改变 softmax 的温度: 训练往往掩盖了它。",
         example="dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
         "S = Q @ K.T / sqrt(N)\nO = softmax(S) @ V\n# warning[SC404]",
-        fix="按缩并轴的大小缩放: `/ sqrt(d)`。",
+        fix="按缩并轴的大小缩放: `/ sqrt(d)`。缩放写成一个 `/ sqrt(X)` 时, `verify --fix` "
+        "会做这个修改; 其他写法 (`* X ** -0.5`, 分在 Q 和 K 上) 没有唯一可改的位置, Python 目标"
+        "是源代码: 这时帮助只是文字。",
     ),
     "SC405": dict(
         summary="注意力分数没有缩放",
