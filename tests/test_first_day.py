@@ -82,3 +82,28 @@ def test_fix_applies_the_exact_scale_help(capsys, tmp_path) -> None:
     assert status == 1 and "warning[SC404]" in out and path.read_text("utf-8") == other
     _, explained, _ = run(capsys, "explain", "SC404")
     assert "has no one place to edit" in explained
+
+
+def _readme_ci_command() -> list[str]:
+    import re
+    import shlex
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"^- run: (shapecheck verify specs/ --format github)", text, re.M)
+    assert found, "the README's CI sample"
+    return shlex.split(found.group(1))[1:]
+
+
+EXAMPLES = sorted((ROOT / "examples").rglob("*.attn"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: str(p.relative_to(ROOT / "examples")))
+def test_the_readme_ci_step_fails_on_each_bug_and_passes_the_clean(capsys, path: Path) -> None:
+    """Issue 34's quality bar: the README's CI step, as written, on each example: every
+    broken one fails it -- the formula bugs (warnings) as the shape bugs (errors) -- and
+    every other passes."""
+    command = [str(path) if part == "specs/" else part for part in _readme_ci_command()]
+    status, out, _ = run(capsys, *command)
+    broken = path.parent.name == "broken"
+    assert status == (1 if broken else 0), out
+    assert ("::error " in out or "::warning " in out) == broken
