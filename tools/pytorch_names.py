@@ -4,7 +4,7 @@ these libraries do not have; a real name the spelling table lacks (`x.flatten`, 
 something else than its look-alike (`x.float`), so it gets no proposal.
 
 Run with the pinned torch installed: ``python tools/pytorch_names.py``;
-tests/test_first_day.py checks the file matches the installed libraries.
+tests/test_pytorch_spellings.py checks the file matches the installed libraries.
 """
 
 from __future__ import annotations
