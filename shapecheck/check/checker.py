@@ -985,11 +985,13 @@ class Checker:
         if result is _WRONG_KIND:
             same = AXIS_SAME_MEANING.get(node.name) if kind in (Kind.AXIS, Kind.AXES) \
                 and isinstance(node, nodes.Name) else None
-            said = codes.help_text("did_you_mean", name=same) if same else None
+            helps, fixes = [], []
+            if same is not None:  # `axis=rows`: the word with the same meaning, as an edit
+                helps = [codes.help_text("did_you_mean", name=same)]
+                fixes = [Fix(helps[0], (Edit(node.span, same),))]
             self.report(codes.CALL_ARGS.diag(node.span, detail=codes.detail(
                 "argument_kind", param=param, builtin=builtin.name, kind=kind.description),
-                help=[said] if said else [],
-                fixes=[Fix(said, (Edit(node.span, same),))] if said and same else []))
+                help=helps, fixes=fixes))
             return _FAILED
         return result
 

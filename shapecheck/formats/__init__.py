@@ -36,9 +36,9 @@ def render(results: list[FileResult], fmt: str, *, color: bool, fail_on: str,
     ``color`` only affects ``text`` (the caller decides: see ``cli.use_color``).
     ``fail_on`` (``codes.FAIL_ON``) says what fails the verdicts (``text`` summary,
     ``json`` ``ok``): ``"warning"``, any error or warning about the code; ``"error"``, errors
-    only (``run``, ``report`` and ``conform``: "the spec verifies"); severities are unchanged. ``notices`` are
-    run-level problems that belong to no file (SC207: a ``--dim`` that no spec
-    declares); their spans mean nothing. ``base_dir`` makes SARIF and GitHub paths
+    only (``run``, ``report`` and ``conform``: "the spec verifies"); severities are
+    unchanged. ``notices`` are run-level problems that belong to no file (SC207: a
+    ``--dim`` that no spec declares); their spans mean nothing. ``base_dir`` makes SARIF and GitHub paths
     relative to that folder (the repository root), whatever the current folder;
     without it, paths are written as given. ``quiet`` leaves out the text summary.
     """

@@ -64,7 +64,8 @@ class Totals:
         results = list(results)
         found = [d for result in results for d in result.diagnostics] + list(notices)
         warnings = [d for d in found if d.severity is Severity.WARNING]
-        return cls(len(results), sum(1 for d in found if d.severity is Severity.ERROR), len(warnings),
+        errors = sum(1 for d in found if d.severity is Severity.ERROR)
+        return cls(len(results), errors, len(warnings),
                    sum(1 for d in warnings if fails(d, "warning")))
 
     def failed(self, fail_on: str) -> bool:

@@ -160,7 +160,7 @@ class ScaleChecks:
         """The help as an edit where the scale is one `/ sqrt(X)`: `sqrt(X)` becomes
         `sqrt(size)` (fixcheck keeps it only if the spec then checks clean). Other forms
         (`* X ** -0.5`, a scale split over Q and K) have no one place to edit: the help
-        stays words, and docs/language.md says so."""
+        stays words, and `explain SC404` says so."""
         if len(factors) != 1 or not factors[0].divides:
             return []
         node = factors[0].node
