@@ -157,6 +157,9 @@ def test_explain_lists_the_codes_in_order(capsys) -> None:
     listed = [line.split()[0] for line in out.splitlines()]
     assert status == 0 and listed == sorted(listed)
     assert listed.index("SC323") < listed.index("SC340") < listed.index("SC341") < listed.index("SC401")
+    for code in ("SC207", "SC602"):  # about the tool's limits: explain says they never fail
+        assert "it never fails `verify`" in run(capsys, "explain", code)[1]
+    assert "never fails" not in run(capsys, "explain", "SC402")[1]
 
 
 def test_the_configuration_sample_ignores_the_code_its_file_name_means() -> None:
