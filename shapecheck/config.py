@@ -15,7 +15,8 @@ One entry point, :class:`Finder`: ``Finder(...).settings_for(path)`` gives the
   key on top of whatever applies; ``--isolated`` ignores every configuration file.
 - Command-line flags are a layer above the file: ``--select`` replaces the
   selection, ``--extend-select`` and ``--ignore`` add to it; ``--exclude``
-  replaces ``exclude``, ``--extend-exclude`` adds; ``--strict`` turns strict on.
+  replaces ``exclude``, ``--extend-exclude`` adds; ``--strict``/``--no-strict`` set
+  ``fail-on`` (``strict`` is its alias in a file too).
 - **Rule selection** (ruff's rules): a selector is a code (``SC402``), a prefix
   (``SC4``) or ``ALL``. Within one layer the most specific selector that matches a
   code decides; on a tie, ``ignore`` wins. Only warnings and notes can be turned
@@ -50,7 +51,7 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     "__pypackages__", "_build", "buck-out", "dist", "node_modules", "site-packages", "venv",
 )
 
-_KEYS: tuple[str, ...] = ("select", "extend-select", "ignore", "strict", "exclude",
+_KEYS: tuple[str, ...] = ("select", "extend-select", "ignore", "fail-on", "strict", "exclude",
                           "extend-exclude", "per-file-ignores", "dims", "respect-gitignore",
                           "modules")
 
@@ -68,6 +69,8 @@ MESSAGES: Table = Table("config", "MESSAGES", {
     "\"FILE.py:NAME\", init = {{ NAME = SIZE or \"DIM\" }} }}, got {value}",
     "unknown_key": "unknown key; the keys are {keys}",
     "not_bool": "must be true or false, not {value}",
+    "not_fail_on": "must be \"warning\" or \"error\", not {value}",
+    "fail_on_and_strict": "`strict` is an alias of `fail-on`; give one of them",
     "not_strings": "must be a list of strings, not {value}",
     "not_table_ignores": "must be a table of pattern = [codes], not {value}",
     "not_table_dims": "must be a table of NAME = positive integer, not {value}",
@@ -120,7 +123,8 @@ class Settings:
     root: Path
     file: Path | None = None
     layers: tuple[Layer, ...] = ()
-    strict: bool = False
+    #: what fails `verify` (codes.FAIL_ON): any warning about the code, or errors only
+    fail_on: str = "warning"
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     extend_exclude: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -184,7 +188,7 @@ class Overrides:
     ignore: tuple[str, ...] = ()
     exclude: tuple[str, ...] | None = None
     extend_exclude: tuple[str, ...] = ()
-    strict: bool | None = None
+    fail_on: str | None = None  # --strict ("warning") / --no-strict ("error")
     inline: Mapping[str, Any] = field(default_factory=dict)  # validated `--config K=V` keys
 
     def apply(self, settings: Settings) -> Settings:
@@ -195,7 +199,7 @@ class Overrides:
             layers = layers + (Layer(self.select, self.extend_select, self.ignore),)
         return replace(
             settings, layers=layers,
-            strict=settings.strict if self.strict is None else self.strict,
+            fail_on=settings.fail_on if self.fail_on is None else self.fail_on,
             exclude=settings.exclude if self.exclude is None else self.exclude,
             extend_exclude=settings.extend_exclude + self.extend_exclude,
         )
@@ -387,10 +391,21 @@ def _with_keys(settings: Settings, table: Mapping[str, Any], path: Path | None, 
                 extend = selectors
             else:
                 ignore = selectors
+        elif key == "fail-on":
+            from .messages.codes import FAIL_ON
+
+            if value not in FAIL_ON:
+                raise fail(key, MESSAGES["not_fail_on"].format(value=_show(value)))
+            changes["fail_on"] = value
         elif key in ("strict", "respect-gitignore"):
             if not isinstance(value, bool):
                 raise fail(key, MESSAGES["not_bool"].format(value=_show(value)))
-            changes[key.replace("-", "_")] = value
+            if key == "strict" and "fail-on" in table:
+                raise fail(key, MESSAGES["fail_on_and_strict"])
+            if key == "strict":  # the older spelling of `fail-on`
+                changes["fail_on"] = "warning" if value else "error"
+            else:
+                changes["respect_gitignore"] = value
         elif key in ("exclude", "extend-exclude"):
             changes[key.replace("-", "_")] = _strings(value, fail, key)
         elif key == "per-file-ignores":

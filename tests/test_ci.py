@@ -141,7 +141,7 @@ def test_sarif_carries_fixes(validator):
     diagnostic = Diagnostic("SC301", Severity.ERROR, "m", Span(4, 12, 4, 17),
                             help=(fix.help, insert.help), fixes=(fix, insert))
     log = valid(validator, render([FileResult("a.attn", ERROR, [diagnostic])], "sarif",
-                                  color=False, strict=False))
+                                  color=False, fail_on="error"))
     fixes = log["runs"][0]["results"][0]["fixes"]
     assert fixes[0]["description"]["text"] == fix.help
     [change] = fixes[0]["artifactChanges"]

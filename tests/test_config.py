@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -82,9 +83,9 @@ def test_a_pyproject_without_the_section_is_passed_over(tmp_path):
 
 
 def test_dot_shapecheck_toml_beats_shapecheck_toml(tmp_path):
-    write(tmp_path / "shapecheck.toml", 'strict = false\n')
-    write(tmp_path / ".shapecheck.toml", 'strict = true\n')
-    assert Finder(cwd=tmp_path).settings_for(tmp_path / "a.attn").strict is True
+    write(tmp_path / "shapecheck.toml", 'strict = true\n')
+    write(tmp_path / ".shapecheck.toml", 'strict = false\n')
+    assert Finder(cwd=tmp_path).settings_for(tmp_path / "a.attn").fail_on == "error"
 
 
 def test_config_flag_uses_one_file_and_inline_pairs_override(capsys, tmp_path):
@@ -104,6 +105,21 @@ def test_strict_from_the_configuration_and_no_strict(capsys, tmp_path):
     spec = write(tmp_path / "a.attn", WARN_UNUSED)
     assert run(capsys, "verify", spec)[0] == 1
     assert run(capsys, "verify", "--no-strict", spec)[0] == 0
+
+
+@pytest.mark.parametrize(("config", "flag", "status"), [
+    ("", None, 1),  # the default: a warning about the code fails, as in ruff
+    ('fail-on = "error"\n', None, 0),
+    ('fail-on = "warning"\n', None, 1),
+    ("strict = false\n", None, 0),  # `strict` is an alias of `fail-on`
+    ('fail-on = "error"\n', "--strict", 1),  # the command line wins over the file
+    ('fail-on = "warning"\n', "--no-strict", 0),
+    ("strict = true\n", "--exit-zero", 0),
+])
+def test_fail_on_and_its_aliases(capsys, tmp_path, config, flag, status):
+    write(tmp_path / "shapecheck.toml", config)
+    spec = write(tmp_path / "a.attn", WARN_UNUSED)
+    assert run(capsys, "verify", *([flag] if flag else []), spec)[0] == status
 
 
 # --- rule selection ----------------------------------------------------------------------
@@ -170,6 +186,10 @@ def test_per_file_ignores(capsys, tmp_path):
 @pytest.mark.parametrize(("text", "line", "words"), [
     ('[tool.shapecheck]\nselect = ["SC4"]\nignroe = ["SC401"]\n', 3, "`ignroe`: unknown key; did you mean `ignore`?"),
     ('[tool.shapecheck]\n\nstrict = "yes"\n', 3, '`strict`: must be true or false, not "yes"'),
+    ('[tool.shapecheck]\nfail-on = "warnings"\n', 2,
+     '`fail-on`: must be "warning" or "error", not "warnings"'),
+    ('[tool.shapecheck]\nfail-on = "error"\nstrict = true\n', 3,
+     "`strict`: `strict` is an alias of `fail-on`; give one of them"),
     ('[tool.shapecheck]\nignore = ["SC301"]\n', 2, "`ignore`: `SC301` is an error"),
     ('[tool.shapecheck]\nselect = "SC4"\n', 2, "`select`: must be a list of strings"),
     ('[tool.shapecheck.dims]\nN = 128\nd = 0\n', 3, "`dims.d`: must be a positive integer, not 0"),
@@ -327,6 +347,16 @@ def test_help_has_examples_and_exit_status(capsys):
         assert status == 0
         assert "Examples:" in out and "Exit status:" in out
         assert "  2  usage error" in out
+
+
+
+def test_the_exit_help_names_the_codes_that_never_fail():
+    from shapecheck.cli.common import EXIT_STATUS_HELP
+    from shapecheck.messages import codes
+
+    about_tool = sorted(c.id for c in codes.REGISTRY.values() if c.about_tool)
+    assert about_tool == ["SC207", "SC602"]
+    assert sorted(re.findall(r"SC\d{3}", EXIT_STATUS_HELP)) == about_tool
 
 
 # --- suppression through the CLI ------------------------------------------------------------------

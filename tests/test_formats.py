@@ -74,6 +74,10 @@ def unused_warning() -> Diagnostic:
     )
 
 
+def tool_warning() -> Diagnostic:
+    return Diagnostic("SC602", Severity.WARNING, "`aten.foo` is not lowered", Span(3, 1, 3, 4))
+
+
 def missing_transpose() -> FileResult:
     return FileResult(
         path="specs/missing_transpose.attn",
@@ -156,12 +160,12 @@ def assert_snapshot(name: str, actual: str) -> None:
 
 
 def test_text_frame_snapshot() -> None:
-    out = render([missing_transpose(), verified()], "text", color=False, strict=False)
+    out = render([missing_transpose(), verified()], "text", color=False, fail_on="error")
     assert_snapshot("text_frame.txt", out)
 
 
 def test_text_edge_cases_snapshot() -> None:
-    out = render([edge_cases(), unreadable()], "text", color=False, strict=False)
+    out = render([edge_cases(), unreadable()], "text", color=False, fail_on="error")
     assert_snapshot("text_edge_cases.txt", out)
 
 
@@ -169,7 +173,7 @@ def test_text_edge_cases_snapshot() -> None:
 
 
 def test_text_header_and_caret_under_the_span() -> None:
-    lines = render([missing_transpose()], "text", color=False, strict=False).splitlines()
+    lines = render([missing_transpose()], "text", color=False, fail_on="error").splitlines()
     header = "specs/missing_transpose.attn:9:5: error[SC301]: inner dimensions of `@` differ"
     assert lines[0].startswith(header)
     source_row = next(line for line in lines if line.startswith("9 | "))
@@ -183,12 +187,12 @@ def test_text_header_and_caret_under_the_span() -> None:
 
 
 def test_text_without_colour_has_no_escape_codes() -> None:
-    out = render([missing_transpose(), edge_cases()], "text", color=False, strict=True)
+    out = render([missing_transpose(), edge_cases()], "text", color=False, fail_on="warning")
     assert ESC not in out
 
 
 def test_text_colour_by_severity() -> None:
-    out = render([missing_transpose()], "text", color=True, strict=False)
+    out = render([missing_transpose()], "text", color=True, fail_on="error")
     assert "\x1b[1;31merror[SC301]\x1b[0m" in out
     assert "\x1b[1;33mwarning[SC401]\x1b[0m" in out
     assert "\x1b[1;36mhelp:\x1b[0m" in out
@@ -200,33 +204,38 @@ def test_text_never_prints_control_characters_from_the_file() -> None:
     # Only our own colour codes may reach the terminal, never bytes of the spec.
     result = edge_cases()
     result.path = "evil\x1b]0;title\x07\n.attn"
-    out = render([result], "text", color=False, strict=False)
+    out = render([result], "text", color=False, fail_on="error")
     assert ESC not in out and "\x07" not in out and "\r" not in out
     assert "\u241b" in out  # ␛, shown instead
     assert all(line.startswith("evil␛]0;title␇␊.attn:") for line in out.split("\n\n")[:-1])
 
 
 @pytest.mark.parametrize(
-    ("results", "strict", "expected"),
+    ("results", "fail_on", "expected"),
     [
-        ([], False, "No files checked."),
-        ([verified()], False, "1 file verified."),
-        ([verified(), verified()], False, "All 2 files verified."),
+        ([], "warning", "No files checked."),
+        ([verified()], "warning", "1 file verified."),
+        ([verified(), verified()], "warning", "All 2 files verified."),
         (
             [FileResult("a.attn", "", [unused_warning()]), verified()],
-            False,
+            "error",
             "All 2 files verified, with 1 warning.",
         ),
         (
             [FileResult("a.attn", "", [unused_warning()]), verified()],
-            True,
-            "Found 0 errors and 1 warning in 2 files (--strict: warnings count as errors).",
+            "warning",
+            "Found 0 errors and 1 warning in 2 files.",
         ),
-        ([missing_transpose(), unreadable()], False, "Found 2 errors and 1 warning in 2 files."),
+        (  # a warning about the tool's limits (SC602) never fails the run
+            [FileResult("m.py", "", [tool_warning()])],
+            "warning",
+            "1 file verified, with 1 warning.",
+        ),
+        ([missing_transpose(), unreadable()], "error", "Found 2 errors and 1 warning in 2 files."),
     ],
 )
-def test_text_summary_line(results: list[FileResult], strict: bool, expected: str) -> None:
-    out = render(results, "text", color=False, strict=strict)
+def test_text_summary_line(results: list[FileResult], fail_on: str, expected: str) -> None:
+    out = render(results, "text", color=False, fail_on=fail_on)
     assert out.endswith(expected + "\n")
 
 
@@ -315,7 +324,7 @@ JSON_CONTRACT = {
 
 def test_json_matches_the_contract() -> None:
     results = [missing_transpose(), verified(), unreadable()]
-    document = json.loads(render(results, "json", color=False, strict=False))
+    document = json.loads(render(results, "json", color=False, fail_on="error"))
     jsonschema.Draft202012Validator(JSON_CONTRACT).validate(document)
     assert document["summary"] == {"files": 3, "errors": 2, "warnings": 1}
     assert [f["ok"] for f in document["files"]] == [False, True, False]
@@ -343,18 +352,21 @@ def test_json_matches_the_contract() -> None:
     assert document["files"][1]["shapes"] == {"X": ["N", "H*d"]}
 
 
-def test_json_ok_respects_strict() -> None:
+def test_json_ok_follows_fail_on() -> None:
     only_warning = FileResult("a.attn", "", [unused_warning()])
-    loose = json.loads(render([only_warning], "json", color=False, strict=False))
-    strict = json.loads(render([only_warning], "json", color=False, strict=True))
+    loose = json.loads(render([only_warning], "json", color=False, fail_on="error"))
+    strict = json.loads(render([only_warning], "json", color=False, fail_on="warning"))
     assert loose["files"][0]["ok"] is True
     assert strict["files"][0]["ok"] is False
+    about_tool = FileResult("m.py", "", [tool_warning()])
+    assert json.loads(render([about_tool], "json", color=False, fail_on="warning"))[
+        "files"][0]["ok"] is True
 
 
 def test_json_note_without_position_and_deterministic_output() -> None:
     results = [edge_cases()]
-    out = render(results, "json", color=False, strict=False)
-    assert out == render(results, "json", color=False, strict=False)
+    out = render(results, "json", color=False, fail_on="error")
+    assert out == render(results, "json", color=False, fail_on="error")
     assert out.isascii() and out.endswith("}\n") and '\n  "files": [' in out  # indent=2
     notes = json.loads(out)["files"][0]["diagnostics"][-1]["notes"]
     assert notes[1] == {"message": "no place"}
@@ -372,7 +384,7 @@ def sarif_validator() -> jsonschema.protocols.Validator:
 
 
 def sarif_of(results: list[FileResult]) -> dict[str, object]:
-    return json.loads(render(results, "sarif", color=False, strict=False))
+    return json.loads(render(results, "sarif", color=False, fail_on="error"))
 
 
 def test_sarif_validates_against_the_official_schema(
@@ -498,7 +510,7 @@ def test_github_escaping_rules() -> None:
 def test_github_annotations() -> None:
     result = missing_transpose()
     result.path = "specs/a,b:c%.attn"
-    lines = render([result], "github", color=False, strict=False).splitlines()
+    lines = render([result], "github", color=False, fail_on="error").splitlines()
     assert lines == [
         "::error file=specs/a%2Cb%3Ac%25.attn,line=9,col=5,endLine=9,endColumn=10,title=SC301::"
         "inner dimensions of `@` differ: d (last axis of [N, d]) vs N "
@@ -520,7 +532,7 @@ def test_github_multi_line_span_and_notice() -> None:
             Diagnostic("SC900", Severity.NOTE, "fyi\nmore", Span(1, 1, 1, 1)),
         ],
     )
-    assert render([result], "github", color=False, strict=False).splitlines() == [
+    assert render([result], "github", color=False, fail_on="error").splitlines() == [
         "::error file=a.attn,line=4,endLine=6,title=SC312::m",
         "::notice file=a.attn,line=1,col=1,endLine=1,endColumn=1,title=SC900::fyi%0Amore",
     ]
@@ -528,7 +540,7 @@ def test_github_multi_line_span_and_notice() -> None:
 
 def test_github_step_summary_table() -> None:
     odd = FileResult("specs/odd|name_*.attn", "", [unused_warning()])
-    summary = github_step_summary([missing_transpose(), verified(), odd], strict=True)
+    summary = github_step_summary([missing_transpose(), verified(), odd], fail_on="warning")
     rows = summary.splitlines()
     assert rows[-4:] == [
         "| --- | ---: | ---: | --- |",
@@ -537,8 +549,10 @@ def test_github_step_summary_table() -> None:
         "| specs/odd\\|name\\_\\*.attn | 0 | 1 | ❌ failed |",
     ]
     assert "| file | errors | warnings | status |" in rows
-    loose = github_step_summary([odd])
+    assert "**failed**" in github_step_summary([odd])  # the default: a warning fails
+    loose = github_step_summary([odd], fail_on="error")
     assert loose.splitlines()[-1] == "| specs/odd\\|name\\_\\*.attn | 0 | 1 | ✅ verified |"
+    assert '**passed** (`fail-on = "error"`: warnings do not fail)' in loose
 
 
 # --- every format ----------------------------------------------------------------------------
@@ -547,12 +561,12 @@ def test_github_step_summary_table() -> None:
 def test_formats_and_unknown_format() -> None:
     assert FORMATS == ("text", "json", "sarif", "github")
     with pytest.raises(ValueError, match="unknown format"):
-        render([], "xml", color=False, strict=False)
+        render([], "xml", color=False, fail_on="error")
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_every_format_ends_with_a_newline_or_is_empty(fmt: str) -> None:
-    out = render([missing_transpose()], fmt, color=False, strict=False)
+    out = render([missing_transpose()], fmt, color=False, fail_on="error")
     assert out.endswith("\n") and not out.endswith("\n\n")
 
 
@@ -581,15 +595,16 @@ file_results = st.builds(
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(results=st.lists(file_results, max_size=3), strict=st.booleans(), color=st.booleans())
-def test_no_input_makes_a_format_fail(results: list[FileResult], strict: bool, color: bool) -> None:
+@given(results=st.lists(file_results, max_size=3), fail_on=st.sampled_from(codes.FAIL_ON),
+       color=st.booleans())
+def test_no_input_makes_a_format_fail(results: list[FileResult], fail_on: str, color: bool) -> None:
     for fmt in FORMATS:
-        out = render(results, fmt, color=color, strict=strict)
+        out = render(results, fmt, color=color, fail_on=fail_on)
         out.encode("utf-8")  # printable: no lone surrogates
-    text = render(results, "text", color=False, strict=strict)
+    text = render(results, "text", color=False, fail_on=fail_on)
     assert ESC not in text
-    json.loads(render(results, "json", color=False, strict=strict))
-    github_step_summary(results, strict=strict).encode("utf-8")
+    json.loads(render(results, "json", color=False, fail_on=fail_on))
+    github_step_summary(results, fail_on=fail_on).encode("utf-8")
 
 
 @settings(max_examples=40, deadline=None)

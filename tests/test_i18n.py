@@ -196,7 +196,9 @@ def test_the_command_line_s_own_messages(capsys: pytest.CaptureFixture[str], tmp
     assert "没有这个文件或目录" in capsys.readouterr().out  # SC007, a diagnostic of that path
     assert run(["report", BROKEN, "-o", str(tmp_path / "r.html"), "--lang", "zh"]) == 1
     out = capsys.readouterr().out
-    assert out == f"已写入 {tmp_path / 'r.html'}。\n在 1 个文件中发现 1 个错误和 0 个警告。\n"
+    # the problems it embeds, as verify prints them (issue 34), then where it went and the verdict
+    assert "error[SC301]: `@` 的内维不一致" in out
+    assert out.endswith(f"已写入 {tmp_path / 'r.html'}。\n在 1 个文件中发现 1 个错误和 0 个警告。\n")
     assert run(["verify", "--dim", "N=zero", "--lang", "zh", BROKEN]) == 2
     assert "值必须是正整数" in capsys.readouterr().err
 
@@ -239,5 +241,5 @@ def test_diagnostics_made_in_english_stay_english() -> None:
     """The language applies when a diagnostic is made: format-time changes nothing."""
     program = check_path(BROKEN)
     with i18n.use("zh"):
-        text = render([file_result(program, "a.attn")], "text", color=False, strict=False)
+        text = render([file_result(program, "a.attn")], "text", color=False, fail_on="error")
     assert "inner dimensions of `@` differ" in text

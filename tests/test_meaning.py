@@ -281,9 +281,10 @@ def test_meaning_diagnostics_reach_every_format(tmp_path) -> None:
     runner = CliRunner()
     result = runner.invoke(cli, ["verify", "--format", "json", str(spec)])
     diagnostics = json.loads(result.output)["files"][0]["diagnostics"]
-    assert [d["code"] for d in diagnostics] == ["SC402"] and result.exit_code == 0
-    strict = runner.invoke(cli, ["verify", "--strict", str(spec)])
-    assert strict.exit_code == 1 and "SC402" in strict.output
+    # a formula bug fails the run (issue 34); `--no-strict` (fail-on = "error") lets it pass
+    assert [d["code"] for d in diagnostics] == ["SC402"] and result.exit_code == 1
+    loose = runner.invoke(cli, ["verify", "--no-strict", str(spec)])
+    assert loose.exit_code == 0 and "SC402" in loose.output
     for fmt in ("sarif", "github"):
         assert "SC402" in runner.invoke(cli, ["verify", "--format", fmt, str(spec)]).output
 

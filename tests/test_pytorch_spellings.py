@@ -305,7 +305,7 @@ def test_a_rebound_version_is_shown_by_its_name_and_is_not_an_output():
 
 
 @pytest.mark.parametrize("line, expected", [
-    ("y = x.expand(N, N)", "x * ones([...])"),
+    ("y = x.flatten(-2)", "x.reshape(B, T, -1)"),  # the rank is unknown here: say what works
     ("y = x.frobnicate()", "SC105"),
     ("y = torch.softmaxx(x, dim=-1)", "did you mean `torch.softmax`?"),
     ("y = F.scaled_dot_product_attention(x, x, x)", "softmax(q @ k.T / sqrt(d)) @ v"),
@@ -339,3 +339,86 @@ def test_the_spellings_of_the_new_builtins_run_as_numpy(backend):
     np.testing.assert_allclose(out["a"], np.cumsum(x, -1))
     np.testing.assert_allclose(out["b"], np.maximum(x, y) + np.minimum(x, y) + np.clip(x, -0.5, 0.5))
     np.testing.assert_array_equal(out["c"], np.tile(x, (2, 1)))
+
+
+# --- issue 34: `.t()`, `.flatten(...)`, `.expand(...)` with PyTorch's meaning ---------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_t_flatten_and_expand_run_as_pytorch_does(backend):
+    torch = pytest.importorskip("torch")
+    source = ("dim B, N, d\ninput x: [B, N, d]\ninput w: [d, N]\ninput m: bool[N]\n"
+              "a = w.t()\nb = x.flatten(1)\nc = x.flatten()\ne = x.flatten(0, -2)\n"
+              "f = m[None].expand(N, -1)\ng = x[:, :1].expand(B, N, d)\nh = w.expand(B, 2, -1, -1)\n")
+    assert codes_of(source) == []
+    program = check_text(source)
+    assert program.shapes()["h"] == ["B", "2", "d", "N"]
+    x, w = RNG.standard_normal((2, 3, 4)), RNG.standard_normal((4, 3))
+    m = np.array([True, False, True])
+    out = run(source, backend, x=x, w=w, m=m)
+    tx, tw, tm = torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(m)
+    expected = {"a": tw.t(), "b": tx.flatten(1), "c": tx.flatten(), "e": tx.flatten(0, -2),
+                "f": tm[None].expand(3, -1), "g": tx[:, :1].expand(2, 3, 4),
+                "h": tw.expand(2, 2, -1, -1)}
+    for name, value in expected.items():
+        np.testing.assert_array_equal(np.asarray(out[name]), value.numpy(), err_msg=name)
+
+
+@pytest.mark.parametrize("line, code, words", [
+    ("y = x.expand(N, 2)", "SC312", "grows only axes of size 1: axis 1 of `x` is d"),
+    ("y = x.expand(-1, N, d)", "SC312", "this axis of `expand`'s shape is new"),
+    ("y = x.expand(d)", "SC312", "cannot drop axes"),
+    ("y = x[None].t()", "SC308", "not a permutation"),  # PyTorch's .t() takes at most 2 axes
+])
+def test_expand_and_t_refuse_what_pytorch_refuses(line, code, words):
+    found = diagnostics(f"dim N, d\ninput x: [N, d]\n{line}\n")
+    assert len(found) == 1 and found[0].startswith(code) and words in found[0], found
+
+
+def test_expand_grows_a_size_proved_equal():
+    assert codes_of("dim N, d\nconstraint d == N\ninput x: [N, d]\ny = x.expand(N, N)\n") == []
+
+
+@pytest.mark.parametrize("line, proposal", [
+    ("y = x.flaten(0)", "did you mean `.flatten`?"),     # a misspelling: the nearest spelling
+    ("y = torch.softmaxx(x, dim=-1)", "did you mean `torch.softmax`?"),
+    ("y = x.rot90()", None),     # PyTorch's own method: its look-alike means something else
+    ("y = x.exp2()", None),      # not `.exp`
+    ("y = torch.logaddexp(x, x)", None),
+    ("y = softmax(x, axis=rows)", "did you mean `row`?"),  # the same axis, by another word
+    ("y = softmax(x, axis=columns)", "did you mean `col`?"),
+])
+def test_a_did_you_mean_proposes_only_the_same_meaning(line, proposal):
+    found = diagnostics(f"dim N, d\ninput x: [N, d]\n{line}\n")
+    assert len(found) == 1, found
+    if proposal is None:
+        assert "did you mean" not in found[0], found
+    else:
+        assert proposal in found[0], found
+
+
+def test_an_axis_word_of_the_same_meaning_is_fixed():
+    from shapecheck.messages.fixes import fix_text
+
+    text = "dim N, d\ninput x: [N, d]\ny = softmax(x, axis=rows)\n"
+    fixed = fix_text(text, lambda t: check_text(t).diagnostics, check_text(text).diagnostics)
+    assert fixed.text == text.replace("rows", "row")
+
+
+def test_the_pytorch_names_are_those_of_the_installed_libraries():
+    pytest.importorskip("torch")
+    import importlib.util
+    from pathlib import Path
+
+    import torch
+
+    from shapecheck.syntax import pytorch_names
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("pytorch_names_tool", root / "tools" / "pytorch_names.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    if f"torch {torch.__version__.split('+')[0]} and NumPy {np.__version__};" not in pytorch_names.__doc__:
+        pytest.skip("written from other versions of torch or NumPy")
+    assert tool.render() == (root / "shapecheck" / "syntax" / "pytorch_names.py").read_text("utf-8")
+    assert {"flatten", "t", "rot90"} <= pytorch_names.TENSOR_METHODS

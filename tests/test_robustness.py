@@ -176,9 +176,9 @@ def assert_well_formed(program: Program, text: str) -> None:
 def assert_renders(program: Program) -> None:
     result = file_result(program, "spec.attn")
     for fmt in ("text", "json", "sarif", "github"):
-        output = render([result], fmt, color=True, strict=False)
+        output = render([result], fmt, color=True, fail_on="error")
         assert isinstance(output, str)
-    json.loads(render([result], "json", color=False, strict=False))
+    json.loads(render([result], "json", color=False, fail_on="error"))
 
 
 @pytest.mark.parametrize("name", list(HOSTILE))

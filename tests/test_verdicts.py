@@ -156,7 +156,7 @@ def test_refuted_diagnostics_carry_the_counterexample(name: str) -> None:
     assert diagnostic.code == code
     assert fragment in diagnostic.message
     assert dict(diagnostic.counterexample) == values
-    document = json.loads(render([file_result(program, "a.attn")], "json", color=False, strict=False))
+    document = json.loads(render([file_result(program, "a.attn")], "json", color=False, fail_on="error"))
     assert document["files"][0]["diagnostics"][0]["counterexample"] == values
 
 

@@ -497,11 +497,11 @@ def render_all(program: Program, report: bool) -> None:
     """Every `verify` format (SARIF and GitHub, the slow ones, with the reports) and,
     when ``report``, both reports."""
     result = file_result(program, "spec.attn")
-    render([result], "text", color=True, strict=False)
-    json.loads(render([result], "json", color=False, strict=False))
+    render([result], "text", color=True, fail_on="error")
+    json.loads(render([result], "json", color=False, fail_on="error"))
     if report:
-        render([result], "sarif", color=False, strict=False)
-        render([result], "github", color=False, strict=False)
+        render([result], "sarif", color=False, fail_on="error")
+        render([result], "github", color=False, fail_on="error")
         from shapecheck.report import build_report
         from shapecheck.report import render as render_report
 

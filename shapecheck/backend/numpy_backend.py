@@ -1436,6 +1436,12 @@ def _tile(call: _Call) -> Closure:
                                contiguous=True), x)
 
 
+def _expand(call: _Call) -> Closure:
+    """A read-only broadcast view (PyTorch's expand also copies nothing)."""
+    run, target = call.tensor().run, call.out_shape  # the checker filled each -1
+    return Closure(lambda frame: np.broadcast_to(run(frame), target))
+
+
 def _logical(reduce: Callable[..., Any]) -> Implementation:
     def implementation(call: _Call) -> Closure:
         x = call.tensor()
@@ -1457,6 +1463,7 @@ BUILTINS.update({
     "clamp": _clamp,
     "full": _full,
     "tile": _tile,
+    "expand": _expand,
     "all": _logical(np.all),
     "any": _logical(np.any),
     "amax": _reduction(np.max),

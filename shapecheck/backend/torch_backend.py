@@ -874,6 +874,11 @@ def _tile(call: _Call) -> Closure:
     return _fold(call, Closure(lambda frame: torch.tile(run(frame), reps)), x)
 
 
+def _expand(call: _Call) -> Closure:
+    run, target = call.tensor().run, call.out_shape  # the checker filled each -1
+    return Closure(lambda frame: run(frame).expand(target))
+
+
 def _logical(reduce: Callable[..., torch.Tensor]) -> Implementation:
     def implementation(call: _Call) -> Closure:
         x = call.tensor()
@@ -899,6 +904,7 @@ BUILTINS.update({
     "clamp": _clamp,
     "full": _full,
     "tile": _tile,
+    "expand": _expand,
     "all": _logical(torch.all),
     "any": _logical(torch.any),
     "amax": _reduction(torch.amax),

@@ -742,6 +742,10 @@ def _real_code_rows() -> list[Builtin]:
         Builtin("tile", (X, Param("reps", Kind.SHAPE)), value_rules.tile,
                 "x repeated reps times along each axis (NumPy tile, PyTorch's x.repeat)",
                 AxisMap(AxisKind.OPAQUE)),
+        Builtin("expand", (X, Param("shape", Kind.SHAPE)), value_rules.expand,
+                "x broadcast to the shape (PyTorch's x.expand): -1 keeps a size, only size-1 "
+                "axes grow, new axes only in front",
+                AxisMap(AxisKind.ELEMENTWISE, tensors=("x",), keeps_values=True)),
         Builtin("all", (X, axes, keep), value_rules.logical_reduce,
                 "bool: every value true (non-zero) along the axes",
                 AxisMap(AxisKind.REDUCE, axis="axis", keepdims="keepdims")),

@@ -25,7 +25,9 @@ from ..messages.diagnostics import (
 from .indexing import Entry, subscript_shape
 from .program import SCALAR, UNKNOWN, CallInfo, Inferred, Program, Tensor, Value
 from .. import symbolic
-from .rules import MAX_ELEMENTS, MAX_RANK, Anchor, needed_fixes, needed_help, relation
+from .rules import (
+    AXIS_SAME_MEANING, MAX_ELEMENTS, MAX_RANK, Anchor, needed_fixes, needed_help, relation,
+)
 from .value_rules import combined_element
 from ..symbolic import (
     Claim, Decision, Dim, DimBuilder, DimSystem, TooComplex, Verdict, as_int, free_names, to_text,
@@ -982,8 +984,15 @@ class Checker:
         resolver = _RESOLVERS[kind]
         result = resolver(self, node)
         if result is _WRONG_KIND:
+            same = AXIS_SAME_MEANING.get(node.name) if kind in (Kind.AXIS, Kind.AXES) \
+                and isinstance(node, nodes.Name) else None
+            helps, fixes = [], []
+            if same is not None:  # `axis=rows`: the word with the same meaning, as an edit
+                helps = [codes.help_text("did_you_mean", name=same)]
+                fixes = [Fix(helps[0], (Edit(node.span, same),))]
             self.report(codes.CALL_ARGS.diag(node.span, detail=codes.detail(
-                "argument_kind", param=param, builtin=builtin.name, kind=kind.description)))
+                "argument_kind", param=param, builtin=builtin.name, kind=kind.description),
+                help=helps, fixes=fixes))
             return _FAILED
         return result
 

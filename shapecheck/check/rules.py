@@ -86,6 +86,11 @@ class Ctx(Protocol):
 # --- helpers shared by rules and operators ---------------------------------------------------
 
 
+#: Words written for an axis name that mean the same one (`axis=rows`): the help proposes the
+#: name (a did-you-mean is offered only for the same meaning, never a look-alike).
+AXIS_SAME_MEANING = {"rows": "row", "cols": "col", "column": "col", "columns": "col"}
+
+
 def axis_index(axis: int | str, rank: int) -> int:
     """`row` (last axis), `col` (second-to-last) or a negative axis, as an index from 0.
 

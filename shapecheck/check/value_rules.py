@@ -164,6 +164,37 @@ def tile(ctx: Ctx, a: dict[str, Any]) -> Value | None:
                  element=x.element)
 
 
+def expand(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    """`expand(x, shape)` (PyTorch's `x.expand(...)`): x's axes right-aligned with the shape;
+    new leading axes are allowed, `-1` keeps x's size, and only an axis of size 1 grows --
+    any other size must be proved equal to the one asked for."""
+    x: Value = a["x"]
+    target: Shape = a["shape"]
+    assert x.shape is not None
+    lead = len(target) - len(x.shape)
+    if lead < 0:
+        ctx.report(codes.CALL_ARGS, "shape", detail=codes.detail(
+            "expand_rank", x=ctx.text("x"), rank=len(x.shape), count=len(target)))
+        return None
+    out = []
+    for index, size in enumerate(target):
+        have = x.shape[index - lead] if index >= lead else None
+        if symbolic.as_int(size) == -1:
+            if have is None:
+                ctx.report(codes.CALL_ARGS, "shape", detail=codes.detail("expand_new_keep"))
+                return None
+            out.append(have)
+        elif have is None or ctx.dims.equal(have, size) or ctx.dims.equal(have, symbolic.ONE):
+            out.append(size)
+        else:
+            decision = ctx.dims.decide(Claim.equal(have, size))
+            ctx.report(codes.CALL_ARGS, "shape", counterexample=counterexample(decision),
+                       detail=codes.detail("expand_grows", x=ctx.text("x"), axis=index - lead,
+                                           have=to_text(have), size=to_text(size)))
+            return None
+    return Value(tuple(out), x.is_bool, element=x.element)
+
+
 def arange(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     """`arange(n)`: 0 .. n-1; `arange(start, stop, step)`: as Python's range, the step a
     non-zero integer; the count is proved positive (an empty range is a mistake)."""
@@ -246,4 +277,4 @@ def combined_element(x: Value, y: Value) -> str:
 
 
 __all__ = ["axes_of", "clamp", "combined_element", "cumulative", "extreme", "full",
-           "logical_reduce", "pairwise", "reduce", "resolve_axes", "tile"]
+           "expand", "logical_reduce", "pairwise", "reduce", "resolve_axes", "tile"]

@@ -187,8 +187,9 @@ def read_stdin() -> bytes:
 
 EXIT_STATUS_HELP = """\b
 Exit status:
-  0  no errors (warnings allowed unless --strict)
-  1  at least one error in at least one spec (0 with --exit-zero)
+  0  no error and no warning about the code (SC207 and SC602 are about
+     shapecheck's limits and never fail; fail-on = "error" lets warnings pass)
+  1  an error, or a warning about the code, remains (0 with --exit-zero)
   2  usage error, bad configuration, unreadable path, or internal failure"""
 
 

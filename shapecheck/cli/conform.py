@@ -123,7 +123,7 @@ def command(options: ConformOptions) -> int:
         from ..formats import render
 
         click.echo(render([file_result(program, options.path)], "text", color=options.color,
-                          strict=False), nl=False, err=True)
+                          fail_on="error"), nl=False, err=True)
         click.echo(message("spec_errors"), err=True)
         return EXIT_DIFFERS
     try:

@@ -18,7 +18,7 @@ def explain(code: str | None) -> None:
     from ..messages import codes
 
     if code is None:
-        for entry in codes.REGISTRY.values():
+        for entry in sorted(codes.REGISTRY.values(), key=lambda entry: entry.id):  # SC340 after SC323
             click.echo(f"{entry.id}  {entry.severity.value:<7}  {entry.name}: {entry.text('summary')}")
         return
     text = codes.explain(code)

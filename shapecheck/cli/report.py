@@ -66,6 +66,11 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
         raise UsageFailure(cannot_read(path, error)) from None
     bindings = {**default_bindings(settings.dims, program.dims.dims), **bindings}
     built = build_report(program, shown, bindings, dtype)
+    # The problems the report embeds, framed as `verify` prints them: a count alone would
+    # send the reader to the file to learn what failed (stderr when the report is on stdout).
+    if built.problems:
+        click.echo("\n".join(problem.frame + "\n" for problem in built.problems),
+                   nl=not to_stdout, err=to_stdout)
     if to_stdout:
         click.echo(render(built, fmt), nl=False)
         sys.exit(EXIT_OK if program.ok else EXIT_ERRORS)
@@ -78,6 +83,6 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
     from ..formats.text import summary_line
 
     click.echo(MESSAGES["report_written"].format(path=output))
-    click.echo(summary_line(Totals(1, built.errors, built.warnings), strict=False))
+    click.echo(summary_line(Totals(1, built.errors, built.warnings), fail_on="error"))
     sys.exit(EXIT_OK if program.ok else EXIT_ERRORS)
 

@@ -219,7 +219,7 @@ def _show_diagnostics(program: Program, options: RunOptions) -> None:
     from ..formats import render
 
     result = file_result(program, options.path)
-    click.echo(render([result], "text", color=options.color, strict=False), nl=False, err=True)
+    click.echo(render([result], "text", color=options.color, fail_on="error"), nl=False, err=True)
 
 
 def _error(text: str) -> None:

@@ -25,6 +25,7 @@ from ..messages import codes
 from ..config import Finder, Settings
 from ..messages.diagnostics import Diagnostic, FileResult, Span
 from ..formats import FORMATS  # light: each format's module loads only when used
+from ..formats.common import Totals
 from ..records import dataclass
 from .common import (
     EXIT_ERRORS, EXIT_OK, EXIT_STATUS_HELP, EXIT_USAGE, MESSAGES, UsageFailure, cli, codes_list,
@@ -324,7 +325,8 @@ with `# noqa: SC402` on its statement; errors cannot be suppressed.
 @click.option("--format", "--output-format", "fmt", type=click.Choice(FORMATS),
               default="text", show_default=True, help="Output format.")
 @click.option("--strict/--no-strict", default=None,
-              help="Warnings count as errors (default: the configuration's `strict`, else off).")
+              help="Whether warnings about the code fail the run: the same as `fail-on = "
+              "\"warning\"` / `\"error\"` (default: the configuration's, else warnings fail).")
 @color_option
 @dim_option
 @click.option("--select", multiple=True, metavar="CODES",
@@ -346,7 +348,8 @@ with `# noqa: SC402` on its statement; errors cannot be suppressed.
 @click.option("-q", "--quiet", is_flag=True,
               help="Print the diagnostics only: no summary line.")
 @click.option("--exit-zero", is_flag=True,
-              help="Exit 0 even when a spec has errors (2 still means a tool failure).")
+              help="Report, but exit 0 even when errors or warnings remain (2 still means a "
+              "tool failure).")
 @click.option("--stdin-filename", metavar="PATH",
               help="The name of the spec read from `-` (standard input): used in messages, "
               "to find its configuration, and for per-file-ignores.")
@@ -386,7 +389,7 @@ def verify(paths: tuple[str, ...], fmt: str, strict: bool | None, color: str,
         ignore=selectors(ignore, "--ignore", turning_off=True),
         exclude=codes_list(exclude) if exclude else None,
         extend_exclude=codes_list(extend_exclude),
-        strict=strict,
+        fail_on=None if strict is None else "warning" if strict else "error",
     )
     finder = finder_for(config, isolated, overrides)
     stdin = Stdin(read_stdin(), stdin_filename) if "-" in paths else None
@@ -400,17 +403,17 @@ def verify(paths: tuple[str, ...], fmt: str, strict: bool | None, color: str,
         if diff:
             if nothing and not allow_empty:
                 raise UsageFailure(MESSAGES["nothing_checked"])
-            sys.exit(_show_diff(outcome, fixed, fmt, strict=strict, exit_zero=exit_zero))
+            sys.exit(_show_diff(outcome, fixed, fmt, fail_on=_fail_on(outcome, finder),
+                                exit_zero=exit_zero, color=use_color(color)))
         if stdin is not None:
             _print_fixed_stdin(fixed, stdin)
-    strict_now = any(settings.strict for settings in outcome.settings.values()) \
-        if outcome.settings else bool(strict) or finder.settings_for(Path.cwd()).strict
+    fail_on = _fail_on(outcome, finder)
     colored = use_color(color)
     root = _base_dir(base_dir)
     if statistics:
         out = render_statistics(outcome.results, outcome.notices, fmt)
     else:
-        out = render(outcome.results, fmt, color=colored, strict=strict_now,
+        out = render(outcome.results, fmt, color=colored, fail_on=fail_on,
                      notices=outcome.notices, base_dir=root, quiet=quiet)
     # With `--fix -`, standard output holds the fixed spec: the report goes to stderr.
     report_to_stderr = fix and stdin is not None
@@ -428,40 +431,53 @@ def verify(paths: tuple[str, ...], fmt: str, strict: bool | None, color: str,
                     click.echo(f"shapecheck: {diagnostic.code}: {diagnostic.message}", err=True)
     summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
     if fmt == "github" and summary_file:
-        _append(summary_file, github_step_summary(outcome.results, strict=strict_now))
+        _append(summary_file, github_step_summary(outcome.results, fail_on=fail_on))
     if nothing and not allow_empty:
         raise UsageFailure(MESSAGES["nothing_checked"])
     if outcome.tool_failure:
         sys.exit(EXIT_USAGE)
-    failed = not all(r.ok(strict_now) for r in outcome.results) or (
-        strict_now and bool(outcome.notices))
+    failed = Totals.of(outcome.results, outcome.notices).failed(fail_on)
     sys.exit(EXIT_ERRORS if failed and not exit_zero else EXIT_OK)
 
 
-def _show_diff(outcome: Outcome, fixed: Sequence[FileFix], fmt: str, *, strict: bool | None,
-               exit_zero: bool) -> int:
-    """`--diff`: the changes (text: a unified diff on stdout, how many on stderr; json:
-    the document of what is left after the fixes, each file's diff a field). The exit
-    status: 1 when a file would change or errors remain after the fixes, else 0."""
+def _fail_on(outcome: Outcome, finder: Finder) -> str:
+    """The run's `fail-on`: "warning" when any checked spec's settings say so (the command
+    line's `--strict`/`--no-strict` is already in them), else "error"."""
+    chosen = [settings.fail_on for settings in outcome.settings.values()] \
+        or [finder.settings_for(Path.cwd()).fail_on]
+    return "warning" if "warning" in chosen else "error"
+
+
+def _show_diff(outcome: Outcome, fixed: Sequence[FileFix], fmt: str, *, fail_on: str,
+               exit_zero: bool, color: bool) -> int:
+    """`--diff`: the changes (text: a unified diff on stdout; on stderr, what the fixes
+    leave that fails the run, as `verify` prints it, then how many fixes; json: the document
+    of what is left after the fixes, each file's diff a field). The exit status: 1 when a
+    file would change or what fails the run remains after the fixes, else 0."""
+    from ..formats import render
+    from ..formats.common import passes
     from ..messages.fixes import unified_diff
 
     diffs = {item.path: unified_diff(item.path, item.before, item.after) for item in fixed}
     after = {item.path: item.result for item in fixed if item.result is not None}
     results = [after.get(result.path, result) for result in outcome.results]
-    strict_now = any(settings.strict for settings in outcome.settings.values()) or bool(strict)
     if fmt == "json":
         from ..formats.json_format import render_json
 
-        click.echo(render_json(results, strict=strict_now, notices=outcome.notices, diffs=diffs),
+        click.echo(render_json(results, fail_on=fail_on, notices=outcome.notices, diffs=diffs),
                    nl=False)
     else:
         for item in fixed:
             click.echo(diffs[item.path], nl=False)
+        left = [result for result in results if not passes(result, fail_on)]
+        if left:  # without this, "Would fix 0 problem(s)" and exit 1 would not say why
+            click.echo(render(left, "text", color=color, fail_on=fail_on), nl=False, err=True,
+                       color=color)
         count = sum(item.applied for item in fixed)
         click.echo(MESSAGES["would_fix"].format(count=count, files=len(fixed)), err=True)
     if outcome.tool_failure:
         return EXIT_USAGE
-    failed = bool(fixed) or not all(result.ok(strict_now) for result in results)
+    failed = bool(fixed) or Totals.of(results, outcome.notices).failed(fail_on)
     return EXIT_ERRORS if failed and not exit_zero else EXIT_OK
 
 

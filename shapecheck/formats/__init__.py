@@ -28,16 +28,17 @@ _RENDERERS: dict[str, tuple[str, str]] = {
 }
 
 
-def render(results: list[FileResult], fmt: str, *, color: bool, strict: bool,
+def render(results: list[FileResult], fmt: str, *, color: bool, fail_on: str,
            notices: Sequence[Diagnostic] = (), base_dir: Path | None = None,
            quiet: bool = False) -> str:
     """Render ``results`` in format ``fmt`` (one of :data:`FORMATS`).
 
     ``color`` only affects ``text`` (the caller decides: see ``cli.use_color``).
-    ``strict`` makes warnings count as errors in the verdicts (``text`` summary,
-    ``json`` ``ok``); severities themselves are unchanged. ``notices`` are
-    run-level problems that belong to no file (SC207: a ``--dim`` that no spec
-    declares); their spans mean nothing. ``base_dir`` makes SARIF and GitHub paths
+    ``fail_on`` (``codes.FAIL_ON``) says what fails the verdicts (``text`` summary,
+    ``json`` ``ok``): ``"warning"``, any error or warning about the code; ``"error"``, errors
+    only (``run``, ``report`` and ``conform``: "the spec verifies"); severities are
+    unchanged. ``notices`` are run-level problems that belong to no file (SC207: a
+    ``--dim`` that no spec declares); their spans mean nothing. ``base_dir`` makes SARIF and GitHub paths
     relative to that folder (the repository root), whatever the current folder;
     without it, paths are written as given. ``quiet`` leaves out the text summary.
     """
@@ -47,9 +48,9 @@ def render(results: list[FileResult], fmt: str, *, color: bool, strict: bool,
     module, function = entry
     renderer = getattr(import_module(f".{module}", __name__), function)
     if fmt == "text":
-        return renderer(results, color=color, strict=strict, notices=notices, quiet=quiet)
+        return renderer(results, color=color, fail_on=fail_on, notices=notices, quiet=quiet)
     if fmt == "json":
-        return renderer(results, strict=strict, notices=notices)
+        return renderer(results, fail_on=fail_on, notices=notices)
     return renderer(results, notices=notices, base_dir=base_dir)
 
 
@@ -69,8 +70,8 @@ def render_statistics(results: list[FileResult], notices: Sequence[Diagnostic], 
                    for code, name, count, fixable in rows)
 
 
-def github_step_summary(results: list[FileResult], *, strict: bool = False) -> str:
+def github_step_summary(results: list[FileResult], *, fail_on: str = "warning") -> str:
     """A Markdown table (file, errors, warnings, status) for ``$GITHUB_STEP_SUMMARY``."""
     from .github import step_summary
 
-    return step_summary(results, strict=strict)
+    return step_summary(results, fail_on=fail_on)

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePath
 from urllib.parse import quote
 
+from ..messages.codes import fails
 from ..messages.diagnostics import Diagnostic, FileResult, Severity
 from ..i18n import Table
 from ..records import dataclass
@@ -30,13 +31,12 @@ WORDS: Table = Table("formats", "WORDS", {
     "verified_with": "{verified}, with {warnings}.",
     "verified": "{verified}.",
     "found": "Found {errors} and {warnings} in {files}",
-    "found_strict": "{found} (--strict: warnings count as errors).",
     "found_end": "{found}.",
     "continues": "(continues to line {line})",
     "summary_counts": "{files}, {errors}, {warnings}: **{verdict}**",
     "summary_failed": "failed",
     "summary_passed": "passed",
-    "summary_strict": " (`--strict`)",
+    "summary_errors_only": " (`fail-on = \"error\"`: warnings do not fail)",
     "col_file": "file",
     "col_line": "line",
     "col_code": "code",
@@ -57,20 +57,25 @@ class Totals:
     files: int
     errors: int
     warnings: int
+    code_warnings: int = 0  # the warnings about the code (not `about_tool`): fail-on counts them
 
     @classmethod
     def of(cls, results: Iterable[FileResult], notices: Sequence[Diagnostic] = ()) -> Totals:
-        files = errors = warnings = 0
-        for result in results:
-            files += 1
-            errors += result.errors
-            warnings += result.warnings
-        errors += sum(1 for notice in notices if notice.severity is Severity.ERROR)
-        warnings += sum(1 for notice in notices if notice.severity is Severity.WARNING)
-        return cls(files, errors, warnings)
+        results = list(results)
+        found = [d for result in results for d in result.diagnostics] + list(notices)
+        warnings = [d for d in found if d.severity is Severity.WARNING]
+        errors = sum(1 for d in found if d.severity is Severity.ERROR)
+        return cls(len(results), errors, len(warnings),
+                   sum(1 for d in warnings if fails(d, "warning")))
 
-    def failed(self, strict: bool) -> bool:
-        return self.errors > 0 or (strict and self.warnings > 0)
+    def failed(self, fail_on: str) -> bool:
+        """Whether the run fails under ``fail_on`` (``codes.FAIL_ON``)."""
+        return self.errors > 0 or (fail_on == "warning" and self.code_warnings > 0)
+
+
+def passes(result: FileResult, fail_on: str) -> bool:
+    """Whether one file verifies under ``fail_on`` (the json `ok`, the job summary's status)."""
+    return not any(fails(d, fail_on) for d in result.diagnostics)
 
 
 def plural(count: int, word: str) -> str:

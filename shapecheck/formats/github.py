@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..messages.diagnostics import Diagnostic, FileResult, Note, Severity
-from .common import WORDS, Totals, plural, posix_path, rebase, scrub
+from .common import WORDS, Totals, passes, plural, posix_path, rebase, scrub
 
 COMMANDS: dict[Severity, str] = {
     Severity.ERROR: "error",
@@ -112,22 +112,22 @@ def escape_markdown(text: str) -> str:
     return _REFERENCE.sub(UNLINK, escaped)
 
 
-def step_summary(results: list[FileResult], *, strict: bool = False) -> str:
+def step_summary(results: list[FileResult], *, fail_on: str = "warning") -> str:
     totals = Totals.of(results)
-    verdict = WORDS["summary_failed" if totals.failed(strict) else "summary_passed"]
+    verdict = WORDS["summary_failed" if totals.failed(fail_on) else "summary_passed"]
     rows = [
         "### shapecheck",
         "",
         WORDS["summary_counts"].format(files=plural(totals.files, "file"),
                                        errors=plural(totals.errors, "error"),
                                        warnings=plural(totals.warnings, "warning"), verdict=verdict)
-        + (WORDS["summary_strict"] if strict else ""),
+        + (WORDS["summary_errors_only"] if fail_on == "error" else ""),
         "",
         *_problem_details(results),
         _row(WORDS["col_file"], WORDS["col_errors"], WORDS["col_warnings"], WORDS["col_status"]),
         "| --- | ---: | ---: | --- |",
     ]
-    rows.extend(_summary_row(result, strict) for result in results)
+    rows.extend(_summary_row(result, fail_on) for result in results)
     return "".join(row + "\n" for row in rows)
 
 
@@ -162,7 +162,7 @@ def _row(*cells: str) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def _summary_row(result: FileResult, strict: bool) -> str:
-    status = WORDS["status_verified" if result.ok(strict) else "status_failed"]
+def _summary_row(result: FileResult, fail_on: str) -> str:
+    status = WORDS["status_verified" if passes(result, fail_on) else "status_failed"]
     path = escape_markdown(scrub(result.path))
     return f"| {path} | {result.errors} | {result.warnings} | {status} |"

@@ -12,27 +12,27 @@ import json
 from collections.abc import Mapping, Sequence
 
 from ..messages.diagnostics import Diagnostic, FileResult, Fix, Note, Span
-from .common import Totals, scrub_tree
+from .common import Totals, passes, scrub_tree
 
 JsonObject = dict[str, object]
 
 
-def render_json(results: list[FileResult], *, strict: bool,
+def render_json(results: list[FileResult], *, fail_on: str,
                 notices: Sequence[Diagnostic] = (), diffs: Mapping[str, str] | None = None) -> str:
     return (
-        json.dumps(scrub_tree(document(results, strict=strict, notices=notices, diffs=diffs)),
+        json.dumps(scrub_tree(document(results, fail_on=fail_on, notices=notices, diffs=diffs)),
                    indent=2, ensure_ascii=True) + "\n"
     )
 
 
-def document(results: list[FileResult], *, strict: bool,
+def document(results: list[FileResult], *, fail_on: str,
              notices: Sequence[Diagnostic] = (),
              diffs: Mapping[str, str] | None = None) -> JsonObject:
     """The contract's document; ``notifications`` (run-level problems such as SC207,
     with no position) is added when there are any. With ``diffs`` (``verify --diff``)
     each file has a ``diff`` field: its unified diff, ``""`` when nothing would change."""
     totals = Totals.of(results, notices)
-    files = [_file(result, strict) for result in results]
+    files = [_file(result, fail_on) for result in results]
     if diffs is not None:
         for entry, result in zip(files, results):
             entry["diff"] = diffs.get(result.path, "")
@@ -47,10 +47,10 @@ def document(results: list[FileResult], *, strict: bool,
     return out
 
 
-def _file(result: FileResult, strict: bool) -> JsonObject:
+def _file(result: FileResult, fail_on: str) -> JsonObject:
     return {
         "path": result.path,
-        "ok": result.ok(strict),
+        "ok": passes(result, fail_on),
         "diagnostics": [_diagnostic(diagnostic) for diagnostic in result.diagnostics],
         "shapes": {name: list(dims) for name, dims in result.shapes.items()},
         # A sketch: which tensors in `shapes`, and which dims, were inferred (not declared).

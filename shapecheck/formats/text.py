@@ -51,7 +51,7 @@ class Palette:
         return f"\x1b[{style}m{text}{RESET}"
 
 
-def render_text(results: list[FileResult], *, color: bool, strict: bool,
+def render_text(results: list[FileResult], *, color: bool, fail_on: str,
                 notices: Sequence[Diagnostic] = (), quiet: bool = False) -> str:
     palette = Palette(color)
     blocks: list[str] = []
@@ -62,7 +62,7 @@ def render_text(results: list[FileResult], *, color: bool, strict: bool,
             blocks.append(render_diagnostic(diagnostic, path, lines, color=color) + "\n")
     blocks.extend(_notice(notice, palette) + "\n" for notice in notices)
     if not quiet:
-        blocks.append(palette.paint(summary_line(Totals.of(results, notices), strict), BOLD) + "\n")
+        blocks.append(palette.paint(summary_line(Totals.of(results, notices), fail_on), BOLD) + "\n")
     return "\n".join(blocks)
 
 
@@ -75,12 +75,12 @@ def _notice(notice: Diagnostic, palette: Palette) -> str:
     return "\n".join(out)
 
 
-def summary_line(totals: Totals, strict: bool) -> str:
+def summary_line(totals: Totals, fail_on: str) -> str:
     """The verdict: counts, worded so that it agrees with the exit status."""
     if totals.files == 0:
         return WORDS["no_files"]
     files = plural(totals.files, "file")
-    if not totals.failed(strict):
+    if not totals.failed(fail_on):
         verified = WORDS["verified_all" if totals.files > 1 else "verified_one"].format(files=files)
         if totals.warnings:
             return WORDS["verified_with"].format(verified=verified,
@@ -88,8 +88,6 @@ def summary_line(totals: Totals, strict: bool) -> str:
         return WORDS["verified"].format(verified=verified)
     found = WORDS["found"].format(errors=plural(totals.errors, "error"),
                                   warnings=plural(totals.warnings, "warning"), files=files)
-    if strict and totals.warnings:
-        return WORDS["found_strict"].format(found=found)
     return WORDS["found_end"].format(found=found)
 
 

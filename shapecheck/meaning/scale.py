@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 from ..messages import codes
+from ..messages.diagnostics import Edit, Fix
+from ..syntax import nodes
 from .. import symbolic
 from ..symbolic import Dim, Verdict, to_text
 from .facts import Axis, Contraction, Factor, Info, Product, add_power, index_of
@@ -147,11 +149,25 @@ class ScaleChecks:
         else:
             assert scale.radicand is not None
             reason = self._scale_reason(scale.radicand, expected)
+        said = codes.help_text("scale_by", size=symbolic.spaced(size))
         self._report(codes.SCALE.diag(
             located.node.span, scores=self._text(product.node), written=written, size=size,
             where="" if product.parts else self._contracted_where(scores), reason=reason,
-            notes=self._scores_note(scores),
-            help=[codes.help_text("scale_by", size=symbolic.spaced(size))]))
+            notes=self._scores_note(scores), help=[said],
+            fixes=self._scale_fix(factors, said, size)))
+
+    def _scale_fix(self, factors: Sequence[Factor], said: str, size: str) -> list[Fix]:
+        """The help as an edit where the scale is one `/ sqrt(X)`: `sqrt(X)` becomes
+        `sqrt(size)` (fixcheck keeps it only if the spec then checks clean). Other forms
+        (`* X ** -0.5`, a scale split over Q and K) have no one place to edit: the help
+        stays words, and `explain SC404` says so."""
+        if len(factors) != 1 or not factors[0].divides:
+            return []
+        node = factors[0].node
+        if not (isinstance(node, nodes.Call) and node.func.name == "sqrt" and len(node.args) == 1
+                and not node.keywords):
+            return []
+        return [Fix(said, (Edit(node.span, f"sqrt({size})"),))]
 
     def _scale_reason(self, radicand: Dim, expected: Dim) -> str:
         system = self.system

@@ -26,6 +26,9 @@ class Code:
     why: str
     example: str
     fix: str
+    #: A warning about shapecheck's own limits, not the user's code (an operator without a
+    #: lowering, an unused `--dim`): reported, but it never fails `verify` (docs/cli.md).
+    about_tool: bool = False
 
     def diag(
         self,
@@ -71,8 +74,10 @@ def _code(
     why: str,
     example: str,
     fix: str,
+    about_tool: bool = False,
 ) -> Code:
-    code = Code(id, name, severity, summary, message, what, why, example.strip("\n"), fix)
+    code = Code(id, name, severity, summary, message, what, why, example.strip("\n"), fix,
+                about_tool)
     assert id not in REGISTRY, id
     REGISTRY[id] = code
     return code
@@ -325,6 +330,7 @@ UNKNOWN_BINDING = _code(
     why="It is usually a typo (`--dim n=128` for `N`); the binding then has no effect.",
     example="dim N\n# with --dim n=128\n# warning[SC207]",
     fix="Bind a dim the spec declares (names are case-sensitive).",
+    about_tool=True,
 )
 
 # --- shapes -------------------------------------------------------------------------
@@ -658,7 +664,10 @@ SCALE = _code(
     "the softmax's temperature silently: training often hides it.",
     example="dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
     "S = Q @ K.T / sqrt(N)\nO = softmax(S) @ V\n# warning[SC404]",
-    fix="Scale by the size of the contracted axis: `/ sqrt(d)`.",
+    fix="Scale by the size of the contracted axis: `/ sqrt(d)`. `verify --fix` makes that edit "
+    "where the scale is one `/ sqrt(X)`; a scale written otherwise (`* X ** -0.5`, split over "
+    "Q and K) has no one place to edit, and a Python target is source code: the help stays "
+    "words there.",
 )
 UNSCALED = _code(
     "SC405", "unscaled-scores", Severity.NOTE, "the attention scores are not scaled",
@@ -894,6 +903,7 @@ UNKNOWN_OPERATOR = _code(
     example="# (Python) y = torch.special.bessel_j0(x)   # warning[SC602]",
     fix="Write the step with operators shapecheck knows (docs/torch.md lists them), or accept "
     "the warning (`--ignore SC602`).",
+    about_tool=True,
 )
 TARGET_FAILED = _code(
     "SC603", "target-failed", E, "a Python target cannot be loaded or built",
@@ -1297,6 +1307,11 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "clamp_bound_shape": "the bound has shape {bound}, which does not broadcast to the shape of x, {shape} (a bound may not enlarge x)",
     "full_value_not_scalar": "the fill value of `full` must be one number, got a tensor of shape {shape}",
     "tile_reps": "the repetitions of `tile` must be positive, got {reps}",
+    "expand_rank": "`expand` cannot drop axes: `{x}` has {rank} axes, the shape {count}",
+    "expand_new_keep": "`-1` keeps an axis of x, but this axis of `expand`'s shape is new: "
+    "give its size",
+    "expand_grows": "`expand` grows only axes of size 1: axis {axis} of `{x}` is {have}, "
+    "which may differ from {size}",
     "index_not_int": "the indices of `{builtin}` must be integers (`int[...]`), but `{text}` has shape {shape}",
     "take_along_rank": "`take_along_axis` needs indices of the rank of x: x has shape {shape} (rank {rank}), the indices {index_shape} (rank {index_rank})",
     "float_index": "`{text}` has shape {shape}: an index tensor must hold integers; declare it `int[...]`",
@@ -1351,6 +1366,21 @@ def syntax_text(key: str, **fields: object) -> str:
     return SYNTAX_TEXT[key].format(**fields)
 
 
+#: `fail-on` (docs/configuration.md): what fails `verify` -- "warning": an error, or a warning
+#: about the user's code; "error": an error only. Notes never fail, nor warnings `about_tool`.
+FAIL_ON: tuple[str, ...] = ("warning", "error")
+
+
+def fails(diagnostic: Diagnostic, fail_on: str) -> bool:
+    """Whether ``diagnostic`` fails `verify` under ``fail_on`` (one of :data:`FAIL_ON`)."""
+    if diagnostic.severity is Severity.ERROR:
+        return True
+    if diagnostic.severity is not Severity.WARNING or fail_on != "warning":
+        return False
+    code = REGISTRY.get(diagnostic.code)
+    return code is None or not code.about_tool
+
+
 def lookup(key: str) -> Code | None:
     """A code by its number (`SC301`, in any case) or its slug (`matmul-inner-mismatch`)."""
     key = key.strip()
@@ -1362,6 +1392,8 @@ def lookup(key: str) -> Code | None:
 EXPLAIN: Table = Table("codes", "EXPLAIN", {
     "title": "{id} ({name}): {summary}",
     "severity": "severity: {severity}",
+    "about_tool": "severity: {severity} (about shapecheck's own limits, not the code: it never "
+    "fails `verify`)",
     "what": "What it means",
     "why": "Why it matters",
     "example": "Example",
@@ -1378,7 +1410,8 @@ def explain(code_id: str) -> str | None:
     example = "\n".join("  " + line for line in code.text("example").splitlines())
     return (
         EXPLAIN["title"].format(id=code.id, name=code.name, summary=code.text("summary")) + "\n"
-        + EXPLAIN["severity"].format(severity=code.severity.value) + "\n\n"
+        + EXPLAIN["about_tool" if code.about_tool else "severity"].format(
+            severity=code.severity.value) + "\n\n"
         + f"{EXPLAIN['what']}\n  {code.text('what')}\n\n"
         + f"{EXPLAIN['why']}\n  {code.text('why')}\n\n"
         + f"{EXPLAIN['example']}\n{example}\n\n"

@@ -187,6 +187,3 @@ class FileResult:
     @property
     def warnings(self) -> int:
         return sum(1 for d in self.diagnostics if d.severity is Severity.WARNING)
-
-    def ok(self, strict: bool = False) -> bool:
-        return self.errors == 0 and not (strict and self.warnings)

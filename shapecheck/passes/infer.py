@@ -72,7 +72,7 @@ PARTNERS: dict[str, tuple[str, ...]] = {
         "tril", "triu", "swapaxes", "section")},
     # issue 21: x and y of `minimum`/`maximum` broadcast together, as the operands of `+`
     "minimum": ("x", "y"), "maximum": ("x", "y"),
-    **{name: () for name in ("cumsum", "cumprod", "clamp", "full", "tile", "all", "any",
+    **{name: () for name in ("cumsum", "cumprod", "clamp", "full", "tile", "expand", "all", "any",
                              "amax", "amin", "take", "index_select", "take_along_axis",
                              "index_copy", "scatter", "outer", "ones_like", "zeros_like",
                              "full_like", "long", "view_as_complex", "view_as_real",

@@ -79,7 +79,7 @@ def _diagnostics(error: Any, path: str) -> str:
     from ..loader import file_result
     from ..formats import render
 
-    text = render([file_result(error.program, path)], "text", color=False, strict=False)
+    text = render([file_result(error.program, path)], "text", color=False, fail_on="error")
     return f"{error}\n{text}"
 
 

@@ -99,6 +99,9 @@ METHODS: dict[str, Spelling] = {
     "all": _row("all", "axis", "keepdims"),
     "any": _row("any", "axis", "keepdims"),
     "repeat": _row("tile", sizes="reps"),
+    "expand": _row("expand", sizes="shape"),
+    "t": _row("t"),
+    "flatten": _row("flatten", "start_dim", "end_dim"),
     "long": _row("long"),
     "index_select": _row("index_select", "axis", "index"),
     "index_copy": _row("index_copy", "axis", "index", "source"),
@@ -117,7 +120,7 @@ FUNCTIONS: dict[str, Spelling] = {
     **{f"torch.{name}": METHODS[name] for name in (
         "transpose", "swapaxes", "permute", "reshape", "masked_fill", "softmax", "sum", "mean",
         "amax", "amin", "max", "min", "repeat_interleave", "matmul", "bmm", "mm", "tril",
-        "triu", "unsqueeze", "squeeze", *_ELEMENTWISE)},
+        "triu", "unsqueeze", "squeeze", "t", "flatten", *_ELEMENTWISE)},
     "torch.cat": _row("concat", "axis"),
     "torch.concat": _row("concat", "axis"),
     "torch.concatenate": _row("concat", "axis"),
@@ -191,11 +194,11 @@ INFINITIES = frozenset({"math.inf", "np.inf", "torch.inf"})
 # Spellings the language does not take, each with the one it does (SC105's help).
 UNSUPPORTED: dict[str, str] = {
     "masked_fill_": "x = x.masked_fill(mask, value)",
-    "expand": "x * ones([...])",
     "squeeze": "x.squeeze(dim)",
     "F.scaled_dot_product_attention": "softmax(q @ k.T / sqrt(d)) @ v",
     "torch.finfo": "-inf",
     "F.layer_norm": "layernorm(x)",
+    "flatten": "x.reshape(B, T, -1)",  # rank unknown: `x.flatten(-2)`, a flatten of an expression
 }
 
 # `x.name` without a call: the attributes there are.
@@ -462,7 +465,7 @@ class _Resolver:
         helps: list[str] = []
         if instead:
             helps.append(codes.help_text("spelling_instead", spelling=instead))
-        else:
+        elif not _has_own_meaning(written):  # a misspelling: the nearest spelling is meant
             import difflib  # only for a spelling that is wrong: not on every start
 
             close = difflib.get_close_matches(written, list(table), n=1)
@@ -471,6 +474,17 @@ class _Resolver:
         span = node.name.span if isinstance(node, (nodes.Method, nodes.Attribute)) else node.span
         self.diagnostics.append(codes.NOT_CALLABLE.diag(span, name=written, help=helps))
         return _unresolved(node)
+
+
+def _has_own_meaning(written: str) -> bool:
+    """Whether PyTorch or NumPy has ``written`` (`.flatten`, `torch.rot90`): then a look-alike
+    of the table (`.float`) means something else, and no did-you-mean is offered."""
+    from . import pytorch_names as known  # only for a spelling the table lacks
+
+    space, _, name = written.rpartition(".")
+    names = {"": known.TENSOR_METHODS, "torch": known.TORCH_FUNCTIONS, "F": known.F_FUNCTIONS,
+             "np": known.NUMPY_FUNCTIONS}.get(space, frozenset())
+    return name in names
 
 
 _UNRESOLVED = "<unsupported>"  # a call the checker reports nothing more about
@@ -557,6 +571,41 @@ def _squeeze(r: _Resolver, s: Spelling, node: nodes.Method, x: nodes.Expr | None
     else:
         indices = (nodes.EllipsisIndex(span), zero, *(whole,) * (-axis - 1))
     return nodes.Subscript(checked, indices, span, node.name.span, 2 + x.depth)
+
+
+def _t(r: _Resolver, s: Spelling, node: nodes.Method, x: nodes.Expr | None,
+       args: tuple[nodes.Expr, ...], keywords: tuple[nodes.Keyword, ...]) -> nodes.Expr | None:
+    """`x.t()`: the transpose of a 2-D tensor, `transpose(x, [1, 0])` (a tensor of another
+    rank is SC308, as PyTorch refuses more than 2 axes)."""
+    if x is None or args or keywords:
+        return None
+    span = node.span
+    perm = nodes.ListExpr((nodes.Integer(1, "1", span), nodes.Integer(0, "0", span)), span, 1)
+    return nodes.Call(nodes.Ident("transpose", node.name.span), (x,),
+                      (_keyword("perm", perm, span),), span, 1 + x.depth)
+
+
+def _flatten(r: _Resolver, s: Spelling, node: nodes.Method, x: nodes.Expr | None,
+             args: tuple[nodes.Expr, ...], keywords: tuple[nodes.Keyword, ...]) -> nodes.Expr | None:
+    """`x.flatten(start, end)` (PyTorch's defaults 0 and -1): axes start..end merged into one,
+    as `reshape(x, [x.shape[0], ..., -1, ..., x.shape[-1]])` -- the axes before `start` and
+    after `end` read from x, the merged one inferred. Without the rank, that needs x to be a
+    name, `start` counted from the front and `end` from the back (else SC105 says so)."""
+    given = dict(zip(("start_dim", "end_dim"), args))
+    given.update({k.name.name: k.value for k in keywords})
+    if len(args) > 2 or set(given) - {"start_dim", "end_dim"} or not isinstance(x, nodes.Name):
+        return None
+    start = _int(given["start_dim"]) if "start_dim" in given else 0
+    end = _int(given["end_dim"]) if "end_dim" in given else -1
+    if start is None or end is None or start < 0 or end >= 0:
+        return None
+    span = node.span
+    kept = [*range(start), None, *range(end + 1, 0)]
+    sizes = tuple(nodes.Unary("-", nodes.Integer(1, "1", span), span, 2) if axis is None
+                  else nodes.ShapeOf(_source_name(x, axis, "shape"), span, 1, x, axis)
+                  for axis in kept)
+    return nodes.Call(nodes.Ident("reshape", node.name.span), (x,),
+                      (_keyword("shape", nodes.ListExpr(sizes, span, 3), span),), span, 4)
 
 
 def _masked_fill(r: _Resolver, s: Spelling, node: nodes.Method, x: nodes.Expr | None,
@@ -725,7 +774,7 @@ _PART_BUILDERS = {"sections": _sections, "size": _sized, "unbind": _unbind,
 _FORMS: dict[str, Form] = {
     "@": _matmul, "identity": _identity, "swap": _swap, "unsqueeze": _unsqueeze,
     "squeeze": _squeeze,
-    "masked_fill": _masked_fill, "size": _size,
+    "masked_fill": _masked_fill, "size": _size, "t": _t, "flatten": _flatten,
 }
 
 

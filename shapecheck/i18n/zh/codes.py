@@ -505,7 +505,9 @@ CODES: dict[str, dict[str, str]] = {
         "时两者才相等) 或按序列长度缩放, 会悄悄改变 softmax 的温度: 训练往往掩盖了它。",
         example="dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
         "S = Q @ K.T / sqrt(N)\nO = softmax(S) @ V\n# warning[SC404]",
-        fix="按缩并轴的大小缩放: `/ sqrt(d)`。",
+        fix="按缩并轴的大小缩放: `/ sqrt(d)`。缩放写成一个 `/ sqrt(X)` 时, `verify --fix` "
+        "会做这个修改; 其他写法 (`* X ** -0.5`, 分在 Q 和 K 上) 没有唯一可改的位置, Python 目标"
+        "是源代码: 这时帮助只是文字。",
     ),
     "SC405": dict(
         summary="注意力分数没有缩放",
@@ -1005,6 +1007,9 @@ DETAILS = {
     "clamp_bound_shape": "界的形状是 {bound}, 不能广播到 x 的形状 {shape} (界不能使 x 变大)",
     "full_value_not_scalar": "`full` 的填充值必须是一个数, 但得到的是形状为 {shape} 的张量",
     "tile_reps": "`tile` 的重复次数必须为正, 但得到 {reps}",
+    "expand_rank": "`expand` 不能去掉轴: `{x}` 有 {rank} 个轴, 形状只有 {count} 个",
+    "expand_new_keep": "`-1` 保留 x 的一个轴, 但 `expand` 形状中的这个轴是新加的: 请给出它的大小",
+    "expand_grows": "`expand` 只能扩展大小为 1 的轴: `{x}` 的第 {axis} 个轴是 {have}, 可能不等于 {size}",
     "index_not_int": "`{builtin}` 的下标必须是整数 (`int[...]`), 但 `{text}` 的形状是 {shape}",
     "take_along_rank": "`take_along_axis` 需要与 x 阶数相同的下标: x 的形状是 {shape} (阶 {rank}), 下标是 {index_shape} (阶 {index_rank})",
     "float_index": "`{text}` 的形状是 {shape}: 作为下标的张量必须是整数; 请声明为 `int[...]`",
@@ -1034,6 +1039,7 @@ TOKEN_WORDS = {
 EXPLAIN = {
     "title": "{id} ({name}): {summary}",
     "severity": "严重程度: {severity}",
+    "about_tool": "严重程度: {severity} (说的是 shapecheck 自身的局限, 不是代码: 它从不让 `verify` 失败)",
     "what": "含义",
     "why": "为什么要紧",
     "example": "例子",

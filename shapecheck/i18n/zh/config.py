@@ -17,6 +17,8 @@ MESSAGES = {
     "\"FILE.py:NAME\", init = {{ NAME = SIZE 或 \"DIM\" }} }}, 得到的是 {value}",
     "unknown_key": "未知的键; 可用的键是 {keys}",
     "not_bool": "必须是 true 或 false, 而不是 {value}",
+    "not_fail_on": "必须是 \"warning\" 或 \"error\", 而不是 {value}",
+    "fail_on_and_strict": "`strict` 是 `fail-on` 的别名; 只给其中一个",
     "not_strings": "必须是字符串列表, 而不是 {value}",
     "not_table_ignores": "必须是 模式 = [代码] 的表, 而不是 {value}",
     "not_table_dims": "必须是 名字 = 正整数 的表, 而不是 {value}",
