@@ -133,6 +133,29 @@ class ToNodes(Transformer):  # type: ignore[type-arg]
         names = tuple(nodes.Ident(str(t), token_span(t)) for t in c[1:])
         return nodes.DimFree(names, token_span(c[0]).to(names[-1].span))
 
+    def dim_convention(self, c: list[Any]) -> nodes.DimFree:
+        keyword, name, *words = c
+        conventions = _conventions(words, DIM_CONVENTIONS)
+        return nodes.DimFree((_ident(name),), token_span(keyword).to(conventions[-1].span),
+                             conventions)
+
+    def function_def(self, c: list[Any]) -> nodes.FunctionDef:
+        keyword, name, _open, *params, _close, body = c
+        idents = tuple(_ident(p) for p in params if p is not None)
+        return nodes.FunctionDef(_ident(name), idents, body, token_span(keyword).to(body.span))
+
+    def claim(self, c: list[Any]) -> nodes.Claim:
+        keyword, name, *rest = c
+        items = tuple(x for x in rest if isinstance(x, nodes.ClaimItem))
+        lengths = tuple(x for x in rest if x is not None and not isinstance(x, (Token, nodes.ClaimItem)))
+        return nodes.Claim(_ident(name), items, token_span(keyword).to(items[-1].span), lengths)
+
+    def claim_item(self, c: list[Any]) -> nodes.ClaimItem:
+        word, *rest = c
+        args = tuple(x for x in rest if x is not None and not isinstance(x, Token))
+        end = token_span(rest[-1]) if rest and isinstance(rest[-1], Token) else token_span(word)
+        return nodes.ClaimItem(_ident(word), args, token_span(word).to(end))
+
     def dim_def(self, c: list[Any]) -> nodes.DimDef:
         keyword, name, value = c
         return nodes.DimDef(_ident(name), value, token_span(keyword).to(value.span))
@@ -142,8 +165,11 @@ class ToNodes(Transformer):  # type: ignore[type-arg]
         return nodes.Constraint(left, str(op), right, token_span(keyword).to(right.span))
 
     def tensor_decl(self, c: list[Any]) -> nodes.TensorDecl:
-        kind, name, shape = c
-        return nodes.TensorDecl(str(kind), _ident(name), shape, token_span(kind).to(shape.span))
+        kind, name, shape, *words = c
+        conventions = _conventions(words, TENSOR_CONVENTIONS)
+        end = conventions[-1].span if conventions else shape.span
+        return nodes.TensorDecl(str(kind), _ident(name), shape, token_span(kind).to(end),
+                                conventions)
 
     def define(self, c: list[Any]) -> nodes.Define:
         name, annotation, value = c
@@ -293,6 +319,23 @@ class ToNodes(Transformer):  # type: ignore[type-arg]
         keywords = tuple(x for x in inner if isinstance(x, nodes.Keyword))
         span = token_span(func).to(token_span(close))
         return nodes.Call(_ident(func), args, keywords, span, _checked_depth(_depth(*inner), span))
+
+
+# The convention words a declaration may end with (docs/language.md §10.3), each a plain
+# name so that none is reserved. A tensor: which value of a mask keeps a key. A dim: a
+# window's width, and whether it counts the key at distance W (`inclusive`) or not.
+TENSOR_CONVENTIONS = frozenset({"keep", "drop"})
+DIM_CONVENTIONS = frozenset({"window", "inclusive", "exclusive"})
+
+
+def _conventions(words: list[Token], allowed: frozenset[str]) -> tuple[nodes.Ident, ...]:
+    idents = tuple(_ident(word) for word in words)
+    for ident in idents:
+        if ident.name not in allowed:
+            raise GrammarMisuse(codes.syntax_text(
+                "convention_word", word=ident.name,
+                allowed=", ".join(f"`{word}`" for word in sorted(allowed))), ident.span)
+    return idents
 
 
 def _new_axis(index: Any) -> Any:
@@ -498,10 +541,11 @@ _WORDS = codes.TOKEN_WORDS
 _ELEMENT_TYPES = {"BOOL": "", "INT_TYPE": "int", "COMPLEX_TYPE": "complex"}
 _KEYWORDS = frozenset({
     "DIM", "CONSTRAINT", "INPUT", "PARAM", "ASSERT", "OUTPUT", "BOOL", "INF", "TRUE", "TRUE_CAP",
-    "FALSE", "FALSE_CAP", "ROW", "COL",
+    "FALSE", "FALSE_CAP", "ROW", "COL", "DEF",
 })
 _COMPARISONS = frozenset({"EQ", "NE", "LE", "GE", "LT", "GT"})
-_STATEMENT_KEYWORDS = frozenset({"DIM", "CONSTRAINT", "INPUT", "PARAM", "ASSERT", "OUTPUT"})
+_STATEMENT_KEYWORDS = frozenset({"DIM", "CONSTRAINT", "INPUT", "PARAM", "ASSERT", "OUTPUT",
+                                 "DEF"})
 _OPERAND_END = frozenset(
     {"NAME", "INT", "DECIMAL", "STRING", "INF", "RPAR", "RSQB", "TRANSPOSE", "ROW", "COL",
      "ELLIPSIS", "TRUE", "TRUE_CAP", "FALSE", "FALSE_CAP"}
