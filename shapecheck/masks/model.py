@@ -14,7 +14,8 @@ from ..syntax.functions import Functions, mask_roles, score_roles
 # The properties a claim may name: the kind of function each applies to, and whether it
 # takes one argument.
 PROPERTIES = {"causal": ("mask", False), "window": ("mask", True), "every_row": ("mask", False),
-              "reads_keys": ("mask", True), "keeps_masked": ("score", False)}
+              "reads_keys": ("mask", True), "same_as": ("mask", True),
+              "keeps_masked": ("score", False), "decays": ("score", False)}
 
 
 @dataclass
@@ -68,6 +69,8 @@ class _Analysis:
         declarations = [s for s in program.statements if isinstance(s, nodes.TensorDecl)]
         self.inputs = {d.name.name for d in declarations}
         self.bools = {d.name.name for d in declarations if d.shape.is_bool}
+        self.choosable = self.bools | {d.name.name for d in declarations
+                                       if d.shape.element == "int"}
         self.constraints = [s for s in program.statements if isinstance(s, nodes.Constraint)]
         self.starts = line_starts(program.source)
 
@@ -116,7 +119,8 @@ class _Analysis:
             return
         try:
             question: Question | None = Question(params, roles, definition.body, self.inputs,
-                                                 self.bools, sizes, self.constraints)
+                                                 self.bools, sizes, self.constraints,
+                                                 self.choosable)
         except (Unsupported, TypeError, ValueError):
             question = None
         self.model.functions[name] = MaskFunction(name, kind, params, roles, definition,
@@ -135,8 +139,8 @@ class _Analysis:
             wanted = PROPERTIES.get(word)
             if wanted is None or wanted[1] != (len(item.args) == 1) or len(item.args) > 1:
                 self._error(item.span, codes.MASK_TEXT["unknown_property"].format(
-                    word=word, choices="`causal`, `every_row`, `keeps_masked`, "
-                    "`reads_keys(x)`, `window(W)`"))
+                    word=word, choices="`causal`, `decays`, `every_row`, `keeps_masked`, "
+                    "`reads_keys(x)`, `same_as(f)`, `window(W)`"))
                 continue
             if wanted[0] != function.kind:
                 self._error(item.span, codes.MASK_TEXT["wrong_kind"].format(
@@ -151,7 +155,7 @@ class _Analysis:
             self._reads_keys(function, argument, span)
             return
         width = self._source(argument) if argument is not None else ""
-        text = codes.MASK_TEXT[word].format(width=width)
+        text = codes.MASK_TEXT[word].format(width=width, other=width)
         question = function.question
         if question is None:
             self._undetermined(function, text, span, codes.MASK_TEXT["not_a_formula"].format(
@@ -159,7 +163,14 @@ class _Analysis:
             return
         checks = {"causal": [("later_key", question.later_key), ("own_hidden", question.own_key)],
                   "every_row": [("empty_row", question.every_row)],
-                  "keeps_masked": [("masked_becomes", question.keeps_masked)]}
+                  "keeps_masked": [("masked_becomes", question.keeps_masked)],
+                  "decays": [("farther_favoured", question.decays)]}
+        if word == "same_as":
+            other = self.model.functions.get(width)
+            if other is None or other.question is None or other.kind != "mask":
+                self._error(span, codes.MASK_TEXT["unknown_function"].format(name=width))
+                return
+            checks["same_as"] = [("differs", lambda: question.same_as(other.question))]
         if word == "window" and argument is not None:
             checks["window"] = [
                 ("beyond_window", lambda: question.beyond(argument, inclusive)),

@@ -916,8 +916,8 @@ MASK_CLAIM_UNKNOWN = _code(
     "`keeps_masked`.",
     why="A claim that cannot be checked would pass silently.",
     example="dim N\ndef f(q, k) = k <= q\nassert f: upper\n"
-    "# error[SC434]: `upper` is not a property; use one of `causal`, `every_row`, "
-    "`keeps_masked`, `reads_keys(x)`, `window(W)`",
+    "# error[SC434]: `upper` is not a property; use one of `causal`, `decays`, "
+    "`every_row`, `keeps_masked`, `reads_keys(x)`, `same_as(f)`, `window(W)`",
     fix="Name a function and one of the properties.",
 )
 # --- suppression (shapecheck/suppress.py) ------------------------------------------------
@@ -1149,6 +1149,10 @@ MASK_TEXT: Table = Table("codes", "MASK_TEXT", {
     "every_row": "seen by every query",
     "reads_keys": "reading `{input}` on the key side",
     "keeps_masked": "keeping masked scores masked",
+    "same_as": "the same mask as `{other}`",
+    "decays": "favouring nearer keys",
+    "differs": "at {sizes}, they disagree at query {q}, key {k}",
+    "farther_favoured": "at {sizes}, query {q} changes key {k}'s score by more than a later key's",
     "later_key": "at {sizes}, query {q} sees key {k}, after its own position {own}",
     "own_hidden": "at {sizes}, query {q} does not see its own position {own}",
     "beyond_window": "at {sizes}, query {q} sees key {k}, {distance} positions back",

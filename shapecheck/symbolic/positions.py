@@ -60,6 +60,9 @@ class Space:
     positions: dict[str, sympy.Symbol] = field(default_factory=dict)
     ranges: dict[str, sympy.Expr] = field(default_factory=dict)  # position -> its size
     constraints: list[Boolean] = field(default_factory=list)
+    # Inputs a counterexample may set (bool masks, int ids: any value is one a caller can
+    # pass); a claim that fails only for some real values (ALiBi's slopes) is undetermined.
+    choosable: set[str] = field(default_factory=set)
 
     def dim(self, name: str) -> sympy.Symbol:
         if name not in self.dims:
@@ -134,7 +137,7 @@ class Formulas:
     def _binop(self, node: nodes.BinOp) -> sympy.Basic:
         left, right = self.of(node.left), self.of(node.right)
         if node.op in _RELATIONS:
-            return _RELATIONS[node.op](left, right)
+            return _relation(node.op, left, right)
         if node.op == "&":
             return sympy.And(left, right)
         if node.op == "|":
@@ -157,6 +160,20 @@ class Formulas:
         if name in ("minimum", "maximum") and len(args) == 2:
             return (sympy.Min if name == "minimum" else sympy.Max)(*args)
         raise Unsupported(name)
+
+
+def _relation(op: str, left: sympy.Basic, right: sympy.Basic) -> sympy.Basic:
+    """A comparison; `abs(x) <= w` as `-w <= x <= w` (and the like), which linear reasoning
+    reads (attention-gym's dilated window compares `abs(q - k)`)."""
+    flipped = {">": "<", ">=": "<=", "<": ">", "<=": ">="}
+    if isinstance(right, sympy.Abs) and not isinstance(left, sympy.Abs) and op in flipped:
+        op, left, right = flipped[op], right, left
+    if isinstance(left, sympy.Abs) and op in flipped:
+        x = left.args[0]
+        if op in ("<", "<="):
+            return sympy.And(_RELATIONS[op](x, right), _RELATIONS[op](-x, right))
+        return sympy.Or(_RELATIONS[op](x, right), _RELATIONS[op](-x, right))
+    return _RELATIONS[op](left, right)
 
 
 # --- the decision ---------------------------------------------------------------------------
@@ -189,7 +206,7 @@ def prove(space: Space, claim: Boolean) -> Outcome:
     found = _search(space, negation)
     if found is not None:
         return found
-    return Outcome("undetermined", detail=_nonlinear(negation))
+    return Outcome("undetermined", detail=_inputs_read(negation) or _nonlinear(negation))
 
 
 def prove_nonempty(space: Space, mask: Boolean, query: str, key: str,
@@ -212,11 +229,7 @@ def prove_nonempty(space: Space, mask: Boolean, query: str, key: str,
             row = [mask.xreplace({**sizes, q: sympy.Integer(qv), k: sympy.Integer(kv)}) for kv in range(keys)]
             if all(_decided(permissive(cell, atoms), False) for cell in row):
                 return Outcome("refuted", _named(sizes), ((query, qv),))
-    if atoms:
-        names = sorted({a.atoms(sympy.core.function.AppliedUndef).pop().func.__name__
-                        for a in atoms})
-        return Outcome("undetermined", detail=", ".join(names))
-    return Outcome("undetermined")
+    return Outcome("undetermined", detail=_inputs_read(mask))
 
 
 def score_at_masked(space: Space, score: sympy.Expr, variable: sympy.Symbol) -> Outcome:
@@ -385,7 +398,7 @@ def _search(space: Space, negation: Boolean) -> Outcome | None:
             if _decided(cell, True):
                 return Outcome("refuted", _named(sizes),
                                tuple((name, v) for (name, _), v in zip(positions, point)))
-            chosen = _choose_inputs(cell, atoms)
+            chosen = _choose_inputs(cell, space.choosable)
             if chosen is not None:
                 return Outcome("refuted", _named(sizes),
                                tuple((name, v) for (name, _), v in zip(positions, point)),
@@ -393,12 +406,13 @@ def _search(space: Space, negation: Boolean) -> Outcome | None:
     return None
 
 
-def _choose_inputs(cell: sympy.Basic, atoms: set[sympy.Basic]
+def _choose_inputs(cell: sympy.Basic, choosable: set[str]
                    ) -> tuple[tuple[str, bool], ...] | None:
     """Input values (each read true or false) that make ``cell`` true, trying every
-    assignment of the few reads it still has."""
+    assignment of the few reads it still has; only reads of ``choosable`` inputs."""
     left = sorted(input_atoms(cell), key=str)
-    if not left or len(left) > 6:
+    names = {f.func.__name__ for atom in left for f in atom.atoms(sympy.core.function.AppliedUndef)}
+    if not left or len(left) > 6 or not names <= choosable:
         return None
     for values in itertools.product((True, False), repeat=len(left)):
         if _decided(cell.xreplace(dict(zip(left, map(sympy.sympify, values)))), True):
@@ -416,6 +430,12 @@ def _int(value: sympy.Basic) -> int:
 
 def _named(sizes: Mapping[sympy.Symbol, int]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted((s.name, int(v)) for s, v in sizes.items()))
+
+
+def _inputs_read(formula: sympy.Basic) -> str:
+    """The inputs ``formula`` reads, by name: what an undecided claim may depend on."""
+    names = {f.func.__name__ for f in formula.atoms(sympy.core.function.AppliedUndef)}
+    return ", ".join(sorted(names))
 
 
 def _nonlinear(formula: sympy.Basic) -> str:
@@ -437,9 +457,11 @@ class Question:
     def __init__(self, params: Sequence[str], roles: Sequence[str], body: nodes.Expr,
                  inputs: Iterable[str], bools: Iterable[str],
                  sizes: Mapping[str, object | None],
-                 constraints: Iterable[nodes.Constraint]) -> None:
-        self.space = space = Space()
-        lengths = {"q": "N_q", "k": "N_k", "b": "N_b", "h": "N_h"}
+                 constraints: Iterable[nodes.Constraint], choosable: Iterable[str] = ()) -> None:
+        self.space = space = Space(choosable=set(choosable))
+        # Lengths nothing gives: the queries and the keys one length (a square table, where
+        # top left and bottom right agree), the heads and the batch their own.
+        lengths = {"q": "N_qk", "k": "N_qk", "b": "N_b", "h": "N_h"}
         bound: dict[str, sympy.Basic] = {}
         for param, role in zip(params, roles):
             if role == "s":
@@ -507,6 +529,27 @@ class Question:
         size_k = self.space.ranges[self.role_param["k"]]
         return prove_nonempty(self.space, self.body, self.role_param["q"], self.role_param["k"],
                               [q + offset, q, sympy.Integer(0), size_k - 1])
+
+    def same_as(self, other: "Question") -> Outcome:
+        """The two masks let the same keys through at every size and position."""
+        theirs = other.body.xreplace({other.space.positions[p]: self.space.positions[p]
+                                      for p in other.space.positions if p in self.space.positions})
+        theirs = theirs.xreplace({d: self.space.dim(d.name) for d in other.space.dims.values()})
+        return prove(self.space, sympy.Equivalent(self.body, theirs))
+
+    def decays(self) -> Outcome:
+        """A score change favours nearer keys: for two keys a query sees, the later one's
+        score is changed by at least as much (ALiBi's slopes, a relative bias's sign)."""
+        q, k, offset = self._qk()
+        key = self.role_param["k"]
+        later = self.space.position(f"{key}_2", self.space.ranges[key])
+        try:
+            claim = sympy.Implies(sympy.And(sympy.Lt(k, later), sympy.Le(later, q + offset)),
+                                  sympy.Le(self.body, self.body.xreplace({k: later})))
+            return prove(self.space, claim)
+        finally:
+            del self.space.positions[later.name]
+            del self.space.ranges[later.name]
 
     def keeps_masked(self) -> Outcome:
         return score_at_masked(self.space, self.body, self.score)

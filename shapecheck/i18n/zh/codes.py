@@ -734,11 +734,11 @@ CODES: dict[str, dict[str, str]] = {
         summary="断言没有指向函数或已知的性质",
         message="{problem}",
         what="`assert f: ...` 指向上面用 `def` 定义的函数, 以及 docs/language.md §10.2 的性质: "
-        "`causal`、`window(W)`、`every_row`、`reads_keys(x)`、`keeps_masked`。",
+        "`causal`、`window(W)`、`every_row`、`reads_keys(x)`、`same_as(f)`、`keeps_masked`、`decays`。",
         why="无法检查的断言会悄悄通过。",
         example="dim N\ndef f(q, k) = k <= q\nassert f: upper\n"
-        "# error[SC434]: `upper` 不是性质; 请用 `causal`、`every_row`、`keeps_masked`、"
-        "`reads_keys(x)`、`window(W)` 之一",
+        "# error[SC434]: `upper` 不是性质; 请用 `causal`, `decays`, `every_row`, `keeps_masked`, "
+        "`reads_keys(x)`, `same_as(f)`, `window(W)` 之一",
         fix="指向一个函数和其中一个性质。",
     ),
     "SC340": dict(
@@ -1102,6 +1102,10 @@ MASK_TEXT = {
     "every_row": "每个 query 都能看见 key 的",
     "reads_keys": "在 key 一侧读取 `{input}` 的",
     "keeps_masked": "保持被屏蔽的分数仍被屏蔽的",
+    "same_as": "与 `{other}` 相同的掩码",
+    "decays": "偏向更近的 key 的",
+    "differs": "在 {sizes} 时, 它们在 query {q}、key {k} 处不同",
+    "farther_favoured": "在 {sizes} 时, query {q} 给 key {k} 的分数改变比更晚的 key 更多",
     "later_key": "在 {sizes} 时, query {q} 看见了 key {k}, 它在自己的位置 {own} 之后",
     "own_hidden": "在 {sizes} 时, query {q} 看不见自己的位置 {own}",
     "beyond_window": "在 {sizes} 时, query {q} 看见了往回 {distance} 个位置的 key {k}",

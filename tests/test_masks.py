@@ -1,0 +1,217 @@
+"""Masks and score changes as functions of positions (issue 32, docs/language.md §10).
+
+The attention-gym masks and score changes (causal, sliding window, prefix-LM, document,
+dilated sliding window; soft-capping, ALiBi, relative bias), written in the language, are
+proved or refuted; so is a one-token change of each. Each claim's outcome is read from the
+mask model (`Program.masks.findings`), and the diagnostics the user sees are checked beside.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from shapecheck.api import check_text
+from shapecheck.backend.compiled import compile_spec
+
+HEADER = """dim N, M, W, P, D, d, H
+constraint N <= M
+input doc: int[M]
+input pad: bool[M]
+input slopes: [H]
+"""
+
+
+def outcome(body: str, claim: str, header: str = HEADER, params: str = "q, k",
+            lengths: str = "(N, M)") -> str:
+    """The status of ``claim`` about `def f(params) = body`, claimed at the given lengths."""
+    program = check_text(f"{header}def f({params}) = {body}\nassert f{lengths}: {claim}\n")
+    assert not any(d.is_error for d in program.diagnostics), program.diagnostics
+    findings = [f for f in program.masks.findings if f.function == "f"]
+    assert findings, program.diagnostics
+    statuses = {f.outcome.status for f in findings}
+    # A claim of several checks (causal: no later key, its own key) fails at the first.
+    for status in ("refuted", "undetermined"):
+        if status in statuses:
+            return status
+    return "proved"
+
+
+def codes_of(text: str) -> list[str]:
+    return [d.code for d in check_text(text).diagnostics]
+
+
+# (body, claim, outcome): attention-gym's definitions, then their one-token mutants.
+GYM = [
+    # causal: `q_idx >= kv_idx`, bottom right when the keys are longer (a KV cache)
+    ("k <= q + M - N", "causal", "proved"),
+    ("k <= q + M - N", "every_row", "proved"),
+    ("k < q + M - N", "causal", "refuted"),        # the diagonal hidden
+    ("k < q + M - N", "every_row", "refuted"),     # the first query sees nothing
+    ("k <= q + M - N + 1", "causal", "refuted"),   # one key of the future
+    ("k >= q + M - N", "causal", "refuted"),       # the other triangle
+    ("k <= q", "causal", "refuted"),               # top left: the decode step misaligned
+    ("k <= q + M - N - 1", "causal", "refuted"),   # the cache off by one
+    # sliding window: `causal & (q_idx - kv_idx <= W)` (attention-gym's, inclusive)
+    ("(k <= q + M - N) & (q + M - N - k <= W)", "window(W + 1)", "proved"),
+    ("(k <= q + M - N) & (q + M - N - k <= W)", "window(W)", "refuted"),
+    ("(k <= q + M - N) & (q + M - N - k < W)", "window(W)", "proved"),
+    ("(k <= q + M - N) & (q + M - N - k < W + 1)", "window(W)", "refuted"),
+    ("(k <= q + M - N) & (q + M - N - k < W - 1)", "window(W)", "refuted"),
+    ("(k <= q + M - N) & (q + M - N - k < W)", "causal", "proved"),
+    ("(k <= q + M - N) & (q + M - N - k < W)", "every_row", "proved"),
+    ("(k < q + M - N) & (q + M - N - k < W)", "every_row", "refuted"),
+    # prefix-LM: `(kv_idx < prefix) | causal`
+    ("(k < P) | (k <= q + M - N)", "every_row", "proved"),
+    ("(k < P) | (k <= q + M - N)", "causal", "refuted"),  # the prefix is bidirectional
+    ("(k < P) | (k <= q + M - N)", "same_as(g)", "proved"),
+    ("(k <= P) | (k <= q + M - N)", "same_as(g)", "refuted"),
+    ("(k < P) & (k <= q + M - N)", "same_as(g)", "refuted"),
+    # document: `document_id[q_idx] == document_id[kv_idx]` and causal
+    ("(doc[q + M - N] == doc[k]) & (k <= q + M - N)", "causal", "proved"),
+    ("(doc[q + M - N] == doc[k]) & (k <= q + M - N)", "every_row", "proved"),
+    ("(doc[q + M - N] != doc[k]) & (k <= q + M - N)", "every_row", "refuted"),
+    ("(doc[q + M - N] == doc[k]) & (k < q + M - N)", "every_row", "refuted"),
+    # padding on the key side
+    ("(k <= q + M - N) & pad[k]", "reads_keys(pad)", "proved"),
+    ("(k <= q + M - N) & pad[q]", "reads_keys(pad)", "refuted"),
+    ("(k <= q + M - N) & pad[k]", "every_row", "undetermined"),  # all padding: empty
+    ("(k <= q + M - N) & pad[k]", "causal", "proved"),
+    # dilated sliding window: `abs(q - kv) <= W & (abs(q - kv) % dilation == 0)`
+    ("(abs(q - k) <= W) & ((q - k) % D == 0)", "every_row", "proved"),  # itself
+    ("(abs(q - k) <= W) & ((q - k) % D == 0)", "window(W + 1)", "refuted"),  # holes
+    ("(abs(q - k) <= W) & ((q - k) % D == 1)", "every_row", "refuted"),
+    ("(abs(q - k) <= W) & ((q - k) % D == 0)", "causal", "refuted"),
+]
+
+
+@pytest.mark.parametrize("body, claim, expected", GYM)
+def test_attention_gym_masks_and_their_mutants(body: str, claim: str, expected: str) -> None:
+    header = HEADER + "def g(q, k) = ~((k >= P) & (k > q + M - N))\n"
+    assert outcome(body, claim, header) == expected
+
+
+SCORES = [
+    # soft-capping: `tanh(score / cap) * cap` turns a masked -inf into -cap
+    ("W * tanh(s / W)", "keeps_masked", "refuted"),
+    ("s + slopes[h] * (k - q)", "keeps_masked", "proved"),   # ALiBi
+    ("s + (q - k)", "keeps_masked", "proved"),               # relative bias
+    ("maximum(s, 0 - W)", "keeps_masked", "refuted"),        # a floor under the scores
+    ("s + (k - q)", "decays", "proved"),                     # nearer keys favoured
+    ("s + (q - k)", "decays", "refuted"),                    # the sign flipped
+    ("s + slopes[h] * (k - q)", "decays", "undetermined"),   # the slopes' sign decides
+]
+
+
+@pytest.mark.parametrize("body, claim, expected", SCORES)
+def test_attention_gym_score_changes(body: str, claim: str, expected: str) -> None:
+    assert outcome(body, claim, params="s, b, h, q, k") == expected
+
+
+def test_a_refuted_claim_is_a_warning_with_its_counterexample() -> None:
+    program = check_text("dim N, M\ndef f(q, k) = k <= q + M - N + 1\nassert f(N, M): causal\n")
+    (found,) = program.diagnostics
+    assert found.code == "SC430"
+    assert "query 0 sees key" in found.message
+    assert dict(found.counterexample)  # the sizes
+
+
+def test_an_undecidable_claim_says_so_and_never_guesses() -> None:
+    program = check_text("dim N\ndef f(q, k) = k * k <= q * q\nassert f(N, N): causal\n")
+    assert [d.code for d in program.diagnostics] == ["SC431"]
+    assert "--dim" in program.diagnostics[0].message
+
+
+def test_unknown_claims_are_errors() -> None:
+    assert codes_of("dim N\ndef f(q, k) = k <= q\nassert f(N, N): upper\n") == ["SC434"]
+    assert codes_of("dim N\ndef f(q, k) = k <= q\nassert g(N, N): causal\n") == ["SC434"]
+    assert codes_of("dim N\ndef f(q, k) = k <= q\nassert f(N, N): keeps_masked\n") == ["SC434"]
+
+
+ATTENTION = """dim N, M, d
+constraint N <= M
+input Q: [N, d]
+input K: [M, d]
+input V: [M, d]
+"""
+
+
+def test_flex_attention_checks_every_row() -> None:
+    spec = "dim N, M, d\ninput Q: [N, d]\ninput K: [M, d]\ninput V: [M, d]\n"
+    bad = spec + "def c(q, k) = k <= q + M - N\nO = flex_attention(Q, K, V, mask=c)\n"
+    assert codes_of(bad) == ["SC433"]
+    assert codes_of("constraint N <= M\n".join(bad.split("input Q", 1)).replace(
+        "constraint N <= M\n", "constraint N <= M\ninput Q", 1)) == []
+
+
+def test_the_builtin_causal_masks_are_these_functions() -> None:
+    """`causal_mask(N, M)` and `causal_mask(N, M, window=W)` give the same tables as the
+    functions, and so do the attentions run with each (NumPy backend)."""
+    spec = ATTENTION + """dim W
+def causal(q, k) = k <= q + M - N
+def sliding(q, k) = causal(q, k) & (q + M - N - k < W)
+i = arange(N)[:, None]
+j = arange(M)[None, :]
+output A = causal(i, j)
+output B = causal_mask(N, M)
+output C = sliding(i, j)
+output E = causal_mask(N, M, window=W)
+output O1 = flex_attention(Q, K, V, mask=sliding)
+output O2 = softmax(where(causal_mask(N, M, window=W), Q @ K.T / sqrt(d), -inf), axis=-1) @ V
+"""
+    program = check_text(spec)
+    assert program.ok and not program.diagnostics, program.diagnostics
+    rng = np.random.default_rng(0)
+    for n, m, w in ((3, 5, 2), (4, 4, 1), (2, 7, 3)):
+        arrays = {"Q": rng.standard_normal((n, 4)), "K": rng.standard_normal((m, 4)),
+                  "V": rng.standard_normal((m, 4))}
+        out = compile_spec(spec, dims={"W": w})(**arrays)
+        np.testing.assert_array_equal(out["A"], out["B"])
+        np.testing.assert_array_equal(out["C"], out["E"])
+        np.testing.assert_allclose(out["O1"], out["O2"])
+
+
+def test_the_cache_alignment_of_a_decode_step_is_proved() -> None:
+    """N new queries after P cached keys: query q is at position P + q."""
+    header = "dim N, P, d\ninput Q: [N, d]\ninput K: [P + N, d]\ninput V: [P + N, d]\n"
+    good = header + "def step(q, k) = k <= q + P\nassert step: causal, every_row\n" \
+        "O = flex_attention(Q, K, V, mask=step)\n"
+    assert codes_of(good) == []
+    for wrong in ("k <= q", "k <= q + P - 1", "k <= q + P + 1", "k < q + P"):
+        found = codes_of(good.replace("k <= q + P", wrong))
+        assert "SC430" in found, wrong
+
+
+def test_a_stated_window_convention_is_checked() -> None:
+    body = "def sw(q, k) = (k <= q) & (q - k {op} W)\n"
+    for convention, right, wrong in (("exclusive", "<", "<="), ("inclusive", "<=", "<")):
+        header = f"dim W window {convention}\n"
+        assert codes_of(header + body.format(op=right)) == []
+        assert codes_of(header + body.format(op=wrong)) == ["SC432"]
+    # unstated: silent either way
+    assert codes_of("dim W\n" + body.format(op="<=")) == []
+
+
+def test_a_stated_mask_convention_is_checked() -> None:
+    for convention, right, wrong in (("keep", "pad[k]", "~pad[k]"), ("drop", "~pad[k]", "pad[k]")):
+        header = f"dim N\ninput pad: bool[N] {convention}\n"
+        assert codes_of(header + f"def f(q, k) = (k <= q) & {right}\n") == []
+        assert codes_of(header + f"def f(q, k) = (k <= q) & {wrong}\n") == ["SC432"]
+    assert codes_of("dim N\ninput pad: bool[N]\ndef f(q, k) = (k <= q) & ~pad[k]\n") == []
+
+
+def test_conventions_take_no_name_away() -> None:
+    """`mask`, `keep`, `window` stay names; only `def` (Python's keyword) is reserved."""
+    spec = ("dim N, keep\ninput mask: bool[N, N]\ninput window: [N, N]\n"
+            "output drop = where(mask, window, -inf)\n")
+    assert not any(d.is_error for d in check_text(spec).diagnostics)
+
+
+def test_an_unknown_convention_word_is_a_syntax_error() -> None:
+    found = check_text("dim N\ninput pad: bool[N] kept\n").diagnostics
+    assert found[0].code == "SC001" and "`kept`" in found[0].message
+
+
+def test_a_call_with_the_wrong_arguments_is_an_error() -> None:
+    assert "SC350" in codes_of("dim N\ndef c(q, k) = k <= q\nm = c(arange(N))\n")
+    assert "SC351" in codes_of("dim N, d\ninput Q: [N, d]\nO = flex_attention(Q, Q)\n")
