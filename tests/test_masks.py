@@ -215,3 +215,16 @@ def test_an_unknown_convention_word_is_a_syntax_error() -> None:
 def test_a_call_with_the_wrong_arguments_is_an_error() -> None:
     assert "SC350" in codes_of("dim N\ndef c(q, k) = k <= q\nm = c(arange(N))\n")
     assert "SC351" in codes_of("dim N, d\ninput Q: [N, d]\nO = flex_attention(Q, Q)\n")
+
+
+def test_a_drop_mask_is_generated_keeping_a_key_in_every_row() -> None:
+    """`run` and `conform` generate masks with a kept key in every row: for a mask stated
+    `drop`, a false entry (the spec hides where it is true)."""
+    spec = ("dim N, d\ninput S: [N, N]\ninput hide: bool[N, N] drop\n"
+            "output P = softmax(where(hide, -inf, S), axis=-1)\n")
+    for size in (1, 2, 5):
+        out = compile_spec(spec, dims={"N": size, "d": 1}).run(seed=3).outputs
+        assert np.isfinite(out["P"]).all()
+    stated = spec.replace(" drop", "")  # unstated: true keeps, and rows may all be hidden
+    assert any(not np.isfinite(compile_spec(stated, dims={"N": n, "d": 1}).run(seed=3).outputs["P"]).all()
+               for n in (1, 2))
