@@ -228,3 +228,26 @@ def test_a_drop_mask_is_generated_keeping_a_key_in_every_row() -> None:
     stated = spec.replace(" drop", "")  # unstated: true keeps, and rows may all be hidden
     assert any(not np.isfinite(compile_spec(stated, dims={"N": n, "d": 1}).run(seed=3).outputs["P"]).all()
                for n in (1, 2))
+
+
+def test_the_report_draws_each_mask_as_its_function_and_its_table() -> None:
+    from shapecheck.report.html import render_html
+    from shapecheck.report.markdown import render_markdown
+    from shapecheck.report.model import build_report
+
+    spec = ATTENTION + """dim W
+def sliding(q, k) = (k <= q + M - N) & (q + M - N - k < W)
+assert sliding: causal, window(W)
+O = flex_attention(Q, K, V, mask=sliding)
+"""
+    report = build_report(check_text(spec), "s.attn", {"N": 3, "M": 5, "W": 2})
+    (card,) = report.masks
+    assert card.source.startswith("def sliding(q, k) =")
+    # query 0 is at position 2 of 5 keys: it sees keys 1 and 2
+    assert card.picture == ("·■■··", "··■■·", "···■■")
+    assert card.findings == (("causal", "proved"), ("a window of width W", "proved"),
+                             ("seen by every query", "proved"))  # flex_attention's own check
+    markdown = render_markdown(report)
+    assert "## Masks" in markdown and "· ■ ■ · ·" in markdown
+    assert "may see key j" in markdown
+    assert "· ■ ■ · ·" in render_html(report)

@@ -177,13 +177,13 @@ class _Analysis:
                 ("edge_hidden", lambda: question.edge(argument, inclusive))]
         for reason, check in checks[word]:
             outcome = check()
-            self.model.findings.append(Finding(function.name, word, text, outcome, span))
-            if outcome.status == "refuted":
-                self._refuted(function, text, span, reason, outcome, convention)
-                return
-            if outcome.status == "undetermined":
-                self._undetermined(function, text, span, self._why_undetermined(outcome))
-                return
+            if outcome.status != "proved":
+                break
+        self.model.findings.append(Finding(function.name, word, text, outcome, span))
+        if outcome.status == "refuted":
+            self._refuted(function, text, span, reason, outcome, convention)
+        elif outcome.status == "undetermined":
+            self._undetermined(function, text, span, self._why_undetermined(outcome))
 
     def _refuted(self, function: MaskFunction, text: str, span: Span, reason: str,
                  outcome: Outcome, convention: str | None) -> None:

@@ -583,6 +583,28 @@ class Question:
                   if n in self.space.dims or n in self.space.positions}
         return int(sympy.sympify(expr).xreplace(values))
 
+    def lengths(self) -> tuple[str, str]:
+        """The query and key lengths, in the spec's notation."""
+        return (sympy.sstr(self.space.ranges[self.role_param["q"]]),
+                sympy.sstr(self.space.ranges[self.role_param["k"]]))
+
+    def table(self, sizes: Mapping[str, int], default: int) -> tuple[dict[str, int],
+                                                                   list[list[bool | None]]]:
+        """The mask at concrete sizes (``sizes`` by dim name, ``default`` for the others):
+        the sizes used, and a row per query, a cell per key: True seen, False hidden, None
+        when the inputs' values decide."""
+        values = {d: sympy.Integer(sizes.get(n, default)) for n, d in self.space.dims.items()}
+        used = {n: int(values[d]) for n, d in self.space.dims.items()}
+        q, k, _offset = self._qk()
+        rows: list[list[bool | None]] = []
+        for qv in range(_int(self.space.ranges[self.role_param["q"]].xreplace(values))):
+            row: list[bool | None] = []
+            for kv in range(_int(self.space.ranges[self.role_param["k"]].xreplace(values))):
+                cell = self.body.xreplace({**values, q: sympy.Integer(qv), k: sympy.Integer(kv)})
+                row.append(True if cell == sympy.true else False if cell == sympy.false else None)
+            rows.append(row)
+        return used, rows
+
     def own_position(self, sizes: tuple[tuple[str, int], ...],
                      positions: tuple[tuple[str, int], ...]) -> int:
         q, _k, offset = self._qk()

@@ -23,6 +23,17 @@ TEXT = {
     "sec_source": "带形状注解的源码",
     "sec_dims": "维度与约束",
     "sec_cards": "速记卡片",
+    "sec_masks": "掩码",
+    "intro_masks": "规格里定义为位置函数的每个掩码和分数变换, 先照原样列出, 再画出来: N 个 query × N 个 "
+    "key 组成一张表, 每个 query 一行; 掩码决定每个 query 能看见哪些 key。",
+    "mask_lengths": "query: {queries}, key: {keys}",
+    "mask_drawn": "按 {sizes} 画出",
+    "mask_explained": "第 i 行是 query i, 第 j 列是 key j。{seen}: query i 能看见 key j (分数保留); "
+    "{hidden}: key j 对 query i 隐藏 (沿这一行做 softmax 后权重为 0); {depends}: 由输入的值决定。",
+    "mask_score_explained": "分数变换: 在沿行做 softmax 之前, 改写 query i 对 key j 的每个分数。",
+    "mask_proved": "已证明",
+    "mask_refuted": "被推翻",
+    "mask_undetermined": "无法判定",
     "sec_cost": "代价",
     "sec_reasoning": "推理",
     "sec_graph": "数据流",
