@@ -151,9 +151,10 @@ def _check_deep(text: str, parsed: ParseResult | None, bindings: dict[str, int] 
 
 
 def _add_masks(program: Program) -> None:
-    """The mask model runs where the spec defines functions of positions (docs/language.md
-    §10); its diagnostics join the others."""
-    if program.functions is None or not program.functions.definitions:
+    """The mask model runs where the spec defines functions of positions or states a
+    convention (docs/language.md §10); its diagnostics join the others."""
+    stated = any(getattr(s, "conventions", ()) for s in program.statements)
+    if (program.functions is None or not program.functions.definitions) and not stated:
         return
     from .masks import analyse as analyse_masks
 
@@ -163,6 +164,7 @@ def _add_masks(program: Program) -> None:
     program.diagnostics = [
         d for d in program.diagnostics if not (
             d.code == codes.UNUSED.id
+            and program.functions is not None
             and span_text(text, starts, d.span) in program.functions.mentions)
     ] + model.diagnostics
 

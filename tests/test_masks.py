@@ -251,3 +251,29 @@ O = flex_attention(Q, K, V, mask=sliding)
     assert "## Masks" in markdown and "· ■ ■ · ·" in markdown
     assert "may see key j" in markdown
     assert "· ■ ■ · ·" in render_html(report)
+
+
+MASKED = """dim B, N, d
+input X: [B, N, d]
+input m: {kind}[B, N] {convention}
+S = X @ X.transpose(1, 2) / sqrt(d)
+O = softmax({masked}, axis=-1) @ X
+"""
+
+
+@pytest.mark.parametrize("kind, masked, keeps", [
+    ("bool", "where(m[:, None, :], S, -inf)", True),
+    ("bool", "where(m[:, None, :], -inf, S)", False),
+    ("bool", "where(~m[:, None, :], -inf, S)", True),
+    ("bool", 'S.masked_fill(m[:, None, :], float("-inf"))', False),
+    ("int", 'S.masked_fill(m[:, None, :] == 0, float("-inf"))', True),
+    ("int", "S + (1 - m[:, None, :]) * -1e9", True),
+    ("int", "S + m[:, None, :] * -1e9", False),
+    ("int", "S + (1.0 - m[:, None, :]) * -10000.0", True),
+])
+def test_a_stated_input_mask_is_read_the_stated_way_in_tensor_code(kind: str, masked: str,
+                                                                     keeps: bool) -> None:
+    for convention in ("keep", "drop"):
+        found = codes_of(MASKED.format(kind=kind, convention=convention, masked=masked))
+        assert found == ([] if keeps == (convention == "keep") else ["SC432"]), convention
+    assert codes_of(MASKED.format(kind=kind, convention="", masked=masked)) == []

@@ -10,6 +10,7 @@ from ..messages.diagnostics import Diagnostic, Span, line_starts, span_text
 from ..symbolic import Outcome, Question, Unsupported
 from ..syntax import nodes
 from ..syntax.functions import Functions, mask_roles, score_roles
+from .polarity import against, stated_masks
 
 # The properties a claim may name: the kind of function each applies to, and whether it
 # takes one argument.
@@ -55,10 +56,8 @@ class MaskModel:
 def analyse(program: Program) -> MaskModel:
     """The functions of ``program``, every claim and stated convention about them proved or
     refuted, and every mask `flex_attention` applies checked for fully masked rows."""
-    functions: Functions | None = program.functions
+    functions: Functions = program.functions or Functions()
     model = MaskModel()
-    if functions is None or not functions.definitions:
-        return model
     _Analysis(program, functions, model).run()
     return model
 
@@ -81,6 +80,7 @@ class _Analysis:
         for claim in self.functions.claims:
             self._claim(claim)
         self._conventions()
+        self._masks_on_scores()
         for mask_name, _score, _q, _k, span in self.functions.applications:
             self._rows(mask_name, span)
 
@@ -261,6 +261,16 @@ class _Analysis:
             argument = nodes.Name(width.name, width.span)
             self._prove(function, "window", argument, function.definition.span,
                         inclusive="inclusive" in words, convention=stated)
+
+    def _masks_on_scores(self) -> None:
+        """A mask written as tensors (`where(pad[:, None, :], S, -inf)`, `(1 - am) * -1e9`)
+        that reads a stated input the other way round."""
+        for node, name, keeps, declaration in against(self.program, stated_masks(self.program)):
+            what = codes.MASK_TEXT["hides_kept" if not keeps else "keeps_dropped"].format(
+                input=name)
+            self.model.diagnostics.append(codes.MASK_CONVENTION.diag(
+                node.span, name=self._source(node), what=what,
+                convention=self._source(declaration)))
 
     def _mask_convention(self, statement: nodes.TensorDecl) -> None:
         words = {c.name for c in statement.conventions}
