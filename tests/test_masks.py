@@ -277,3 +277,31 @@ def test_a_stated_input_mask_is_read_the_stated_way_in_tensor_code(kind: str, ma
         found = codes_of(MASKED.format(kind=kind, convention=convention, masked=masked))
         assert found == ([] if keeps == (convention == "keep") else ["SC432"]), convention
     assert codes_of(MASKED.format(kind=kind, convention="", masked=masked)) == []
+
+
+WINDOWED = """dim N, d
+dim W window {convention}
+input Q: [N, d]
+input K: [N, d]
+input V: [N, d]
+i = arange(N)[:, None]
+j = arange(N)[None, :]
+S = Q @ K.T / sqrt(d)
+O = softmax({masked}, axis=-1) @ V
+"""
+
+
+@pytest.mark.parametrize("masked, inclusive", [
+    ("where((j <= i) & (i - j < W), S, -inf)", False),
+    ("where((j <= i) & (i - j <= W), S, -inf)", True),
+    ("where((j <= i) & (i - j < W + 1), S, -inf)", True),
+    ("where(causal_mask(N, window=W), S, -inf)", False),
+    ("where(causal_mask(N, window=W + 1), S, -inf)", True),
+    ("where((j > i) | (i - j >= W), -inf, S)", False),
+    ("where((j > i) | (i - j > W), -inf, S)", True),
+    ("where(((i <= j) & (j - i < W)).T, S, -inf)", False),  # built transposed, then .T
+])
+def test_a_stated_window_is_checked_in_tensor_code(masked: str, inclusive: bool) -> None:
+    for convention in ("exclusive", "inclusive"):
+        found = codes_of(WINDOWED.format(convention=convention, masked=masked))
+        assert found == ([] if inclusive == (convention == "inclusive") else ["SC432"]), convention

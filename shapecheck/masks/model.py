@@ -10,6 +10,7 @@ from ..messages.diagnostics import Diagnostic, Span, line_starts, span_text
 from ..symbolic import Outcome, Question, Unsupported
 from ..syntax import nodes
 from ..syntax.functions import Functions, mask_roles, score_roles
+from .lift import lift
 from .polarity import against, stated_masks
 
 # The properties a claim may name: the kind of function each applies to, and whether it
@@ -254,7 +255,7 @@ class _Analysis:
             return
         width = statement.names[0]
         stated = self._source(statement)
-        for function in self.model.functions.values():
+        for function in [*self.model.functions.values(), *self._lifted()]:
             if function.kind != "mask" or width.name not in nodes.names_in(
                     function.definition.body) or "k" not in function.roles:
                 continue
@@ -271,6 +272,38 @@ class _Analysis:
             self.model.diagnostics.append(codes.MASK_CONVENTION.diag(
                 node.span, name=self._source(node), what=what,
                 convention=self._source(declaration)))
+
+    def _lifted(self) -> list[MaskFunction]:
+        """The attention's masks written as tensors, each as a function of the query and
+        key positions where it can be read so (:mod:`.lift`): what they let through."""
+        meaning = self.program.meaning
+        found: list[MaskFunction] = []
+        for pattern in meaning.patterns if meaning is not None else ():
+            for mask in pattern.masks:
+                if mask.after_softmax or mask.additive:
+                    continue
+                body = lift(self.program, mask.condition.node, mask.condition.axes)
+                axes = meaning.axes(mask.condition.node)
+                if body is None or axes is None:
+                    continue
+                if not mask.keeps:  # `where(m, -inf, S)` lets through where m is false
+                    body = nodes.Unary("~", nodes.Paren(body, body.span), body.span)
+                sizes = {{"query": "q", "key": "k"}[role]: axis.size
+                         for axis, role in zip(axes, mask.condition.axes)
+                         if role in ("query", "key")}
+                name = self._source(mask.node)
+                definition = nodes.FunctionDef(nodes.Ident(name, mask.node.span),
+                                               (nodes.Ident("q", mask.node.span),
+                                                nodes.Ident("k", mask.node.span)),
+                                               body, mask.node.span)
+                try:
+                    question = Question(("q", "k"), ("q", "k"), body, self.inputs, self.bools,
+                                        sizes, self.constraints, self.choosable)
+                except (Unsupported, TypeError, ValueError):
+                    continue
+                found.append(MaskFunction(name, "mask", ("q", "k"), ("q", "k"), definition,
+                                          question, sizes))
+        return found
 
     def _mask_convention(self, statement: nodes.TensorDecl) -> None:
         words = {c.name for c in statement.conventions}
