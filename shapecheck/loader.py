@@ -107,7 +107,7 @@ def _check_deep(text: str, parsed: ParseResult | None, bindings: dict[str, int] 
         declared = nodes.declared_dims(parsed.statements)
         given = {**default_bindings(defaults, declared), **(bindings or {})} if defaults \
             else bindings
-        inlined, functions, found = inline(parsed.statements)
+        inlined, functions, found = inline(parsed.statements, text)
         statements, syntax = lower(inlined, parsed.diagnostics + found)
 
         def check_again(inferred: Inferred | None = None, dims: DimSystem | None = None, *,

@@ -60,11 +60,14 @@ def score_roles(count: int) -> tuple[str, ...] | None:
     return _SCORE_ROLES.get(count)
 
 
-def inline(statements: list[nodes.Stmt]) -> tuple[list[nodes.Stmt], Functions, list[Diagnostic]]:
+def inline(statements: list[nodes.Stmt], source: str
+           ) -> tuple[list[nodes.Stmt], Functions, list[Diagnostic]]:
     """The statements without definitions and claims, every call of a defined function
-    replaced by its body; the functions; the mistakes (a wrong number of arguments)."""
+    replaced by its body; the functions; the mistakes (a wrong number of arguments).
+    Unchanged (the same list, no walk) for a spec that defines no function and whose text
+    never names `flex_attention` — every spec before this extension."""
     if not any(isinstance(s, (nodes.FunctionDef, nodes.Claim)) for s in statements) \
-            and not _mentions_flex(statements):
+            and "flex_attention" not in source:
         return statements, Functions(), []
     inliner = _Inliner()
     kept: list[nodes.Stmt] = []
@@ -83,11 +86,6 @@ def inline(statements: list[nodes.Stmt]) -> tuple[list[nodes.Stmt], Functions, l
         else:
             kept.append(inliner.statement(statement))
     return kept, inliner.functions, inliner.diagnostics
-
-
-def _mentions_flex(statements: list[nodes.Stmt]) -> bool:
-    return any(isinstance(node, nodes.Call) and node.func.name == "flex_attention"
-               for statement in statements for node in _walk(statement))
 
 
 def _walk(node: object) -> Any:
