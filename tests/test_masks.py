@@ -305,3 +305,36 @@ def test_a_stated_window_is_checked_in_tensor_code(masked: str, inclusive: bool)
     for convention in ("exclusive", "inclusive"):
         found = codes_of(WINDOWED.format(convention=convention, masked=masked))
         assert found == ([] if inclusive == (convention == "inclusive") else ["SC432"]), convention
+
+
+FLEX = """dim B, H, N, d
+input Q: [B, H, N, d]
+input K: [B, H, N, d]
+input V: [B, H, N, d]
+input slopes: [H]
+input doc: int[N]
+def document(b, h, q, k) = (k <= q) & (doc[q] == doc[k])
+def alibi(s, b, h, q, k) = s + slopes[h] * (k - q)
+output O = flex_attention(Q, K, V, mask=document, score=alibi)
+"""
+
+
+def test_flex_attention_runs_the_same_on_both_backends() -> None:
+    """A mask and a score change as functions (FlexAttention's signatures): the call is its
+    body, so NumPy (fused) and torch run it with the same numbers."""
+    pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    arrays = {name: rng.standard_normal((2, 3, 5, 4)) for name in "QKV"}
+    arrays.update(slopes=rng.random(3), doc=np.array([0, 0, 1, 1, 1]))
+    numpy_out = compile_spec(FLEX)(**arrays)["O"]
+    torch_out = compile_spec(FLEX, backend="torch")(**arrays)["O"]
+    np.testing.assert_allclose(numpy_out, np.asarray(torch_out), rtol=1e-12, atol=1e-12)
+    # against the formula written out by hand
+    q = np.arange(5)[:, None]
+    k = np.arange(5)[None, :]
+    scores = arrays["Q"] @ arrays["K"].swapaxes(-1, -2) / 2 + arrays["slopes"][:, None, None] * (k - q)
+    keep = (k <= q) & (arrays["doc"][q] == arrays["doc"][k])
+    scores = np.where(keep, scores, -np.inf)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    expected = weights / weights.sum(-1, keepdims=True) @ arrays["V"]
+    np.testing.assert_allclose(numpy_out, expected, rtol=1e-12)

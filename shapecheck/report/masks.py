@@ -9,6 +9,8 @@ from ..check.program import Program
 from ..messages.diagnostics import line_starts, span_text
 from .templates import text
 
+# The words of a proof's outcome (docs/language.md §10.2).
+_STATUS = {"proved": "mask_proved", "refuted": "mask_refuted", "undetermined": "mask_undetermined"}
 # Sizes the report draws a mask at, for a dim not bound by `--dim`: small enough to read,
 # large enough to show an offset and a window.
 DRAWN_SIZE = 6
@@ -38,7 +40,7 @@ def mask_cards(program: Program, bindings: dict[str, int]) -> list[MaskCard]:
     for function in model.functions.values():
         source = span_text(program.source, starts, function.definition.span)
         findings = tuple(dict.fromkeys(  # a property claimed and implied by a convention: once
-            (f.text, text(f"mask_{f.outcome.status}")) for f in model.findings
+            (f.text, text(_STATUS[f.outcome.status])) for f in model.findings
             if f.function == function.name))
         question = function.question
         if question is None or function.kind != "mask":

@@ -33,6 +33,7 @@ _POSITIONS = {
     "b": "arange({q}.shape[-4])[:, None, None, None]",
 }
 _MASK_ROLES = {2: ("q", "k"), 4: ("b", "h", "q", "k")}
+_SCALE = "__scale"  # where the `scale=` argument goes in the written-out attention
 _SCORE_ROLES = {3: ("s", "q", "k"), 5: ("s", "b", "h", "q", "k")}
 
 
@@ -155,8 +156,7 @@ class _Inliner:
             return replace(call, args=self._rebuild(call.args, bound),
                            keywords=self._rebuild(call.keywords, bound))
         q, k, v = (n.name for n in names)
-        scale = (f"({_text_placeholder('scale')})" if "scale" in roles
-                 else f"(1 / sqrt({q}.shape[-1]))")
+        scale = f"({_SCALE})" if "scale" in roles else f"(1 / sqrt({q}.shape[-1]))"
         scores = f"({q} @ {k}.T) * {scale}"
         mask_name = functions["mask"].name if "mask" in functions else None  # type: ignore[union-attr]
         score_name = functions["score"].name if "score" in functions else None  # type: ignore[union-attr]
@@ -167,7 +167,7 @@ class _Inliner:
         text = f"softmax({scores}, axis=-1) @ {v}"
         self.functions.applications.append((mask_name, score_name, q, k, call.span))
         parsed = _parse_expression(text, call.span)
-        placeholders = {"__scale": roles["scale"].value} if "scale" in roles else {}
+        placeholders = {_SCALE: roles["scale"].value} if "scale" in roles else {}
         return self._rebuild(parsed, {**bound, **placeholders})
 
     def _apply_text(self, name: str, table: dict[int, tuple[str, ...]], q: str, k: str,
@@ -178,10 +178,6 @@ class _Inliner:
         arguments = [score if role == "s" else _POSITIONS[role].format(q=q, k=k)
                      for role in roles]
         return f"{name}({', '.join(arguments)})"
-
-
-def _text_placeholder(role: str) -> str:
-    return f"__{role}"
 
 
 def _parse_expression(text: str, span: Span) -> nodes.Expr:
