@@ -338,3 +338,15 @@ def test_flex_attention_runs_the_same_on_both_backends() -> None:
     weights = np.exp(scores - scores.max(-1, keepdims=True))
     expected = weights / weights.sum(-1, keepdims=True) @ arrays["V"]
     np.testing.assert_allclose(numpy_out, expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("masked, inclusive", [
+    # Mistral's reference: tril, then triu(mask, diagonal=-W): W + 1 keys
+    ("where(triu(tril(ones([N, N])), k=0 - W) == 1, S, -inf)", True),
+    ("S.masked_fill(triu(tril(ones([N, N])), k=0 - W) == 0, float('-inf'))", True),
+    ("where(triu(tril(ones([N, N])), k=1 - W) > 0, S, -inf)", False),
+])
+def test_a_stated_window_is_checked_in_triangles(masked: str, inclusive: bool) -> None:
+    for convention in ("exclusive", "inclusive"):
+        found = codes_of(WINDOWED.format(convention=convention, masked=masked))
+        assert found == ([] if inclusive == (convention == "inclusive") else ["SC432"]), convention

@@ -67,6 +67,14 @@ class _Lift:
             return self.expr(bare.operand, depth + 1)
         if isinstance(bare, nodes.Call) and bare.func.name == "causal_mask":
             return self._causal_mask(bare)
+        if isinstance(bare, nodes.Call) and bare.func.name in ("tril", "triu"):
+            return self._triangle(bare, depth)
+        if isinstance(bare, nodes.Call) and bare.func.name in ("ones", "ones_like"):
+            return nodes.Boolean(True, bare.span)
+        if isinstance(bare, nodes.BinOp) and bare.op in nodes.COMPARISONS:
+            tested = self._tested(bare, depth)
+            if tested is not None:
+                return tested
         if isinstance(bare, (nodes.BinOp, nodes.Unary)):
             changes: dict[str, Any] = {}
             for f in fields(bare):
@@ -94,9 +102,39 @@ class _Lift:
             raise NotLifted  # positions along another axis
         return role
 
-    def _causal_mask(self, call: nodes.Call) -> nodes.Expr:
-        from ..syntax.parser import parse
+    def _tested(self, node: nodes.BinOp, depth: int) -> nodes.Expr | None:
+        """`m == 0`, `m > 0`, `m == 1` of a 0/1 (or bool) mask: `~m` or `m`; None when
+        neither side is a number (a comparison of positions, lifted as it is)."""
+        for side, other, op in ((node.left, node.right, node.op),
+                                (node.right, node.left, _MIRROR.get(node.op, node.op))):
+            value = _number(other)
+            if value is None:
+                continue
+            at_one, at_zero = (_COMPARE[op](1.0, value), _COMPARE[op](0.0, value))
+            if at_one == at_zero:
+                raise NotLifted
+            inner = nodes.Paren(self.expr(side, depth + 1), side.span)
+            return inner if at_one else nodes.Unary("~", inner, node.span)
+        return None
 
+    def _triangle(self, call: nodes.Call, depth: int) -> nodes.Expr:
+        """`tril(x, k=o)`: x where the column is at most the row + o; `triu` at least."""
+        axes = self.program.meaning.axes(call)
+        if not axes or len(axes) < 2 or not call.args:
+            raise NotLifted
+        rows, cols = self.by_axis.get(id(axes[-2])), self.by_axis.get(id(axes[-1]))
+        if {rows, cols} != {QUERY, KEY}:
+            raise NotLifted
+        offsets = [k.value for k in call.keywords if k.name.name in ("k", "diagonal")]
+        offsets += list(call.args[1:2])
+        offset = f"({_text(self.program.source, offsets[0])})" if offsets else "0"
+        op = "<=" if call.func.name == "tril" else ">="
+        band = _parse(f"{cols} {op} {rows} + {offset}")
+        inner = self.expr(call.args[0], depth + 1)
+        return nodes.BinOp("&", nodes.Paren(inner, inner.span), nodes.Paren(band, band.span),
+                           call.span, call.span)
+
+    def _causal_mask(self, call: nodes.Call) -> nodes.Expr:
         axes = self.program.meaning.axes(call)
         roles = tuple(self.by_axis.get(id(a)) for a in axes or ())
         if roles not in ((QUERY, KEY), (KEY, QUERY)):
@@ -112,10 +150,30 @@ class _Lift:
         if "window" in text:
             body += _WINDOW.format(q=q, k=k, n=text["n"], nk=text.get("n_k", text["n"]),
                                    w=text["window"])
-        statement = parse(f"__mask = {body}\n").statements[0]
-        if not isinstance(statement, nodes.Define):
-            raise NotLifted
-        return statement.value
+        return _parse(body)
+
+
+def _parse(text: str) -> nodes.Expr:
+    from ..syntax.parser import parse
+
+    statement = parse(f"__mask = {text}\n").statements[0]
+    if not isinstance(statement, nodes.Define):
+        raise NotLifted
+    return statement.value
+
+
+_MIRROR = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}
+_COMPARE = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+            "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+
+
+def _number(node: nodes.Expr) -> float | None:
+    node = nodes.strip_parens(node)
+    if isinstance(node, (nodes.Integer, nodes.Decimal)):
+        return float(node.value)
+    if isinstance(node, nodes.Boolean):
+        return 1.0 if node.value else 0.0
+    return None
 
 
 def _text(source: str, node: nodes.Expr) -> str:
