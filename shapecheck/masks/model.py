@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from ..check.program import Program
 from ..messages import codes
 from ..messages.diagnostics import Diagnostic, Span, line_starts, span_text
-from ..symbolic import Outcome, Question, Unsupported
+from ..symbolic import SEARCH_SIZE, Outcome, Question, Unsupported
 from ..syntax import nodes
 from ..syntax.functions import Functions, mask_roles, score_roles
 from .lift import lift
@@ -190,7 +190,7 @@ class _Analysis:
                  outcome: Outcome, convention: str | None) -> None:
         question = function.question
         assert question is not None
-        sizes = ", ".join(f"{n}={v}" for n, v in outcome.sizes) or "every size"
+        sizes = ", ".join(f"{n}={v}" for n, v in outcome.sizes) or codes.MASK_TEXT["any_size"]
         values = dict(outcome.positions)
         q = values.get(question.role_param.get("q", ""), 0)
         k = values.get(question.role_param.get("k", ""), 0)
@@ -213,13 +213,12 @@ class _Analysis:
             span, name=function.name, claim=text, reason=reason))
 
     def _why_undetermined(self, outcome: Outcome) -> str:
-        if outcome.detail and outcome.detail.isidentifier() or "," in outcome.detail \
-                and all(p.strip().isidentifier() for p in outcome.detail.split(",")):
-            return codes.MASK_TEXT["depends_on"].format(inputs=", ".join(
-                f"`{p.strip()}`" for p in outcome.detail.split(",")))
+        if outcome.depends:
+            return codes.MASK_TEXT["depends_on"].format(
+                inputs=", ".join(f"`{name}`" for name in outcome.depends))
         if outcome.detail:
             return codes.MASK_TEXT["nonlinear"].format(parts=outcome.detail)
-        return codes.MASK_TEXT["no_proof"].format(limit=6)
+        return codes.MASK_TEXT["no_proof"].format(limit=SEARCH_SIZE)
 
     def _reads_keys(self, function: MaskFunction, argument: nodes.Expr | None,
                     span: Span) -> None:

@@ -1157,6 +1157,7 @@ MASK_TEXT: Table = Table("codes", "MASK_TEXT", {
     "own_hidden": "at {sizes}, query {q} does not see its own position {own}",
     "beyond_window": "at {sizes}, query {q} sees key {k}, {distance} positions back",
     "edge_hidden": "at {sizes}, query {q} does not see key {k}, {distance} positions back",
+    "any_size": "every size",
     "empty_row": "at {sizes}, query {q} sees no key",
     "reads_query": "it reads `{input}` at `{index}`, not at the key position `{key}`",
     "masked_becomes": "a masked score (-inf) becomes {value}",

@@ -49,6 +49,7 @@ class Outcome:
     positions: tuple[tuple[str, int], ...] = ()
     inputs: tuple[tuple[str, bool], ...] = ()
     detail: str = ""
+    depends: tuple[str, ...] = ()  # undetermined: the inputs whose values decide
 
 
 @dataclass
@@ -206,7 +207,7 @@ def prove(space: Space, claim: Boolean) -> Outcome:
     found = _search(space, negation)
     if found is not None:
         return found
-    return Outcome("undetermined", detail=_inputs_read(negation) or _nonlinear(negation))
+    return Outcome("undetermined", detail=_nonlinear(negation), depends=_inputs_read(negation))
 
 
 def prove_nonempty(space: Space, mask: Boolean, query: str, key: str,
@@ -229,7 +230,7 @@ def prove_nonempty(space: Space, mask: Boolean, query: str, key: str,
             row = [mask.xreplace({**sizes, q: sympy.Integer(qv), k: sympy.Integer(kv)}) for kv in range(keys)]
             if all(_decided(permissive(cell, atoms), False) for cell in row):
                 return Outcome("refuted", _named(sizes), ((query, qv),))
-    return Outcome("undetermined", detail=_inputs_read(mask))
+    return Outcome("undetermined", depends=_inputs_read(mask))
 
 
 def score_at_masked(space: Space, score: sympy.Expr, variable: sympy.Symbol) -> Outcome:
@@ -432,10 +433,10 @@ def _named(sizes: Mapping[sympy.Symbol, int]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted((s.name, int(v)) for s, v in sizes.items()))
 
 
-def _inputs_read(formula: sympy.Basic) -> str:
+def _inputs_read(formula: sympy.Basic) -> tuple[str, ...]:
     """The inputs ``formula`` reads, by name: what an undecided claim may depend on."""
-    names = {f.func.__name__ for f in formula.atoms(sympy.core.function.AppliedUndef)}
-    return ", ".join(sorted(names))
+    return tuple(sorted({f.func.__name__
+                         for f in formula.atoms(sympy.core.function.AppliedUndef)}))
 
 
 def _nonlinear(formula: sympy.Basic) -> str:

@@ -1110,6 +1110,7 @@ MASK_TEXT = {
     "own_hidden": "在 {sizes} 时, query {q} 看不见自己的位置 {own}",
     "beyond_window": "在 {sizes} 时, query {q} 看见了往回 {distance} 个位置的 key {k}",
     "edge_hidden": "在 {sizes} 时, query {q} 看不见往回 {distance} 个位置的 key {k}",
+    "any_size": "任意大小",
     "empty_row": "在 {sizes} 时, query {q} 看不见任何 key",
     "reads_query": "它在 `{index}` 读取 `{input}`, 而不是在 key 的位置 `{key}`",
     "masked_becomes": "被屏蔽的分数 (-inf) 变成了 {value}",
