@@ -137,7 +137,8 @@ class ToNodes(Transformer):  # type: ignore[type-arg]
         keyword, name, *words = c
         if str(words[0]) not in DIM_CONVENTIONS:  # `dim A B`: a comma forgotten
             raise GrammarMisuse(codes.syntax_text(
-                "expected_after", expected=_WORDS["COMMA"], previous=f"`{name}`",
+                "expected_after", expected=codes.one_of([_WORDS["COMMA"], _WORDS["EQUAL"]]),
+                previous=f"`{name}`",
                 found=f"`{words[0]}`"), token_span(words[0]))
         conventions = _conventions(words, DIM_CONVENTIONS)
         return nodes.DimFree((_ident(name),), token_span(keyword).to(conventions[-1].span),
