@@ -112,7 +112,8 @@ class _Analysis:
 
     def _add(self, name: str, definition: nodes.FunctionDef, sizes: dict[str, object]) -> None:
         params = tuple(p.name for p in definition.params)
-        kind = "score" if _is_score(definition.body) else "mask"
+        # FlexAttention's signatures tell them apart: a score change takes the score first.
+        kind = "score" if score_roles(len(params)) else "mask"
         roles = (score_roles if kind == "score" else mask_roles)(len(params))
         if roles is None:
             self._error(definition.name.span, codes.MASK_TEXT["arity"].format(
@@ -347,16 +348,6 @@ class _Analysis:
     def _source(self, node: object) -> str:
         span = getattr(node, "span", None)
         return "" if span is None else span_text(self.program.source, self.starts, span)
-
-
-def _is_score(body: nodes.Expr) -> bool:
-    """A mask's body is a comparison, a logical combination, a negation or a bool literal."""
-    body = nodes.strip_parens(body)
-    if isinstance(body, nodes.BinOp):
-        return body.op not in nodes.COMPARISONS | nodes.LOGICAL
-    if isinstance(body, nodes.Unary):
-        return body.op != "~"
-    return not isinstance(body, (nodes.Boolean, nodes.Subscript, nodes.Name))
 
 
 def _reads(body: nodes.Expr, name: str) -> list[nodes.Subscript]:
