@@ -350,3 +350,12 @@ def test_a_stated_window_is_checked_in_triangles(masked: str, inclusive: bool) -
     for convention in ("exclusive", "inclusive"):
         found = codes_of(WINDOWED.format(convention=convention, masked=masked))
         assert found == ([] if inclusive == (convention == "inclusive") else ["SC432"]), convention
+
+
+def test_a_window_claim_reads_the_stated_convention() -> None:
+    """attention-gym's sliding window (`q_idx - kv_idx <= W`) is inclusive."""
+    gym = "def sw(b, h, q_idx, kv_idx) = (q_idx >= kv_idx) & (q_idx - kv_idx <= W)\n" \
+          "assert sw: causal, window(W)\n"
+    assert codes_of("dim W window inclusive\n" + gym) == []
+    assert codes_of("dim W window exclusive\n" + gym) == ["SC430", "SC432"]
+    assert codes_of("dim W\n" + gym) == ["SC430"]  # unstated: W keys, as causal_mask's

@@ -149,7 +149,9 @@ class _Analysis:
                     word=word, wanted=codes.MASK_TEXT[wanted[0]], name=function.name,
                     kind=codes.MASK_TEXT[function.kind]))
                 continue
-            self._prove(function, word, item.args[0] if item.args else None, item.span)
+            argument = item.args[0] if item.args else None
+            self._prove(function, word, argument, item.span,
+                        inclusive=word == "window" and self._inclusive(argument))
 
     def _prove(self, function: MaskFunction, word: str, argument: nodes.Expr | None,
                span: Span, inclusive: bool = False, convention: str | None = None) -> None:
@@ -248,6 +250,13 @@ class _Analysis:
                 self._window_convention(statement)
             elif isinstance(statement, nodes.TensorDecl) and statement.conventions:
                 self._mask_convention(statement)
+
+    def _inclusive(self, width: nodes.Expr | None) -> bool:
+        """A claimed `window(W)` of a dim stated `window inclusive` counts the key at W."""
+        width = nodes.strip_parens(width) if width is not None else None
+        return isinstance(width, nodes.Name) and any(
+            isinstance(s, nodes.DimFree) and s.names[0].name == width.name
+            and "inclusive" in {c.name for c in s.conventions} for s in self.program.statements)
 
     def _window_convention(self, statement: nodes.DimFree) -> None:
         words = {c.name for c in statement.conventions}
