@@ -25,6 +25,7 @@ from ..syntax import nodes
 # The counterexample search: sizes 1..SEARCH_SIZE for every dim, every position in range.
 SEARCH_SIZE = 6
 SEARCH_CASES = 60  # admissible size choices tried, the smallest first
+SEARCH_CELLS = 5000  # points (sizes and positions) a search evaluates at most
 # Past this many conjuncts in a negation's normal form the proof gives up (undetermined).
 MAX_CONJUNCTS = 256
 
@@ -76,10 +77,13 @@ class Space:
         self.ranges[name] = size
         return symbol
 
-    def hypotheses(self) -> Boolean:
+    def hypotheses(self, read: set[sympy.Basic]) -> Boolean:
+        """The constraints, and the range of each position in ``read`` (a position a claim
+        does not read is any in its range)."""
         parts: list[Boolean] = list(self.constraints)
         for name, symbol in self.positions.items():
-            parts += [sympy.Ge(symbol, 0), sympy.Lt(symbol, self.ranges[name])]
+            if symbol in read:
+                parts += [sympy.Ge(symbol, 0), sympy.Lt(symbol, self.ranges[name])]
         return sympy.And(*parts)
 
 
@@ -200,7 +204,7 @@ def input_atoms(formula: sympy.Basic) -> set[sympy.Basic]:
 
 def prove(space: Space, claim: Boolean) -> Outcome:
     """``claim`` for every admissible size and every position in range."""
-    hypotheses = space.hypotheses()
+    hypotheses = space.hypotheses(claim.free_symbols)
     negation = sympy.And(hypotheses, sympy.Not(claim))
     if _infeasible(negation, space):
         return Outcome("proved")
@@ -224,7 +228,8 @@ def prove_nonempty(space: Space, mask: Boolean, query: str, key: str,
         if prove(inner, claim).status == "proved":
             return Outcome("proved")
     atoms = input_atoms(mask)
-    for sizes in _sizes(space):
+    read = mask.free_symbols | space.ranges[query].free_symbols | size_k.free_symbols
+    for sizes in _sizes(space, read):
         for qv in range(_int(space.ranges[query].xreplace(sizes))):
             keys = _int(size_k.xreplace(sizes))
             row = [mask.xreplace({**sizes, q: sympy.Integer(qv), k: sympy.Integer(kv)}) for kv in range(keys)]
@@ -372,16 +377,22 @@ def _fourier_motzkin(rows: list[tuple[dict[sympy.Symbol, Fraction], Fraction]]) 
 # --- the counterexample search ---------------------------------------------------------------
 
 
-def _sizes(space: Space) -> Iterable[dict[sympy.Symbol, int]]:
-    """Admissible sizes, the smallest first (by their largest, then their sum), at most
-    SEARCH_CASES of them: a counterexample at small sizes is the one a reader checks."""
-    dims = sorted(space.dims.values(), key=str)
+def _sizes(space: Space, read: set[sympy.Basic]) -> Iterable[dict[sympy.Symbol, int]]:
+    """Admissible sizes of the dims in ``read`` (and those the constraints tie to them), the
+    smallest first (by their largest, then their sum), at most SEARCH_CASES of them: a
+    counterexample at small sizes is the one a reader checks."""
+    wanted = set(read)
+    for constraint in space.constraints:
+        if constraint.free_symbols & wanted:
+            wanted |= constraint.free_symbols
+    dims = sorted((d for d in space.dims.values() if d in wanted), key=str)
     cases = sorted(itertools.product(range(1, SEARCH_SIZE + 1), repeat=len(dims)),
                    key=lambda v: (max(v, default=0), sum(v), v))
     found = 0
     for values in cases:
         sizes = {d: sympy.Integer(v) for d, v in zip(dims, values)}
-        if all(_decided(c.xreplace(sizes), True) for c in space.constraints):
+        if all(_decided(c.xreplace(sizes), True) for c in space.constraints
+               if c.free_symbols <= set(sizes)):
             yield sizes
             found += 1
             if found >= SEARCH_CASES:
@@ -389,11 +400,19 @@ def _sizes(space: Space) -> Iterable[dict[sympy.Symbol, int]]:
 
 
 def _search(space: Space, negation: Boolean) -> Outcome | None:
-    positions = list(space.positions.items())
-    atoms = input_atoms(negation)
-    for sizes in _sizes(space):
+    """A counterexample among small sizes and every position in range: only the positions
+    the claim reads vary (a mask of `(b, h, q, k)` that reads no head is searched over q
+    and k), and at most SEARCH_CELLS points are tried (past that: no counterexample shown)."""
+    read = negation.free_symbols
+    positions = [(n, s) for n, s in space.positions.items() if s in read]
+    left = SEARCH_CELLS
+    lengths = set().union(*(space.ranges[n].free_symbols for n, _ in positions))
+    for sizes in _sizes(space, read | lengths):
         ranges = [range(_int(space.ranges[name].xreplace(sizes))) for name, _ in positions]
         for point in itertools.product(*ranges):
+            left -= 1
+            if left < 0:
+                return None
             values = {**sizes, **{symbol: sympy.Integer(v) for (_, symbol), v in zip(positions, point)}}
             cell = negation.xreplace(values)
             if _decided(cell, True):
