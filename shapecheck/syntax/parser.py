@@ -633,6 +633,11 @@ def _unexpected_token(exc: UnexpectedToken, chunk: Chunk, previous: Token | None
                     chunk.span.end_line, chunk.span.end_column + 1)
     else:
         span = token_span(token)
+    error_offset = len(chunk.text) if token.type == "$END" else (token.start_pos or 0)
+    if "NAME" in expected and _at_convention(chunk.text[:error_offset]):
+        # A convention word may follow (`dim W window exclusive`, `input m: bool[N] keep`):
+        # a name is not what is missing there.
+        expected.discard("NAME")
     if token.type in _KEYWORDS and "NAME" in expected:
         # The lexer reads reserved words as keywords everywhere (one scanner, built
         # fast); where a name was expected, say that it is reserved.
@@ -645,7 +650,6 @@ def _unexpected_token(exc: UnexpectedToken, chunk: Chunk, previous: Token | None
     found = _describe_token(token)
     in_constraint = chunk.text.startswith("constraint")
     in_dim = re.match(r"dim\b", chunk.text) is not None
-    error_offset = len(chunk.text) if token.type == "$END" else (token.start_pos or 0)
     open_bracket = _unclosed_bracket(chunk.text[:error_offset])
     if previous is None:
         if "DIM" in expected or "CONSTRAINT" in expected:
@@ -681,6 +685,13 @@ def _unexpected_token(exc: UnexpectedToken, chunk: Chunk, previous: Token | None
 
 
 _PYTHON_LOGIC = {"not": "~", "and": "&", "or": "|"}
+# Where the grammar expects a name only as a convention word: after `dim W` and after the
+# shape of an `input` or `param` declaration (and after convention words already there).
+_CONVENTION_PLACE = re.compile(r"dim\s+\w+(\s+\w+)*|(input|param)\b[^=]*\](\s+\w+)*", re.S)
+
+
+def _at_convention(head: str) -> bool:
+    return _CONVENTION_PLACE.fullmatch(head.rstrip()) is not None
 
 
 def _python_logic(token: Token, previous: Token) -> Token | None:
