@@ -342,11 +342,14 @@ def generation_bytes(tensor: Tensor, shape: tuple[int, ...], dtype: np.dtype) ->
     return count * 8 + (count * dtype.itemsize if dtype != np.float64 else 0)
 
 
-def generation_note(tensor: Tensor) -> str:
+def generation_note(tensor: Tensor, stated: frozenset[str] = frozenset()) -> str:
+    """How :func:`generate_for` draws ``tensor``; ``stated``: its declaration's convention
+    words (a `drop` mask is drawn negated)."""
     if tensor.value.element == "int":
         return message("generated_positions")
     if tensor.value.is_bool:
-        return message("generated_mask", fraction=MASK_TRUE_FRACTION)
+        key = "generated_drop_mask" if "drop" in stated else "generated_mask"
+        return message(key, fraction=MASK_TRUE_FRACTION)
     # What `generate` draws: 1/fan_in only for a param with a second-to-last axis.
     scaled = tensor.kind == "param" and tensor.value.shape is not None \
         and len(tensor.value.shape) >= 2
