@@ -359,3 +359,38 @@ def test_a_window_claim_reads_the_stated_convention() -> None:
     assert codes_of("dim W window inclusive\n" + gym) == []
     assert codes_of("dim W window exclusive\n" + gym) == ["SC430", "SC432"]
     assert codes_of("dim W\n" + gym) == ["SC430"]  # unstated: W keys, as causal_mask's
+
+
+RELATIVE = """dim H, N, d
+input Q: [H, N, d]
+input K: [H, N, d]
+input V: [H, N, d]
+input slopes: [H]
+i = arange(N)[:, None]
+j = arange(N)[None, :]
+rel: int[N, N] {convention} = {rel}
+S = Q @ K.transpose(1, 2) / sqrt(d) + slopes[:, None, None] * rel
+O = softmax(S, axis=-1) @ V
+"""
+
+
+@pytest.mark.parametrize("rel, direction", [
+    ("j - i", "key_minus_query"),          # ALiBi's distances, T5's memory - context
+    ("i - j", "query_minus_key"),
+    ("(j - i) + N - 1", "key_minus_query"),  # an index into a table of 2N - 1 entries
+    ("N - 1 - (i - j)", "key_minus_query"),
+    ("arange(N)[:, None] - arange(N)[None, :]", "query_minus_key"),
+])
+def test_a_stated_relative_direction_is_checked(rel: str, direction: str) -> None:
+    for convention in ("key_minus_query", "query_minus_key"):
+        found = codes_of(RELATIVE.format(convention=convention, rel=rel))
+        assert found == ([] if convention == direction else ["SC432"]), convention
+    assert codes_of(RELATIVE.format(convention="", rel=rel)) == []
+
+
+def test_a_relative_direction_follows_the_roles_not_the_layout() -> None:
+    """With the scores written keys by queries (`K @ Q.T`), rows are the keys."""
+    spec = RELATIVE.format(convention="key_minus_query", rel="i - j").replace(
+        "Q @ K.transpose(1, 2)", "K @ Q.transpose(1, 2)").replace(
+        "softmax(S, axis=-1) @ V", "softmax(S, axis=-2).transpose(1, 2) @ V")
+    assert codes_of(spec) == []

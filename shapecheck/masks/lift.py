@@ -30,10 +30,17 @@ def lift(program: Program, condition: nodes.Expr, roles: tuple[str | None, ...]
         return None
     by_axis = {id(axis): {"query": QUERY, "key": KEY}.get(role or "")
                for axis, role in zip(axes, roles)}
+    return lift_along(program, condition, by_axis)
+
+
+def lift_along(program: Program, node: nodes.Expr, by_axis: dict[int, str | None]
+               ) -> nodes.Expr | None:
+    """``node`` as a body over `q` and `k`, its positions found by ``by_axis`` (the id of an
+    axis -> `q`, `k` or None), or None when a part is not read."""
     definitions = {s.name.name: s.value for s in program.statements
                    if isinstance(s, nodes.Define)}
     try:
-        return _Lift(program, by_axis, definitions).expr(condition, 0)
+        return _Lift(program, by_axis, definitions).expr(node, 0)
     except NotLifted:
         return None
 

@@ -10,7 +10,7 @@ from ..messages.diagnostics import Diagnostic, Span, line_starts, span_text
 from ..symbolic import SEARCH_SIZE, Outcome, Question, Unsupported
 from ..syntax import nodes
 from ..syntax.functions import Functions, mask_roles, score_roles
-from .lift import lift
+from .lift import lift, lift_along
 from .polarity import against, stated_masks
 
 # The properties a claim may name: the kind of function each applies to, and whether it
@@ -250,6 +250,43 @@ class _Analysis:
                 self._window_convention(statement)
             elif isinstance(statement, nodes.TensorDecl) and statement.conventions:
                 self._mask_convention(statement)
+            elif isinstance(statement, nodes.Define) and statement.conventions:
+                self._relative_convention(statement)
+
+    def _relative_convention(self, statement: nodes.Define) -> None:
+        """Relative positions stated `key_minus_query` (or the reverse) point that way where
+        they reach an attention's scores (a bias: ALiBi's distances, a relative table's
+        index): the key's position counts up, the query's down."""
+        meaning = self.program.meaning
+        axes = meaning.axes(statement.value) if meaning is not None else None
+        if not axes:
+            return
+        wanted = (-1, 1) if statement.conventions[0].name == "key_minus_query" else (1, -1)
+        for pattern in meaning.patterns:
+            for bias in pattern.biases:
+                bias_axes = meaning.axes(bias.node) or ()
+                by_axis = {id(a): {"query": "q", "key": "k"}.get(role or "")
+                           for a, role in zip(bias_axes, bias.axes)}
+                if not {id(a) for a in axes} & {i for i, r in by_axis.items() if r}:
+                    continue
+                body = lift_along(self.program, statement.value, by_axis)
+                if body is None:
+                    continue
+                try:
+                    question = Question(("q", "k"), ("q", "k"), body, self.inputs, self.bools,
+                                        {}, self.constraints, self.choosable)
+                except (Unsupported, TypeError, ValueError):
+                    continue
+                found = question.direction()
+                if found is not None and found != wanted:
+                    key = {(1, -1): "query_minus_key", (-1, 1): "key_minus_query"}.get(
+                        found, "not_relative")
+                    stated = statement.name.span.to(statement.conventions[-1].span)
+                    self.model.diagnostics.append(codes.MASK_CONVENTION.diag(
+                        statement.span, name=statement.name.name,
+                        what=codes.MASK_TEXT[key], convention=span_text(
+                            self.program.source, self.starts, stated)))
+                return
 
     def _inclusive(self, width: nodes.Expr | None) -> bool:
         """A claimed `window(W)` of a dim stated `window inclusive` counts the key at W."""

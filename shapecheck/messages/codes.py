@@ -883,10 +883,11 @@ MASK_CONVENTION = _code(
     "SC432", "mask-convention", W, "a mask breaks the convention its spec states",
     "`{name}` {what}, against the convention stated at `{convention}`",
     what="A spec may state what its formula cannot show (docs/language.md §10.3): which "
-    "value of an input mask keeps a key (`input pad: bool[B, N] keep` or `drop`), and "
+    "value of an input mask keeps a key (`input pad: bool[B, N] keep` or `drop`), "
     "whether a window of width W counts the key at distance W (`dim W window inclusive`) "
-    "or not (`dim W window exclusive`). A mask function against the stated convention is "
-    "flagged; with nothing stated, nothing is.",
+    "or not (`dim W window exclusive`), and which way a relative position points "
+    "(`rel: int[N, N] key_minus_query = ...`). A mask or a relative position against the "
+    "stated convention is flagged; with nothing stated, nothing is.",
     why="These bugs run without an error: a key-padding mask read the wrong way round "
     "attends only to the padding, a window off by one sees one key too many.",
     example="dim N\ninput pad: bool[N] keep\ndef f(q, k) = (k <= q) & ~pad[k]\n"
@@ -1157,6 +1158,9 @@ MASK_TEXT: Table = Table("codes", "MASK_TEXT", {
     "own_hidden": "at {sizes}, query {q} does not see its own position {own}",
     "beyond_window": "at {sizes}, query {q} sees key {k}, {distance} positions back",
     "edge_hidden": "at {sizes}, query {q} does not see key {k}, {distance} positions back",
+    "query_minus_key": "counts the query's position up and the key's down (query minus key)",
+    "key_minus_query": "counts the key's position up and the query's down (key minus query)",
+    "not_relative": "is not one position minus the other",
     "any_size": "every size",
     "empty_row": "at {sizes}, query {q} sees no key",
     "reads_query": "it reads `{input}` at `{index}`, not at the key position `{key}`",

@@ -603,6 +603,24 @@ class Question:
                   if n in self.space.dims or n in self.space.positions}
         return int(sympy.sympify(expr).xreplace(values))
 
+    def direction(self) -> tuple[int, int] | None:
+        """The signs of the query's and the key's coefficients in a body linear in both
+        (`k - q + N - 1`: (-1, 1)), or None."""
+        q, k, _offset = self._qk()
+        expr = sympy.expand(self.body) if isinstance(self.body, sympy.Expr) else None
+        if expr is None or not expr.is_polynomial(q, k):
+            return None
+        poly = sympy.Poly(expr, q, k)
+        if poly.total_degree() != 1:
+            return None
+        signs = []
+        for coefficient in (poly.coeff_monomial(q), poly.coeff_monomial(k)):
+            sign = sympy.sign(coefficient)
+            if not sign.is_Integer:
+                return None
+            signs.append(int(sign))
+        return signs[0], signs[1]
+
     def lengths(self) -> tuple[str, str]:
         """The query and key lengths, in the spec's notation."""
         return (sympy.sstr(self.space.ranges[self.role_param["q"]]),

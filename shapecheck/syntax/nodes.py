@@ -287,6 +287,7 @@ class Define:
     annotation: Shape | None
     value: Expr
     span: Span
+    conventions: tuple[Ident, ...] = ()  # `rel: int[N, N] key_minus_query = ...` (§10.3)
 
 
 @dataclass(slots=True)

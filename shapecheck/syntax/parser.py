@@ -177,8 +177,10 @@ class ToNodes(Transformer):  # type: ignore[type-arg]
                                 conventions)
 
     def define(self, c: list[Any]) -> nodes.Define:
-        name, annotation, value = c
-        return nodes.Define(_ident(name), annotation, value, token_span(name).to(value.span))
+        name, annotation, *words, value = c
+        conventions = _conventions([w for w in words if w is not None], DEFINE_CONVENTIONS)
+        return nodes.Define(_ident(name), annotation, value, token_span(name).to(value.span),
+                            conventions)
 
     def unpack(self, c: list[Any]) -> nodes.Unpack:
         idents = tuple(_ident(t) for t in c if isinstance(t, Token))
@@ -331,6 +333,8 @@ class ToNodes(Transformer):  # type: ignore[type-arg]
 # window's width, and whether it counts the key at distance W (`inclusive`) or not.
 TENSOR_CONVENTIONS = frozenset({"keep", "drop"})
 DIM_CONVENTIONS = frozenset({"window", "inclusive", "exclusive"})
+# A definition of relative positions: which way they point.
+DEFINE_CONVENTIONS = frozenset({"key_minus_query", "query_minus_key"})
 
 
 def _conventions(words: list[Token], allowed: frozenset[str]) -> tuple[nodes.Ident, ...]:
@@ -687,7 +691,8 @@ def _unexpected_token(exc: UnexpectedToken, chunk: Chunk, previous: Token | None
 _PYTHON_LOGIC = {"not": "~", "and": "&", "or": "|"}
 # Where the grammar expects a name only as a convention word: after `dim W` and after the
 # shape of an `input` or `param` declaration (and after convention words already there).
-_CONVENTION_PLACE = re.compile(r"dim\s+\w+(\s+\w+)*|(input|param)\b[^=]*\](\s+\w+)*", re.S)
+_CONVENTION_PLACE = re.compile(
+    r"dim\s+\w+(\s+\w+)*|(input|param)\b[^=]*\](\s+\w+)*|\w+\s*:[^=]*\](\s+\w+)*", re.S)
 
 
 def _at_convention(head: str) -> bool:
