@@ -394,3 +394,29 @@ def test_a_relative_direction_follows_the_roles_not_the_layout() -> None:
         "Q @ K.transpose(1, 2)", "K @ Q.transpose(1, 2)").replace(
         "softmax(S, axis=-1) @ V", "softmax(S, axis=-2).transpose(1, 2) @ V")
     assert codes_of(spec) == []
+
+
+CACHED = """dim B, H, N, P, d
+input q: [B, H, N, d]
+input k: [B, H, N, d]
+input v: [B, H, N, d]
+input k_cache: [B, H, P, d] {convention}
+input v_cache: [B, H, P, d] {convention}
+K = {keys}
+V = torch.cat([v_cache, v], dim=-2)
+O = softmax(where(causal_mask(N, P + N), q @ K.transpose(-2, -1) / sqrt(d), -inf), axis=-1) @ V
+"""
+
+
+@pytest.mark.parametrize("keys, cache_first", [
+    ("torch.cat([k_cache, k], dim=-2)", True),
+    ("torch.cat([k, k_cache], dim=-2)", False),
+    ("concat([k_cache, k], axis=2)", True),
+    ("concat([k, k_cache], axis=2)", False),
+])
+def test_a_stated_cache_order_is_checked(keys: str, cache_first: bool) -> None:
+    found = codes_of(CACHED.format(convention="cache_first", keys=keys))
+    assert found == ([] if cache_first else ["SC432"])
+    found = codes_of(CACHED.format(convention="cache_last", keys=keys))
+    assert found.count("SC432") == (2 if cache_first else 1)  # V is cache first throughout
+    assert codes_of(CACHED.format(convention="", keys=keys)) == []

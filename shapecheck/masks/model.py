@@ -250,8 +250,39 @@ class _Analysis:
                 self._window_convention(statement)
             elif isinstance(statement, nodes.TensorDecl) and statement.conventions:
                 self._mask_convention(statement)
+                self._cache_convention(statement)
             elif isinstance(statement, nodes.Define) and statement.conventions:
                 self._relative_convention(statement)
+
+    def _cache_convention(self, statement: nodes.TensorDecl) -> None:
+        """A cache stated `cache_first` (or `cache_last`) is concatenated with the new keys
+        or values at that end, wherever the concatenation is an attention's key axis."""
+        words = {c.name for c in statement.conventions} & {"cache_first", "cache_last"}
+        meaning = self.program.meaning
+        if not words or meaning is None:
+            return
+        first = "cache_first" in words
+        name = statement.name.name
+        keys = {id(axis) for pattern in meaning.patterns
+                for role in (pattern.key, pattern.value) if role is not None
+                for axis, label in zip(meaning.axes(role.node) or (), role.axes)
+                if label == "key"}
+        for define in self.program.statements:
+            joined = _concatenation(define)
+            if joined is None:
+                continue
+            parts, axis = joined
+            names = [nodes.strip_parens(p) for p in parts]
+            at = [i for i, p in enumerate(names) if isinstance(p, nodes.Name) and p.name == name]
+            axes = meaning.axes(define.value) or ()
+            if not at or not -len(axes) <= axis < len(axes) or id(axes[axis]) not in keys:
+                continue
+            if at[0] != (0 if first else len(parts) - 1):
+                self.model.diagnostics.append(codes.MASK_CONVENTION.diag(
+                    define.span, name=define.name.name,
+                    what=codes.MASK_TEXT["cache_after" if first else "cache_before"].format(
+                        input=name),
+                    convention=self._source(statement)))
 
     def _relative_convention(self, statement: nodes.Define) -> None:
         """Relative positions stated `key_minus_query` (or the reverse) point that way where
@@ -394,6 +425,24 @@ class _Analysis:
     def _source(self, node: object) -> str:
         span = getattr(node, "span", None)
         return "" if span is None else span_text(self.program.source, self.starts, span)
+
+
+def _concatenation(statement: nodes.Stmt) -> tuple[tuple[nodes.Expr, ...], int] | None:
+    """The parts and the axis of a definition `x = concat([a, b], axis=k)`."""
+    if not isinstance(statement, nodes.Define):
+        return None
+    value = nodes.strip_parens(statement.value)
+    if not (isinstance(value, nodes.Call) and value.func.name == "concat" and value.args
+            and isinstance(value.args[0], nodes.ListExpr)):
+        return None
+    given = [k.value for k in value.keywords if k.name.name in ("axis", "dim")]
+    given += list(value.args[1:2])
+    axis = nodes.strip_parens(given[0]) if given else nodes.Integer(0, "0", value.span)
+    if isinstance(axis, nodes.Unary) and axis.op == "-" and isinstance(axis.operand, nodes.Integer):
+        return value.args[0].items, -axis.operand.value
+    if isinstance(axis, nodes.Integer):
+        return value.args[0].items, axis.value
+    return None
 
 
 def _reads(body: nodes.Expr, name: str) -> list[nodes.Subscript]:

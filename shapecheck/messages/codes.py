@@ -885,8 +885,9 @@ MASK_CONVENTION = _code(
     what="A spec may state what its formula cannot show (docs/language.md §10.3): which "
     "value of an input mask keeps a key (`input pad: bool[B, N] keep` or `drop`), "
     "whether a window of width W counts the key at distance W (`dim W window inclusive`) "
-    "or not (`dim W window exclusive`), and which way a relative position points "
-    "(`rel: int[N, N] key_minus_query = ...`). A mask or a relative position against the "
+    "or not (`dim W window exclusive`), which way a relative position points "
+    "(`rel: int[N, N] key_minus_query = ...`), and where a cache goes among the keys "
+    "(`input k_cache: [B, P, d] cache_first`). A mask or a relative position against the "
     "stated convention is flagged; with nothing stated, nothing is.",
     why="These bugs run without an error: a key-padding mask read the wrong way round "
     "attends only to the padding, a window off by one sees one key too many.",
@@ -1161,6 +1162,8 @@ MASK_TEXT: Table = Table("codes", "MASK_TEXT", {
     "query_minus_key": "counts the query's position up and the key's down (query minus key)",
     "key_minus_query": "counts the key's position up and the query's down (key minus query)",
     "not_relative": "is not one position minus the other",
+    "cache_after": "puts the cached `{input}` after the new keys",
+    "cache_before": "puts the cached `{input}` before the new keys",
     "any_size": "every size",
     "empty_row": "at {sizes}, query {q} sees no key",
     "reads_query": "it reads `{input}` at `{index}`, not at the key position `{key}`",

@@ -329,9 +329,10 @@ class ToNodes(Transformer):  # type: ignore[type-arg]
 
 
 # The convention words a declaration may end with (docs/language.md §10.3), each a plain
-# name so that none is reserved. A tensor: which value of a mask keeps a key. A dim: a
+# name so that none is reserved. A tensor: which value of a mask keeps a key, where a
+# cache goes among the keys. A dim: a
 # window's width, and whether it counts the key at distance W (`inclusive`) or not.
-TENSOR_CONVENTIONS = frozenset({"keep", "drop"})
+TENSOR_CONVENTIONS = frozenset({"keep", "drop", "cache_first", "cache_last"})
 DIM_CONVENTIONS = frozenset({"window", "inclusive", "exclusive"})
 # A definition of relative positions: which way they point.
 DEFINE_CONVENTIONS = frozenset({"key_minus_query", "query_minus_key"})

@@ -711,8 +711,9 @@ CODES: dict[str, dict[str, str]] = {
         message="`{name}` {what}, 违反了 `{convention}` 陈述的约定",
         what="规格可以陈述公式看不出的东西 (docs/language.md §10.3): 输入掩码的哪个值保留 key "
         "(`input pad: bool[B, N] keep` 或 `drop`), 以及宽度为 W 的窗口是否包含距离为 W 的 key "
-        "(`dim W window inclusive`) 或不包含 (`dim W window exclusive`), 以及相对位置的方向 "
-        "(`rel: int[N, N] key_minus_query = ...`)。违反所陈述约定的掩码或相对位置会被"
+        "(`dim W window inclusive`) 或不包含 (`dim W window exclusive`), 相对位置的方向 "
+        "(`rel: int[N, N] key_minus_query = ...`), 以及缓存在 key 中的位置 "
+        "(`input k_cache: [B, P, d] cache_first`)。违反所陈述约定的掩码或相对位置会被"
         "标出; 没有陈述时什么也不报。",
         why="这类错误运行时不报错: 读反了的 padding 掩码只关注 padding, 差一的窗口多看一个 key。",
         example="dim N\ninput pad: bool[N] keep\ndef f(q, k) = (k <= q) & ~pad[k]\n"
@@ -1114,6 +1115,8 @@ MASK_TEXT = {
     "query_minus_key": "让 query 的位置增、key 的位置减 (query 减 key)",
     "key_minus_query": "让 key 的位置增、query 的位置减 (key 减 query)",
     "not_relative": "不是一个位置减另一个位置",
+    "cache_after": "把缓存的 `{input}` 放在了新 key 之后",
+    "cache_before": "把缓存的 `{input}` 放在了新 key 之前",
     "any_size": "任意大小",
     "empty_row": "在 {sizes} 时, query {q} 看不见任何 key",
     "reads_query": "它在 `{index}` 读取 `{input}`, 而不是在 key 的位置 `{key}`",
