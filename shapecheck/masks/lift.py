@@ -10,6 +10,7 @@ from typing import Any
 
 from ..check.program import Program
 from ..syntax import nodes
+from .polarity import mirror, number, sense
 
 QUERY, KEY = "q", "k"
 # `causal_mask(n, n_k, window)` as the function it is (docs/language.md §10.1).
@@ -113,12 +114,12 @@ class _Lift:
         """`m == 0`, `m > 0`, `m == 1` of a 0/1 (or bool) mask: `~m` or `m`; None when
         neither side is a number (a comparison of positions, lifted as it is)."""
         for side, other, op in ((node.left, node.right, node.op),
-                                (node.right, node.left, _MIRROR.get(node.op, node.op))):
-            value = _number(other)
+                                (node.right, node.left, mirror(node.op))):
+            value = number(other)
             if value is None:
                 continue
-            at_one, at_zero = (_COMPARE[op](1.0, value), _COMPARE[op](0.0, value))
-            if at_one == at_zero:
+            at_one = sense(op, value)
+            if at_one is None:
                 raise NotLifted
             inner = nodes.Paren(self.expr(side, depth + 1), side.span)
             return inner if at_one else nodes.Unary("~", inner, node.span)
@@ -167,20 +168,6 @@ def _parse(text: str) -> nodes.Expr:
     if not isinstance(statement, nodes.Define):
         raise NotLifted
     return statement.value
-
-
-_MIRROR = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}
-_COMPARE = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
-            "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
-
-
-def _number(node: nodes.Expr) -> float | None:
-    node = nodes.strip_parens(node)
-    if isinstance(node, (nodes.Integer, nodes.Decimal)):
-        return float(node.value)
-    if isinstance(node, nodes.Boolean):
-        return 1.0 if node.value else 0.0
-    return None
 
 
 def _text(source: str, node: nodes.Expr) -> str:

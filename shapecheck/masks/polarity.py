@@ -77,24 +77,24 @@ def _binop(node: nodes.BinOp, flips: int, definitions: dict[str, nodes.Expr], de
            ) -> Iterator[tuple[str, int]]:
     if node.op in ("&", "|", "*"):  # monotone: each side keeps its sense
         for side in (node.left, node.right):
-            if not _number(side):
+            if not number(side):
                 yield from _reads(side, flips, definitions, depth + 1)
-    elif node.op == "-" and _number(node.left) == 1.0:  # `1 - m`: the complement
+    elif node.op == "-" and number(node.left) == 1.0:  # `1 - m`: the complement
         yield from _reads(node.right, flips + 1, definitions, depth + 1)
     elif node.op in ("==", "!=", ">", ">=", "<", "<="):
         for side, other, op in ((node.left, node.right, node.op),
-                                (node.right, node.left, _mirror(node.op))):
-            value = _number(other)
+                                (node.right, node.left, mirror(node.op))):
+            value = number(other)
             if value is None:
                 continue
-            sense = _sense(op, value)
-            if sense is not None:
-                yield from _reads(side, flips + (not sense), definitions, depth + 1)
+            at_one = sense(op, value)
+            if at_one is not None:
+                yield from _reads(side, flips + (not at_one), definitions, depth + 1)
 
 
-def _sense(op: str, value: float) -> bool | None:
-    """Whether `m OP value` is true where a 0/1 (or bool) ``m`` is 1: None if it is
-    true on both or neither."""
+def sense(op: str, value: float) -> bool | None:
+    """Whether `m OP value` is true where a 0/1 (or bool) ``m`` is 1 (and false where it
+    is 0): None if it is true on both or on neither."""
     at_one = {"==": 1 == value, "!=": 1 != value, ">": 1 > value, ">=": 1 >= value,
               "<": 1 < value, "<=": 1 <= value}[op]
     at_zero = {"==": 0 == value, "!=": 0 != value, ">": 0 > value, ">=": 0 >= value,
@@ -102,18 +102,18 @@ def _sense(op: str, value: float) -> bool | None:
     return None if at_one == at_zero else at_one
 
 
-def _mirror(op: str) -> str:
+def mirror(op: str) -> str:
     return {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
 
 
-def _number(node: nodes.Expr) -> float | None:
+def number(node: nodes.Expr) -> float | None:
     node = nodes.strip_parens(node)
     if isinstance(node, (nodes.Integer, nodes.Decimal)):
         return float(node.value)
     if isinstance(node, nodes.Boolean):
         return 1.0 if node.value else 0.0
     if isinstance(node, nodes.Unary) and node.op == "-":
-        inner = _number(node.operand)
+        inner = number(node.operand)
         return None if inner is None else -inner
     if isinstance(node, nodes.Inf):
         return float("inf")
