@@ -420,3 +420,10 @@ def test_a_stated_cache_order_is_checked(keys: str, cache_first: bool) -> None:
     found = codes_of(CACHED.format(convention="cache_last", keys=keys))
     assert found.count("SC432") == (2 if cache_first else 1)  # V is cache first throughout
     assert codes_of(CACHED.format(convention="", keys=keys)) == []
+
+
+def test_same_as_matches_positions_by_role_not_by_name() -> None:
+    spec = ("dim N, P\ndef gym(b, h, q_idx, kv_idx) = (kv_idx < P) | (kv_idx <= q_idx)\n"
+            "def g(q, k) = ~((k >= P) & (k > q))\n")
+    assert codes_of(spec + "assert gym(N, N): same_as(g)\n") == []
+    assert codes_of(spec.replace("k > q", "k >= q") + "assert gym(N, N): same_as(g)\n") == ["SC430"]

@@ -552,8 +552,10 @@ class Question:
 
     def same_as(self, other: "Question") -> Outcome:
         """The two masks let the same keys through at every size and position."""
-        theirs = other.body.xreplace({other.space.positions[p]: self.space.positions[p]
-                                      for p in other.space.positions if p in self.space.positions})
+        theirs = other.body.xreplace({  # position by position, by role (`q_idx` is `q`)
+            other.space.positions[other.role_param[role]]: self.space.positions[param]
+            for role, param in self.role_param.items()
+            if role in other.role_param and role != "s"})
         theirs = theirs.xreplace({d: self.space.dim(d.name) for d in other.space.dims.values()})
         return prove(self.space, sympy.Equivalent(self.body, theirs))
 
