@@ -84,8 +84,12 @@ def inline(statements: list[nodes.Stmt], source: str
             inliner.functions.definitions[statement.name.name] = replace(statement, body=body)
         elif isinstance(statement, nodes.Claim):
             inliner.functions.claims.append(statement)
-        else:
+        elif any(isinstance(n, nodes.Call) and (n.func.name in inliner.functions.definitions
+                                                 or n.func.name == "flex_attention")
+                 for n in _walk(statement)):
             kept.append(inliner.statement(statement))
+        else:  # the same object: the editor's memo (passes/incremental) reuses its check
+            kept.append(statement)
     return kept, inliner.functions, inliner.diagnostics
 
 
