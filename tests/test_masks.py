@@ -247,6 +247,8 @@ O = flex_attention(Q, K, V, mask=sliding)
     assert card.picture == ("·■■··", "··■■·", "···■■")
     assert card.findings == (("causal", "proved"), ("a window of width W", "proved"),
                              ("seen by every query", "proved"))  # flex_attention's own check
+    assert card.rows == ("query 0 may see keys 1–2", "query 1 may see keys 2–3",
+                         "query 2 may see keys 3–4")
     markdown = render_markdown(report)
     assert "## Masks" in markdown and "· ■ ■ · ·" in markdown
     assert "may see key j" in markdown

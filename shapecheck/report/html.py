@@ -100,6 +100,8 @@ def _masks(report: Report) -> str:
             rows = "\n".join(" ".join(row) for row in card.picture)
             parts.append(f"<p>{drawn}</p><pre>{h(rows)}</pre>")
         parts.append(f"<p>{h(card.explanation)}</p>")
+        if card.rows:
+            parts.append("<ul>" + "".join(f"<li>{h(row)}</li>" for row in card.rows) + "</ul>")
         if card.findings:
             items = "".join(f"<li>{h(words)}: <strong>{h(status)}</strong></li>"
                             for words, status in card.findings)

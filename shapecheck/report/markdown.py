@@ -115,6 +115,8 @@ def _mask(card: MaskCard) -> str:
         out.append(_e(card.lengths + "; " + text("mask_drawn", sizes=card.sizes)))
         out.append("```\n" + "\n".join(" ".join(row) for row in card.picture) + "\n```")
     out.append(_e(card.explanation))
+    if card.rows:
+        out.append("\n".join(f"- {_e(row)}" for row in card.rows))
     if card.findings:
         out.append("\n".join(f"- {_e(words)}: **{_e(status)}**" for words, status in card.findings))
     return "\n\n".join(out)

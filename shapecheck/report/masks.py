@@ -28,6 +28,7 @@ class MaskCard:
     picture: tuple[str, ...]  # a row per query: SEEN, HIDDEN or DEPENDS per key
     explanation: str
     findings: tuple[tuple[str, str], ...]  # (property in words, proved/refuted/undetermined)
+    rows: tuple[str, ...] = ()  # what each query may see at the drawn sizes, in words
 
 
 def mask_cards(program: Program, bindings: dict[str, int]) -> list[MaskCard]:
@@ -55,5 +56,21 @@ def mask_cards(program: Program, bindings: dict[str, int]) -> list[MaskCard]:
         cards.append(MaskCard(function.name, function.kind, source,
                               text("mask_lengths", queries=queries, keys=keys), sizes, picture,
                               text("mask_explained", seen=SEEN, hidden=HIDDEN, depends=DEPENDS),
-                              findings))
+                              findings, tuple(_row_words(i, row) for i, row in enumerate(rows))))
     return cards
+
+
+def _row_words(query: int, row: list[bool | None]) -> str:
+    """`query 3 may see keys 1-3`: the keys a row lets through (or may, as inputs decide)."""
+    seen = [j for j, cell in enumerate(row) if cell is not False]
+    if not seen:
+        return text("mask_row_none", query=query)
+    runs: list[list[int]] = []
+    for j in seen:
+        if runs and runs[-1][-1] == j - 1:
+            runs[-1].append(j)
+        else:
+            runs.append([j])
+    keys = ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}–{r[-1]}" for r in runs)
+    key = "mask_row_depends" if any(row[j] is None for j in seen) else "mask_row"
+    return text(key, query=query, keys=keys)

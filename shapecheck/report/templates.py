@@ -45,6 +45,9 @@ TEXT: Table = Table("report", "TEXT", {
     "along the row is 0); {depends}: the inputs' values decide.",
     "mask_score_explained": "A score change: it rewrites each score of query i against key j "
     "before the softmax along the row.",
+    "mask_row": "query {query} may see keys {keys}",
+    "mask_row_depends": "query {query} may see keys {keys}, as the inputs decide",
+    "mask_row_none": "query {query} sees no key: its softmax row has nothing to weigh",
     "mask_proved": "proved",
     "mask_refuted": "refuted",
     "mask_undetermined": "undetermined",

@@ -31,6 +31,9 @@ TEXT = {
     "mask_explained": "第 i 行是 query i, 第 j 列是 key j。{seen}: query i 能看见 key j (分数保留); "
     "{hidden}: key j 对 query i 隐藏 (沿这一行做 softmax 后权重为 0); {depends}: 由输入的值决定。",
     "mask_score_explained": "分数变换: 在沿行做 softmax 之前, 改写 query i 对 key j 的每个分数。",
+    "mask_row": "query {query} 能看见 key {keys}",
+    "mask_row_depends": "query {query} 能看见 key {keys}, 由输入的值决定",
+    "mask_row_none": "query {query} 看不见任何 key: 它的 softmax 行没有可加权的内容",
     "mask_proved": "已证明",
     "mask_refuted": "被推翻",
     "mask_undetermined": "无法判定",
