@@ -429,3 +429,13 @@ def test_same_as_matches_positions_by_role_not_by_name() -> None:
             "def g(q, k) = ~((k >= P) & (k > q))\n")
     assert codes_of(spec + "assert gym(N, N): same_as(g)\n") == []
     assert codes_of(spec.replace("k > q", "k >= q") + "assert gym(N, N): same_as(g)\n") == ["SC430"]
+
+
+def test_a_window_of_a_number_is_still_a_comparison_of_positions() -> None:
+    """`i - j < 3` compares positions with a number; it is not a 0/1 mask tested."""
+    spec = WINDOWED.format(convention="exclusive", masked="where((j <= i) & (i - j < W) & "
+                           "(i - j < 3 * W), S, -inf)")
+    assert codes_of(spec) == []
+    spec = WINDOWED.format(convention="exclusive", masked="where((j <= i) & (i - j <= W) & "
+                           "(i - j < 100), S, -inf)")
+    assert codes_of(spec) == ["SC432"]

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..check.program import Program
 from ..syntax import nodes
-from .polarity import mirror, number, sense
+from .polarity import tested
 
 QUERY, KEY = "q", "k"
 # `causal_mask(n, n_k, window)` as the function it is (docs/language.md §10.1).
@@ -113,17 +113,14 @@ class _Lift:
     def _tested(self, node: nodes.BinOp, depth: int) -> nodes.Expr | None:
         """`m == 0`, `m > 0`, `m == 1` of a 0/1 (or bool) mask: `~m` or `m`; None when
         neither side is a number (a comparison of positions, lifted as it is)."""
-        for side, other, op in ((node.left, node.right, node.op),
-                                (node.right, node.left, mirror(node.op))):
-            value = number(other)
-            if value is None:
-                continue
-            at_one = sense(op, value)
-            if at_one is None:
-                raise NotLifted
-            inner = nodes.Paren(self.expr(side, depth + 1), side.span)
-            return inner if at_one else nodes.Unary("~", inner, node.span)
-        return None
+        found = tested(node)
+        if found is None or self.program.type_of(nodes.strip_parens(found[0])).element == "int":
+            return None  # positions compared with a number (`i - j < 3`): a comparison
+        side, at_one = found
+        if at_one is None:
+            raise NotLifted
+        inner = nodes.Paren(self.expr(side, depth + 1), side.span)
+        return inner if at_one else nodes.Unary("~", inner, node.span)
 
     def _triangle(self, call: nodes.Call, depth: int) -> nodes.Expr:
         """`tril(x, k=o)`: x where the column is at most the row + o; `triu` at least."""

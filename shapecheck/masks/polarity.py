@@ -77,19 +77,25 @@ def _binop(node: nodes.BinOp, flips: int, definitions: dict[str, nodes.Expr], de
            ) -> Iterator[tuple[str, int]]:
     if node.op in ("&", "|", "*"):  # monotone: each side keeps its sense
         for side in (node.left, node.right):
-            if not number(side):
+            if number(side) is None:
                 yield from _reads(side, flips, definitions, depth + 1)
     elif node.op == "-" and number(node.left) == 1.0:  # `1 - m`: the complement
         yield from _reads(node.right, flips + 1, definitions, depth + 1)
-    elif node.op in ("==", "!=", ">", ">=", "<", "<="):
-        for side, other, op in ((node.left, node.right, node.op),
-                                (node.right, node.left, mirror(node.op))):
-            value = number(other)
-            if value is None:
-                continue
-            at_one = sense(op, value)
-            if at_one is not None:
-                yield from _reads(side, flips + (not at_one), definitions, depth + 1)
+    elif (found := tested(node)) is not None and found[1] is not None:
+        yield from _reads(found[0], flips + (not found[1]), definitions, depth + 1)
+
+
+def tested(node: nodes.BinOp) -> tuple[nodes.Expr, bool | None] | None:
+    """`m OP number` (or `number OP m`): m, and whether the test is true where a 0/1 (or
+    bool) m is 1 (None: true on both or on neither); None when no side is a number."""
+    if node.op not in nodes.COMPARISONS:
+        return None
+    for side, other, op in ((node.left, node.right, node.op),
+                            (node.right, node.left, mirror(node.op))):
+        value = number(other)
+        if value is not None:
+            return side, sense(op, value)
+    return None
 
 
 def sense(op: str, value: float) -> bool | None:
