@@ -597,8 +597,8 @@ class Question:
         walk(nnf, False)
         return found
 
-    def text(self, verdict_sizes: tuple[tuple[str, int], ...], expr: sympy.Expr,
-             positions: tuple[tuple[str, int], ...]) -> int:
+    def value_at(self, verdict_sizes: tuple[tuple[str, int], ...], expr: sympy.Expr,
+                 positions: tuple[tuple[str, int], ...]) -> int:
         """``expr`` (a formula of positions and dims) at a counterexample."""
         values = {self.space.dims[n] if n in self.space.dims else self.space.positions[n]:
                   sympy.Integer(v) for n, v in (*verdict_sizes, *positions)
@@ -648,7 +648,7 @@ class Question:
     def own_position(self, sizes: tuple[tuple[str, int], ...],
                      positions: tuple[tuple[str, int], ...]) -> int:
         q, _k, offset = self._qk()
-        return self.text(sizes, q + offset, positions)
+        return self.value_at(sizes, q + offset, positions)
 
 
 __all__ = ["Question", "Formulas", "MAX_CONJUNCTS", "SEARCH_SIZE", "Space", "Unsupported", "Outcome",
