@@ -20,12 +20,15 @@ from . import depth, fileio
 from .syntax import nodes, notspec
 from .check.checker import Checker
 from .config import default_bindings
-from .messages.diagnostics import MAX_DIAGNOSTICS, FileResult, InferredNames, Span
+from .messages.diagnostics import (
+    MAX_DIAGNOSTICS, FileResult, InferredNames, Span, line_starts, span_text,
+)
 from .meaning import analyse
 from .options import check_bindings
 from .syntax.parser import ParseResult, parse
 from .check.program import Inferred, Program
 from .symbolic import DimSystem
+from .syntax.functions import inline
 from .syntax.versions import lower
 
 if TYPE_CHECKING:  # the language server's memo: `verify` never imports it
@@ -103,7 +106,8 @@ def _check_deep(text: str, parsed: ParseResult | None, bindings: dict[str, int] 
         declared = nodes.declared_dims(parsed.statements)
         given = {**default_bindings(defaults, declared), **(bindings or {})} if defaults \
             else bindings
-        statements, syntax = lower(parsed.statements, parsed.diagnostics,
+        inlined, functions, found = inline(parsed.statements, text)
+        statements, syntax = lower(inlined, parsed.diagnostics + found,
                                    memo.plain if memo is not None else None)
 
         def check_again(inferred: Inferred | None = None, dims: DimSystem | None = None, *,
@@ -125,7 +129,9 @@ def _check_deep(text: str, parsed: ParseResult | None, bindings: dict[str, int] 
 
             program = infer_undeclared(program, check_again, infer)
         program.infer = infer
+        program.functions = functions
         _add_meaning(program, memo)
+        _add_masks(program)
         program.diagnostics = suppress.apply(
             program.diagnostics, text, (statement.span for statement in program.statements),
             frozenset(ignore))
@@ -144,6 +150,25 @@ def _check_deep(text: str, parsed: ParseResult | None, bindings: dict[str, int] 
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _add_masks(program: Program) -> None:
+    """The mask model runs where the spec defines functions of positions or states a
+    convention (docs/language.md §10); its diagnostics join the others."""
+    stated = any(getattr(s, "conventions", ()) for s in program.statements)
+    if (program.functions is None or not program.functions.definitions) and not stated:
+        return
+    from .masks import analyse as analyse_masks
+
+    program.masks = model = analyse_masks(program)
+    # A dim or input read only by a function is used: the checker never saw the function.
+    starts = line_starts(text := program.source)
+    program.diagnostics = [
+        d for d in program.diagnostics if not (
+            d.code == codes.UNUSED.id
+            and program.functions is not None
+            and span_text(text, starts, d.span) in program.functions.mentions)
+    ] + model.diagnostics
 
 
 def _add_meaning(program: Program, memo: Memo | None = None) -> None:

@@ -31,6 +31,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in
     "symbolic",                 # every proof (the only door to SymPy)
     "check",                    # syntax tree -> checked program
     "meaning",                  # what the formula means
+    "masks",                    # functions of positions: claims and conventions, proved
     "passes",                   # inference, fix checking, incremental re-checks
     "loader formats",           # load: every pass in order; verify's output formats
     "report backend",           # the report; the run (the only door to NumPy)
@@ -112,7 +113,8 @@ def test_the_scan_lets_the_way_down_pass() -> None:
 # Inside a stage, the same rule by module, lowest first: each file imports (at run time) only
 # the ones before it. The budget names `Dim` for type checkers only.
 WITHIN = {
-    "symbolic": ("budget", "dims", "groebner", "counterexamples", "proofs", "builder", "unify"),
+    "symbolic": ("budget", "dims", "groebner", "counterexamples", "proofs", "builder", "unify",
+                 "positions"),
     "check": ("program", "rules", "einsum", "gathers", "complex_values", "value_rules",
               "builtins", "indexing", "checker"),
     "messages": ("diagnostics", "codes", "suppress", "fixes"),

@@ -52,6 +52,8 @@ MESSAGES: Table = Table("run", "MESSAGES", {
     "generated_input": "N(0, 1)",
     "generated_param": "N(0, 1/fan_in), fan_in the second-to-last axis",
     "generated_mask": "true with probability {fraction}, at least one true per row",
+    "generated_drop_mask": "false (kept: the mask is stated `drop`) with probability {fraction}, "
+    "at least one false per row",
     # files
     "no_file": "{path}: no such file",
     "unreadable": "cannot read {path}: {reason}",

@@ -24,6 +24,7 @@ from .. import symbolic
 from ..check.program import Program, Tensor
 from .arrays import ArrayFile
 from .errors import InputError, SpecError, bindings_text, message
+from ..syntax import nodes
 
 MASK_TRUE_FRACTION = 0.8
 DEFAULT_INT_HIGH = 8  # an `int` input that indexes no axis directly: 0 to 7
@@ -304,11 +305,23 @@ def generate(tensor: Tensor, shape: tuple[int, ...], dtype: np.dtype, seed: int,
 def generate_for(program: Program, tensor: Tensor, shape: tuple[int, ...], dtype: np.dtype,
                  seed: int) -> np.ndarray:
     """:func:`generate` for a tensor of ``program``, in the run's dtype: an `int` one drawn
-    within the axis it indexes, then held as the run's numbers."""
+    within the axis it indexes, then held as the run's numbers; a mask the spec states as
+    `drop` (true hides a key, docs/language.md §10.3) negated, so that it still keeps a key
+    in every row."""
+    if tensor.value.is_bool and "drop" in stated_conventions(program, tensor.name):
+        return ~generate(tensor, shape, dtype, seed)
     if tensor.value.element != "int":
         return generate(tensor, shape, dtype, seed)
     return cast(tensor, generate(tensor, shape, dtype, seed, index_high(program, tensor.name)),
                 dtype)
+
+
+def stated_conventions(program: Program, name: str) -> frozenset[str]:
+    """The convention words the declaration of ``name`` ends with (`keep`, `drop`)."""
+    for statement in program.statements:
+        if isinstance(statement, nodes.TensorDecl) and statement.name.name == name:
+            return frozenset(word.name for word in statement.conventions)
+    return frozenset()
 
 
 def _mask(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -329,11 +342,14 @@ def generation_bytes(tensor: Tensor, shape: tuple[int, ...], dtype: np.dtype) ->
     return count * 8 + (count * dtype.itemsize if dtype != np.float64 else 0)
 
 
-def generation_note(tensor: Tensor) -> str:
+def generation_note(tensor: Tensor, stated: frozenset[str] = frozenset()) -> str:
+    """How :func:`generate_for` draws ``tensor``; ``stated``: its declaration's convention
+    words (a `drop` mask is drawn negated)."""
     if tensor.value.element == "int":
         return message("generated_positions")
     if tensor.value.is_bool:
-        return message("generated_mask", fraction=MASK_TRUE_FRACTION)
+        key = "generated_drop_mask" if "drop" in stated else "generated_mask"
+        return message(key, fraction=MASK_TRUE_FRACTION)
     # What `generate` draws: 1/fan_in only for a param with a second-to-last axis.
     scaled = tensor.kind == "param" and tensor.value.shape is not None \
         and len(tensor.value.shape) >= 2

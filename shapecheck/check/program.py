@@ -178,6 +178,10 @@ class Program:
     # What the axis-meaning pass found (a meaning.Meaning), set by api.check_parsed; the
     # pass stands above this module, so the type is not imported here.
     meaning: Any = None
+    # The functions of positions and the claims about them (syntax.functions.Functions),
+    # which the mask model (shapecheck.masks) reads; None when the spec defines none.
+    functions: Any = None
+    masks: Any = None  # the mask model's findings (shapecheck.masks.MaskModel), when it ran
     # Checks statements again as an edit would change them (Checker._recheck_statements):
     # how shapecheck.fixcheck verifies a suggested fix before it is offered.
     recheck_statements: Callable[..., Any] | None = field(default=None, repr=False,

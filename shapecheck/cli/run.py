@@ -198,7 +198,8 @@ def _report(spec: CompiledSpec, result: RunResult, origins: dict[str, str],
             click.echo(message("report_loaded", name=name, source=origins[name]))
     by_kind: dict[str, list[str]] = {}
     for name in result.generated:
-        by_kind.setdefault(runtime.generation_note(spec.declared[name]), []).append(name)
+        stated = runtime.stated_conventions(spec.program, name)
+        by_kind.setdefault(runtime.generation_note(spec.declared[name], stated), []).append(name)
     for how, names in by_kind.items():
         click.echo(message("report_generated", seed=options.seed, names=", ".join(names), how=how))
     for name, value in result.outputs.items():

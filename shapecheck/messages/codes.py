@@ -840,6 +840,97 @@ CACHE_MASK_ORDER = _code(
     fix="Put the visible block for the cached keys first: "
     "`concat([ones([N, M]), tril(ones([N, N]))], axis=-1)`.",
 )
+FUNCTION_ARGUMENTS = _code(
+    "SC350", "function-arguments", E, "a function of positions is called with the wrong arguments",
+    "`{name}` takes {count} positional arguments, {given} given",
+    what="A function defined with `def` (docs/language.md §10) is called with one "
+    "positional argument per parameter; its body then stands in place of the call.",
+    why="Without a value for each parameter the body means nothing.",
+    example="dim N\ndef causal(q, k) = k <= q\ni = arange(N)[:, None]\nm = causal(i)\n"
+    "# error[SC350]: `causal` takes 2 positional arguments, 1 given",
+    fix="Pass one argument per parameter.",
+)
+FLEX_ARGUMENTS = _code(
+    "SC351", "flex-attention-arguments", E, "`flex_attention` is called with the wrong arguments",
+    "`flex_attention(Q, K, V, mask=f, score=g, scale=c)` takes three tensor names and, "
+    "by keyword, functions defined with `def` and a scale",
+    what="`flex_attention` is PyTorch's FlexAttention written with functions of positions "
+    "(docs/language.md §10): the queries, keys and values by name, `mask=` (or `mask_mod=`, "
+    "`block_mask=`) a mask function, `score=` (or `score_mod=`) a score change, `scale=`.",
+    why="The call stands for the attention it computes; each part must be one it can write.",
+    example="dim N, d\ninput Q: [N, d]\nO = flex_attention(Q, Q)\n"
+    "# error[SC351]: `flex_attention(Q, K, V, mask=f, score=g, scale=c)` takes three tensor "
+    "names and, by keyword, functions defined with `def` and a scale",
+    fix="Name Q, K and V, and pass functions defined with `def`.",
+)
+MASK_CLAIM_REFUTED = _code(
+    "SC430", "mask-claim-refuted", W, "a claim about a mask or score function is false",
+    "`{name}` is not {claim}: {reason}",
+    what="`assert f: causal, window(W), every_row, reads_keys(pad), keeps_masked` states "
+    "properties of a function of positions (docs/language.md §10.2); each is proved over "
+    "every admissible size and position, and this one fails at the sizes shown.",
+    why="A mask one comparison, one offset or one sign away from the intended one runs "
+    "without an error and attends to the wrong keys.",
+    example="dim N, M\ndef causal(q, k) = k <= q + M - N + 1\nassert causal(N, M): causal\n"
+    "# warning[SC430]: `causal` is not causal: at M=1, N=2, query 0 sees key 0, after its "
+    "own position -1",
+    fix="Correct the comparison or the offset the counterexample points at.",
+)
+MASK_CLAIM_UNDETERMINED = _code(
+    "SC431", "mask-claim-undetermined", Severity.NOTE, "a claim about a mask cannot be decided",
+    "cannot decide whether `{name}` is {claim}: {reason}",
+    what="The proof reads linear comparisons of positions and dims; a remainder, a product "
+    "of dims or the values of an input can put a claim out of its reach. The search for a "
+    "counterexample at small sizes found none, so the claim is neither proved nor refuted.",
+    why="A claim the tool cannot decide is reported as such, never guessed.",
+    example="dim N\ndef f(q, k) = k * k <= q * q\nassert f(N, N): causal\n"
+    "# note[SC431]: cannot decide whether `f` is causal: it reads k**2 <= q**2 "
+    "(no linear proof); bind the dims (`--dim`) or state a constraint",
+    fix="Bind the dims, or state the constraint that decides it.",
+)
+MASK_CONVENTION = _code(
+    "SC432", "mask-convention", W, "a mask breaks the convention its spec states",
+    "`{name}` {what}, against the convention stated at `{convention}`",
+    what="A spec may state what its formula cannot show (docs/language.md §10.3): which "
+    "value of an input mask keeps a key (`input pad: bool[B, N] keep` or `drop`), "
+    "whether a window of width W counts the key at distance W (`dim W window inclusive`) "
+    "or not (`dim W window exclusive`), which way a relative position points "
+    "(`rel: int[N, N] key_minus_query = ...`), and where a cache goes among the keys "
+    "(`input k_cache: [B, P, d] cache_first`). A mask or a relative position against the "
+    "stated convention is flagged; with nothing stated, nothing is.",
+    why="These bugs run without an error: a key-padding mask read the wrong way round "
+    "attends only to the padding, a window off by one sees one key too many.",
+    example="dim N\ninput pad: bool[N] keep\ndef f(q, k) = (k <= q) & ~pad[k]\n"
+    "# warning[SC432]: `f` hides the keys where `pad` is true, against the convention stated "
+    "at `input pad: bool[N] keep`",
+    fix="Read the mask the way its convention says, or state the convention it has.",
+)
+FULLY_MASKED_ROW = _code(
+    "SC433", "fully-masked-row", W, "a mask hides every key from some query",
+    "`{name}` hides every key from query {query} at {sizes}: its softmax row is NaN in an "
+    "eager softmax and silent zeros in SDPA and FlexAttention",
+    what="A mask applied by `flex_attention` is checked over every admissible size: a "
+    "query row with no visible key has no meaningful output.",
+    why="The row's output is NaN or zeros without an error, depending on the kernel.",
+    example="dim N, M, d\ninput Q: [N, d]\ninput K: [M, d]\ninput V: [M, d]\n"
+    "def causal(q, k) = k <= q + M - N\nO = flex_attention(Q, K, V, mask=causal)\n"
+    "# warning[SC433]: `causal` hides every key from query 0 at M=1, N=2: its softmax row is "
+    "NaN in an eager softmax and silent zeros in SDPA and FlexAttention",
+    fix="State the constraint that rules it out (`constraint N <= M`), or let each query "
+    "see its own key.",
+)
+MASK_CLAIM_UNKNOWN = _code(
+    "SC434", "mask-claim-unknown", E, "a claim names no function or no known property",
+    "{problem}",
+    what="`assert f: ...` names a function defined with `def` above it and the properties "
+    "of docs/language.md §10.2: `causal`, `window(W)`, `every_row`, `reads_keys(x)`, "
+    "`keeps_masked`.",
+    why="A claim that cannot be checked would pass silently.",
+    example="dim N\ndef f(q, k) = k <= q\nassert f: upper\n"
+    "# error[SC434]: `upper` is not a property; use one of `causal`, `decays`, "
+    "`every_row`, `keeps_masked`, `reads_keys(x)`, `same_as(f)`, `window(W)`",
+    fix="Name a function and one of the properties.",
+)
 # --- suppression (shapecheck/suppress.py) ------------------------------------------------
 
 UNUSED_SUPPRESSION = _code(
@@ -1048,7 +1139,7 @@ SYNTAX_TEXT: Table = Table("codes", "SYNTAX_TEXT", {
     "unmatched": "unmatched `{bracket}`",
     "unterminated_string": "unterminated string",
     "statement_start": "a statement starts with `dim`, `constraint`, `input`, `param`, "
-    "`output`, `assert`, or a name to define, found {found}",
+    "`output`, `assert`, `def`, or a name to define, found {found}",
     "nesting": "expression nested too deeply (more than {limit} levels of brackets or operators)",
     "literal_too_long": "integer literal too long (more than {limit} digits)",
     "exponent_too_large": "exponent {value} is too large (at most {limit})",
@@ -1057,9 +1148,51 @@ SYNTAX_TEXT: Table = Table("codes", "SYNTAX_TEXT", {
     "positional_after_keyword": "positional argument after a keyword argument",
     "python_logic": "`{word}` is not an operator on tensors (NumPy arrays have no single "
     "truth value); write `{operator}`, and put comparisons in parentheses",
+    "convention_word": "`{word}` is not a convention here; a declaration may end with {allowed}",
     "chained_comparison": "comparisons cannot be chained (NumPy arrays cannot be `a < b < c`); "
     "`&` and `|` bind tighter than comparisons, so write each comparison in parentheses: "
     "`(a < b) & (b < c)`",
+})
+
+
+# The mask model's words (shapecheck/masks): the properties a claim names, the reasons.
+MASK_TEXT: Table = Table("codes", "MASK_TEXT", {
+    "causal": "causal",
+    "window": "a window of width {width}",
+    "every_row": "seen by every query",
+    "reads_keys": "reading `{input}` on the key side",
+    "keeps_masked": "keeping masked scores masked",
+    "same_as": "the same mask as `{other}`",
+    "decays": "favouring nearer keys",
+    "differs": "at {sizes}, they disagree at query {q}, key {k}",
+    "farther_favoured": "at {sizes}, query {q} changes key {k}'s score by more than a later key's",
+    "later_key": "at {sizes}, query {q} sees key {k}, after its own position {own}",
+    "own_hidden": "at {sizes}, query {q} does not see its own position {own}",
+    "beyond_window": "at {sizes}, query {q} sees key {k}, {distance} positions back",
+    "edge_hidden": "at {sizes}, query {q} does not see key {k}, {distance} positions back",
+    "query_minus_key": "counts the query's position up and the key's down (query minus key)",
+    "key_minus_query": "counts the key's position up and the query's down (key minus query)",
+    "not_relative": "is not one position minus the other",
+    "cache_after": "puts the cached `{input}` after the new keys",
+    "cache_before": "puts the cached `{input}` before the new keys",
+    "any_size": "every size",
+    "empty_row": "at {sizes}, query {q} sees no key",
+    "reads_query": "it reads `{input}` at `{index}`, not at the key position `{key}`",
+    "masked_becomes": "a masked score (-inf) becomes {value}",
+    "nonlinear": "it reads {parts} (no linear proof); bind the dims (`--dim`) or state a constraint",
+    "depends_on": "it depends on the values of {inputs}",
+    "no_proof": "no proof and no counterexample up to size {limit}",
+    "not_a_formula": "its body has a part with no formula over positions ({part})",
+    "unknown_property": "`{word}` is not a property; use one of {choices}",
+    "unknown_function": "`{name}` is not a function defined with `def` above",
+    "wrong_kind": "`{word}` is a property of a {wanted} function; `{name}` is a {kind} function",
+    "arity": "`{name}` takes {count} parameters; a mask takes (q, k) or (b, h, q, k), a score "
+    "change (score, q, k) or (score, b, h, q, k)",
+    "hides_kept": "hides the keys where `{input}` is true",
+    "keeps_dropped": "lets through the keys where `{input}` is true",
+    "mask": "mask",
+    "score": "score",
+    "not_property": "is not {claim} ({reason})",
 })
 
 

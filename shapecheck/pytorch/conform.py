@@ -500,6 +500,7 @@ class _Driver:
 
     def _arguments(self, case: Case) -> dict[str, Any]:
         from ..backend.reference import arrange
+        from ..backend.runtime import stated_conventions
         from .binding import Expression, convert_mask, evaluate
 
         assert self.routing is not None
@@ -508,6 +509,10 @@ class _Driver:
             array = arrange(case.inputs[name], self.layouts.get(name), name in self.integers)
             value = self.torch.to_torch(array, self.device) if self.torch else array
             if name in self.wiring.masks:
+                # convert_mask reads true as "keep": a spec that states `drop` holds the
+                # negation (docs/language.md §10.3).
+                if "drop" in stated_conventions(self.program, name):
+                    value = ~value
                 value = convert_mask(value, self.wiring.masks[name],
                                      self.torch.DTYPES[self.dtype], name in self.tables)
             values[name] = value

@@ -45,6 +45,7 @@ def render_html(report: Report) -> str:
         _section("source", "sec_source", _source(report)),
         _section("dims", "sec_dims", _dims(report)),
         _section("cards", "sec_cards", _cards(report)),
+        _section("masks", "sec_masks", _masks(report)) if report.masks else "",
         _section("cost", "sec_cost", _cost(report)),
         _section("reasoning", "sec_reasoning", _reasoning(report)),
         _section("dataflow", "sec_graph", _graph(report)),
@@ -92,10 +93,31 @@ def _header(report: Report) -> str:
 
 def _contents(report: Report) -> str:
     items = [(anchor, key) for anchor, key in SECTIONS]
+    if report.masks:
+        items.insert(3, ("masks", "sec_masks"))
     if report.problems:
         items.insert(0, ("problems", "sec_problems"))
     links = "".join(f'<li><a href="#{a}">{h(text(k))}</a></li>' for a, k in items)
     return f'<nav aria-label="{h(text("contents"))}"><ol>{links}</ol></nav>'
+
+
+def _masks(report: Report) -> str:
+    """Each function of positions as written, its table drawn, what was proved of it."""
+    parts = [f"<p>{h(text('intro_masks'))}</p>"]
+    for card in report.masks:
+        parts.append(f"<h3><code>{h(card.name)}</code></h3><pre>{h(card.source)}</pre>")
+        if card.picture:
+            drawn = h(card.lengths + "; " + text("mask_drawn", sizes=card.sizes))
+            rows = "\n".join(" ".join(row) for row in card.picture)
+            parts.append(f"<p>{drawn}</p><pre>{h(rows)}</pre>")
+        parts.append(f"<p>{h(card.explanation)}</p>")
+        if card.rows:
+            parts.append("<ul>" + "".join(f"<li>{h(row)}</li>" for row in card.rows) + "</ul>")
+        if card.findings:
+            items = "".join(f"<li>{h(words)}: <strong>{h(status)}</strong></li>"
+                            for words, status in card.findings)
+            parts.append(f"<ul>{items}</ul>")
+    return "\n".join(parts)
 
 
 def _problems(report: Report) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ..formats.github import escape_markdown
 from .cards import Card
+from .masks import MaskCard
 from .model import Problem, Report, SourceLine
 from .svg import MAX_NODES
 from .templates import Rich, formula_terms, inline, rich, text
@@ -97,11 +98,28 @@ def render_markdown(report: Report) -> str:
         parts.append(md(rich("unfilled_cards", lines=lines)))
     elif not report.cards:
         parts.append(md(rich("no_cards")))
+    if report.masks:
+        parts += [f"## {_e(text('sec_masks'))}", _e(text("intro_masks"))]
+        parts += [_mask(card) for card in report.masks]
     parts += [f"## {_e(text('sec_cost'))}", _cost(report)]
     parts += [f"## {_e(text('sec_reasoning'))}", _reasoning(report)]
     parts += [f"## {_e(text('sec_graph'))}", _graph(report)]
     parts += [f"<sub>{_e(text('footer', version=report.version))}</sub>"]
     return "\n\n".join(part for part in parts if part) + "\n"
+
+
+def _mask(card: MaskCard) -> str:
+    """A function as written, its table drawn at small sizes, and what was proved of it."""
+    out = [f"### `{card.name}`", "```\n" + card.source + "\n```"]
+    if card.picture:
+        out.append(_e(card.lengths + "; " + text("mask_drawn", sizes=card.sizes)))
+        out.append("```\n" + "\n".join(" ".join(row) for row in card.picture) + "\n```")
+    out.append(_e(card.explanation))
+    if card.rows:
+        out.append("\n".join(f"- {_e(row)}" for row in card.rows))
+    if card.findings:
+        out.append("\n".join(f"- {_e(words)}: **{_e(status)}**" for words, status in card.findings))
+    return "\n\n".join(out)
 
 
 def _problem(problem: Problem) -> str:

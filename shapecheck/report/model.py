@@ -21,6 +21,7 @@ from ..formats.text import render_diagnostic
 from ..check.program import Program, Value
 from ..symbolic import Dim, DimSystem, TooComplex, free_names, product, to_text, total
 from .cards import Card, cards, find_patterns
+from .masks import MaskCard, mask_cards
 from .context import ITEM_SIZES, Spec, inside, postorder
 from .cost import result_bytes, statement_cost
 from .reasoning import StatementReasoning, reasoning
@@ -141,6 +142,7 @@ class Report:
     reasoning: tuple[StatementReasoning, ...]
     nodes: tuple[GraphNode, ...]
     edges: tuple[GraphEdge, ...]
+    masks: tuple[MaskCard, ...] = ()  # functions of positions, drawn (docs/language.md §10)
 
 
 def build_report(program: Program, path: str, bindings: dict[str, int] | None = None,
@@ -186,6 +188,7 @@ def _build_report(program: Program, path: str, bindings: dict[str, int] | None,
         reasoning=tuple(steps),
         nodes=tuple(graph_nodes),
         edges=tuple(_graph_edges(spec, {n.name for n in graph_nodes if n.failed})),
+        masks=tuple(mask_cards(program, dict(bindings or {}))),
     )
 
 

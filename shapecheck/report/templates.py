@@ -34,6 +34,23 @@ TEXT: Table = Table("report", "TEXT", {
     "sec_source": "Annotated source",
     "sec_dims": "Dims and constraints",
     "sec_cards": "Cheat cards",
+    "sec_masks": "Masks",
+    "intro_masks": "Each mask and score change the spec defines as a function of positions, "
+    "as written, then drawn: N queries × N keys give a table, one row per query; the mask "
+    "decides which keys each query may see.",
+    "mask_lengths": "queries: {queries}, keys: {keys}",
+    "mask_drawn": "drawn at {sizes}",
+    "mask_explained": "Row i is query i, column j key j. {seen}: query i may see key j (its "
+    "score is kept); {hidden}: key j is hidden from query i (its weight after the softmax "
+    "along the row is 0); {depends}: the inputs' values decide.",
+    "mask_score_explained": "A score change: it rewrites each score of query i against key j "
+    "before the softmax along the row.",
+    "mask_row": "query {query} may see keys {keys}",
+    "mask_row_depends": "query {query} may see keys {keys}, as the inputs decide",
+    "mask_row_none": "query {query} sees no key: its softmax row has nothing to weigh",
+    "mask_proved": "proved",
+    "mask_refuted": "refuted",
+    "mask_undetermined": "undetermined",
     "sec_cost": "Cost",
     "sec_reasoning": "Reasoning",
     "sec_graph": "Dataflow",

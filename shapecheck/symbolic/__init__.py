@@ -39,14 +39,15 @@ from .proofs import (
     ConstraintOutcome, ConstraintUse, DimChanges, DimInfo, DimSystem, Proof, explain_divides,
     explain_equal, growth, solve_for,
 )
+from .positions import SEARCH_SIZE, Outcome, Question, Unsupported
 from .unify import Unifier
 
 __all__ = [
     "DISTINCT_SIZES", "MAX_BASIS", "MAX_BITS", "MAX_DEGREE", "MAX_EXPONENT", "MAX_STEPS",
-    "MAX_TERMS", "MAX_WORK", "ONE", "REFUTATION_POINTS", "SQUARE_SIZE", "Basis", "Claim",
+    "MAX_TERMS", "MAX_WORK", "SEARCH_SIZE", "ONE", "REFUTATION_POINTS", "SQUARE_SIZE", "Basis", "Claim",
     "ConstraintOutcome", "ConstraintUse", "Counterexample", "Decision", "Dim", "DimBuilder",
     "DimChanges", "DimInfo", "DimSystem", "Env", "Needed", "Proof", "Refutation", "Resolve",
-    "Size", "Steps", "TooComplex", "Unifier", "Verdict", "actual_bits", "affordable", "as_int",
+    "Outcome", "Question", "Size", "Steps", "Unsupported", "TooComplex", "Unifier", "Verdict", "actual_bits", "affordable", "as_int",
     "bits_of", "built_of_positives", "cancel", "checked_poly", "draw_bindings", "estimate",
     "exact_quotient", "expand", "explain_divides", "explain_equal", "floor_quotient",
     "free_names", "groebner_basis", "growth", "has_denominator", "integer", "is_literal_one",

@@ -254,6 +254,8 @@ class Shape:
 class DimFree:
     names: tuple[Ident, ...]
     span: Span
+    # `dim W window exclusive`: the words after a single dim (docs/language.md §10.3)
+    conventions: tuple[Ident, ...] = ()
 
 
 @dataclass(slots=True)
@@ -277,6 +279,7 @@ class TensorDecl:
     name: Ident
     shape: Shape
     span: Span
+    conventions: tuple[Ident, ...] = ()  # `input pad: bool[B, N] keep` (§10.3)
 
 
 @dataclass(slots=True)
@@ -285,6 +288,7 @@ class Define:
     annotation: Shape | None
     value: Expr
     span: Span
+    conventions: tuple[Ident, ...] = ()  # `rel: int[N, N] key_minus_query = ...` (§10.3)
 
 
 @dataclass(slots=True)
@@ -339,8 +343,39 @@ class Write:
     bracket: Span
 
 
+@dataclass(slots=True)
+class FunctionDef:
+    """`def causal(q, k) = k <= q`: a mask (bool body) or a score change of positions.
+    :mod:`shapecheck.syntax.functions` inlines its calls and takes it out of the statements
+    the checker reads; the mask model (:mod:`shapecheck.masks`) reads it."""
+
+    name: Ident
+    params: tuple[Ident, ...]
+    body: Expr
+    span: Span
+
+
+@dataclass(slots=True)
+class ClaimItem:
+    """One property in a claim: `causal`, `window(W)`, `reads_keys(pad)`."""
+
+    word: Ident
+    args: tuple[Expr, ...]
+    span: Span
+
+
+@dataclass(slots=True)
+class Claim:
+    """`assert sw: causal, window(W)`: properties of a function, proved by the mask model."""
+
+    name: Ident
+    items: tuple[ClaimItem, ...]
+    span: Span
+    lengths: tuple[Expr, ...] = ()  # `assert f(N, M): ...`: the query and key lengths
+
+
 Stmt = Union[DimFree, DimDef, Constraint, TensorDecl, Define, Assert, Output, Broken, Unpack,
-             Write]
+             Write, FunctionDef, Claim]
 
 
 def declared_dims(statements: Iterable[Stmt]) -> set[str]:

@@ -133,6 +133,34 @@ class ToNodes(Transformer):  # type: ignore[type-arg]
         names = tuple(nodes.Ident(str(t), token_span(t)) for t in c[1:])
         return nodes.DimFree(names, token_span(c[0]).to(names[-1].span))
 
+    def dim_convention(self, c: list[Any]) -> nodes.DimFree:
+        keyword, name, *words = c
+        if str(words[0]) not in DIM_CONVENTIONS:  # `dim A B`: a comma forgotten
+            raise GrammarMisuse(codes.syntax_text(
+                "expected_after", expected=codes.one_of([_WORDS["COMMA"], _WORDS["EQUAL"]]),
+                previous=f"`{name}`",
+                found=f"`{words[0]}`"), token_span(words[0]))
+        conventions = _conventions(words, DIM_CONVENTIONS)
+        return nodes.DimFree((_ident(name),), token_span(keyword).to(conventions[-1].span),
+                             conventions)
+
+    def function_def(self, c: list[Any]) -> nodes.FunctionDef:
+        keyword, name, _open, *params, _close, body = c
+        idents = tuple(_ident(p) for p in params if p is not None)
+        return nodes.FunctionDef(_ident(name), idents, body, token_span(keyword).to(body.span))
+
+    def claim(self, c: list[Any]) -> nodes.Claim:
+        keyword, name, *rest = c
+        items = tuple(x for x in rest if isinstance(x, nodes.ClaimItem))
+        lengths = tuple(x for x in rest if x is not None and not isinstance(x, (Token, nodes.ClaimItem)))
+        return nodes.Claim(_ident(name), items, token_span(keyword).to(items[-1].span), lengths)
+
+    def claim_item(self, c: list[Any]) -> nodes.ClaimItem:
+        word, *rest = c
+        args = tuple(x for x in rest if x is not None and not isinstance(x, Token))
+        end = token_span(rest[-1]) if rest and isinstance(rest[-1], Token) else token_span(word)
+        return nodes.ClaimItem(_ident(word), args, token_span(word).to(end))
+
     def dim_def(self, c: list[Any]) -> nodes.DimDef:
         keyword, name, value = c
         return nodes.DimDef(_ident(name), value, token_span(keyword).to(value.span))
@@ -142,12 +170,17 @@ class ToNodes(Transformer):  # type: ignore[type-arg]
         return nodes.Constraint(left, str(op), right, token_span(keyword).to(right.span))
 
     def tensor_decl(self, c: list[Any]) -> nodes.TensorDecl:
-        kind, name, shape = c
-        return nodes.TensorDecl(str(kind), _ident(name), shape, token_span(kind).to(shape.span))
+        kind, name, shape, *words = c
+        conventions = _conventions(words, TENSOR_CONVENTIONS)
+        end = conventions[-1].span if conventions else shape.span
+        return nodes.TensorDecl(str(kind), _ident(name), shape, token_span(kind).to(end),
+                                conventions)
 
     def define(self, c: list[Any]) -> nodes.Define:
-        name, annotation, value = c
-        return nodes.Define(_ident(name), annotation, value, token_span(name).to(value.span))
+        name, annotation, *words, value = c
+        conventions = _conventions([w for w in words if w is not None], DEFINE_CONVENTIONS)
+        return nodes.Define(_ident(name), annotation, value, token_span(name).to(value.span),
+                            conventions)
 
     def unpack(self, c: list[Any]) -> nodes.Unpack:
         idents = tuple(_ident(t) for t in c if isinstance(t, Token))
@@ -293,6 +326,26 @@ class ToNodes(Transformer):  # type: ignore[type-arg]
         keywords = tuple(x for x in inner if isinstance(x, nodes.Keyword))
         span = token_span(func).to(token_span(close))
         return nodes.Call(_ident(func), args, keywords, span, _checked_depth(_depth(*inner), span))
+
+
+# The convention words a declaration may end with (docs/language.md §10.3), each a plain
+# name so that none is reserved. A tensor: which value of a mask keeps a key, where a
+# cache goes among the keys. A dim: a
+# window's width, and whether it counts the key at distance W (`inclusive`) or not.
+TENSOR_CONVENTIONS = frozenset({"keep", "drop", "cache_first", "cache_last"})
+DIM_CONVENTIONS = frozenset({"window", "inclusive", "exclusive"})
+# A definition of relative positions: which way they point.
+DEFINE_CONVENTIONS = frozenset({"key_minus_query", "query_minus_key"})
+
+
+def _conventions(words: list[Token], allowed: frozenset[str]) -> tuple[nodes.Ident, ...]:
+    idents = tuple(_ident(word) for word in words)
+    for ident in idents:
+        if ident.name not in allowed:
+            raise GrammarMisuse(codes.syntax_text(
+                "convention_word", word=ident.name,
+                allowed=", ".join(f"`{word}`" for word in sorted(allowed))), ident.span)
+    return idents
 
 
 def _new_axis(index: Any) -> Any:
@@ -498,10 +551,11 @@ _WORDS = codes.TOKEN_WORDS
 _ELEMENT_TYPES = {"BOOL": "", "INT_TYPE": "int", "COMPLEX_TYPE": "complex"}
 _KEYWORDS = frozenset({
     "DIM", "CONSTRAINT", "INPUT", "PARAM", "ASSERT", "OUTPUT", "BOOL", "INF", "TRUE", "TRUE_CAP",
-    "FALSE", "FALSE_CAP", "ROW", "COL",
+    "FALSE", "FALSE_CAP", "ROW", "COL", "DEF",
 })
 _COMPARISONS = frozenset({"EQ", "NE", "LE", "GE", "LT", "GT"})
-_STATEMENT_KEYWORDS = frozenset({"DIM", "CONSTRAINT", "INPUT", "PARAM", "ASSERT", "OUTPUT"})
+_STATEMENT_KEYWORDS = frozenset({"DIM", "CONSTRAINT", "INPUT", "PARAM", "ASSERT", "OUTPUT",
+                                 "DEF"})
 _OPERAND_END = frozenset(
     {"NAME", "INT", "DECIMAL", "STRING", "INF", "RPAR", "RSQB", "TRANSPOSE", "ROW", "COL",
      "ELLIPSIS", "TRUE", "TRUE_CAP", "FALSE", "FALSE_CAP"}
@@ -584,6 +638,11 @@ def _unexpected_token(exc: UnexpectedToken, chunk: Chunk, previous: Token | None
                     chunk.span.end_line, chunk.span.end_column + 1)
     else:
         span = token_span(token)
+    error_offset = len(chunk.text) if token.type == "$END" else (token.start_pos or 0)
+    if "NAME" in expected and _at_convention(chunk.text[:error_offset]):
+        # A convention word may follow (`dim W window exclusive`, `input m: bool[N] keep`):
+        # a name is not what is missing there.
+        expected.discard("NAME")
     if token.type in _KEYWORDS and "NAME" in expected:
         # The lexer reads reserved words as keywords everywhere (one scanner, built
         # fast); where a name was expected, say that it is reserved.
@@ -596,7 +655,6 @@ def _unexpected_token(exc: UnexpectedToken, chunk: Chunk, previous: Token | None
     found = _describe_token(token)
     in_constraint = chunk.text.startswith("constraint")
     in_dim = re.match(r"dim\b", chunk.text) is not None
-    error_offset = len(chunk.text) if token.type == "$END" else (token.start_pos or 0)
     open_bracket = _unclosed_bracket(chunk.text[:error_offset])
     if previous is None:
         if "DIM" in expected or "CONSTRAINT" in expected:
@@ -632,6 +690,14 @@ def _unexpected_token(exc: UnexpectedToken, chunk: Chunk, previous: Token | None
 
 
 _PYTHON_LOGIC = {"not": "~", "and": "&", "or": "|"}
+# Where the grammar expects a name only as a convention word: after `dim W` and after the
+# shape of an `input` or `param` declaration (and after convention words already there).
+_CONVENTION_PLACE = re.compile(
+    r"dim\s+\w+(\s+\w+)*|(input|param)\b[^=]*\](\s+\w+)*|\w+\s*:[^=]*\](\s+\w+)*", re.S)
+
+
+def _at_convention(head: str) -> bool:
+    return _CONVENTION_PLACE.fullmatch(head.rstrip()) is not None
 
 
 def _python_logic(token: Token, previous: Token) -> Token | None:

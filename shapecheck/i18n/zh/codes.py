@@ -665,6 +665,86 @@ CODES: dict[str, dict[str, str]] = {
         "O = softmax(where(m == 1, Q @ K.T / sqrt(d), -inf)) @ V\n# warning[SC416]",
         fix="把缓存 key 的可见块放在前面: `concat([ones([N, M]), tril(ones([N, N]))], axis=-1)`。",
     ),
+    "SC350": dict(
+        summary="位置函数的调用参数不对",
+        message="`{name}` 接受 {count} 个位置参数, 给了 {given} 个",
+        what="用 `def` 定义的函数 (docs/language.md §10) 每个参数对应一个位置参数; 调用处换成它的函数体。",
+        why="缺少参数的值, 函数体就没有意义。",
+        example="dim N\ndef causal(q, k) = k <= q\ni = arange(N)[:, None]\nm = causal(i)\n"
+        "# error[SC350]: `causal` 接受 2 个位置参数, 给了 1 个",
+        fix="每个参数传一个实参。",
+    ),
+    "SC351": dict(
+        summary="`flex_attention` 的调用参数不对",
+        message="`flex_attention(Q, K, V, mask=f, score=g, scale=c)` 接受三个张量名, 以及按关键字"
+        "给出的、用 `def` 定义的函数和缩放",
+        what="`flex_attention` 是用位置函数写出的 PyTorch FlexAttention (docs/language.md §10): "
+        "按名字给出 query、key 和 value, `mask=` (或 `mask_mod=`、`block_mask=`) 是掩码函数, "
+        "`score=` (或 `score_mod=`) 是分数变换, `scale=` 是缩放。",
+        why="这个调用代表它计算的注意力; 每一部分都必须能写出来。",
+        example="dim N, d\ninput Q: [N, d]\nO = flex_attention(Q, Q)\n"
+        "# error[SC351]: `flex_attention(Q, K, V, mask=f, score=g, scale=c)` 接受三个张量名, "
+        "以及按关键字给出的、用 `def` 定义的函数和缩放",
+        fix="写出 Q、K 和 V 的名字, 并传入用 `def` 定义的函数。",
+    ),
+    "SC430": dict(
+        summary="关于掩码或分数函数的断言不成立",
+        message="`{name}` 不是{claim}: {reason}",
+        what="`assert f: causal, window(W), every_row, reads_keys(pad), keeps_masked` 陈述位置函数"
+        "的性质 (docs/language.md §10.2); 每条都在所有允许的大小和位置上证明, 这一条在所示的大小上不成立。",
+        why="差一个比较、一个偏移或一个符号的掩码运行时不会报错, 却关注了错误的 key。",
+        example="dim N, M\ndef causal(q, k) = k <= q + M - N + 1\nassert causal(N, M): causal\n"
+        "# warning[SC430]: `causal` 不是因果的: 在 M=1, N=2 时, query 0 看见了 key 0, 它在自己的位置 -1 之后",
+        fix="改正反例指出的比较或偏移。",
+    ),
+    "SC431": dict(
+        summary="关于掩码的断言无法判定",
+        message="无法判定 `{name}` 是否{claim}: {reason}",
+        what="证明只读位置和维度的线性比较; 取余、维度之积或输入的值会让断言超出它的能力。"
+        "在小尺寸上也没有找到反例, 所以这条断言既未被证明也未被推翻。",
+        why="工具无法判定的断言就如实报告, 从不猜测。",
+        example="dim N\ndef f(q, k) = k * k <= q * q\nassert f(N, N): causal\n"
+        "# note[SC431]: 无法判定 `f` 是否因果的: 它读取了 k**2 <= q**2 (无法线性证明); "
+        "请绑定维度 (`--dim`) 或陈述约束",
+        fix="绑定维度, 或陈述能判定它的约束。",
+    ),
+    "SC432": dict(
+        summary="掩码违反了规格陈述的约定",
+        message="`{name}` {what}, 违反了 `{convention}` 陈述的约定",
+        what="规格可以陈述公式看不出的东西 (docs/language.md §10.3): 输入掩码的哪个值保留 key "
+        "(`input pad: bool[B, N] keep` 或 `drop`), 以及宽度为 W 的窗口是否包含距离为 W 的 key "
+        "(`dim W window inclusive`) 或不包含 (`dim W window exclusive`), 相对位置的方向 "
+        "(`rel: int[N, N] key_minus_query = ...`), 以及缓存在 key 中的位置 "
+        "(`input k_cache: [B, P, d] cache_first`)。违反所陈述约定的掩码或相对位置会被"
+        "标出; 没有陈述时什么也不报。",
+        why="这类错误运行时不报错: 读反了的 padding 掩码只关注 padding, 差一的窗口多看一个 key。",
+        example="dim N\ninput pad: bool[N] keep\ndef f(q, k) = (k <= q) & ~pad[k]\n"
+        "# warning[SC432]: `f` 隐藏了 `pad` 为真的 key, 违反了 `input pad: bool[N] keep` 陈述的约定",
+        fix="按约定读取掩码, 或陈述它实际遵循的约定。",
+    ),
+    "SC433": dict(
+        summary="掩码对某个 query 隐藏了所有 key",
+        message="`{name}` 在 {sizes} 时对 query {query} 隐藏了所有 key: 它的 softmax 行在 eager softmax "
+        "中是 NaN, 在 SDPA 和 FlexAttention 中是无声的零",
+        what="`flex_attention` 应用的掩码在所有允许的大小上检查: 没有可见 key 的 query 行没有有意义的输出。",
+        why="这一行的输出是 NaN 或零, 取决于内核, 而且不报错。",
+        example="dim N, M, d\ninput Q: [N, d]\ninput K: [M, d]\ninput V: [M, d]\n"
+        "def causal(q, k) = k <= q + M - N\nO = flex_attention(Q, K, V, mask=causal)\n"
+        "# warning[SC433]: `causal` 在 M=1, N=2 时对 query 0 隐藏了所有 key: 它的 softmax 行在 eager "
+        "softmax 中是 NaN, 在 SDPA 和 FlexAttention 中是无声的零",
+        fix="陈述排除它的约束 (`constraint N <= M`), 或让每个 query 看见自己的 key。",
+    ),
+    "SC434": dict(
+        summary="断言没有指向函数或已知的性质",
+        message="{problem}",
+        what="`assert f: ...` 指向上面用 `def` 定义的函数, 以及 docs/language.md §10.2 的性质: "
+        "`causal`、`window(W)`、`every_row`、`reads_keys(x)`、`same_as(f)`、`keeps_masked`、`decays`。",
+        why="无法检查的断言会悄悄通过。",
+        example="dim N\ndef f(q, k) = k <= q\nassert f: upper\n"
+        "# error[SC434]: `upper` 不是性质; 请用 `causal`, `decays`, `every_row`, `keeps_masked`, "
+        "`reads_keys(x)`, `same_as(f)`, `window(W)` 之一",
+        fix="指向一个函数和其中一个性质。",
+    ),
     "SC340": dict(
         summary="张量无法拆成所要求的几部分",
         message="无法把 {shape} 的轴 {axis} 拆成 {parts}: {reason}",
@@ -817,7 +897,7 @@ SYNTAX_TEXT = {
     "unclosed": "`{bracket}` 没有闭合",
     "unmatched": "不匹配的 `{bracket}`",
     "unterminated_string": "字符串没有结束",
-    "statement_start": "语句以 `dim`、`constraint`、`input`、`param`、`output`、`assert` "
+    "statement_start": "语句以 `dim`、`constraint`、`input`、`param`、`output`、`assert`、`def` "
     "或要定义的名字开头, 但遇到了 {found}",
     "nesting": "表达式嵌套太深 (括号或运算符超过 {limit} 层)",
     "literal_too_long": "整数字面量太长 (超过 {limit} 位)",
@@ -827,6 +907,7 @@ SYNTAX_TEXT = {
     "positional_after_keyword": "位置参数出现在关键字参数之后",
     "python_logic": "`{word}` 不是张量上的运算符 (NumPy 数组没有单一的真值); 请写 `{operator}`, "
     "并把比较放进括号",
+    "convention_word": "`{word}` 在这里不是约定; 声明末尾可以写 {allowed}",
     "chained_comparison": "比较不能连写 (NumPy 数组不能写 `a < b < c`); `&` 和 `|` 比比较运算"
     "结合得更紧, 所以把每个比较放进括号: `(a < b) & (b < c)`",
 }
@@ -1022,6 +1103,46 @@ DETAILS = {
     "arange_step": "`arange` 的步长必须是非零整数, 但得到 {step}",
     "scatter_value": "写入的值 {value} 与沿轴 {axis} 写入 {shape} 的位置 {index} 不符: 应为 {expected}",
 }
+
+MASK_TEXT = {
+    "causal": "因果的",
+    "window": "宽度为 {width} 的窗口",
+    "every_row": "每个 query 都能看见 key 的",
+    "reads_keys": "在 key 一侧读取 `{input}` 的",
+    "keeps_masked": "保持被屏蔽的分数仍被屏蔽的",
+    "same_as": "与 `{other}` 相同的掩码",
+    "decays": "偏向更近的 key 的",
+    "differs": "在 {sizes} 时, 它们在 query {q}、key {k} 处不同",
+    "farther_favoured": "在 {sizes} 时, query {q} 给 key {k} 的分数改变比更晚的 key 更多",
+    "later_key": "在 {sizes} 时, query {q} 看见了 key {k}, 它在自己的位置 {own} 之后",
+    "own_hidden": "在 {sizes} 时, query {q} 看不见自己的位置 {own}",
+    "beyond_window": "在 {sizes} 时, query {q} 看见了往回 {distance} 个位置的 key {k}",
+    "edge_hidden": "在 {sizes} 时, query {q} 看不见往回 {distance} 个位置的 key {k}",
+    "query_minus_key": "让 query 的位置增、key 的位置减 (query 减 key)",
+    "key_minus_query": "让 key 的位置增、query 的位置减 (key 减 query)",
+    "not_relative": "不是一个位置减另一个位置",
+    "cache_after": "把缓存的 `{input}` 放在了新 key 之后",
+    "cache_before": "把缓存的 `{input}` 放在了新 key 之前",
+    "any_size": "任意大小",
+    "empty_row": "在 {sizes} 时, query {q} 看不见任何 key",
+    "reads_query": "它在 `{index}` 读取 `{input}`, 而不是在 key 的位置 `{key}`",
+    "masked_becomes": "被屏蔽的分数 (-inf) 变成了 {value}",
+    "nonlinear": "它读取了 {parts} (无法线性证明); 请绑定维度 (`--dim`) 或陈述约束",
+    "depends_on": "它取决于 {inputs} 的值",
+    "no_proof": "没有证明, 在大小 {limit} 以内也没有反例",
+    "not_a_formula": "它的函数体有一部分不是位置的公式 ({part})",
+    "unknown_property": "`{word}` 不是性质; 请用 {choices} 之一",
+    "unknown_function": "`{name}` 不是上面用 `def` 定义的函数",
+    "wrong_kind": "`{word}` 是{wanted}函数的性质; `{name}` 是{kind}函数",
+    "arity": "`{name}` 有 {count} 个参数; 掩码接受 (q, k) 或 (b, h, q, k), 分数变换接受 "
+    "(score, q, k) 或 (score, b, h, q, k)",
+    "hides_kept": "隐藏了 `{input}` 为真的 key",
+    "keeps_dropped": "放行了 `{input}` 为真的 key",
+    "mask": "掩码",
+    "score": "分数",
+    "not_property": "不是{claim} ({reason})",
+}
+
 
 TOKEN_WORDS = {
     "NAME": "名字", "INT": "数字", "DECIMAL": "数字", "STRING": "字符串",

@@ -34,6 +34,7 @@ MESSAGES = {
     "generated_input": "N(0, 1)",
     "generated_param": "N(0, 1/fan_in), fan_in 为倒数第二轴",
     "generated_mask": "以概率 {fraction} 为 true, 每行至少一个 true",
+    "generated_drop_mask": "以概率 {fraction} 为 false (保留: 该掩码陈述为 `drop`), 每行至少一个 false",
     # 文件
     "no_file": "{path}: 没有这个文件",
     "unreadable": "无法读取 {path}: {reason}",

@@ -1,0 +1,459 @@
+"""What the mask model finds in a checked program (the entry point :func:`analyse`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..check.program import Program
+from ..messages import codes
+from ..messages.diagnostics import Diagnostic, Span, line_starts, span_text
+from ..symbolic import SEARCH_SIZE, Outcome, Question, Unsupported
+from ..syntax import nodes
+from ..syntax.functions import Functions, mask_roles, score_roles
+from .lift import lift, lift_along
+from .polarity import against, stated_masks
+
+# The properties a claim may name: the kind of function each applies to, and whether it
+# takes one argument.
+PROPERTIES = {"causal": ("mask", False), "window": ("mask", True), "every_row": ("mask", False),
+              "reads_keys": ("mask", True), "same_as": ("mask", True),
+              "keeps_masked": ("score", False), "decays": ("score", False)}
+
+
+@dataclass
+class Finding:
+    """One property of one function: ``outcome.status`` is "proved", "refuted" or
+    "undetermined"; ``text`` the property in words; ``stated`` whether the spec claimed it
+    (or a convention implied it) rather than the model checking it on its own."""
+
+    function: str
+    property: str
+    text: str
+    outcome: Outcome
+    span: Span
+    stated: bool = True
+
+
+@dataclass
+class MaskFunction:
+    """A function of positions: a ``mask`` (bool body) or a ``score`` change."""
+
+    name: str
+    kind: str
+    params: tuple[str, ...]
+    roles: tuple[str, ...]
+    definition: nodes.FunctionDef
+    question: Question | None  # None: the body has no formula over positions
+    sizes: dict[str, object] = field(default_factory=dict)  # role -> the applied length
+
+
+@dataclass
+class MaskModel:
+    functions: dict[str, MaskFunction] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+
+def analyse(program: Program) -> MaskModel:
+    """The functions of ``program``, every claim and stated convention about them proved or
+    refuted, and every mask `flex_attention` applies checked for fully masked rows."""
+    functions: Functions = program.functions or Functions()
+    model = MaskModel()
+    _Analysis(program, functions, model).run()
+    return model
+
+
+class _Analysis:
+    def __init__(self, program: Program, functions: Functions, model: MaskModel) -> None:
+        self.program, self.functions, self.model = program, functions, model
+        declarations = [s for s in program.statements if isinstance(s, nodes.TensorDecl)]
+        self.inputs = {d.name.name for d in declarations}
+        self.bools = {d.name.name for d in declarations if d.shape.is_bool}
+        self.choosable = self.bools | {d.name.name for d in declarations
+                                       if d.shape.element == "int"}
+        self.constraints = [s for s in program.statements if isinstance(s, nodes.Constraint)]
+        self.starts = line_starts(program.source)
+
+    def run(self) -> None:
+        applied = self._applied_sizes()
+        for name, definition in self.functions.definitions.items():
+            self._add(name, definition, applied.get(name, {}))
+        for claim in self.functions.claims:
+            self._claim(claim)
+        self._conventions()
+        self._masks_on_scores()
+        for mask_name, _score, _q, _k, span in self.functions.applications:
+            self._rows(mask_name, span)
+
+    # --- the functions ---------------------------------------------------------------
+
+    def _applied_sizes(self) -> dict[str, dict[str, object]]:
+        """Each function's query and key lengths, from the first `flex_attention` applying it."""
+        found: dict[str, dict[str, object]] = {}
+        for mask_name, score_name, q, k, _span in self.functions.applications:
+            sizes = {role: self._length(name, axis) for role, name, axis in
+                     (("q", q, -2), ("k", k, -2), ("h", q, -3), ("b", q, -4))}
+            known = {r: s for r, s in sizes.items() if s is not None}
+            stack = [n for n in (mask_name, score_name) if n is not None]
+            while stack:  # the functions an applied one calls share its lengths
+                name = stack.pop()
+                if name not in found:
+                    found[name] = known
+                    stack.extend(self.functions.calls.get(name, ()))
+        for claim in self.functions.claims:
+            if len(claim.lengths) == 2:
+                found[claim.name.name] = dict(zip(("q", "k"), claim.lengths))
+        return found
+
+    def _length(self, tensor: str, axis: int) -> object | None:
+        found = self.program.tensors.get(tensor)
+        shape = found.value.shape if found is not None else None
+        return shape[axis] if shape is not None and len(shape) >= -axis else None
+
+    def _add(self, name: str, definition: nodes.FunctionDef, sizes: dict[str, object]) -> None:
+        params = tuple(p.name for p in definition.params)
+        # FlexAttention's signatures tell them apart: a score change takes the score first.
+        kind = "score" if score_roles(len(params)) else "mask"
+        roles = (score_roles if kind == "score" else mask_roles)(len(params))
+        if roles is None:
+            self._error(definition.name.span, codes.MASK_TEXT["arity"].format(
+                name=name, count=len(params)))
+            return
+        try:
+            question: Question | None = Question(params, roles, definition.body, self.inputs,
+                                                 self.bools, sizes, self.constraints,
+                                                 self.choosable)
+        except (Unsupported, TypeError, ValueError):
+            question = None
+        self.model.functions[name] = MaskFunction(name, kind, params, roles, definition,
+                                                  question, sizes)
+
+    # --- claims ------------------------------------------------------------------------
+
+    def _claim(self, claim: nodes.Claim) -> None:
+        function = self.model.functions.get(claim.name.name)
+        if function is None:
+            self._error(claim.name.span, codes.MASK_TEXT["unknown_function"].format(
+                name=claim.name.name))
+            return
+        for item in claim.items:
+            word = item.word.name
+            wanted = PROPERTIES.get(word)
+            if wanted is None or wanted[1] != (len(item.args) == 1) or len(item.args) > 1:
+                self._error(item.span, codes.MASK_TEXT["unknown_property"].format(
+                    word=word, choices="`causal`, `decays`, `every_row`, `keeps_masked`, "
+                    "`reads_keys(x)`, `same_as(f)`, `window(W)`"))
+                continue
+            if wanted[0] != function.kind:
+                self._error(item.span, codes.MASK_TEXT["wrong_kind"].format(
+                    word=word, wanted=codes.MASK_TEXT[wanted[0]], name=function.name,
+                    kind=codes.MASK_TEXT[function.kind]))
+                continue
+            argument = item.args[0] if item.args else None
+            self._prove(function, word, argument, item.span,
+                        inclusive=word == "window" and self._inclusive(argument))
+
+    def _prove(self, function: MaskFunction, word: str, argument: nodes.Expr | None,
+               span: Span, inclusive: bool = False, convention: str | None = None) -> None:
+        if word == "reads_keys":
+            self._reads_keys(function, argument, span)
+            return
+        width = self._source(argument) if argument is not None else ""
+        text = codes.MASK_TEXT[word].format(width=width, other=width)
+        question = function.question
+        if question is None:
+            self._undetermined(function, text, span, codes.MASK_TEXT["not_a_formula"].format(
+                part=self._source(function.definition.body)))
+            return
+        checks = {"causal": [("later_key", question.later_key), ("own_hidden", question.own_key)],
+                  "every_row": [("empty_row", question.every_row)],
+                  "keeps_masked": [("masked_becomes", question.keeps_masked)],
+                  "decays": [("farther_favoured", question.decays)]}
+        if word == "same_as":
+            other = self.model.functions.get(width)
+            if other is None or other.question is None or other.kind != "mask":
+                self._error(span, codes.MASK_TEXT["unknown_function"].format(name=width))
+                return
+            checks["same_as"] = [("differs", lambda: question.same_as(other.question))]
+        if word == "window" and argument is not None:
+            checks["window"] = [
+                ("beyond_window", lambda: question.beyond(argument, inclusive)),
+                ("edge_hidden", lambda: question.edge(argument, inclusive))]
+        for reason, check in checks[word]:
+            outcome = check()
+            if outcome.status != "proved":
+                break
+        self.model.findings.append(Finding(function.name, word, text, outcome, span))
+        if outcome.status == "refuted":
+            self._refuted(function, text, span, reason, outcome, convention)
+        elif outcome.status == "undetermined":
+            self._undetermined(function, text, span, self._why_undetermined(outcome))
+
+    def _refuted(self, function: MaskFunction, text: str, span: Span, reason: str,
+                 outcome: Outcome, convention: str | None) -> None:
+        question = function.question
+        assert question is not None
+        sizes = ", ".join(f"{n}={v}" for n, v in outcome.sizes) or codes.MASK_TEXT["any_size"]
+        values = dict(outcome.positions)
+        q = values.get(question.role_param.get("q", ""), 0)
+        k = values.get(question.role_param.get("k", ""), 0)
+        fields: dict[str, object] = {"sizes": sizes, "q": q, "k": k, "value": outcome.detail}
+        if "q" in question.role_param and outcome.sizes:
+            own = question.own_position(outcome.sizes, outcome.positions)
+            fields.update(own=own, distance=own - k)
+        because = codes.MASK_TEXT[reason].format(**fields)
+        counterexample = tuple(outcome.sizes)
+        if convention is not None:
+            self.model.diagnostics.append(codes.MASK_CONVENTION.diag(
+                span, name=function.name, what=codes.MASK_TEXT["not_property"].format(claim=text, reason=because),
+                convention=convention, counterexample=counterexample))
+            return
+        self.model.diagnostics.append(codes.MASK_CLAIM_REFUTED.diag(
+            span, name=function.name, claim=text, reason=because, counterexample=counterexample))
+
+    def _undetermined(self, function: MaskFunction, text: str, span: Span, reason: str) -> None:
+        self.model.diagnostics.append(codes.MASK_CLAIM_UNDETERMINED.diag(
+            span, name=function.name, claim=text, reason=reason))
+
+    def _why_undetermined(self, outcome: Outcome) -> str:
+        if outcome.depends:
+            return codes.MASK_TEXT["depends_on"].format(
+                inputs=", ".join(f"`{name}`" for name in outcome.depends))
+        if outcome.detail:
+            return codes.MASK_TEXT["nonlinear"].format(parts=outcome.detail)
+        return codes.MASK_TEXT["no_proof"].format(limit=SEARCH_SIZE)
+
+    def _reads_keys(self, function: MaskFunction, argument: nodes.Expr | None,
+                    span: Span) -> None:
+        """Every read of the input is at the key position (its last index is the key)."""
+        name = argument.name if isinstance(argument, nodes.Name) else self._source(argument)
+        text = codes.MASK_TEXT["reads_keys"].format(input=name)
+        key = function.params[function.roles.index("k")]
+        for read in _reads(function.definition.body, name):
+            last = nodes.strip_parens(read.indices[-1]) if read.indices else None
+            if not (isinstance(last, nodes.Name) and last.name == key):
+                index = self._source(read.indices[-1]) if read.indices else name
+                self.model.diagnostics.append(codes.MASK_CLAIM_REFUTED.diag(
+                    span, name=function.name, claim=text, reason=codes.MASK_TEXT[
+                        "reads_query"].format(input=name, index=index, key=key)))
+                self.model.findings.append(Finding(function.name, "reads_keys", text,
+                                                   Outcome("refuted"), span))
+                return
+        self.model.findings.append(Finding(function.name, "reads_keys", text,
+                                           Outcome("proved"), span))
+
+    # --- conventions -----------------------------------------------------------------
+
+    def _conventions(self) -> None:
+        for statement in self.program.statements:
+            if isinstance(statement, nodes.DimFree) and statement.conventions:
+                self._window_convention(statement)
+            elif isinstance(statement, nodes.TensorDecl) and statement.conventions:
+                self._mask_convention(statement)
+                self._cache_convention(statement)
+            elif isinstance(statement, nodes.Define) and statement.conventions:
+                self._relative_convention(statement)
+
+    def _cache_convention(self, statement: nodes.TensorDecl) -> None:
+        """A cache stated `cache_first` (or `cache_last`) is concatenated with the new keys
+        or values at that end, wherever the concatenation is an attention's key axis."""
+        words = {c.name for c in statement.conventions} & {"cache_first", "cache_last"}
+        meaning = self.program.meaning
+        if not words or meaning is None:
+            return
+        first = "cache_first" in words
+        name = statement.name.name
+        keys = {id(axis) for pattern in meaning.patterns
+                for role in (pattern.key, pattern.value) if role is not None
+                for axis, label in zip(meaning.axes(role.node) or (), role.axes)
+                if label == "key"}
+        for define in self.program.statements:
+            joined = _concatenation(define)
+            if joined is None:
+                continue
+            parts, axis = joined
+            names = [nodes.strip_parens(p) for p in parts]
+            at = [i for i, p in enumerate(names) if isinstance(p, nodes.Name) and p.name == name]
+            axes = meaning.axes(define.value) or ()
+            if not at or not -len(axes) <= axis < len(axes) or id(axes[axis]) not in keys:
+                continue
+            if at[0] != (0 if first else len(parts) - 1):
+                self.model.diagnostics.append(codes.MASK_CONVENTION.diag(
+                    define.span, name=define.name.name,
+                    what=codes.MASK_TEXT["cache_after" if first else "cache_before"].format(
+                        input=name),
+                    convention=self._source(statement)))
+
+    def _relative_convention(self, statement: nodes.Define) -> None:
+        """Relative positions stated `key_minus_query` (or the reverse) point that way where
+        they reach an attention's scores (a bias: ALiBi's distances, a relative table's
+        index): the key's position counts up, the query's down."""
+        meaning = self.program.meaning
+        axes = meaning.axes(statement.value) if meaning is not None else None
+        if not axes:
+            return
+        wanted = (-1, 1) if statement.conventions[0].name == "key_minus_query" else (1, -1)
+        for pattern in meaning.patterns:
+            for bias in pattern.biases:
+                bias_axes = meaning.axes(bias.node) or ()
+                by_axis = {id(a): {"query": "q", "key": "k"}.get(role or "")
+                           for a, role in zip(bias_axes, bias.axes)}
+                if not {id(a) for a in axes} & {i for i, r in by_axis.items() if r}:
+                    continue
+                body = lift_along(self.program, statement.value, by_axis)
+                if body is None:
+                    continue
+                try:
+                    question = Question(("q", "k"), ("q", "k"), body, self.inputs, self.bools,
+                                        {}, self.constraints, self.choosable)
+                except (Unsupported, TypeError, ValueError):
+                    continue
+                found = question.direction()
+                if found is not None and found != wanted:
+                    key = {(1, -1): "query_minus_key", (-1, 1): "key_minus_query"}.get(
+                        found, "not_relative")
+                    stated = statement.name.span.to(statement.conventions[-1].span)
+                    self.model.diagnostics.append(codes.MASK_CONVENTION.diag(
+                        statement.span, name=statement.name.name,
+                        what=codes.MASK_TEXT[key], convention=span_text(
+                            self.program.source, self.starts, stated)))
+                return
+
+    def _inclusive(self, width: nodes.Expr | None) -> bool:
+        """A claimed `window(W)` of a dim stated `window inclusive` counts the key at W."""
+        width = nodes.strip_parens(width) if width is not None else None
+        return isinstance(width, nodes.Name) and any(
+            isinstance(s, nodes.DimFree) and s.names[0].name == width.name
+            and "inclusive" in {c.name for c in s.conventions} for s in self.program.statements)
+
+    def _window_convention(self, statement: nodes.DimFree) -> None:
+        words = {c.name for c in statement.conventions}
+        if "window" not in words or not words & {"inclusive", "exclusive"}:
+            return
+        width = statement.names[0]
+        stated = self._source(statement)
+        for function in [*self.model.functions.values(), *self._lifted()]:
+            if function.kind != "mask" or width.name not in nodes.names_in(
+                    function.definition.body) or "k" not in function.roles:
+                continue
+            argument = nodes.Name(width.name, width.span)
+            self._prove(function, "window", argument, function.definition.span,
+                        inclusive="inclusive" in words, convention=stated)
+
+    def _masks_on_scores(self) -> None:
+        """A mask written as tensors (`where(pad[:, None, :], S, -inf)`, `(1 - am) * -1e9`)
+        that reads a stated input the other way round."""
+        for node, name, keeps, declaration in against(self.program, stated_masks(self.program)):
+            what = codes.MASK_TEXT["hides_kept" if not keeps else "keeps_dropped"].format(
+                input=name)
+            self.model.diagnostics.append(codes.MASK_CONVENTION.diag(
+                node.span, name=self._source(node), what=what,
+                convention=self._source(declaration)))
+
+    def _lifted(self) -> list[MaskFunction]:
+        """The attention's masks written as tensors, each as a function of the query and
+        key positions where it can be read so (:mod:`.lift`): what they let through."""
+        meaning = self.program.meaning
+        found: list[MaskFunction] = []
+        for pattern in meaning.patterns if meaning is not None else ():
+            for mask in pattern.masks:
+                if mask.after_softmax or mask.additive:
+                    continue
+                body = lift(self.program, mask.condition.node, mask.condition.axes)
+                axes = meaning.axes(mask.condition.node)
+                if body is None or axes is None:
+                    continue
+                if not mask.keeps:  # `where(m, -inf, S)` lets through where m is false
+                    body = nodes.Unary("~", nodes.Paren(body, body.span), body.span)
+                sizes = {{"query": "q", "key": "k"}[role]: axis.size
+                         for axis, role in zip(axes, mask.condition.axes)
+                         if role in ("query", "key")}
+                name = self._source(mask.node)
+                definition = nodes.FunctionDef(nodes.Ident(name, mask.node.span),
+                                               (nodes.Ident("q", mask.node.span),
+                                                nodes.Ident("k", mask.node.span)),
+                                               body, mask.node.span)
+                try:
+                    question = Question(("q", "k"), ("q", "k"), body, self.inputs, self.bools,
+                                        sizes, self.constraints, self.choosable)
+                except (Unsupported, TypeError, ValueError):
+                    continue
+                found.append(MaskFunction(name, "mask", ("q", "k"), ("q", "k"), definition,
+                                          question, sizes))
+        return found
+
+    def _mask_convention(self, statement: nodes.TensorDecl) -> None:
+        words = {c.name for c in statement.conventions}
+        if not words & {"keep", "drop"} or not statement.shape.is_bool:
+            return
+        name = statement.name.name
+        keep = "keep" in words
+        for function in self.model.functions.values():
+            if function.question is None or function.kind != "mask":
+                continue
+            polarity = function.question.polarity(name)
+            if (not keep) in polarity:
+                what = codes.MASK_TEXT["hides_kept" if keep else "keeps_dropped"].format(
+                    input=name)
+                self.model.diagnostics.append(codes.MASK_CONVENTION.diag(
+                    function.definition.span, name=function.name, what=what,
+                    convention=self._source(statement)))
+
+    # --- rows ------------------------------------------------------------------------
+
+    def _rows(self, mask_name: str | None, span: Span) -> None:
+        """A mask `flex_attention` applies hides no query's every key (SC433), or says
+        nothing when that is not decided (it may depend on the inputs)."""
+        function = self.model.functions.get(mask_name or "")
+        if function is None or function.question is None or function.kind != "mask":
+            return
+        outcome = function.question.every_row()
+        self.model.findings.append(Finding(function.name, "every_row",
+                                           codes.MASK_TEXT["every_row"], outcome, span, False))
+        if outcome.status == "refuted":
+            sizes = ", ".join(f"{n}={v}" for n, v in outcome.sizes)
+            query = dict(outcome.positions).get(function.question.role_param["q"], 0)
+            self.model.diagnostics.append(codes.FULLY_MASKED_ROW.diag(
+                span, name=function.name, query=query, sizes=sizes,
+                counterexample=tuple(outcome.sizes)))
+
+    # --- helpers -----------------------------------------------------------------------
+
+    def _error(self, span: Span, problem: str) -> None:
+        self.model.diagnostics.append(codes.MASK_CLAIM_UNKNOWN.diag(span, problem=problem))
+
+    def _source(self, node: object) -> str:
+        span = getattr(node, "span", None)
+        return "" if span is None else span_text(self.program.source, self.starts, span)
+
+
+def _concatenation(statement: nodes.Stmt) -> tuple[tuple[nodes.Expr, ...], int] | None:
+    """The parts and the axis of a definition `x = concat([a, b], axis=k)`."""
+    if not isinstance(statement, nodes.Define):
+        return None
+    value = nodes.strip_parens(statement.value)
+    if not (isinstance(value, nodes.Call) and value.func.name == "concat" and value.args
+            and isinstance(value.args[0], nodes.ListExpr)):
+        return None
+    given = [k.value for k in value.keywords if k.name.name in ("axis", "dim")]
+    given += list(value.args[1:2])
+    axis = nodes.strip_parens(given[0]) if given else nodes.Integer(0, "0", value.span)
+    if isinstance(axis, nodes.Unary) and axis.op == "-" and isinstance(axis.operand, nodes.Integer):
+        return value.args[0].items, -axis.operand.value
+    if isinstance(axis, nodes.Integer):
+        return value.args[0].items, axis.value
+    return None
+
+
+def _reads(body: nodes.Expr, name: str) -> list[nodes.Subscript]:
+    found: list[nodes.Subscript] = []
+    stack: list[object] = [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, nodes.Subscript) and isinstance(node.operand, nodes.Name) \
+                and node.operand.name == name:
+            found.append(node)
+        if isinstance(node, (nodes.BinOp, nodes.Unary, nodes.Paren, nodes.Subscript,
+                             nodes.Call, nodes.ListExpr, nodes.Transpose)):
+            stack.extend(nodes.children(node))
+    return found
