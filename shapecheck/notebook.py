@@ -133,7 +133,7 @@ def attn(line: str, cell: str, *, shell: Any) -> None:
         if options.output:
             shell.user_ns[options.output] = program
         results = [file_result(program, name)]
-        _show_diagnostics(results, options.strict)
+        _show_diagnostics(results)
         _show_shapes(program.shapes())
         if options.report:
             shown = {**default_bindings(settings.dims, program.dims.dims), **bindings}
@@ -164,7 +164,7 @@ def shapecheck(line: str, *, shell: Any) -> None:
         ignore = _settings(file or Path.cwd() / "notebook.py").disabled(file)
         results = [_named_cells(result, shell) for result in
                    check(target, tuple(options.init), bindings, ignore)]
-        _show_diagnostics(results, options.strict)
+        _show_diagnostics(results)
         _show_shapes(results[0].shapes)
         _raise_if_failed(results, options.strict)
 
@@ -189,11 +189,12 @@ def _named_cells(result: FileResult, shell: Any) -> FileResult:
 # --- what a magic shows ---------------------------------------------------------------------
 
 
-def _show_diagnostics(results: list[FileResult], strict: bool) -> None:
-    """The diagnostics as ``verify`` prints them without colour, and its summary line."""
+def _show_diagnostics(results: list[FileResult]) -> None:
+    """The diagnostics as ``verify`` prints them without colour, and its summary line (under
+    verify's default, ``fail-on = "warning"``)."""
     from .formats.text import render_text
 
-    print(render_text(results, color=False, strict=strict), end="")
+    print(render_text(results, color=False, fail_on="warning"), end="")
 
 
 def _show_shapes(shapes: dict[str, list[str]] | None) -> None:
@@ -234,5 +235,5 @@ def _raise_if_failed(results: list[FileResult], strict: bool) -> None:
     from .formats.text import summary_line
 
     totals = Totals.of(results)
-    if strict and totals.failed(strict=True):
-        raise SpecFailed(summary_line(totals, strict=True))
+    if strict and totals.failed("warning"):
+        raise SpecFailed(summary_line(totals, "warning"))
