@@ -13,8 +13,8 @@ from __future__ import annotations
 from .compiled import CompiledSpec, RunResult, compile_spec, load
 from .arrays import ArrayFile, open_npy, open_npz
 from .errors import CheckerBug, InputError, MemoryLimitError, OptionError, RunError, SpecError
-# Shared by the package's modules (the NumPy and torch backends walk a program alike).
-from .numpy_backend import definitions_of
+# Shared by the package's modules: one plan, lowered by each framework's table.
+from .plan import Framework, Plan, build, definitions_of, evaluate_shape
 
 __all__ = [
     "ArrayFile",

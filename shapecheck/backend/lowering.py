@@ -1,0 +1,175 @@
+"""Lowering one statement, for every framework: the walk and the questions a row asks.
+
+A framework's lowerer (:class:`Lowerer` with its own scalars, buffers and elementwise
+form) holds two tables: ``nodes``, a function per node kind, and ``builtins``, a row per
+builtin of :data:`shapecheck.check.builtins.BUILTINS`. The walk, the dispatch, constant
+folding and the view of a call its row reads (:class:`Call`) are written here once.
+"""
+
+from __future__ import annotations
+
+import math
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ..check.builtins import axis_index
+from ..check.program import CallInfo, Value
+from ..syntax import nodes
+from .errors import CheckerBug, message
+from .plan import Allocation, Closure, Frame, PlanBuilder, evaluate_shape
+
+
+class Lowerer:
+    """Lowers the expression of one statement through a framework's tables."""
+
+    nodes: ClassVar[dict[type, Callable[[Any, Any], Closure]]] = {}
+    builtins: ClassVar[dict[str, Callable[[Call], Closure]]] = {}
+    no_builtin: ClassVar[str] = "bug_no_builtin"  # the message when a row is missing
+
+    def __init__(self, plan: PlanBuilder, name: str, line: int,
+                 result_shape: tuple[int, ...]) -> None:
+        self.plan = plan
+        self.program = plan.program
+        self.name = name
+        self.line = line
+        self.result_shape = result_shape
+        self.itemsize = plan.framework.itemsize
+        self.allocations: list[Allocation] = []
+        self.owns_result = False  # a buffer of the result's shape was created here
+
+    def lower(self, node: nodes.Expr) -> Closure:
+        form = self.plan.fused.get(id(node))
+        if form is not None:
+            return self.lower_fused(node, form)
+        handler = self.nodes.get(type(node))
+        if handler is None:
+            raise CheckerBug(message("bug_not_value", kind=type(node).__name__, line=node.span.line))
+        return handler(self, node)
+
+    def lower_fused(self, node: nodes.Expr, form: Any) -> Closure:
+        """An attention pattern in the framework's fused form."""
+        raise NotImplementedError
+
+    def quiet(self) -> AbstractContextManager[Any]:
+        """The context a constant is folded in (NumPy's error state)."""
+        return nullcontext()
+
+    def constant(self, value: Any) -> Closure:
+        return Closure(lambda frame: value, const=True, contiguous=True)
+
+    def fold(self, closure: Closure, *children: Closure) -> Closure:
+        """Evaluate while lowering when every operand is a constant."""
+        if children and all(c.const for c in children):
+            with self.quiet():
+                return self.constant(closure.run(Frame({})))
+        return closure
+
+    def value_of(self, node: nodes.Expr) -> Value:
+        value = self.program.types.get(id(node))
+        if value is None or value.shape is None:
+            raise CheckerBug(message("bug_no_type", line=node.span.line))
+        return value
+
+    def shape_of(self, node: nodes.Expr) -> tuple[int, ...]:
+        return evaluate_shape(self.program, self.value_of(node))
+
+    def dim(self, dim: Any) -> int:
+        value = self.program.dims.evaluate(dim)
+        if value is None:
+            raise CheckerBug(message("bug_unbound_shape", shape=f"[{dim}]"))
+        return value
+
+    def dim_value(self, name: str) -> int:
+        """A dim used as a value."""
+        value = self.program.dims.value_of(name)
+        if value is None:
+            raise CheckerBug(message("bug_unbound_shape", shape=f"[{name}]"))
+        return value
+
+    def numeric(self, node: nodes.Expr) -> Closure:
+        raise NotImplementedError
+
+    def allocates(self, node: nodes.Expr) -> None:
+        """Record that ``node`` creates a buffer of its own shape."""
+        self.buffer(self.shape_of(node), 1 if self.value_of(node).is_bool else self.itemsize)
+
+    def buffer(self, shape: tuple[int, ...], itemsize: int) -> None:
+        """Record a buffer this statement creates (a hidden temporary included)."""
+        if shape == self.result_shape:  # most likely the buffer that becomes the tensor
+            label = message("tensor_label", name=self.name)
+            self.owns_result = True
+        else:
+            label = message("temporary_label", name=self.name, line=self.line)
+        self.allocations.append(Allocation(label, shape, math.prod(shape) * itemsize))
+
+    def elementwise(self, node: nodes.Expr, operand: Closure, apply: Callable[..., Any]) -> Closure:
+        raise NotImplementedError
+
+
+def lower_call(c: Lowerer, node: nodes.Call) -> Closure:
+    """A call, through its builtin's row of the framework's table."""
+    info = c.program.calls.get(id(node))
+    if info is None:
+        raise CheckerBug(message("bug_unresolved_call", name=node.func.name, line=node.span.line))
+    implementation = c.builtins.get(info.builtin)
+    if implementation is None:
+        raise CheckerBug(message(c.no_builtin, name=info.builtin))
+    return implementation(Call(c, node, info))
+
+
+@dataclass
+class Call:
+    """What a builtin's row may ask about its call."""
+
+    c: Any  # the framework's Lowerer
+    node: nodes.Call
+    info: CallInfo
+
+    def tensor(self, param: str = "x") -> Closure:
+        return self.c.lower(self.info.args[param])
+
+    def numeric(self, param: str = "x") -> Closure:
+        return self.c.numeric(self.info.args[param])
+
+    def tensors(self, param: str, numeric: bool = False) -> list[Closure]:
+        items: nodes.ListExpr = self.info.args[param]
+        lower = self.c.numeric if numeric else self.c.lower
+        return [lower(item) for item in items.items]
+
+    def rank(self, param: str = "x") -> int:
+        argument = self.info.args[param]
+        if isinstance(argument, nodes.ListExpr):
+            argument = argument.items[0]
+        return self.c.value_of(argument).rank
+
+    def axis(self, param: str = "axis", of: str = "x") -> int | None:
+        """``row``/``col``/negative -> a non-negative index (None: every axis)."""
+        axis = self.info.args[param]
+        if axis is None:
+            return None
+        return axis_index(axis, self.rank(of))
+
+    def arg(self, param: str) -> Any:
+        return self.info.args[param]
+
+    def dim(self, param: str) -> int:
+        return self.c.dim(self.info.args[param])
+
+    def shape(self, param: str = "shape") -> tuple[int, ...]:
+        return tuple(self.c.dim(d) for d in self.info.args[param])
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        return self.c.shape_of(self.node)
+
+    def allocates(self) -> None:
+        self.c.allocates(self.node)
+
+    def elementwise(self, apply: Callable[..., Any]) -> Closure:
+        return self.c.elementwise(self.node, self.numeric(), apply)
+
+
+Implementation = Callable[[Call], Closure]
