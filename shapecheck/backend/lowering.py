@@ -89,6 +89,17 @@ class Lowerer:
             raise CheckerBug(message("bug_unbound_shape", shape=f"[{name}]"))
         return value
 
+    def scalar(self, value: float | int) -> Any:
+        """A number as a scalar of the run's dtype (never promoting what it meets)."""
+        raise NotImplementedError
+
+    def boolean(self, value: bool) -> Any:
+        raise NotImplementedError
+
+    def tensor_name(self, name: str) -> Closure:
+        """A named tensor, read from the frame."""
+        return Closure(lambda frame: frame.values[name])
+
     def numeric(self, node: nodes.Expr) -> Closure:
         raise NotImplementedError
 
@@ -109,6 +120,36 @@ class Lowerer:
         raise NotImplementedError
 
 
+# --- the node rows every framework shares ---------------------------------------------------
+
+
+def lower_name(c: Lowerer, node: nodes.Name) -> Closure:
+    if isinstance(node, nodes.ShapeOf):  # `x.shape[i]`: a size, which the checker resolved
+        return c.constant(c.scalar(c.dim(c.value_of(node).dim)))
+    if node.name not in c.program.tensors:  # a dim used as a value: a scalar
+        value = c.program.dims.value_of(node.name)
+        if value is None:
+            raise CheckerBug(message("bug_unbound_shape", shape=f"[{node.name}]"))
+        return c.constant(c.scalar(value))
+    return c.tensor_name(node.name)
+
+
+def lower_number(c: Lowerer, node: nodes.Integer | nodes.Decimal) -> Closure:
+    return c.constant(c.scalar(node.value))
+
+
+def lower_inf(c: Lowerer, node: nodes.Inf) -> Closure:
+    return c.constant(c.scalar(math.inf))
+
+
+def lower_boolean(c: Lowerer, node: nodes.Boolean) -> Closure:
+    return c.constant(c.boolean(node.value))
+
+
+def lower_paren(c: Lowerer, node: nodes.Paren) -> Closure:
+    return c.lower(node.inner)
+
+
 def lower_call(c: Lowerer, node: nodes.Call) -> Closure:
     """A call, through its builtin's row of the framework's table."""
     info = c.program.calls.get(id(node))
@@ -118,6 +159,14 @@ def lower_call(c: Lowerer, node: nodes.Call) -> Closure:
     if implementation is None:
         raise CheckerBug(message(c.no_builtin, name=info.builtin))
     return implementation(Call(c, node, info))
+
+
+# A framework's node table is these and its own: unary, binop, transpose, subscript, update.
+NODES: dict[type, Callable[[Any, Any], Closure]] = {
+    nodes.Name: lower_name, nodes.ShapeOf: lower_name, nodes.Integer: lower_number,
+    nodes.Decimal: lower_number, nodes.Inf: lower_inf, nodes.Boolean: lower_boolean,
+    nodes.Paren: lower_paren, nodes.Call: lower_call,
+}
 
 
 @dataclass

@@ -39,7 +39,7 @@ from .errors import CheckerBug, InputError, message
 from .plan import (
     Allocation, Closure, Frame, Lowered, Plan, PlanBuilder, Statement, build,
 )
-from .lowering import Call, Implementation, Lowerer, lower_call
+from .lowering import NODES, Call, Implementation, Lowerer, lower_call
 
 CHUNK = 8192  # elements per block of a blockwise builtin (gelu): bounded temporaries
 SOFTMAX_TOLERANCE = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-10}
@@ -159,6 +159,13 @@ class _ExprLowerer(Lowerer):
     def scalar(self, value: float | int) -> Any:
         return self.dtype.type(value)
 
+    def boolean(self, value: bool) -> Any:
+        return np.bool_(value)
+
+    def tensor_name(self, name: str) -> Closure:
+        return Closure(lambda frame: frame.values[name], fresh=name in self.donated,
+                       contiguous=self.plan.contiguous.get(name, True))  # inputs are cast C-contiguous
+
     def reduced(self, node: nodes.Expr, axis: int | None, count: int = 1, itemsize: int = 0) -> None:
         """Record ``count`` temporaries of ``node``'s shape reduced along ``axis``
         (keepdims), as softmax and the norms make (their row maxima, sums, variances)."""
@@ -205,35 +212,6 @@ def _in_place(apply: Callable[[Any, Any], Any], value: Any) -> Any:
 def _owned(value: Any) -> Any:
     """``out=`` for a value this operation created: arrays only (NumPy scalars are immutable)."""
     return value if isinstance(value, np.ndarray) and value.ndim else None
-
-
-def _lower_name(c: _ExprLowerer, node: nodes.Name) -> Closure:
-    if isinstance(node, nodes.ShapeOf):  # `x.shape[i]`: a size, which the checker resolved
-        return c.constant(c.scalar(c.dim(c.value_of(node).dim)))
-    if node.name not in c.program.tensors:  # a dim used as a value: a scalar
-        value = c.program.dims.value_of(node.name)
-        if value is None:
-            raise CheckerBug(message("bug_unbound_shape", shape=f"[{node.name}]"))
-        return c.constant(c.scalar(value))
-    name = node.name
-    return Closure(lambda frame: frame.values[name], fresh=name in c.donated,
-                   contiguous=c.plan.contiguous.get(name, True))  # inputs are cast C-contiguous
-
-
-def _lower_number(c: _ExprLowerer, node: nodes.Integer | nodes.Decimal) -> Closure:
-    return c.constant(c.scalar(node.value))
-
-
-def _lower_inf(c: _ExprLowerer, node: nodes.Inf) -> Closure:
-    return c.constant(c.scalar(math.inf))
-
-
-def _lower_boolean(c: _ExprLowerer, node: nodes.Boolean) -> Closure:
-    return c.constant(np.bool_(node.value))
-
-
-def _lower_paren(c: _ExprLowerer, node: nodes.Paren) -> Closure:
-    return c.lower(node.inner)
 
 
 def _lower_unary(c: _ExprLowerer, node: nodes.Unary) -> Closure:
@@ -434,22 +412,10 @@ def _lower_fused(c: _ExprLowerer, planned: fused.Planned,
     return Closure(attention, fresh=True)
 
 
-_NODE_COMPILERS: dict[type, Callable[[_ExprLowerer, Any], Closure]] = {
-    nodes.Name: _lower_name,
-    nodes.ShapeOf: _lower_name,
-    nodes.Integer: _lower_number,
-    nodes.Decimal: _lower_number,
-    nodes.Inf: _lower_inf,
-    nodes.Boolean: _lower_boolean,
-    nodes.Paren: _lower_paren,
-    nodes.Unary: _lower_unary,
-    nodes.BinOp: _lower_binop,
-    nodes.Transpose: _lower_transpose,
-    nodes.Call: lower_call,
-    nodes.Subscript: _lower_subscript,
-    nodes.Update: _lower_update,
+_ExprLowerer.nodes = {
+    **NODES, nodes.Unary: _lower_unary, nodes.BinOp: _lower_binop,
+    nodes.Transpose: _lower_transpose, nodes.Subscript: _lower_subscript, nodes.Update: _lower_update,
 }
-_ExprLowerer.nodes = _NODE_COMPILERS
 
 
 # --- builtins: one row per builtin ----------------------------------------------------------

@@ -35,7 +35,7 @@ from .errors import CheckerBug, InputError, message
 from .plan import (
     Allocation, Closure, Frame, Lowered, Plan, PlanBuilder, Statement, Thunk, build,
 )
-from .lowering import Call, Implementation, Lowerer, lower_call
+from .lowering import NODES, Call, Implementation, Lowerer, lower_call
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
 SOFTMAX_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-10}
@@ -149,6 +149,9 @@ class _ExprLowerer(Lowerer):
     def scalar(self, value: float | int | bool, dtype: torch.dtype | None = None) -> torch.Tensor:
         return torch.tensor(value, dtype=dtype or self.dtype, device=self.device)
 
+    def boolean(self, value: bool) -> torch.Tensor:
+        return self.scalar(value, torch.bool)
+
     def allocates(self, node: nodes.Expr) -> None:
         if self.shape_of(node):  # a 0-d tensor is not counted
             super().allocates(node)
@@ -167,34 +170,6 @@ class _ExprLowerer(Lowerer):
         run = operand.run
         self.allocates(node)
         return self.fold(Closure(lambda frame: apply(run(frame))), operand)
-
-
-def _lower_name(c: _ExprLowerer, node: nodes.Name) -> Closure:
-    if isinstance(node, nodes.ShapeOf):  # `x.shape[i]`: a size, which the checker resolved
-        return c.constant(c.scalar(c.dim(c.value_of(node).dim)))
-    if node.name not in c.program.tensors:  # a dim used as a value: a scalar
-        value = c.program.dims.value_of(node.name)
-        if value is None:
-            raise CheckerBug(message("bug_unbound_shape", shape=f"[{node.name}]"))
-        return c.constant(c.scalar(value))
-    name = node.name
-    return Closure(lambda frame: frame.values[name])
-
-
-def _lower_number(c: _ExprLowerer, node: nodes.Integer | nodes.Decimal) -> Closure:
-    return c.constant(c.scalar(node.value))
-
-
-def _lower_inf(c: _ExprLowerer, node: nodes.Inf) -> Closure:
-    return c.constant(c.scalar(math.inf))
-
-
-def _lower_boolean(c: _ExprLowerer, node: nodes.Boolean) -> Closure:
-    return c.constant(c.scalar(node.value, torch.bool))
-
-
-def _lower_paren(c: _ExprLowerer, node: nodes.Paren) -> Closure:
-    return c.lower(node.inner)
 
 
 def _lower_unary(c: _ExprLowerer, node: nodes.Unary) -> Closure:
@@ -315,22 +290,10 @@ def _lower_update(c: _ExprLowerer, node: nodes.Update) -> Closure:
     return Closure(update)
 
 
-_NODE_COMPILERS: dict[type, Callable[[_ExprLowerer, Any], Closure]] = {
-    nodes.Name: _lower_name,
-    nodes.ShapeOf: _lower_name,
-    nodes.Integer: _lower_number,
-    nodes.Decimal: _lower_number,
-    nodes.Inf: _lower_inf,
-    nodes.Boolean: _lower_boolean,
-    nodes.Paren: _lower_paren,
-    nodes.Unary: _lower_unary,
-    nodes.BinOp: _lower_binop,
-    nodes.Transpose: _lower_transpose,
-    nodes.Call: lower_call,
-    nodes.Subscript: _lower_subscript,
-    nodes.Update: _lower_update,
+_ExprLowerer.nodes = {
+    **NODES, nodes.Unary: _lower_unary, nodes.BinOp: _lower_binop,
+    nodes.Transpose: _lower_transpose, nodes.Subscript: _lower_subscript, nodes.Update: _lower_update,
 }
-_ExprLowerer.nodes = _NODE_COMPILERS
 
 
 # --- builtins: one row per builtin ------------------------------------------------------------
