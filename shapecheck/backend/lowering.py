@@ -220,5 +220,18 @@ class Call:
     def elementwise(self, apply: Callable[..., Any]) -> Closure:
         return self.c.elementwise(self.node, self.numeric(), apply)
 
+    def fold(self, closure: Closure, *children: Closure) -> Closure:
+        """Fold a constant only when it is a scalar: an array is made when the step runs, after
+        the memory estimate has refused one too large to hold (`full([L ** 64], 0)`)."""
+        return self.c.fold(closure, *children) if not self.out_shape else closure
+
 
 Implementation = Callable[[Call], Closure]
+
+
+def dropout(call: Call) -> Closure:
+    return call.numeric()  # identity when executed (language.md, section 6)
+
+
+# The builtin rows every framework shares: a framework's table starts from these.
+ROWS: dict[str, Implementation] = {"dropout": dropout}

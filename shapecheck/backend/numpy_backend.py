@@ -39,7 +39,7 @@ from .errors import CheckerBug, InputError, message
 from .plan import (
     Allocation, Closure, Frame, Lowered, Plan, PlanBuilder, Statement, build,
 )
-from .lowering import NODES, Call, Implementation, Lowerer, lower_call
+from .lowering import NODES, ROWS, Call, Implementation, Lowerer, lower_call
 
 CHUNK = 8192  # elements per block of a blockwise builtin (gelu): bounded temporaries
 SOFTMAX_TOLERANCE = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-10}
@@ -953,11 +953,8 @@ def _pair_stage(c: _ExprLowerer, left: str, right: str, later: set[str], sizes: 
     return contract, result
 
 
-def _dropout(call: Call) -> Closure:
-    return call.numeric()  # identity when executed (language.md, section 6)
-
-
 BUILTINS: dict[str, Implementation] = {
+    **ROWS,
     "softmax": _softmax,
     "transpose": _transpose,
     "reshape": _reshape,
@@ -978,7 +975,6 @@ BUILTINS: dict[str, Implementation] = {
     "ones": _constant_fill(np.ones),
     "zeros": _constant_fill(np.zeros),
     "einsum": _einsum,
-    "dropout": _dropout,
     "exp": _ufunc_row(np.exp),
     "log": _ufunc_row(np.log),
     "sqrt": _ufunc_row(np.sqrt),
@@ -1006,19 +1002,13 @@ _ExprLowerer.builtins = BUILTINS  # the framework's table (rows below join the s
 # --- issue 21: the builtins real attention code uses beyond the contract's -------------------
 
 
-def _fold(call: Call, closure: Closure, *children: Closure) -> Closure:
-    """Fold a constant only when it is a scalar: an array is made when the step runs, after
-    the memory estimate has refused one too large to hold (`full([L ** 64], 0)`)."""
-    return call.c.fold(closure, *children) if not call.out_shape else closure
-
-
 def _cumulative(accumulate: Callable[..., Any]) -> Implementation:
     def implementation(call: Call) -> Closure:
         x = call.numeric()
         run, axis = x.run, call.axis()
         if call.out_shape:
             call.allocates()
-        return _fold(call, Closure(lambda frame: accumulate(run(frame), axis=axis), fresh=True,
+        return call.fold(Closure(lambda frame: accumulate(run(frame), axis=axis), fresh=True,
                                    contiguous=True), x)
 
     return implementation
@@ -1030,7 +1020,7 @@ def _pairwise(ufunc: np.ufunc) -> Implementation:
         xrun, yrun = x.run, y.run
         if call.out_shape:
             call.allocates()
-        return _fold(call, Closure(lambda frame: ufunc(xrun(frame), yrun(frame)), fresh=True,
+        return call.fold(Closure(lambda frame: ufunc(xrun(frame), yrun(frame)), fresh=True,
                                    contiguous=True), x, y)
 
     return implementation
@@ -1043,7 +1033,7 @@ def _clamp(call: Call) -> Closure:
     low, high = (b.run if b is not None else (lambda frame: None) for b in bounds)
     if call.out_shape:
         call.allocates()
-    return _fold(call, Closure(lambda frame: np.clip(run(frame), low(frame), high(frame)),
+    return call.fold(Closure(lambda frame: np.clip(run(frame), low(frame), high(frame)),
                                fresh=True, contiguous=True),
                        x, *(b for b in bounds if b is not None))
 
@@ -1056,7 +1046,7 @@ def _full(call: Call) -> Closure:
     kind = np.dtype(bool) if bool_fill else dtype
     if shape:
         call.allocates()
-    return _fold(call, Closure(lambda frame: np.full(shape, fill(frame), dtype=kind)
+    return call.fold(Closure(lambda frame: np.full(shape, fill(frame), dtype=kind)
                                if shape else kind.type(fill(frame)), fresh=True,
                                contiguous=True), value)
 
@@ -1065,7 +1055,7 @@ def _tile(call: Call) -> Closure:
     x, reps = call.tensor(), call.shape("reps")
     run = x.run
     call.allocates()
-    return _fold(call, Closure(lambda frame: np.tile(run(frame), reps), fresh=True,
+    return call.fold(Closure(lambda frame: np.tile(run(frame), reps), fresh=True,
                                contiguous=True), x)
 
 
@@ -1075,7 +1065,7 @@ def _logical(reduce: Callable[..., Any]) -> Implementation:
         run, axis, keep = x.run, axes_of(call.arg("axis"), call.rank()), bool(call.arg("keepdims"))
         if call.out_shape:
             call.allocates()
-        return _fold(call, Closure(lambda frame: np.asarray(reduce(run(frame), axis=axis,
+        return call.fold(Closure(lambda frame: np.asarray(reduce(run(frame), axis=axis,
                                                                    keepdims=keep)),
                                     fresh=True, contiguous=True), x)
 
@@ -1143,7 +1133,7 @@ def _take(index_param: str, along: bool = False) -> Implementation:
                 return np.take_along_axis(xrun(frame), positions, axis=axis)
             return np.take(xrun(frame), positions, axis=axis)
 
-        return _fold(call, Closure(gather, fresh=True, contiguous=True), x, index)
+        return call.fold(Closure(gather, fresh=True, contiguous=True), x, index)
 
     return implementation
 
@@ -1163,7 +1153,7 @@ def _index_copy(call: Call) -> Closure:
         np.moveaxis(result, axis, 0)[positions] = np.moveaxis(values, axis, 0)
         return result
 
-    return _fold(call, Closure(write, fresh=True, contiguous=True), x, index, source)
+    return call.fold(Closure(write, fresh=True, contiguous=True), x, index, source)
 
 
 def _scatter(call: Call) -> Closure:
@@ -1178,7 +1168,7 @@ def _scatter(call: Call) -> Closure:
         np.put_along_axis(result, positions, np.broadcast_to(srun(frame), positions.shape), axis)
         return result
 
-    return _fold(call, Closure(write, fresh=True, contiguous=True), x, index, source)
+    return call.fold(Closure(write, fresh=True, contiguous=True), x, index, source)
 
 
 BUILTINS.update({
@@ -1205,7 +1195,7 @@ def _made(call: Call, function: Callable[..., Any], *params: str) -> Closure:
     runs = [c.run for c in closure]
     if call.out_shape:
         call.allocates()
-    return _fold(call, Closure(lambda frame: function(*(r(frame) for r in runs)), fresh=True,
+    return call.fold(Closure(lambda frame: function(*(r(frame) for r in runs)), fresh=True,
                                contiguous=True), *closure)
 
 

@@ -35,7 +35,7 @@ from .errors import CheckerBug, InputError, message
 from .plan import (
     Allocation, Closure, Frame, Lowered, Plan, PlanBuilder, Statement, Thunk, build,
 )
-from .lowering import NODES, Call, Implementation, Lowerer, lower_call
+from .lowering import NODES, ROWS, Call, Implementation, Lowerer, lower_call
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
 SOFTMAX_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-10}
@@ -517,11 +517,8 @@ def _einsum(call: Call) -> Closure:
     return Closure(lambda frame: torch.einsum(subscripts, *[r(frame) for r in runs]))
 
 
-def _dropout(call: Call) -> Closure:
-    return call.numeric()  # identity when executed (language.md, section 6)
-
-
 BUILTINS: dict[str, Implementation] = {
+    **ROWS,
     "softmax": _softmax,
     "transpose": _transpose,
     "reshape": _reshape,
@@ -542,7 +539,6 @@ BUILTINS: dict[str, Implementation] = {
     "ones": _constant_fill(torch.ones),
     "zeros": _constant_fill(torch.zeros),
     "einsum": _einsum,
-    "dropout": _dropout,
     "exp": _unary(torch.exp),
     "log": _unary(torch.log),
     "sqrt": _unary(torch.sqrt),
@@ -570,18 +566,12 @@ _ExprLowerer.builtins = BUILTINS  # the framework's table (rows below join the s
 # --- issue 21: the builtins real attention code uses beyond the contract's -------------------
 
 
-def _fold(call: Call, closure: Closure, *children: Closure) -> Closure:
-    """Fold a constant only when it is a scalar: an array is made when the step runs, after
-    the memory estimate has refused one too large to hold (`full([L ** 64], 0)`)."""
-    return call.c.fold(closure, *children) if not call.out_shape else closure
-
-
 def _cumulative(accumulate: Callable[..., torch.Tensor]) -> Implementation:
     def implementation(call: Call) -> Closure:
         x = call.numeric()
         run, axis = x.run, call.axis()
         call.allocates()
-        return _fold(call, Closure(lambda frame: accumulate(run(frame), dim=axis)
+        return call.fold(Closure(lambda frame: accumulate(run(frame), dim=axis)
                                    if run(frame).ndim else run(frame)), x)
 
     return implementation
@@ -592,7 +582,7 @@ def _pairwise(function: Callable[..., torch.Tensor]) -> Implementation:
         x, y = call.numeric("x"), call.numeric("y")
         xrun, yrun = x.run, y.run
         call.allocates()
-        return _fold(call, Closure(lambda frame: function(xrun(frame), yrun(frame))), x, y)
+        return call.fold(Closure(lambda frame: function(xrun(frame), yrun(frame))), x, y)
 
     return implementation
 
@@ -603,7 +593,7 @@ def _clamp(call: Call) -> Closure:
     run = x.run
     low, high = (b.run if b is not None else (lambda frame: None) for b in bounds)
     call.allocates()
-    return _fold(call, Closure(lambda frame: torch.clamp(run(frame), low(frame), high(frame))),
+    return call.fold(Closure(lambda frame: torch.clamp(run(frame), low(frame), high(frame))),
                        x, *(b for b in bounds if b is not None))
 
 
@@ -613,7 +603,7 @@ def _full(call: Call) -> Closure:
     value = call.tensor("value")
     fill = value.run
     call.allocates()
-    return _fold(call, Closure(lambda frame: torch.full(shape, fill(frame).item(), dtype=kind,
+    return call.fold(Closure(lambda frame: torch.full(shape, fill(frame).item(), dtype=kind,
                                                         device=device)), value)
 
 
@@ -621,7 +611,7 @@ def _tile(call: Call) -> Closure:
     x, reps = call.tensor(), call.shape("reps")
     run = x.run
     call.allocates()
-    return _fold(call, Closure(lambda frame: torch.tile(run(frame), reps)), x)
+    return call.fold(Closure(lambda frame: torch.tile(run(frame), reps)), x)
 
 
 def _logical(reduce: Callable[..., torch.Tensor]) -> Implementation:
@@ -636,7 +626,7 @@ def _logical(reduce: Callable[..., torch.Tensor]) -> Implementation:
                 return value
             return reduce(value, dim=_all_axes(value) if axis is None else axis, keepdim=keep)
 
-        return _fold(call, Closure(apply), x)
+        return call.fold(Closure(apply), x)
 
     return implementation
 
@@ -695,7 +685,7 @@ def _take(index_param: str, along: bool = False) -> Implementation:
                 return torch.take_along_dim(xrun(frame), positions, dim=axis)
             return torch.index_select(xrun(frame), axis, positions.reshape(-1)).reshape(shape)
 
-        return _fold(call, Closure(gather), x, index)
+        return call.fold(Closure(gather), x, index)
 
     return implementation
 
@@ -712,7 +702,7 @@ def _index_copy(call: Call) -> Closure:
         values = srun(frame).expand(tuple(expected)).contiguous()
         return xrun(frame).index_copy(axis, positions, values)
 
-    return _fold(call, Closure(write), x, index, source)
+    return call.fold(Closure(write), x, index, source)
 
 
 def _scatter(call: Call) -> Closure:
@@ -726,7 +716,7 @@ def _scatter(call: Call) -> Closure:
         values = srun(frame).expand(positions.shape).contiguous()
         return torch.scatter(xrun(frame), axis, positions, values)
 
-    return _fold(call, Closure(write), x, index, source)
+    return call.fold(Closure(write), x, index, source)
 
 
 BUILTINS.update({
@@ -750,7 +740,7 @@ def _made(call: Call, function: Callable[..., torch.Tensor], *params: str) -> Cl
     closure = [call.numeric(p) for p in params]  # a mask as 0 and 1, as the checker types it
     runs = [c.run for c in closure]
     call.allocates()
-    return _fold(call, Closure(lambda frame: function(*(r(frame) for r in runs))), *closure)
+    return call.fold(Closure(lambda frame: function(*(r(frame) for r in runs))), *closure)
 
 
 def _pairs_as_complex(x: torch.Tensor) -> torch.Tensor:
