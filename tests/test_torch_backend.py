@@ -38,6 +38,7 @@ def test_the_torch_table_covers_every_builtin():
     assert set(torch_backend.BUILTINS) == set(builtins.BUILTINS)
 
 
+@pytest.mark.slow  # every spec at three bindings; the fast tier keeps the CALLS below
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_torch_equals_numpy_statement_by_statement(path: Path) -> None:
     program = check_path(path)
