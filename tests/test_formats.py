@@ -580,6 +580,7 @@ file_results = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(results=st.lists(file_results, max_size=3), strict=st.booleans(), color=st.booleans())
 def test_no_input_makes_a_format_fail(results: list[FileResult], strict: bool, color: bool) -> None:

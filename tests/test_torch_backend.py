@@ -123,6 +123,7 @@ def test_conversions_keep_values_and_name_the_element_type():
 # --- attention as one scaled_dot_product_attention call -------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_fused_torch_equals_numpy_on_the_outputs(path: Path) -> None:
     program = check_path(path)
