@@ -9,7 +9,6 @@ folding and the view of a call its row reads (:class:`Call`) are written here on
 from __future__ import annotations
 
 import math
-
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -80,13 +79,6 @@ class Lowerer:
         value = self.program.dims.evaluate(dim)
         if value is None:
             raise CheckerBug(message("bug_unbound_shape", shape=f"[{dim}]"))
-        return value
-
-    def dim_value(self, name: str) -> int:
-        """A dim used as a value."""
-        value = self.program.dims.value_of(name)
-        if value is None:
-            raise CheckerBug(message("bug_unbound_shape", shape=f"[{name}]"))
         return value
 
     def scalar(self, value: float | int) -> Any:
