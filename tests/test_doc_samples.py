@@ -47,6 +47,7 @@ TIMEOUT = 300
 NOT_RUN: set[tuple[str, str]] = {
     ("README.md", "python -m pip install -e . && shapecheck verify examples/multi_head.attn"),
     ("README.md", "python -m pip install -e '.[test]' && python -m pytest"),
+    ("README.md", 'python -m pytest -m "not slow"'),
     ("docs/conform.md", "shapecheck conform examples/multi_head.attn "
      "examples/implementations/attention_numpy.py:attention"),
     ("docs/torch.md", "shapecheck extract model.py:CausalSelfAttention -o attention.attn"),
