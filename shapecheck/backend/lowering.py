@@ -9,16 +9,16 @@ folding and the view of a call its row reads (:class:`Call`) are written here on
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..check.builtins import axis_index
+from ..check.builtins import BUILTINS as CHECKED, axis_index
 from ..check.program import CallInfo, Value
 from ..syntax import nodes
 from .errors import CheckerBug, message
-from .plan import Allocation, Closure, Frame, PlanBuilder, evaluate_shape
+from .plan import Allocation, Closure, Frame, PlanBuilder, Thunk, evaluate_shape
 
 
 class Lowerer:
@@ -212,6 +212,13 @@ class Call:
     def elementwise(self, apply: Callable[..., Any]) -> Closure:
         return self.c.elementwise(self.node, self.numeric(), apply)
 
+    def given(self, *params: str) -> tuple[list[Closure], list[Thunk]]:
+        """The optional numeric arguments that were given (the children to fold), and a thunk
+        per parameter, which gives None for one not given (`clamp`'s bounds)."""
+        closures = {p: self.numeric(p) for p in params if self.arg(p) is not None}
+        return list(closures.values()), [closures[p].run if p in closures else _nothing
+                                          for p in params]
+
     def fold(self, closure: Closure, *children: Closure) -> Closure:
         """Fold a constant only when it is a scalar: an array is made when the step runs, after
         the memory estimate has refused one too large to hold (`full([L ** 64], 0)`)."""
@@ -221,9 +228,61 @@ class Call:
 Implementation = Callable[[Call], Closure]
 
 
+def _nothing(frame: Frame) -> None:
+    return None
+
+
 def dropout(call: Call) -> Closure:
     return call.numeric()  # identity when executed (language.md, section 6)
 
 
 # The builtin rows every framework shares: a framework's table starts from these.
 ROWS: dict[str, Implementation] = {"dropout": dropout}
+
+
+@dataclass(frozen=True)
+class Fn:
+    """The framework's own function of this name (`np.tril`, `torch.tril`); None: the
+    builtin's own name."""
+
+    name: str | None = None
+
+
+# A builtin's row where the framework has no function named after it (`_softmax`): one of
+# its row makers (`_triangle`) applied to these arguments, the same in every framework.
+RECIPES: dict[str, tuple[str, tuple[Any, ...]]] = {
+    "layernorm": ("normalise", (False,)), "rmsnorm": ("normalise", (True,)),
+    **{name: ("triangle", (Fn(),)) for name in ("tril", "triu")},
+    **{name: ("constant_fill", (Fn(),)) for name in ("ones", "zeros")},
+    **{name: ("unary", (Fn(),)) for name in ("exp", "log", "sqrt", "tanh", "cos", "sin",
+                                             "square", "sigmoid", "relu", "rsqrt", "erf")},
+    **{name: ("reduction", (Fn(),)) for name in ("sum", "mean", "max", "min")},
+    **{name: ("cumulative", (Fn(),)) for name in ("cumsum", "cumprod")},
+    **{name: ("pairwise", (Fn(),)) for name in ("minimum", "maximum")},
+    **{name: ("logical", (Fn(),)) for name in ("all", "any")},
+    **{name: ("complex_part", (Fn(),)) for name in ("real", "imag", "conj")},
+    "ones_like": ("like", (Fn("ones"),)), "zeros_like": ("like", (Fn("zeros"),)),
+    "take": ("gather", ("indices",)), "index_select": ("gather", ("index",)),
+    "take_along_axis": ("gather", ("indices", True)),
+}
+# Builtins that run as another's row in every framework (the checker made swapaxes' perm).
+RUNS_AS = {"swapaxes": "transpose", "amax": "max", "amin": "min"}
+
+
+def table(functions: Mapping[str, Any], namespace: Any,
+          rows: Mapping[str, Implementation]) -> dict[str, Implementation]:
+    """A framework's builtin table, a row per builtin of the checker: the row given in
+    ``rows`` (what only this framework does), else the framework module's function named
+    after the builtin (`_softmax`), else a row every framework shares (:data:`ROWS`), else
+    its recipe (:data:`RECIPES`) with ``namespace``'s functions; aliases last."""
+    found: dict[str, Implementation] = {}
+    for name in CHECKED:
+        row = rows.get(name) or functions.get(f"_{name}") or ROWS.get(name)
+        if row is None and name in RECIPES:
+            maker, arguments = RECIPES[name]
+            row = functions[f"_{maker}"](*(getattr(namespace, a.name or name)
+                                           if isinstance(a, Fn) else a for a in arguments))
+        if row is not None and name not in RUNS_AS:
+            found[name] = row
+    found.update({alias: found[target] for alias, target in RUNS_AS.items() if target in found})
+    return found

@@ -39,7 +39,7 @@ from .errors import CheckerBug, InputError, message
 from .plan import (
     Allocation, Closure, Frame, Lowered, Plan, PlanBuilder, Statement, build,
 )
-from .lowering import NODES, ROWS, Call, Implementation, Lowerer, lower_call
+from .lowering import NODES, Call, Implementation, Lowerer, lower_call, table
 
 CHUNK = 8192  # elements per block of a blockwise builtin (gelu): bounded temporaries
 SOFTMAX_TOLERANCE = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-10}
@@ -423,7 +423,7 @@ _ExprLowerer.nodes = {
 
 
 
-def _ufunc_row(ufunc: np.ufunc) -> Implementation:
+def _unary(ufunc: np.ufunc) -> Implementation:
     return lambda call: call.elementwise(lambda x, out: ufunc(x, out=out))
 
 
@@ -953,50 +953,6 @@ def _pair_stage(c: _ExprLowerer, left: str, right: str, later: set[str], sizes: 
     return contract, result
 
 
-BUILTINS: dict[str, Implementation] = {
-    **ROWS,
-    "softmax": _softmax,
-    "transpose": _transpose,
-    "reshape": _reshape,
-    "split_heads": _split_heads,
-    "swapaxes": _transpose,  # the checker made its `perm`
-    "section": _section,
-    "merge_heads": _merge_heads,
-    "repeat": _repeat,
-    "concat": _concat,
-    "layernorm": _normalise(rms=False),
-    "rmsnorm": _normalise(rms=True),
-    "where": _where,
-    "causal_mask": _causal_mask,
-    "tril": _triangle(np.tril),
-    "triu": _triangle(np.triu),
-    "arange": _arange,
-    "stack": _stack,
-    "ones": _constant_fill(np.ones),
-    "zeros": _constant_fill(np.zeros),
-    "einsum": _einsum,
-    "exp": _ufunc_row(np.exp),
-    "log": _ufunc_row(np.log),
-    "sqrt": _ufunc_row(np.sqrt),
-    "tanh": _ufunc_row(np.tanh),
-    "abs": _ufunc_row(np.abs),
-    "sigmoid": _sigmoid,
-    "relu": _relu,
-    "gelu": _gelu,
-    "cos": _ufunc_row(np.cos),
-    "sin": _ufunc_row(np.sin),
-    "square": _ufunc_row(np.square),
-    "rsqrt": _rsqrt,
-    "silu": _silu,
-    "softplus": _softplus,
-    "elu": _elu,
-    "erf": _erf,
-    "sum": _reduction(np.sum),
-    "mean": _reduction(np.mean),
-    "max": _reduction(np.max),
-    "min": _reduction(np.min),
-}
-_ExprLowerer.builtins = BUILTINS  # the framework's table (rows below join the same dict)
 
 
 # --- issue 21: the builtins real attention code uses beyond the contract's -------------------
@@ -1028,14 +984,12 @@ def _pairwise(ufunc: np.ufunc) -> Implementation:
 
 def _clamp(call: Call) -> Closure:
     x = call.numeric()
-    bounds = [call.numeric(p) if call.arg(p) is not None else None for p in ("min", "max")]
+    given, (low, high) = call.given("min", "max")
     run = x.run
-    low, high = (b.run if b is not None else (lambda frame: None) for b in bounds)
     if call.out_shape:
         call.allocates()
     return call.fold(Closure(lambda frame: np.clip(run(frame), low(frame), high(frame)),
-                               fresh=True, contiguous=True),
-                       x, *(b for b in bounds if b is not None))
+                             fresh=True, contiguous=True), x, *given)
 
 
 def _full(call: Call) -> Closure:
@@ -1072,19 +1026,6 @@ def _logical(reduce: Callable[..., Any]) -> Implementation:
     return implementation
 
 
-BUILTINS.update({
-    "cumsum": _cumulative(np.cumsum),
-    "cumprod": _cumulative(np.cumprod),
-    "minimum": _pairwise(np.minimum),
-    "maximum": _pairwise(np.maximum),
-    "clamp": _clamp,
-    "full": _full,
-    "tile": _tile,
-    "all": _logical(np.all),
-    "any": _logical(np.any),
-    "amax": _reduction(np.max),
-    "amin": _reduction(np.min),
-})
 
 
 # --- issue 21: integer tensors as positions (gathers and writes) ------------------------------
@@ -1119,7 +1060,7 @@ def _where_of(call: Call, index_param: str) -> tuple[int, str, str, int, int]:
             span_text(program.source, starts, args["x"].span), axis, size)
 
 
-def _take(index_param: str, along: bool = False) -> Implementation:
+def _gather(index_param: str, along: bool = False) -> Implementation:
     def implementation(call: Call) -> Closure:
         x, index = call.tensor(), call.tensor(index_param)
         line, text, operand, axis, size = _where_of(call, index_param)
@@ -1171,13 +1112,6 @@ def _scatter(call: Call) -> Closure:
     return call.fold(Closure(write, fresh=True, contiguous=True), x, index, source)
 
 
-BUILTINS.update({
-    "take": _take("indices"),
-    "index_select": _take("index"),
-    "take_along_axis": _take("indices", along=True),
-    "index_copy": _index_copy,
-    "scatter": _scatter,
-})
 
 
 def element_dtype(value: Value, dtype: np.dtype) -> np.dtype:
@@ -1261,22 +1195,6 @@ def _long(call: Call) -> Closure:
     return _made(call, lambda x: np.asarray(np.trunc(np.asarray(x, dtype=dtype))), "x")
 
 
-BUILTINS.update({
-    "view_as_complex": _view_as_complex,
-    "as_complex": _as_complex,
-    "view_as_real": _view_as_real,
-    "as_real": _as_real,
-    "polar": _polar,
-    "real": _complex_part(np.real),
-    "imag": _complex_part(np.imag),
-    "conj": _complex_part(np.conj),
-    "abs": _abs,
-    "outer": _outer,
-    "ones_like": _like(np.ones),
-    "zeros_like": _like(np.zeros),
-    "full_like": _full_like,
-    "long": _long,
-})
 
 
 # --- erf, for the exact gelu -------------------------------------------------------------------
@@ -1315,3 +1233,9 @@ def erf(x: Any) -> Any:
         fraction = far + dtype(k / 2) / fraction
     result[~small] = dtype(1) - np.exp(-far * far) / dtype(math.sqrt(math.pi)) / fraction
     return np.copysign(result, values)
+
+
+# The NumPy op table: a row per builtin (lowering.table: its own functions above, by name,
+# and the shared recipes with NumPy's functions).
+BUILTINS: dict[str, Implementation] = table(globals(), np, {})
+_ExprLowerer.builtins = BUILTINS

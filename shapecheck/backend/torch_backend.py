@@ -35,7 +35,7 @@ from .errors import CheckerBug, InputError, message
 from .plan import (
     Allocation, Closure, Frame, Lowered, Plan, PlanBuilder, Statement, Thunk, build,
 )
-from .lowering import NODES, ROWS, Call, Implementation, Lowerer, lower_call
+from .lowering import NODES, Call, Implementation, Lowerer, lower_call, table
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
 SOFTMAX_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-10}
@@ -305,7 +305,7 @@ def _unary(function: Callable[[torch.Tensor], torch.Tensor]) -> Implementation:
     return lambda call: call.elementwise(function)
 
 
-def _gelu(x: torch.Tensor) -> torch.Tensor:
+def _gelu_exact(x: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.gelu(x)  # approximate="none": the exact erf form
 
 
@@ -517,50 +517,6 @@ def _einsum(call: Call) -> Closure:
     return Closure(lambda frame: torch.einsum(subscripts, *[r(frame) for r in runs]))
 
 
-BUILTINS: dict[str, Implementation] = {
-    **ROWS,
-    "softmax": _softmax,
-    "transpose": _transpose,
-    "reshape": _reshape,
-    "split_heads": _split_heads,
-    "swapaxes": _transpose,  # the checker made its `perm`
-    "section": _section,
-    "merge_heads": _merge_heads,
-    "repeat": _repeat,
-    "concat": _concat,
-    "layernorm": _normalise(rms=False),
-    "rmsnorm": _normalise(rms=True),
-    "where": _where,
-    "causal_mask": _causal_mask,
-    "tril": _triangle(torch.tril),
-    "triu": _triangle(torch.triu),
-    "arange": _arange,
-    "stack": _stack,
-    "ones": _constant_fill(torch.ones),
-    "zeros": _constant_fill(torch.zeros),
-    "einsum": _einsum,
-    "exp": _unary(torch.exp),
-    "log": _unary(torch.log),
-    "sqrt": _unary(torch.sqrt),
-    "tanh": _unary(torch.tanh),
-    "abs": _unary(torch.abs),
-    "sigmoid": _unary(torch.sigmoid),
-    "relu": _unary(torch.relu),
-    "gelu": _unary(_gelu),
-    "cos": _unary(torch.cos),
-    "sin": _unary(torch.sin),
-    "square": _unary(torch.square),
-    "rsqrt": _unary(torch.rsqrt),
-    "erf": _unary(torch.erf),
-    "silu": _unary(torch.nn.functional.silu),
-    "softplus": _softplus,
-    "elu": _elu,
-    "sum": _reduction(torch.sum),
-    "mean": _reduction(torch.mean),
-    "max": _reduction(torch.amax),
-    "min": _reduction(torch.amin),
-}
-_ExprLowerer.builtins = BUILTINS  # the framework's table (rows below join the same dict)
 
 
 # --- issue 21: the builtins real attention code uses beyond the contract's -------------------
@@ -589,12 +545,11 @@ def _pairwise(function: Callable[..., torch.Tensor]) -> Implementation:
 
 def _clamp(call: Call) -> Closure:
     x = call.numeric()
-    bounds = [call.numeric(p) if call.arg(p) is not None else None for p in ("min", "max")]
+    given, (low, high) = call.given("min", "max")
     run = x.run
-    low, high = (b.run if b is not None else (lambda frame: None) for b in bounds)
     call.allocates()
     return call.fold(Closure(lambda frame: torch.clamp(run(frame), low(frame), high(frame))),
-                       x, *(b for b in bounds if b is not None))
+                     x, *given)
 
 
 def _full(call: Call) -> Closure:
@@ -631,19 +586,6 @@ def _logical(reduce: Callable[..., torch.Tensor]) -> Implementation:
     return implementation
 
 
-BUILTINS.update({
-    "cumsum": _cumulative(torch.cumsum),
-    "cumprod": _cumulative(torch.cumprod),
-    "minimum": _pairwise(torch.minimum),
-    "maximum": _pairwise(torch.maximum),
-    "clamp": _clamp,
-    "full": _full,
-    "tile": _tile,
-    "all": _logical(torch.all),
-    "any": _logical(torch.any),
-    "amax": _reduction(torch.amax),
-    "amin": _reduction(torch.amin),
-})
 
 
 def _checked_positions(values: torch.Tensor, size: int, where: tuple[int, str, str, int]
@@ -672,7 +614,7 @@ def _where_of(call: Call, index_param: str) -> tuple[tuple[int, str, str, int], 
     return where, axis, size
 
 
-def _take(index_param: str, along: bool = False) -> Implementation:
+def _gather(index_param: str, along: bool = False) -> Implementation:
     def implementation(call: Call) -> Closure:
         x, index = call.tensor(), call.tensor(index_param)
         where, axis, size = _where_of(call, index_param)
@@ -719,13 +661,6 @@ def _scatter(call: Call) -> Closure:
     return call.fold(Closure(write), x, index, source)
 
 
-BUILTINS.update({
-    "take": _take("indices"),
-    "index_select": _take("index"),
-    "take_along_axis": _take("indices", along=True),
-    "index_copy": _index_copy,
-    "scatter": _scatter,
-})
 
 
 def element_dtype(value: Value, dtype: torch.dtype) -> torch.dtype:
@@ -782,28 +717,10 @@ def _long(call: Call) -> Closure:
     return _made(call, lambda x: torch.trunc(x.to(dtype)), "x")
 
 
-def _conj(z: torch.Tensor) -> torch.Tensor:
+def _conjugate(z: torch.Tensor) -> torch.Tensor:
     return torch.conj_physical(z)
 
 
-BUILTINS.update({
-    "view_as_complex": lambda call: _made(call, lambda x: torch.view_as_complex(
-        x.contiguous()).clone(), "x"),
-    "as_complex": lambda call: _made(call, _pairs_as_complex, "x"),
-    "view_as_real": lambda call: _made(call, _real_view, "x"),
-    "as_real": lambda call: _made(call, lambda z: _real_view(z).reshape(*z.shape[:-1], -1), "x"),
-    "polar": lambda call: _made(call, lambda r, a: torch.polar(*torch.broadcast_tensors(r, a)),
-                                "abs", "angle"),
-    "real": _complex_part(torch.real),
-    "imag": _complex_part(torch.imag),
-    "conj": _complex_part(_conj),
-    "abs": _abs,
-    "outer": lambda call: _made(call, torch.outer, "x", "y"),
-    "ones_like": _like(torch.ones),
-    "zeros_like": _like(torch.zeros),
-    "full_like": _full_like,
-    "long": _long,
-})
 
 
 # --- attention as one scaled_dot_product_attention call ----------------------------------------
@@ -1029,3 +946,23 @@ def _check_sampled(frame: Frame, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
 
 def _numbers(value: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return value.to(dtype) if value.dtype == torch.bool else value
+
+
+# The torch op table: a row per builtin (lowering.table: its own functions above, by name,
+# the shared recipes with torch's functions, and these rows of its own).
+BUILTINS: dict[str, Implementation] = table(globals(), torch, {
+    "gelu": _unary(_gelu_exact),
+    "silu": _unary(torch.nn.functional.silu),
+    "max": _reduction(torch.amax),  # torch.max(x, dim) is (values, indices)
+    "min": _reduction(torch.amin),
+    "conj": _complex_part(_conjugate),
+    "view_as_complex": lambda call: _made(call, lambda x: torch.view_as_complex(
+        x.contiguous()).clone(), "x"),
+    "as_complex": lambda call: _made(call, _pairs_as_complex, "x"),
+    "view_as_real": lambda call: _made(call, _real_view, "x"),
+    "as_real": lambda call: _made(call, lambda z: _real_view(z).reshape(*z.shape[:-1], -1), "x"),
+    "polar": lambda call: _made(call, lambda r, a: torch.polar(*torch.broadcast_tensors(r, a)),
+                                "abs", "angle"),
+    "outer": lambda call: _made(call, torch.outer, "x", "y"),
+})
+_ExprLowerer.builtins = BUILTINS
