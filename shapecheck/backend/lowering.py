@@ -274,7 +274,8 @@ def table(functions: Mapping[str, Any], namespace: Any,
     """A framework's builtin table, a row per builtin of the checker: the row given in
     ``rows`` (what only this framework does), else the framework module's function named
     after the builtin (`_softmax`), else a row every framework shares (:data:`ROWS`), else
-    its recipe (:data:`RECIPES`) with ``namespace``'s functions; aliases last."""
+    its recipe (:data:`RECIPES`) with ``namespace``'s functions; aliases last. So a helper of
+    a framework module is never named `_<builtin>` (torch's exact gelu is `_gelu_exact`)."""
     found: dict[str, Implementation] = {}
     for name in CHECKED:
         row = rows.get(name) or functions.get(f"_{name}") or ROWS.get(name)
