@@ -77,6 +77,7 @@ class Meter:
         assert max(self.steps.values(), default=0) <= symbolic.MAX_STEPS + 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(blowups.blowups()))
 def test_every_blowup_is_answered_within_the_budget(name: str,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:

@@ -153,6 +153,7 @@ def test_sarif_carries_fixes(validator):
         "startLine": 2, "startColumn": 1, "endLine": 2, "endColumn": 1}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [
     ("ok.attn",),
     ("bad.attn", "ok.attn"),

@@ -364,6 +364,7 @@ def _on_a_terminal(*args: str, env_extra: dict[str, str] | None = None) -> str:
     return b"".join(chunks).decode("utf-8", errors="replace")
 
 
+@pytest.mark.slow
 def test_colour_on_a_terminal_follows_no_color_org():
     spec_path = str(MISSING_TRANSPOSE)
     coloured = _on_a_terminal("verify", spec_path)
@@ -375,6 +376,7 @@ def test_colour_on_a_terminal_follows_no_color_org():
     assert ESC not in _on_a_terminal("verify", "--color", "never", spec_path)
 
 
+@pytest.mark.slow
 def test_color_follows_force_color_and_the_flag_off_a_terminal(tmp_path):
     path = spec(tmp_path, "bad.attn", "dim N\ninput X: [N]\nY = Z\n")
     command = [sys.executable, "-m", "shapecheck", "verify", str(path)]
@@ -468,6 +470,7 @@ def test_version_and_explain_load_neither_sympy_nor_lark():
     assert process.stdout.strip().splitlines()[-1] == "[]"
 
 
+@pytest.mark.slow
 def test_no_traceback_from_the_installed_command(tmp_path):
     junk = tmp_path / "junk.attn"
     junk.write_bytes(b"dim N\x00\n\xff\xfe(((" + b"[" * 5000 + b"\n")

@@ -80,6 +80,7 @@ def test_diff_json_keeps_the_errors_a_fix_leaves(capsys, tmp_path):
 # --- item 10: run - and report - ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_run_reads_standard_input_with_its_name():
     spec = (ROOT / "examples" / "causal.attn").read_text(encoding="utf-8")
     done = shell("run", "-", "--stdin-filename", "specs/causal.attn", "--dim", "N=4",
@@ -90,12 +91,14 @@ def test_run_reads_standard_input_with_its_name():
     assert bare.returncode == 0 and bare.stdout.startswith("-: ran with")
 
 
+@pytest.mark.slow
 def test_run_from_standard_input_refuses_a_broken_spec_by_its_name():
     done = shell("run", "-", "--stdin-filename", "x.attn", stdin=BROKEN)
     assert done.returncode == 1
     assert "x.attn:4:" in done.stderr and "cannot read" not in done.stderr
 
 
+@pytest.mark.slow
 def test_report_reads_standard_input(tmp_path):
     done = shell("report", "-", "-o", "-", "--stdin-filename", "named.attn", stdin=CLEAN)
     assert done.returncode == 0, done.stderr
@@ -105,6 +108,7 @@ def test_report_reads_standard_input(tmp_path):
     assert broken.returncode == 1 and out.exists() and "SC301" in out.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_stdin_is_configured_as_its_filename(tmp_path):
     (tmp_path / "shapecheck.toml").write_text('ignore = ["SC402"]\n', encoding="utf-8")
     named = shell("report", "-", "-o", "-", "--stdin-filename", str(tmp_path / "s.attn"),
@@ -139,6 +143,7 @@ def test_inline_select_replaces_the_files_select(capsys, tmp_path, monkeypatch):
 # --- item 13: what `run` says it generated is what it drew -----------------------------
 
 
+@pytest.mark.slow
 def test_a_rank_1_param_is_reported_as_drawn_n01(tmp_path):
     spec = tmp_path / "r.attn"
     spec.write_text("dim N, d\ninput X: [N, d]\nparam g: [d]\nparam W: [d, d]\n"

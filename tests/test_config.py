@@ -308,6 +308,7 @@ def _cli(*args: str | Path, stdin: str = "", cwd: Path | None = None) -> subproc
                           capture_output=True, text=True, timeout=120, cwd=cwd, check=False)
 
 
+@pytest.mark.slow
 def test_stdin_with_a_filename_uses_its_configuration(tmp_path):
     write(tmp_path / "specs" / "shapecheck.toml", 'ignore = ["SC401"]\n')
     done = _cli("verify", "-", "--stdin-filename", "specs/model.attn", "--format", "json",

@@ -455,6 +455,7 @@ def test_a_module_on_the_current_folder_is_importable(capsys, tmp_path, monkeypa
     assert code == 0, out + err
 
 
+@pytest.mark.slow
 def test_conform_does_not_import_torch_for_a_numpy_function(tmp_path):
     import subprocess
 

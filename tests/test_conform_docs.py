@@ -39,6 +39,7 @@ def test_the_sections_have_snippets():
     assert blocks("porting.md", "python")  # run by tests/test_porting.py with the page's others
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", COMMANDS, ids=[c[2].rsplit("/", 1)[-1] for c in COMMANDS])
 def test_a_command_conforms(command, monkeypatch, capsys):
     monkeypatch.chdir(ROOT)

@@ -20,6 +20,8 @@ from shapecheck.cli import main  # noqa: E402
 from shapecheck.pytorch.conform import UsageError, conform, load_function  # noqa: E402
 from shapecheck.testing import assert_conforms  # noqa: E402
 
+pytestmark = pytest.mark.slow  # real transformers modules, exported and run
+
 ROOT = Path(__file__).resolve().parent.parent
 REAL = ROOT / "examples" / "real"
 HF = ROOT / "examples" / "implementations" / "hugging_face.py"

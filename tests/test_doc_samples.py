@@ -35,6 +35,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # every doc transcript, each a subprocess
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
 COMMAND_LANGUAGES = {"sh", "shell", "bash", "console"}

@@ -94,6 +94,7 @@ def test_llama_example_equals_metas_code(backend: str, sizes: dict[str, int]) ->
     np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_an_odd_head_width_paired_into_complex_numbers_is_its_own_error() -> None:
     text = (EXAMPLES / "llama_rotary_cache.attn").read_text().replace(
         "dim hd = 2 * h ", "dim hd = 2 * h + 1 ").replace("[:h]", "[:h + 1]")

@@ -48,6 +48,7 @@ def test_a_folder_is_refused(tmp_path):
         read_bytes(tmp_path)
 
 
+@pytest.mark.slow
 def test_verify_of_a_fifo_exits_2_without_blocking(tmp_path):
     fifo = tmp_path / "pipe.attn"
     os.mkfifo(fifo)

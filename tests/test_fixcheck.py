@@ -134,6 +134,7 @@ def _offered(paths: list[Path]) -> list[tuple[str, str, Diagnostic]]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, text, diagnostic", _offered(CASES + EXAMPLES),
                          ids=lambda value: value if isinstance(value, str) and len(value) < 40 else "")
 def test_every_fix_offered_in_the_cases_works_on_the_whole_spec(

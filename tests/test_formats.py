@@ -594,6 +594,7 @@ file_results = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(results=st.lists(file_results, max_size=3), fail_on=st.sampled_from(codes.FAIL_ON),
        color=st.booleans())

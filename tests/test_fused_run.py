@@ -27,6 +27,7 @@ def _build(program, **options):
     return numpy_backend.build_plan(program, np.dtype("float64"), **options)
 
 
+@pytest.mark.slow  # every spec at three bindings; the examples below stay fast
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: str(p.relative_to(ROOT))
                          if isinstance(p, Path) else None)
 def test_fused_equals_unfused(path: Path) -> None:

@@ -8,10 +8,14 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 import fuzz  # noqa: E402
+
+pytestmark = pytest.mark.slow  # the fuzzer: every generator and oracle, a run resumed
 
 INPUTS = 240  # 30 per generator: about 20 s of one core
 

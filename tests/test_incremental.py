@@ -152,6 +152,7 @@ def test_a_series_of_edits_gives_what_a_full_check_gives(every, monkeypatch):
     editor.replace("output X6", "output X6: [N, d]")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(6))
 def test_random_line_edits_give_what_a_full_check_gives(seed, monkeypatch):
     # Checkpoints of the meaning pass every few statements, so that edits land between many.
@@ -262,6 +263,7 @@ def test_parsing_again_reuses_the_statements_around_an_edit():
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples").glob("*.attn"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda path: path.stem)
 def test_edits_of_every_example_give_what_a_full_check_gives(example, monkeypatch):
     """Every construct of the language (slices, einsum, masks, sketches...) through the

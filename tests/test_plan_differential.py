@@ -40,6 +40,7 @@ def test_the_corpus_covers_every_option():
     assert any("-cap" in label for label in labels) and any("-cross" in label for label in labels)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("label,text", SPECS, ids=[label for label, _ in SPECS])
 def test_every_variant_agrees(label: str, text: str) -> None:
     program = check_text(text)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # git repositories and the hook, in subprocesses
+
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = "dim N, d\ninput Q: [N, d]\ninput K: [N, d]\noutput S = Q @ K.T\n"
 BAD = "dim N, d\ninput Q: [N, d]\ninput K: [N, d]\noutput S = Q @ K\n"

@@ -313,6 +313,7 @@ def test_user_text_is_inert_in_markdown(language: str) -> None:
 # --- determinism, the command ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("language", i18n.LANGUAGES)
 def test_same_input_same_bytes_whatever_the_hash_seed(tmp_path: Path, language: str) -> None:
     outputs = []
@@ -393,6 +394,7 @@ def test_verify_and_report_import_neither_numpy_nor_more_than_they_need() -> Non
 _SOURCES = [p.read_text() for p in sorted(EXAMPLES.glob("*.attn"))]
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(index=st.integers(0, len(_SOURCES) - 1), cut=st.integers(0, 2000), length=st.integers(0, 40),
        insert=st.sampled_from(["", "@", ".T", ")", "[", "softmax(", "\n", "K", "reshape(", "-1"]))

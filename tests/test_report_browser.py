@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import report_browser as rb  # noqa: E402
 
-pytestmark = pytest.mark.skipif(
-    rb.chromium() is None, reason="Chromium is not installed (Debian: apt-get install chromium)")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
+    rb.chromium() is None, reason="Chromium is not installed (Debian: apt-get install chromium)")]
 
 PAGES = rb.pages()
 

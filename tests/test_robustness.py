@@ -181,6 +181,7 @@ def assert_renders(program: Program) -> None:
     json.loads(render([result], "json", color=False, fail_on="error"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(HOSTILE))
 def test_hostile_input_gives_diagnostics_without_hanging(name: str) -> None:
     data, expected = HOSTILE[name]
@@ -206,6 +207,7 @@ def test_the_first_bad_byte_is_located() -> None:
     assert "0xe9" in diagnostic.message and "offset 26" in diagnostic.message
 
 
+@pytest.mark.slow
 def test_the_installed_command_survives_every_hostile_file(tmp_path: Path) -> None:
     paths = []
     for index, (name, (data, _)) in enumerate(HOSTILE.items()):
@@ -227,6 +229,7 @@ def test_the_installed_command_survives_every_hostile_file(tmp_path: Path) -> No
             assert expected <= {d["code"] for d in entry["diagnostics"]}, name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, fmt", [("binary junk", "text"), ("a 5 MB spec", "text"),
                                        ("10,000 nested parentheses", "sarif")])
 def test_a_hostile_file_alone_exits_0_or_1(tmp_path: Path, name: str, fmt: str) -> None:
@@ -347,12 +350,14 @@ def check_property(text: str) -> None:
     assert_renders(program)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated_examples())
 def test_mutated_examples_never_crash(text: str) -> None:
     check_property(text)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(generated_specs())
 def test_generated_specs_never_crash(text: str) -> None:

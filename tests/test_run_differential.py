@@ -41,6 +41,7 @@ def test_every_example_is_exercised():
     assert {p.name for p in EXAMPLES.glob("*.attn")} <= {p.name for p in SPECS}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: str(p.relative_to(ROOT)))
 @SETTINGS
 @given(data=st.data())

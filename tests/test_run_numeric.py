@@ -280,3 +280,13 @@ def test_bool_tensors_in_arithmetic_are_zeros_and_ones_in_the_run_dtype():
     np.testing.assert_array_equal(out["Z"], ones)
     assert {n: v.dtype.name for n, v in out.items() if n not in ("M", "B", "C")} == dict.fromkeys(
         ["S", "A", "D", "E", "F", "G", "P", "Z"], "float32")
+
+
+def test_the_numpy_table_has_a_row_for_every_builtin_and_the_recipes_name_builtins():
+    from shapecheck.backend import lowering
+    from shapecheck.check.builtins import BUILTINS
+
+    assert set(numpy_backend.BUILTINS) == set(BUILTINS)
+    assert set(lowering.RECIPES) | set(lowering.RUNS_AS) <= set(BUILTINS)
+    # an alias runs its target's row, in every framework
+    assert numpy_backend.BUILTINS["swapaxes"] is numpy_backend.BUILTINS["transpose"]

@@ -38,6 +38,7 @@ def test_the_torch_table_covers_every_builtin():
     assert set(torch_backend.BUILTINS) == set(builtins.BUILTINS)
 
 
+@pytest.mark.slow  # every spec at three bindings; the fast tier keeps the CALLS below
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_torch_equals_numpy_statement_by_statement(path: Path) -> None:
     program = check_path(path)
@@ -74,7 +75,8 @@ def test_float32_stays_float32_and_the_invariants_are_checked():
     assert re.fullmatch(r"softmax `P` \(line 20\): every row sums to 1 along axis 2 "
                         r"\(largest error \d\.\de-\d\d\)", check), check
     released = {n for step in plan.steps for n in step.release}
-    assert "S" in released and "Y" not in released and set(frame.values) >= {"Y", "X"}
+    # one liveness for every framework: an input, too, leaves the frame after its last use
+    assert {"S", "X"} <= released and "Y" not in released and "Y" in frame.values
 
 
 def test_a_fully_masked_row_warns_and_gives_nan():
@@ -121,6 +123,7 @@ def test_conversions_keep_values_and_name_the_element_type():
 # --- attention as one scaled_dot_product_attention call -------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_fused_torch_equals_numpy_on_the_outputs(path: Path) -> None:
     program = check_path(path)

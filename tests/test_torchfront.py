@@ -31,6 +31,7 @@ CORRECT = ["nanogpt.py:CausalSelfAttention", "nanogpt.py:flash", "hf.py:gpt2", "
            "hf.py:llama"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CORRECT)
 def test_correct_modules_extract_verify_clean_and_conform(name: str) -> None:
     if name.startswith("hf.py"):
@@ -63,6 +64,7 @@ BUGS = [  # (target, code, Python line), as their authors wrote them
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, code, line", BUGS)
 def test_shipped_bugs_are_flagged_at_their_line(name: str, code: str, line: int) -> None:
     results = check(target(name))
@@ -73,6 +75,7 @@ def test_shipped_bugs_are_flagged_at_their_line(name: str, code: str, line: int)
         results[0].diagnostics[0].help[0]
 
 
+@pytest.mark.slow
 def test_verify_reports_at_the_python_line_in_every_format(capsys: pytest.CaptureFixture[str]) -> None:
     name = target("karpathy_scale.py:Head")
     with pytest.raises(SystemExit) as done:
@@ -165,6 +168,7 @@ CORPUS_BUGS = {  # the line marked `# BUG` in corpus.py, and the code that flags
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CORPUS_CORRECT)
 def test_corpus_correct_modules_are_clean_and_conform(name: str) -> None:
     extraction = extract(target(f"corpus.py:{name}"))
@@ -187,6 +191,7 @@ def _bug_lines() -> dict[str, int]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CORPUS_BUGS))
 def test_corpus_bugs_are_flagged_at_their_line(name: str) -> None:
     results = check(target(f"corpus.py:{name}"))
@@ -231,6 +236,7 @@ def test_a_folder_checks_its_configured_modules(tmp_path: Path,
 MEANING_BUGS = {"padding_on_queries": "PaddingOnQueries", "rotary_on_v": "RotaryOnV"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MEANING_BUGS))
 def test_bugs_the_meaning_pass_flags_at_their_line(name: str) -> None:
     results = check(target(f"corpus.py:{name}"))
@@ -263,6 +269,7 @@ def test_an_ambiguous_scale_prefers_the_contracted_width_and_says_so() -> None:
     assert result.ok, result.report()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, code", [("MaskTransposed", "SC407"), ("MaskInverted", "SC408")])
 def test_nanogpt_mask_bugs_on_its_buffer(name: str, code: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(DATA))  # `from nanogpt import ...`
@@ -281,6 +288,7 @@ GATHERS = [  # (target, a lowered form the spec must hold)
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, form", GATHERS)
 def test_gathers_running_sums_and_complex_numbers_extract_verify_and_conform(
         name: str, form: str) -> None:
@@ -294,6 +302,7 @@ def test_gathers_running_sums_and_complex_numbers_extract_verify_and_conform(
     assert result.ok, result.report()
 
 
+@pytest.mark.slow
 def test_each_new_operator_is_lowered() -> None:
     texts = {name: extract(target(name)).text for name, _ in GATHERS}
     lookups, running, rotary = texts["gathers.py:lookups"], texts["gathers.py:running"], \

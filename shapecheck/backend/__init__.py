@@ -13,8 +13,13 @@ from __future__ import annotations
 from .compiled import CompiledSpec, RunResult, compile_spec, load
 from .arrays import ArrayFile, open_npy, open_npz
 from .errors import CheckerBug, InputError, MemoryLimitError, OptionError, RunError, SpecError
-# Shared by the package's modules (the NumPy and torch backends walk a program alike).
-from .numpy_backend import definitions_of
+# Shared by the package's modules (public inside the package, not part of its API): one
+# plan, lowered through each framework's tables.
+from .plan import (
+    Allocation, Closure, Frame, Framework, Lowered, Plan, PlanBuilder, Statement, Thunk, build,
+    definitions_of, evaluate_shape,
+)
+from .lowering import NODES, ROWS, Call, Implementation, Lowerer, lower_call
 
 __all__ = [
     "ArrayFile",

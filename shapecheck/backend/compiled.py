@@ -41,7 +41,8 @@ from .arrays import ArrayFile
 from .errors import (
     InputError, MemoryLimitError, OptionError, SpecError, bindings_text, message, names_text,
 )
-from .numpy_backend import Plan, build_plan, evaluate_shape
+from .numpy_backend import build_plan
+from .plan import Plan, evaluate_shape
 
 DTYPES = ("float32", "float64")
 DEFAULT = "default"  # max_memory: runtime.default_max_memory()

@@ -26,7 +26,7 @@ from ..check.program import Program
 from . import runtime
 from .compiled import CompiledSpec, RunResult
 from .errors import OptionError, RunError
-from .numpy_backend import evaluate_shape
+from .plan import evaluate_shape
 from .reference import compare, tolerance
 
 BACKENDS = ("numpy", "torch")

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import math
 import string
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -31,26 +32,17 @@ from ..syntax import nodes
 from ..check.builtins import axis_index
 from ..messages.diagnostics import line_starts, span_text
 from ..check.einsum import parse_subscripts
-from ..check.program import CallInfo, NewAxis, Program, Range, Take, Value
+from ..check.program import NewAxis, Program, Range, Take, Value
 from ..check.value_rules import axes_of
 from . import fused, pattern
-from .errors import CheckerBug, InputError, bindings_text, message
+from .errors import CheckerBug, InputError, message
+from .plan import (
+    Allocation, Closure, Frame, Lowered, Plan, PlanBuilder, Statement, build,
+)
+from .lowering import NODES, Call, Implementation, Lowerer, lower_call, table
 
-Thunk = Callable[["Frame"], Any]
-_MAX_BYTES = int(np.iinfo(np.intp).max)  # the largest array NumPy can allocate, in bytes
 CHUNK = 8192  # elements per block of a blockwise builtin (gelu): bounded temporaries
 SOFTMAX_TOLERANCE = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-10}
-
-
-@dataclass(slots=True)
-class Frame:
-    """One execution: tensor values by name, and what the run observed."""
-
-    values: dict[str, Any]
-    check_invariants: bool = False
-    warnings: list[str] = field(default_factory=list)
-    checks: dict[str, str] = field(default_factory=dict)  # one line per invariant checked
-    progress: Callable[[int, int], None] | None = None  # a long statement's progress (done, total)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,80 +57,53 @@ class WeightsCheck:
     axes: tuple[int, ...]  # of the weights, non-negative
 
 
-@dataclass(frozen=True, slots=True)
-class Closure:
-    """A node's closure. ``fresh``: the value shares memory with no named tensor,
-    so its consumer may overwrite it. ``const``: folded when lowered.
-    ``contiguous``: known C-contiguous (inputs are cast so; NumPy's ufuncs follow
-    their operands' layout), so that the estimate knows when a reshape copies."""
+class NumPy:
+    """The NumPy framework, as the plan asks of it (:class:`.plan.Framework`): its rows are
+    :data:`BUILTINS` and the node lowerers below, its fused form the blockwise kernel."""
 
-    run: Thunk
-    fresh: bool = False
-    const: bool = False
-    contiguous: bool = False  # the value is surely C-contiguous (a reshape of it is a view)
+    def __init__(self, program: Program, dtype: np.dtype) -> None:
+        self.dtype = dtype
+        self.itemsize = dtype.itemsize
+        self.weights = _weights_checks(program)  # id(weights operand) -> its check
+        # a fused pattern's weights are never built: its check is made inside the blocks
+        self.fused_weights = {id(a.output): self.weights[id(a.weights)]
+                              for a in (program.meaning.patterns if program.meaning else ())
+                              if id(a.weights) in self.weights}
 
+    def fused_form(self, builder: PlanBuilder, fusable: pattern.Fusable
+                   ) -> tuple[fused.Planned | None, str]:
+        planned = fused.plan(fusable, builder.shape_of, builder.program.dims.evaluate,
+                             self.itemsize)
+        return planned, "fused_layout"
 
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One statement that defines a tensor, with what the checker expects of it."""
+    def lower(self, builder: PlanBuilder, statement: Statement) -> Lowered:
+        lowerer = _ExprLowerer(builder, self, statement.name, statement.line, statement.shape,
+                               statement.donated)
+        # A bool value stays bool (under a plain annotation too); a real one is numbers.
+        closure = (lowerer.lower(statement.expr) if statement.value.is_bool
+                   else lowerer.numeric(statement.expr))
+        return Lowered(closure, lowerer.allocations, lowerer.owns_result)
 
-    name: str
-    line: int
-    run: Thunk
-    shape: tuple[int, ...]
-    symbolic: str  # the shape in the spec's notation, for a bug report
-    dtype: np.dtype
-    release: tuple[str, ...]  # names dead after this step
+    def element_dtype(self, value: Value) -> np.dtype:
+        return np.dtype(bool) if value.is_bool else element_dtype(value, self.dtype)
 
+    def running(self) -> AbstractContextManager[Any]:
+        return np.errstate(all="ignore")  # NaN and inf are reported by name, not by NumPy
 
-@dataclass(frozen=True, slots=True)
-class Allocation:
-    """A buffer the run creates: what the memory estimate adds up."""
+    def enter(self, value: Any) -> Any:
+        return _read_only(value)
 
-    label: str
-    shape: tuple[int, ...]
-    nbytes: int
+    def leave(self, value: Any) -> Any:
+        return value
 
+    def shape(self, value: Any) -> tuple[int, ...]:
+        return np.shape(value)
 
-@dataclass(frozen=True)
-class Plan:
-    steps: tuple[Step, ...]
-    bindings: dict[str, int]
-    peak_bytes: int  # the estimate: tensors alive plus each statement's temporaries
-    largest: Allocation | None
-    final_bytes: int = 0  # what is still held after the last statement
-    element_counts: dict[str, int] = field(default_factory=dict)  # every tensor, by name
-    notes: tuple[str, ...] = ()  # which attention patterns run fused, and why others do not
+    def dtype_of(self, value: Any) -> np.dtype | None:
+        return getattr(value, "dtype", None)
 
-    def execute(self, values: dict[str, Any], *, check_invariants: bool = False,
-                progress: Callable[[float, str], None] | None = None) -> Frame:
-        """Run every step on ``values`` (inputs and params by name, already cast);
-        ``progress(fraction, label)`` hears how far it is."""
-        frame = Frame({name: _read_only(value) for name, value in values.items()},
-                      check_invariants)
-        with np.errstate(all="ignore"):  # NaN and inf are reported by name, not by NumPy
-            for index, step in enumerate(self.steps):
-                if progress is not None:
-                    frame.progress = _tracker(progress, index, len(self.steps), step.name)
-                    frame.progress(0, 1)
-                result = step.run(frame)
-                self._check(step, result)
-                frame.values[step.name] = result
-                for name in step.release:
-                    del frame.values[name]
-        return frame
-
-    def _check(self, step: Step, result: Any) -> None:
-        shape = np.shape(result)
-        if shape != step.shape:
-            raise CheckerBug(message(
-                "shape_bug", name=step.name, line=step.line, actual=list(shape),
-                symbolic=step.symbolic, expected=list(step.shape),
-                bindings=bindings_text(self.bindings)))
-        dtype = getattr(result, "dtype", None)
-        if dtype != step.dtype:
-            raise CheckerBug(message("dtype_bug", name=step.name, line=step.line,
-                                     actual=dtype, expected=step.dtype))
+    def dtype_text(self, dtype: np.dtype | None) -> str:
+        return str(dtype)
 
 
 def _read_only(value: Any) -> Any:
@@ -151,233 +116,31 @@ def _read_only(value: Any) -> Any:
     return view
 
 
-def _tracker(progress: Callable[[float, str], None], index: int, count: int,
-             name: str) -> Callable[[int, int], None]:
-    """Progress inside step ``index`` of ``count`` (done of total), as a fraction of the run."""
-    return lambda done, total: progress((index + done / max(total, 1)) / count, name)
-
-
-# --- building a plan ----------------------------------------------------------------------
-
-
 def build_plan(program: Program, dtype: np.dtype, *, keep_all: bool = False,
                fuse: bool = True) -> Plan:
-    """Build the :class:`Plan` of a verified program whose dims are all bound; with
+    """Build the :class:`.plan.Plan` of a verified program whose dims are all bound; with
     ``fuse``, every attention pattern that allows it runs block by block
     (:mod:`.fused`), its score tables never built."""
-    return _PlanBuilder(program, np.dtype(dtype), keep_all, fuse).build()
-
-
-@dataclass
-class _Usage:
-    """Where each tensor is read, for releasing it and handing its buffer over."""
-
-    last_use: dict[str, int] = field(default_factory=dict)
-    reads: list[dict[str, int]] = field(default_factory=list)  # per statement: name -> count
-
-    def dead_after(self, index: int, defined: str, kept: set[str]) -> tuple[str, ...]:
-        """What statement ``index`` reads for the last time, and what it defines if
-        nothing reads it (and it is not an output)."""
-        names = [*self.reads[index], defined]  # a statement never reads what it defines
-        return tuple(n for n in names if self.last_use[n] == index and n not in kept)
-
-
-def definitions_of(program: Program) -> Iterator[tuple[nodes.Ident, nodes.Expr, int]]:
-    for stmt in program.statements:
-        if isinstance(stmt, nodes.Define) or (isinstance(stmt, nodes.Output) and stmt.value is not None):
-            assert stmt.value is not None
-            yield stmt.name, stmt.value, stmt.span.line
-
-
-class _PlanBuilder:
-    def __init__(self, program: Program, dtype: np.dtype, keep_all: bool, fuse: bool) -> None:
-        self.program = program
-        self.dtype = dtype
-        self.keep_all = keep_all
-        self.kept = set(program.outputs)
-        self.bindings = _bindings(program)
-        self.fused: dict[int, fused.Planned] = {}  # id(P @ V node) -> how it runs blockwise
-        self.notes: list[str] = []
-        if fuse:
-            self._choose_fused()
-        skipped = set().union(*(f.fusable.skipped for f in self.fused.values()))
-        self.definitions = [d for d in definitions_of(program) if d[0].name not in skipped]
-        self.usage = self._usage()
-        self.owners: set[str] = set()  # defined tensors whose buffer no other name shares
-        self.contiguous: dict[str, bool] = {}  # defined tensor -> surely C-contiguous
-        self.aliases: dict[str, set[str]] = {}  # defined tensor -> names it may share memory with
-        self.weights = _weights_checks(program)  # id(weights operand) -> its check
-        # a fused pattern's weights are never built: its check is made inside the blocks
-        self.fused_weights = {id(a.output): self.weights[id(a.weights)]
-                              for a in (program.meaning.patterns if program.meaning else ())
-                              if id(a.output) in self.fused and id(a.weights) in self.weights}
-
-    def _choose_fused(self) -> None:
-        found, refused = pattern.fusable(self.program, self.kept, keep_all=self.keep_all)
-        for name, line, reason in dict.fromkeys(refused):  # a softmax may head several patterns
-            self.notes.append(message("not_fused", name=name, line=line, reason=message(reason)))
-        for fusable in found:
-            planned = fused.plan(fusable, self._node_shape, self.program.dims.evaluate,
-                                 self.dtype.itemsize)
-            if planned is None:
-                self.notes.append(message("not_fused", name=fusable.softmax_name,
-                                          line=fusable.softmax_line, reason=message("fused_layout")))
-                continue
-            self.fused[id(fusable.output)] = planned
-            self.notes.append(planned.note())
-
-    def _node_shape(self, node: nodes.Expr) -> tuple[int, ...]:
-        return evaluate_shape(self.program, self.program.type_of(node))
-
-    def _reads(self, expr: nodes.Expr) -> Iterator[str]:
-        """The names a statement reads (a fused pattern reads what its parts read)."""
-        return pattern.names_read(expr, {key: f.fusable for key, f in self.fused.items()})
-
-    def _usage(self) -> _Usage:
-        usage = _Usage()
-        for index, (ident, expr, _) in enumerate(self.definitions):
-            reads: dict[str, int] = {}
-            for name in self._reads(expr):
-                if name in self.program.tensors:
-                    reads[name] = reads.get(name, 0) + 1
-                    usage.last_use[name] = index
-            usage.reads.append(reads)
-            usage.last_use.setdefault(ident.name, index)
-        return usage
-
-    def build(self) -> Plan:
-        steps: list[Step] = []
-        inputs = [t for t in self.program.tensors.values() if t.kind in ("input", "param")]
-        input_bytes = sum(self._nbytes(t.value) for t in inputs)
-        allocations = [Allocation(message("tensor_label", name=t.name), self._shape(t.value),
-                                  self._nbytes(t.value)) for t in inputs]
-        self._check_sizes(allocations)
-        # Memory by owner: a defined tensor's buffer stays held while any live name may
-        # share it (a view such as `B = A.T` keeps A's buffer alive after A's last use).
-        owned: dict[str, int] = {}  # defined tensor -> bytes of the buffer it may own
-        holds: dict[str, set[str]] = {}  # live defined tensor -> owners it may share
-        peak = input_bytes
-
-        def held() -> int:
-            return input_bytes + sum(owned[o] for o in set().union(*holds.values()))
-
-        for index, (ident, expr, line) in enumerate(self.definitions):
-            name = ident.name
-            tensor = self.program.tensors[name]
-            shape = self._shape(tensor.value)
-            lowerer = _ExprLowerer(self, name, line, shape, self._donatable(index))
-            # A bool value stays bool (under a plain annotation too); a real one is numbers.
-            closure = (lowerer.lower(expr) if tensor.value.is_bool
-                       else lowerer.numeric(expr))
-            self._check_sizes(lowerer.allocations)
-            peak = max(peak, held() + sum(a.nbytes for a in lowerer.allocations))
-            allocations += lowerer.allocations
-            reads = {n for n in self._reads(expr) if n in holds}
-            # A fresh result owns a buffer (new, or one handed over and released here);
-            # a view may still own one when its builtin may have copied.
-            owned[name] = (self._nbytes(tensor.value)
-                           if closure.fresh or lowerer.owns_result else 0)
-            holds[name] = {name} if closure.fresh else {name}.union(*(holds[n] for n in reads))
-            self.contiguous[name] = closure.contiguous
-            if closure.fresh:
-                self.owners.add(name)
-            else:
-                shared = {n for n in self._reads(expr) if n in self.program.tensors}
-                self.aliases[name] = shared.union(*(self.aliases.get(n, set()) for n in shared))
-            release = () if self.keep_all else self.usage.dead_after(index, name, self.kept)
-            for dead in release:
-                holds.pop(dead, None)  # the caller holds the inputs
-            steps.append(Step(
-                name, line, closure.run, shape, tensor.value.text(),
-                np.dtype(bool) if tensor.value.is_bool else element_dtype(tensor.value, self.dtype),
-                release))
-        largest = max(allocations, key=lambda a: a.nbytes, default=None)
-        counts = {n: math.prod(self._shape(t.value)) for n, t in self.program.tensors.items()}
-        return Plan(tuple(steps), self.bindings, peak, largest, held(), counts, tuple(self.notes))
-
-    def _check_sizes(self, allocations: list[Allocation]) -> None:
-        """Refuse, before anything is allocated, an array NumPy cannot index."""
-        for allocation in allocations:
-            count = math.prod(allocation.shape)
-            if count * max(1, self.dtype.itemsize) > _MAX_BYTES:
-                raise InputError(message(
-                    "too_large", what=allocation.label, shape=list(allocation.shape),
-                    size=f"about 2^{count.bit_length() - 1}", limit=f"2^{_MAX_BYTES.bit_length()}",
-                    bindings=bindings_text(self.bindings)))
-
-    def _donatable(self, index: int) -> frozenset[str]:
-        """Tensors read once by this statement, for the last time, whose buffer no
-        other live name shares: the statement may overwrite them."""
-        if self.keep_all:
-            return frozenset()
-        result = set()
-        for name, count in self.usage.reads[index].items():
-            if count != 1 or name not in self.owners or name in self.kept:
-                continue
-            if self.usage.last_use.get(name) != index:
-                continue
-            sharers = [t for t, shared in self.aliases.items() if name in shared]
-            if all(t not in self.kept and self.usage.last_use.get(t, -1) < index for t in sharers):
-                result.add(name)
-        return frozenset(result)
-
-    def _shape(self, value: Value) -> tuple[int, ...]:
-        return evaluate_shape(self.program, value)
-
-    def _nbytes(self, value: Value) -> int:
-        itemsize = 1 if value.is_bool else self.dtype.itemsize
-        return math.prod(self._shape(value)) * itemsize
-
-
-def evaluate_shape(program: Program, value: Value) -> tuple[int, ...]:
-    """A shape at the program's bindings; every dim must be bound."""
-    assert value.shape is not None
-    dims = tuple(program.dims.evaluate(d) for d in value.shape)
-    if any(d is None for d in dims):
-        raise CheckerBug(message("bug_unbound_shape", shape=value.text()))
-    return dims  # type: ignore[return-value]
-
-
-def _bindings(program: Program) -> dict[str, int]:
-    values = {name: program.dims.value_of(name) for name in program.dims.dims}
-    return {name: value for name, value in values.items() if value is not None}
-
-
-def _names(expr: nodes.Expr) -> Iterator[str]:
-    """Every name read by an expression (keyword and list arguments included)."""
-    if isinstance(expr, nodes.Name):
-        yield expr.name
-    for child in nodes.children(expr):
-        yield from _names(child)
+    dtype = np.dtype(dtype)
+    return build(program, NumPy(program, dtype), keep_all=keep_all, fuse=fuse)
 
 
 # --- lowering expressions: one function per node kind ---------------------------------------
 
 
-class _ExprLowerer:
-    """Lowers the expression of one statement."""
+class _ExprLowerer(Lowerer):
+    """Lowers the expression of one statement into NumPy closures."""
 
-    def __init__(self, plan: _PlanBuilder, name: str, line: int, result_shape: tuple[int, ...],
-                 donated: frozenset[str]) -> None:
-        self.plan = plan
-        self.program = plan.program
-        self.dtype = plan.dtype
-        self.name = name
-        self.line = line
+    def __init__(self, plan: PlanBuilder, numpy: NumPy, name: str, line: int,
+                 result_shape: tuple[int, ...], donated: frozenset[str]) -> None:
+        super().__init__(plan, name, line, result_shape)
+        self.numpy = numpy
+        self.dtype = numpy.dtype
         self.donated = donated
-        self.allocations: list[Allocation] = []
-        self.result_shape = result_shape
-        self.owns_result = False  # a buffer of the result's shape was created here
 
     def lower(self, node: nodes.Expr) -> Closure:
-        planned = self.plan.fused.get(id(node))
-        if planned is not None:
-            return _lower_fused(self, planned, self.plan.fused_weights.get(id(node)))
-        handler = _NODE_COMPILERS.get(type(node))
-        if handler is None:
-            raise CheckerBug(message("bug_not_value", kind=type(node).__name__, line=node.span.line))
-        closure = handler(self, node)
-        check = self.plan.weights.get(id(node))
+        closure = super().lower(node)
+        check = None if id(node) in self.plan.fused else self.numpy.weights.get(id(node))
         if check is not None:
             # the check's float64 sums and deviations, and which sums are NaN
             self.reduced(node, check.axes[0], count=2, itemsize=8)
@@ -385,44 +148,23 @@ class _ExprLowerer:
             closure = _checked_weights(closure, check, SOFTMAX_TOLERANCE.get(self.dtype, 1e-4))
         return closure
 
+    def lower_fused(self, node: nodes.Expr, form: fused.Planned) -> Closure:
+        return _lower_fused(self, form, self.numpy.fused_weights.get(id(node)))
+
+    def quiet(self) -> AbstractContextManager[Any]:
+        return np.errstate(all="ignore")
+
     # helpers for node and builtin lowerers
 
     def scalar(self, value: float | int) -> Any:
         return self.dtype.type(value)
 
-    def constant(self, value: Any) -> Closure:
-        return Closure(lambda frame: value, const=True, contiguous=True)
+    def boolean(self, value: bool) -> Any:
+        return np.bool_(value)
 
-    def value_of(self, node: nodes.Expr) -> Value:
-        value = self.program.types.get(id(node))
-        if value is None or value.shape is None:
-            raise CheckerBug(message("bug_no_type", line=node.span.line))
-        return value
-
-    def shape_of(self, node: nodes.Expr) -> tuple[int, ...]:
-        return evaluate_shape(self.program, self.value_of(node))
-
-    def dim(self, dim: Any) -> int:
-        value = self.program.dims.evaluate(dim)
-        if value is None:
-            raise CheckerBug(message("bug_unbound_shape", shape=f"[{dim}]"))
-        return value
-
-    def allocates(self, node: nodes.Expr) -> None:
-        """Record that ``node`` creates a buffer of its own shape."""
-        value = self.value_of(node)
-        shape = self.shape_of(node)
-        itemsize = 1 if value.is_bool else self.dtype.itemsize
-        self.buffer(shape, itemsize)
-
-    def buffer(self, shape: tuple[int, ...], itemsize: int) -> None:
-        """Record a buffer this statement creates (a hidden temporary included)."""
-        if shape == self.result_shape:  # most likely the buffer that becomes the tensor
-            label = message("tensor_label", name=self.name)
-            self.owns_result = True
-        else:
-            label = message("temporary_label", name=self.name, line=self.line)
-        self.allocations.append(Allocation(label, shape, math.prod(shape) * itemsize))
+    def tensor_name(self, name: str) -> Closure:
+        return Closure(lambda frame: frame.values[name], fresh=name in self.donated,
+                       contiguous=self.plan.contiguous.get(name, True))  # inputs are cast C-contiguous
 
     def reduced(self, node: nodes.Expr, axis: int | None, count: int = 1, itemsize: int = 0) -> None:
         """Record ``count`` temporaries of ``node``'s shape reduced along ``axis``
@@ -436,13 +178,6 @@ class _ExprLowerer:
             self.allocations.append(Allocation(
                 message("temporary_label", name=self.name, line=self.line), tuple(shape),
                 math.prod(shape) * (itemsize or self.dtype.itemsize)))
-
-    def fold(self, closure: Closure, *children: Closure) -> Closure:
-        """Evaluate while lowering when every operand is a constant."""
-        if children and all(c.const for c in children):
-            with np.errstate(all="ignore"):
-                return self.constant(closure.run(Frame({})))
-        return closure
 
     def numeric(self, node: nodes.Expr) -> Closure:
         """A value used as numbers: a bool one is read as 0 and 1 in the run's dtype
@@ -477,35 +212,6 @@ def _in_place(apply: Callable[[Any, Any], Any], value: Any) -> Any:
 def _owned(value: Any) -> Any:
     """``out=`` for a value this operation created: arrays only (NumPy scalars are immutable)."""
     return value if isinstance(value, np.ndarray) and value.ndim else None
-
-
-def _lower_name(c: _ExprLowerer, node: nodes.Name) -> Closure:
-    if isinstance(node, nodes.ShapeOf):  # `x.shape[i]`: a size, which the checker resolved
-        return c.constant(c.scalar(c.dim(c.value_of(node).dim)))
-    if node.name not in c.program.tensors:  # a dim used as a value: a scalar
-        value = c.program.dims.value_of(node.name)
-        if value is None:
-            raise CheckerBug(message("bug_unbound_shape", shape=f"[{node.name}]"))
-        return c.constant(c.scalar(value))
-    name = node.name
-    return Closure(lambda frame: frame.values[name], fresh=name in c.donated,
-                   contiguous=c.plan.contiguous.get(name, True))  # inputs are cast C-contiguous
-
-
-def _lower_number(c: _ExprLowerer, node: nodes.Integer | nodes.Decimal) -> Closure:
-    return c.constant(c.scalar(node.value))
-
-
-def _lower_inf(c: _ExprLowerer, node: nodes.Inf) -> Closure:
-    return c.constant(c.scalar(math.inf))
-
-
-def _lower_boolean(c: _ExprLowerer, node: nodes.Boolean) -> Closure:
-    return c.constant(np.bool_(node.value))
-
-
-def _lower_paren(c: _ExprLowerer, node: nodes.Paren) -> Closure:
-    return c.lower(node.inner)
 
 
 def _lower_unary(c: _ExprLowerer, node: nodes.Unary) -> Closure:
@@ -602,7 +308,7 @@ def _lower_subscript(c: _ExprLowerer, node: nodes.Subscript) -> Closure:
     view of a named tensor (no copy); of a temporary, a copy, so that the temporary is
     freed rather than kept alive by a small view of it (the estimate counts the copy)."""
     if id(node) in c.program.calls:  # a gather, `E[ids]`: the checker read it as `take`
-        return _lower_call(c, node)  # type: ignore[arg-type]
+        return lower_call(c, node)  # type: ignore[arg-type]
     resolved = c.program.subscripts.get(id(node))
     if resolved is None:
         raise CheckerBug(message("bug_unresolved_call", name="[...]", line=node.span.line))
@@ -643,16 +349,6 @@ def _index_key(c: _ExprLowerer, entry: Take | Range | NewAxis) -> Any:
         stop = None if entry.stop is None else c.dim(entry.stop)
         return slice(start, stop, c.dim(entry.step))
     return None  # np.newaxis
-
-
-def _lower_call(c: _ExprLowerer, node: nodes.Call) -> Closure:
-    info = c.program.calls.get(id(node))
-    if info is None:
-        raise CheckerBug(message("bug_unresolved_call", name=node.func.name, line=node.span.line))
-    implementation = BUILTINS.get(info.builtin)
-    if implementation is None:
-        raise CheckerBug(message("bug_no_builtin", name=info.builtin))
-    return implementation(_Call(c, node, info))
 
 
 def _lower_fused(c: _ExprLowerer, planned: fused.Planned,
@@ -716,86 +412,22 @@ def _lower_fused(c: _ExprLowerer, planned: fused.Planned,
     return Closure(attention, fresh=True)
 
 
-_NODE_COMPILERS: dict[type, Callable[[_ExprLowerer, Any], Closure]] = {
-    nodes.Name: _lower_name,
-    nodes.ShapeOf: _lower_name,
-    nodes.Integer: _lower_number,
-    nodes.Decimal: _lower_number,
-    nodes.Inf: _lower_inf,
-    nodes.Boolean: _lower_boolean,
-    nodes.Paren: _lower_paren,
-    nodes.Unary: _lower_unary,
-    nodes.BinOp: _lower_binop,
-    nodes.Transpose: _lower_transpose,
-    nodes.Call: _lower_call,
-    nodes.Subscript: _lower_subscript,
-    nodes.Update: _lower_update,
+_ExprLowerer.nodes = {
+    **NODES, nodes.Unary: _lower_unary, nodes.BinOp: _lower_binop,
+    nodes.Transpose: _lower_transpose, nodes.Subscript: _lower_subscript, nodes.Update: _lower_update,
 }
 
 
 # --- builtins: one row per builtin ----------------------------------------------------------
 
 
-@dataclass
-class _Call:
-    """What a builtin's implementation may ask about its call."""
-
-    c: _ExprLowerer
-    node: nodes.Call
-    info: CallInfo
-
-    def tensor(self, param: str = "x") -> Closure:
-        return self.c.lower(self.info.args[param])
-
-    def numeric(self, param: str = "x") -> Closure:
-        return self.c.numeric(self.info.args[param])
-
-    def tensors(self, param: str, numeric: bool = False) -> list[Closure]:
-        items: nodes.ListExpr = self.info.args[param]
-        lower = self.c.numeric if numeric else self.c.lower
-        return [lower(item) for item in items.items]
-
-    def rank(self, param: str = "x") -> int:
-        argument = self.info.args[param]
-        if isinstance(argument, nodes.ListExpr):
-            argument = argument.items[0]
-        return self.c.value_of(argument).rank
-
-    def axis(self, param: str = "axis", of: str = "x") -> int | None:
-        """``row``/``col``/negative -> a non-negative index (None: every axis)."""
-        axis = self.info.args[param]
-        if axis is None:
-            return None
-        return axis_index(axis, self.rank(of))
-
-    def arg(self, param: str) -> Any:
-        return self.info.args[param]
-
-    def dim(self, param: str) -> int:
-        return self.c.dim(self.info.args[param])
-
-    def shape(self, param: str = "shape") -> tuple[int, ...]:
-        return tuple(self.c.dim(d) for d in self.info.args[param])
-
-    @property
-    def out_shape(self) -> tuple[int, ...]:
-        return self.c.shape_of(self.node)
-
-    def allocates(self) -> None:
-        self.c.allocates(self.node)
-
-    def elementwise(self, apply: Callable[[Any, Any], Any]) -> Closure:
-        return self.c.elementwise(self.node, self.numeric(), apply)
 
 
-Implementation = Callable[[_Call], Closure]
-
-
-def _ufunc_row(ufunc: np.ufunc) -> Implementation:
+def _unary(ufunc: np.ufunc) -> Implementation:
     return lambda call: call.elementwise(lambda x, out: ufunc(x, out=out))
 
 
-def _relu(call: _Call) -> Closure:
+def _relu(call: Call) -> Closure:
     zero = call.c.scalar(0)
     return call.elementwise(lambda x, out: np.maximum(x, zero, out=out))
 
@@ -810,11 +442,11 @@ def _sigmoid_apply(zero: Any) -> Callable[[Any, Any], Any]:
     return apply
 
 
-def _sigmoid(call: _Call) -> Closure:
+def _sigmoid(call: Call) -> Closure:
     return call.elementwise(_sigmoid_apply(call.c.scalar(0)))
 
 
-def _gelu(call: _Call) -> Closure:
+def _gelu(call: Call) -> Closure:
     half, root2 = call.c.scalar(0.5), call.c.scalar(math.sqrt(2.0))
     one = call.c.scalar(1)
 
@@ -828,7 +460,7 @@ def _gelu(call: _Call) -> Closure:
     return call.elementwise(lambda x, out: _blockwise(block, x, out))
 
 
-def _blockwise_temporaries(call: _Call) -> None:
+def _blockwise_temporaries(call: Call) -> None:
     """What :func:`_blockwise` holds besides its input and result: the iterator's
     buffers and the block's own temporaries (erf's), all of one block's size."""
     count = math.prod(call.out_shape)
@@ -854,7 +486,7 @@ def _blockwise(block: Callable[[Any, Any], None], x: Any, out: Any) -> Any:
     return out
 
 
-def _silu(call: _Call) -> Closure:
+def _silu(call: Call) -> Closure:
     sigmoid = _sigmoid_apply(call.c.scalar(0))
 
     def block(x: Any, out: Any) -> None:  # x * sigmoid(x)
@@ -864,12 +496,12 @@ def _silu(call: _Call) -> Closure:
     return call.elementwise(lambda x, out: _blockwise(block, x, out))
 
 
-def _softplus(call: _Call) -> Closure:
+def _softplus(call: Call) -> Closure:
     zero = call.c.scalar(0)
     return call.elementwise(lambda x, out: np.logaddexp(zero, x, out=out))  # log(1 + e^x), stable
 
 
-def _elu(call: _Call) -> Closure:
+def _elu(call: Call) -> Closure:
     alpha, zero = call.c.scalar(call.arg("alpha")), call.c.scalar(0)
 
     def block(x: Any, out: Any) -> None:  # x where x > 0, alpha * (e^x - 1) elsewhere
@@ -881,7 +513,7 @@ def _elu(call: _Call) -> Closure:
     return call.elementwise(lambda x, out: _blockwise(block, x, out))
 
 
-def _erf(call: _Call) -> Closure:
+def _erf(call: Call) -> Closure:
     def block(x: Any, out: Any) -> None:
         np.copyto(out, erf(x))
 
@@ -889,7 +521,7 @@ def _erf(call: _Call) -> Closure:
     return call.elementwise(lambda x, out: _blockwise(block, x, out))
 
 
-def _rsqrt(call: _Call) -> Closure:
+def _rsqrt(call: Call) -> Closure:
     one = call.c.scalar(1)
 
     def apply(x: Any, out: Any) -> Any:
@@ -899,7 +531,7 @@ def _rsqrt(call: _Call) -> Closure:
     return call.elementwise(apply)
 
 
-def _softmax(call: _Call) -> Closure:
+def _softmax(call: Call) -> Closure:
     x = call.numeric()
     axis = call.axis()
     assert axis is not None
@@ -1009,7 +641,7 @@ def _check_weights(frame: Frame, value: Any, check: WeightsCheck, tolerance: flo
                                     error=error, **fields)
 
 
-def _transpose(call: _Call) -> Closure:
+def _transpose(call: Call) -> Closure:
     x = call.tensor()
     run, perm = x.run, call.arg("perm")
     if perm is None:
@@ -1018,7 +650,7 @@ def _transpose(call: _Call) -> Closure:
                    contiguous=x.contiguous and list(perm) == sorted(perm))
 
 
-def _reshape(call: _Call) -> Closure:
+def _reshape(call: Call) -> Closure:
     x = call.tensor()
     run, target = x.run, call.out_shape  # the checker inferred any -1
     if x.contiguous or x.fresh:
@@ -1040,7 +672,7 @@ def _reshaped_copy(value: Any, target: tuple[int, ...]) -> Any:
     return np.array(result, order="C") if np.may_share_memory(result, value) else result
 
 
-def _split_heads(call: _Call) -> Closure:
+def _split_heads(call: Call) -> Closure:
     x = call.tensor()
     *batch, heads, n, d = call.out_shape
     run, grouped = x.run, (*batch, n, heads, d)  # head h owns columns h*d ... h*d+d-1
@@ -1050,7 +682,7 @@ def _split_heads(call: _Call) -> Closure:
                    fresh=x.fresh)
 
 
-def _section(call: _Call) -> Closure:
+def _section(call: Call) -> Closure:
     """Part `index` of equal parts along `axis`: a view, as NumPy's `split` gives."""
     x = call.tensor()
     axis = call.axis()
@@ -1062,7 +694,7 @@ def _section(call: _Call) -> Closure:
     return Closure(lambda frame: run(frame)[key], fresh=False, contiguous=False)
 
 
-def _merge_heads(call: _Call) -> Closure:
+def _merge_heads(call: Call) -> Closure:
     x = call.tensor()
     run, target = x.run, call.out_shape
     call.allocates()
@@ -1070,7 +702,7 @@ def _merge_heads(call: _Call) -> Closure:
                    fresh=x.fresh, contiguous=True)
 
 
-def _repeat(call: _Call) -> Closure:
+def _repeat(call: Call) -> Closure:
     x = call.tensor()
     run, repeats, axis = x.run, call.dim("repeats"), call.axis()
     call.allocates()
@@ -1078,7 +710,7 @@ def _repeat(call: _Call) -> Closure:
                    contiguous=True)
 
 
-def _concat(call: _Call) -> Closure:
+def _concat(call: Call) -> Closure:
     parts = [p.run for p in call.tensors("tensors")]
     axis = call.axis(of="tensors")
     call.allocates()
@@ -1087,7 +719,7 @@ def _concat(call: _Call) -> Closure:
 
 
 def _reduction(reduce: Callable[..., Any]) -> Implementation:
-    def implementation(call: _Call) -> Closure:
+    def implementation(call: Call) -> Closure:
         x = call.numeric()  # counting a mask gives a real number
         run, axis, keep = x.run, axes_of(call.arg("axis"), call.rank()), bool(call.arg("keepdims"))
         if call.out_shape:
@@ -1099,7 +731,7 @@ def _reduction(reduce: Callable[..., Any]) -> Implementation:
 
 
 def _normalise(rms: bool) -> Implementation:
-    def implementation(call: _Call) -> Closure:
+    def implementation(call: Call) -> Closure:
         eps = call.c.scalar(call.arg("eps"))  # (the checker refuses a scalar: SC305)
         width = call.c.scalar(call.c.shape_of(call.info.args["x"])[-1])
         call.c.reduced(call.info.args["x"], call.rank() - 1, count=2)  # the means, the scales
@@ -1118,7 +750,7 @@ def _normalise(rms: bool) -> Implementation:
     return implementation
 
 
-def _where(call: _Call) -> Closure:
+def _where(call: Call) -> Closure:
     condition, x, y = call.tensor("condition"), call.tensor("x"), call.tensor("y")
     crun, xrun, yrun = condition.run, x.run, y.run
     shape = call.out_shape
@@ -1144,7 +776,7 @@ def _copy_where(target: Any, source: Any, condition: Any, where: bool) -> Any:
     return target
 
 
-def _causal_mask(call: _Call) -> Closure:
+def _causal_mask(call: Call) -> Closure:
     queries = call.dim("n")
     keys = call.dim("n_k") if call.arg("n_k") is not None else queries
     # Aligned bottom right: query i sees key j <= i + keys - queries, as
@@ -1163,7 +795,7 @@ def _causal_mask(call: _Call) -> Closure:
 
 
 def _triangle(keep: Callable[..., Any]) -> Implementation:
-    def implementation(call: _Call) -> Closure:
+    def implementation(call: Call) -> Closure:
         x = call.tensor()
         run, k = x.run, call.dim("k")
         call.allocates()
@@ -1173,7 +805,7 @@ def _triangle(keep: Callable[..., Any]) -> Implementation:
     return implementation
 
 
-def _arange(call: _Call) -> Closure:
+def _arange(call: Call) -> Closure:
     n, dtype = call.dim("n"), call.c.dtype
     bounds = (n,) if call.arg("stop") is None else (n, call.dim("stop"), *(
         (call.dim("step"),) if call.arg("step") is not None else ()))
@@ -1181,7 +813,7 @@ def _arange(call: _Call) -> Closure:
     return Closure(lambda frame: np.arange(*bounds, dtype=dtype), fresh=True, contiguous=True)
 
 
-def _stack(call: _Call) -> Closure:
+def _stack(call: Call) -> Closure:
     parts = [p.run for p in call.tensors("tensors")]
     axis = axis_index(call.arg("axis"), call.rank("tensors") + 1)
     call.allocates()
@@ -1190,7 +822,7 @@ def _stack(call: _Call) -> Closure:
 
 
 def _constant_fill(fill: Callable[..., Any]) -> Implementation:
-    def implementation(call: _Call) -> Closure:
+    def implementation(call: Call) -> Closure:
         shape, dtype = call.shape(), call.c.dtype
         if shape:
             call.allocates()
@@ -1200,7 +832,7 @@ def _constant_fill(fill: Callable[..., Any]) -> Implementation:
     return implementation
 
 
-def _einsum(call: _Call) -> Closure:
+def _einsum(call: Call) -> Closure:
     """The checker's reading of the subscripts (``shapecheck.einsum``), executed as one
     single-operand ``np.einsum`` per operand (diagonals, sums over letters used nowhere
     else) and one ``np.matmul`` per pair of operands, left to right: BLAS speed, and
@@ -1321,101 +953,46 @@ def _pair_stage(c: _ExprLowerer, left: str, right: str, later: set[str], sizes: 
     return contract, result
 
 
-def _dropout(call: _Call) -> Closure:
-    return call.numeric()  # identity when executed (language.md, section 6)
-
-
-BUILTINS: dict[str, Implementation] = {
-    "softmax": _softmax,
-    "transpose": _transpose,
-    "reshape": _reshape,
-    "split_heads": _split_heads,
-    "swapaxes": _transpose,  # the checker made its `perm`
-    "section": _section,
-    "merge_heads": _merge_heads,
-    "repeat": _repeat,
-    "concat": _concat,
-    "layernorm": _normalise(rms=False),
-    "rmsnorm": _normalise(rms=True),
-    "where": _where,
-    "causal_mask": _causal_mask,
-    "tril": _triangle(np.tril),
-    "triu": _triangle(np.triu),
-    "arange": _arange,
-    "stack": _stack,
-    "ones": _constant_fill(np.ones),
-    "zeros": _constant_fill(np.zeros),
-    "einsum": _einsum,
-    "dropout": _dropout,
-    "exp": _ufunc_row(np.exp),
-    "log": _ufunc_row(np.log),
-    "sqrt": _ufunc_row(np.sqrt),
-    "tanh": _ufunc_row(np.tanh),
-    "abs": _ufunc_row(np.abs),
-    "sigmoid": _sigmoid,
-    "relu": _relu,
-    "gelu": _gelu,
-    "cos": _ufunc_row(np.cos),
-    "sin": _ufunc_row(np.sin),
-    "square": _ufunc_row(np.square),
-    "rsqrt": _rsqrt,
-    "silu": _silu,
-    "softplus": _softplus,
-    "elu": _elu,
-    "erf": _erf,
-    "sum": _reduction(np.sum),
-    "mean": _reduction(np.mean),
-    "max": _reduction(np.max),
-    "min": _reduction(np.min),
-}
 
 
 # --- issue 21: the builtins real attention code uses beyond the contract's -------------------
 
 
-def _fold(call: _Call, closure: Closure, *children: Closure) -> Closure:
-    """Fold a constant only when it is a scalar: an array is made when the step runs, after
-    the memory estimate has refused one too large to hold (`full([L ** 64], 0)`)."""
-    return call.c.fold(closure, *children) if not call.out_shape else closure
-
-
 def _cumulative(accumulate: Callable[..., Any]) -> Implementation:
-    def implementation(call: _Call) -> Closure:
+    def implementation(call: Call) -> Closure:
         x = call.numeric()
         run, axis = x.run, call.axis()
         if call.out_shape:
             call.allocates()
-        return _fold(call, Closure(lambda frame: accumulate(run(frame), axis=axis), fresh=True,
+        return call.fold(Closure(lambda frame: accumulate(run(frame), axis=axis), fresh=True,
                                    contiguous=True), x)
 
     return implementation
 
 
 def _pairwise(ufunc: np.ufunc) -> Implementation:
-    def implementation(call: _Call) -> Closure:
+    def implementation(call: Call) -> Closure:
         x, y = call.numeric("x"), call.numeric("y")
         xrun, yrun = x.run, y.run
         if call.out_shape:
             call.allocates()
-        return _fold(call, Closure(lambda frame: ufunc(xrun(frame), yrun(frame)), fresh=True,
+        return call.fold(Closure(lambda frame: ufunc(xrun(frame), yrun(frame)), fresh=True,
                                    contiguous=True), x, y)
 
     return implementation
 
 
-def _clamp(call: _Call) -> Closure:
+def _clamp(call: Call) -> Closure:
     x = call.numeric()
-    bounds = [call.numeric(p) if call.arg(p) is not None else None for p in ("min", "max")]
+    given, (low, high) = call.given("min", "max")
     run = x.run
-    low, high = (b.run if b is not None else (lambda frame: None) for b in bounds)
     if call.out_shape:
         call.allocates()
-    return _fold(call, Closure(lambda frame: np.clip(run(frame), low(frame), high(frame)),
-                               fresh=True, contiguous=True),
-                       x, *(b for b in bounds if b is not None))
+    return call.fold(Closure(lambda frame: np.clip(run(frame), low(frame), high(frame)),
+                             fresh=True, contiguous=True), x, *given)
 
 
-def _full(call: _Call) -> Closure:
+def _full(call: Call) -> Closure:
     shape, dtype = call.shape(), call.c.dtype
     value = call.tensor("value")
     fill = value.run
@@ -1423,52 +1000,38 @@ def _full(call: _Call) -> Closure:
     kind = np.dtype(bool) if bool_fill else dtype
     if shape:
         call.allocates()
-    return _fold(call, Closure(lambda frame: np.full(shape, fill(frame), dtype=kind)
+    return call.fold(Closure(lambda frame: np.full(shape, fill(frame), dtype=kind)
                                if shape else kind.type(fill(frame)), fresh=True,
                                contiguous=True), value)
 
 
-def _tile(call: _Call) -> Closure:
+def _tile(call: Call) -> Closure:
     x, reps = call.tensor(), call.shape("reps")
     run = x.run
     call.allocates()
-    return _fold(call, Closure(lambda frame: np.tile(run(frame), reps), fresh=True,
+    return call.fold(Closure(lambda frame: np.tile(run(frame), reps), fresh=True,
                                contiguous=True), x)
 
 
-def _expand(call: _Call) -> Closure:
+def _expand(call: Call) -> Closure:
     """A read-only broadcast view (PyTorch's expand also copies nothing)."""
     run, target = call.tensor().run, call.out_shape  # the checker filled each -1
     return Closure(lambda frame: np.broadcast_to(run(frame), target))
 
 
 def _logical(reduce: Callable[..., Any]) -> Implementation:
-    def implementation(call: _Call) -> Closure:
+    def implementation(call: Call) -> Closure:
         x = call.tensor()
         run, axis, keep = x.run, axes_of(call.arg("axis"), call.rank()), bool(call.arg("keepdims"))
         if call.out_shape:
             call.allocates()
-        return _fold(call, Closure(lambda frame: np.asarray(reduce(run(frame), axis=axis,
+        return call.fold(Closure(lambda frame: np.asarray(reduce(run(frame), axis=axis,
                                                                    keepdims=keep)),
                                     fresh=True, contiguous=True), x)
 
     return implementation
 
 
-BUILTINS.update({
-    "cumsum": _cumulative(np.cumsum),
-    "cumprod": _cumulative(np.cumprod),
-    "minimum": _pairwise(np.minimum),
-    "maximum": _pairwise(np.maximum),
-    "clamp": _clamp,
-    "full": _full,
-    "tile": _tile,
-    "expand": _expand,
-    "all": _logical(np.all),
-    "any": _logical(np.any),
-    "amax": _reduction(np.max),
-    "amin": _reduction(np.min),
-})
 
 
 # --- issue 21: integer tensors as positions (gathers and writes) ------------------------------
@@ -1493,7 +1056,7 @@ def checked_positions(values: Any, size: int, where: tuple[int, str, str, int]) 
     return array.astype(np.int64)
 
 
-def _where_of(call: _Call, index_param: str) -> tuple[int, str, str, int, int]:
+def _where_of(call: Call, index_param: str) -> tuple[int, str, str, int, int]:
     """(line, index text, operand text, axis, axis size) of a gather or write."""
     program, args = call.c.program, call.info.args
     starts = line_starts(program.source)
@@ -1503,8 +1066,8 @@ def _where_of(call: _Call, index_param: str) -> tuple[int, str, str, int, int]:
             span_text(program.source, starts, args["x"].span), axis, size)
 
 
-def _take(index_param: str, along: bool = False) -> Implementation:
-    def implementation(call: _Call) -> Closure:
+def _gather(index_param: str, along: bool = False) -> Implementation:
+    def implementation(call: Call) -> Closure:
         x, index = call.tensor(), call.tensor(index_param)
         line, text, operand, axis, size = _where_of(call, index_param)
         xrun, irun, where = x.run, index.run, (line, text, operand, axis)
@@ -1517,12 +1080,12 @@ def _take(index_param: str, along: bool = False) -> Implementation:
                 return np.take_along_axis(xrun(frame), positions, axis=axis)
             return np.take(xrun(frame), positions, axis=axis)
 
-        return _fold(call, Closure(gather, fresh=True, contiguous=True), x, index)
+        return call.fold(Closure(gather, fresh=True, contiguous=True), x, index)
 
     return implementation
 
 
-def _index_copy(call: _Call) -> Closure:
+def _index_copy(call: Call) -> Closure:
     x, index, source = call.tensor(), call.tensor("index"), call.tensor("source")
     line, text, operand, axis, size = _where_of(call, "index")
     xrun, irun, srun, where = x.run, index.run, source.run, (line, text, operand, axis)
@@ -1537,10 +1100,10 @@ def _index_copy(call: _Call) -> Closure:
         np.moveaxis(result, axis, 0)[positions] = np.moveaxis(values, axis, 0)
         return result
 
-    return _fold(call, Closure(write, fresh=True, contiguous=True), x, index, source)
+    return call.fold(Closure(write, fresh=True, contiguous=True), x, index, source)
 
 
-def _scatter(call: _Call) -> Closure:
+def _scatter(call: Call) -> Closure:
     x, index, source = call.tensor(), call.tensor("index"), call.tensor("src")
     line, text, operand, axis, size = _where_of(call, "index")
     xrun, irun, srun, where = x.run, index.run, source.run, (line, text, operand, axis)
@@ -1552,16 +1115,9 @@ def _scatter(call: _Call) -> Closure:
         np.put_along_axis(result, positions, np.broadcast_to(srun(frame), positions.shape), axis)
         return result
 
-    return _fold(call, Closure(write, fresh=True, contiguous=True), x, index, source)
+    return call.fold(Closure(write, fresh=True, contiguous=True), x, index, source)
 
 
-BUILTINS.update({
-    "take": _take("indices"),
-    "index_select": _take("index"),
-    "take_along_axis": _take("indices", along=True),
-    "index_copy": _index_copy,
-    "scatter": _scatter,
-})
 
 
 def element_dtype(value: Value, dtype: np.dtype) -> np.dtype:
@@ -1569,40 +1125,40 @@ def element_dtype(value: Value, dtype: np.dtype) -> np.dtype:
     return np.result_type(dtype, np.complex64) if value.element == "complex" else dtype
 
 
-def _complex_dtype(call: _Call) -> np.dtype:
+def _complex_dtype(call: Call) -> np.dtype:
     return np.result_type(call.c.dtype, np.complex64)
 
 
-def _made(call: _Call, function: Callable[..., Any], *params: str) -> Closure:
+def _made(call: Call, function: Callable[..., Any], *params: str) -> Closure:
     """A new array computed from the tensor arguments ``params`` (no buffer reused)."""
     closure = [call.numeric(p) for p in params]  # a mask as 0 and 1, as the checker types it
     runs = [c.run for c in closure]
     if call.out_shape:
         call.allocates()
-    return _fold(call, Closure(lambda frame: function(*(r(frame) for r in runs)), fresh=True,
+    return call.fold(Closure(lambda frame: function(*(r(frame) for r in runs)), fresh=True,
                                contiguous=True), *closure)
 
 
-def _view_as_complex(call: _Call) -> Closure:
+def _view_as_complex(call: Call) -> Closure:
     unit = _complex_dtype(call).type(1j)
     return _made(call, lambda x: np.asarray(x[..., 0] + unit * x[..., 1]), "x")
 
 
-def _as_complex(call: _Call) -> Closure:
+def _as_complex(call: Call) -> Closure:
     unit = _complex_dtype(call).type(1j)
     return _made(call, lambda x: np.asarray(x[..., 0::2] + unit * x[..., 1::2]), "x")
 
 
-def _view_as_real(call: _Call) -> Closure:
+def _view_as_real(call: Call) -> Closure:
     return _made(call, lambda z: np.stack([z.real, z.imag], axis=-1), "x")
 
 
-def _as_real(call: _Call) -> Closure:
+def _as_real(call: Call) -> Closure:
     return _made(call, lambda z: np.stack([z.real, z.imag], axis=-1).reshape(*z.shape[:-1], -1),
                  "x")
 
 
-def _polar(call: _Call) -> Closure:
+def _polar(call: Call) -> Closure:
     unit = _complex_dtype(call).type(1j)
     return _made(call, lambda r, a: np.asarray(r * np.cos(a) + unit * (r * np.sin(a))),
                  "abs", "angle")
@@ -1612,19 +1168,19 @@ def _complex_part(function: Callable[[Any], Any]) -> Implementation:
     return lambda call: _made(call, lambda x: np.array(function(x)), "x")
 
 
-def _abs(call: _Call) -> Closure:
+def _abs(call: Call) -> Closure:
     """|x|; of complex numbers a real array, never written into the complex operand."""
     if call.c.value_of(call.info.args["x"]).element == "complex":
         return _made(call, np.abs, "x")
     return call.elementwise(lambda x, out: np.abs(x, out=out))
 
 
-def _outer(call: _Call) -> Closure:
+def _outer(call: Call) -> Closure:
     return _made(call, np.outer, "x", "y")
 
 
 def _like(fill: Callable[..., Any]) -> Implementation:
-    def implementation(call: _Call) -> Closure:
+    def implementation(call: Call) -> Closure:
         value = call.c.value_of(call.node)
         dtype = np.dtype(bool) if value.is_bool else element_dtype(value, call.c.dtype)
         return _made(call, lambda x: fill(np.shape(x), dtype=dtype), "x")
@@ -1632,7 +1188,7 @@ def _like(fill: Callable[..., Any]) -> Implementation:
     return implementation
 
 
-def _full_like(call: _Call) -> Closure:
+def _full_like(call: Call) -> Closure:
     value = call.c.value_of(call.node)
     dtype = np.dtype(bool) if value.is_bool else element_dtype(value, call.c.dtype)
     whole = value.element == "int"  # PyTorch and NumPy keep x's integer dtype: truncated
@@ -1640,27 +1196,11 @@ def _full_like(call: _Call) -> Closure:
                  "x", "value")
 
 
-def _long(call: _Call) -> Closure:
+def _long(call: Call) -> Closure:
     dtype = call.c.dtype
     return _made(call, lambda x: np.asarray(np.trunc(np.asarray(x, dtype=dtype))), "x")
 
 
-BUILTINS.update({
-    "view_as_complex": _view_as_complex,
-    "as_complex": _as_complex,
-    "view_as_real": _view_as_real,
-    "as_real": _as_real,
-    "polar": _polar,
-    "real": _complex_part(np.real),
-    "imag": _complex_part(np.imag),
-    "conj": _complex_part(np.conj),
-    "abs": _abs,
-    "outer": _outer,
-    "ones_like": _like(np.ones),
-    "zeros_like": _like(np.zeros),
-    "full_like": _full_like,
-    "long": _long,
-})
 
 
 # --- erf, for the exact gelu -------------------------------------------------------------------
@@ -1699,3 +1239,9 @@ def erf(x: Any) -> Any:
         fraction = far + dtype(k / 2) / fraction
     result[~small] = dtype(1) - np.exp(-far * far) / dtype(math.sqrt(math.pi)) / fraction
     return np.copysign(result, values)
+
+
+# The NumPy op table: a row per builtin (lowering.table: its own functions above, by name,
+# and the shared recipes with NumPy's functions).
+BUILTINS: dict[str, Implementation] = table(globals(), np, {})
+_ExprLowerer.builtins = BUILTINS

@@ -24,7 +24,7 @@ import numpy as np
 from ..check.program import Program
 from . import runtime
 from .compiled import CompiledSpec
-from .numpy_backend import evaluate_shape
+from .plan import evaluate_shape
 
 # (rtol, atol) by the element type compared at: the coarser of the run's dtype and the
 # returned one. float64 is far looser than rounding (a correct implementation agrees to

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,14 +27,16 @@ import torch
 
 from ..syntax import nodes
 from ..check.builtins import axis_index
-from ..check.program import CallInfo, Program, Range, Take, Value
+from ..check.program import Program, Range, Take, Value
 from ..check.value_rules import axes_of
 from . import pattern
 from ..messages.diagnostics import line_starts, span_text
-from .errors import CheckerBug, InputError, bindings_text, message
-from .numpy_backend import Frame, definitions_of, evaluate_shape
+from .errors import CheckerBug, InputError, message
+from .plan import (
+    Allocation, Closure, Frame, Lowered, Plan, PlanBuilder, Statement, Thunk, build,
+)
+from .lowering import NODES, Call, Implementation, Lowerer, lower_call, table
 
-Thunk = Callable[["Frame"], Any]
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
 SOFTMAX_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-10}
 DEVICES = ("cpu", "cuda")
@@ -71,240 +74,87 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-# --- the plan ---------------------------------------------------------------------------
+# --- the framework the plan asks ---------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Closure:
-    """A node's closure; ``const``: folded when lowered."""
+class Torch:
+    """The torch framework, as the plan asks of it (:class:`.plan.Framework`): its rows are
+    :data:`BUILTINS` and the node lowerers below, its fused form one SDPA call."""
 
-    run: Thunk
-    const: bool = False
+    def __init__(self, dtype: torch.dtype, device: torch.device) -> None:
+        self.dtype = dtype
+        self.device = device
+        self.itemsize = dtype.itemsize
 
+    def fused_form(self, builder: PlanBuilder, fusable: pattern.Fusable) -> tuple[_Sdpa | None, str]:
+        return _sdpa_form(self, builder, fusable)
 
-@dataclass(frozen=True, slots=True)
-class Step:
-    name: str
-    line: int
-    run: Thunk
-    shape: tuple[int, ...]
-    symbolic: str
-    dtype: torch.dtype
-    release: tuple[str, ...]
+    def lower(self, builder: PlanBuilder, statement: Statement) -> Lowered:
+        lowerer = _ExprLowerer(builder, self, statement.name, statement.line, statement.shape)
+        closure = lowerer.lower(statement.expr)
+        # torch never overwrites a tensor it is handed: every result is counted as a
+        # buffer of its own (a view too, which over-counts rather than under-counts)
+        return Lowered(Closure(closure.run, fresh=True), lowerer.allocations)
 
+    def element_dtype(self, value: Value) -> torch.dtype:
+        return torch.bool if value.is_bool else element_dtype(value, self.dtype)
 
-@dataclass(frozen=True, slots=True)
-class Allocation:
-    label: str
-    shape: tuple[int, ...]
-    nbytes: int
+    def running(self) -> AbstractContextManager[Any]:
+        return torch.inference_mode()
 
-
-@dataclass(frozen=True)
-class Plan:
-    steps: tuple[Step, ...]
-    bindings: dict[str, int]
-    peak_bytes: int
-    largest: Allocation | None
-    device: torch.device
-    dtype: torch.dtype
-    notes: tuple[str, ...] = ()  # which attention patterns were fused, and why not
-    final_bytes: int = 0  # what is still held after the last statement
-    element_counts: dict[str, int] = field(default_factory=dict)  # every tensor, by name
-
-    def execute(self, values: dict[str, Any], *, check_invariants: bool = False,
-                progress: Callable[[float, str], None] | None = None,
-                tensors: bool = False) -> Frame:
-        """Run every step on ``values`` (inputs and params by name: NumPy arrays in the
-        run's dtype, or tensors). The frame's values come back as NumPy arrays on the CPU,
-        or as tensors on the device with ``tensors``."""
-        frame = Frame({n: self._tensor(v) for n, v in values.items()}, check_invariants)
-        with torch.inference_mode():
-            for index, step in enumerate(self.steps):
-                if progress is not None:
-                    progress(index / len(self.steps), step.name)
-                result = step.run(frame)
-                self._check(step, result)
-                frame.values[step.name] = result
-                for name in step.release:
-                    del frame.values[name]
-        if not tensors:
-            frame.values = {n: to_numpy(v)[0] for n, v in frame.values.items()}
-        return frame
-
-    def _tensor(self, value: Any) -> torch.Tensor:
+    def enter(self, value: Any) -> torch.Tensor:
         if isinstance(value, torch.Tensor):
             return value.to(self.device)
         return to_torch(np.asarray(value), self.device)
 
-    def _check(self, step: Step, result: torch.Tensor) -> None:
-        shape = tuple(result.shape)
-        if shape != step.shape:
-            raise CheckerBug(message(
-                "shape_bug", name=step.name, line=step.line, actual=list(shape),
-                symbolic=step.symbolic, expected=list(step.shape),
-                bindings=bindings_text(self.bindings)))
-        if result.dtype != step.dtype:
-            raise CheckerBug(message("dtype_bug", name=step.name, line=step.line,
-                                     actual=str(result.dtype).removeprefix("torch."),
-                                     expected=str(step.dtype).removeprefix("torch.")))
+    def leave(self, value: torch.Tensor) -> np.ndarray:
+        return to_numpy(value)[0]
+
+    def shape(self, value: torch.Tensor) -> tuple[int, ...]:
+        return tuple(value.shape)
+
+    def dtype_of(self, value: torch.Tensor) -> torch.dtype:
+        return value.dtype
+
+    def dtype_text(self, dtype: torch.dtype) -> str:
+        return str(dtype).removeprefix("torch.")
 
 
 def build_plan(program: Program, dtype: str | np.dtype, *, device: str = "cpu",
                keep_all: bool = False, fuse: bool = True) -> Plan:
-    """Build the :class:`Plan` of a verified program whose dims are all bound; with
+    """Build the :class:`.plan.Plan` of a verified program whose dims are all bound; with
     ``fuse``, every attention pattern that allows it runs as one
     ``scaled_dot_product_attention`` call (its scores and weights are never built)."""
-    return _PlanBuilder(program, DTYPES[np.dtype(dtype).name], device_of(device), keep_all,
-                        fuse).build()
-
-
-class _PlanBuilder:
-    def __init__(self, program: Program, dtype: torch.dtype, device: torch.device,
-                 keep_all: bool, fuse: bool) -> None:
-        self.program = program
-        self.dtype = dtype
-        self.device = device
-        self.keep_all = keep_all
-        self.bindings = {n: v for n in program.dims.dims
-                         if (v := program.dims.value_of(n)) is not None}
-        self.fused: dict[int, _Sdpa] = {}  # id(P @ V node) -> how it runs
-        self.notes: list[str] = []  # what was fused and what was not, one line each
-        if fuse:
-            self._choose_fused()
-
-    def _choose_fused(self) -> None:
-        found, refused = pattern.fusable(self.program, set(self.program.outputs),
-                                         keep_all=self.keep_all)
-        for name, line, reason in dict.fromkeys(refused):  # a softmax may head several patterns
-            self.notes.append(message("not_fused", name=name, line=line, reason=message(reason)))
-        for fusable in found:
-            sdpa, reason = _sdpa_form(self, fusable)
-            if sdpa is None:
-                self.notes.append(message("not_fused", name=fusable.softmax_name,
-                                          line=fusable.softmax_line, reason=message(reason)))
-                continue
-            self.fused[id(fusable.output)] = sdpa
-            self.notes.append(message("fused", name=fusable.softmax_name, line=fusable.softmax_line,
-                                      how=message("fused_sdpa", mask=message(sdpa.mask_kind))))
-
-    @property
-    def skipped(self) -> set[str]:
-        return set().union(*(sdpa.fusable.skipped for sdpa in self.fused.values()))
-
-    def build(self) -> Plan:
-        skipped = self.skipped
-        fused = {key: sdpa.fusable for key, sdpa in self.fused.items()}
-        definitions = [d for d in definitions_of(self.program) if d[0].name not in skipped]
-        last_use: dict[str, int] = {}
-        for index, (ident, expr, _) in enumerate(definitions):
-            for name in pattern.names_read(expr, fused):
-                if name in self.program.tensors:
-                    last_use[name] = index
-            last_use.setdefault(ident.name, index)
-        kept = set(self.program.outputs)
-        inputs = [t for t in self.program.tensors.values() if t.kind in ("input", "param")]
-        live = {t.name: self._nbytes(t.value) for t in inputs}
-        allocations = [Allocation(message("tensor_label", name=t.name),
-                                  self._shape(t.value), live[t.name]) for t in inputs]
-        peak = sum(live.values())
-        steps: list[Step] = []
-        for index, (ident, expr, line) in enumerate(definitions):
-            tensor = self.program.tensors[ident.name]
-            shape = self._shape(tensor.value)
-            lowerer = _ExprLowerer(self, ident.name, line, shape)
-            closure = lowerer.lower(expr)
-            peak = max(peak, sum(live.values()) + sum(a.nbytes for a in lowerer.allocations))
-            allocations += lowerer.allocations
-            live[ident.name] = self._nbytes(tensor.value)
-            release: tuple[str, ...] = ()
-            if not self.keep_all:
-                release = tuple(n for n, last in last_use.items()
-                                if last == index and n not in kept and n in self.program.tensors
-                                and self.program.tensors[n].kind == "defined")
-                for dead in release:
-                    live.pop(dead, None)
-            steps.append(Step(ident.name, line, closure.run, shape, tensor.value.text(),
-                              torch.bool if tensor.value.is_bool else
-                              element_dtype(tensor.value, self.dtype), release))
-        largest = max(allocations, key=lambda a: a.nbytes, default=None)
-        counts = {n: math.prod(self._shape(t.value)) for n, t in self.program.tensors.items()}
-        return Plan(tuple(steps), self.bindings, peak, largest, self.device, self.dtype,
-                    tuple(self.notes), sum(live.values()), counts)
-
-    def shape_of(self, node: nodes.Expr) -> tuple[int, ...]:
-        return evaluate_shape(self.program, self.program.type_of(node))
-
-    def _shape(self, value: Value) -> tuple[int, ...]:
-        return evaluate_shape(self.program, value)
-
-    def _nbytes(self, value: Value) -> int:
-        itemsize = 1 if value.is_bool else self.dtype.itemsize
-        return math.prod(self._shape(value)) * itemsize
+    framework = Torch(DTYPES[np.dtype(dtype).name], device_of(device))
+    return build(program, framework, keep_all=keep_all, fuse=fuse)
 
 
 # --- lowering expressions --------------------------------------------------------------------
 
 
-class _ExprLowerer:
-    def __init__(self, plan: _PlanBuilder, name: str, line: int,
-                 result_shape: tuple[int, ...]) -> None:
-        self.plan = plan
-        self.program = plan.program
-        self.dtype = plan.dtype
-        self.device = plan.device
-        self.name = name
-        self.line = line
-        self.result_shape = result_shape
-        self.allocations: list[Allocation] = []
+class _ExprLowerer(Lowerer):
+    """Lowers the expression of one statement into torch closures."""
 
-    def lower(self, node: nodes.Expr) -> Closure:
-        sdpa = self.plan.fused.get(id(node))
-        if sdpa is not None:
-            return _lower_sdpa(self, sdpa)
-        handler = _NODE_COMPILERS.get(type(node))
-        if handler is None:
-            raise CheckerBug(message("bug_not_value", kind=type(node).__name__, line=node.span.line))
-        return handler(self, node)
+    no_builtin = "bug_no_builtin_torch"
+
+    def __init__(self, plan: PlanBuilder, framework: Torch, name: str, line: int,
+                 result_shape: tuple[int, ...]) -> None:
+        super().__init__(plan, name, line, result_shape)
+        self.dtype = framework.dtype
+        self.device = framework.device
+
+    def lower_fused(self, node: nodes.Expr, form: _Sdpa) -> Closure:
+        return _lower_sdpa(self, form)
 
     def scalar(self, value: float | int | bool, dtype: torch.dtype | None = None) -> torch.Tensor:
         return torch.tensor(value, dtype=dtype or self.dtype, device=self.device)
 
-    def constant(self, value: Any) -> Closure:
-        return Closure(lambda frame: value, const=True)
-
-    def value_of(self, node: nodes.Expr) -> Value:
-        value = self.program.types.get(id(node))
-        if value is None or value.shape is None:
-            raise CheckerBug(message("bug_no_type", line=node.span.line))
-        return value
-
-    def shape_of(self, node: nodes.Expr) -> tuple[int, ...]:
-        return evaluate_shape(self.program, self.value_of(node))
-
-    def dim(self, dim: Any) -> int:
-        value = self.program.dims.evaluate(dim)
-        if value is None:
-            raise CheckerBug(message("bug_unbound_shape", shape=f"[{dim}]"))
-        return value
+    def boolean(self, value: bool) -> torch.Tensor:
+        return self.scalar(value, torch.bool)
 
     def allocates(self, node: nodes.Expr) -> None:
-        value = self.value_of(node)
-        shape = self.shape_of(node)
-        if not shape:
-            return
-        itemsize = 1 if value.is_bool else self.dtype.itemsize
-        if shape == self.result_shape:
-            label = message("tensor_label", name=self.name)
-        else:
-            label = message("temporary_label", name=self.name, line=self.line)
-        self.allocations.append(Allocation(label, shape, math.prod(shape) * itemsize))
-
-    def fold(self, closure: Closure, *children: Closure) -> Closure:
-        """Evaluate while lowering when every operand is a constant."""
-        if children and all(c.const for c in children):
-            return self.constant(closure.run(Frame({})))
-        return closure
+        if self.shape_of(node):  # a 0-d tensor is not counted
+            super().allocates(node)
 
     def numeric(self, node: nodes.Expr) -> Closure:
         """A bool value used as numbers is read as 0 and 1 in the run's dtype (SC403)."""
@@ -320,34 +170,6 @@ class _ExprLowerer:
         run = operand.run
         self.allocates(node)
         return self.fold(Closure(lambda frame: apply(run(frame))), operand)
-
-
-def _lower_name(c: _ExprLowerer, node: nodes.Name) -> Closure:
-    if isinstance(node, nodes.ShapeOf):  # `x.shape[i]`: a size, which the checker resolved
-        return c.constant(c.scalar(c.dim(c.value_of(node).dim)))
-    if node.name not in c.program.tensors:  # a dim used as a value: a scalar
-        value = c.program.dims.value_of(node.name)
-        if value is None:
-            raise CheckerBug(message("bug_unbound_shape", shape=f"[{node.name}]"))
-        return c.constant(c.scalar(value))
-    name = node.name
-    return Closure(lambda frame: frame.values[name])
-
-
-def _lower_number(c: _ExprLowerer, node: nodes.Integer | nodes.Decimal) -> Closure:
-    return c.constant(c.scalar(node.value))
-
-
-def _lower_inf(c: _ExprLowerer, node: nodes.Inf) -> Closure:
-    return c.constant(c.scalar(math.inf))
-
-
-def _lower_boolean(c: _ExprLowerer, node: nodes.Boolean) -> Closure:
-    return c.constant(c.scalar(node.value, torch.bool))
-
-
-def _lower_paren(c: _ExprLowerer, node: nodes.Paren) -> Closure:
-    return c.lower(node.inner)
 
 
 def _lower_unary(c: _ExprLowerer, node: nodes.Unary) -> Closure:
@@ -405,7 +227,7 @@ def _lower_subscript(c: _ExprLowerer, node: nodes.Subscript) -> Closure:
     axis sliced backward is flipped first, and sliced forward from the mirrored bounds."""
     resolved = c.program.subscripts.get(id(node))
     if resolved is None and id(node) in c.program.calls:  # a gather, `E[ids]`: read as `take`
-        return _lower_call(c, node)  # type: ignore[arg-type]
+        return lower_call(c, node)  # type: ignore[arg-type]
     if resolved is None:
         raise CheckerBug(message("bug_unresolved_call", name="[...]", line=node.span.line))
     flips: list[int] = []
@@ -468,99 +290,26 @@ def _lower_update(c: _ExprLowerer, node: nodes.Update) -> Closure:
     return Closure(update)
 
 
-def _lower_call(c: _ExprLowerer, node: nodes.Call) -> Closure:
-    info = c.program.calls.get(id(node))
-    if info is None:
-        raise CheckerBug(message("bug_unresolved_call", name=node.func.name, line=node.span.line))
-    implementation = BUILTINS.get(info.builtin)
-    if implementation is None:
-        raise CheckerBug(message("bug_no_builtin_torch", name=info.builtin))
-    return implementation(_Call(c, node, info))
-
-
-_NODE_COMPILERS: dict[type, Callable[[_ExprLowerer, Any], Closure]] = {
-    nodes.Name: _lower_name,
-    nodes.ShapeOf: _lower_name,
-    nodes.Integer: _lower_number,
-    nodes.Decimal: _lower_number,
-    nodes.Inf: _lower_inf,
-    nodes.Boolean: _lower_boolean,
-    nodes.Paren: _lower_paren,
-    nodes.Unary: _lower_unary,
-    nodes.BinOp: _lower_binop,
-    nodes.Transpose: _lower_transpose,
-    nodes.Call: _lower_call,
-    nodes.Subscript: _lower_subscript,
-    nodes.Update: _lower_update,
+_ExprLowerer.nodes = {
+    **NODES, nodes.Unary: _lower_unary, nodes.BinOp: _lower_binop,
+    nodes.Transpose: _lower_transpose, nodes.Subscript: _lower_subscript, nodes.Update: _lower_update,
 }
 
 
 # --- builtins: one row per builtin ------------------------------------------------------------
 
 
-@dataclass
-class _Call:
-    """What a builtin's implementation may ask about its call."""
-
-    c: _ExprLowerer
-    node: nodes.Call
-    info: CallInfo
-
-    def tensor(self, param: str = "x") -> Closure:
-        return self.c.lower(self.info.args[param])
-
-    def numeric(self, param: str = "x") -> Closure:
-        return self.c.numeric(self.info.args[param])
-
-    def tensors(self, param: str, numeric: bool = False) -> list[Closure]:
-        items: nodes.ListExpr = self.info.args[param]
-        lower = self.c.numeric if numeric else self.c.lower
-        return [lower(item) for item in items.items]
-
-    def rank(self, param: str = "x") -> int:
-        argument = self.info.args[param]
-        if isinstance(argument, nodes.ListExpr):
-            argument = argument.items[0]
-        return self.c.value_of(argument).rank
-
-    def axis(self, param: str = "axis", of: str = "x") -> int | None:
-        axis = self.info.args[param]
-        if axis is None:
-            return None
-        return axis_index(axis, self.rank(of))
-
-    def arg(self, param: str) -> Any:
-        return self.info.args[param]
-
-    def dim(self, param: str) -> int:
-        return self.c.dim(self.info.args[param])
-
-    def shape(self, param: str = "shape") -> tuple[int, ...]:
-        return tuple(self.c.dim(d) for d in self.info.args[param])
-
-    @property
-    def out_shape(self) -> tuple[int, ...]:
-        return self.c.shape_of(self.node)
-
-    def allocates(self) -> None:
-        self.c.allocates(self.node)
-
-    def elementwise(self, apply: Callable[[torch.Tensor], torch.Tensor]) -> Closure:
-        return self.c.elementwise(self.node, self.numeric(), apply)
-
-
-Implementation = Callable[[_Call], Closure]
 
 
 def _unary(function: Callable[[torch.Tensor], torch.Tensor]) -> Implementation:
     return lambda call: call.elementwise(function)
 
 
-def _gelu(x: torch.Tensor) -> torch.Tensor:
+def _gelu_exact(x: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.gelu(x)  # approximate="none": the exact erf form
 
 
-def _softmax(call: _Call) -> Closure:
+def _softmax(call: Call) -> Closure:
     run = call.numeric().run
     axis = call.axis()
     assert axis is not None
@@ -603,7 +352,7 @@ def check_sums(frame: Frame, totals: torch.Tensor, name: str, line: int, what: s
                                                      axis=axis, error=error)
 
 
-def _transpose(call: _Call) -> Closure:
+def _transpose(call: Call) -> Closure:
     run, perm = call.tensor().run, call.arg("perm")
     if perm is None:
         return Closure(lambda frame: run(frame).transpose(-1, -2))
@@ -611,19 +360,19 @@ def _transpose(call: _Call) -> Closure:
     return Closure(lambda frame: run(frame).permute(order))
 
 
-def _reshape(call: _Call) -> Closure:
+def _reshape(call: Call) -> Closure:
     run, target = call.tensor().run, call.out_shape  # the checker inferred any -1
     return Closure(lambda frame: torch.reshape(run(frame), target))
 
 
-def _split_heads(call: _Call) -> Closure:
+def _split_heads(call: Call) -> Closure:
     run = call.tensor().run
     *batch, heads, n, d = call.out_shape
     grouped = (*batch, n, heads, d)  # head h owns columns h*d ... h*d+d-1
     return Closure(lambda frame: torch.reshape(run(frame), grouped).transpose(-3, -2))
 
 
-def _section(call: _Call) -> Closure:
+def _section(call: Call) -> Closure:
     """Part `index` of equal parts along `axis` (a view, as `torch.split` gives)."""
     axis = call.axis()
     assert axis is not None
@@ -633,19 +382,19 @@ def _section(call: _Call) -> Closure:
     return Closure(lambda frame: run(frame).narrow(axis, start, length))
 
 
-def _merge_heads(call: _Call) -> Closure:
+def _merge_heads(call: Call) -> Closure:
     run, target = call.tensor().run, call.out_shape
     call.allocates()
     return Closure(lambda frame: torch.reshape(run(frame).transpose(-3, -2), target))
 
 
-def _repeat(call: _Call) -> Closure:
+def _repeat(call: Call) -> Closure:
     run, repeats, axis = call.tensor().run, call.dim("repeats"), call.axis()
     call.allocates()  # NumPy's repeat: each element `repeats` times in a row
     return Closure(lambda frame: torch.repeat_interleave(run(frame), repeats, dim=axis))
 
 
-def _concat(call: _Call) -> Closure:
+def _concat(call: Call) -> Closure:
     parts = [p.run for p in call.tensors("tensors")]
     axis = call.axis(of="tensors")
     call.allocates()
@@ -657,7 +406,7 @@ def _all_axes(x: torch.Tensor) -> tuple[int, ...]:
 
 
 def _reduction(reduce: Callable[..., torch.Tensor]) -> Implementation:
-    def implementation(call: _Call) -> Closure:
+    def implementation(call: Call) -> Closure:
         x = call.numeric()  # counting a mask gives a real number
         run, axis, keep = x.run, axes_of(call.arg("axis"), call.rank()), bool(call.arg("keepdims"))
         call.allocates()
@@ -674,7 +423,7 @@ def _reduction(reduce: Callable[..., torch.Tensor]) -> Implementation:
 
 
 def _normalise(rms: bool) -> Implementation:
-    def implementation(call: _Call) -> Closure:
+    def implementation(call: Call) -> Closure:
         eps = call.c.scalar(call.arg("eps"))
 
         def apply(x: torch.Tensor) -> torch.Tensor:
@@ -690,13 +439,13 @@ def _normalise(rms: bool) -> Implementation:
     return implementation
 
 
-def _where(call: _Call) -> Closure:
+def _where(call: Call) -> Closure:
     crun, xrun, yrun = (call.tensor(p).run for p in ("condition", "x", "y"))
     call.allocates()
     return Closure(lambda frame: torch.where(crun(frame), xrun(frame), yrun(frame)))
 
 
-def _causal_mask(call: _Call) -> Closure:
+def _causal_mask(call: Call) -> Closure:
     queries, device = call.dim("n"), call.c.device
     keys = call.dim("n_k") if call.arg("n_k") is not None else queries
     offset = keys - queries  # aligned bottom right: query i sees key j <= i + offset
@@ -714,7 +463,7 @@ def _causal_mask(call: _Call) -> Closure:
 
 
 def _triangle(keep: Callable[..., torch.Tensor]) -> Implementation:
-    def implementation(call: _Call) -> Closure:
+    def implementation(call: Call) -> Closure:
         x = call.tensor()
         run, k = x.run, call.dim("k")
         call.allocates()
@@ -723,7 +472,7 @@ def _triangle(keep: Callable[..., torch.Tensor]) -> Implementation:
     return implementation
 
 
-def _arange(call: _Call) -> Closure:
+def _arange(call: Call) -> Closure:
     n, dtype, device = call.dim("n"), call.c.dtype, call.c.device
     bounds = (n,) if call.arg("stop") is None else (n, call.dim("stop"), *(
         (call.dim("step"),) if call.arg("step") is not None else ()))
@@ -731,27 +480,27 @@ def _arange(call: _Call) -> Closure:
     return Closure(lambda frame: torch.arange(*bounds, dtype=dtype, device=device))
 
 
-def _stack(call: _Call) -> Closure:
+def _stack(call: Call) -> Closure:
     parts = [p.run for p in call.tensors("tensors")]
     axis = axis_index(call.arg("axis"), call.rank("tensors") + 1)
     call.allocates()
     return Closure(lambda frame: torch.stack([p(frame) for p in parts], dim=axis))
 
 
-def _elu(call: _Call) -> Closure:
+def _elu(call: Call) -> Closure:
     alpha, zero = call.c.scalar(call.arg("alpha")), call.c.scalar(0)
     # As NumPy's row: alpha * expm1 of min(x, 0), so that nothing overflows.
     return call.elementwise(lambda x: torch.where(
         x > zero, x, alpha * torch.expm1(torch.minimum(x, zero))))
 
 
-def _softplus(call: _Call) -> Closure:
+def _softplus(call: Call) -> Closure:
     zero = call.c.scalar(0)  # log(1 + e^x) exactly; torch's softplus is linear past 20
     return call.elementwise(lambda x: torch.logaddexp(zero, x))
 
 
 def _constant_fill(fill: Callable[..., torch.Tensor]) -> Implementation:
-    def implementation(call: _Call) -> Closure:
+    def implementation(call: Call) -> Closure:
         shape, dtype, device = call.shape(), call.c.dtype, call.c.device
         if shape:
             call.allocates()
@@ -761,126 +510,72 @@ def _constant_fill(fill: Callable[..., torch.Tensor]) -> Implementation:
     return implementation
 
 
-def _einsum(call: _Call) -> Closure:
+def _einsum(call: Call) -> Closure:
     subscripts = call.arg("subscripts")
     runs = [o.run for o in call.tensors("operands", numeric=True)]
     call.allocates()
     return Closure(lambda frame: torch.einsum(subscripts, *[r(frame) for r in runs]))
 
 
-def _dropout(call: _Call) -> Closure:
-    return call.numeric()  # identity when executed (language.md, section 6)
-
-
-BUILTINS: dict[str, Implementation] = {
-    "softmax": _softmax,
-    "transpose": _transpose,
-    "reshape": _reshape,
-    "split_heads": _split_heads,
-    "swapaxes": _transpose,  # the checker made its `perm`
-    "section": _section,
-    "merge_heads": _merge_heads,
-    "repeat": _repeat,
-    "concat": _concat,
-    "layernorm": _normalise(rms=False),
-    "rmsnorm": _normalise(rms=True),
-    "where": _where,
-    "causal_mask": _causal_mask,
-    "tril": _triangle(torch.tril),
-    "triu": _triangle(torch.triu),
-    "arange": _arange,
-    "stack": _stack,
-    "ones": _constant_fill(torch.ones),
-    "zeros": _constant_fill(torch.zeros),
-    "einsum": _einsum,
-    "dropout": _dropout,
-    "exp": _unary(torch.exp),
-    "log": _unary(torch.log),
-    "sqrt": _unary(torch.sqrt),
-    "tanh": _unary(torch.tanh),
-    "abs": _unary(torch.abs),
-    "sigmoid": _unary(torch.sigmoid),
-    "relu": _unary(torch.relu),
-    "gelu": _unary(_gelu),
-    "cos": _unary(torch.cos),
-    "sin": _unary(torch.sin),
-    "square": _unary(torch.square),
-    "rsqrt": _unary(torch.rsqrt),
-    "erf": _unary(torch.erf),
-    "silu": _unary(torch.nn.functional.silu),
-    "softplus": _softplus,
-    "elu": _elu,
-    "sum": _reduction(torch.sum),
-    "mean": _reduction(torch.mean),
-    "max": _reduction(torch.amax),
-    "min": _reduction(torch.amin),
-}
 
 
 # --- issue 21: the builtins real attention code uses beyond the contract's -------------------
 
 
-def _fold(call: _Call, closure: Closure, *children: Closure) -> Closure:
-    """Fold a constant only when it is a scalar: an array is made when the step runs, after
-    the memory estimate has refused one too large to hold (`full([L ** 64], 0)`)."""
-    return call.c.fold(closure, *children) if not call.out_shape else closure
-
-
 def _cumulative(accumulate: Callable[..., torch.Tensor]) -> Implementation:
-    def implementation(call: _Call) -> Closure:
+    def implementation(call: Call) -> Closure:
         x = call.numeric()
         run, axis = x.run, call.axis()
         call.allocates()
-        return _fold(call, Closure(lambda frame: accumulate(run(frame), dim=axis)
+        return call.fold(Closure(lambda frame: accumulate(run(frame), dim=axis)
                                    if run(frame).ndim else run(frame)), x)
 
     return implementation
 
 
 def _pairwise(function: Callable[..., torch.Tensor]) -> Implementation:
-    def implementation(call: _Call) -> Closure:
+    def implementation(call: Call) -> Closure:
         x, y = call.numeric("x"), call.numeric("y")
         xrun, yrun = x.run, y.run
         call.allocates()
-        return _fold(call, Closure(lambda frame: function(xrun(frame), yrun(frame))), x, y)
+        return call.fold(Closure(lambda frame: function(xrun(frame), yrun(frame))), x, y)
 
     return implementation
 
 
-def _clamp(call: _Call) -> Closure:
+def _clamp(call: Call) -> Closure:
     x = call.numeric()
-    bounds = [call.numeric(p) if call.arg(p) is not None else None for p in ("min", "max")]
+    given, (low, high) = call.given("min", "max")
     run = x.run
-    low, high = (b.run if b is not None else (lambda frame: None) for b in bounds)
     call.allocates()
-    return _fold(call, Closure(lambda frame: torch.clamp(run(frame), low(frame), high(frame))),
-                       x, *(b for b in bounds if b is not None))
+    return call.fold(Closure(lambda frame: torch.clamp(run(frame), low(frame), high(frame))),
+                     x, *given)
 
 
-def _full(call: _Call) -> Closure:
+def _full(call: Call) -> Closure:
     shape, device = call.shape(), call.c.device
     kind = torch.bool if call.c.value_of(call.node).is_bool else call.c.dtype
     value = call.tensor("value")
     fill = value.run
     call.allocates()
-    return _fold(call, Closure(lambda frame: torch.full(shape, fill(frame).item(), dtype=kind,
+    return call.fold(Closure(lambda frame: torch.full(shape, fill(frame).item(), dtype=kind,
                                                         device=device)), value)
 
 
-def _tile(call: _Call) -> Closure:
+def _tile(call: Call) -> Closure:
     x, reps = call.tensor(), call.shape("reps")
     run = x.run
     call.allocates()
-    return _fold(call, Closure(lambda frame: torch.tile(run(frame), reps)), x)
+    return call.fold(Closure(lambda frame: torch.tile(run(frame), reps)), x)
 
 
-def _expand(call: _Call) -> Closure:
+def _expand(call: Call) -> Closure:
     run, target = call.tensor().run, call.out_shape  # the checker filled each -1
     return Closure(lambda frame: run(frame).expand(target))
 
 
 def _logical(reduce: Callable[..., torch.Tensor]) -> Implementation:
-    def implementation(call: _Call) -> Closure:
+    def implementation(call: Call) -> Closure:
         x = call.tensor()
         run, axis, keep = x.run, axes_of(call.arg("axis"), call.rank()), bool(call.arg("keepdims"))
         call.allocates()
@@ -891,25 +586,11 @@ def _logical(reduce: Callable[..., torch.Tensor]) -> Implementation:
                 return value
             return reduce(value, dim=_all_axes(value) if axis is None else axis, keepdim=keep)
 
-        return _fold(call, Closure(apply), x)
+        return call.fold(Closure(apply), x)
 
     return implementation
 
 
-BUILTINS.update({
-    "cumsum": _cumulative(torch.cumsum),
-    "cumprod": _cumulative(torch.cumprod),
-    "minimum": _pairwise(torch.minimum),
-    "maximum": _pairwise(torch.maximum),
-    "clamp": _clamp,
-    "full": _full,
-    "tile": _tile,
-    "expand": _expand,
-    "all": _logical(torch.all),
-    "any": _logical(torch.any),
-    "amax": _reduction(torch.amax),
-    "amin": _reduction(torch.amin),
-})
 
 
 def _checked_positions(values: torch.Tensor, size: int, where: tuple[int, str, str, int]
@@ -928,7 +609,7 @@ def _checked_positions(values: torch.Tensor, size: int, where: tuple[int, str, s
     return values.long()
 
 
-def _where_of(call: _Call, index_param: str) -> tuple[tuple[int, str, str, int], int, int]:
+def _where_of(call: Call, index_param: str) -> tuple[tuple[int, str, str, int], int, int]:
     program, args = call.c.program, call.info.args
     starts = line_starts(program.source)
     axis = axis_index(args["axis"], call.rank())
@@ -938,8 +619,8 @@ def _where_of(call: _Call, index_param: str) -> tuple[tuple[int, str, str, int],
     return where, axis, size
 
 
-def _take(index_param: str, along: bool = False) -> Implementation:
-    def implementation(call: _Call) -> Closure:
+def _gather(index_param: str, along: bool = False) -> Implementation:
+    def implementation(call: Call) -> Closure:
         x, index = call.tensor(), call.tensor(index_param)
         where, axis, size = _where_of(call, index_param)
         xrun, irun, shape = x.run, index.run, call.out_shape
@@ -951,12 +632,12 @@ def _take(index_param: str, along: bool = False) -> Implementation:
                 return torch.take_along_dim(xrun(frame), positions, dim=axis)
             return torch.index_select(xrun(frame), axis, positions.reshape(-1)).reshape(shape)
 
-        return _fold(call, Closure(gather), x, index)
+        return call.fold(Closure(gather), x, index)
 
     return implementation
 
 
-def _index_copy(call: _Call) -> Closure:
+def _index_copy(call: Call) -> Closure:
     x, index, source = call.tensor(), call.tensor("index"), call.tensor("source")
     where, axis, size = _where_of(call, "index")
     xrun, irun, srun, expected = x.run, index.run, source.run, list(call.out_shape)
@@ -968,10 +649,10 @@ def _index_copy(call: _Call) -> Closure:
         values = srun(frame).expand(tuple(expected)).contiguous()
         return xrun(frame).index_copy(axis, positions, values)
 
-    return _fold(call, Closure(write), x, index, source)
+    return call.fold(Closure(write), x, index, source)
 
 
-def _scatter(call: _Call) -> Closure:
+def _scatter(call: Call) -> Closure:
     x, index, source = call.tensor(), call.tensor("index"), call.tensor("src")
     where, axis, size = _where_of(call, "index")
     xrun, irun, srun = x.run, index.run, source.run
@@ -982,16 +663,9 @@ def _scatter(call: _Call) -> Closure:
         values = srun(frame).expand(positions.shape).contiguous()
         return torch.scatter(xrun(frame), axis, positions, values)
 
-    return _fold(call, Closure(write), x, index, source)
+    return call.fold(Closure(write), x, index, source)
 
 
-BUILTINS.update({
-    "take": _take("indices"),
-    "index_select": _take("index"),
-    "take_along_axis": _take("indices", along=True),
-    "index_copy": _index_copy,
-    "scatter": _scatter,
-})
 
 
 def element_dtype(value: Value, dtype: torch.dtype) -> torch.dtype:
@@ -1002,11 +676,11 @@ def element_dtype(value: Value, dtype: torch.dtype) -> torch.dtype:
 COMPLEX_DTYPES = {torch.float32: torch.complex64, torch.float64: torch.complex128}
 
 
-def _made(call: _Call, function: Callable[..., torch.Tensor], *params: str) -> Closure:
+def _made(call: Call, function: Callable[..., torch.Tensor], *params: str) -> Closure:
     closure = [call.numeric(p) for p in params]  # a mask as 0 and 1, as the checker types it
     runs = [c.run for c in closure]
     call.allocates()
-    return _fold(call, Closure(lambda frame: function(*(r(frame) for r in runs))), *closure)
+    return call.fold(Closure(lambda frame: function(*(r(frame) for r in runs))), *closure)
 
 
 def _pairs_as_complex(x: torch.Tensor) -> torch.Tensor:
@@ -1021,12 +695,12 @@ def _complex_part(function: Callable[[torch.Tensor], torch.Tensor]) -> Implement
     return lambda call: _made(call, lambda x: function(x).clone(), "x")
 
 
-def _abs(call: _Call) -> Closure:
+def _abs(call: Call) -> Closure:
     return _made(call, torch.abs, "x")
 
 
 def _like(fill: Callable[..., torch.Tensor]) -> Implementation:
-    def implementation(call: _Call) -> Closure:
+    def implementation(call: Call) -> Closure:
         value = call.c.value_of(call.node)
         dtype = torch.bool if value.is_bool else element_dtype(value, call.c.dtype)
         return _made(call, lambda x: fill(x.shape, dtype=dtype, device=x.device), "x")
@@ -1034,7 +708,7 @@ def _like(fill: Callable[..., torch.Tensor]) -> Implementation:
     return implementation
 
 
-def _full_like(call: _Call) -> Closure:
+def _full_like(call: Call) -> Closure:
     value = call.c.value_of(call.node)
     dtype = torch.bool if value.is_bool else element_dtype(value, call.c.dtype)
     whole = value.element == "int"
@@ -1043,33 +717,15 @@ def _full_like(call: _Call) -> Closure:
         "x", "value")
 
 
-def _long(call: _Call) -> Closure:
+def _long(call: Call) -> Closure:
     dtype = call.c.dtype
     return _made(call, lambda x: torch.trunc(x.to(dtype)), "x")
 
 
-def _conj(z: torch.Tensor) -> torch.Tensor:
+def _conjugate(z: torch.Tensor) -> torch.Tensor:
     return torch.conj_physical(z)
 
 
-BUILTINS.update({
-    "view_as_complex": lambda call: _made(call, lambda x: torch.view_as_complex(
-        x.contiguous()).clone(), "x"),
-    "as_complex": lambda call: _made(call, _pairs_as_complex, "x"),
-    "view_as_real": lambda call: _made(call, _real_view, "x"),
-    "as_real": lambda call: _made(call, lambda z: _real_view(z).reshape(*z.shape[:-1], -1), "x"),
-    "polar": lambda call: _made(call, lambda r, a: torch.polar(*torch.broadcast_tensors(r, a)),
-                                "abs", "angle"),
-    "real": _complex_part(torch.real),
-    "imag": _complex_part(torch.imag),
-    "conj": _complex_part(_conj),
-    "abs": _abs,
-    "outer": lambda call: _made(call, torch.outer, "x", "y"),
-    "ones_like": _like(torch.ones),
-    "zeros_like": _like(torch.zeros),
-    "full_like": _full_like,
-    "long": _long,
-})
 
 
 # --- attention as one scaled_dot_product_attention call ----------------------------------------
@@ -1092,13 +748,18 @@ class _Sdpa:
     is_causal: bool  # the one mask is causal_mask(N) as written: SDPA's is_causal
     mask_kind: str
 
+    def note(self) -> str:
+        return message("fused", name=self.fusable.softmax_name, line=self.fusable.softmax_line,
+                       how=message("fused_sdpa", mask=message(self.mask_kind)))
 
-def _sdpa_form(builder: _PlanBuilder, fusable: pattern.Fusable) -> tuple[_Sdpa | None, str]:
+
+def _sdpa_form(framework: Torch, builder: PlanBuilder, fusable: pattern.Fusable
+               ) -> tuple[_Sdpa | None, str]:
     """The SDPA form of a fusable pattern at the bindings, or why there is none."""
     form = pattern.affine(fusable.ops)
     if form is None:
         return None, "fused_not_sdpa"
-    scalars = [_constant_scalar(builder, step) for step in form.scales]
+    scalars = [_constant_scalar(framework, builder, step) for step in form.scales]
     if any(value is None or value <= 0 for value in scalars):
         return None, "fused_not_sdpa"
     layouts: dict[int, pattern.Layout] = {}
@@ -1133,16 +794,17 @@ def _sdpa_form(builder: _PlanBuilder, fusable: pattern.Fusable) -> tuple[_Sdpa |
     return _Sdpa(fusable, layouts, scale, coefficients, form, causal, is_causal, kind), ""
 
 
-def _constant_scalar(builder: _PlanBuilder, step: pattern.ScoreOp) -> float | None:
+def _constant_scalar(framework: Torch, builder: PlanBuilder, step: pattern.ScoreOp
+                     ) -> float | None:
     """A scale's value at the bindings, when it is a constant (`sqrt(d)`, `0.125`)."""
     assert step.node is not None
-    closure = _ExprLowerer(builder, "", step.node.span.line, ()).numeric(step.node)
+    closure = _ExprLowerer(builder, framework, "", step.node.span.line, ()).numeric(step.node)
     if not closure.const:
         return None
     return float(closure.run(Frame({})))
 
 
-def _causal_at(builder: _PlanBuilder, causal: pattern.Causal) -> tuple[int, int | None, bool]:
+def _causal_at(builder: PlanBuilder, causal: pattern.Causal) -> tuple[int, int | None, bool]:
     """(offset, window, transposed) of a ``causal_mask(n, n_k, window)`` at the bindings:
     query i sees key j when j <= i + offset (j > i + offset - window)."""
     evaluate = builder.program.dims.evaluate
@@ -1289,3 +951,23 @@ def _check_sampled(frame: Frame, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
 
 def _numbers(value: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return value.to(dtype) if value.dtype == torch.bool else value
+
+
+# The torch op table: a row per builtin (lowering.table: its own functions above, by name,
+# the shared recipes with torch's functions, and these rows of its own).
+BUILTINS: dict[str, Implementation] = table(globals(), torch, {
+    "gelu": _unary(_gelu_exact),
+    "silu": _unary(torch.nn.functional.silu),
+    "max": _reduction(torch.amax),  # torch.max(x, dim) is (values, indices)
+    "min": _reduction(torch.amin),
+    "conj": _complex_part(_conjugate),
+    "view_as_complex": lambda call: _made(call, lambda x: torch.view_as_complex(
+        x.contiguous()).clone(), "x"),
+    "as_complex": lambda call: _made(call, _pairs_as_complex, "x"),
+    "view_as_real": lambda call: _made(call, _real_view, "x"),
+    "as_real": lambda call: _made(call, lambda z: _real_view(z).reshape(*z.shape[:-1], -1), "x"),
+    "polar": lambda call: _made(call, lambda r, a: torch.polar(*torch.broadcast_tensors(r, a)),
+                                "abs", "angle"),
+    "outer": lambda call: _made(call, torch.outer, "x", "y"),
+})
+_ExprLowerer.builtins = BUILTINS

@@ -128,11 +128,21 @@ class AxisMap(NamedTuple):
 
 @dataclass(frozen=True)
 class Builtin:
+    """Every fact of one builtin, in its row: a new builtin touches this row and the
+    backends' op tables only."""
+
     name: str
     params: tuple[Param, ...]
     rule: Rule
     doc: str
     axes: AxisMap
+    # the arguments that take each other's shape when one is an undeclared name, as the
+    # operands of `+` do (shape inference, passes/infer.py)
+    partners: tuple[str, ...] = ()
+    # operations per element of the result in the report's cost (report/cost.py); 0: free
+    # (a view, a constant) or counted by a rule of its own (reductions, einsum)
+    cost: int = 0
+    elementwise: bool = False  # a function of each element of x alone (`exp`, `gelu`)
 
     def param(self, name: str) -> Param | None:
         for param in self.params:
@@ -625,7 +635,6 @@ OFFSET = Param("k", Kind.OFFSET, symbolic.integer(0), required=False)
 # Elementwise functions of x alone (`elu` also takes `alpha`); in this order in the table.
 _ELEMENTWISE_ORDER = ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "abs",
                       "cos", "sin", "silu", "softplus", "erf", "square", "rsqrt")
-ELEMENTWISE = frozenset(_ELEMENTWISE_ORDER + ("elu",))
 # The elementwise functions of complex numbers whose result is complex.
 COMPLEX_FUNCTIONS = frozenset({"exp", "log", "sqrt", "tanh", "sigmoid", "cos", "sin", "square",
                                "rsqrt"})
@@ -637,7 +646,7 @@ def _table() -> dict[str, Builtin]:
     same = AxisMap(AxisKind.ELEMENTWISE)
     rows = [
         Builtin("softmax", (X, AXIS_ROW), _softmax, "shape of x; each slice along `axis` sums to 1",
-                AxisMap(AxisKind.ELEMENTWISE, normalises="axis")),
+                AxisMap(AxisKind.ELEMENTWISE, normalises="axis"), cost=5),
         Builtin("transpose", (X, Param("perm", Kind.PERM, None, required=False)), _transpose,
                 "without perm: swap the last two axes; with perm: permute the axes",
                 AxisMap(AxisKind.PERMUTE, axis="perm", keeps_values=True)),
@@ -664,11 +673,14 @@ def _table() -> dict[str, Builtin]:
         Builtin("concat", (Param("tensors", Kind.TENSORS), Param("axis", Kind.AXIS, 0, required=False)),
                 _concat, "sizes on axis add up; other axes equal",
                 AxisMap(AxisKind.JOIN, tensors=("tensors",), axis="axis")),
-        Builtin("layernorm", (X, EPS), _normalise, "shape of x; normalised over the last axis", same),
-        Builtin("rmsnorm", (X, EPS), _normalise, "shape of x; normalised over the last axis", same),
+        Builtin("layernorm", (X, EPS), _normalise, "shape of x; normalised over the last axis", same,
+                cost=5),
+        Builtin("rmsnorm", (X, EPS), _normalise, "shape of x; normalised over the last axis", same,
+                cost=3),
         Builtin("where", (Param("condition", Kind.TENSOR), Param("x", Kind.TENSOR),
                           Param("y", Kind.TENSOR)), _where, "c is bool; the three broadcast",
-                AxisMap(AxisKind.ELEMENTWISE, tensors=("condition", "x", "y"))),
+                AxisMap(AxisKind.ELEMENTWISE, tensors=("condition", "x", "y")),
+                partners=("condition", "x", "y")),
         Builtin("causal_mask", (Param("n", Kind.DIM), Param("n_k", Kind.DIM, None, required=False),
                                 Param("window", Kind.DIM, None, required=False)), _causal_mask,
                 "bool[N_q, N_k]: query i sees key j <= i + N_k - N_q (aligned bottom right); "
@@ -687,7 +699,7 @@ def _table() -> dict[str, Builtin]:
                 _stack, "equal shapes; a new axis of size len(tensors) at axis",
                 AxisMap(AxisKind.JOIN, tensors=("tensors",), axis="axis")),
         Builtin("elu", (X, Param("alpha", Kind.NUMBER, 1.0, required=False)), _same_shape,
-                "elementwise; shape of x", same),
+                "elementwise; shape of x", same, cost=1, elementwise=True),
         Builtin("ones", (Param("shape", Kind.SHAPE),), _constant, "a constant of ones",
                 AxisMap(AxisKind.CREATE, tensors=())),
         Builtin("zeros", (Param("shape", Kind.SHAPE),), _constant, "a constant of zeros",
@@ -700,7 +712,8 @@ def _table() -> dict[str, Builtin]:
                 AxisMap(AxisKind.ELEMENTWISE, keeps_values=True)),
     ]
     for name in _ELEMENTWISE_ORDER:
-        rows.append(Builtin(name, (X,), _elementwise(name), "elementwise; shape of x", same))
+        rows.append(Builtin(name, (X,), _elementwise(name), "elementwise; shape of x", same,
+                            cost=1, elementwise=True))
     reductions = {"sum": value_rules.reduce, "mean": value_rules.reduce,
                   "max": value_rules.extreme, "min": value_rules.extreme}
     for name, rule in reductions.items():
@@ -723,19 +736,20 @@ def _real_code_rows() -> list[Builtin]:
     axes = Param("axis", Kind.AXES, None, required=False)
     rows = [
         Builtin("cumsum", (X, Param("axis", Kind.AXIS)), value_rules.cumulative,
-                "shape of x; running sums along axis", same),
+                "shape of x; running sums along axis", same, cost=1),
         Builtin("cumprod", (X, Param("axis", Kind.AXIS)), value_rules.cumulative,
-                "shape of x; running products along axis", same),
+                "shape of x; running products along axis", same, cost=1),
+        # x and y of `minimum`/`maximum` broadcast together, as the operands of `+`
         Builtin("minimum", (X, Param("y", Kind.TENSOR)), value_rules.pairwise("minimum"),
                 "elementwise smaller of x and y; the two broadcast",
-                AxisMap(AxisKind.ELEMENTWISE, tensors=("x", "y"))),
+                AxisMap(AxisKind.ELEMENTWISE, tensors=("x", "y")), partners=("x", "y"), cost=1),
         Builtin("maximum", (X, Param("y", Kind.TENSOR)), value_rules.pairwise("maximum"),
                 "elementwise larger of x and y; the two broadcast",
-                AxisMap(AxisKind.ELEMENTWISE, tensors=("x", "y"))),
+                AxisMap(AxisKind.ELEMENTWISE, tensors=("x", "y")), partners=("x", "y"), cost=1),
         Builtin("clamp", (X, Param("min", Kind.TENSOR, None, required=False),
                           Param("max", Kind.TENSOR, None, required=False)), value_rules.clamp,
                 "shape of x; each value held within [min, max] (numbers, dims or tensors)",
-                same),
+                same, cost=2),  # two comparisons
         Builtin("full", (Param("shape", Kind.SHAPE), Param("value", Kind.TENSOR)),
                 value_rules.full, "a constant of the given shape, every entry the value",
                 AxisMap(AxisKind.CREATE, tensors=())),
@@ -785,7 +799,7 @@ def _real_code_rows() -> list[Builtin]:
                 AxisMap(AxisKind.PAIRS)),
         Builtin("polar", (Param("abs", Kind.TENSOR), Param("angle", Kind.TENSOR)),
                 complex_values.polar, "complex: abs * (cos(angle) + i sin(angle)); the two broadcast",
-                AxisMap(AxisKind.ELEMENTWISE, tensors=("abs", "angle"))),
+                AxisMap(AxisKind.ELEMENTWISE, tensors=("abs", "angle")), partners=("abs", "angle")),
         Builtin("real", (X,), complex_values.part("real", False), "the real parts; shape of x",
                 AxisMap(AxisKind.ELEMENTWISE)),
         Builtin("imag", (X,), complex_values.part("imag", True), "the imaginary parts; shape of x",
@@ -817,6 +831,8 @@ def _real_code_rows() -> list[Builtin]:
 
 
 BUILTINS: dict[str, Builtin] = _table()
+# The elementwise functions of x alone, read from their rows.
+ELEMENTWISE = frozenset(name for name, row in BUILTINS.items() if row.elementwise)
 # `einsum` takes its operands variadically after the subscripts.
 VARIADIC = {"einsum": "operands"}
 # Keywords accepted for another parameter: PyTorch's words (`softmax(S, dim=-1)`).

@@ -60,25 +60,8 @@ RUN_BUDGET = 120  # checks of the whole spec per inference
 WORK_BUDGET = 30_000  # statements checked over all of them (a large spec gets fewer runs)
 
 # The builtin arguments that take each other's shape when one is an undeclared name
-# (as the operands of `+`): every builtin has an entry, so a new builtin must say.
-PARTNERS: dict[str, tuple[str, ...]] = {
-    "where": ("condition", "x", "y"),
-    **{name: () for name in (
-        "softmax", "transpose", "reshape", "split_heads", "merge_heads", "repeat", "concat",
-        "layernorm", "rmsnorm", "causal_mask", "ones", "zeros", "einsum", "dropout",
-        "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "abs",
-        "sum", "mean", "max", "min",
-        "cos", "sin", "elu", "silu", "softplus", "erf", "square", "rsqrt", "arange", "stack",
-        "tril", "triu", "swapaxes", "section")},
-    # issue 21: x and y of `minimum`/`maximum` broadcast together, as the operands of `+`
-    "minimum": ("x", "y"), "maximum": ("x", "y"),
-    **{name: () for name in ("cumsum", "cumprod", "clamp", "full", "tile", "expand", "all", "any",
-                             "amax", "amin", "take", "index_select", "take_along_axis",
-                             "index_copy", "scatter", "outer", "ones_like", "zeros_like",
-                             "full_like", "long", "view_as_complex", "view_as_real",
-                             "as_complex", "as_real", "real", "imag", "conj")},
-    "polar": ("abs", "angle"),
-}
+# (as the operands of `+`): a fact of each builtin's row (`Builtin.partners`).
+PARTNERS: dict[str, tuple[str, ...]] = {name: row.partners for name, row in BUILTINS.items()}
 
 # The failures a larger rank can fix (the operation needs more axes, or exactly as many
 # as a subscript, a permutation, an annotation or another operand has), and the one

@@ -16,14 +16,13 @@ from dataclasses import field
 
 from ..records import dataclass
 from ..syntax import nodes
-from ..check.builtins import ELEMENTWISE
+from ..check.builtins import BUILTINS
 from ..check.program import Value
 from ..symbolic import Dim, integer, product, total
 from .context import ITEM_SIZES, Spec, einsum_terms, postorder
 
-PER_ELEMENT = {"softmax": 5, "layernorm": 5, "rmsnorm": 3, **{f: 1 for f in ELEMENTWISE},
-               # issue 21: a running sum or product, a pairwise choice, a clamp (two comparisons)
-               "cumsum": 1, "cumprod": 1, "minimum": 1, "maximum": 1, "clamp": 2}
+# Operations per element of the result: a fact of each builtin's row (`Builtin.cost`).
+PER_ELEMENT = {name: row.cost for name, row in BUILTINS.items() if row.cost}
 REDUCTIONS = frozenset({"sum", "mean", "max", "min", "amax", "amin", "all", "any"})
 
 
