@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -93,22 +95,41 @@ def extract(target: str, init: tuple[str, ...] | list[str] = ()) -> Extraction:
 def _trace(built: Any) -> Any:
     import torch
 
+    from .opaque import register_inputs
+
     module = built.module.eval()
+    register_inputs(built.inputs)  # a cache object the model passes is a traced input too
     shapes = _dynamic_shapes(built)
     try:
-        with warnings.catch_warnings():  # torch's deprecation notices are not the user's
-            warnings.simplefilter("ignore")
-            exported = torch.export.export(module, (), dict(built.inputs),
-                                           dynamic_shapes=shapes, strict=False)
-            return exported.run_decompositions({})
+        return _export(module, built.inputs, shapes)
     except Exception as error:  # torch's reason is the diagnostic
-        raise Untraceable(_reason(error), _user_location(error, built.module)) from None
+        first = error
+    # A module that ran at its example sizes can be traced at them: symbolic axes tied by
+    # arithmetic torch cannot settle (a mask's key axis = cached + new) are then concrete.
+    try:
+        program = _export(module, built.inputs, None)
+    except Exception:
+        raise Untraceable(_reason(first), _user_location(first, built.module)) from None
+    built.static = True
+    return program
+
+
+def _export(module: Any, inputs: dict[str, Any], shapes: Any) -> Any:
+    import torch
+
+    with warnings.catch_warnings(), _named_forward(module, list(inputs)):  # torch's deprecation notices are not the user's
+        warnings.simplefilter("ignore")
+        exported = torch.export.export(module, (), dict(inputs), dynamic_shapes=shapes,
+                                       strict=False)
+        return exported.run_decompositions({})
 
 
 def _dynamic_shapes(built: Any) -> dict[str, Any]:
     """Every axis whose size is not a dim's is traced as symbolic (``Dim.AUTO``): torch keeps
     it symbolic unless the code ties it to a size."""
     import torch
+
+    from .opaque import is_registered, leaves
 
     known = {built.dims.value(n) for n in (*built.dims.atomic, *built.dims.derived)}
 
@@ -126,9 +147,41 @@ def _dynamic_shapes(built: Any) -> dict[str, Any]:
             return type(value)(spec(v) for v in value)
         if isinstance(value, dict):
             return {k: spec(v) for k, v in value.items()}
+        if is_registered(value):  # a cache object: its tensors, in its flattening's order
+            return [spec(leaf) for leaf in leaves(value)]
         return None
 
     return {name: spec(value) for name, value in built.inputs.items()}
+
+
+@contextmanager
+def _named_forward(module: Any, names: list[str]) -> Iterator[None]:
+    """A forward that takes ``**kwargs`` (``position_ids``, ``use_cache`` as a model passes
+    them) is traced through a forward naming each argument of the call: torch 2.13 checks
+    dynamic shapes grouped by parameter, then flattens the call ungrouped (a mismatch)."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(module.forward).parameters
+    except (TypeError, ValueError):
+        parameters = {}
+    named = [n for n in names if n in parameters and parameters[n].kind not in (
+        inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)]
+    if len(named) == len(names):
+        yield
+        return
+    original = module.forward
+
+    def forward(**arguments: Any) -> Any:
+        return original(**arguments)
+
+    forward.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in names])
+    module.forward = forward
+    try:
+        yield
+    finally:
+        del module.forward
 
 
 def _reason(error: BaseException) -> str:

@@ -149,6 +149,11 @@ class Lowering:
         nodes = {n.name: n for n in self.program.graph.nodes if n.op == "placeholder"}
         user_inputs = [spec for spec in signature.input_specs if spec.kind.name == "USER_INPUT"]
         paths = _input_paths(self.program, len(user_inputs))
+        for spec, path in zip(user_inputs, paths):  # every symbol named before any is written
+            node = nodes.get(getattr(spec.arg, "name", ""))
+            value = node.meta.get("val") if node is not None else None
+            if _is_tensor(value):
+                self._name_symbols(value, self.dynamic_names.get(path[0], {}))
         for index, spec in enumerate(signature.input_specs):
             node = nodes.get(getattr(spec.arg, "name", ""))
             if node is None:
@@ -157,6 +162,9 @@ class Lowering:
             kind = spec.kind.name
             if not _is_tensor(value):
                 self.values[node] = Val("None", kind="none")
+                continue
+            if 0 in value.shape:  # an empty cache before its first write: cat skips it
+                self.values[node] = Val("[]", kind="empty")
                 continue
             if kind == "USER_INPUT":
                 path = paths[user_inputs.index(spec)] if spec in user_inputs else (node.name, ())
@@ -210,6 +218,10 @@ class Lowering:
         name = _name(node.target)
         rule = RULES.get(name)
         if name in IGNORED:
+            return
+        if _is_tensor(node.meta.get("val")) and 0 in node.meta["val"].shape:
+            # an empty tensor (a cache before its first write): `cat` skips it
+            self.values[node] = Val("[]", kind="empty")
             return
         try:
             if rule is None:
@@ -848,7 +860,10 @@ def _tile(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
 
 @rule("cat.default")
 def _cat(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
-    parts = ", ".join(_tensor(v).text for v in args[0].items)
+    kept = [v for v in args[0].items if v.kind != "empty"]
+    if len(kept) == 1:
+        return kept[0]
+    parts = ", ".join(_tensor(v).text for v in kept)
     axis = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
     return Val(f"concat([{parts}], axis={axis})")
 
@@ -1131,9 +1146,11 @@ def _sdpa(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     q, k, v = (_tensor(a) for a in args[:3])
     options = dict(zip(("attn_mask", "dropout_p", "is_causal", "scale"), node.args[3:7]))
     options.update(node.kwargs)
-    if options.get("enable_gqa"):
-        raise Unlowerable("enable_gqa")
     q_shape, k_shape = node.args[0].meta["val"].shape, node.args[1].meta["val"].shape
+    if options.get("enable_gqa") and len(k_shape) >= 3 and q_shape[-3] != k_shape[-3]:
+        # each key/value head serves a group of query heads, in order (repeat_interleave)
+        group = q_shape[-3] // k_shape[-3]
+        k, v = (Val(f"repeat({x.text}, {low.size(group)}, axis=-3)") for x in (k, v))
     width = low.size(q_shape[-1])
     scale = options.get("scale")
     if scale is None:

@@ -29,6 +29,8 @@ class Built:
     label: str
     #: input name -> {axis: dim name} for the axes traced as symbolic (batch, sequence)
     dynamic: dict[str, dict[int, str]] = field(default_factory=dict)
+    #: traced at the example's sizes only (its symbolic axes could not be kept symbolic)
+    static: bool = False
 
 
 def parse_init(values: tuple[str, ...] | list[str]) -> tuple[dict[str, int], dict[str, str]]:
