@@ -9,6 +9,7 @@ package's heavy parts). See docs/torch.md.
 
 from __future__ import annotations
 
+import copy
 import os
 import warnings
 from collections.abc import Iterator
@@ -24,7 +25,8 @@ from .sizes import WIDTH
 if TYPE_CHECKING:  # the lowering loads only when a module is traced
     from .lower import Lowered
 
-__all__ = ["WIDTH", "Extraction", "ExtractError", "Untraceable", "extract", "is_python_target"]
+__all__ = ["WIDTH", "Extraction", "ExtractError", "Untraceable", "extract", "is_python_target",
+           "traced_target"]
 
 
 def is_python_target(path: str) -> bool:
@@ -60,6 +62,8 @@ class Extraction:
     notes: list[str] = field(default_factory=list)
     main_file: str | None = None
     example: dict[str, Any] = field(default_factory=dict)  # the traced inputs
+    #: the module casts to float32 on purpose (a softmax in float32): its precision
+    float32: bool = False
 
     @property
     def unknown(self) -> list[tuple[str, Location | None, str]]:
@@ -247,8 +251,10 @@ def _write(built: Any, program: Any) -> Extraction:
         lowered = Lowering(program, built.dims, torch_dir, default, dynamic).run()
     text, lines = render(lowered, built, default)
     main = default.path if default else None
+    float32 = any(torch.float32 in (*node.args, *node.kwargs.values())
+                  for node in program.graph.nodes if node.op == "call_function")
     return Extraction(built.label, text, lines, lowered, built.module, built.dims.bindings(),
-                      built.dims.notes, main, dict(built.inputs))
+                      built.dims.notes, main, dict(built.inputs), float32)
 
 
 def display(path: str) -> str:
@@ -306,24 +312,14 @@ def _conforming(extraction: Extraction) -> Any:
 
     def run(**arguments: Any) -> Any:
         state = {key: arguments[name] for name, key in lowered.state.items()}
-        params = {k: v for k, v in module.named_parameters()}
-        dtype = next((v.dtype for v in arguments.values() if isinstance(v, torch.Tensor)),
-                     torch.float64)
+        dtype = next((v.dtype for v in arguments.values() if isinstance(v, torch.Tensor)
+                      and v.dtype.is_floating_point), torch.float64)
         module.to(dtype)
-        inputs: dict[str, Any] = {}
+        # The call as traced (its None masks, flags, cache objects), each tensor the spec
+        # reads replaced by the spec's value for it.
+        inputs = copy.deepcopy(extraction.example)  # the module writes into a cache object
         for name, (argument, path) in lowered.inputs.items():
-            if not path:
-                inputs[argument] = arguments[name]
-                continue
-            parts = inputs.setdefault(argument, {})
-            parts[path[0]] = arguments[name]
-        for argument, value in extraction.example.items():  # None masks and the like
-            if argument not in inputs and not isinstance(value, (torch.Tensor, tuple, list)):
-                inputs[argument] = value
-        for argument, value in list(inputs.items()):
-            if isinstance(value, dict):
-                inputs[argument] = tuple(value[i] for i in sorted(value))
-        del params
+            inputs[argument] = _replaced(inputs.get(argument), path, arguments[name])
         with torch.no_grad():
             result = functional_call(module, state, args=(), kwargs=inputs, strict=False)
         flat = [leaf for leaf in torch.utils._pytree.tree_leaves(result)
@@ -335,6 +331,31 @@ def _conforming(extraction: Extraction) -> Any:
     run.__signature__ = _signature(names)  # type: ignore[attr-defined]
     run.__module__ = "torch"  # conformance passes torch tensors to it
     return run
+
+
+def _replaced(value: Any, path: tuple[int, ...], new: Any) -> Any:
+    """``value`` with its leaf at ``path`` (child positions, as the trace's input spec
+    numbers them) replaced by ``new``; tuples, lists, dicts and cache objects rebuilt."""
+    import torch.utils._pytree as pytree
+
+    if not path or value is None:
+        return new
+    node = pytree.SUPPORTED_NODES.get(type(value))
+    if node is None:
+        return new
+    children, context = node.flatten_fn(value)
+    children = list(children)
+    children[path[0]] = _replaced(children[path[0]], path[1:], new)
+    return node.unflatten_fn(children, context)
+
+
+def traced_target(text: str) -> str | None:
+    """The target a spec ``extract`` wrote was traced from (its first line says), or None."""
+    first = text.split("\n", 1)[0]
+    prefix, _, rest = MESSAGES["traced_from"].partition("{target}")
+    if not first.startswith(f"# {prefix}") or not rest or rest not in first:
+        return None
+    return first[len(prefix) + 2:first.rindex(rest)]
 
 
 def _signature(names: list[str]) -> Any:
