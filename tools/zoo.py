@@ -53,8 +53,8 @@ _SIZES = {
     "hidden_size": 60, "n_embd": 60, "d_model": 60, "dim": 60, "n_embed": 60, "embed_dim": 60,
     "num_attention_heads": 6, "n_head": 6, "n_heads": 6, "num_heads": 6, "encoder_attention_heads": 6,
     "decoder_attention_heads": 6, "num_key_value_heads": 3, "n_kv_heads": 3, "kv_n_heads": 3,
-    "head_dim": 10, "d_kv": 10, "intermediate_size": 37, "n_inner": 37, "d_ff": 37, "ffn_dim": 37,
-    "encoder_ffn_dim": 37, "decoder_ffn_dim": 37, "hidden_dim": 37, "moe_intermediate_size": 37,
+    "head_dim": 10, "d_kv": 10, "intermediate_size": 44, "n_inner": 44, "d_ff": 44, "ffn_dim": 44,
+    "encoder_ffn_dim": 44, "decoder_ffn_dim": 44, "hidden_dim": 44, "moe_intermediate_size": 44,
     "num_hidden_layers": 2, "n_layer": 2, "n_layers": 2, "num_layers": 2, "encoder_layers": 1,
     "decoder_layers": 1, "num_decoder_layers": 1, "vocab_size": 99, "max_position_embeddings": 64,
     "n_positions": 64, "max_seq_len": 64, "num_experts": 4, "num_local_experts": 4,
@@ -62,7 +62,8 @@ _SIZES = {
     "max_source_positions": 8, "max_target_positions": 16, "num_mel_bins": 8,
     "attention_window": 4, "kv_lora_rank": 16, "q_lora_rank": 24, "qk_rope_head_dim": 4,
     "qk_nope_head_dim": 6, "v_head_dim": 10, "n_group": 1, "topk_group": 1,
-    "first_k_dense_replace": 0, "window_size": 2, "depths": [1], 
+    "first_k_dense_replace": 0, "num_experts_per_tok": 2, "partial_rotary_factor": 0.4,
+    "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2, "decoder_start_token_id": 0, "window_size": 2, "depths": [1], 
     "sliding_window": 16, "rotary_dim": 4, "type_vocab_size": 2, "embedding_size": 60,
 }
 BATCH, LENGTH, CACHED = 7, 9, 8
@@ -92,7 +93,11 @@ def _config(family: str, implementation: str) -> Any:
                      patch_size=2)
     if family == "dbrx":
         sizes.update(d_model=60, n_heads=6, attn_config={"kv_n_heads": 3},
-                     ffn_config={"ffn_hidden_size": 37, "moe_num_experts": 4, "moe_top_k": 1})
+                     ffn_config={"ffn_hidden_size": 44, "moe_num_experts": 4, "moe_top_k": 1})
+    if family == "deepseek_v3":  # its head_dim is the rotary part's
+        sizes.update(head_dim=4)
+    if family == "gpt_neo":  # one attention type per layer
+        sizes.update(attention_types=[[["global", "local"], 1]])
     if family == "mpt":
         sizes.update(attn_config={"attn_impl": "torch"})
     if family == "longformer":
@@ -206,6 +211,13 @@ def capture(family: str, form: str) -> tuple[Any, dict[str, Any]]:
     return module, _named_call(module, args, kwargs)
 
 
+def _has_sdpa(config_type: str) -> bool:
+    from transformers import CONFIG_MAPPING, MODEL_MAPPING
+
+    model = MODEL_MAPPING.get(CONFIG_MAPPING[config_type], None)
+    return bool(getattr(model, "_supports_sdpa", False))
+
+
 def cases(families: list[str] | None = None, forms: tuple[str, ...] = FORMS) -> list[Case]:
     from transformers import CONFIG_MAPPING
 
@@ -216,7 +228,8 @@ def cases(families: list[str] | None = None, forms: tuple[str, ...] = FORMS) -> 
         encoder_decoder = getattr(CONFIG_MAPPING[config_type](), "is_encoder_decoder", False)
         decoder = not encoder_decoder and family not in _ENCODERS
         for form in forms:
-            if form == "cross" and not encoder_decoder or form == "decode" and not decoder:
+            if form == "cross" and not encoder_decoder or form == "decode" and not decoder \
+                    or form == "sdpa" and not _has_sdpa(config_type):
                 continue
             found.append(Case(family, form))
     return found

@@ -62,7 +62,7 @@ class Extraction:
     notes: list[str] = field(default_factory=list)
     main_file: str | None = None
     example: dict[str, Any] = field(default_factory=dict)  # the traced inputs
-    #: the module casts to float32 on purpose (a softmax in float32): its precision
+    #: the module computes in float32 (its inputs, a cast): the precision it is compared at
     float32: bool = False
 
     @property
@@ -251,8 +251,10 @@ def _write(built: Any, program: Any) -> Extraction:
         lowered = Lowering(program, built.dims, torch_dir, default, dynamic).run()
     text, lines = render(lowered, built, default)
     main = default.path if default else None
+    # float32 code (a softmax in float32, `finfo(float32).min` masks) is compared in float32
     float32 = any(torch.float32 in (*node.args, *node.kwargs.values())
-                  for node in program.graph.nodes if node.op == "call_function")
+                  for node in program.graph.nodes if node.op == "call_function") or \
+        any(getattr(v, "dtype", None) == torch.float32 for v in built.inputs.values())
     return Extraction(built.label, text, lines, lowered, built.module, built.dims.bindings(),
                       built.dims.notes, main, dict(built.inputs), float32)
 

@@ -1262,3 +1262,50 @@ for _aten, _builtin in {"view_as_complex.default": "view_as_complex",
 @rule("polar.default")
 def _polar(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     return Val(f"polar({_tensor(args[0]).text}, {_tensor(args[1]).text})")
+
+
+def _pairwise(name: str) -> Rule:
+    def lower(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+        return Val(f"{name}({_tensor(args[0]).text}, {_tensor(args[1]).text})")
+    return lower
+
+
+RULES["maximum.default"] = RULES["max.other"] = RULES["fmax.default"] = _pairwise("maximum")
+RULES["minimum.default"] = RULES["min.other"] = RULES["fmin.default"] = _pairwise("minimum")
+
+
+@rule("new_empty.default", "new_zeros.default", "empty.memory_format")
+def _empty(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # What an empty tensor holds is never read before it is written (copy, slice_scatter):
+    # its shape is what the spec needs.
+    if _element(node.meta["val"]) in ("bool", "complex"):
+        raise Unlowerable("empty of bool or complex")
+    return Val(f"zeros({_shape_list(low, node.meta['val'].shape)})")
+
+
+@rule("copy.default")
+def _copy(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # copy(self, src) is src broadcast to self's shape (the functional `self.copy_(src)`)
+    target, source = node.args[0].meta["val"].shape, node.args[1].meta["val"].shape
+    if tuple(target) != tuple(source):
+        raise Unlowerable("copy that broadcasts")
+    return _tensor(args[1])
+
+
+@rule("slice_scatter.default")
+def _slice_scatter(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # `x[..., a:b] = src` as the parts of x around the written slice and src, concatenated
+    x, source = _tensor(args[0]), _tensor(args[1])
+    rank = low.rank(node.args[0])
+    axis = (node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)) % rank
+    size = node.args[0].meta["val"].shape[axis]
+    start = node.args[3] if len(node.args) > 3 else node.kwargs.get("start") or 0
+    end = node.args[4] if len(node.args) > 4 else node.kwargs.get("end")
+    step = node.args[5] if len(node.args) > 5 else node.kwargs.get("step", 1)
+    if step != 1 or not all(isinstance(v, int) for v in (start, size)):
+        raise Unlowerable("slice_scatter with a step or symbolic bounds")
+    end = size if end is None or not isinstance(end, int) or end > size else end
+    lead = ":, " * axis
+    parts = ([f"{x.at(POSTFIX)}[{lead}:{low.size(start)}]"] if start > 0 else []) + \
+        [source.text] + ([f"{x.at(POSTFIX)}[{lead}{low.size(end)}:]"] if end < size else [])
+    return source if len(parts) == 1 else Val(f"concat([{', '.join(parts)}], axis={axis})")
