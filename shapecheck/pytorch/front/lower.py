@@ -93,6 +93,7 @@ class Lowering:
         self._targets: dict[Location, list[str] | None] = {}
         self._trees: dict[str, ast.Module | None] = {}
         self._materialise: set[Any] = set()
+        self._hinted: dict[int, str] = {}  # a symbolic size's traced value -> its dim name
 
     # --- the walk -----------------------------------------------------------------------
 
@@ -188,6 +189,11 @@ class Lowering:
                                         causal01=tensor.dtype.is_floating_point,
                                         causal=(n, n, len(lead)))
                 continue
+            if kind == "CONSTANT_TENSOR" and tensor is not None and tensor.dim() == 0 \
+                    and not tensor.dtype.is_complex and tensor.dtype != torch_bool(tensor):
+                # a number the code made a tensor (`torch.tensor(finfo(dtype).min)`): its value
+                self.values[node] = number(float(tensor.item()))
+                continue
             name = self._fresh(target.replace(".", "_"))
             self.out.state[name] = target
             self._declare("param", name, value)
@@ -204,6 +210,13 @@ class Lowering:
             expression = str(size.node.expr) if hasattr(size, "node") else str(size)
             if not re.fullmatch(r"[su]\d+", expression) or expression in self.dims.symbolic:
                 continue
+            hint = getattr(getattr(size, "node", None), "hint", None)
+            if hint is not None and hint in self._hinted:
+                # A size torch left free that equals another at the traced call (a cached
+                # value's length, the keys'): the caller keeps them equal, the module relies on
+                # it; one name, so that no caller-side relation reads as a bug in the module.
+                self.dims.symbolic[expression] = self._hinted[hint]
+                continue
             name = axes.get(axis)
             if name is None:
                 name = "B" if axis == 0 and len(value.shape) >= 3 else "T"
@@ -213,6 +226,8 @@ class Lowering:
                 count += 1
                 name = f"{base}{count}" if base != "T" or count > 2 else "S"
             self.dims.symbolic[expression] = name
+            if hint is not None:
+                self._hinted[hint] = name
 
     def _lower(self, node: Any) -> None:
         name = _name(node.target)
@@ -322,7 +337,7 @@ class Lowering:
                 return self.dims.size(int(token)) if int(token) >= 5 else token
             raise Unlowerable(f"symbol {token}")
         text = re.sub(r"[A-Za-z_]\w*|\d+", word, expression)
-        return text.replace("*", " * ")
+        return re.sub(r"\s*\*\s*", " * ", text)
 
     def shape(self, value: Any) -> str:
         return _element(value) + "[" + ", ".join(self.size(s) for s in value.shape) + "]"
@@ -1054,12 +1069,14 @@ def _not(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
 
 def _same(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     x = args[0]
+    if x.kind == "number":  # a constant made a tensor and copied
+        return x
     if x.kind not in ("tensor", "bool"):
         raise Unlowerable("identity")
     if _kind(node.meta.get("val")) != x.kind:
         if x.kind == "bool":  # a mask turned into numbers
             return Val(f"where({x.text}, 1, 0)")
-        raise Unlowerable("to bool")
+        return Val(f"{x.at(COMPARE + 1)} != 0", COMPARE, kind="bool")  # numbers to bool
     return x
 
 
@@ -1299,13 +1316,27 @@ def _slice_scatter(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]
     rank = low.rank(node.args[0])
     axis = (node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)) % rank
     size = node.args[0].meta["val"].shape[axis]
-    start = node.args[3] if len(node.args) > 3 else node.kwargs.get("start") or 0
-    end = node.args[4] if len(node.args) > 4 else node.kwargs.get("end")
+    start = _traced(node.args[3] if len(node.args) > 3 else node.kwargs.get("start") or 0)
+    end = _traced(node.args[4] if len(node.args) > 4 else node.kwargs.get("end"))
     step = node.args[5] if len(node.args) > 5 else node.kwargs.get("step", 1)
-    if step != 1 or not all(isinstance(v, int) for v in (start, size)):
-        raise Unlowerable("slice_scatter with a step or symbolic bounds")
-    end = size if end is None or not isinstance(end, int) or end > size else end
+    if step != 1:
+        raise Unlowerable("slice_scatter with a step")
+    if end is None or isinstance(end, int) and (end >= _BIG or isinstance(size, int)
+                                                 and end >= size):
+        end = size
+    whole = low.size(size)
+    first, last = low.size(start), low.size(end)
     lead = ":, " * axis
-    parts = ([f"{x.at(POSTFIX)}[{lead}:{low.size(start)}]"] if start > 0 else []) + \
-        [source.text] + ([f"{x.at(POSTFIX)}[{lead}{low.size(end)}:]"] if end < size else [])
+    parts = ([f"{x.at(POSTFIX)}[{lead}:{first}]"] if first != "0" else []) + \
+        [source.text] + ([f"{x.at(POSTFIX)}[{lead}{last}:]"] if last != whole else [])
     return source if len(parts) == 1 else Val(f"concat([{', '.join(parts)}], axis={axis})")
+
+
+def _traced(value: Any) -> Any:
+    """A size argument as traced: a graph node (``x.shape[1]``) stands for its SymInt."""
+    return value.meta.get("val") if hasattr(value, "meta") else value
+
+
+def torch_bool(tensor: Any) -> Any:
+    """torch's bool dtype, reached through a tensor (this module does not import torch)."""
+    return (tensor > 0).dtype
