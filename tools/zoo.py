@@ -23,14 +23,11 @@ takes it as a target::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import inspect
-import io
 import os
 import re
 import sys
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass
@@ -272,48 +269,48 @@ class Outcome:
 
 
 def check(case: Case, target_file: str = __file__) -> Outcome:
-    """verify (clean = no diagnostic), then extract + conform with no flag."""
+    """verify (clean = no diagnostic), then conform the spec extract writes, with no flag:
+    one trace serves both (what `shapecheck verify` and `extract` + `conform` do)."""
     from shapecheck.pytorch.front import ExtractError, Untraceable, extract
-    from shapecheck.pytorch.front.sourcemap import check as verify
+    from shapecheck.pytorch.front.sourcemap import check as verify, check_extraction
 
     target = f"{target_file}:{case.name}"
     start = time.perf_counter()
     try:
-        results = verify(target)
+        try:
+            extraction = extract(target)
+        except (ExtractError, Untraceable):  # verify says why, as a diagnostic
+            extraction = None
+        results = verify(target) if extraction is None else check_extraction(extraction, target)
         diagnostics = [d for r in results for d in r.diagnostics]
         verdict = "clean" if not diagnostics else " ".join(sorted({d.code for d in diagnostics}))
         detail = "; ".join(f"{d.code} {d.message}"[:160] for d in diagnostics[:3])
     except Exception as error:  # a shapecheck bug: the table says so
         return Outcome(case, "crash", "-", f"{type(error).__name__}: {error}"[:200],
                        time.perf_counter() - start)
-    if verdict.startswith("SC601") or verdict.startswith("SC60") and "SC601" in verdict or \
-            verdict in ("SC005", "SC006"):
-        return Outcome(case, verdict, "-", detail, time.perf_counter() - start)
-    try:
-        extraction = extract(target)
-        conformed = _conform(extraction.text, target)
-    except (ExtractError, Untraceable) as error:
-        conformed = f"no spec: {error}"[:120]
-    except Exception as error:
-        conformed = f"crash: {type(error).__name__}: {error}"[:160]
+    conformed = "-" if extraction is None else _conform(extraction)
     return Outcome(case, verdict, conformed, detail, time.perf_counter() - start)
 
 
-def _conform(text: str, target: str) -> str:
-    from shapecheck.cli.conform import ConformOptions, command
+def _conform(extraction: Any) -> str:
+    """What `shapecheck conform SPEC TARGET` does for a spec extract wrote (cli/conform.py)."""
+    from shapecheck.backend import SpecError
+    from shapecheck.pytorch.conform import ConformanceError, conform
 
-    with tempfile.NamedTemporaryFile("w", suffix=".attn", delete=False) as spec:
-        spec.write(text)
-    out, err = io.StringIO(), io.StringIO()
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            status = command(ConformOptions(spec.name, target, {}, cases=2))
-    finally:
-        os.unlink(spec.name)
-    if status == 0:
+        result = conform(extraction.text, extraction.function(), dims=extraction.bindings,
+                         framework="torch", cases=2,
+                         dtype="float32" if extraction.float32 else "float64")
+    except SpecError:
+        return "spec does not verify"
+    except ConformanceError as error:
+        return f"error: {error}"[:140]
+    except Exception as error:  # a shapecheck bug
+        return f"crash: {type(error).__name__}: {error}"[:140]
+    if result.ok:
         return "conforms"
-    lines = [line for line in (err.getvalue() + out.getvalue()).splitlines() if line.strip()]
-    return f"exit {status}: " + (lines[-1][:140] if lines else "")
+    lines = [line for line in result.report().splitlines() if line.strip()]
+    return "differs: " + (lines[-1].strip()[:120] if lines else "")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -53,6 +53,15 @@ def check(target: str, init: tuple[str, ...] | list[str] = (),
         results = _Results(path)
         results.add(location, diagnostic, (), None)
         return results.finish()
+    return check_extraction(extraction, target, bindings, ignore)
+
+
+def check_extraction(extraction: Extraction, target: str,
+                     bindings: Mapping[str, int] | None = None,
+                     ignore: Collection[str] = ()) -> list[FileResult]:
+    """Check a traced module's spec; its diagnostics at their Python lines."""
+    from ...loader import check_text
+
     # SC401 is the spec's own word: on a module, what is "declared" is what its caller
     # passes and what it holds (a model's `position_ids`, a flag, a buffer); not reading one
     # is the module's interface, not a mistake in it (docs/torch.md).
