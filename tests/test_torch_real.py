@@ -60,6 +60,16 @@ def test_slice_writes_and_the_min_dtype_floor_are_lowered() -> None:
     assert "maximum(scores, -3.4028234663852886e+38)" in text
 
 
+def test_a_constructor_taking_a_config_object_is_built_from_its_config_class(
+        tmp_path: Path) -> None:
+    target = f"{ROOT / 'tests' / 'data' / 'torch' / 'config_object.py'}:CausalSelfAttention"
+    text = extract(target).text
+    assert "dim n_embd = n_head * head_dim" in text  # the config's fields are the dims
+    assert [d.code for r in check(target) for d in r.diagnostics] == []
+    done = _conforms(target, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_the_traced_target_is_read_back_from_the_header() -> None:
     text = extract(f"{REAL}:writes").text
     assert traced_target(text) == f"{REAL}:writes"
