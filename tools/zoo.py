@@ -91,6 +91,9 @@ def _config(family: str, implementation: str) -> Any:
     if family == "dbrx":
         sizes.update(d_model=60, n_heads=6, attn_config={"kv_n_heads": 3},
                      ffn_config={"ffn_hidden_size": 44, "moe_num_experts": 4, "moe_top_k": 1})
+    rope = defaults.to_dict().get("rope_parameters")
+    if isinstance(rope, dict) and "partial_rotary_factor" in rope:  # an even rotary width
+        sizes["rope_parameters"] = {**rope, "partial_rotary_factor": 0.4}
     if family == "deepseek_v3":  # its head_dim is the rotary part's
         sizes.update(head_dim=4)
     if family == "gpt_neo":  # one attention type per layer
