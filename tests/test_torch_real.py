@@ -62,7 +62,7 @@ def test_slice_writes_and_the_min_dtype_floor_are_lowered() -> None:
 
 def test_a_constructor_taking_a_config_object_is_built_from_its_config_class(
         tmp_path: Path) -> None:
-    target = f"{ROOT / 'tests' / 'data' / 'torch' / 'config_object.py'}:CausalSelfAttention"
+    target = f"{ROOT / 'tests' / 'data' / 'real_modules' / 'nanogpt.py'}:CausalSelfAttention"
     text = extract(target).text
     assert "dim n_embd = n_head * head_dim" in text  # the config's fields are the dims
     assert [d.code for r in check(target) for d in r.diagnostics] == []
