@@ -93,7 +93,19 @@ def extract(target: str, init: tuple[str, ...] | list[str] = ()) -> Extraction:
             program = _trace(built)
         except (Untraceable, ExtractError):
             raise first from None
-    return _write(built, program)
+    from .lower import Unlowerable
+
+    try:
+        return _write(built, program)
+    except Unlowerable:
+        # A traced size the spec cannot say (`Max(1, s0)`, `s0 % 4`, a size from data): the
+        # module is traced again at its example's sizes, which it ran at.
+        try:
+            program = _export(built.module.eval(), built.inputs, None)
+        except Exception as error:
+            raise Untraceable(_reason(error), _user_location(error, built.module)) from None
+        built.static = built.dims.fixed = True  # one size each: the sizes it ran at
+        return _write(built, program)
 
 
 def _trace(built: Any) -> Any:
@@ -114,7 +126,7 @@ def _trace(built: Any) -> Any:
         program = _export(module, built.inputs, None)
     except Exception:
         raise Untraceable(_reason(first), _user_location(first, built.module)) from None
-    built.static = True
+    built.static = built.dims.fixed = True  # one size each: the sizes it ran at
     return program
 
 
