@@ -1340,3 +1340,22 @@ def _traced(value: Any) -> Any:
 def torch_bool(tensor: Any) -> Any:
     """torch's bool dtype, reached through a tensor (this module does not import torch)."""
     return (tensor > 0).dtype
+
+
+@rule("baddbmm.default", "addbmm.default", "addmm.default")
+def _baddbmm(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # beta * input + alpha * (batch1 @ batch2), as Bloom's ALiBi scores are written
+    base, left, right = (_tensor(a) for a in args[:3])
+    if "addbmm" in str(node.target) and "baddbmm" not in str(node.target):
+        raise Unlowerable("addbmm sums over the batch")
+    beta, alpha = (node.kwargs.get(word, 1) for word in ("beta", "alpha"))
+    if not all(isinstance(v, (int, float)) for v in (beta, alpha)):
+        raise Unlowerable("baddbmm scale")
+    product = f"{left.at(PRODUCT)} @ {right.at(PRODUCT + 1)}"
+    if alpha != 1:
+        product = f"{number(float(alpha)).at(PRODUCT)} * ({product})"
+    if beta == 0:
+        return Val(product, PRODUCT)
+    scaled = base if beta == 1 else Val(f"{number(float(beta)).at(PRODUCT)} * "
+                                        f"{base.at(PRODUCT + 1)}", PRODUCT)
+    return Val(f"{scaled.at(SUM)} + {product}", SUM)
