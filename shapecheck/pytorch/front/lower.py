@@ -1073,10 +1073,14 @@ def _same(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
         return x
     if x.kind not in ("tensor", "bool"):
         raise Unlowerable("identity")
-    if _kind(node.meta.get("val")) != x.kind:
-        if x.kind == "bool":  # a mask turned into numbers
-            return Val(f"where({x.text}, 1, 0)")
+    result = node.meta.get("val")
+    if _kind(result) != x.kind and x.kind != "bool":
         return Val(f"{x.at(COMPARE + 1)} != 0", COMPARE, kind="bool")  # numbers to bool
+    source = _element(node.args[0].meta.get("val")) if hasattr(node.args[0], "meta") else ""
+    if _element(result) == "int" and source != "int":
+        return Val(f"long({x.text})")  # a mask or reals to integers (`.to(torch.long)`)
+    if x.kind == "bool" and _kind(result) != "bool":  # a mask turned into numbers
+        return Val(f"where({x.text}, 1, 0)")
     return x
 
 
@@ -1359,3 +1363,11 @@ def _baddbmm(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> V
     scaled = base if beta == 1 else Val(f"{number(float(beta)).at(PRODUCT)} * "
                                         f"{base.at(PRODUCT + 1)}", PRODUCT)
     return Val(f"{scaled.at(SUM)} + {product}", SUM)
+
+
+@rule("full_like.default")
+def _full_like(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x, fill = _tensor(args[0]), args[1]
+    if fill.kind != "number" or _element(node.meta["val"]) in ("bool", "complex"):
+        raise Unlowerable("full_like")
+    return Val(f"full_like({x.text}, {fill.text})")
