@@ -98,14 +98,11 @@ def extract(target: str, init: tuple[str, ...] | list[str] = ()) -> Extraction:
     try:
         return _write(built, program)
     except Unlowerable:
-        # A traced size the spec cannot say (`Max(1, s0)`, `s0 % 4`, a size from data): the
-        # module is traced again at its example's sizes, which it ran at.
+        # A traced size the spec cannot say (`Max(1, s0)`, `s0 % 4`, a size from data)
         try:
-            program = _export(built.module.eval(), built.inputs, None)
+            return _write(built, _static(built))
         except Exception as error:
             raise Untraceable(_reason(error), _user_location(error, built.module)) from None
-        built.static = built.dims.fixed = True  # one size each: the sizes it ran at
-        return _write(built, program)
 
 
 def _trace(built: Any) -> Any:
@@ -120,20 +117,26 @@ def _trace(built: Any) -> Any:
         return _export(module, built.inputs, shapes)
     except Exception as error:  # torch's reason is the diagnostic
         first = error
-    # A module that ran at its example sizes can be traced at them: symbolic axes tied by
-    # arithmetic torch cannot settle (a mask's key axis = cached + new) are then concrete.
+    # symbolic axes tied by arithmetic torch cannot settle (a mask's key axis = cached + new)
     try:
-        program = _export(module, built.inputs, None)
+        return _static(built)
     except Exception:
         raise Untraceable(_reason(first), _user_location(first, built.module)) from None
-    built.static = built.dims.fixed = True  # one size each: the sizes it ran at
+
+
+def _static(built: Any) -> Any:
+    """The module traced at its example's sizes, which it ran at: each dim declared at its
+    size (there is no other size to check)."""
+    program = _export(built.module.eval(), built.inputs, None)
+    built.static = built.dims.fixed = True
     return program
 
 
 def _export(module: Any, inputs: dict[str, Any], shapes: Any) -> Any:
     import torch
 
-    with warnings.catch_warnings(), _named_forward(module, list(inputs)):  # torch's deprecation notices are not the user's
+    # torch's deprecation notices are not the user's
+    with warnings.catch_warnings(), _named_forward(module, list(inputs)):
         warnings.simplefilter("ignore")
         exported = torch.export.export(module, (), dict(inputs), dynamic_shapes=shapes,
                                        strict=False)
