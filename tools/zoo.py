@@ -85,7 +85,9 @@ def _config(family: str, implementation: str) -> Any:
     defaults = cls()
     known = set(defaults.to_dict()) | set(getattr(cls, "attribute_map", {}))
     sizes = {k: v for k, v in _SIZES.items() if k in known}
-    if family == "swin":
+    if family == "swin":  # its heads and depths are per stage (lists)
+        for alias in ("num_attention_heads", "num_hidden_layers", "hidden_size"):
+            sizes.pop(alias, None)
         sizes.update(embed_dim=20, depths=[1], num_heads=[2], window_size=2, image_size=16,
                      patch_size=2)
     if family == "dbrx":
