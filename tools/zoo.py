@@ -323,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("families", nargs="*", help="families (default: all)")
     parser.add_argument("--forms", default=",".join(FORMS))
     parser.add_argument("-v", "--verbose", action="store_true", help="each case's diagnostics")
+    parser.add_argument("--markdown", action="store_true",
+                        help="also a table by family (docs/torch.md's)")
     options = parser.parse_args(argv)
     chosen = cases(options.families or None, tuple(options.forms.split(",")))
     outcomes = []
@@ -343,7 +345,23 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{len(clean)}/{len(outcomes)} cases verify clean; "
           f"{len(clean_families)}/{len(families)} families clean in every form; "
           f"{len(conforming)}/{len(outcomes)} conform")
+    if options.markdown:
+        print("\n" + markdown(outcomes))
     return 0 if len(clean) == len(outcomes) else 1
+
+
+def markdown(outcomes: list[Outcome]) -> str:
+    """One row per family: each form's verify result, and whether it conforms."""
+    lines = ["| family | " + " | ".join(FORMS) + " |", "| --- |" + " --- |" * len(FORMS)]
+    for family in dict.fromkeys(o.case.family for o in outcomes):
+        cells = []
+        for form in FORMS:
+            found = next((o for o in outcomes if o.case.family == family
+                          and o.case.form == form), None)
+            cells.append("" if found is None else found.verify + (
+                ", conforms" if found.conform == "conforms" else ""))
+        lines.append(f"| {family} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
