@@ -190,7 +190,7 @@ class Lowering:
                                         causal=(n, n, len(lead)))
                 continue
             if kind == "CONSTANT_TENSOR" and tensor is not None and tensor.dim() == 0 \
-                    and not tensor.dtype.is_complex and tensor.dtype != torch_bool(tensor):
+                    and not tensor.dtype.is_complex and _kind(tensor) != "bool":
                 # a number the code made a tensor (`torch.tensor(finfo(dtype).min)`): its value
                 self.values[node] = number(float(tensor.item()))
                 continue
@@ -1339,11 +1339,6 @@ def _slice_scatter(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]
 def _traced(value: Any) -> Any:
     """A size argument as traced: a graph node (``x.shape[1]``) stands for its SymInt."""
     return value.meta.get("val") if hasattr(value, "meta") else value
-
-
-def torch_bool(tensor: Any) -> Any:
-    """torch's bool dtype, reached through a tensor (this module does not import torch)."""
-    return (tensor > 0).dtype
 
 
 @rule("baddbmm.default", "addbmm.default", "addmm.default")
