@@ -42,7 +42,8 @@ FAMILIES = (
 ).split()
 FORMS = ("eager", "sdpa", "decode", "cross")
 #: The subset CI runs (tests/test_zoo.py): one of each architecture kind.
-CI_CASES = ("llama__eager", "llama__decode", "gpt2__eager", "bert__eager", "t5__cross")
+CI_CASES = ("llama__eager", "llama__decode", "gpt2__eager", "bert__eager", "t5__cross",
+            "falcon__eager")
 
 #: Tiny sizes, under every name families give them: heads 6, kv heads 3, head width 10,
 #: width 60 (sizes that do not coincide with each other, the batch or the lengths).

@@ -194,6 +194,11 @@ class Lowering:
                 # a number the code made a tensor (`torch.tensor(finfo(dtype).min)`): its value
                 self.values[node] = number(float(tensor.item()))
                 continue
+            if kind == "CONSTANT_TENSOR" and tensor is not None and tensor.dim() == 1 \
+                    and tensor.numel() == 1 and _element(tensor) == "int":
+                # one index the code wrote as a tensor (Falcon's `[-2]`): a slice of one
+                self.values[node] = Val(str(int(tensor.item())), kind="index1")
+                continue
             name = self._fresh(target.replace(".", "_"))
             self.out.state[name] = target
             self._declare("param", name, value)
@@ -1069,7 +1074,7 @@ def _not(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
 
 def _same(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     x = args[0]
-    if x.kind == "number":  # a constant made a tensor and copied
+    if x.kind in ("number", "index1"):  # a constant made a tensor and copied
         return x
     if x.kind not in ("tensor", "bool"):
         raise Unlowerable("identity")
@@ -1222,6 +1227,10 @@ def _index_tensor(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val])
         raise Unlowerable("index by several tensors")
     axis = given[0]
     index = node.args[1][axis]
+    if entries[axis].kind == "index1":  # x[:, :, [v]] is x[:, :, v:v+1]
+        at = int(entries[axis].text)
+        end = "" if at == -1 else str(at + 1)
+        return Val(f"{x.at(POSTFIX)}[{':, ' * axis}{at}:{end}]", kind=x.kind)
     if _element(index.meta.get("val")) != "int":
         raise Unlowerable("index by a mask")
     return Val(f"take({x.text}, {_ids(entries[axis]).text}, axis={axis})", kind=x.kind)
