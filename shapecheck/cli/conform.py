@@ -127,10 +127,12 @@ def command(options: ConformOptions) -> int:
         click.echo(message("spec_errors"), err=True)
         return EXIT_DIFFERS
     try:
-        function = load_function(options.target)
-        result = conform(program, function, names=names, layouts=layouts, dtype=options.dtype,
+        traced = _traced(options)
+        function, dims, dtype = traced or (load_function(options.target), None, options.dtype)
+        result = conform(program, function, dims=dims, names=names, layouts=layouts, dtype=dtype,
                          cases=options.cases, seed=options.seed, rtol=options.rtol,
-                         atol=options.atol, framework=options.framework, device=options.device,
+                         atol=options.atol, framework="torch" if traced else options.framework,
+                         device=options.device,
                          shrink=options.shrink, spec_name=options.path,
                          function_name=message("function_label", target=options.target),
                          init=_pairs(options.init, "--init"), args=_pairs(options.args, "--arg"),
@@ -144,6 +146,30 @@ def command(options: ConformOptions) -> int:
         return error.exit_code
     click.echo(result.report(), nl=False)
     return EXIT_CONFORMS if result.ok else EXIT_DIFFERS
+
+
+def _traced(options: ConformOptions) -> tuple[object, dict[str, int], str] | None:
+    """A spec `extract` wrote, conformed to the target it was traced from: the module runs
+    as traced (its arguments, tuples and cache objects by the trace's own routing, its
+    weights as the spec names them), at the sizes it was built with; no flag needed. A
+    module that computes in float32 on purpose is compared at float32's tolerance."""
+    if options.names or options.params or options.args or options.init or options.outputs:
+        return None  # the user's own wiring
+    from ..pytorch.front import ExtractError, Untraceable, extract, traced_target
+
+    try:
+        with open(options.path, encoding="utf-8") as spec:
+            target = traced_target(spec.readline())
+    except (OSError, UnicodeDecodeError):
+        return None
+    if target != options.target:
+        return None
+    try:
+        extraction = extract(target)
+    except (ExtractError, Untraceable):
+        return None  # load_function then says why the target cannot be used
+    return extraction.function(), {**extraction.bindings, **options.bindings}, \
+        "float32" if extraction.float32 and options.dtype == "float64" else options.dtype
 
 
 def _pairs(items: Sequence[str], option: str) -> dict[str, str]:

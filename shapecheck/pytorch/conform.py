@@ -344,6 +344,9 @@ class _Driver:
         self.matching: Any = None  # binding.Matching, decided at the first binding
         self.not_compared: list[str] = []
         self.torch: Any = None
+        if self.kind != "function":  # a module is torch's, whatever its file imports at top
+            self.framework = framework = "torch"
+            self.device = _device(framework, device)
         if framework == "torch":
             from ..backend import torch_backend
 

@@ -9,8 +9,11 @@ package's heavy parts). See docs/torch.md.
 
 from __future__ import annotations
 
+import copy
 import os
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +25,8 @@ from .sizes import WIDTH
 if TYPE_CHECKING:  # the lowering loads only when a module is traced
     from .lower import Lowered
 
-__all__ = ["WIDTH", "Extraction", "ExtractError", "Untraceable", "extract", "is_python_target"]
+__all__ = ["WIDTH", "Extraction", "ExtractError", "Untraceable", "extract", "is_python_target",
+           "traced_target"]
 
 
 def is_python_target(path: str) -> bool:
@@ -58,6 +62,8 @@ class Extraction:
     notes: list[str] = field(default_factory=list)
     main_file: str | None = None
     example: dict[str, Any] = field(default_factory=dict)  # the traced inputs
+    #: the module computes in float32 (its inputs, a cast): the precision it is compared at
+    float32: bool = False
 
     @property
     def unknown(self) -> list[tuple[str, Location | None, str]]:
@@ -87,28 +93,62 @@ def extract(target: str, init: tuple[str, ...] | list[str] = ()) -> Extraction:
             program = _trace(built)
         except (Untraceable, ExtractError):
             raise first from None
-    return _write(built, program)
+    from .lower import Unlowerable
+
+    try:
+        return _write(built, program)
+    except Unlowerable:
+        # A traced size the spec cannot say (`Max(1, s0)`, `s0 % 4`, a size from data)
+        try:
+            return _write(built, _static(built))
+        except Exception as error:
+            raise Untraceable(_reason(error), _user_location(error, built.module)) from None
 
 
 def _trace(built: Any) -> Any:
     import torch
 
+    from .opaque import register_inputs
+
     module = built.module.eval()
+    register_inputs(built.inputs)  # a cache object the model passes is a traced input too
     shapes = _dynamic_shapes(built)
     try:
-        with warnings.catch_warnings():  # torch's deprecation notices are not the user's
-            warnings.simplefilter("ignore")
-            exported = torch.export.export(module, (), dict(built.inputs),
-                                           dynamic_shapes=shapes, strict=False)
-            return exported.run_decompositions({})
+        return _export(module, built.inputs, shapes)
     except Exception as error:  # torch's reason is the diagnostic
-        raise Untraceable(_reason(error), _user_location(error, built.module)) from None
+        first = error
+    # symbolic axes tied by arithmetic torch cannot settle (a mask's key axis = cached + new)
+    try:
+        return _static(built)
+    except Exception:
+        raise Untraceable(_reason(first), _user_location(first, built.module)) from None
+
+
+def _static(built: Any) -> Any:
+    """The module traced at its example's sizes, which it ran at: each dim declared at its
+    size (there is no other size to check)."""
+    program = _export(built.module.eval(), built.inputs, None)
+    built.static = built.dims.fixed = True
+    return program
+
+
+def _export(module: Any, inputs: dict[str, Any], shapes: Any) -> Any:
+    import torch
+
+    # torch's deprecation notices are not the user's
+    with warnings.catch_warnings(), _named_forward(module, list(inputs)):
+        warnings.simplefilter("ignore")
+        exported = torch.export.export(module, (), dict(inputs), dynamic_shapes=shapes,
+                                       strict=False)
+        return exported.run_decompositions({})
 
 
 def _dynamic_shapes(built: Any) -> dict[str, Any]:
     """Every axis whose size is not a dim's is traced as symbolic (``Dim.AUTO``): torch keeps
     it symbolic unless the code ties it to a size."""
     import torch
+
+    from .opaque import is_registered, leaves
 
     known = {built.dims.value(n) for n in (*built.dims.atomic, *built.dims.derived)}
 
@@ -126,9 +166,41 @@ def _dynamic_shapes(built: Any) -> dict[str, Any]:
             return type(value)(spec(v) for v in value)
         if isinstance(value, dict):
             return {k: spec(v) for k, v in value.items()}
+        if is_registered(value):  # a cache object: its tensors, in its flattening's order
+            return [spec(leaf) for leaf in leaves(value)]
         return None
 
     return {name: spec(value) for name, value in built.inputs.items()}
+
+
+@contextmanager
+def _named_forward(module: Any, names: list[str]) -> Iterator[None]:
+    """A forward that takes ``**kwargs`` (``position_ids``, ``use_cache`` as a model passes
+    them) is traced through a forward naming each argument of the call: torch 2.13 checks
+    dynamic shapes grouped by parameter, then flattens the call ungrouped (a mismatch)."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(module.forward).parameters
+    except (TypeError, ValueError):
+        parameters = {}
+    named = [n for n in names if n in parameters and parameters[n].kind not in (
+        inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)]
+    if len(named) == len(names):
+        yield
+        return
+    original = module.forward
+
+    def forward(**arguments: Any) -> Any:
+        return original(**arguments)
+
+    forward.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in names])
+    module.forward = forward
+    try:
+        yield
+    finally:
+        del module.forward
 
 
 def _reason(error: BaseException) -> str:
@@ -194,8 +266,12 @@ def _write(built: Any, program: Any) -> Extraction:
         lowered = Lowering(program, built.dims, torch_dir, default, dynamic).run()
     text, lines = render(lowered, built, default)
     main = default.path if default else None
+    # float32 code (a softmax in float32, `finfo(float32).min` masks) is compared in float32
+    float32 = any(torch.float32 in (*node.args, *node.kwargs.values())
+                  for node in program.graph.nodes if node.op == "call_function") or \
+        any(getattr(v, "dtype", None) == torch.float32 for v in built.inputs.values())
     return Extraction(built.label, text, lines, lowered, built.module, built.dims.bindings(),
-                      built.dims.notes, main, dict(built.inputs))
+                      built.dims.notes, main, dict(built.inputs), float32)
 
 
 def display(path: str) -> str:
@@ -253,24 +329,14 @@ def _conforming(extraction: Extraction) -> Any:
 
     def run(**arguments: Any) -> Any:
         state = {key: arguments[name] for name, key in lowered.state.items()}
-        params = {k: v for k, v in module.named_parameters()}
-        dtype = next((v.dtype for v in arguments.values() if isinstance(v, torch.Tensor)),
-                     torch.float64)
+        dtype = next((v.dtype for v in arguments.values() if isinstance(v, torch.Tensor)
+                      and v.dtype.is_floating_point), torch.float64)
         module.to(dtype)
-        inputs: dict[str, Any] = {}
+        # The call as traced (its None masks, flags, cache objects), each tensor the spec
+        # reads replaced by the spec's value for it.
+        inputs = copy.deepcopy(extraction.example)  # the module writes into a cache object
         for name, (argument, path) in lowered.inputs.items():
-            if not path:
-                inputs[argument] = arguments[name]
-                continue
-            parts = inputs.setdefault(argument, {})
-            parts[path[0]] = arguments[name]
-        for argument, value in extraction.example.items():  # None masks and the like
-            if argument not in inputs and not isinstance(value, (torch.Tensor, tuple, list)):
-                inputs[argument] = value
-        for argument, value in list(inputs.items()):
-            if isinstance(value, dict):
-                inputs[argument] = tuple(value[i] for i in sorted(value))
-        del params
+            inputs[argument] = _replaced(inputs.get(argument), path, arguments[name])
         with torch.no_grad():
             result = functional_call(module, state, args=(), kwargs=inputs, strict=False)
         flat = [leaf for leaf in torch.utils._pytree.tree_leaves(result)
@@ -282,6 +348,31 @@ def _conforming(extraction: Extraction) -> Any:
     run.__signature__ = _signature(names)  # type: ignore[attr-defined]
     run.__module__ = "torch"  # conformance passes torch tensors to it
     return run
+
+
+def _replaced(value: Any, path: tuple[int, ...], new: Any) -> Any:
+    """``value`` with its leaf at ``path`` (child positions, as the trace's input spec
+    numbers them) replaced by ``new``; tuples, lists, dicts and cache objects rebuilt."""
+    import torch.utils._pytree as pytree
+
+    if not path or value is None:
+        return new
+    node = pytree.SUPPORTED_NODES.get(type(value))
+    if node is None:
+        return new
+    children, context = node.flatten_fn(value)
+    children = list(children)
+    children[path[0]] = _replaced(children[path[0]], path[1:], new)
+    return node.unflatten_fn(children, context)
+
+
+def traced_target(text: str) -> str | None:
+    """The target a spec ``extract`` wrote was traced from (its first line says), or None."""
+    first = text.split("\n", 1)[0]
+    prefix, _, rest = MESSAGES["traced_from"].partition("{target}")
+    if not first.startswith(f"# {prefix}") or not rest or rest not in first:
+        return None
+    return first[len(prefix) + 2:first.rindex(rest)]
 
 
 def _signature(names: list[str]) -> Any:

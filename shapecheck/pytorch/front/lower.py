@@ -93,6 +93,7 @@ class Lowering:
         self._targets: dict[Location, list[str] | None] = {}
         self._trees: dict[str, ast.Module | None] = {}
         self._materialise: set[Any] = set()
+        self._hinted: dict[int, str] = {}  # a symbolic size's traced value -> its dim name
 
     # --- the walk -----------------------------------------------------------------------
 
@@ -149,6 +150,11 @@ class Lowering:
         nodes = {n.name: n for n in self.program.graph.nodes if n.op == "placeholder"}
         user_inputs = [spec for spec in signature.input_specs if spec.kind.name == "USER_INPUT"]
         paths = _input_paths(self.program, len(user_inputs))
+        for spec, path in zip(user_inputs, paths):  # every symbol named before any is written
+            node = nodes.get(getattr(spec.arg, "name", ""))
+            value = node.meta.get("val") if node is not None else None
+            if _is_tensor(value):
+                self._name_symbols(value, self.dynamic_names.get(path[0], {}))
         for index, spec in enumerate(signature.input_specs):
             node = nodes.get(getattr(spec.arg, "name", ""))
             if node is None:
@@ -157,6 +163,9 @@ class Lowering:
             kind = spec.kind.name
             if not _is_tensor(value):
                 self.values[node] = Val("None", kind="none")
+                continue
+            if 0 in value.shape:  # an empty cache before its first write: cat skips it
+                self.values[node] = Val("[]", kind="empty")
                 continue
             if kind == "USER_INPUT":
                 path = paths[user_inputs.index(spec)] if spec in user_inputs else (node.name, ())
@@ -180,6 +189,16 @@ class Lowering:
                                         causal01=tensor.dtype.is_floating_point,
                                         causal=(n, n, len(lead)))
                 continue
+            if kind == "CONSTANT_TENSOR" and tensor is not None and tensor.dim() == 0 \
+                    and not tensor.dtype.is_complex and _kind(tensor) != "bool":
+                # a number the code made a tensor (`torch.tensor(finfo(dtype).min)`): its value
+                self.values[node] = number(float(tensor.item()))
+                continue
+            if kind == "CONSTANT_TENSOR" and tensor is not None and tensor.dim() == 1 \
+                    and tensor.numel() == 1 and _element(tensor) == "int":
+                # one index the code wrote as a tensor (Falcon's `[-2]`): a slice of one
+                self.values[node] = Val(str(int(tensor.item())), kind="index1")
+                continue
             name = self._fresh(target.replace(".", "_"))
             self.out.state[name] = target
             self._declare("param", name, value)
@@ -196,6 +215,13 @@ class Lowering:
             expression = str(size.node.expr) if hasattr(size, "node") else str(size)
             if not re.fullmatch(r"[su]\d+", expression) or expression in self.dims.symbolic:
                 continue
+            hint = getattr(getattr(size, "node", None), "hint", None)
+            if hint is not None and hint in self._hinted:
+                # A size torch left free that equals another at the traced call (a cached
+                # value's length, the keys'): the caller keeps them equal, the module relies on
+                # it; one name, so that no caller-side relation reads as a bug in the module.
+                self.dims.symbolic[expression] = self._hinted[hint]
+                continue
             name = axes.get(axis)
             if name is None:
                 name = "B" if axis == 0 and len(value.shape) >= 3 else "T"
@@ -205,11 +231,17 @@ class Lowering:
                 count += 1
                 name = f"{base}{count}" if base != "T" or count > 2 else "S"
             self.dims.symbolic[expression] = name
+            if hint is not None:
+                self._hinted[hint] = name
 
     def _lower(self, node: Any) -> None:
         name = _name(node.target)
         rule = RULES.get(name)
         if name in IGNORED:
+            return
+        if _is_tensor(node.meta.get("val")) and 0 in node.meta["val"].shape:
+            # an empty tensor (a cache before its first write): `cat` skips it
+            self.values[node] = Val("[]", kind="empty")
             return
         try:
             if rule is None:
@@ -310,7 +342,7 @@ class Lowering:
                 return self.dims.size(int(token)) if int(token) >= 5 else token
             raise Unlowerable(f"symbol {token}")
         text = re.sub(r"[A-Za-z_]\w*|\d+", word, expression)
-        return text.replace("*", " * ")
+        return re.sub(r"\s*\*\s*", " * ", text)
 
     def shape(self, value: Any) -> str:
         return _element(value) + "[" + ", ".join(self.size(s) for s in value.shape) + "]"
@@ -849,7 +881,10 @@ def _tile(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
 
 @rule("cat.default")
 def _cat(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
-    parts = ", ".join(_tensor(v).text for v in args[0].items)
+    kept = [v for v in args[0].items if v.kind != "empty"]
+    if len(kept) == 1:
+        return kept[0]
+    parts = ", ".join(_tensor(v).text for v in kept)
     axis = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
     return Val(f"concat([{parts}], axis={axis})")
 
@@ -1040,12 +1075,18 @@ def _not(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
 
 def _same(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     x = args[0]
+    if x.kind in ("number", "index1"):  # a constant made a tensor and copied
+        return x
     if x.kind not in ("tensor", "bool"):
         raise Unlowerable("identity")
-    if _kind(node.meta.get("val")) != x.kind:
-        if x.kind == "bool":  # a mask turned into numbers
-            return Val(f"where({x.text}, 1, 0)")
-        raise Unlowerable("to bool")
+    result = node.meta.get("val")
+    if _kind(result) != x.kind and x.kind != "bool":
+        return Val(f"{x.at(COMPARE + 1)} != 0", COMPARE, kind="bool")  # numbers to bool
+    source = _element(node.args[0].meta.get("val")) if hasattr(node.args[0], "meta") else ""
+    if _element(result) == "int" and source != "int":
+        return Val(f"long({x.text})")  # a mask or reals to integers (`.to(torch.long)`)
+    if x.kind == "bool" and _kind(result) != "bool":  # a mask turned into numbers
+        return Val(f"where({x.text}, 1, 0)")
     return x
 
 
@@ -1132,9 +1173,11 @@ def _sdpa(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     q, k, v = (_tensor(a) for a in args[:3])
     options = dict(zip(("attn_mask", "dropout_p", "is_causal", "scale"), node.args[3:7]))
     options.update(node.kwargs)
-    if options.get("enable_gqa"):
-        raise Unlowerable("enable_gqa")
     q_shape, k_shape = node.args[0].meta["val"].shape, node.args[1].meta["val"].shape
+    if options.get("enable_gqa") and len(k_shape) >= 3 and q_shape[-3] != k_shape[-3]:
+        # each key/value head serves a group of query heads, in order (repeat_interleave)
+        group = q_shape[-3] // k_shape[-3]
+        k, v = (Val(f"repeat({x.text}, {low.size(group)}, axis=-3)") for x in (k, v))
     width = low.size(q_shape[-1])
     scale = options.get("scale")
     if scale is None:
@@ -1185,6 +1228,10 @@ def _index_tensor(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val])
         raise Unlowerable("index by several tensors")
     axis = given[0]
     index = node.args[1][axis]
+    if entries[axis].kind == "index1":  # x[:, :, [v]] is x[:, :, v:v+1]
+        at = int(entries[axis].text)
+        end = "" if at == -1 else str(at + 1)
+        return Val(f"{x.at(POSTFIX)}[{':, ' * axis}{at}:{end}]", kind=x.kind)
     if _element(index.meta.get("val")) != "int":
         raise Unlowerable("index by a mask")
     return Val(f"take({x.text}, {_ids(entries[axis]).text}, axis={axis})", kind=x.kind)
@@ -1246,3 +1293,86 @@ for _aten, _builtin in {"view_as_complex.default": "view_as_complex",
 @rule("polar.default")
 def _polar(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     return Val(f"polar({_tensor(args[0]).text}, {_tensor(args[1]).text})")
+
+
+def _pairwise(name: str) -> Rule:
+    def lower(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+        return Val(f"{name}({_tensor(args[0]).text}, {_tensor(args[1]).text})")
+    return lower
+
+
+RULES["maximum.default"] = RULES["max.other"] = RULES["fmax.default"] = _pairwise("maximum")
+RULES["minimum.default"] = RULES["min.other"] = RULES["fmin.default"] = _pairwise("minimum")
+
+
+@rule("new_empty.default", "new_zeros.default", "empty.memory_format")
+def _empty(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # What an empty tensor holds is never read before it is written (copy, slice_scatter):
+    # its shape is what the spec needs.
+    if _element(node.meta["val"]) in ("bool", "complex"):
+        raise Unlowerable("empty of bool or complex")
+    return Val(f"zeros({_shape_list(low, node.meta['val'].shape)})")
+
+
+@rule("copy.default")
+def _copy(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # copy(self, src) is src broadcast to self's shape (the functional `self.copy_(src)`)
+    target, source = node.args[0].meta["val"].shape, node.args[1].meta["val"].shape
+    if tuple(target) != tuple(source):
+        raise Unlowerable("copy that broadcasts")
+    return _tensor(args[1])
+
+
+@rule("slice_scatter.default")
+def _slice_scatter(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # `x[..., a:b] = src` as the parts of x around the written slice and src, concatenated
+    x, source = _tensor(args[0]), _tensor(args[1])
+    rank = low.rank(node.args[0])
+    axis = (node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)) % rank
+    size = node.args[0].meta["val"].shape[axis]
+    start = _traced(node.args[3] if len(node.args) > 3 else node.kwargs.get("start") or 0)
+    end = _traced(node.args[4] if len(node.args) > 4 else node.kwargs.get("end"))
+    step = node.args[5] if len(node.args) > 5 else node.kwargs.get("step", 1)
+    if step != 1:
+        raise Unlowerable("slice_scatter with a step")
+    if end is None or isinstance(end, int) and (end >= _BIG or isinstance(size, int)
+                                                 and end >= size):
+        end = size
+    whole = low.size(size)
+    first, last = low.size(start), low.size(end)
+    lead = ":, " * axis
+    parts = ([f"{x.at(POSTFIX)}[{lead}:{first}]"] if first != "0" else []) + \
+        [source.text] + ([f"{x.at(POSTFIX)}[{lead}{last}:]"] if last != whole else [])
+    return source if len(parts) == 1 else Val(f"concat([{', '.join(parts)}], axis={axis})")
+
+
+def _traced(value: Any) -> Any:
+    """A size argument as traced: a graph node (``x.shape[1]``) stands for its SymInt."""
+    return value.meta.get("val") if hasattr(value, "meta") else value
+
+
+@rule("baddbmm.default", "addbmm.default", "addmm.default")
+def _baddbmm(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # beta * input + alpha * (batch1 @ batch2), as Bloom's ALiBi scores are written
+    base, left, right = (_tensor(a) for a in args[:3])
+    if "addbmm" in str(node.target) and "baddbmm" not in str(node.target):
+        raise Unlowerable("addbmm sums over the batch")
+    beta, alpha = (node.kwargs.get(word, 1) for word in ("beta", "alpha"))
+    if not all(isinstance(v, (int, float)) for v in (beta, alpha)):
+        raise Unlowerable("baddbmm scale")
+    product = f"{left.at(PRODUCT)} @ {right.at(PRODUCT + 1)}"
+    if alpha != 1:
+        product = f"{number(float(alpha)).at(PRODUCT)} * ({product})"
+    if beta == 0:
+        return Val(product, PRODUCT)
+    scaled = base if beta == 1 else Val(f"{number(float(beta)).at(PRODUCT)} * "
+                                        f"{base.at(PRODUCT + 1)}", PRODUCT)
+    return Val(f"{scaled.at(SUM)} + {product}", SUM)
+
+
+@rule("full_like.default")
+def _full_like(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x, fill = _tensor(args[0]), args[1]
+    if fill.kind != "number" or _element(node.meta["val"]) in ("bool", "complex"):
+        raise Unlowerable("full_like")
+    return Val(f"full_like({x.text}, {fill.text})")

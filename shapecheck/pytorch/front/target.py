@@ -29,6 +29,8 @@ class Built:
     label: str
     #: input name -> {axis: dim name} for the axes traced as symbolic (batch, sequence)
     dynamic: dict[str, dict[int, str]] = field(default_factory=dict)
+    #: traced at the example's sizes only (its symbolic axes could not be kept symbolic)
+    static: bool = False
 
 
 def parse_init(values: tuple[str, ...] | list[str]) -> tuple[dict[str, int], dict[str, str]]:
@@ -79,6 +81,9 @@ def build(target: str, init: tuple[str, ...] | list[str] = (), *, even_heads: bo
         raise ExtractError("not_callable", target=target)
     parameters = _int_parameters(value)
     required = [p for p in parameters if p.default is inspect.Parameter.empty]
+    config = _config_parameter(value)
+    if config is not None:
+        return _from_config(value, config, target, given, rename, even_heads)
     if not inspect.isclass(value) and not required and not given:
         return _from_factory(value, target, rename)
     names = [p.name for p in parameters]
@@ -100,6 +105,57 @@ def build(target: str, init: tuple[str, ...] | list[str] = (), *, even_heads: bo
         raise ExtractError("not_a_module", target=target, type=type(module).__name__)
     width = _width(module, chosen, dims)
     inputs, dynamic = _inputs(module, width, dims, chosen.sizes)
+    return Built(module, inputs, dims, target, dynamic)
+
+
+def _config_parameter(value: Any) -> tuple[str, type] | None:
+    """A class whose constructor takes a config object (nanoGPT's
+    ``CausalSelfAttention(config)``): the parameter, and the config class — its annotation,
+    else the one class of the module named ``...Config`` — when it is a dataclass."""
+    import dataclasses
+    import sys
+
+    if not inspect.isclass(value):
+        return None
+    try:
+        parameters = list(inspect.signature(value).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    namespace = vars(sys.modules.get(value.__module__) or object)
+    for parameter in parameters:
+        if parameter.default is not inspect.Parameter.empty:
+            continue
+        annotation = parameter.annotation
+        if isinstance(annotation, str):
+            annotation = namespace.get(annotation.split(".")[-1])
+        if annotation is inspect.Parameter.empty or annotation is None:
+            found = [v for k, v in namespace.items() if k.endswith("Config")
+                     and inspect.isclass(v) and dataclasses.is_dataclass(v)]
+            annotation = found[0] if len(found) == 1 and "config" in parameter.name else None
+        if inspect.isclass(annotation) and dataclasses.is_dataclass(annotation):
+            return parameter.name, annotation
+    return None
+
+
+def _from_config(value: Any, config: tuple[str, type], target: str, given: dict[str, int],
+                 rename: dict[str, str], even_heads: bool) -> Built:
+    """Build the config class with the sizes the tool chooses for its int fields (the
+    other fields keep their defaults), then the module from it."""
+    import dataclasses
+
+    import torch
+
+    name, kind = config
+    fields = [f for f in dataclasses.fields(kind) if f.type in (int, "int")]
+    chosen = sizing.choose([f.name for f in fields], given, even_heads=even_heads)
+    dims = sizing.from_chosen(chosen, rename)
+    try:
+        module = value(**{name: kind(**chosen.sizes)})
+    except Exception as error:
+        raise ExtractError("build_failed", target=target, error=_error_text(error)) from None
+    if not isinstance(module, torch.nn.Module):
+        raise ExtractError("not_a_module", target=target, type=type(module).__name__)
+    inputs, dynamic = _inputs(module, _width(module, chosen, dims), dims, chosen.sizes)
     return Built(module, inputs, dims, target, dynamic)
 
 

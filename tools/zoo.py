@@ -1,0 +1,370 @@
+"""The transformers zoo: attention modules as tiny models call them, checked by shapecheck.
+
+Each case builds a tiny ``transformers`` model from its config class (random weights,
+nothing downloaded), captures the real call of one attention module with a forward
+pre-hook (its args and kwargs exactly as the model passes them: ``**kwargs``, ``None``s,
+tuples, caches, flags — no per-family glue), and checks it: ``verify`` must be clean (no
+diagnostic at all, SC602 included), and the spec ``extract`` writes must ``conform`` to
+the module with no flag. The forms (issue 29, item 5):
+
+- ``eager`` / ``sdpa``: the first self-attention module (the innermost module whose class
+  is an attention), in the family's eager and SDPA implementations;
+- ``decode``: the same module at a decode step (one new token, several cached, KV cache);
+- ``cross``: the first cross-attention module of an encoder-decoder.
+
+A case is a factory of this file (``tools/zoo.py:llama__eager``), so any shapecheck command
+takes it as a target::
+
+    python tools/zoo.py                      # every case, a table
+    python tools/zoo.py llama gpt2 --forms eager,decode
+    shapecheck verify tools/zoo.py:llama__eager
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import inspect
+import os
+import re
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+FAMILIES = (
+    "llama mistral mixtral qwen2 qwen2_moe qwen3 gemma gemma2 gemma3_text phi phi3 gpt2 gpt_neo "
+    "gpt_neox gptj gpt_bigcode falcon opt bloom mpt codegen xglm bert roberta distilbert albert "
+    "electra deberta-v2 t5 bart mbart pegasus marian m2m_100 whisper vit deit swin clip_text "
+    "clip_vision siglip_vision starcoder2 olmo olmo2 olmoe cohere stablelm persimmon granite "
+    "granitemoe nemotron glm glm4 helium smollm3 ministral exaone4 dbrx deepseek_v3 longformer"
+).split()
+FORMS = ("eager", "sdpa", "decode", "cross")
+#: The subset CI runs (tests/test_zoo.py): one of each architecture kind.
+CI_CASES = ("llama__eager", "llama__decode", "gpt2__eager", "bert__eager", "t5__cross",
+            "falcon__eager")
+
+#: Tiny sizes, under every name families give them: heads 6, kv heads 3, head width 10,
+#: width 60 (sizes that do not coincide with each other, the batch or the lengths).
+_SIZES = {
+    "hidden_size": 60, "n_embd": 60, "d_model": 60, "dim": 60, "n_embed": 60, "embed_dim": 60,
+    "num_attention_heads": 6, "n_head": 6, "n_heads": 6, "num_heads": 6, "encoder_attention_heads": 6,
+    "decoder_attention_heads": 6, "num_key_value_heads": 3, "n_kv_heads": 3, "kv_n_heads": 3,
+    "head_dim": 10, "d_kv": 10, "intermediate_size": 44, "n_inner": 44, "d_ff": 44, "ffn_dim": 44,
+    "encoder_ffn_dim": 44, "decoder_ffn_dim": 44, "hidden_dim": 44, "moe_intermediate_size": 44,
+    "num_hidden_layers": 2, "n_layer": 2, "n_layers": 2, "num_layers": 2, "encoder_layers": 1,
+    "decoder_layers": 1, "num_decoder_layers": 1, "vocab_size": 99, "max_position_embeddings": 64,
+    "n_positions": 64, "max_seq_len": 64, "num_experts": 4, "num_local_experts": 4,
+    "n_routed_experts": 4, "image_size": 16, "patch_size": 4, "num_channels": 3,
+    "max_source_positions": 8, "max_target_positions": 16, "num_mel_bins": 8,
+    "attention_window": 4, "kv_lora_rank": 16, "q_lora_rank": 24, "qk_rope_head_dim": 4,
+    "qk_nope_head_dim": 6, "v_head_dim": 10, "n_group": 1, "topk_group": 1,
+    "first_k_dense_replace": 0, "num_experts_per_tok": 2, "partial_rotary_factor": 0.4,
+    "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2, "decoder_start_token_id": 0, "window_size": 2, "depths": [1], 
+    "sliding_window": 16, "rotary_dim": 4, "type_vocab_size": 2, "embedding_size": 60,
+}
+BATCH, LENGTH, CACHED = 7, 9, 8
+
+
+@dataclass
+class Case:
+    family: str
+    form: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.family.replace('-', '_')}__{self.form}"
+
+
+def _config(family: str, implementation: str) -> Any:
+    from transformers import CONFIG_MAPPING
+
+    model_type = {"clip_text": "clip_text_model", "clip_vision": "clip_vision_model",
+                  "siglip_vision": "siglip_vision_model"}.get(family, family)
+    cls = CONFIG_MAPPING[model_type]
+    defaults = cls()
+    known = set(defaults.to_dict()) | set(getattr(cls, "attribute_map", {}))
+    sizes = {k: v for k, v in _SIZES.items() if k in known}
+    if family == "swin":  # its heads and depths are per stage (lists)
+        for alias in ("num_attention_heads", "num_hidden_layers", "hidden_size"):
+            sizes.pop(alias, None)
+        sizes.update(embed_dim=20, depths=[1], num_heads=[2], window_size=2, image_size=16,
+                     patch_size=2)
+    if family == "dbrx":
+        sizes.update(d_model=60, n_heads=6, attn_config={"kv_n_heads": 3},
+                     ffn_config={"ffn_hidden_size": 44, "moe_num_experts": 4, "moe_top_k": 1})
+    rope = defaults.to_dict().get("rope_parameters")
+    if isinstance(rope, dict) and "partial_rotary_factor" in rope:  # an even rotary width
+        sizes["rope_parameters"] = {**rope, "partial_rotary_factor": 0.4}
+    if family == "deepseek_v3":  # its head_dim is the rotary part's
+        sizes.update(head_dim=4)
+    if family == "gpt_neo":  # one attention type per layer
+        sizes.update(attention_types=[[["global", "local"], 1]])
+    if family == "mpt":
+        sizes.update(attn_config={"attn_impl": "torch"})
+    if family == "longformer":
+        sizes.update(attention_window=[4] * sizes.get("num_hidden_layers", 2))
+    config = cls(**sizes)
+    config._attn_implementation = implementation
+    return config
+
+
+def _model(family: str, implementation: str) -> Any:
+    import torch
+    from transformers import AutoModel
+
+    torch.manual_seed(0)
+    config = _config(family, implementation)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = AutoModel.from_config(config, attn_implementation=implementation)
+    return model.eval(), config
+
+
+def _inputs(model: Any, config: Any, length: int) -> dict[str, Any]:
+    import torch
+
+    main = getattr(model, "main_input_name", "input_ids")
+    generator = torch.Generator().manual_seed(1)
+    if main == "pixel_values":
+        size = config.image_size
+        return {main: torch.randn(BATCH, config.num_channels, size, size, generator=generator)}
+    if main == "input_features":
+        features = torch.randn(BATCH, config.num_mel_bins, 2 * config.max_source_positions,
+                               generator=generator)
+        return {main: features, "decoder_input_ids": torch.randint(3, 90, (BATCH, length))}
+    ids = torch.randint(3, 90, (BATCH, length), generator=generator)
+    inputs = {"input_ids": ids, "attention_mask": torch.ones(BATCH, length, dtype=torch.long)}
+    if getattr(config, "is_encoder_decoder", False):
+        inputs["decoder_input_ids"] = ids
+    return inputs
+
+
+_ATTENTION = re.compile(r"Attention$|Attention\d*$|SelfAttention|Attn$")
+_CROSS = re.compile(r"cross|encoder_attn|EncDecAttention", re.IGNORECASE)
+
+
+def _attention_modules(model: Any) -> list[tuple[str, Any]]:
+    """The innermost attention modules, in order (a BertAttention holds a BertSelfAttention:
+    the inner one computes attention)."""
+    found = []
+    for name, module in model.named_modules():
+        if not _ATTENTION.search(type(module).__name__):
+            continue
+        inner = [m for n, m in module.named_modules() if n and _ATTENTION.search(type(m).__name__)]
+        if not inner:
+            found.append((name, module))
+    return found
+
+
+def _named_call(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The call as the forward's arguments by name (what a factory returns): positional
+    arguments get their parameter's name, ``**kwargs`` are spread as the model passed them."""
+    bound = inspect.signature(module.forward).bind_partial(*args, **kwargs)
+    named: dict[str, Any] = {}
+    for name, value in bound.arguments.items():
+        parameter = inspect.signature(module.forward).parameters[name]
+        if parameter.kind is parameter.VAR_KEYWORD:
+            named.update(value)
+        else:
+            named[name] = value
+    return named
+
+
+def capture(family: str, form: str) -> tuple[Any, dict[str, Any]]:
+    """The attention module of FAMILY in FORM and its call as the model makes it."""
+    import torch
+
+    implementation = "sdpa" if form == "sdpa" else "eager"
+    model, config = _model(family, implementation)
+    modules = _attention_modules(model)
+    if form == "cross":
+        modules = [(n, m) for n, m in modules if _CROSS.search(n) or _CROSS.search(type(m).__name__)]
+    else:
+        modules = [(n, m) for n, m in modules if not _CROSS.search(n)]
+    if not modules:
+        raise LookupError(f"{family}: no {form} attention module")
+    _, module = modules[0]
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+
+    def hook(_: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        # A copy: the layer then writes this call's keys into the cache object it was given.
+        calls.append(copy.deepcopy((args, dict(kwargs))))
+
+    inputs = _inputs(model, config, LENGTH if form != "decode" else CACHED)
+    handle = module.register_forward_pre_hook(hook, with_kwargs=True)
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if form == "decode":
+                first = model(**inputs, use_cache=True)
+                calls.clear()
+                step = {k: v[:, -1:] for k, v in inputs.items() if k.endswith("input_ids")}
+                if "attention_mask" in inputs:
+                    step["attention_mask"] = torch.ones(BATCH, CACHED + 1, dtype=torch.long)
+                model(**step, past_key_values=first.past_key_values, use_cache=True)
+            else:
+                model(**inputs)
+    finally:
+        handle.remove()
+    if not calls:
+        raise LookupError(f"{family}: the {form} attention module was not called")
+    args, kwargs = calls[0]
+    return module, _named_call(module, args, kwargs)
+
+
+def _has_sdpa(config_type: str) -> bool:
+    from transformers import CONFIG_MAPPING, MODEL_MAPPING
+
+    model = MODEL_MAPPING.get(CONFIG_MAPPING[config_type], None)
+    return bool(getattr(model, "_supports_sdpa", False))
+
+
+def cases(families: list[str] | None = None, forms: tuple[str, ...] = FORMS) -> list[Case]:
+    from transformers import CONFIG_MAPPING
+
+    found = []
+    for family in families or FAMILIES:
+        config_type = {"clip_text": "clip_text_model", "clip_vision": "clip_vision_model",
+                       "siglip_vision": "siglip_vision_model"}.get(family, family)
+        encoder_decoder = getattr(CONFIG_MAPPING[config_type](), "is_encoder_decoder", False)
+        decoder = not encoder_decoder and family not in _ENCODERS
+        for form in forms:
+            if form == "cross" and not encoder_decoder or form == "decode" and not decoder \
+                    or form == "sdpa" and not _has_sdpa(config_type):
+                continue
+            found.append(Case(family, form))
+    return found
+
+
+_ENCODERS = {"bert", "roberta", "distilbert", "albert", "electra", "deberta-v2", "vit", "deit",
+             "swin", "clip_text", "clip_vision", "siglip_vision", "longformer"}
+
+
+def __getattr__(name: str) -> Any:
+    """``llama__eager`` and the like: a factory (module, inputs) for shapecheck."""
+    family, separator, form = name.partition("__")
+    if not separator or form not in FORMS:
+        raise AttributeError(name)
+    family = next((f for f in FAMILIES if f.replace("-", "_") == family), None)
+    if family is None:
+        raise AttributeError(name)
+
+    def make() -> tuple[Any, dict[str, Any]]:
+        return capture(family, form)
+
+    make.__name__ = name
+    return make
+
+
+# --- checking a case -----------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    case: Case
+    verify: str          # "clean", or the diagnostics' codes
+    conform: str         # "conforms", "differs", or why not
+    detail: str = ""
+    seconds: float = 0.0
+
+    @property
+    def clean(self) -> bool:
+        return self.verify == "clean"
+
+
+def check(case: Case, target_file: str = __file__) -> Outcome:
+    """verify (clean = no diagnostic), then conform the spec extract writes, with no flag:
+    one trace serves both (what `shapecheck verify` and `extract` + `conform` do)."""
+    from shapecheck.pytorch.front import ExtractError, Untraceable, extract
+    from shapecheck.pytorch.front.sourcemap import check as verify, check_extraction
+
+    target = f"{target_file}:{case.name}"
+    start = time.perf_counter()
+    try:
+        try:
+            extraction = extract(target)
+        except (ExtractError, Untraceable):  # verify says why, as a diagnostic
+            extraction = None
+        results = verify(target) if extraction is None else check_extraction(extraction, target).results
+        diagnostics = [d for r in results for d in r.diagnostics]
+        verdict = "clean" if not diagnostics else " ".join(sorted({d.code for d in diagnostics}))
+        detail = "; ".join(f"{d.code} {d.message}"[:160] for d in diagnostics[:3])
+    except Exception as error:  # a shapecheck bug: the table says so
+        return Outcome(case, "crash", "-", f"{type(error).__name__}: {error}"[:200],
+                       time.perf_counter() - start)
+    conformed = "-" if extraction is None else _conform(extraction)
+    return Outcome(case, verdict, conformed, detail, time.perf_counter() - start)
+
+
+def _conform(extraction: Any) -> str:
+    """What `shapecheck conform SPEC TARGET` does for a spec extract wrote (cli/conform.py)."""
+    from shapecheck.backend import SpecError
+    from shapecheck.pytorch.conform import ConformanceError, conform
+
+    try:
+        result = conform(extraction.text, extraction.function(), dims=extraction.bindings,
+                         framework="torch", cases=2,
+                         dtype="float32" if extraction.float32 else "float64")
+    except SpecError:
+        return "spec does not verify"
+    except ConformanceError as error:
+        return f"error: {error}"[:140]
+    except Exception as error:  # a shapecheck bug
+        return f"crash: {type(error).__name__}: {error}"[:140]
+    if result.ok:
+        return "conforms"
+    lines = [line for line in result.report().splitlines() if line.strip()]
+    return "differs: " + (lines[-1].strip()[:120] if lines else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("families", nargs="*", help="families (default: all)")
+    parser.add_argument("--forms", default=",".join(FORMS))
+    parser.add_argument("-v", "--verbose", action="store_true", help="each case's diagnostics")
+    parser.add_argument("--markdown", action="store_true",
+                        help="also a table by family (docs/torch.md's)")
+    options = parser.parse_args(argv)
+    chosen = cases(options.families or None, tuple(options.forms.split(",")))
+    outcomes = []
+    print(f"{'case':28} {'verify':24} conform")
+    for case in chosen:
+        try:
+            outcome = check(case)
+        except Exception as error:  # a family that cannot be built at these sizes
+            outcome = Outcome(case, "not built", "-", f"{type(error).__name__}: {error}"[:200])
+        outcomes.append(outcome)
+        print(f"{case.name:28} {outcome.verify:24} {outcome.conform[:70]}", flush=True)
+        if options.verbose and outcome.detail:
+            print(f"    {outcome.detail}")
+    clean = [o for o in outcomes if o.clean]
+    families = {o.case.family for o in outcomes}
+    clean_families = families - {o.case.family for o in outcomes if not o.clean}
+    conforming = [o for o in outcomes if o.conform == "conforms"]
+    print(f"\n{len(clean)}/{len(outcomes)} cases verify clean; "
+          f"{len(clean_families)}/{len(families)} families clean in every form; "
+          f"{len(conforming)}/{len(outcomes)} conform")
+    if options.markdown:
+        print("\n" + markdown(outcomes))
+    return 0 if len(clean) == len(outcomes) else 1
+
+
+def markdown(outcomes: list[Outcome]) -> str:
+    """One row per family: each form's verify result, and whether it conforms."""
+    lines = ["| family | " + " | ".join(FORMS) + " |", "| --- |" + " --- |" * len(FORMS)]
+    for family in dict.fromkeys(o.case.family for o in outcomes):
+        cells = []
+        for form in FORMS:
+            found = next((o for o in outcomes if o.case.family == family
+                          and o.case.form == form), None)
+            cells.append("" if found is None else found.verify + (
+                ", conforms" if found.conform == "conforms" else ""))
+        lines.append(f"| {family} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.exit(main())
