@@ -95,7 +95,29 @@ def test_zoo_subset(case: zoo.Case) -> None:
     _clean_and_conforms(case)
 
 
+# What the zoo does not pass yet, by family, with the cause (docs/torch.md, "The
+# transformers zoo"): a strict xfail, so that a fix shows as a pass to move out of here.
+KNOWN = {
+    "phi3": "partial rotary: the cos/sin width traced as a free axis (SC318)",
+    "nemotron": "partial rotary: the cos/sin width traced as a free axis (SC318)",
+    "glm": "partial rotary: the cos/sin width traced as a free axis (SC201, SC318)",
+    "glm4": "partial rotary: the cos/sin width traced as a free axis (SC201, SC318)",
+    "gpt_neo": "GPT-Neo does not scale its scores: SC405 is true of the code",
+    "dbrx": "the zoo does not build it at its sizes yet (SC603)",
+    "deepseek_v3": "the zoo does not build it at its sizes yet (SC603)",
+    "longformer": "torch.export cannot trace its sliding-window chunking (SC601)",
+}
+KNOWN_CASES = {"deepseek_v3__sdpa"}  # this form of a known family passes
+
+
+def _expected(case: zoo.Case) -> object:
+    family = case.name.split("__")[0]
+    if family in KNOWN and case.name not in KNOWN_CASES:
+        return pytest.param(case, marks=pytest.mark.xfail(reason=KNOWN[family], strict=True))
+    return case
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("case", REST, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", [_expected(case) for case in REST], ids=lambda c: c.name)
 def test_zoo_rest(case: zoo.Case) -> None:
     _clean_and_conforms(case)
