@@ -305,7 +305,6 @@ def test_a_rebound_version_is_shown_by_its_name_and_is_not_an_output():
 
 
 @pytest.mark.parametrize("line, expected", [
-    ("y = x.flatten(-2)", "x.reshape(B, T, -1)"),  # the rank is unknown here: say what works
     ("y = x.frobnicate()", "SC105"),
     ("y = torch.softmaxx(x, dim=-1)", "did you mean `torch.softmax`?"),
     ("y = F.scaled_dot_product_attention(x, x, x)", "softmax(q @ k.T / sqrt(d)) @ v"),
@@ -349,6 +348,8 @@ def test_t_flatten_and_expand_run_as_pytorch_does(backend):
     torch = pytest.importorskip("torch")
     source = ("dim B, N, d\ninput x: [B, N, d]\ninput w: [d, N]\ninput m: bool[N]\n"
               "a = w.t()\nb = x.flatten(1)\nc = x.flatten()\ne = x.flatten(0, -2)\n"
+              "k = x.flatten(-2)\nl = (x @ w).transpose(1, 2).flatten(1)\n"
+              "o = torch.flatten(x, start_dim=1, end_dim=-1)\n"
               "f = m[None].expand(N, -1)\ng = x[:, :1].expand(B, N, d)\nh = w.expand(B, 2, -1, -1)\n")
     assert codes_of(source) == []
     program = check_text(source)
@@ -358,6 +359,8 @@ def test_t_flatten_and_expand_run_as_pytorch_does(backend):
     out = run(source, backend, x=x, w=w, m=m)
     tx, tw, tm = torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(m)
     expected = {"a": tw.t(), "b": tx.flatten(1), "c": tx.flatten(), "e": tx.flatten(0, -2),
+                "k": tx.flatten(-2), "l": (tx @ tw).transpose(1, 2).flatten(1),
+                "o": torch.flatten(tx, start_dim=1, end_dim=-1),
                 "f": tm[None].expand(3, -1), "g": tx[:, :1].expand(2, 3, 4),
                 "h": tw.expand(2, 2, -1, -1)}
     for name, value in expected.items():
@@ -368,6 +371,8 @@ def test_t_flatten_and_expand_run_as_pytorch_does(backend):
     ("y = x.expand(N, 2)", "SC312", "grows only axes of size 1: axis 1 of `x` is d"),
     ("y = x.expand(-1, N, d)", "SC312", "this axis of `expand`'s shape is new"),
     ("y = x.expand(d)", "SC312", "cannot drop axes"),
+    ("y = x.flatten(1, 0)", "SC312", "start 1 comes after end 0"),  # PyTorch refuses it too
+    ("y = x.flatten(3)", "SC305", "out of range"),
     ("y = x[None].t()", "SC308", "not a permutation"),  # PyTorch's .t() takes at most 2 axes
 ])
 def test_expand_and_t_refuse_what_pytorch_refuses(line, code, words):

@@ -266,7 +266,7 @@ RECIPES: dict[str, tuple[str, tuple[Any, ...]]] = {
     "take_along_axis": ("gather", ("indices", True)),
 }
 # Builtins that run as another's row in every framework (the checker made swapaxes' perm).
-RUNS_AS = {"swapaxes": "transpose", "amax": "max", "amin": "min"}
+RUNS_AS = {"swapaxes": "transpose", "amax": "max", "amin": "min", "flatten": "reshape"}
 
 
 def table(functions: Mapping[str, Any], namespace: Any,

@@ -756,6 +756,10 @@ def _real_code_rows() -> list[Builtin]:
         Builtin("tile", (X, Param("reps", Kind.SHAPE)), value_rules.tile,
                 "x repeated reps times along each axis (NumPy tile, PyTorch's x.repeat)",
                 AxisMap(AxisKind.OPAQUE)),
+        Builtin("flatten", (X, Param("start", Kind.AXIS, 0, required=False),
+                            Param("end", Kind.AXIS, -1, required=False)), value_rules.flatten,
+                "the axes start..end (both included) merged into one (PyTorch's x.flatten)",
+                AxisMap(AxisKind.RESHAPE, keeps_values=True)),
         Builtin("expand", (X, Param("shape", Kind.SHAPE)), value_rules.expand,
                 "x broadcast to the shape (PyTorch's x.expand): -1 keeps a size, only size-1 "
                 "axes grow, new axes only in front",

@@ -164,6 +164,25 @@ def tile(ctx: Ctx, a: dict[str, Any]) -> Value | None:
                  element=x.element)
 
 
+def flatten(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    """`flatten(x, start, end)` (PyTorch's `x.flatten(start_dim, end_dim)`, defaults 0 and
+    -1): the axes start..end, both included, merged into one whose size is their product."""
+    x: Value = a["x"]
+    assert x.shape is not None
+    if not x.shape:  # PyTorch: a scalar flattens to one element
+        return Value((symbolic.ONE,), x.is_bool, element=x.element)
+    start = resolve_axis(ctx, a["start"], x, "start")
+    end = resolve_axis(ctx, a["end"], x, "end")
+    if start is None or end is None:
+        return None
+    if start > end:
+        ctx.report(codes.CALL_ARGS, "start", detail=codes.detail(
+            "flatten_order", start=a["start"], end=a["end"], shape=x.text()))
+        return None
+    merged = symbolic.product(x.shape[start:end + 1])
+    return Value(x.shape[:start] + (merged,) + x.shape[end + 1:], x.is_bool, element=x.element)
+
+
 def expand(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     """`expand(x, shape)` (PyTorch's `x.expand(...)`): x's axes right-aligned with the shape;
     new leading axes are allowed, `-1` keeps x's size, and only an axis of size 1 grows --

@@ -1440,6 +1440,8 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "clamp_bound_shape": "the bound has shape {bound}, which does not broadcast to the shape of x, {shape} (a bound may not enlarge x)",
     "full_value_not_scalar": "the fill value of `full` must be one number, got a tensor of shape {shape}",
     "tile_reps": "the repetitions of `tile` must be positive, got {reps}",
+    "flatten_order": "`flatten` merges the axes from `start` to `end`: start {start} comes after "
+    "end {end} in {shape}",
     "expand_rank": "`expand` cannot drop axes: `{x}` has {rank} axes, the shape {count}",
     "expand_new_keep": "`-1` keeps an axis of x, but this axis of `expand`'s shape is new: "
     "give its size",

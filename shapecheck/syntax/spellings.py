@@ -32,7 +32,8 @@ NAMESPACES = {"torch": "torch", "F": "F", "np": "np", "numpy": "np", "math": "ma
 _DOTTED = {("torch", "nn", "functional"): "F", ("torch", "linalg"): "torch", ("torch", "special"): "torch"}
 
 # PyTorch's keywords for this language's parameters.
-KEYWORDS = {"dim": "axis", "keepdim": "keepdims", "diagonal": "k"}
+KEYWORDS = {"dim": "axis", "keepdim": "keepdims", "diagonal": "k", "start_dim": "start",
+            "end_dim": "end"}
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ METHODS: dict[str, Spelling] = {
     "repeat": _row("tile", sizes="reps"),
     "expand": _row("expand", sizes="shape"),
     "t": _row("t"),
-    "flatten": _row("flatten", "start_dim", "end_dim"),
+    "flatten": _row("flatten", "start", "end"),
     "long": _row("long"),
     "index_select": _row("index_select", "axis", "index"),
     "index_copy": _row("index_copy", "axis", "index", "source"),
@@ -198,7 +199,6 @@ UNSUPPORTED: dict[str, str] = {
     "F.scaled_dot_product_attention": "softmax(q @ k.T / sqrt(d)) @ v",
     "torch.finfo": "-inf",
     "F.layer_norm": "layernorm(x)",
-    "flatten": "x.reshape(B, T, -1)",  # rank unknown: `x.flatten(-2)`, a flatten of an expression
 }
 
 # `x.name` without a call: the attributes there are.
@@ -585,29 +585,6 @@ def _t(r: _Resolver, s: Spelling, node: nodes.Method, x: nodes.Expr | None,
                       (_keyword("perm", perm, span),), span, 1 + x.depth)
 
 
-def _flatten(r: _Resolver, s: Spelling, node: nodes.Method, x: nodes.Expr | None,
-             args: tuple[nodes.Expr, ...], keywords: tuple[nodes.Keyword, ...]) -> nodes.Expr | None:
-    """`x.flatten(start, end)` (PyTorch's defaults 0 and -1): axes start..end merged into one,
-    as `reshape(x, [x.shape[0], ..., -1, ..., x.shape[-1]])` -- the axes before `start` and
-    after `end` read from x, the merged one inferred. Without the rank, that needs x to be a
-    name, `start` counted from the front and `end` from the back (else SC105 says so)."""
-    given = dict(zip(("start_dim", "end_dim"), args))
-    given.update({k.name.name: k.value for k in keywords})
-    if len(args) > 2 or set(given) - {"start_dim", "end_dim"} or not isinstance(x, nodes.Name):
-        return None
-    start = _int(given["start_dim"]) if "start_dim" in given else 0
-    end = _int(given["end_dim"]) if "end_dim" in given else -1
-    if start is None or end is None or start < 0 or end >= 0:
-        return None
-    span = node.span
-    kept = [*range(start), None, *range(end + 1, 0)]
-    sizes = tuple(nodes.Unary("-", nodes.Integer(1, "1", span), span, 2) if axis is None
-                  else nodes.ShapeOf(_source_name(x, axis, "shape"), span, 1, x, axis)
-                  for axis in kept)
-    return nodes.Call(nodes.Ident("reshape", node.name.span), (x,),
-                      (_keyword("shape", nodes.ListExpr(sizes, span, 3), span),), span, 4)
-
-
 def _masked_fill(r: _Resolver, s: Spelling, node: nodes.Method, x: nodes.Expr | None,
                  args: tuple[nodes.Expr, ...], keywords: tuple[nodes.Keyword, ...]) -> nodes.Expr | None:
     """`x.masked_fill(m, v)`: v where m is true, x elsewhere (`where(m, v, x)`)."""
@@ -774,7 +751,7 @@ _PART_BUILDERS = {"sections": _sections, "size": _sized, "unbind": _unbind,
 _FORMS: dict[str, Form] = {
     "@": _matmul, "identity": _identity, "swap": _swap, "unsqueeze": _unsqueeze,
     "squeeze": _squeeze,
-    "masked_fill": _masked_fill, "size": _size, "t": _t, "flatten": _flatten,
+    "masked_fill": _masked_fill, "size": _size, "t": _t,
 }
 
 

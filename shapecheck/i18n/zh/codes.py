@@ -1088,6 +1088,7 @@ DETAILS = {
     "clamp_bound_shape": "界的形状是 {bound}, 不能广播到 x 的形状 {shape} (界不能使 x 变大)",
     "full_value_not_scalar": "`full` 的填充值必须是一个数, 但得到的是形状为 {shape} 的张量",
     "tile_reps": "`tile` 的重复次数必须为正, 但得到 {reps}",
+    "flatten_order": "`flatten` 合并从 `start` 到 `end` 的轴: 在 {shape} 中 start {start} 在 end {end} 之后",
     "expand_rank": "`expand` 不能去掉轴: `{x}` 有 {rank} 个轴, 形状只有 {count} 个",
     "expand_new_keep": "`-1` 保留 x 的一个轴, 但 `expand` 形状中的这个轴是新加的: 请给出它的大小",
     "expand_grows": "`expand` 只能扩展大小为 1 的轴: `{x}` 的第 {axis} 个轴是 {have}, 可能不等于 {size}",
