@@ -269,6 +269,7 @@ CALLS.update({  # issue 21: the builtins beyond the contract's
     "tile": "output O = tile(X, [2, 1])\noutput O2 = tile(B, [2, 1, 1, 3])",
     "expand": "output O = expand(X[None], [3, -1, -1])\noutput O2 = expand(X[:, :1], [N, 4])",
     "flatten": "output O = flatten(X)\noutput O2 = flatten(swapaxes(X[None], 1, 2), 1)",
+    "transpose_2d": "output O = transpose_2d(X)\noutput O2 = transpose_2d(X[0]) + transpose_2d(B[0, 0])",
     "all": "output O = all(keep, axis=-1)\noutput O2 = all(X > 0) | all(keep, axis=(0, 1), keepdims=true)",
     "any": "output O = any(keep, axis=0)\noutput O2 = any(X > Y, axis=(-1, -2))",
     "amax": "output O = amax(B, axis=(-1, -2))\noutput O2 = amax(X, axis=0, keepdims=true)",

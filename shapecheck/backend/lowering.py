@@ -266,7 +266,8 @@ RECIPES: dict[str, tuple[str, tuple[Any, ...]]] = {
     "take_along_axis": ("gather", ("indices", True)),
 }
 # Builtins that run as another's row in every framework (the checker made swapaxes' perm).
-RUNS_AS = {"swapaxes": "transpose", "amax": "max", "amin": "min", "flatten": "reshape"}
+RUNS_AS = {"swapaxes": "transpose", "amax": "max", "amin": "min", "flatten": "reshape",
+           "transpose_2d": "transpose"}
 
 
 def table(functions: Mapping[str, Any], namespace: Any,

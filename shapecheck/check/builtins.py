@@ -431,6 +431,22 @@ def _swapaxes(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     return Value(tuple(x.shape[p] for p in perm), x.is_bool)
 
 
+def _transpose_2d(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    """PyTorch's `x.t()`: a 2-D tensor transposed, a tensor of fewer axes as it is; more
+    than 2 axes is SC306, as PyTorch refuses them. The permutation is the call's `perm`
+    for every later pass (as `transpose(x, [perm])`'s)."""
+    x: Value = a["x"]
+    assert x.shape is not None
+    if x.rank > 2:
+        ctx.report(codes.RANK, "x", operation="`.t()`",
+                   requirement=codes.detail("at_most_axes", count=2),
+                   operand=ctx.text("x"), shape=x.text())
+        return None
+    perm = tuple(reversed(range(x.rank)))
+    ctx.normalise("perm", perm)
+    return Value(tuple(x.shape[p] for p in perm), x.is_bool, element=x.element)
+
+
 def _section(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     """Part `index` of `x` split into `sections` equal parts along `axis` (NumPy's
     `split(x, n)[i]`); with `size`, each part must have that size (PyTorch's
@@ -659,6 +675,9 @@ def _table() -> dict[str, Builtin]:
         Builtin("swapaxes", (X, Param("axis1", Kind.AXIS), Param("axis2", Kind.AXIS),
                              Param("perm", Kind.PERM, None, required=False)), _swapaxes,
                 "two axes swapped (np.swapaxes; PyTorch's x.transpose(a, b))",
+                AxisMap(AxisKind.PERMUTE, axis="perm", keeps_values=True)),
+        Builtin("transpose_2d", (X, Param("perm", Kind.PERM, None, required=False)), _transpose_2d,
+                "PyTorch's x.t(): a 2-D tensor transposed, 0 or 1 axes unchanged",
                 AxisMap(AxisKind.PERMUTE, axis="perm", keeps_values=True)),
         Builtin("section", (X, Param("index", Kind.OFFSET), Param("sections", Kind.DIM),
                             Param("axis", Kind.AXIS, 0, required=False),

@@ -1310,6 +1310,7 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "op_einsum_ellipsis": "einsum `...`",
     # SC306
     "at_least_axes": "at least {count} axes",
+    "at_most_axes": "at most {count} axes",
     # SC307
     "reshape_ambiguous": "is ambiguous",
     "reshape_many_inferred": "more than one `-1`",

@@ -101,7 +101,7 @@ METHODS: dict[str, Spelling] = {
     "any": _row("any", "axis", "keepdims"),
     "repeat": _row("tile", sizes="reps"),
     "expand": _row("expand", sizes="shape"),
-    "t": _row("t"),
+    "t": _row("transpose_2d"),
     "flatten": _row("flatten", "start", "end"),
     "long": _row("long"),
     "index_select": _row("index_select", "axis", "index"),
@@ -573,18 +573,6 @@ def _squeeze(r: _Resolver, s: Spelling, node: nodes.Method, x: nodes.Expr | None
     return nodes.Subscript(checked, indices, span, node.name.span, 2 + x.depth)
 
 
-def _t(r: _Resolver, s: Spelling, node: nodes.Method, x: nodes.Expr | None,
-       args: tuple[nodes.Expr, ...], keywords: tuple[nodes.Keyword, ...]) -> nodes.Expr | None:
-    """`x.t()`: the transpose of a 2-D tensor, `transpose(x, [1, 0])` (a tensor of another
-    rank is SC308, as PyTorch refuses more than 2 axes)."""
-    if x is None or args or keywords:
-        return None
-    span = node.span
-    perm = nodes.ListExpr((nodes.Integer(1, "1", span), nodes.Integer(0, "0", span)), span, 1)
-    return nodes.Call(nodes.Ident("transpose", node.name.span), (x,),
-                      (_keyword("perm", perm, span),), span, 1 + x.depth)
-
-
 def _masked_fill(r: _Resolver, s: Spelling, node: nodes.Method, x: nodes.Expr | None,
                  args: tuple[nodes.Expr, ...], keywords: tuple[nodes.Keyword, ...]) -> nodes.Expr | None:
     """`x.masked_fill(m, v)`: v where m is true, x elsewhere (`where(m, v, x)`)."""
@@ -751,7 +739,7 @@ _PART_BUILDERS = {"sections": _sections, "size": _sized, "unbind": _unbind,
 _FORMS: dict[str, Form] = {
     "@": _matmul, "identity": _identity, "swap": _swap, "unsqueeze": _unsqueeze,
     "squeeze": _squeeze,
-    "masked_fill": _masked_fill, "size": _size, "t": _t,
+    "masked_fill": _masked_fill, "size": _size,
 }
 
 

@@ -981,6 +981,7 @@ DETAILS = {
     "op_batch_axes": "@ (批轴)",
     "op_einsum_ellipsis": "einsum `...`",
     "at_least_axes": "至少 {count} 个轴",
+    "at_most_axes": "至多 {count} 个轴",
     "reshape_ambiguous": "有歧义",
     "reshape_many_inferred": "多于一个 `-1`",
     "concat_empty": "`{builtin}` 至少需要一个张量",
