@@ -338,3 +338,14 @@ def test_a_deferred_definition_past_the_algebra_budget_is_sc003():
             "Z = reshape(X, [((G * a1) + G), -1])\n")
     found = [(d.code, d.span.line) for d in check_text(text).diagnostics]
     assert ("SC003", 3) in found
+
+
+def test_a_complex_value_times_a_real_one_runs_on_torch_as_on_numpy():
+    """Found by the fuzzer (seed 61 input 663): torch's matmul refused a complex operand
+    with a real one, which NumPy multiplies in the wider type."""
+    text = ("dim N\ninput X: [N, 2]\ninput Y: [N, N]\n"
+            "output Z = Y @ view_as_complex(X[None])[0]\noutput W = view_as_complex(X[None]) @ Y\n")
+    rng = np.random.default_rng(3)
+    results = _outputs(text, {"N": 3}, X=rng.standard_normal((3, 2)), Y=rng.standard_normal((3, 3)))
+    _agree(results, "Z")
+    _agree(results, "W")

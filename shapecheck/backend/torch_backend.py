@@ -196,6 +196,15 @@ _BOOL_BINARY: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
+def _matmul(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+    """`@` with NumPy's promotion: torch's matmul refuses operands of two dtypes (a complex
+    value times a real one), which NumPy multiplies in the wider type."""
+    if left.dtype != right.dtype:
+        common = torch.promote_types(left.dtype, right.dtype)
+        left, right = left.to(common), right.to(common)
+    return torch.matmul(left, right)
+
+
 def _lower_binop(c: _ExprLowerer, node: nodes.BinOp) -> Closure:
     if node.op in _BOOL_BINARY:
         both_bool = c.value_of(node.left).is_bool and c.value_of(node.right).is_bool
@@ -208,7 +217,7 @@ def _lower_binop(c: _ExprLowerer, node: nodes.BinOp) -> Closure:
     lrun, rrun = left.run, right.run
     c.allocates(node)
     if node.op == "@":
-        return Closure(lambda frame: torch.matmul(lrun(frame), rrun(frame)))
+        return Closure(lambda frame: _matmul(lrun(frame), rrun(frame)))
     operation = _BINARY[node.op]
     if c.value_of(node).is_bool:  # bool with bool: computed as 0 and 1, nonzero is true
         zero = c.scalar(0)
