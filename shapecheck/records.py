@@ -112,7 +112,8 @@ def _annotation_kind(annotation: Any) -> str:
     head = text.split("[", 1)[0].strip().rsplit(".", 1)[-1]
     if head == "ClassVar" or annotation is typing.ClassVar:
         return "classvar"
-    if head in ("InitVar", "KW_ONLY") or isinstance(annotation, dataclasses.InitVar):
+    if head in ("InitVar", "KW_ONLY") or isinstance(annotation, dataclasses.InitVar) or \
+            annotation is dataclasses.KW_ONLY:
         return head
     return "field"
 
