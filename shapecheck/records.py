@@ -124,6 +124,8 @@ def _field(cls: type, name: str, annotation: Any) -> dataclasses.Field[Any]:
     made = value if isinstance(value, dataclasses.Field) else dataclasses.field(default=value)
     made.name, made.type = name, annotation
     made._field_type = dataclasses._FIELD  # type: ignore[attr-defined]  # what fields() lists
+    if made.kw_only is _MISSING:  # type: ignore[comparison-overlap]
+        made.kw_only = False
     if made.default is not _MISSING and made.default.__class__.__hash__ is None:
         raise ValueError(f"mutable default {type(made.default)} for field {name} is not "
                          "allowed: use default_factory")
