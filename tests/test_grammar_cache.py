@@ -207,7 +207,10 @@ def test_the_shipped_tables_parse_as_the_analysed_grammar():
 def _outcome(parser_: lark.Lark, text: str) -> tuple:
     try:
         return ("tree", parser_.parse(text, start="file"))
-    except Exception as error:  # a syntax error, or a misuse the transformer reports
+    except lark.exceptions.UnexpectedInput as error:  # the expected tokens are a set
+        return ("error", type(error).__name__, error.line, error.column,
+                sorted(getattr(error, "expected", None) or ()))
+    except Exception as error:  # a misuse the transformer reports
         return ("error", type(error).__name__, str(error))
 
 
