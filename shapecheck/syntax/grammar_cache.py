@@ -107,6 +107,8 @@ _MEMO_CLASSES = {cls.__name__: cls for cls in (
 def tables_source(grammar: str, **options: Any) -> str:
     """The Python module holding the analysed grammar (``from_tables`` reads it): the data as
     literals, the memo's rules and terminals as the calls that build them."""
+    from pprint import pformat
+
     data_options = {k: v for k, v in options.items() if k not in _LOAD_OPTIONS}
     data, memo = _serialise(Lark(grammar, **options))
     entries = "".join(f"        {index!r}: {_built(value)},\n" for index, value in memo.items())
@@ -118,7 +120,7 @@ def tables_source(grammar: str, **options: Any) -> str:
             "from lark.lexer import PatternRE, PatternStr, TerminalDef\n\n"
             "from .grammar_cache import built as _o\n\n"
             f"KEY = {cache_key(grammar, data_options, python=False)!r}\n"
-            f"DATA = {data!r}\n\n\n"
+            f"DATA = {pformat(data, width=100, compact=True)}\n\n\n"
             "def memo() -> dict:\n"
             f"    return {{\n{entries}    }}\n")
 
