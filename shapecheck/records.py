@@ -22,6 +22,7 @@ Only what shapecheck uses is supported: ``frozen`` and ``slots``; fields with ``
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Callable
 from operator import attrgetter
 from reprlib import recursive_repr
@@ -53,7 +54,7 @@ def _declare(cls: type[T], *, frozen: bool, slots: bool) -> type[T]:
     undocumented = not cls.__doc__
     if undocumented:  # the stdlib would call inspect.signature (slow) to write one; see below
         cls.__doc__ = cls.__name__
-    cls = dataclasses.dataclass(cls, init=False, repr=False, eq=False, slots=slots)
+    cls = _as_dataclass(cls, slots)
     fields = dataclasses.fields(cls)
     if "__init__" not in own:
         cls.__init__ = _lazy_init(cls, fields, frozen)  # type: ignore[misc]
@@ -73,6 +74,86 @@ def _declare(cls: type[T], *, frozen: bool, slots: bool) -> type[T]:
     if undocumented:
         cls.__doc__ = cls.__name__ + "(" + ", ".join(_parameter(f) for f in fields if f.init) + ")"
     return cls
+
+
+def _as_dataclass(cls: type[T], slots: bool) -> type[T]:
+    """What ``dataclasses.dataclass(cls, init=False, repr=False, eq=False, slots=slots)`` makes
+    of a class, without its cost (a regular expression per string annotation, an abstract-
+    method scan): the fields (a base's first), their class attributes, ``__match_args__``,
+    the slots. ``ClassVar`` annotations are not fields; ``InitVar`` and ``KW_ONLY`` are refused."""
+    found: dict[str, dataclasses.Field[Any]] = {}
+    for base in cls.__mro__[-1:0:-1]:
+        found.update(getattr(base, "__dataclass_fields__", {}))
+    for name, annotation in cls.__dict__.get("__annotations__", {}).items():
+        kind = _annotation_kind(annotation)
+        if kind == "classvar":
+            continue
+        if kind != "field":
+            raise TypeError(f"records.dataclass does not support {kind} ({cls.__name__}.{name})")
+        found[name] = _field(cls, name, annotation)
+    for name, value in cls.__dict__.items():
+        if isinstance(value, dataclasses.Field) and name not in found:
+            raise TypeError(f"{name!r} is a field but has no type annotation")
+    cls.__dataclass_fields__ = found  # type: ignore[attr-defined]
+    cls.__dataclass_params__ = _PARAMS  # type: ignore[attr-defined]
+    if "__match_args__" not in cls.__dict__:
+        cls.__match_args__ = tuple(f.name for f in found.values() if f.init)  # type: ignore[attr-defined]
+    return _with_slots(cls, tuple(found)) if slots else cls
+
+
+# The stdlib's parameters object for init=False, repr=False, eq=False (what it was asked for).
+_PARAMS = dataclasses.dataclass(init=False, repr=False, eq=False)(
+    type("_Params", (), {})).__dataclass_params__  # type: ignore[attr-defined]
+
+
+def _annotation_kind(annotation: Any) -> str:
+    """``field``, ``classvar``, or the name of a pseudo-field records do not support."""
+    text = annotation if isinstance(annotation, str) else repr(annotation)
+    head = text.split("[", 1)[0].strip().rsplit(".", 1)[-1]
+    if head == "ClassVar" or annotation is typing.ClassVar:
+        return "classvar"
+    if head in ("InitVar", "KW_ONLY") or isinstance(annotation, dataclasses.InitVar) or \
+            annotation is dataclasses.KW_ONLY:
+        return head
+    return "field"
+
+
+def _field(cls: type, name: str, annotation: Any) -> dataclasses.Field[Any]:
+    """The field as the stdlib's ``_get_field`` makes it (its default left on the class)."""
+    value = cls.__dict__.get(name, _MISSING)
+    made = value if isinstance(value, dataclasses.Field) else dataclasses.field(default=value)
+    made.name, made.type = name, annotation
+    made._field_type = dataclasses._FIELD  # type: ignore[attr-defined]  # what fields() lists
+    if made.kw_only is _MISSING:  # type: ignore[comparison-overlap]
+        made.kw_only = False
+    if made.default is not _MISSING and made.default.__class__.__hash__ is None:
+        raise ValueError(f"mutable default {type(made.default)} for field {name} is not "
+                         "allowed: use default_factory")
+    if isinstance(value, dataclasses.Field):
+        if made.default is _MISSING:
+            delattr(cls, name)
+        else:
+            setattr(cls, name, made.default)
+    return made
+
+
+def _with_slots(cls: type[T], names: tuple[str, ...]) -> type[T]:
+    """The class made again with ``__slots__`` for its fields, as the stdlib's ``slots=True``."""
+    if "__slots__" in cls.__dict__:
+        raise TypeError(f"{cls.__name__} already specifies __slots__")
+    inherited = {slot for base in cls.__mro__[1:-1] for slot in _slots_of(base)}
+    namespace = dict(cls.__dict__)
+    namespace["__slots__"] = tuple(name for name in names if name not in inherited)
+    for name in (*names, "__dict__", "__weakref__"):
+        namespace.pop(name, None)
+    remade = type(cls)(cls.__name__, cls.__bases__, namespace)
+    remade.__qualname__ = cls.__qualname__
+    return remade
+
+
+def _slots_of(base: type) -> tuple[str, ...]:
+    slots = base.__dict__.get("__slots__", ())
+    return (slots,) if isinstance(slots, str) else tuple(slots)
 
 
 def _parameter(field: dataclasses.Field[Any]) -> str:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import lark
 import pytest
 
 from shapecheck.syntax import grammar_cache, parser
@@ -172,3 +173,56 @@ def test_verify_never_reads_larks_shared_temp_cache(tmp_path):
     assert process.returncode == 0, process.stderr
     assert not marker.exists()
     assert not [p for p in temp.iterdir() if not p.name.startswith(".lark_")]
+
+
+def test_the_shipped_tables_are_this_grammars():
+    """After an edit of grammar/attn.lark: `python tools/grammar_tables.py` (until then every
+    start analyses the grammar or reads the per-user cache, ~10 ms slower)."""
+    from shapecheck.syntax import grammar_tables
+
+    options = parser.parser_options(parser.BracketNewlines())
+    data_options = {k: v for k, v in options.items() if k not in grammar_cache._LOAD_OPTIONS}
+    assert grammar_tables.KEY == grammar_cache.cache_key(parser.grammar_text(), data_options,
+                                                         python=False), \
+        "grammar/attn.lark changed: run `python tools/grammar_tables.py`"
+
+
+def test_the_shipped_tables_parse_as_the_analysed_grammar():
+    from shapecheck.syntax import grammar_tables
+
+    options = parser.parser_options(parser.BracketNewlines())
+    shipped = grammar_cache.from_tables(grammar_tables.KEY, grammar_tables.DATA,
+                                        grammar_tables.memo, parser.grammar_text(), **options)
+    assert shipped is not None
+    fresh = lark.Lark(parser.grammar_text(), **parser.parser_options(parser.BracketNewlines()))
+    for path in sorted((ROOT / "examples").rglob("*.attn")) + sorted(
+            (ROOT / "tests" / "cases").glob("*.attn"))[:40]:
+        text = path.read_text(encoding="utf-8")
+        assert _outcome(shipped, text) == _outcome(fresh, text), path
+    # Another grammar (or Lark) never reads them.
+    assert grammar_cache.from_tables(grammar_tables.KEY, grammar_tables.DATA, grammar_tables.memo,
+                                     parser.grammar_text() + "\n", **options) is None
+
+
+def _outcome(parser_: lark.Lark, text: str) -> tuple:
+    try:
+        return ("tree", parser_.parse(text, start="file"))
+    except lark.exceptions.UnexpectedInput as error:  # the expected tokens are a set
+        return ("error", type(error).__name__, error.line, error.column,
+                sorted(getattr(error, "expected", None) or ()))
+    except Exception as error:  # a misuse the transformer reports
+        return ("error", type(error).__name__, str(error))
+
+
+def test_verify_reads_the_shipped_tables_without_a_decoder(tmp_path):
+    code = ("import sys; from shapecheck.cli import main\n"
+            "try: main(['verify', sys.argv[1]])\nexcept SystemExit: pass\n"
+            "assert 'json' not in sys.modules, 'json imported'\n"
+            "from shapecheck.syntax import parser; import lark\n"
+            "assert parser._parsers().lark.source_path == '<deserialized>'\n")
+    environment = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "empty")}
+    process = subprocess.run([sys.executable, "-c", code, str(ROOT / "examples" / "multi_head.attn")],
+                             capture_output=True, text=True, env=environment, check=False,
+                             timeout=120, cwd=ROOT)
+    assert process.returncode == 0, process.stderr
+    assert not (tmp_path / "empty" / "shapecheck").exists()  # nothing analysed, nothing cached

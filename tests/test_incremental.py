@@ -321,3 +321,21 @@ def test_a_dim_edit_checks_again_only_what_involves_the_dims_it_changes():
     editor.replace("dim D_model\n", "dim D_model = 8\n")  # 8 == H * d with H == 8: d is 1
     editor.replace("constraint H == 8\n", "")
     editor.replace("dim D_model = 8\n", "dim D_model = 7\n")  # no H * d is 7 with ... H free
+
+
+def test_a_dim_edit_that_keeps_every_answer_resumes_the_meaning_pass():
+    editor = Editor(spec())
+    memo = editor.documents._memos[editor.uri]
+    editor.replace("constraint D_model == H * d\n", "constraint D_model == d * H * 1\n")
+    assert memo.resumed_at > 0  # the same relation, reworded: the pass went on where it was
+    editor.replace("constraint D_model == d * H * 1\n", "constraint D_model == H * d\n")
+    assert memo.resumed_at > 0
+    # A relation added can prove what was not proved: the pass follows everything again
+    # (the scale by sqrt(D_model) is SC404 only once D_model is known to be H times d).
+    editor.replace("S3: [H, N, N] = Q3 @ K3.T / sqrt(d)", "S3: [H, N, N] = Q3 @ K3.T / sqrt(D_model)")
+    editor.replace("constraint D_model == H * d\n", "")
+    editor.replace("dim D_model\n", "dim D_model\nconstraint D_model == H * d\n")
+    assert memo.resumed_at == 0
+    assert any(d.code == "SC404" for d in editor.documents.latest(editor.uri).program.diagnostics)
+    editor.replace("constraint D_model == H * d\n", "constraint D_model == H * d  # reworded\n")
+    assert memo.resumed_at > 0

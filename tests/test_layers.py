@@ -175,13 +175,14 @@ def test_heavy_dependencies_stay_behind_their_doors(name: str) -> None:
 
 def test_verify_imports_neither_numpy_nor_torch(tmp_path: Path) -> None:
     # Nor what a correct spec does not need at start-up (issue 36): the fix verifier and
-    # the editor's incremental checker.
+    # the editor's incremental checker, the other commands' modules, a JSON decoder.
     spec = tmp_path / "spec.attn"
     spec.write_text("dim N, d\ninput Q: [N, d]\ninput K: [N, d]\nS = Q @ K.T\n", encoding="utf-8")
     code = ("import sys\nfrom shapecheck.cli import main\ntry:\n    main(['verify', sys.argv[1]])\n"
             "except SystemExit as done:\n    assert done.code == 0, done.code\n"
             "print(sorted({'numpy', 'torch', 'click', 'sympy', 'shapecheck.passes.fixcheck',\n"
-            "              'shapecheck.passes.incremental'} & set(sys.modules)))")
+            "              'shapecheck.passes.incremental', 'json', 'shapecheck.cli.run',\n"
+            "              'shapecheck.cli.conform', 'shapecheck.cli.report'} & set(sys.modules)))")
     shown = subprocess.run([sys.executable, "-c", code, str(spec)], capture_output=True,
                            text=True, check=True).stdout
     assert shown.splitlines()[-1] == "['click', 'sympy']"

@@ -144,3 +144,28 @@ def test_a_frozen_slotted_record_pickles() -> None:
 class Point:
     x: int
     y: int
+
+
+def test_class_variables_are_not_fields_and_pseudo_fields_are_refused() -> None:
+    from typing import ClassVar
+
+    @records.dataclass
+    class Counted:
+        name: str
+        seen: ClassVar[int] = 0
+        shared: ClassVar[list[int]] = []  # noqa: RUF012  (a class variable may be mutable)
+
+    assert [f.name for f in dataclasses.fields(Counted)] == ["name"]
+    assert Counted("a").name == "a" and Counted.seen == 0 and Counted.__match_args__ == ("name",)
+    with pytest.raises(TypeError):
+        @records.dataclass
+        class WithInitVar:
+            value: dataclasses.InitVar[int]
+    with pytest.raises(TypeError):
+        @records.dataclass
+        class Unannotated:
+            value = field(default=1)
+    with pytest.raises(ValueError):  # as the stdlib: a shared mutable default
+        @records.dataclass
+        class Shared:
+            items: list[int] = []  # noqa: RUF012

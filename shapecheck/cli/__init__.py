@@ -1,6 +1,6 @@
 """The `shapecheck` command line (contract: shared/spec/cli.md): one module per command
-(`verify`, `run`, `report`, `conform`, `extract`, `explain`, `lsp`), what they share in
-`common`, and here the entry point.
+(`verify`, `run`, `report`, `conform`, `extract`, `explain`, `lsp`, each loaded when its
+command runs: `common.Commands`), what they share in `common`, and here the entry point.
 
 Exit status: 0 no errors, 1 errors in a spec, 2 usage error, unreadable file
 or internal failure. No traceback reaches the user; set SHAPECHECK_DEBUG=1 to
@@ -18,7 +18,6 @@ from collections.abc import Sequence
 import click
 
 from .. import i18n
-from . import conform, explain, extract, lsp, report, run, verify  # noqa: F401  (each registers its command)
 from .common import EXIT_OK, EXIT_USAGE, MESSAGES, UsageFailure, cli
 
 __all__ = ["cli", "main"]

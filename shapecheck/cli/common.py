@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -193,7 +194,23 @@ Exit status:
   2  usage error, bad configuration, unreadable path, or internal failure"""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+class Commands(click.Group):
+    """The group whose commands load on use: `verify` imports none of the others' modules
+    (each is a module of this package that registers its command when imported)."""
+
+    MODULES = ("conform", "explain", "extract", "lsp", "report", "run", "verify")
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.MODULES and cmd_name not in self.commands:
+            import_module(f"{__package__}.{cmd_name}")
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.MODULES) | set(self.commands))
+
+
+@click.group(cls=Commands,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
              epilog="""\b
 Examples:
   shapecheck verify specs/                      check every *.attn below specs/

@@ -105,7 +105,9 @@ class Memo:
         self._unchanged: set[int] = set()  # its statements whose check did what it did before
         self._before: list[tuple[nodes.Stmt, int]] = []  # its statements, and their lines
         self._same_until = 0  # its statements up to here are those of the run before
-        self._moved_at = 0  # ... and up to here at the same lines
+        self._same_but_dims = 0  # ... but for dim statements (see run)
+        self._answers_kept = False  # its dims answer every question as the run before's
+        self._moved_at = 0  # its statements up to _same_but_dims that kept their lines
         self._checkpoints: list[tuple[int, dict[str, Any]]] = []  # of the meaning pass
         self._meaning_of: Program | None = None  # the program they were taken on
         self.reused = 0  # statements not checked in the last run (for tests and benchmarks)
@@ -119,10 +121,18 @@ class Memo:
             self._checkpoints = []
         before = self._before
         self._before = []  # until this run ends (a checker failure leaves nothing to trust)
+        common = min(len(statements), len(before))
         self._same_until = next((index for index, (s, (old, _)) in enumerate(
-            zip(statements, before)) if s is not old), min(len(statements), len(before)))
+            zip(statements, before)) if s is not old), common)
+        # ... and up to here, but for dim statements (an edit of the dims that leaves every
+        # answer as it was leaves the meaning pass, which reads only their answers, as it was)
+        self._same_but_dims = next((index for index, (s, (old, _)) in enumerate(
+            zip(statements, before)) if s is not old and not (
+                is_dim_statement(s) and is_dim_statement(old))), common)
+        self._answers_kept = True  # until the dims are found to answer otherwise (below)
         self._moved_at = next((index for index, (s, (_, line)) in enumerate(
-            zip(statements[:self._same_until], before)) if s.span.line != line), self._same_until)
+            zip(statements[:self._same_but_dims], before)) if s.span.line != line),
+            self._same_but_dims)
         previous, effects = self._effects, {}
         self.reused = 0
         self._unchanged = set()
@@ -137,6 +147,8 @@ class Memo:
                        tuple(sorted(checker.dims.bindings.items())))
                 if key != self._dims_key:
                     stale, changed = self._stale(previous, checker)
+                    self._answers_kept = self._program is not None and \
+                        checker.dims.answers_as(self._program.dims)
                 self._dims_key = key
             if in_dims:
                 dims.append(statement)
@@ -182,7 +194,8 @@ class Memo:
             return analysis.run()
         statements = program.statements
         unchanged = 0
-        for statement in statements[:self._same_until]:
+        same = self._same_but_dims if self._answers_kept else self._same_until
+        for statement in statements[:same]:
             if not (is_dim_statement(statement) or id(statement) in self._unchanged):
                 break
             unchanged += 1

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from fractions import Fraction
 
 import sympy
 from sympy.logic.boolalg import Boolean, BooleanFalse, BooleanTrue
 
+from ..records import dataclass
 from ..syntax import nodes
 
 # The counterexample search: sizes 1..SEARCH_SIZE for every dim, every position in range.

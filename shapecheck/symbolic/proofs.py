@@ -814,6 +814,14 @@ class DimSystem(Refutation):
             lost |= free_names(relation)
         return DimChanges(frozenset(changed), frozenset(lost))
 
+    def answers_as(self, before: DimSystem) -> bool:
+        """Whether this system answers every question as ``before`` did: no dim changed
+        (``changed_since``) and the same relations (a relation added may prove what was
+        not proved before, which a pass that reports nothing unproved would miss)."""
+        changes = self.changed_since(before)
+        return not changes.dims and not changes.relations and \
+            set(self._relations) == set(before._relations)
+
     def _meaning_of(self, name: str) -> tuple[Any, ...] | None:
         info, sym = self.dims.get(name), self._symbols.get(name)
         if info is None or sym is None:

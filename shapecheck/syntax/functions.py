@@ -12,10 +12,11 @@ model (:mod:`shapecheck.masks`) reads them from :class:`Functions`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, is_dataclass, replace
+from dataclasses import field, fields, is_dataclass, replace
 from typing import Any
 
 from ..messages import codes
+from ..records import dataclass
 from ..messages.diagnostics import Diagnostic, Span
 from . import nodes
 

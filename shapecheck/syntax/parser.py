@@ -382,10 +382,24 @@ def _lark(postlex: BracketNewlines, **options: Any) -> Lark:
                                **options)
 
 
+def parser_options(postlex: BracketNewlines) -> dict[str, Any]:
+    """The options of the parser every command uses (and its shipped tables were made with)."""
+    return dict(parser="lalr", lexer="basic", postlex=postlex, start=["file", "stmt"],
+                transformer=ToNodes())
+
+
 @lru_cache(maxsize=1)
 def _parsers() -> _Parsers:
     postlex = BracketNewlines()
-    return _Parsers(_lark(postlex, start=["file", "stmt"], transformer=ToNodes()), postlex)
+    options = parser_options(postlex)
+    grammar = grammar_text()
+    # The tables shipped with the package (Python literals, no decode), while they are
+    # this grammar's; else the per-user cache (grammar_cache says why both are safe).
+    from . import grammar_tables
+
+    parser = grammar_cache.from_tables(grammar_tables.KEY, grammar_tables.DATA,
+                                       grammar_tables.memo, grammar, **options)
+    return _Parsers(parser or grammar_cache.build(grammar, **options), postlex)
 
 
 def bare_parser() -> Lark:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # the lowering loads only when a module is traced
     from .lower import Lowered
 
 __all__ = ["WIDTH", "Extraction", "ExtractError", "Untraceable", "extract", "is_python_target",
-           "traced_target"]
+           "second_trace_needed", "traced_target"]
 
 
 def is_python_target(path: str) -> bool:
@@ -64,6 +64,11 @@ class Extraction:
     example: dict[str, Any] = field(default_factory=dict)  # the traced inputs
     #: the module computes in float32 (its inputs, a cast): the precision it is compared at
     float32: bool = False
+    #: what this trace could not name (see ``second_trace_needed``): traced at the example's
+    #: sizes only, dims declared at their sizes, sizes written as numbers
+    static: bool = False
+    fixed: bool = False
+    unnamed: frozenset[int] = frozenset()
 
     @property
     def unknown(self) -> list[tuple[str, Location | None, str]]:
@@ -135,12 +140,17 @@ def _static(built: Any) -> Any:
 def _export(module: Any, inputs: dict[str, Any], shapes: Any) -> Any:
     import torch
 
+    from .lower import lowers_as_traced
+
     # torch's deprecation notices are not the user's
     with warnings.catch_warnings(), _named_forward(module, list(inputs)):
         warnings.simplefilter("ignore")
         exported = torch.export.export(module, (), dict(inputs), dynamic_shapes=shapes,
                                        strict=False)
-        return exported.run_decompositions({})
+        # One trace where its graph lowers as recorded; the functional form (a second pass
+        # over the graph) only where it writes into a tensor or holds an operator without
+        # a row (a composite that pass decomposes).
+        return exported if lowers_as_traced(exported) else exported.run_decompositions({})
 
 
 def _dynamic_shapes(built: Any) -> dict[str, Any]:
@@ -271,7 +281,19 @@ def _write(built: Any, program: Any) -> Extraction:
                   for node in program.graph.nodes if node.op == "call_function") or \
         any(getattr(v, "dtype", None) == torch.float32 for v in built.inputs.values())
     return Extraction(built.label, text, lines, lowered, built.module, built.dims.bindings(),
-                      built.dims.notes, main, dict(built.inputs), float32)
+                      built.dims.notes, main, dict(built.inputs), float32, built.static,
+                      built.dims.fixed, frozenset(built.dims.unnamed))
+
+
+def second_trace_needed(extraction: Extraction) -> bool:
+    """Whether confirming a diagnostic of this trace needs another trace (at other sizes):
+    only where this one could not name a dim — its axes traced at the example's sizes
+    (torch could not keep them symbolic), its dims declared at their sizes (numbers alone
+    could not tell two apart), or a size written as a number. Elsewhere every size in the
+    spec is a named dim, so what the checker proves or refutes holds at every size, and a
+    second trace would only repeat the first (issue 36: nothing traced twice when once
+    will do). `extract` itself traces once, and again only when the first trace fails."""
+    return extraction.static or extraction.fixed or bool(extraction.unnamed)
 
 
 def display(path: str) -> str:

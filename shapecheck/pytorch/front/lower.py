@@ -540,6 +540,31 @@ IGNORED = frozenset({"_assert_tensor_metadata.default", "_assert_scalar.default"
                      "sym_constrain_range.default"})
 
 
+def lowers_as_traced(program: Any) -> bool:
+    """Whether the graph ``torch.export`` records can be lowered as it is, so that no second
+    pass over it is needed (``run_decompositions``, which traces the whole graph again, about
+    a third of an export): every operator has a row here, none writes into a tensor or a
+    buffer (a write is lowered from the functional form that pass gives it), and no slice
+    counts from the end (that form clamps it to the axis). Where it holds, the two forms
+    lower to the same spec but for the names of unnamed temporaries (`contiguous`, not
+    `clone`)."""
+    signature = program.graph_signature
+    if getattr(signature, "buffers_to_mutate", None) or \
+            getattr(signature, "user_inputs_to_mutate", None):
+        return False
+    for node in program.graph.nodes:
+        if node.op != "call_function":
+            continue
+        name = _name(node.target)
+        schema = getattr(node.target, "_schema", None)
+        if name not in RULES and name not in IGNORED or schema is not None and schema.is_mutable:
+            return False
+        if name == "slice.Tensor" and any(isinstance(bound, int) and bound < 0
+                                          for bound in node.args[2:4]):
+            return False  # `x[..., -w:]` as written: the functional form clamps it to the axis
+    return True
+
+
 def rule(*names: str) -> Callable[[Rule], Rule]:
     def register(function: Rule) -> Rule:
         for name in names:
@@ -785,7 +810,12 @@ def _affine(text: str, weight: Val | None, bias: Val | None) -> Val:
 @rule("view.default", "reshape.default", "_unsafe_view.default")
 def _reshape(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     x = _viewed(args[0])
-    sizes = ", ".join("-1" if s == -1 else _index(low, s) for s in node.args[1])
+    # A -1 as written (the graph as recorded keeps it) is the size the trace computed there.
+    result = node.meta.get("val")
+    shape = list(result.shape) if _is_tensor(result) else None
+    sizes = ", ".join(
+        (_index(low, shape[axis]) if shape is not None else "-1") if size == -1
+        else _index(low, size) for axis, size in enumerate(node.args[1]))
     return Val(f"reshape({x.text}, [{sizes}])", kind=x.kind, causal01=x.causal01)
 
 

@@ -105,6 +105,8 @@ class Dims:
     #: the free dims are declared at their sizes (`dim head_dim = 8`): sizes the user gave
     #: that numbers alone cannot tell apart (two dims of size 2, 4 dividing 8)
     fixed: bool = False
+    #: sizes written as numbers: no dim (or product of dims) has them
+    unnamed: set[int] = field(default_factory=set)
 
     def value(self, name: str) -> int:
         if name in self.atomic:
@@ -133,6 +135,7 @@ class Dims:
         if found is None:
             half = next((name for name, size in self.atomic.items() if size == 2 * n), None)
             if half is None:
+                self.unnamed.add(n)
                 return str(n)
             del self.atomic[half]
             self.atomic[f"{half}_half"] = n
