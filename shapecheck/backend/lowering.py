@@ -14,6 +14,8 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
+
 from ..check.builtins import BUILTINS as CHECKED, axis_index
 from ..check.program import CallInfo, Value
 from ..syntax import nodes
@@ -230,6 +232,28 @@ Implementation = Callable[[Call], Closure]
 
 def _nothing(frame: Frame) -> None:
     return None
+
+
+def slice_word(axis: int, rank: int) -> str:
+    """What a softmax normalises along ``axis`` of ``rank`` axes: a row, a column, a slice."""
+    return message("what_row" if axis == rank - 1 else
+                   "what_column" if axis == rank - 2 else "what_slice")
+
+
+def check_sums(frame: Frame, totals: Any, name: str, line: int, what: str, axis: int,
+               tolerance: float) -> None:
+    """Every softmax slice's sum (``totals``, a NumPy array) is 1 within ``tolerance``, NaN
+    slices excepted; the check's line goes to the frame, a violation is a bug."""
+    valid = ~np.isnan(totals)
+    deviation = np.abs(totals[valid] - 1.0)
+    error = float(deviation.max()) if deviation.size else 0.0
+    if error > tolerance:
+        worst = float(totals[valid].ravel()[np.argmax(deviation)])
+        raise CheckerBug(message("softmax_sum", name=name, line=line, what=what, total=worst,
+                                 axis=axis))
+    key = "check_softmax" if valid.all() else "check_softmax_nan"
+    frame.checks[f"{name}:{line}:{axis}"] = message(key, name=name, line=line, what=what,
+                                                     axis=axis, error=error)
 
 
 def dropout(call: Call) -> Closure:
