@@ -58,11 +58,11 @@ def cuda_available() -> bool:
 
 
 @contextmanager
-def configured(dtype: np.dtype, device: jax.Device | None = None) -> Iterator[None]:
+def configured(dtype: np.dtype | str, device: jax.Device | None = None) -> Iterator[None]:
     """JAX set for a run in ``dtype``: 64-bit types on exactly when it is float64, matmuls at
     full precision, arrays made on ``device``; every setting restored afterwards (errors too)."""
     with ExitStack() as stack:
-        stack.enter_context(jax.enable_x64(dtype == np.float64))
+        stack.enter_context(jax.enable_x64(np.dtype(dtype) == np.float64))
         stack.enter_context(jax.default_matmul_precision("highest"))
         if device is not None:
             stack.enter_context(jax.default_device(device))
