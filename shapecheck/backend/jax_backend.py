@@ -34,7 +34,7 @@ from ..syntax import nodes
 from . import onecall, pattern
 from .errors import message
 from .lowering import (
-    NODES, Call, Implementation, Lowerer, check_sums, lower_call, slice_word, table,
+    NODES, Call, Implementation, NewArrays, check_sums, lower_call, made, slice_word, table,
 )
 from .numpy_backend import SOFTMAX_TOLERANCE, checked_positions, element_dtype, index_key, where_of
 from .plan import Allocation, Closure, Frame, Lowered, Plan, PlanBuilder, Statement, build
@@ -153,7 +153,7 @@ def _features(builder: PlanBuilder, part: pattern.Part) -> int:
 # --- lowering expressions ---------------------------------------------------------------------
 
 
-class _ExprLowerer(Lowerer):
+class _ExprLowerer(NewArrays):
     """Lowers the expression of one statement into JAX closures."""
 
     no_builtin = "bug_no_builtin_jax"
@@ -172,24 +172,8 @@ class _ExprLowerer(Lowerer):
     def boolean(self, value: bool) -> Any:
         return np.bool_(value)
 
-    def allocates(self, node: nodes.Expr) -> None:
-        if self.shape_of(node):  # a 0-d array is not counted
-            super().allocates(node)
-
-    def numeric(self, node: nodes.Expr) -> Closure:
-        """A bool value used as numbers is read as 0 and 1 in the run's dtype (SC403)."""
-        closure = self.lower(node)
-        if not self.value_of(node).is_bool:
-            return closure
-        run, dtype = closure.run, self.dtype
-        self.allocates(node)
-        return self.fold(Closure(lambda frame: jnp.asarray(run(frame), dtype)), closure)
-
-    def elementwise(self, node: nodes.Expr, operand: Closure,
-                    apply: Callable[[Any], Any]) -> Closure:
-        run = operand.run
-        self.allocates(node)
-        return self.fold(Closure(lambda frame: apply(run(frame))), operand)
+    def cast(self, value: Any) -> Any:
+        return jnp.asarray(value, self.dtype)
 
 
 def _lower_unary(c: _ExprLowerer, node: nodes.Unary) -> Closure:
@@ -259,14 +243,6 @@ _ExprLowerer.nodes = {
 
 
 # --- builtins: one row per builtin --------------------------------------------------------------
-
-
-def _made(call: Call, function: Callable[..., Any], *params: str) -> Closure:
-    """A new array computed from the numeric arguments ``params`` (a mask as 0 and 1)."""
-    closures = [call.numeric(p) for p in params]
-    runs = [c.run for c in closures]
-    call.allocates()
-    return call.fold(Closure(lambda frame: function(*(r(frame) for r in runs))), *closures)
 
 
 def _tensors(call: Call, function: Callable[..., Any], *params: str) -> Closure:
@@ -356,7 +332,7 @@ def _stack(call: Call) -> Closure:
 def _reduction(reduce: Callable[..., Any]) -> Implementation:
     def implementation(call: Call) -> Closure:
         axis, keep = axes_of(call.arg("axis"), call.rank()), bool(call.arg("keepdims"))
-        return _made(call, lambda x: reduce(x, axis=axis, keepdims=keep), "x")
+        return made(call, lambda x: reduce(x, axis=axis, keepdims=keep), "x")
 
     return implementation
 
@@ -371,11 +347,11 @@ def _logical(reduce: Callable[..., Any]) -> Implementation:
 
 
 def _cumulative(accumulate: Callable[..., Any]) -> Implementation:
-    return lambda call: _made(call, lambda x, axis=call.axis(): accumulate(x, axis=axis), "x")
+    return lambda call: made(call, lambda x, axis=call.axis(): accumulate(x, axis=axis), "x")
 
 
 def _pairwise(function: Callable[..., Any]) -> Implementation:
-    return lambda call: _made(call, function, "x", "y")
+    return lambda call: made(call, function, "x", "y")
 
 
 def _normalise(rms: bool) -> Implementation:
@@ -445,7 +421,7 @@ def _full(call: Call) -> Closure:
 def _like(fill: Callable[..., Any]) -> Implementation:
     def implementation(call: Call) -> Closure:
         dtype = call.c.plan.framework.element_dtype(call.c.value_of(call.node))
-        return _made(call, lambda x: fill(jnp.shape(x), dtype=dtype), "x")
+        return made(call, lambda x: fill(jnp.shape(x), dtype=dtype), "x")
 
     return implementation
 
@@ -453,7 +429,7 @@ def _like(fill: Callable[..., Any]) -> Implementation:
 def _full_like(call: Call) -> Closure:
     value = call.c.value_of(call.node)
     dtype, whole = call.c.plan.framework.element_dtype(value), value.element == "int"
-    return _made(call, lambda x, v: jnp.full(jnp.shape(x), jnp.trunc(v) if whole else v,
+    return made(call, lambda x, v: jnp.full(jnp.shape(x), jnp.trunc(v) if whole else v,
                                              dtype=dtype), "x", "value")
 
 
@@ -487,11 +463,11 @@ def _softplus(call: Call) -> Closure:
 
 def _long(call: Call) -> Closure:
     dtype = call.c.dtype
-    return _made(call, lambda x: jnp.trunc(jnp.asarray(x, dtype)), "x")
+    return made(call, lambda x: jnp.trunc(jnp.asarray(x, dtype)), "x")
 
 
 def _complex_part(function: Callable[[Any], Any]) -> Implementation:
-    return lambda call: _made(call, function, "x")
+    return lambda call: made(call, function, "x")
 
 
 def _complex(real: Any, imaginary: Any) -> Any:
@@ -499,15 +475,15 @@ def _complex(real: Any, imaginary: Any) -> Any:
 
 
 def _polar(call: Call) -> Closure:
-    return _made(call, lambda r, a: _complex(r * jnp.cos(a), r * jnp.sin(a)), "abs", "angle")
+    return made(call, lambda r, a: _complex(r * jnp.cos(a), r * jnp.sin(a)), "abs", "angle")
 
 
 def _view_as_real(call: Call) -> Closure:
-    return _made(call, lambda z: jnp.stack([jnp.real(z), jnp.imag(z)], axis=-1), "x")
+    return made(call, lambda z: jnp.stack([jnp.real(z), jnp.imag(z)], axis=-1), "x")
 
 
 def _as_real(call: Call) -> Closure:
-    return _made(call, lambda z: jnp.stack([jnp.real(z), jnp.imag(z)], axis=-1).reshape(
+    return made(call, lambda z: jnp.stack([jnp.real(z), jnp.imag(z)], axis=-1).reshape(
         *z.shape[:-1], -1), "x")
 
 
@@ -673,12 +649,12 @@ BUILTINS: dict[str, Implementation] = table(globals(), jnp, {
     "sigmoid": _unary(jax.nn.sigmoid), "relu": _unary(jax.nn.relu),
     "rsqrt": _unary(jax.lax.rsqrt), "erf": _unary(erf), "silu": _unary(jax.nn.silu),
     "gelu": _unary(lambda x: jax.nn.gelu(x, approximate=False)),
-    "abs": lambda call: _made(call, jnp.abs, "x"),
-    "outer": lambda call: _made(call, jnp.outer, "x", "y"),
+    "abs": lambda call: made(call, jnp.abs, "x"),
+    "outer": lambda call: made(call, jnp.outer, "x", "y"),
     "tile": lambda call: _tensors(call, lambda x, reps=call.shape("reps"): jnp.tile(x, reps), "x"),
     "expand": lambda call: _tensors(call, lambda x, to=call.out_shape: jnp.broadcast_to(x, to),
                                     "x"),
-    "view_as_complex": lambda call: _made(call, lambda x: _complex(x[..., 0], x[..., 1]), "x"),
-    "as_complex": lambda call: _made(call, lambda x: _complex(x[..., 0::2], x[..., 1::2]), "x"),
+    "view_as_complex": lambda call: made(call, lambda x: _complex(x[..., 0], x[..., 1]), "x"),
+    "as_complex": lambda call: made(call, lambda x: _complex(x[..., 0::2], x[..., 1::2]), "x"),
 })
 _ExprLowerer.builtins = BUILTINS

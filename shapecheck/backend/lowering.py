@@ -114,6 +114,33 @@ class Lowerer:
         raise NotImplementedError
 
 
+class NewArrays(Lowerer):
+    """The lowerer of a framework that never writes an array (torch, JAX): every operation
+    makes a new one, counted as a buffer unless 0-d; a bool used as numbers is cast."""
+
+    def cast(self, value: Any) -> Any:
+        """A bool array as the run's numbers."""
+        raise NotImplementedError
+
+    def allocates(self, node: nodes.Expr) -> None:
+        if self.shape_of(node):  # a 0-d array is not counted
+            super().allocates(node)
+
+    def numeric(self, node: nodes.Expr) -> Closure:
+        """A bool value used as numbers is read as 0 and 1 in the run's dtype (SC403)."""
+        closure = self.lower(node)
+        if not self.value_of(node).is_bool:
+            return closure
+        run, cast = closure.run, self.cast
+        self.allocates(node)
+        return self.fold(Closure(lambda frame: cast(run(frame))), closure)
+
+    def elementwise(self, node: nodes.Expr, operand: Closure, apply: Callable[..., Any]) -> Closure:
+        run = operand.run
+        self.allocates(node)
+        return self.fold(Closure(lambda frame: apply(run(frame))), operand)
+
+
 # --- the node rows every framework shares ---------------------------------------------------
 
 
@@ -254,6 +281,15 @@ def check_sums(frame: Frame, totals: Any, name: str, line: int, what: str, axis:
     key = "check_softmax" if valid.all() else "check_softmax_nan"
     frame.checks[f"{name}:{line}:{axis}"] = message(key, name=name, line=line, what=what,
                                                      axis=axis, error=error)
+
+
+def made(call: Call, function: Callable[..., Any], *params: str) -> Closure:
+    """A new array computed from the numeric arguments ``params`` (a mask as 0 and 1, as the
+    checker types it), for a framework of :class:`NewArrays`."""
+    closures = [call.numeric(p) for p in params]
+    runs = [c.run for c in closures]
+    call.allocates()
+    return call.fold(Closure(lambda frame: function(*(r(frame) for r in runs))), *closures)
 
 
 def dropout(call: Call) -> Closure:

@@ -35,7 +35,7 @@ from .plan import (
     Allocation, Closure, Frame, Lowered, Plan, PlanBuilder, Statement, Thunk, build,
 )
 from .lowering import (
-    NODES, Call, Implementation, Lowerer, check_sums, lower_call, slice_word, table,
+    NODES, Call, Implementation, NewArrays, check_sums, lower_call, made, slice_word, table,
 )
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
@@ -133,7 +133,7 @@ def build_plan(program: Program, dtype: str | np.dtype, *, device: str = "cpu",
 # --- lowering expressions --------------------------------------------------------------------
 
 
-class _ExprLowerer(Lowerer):
+class _ExprLowerer(NewArrays):
     """Lowers the expression of one statement into torch closures."""
 
     no_builtin = "bug_no_builtin_torch"
@@ -153,24 +153,8 @@ class _ExprLowerer(Lowerer):
     def boolean(self, value: bool) -> torch.Tensor:
         return self.scalar(value, torch.bool)
 
-    def allocates(self, node: nodes.Expr) -> None:
-        if self.shape_of(node):  # a 0-d tensor is not counted
-            super().allocates(node)
-
-    def numeric(self, node: nodes.Expr) -> Closure:
-        """A bool value used as numbers is read as 0 and 1 in the run's dtype (SC403)."""
-        closure = self.lower(node)
-        if not self.value_of(node).is_bool:
-            return closure
-        run, dtype = closure.run, self.dtype
-        self.allocates(node)
-        return self.fold(Closure(lambda frame: run(frame).to(dtype)), closure)
-
-    def elementwise(self, node: nodes.Expr, operand: Closure,
-                    apply: Callable[[torch.Tensor], torch.Tensor]) -> Closure:
-        run = operand.run
-        self.allocates(node)
-        return self.fold(Closure(lambda frame: apply(run(frame))), operand)
+    def cast(self, value: Any) -> Any:
+        return value.to(self.dtype)
 
 
 def _lower_unary(c: _ExprLowerer, node: nodes.Unary) -> Closure:
@@ -661,13 +645,6 @@ def element_dtype(value: Value, dtype: torch.dtype) -> torch.dtype:
 COMPLEX_DTYPES = {torch.float32: torch.complex64, torch.float64: torch.complex128}
 
 
-def _made(call: Call, function: Callable[..., torch.Tensor], *params: str) -> Closure:
-    closure = [call.numeric(p) for p in params]  # a mask as 0 and 1, as the checker types it
-    runs = [c.run for c in closure]
-    call.allocates()
-    return call.fold(Closure(lambda frame: function(*(r(frame) for r in runs))), *closure)
-
-
 def _pairs_as_complex(x: torch.Tensor) -> torch.Tensor:
     return torch.complex(x[..., 0::2].contiguous(), x[..., 1::2].contiguous())
 
@@ -677,18 +654,18 @@ def _real_view(z: torch.Tensor) -> torch.Tensor:
 
 
 def _complex_part(function: Callable[[torch.Tensor], torch.Tensor]) -> Implementation:
-    return lambda call: _made(call, lambda x: function(x).clone(), "x")
+    return lambda call: made(call, lambda x: function(x).clone(), "x")
 
 
 def _abs(call: Call) -> Closure:
-    return _made(call, torch.abs, "x")
+    return made(call, torch.abs, "x")
 
 
 def _like(fill: Callable[..., torch.Tensor]) -> Implementation:
     def implementation(call: Call) -> Closure:
         value = call.c.value_of(call.node)
         dtype = torch.bool if value.is_bool else element_dtype(value, call.c.dtype)
-        return _made(call, lambda x: fill(x.shape, dtype=dtype, device=x.device), "x")
+        return made(call, lambda x: fill(x.shape, dtype=dtype, device=x.device), "x")
 
     return implementation
 
@@ -697,14 +674,14 @@ def _full_like(call: Call) -> Closure:
     value = call.c.value_of(call.node)
     dtype = torch.bool if value.is_bool else element_dtype(value, call.c.dtype)
     whole = value.element == "int"
-    return _made(call, lambda x, v: torch.full(
+    return made(call, lambda x, v: torch.full(
         x.shape, (torch.trunc(v) if whole else v).item(), dtype=dtype, device=x.device),
         "x", "value")
 
 
 def _long(call: Call) -> Closure:
     dtype = call.c.dtype
-    return _made(call, lambda x: torch.trunc(x.to(dtype)), "x")
+    return made(call, lambda x: torch.trunc(x.to(dtype)), "x")
 
 
 def _conjugate(z: torch.Tensor) -> torch.Tensor:
@@ -861,13 +838,13 @@ BUILTINS: dict[str, Implementation] = table(globals(), torch, {
     "max": _reduction(torch.amax),  # torch.max(x, dim) is (values, indices)
     "min": _reduction(torch.amin),
     "conj": _complex_part(_conjugate),
-    "view_as_complex": lambda call: _made(call, lambda x: torch.view_as_complex(
+    "view_as_complex": lambda call: made(call, lambda x: torch.view_as_complex(
         x.contiguous()).clone(), "x"),
-    "as_complex": lambda call: _made(call, _pairs_as_complex, "x"),
-    "view_as_real": lambda call: _made(call, _real_view, "x"),
-    "as_real": lambda call: _made(call, lambda z: _real_view(z).reshape(*z.shape[:-1], -1), "x"),
-    "polar": lambda call: _made(call, lambda r, a: torch.polar(*torch.broadcast_tensors(r, a)),
+    "as_complex": lambda call: made(call, _pairs_as_complex, "x"),
+    "view_as_real": lambda call: made(call, _real_view, "x"),
+    "as_real": lambda call: made(call, lambda z: _real_view(z).reshape(*z.shape[:-1], -1), "x"),
+    "polar": lambda call: made(call, lambda r, a: torch.polar(*torch.broadcast_tensors(r, a)),
                                 "abs", "angle"),
-    "outer": lambda call: _made(call, torch.outer, "x", "y"),
+    "outer": lambda call: made(call, torch.outer, "x", "y"),
 })
 _ExprLowerer.builtins = BUILTINS
