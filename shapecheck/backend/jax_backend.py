@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Any
 
 import jax
@@ -70,7 +70,7 @@ def configured(dtype: np.dtype | str, device: jax.Device | None = None) -> Itera
 
 
 def to_jax(array: np.ndarray, device: jax.Device | None = None) -> jax.Array:
-    """A NumPy array as a JAX array (a copy: JAX owns its buffers), under the caller's
+    """A NumPy array as a JAX array (which nothing writes), under the caller's
     :func:`configured` (float64 stays float64 only there)."""
     return jax.device_put(array, device)
 
@@ -115,7 +115,7 @@ class Jax:
     def element_dtype(self, value: Value) -> np.dtype:
         return np.dtype(bool) if value.is_bool else element_dtype(value, self.dtype)
 
-    def running(self) -> Any:
+    def running(self) -> AbstractContextManager[None]:
         return configured(self.dtype, self.device)
 
     def enter(self, value: Any) -> Any:

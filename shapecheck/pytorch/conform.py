@@ -41,8 +41,8 @@ import importlib.util
 import inspect
 import os
 import sys
-from contextlib import AbstractContextManager, nullcontext
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
@@ -388,8 +388,7 @@ class _Driver:
         """JAX set for the case's dtype (64-bit types, the device) while the function runs."""
         if self.jax is None:
             return nullcontext()
-        return self.jax.configured(self.dtype,
-                                   self.jax.device_of(self.device))
+        return self.jax.configured(self.dtype, self.jax.device_of(self.device))
 
     # --- building the module and binding its state -----------------------------------------
 
@@ -972,11 +971,11 @@ def _framework(function: Callable[..., Any], choice: str) -> str:
         module = sys.modules.get(getattr(target, "__module__", None) or "")
         namespace = vars(module) if module is not None else {}
     values = list(namespace.values())  # torch itself, or a library's nn.Module classes
-    for library in ("torch", "jax"):  # nothing imported it: the function cannot use it
-        if library in sys.modules and any(_from(library, v) or (library == "torch" and
-                                                                 _is_module_class(v))
-                                          for v in values):
-            return library
+    # (a library nothing imported is one the function cannot use)
+    if "torch" in sys.modules and any(_from("torch", v) or _is_module_class(v) for v in values):
+        return "torch"
+    if "jax" in sys.modules and any(_from("jax", v) for v in values):
+        return "jax"
     return "numpy"
 
 
