@@ -71,6 +71,10 @@ RIGHT = [
     ("dim N\ninput S: [N, N]\ninput M: [N, N]\nP = where(M, S, -inf)\noutput P\n", "SC311",
      "`input M: bool[N, N]`", "input M: bool[N, N]"),
     ("dim N\ninput X: [N]\nY = softmaxx(X)\noutput Y\n", "SC105", "`softmax`", "softmax(X)"),
+    # The tensors in a list argument of an unknown call are checked too, so fixing the name
+    # exposes no mistake that was there all along (fuzz seed 61 input 2116).
+    ("dim N\ninput X: [N]\nY = stak([X, Z], axis=0)\noutput Y\n", "SC105", "`stack`",
+     "stack([X, Z]"),
     ("dim N\ninput X: [N, N]\nY = softmax(X, axes=row)\noutput Y\n", "SC312", "`axis`", "axis=row"),
     # A dim statement is checked before any later constraint: the constraint goes above it.
     ("dim H, d\ndim Bad = d / H\ninput X: [Bad]\noutput X\n", "SC202",

@@ -147,6 +147,7 @@ async def _quick_fix(client: LanguageClient, uri: str, diagnostic: types.Diagnos
     raise AssertionError("no quick fix")
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 @pytest.mark.asyncio(loop_scope="function")
 async def test_a_target_the_client_names_is_traced(client: LanguageClient, tmp_path: Path):
     uri = (tmp_path / "named.py").as_uri()
@@ -155,6 +156,7 @@ async def test_a_target_the_client_names_is_traced(client: LanguageClient, tmp_p
     assert softmax.code == "SC402" and softmax.range.start.line == SOFTMAX_LINE
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 @pytest.mark.asyncio(loop_scope="function")
 async def test_targets_from_the_clients_settings_trace_the_open_files(
         client: LanguageClient, tmp_path: Path):
@@ -181,6 +183,7 @@ async def test_a_file_without_a_target_is_left_alone(client: LanguageClient, tmp
     assert params.uri == spec
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 @pytest.mark.asyncio(loop_scope="function")
 async def test_a_newer_save_cancels_the_trace_in_flight_and_specs_answer_meanwhile(
         client: LanguageClient, tmp_path: Path):
@@ -206,6 +209,7 @@ async def test_a_newer_save_cancels_the_trace_in_flight_and_specs_answer_meanwhi
         await _published(client, uri, timeout=3)
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 @pytest.mark.asyncio(loop_scope="function")
 async def test_an_untraceable_product_gets_the_transpose_once_it_traces(
         client: LanguageClient, tmp_path: Path):
@@ -291,6 +295,7 @@ vim.cmd("qa!")
 '''
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 @pytest.mark.skipif(shutil.which("nvim") is None, reason="Neovim is not installed")
 def test_neovim_sees_the_diagnostic_at_its_line_and_cleared_after_the_saved_fix(
         tmp_path: Path) -> None:

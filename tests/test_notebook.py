@@ -143,6 +143,7 @@ def test_a_strict_notebook_fails_its_run(tmp_path: Path, monkeypatch: pytest.Mon
     assert not notebook.cells[3].outputs
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 def test_an_importable_target_a_missing_one_and_a_bad_option(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A module beside the notebook is traced and framed at its file; one that cannot load is

@@ -38,6 +38,7 @@ def test_modules_called_as_models_call_them_verify_clean(name: str) -> None:
     assert [d.code for r in results for d in r.diagnostics] == []
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 @pytest.mark.parametrize("name", ["decode", "writes"])
 def test_extract_then_conform_needs_no_flag(name: str, tmp_path: Path) -> None:
     done = _conforms(f"{REAL}:{name}", tmp_path)
@@ -60,6 +61,7 @@ def test_slice_writes_and_the_min_dtype_floor_are_lowered() -> None:
     assert "maximum(scores, -3.4028234663852886e+38)" in text
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 def test_a_constructor_taking_a_config_object_is_built_from_its_config_class(
         tmp_path: Path) -> None:
     target = f"{ROOT / 'tests' / 'data' / 'real_modules' / 'nanogpt.py'}:CausalSelfAttention"

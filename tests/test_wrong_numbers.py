@@ -349,3 +349,16 @@ def test_a_complex_value_times_a_real_one_runs_on_torch_as_on_numpy():
     results = _outputs(text, {"N": 3}, X=rng.standard_normal((3, 2)), Y=rng.standard_normal((3, 3)))
     _agree(results, "Z")
     _agree(results, "W")
+
+
+def test_polar_of_an_infinite_magnitude_is_the_same_infinity_on_numpy_and_torch():
+    """Found by the fuzzer (seed 61 input 681): NumPy built polar as `cos + 1j * sin`, so an
+    infinite magnitude met the 0 of `1j` and the real part became NaN where torch gives -inf."""
+    text = "dim N\ninput R: [N]\ninput A: [N]\noutput Z = polar(exp(R), A)\n"  # exp(1000) = inf
+    with np.errstate(over="ignore"):
+        results = _outputs(text, {"N": 3}, R=np.array([1000.0, 0.5, 1000.0]),
+                           A=np.array([2.0, 0.5, 0.0]))
+    reference = results["numpy", "off", False]["Z"]
+    assert not np.isnan(reference.real).any() and reference.real[0] == -np.inf
+    for variant, outputs in results.items():
+        np.testing.assert_array_equal(outputs["Z"].real, reference.real, err_msg=str(variant))

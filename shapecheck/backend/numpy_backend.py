@@ -1148,9 +1148,17 @@ def _as_real(call: Call) -> Closure:
 
 
 def _polar(call: Call) -> Closure:
-    unit = _complex_dtype(call).type(1j)
-    return _made(call, lambda r, a: np.asarray(r * np.cos(a) + unit * (r * np.sin(a))),
-                 "abs", "angle")
+    """abs·cos(angle) and abs·sin(angle) written into the two parts, as torch.polar does:
+    `cos + 1j * sin` would multiply an infinite part by the 0 of `1j` and give NaN."""
+    dtype = _complex_dtype(call)
+
+    def polar(r: Any, a: Any) -> Any:
+        r, a = np.broadcast_arrays(r, a)
+        out = np.empty(r.shape, dtype)
+        out.real = r * np.cos(a)
+        out.imag = r * np.sin(a)
+        return out
+    return _made(call, polar, "abs", "angle")
 
 
 def _complex_part(function: Callable[[Any], Any]) -> Implementation:

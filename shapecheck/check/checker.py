@@ -976,8 +976,12 @@ class Checker:
 
     def _check_arguments(self, node: nodes.Call) -> None:
         """A call that failed still reports the mistakes inside its arguments."""
-        for arg in node.args:
-            if not isinstance(arg, (nodes.ListExpr, nodes.String, nodes.AxisName)):
+        pending = list(node.args)
+        while pending:
+            arg = pending.pop(0)
+            if isinstance(arg, nodes.ListExpr):  # `stack([A, B])`: the tensors inside
+                pending[:0] = arg.items
+            elif not isinstance(arg, (nodes.String, nodes.AxisName)):
                 self.value(arg)
 
     def _resolve_argument(self, kind: Kind, node: nodes.Expr, builtin: Builtin, param: str) -> Any:
