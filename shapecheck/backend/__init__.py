@@ -20,7 +20,7 @@ from .plan import (
     definitions_of, evaluate_shape,
 )
 from .lowering import (
-    NODES, ROWS, Call, Implementation, Lowerer, NewArrays, check_sums, lower_call, made,
+    NODES, ROWS, Call, Implementation, Lowerer, NewArrays, bounded, check_sums, lower_call, made,
     slice_word,
 )
 

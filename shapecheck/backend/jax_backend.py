@@ -34,7 +34,8 @@ from ..syntax import nodes
 from . import onecall, pattern
 from .errors import message
 from .lowering import (
-    NODES, Call, Implementation, NewArrays, check_sums, lower_call, made, slice_word, table,
+    NODES, Call, Implementation, NewArrays, bounded, check_sums, lower_call, made, slice_word,
+    table,
 )
 from .numpy_backend import SOFTMAX_TOLERANCE, checked_positions, element_dtype, index_key, where_of
 from .plan import Allocation, Closure, Frame, Lowered, Plan, PlanBuilder, Statement, build
@@ -433,15 +434,6 @@ def _full_like(call: Call) -> Closure:
                                              dtype=dtype), "x", "value")
 
 
-def _clamp(call: Call) -> Closure:
-    x = call.numeric()
-    given, (low, high) = call.given("min", "max")
-    run = x.run
-    call.allocates()
-    return call.fold(Closure(lambda frame: jnp.clip(run(frame), low(frame), high(frame))),
-                     x, *given)
-
-
 def _einsum(call: Call) -> Closure:
     subscripts = call.arg("subscripts")
     runs = [o.run for o in call.tensors("operands", numeric=True)]
@@ -646,6 +638,7 @@ def _check_sampled(frame: Frame, call: onecall.OneCall, q: Any, k: Any, v: Any, 
 # The JAX op table: a row per builtin (lowering.table: the functions above by name, the shared
 # recipes with jax.numpy's functions, and these rows of its own).
 BUILTINS: dict[str, Implementation] = table(globals(), jnp, {
+    "clamp": bounded(jnp.clip),
     "sigmoid": _unary(jax.nn.sigmoid), "relu": _unary(jax.nn.relu),
     "rsqrt": _unary(jax.lax.rsqrt), "erf": _unary(erf), "silu": _unary(jax.nn.silu),
     "gelu": _unary(lambda x: jax.nn.gelu(x, approximate=False)),

@@ -292,6 +292,19 @@ def made(call: Call, function: Callable[..., Any], *params: str) -> Closure:
     return call.fold(Closure(lambda frame: function(*(r(frame) for r in runs))), *closures)
 
 
+def bounded(clip: Callable[[Any, Any, Any], Any]) -> Implementation:
+    """`clamp` through a framework's clip (a bound not given is None), for :class:`NewArrays`."""
+    def implementation(call: Call) -> Closure:
+        x = call.numeric()
+        given, (low, high) = call.given("min", "max")
+        run = x.run
+        call.allocates()
+        return call.fold(Closure(lambda frame: clip(run(frame), low(frame), high(frame))),
+                         x, *given)
+
+    return implementation
+
+
 def dropout(call: Call) -> Closure:
     return call.numeric()  # identity when executed (language.md, section 6)
 

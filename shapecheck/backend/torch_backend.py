@@ -35,7 +35,8 @@ from .plan import (
     Allocation, Closure, Frame, Lowered, Plan, PlanBuilder, Statement, Thunk, build,
 )
 from .lowering import (
-    NODES, Call, Implementation, NewArrays, check_sums, lower_call, made, slice_word, table,
+    NODES, Call, Implementation, NewArrays, bounded, check_sums, lower_call, made, slice_word,
+    table,
 )
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
@@ -512,15 +513,6 @@ def _pairwise(function: Callable[..., torch.Tensor]) -> Implementation:
     return implementation
 
 
-def _clamp(call: Call) -> Closure:
-    x = call.numeric()
-    given, (low, high) = call.given("min", "max")
-    run = x.run
-    call.allocates()
-    return call.fold(Closure(lambda frame: torch.clamp(run(frame), low(frame), high(frame))),
-                     x, *given)
-
-
 def _full(call: Call) -> Closure:
     shape, device = call.shape(), call.c.device
     kind = torch.bool if call.c.value_of(call.node).is_bool else call.c.dtype
@@ -833,6 +825,7 @@ def _numbers(value: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 # The torch op table: a row per builtin (lowering.table: its own functions above, by name,
 # the shared recipes with torch's functions, and these rows of its own).
 BUILTINS: dict[str, Implementation] = table(globals(), torch, {
+    "clamp": bounded(torch.clamp),
     "gelu": _unary(_gelu_exact),
     "silu": _unary(torch.nn.functional.silu),
     "max": _reduction(torch.amax),  # torch.max(x, dim) is (values, indices)
