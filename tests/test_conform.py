@@ -113,7 +113,7 @@ def test_a_numpy_module_gets_arrays_and_a_torch_module_gets_tensors(tmp_path):
     result = conform(SINGLE_HEAD, torch_impl)
     assert result.framework == "torch"
     with pytest.raises(UsageError, match="framework must be one of"):
-        conform(SINGLE_HEAD, numpy_impl, framework="jax")
+        conform(SINGLE_HEAD, numpy_impl, framework="tensorflow")
 
 
 def test_framework_can_be_forced(tmp_path):

@@ -4,7 +4,7 @@ The package is a folder per stage; only the entry points and the small shared sp
 its top. Each stage imports only the stages below it, so there is no cycle to untangle and a
 later pass never reaches back into an earlier one. Heavy dependencies stay behind one door
 each: SymPy in `symbolic/`, NumPy in `backend/`, torch in `pytorch/` and the torch backend,
-click in `cli/`. Imports inside functions count too.
+jax in the jax backend, click in `cli/`. Imports inside functions count too.
 """
 
 from __future__ import annotations
@@ -151,6 +151,7 @@ DOORS = {
     "sympy": lambda name: name.startswith("symbolic/"),
     "numpy": lambda name: name.startswith("backend/"),
     "torch": lambda name: name.startswith("pytorch/") or name == "backend/torch_backend.py",
+    "jax": lambda name: name == "backend/jax_backend.py",
     "click": lambda name: name.startswith("cli/"),
     "IPython": lambda name: name == "notebook.py",
 }
@@ -180,7 +181,7 @@ def test_verify_imports_neither_numpy_nor_torch(tmp_path: Path) -> None:
     spec.write_text("dim N, d\ninput Q: [N, d]\ninput K: [N, d]\nS = Q @ K.T\n", encoding="utf-8")
     code = ("import sys\nfrom shapecheck.cli import main\ntry:\n    main(['verify', sys.argv[1]])\n"
             "except SystemExit as done:\n    assert done.code == 0, done.code\n"
-            "print(sorted({'numpy', 'torch', 'click', 'sympy', 'shapecheck.passes.fixcheck',\n"
+            "print(sorted({'numpy', 'torch', 'jax', 'click', 'sympy', 'shapecheck.passes.fixcheck',\n"
             "              'shapecheck.passes.incremental', 'json', 'shapecheck.cli.run',\n"
             "              'shapecheck.cli.conform', 'shapecheck.cli.report'} & set(sys.modules)))")
     shown = subprocess.run([sys.executable, "-c", code, str(spec)], capture_output=True,

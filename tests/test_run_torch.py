@@ -76,7 +76,7 @@ def test_the_python_api_takes_backend_device_and_fused() -> None:
     np.testing.assert_allclose(torch_spec(Q=q, K=q, V=q)["O"], numpy_spec(Q=q, K=q, V=q)["O"],
                                rtol=1e-12)
     assert "backend=torch" in repr(torch_spec)
-    for options in ({"backend": "jax"}, {"fused": "yes"}, {"device": "cuda"}):
+    for options in ({"backend": "tensorflow"}, {"fused": "yes"}, {"device": "cuda"}):
         with pytest.raises(OptionError):
             shapecheck.compile_spec(EXAMPLES / "single_head.attn", **options)
 

@@ -21,6 +21,8 @@ from shapecheck.backend.reference import reference
 from shapecheck.backend.compiled import CompiledSpec
 from shapecheck.messages.diagnostics import shown
 
+from builtin_calls import CALLS, HEAD
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 MEMORY_CAP = 64 << 20
@@ -211,105 +213,17 @@ def test_the_sampled_rows_catch_a_wrong_fused_call(monkeypatch):
 
 # --- every builtin runs in both backends ---------------------------------------------------------
 
-_HEAD = ("dim N, M, H\ninput X: [N, M]\ninput Y: [N, M]\ninput T: [N, H * M]\n"
-         "input B: [H, N, M]\ninput keep: bool[N, M]\n")
-CALLS = {  # one small use of each builtin, its arguments' options included
-    "abs": "output O = abs(X) + abs(Y - X)",
-    "arange": "output O = X + arange(M)\noutput O2 = arange(N) * 0.5",
-    "causal_mask": "output O = where(causal_mask(N), X @ Y.T, -1.0) + where(causal_mask(N).T, 1, 0)"
-                   "\noutput O2 = where(causal_mask(N, M), X, 0) + where(causal_mask(N, M, window=2), 1, 0)",
-    "concat": "output O = concat([X, Y, X], axis=1)\noutput O2 = concat([X, Y])",
-    "cos": "output O = cos(X)",
-    "dropout": "output O = dropout(X) + dropout(Y, 0.25)",
-    "einsum": 'output O = einsum("hnm,nm->hn", B, X)\noutput O2 = einsum("...m,km", X, Y)',
-    "elu": "output O = elu(X) + elu(Y, alpha=0.5)",
-    "erf": "output O = erf(X)",
-    "exp": "output O = exp(X)",
-    "gelu": "output O = gelu(X)",
-    "layernorm": "output O = layernorm(X)\noutput O2 = layernorm(B, eps=1e-3)",
-    "log": "output O = log(abs(X) + 0.5)",
-    "max": "output O = max(X, axis=-1)\noutput O2 = max(B, axis=0, keepdims=true) + max(X)",
-    "mean": "output O = mean(X, axis=0)\noutput O2 = mean(B, axis=1, keepdims=true) + mean(X)",
-    "merge_heads": "output O = merge_heads(B)",
-    "min": "output O = min(X, axis=1)\noutput O2 = min(B, axis=-1, keepdims=true) + min(Y)",
-    "ones": "output O = X + ones([N, M])\noutput O2 = ones([]) * 2",
-    "relu": "output O = relu(X)",
-    "repeat": "output O = repeat(X, H, axis=0)\noutput O2 = repeat(B, 2, axis=-1)",
-    "reshape": "output O = reshape(B, [N, H * M])\noutput O2 = reshape(X, [M, N])",
-    "rmsnorm": "output O = rmsnorm(X)\noutput O2 = rmsnorm(B, eps=0.1)",
-    "rsqrt": "output O = rsqrt(abs(X) + 0.5)",
-    "sigmoid": "output O = sigmoid(X)",
-    "silu": "output O = silu(X)",
-    "sin": "output O = sin(X)",
-    "softmax": "output O = softmax(X)\noutput O2 = softmax(B, axis=0)\noutput O3 = softmax(X @ Y.T, axis=row)",
-    "softplus": "output O = softplus(X)",
-    "split_heads": "output O = split_heads(T, H)",
-    "swapaxes": "output O = swapaxes(B, 0, 2)\noutput O2 = swapaxes(X, axis1=-1, axis2=-2)",
-    "section": "output O = section(T, H - 1, H, axis=1)\noutput O2 = section(B, 0, H, size=1)",
-    "sqrt": "output O = sqrt(abs(X)) / sqrt(M)",
-    "square": "output O = square(X)",
-    "stack": "output O = stack([X, Y])\noutput O2 = stack([X, Y, X], axis=-1)",
-    "sum": "output O = sum(X, axis=1)\noutput O2 = sum(B, axis=-1, keepdims=true) + sum(Y)",
-    "tanh": "output O = tanh(X)",
-    "transpose": "output O = transpose(X)\noutput O2 = transpose(B, [2, 0, 1])",
-    "tril": "output O = tril(X)\noutput O2 = tril(B, k=-1)",
-    "triu": "output O = triu(X @ Y.T)\noutput O2 = triu(B, k=1)",
-    "where": "output O = where(keep, X, Y)\noutput O2 = where(keep, 0, -inf) + where(keep, 1.0, X)",
-    "zeros": "output O = X + zeros([N, M])\noutput O2 = zeros([H]) - 1",
-}
-
-
-CALLS.update({  # issue 21: the builtins beyond the contract's
-    "cumsum": "output O = cumsum(X, axis=-1)\noutput O2 = cumsum(keep, 0)",
-    "cumprod": "output O = cumprod(X / 4 + 1, axis=0)",
-    "minimum": "output O = minimum(X, Y)\noutput O2 = minimum(X, M - 1) + minimum(B, 0.5)",
-    "maximum": "output O = maximum(X, Y[0])\noutput O2 = maximum(0, X)",
-    "clamp": "output O = clamp(X, min=-0.5)\noutput O2 = clamp(X, min=-1, max=M) + clamp(B, max=Y)",
-    "full": "output O = X + full([N, M], -inf)\noutput O2 = full([H], M) + full([N], 0.5)[0]",
-    "tile": "output O = tile(X, [2, 1])\noutput O2 = tile(B, [2, 1, 1, 3])",
-    "expand": "output O = expand(X[None], [3, -1, -1])\noutput O2 = expand(X[:, :1], [N, 4])",
-    "flatten": "output O = flatten(X)\noutput O2 = flatten(swapaxes(X[None], 1, 2), 1)",
-    "transpose_2d": "output O = transpose_2d(X)\noutput O2 = transpose_2d(X[0]) + transpose_2d(B[0, 0])",
-    "all": "output O = all(keep, axis=-1)\noutput O2 = all(X > 0) | all(keep, axis=(0, 1), keepdims=true)",
-    "any": "output O = any(keep, axis=0)\noutput O2 = any(X > Y, axis=(-1, -2))",
-    "amax": "output O = amax(B, axis=(-1, -2))\noutput O2 = amax(X, axis=0, keepdims=true)",
-    "amin": "output O = amin(B, axis=(0, 2), keepdims=true)\noutput O2 = amin(X)",
-    "take": "input ids: int[H, N]\noutput O = take(X, ids, axis=0)\noutput O2 = X[ids] + B[:, ids % H][0]",
-    "index_select": "input pos: int[M]\noutput O = index_select(X, 1, pos)\noutput O2 = index_select(B, -1, pos)",
-    "take_along_axis": "input ids: int[N, 1]\noutput O = take_along_axis(X, ids, axis=-1)"
-                       "\noutput O2 = take_along_axis(B, ids[None] % N, axis=1)",
-    "index_copy": "output O = index_copy(X, 0, arange(N) * 0 + (arange(N) + 1) % N, Y)"
-                  "\noutput O2 = index_copy(B, 2, (arange(M) + 2) % M, 0.5)",
-    "scatter": "output O = scatter(X, 1, tile((arange(M)[None] + 1) % M, [N, 1]), Y)",
-    "view_as_complex": "output O = view_as_real(view_as_complex(stack([X, Y], axis=-1)) * 2)",
-    "view_as_real": "input z: complex[N, M]\noutput O = view_as_real(z * z)",
-    "as_complex": "output O = as_real(as_complex(concat([X, Y], axis=-1)) * as_complex(tile(X, [1, 2])))",
-    "as_real": "input z: complex[N, M]\noutput O = as_real(exp(z) + conj(z))",
-    "polar": "output O = view_as_real(polar(abs(X), Y) * polar(ones_like(X[0]), X))",
-    "real": "input z: complex[N, M]\noutput O = real(z * z) + real(X)",
-    "imag": "input z: complex[N, M]\noutput O = imag(z) * imag(z[0]) + abs(z)",
-    "conj": "input z: complex[N, M]\noutput O = imag(conj(z) @ z.T)\noutput O2 = sum(z, axis=0) + mean(z)",
-    "outer": "output O = outer(arange(N), X[0]) + outer(X[:, 0], arange(M))",
-    "ones_like": "output O = ones_like(X) + X\noutput O2 = where(ones_like(keep), X, 0)",
-    "zeros_like": "output O = zeros_like(B) + B",
-    "full_like": "output O = full_like(X, -inf)\noutput O2 = full_like(arange(N), M - 1) + arange(N)",
-    "long": "output O = long(X * 4)\noutput O2 = long(keep) + long(-2.5)",
-    "arange_steps": None,
-})
-CALLS.pop("arange_steps")
-CALLS["arange"] += "\noutput O3 = arange(1, N, 2) + arange(N - 1, -1, -1)[0]\noutput O4 = arange(2, M + 2)"
-
 
 def test_every_builtin_has_a_call_run_by_both_backends():
-    """A builtin added to the table fails here until it has a call below (and so a torch
-    implementation compared with NumPy's)."""
+    """A builtin added to the table fails here until it has a call in `builtin_calls` (and so
+    a torch implementation compared with NumPy's)."""
     assert set(CALLS) == set(builtins.BUILTINS)
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_every_builtin_runs_in_torch_as_in_numpy(name: str, dtype: str) -> None:
-    source = _HEAD + CALLS[name] + "\n"
+    source = HEAD + CALLS[name] + "\n"
     for bindings in ({"N": 5, "M": 3, "H": 2}, {"N": 4, "M": 4, "H": 1}):
         program = check_text(source, bindings)
         assert program.ok, (name, [d.message for d in program.diagnostics])

@@ -19,7 +19,10 @@ from .plan import (
     Allocation, Closure, Frame, Framework, Lowered, Plan, PlanBuilder, Statement, Thunk, build,
     definitions_of, evaluate_shape,
 )
-from .lowering import NODES, ROWS, Call, Implementation, Lowerer, lower_call
+from .lowering import (
+    NODES, ROWS, Call, Implementation, Lowerer, NewArrays, bounded, check_sums, lower_call, made,
+    slice_word,
+)
 
 __all__ = [
     "ArrayFile",

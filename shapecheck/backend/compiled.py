@@ -24,6 +24,7 @@ weights an attention's contraction sums (the spec's doing: a warning).
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -64,8 +65,29 @@ def _torch_plan(program: Program, dtype: np.dtype, *, keep_all: bool, fuse: bool
                                     device=device)
 
 
-BACKENDS: dict[str, Callable[..., Plan]] = {"numpy": _numpy_plan, "torch": _torch_plan}
-DEVICES = {"numpy": ("cpu",), "torch": ("cpu", "cuda")}  # and cuda:N for torch
+def _jax_plan(program: Program, dtype: np.dtype, *, keep_all: bool, fuse: bool,
+              device: str) -> Any:
+    from . import jax_backend  # jax is imported only when it runs a spec
+
+    return jax_backend.build_plan(program, dtype, keep_all=keep_all, fuse=fuse, device=device)
+
+
+BACKENDS: dict[str, Callable[..., Plan]] = {"numpy": _numpy_plan, "torch": _torch_plan,
+                                            "jax": _jax_plan}
+DEVICES = {"numpy": ("cpu",), "torch": ("cpu", "cuda"), "jax": ("cpu", "cuda")}  # and cuda:N
+OPTIONAL = {"torch": ("torch_backend", "no_torch", "no_cuda"),  # the extras: their module,
+            "jax": ("jax_backend", "no_jax", "no_gpu_jax")}  # its absence, no GPU there
+
+
+def framework_module(backend: str) -> Any:
+    """The module of an optional backend (torch, jax), imported now; its absence is an
+    :class:`OptionError` naming the extra to install."""
+    module, missing, _ = OPTIONAL[backend]
+    try:
+        return importlib.import_module(f"{__package__}.{module}")
+    except ImportError as error:
+        raise OptionError(message(missing, reason=error)) from None
+
 
 SpecSource = Union[Program, str, "os.PathLike[str]"]
 
@@ -124,11 +146,8 @@ class CompiledSpec:
             raise OptionError(message("backend", backend=repr(backend),
                                       choices=", ".join(BACKENDS)))
         check_fused(fused)
-        if backend == "torch":
-            try:
-                from . import torch_backend  # noqa: F401 -- only to know that it can run
-            except ImportError as error:
-                raise OptionError(message("no_torch", reason=error)) from None
+        if backend in OPTIONAL:
+            framework_module(backend)  # only to know that it can run
         self.backend, self.device, self.fuse = backend, check_device(backend, device), fused == "auto"
         self._build_plan = BACKENDS[backend]
         self._hint = hint  # how the user binds dims, for the message naming unbound ones
@@ -282,17 +301,14 @@ def check_fused(fused: object) -> None:
 
 
 def check_device(backend: str, device: str) -> str:
-    """The device, checked: NumPy runs on the CPU; torch on ``cpu``, ``cuda`` or ``cuda:N``
-    (a CUDA device this machine lacks is refused here, before anything runs)."""
+    """The device, checked: NumPy runs on the CPU; torch and jax on ``cpu``, ``cuda`` or
+    ``cuda:N`` (a CUDA device this machine lacks is refused here, before anything runs)."""
     if not isinstance(device, str) or (device not in DEVICES[backend] and not (
-            backend == "torch" and device.startswith("cuda:") and device[5:].isdigit())):
+            "cuda" in DEVICES[backend] and device.startswith("cuda:") and device[5:].isdigit())):
         raise OptionError(message("device", device=repr(device), backend=backend,
                                   choices=", ".join(DEVICES[backend])))
-    if device.startswith("cuda"):
-        from . import torch_backend
-
-        if not torch_backend.cuda_available():
-            raise OptionError(message("no_cuda", device=device))
+    if device.startswith("cuda") and not framework_module(backend).cuda_available():
+        raise OptionError(message(OPTIONAL[backend][2], device=device))
     return device
 
 
@@ -345,9 +361,10 @@ def compile_spec(spec: SpecSource, *, dims: Mapping[str, int] | None = None,
                  backend: str = "numpy", device: str = "cpu", fused: str = "auto") -> CompiledSpec:
     """Check a spec and compile it into a callable (raises :class:`SpecError` if it
     does not verify). ``max_memory``: bytes, a size such as ``"4GiB"``, ``None`` for
-    no limit; ``backend``: ``numpy`` or ``torch`` (the optional extra); ``device``:
-    ``cpu``, or ``cuda`` with torch; ``fused``: ``auto`` runs each attention pattern
-    fused (blockwise in NumPy, one ``scaled_dot_product_attention`` in torch) where it
-    can, ``off`` never. A bad option raises :class:`OptionError`."""
+    no limit; ``backend``: ``numpy``, ``torch`` or ``jax`` (the optional extras);
+    ``device``: ``cpu``, or ``cuda`` with torch or jax; ``fused``: ``auto`` runs each
+    attention pattern fused (blockwise in NumPy, one ``scaled_dot_product_attention`` in
+    torch, one ``jax.nn.dot_product_attention`` in jax) where it can, ``off`` never. A bad
+    option raises :class:`OptionError`."""
     return CompiledSpec(load(spec, dims), dims=dims, dtype=dtype, max_memory=max_memory,
                         backend=backend, device=device, fused=fused)

@@ -1,6 +1,6 @@
 """Every variant of a spec computes the same numbers: the differential oracle.
 
-A spec that verifies may run on NumPy or torch, fused (``auto``) or not (``off``),
+A spec that verifies may run on NumPy, torch or JAX, fused (``auto``) or not (``off``),
 keeping its intermediates or not. Whatever the choice, :func:`disagreements` holds it
 to the same answer, at one binding:
 
@@ -24,12 +24,12 @@ import numpy as np
 
 from ..check.program import Program
 from . import runtime
-from .compiled import CompiledSpec, RunResult
+from .compiled import OPTIONAL, CompiledSpec, RunResult, framework_module
 from .errors import OptionError, RunError
 from .plan import evaluate_shape
 from .reference import compare, tolerance
 
-BACKENDS = ("numpy", "torch")
+BACKENDS = ("numpy", "torch", "jax")
 MAX_MEMORY = 256 << 20  # a corpus spec is small: a plan past this is refused by every variant
 
 
@@ -55,12 +55,11 @@ def variants(backends: Sequence[str] = BACKENDS) -> Iterator[Variant]:
 
 
 def available(backend: str) -> bool:
-    """Whether ``backend`` can run here (torch is an optional extra)."""
-    if backend != "torch":
-        return True
+    """Whether ``backend`` can run here (torch and jax are optional extras)."""
     try:
-        from . import torch_backend  # noqa: F401
-    except ImportError:
+        if backend in OPTIONAL:
+            framework_module(backend)
+    except OptionError:
         return False
     return True
 

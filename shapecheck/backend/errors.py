@@ -83,6 +83,9 @@ MESSAGES: Table = Table("run", "MESSAGES", {
     "device": "device {device} is not one the {backend} backend runs on ({choices})",
     "no_cuda": "device {device}: torch sees no CUDA device on this machine",
     "no_torch": "the torch backend needs PyTorch: pip install 'attn-shapecheck[torch]' ({reason})",
+    "no_gpu_jax": "device {device}: jax sees no GPU on this machine (jax[cpu] has none; see "
+    "JAX's installation guide for a CUDA build)",
+    "no_jax": "the jax backend needs JAX: pip install 'attn-shapecheck[jax]' ({reason})",
     # resources
     "memory": "the run needs about {total} at the bindings ({bindings}), more than --max-memory "
     "{limit}; the largest tensor is {largest} {shape}, {size}",
@@ -105,6 +108,8 @@ MESSAGES: Table = Table("run", "MESSAGES", {
     "{line}; please report it",
     "bug_no_builtin": "backend bug: builtin `{name}` has no NumPy implementation; please report it",
     "bug_no_builtin_torch": "backend bug: builtin `{name}` has no torch implementation; please "
+    "report it",
+    "bug_no_builtin_jax": "backend bug: builtin `{name}` has no JAX implementation; please "
     "report it",
     "bug_not_value": "backend bug: cannot execute a {kind} as a value (line {line}); please report it",
     # the report of `shapecheck run`
@@ -147,11 +152,17 @@ MESSAGES: Table = Table("run", "MESSAGES", {
     "(largest error {error:.1e})",
     "sdpa_bug": "backend bug: scaled_dot_product_attention for softmax `{name}` (line {line}) differs "
     "from the {what}s recomputed from Q, K and V by {error:.1e}; please report it",
+    "check_softmax_dpa": "softmax `{name}` (line {line}), fused into jax.nn.dot_product_attention: "
+    "{count} {what}(s) recomputed from Q, K and V sum to 1 along axis {axis} and give its output "
+    "(largest error {error:.1e})",
+    "dpa_bug": "backend bug: jax.nn.dot_product_attention for softmax `{name}` (line {line}) "
+    "differs from the {what}s recomputed from Q, K and V by {error:.1e}; please report it",
     "fused": "softmax `{name}` (line {line}): {how}",
     "fused_workspace": "the score blocks of the fused softmax `{name}` (line {line})",
     "fused_blocks": "fused, {rows} query rows at a time{keys}; the {shape} table is never built",
     "fused_keys": ", keys {keys} at a time (online softmax)",
     "fused_sdpa": "fused into one scaled_dot_product_attention call ({mask})",
+    "fused_dpa": "fused into one jax.nn.dot_product_attention call ({mask})",
     "sdpa_no_mask": "no mask",
     "sdpa_causal": "is_causal",
     "sdpa_bool": "a bool mask",
@@ -171,6 +182,12 @@ MESSAGES: Table = Table("run", "MESSAGES", {
     "fused_layout": "an axis of Q, K, V, a bias or a mask has no role in the attention",
     "fused_not_sdpa": "a mask replaces scores by a finite value, or the scale is not a positive "
     "constant: no form of scaled_dot_product_attention computes that",
+    "fused_not_dpa": "a mask replaces scores by a finite value, or the scale is not a positive "
+    "constant: no form of jax.nn.dot_product_attention computes that",
+    "fused_dpa_float64": "jax.nn.dot_product_attention computes its softmax in float32, so a "
+    "float64 run is not fused",
+    "fused_dpa_features": "V has other features than K: jax.nn.dot_product_attention takes a "
+    "value shaped as its key",
     "check_weights": "`{contraction}` (line {line}): the weights `{weights}` sum to 1 along the "
     "axis it sums over (axis {axes}; largest error {error:.1e})",
     "check_weights_nan": "`{contraction}` (line {line}): the weights `{weights}` that are not NaN "

@@ -14,6 +14,8 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
+
 from ..check.builtins import BUILTINS as CHECKED, axis_index
 from ..check.program import CallInfo, Value
 from ..syntax import nodes
@@ -110,6 +112,33 @@ class Lowerer:
 
     def elementwise(self, node: nodes.Expr, operand: Closure, apply: Callable[..., Any]) -> Closure:
         raise NotImplementedError
+
+
+class NewArrays(Lowerer):
+    """The lowerer of a framework that never writes an array (torch, JAX): every operation
+    makes a new one, counted as a buffer unless 0-d; a bool used as numbers is cast."""
+
+    def cast(self, value: Any) -> Any:
+        """A bool array as the run's numbers."""
+        raise NotImplementedError
+
+    def allocates(self, node: nodes.Expr) -> None:
+        if self.shape_of(node):  # a 0-d array is not counted
+            super().allocates(node)
+
+    def numeric(self, node: nodes.Expr) -> Closure:
+        """A bool value used as numbers is read as 0 and 1 in the run's dtype (SC403)."""
+        closure = self.lower(node)
+        if not self.value_of(node).is_bool:
+            return closure
+        run, cast = closure.run, self.cast
+        self.allocates(node)
+        return self.fold(Closure(lambda frame: cast(run(frame))), closure)
+
+    def elementwise(self, node: nodes.Expr, operand: Closure, apply: Callable[..., Any]) -> Closure:
+        run = operand.run
+        self.allocates(node)
+        return self.fold(Closure(lambda frame: apply(run(frame))), operand)
 
 
 # --- the node rows every framework shares ---------------------------------------------------
@@ -230,6 +259,50 @@ Implementation = Callable[[Call], Closure]
 
 def _nothing(frame: Frame) -> None:
     return None
+
+
+def slice_word(axis: int, rank: int) -> str:
+    """What a softmax normalises along ``axis`` of ``rank`` axes: a row, a column, a slice."""
+    return message("what_row" if axis == rank - 1 else
+                   "what_column" if axis == rank - 2 else "what_slice")
+
+
+def check_sums(frame: Frame, totals: Any, name: str, line: int, what: str, axis: int,
+               tolerance: float) -> None:
+    """Every softmax slice's sum (``totals``, a NumPy array) is 1 within ``tolerance``, NaN
+    slices excepted; the check's line goes to the frame, a violation is a bug."""
+    valid = ~np.isnan(totals)
+    deviation = np.abs(totals[valid] - 1.0)
+    error = float(deviation.max()) if deviation.size else 0.0
+    if error > tolerance:
+        worst = float(totals[valid].ravel()[np.argmax(deviation)])
+        raise CheckerBug(message("softmax_sum", name=name, line=line, what=what, total=worst,
+                                 axis=axis))
+    key = "check_softmax" if valid.all() else "check_softmax_nan"
+    frame.checks[f"{name}:{line}:{axis}"] = message(key, name=name, line=line, what=what,
+                                                     axis=axis, error=error)
+
+
+def made(call: Call, function: Callable[..., Any], *params: str) -> Closure:
+    """A new array computed from the numeric arguments ``params`` (a mask as 0 and 1, as the
+    checker types it), for a framework of :class:`NewArrays`."""
+    closures = [call.numeric(p) for p in params]
+    runs = [c.run for c in closures]
+    call.allocates()
+    return call.fold(Closure(lambda frame: function(*(r(frame) for r in runs))), *closures)
+
+
+def bounded(clip: Callable[[Any, Any, Any], Any]) -> Implementation:
+    """`clamp` through a framework's clip (a bound not given is None), for :class:`NewArrays`."""
+    def implementation(call: Call) -> Closure:
+        x = call.numeric()
+        given, (low, high) = call.given("min", "max")
+        run = x.run
+        call.allocates()
+        return call.fold(Closure(lambda frame: clip(run(frame), low(frame), high(frame))),
+                         x, *given)
+
+    return implementation
 
 
 def dropout(call: Call) -> Closure:

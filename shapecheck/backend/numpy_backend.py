@@ -39,7 +39,9 @@ from .errors import CheckerBug, InputError, message
 from .plan import (
     Allocation, Closure, Frame, Lowered, Plan, PlanBuilder, Statement, build,
 )
-from .lowering import NODES, Call, Implementation, Lowerer, lower_call, table
+from .lowering import (
+    NODES, Call, Implementation, Lowerer, check_sums, lower_call, slice_word, table,
+)
 
 CHUNK = 8192  # elements per block of a blockwise builtin (gelu): bounded temporaries
 SOFTMAX_TOLERANCE = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-10}
@@ -309,10 +311,7 @@ def _lower_subscript(c: _ExprLowerer, node: nodes.Subscript) -> Closure:
     freed rather than kept alive by a small view of it (the estimate counts the copy)."""
     if id(node) in c.program.calls:  # a gather, `E[ids]`: the checker read it as `take`
         return lower_call(c, node)  # type: ignore[arg-type]
-    resolved = c.program.subscripts.get(id(node))
-    if resolved is None:
-        raise CheckerBug(message("bug_unresolved_call", name="[...]", line=node.span.line))
-    key = tuple(_index_key(c, entry) for entry in resolved.entries)
+    key = index_key(c, node, "[...]")
     operand = c.lower(node.operand)
     run = operand.run
     if operand.fresh:
@@ -324,10 +323,7 @@ def _lower_subscript(c: _ExprLowerer, node: nodes.Subscript) -> Closure:
 def _lower_update(c: _ExprLowerer, node: nodes.Update) -> Closure:
     """`x[...] = v` as a new array: a copy of x with the slice assigned (NumPy broadcasts v
     as the checker proved it may); x itself is left as it was."""
-    resolved = c.program.subscripts.get(id(node))
-    if resolved is None:
-        raise CheckerBug(message("bug_unresolved_call", name="[...] =", line=node.span.line))
-    key = tuple(_index_key(c, entry) for entry in resolved.entries)
+    key = index_key(c, node, "[...] =")
     operand, value = c.lower(node.operand), c.lower(node.value)
     run, run_value, dtype = operand.run, value.run, c.dtype
     bools = c.value_of(node).is_bool
@@ -341,7 +337,15 @@ def _lower_update(c: _ExprLowerer, node: nodes.Update) -> Closure:
     return Closure(update, fresh=True, contiguous=True)
 
 
-def _index_key(c: _ExprLowerer, entry: Take | Range | NewAxis) -> Any:
+def index_key(c: Lowerer, node: nodes.Subscript | nodes.Update, what: str) -> tuple[Any, ...]:
+    """NumPy's basic index of a subscript the checker resolved (JAX's too)."""
+    resolved = c.program.subscripts.get(id(node))
+    if resolved is None:
+        raise CheckerBug(message("bug_unresolved_call", name=what, line=node.span.line))
+    return tuple(_index_entry(c, entry) for entry in resolved.entries)
+
+
+def _index_entry(c: Lowerer, entry: Take | Range | NewAxis) -> Any:
     if isinstance(entry, Take):
         return c.dim(entry.index)
     if isinstance(entry, Range):
@@ -373,8 +377,7 @@ def _lower_fused(c: _ExprLowerer, planned: fused.Planned,
         message("fused_workspace", name=f.softmax_name, line=f.softmax_line),
         (planned.workers, *planned.batch, blocks.rows, blocks.keys), planned.workspace))
     name, line, axis = f.softmax_name, f.softmax_line, f.softmax_axis
-    what = message("what_row" if axis == f.softmax_rank - 1 else
-                   "what_column" if axis == f.softmax_rank - 2 else "what_slice")
+    what = slice_word(axis, f.softmax_rank)
     tolerance = SOFTMAX_TOLERANCE.get(c.dtype, 1e-4)
 
     def op(step: pattern.ScoreOp, value: Any) -> fused.Op:
@@ -538,8 +541,7 @@ def _softmax(call: Call) -> Closure:
     run, fresh = x.run, x.fresh
     name, line = call.c.name, call.c.line
     tolerance = SOFTMAX_TOLERANCE.get(call.c.dtype, 1e-4)
-    what = message("what_row" if axis == call.rank() - 1 else
-                   "what_column" if axis == call.rank() - 2 else "what_slice")
+    what = slice_word(axis, call.rank())
     if not fresh:
         call.allocates()
     node = call.info.args["x"]
@@ -559,24 +561,11 @@ def _softmax(call: Call) -> Closure:
         np.exp(out, out=out)
         out /= np.sum(out, axis=axis, keepdims=True)
         if frame.check_invariants:
-            _check_softmax(frame, out, axis, name, line, what, tolerance)
+            check_sums(frame, np.sum(out, axis=axis, dtype=np.float64), name, line, what, axis,
+                       tolerance)
         return out
 
     return Closure(softmax, fresh=True, contiguous=x.contiguous)
-
-
-def _check_softmax(frame: Frame, out: Any, axis: int, name: str, line: int, what: str,
-                   tolerance: float) -> None:
-    totals = np.sum(out, axis=axis, dtype=np.float64)
-    valid = ~np.isnan(totals)
-    error = float(np.max(np.abs(totals[valid] - 1.0))) if valid.any() else 0.0
-    if error > tolerance:
-        worst = totals[valid].ravel()[np.argmax(np.abs(totals[valid] - 1.0))]
-        raise CheckerBug(message("softmax_sum", name=name, line=line, what=what,
-                                 total=float(worst), axis=axis))
-    key = "check_softmax" if valid.all() else "check_softmax_nan"
-    frame.checks[f"{name}:{line}:{axis}"] = message(key, name=name, line=line, what=what,
-                                                     axis=axis, error=error)
 
 
 def _weights_checks(program: Program) -> dict[int, WeightsCheck]:
@@ -1056,7 +1045,7 @@ def checked_positions(values: Any, size: int, where: tuple[int, str, str, int]) 
     return array.astype(np.int64)
 
 
-def _where_of(call: Call, index_param: str) -> tuple[int, str, str, int, int]:
+def where_of(call: Call, index_param: str) -> tuple[int, str, str, int, int]:
     """(line, index text, operand text, axis, axis size) of a gather or write."""
     program, args = call.c.program, call.info.args
     starts = line_starts(program.source)
@@ -1069,7 +1058,7 @@ def _where_of(call: Call, index_param: str) -> tuple[int, str, str, int, int]:
 def _gather(index_param: str, along: bool = False) -> Implementation:
     def implementation(call: Call) -> Closure:
         x, index = call.tensor(), call.tensor(index_param)
-        line, text, operand, axis, size = _where_of(call, index_param)
+        line, text, operand, axis, size = where_of(call, index_param)
         xrun, irun, where = x.run, index.run, (line, text, operand, axis)
         if call.out_shape:
             call.allocates()
@@ -1087,7 +1076,7 @@ def _gather(index_param: str, along: bool = False) -> Implementation:
 
 def _index_copy(call: Call) -> Closure:
     x, index, source = call.tensor(), call.tensor("index"), call.tensor("source")
-    line, text, operand, axis, size = _where_of(call, "index")
+    line, text, operand, axis, size = where_of(call, "index")
     xrun, irun, srun, where = x.run, index.run, source.run, (line, text, operand, axis)
     expected = list(call.out_shape)
     call.allocates()
@@ -1105,7 +1094,7 @@ def _index_copy(call: Call) -> Closure:
 
 def _scatter(call: Call) -> Closure:
     x, index, source = call.tensor(), call.tensor("index"), call.tensor("src")
-    line, text, operand, axis, size = _where_of(call, "index")
+    line, text, operand, axis, size = where_of(call, "index")
     xrun, irun, srun, where = x.run, index.run, source.run, (line, text, operand, axis)
     call.allocates()
 

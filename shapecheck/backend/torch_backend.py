@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,13 +28,16 @@ from ..syntax import nodes
 from ..check.builtins import axis_index
 from ..check.program import Program, Range, Take, Value
 from ..check.value_rules import axes_of
-from . import pattern
+from . import onecall, pattern
 from ..messages.diagnostics import line_starts, span_text
 from .errors import CheckerBug, InputError, message
 from .plan import (
     Allocation, Closure, Frame, Lowered, Plan, PlanBuilder, Statement, Thunk, build,
 )
-from .lowering import NODES, Call, Implementation, Lowerer, lower_call, table
+from .lowering import (
+    NODES, Call, Implementation, NewArrays, bounded, check_sums, lower_call, made, slice_word,
+    table,
+)
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
 SOFTMAX_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-10}
@@ -86,7 +88,7 @@ class Torch:
         self.device = device
         self.itemsize = dtype.itemsize
 
-    def fused_form(self, builder: PlanBuilder, fusable: pattern.Fusable) -> tuple[_Sdpa | None, str]:
+    def fused_form(self, builder: PlanBuilder, fusable: pattern.Fusable) -> tuple[onecall.OneCall | None, str]:
         return _sdpa_form(self, builder, fusable)
 
     def lower(self, builder: PlanBuilder, statement: Statement) -> Lowered:
@@ -132,7 +134,7 @@ def build_plan(program: Program, dtype: str | np.dtype, *, device: str = "cpu",
 # --- lowering expressions --------------------------------------------------------------------
 
 
-class _ExprLowerer(Lowerer):
+class _ExprLowerer(NewArrays):
     """Lowers the expression of one statement into torch closures."""
 
     no_builtin = "bug_no_builtin_torch"
@@ -143,7 +145,7 @@ class _ExprLowerer(Lowerer):
         self.dtype = framework.dtype
         self.device = framework.device
 
-    def lower_fused(self, node: nodes.Expr, form: _Sdpa) -> Closure:
+    def lower_fused(self, node: nodes.Expr, form: onecall.OneCall) -> Closure:
         return _lower_sdpa(self, form)
 
     def scalar(self, value: float | int | bool, dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -152,24 +154,8 @@ class _ExprLowerer(Lowerer):
     def boolean(self, value: bool) -> torch.Tensor:
         return self.scalar(value, torch.bool)
 
-    def allocates(self, node: nodes.Expr) -> None:
-        if self.shape_of(node):  # a 0-d tensor is not counted
-            super().allocates(node)
-
-    def numeric(self, node: nodes.Expr) -> Closure:
-        """A bool value used as numbers is read as 0 and 1 in the run's dtype (SC403)."""
-        closure = self.lower(node)
-        if not self.value_of(node).is_bool:
-            return closure
-        run, dtype = closure.run, self.dtype
-        self.allocates(node)
-        return self.fold(Closure(lambda frame: run(frame).to(dtype)), closure)
-
-    def elementwise(self, node: nodes.Expr, operand: Closure,
-                    apply: Callable[[torch.Tensor], torch.Tensor]) -> Closure:
-        run = operand.run
-        self.allocates(node)
-        return self.fold(Closure(lambda frame: apply(run(frame))), operand)
+    def cast(self, value: Any) -> Any:
+        return value.to(self.dtype)
 
 
 def _lower_unary(c: _ExprLowerer, node: nodes.Unary) -> Closure:
@@ -232,30 +218,12 @@ def _lower_transpose(c: _ExprLowerer, node: nodes.Transpose) -> Closure:
 
 
 def _lower_subscript(c: _ExprLowerer, node: nodes.Subscript) -> Closure:
-    """`x[...]` with the bounds the checker normalised. Torch slices go forward only: an
-    axis sliced backward is flipped first, and sliced forward from the mirrored bounds."""
+    """`x[...]` with the bounds the checker normalised; an axis sliced backward is flipped
+    first (:func:`_key`)."""
     resolved = c.program.subscripts.get(id(node))
     if resolved is None and id(node) in c.program.calls:  # a gather, `E[ids]`: read as `take`
         return lower_call(c, node)  # type: ignore[arg-type]
-    if resolved is None:
-        raise CheckerBug(message("bug_unresolved_call", name="[...]", line=node.span.line))
-    flips: list[int] = []
-    key: list[Any] = []
-    for entry in resolved.entries:
-        if isinstance(entry, Take):
-            key.append(c.dim(entry.index))
-        elif isinstance(entry, Range):
-            start = None if entry.start is None else c.dim(entry.start)
-            stop = None if entry.stop is None else c.dim(entry.stop)
-            step = c.dim(entry.step)
-            if step < 0:
-                size = c.dim(c.value_of(node.operand).shape[entry.axis])  # type: ignore[index]
-                flips.append(entry.axis)
-                start, stop, step = (0 if start is None else size - 1 - start,
-                                     size if stop is None else size - 1 - stop, -step)
-            key.append(slice(start, stop, step))
-        else:
-            key.append(None)
+    key, flips = _key(c, node, "[...]", flip=True)
     operand = c.lower(node.operand)
     run, index, axes = operand.run, tuple(key), tuple(flips)
     if axes:
@@ -267,24 +235,7 @@ def _lower_subscript(c: _ExprLowerer, node: nodes.Subscript) -> Closure:
 def _lower_update(c: _ExprLowerer, node: nodes.Update) -> Closure:
     """`x[...] = v` as a new tensor: a clone of x with the slice assigned (broadcast as
     the checker proved it may); x itself is left as it was."""
-    resolved = c.program.subscripts.get(id(node))
-    if resolved is None:
-        raise CheckerBug(message("bug_unresolved_call", name="[...] =", line=node.span.line))
-    key: list[Any] = []
-    for entry in resolved.entries:
-        if isinstance(entry, Take):
-            key.append(c.dim(entry.index))
-        elif isinstance(entry, Range):
-            start = None if entry.start is None else c.dim(entry.start)
-            stop = None if entry.stop is None else c.dim(entry.stop)
-            step = c.dim(entry.step)
-            if step < 0:  # torch slices go forward only: the same elements, as indices
-                size = c.dim(c.value_of(node.operand).shape[entry.axis])  # type: ignore[index]
-                key.append(range(size)[slice(start, stop, step)])
-                continue
-            key.append(slice(start, stop, step))
-        else:
-            key.append(None)
+    key, _ = _key(c, node, "[...] =", flip=False)
     operand, value = c.lower(node.operand), c.lower(node.value)
     run, run_value, index = operand.run, value.run, tuple(key)
 
@@ -297,6 +248,36 @@ def _lower_update(c: _ExprLowerer, node: nodes.Update) -> Closure:
         return result
 
     return Closure(update)
+
+
+def _key(c: _ExprLowerer, node: nodes.Subscript | nodes.Update, what: str,
+         flip: bool) -> tuple[list[Any], list[int]]:
+    """The torch index of a subscript the checker resolved, and the axes to flip first.
+    Torch slices go forward only: an axis sliced backward is, with ``flip``, sliced forward
+    from the mirrored bounds of the flipped axis; without (a write), its positions as a range."""
+    resolved = c.program.subscripts.get(id(node))
+    if resolved is None:
+        raise CheckerBug(message("bug_unresolved_call", name=what, line=node.span.line))
+    flips: list[int] = []
+    key: list[Any] = []
+    for entry in resolved.entries:
+        if not isinstance(entry, Range):
+            key.append(c.dim(entry.index) if isinstance(entry, Take) else None)
+            continue
+        start = None if entry.start is None else c.dim(entry.start)
+        stop = None if entry.stop is None else c.dim(entry.stop)
+        step = c.dim(entry.step)
+        if step > 0:
+            key.append(slice(start, stop, step))
+            continue
+        size = c.dim(c.value_of(node.operand).shape[entry.axis])  # type: ignore[index]
+        if not flip:
+            key.append(range(size)[slice(start, stop, step)])
+            continue
+        flips.append(entry.axis)
+        key.append(slice(0 if start is None else size - 1 - start,
+                         size if stop is None else size - 1 - stop, -step))
+    return key, flips
 
 
 _ExprLowerer.nodes = {
@@ -324,7 +305,7 @@ def _softmax(call: Call) -> Closure:
     assert axis is not None
     name, line = call.c.name, call.c.line
     tolerance = SOFTMAX_TOLERANCE.get(call.c.dtype, 1e-4)
-    what = _what(axis, call.rank())
+    what = slice_word(axis, call.rank())
     call.allocates()
 
     def softmax(frame: Frame) -> torch.Tensor:
@@ -334,31 +315,11 @@ def _softmax(call: Call) -> Closure:
             frame.warnings.append(message("masked_rows", name=name, line=line, count=masked))
         out = torch.softmax(value, dim=axis)
         if frame.check_invariants:
-            check_sums(frame, torch.sum(out, dim=axis, dtype=torch.float64),
+            check_sums(frame, to_numpy(torch.sum(out, dim=axis, dtype=torch.float64))[0],
                        name, line, what, axis, tolerance)
         return out
 
     return Closure(softmax)
-
-
-def _what(axis: int, rank: int) -> str:
-    return message("what_row" if axis == rank - 1 else
-                   "what_column" if axis == rank - 2 else "what_slice")
-
-
-def check_sums(frame: Frame, totals: torch.Tensor, name: str, line: int, what: str, axis: int,
-               tolerance: float) -> None:
-    """Every softmax slice's sum is 1 within ``tolerance`` (NaN slices excepted)."""
-    valid = ~torch.isnan(totals)
-    deviation = torch.abs(totals[valid] - 1.0)
-    error = float(deviation.max()) if deviation.numel() else 0.0
-    if error > tolerance:
-        worst = float(totals[valid][torch.argmax(deviation)])
-        raise CheckerBug(message("softmax_sum", name=name, line=line, what=what, total=worst,
-                                 axis=axis))
-    key = "check_softmax" if bool(valid.all()) else "check_softmax_nan"
-    frame.checks[f"{name}:{line}:{axis}"] = message(key, name=name, line=line, what=what,
-                                                     axis=axis, error=error)
 
 
 def _transpose(call: Call) -> Closure:
@@ -552,15 +513,6 @@ def _pairwise(function: Callable[..., torch.Tensor]) -> Implementation:
     return implementation
 
 
-def _clamp(call: Call) -> Closure:
-    x = call.numeric()
-    given, (low, high) = call.given("min", "max")
-    run = x.run
-    call.allocates()
-    return call.fold(Closure(lambda frame: torch.clamp(run(frame), low(frame), high(frame))),
-                     x, *given)
-
-
 def _full(call: Call) -> Closure:
     shape, device = call.shape(), call.c.device
     kind = torch.bool if call.c.value_of(call.node).is_bool else call.c.dtype
@@ -685,13 +637,6 @@ def element_dtype(value: Value, dtype: torch.dtype) -> torch.dtype:
 COMPLEX_DTYPES = {torch.float32: torch.complex64, torch.float64: torch.complex128}
 
 
-def _made(call: Call, function: Callable[..., torch.Tensor], *params: str) -> Closure:
-    closure = [call.numeric(p) for p in params]  # a mask as 0 and 1, as the checker types it
-    runs = [c.run for c in closure]
-    call.allocates()
-    return call.fold(Closure(lambda frame: function(*(r(frame) for r in runs))), *closure)
-
-
 def _pairs_as_complex(x: torch.Tensor) -> torch.Tensor:
     return torch.complex(x[..., 0::2].contiguous(), x[..., 1::2].contiguous())
 
@@ -701,18 +646,18 @@ def _real_view(z: torch.Tensor) -> torch.Tensor:
 
 
 def _complex_part(function: Callable[[torch.Tensor], torch.Tensor]) -> Implementation:
-    return lambda call: _made(call, lambda x: function(x).clone(), "x")
+    return lambda call: made(call, lambda x: function(x).clone(), "x")
 
 
 def _abs(call: Call) -> Closure:
-    return _made(call, torch.abs, "x")
+    return made(call, torch.abs, "x")
 
 
 def _like(fill: Callable[..., torch.Tensor]) -> Implementation:
     def implementation(call: Call) -> Closure:
         value = call.c.value_of(call.node)
         dtype = torch.bool if value.is_bool else element_dtype(value, call.c.dtype)
-        return _made(call, lambda x: fill(x.shape, dtype=dtype, device=x.device), "x")
+        return made(call, lambda x: fill(x.shape, dtype=dtype, device=x.device), "x")
 
     return implementation
 
@@ -721,14 +666,14 @@ def _full_like(call: Call) -> Closure:
     value = call.c.value_of(call.node)
     dtype = torch.bool if value.is_bool else element_dtype(value, call.c.dtype)
     whole = value.element == "int"
-    return _made(call, lambda x, v: torch.full(
+    return made(call, lambda x, v: torch.full(
         x.shape, (torch.trunc(v) if whole else v).item(), dtype=dtype, device=x.device),
         "x", "value")
 
 
 def _long(call: Call) -> Closure:
     dtype = call.c.dtype
-    return _made(call, lambda x: torch.trunc(x.to(dtype)), "x")
+    return made(call, lambda x: torch.trunc(x.to(dtype)), "x")
 
 
 def _conjugate(z: torch.Tensor) -> torch.Tensor:
@@ -739,88 +684,23 @@ def _conjugate(z: torch.Tensor) -> torch.Tensor:
 
 # --- attention as one scaled_dot_product_attention call ----------------------------------------
 
-SAMPLED_ROWS = 8  # query rows recomputed from Q, K and V to check the fused call
 SDPA_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-9}
-
-
-@dataclass(frozen=True)
-class _Sdpa:
-    """How one attention pattern runs as ``scaled_dot_product_attention``: every operand in
-    the canonical layout (batch axes, then query or key, then features), made 4-D."""
-
-    fusable: pattern.Fusable
-    layouts: dict[int, pattern.Layout]  # id(node) -> its layout to canonical
-    scale: float
-    coefficients: tuple[float, ...]  # per term of the affine form
-    form: pattern.Affine
-    causal: dict[int, tuple[int, int | None, bool]]  # id(step) -> (offset, window, transposed)
-    is_causal: bool  # the one mask is causal_mask(N) as written: SDPA's is_causal
-    mask_kind: str
-
-    def note(self) -> str:
-        return message("fused", name=self.fusable.softmax_name, line=self.fusable.softmax_line,
-                       how=message("fused_sdpa", mask=message(self.mask_kind)))
+SDPA_CHECK = ("check_softmax_sdpa", "sdpa_bug")
 
 
 def _sdpa_form(framework: Torch, builder: PlanBuilder, fusable: pattern.Fusable
-               ) -> tuple[_Sdpa | None, str]:
+               ) -> tuple[onecall.OneCall | None, str]:
     """The SDPA form of a fusable pattern at the bindings, or why there is none."""
-    form = pattern.affine(fusable.ops)
-    if form is None:
-        return None, "fused_not_sdpa"
-    scalars = [_constant_scalar(framework, builder, step) for step in form.scales]
-    if any(value is None or value <= 0 for value in scalars):
-        return None, "fused_not_sdpa"
-    layouts: dict[int, pattern.Layout] = {}
-    wanted = [(fusable.query, fusable.canonical_query), (fusable.key, fusable.canonical_key),
-              (fusable.value, fusable.canonical_value)]
-    wanted += [(step.part, fusable.canonical_scores) for step in fusable.ops if step.part]
-    for part, target in wanted:
-        recipe = pattern.layout(part.labels, builder.shape_of(part.node), target)
-        if recipe is None:
-            return None, "fused_layout"
-        layouts[id(part.node)] = recipe
-    output = pattern.layout(fusable.output_labels, builder.shape_of(fusable.output),
-                            fusable.canonical_output)
-    if output is None:
-        return None, "fused_layout"
-    layouts[id(fusable.output)] = output
-    scale = math.prod(1 / v if step.divides else v for step, v in zip(form.scales, scalars))  # type: ignore[operator]
-    by_step = {id(step): value for step, value in zip(form.scales, scalars)}
-    coefficients = tuple((-1 if term.kind == "bias" and term.divides else 1) * math.prod(
-        1 / by_step[id(s)] if s.divides else by_step[id(s)] for s in after)
-        for term, after in form.terms)
-    causal = {id(step): _causal_at(builder, step.causal) for step in fusable.ops if step.causal}
-    nq = builder.shape_of(fusable.query.node)[fusable.query.labels.index("query")]
-    nk = builder.shape_of(fusable.key.node)[fusable.key.labels.index("key")]
-    if not pattern.parts_span_scores(fusable, builder.shape_of, nq, nk):
-        return None, "fused_layout"
-    is_causal = (not form.terms and len(form.hides) == 1 and form.hides[0].causal is not None
-                 and form.hides[0].keeps and causal[id(form.hides[0])] == (0, None, False)
-                 and nq == nk)
-    kind = ("sdpa_causal" if is_causal else "sdpa_float" if form.terms
-            else "sdpa_bool" if form.hides else "sdpa_no_mask")
-    return _Sdpa(fusable, layouts, scale, coefficients, form, causal, is_causal, kind), ""
+    return onecall.form(builder, fusable, lambda node: _constant_scalar(framework, builder, node),
+                        "fused_sdpa", "fused_not_sdpa")
 
 
-def _constant_scalar(framework: Torch, builder: PlanBuilder, step: pattern.ScoreOp
-                     ) -> float | None:
+def _constant_scalar(framework: Torch, builder: PlanBuilder, node: nodes.Expr) -> float | None:
     """A scale's value at the bindings, when it is a constant (`sqrt(d)`, `0.125`)."""
-    assert step.node is not None
-    closure = _ExprLowerer(builder, framework, "", step.node.span.line, ()).numeric(step.node)
+    closure = _ExprLowerer(builder, framework, "", node.span.line, ()).numeric(node)
     if not closure.const:
         return None
     return float(closure.run(Frame({})))
-
-
-def _causal_at(builder: PlanBuilder, causal: pattern.Causal) -> tuple[int, int | None, bool]:
-    """(offset, window, transposed) of a ``causal_mask(n, n_k, window)`` at the bindings:
-    query i sees key j when j <= i + offset (j > i + offset - window)."""
-    evaluate = builder.program.dims.evaluate
-    n = evaluate(causal.n)
-    n_k = evaluate(causal.n_k) if causal.n_k is not None else n
-    window = evaluate(causal.window) if causal.window is not None else None
-    return n_k - n, window, causal.transposed
 
 
 def _causal_keep(offset: int, window: int | None, transposed: bool, nq: int, nk: int,
@@ -850,7 +730,7 @@ def _four(value: torch.Tensor, batch: int) -> torch.Tensor:
     return value.reshape(-1, *value.shape[batch - 1:])
 
 
-def _lower_sdpa(c: _ExprLowerer, sdpa: _Sdpa) -> Closure:
+def _lower_sdpa(c: _ExprLowerer, sdpa: onecall.OneCall) -> Closure:
     fusable, plan = sdpa.fusable, c.plan
     parts = [(c.lower(p.node).run, sdpa.layouts[id(p.node)])
              for p in (fusable.query, fusable.key, fusable.value)]
@@ -863,7 +743,7 @@ def _lower_sdpa(c: _ExprLowerer, sdpa: _Sdpa) -> Closure:
     out_shape = plan.shape_of(fusable.output)
     batch = len(fusable.batch)
     name, line = fusable.softmax_name, fusable.softmax_line
-    what = _what(fusable.softmax_axis, fusable.softmax_rank)
+    what = slice_word(fusable.softmax_axis, fusable.softmax_rank)
     dtype, device = c.dtype, c.device
     tolerance = SDPA_TOLERANCE.get(dtype, 1e-4)
     for shape in (output.shape,):
@@ -923,39 +803,19 @@ def _lower_sdpa(c: _ExprLowerer, sdpa: _Sdpa) -> Closure:
 
 
 def _check_sampled(frame: Frame, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                   mask: torch.Tensor | None, out: torch.Tensor, sdpa: _Sdpa, what: str,
+                   mask: torch.Tensor | None, out: torch.Tensor, sdpa: onecall.OneCall, what: str,
                    tolerance: float) -> None:
-    """Recompute a few query rows as the spec writes them (scores, mask, softmax, @ V):
-    their weights must sum to 1 and give the fused call's output."""
-    fusable = sdpa.fusable
+    """The sampled rows of the call recomputed as the spec writes them (:func:`onecall.check_rows`)."""
     nq = q.shape[-2]
-    count = min(SAMPLED_ROWS, nq)
-    rows = sorted({round(i * (nq - 1) / max(count - 1, 1)) for i in range(count)})
-    index = torch.tensor(rows, device=q.device)
-    scores = q.index_select(-2, index) @ k.transpose(-1, -2) * sdpa.scale
+    index = torch.tensor(onecall.sampled_rows(nq), device=q.device)
     if sdpa.is_causal:
         mask = _causal_keep(0, None, False, nq, k.shape[-2], q.device)
-    if mask is not None:
-        rows_mask = mask.index_select(-2, index) if mask.shape[-2] != 1 else mask
-        scores = (scores.masked_fill(~rows_mask, -math.inf) if rows_mask.dtype == torch.bool
-                  else scores + rows_mask)
-    weights = torch.softmax(scores, dim=-1)
-    totals = torch.sum(weights, dim=-1, dtype=torch.float64)
-    expected = weights @ v
-    got = out.index_select(-2, index)
-    valid = ~torch.isnan(expected)
-    scale = float(torch.abs(expected[valid]).max()) if bool(valid.any()) else 1.0
-    error = float(torch.abs(got[valid] - expected[valid]).max()) / max(scale, 1.0) \
-        if bool(valid.any()) else 0.0
-    sums = totals[~torch.isnan(totals)]
-    sum_error = float(torch.abs(sums - 1).max()) if sums.numel() else 0.0
-    name, line = fusable.softmax_name, fusable.softmax_line
-    if error > tolerance or sum_error > tolerance:
-        raise CheckerBug(message("sdpa_bug", name=name, line=line, what=what,
-                                 error=max(error, sum_error)))
-    frame.checks[f"{name}:{line}:sdpa"] = message(
-        "check_softmax_sdpa", name=name, line=line, count=len(rows), what=what,
-        axis=fusable.softmax_axis, error=max(error, sum_error))
+    rows = None if mask is None else mask.index_select(-2, index) if mask.shape[-2] != 1 else mask
+    bool_mask = rows is not None and rows.dtype == torch.bool
+    host = [None if t is None else to_numpy(t)[0] for t in
+            (q.index_select(-2, index), k, v, rows if bool_mask else None,
+             None if bool_mask else rows, out.index_select(-2, index))]
+    onecall.check_rows(frame, sdpa, *host, what, tolerance, SDPA_CHECK)
 
 
 def _numbers(value: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -965,18 +825,19 @@ def _numbers(value: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 # The torch op table: a row per builtin (lowering.table: its own functions above, by name,
 # the shared recipes with torch's functions, and these rows of its own).
 BUILTINS: dict[str, Implementation] = table(globals(), torch, {
+    "clamp": bounded(torch.clamp),
     "gelu": _unary(_gelu_exact),
     "silu": _unary(torch.nn.functional.silu),
     "max": _reduction(torch.amax),  # torch.max(x, dim) is (values, indices)
     "min": _reduction(torch.amin),
     "conj": _complex_part(_conjugate),
-    "view_as_complex": lambda call: _made(call, lambda x: torch.view_as_complex(
+    "view_as_complex": lambda call: made(call, lambda x: torch.view_as_complex(
         x.contiguous()).clone(), "x"),
-    "as_complex": lambda call: _made(call, _pairs_as_complex, "x"),
-    "view_as_real": lambda call: _made(call, _real_view, "x"),
-    "as_real": lambda call: _made(call, lambda z: _real_view(z).reshape(*z.shape[:-1], -1), "x"),
-    "polar": lambda call: _made(call, lambda r, a: torch.polar(*torch.broadcast_tensors(r, a)),
+    "as_complex": lambda call: made(call, _pairs_as_complex, "x"),
+    "view_as_real": lambda call: made(call, _real_view, "x"),
+    "as_real": lambda call: made(call, lambda z: _real_view(z).reshape(*z.shape[:-1], -1), "x"),
+    "polar": lambda call: made(call, lambda r, a: torch.polar(*torch.broadcast_tensors(r, a)),
                                 "abs", "angle"),
-    "outer": lambda call: _made(call, torch.outer, "x", "y"),
+    "outer": lambda call: made(call, torch.outer, "x", "y"),
 })
 _ExprLowerer.builtins = BUILTINS

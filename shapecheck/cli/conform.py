@@ -35,10 +35,12 @@ if TYPE_CHECKING:
               help="Seed for the bindings and the generated inputs.")
 @click.option("--rtol", type=click.FloatRange(min=0), help="Relative tolerance (default: by dtype).")
 @click.option("--atol", type=click.FloatRange(min=0), help="Absolute tolerance (default: by dtype).")
-@click.option("--framework", type=click.Choice(["auto", "numpy", "torch"]), default="auto",
+@click.option("--framework", type=click.Choice(["auto", "numpy", "torch", "jax"]), default="auto",
               show_default=True,
-              help="Arrays or tensors (auto: tensors when the function's module imports torch).")
-@click.option("--device", default="cpu", show_default=True, help="Device of the torch tensors.")
+              help="Arrays or tensors (auto: torch tensors when the function's module imports "
+              "torch, JAX arrays when it imports jax, else NumPy arrays).")
+@click.option("--device", default="cpu", show_default=True,
+              help="Device of the torch tensors or JAX arrays.")
 @click.option("--no-shrink", "no_shrink", is_flag=True,
               help="Report the first failing binding as found, without shrinking it.")
 @click.option("--fused", type=click.Choice(["auto", "off"]), default="auto", show_default=True,

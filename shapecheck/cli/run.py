@@ -246,14 +246,16 @@ def _error(text: str) -> None:
 @click.option("--save-all", is_flag=True, help="With --save: write every intermediate too.")
 @click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float64",
               show_default=True, help="Element type of the computation, end to end.")
-@click.option("--backend", type=click.Choice(["numpy", "torch"]), default="numpy",
+@click.option("--backend", type=click.Choice(["numpy", "torch", "jax"]), default="numpy",
               show_default=True,
-              help="Numeric backend (torch: the optional extra attn-shapecheck[torch]).")
+              help="Numeric backend (torch, jax: the optional extras attn-shapecheck[torch], "
+              "attn-shapecheck[jax]).")
 @click.option("--device", default="cpu", show_default=True, metavar="cpu|cuda",
-              help="Where the torch backend runs (cuda, cuda:N where there is one).")
+              help="Where the torch or jax backend runs (cuda, cuda:N where there is one).")
 @click.option("--fused", type=click.Choice(["auto", "off"]), default="auto", show_default=True,
               help="Run each attention pattern fused where it can (NumPy: block by block, "
-              "O(N·d) memory; torch: one scaled_dot_product_attention), or never.")
+              "O(N·d) memory; torch: one scaled_dot_product_attention; jax, float32: one "
+              "jax.nn.dot_product_attention), or never.")
 @click.option("--max-memory", metavar="SIZE",
               help="Refuse a run estimated to need more (4GiB, 512MiB, unlimited). "
               "Default: 4 GiB, or half the machine's memory if less.")
@@ -266,7 +268,7 @@ def run(path: str, dims: tuple[str, ...], input_files: tuple[str, ...], archive:
         seed: int, save: str | None, save_all: bool, dtype: str, backend: str, device: str,
         fused: str, max_memory: str | None, color: str, config: tuple[str, ...], isolated: bool,
         stdin_filename: str | None, infer: bool | None) -> None:
-    """Verify a spec, then execute it (NumPy, or PyTorch) and report its outputs.
+    """Verify a spec, then execute it (NumPy, PyTorch or JAX) and report its outputs.
 
     The configuration's [dims] are default bindings (--dim wins), and its rule
     selection and the spec's `# noqa` comments apply to the warnings shown.

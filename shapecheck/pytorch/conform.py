@@ -19,8 +19,10 @@ time, to the smallest binding that still fails.
 - **Outputs.** The function returns the spec's outputs: one value for one output,
   a tuple or list in the spec's output order, or a mapping by (mapped) name.
 - **Arrays or tensors.** The function's module decides: a function whose module
-  imports torch (or an ``nn.Module``) gets ``torch`` tensors on ``device``, any other
-  NumPy arrays. ``framework="numpy"|"torch"`` overrides. torch is imported only then.
+  imports torch (or an ``nn.Module``) gets ``torch`` tensors on ``device``, one whose module
+  imports jax gets JAX arrays (called with 64-bit types on for a float64 case), any other
+  NumPy arrays. ``framework="numpy"|"torch"|"jax"`` overrides. torch and jax are imported
+  only then, each by its backend module.
 
 - **Real modules.** The target may be an ``nn.Module`` class, a factory or an instance:
   built at each binding (``init``, dims by name, ``dtype``), its state bound to the spec's
@@ -40,6 +42,7 @@ import inspect
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
@@ -53,7 +56,7 @@ if TYPE_CHECKING:
 
 SpecSource = Union[Program, str, "os.PathLike[str]"]
 Layout = Union[str, Sequence[int]]
-FRAMEWORKS = ("auto", "numpy", "torch")
+FRAMEWORKS = ("auto", "numpy", "torch", "jax")
 DEFAULT_CASES = 5
 SHRINK_BUDGET = 48  # candidate bindings tried while shrinking
 ATTEMPTS, HIGHEST = 200, 8  # candidate bindings tried, and their largest size
@@ -351,6 +354,7 @@ class _Driver:
             from ..backend import torch_backend
 
             self.torch = torch_backend
+        self.jax: Any = _jax_backend() if framework == "jax" else None
         if self.kind == "function":  # nothing to build: the signature is checked now
             self.routing = self._route(function, {}, module=False)
 
@@ -372,12 +376,19 @@ class _Driver:
             self.routing = self._route(target, extras, module=True)
         if self.routing.state:
             self._bind(target, case)
-        arguments = {**extras, **self._arguments(case)}
-        try:
-            returned = target(**arguments)
-        except Exception as error:  # the user's code: any exception is its outcome
-            return case, error
+        with self._configured():
+            arguments = {**extras, **self._arguments(case)}
+            try:
+                returned = target(**arguments)
+            except Exception as error:  # the user's code: any exception is its outcome
+                return case, error
         return case, self._compare(checked, case, returned)
+
+    def _configured(self) -> AbstractContextManager[Any]:
+        """JAX set for the case's dtype (64-bit types, the device) while the function runs."""
+        if self.jax is None:
+            return nullcontext()
+        return self.jax.configured(self.dtype, self.jax.device_of(self.device))
 
     # --- building the module and binding its state -----------------------------------------
 
@@ -510,7 +521,8 @@ class _Driver:
         values: dict[str, Any] = {}
         for name in self.declared:
             array = arrange(case.inputs[name], self.layouts.get(name), name in self.integers)
-            value = self.torch.to_torch(array, self.device) if self.torch else array
+            value = (self.torch.to_torch(array, self.device) if self.torch else
+                     self.jax.to_jax(array) if self.jax else array)
             if name in self.wiring.masks:
                 # convert_mask reads true as "keep": a spec that states `drop` holds the
                 # negation (docs/language.md §10.3).
@@ -595,8 +607,10 @@ class _Driver:
         from ..backend import reference
 
         returned_dtype: str | None = None
-        if _is_tensor(value):
-            if self.torch is None:
+        if _is_tensor(value) or (self.jax is not None and self.jax.is_array(value)):
+            if self.jax is not None:
+                converter = self.jax
+            elif self.torch is None:
                 from ..backend import torch_backend as converter
             else:
                 converter = self.torch
@@ -943,15 +957,13 @@ def _import_file(path: Path) -> Any:
 
 
 def _framework(function: Callable[..., Any], choice: str) -> str:
-    """``torch`` for a function whose module imports torch (or an ``nn.Module``), else ``numpy``."""
+    """``torch`` for a function whose module imports torch (or an ``nn.Module``), ``jax`` for
+    one whose module imports jax, else ``numpy``."""
     if choice not in FRAMEWORKS:
         raise UsageError(message("framework", choices=", ".join(FRAMEWORKS), framework=choice))
     if choice != "auto":
         return choice
-    torch = sys.modules.get("torch")
-    if torch is None:  # nothing imported torch, so the function cannot use it
-        return "numpy"
-    if isinstance(function, torch.nn.Module) or _is_module_class(function):
+    if _is_module(function) or _is_module_class(function):
         return "torch"
     target = getattr(function, "__func__", function)  # a bound method
     namespace = getattr(target, "__globals__", None)
@@ -959,13 +971,29 @@ def _framework(function: Callable[..., Any], choice: str) -> str:
         module = sys.modules.get(getattr(target, "__module__", None) or "")
         namespace = vars(module) if module is not None else {}
     values = list(namespace.values())  # torch itself, or a library's nn.Module classes
-    return "torch" if any(_from_torch(v) or _is_module_class(v) for v in values) else "numpy"
+    # (a library nothing imported is one the function cannot use)
+    if "torch" in sys.modules and any(_from("torch", v) or _is_module_class(v) for v in values):
+        return "torch"
+    if "jax" in sys.modules and any(_from("jax", v) for v in values):
+        return "jax"
+    return "numpy"
 
 
-def _from_torch(value: Any) -> bool:
+def _from(library: str, value: Any) -> bool:
     name = getattr(value, "__name__", None) if inspect.ismodule(value) else \
         getattr(value, "__module__", None)
-    return isinstance(name, str) and (name == "torch" or name.startswith("torch."))
+    return isinstance(name, str) and (name == library or name.startswith(f"{library}."))
+
+
+def _jax_backend() -> Any:
+    """The JAX backend module (its conversions); without jax, a usage error naming the extra."""
+    from ..backend.compiled import framework_module
+    from ..options import OptionError
+
+    try:
+        return framework_module("jax")
+    except OptionError as error:
+        raise UsageError(str(error)) from None
 
 
 def _is_tensor(value: Any) -> bool:

@@ -64,6 +64,8 @@ MESSAGES = {
     "device": "设备 {device} 不是 {backend} 后端能运行的设备 ({choices})",
     "no_cuda": "设备 {device}: torch 在这台机器上看不到 CUDA 设备",
     "no_torch": "torch 后端需要 PyTorch: pip install 'attn-shapecheck[torch]' ({reason})",
+    "no_gpu_jax": "设备 {device}: jax 在这台机器上看不到 GPU (jax[cpu] 没有; CUDA 版本见 JAX 的安装指南)",
+    "no_jax": "jax 后端需要 JAX: pip install 'attn-shapecheck[jax]' ({reason})",
     # 资源
     "memory": "在绑定的尺寸 ({bindings}) 下这次运行大约需要 {total}, 超过了 --max-memory {limit}; "
     "最大的张量是 {largest} {shape}, {size}",
@@ -81,6 +83,7 @@ MESSAGES = {
     "bug_no_type": "后端 bug: 检查器没有为第 {line} 行的表达式记录形状; 请报告它",
     "bug_unresolved_call": "后端 bug: 检查器没有解析第 {line} 行对 `{name}` 的调用; 请报告它",
     "bug_no_builtin": "后端 bug: 内置函数 `{name}` 没有 NumPy 实现; 请报告它",
+    "bug_no_builtin_jax": "后端 bug: 内置函数 `{name}` 没有 JAX 实现; 请报告它",
     "bug_no_builtin_torch": "后端 bug: 内置函数 `{name}` 没有 torch 实现; 请报告它",
     "bug_not_value": "后端 bug: 无法把 {kind} 当作值执行 (第 {line} 行); 请报告它",
     # `shapecheck run` 的报告
@@ -120,11 +123,16 @@ MESSAGES = {
     "由 Q、K、V 重新算出的 {count} {what}沿轴 {axis} 之和为 1, 且与它的输出一致 (最大误差 {error:.1e})",
     "sdpa_bug": "后端 bug: softmax `{name}` (第 {line} 行) 的 scaled_dot_product_attention 与由 Q、K、V "
     "重新算出的{what}相差 {error:.1e}; 请报告它",
+    "check_softmax_dpa": "softmax `{name}` (第 {line} 行), 已融合为 jax.nn.dot_product_attention: "
+    "由 Q、K、V 重新算出的 {count} {what}沿轴 {axis} 之和为 1, 且与它的输出一致 (最大误差 {error:.1e})",
+    "dpa_bug": "后端 bug: softmax `{name}` (第 {line} 行) 的 jax.nn.dot_product_attention 与由 Q、K、V "
+    "重新算出的{what}相差 {error:.1e}; 请报告它",
     "fused": "softmax `{name}` (第 {line} 行): {how}",
     "fused_workspace": "融合的 softmax `{name}` (第 {line} 行) 的分数块",
     "fused_blocks": "已融合, 每次 {rows} 行查询{keys}; {shape} 的匹配分数表从不整体构造",
     "fused_keys": ", 每次 {keys} 个 key (在线 softmax)",
     "fused_sdpa": "已融合为一次 scaled_dot_product_attention 调用 ({mask})",
+    "fused_dpa": "已融合为一次 jax.nn.dot_product_attention 调用 ({mask})",
     "sdpa_no_mask": "无掩码",
     "sdpa_causal": "is_causal",
     "sdpa_bool": "bool 掩码",
@@ -143,6 +151,10 @@ MESSAGES = {
     "fused_layout": "Q、K、V、偏置或掩码中有一个轴在注意力中没有角色",
     "fused_not_sdpa": "掩码把分数替换为有限值, 或缩放不是正的常数: scaled_dot_product_attention "
     "的任何形式都算不出它",
+    "fused_not_dpa": "掩码把分数替换为有限值, 或缩放不是正的常数: jax.nn.dot_product_attention "
+    "的任何形式都算不出它",
+    "fused_dpa_float64": "jax.nn.dot_product_attention 总以 float32 计算 softmax, 所以 float64 的运行不融合",
+    "fused_dpa_features": "V 的特征数与 K 的不同: jax.nn.dot_product_attention 要求 value 的形状与 key 相同",
     "check_weights": "`{contraction}` (第 {line} 行): 权重 `{weights}` 沿它求和的轴 (轴 {axes}) "
     "之和为 1 (最大误差 {error:.1e})",
     "check_weights_nan": "`{contraction}` (第 {line} 行): 权重 `{weights}` 中不是 NaN、也不全为零的部分沿它"
