@@ -90,6 +90,9 @@ class Op:
       ``fill``, ``additive``, as ``S + where(m, 0, fill)``). The mask is ``causal``
       (generated) or ``tensor`` (bool, broadcastable); ``keeps`` False inverts it
       (``where(m, fill, S)``).
+
+    A bias or mask that is a function of positions has ``block`` instead of ``tensor``:
+    ``block(rows, keys)`` evaluates it for the block only (broadcastable to the block).
     """
 
     kind: str
@@ -100,6 +103,14 @@ class Op:
     keeps: bool = True
     fill: float = -math.inf
     additive: bool = False
+    block: Callable[[range, range], np.ndarray] | None = None
+
+    def part(self, rows: range, keys: range) -> np.ndarray:
+        """The bias or mask tensor's part for the block."""
+        if self.block is not None:
+            return self.block(rows, keys)
+        assert self.tensor is not None
+        return _slice(self.tensor, rows, keys)
 
     def hides(self) -> bool:
         """A ``-inf`` mask: what it hides has weight exactly 0, whatever else is added."""
@@ -205,14 +216,9 @@ def _apply(op: Op, block: np.ndarray, rows: range, keys: range) -> None:
             np.multiply(block, scalar(op.value), out=block)
         return
     if op.kind == "bias":
-        assert op.tensor is not None
-        (np.subtract if op.divides else np.add)(block, _slice(op.tensor, rows, keys), out=block)
+        (np.subtract if op.divides else np.add)(block, op.part(rows, keys), out=block)
         return
-    if op.causal is not None:
-        keep = op.causal.keep(rows, keys)
-    else:
-        assert op.tensor is not None
-        keep = _slice(op.tensor, rows, keys)
+    keep = op.causal.keep(rows, keys) if op.causal is not None else op.part(rows, keys)
     hidden = np.broadcast_to(np.logical_not(keep) if op.keeps else keep, block.shape)
     if op.additive:
         np.add(block, scalar(op.fill), out=block, where=hidden)
@@ -333,6 +339,19 @@ def to_canonical(array: np.ndarray, recipe: Layout) -> np.ndarray:
     return np.reshape(np.transpose(np.reshape(array, recipe.squeezed), recipe.order), recipe.shape)
 
 
+def block_to_canonical(array: np.ndarray, labels: Sequence[str | None],
+                       target: Sequence[str]) -> np.ndarray:
+    """A block of a part (its query and key axes cut to the block) in the canonical axis
+    order ``target``: as :func:`to_canonical`, with the sizes read off the block."""
+    kept = [axis for axis, label in enumerate(labels) if label is not None]
+    present = [labels[axis] for axis in kept]
+    ordered = [label for label in target if label in present]
+    moved = np.transpose(np.reshape(array, [array.shape[axis] for axis in kept]),
+                         [present.index(label) for label in ordered])
+    return np.reshape(moved, [moved.shape[ordered.index(label)] if label in ordered else 1
+                              for label in target])
+
+
 def from_canonical(array: np.ndarray, recipe: Layout, shape: tuple[int, ...]) -> np.ndarray:
     """The canonical ``array`` back in the layout ``recipe`` was made for (``shape``)."""
     return np.reshape(np.transpose(np.reshape(array, recipe.canonical), recipe.inverse), shape)
@@ -359,6 +378,8 @@ class Planned:
 
     def note(self) -> str:
         keys = message("fused_keys", keys=self.blocks.keys) if self.blocks.online else ""
+        if any(step.blockwise is not None for step in self.fusable.ops):
+            keys += message("fused_positions")
         how = message("fused_blocks", rows=self.blocks.rows, keys=keys,
                       shape=list((*self.batch, self.nq, self.nk)))
         return message("fused", name=self.fusable.softmax_name, line=self.fusable.softmax_line,

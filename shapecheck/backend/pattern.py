@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..syntax import nodes
-from ..check.program import Program
+from ..check.builtins import BUILTINS as CHECKED, AxisKind
+from ..check.program import NewAxis, Program, Range, Take
 
 if TYPE_CHECKING:
     from ..meaning import Attention, Bias, Mask, Role, ScaleFactor
@@ -70,6 +71,66 @@ class ScoreOp:
     keeps: bool = True
     fill: float = -math.inf
     additive: bool = False
+    blockwise: Blockwise | None = None  # ``part`` evaluated per block of positions
+
+
+@dataclass(frozen=True)
+class Position:
+    """A node whose values are the positions along its axis ``axis`` (``arange(N)[:, None]``,
+    an ``arange`` under new axes), the scores' axis with the role ``role``."""
+
+    role: str
+    axis: int
+
+
+@dataclass(frozen=True)
+class Sliced:
+    """A tensor read as a whole (broadcast against the scores): its axes' roles, so that
+    a block reads the rows and keys of the block only."""
+
+    roles: tuple[str | None, ...]
+
+
+@dataclass(frozen=True)
+class Inlined:
+    """A name defined by a statement: its definition is evaluated in its place, per block."""
+
+    definition: nodes.Expr
+
+
+@dataclass(frozen=True)
+class Generated:
+    """A ``causal_mask(n, n_k, window=W)`` call whose rows and columns have the roles
+    ``roles`` (query and key, either way round): made from the block's positions."""
+
+    causal: Causal
+    roles: tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """``table[index]`` (a 1-D input looked up at positions: `doc[q]`, `slopes[h]`);
+    ``position``: the role of the index when it is a position itself (then the lookup is
+    in range by construction), else None."""
+
+    table: str
+    position: str | None
+
+
+@dataclass(frozen=True)
+class Blockwise:
+    """A mask or bias that is a function of positions (`def f(q, k)` inlined, `j <= i`,
+    `doc[q] == doc[k]`, `slopes[h] * (k - q)`): a framework evaluates ``part`` once per block
+    of query rows and keys, the nodes of ``substitutes`` (by id) replaced as each says, so
+    that the ``[..., N_q, N_k]`` table is never built. ``reads``: the tensors it reads from
+    the run; ``inlined``: the tensors it evaluates in place (not computed when only it reads
+    them); ``pure``: no tensor is sliced, only positions and lookups at positions
+    (FlexAttention's ``mask_mod``/``score_mod`` form)."""
+
+    substitutes: Mapping[int, Position | Sliced | Inlined | Generated | Lookup]
+    reads: tuple[str, ...]
+    inlined: frozenset[str]
+    pure: bool
 
 
 @dataclass(frozen=True)
@@ -183,6 +244,7 @@ class _Builder:
         self.masks = {id(mask.node): mask for mask in attention.masks}
         # (where call, condition) of the masks generated per block
         self.causal_conditions: list[tuple[nodes.Expr, nodes.Expr]] = []
+        self.blockwise_names: set[str] = set()  # tensors evaluated per block, in place
 
     def build(self) -> Fusable:
         a = self.attention
@@ -230,9 +292,30 @@ class _Builder:
         if kind == "ScaleFactor":
             return ScoreOp("scale", op.node, op.divides)  # type: ignore[union-attr]
         if kind == "Bias":
-            return ScoreOp("bias", divides=op.subtracts,  # type: ignore[union-attr]
-                        part=Part(op.node, tuple(op.axes)))
+            part = Part(op.node, tuple(op.axes))  # type: ignore[union-attr]
+            return ScoreOp("bias", divides=op.subtracts, part=part,  # type: ignore[union-attr]
+                           blockwise=self._blockwise(part))
         return self._mask(op)  # type: ignore[arg-type]
+
+    def _sizes(self) -> dict[str, int]:
+        """The size of each role's axis at the bindings (the largest, where one broadcasts)."""
+        sizes: dict[str, int] = {}
+        for role in (self.attention.query, self.attention.key, self.attention.value):
+            value = self.program.types.get(id(role.node)) if role is not None else None
+            if value is None or value.shape is None:
+                continue
+            for label, dim in zip(role.axes, value.shape):
+                size = self.program.dims.evaluate(dim)
+                if label is not None and size is not None:
+                    sizes[label] = max(size, sizes.get(label, 0))
+        return sizes
+
+    def _blockwise(self, part: Part) -> Blockwise | None:
+        """``part`` as a function of positions, when it is one (else it is evaluated whole)."""
+        found = blockwise(self.program, self.definitions, part, self._sizes())
+        if found is not None:
+            self.blockwise_names |= found.inlined
+        return found
 
     # the path from the contraction's weights operand to the softmax
 
@@ -298,7 +381,8 @@ class _Builder:
             self.causal_conditions.append((mask.node, mask.condition.node))
         part = None if causal is not None else _part(mask.condition)
         return ScoreOp("mask", part=part, causal=causal, keeps=mask.keeps, fill=float(mask.fill),
-                    additive=mask.additive)
+                       additive=mask.additive,
+                       blockwise=None if part is None else self._blockwise(part))
 
     def _causal(self, mask: Mask) -> Causal | None:
         """The ``causal_mask`` call under the condition, through names and transposes."""
@@ -337,7 +421,8 @@ class _Builder:
             if name in self.kept or self.reads[name] != 1:
                 raise _NotFusable("fused_needed")
         skipped = set(self.chain)
-        generated: set[str] = set()
+        generated = {name for name in self.blockwise_names
+                     if name not in self.kept and self.reads[name] == 1}
         for where, condition in self.causal_conditions:
             generated |= self._only_for_mask(condition)
             holder = self._named(where)  # `bias = where(band, 0.0, -inf)`, added to the scores
@@ -383,6 +468,201 @@ def _part(role: Role) -> Part:
     return Part(role.node, tuple(role.axes))
 
 
+# --- masks and biases as functions of positions --------------------------------------------
+
+
+class _NotPositional(Exception):
+    """A part that is not read as a function of positions: it is evaluated whole."""
+
+
+def blockwise(program: Program, definitions: Mapping[str, nodes.Expr], part: Part,
+              sizes: Mapping[str, int]) -> Blockwise | None:
+    """``part`` as a :class:`Blockwise` function of positions, or None. Each node's axes get
+    the scores' roles by broadcasting (right-aligned, as NumPy), through elementwise
+    operators and builtins, ``where``, new axes, transposes, lookups ``doc[q]`` and the
+    definitions of names; a tensor read whole is sliced per block; anything else (a
+    product, a reduction, a slice of a part) leaves the part whole."""
+    walker = _Positions(program, definitions, sizes)
+    try:
+        walker.visit(part.node, tuple(part.labels), 0)
+    except _NotPositional:
+        return None
+    if not any(isinstance(s, (Position, Generated)) for s in walker.substitutes.values()):
+        return None  # tensors only: evaluated once and sliced, as before
+    sliced = walker.whole or any(isinstance(s, Sliced) or (
+        isinstance(s, Lookup) and s.position is None) for s in walker.substitutes.values())
+    return Blockwise(walker.substitutes, tuple(dict.fromkeys(walker.reads)),
+                     frozenset(walker.inlined), pure=not sliced)
+
+
+_SCORE_ROLES = ("query", "key")
+
+
+class _Positions:
+    def __init__(self, program: Program, definitions: Mapping[str, nodes.Expr],
+                 sizes: Mapping[str, int]) -> None:
+        self.program, self.definitions, self.sizes = program, definitions, sizes
+        self.substitutes: dict[int, Position | Sliced | Inlined | Generated | Lookup] = {}
+        self.reads: list[str] = []
+        self.inlined: set[str] = set()
+        self.whole = False  # a tensor with a sized axis read whole (broadcast, not looked up)
+
+    def rank(self, node: nodes.Expr) -> int:
+        value = self.program.types.get(id(node))
+        if value is None or value.shape is None:
+            raise _NotPositional
+        return len(value.shape)
+
+    def visit(self, node: nodes.Expr, roles: tuple[str | None, ...], depth: int) -> None:
+        if depth > 64:
+            raise _NotPositional
+        rank = self.rank(node)
+        if rank > len(roles):
+            raise _NotPositional
+        roles = roles[len(roles) - rank:]  # broadcasting aligns the last axes
+        if isinstance(node, (nodes.Integer, nodes.Decimal, nodes.Boolean, nodes.Inf)):
+            return
+        if isinstance(node, nodes.Paren):
+            return self.visit(node.inner, roles, depth + 1)
+        if isinstance(node, nodes.Unary):
+            return self.visit(node.operand, roles, depth + 1)
+        if isinstance(node, nodes.BinOp) and node.op != "@":
+            self.visit(node.left, roles, depth + 1)
+            return self.visit(node.right, roles, depth + 1)
+        if isinstance(node, nodes.Transpose) and rank >= 2:
+            return self.visit(node.operand, (*roles[:-2], roles[-1], roles[-2]), depth + 1)
+        if isinstance(node, nodes.Name):
+            return self._name(node, roles, depth)
+        if isinstance(node, nodes.Subscript):
+            return self._subscript(node, roles, depth)
+        if isinstance(node, nodes.Call):
+            return self._call(node, roles, depth)
+        raise _NotPositional
+
+    def _name(self, node: nodes.Name, roles: tuple[str | None, ...], depth: int) -> None:
+        if isinstance(node, nodes.ShapeOf) or node.name not in self.program.tensors:
+            return  # a size
+        definition = self.definitions.get(node.name)
+        if definition is not None and self._positional(definition):
+            self.substitutes[id(node)] = Inlined(definition)
+            self.inlined.add(node.name)
+            return self.visit(definition, roles, depth + 1)
+        self.reads.append(node.name)
+        shape = self.program.types[id(node)].shape or ()
+        self.whole |= any(self.program.dims.evaluate(size) != 1 for size in shape)
+        if any(role in _SCORE_ROLES for role in roles):
+            self.substitutes[id(node)] = Sliced(roles)
+
+    def _positional(self, node: nodes.Expr) -> bool:
+        """Whether ``node`` makes positions (an ``arange``, a ``causal_mask``) itself or
+        through the definitions it reads: only then is it evaluated in place."""
+        stack, seen = [node], set()
+        while stack:
+            current = stack.pop()
+            if isinstance(current, nodes.Call) and current.func.name in ("arange", "causal_mask"):
+                return True
+            if isinstance(current, nodes.Name) and current.name in self.definitions \
+                    and current.name not in seen:
+                seen.add(current.name)
+                stack.append(self.definitions[current.name])
+            stack.extend(nodes.children(current))
+        return False
+
+    def _subscript(self, node: nodes.Subscript, roles: tuple[str | None, ...], depth: int) -> None:
+        info = self.program.calls.get(id(node))
+        if info is not None:  # a lookup, `doc[q]`: the index has the result's axes
+            return self._lookup(node, info, roles, depth)
+        resolved = self.program.subscripts.get(id(node))
+        if resolved is None:
+            raise _NotPositional
+        operand_roles: list[str | None] = []
+        for entry, role in zip(resolved.entries, _entry_roles(resolved.entries, roles)):
+            if isinstance(entry, Range):
+                if not self._whole(entry, node.operand):
+                    raise _NotPositional
+                operand_roles.append(role)
+            elif not isinstance(entry, NewAxis):
+                raise _NotPositional
+        self._positions_or(node, node.operand, tuple(operand_roles), roles, depth)
+
+    def _whole(self, entry: Range, operand: nodes.Expr) -> bool:
+        dims = self.program.dims
+        size = self.program.types[id(operand)].shape[entry.axis]  # type: ignore[index]
+        return dims.evaluate(entry.step) == 1 and (
+            entry.start is None or dims.evaluate(entry.start) == 0) and (
+            entry.stop is None or dims.evaluate(entry.stop) == dims.evaluate(size))
+
+    def _positions_or(self, node: nodes.Expr, operand: nodes.Expr,
+                      operand_roles: tuple[str | None, ...], roles: tuple[str | None, ...],
+                      depth: int) -> None:
+        """``node`` moves ``operand``'s axes only: a position when ``operand`` is an
+        ``arange`` along an axis of the scores, else the operand visited in its roles."""
+        bare = nodes.strip_parens(operand)
+        if isinstance(bare, nodes.Call) and self._arange(bare) and operand_roles[0] is not None:
+            axis = [i for i, role in enumerate(roles) if role == operand_roles[0]]
+            if len(axis) == 1:
+                self.substitutes[id(node)] = Position(operand_roles[0], axis[0])
+                return
+        self.visit(operand, operand_roles, depth + 1)
+
+    def _arange(self, call: nodes.Call) -> bool:
+        info = self.program.calls.get(id(call))
+        return info is not None and info.builtin == "arange" and info.args.get("stop") is None
+
+    def _lookup(self, node: nodes.Expr, info: Any, roles: tuple[str | None, ...],
+                depth: int) -> None:
+        if info.builtin not in ("take", "index_select"):
+            raise _NotPositional
+        table, index = info.args["x"], info.args.get("indices", info.args.get("index"))
+        table_rank, index_rank = self.rank(table), self.rank(index)
+        axis = info.args.get("axis", 0) or 0
+        if table_rank != 1 or axis != 0:
+            raise _NotPositional
+        table_bare = nodes.strip_parens(table)
+        if not (isinstance(table_bare, nodes.Name) and table_bare.name in self.program.tensors):
+            raise _NotPositional
+        self.reads.append(table_bare.name)  # read whole: looked up at positions
+        self.visit(index, roles[:index_rank] if index_rank else (), depth + 1)
+        position = self.substitutes.get(id(nodes.strip_parens(index)))
+        size = self.program.dims.evaluate(self.program.types[id(table)].shape[0])  # type: ignore[index]
+        inside = isinstance(position, Position) and size == self._size(position.role)
+        self.substitutes[id(node)] = Lookup(table_bare.name, position.role if inside else None)  # type: ignore[union-attr]
+
+    def _size(self, role: str) -> int | None:
+        return self.sizes.get(role)
+
+    def _call(self, call: nodes.Call, roles: tuple[str | None, ...], depth: int) -> None:
+        info = self.program.calls.get(id(call))
+        if info is None:
+            raise _NotPositional
+        if info.builtin == "arange" and self._arange(call) and roles and roles[0] is not None:
+            self.substitutes[id(call)] = Position(roles[0], 0)
+            return
+        if info.builtin == "causal_mask" and tuple(roles) in (_SCORE_ROLES, _SCORE_ROLES[::-1]):
+            self.substitutes[id(call)] = Generated(
+                Causal(info.args["n"], info.args.get("n_k"), info.args.get("window"),
+                       transposed=roles[0] == "key"), (roles[0], roles[1]))  # type: ignore[arg-type]
+            return
+        row = CHECKED.get(info.builtin)
+        if row is None or row.axes.kind is not AxisKind.ELEMENTWISE:
+            raise _NotPositional
+        for name in row.axes.tensors or ("x",):
+            argument = info.args.get(name)
+            if isinstance(argument, nodes.Expr):
+                self.visit(argument, roles, depth + 1)
+
+
+def _entry_roles(entries: Sequence[Any], roles: tuple[str | None, ...]) -> Iterator[str | None]:
+    """The role of each entry's result axis (an integer index has none)."""
+    position = 0
+    for entry in entries:
+        if isinstance(entry, Take):
+            yield None
+        else:
+            yield roles[position] if position < len(roles) else None
+            position += 1
+
+
 # --- the score operations in scaled_dot_product_attention's form ------------------------------
 
 
@@ -426,8 +706,18 @@ def reads(fusable: Fusable) -> Iterator[nodes.Expr]:
     for step in fusable.ops:
         if step.node is not None:
             yield step.node
-        if step.part is not None:
+        if step.blockwise is not None:
+            yield from (nodes.Name(name, step.part.node.span)  # type: ignore[union-attr]
+                        for name in step.blockwise.reads)
+        elif step.part is not None:
             yield step.part.node
+
+
+def inlined(fusable: Fusable) -> dict[int, Inlined]:
+    """The names the blockwise parts evaluate in place (never computed as statements when
+    only the pattern reads them): a framework evaluating such a part whole inlines them too."""
+    return {key: value for step in fusable.ops if step.blockwise is not None
+            for key, value in step.blockwise.substitutes.items() if isinstance(value, Inlined)}
 
 
 def names_read(expr: nodes.Expr, fused: Mapping[int, Fusable]) -> Iterator[str]:
