@@ -217,11 +217,14 @@ def _reads(program: Program) -> Counter[str]:
     return counts
 
 
-def _names(expr: nodes.Expr) -> Iterator[str]:
+def _names(expr: nodes.Expr, made: set[int] | frozenset[int] = frozenset()) -> Iterator[str]:
+    """The names ``expr`` reads, except inside the nodes ``made`` (masks made per block)."""
+    if id(expr) in made:
+        return
     if isinstance(expr, nodes.Name):
         yield expr.name
     for child in nodes.children(expr):
-        yield from _names(child)
+        yield from _names(child, made)
 
 
 def _softmax_place(attention: Attention) -> tuple[str, int]:
@@ -245,6 +248,7 @@ class _Builder:
         # (where call, condition) of the masks generated per block
         self.causal_conditions: list[tuple[nodes.Expr, nodes.Expr]] = []
         self.blockwise_names: set[str] = set()  # tensors evaluated per block, in place
+        self.blockwise_parts: set[int] = set()  # ids of the parts evaluated per block
 
     def build(self) -> Fusable:
         a = self.attention
@@ -315,6 +319,7 @@ class _Builder:
         found = blockwise(self.program, self.definitions, part, self._sizes())
         if found is not None:
             self.blockwise_names |= found.inlined
+            self.blockwise_parts.add(id(part.node))
         return found
 
     # the path from the contraction's weights operand to the softmax
@@ -421,8 +426,7 @@ class _Builder:
             if name in self.kept or self.reads[name] != 1:
                 raise _NotFusable("fused_needed")
         skipped = set(self.chain)
-        generated = {name for name in self.blockwise_names
-                     if name not in self.kept and self.reads[name] == 1}
+        generated = self.blockwise_names - self.kept  # those read elsewhere stay: _unread
         for where, condition in self.causal_conditions:
             generated |= self._only_for_mask(condition)
             holder = self._named(where)  # `bias = where(band, 0.0, -inf)`, added to the scores
@@ -439,11 +443,13 @@ class _Builder:
 
     def _unread(self, generated: set[str], skipped: set[str]) -> set[str]:
         """Those of ``generated`` (tensors a generated mask makes needless) that no computed
-        statement reads: one that is still computed keeps what it reads."""
+        statement reads: one that is still computed keeps what it reads (the pattern's own
+        statement reads what its parts read, not the masks made per block)."""
+        made = {id(condition) for _, condition in self.causal_conditions} | self.blockwise_parts
         while True:
             computed = [value for name, value in self.definitions.items()
                         if name not in generated and name not in skipped]
-            read = {name for value in computed for name in _names(value)}
+            read = {name for value in computed for name in _names(value, made)}
             needed = generated & read
             if not needed:
                 return generated
