@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -167,15 +168,24 @@ class Observed:
 @dataclass(frozen=True)
 class _Kernel:
     q: np.ndarray
-    k_t: np.ndarray  # [..., d, Nk] (a view of K)
+    k_t: np.ndarray  # [..., d, Nk]: K transposed, C-contiguous (BLAS reads it fastest so)
     v: np.ndarray
     ops: Sequence[Op]
     blocks: Blocks
     check: bool
     batch: tuple[int, ...]
+    # each worker's scores buffer, reused block after block (a fresh 4 MiB array per
+    # block costs its pages again)
+    local: threading.local = field(default_factory=threading.local)
 
     def scores(self, rows: range, keys: range) -> np.ndarray:
-        block = np.matmul(self.q[..., rows.start:rows.stop, :], self.k_t[..., keys.start:keys.stop])
+        q, k_t = self.q[..., rows.start:rows.stop, :], self.k_t[..., keys.start:keys.stop]
+        shape = (*np.broadcast_shapes(q.shape[:-2], k_t.shape[:-2]), len(rows), len(keys))
+        size = math.prod(shape)
+        buffer = getattr(self.local, "buffer", None)
+        if buffer is None or buffer.size < size:
+            buffer = self.local.buffer = np.empty(size, dtype=np.result_type(q, k_t))
+        block = np.matmul(q, k_t, out=buffer[:size].reshape(shape))
         for op in self.ops:
             _apply(op, block, rows, keys)
         return block
@@ -242,7 +252,9 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, ops: Sequence[Op], *,
     if blocks is None:
         blocks = blocks_for(math.prod(batch), nq, nk, q.dtype.itemsize)
     out = np.empty((*batch, nq, v.shape[-1]), dtype=np.result_type(q, v))
-    kernel = _Kernel(q, np.swapaxes(k, -1, -2), v, ops, blocks, check, batch)
+    q, ops = _scaled_queries(q, ops, np.result_type(q, k))
+    kernel = _Kernel(q, np.ascontiguousarray(np.swapaxes(k, -1, -2)), v, ops, blocks, check,
+                     batch)
     observed = Observed()
     starts = range(0, nq, blocks.rows)
     workers = max(1, min(workers or default_workers(), len(starts)))
@@ -261,6 +273,22 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, ops: Sequence[Op], *,
             if progress is not None:
                 progress(done, nq)
     return out, observed
+
+
+def _scaled_queries(q: np.ndarray, ops: Sequence[Op], dtype: np.dtype
+                    ) -> tuple[np.ndarray, Sequence[Op]]:
+    """The scales the spec applies to the scores first, applied to the queries instead
+    (``(c·Q) @ K.T`` is ``c·(Q @ K.T)``: one pass over [N, d], not over every score)."""
+    leading = 0
+    while leading < len(ops) and ops[leading].kind == "scale":
+        leading += 1
+    if not leading:
+        return q, ops
+    scaled = np.array(q, dtype=dtype)
+    for op in ops[:leading]:
+        (np.true_divide if op.divides else np.multiply)(scaled, scaled.dtype.type(op.value),
+                                                         out=scaled)
+    return scaled, ops[leading:]
 
 
 def default_workers() -> int:
@@ -420,5 +448,7 @@ def plan(fusable: Fusable, shape_of: Callable[[Any], tuple[int, ...]],
     workers = default_workers()
     blocks = blocks_for(math.prod(batch), nq, nk, itemsize, workers=workers)
     workers = min(workers, -(-nq // blocks.rows))
-    workspace = workers * workspace_bytes(blocks, math.prod(batch), dv, itemsize)
+    copies = (math.prod(layouts[id(fusable.query.node)].shape)  # the scaled queries
+              + math.prod(layouts[id(fusable.key.node)].shape)) * itemsize  # K transposed
+    workspace = workers * workspace_bytes(blocks, math.prod(batch), dv, itemsize) + copies
     return Planned(fusable, layouts, causal, blocks, workers, batch, nq, nk, dv, workspace)

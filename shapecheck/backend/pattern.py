@@ -124,8 +124,8 @@ class Blockwise:
     of query rows and keys, the nodes of ``substitutes`` (by id) replaced as each says, so
     that the ``[..., N_q, N_k]`` table is never built. ``reads``: the tensors it reads from
     the run; ``inlined``: the tensors it evaluates in place (not computed when only it reads
-    them); ``pure``: no tensor is sliced, only positions and lookups at positions
-    (FlexAttention's ``mask_mod``/``score_mod`` form)."""
+    them); ``pure``: no tensor is sliced and no axis moved, only positions and lookups at
+    positions (FlexAttention's ``mask_mod``/``score_mod`` form, one score at a time)."""
 
     substitutes: Mapping[int, Position | Sliced | Inlined | Generated | Lookup]
     reads: tuple[str, ...]
@@ -495,7 +495,7 @@ def blockwise(program: Program, definitions: Mapping[str, nodes.Expr], part: Par
         return None
     if not any(isinstance(s, (Position, Generated)) for s in walker.substitutes.values()):
         return None  # tensors only: evaluated once and sliced, as before
-    sliced = walker.whole or any(isinstance(s, Sliced) or (
+    sliced = walker.whole or walker.moved or any(isinstance(s, Sliced) or (
         isinstance(s, Lookup) and s.position is None) for s in walker.substitutes.values())
     return Blockwise(walker.substitutes, tuple(dict.fromkeys(walker.reads)),
                      frozenset(walker.inlined), pure=not sliced)
@@ -512,6 +512,7 @@ class _Positions:
         self.reads: list[str] = []
         self.inlined: set[str] = set()
         self.whole = False  # a tensor with a sized axis read whole (broadcast, not looked up)
+        self.moved = False  # axes added or swapped above a position (a value, not an index)
 
     def rank(self, node: nodes.Expr) -> int:
         value = self.program.types.get(id(node))
@@ -536,6 +537,7 @@ class _Positions:
             self.visit(node.left, roles, depth + 1)
             return self.visit(node.right, roles, depth + 1)
         if isinstance(node, nodes.Transpose) and rank >= 2:
+            self.moved = True
             return self.visit(node.operand, (*roles[:-2], roles[-1], roles[-2]), depth + 1)
         if isinstance(node, nodes.Name):
             return self._name(node, roles, depth)
@@ -609,6 +611,7 @@ class _Positions:
             if len(axis) == 1:
                 self.substitutes[id(node)] = Position(operand_roles[0], axis[0])
                 return
+        self.moved = True
         self.visit(operand, operand_roles, depth + 1)
 
     def _arange(self, call: nodes.Call) -> bool:
