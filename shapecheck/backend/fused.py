@@ -145,7 +145,8 @@ def workspace_bytes(blocks: Blocks, batch: int, dv: int, itemsize: int) -> int:
     block, the block's ``P @ V``, and (online) the running maximum, normaliser and output."""
     tile = batch * blocks.rows * blocks.keys
     rows = batch * blocks.rows
-    extra = 3 * rows * dv * itemsize + 4 * rows * 8 if blocks.online else rows * dv * itemsize
+    product = rows * (dv + 1) * itemsize  # P @ V with the row sums, then divided
+    extra = 3 * product + 4 * rows * 8 if blocks.online else 2 * product
     return tile * itemsize + tile + 2 * rows * 8 + extra
 
 
@@ -169,7 +170,7 @@ class Observed:
 class _Kernel:
     q: np.ndarray
     k_t: np.ndarray  # [..., d, Nk]: K transposed, C-contiguous (BLAS reads it fastest so)
-    v: np.ndarray
+    v: np.ndarray  # [..., Nk, dv + 1]: V and a column of ones (P @ it gives the row sums too)
     ops: Sequence[Op]
     blocks: Blocks
     check: bool
@@ -253,8 +254,9 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, ops: Sequence[Op], *,
         blocks = blocks_for(math.prod(batch), nq, nk, q.dtype.itemsize)
     out = np.empty((*batch, nq, v.shape[-1]), dtype=np.result_type(q, v))
     q, ops = _scaled_queries(q, ops, np.result_type(q, k))
-    kernel = _Kernel(q, np.ascontiguousarray(np.swapaxes(k, -1, -2)), v, ops, blocks, check,
-                     batch)
+    ones = np.ones((*v.shape[:-1], 1), dtype=np.result_type(q, v))
+    kernel = _Kernel(q, np.ascontiguousarray(np.swapaxes(k, -1, -2)),
+                     np.concatenate([v, ones], axis=-1), ops, blocks, check, batch)
     observed = Observed()
     starts = range(0, nq, blocks.rows)
     workers = max(1, min(workers or default_workers(), len(starts)))
@@ -304,15 +306,15 @@ def _whole(kernel: _Kernel, rows: range, keys: range, observed: Observed) -> np.
     v = kernel.v[..., keys.start:keys.stop, :]
     if len(keys) == 0:  # every key hidden: a fully masked row is NaN
         observed.masked_rows += math.prod(kernel.batch) * len(rows)
-        return np.full((*kernel.batch, len(rows), v.shape[-1]), np.nan, dtype=kernel.q.dtype)
+        return np.full((*kernel.batch, len(rows), v.shape[-1] - 1), np.nan, dtype=kernel.q.dtype)
     block = kernel.scores(rows, keys)
     peak = np.max(block, axis=-1, keepdims=True)
     observed.masked_rows += int(np.count_nonzero(np.isneginf(peak)))
     np.subtract(block, peak, out=block)
     np.exp(block, out=block)
-    total = np.sum(block, axis=-1, keepdims=True)
-    result = np.matmul(block, v)
-    result /= total
+    product = np.matmul(block, v)  # V's column of ones gives each row's sum: no pass of its own
+    total = product[..., -1:]
+    result = product[..., :-1] / total
     if kernel.check:
         _observe(observed, np.sum(block, axis=-1, dtype=np.float64) / total[..., 0])
     return result
@@ -321,10 +323,8 @@ def _whole(kernel: _Kernel, rows: range, keys: range, observed: Observed) -> np.
 def _online(kernel: _Kernel, rows: range, keys: range, observed: Observed) -> np.ndarray:
     """One row block, the keys ``kernel.blocks.keys`` at a time (online softmax)."""
     dtype, batch = kernel.q.dtype, kernel.batch
-    shape = (*batch, len(rows), 1)
-    peak = np.full(shape, -np.inf, dtype=dtype)
-    total = np.zeros(shape, dtype=dtype)
-    acc = np.zeros((*batch, len(rows), kernel.v.shape[-1]), dtype=dtype)
+    peak = np.full((*batch, len(rows), 1), -np.inf, dtype=dtype)
+    acc = np.zeros((*batch, len(rows), kernel.v.shape[-1]), dtype=dtype)  # its last column: sums
     partial: list[tuple[np.ndarray, np.ndarray]] = []  # (shift, float64 sum) per key block
     for start in range(keys.start, keys.stop, kernel.blocks.keys):
         part = range(start, min(keys.stop, start + kernel.blocks.keys))
@@ -334,8 +334,6 @@ def _online(kernel: _Kernel, rows: range, keys: range, observed: Observed) -> np
         np.subtract(block, shift, out=block)
         np.exp(block, out=block)
         rescale = np.exp(peak - shift)
-        total *= rescale
-        total += np.sum(block, axis=-1, keepdims=True)
         acc *= rescale
         acc += np.matmul(block, kernel.v[..., part.start:part.stop, :])
         peak = new_peak
@@ -343,7 +341,8 @@ def _online(kernel: _Kernel, rows: range, keys: range, observed: Observed) -> np
             partial.append((shift, np.sum(block, axis=-1, keepdims=True, dtype=np.float64)))
     masked = np.isneginf(peak)
     observed.masked_rows += int(np.count_nonzero(masked))
-    result = acc / total  # 0 / 0: NaN for a fully masked row, as the unfused softmax
+    total = acc[..., -1:]
+    result = acc[..., :-1] / total  # 0 / 0: NaN for a fully masked row, as the unfused softmax
     if kernel.check:
         final = np.where(masked, 0.0, peak).astype(np.float64)
         sums = sum(s * np.exp(shift.astype(np.float64) - final) for shift, s in partial)
@@ -448,7 +447,9 @@ def plan(fusable: Fusable, shape_of: Callable[[Any], tuple[int, ...]],
     workers = default_workers()
     blocks = blocks_for(math.prod(batch), nq, nk, itemsize, workers=workers)
     workers = min(workers, -(-nq // blocks.rows))
+    value = layouts[id(fusable.value.node)].shape
     copies = (math.prod(layouts[id(fusable.query.node)].shape)  # the scaled queries
-              + math.prod(layouts[id(fusable.key.node)].shape)) * itemsize  # K transposed
+              + math.prod(layouts[id(fusable.key.node)].shape)  # K transposed
+              + math.prod(value[:-1]) * (value[-1] + 1)) * itemsize  # V and a column of ones
     workspace = workers * workspace_bytes(blocks, math.prod(batch), dv, itemsize) + copies
     return Planned(fusable, layouts, causal, blocks, workers, batch, nq, nk, dv, workspace)
