@@ -248,7 +248,6 @@ class _Builder:
         # (where call, condition) of the masks generated per block
         self.causal_conditions: list[tuple[nodes.Expr, nodes.Expr]] = []
         self.blockwise_names: set[str] = set()  # tensors evaluated per block, in place
-        self.blockwise_parts: set[int] = set()  # ids of the parts evaluated per block
 
     def build(self) -> Fusable:
         a = self.attention
@@ -270,7 +269,7 @@ class _Builder:
         batch = tuple(f"batch:{i}" for i in range(len(a.batch)))
         argument = self._softmax_argument()
         return Fusable(a.output, a.output_roles.axes, _part(a.query), _part(a.key),
-                       _part(a.value), ops, batch, frozenset(self._skipped()), name, line,
+                       _part(a.value), ops, batch, frozenset(self._skipped(ops)), name, line,
                        a.softmax_axis, self.program.type_of(argument).rank)
 
     def _evaluated_in_parts(self, *parts: nodes.Expr) -> set[int]:
@@ -319,7 +318,6 @@ class _Builder:
         found = blockwise(self.program, self.definitions, part, self._sizes())
         if found is not None:
             self.blockwise_names |= found.inlined
-            self.blockwise_parts.add(id(part.node))
         return found
 
     # the path from the contraction's weights operand to the softmax
@@ -419,7 +417,7 @@ class _Builder:
 
     # what a fused run never computes
 
-    def _skipped(self) -> set[str]:
+    def _skipped(self, ops: tuple[ScoreOp, ...]) -> set[str]:
         """The chain's tensors, and causal masks read only by the pattern; refuse when a
         chain tensor is needed elsewhere."""
         for name in self.chain:
@@ -432,7 +430,7 @@ class _Builder:
             holder = self._named(where)  # `bias = where(band, 0.0, -inf)`, added to the scores
             if holder is not None and holder not in self.kept and self.reads[holder] == 1:
                 generated.add(holder)
-        return skipped | self._unread(generated, skipped)
+        return skipped | self._unread(generated, skipped, ops)
 
     def _named(self, node: nodes.Expr) -> str | None:
         """The tensor whose whole definition is ``node``, if one is."""
@@ -441,15 +439,20 @@ class _Builder:
                 return name
         return None
 
-    def _unread(self, generated: set[str], skipped: set[str]) -> set[str]:
+    def _unread(self, generated: set[str], skipped: set[str], ops: tuple[ScoreOp, ...]
+                ) -> set[str]:
         """Those of ``generated`` (tensors a generated mask makes needless) that no computed
-        statement reads: one that is still computed keeps what it reads (the pattern's own
-        statement reads what its parts read, not the masks made per block)."""
-        made = {id(condition) for _, condition in self.causal_conditions} | self.blockwise_parts
+        statement reads: one that is still computed keeps what it reads. Inside the pattern,
+        the fused run reads only what its parts read (never a mask it makes per block)."""
+        a = self.attention
+        pattern = Fusable(a.output, (), _part(a.query), _part(a.key),  # type: ignore[arg-type]
+                          _part(a.value), ops, (), frozenset(), "", 0, 0, 0)
+        fused = set(names_read(a.output, {id(a.output): pattern}))
         while True:
             computed = [value for name, value in self.definitions.items()
                         if name not in generated and name not in skipped]
-            read = {name for value in computed for name in _names(value, made)}
+            read = fused | {name for value in computed
+                            for name in _names(value, {id(a.output)})}
             needed = generated & read
             if not needed:
                 return generated
