@@ -100,6 +100,14 @@ def peak_above(call: Callable[[], object]) -> int:
         tracemalloc.stop()
 
 
+def memory(spec: Path | str, arrays: dict[str, np.ndarray]) -> tuple[int, int]:
+    """A fused NumPy run's peak above its inputs (tracemalloc), and the plan's estimate."""
+    compiled = shapecheck.compile_spec(spec, dtype="float32")
+    results = []
+    peak = peak_above(lambda: results.append(compiled.run(arrays)))
+    return peak, results[0].peak_estimate - sum(a.nbytes for a in arrays.values())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=8192, help="N for the time ratios")
@@ -118,10 +126,7 @@ def main() -> None:
           f"target <= {TARGETS['time']})")
 
     long = inputs(args.long)
-    spec = shapecheck.compile_spec(SPEC, dtype="float32")
-    results = []
-    peak = peak_above(lambda: results.append(spec.run(long)))
-    estimate = results[0].peak_estimate - sum(a.nbytes for a in long.values())
+    peak, estimate = memory(SPEC, long)
     print(f"2. fused NumPy at N={args.long}: peak {peak / 2**20:.1f} MiB above the inputs "
           f"(estimate {estimate / 2**20:.1f} MiB; the unfused table alone: "
           f"{args.long**2 * 4 / 2**30:.1f} GiB; target < {TARGETS['memory'] >> 20} MiB)")
@@ -133,10 +138,7 @@ def main() -> None:
           f"target <= {TARGETS['backend']})")
 
     masked = {**long, "doc": np.sort(np.random.default_rng(1).integers(0, 16, args.long))}
-    spec = shapecheck.compile_spec(MASKED, dtype="float32")
-    results = []
-    peak = peak_above(lambda: results.append(spec.run(masked)))
-    estimate = results[0].peak_estimate - sum(a.nbytes for a in masked.values())
+    peak, estimate = memory(MASKED, masked)
     print(f"4. a document mask and a relative bias as functions of positions, fused NumPy at "
           f"N={args.long}: peak {peak / 2**20:.1f} MiB above the inputs (estimate "
           f"{estimate / 2**20:.1f} MiB; the mask's table alone: {args.long**2 / 2**30:.1f} GiB; "

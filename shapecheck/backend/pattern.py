@@ -275,20 +275,7 @@ class _Builder:
     def _evaluated_in_parts(self, *parts: nodes.Expr) -> set[int]:
         """The ids of every node evaluated when the fused run evaluates ``parts`` (the query
         and the key), through the definitions of the names they read."""
-        seen: set[int] = set()
-        names: set[str] = set()
-        stack = list(parts)
-        while stack:  # a stack, not recursion: parts may nest as deep as the checker allows
-            node = stack.pop()
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            if isinstance(node, nodes.Name) and node.name in self.definitions \
-                    and node.name not in names:
-                names.add(node.name)
-                stack.append(self.definitions[node.name])
-            stack.extend(nodes.children(node))
-        return seen
+        return {id(node) for node in reachable(parts, self.definitions)}
 
     def _score_op(self, op: ScaleFactor | Bias | Mask) -> ScoreOp:
         kind = type(op).__name__
@@ -473,6 +460,25 @@ class _Builder:
                 return names
 
 
+def reachable(parts: Sequence[nodes.Expr], definitions: Mapping[str, nodes.Expr]
+              ) -> Iterator[nodes.Expr]:
+    """Every node evaluated when ``parts`` are, through the definitions of the names they
+    read, each once (a stack, not recursion: parts may nest as deep as the checker allows)."""
+    seen: set[int] = set()
+    names: set[str] = set()
+    stack = list(parts)
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        yield node
+        if isinstance(node, nodes.Name) and node.name in definitions and node.name not in names:
+            names.add(node.name)
+            stack.append(definitions[node.name])
+        stack.extend(nodes.children(node))
+
+
 def _part(role: Role) -> Part:
     return Part(role.node, tuple(role.axes))
 
@@ -567,17 +573,9 @@ class _Positions:
     def _positional(self, node: nodes.Expr) -> bool:
         """Whether ``node`` makes positions (an ``arange``, a ``causal_mask``) itself or
         through the definitions it reads: only then is it evaluated in place."""
-        stack, seen = [node], set()
-        while stack:
-            current = stack.pop()
-            if isinstance(current, nodes.Call) and current.func.name in ("arange", "causal_mask"):
-                return True
-            if isinstance(current, nodes.Name) and current.name in self.definitions \
-                    and current.name not in seen:
-                seen.add(current.name)
-                stack.append(self.definitions[current.name])
-            stack.extend(nodes.children(current))
-        return False
+        return any(isinstance(current, nodes.Call)
+                   and current.func.name in ("arange", "causal_mask")
+                   for current in reachable((node,), self.definitions))
 
     def _subscript(self, node: nodes.Subscript, roles: tuple[str | None, ...], depth: int) -> None:
         info = self.program.calls.get(id(node))
@@ -635,13 +633,12 @@ class _Positions:
             raise _NotPositional
         self.reads.append(table_bare.name)  # read whole: looked up at positions
         self.visit(index, roles[:index_rank] if index_rank else (), depth + 1)
+        # at a position of its own axis's size: in range by construction
         position = self.substitutes.get(id(nodes.strip_parens(index)))
-        size = self.program.dims.evaluate(self.program.types[id(table)].shape[0])  # type: ignore[index]
-        inside = isinstance(position, Position) and size == self._size(position.role)
-        self.substitutes[id(node)] = Lookup(table_bare.name, position.role if inside else None)  # type: ignore[union-attr]
-
-    def _size(self, role: str) -> int | None:
-        return self.sizes.get(role)
+        shape = self.program.types[id(table)].shape or ()
+        role = position.role if isinstance(position, Position) else None
+        inside = role is not None and self.program.dims.evaluate(shape[0]) == self.sizes.get(role)
+        self.substitutes[id(node)] = Lookup(table_bare.name, role if inside else None)
 
     def _call(self, call: nodes.Call, roles: tuple[str | None, ...], depth: int) -> None:
         info = self.program.calls.get(id(call))
@@ -651,9 +648,10 @@ class _Positions:
             self.substitutes[id(call)] = Position(roles[0], 0)
             return
         if info.builtin == "causal_mask" and tuple(roles) in (_SCORE_ROLES, _SCORE_ROLES[::-1]):
-            self.substitutes[id(call)] = Generated(
-                Causal(info.args["n"], info.args.get("n_k"), info.args.get("window"),
-                       transposed=roles[0] == "key"), (roles[0], roles[1]))  # type: ignore[arg-type]
+            rows, columns = roles[0], roles[1]
+            causal = Causal(info.args["n"], info.args.get("n_k"), info.args.get("window"),
+                            transposed=rows == "key")
+            self.substitutes[id(call)] = Generated(causal, (rows, columns))  # type: ignore[arg-type]
             return
         row = CHECKED.get(info.builtin)
         if row is None or row.axes.kind is not AxisKind.ELEMENTWISE:

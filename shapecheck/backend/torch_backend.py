@@ -148,7 +148,11 @@ class _ExprLowerer(Lowerer):
         return _lower_sdpa(self, form)
 
     def lower_substitute(self, node: nodes.Expr, substitute: Any) -> Closure:
-        return _lower_at_index(self, node, substitute)
+        closure = _at_indices(self, substitute)
+        if closure is None:  # only a pure part is lowered at FlexAttention's indices
+            raise CheckerBug(message("bug_not_value", kind=type(substitute).__name__,
+                                     line=node.span.line))
+        return closure
 
     def scalar(self, value: float | int | bool, dtype: torch.dtype | None = None) -> torch.Tensor:
         return torch.tensor(value, dtype=dtype or self.dtype, device=self.device)
@@ -896,7 +900,7 @@ def _four(value: torch.Tensor, batch: int) -> torch.Tensor:
 INDEX = "\0index"  # in a FlexAttention call's frame: the indices, {"query": q_idx, ...}
 
 
-def _lower_at_index(c: _ExprLowerer, node: nodes.Expr, substitute: Any) -> Closure:
+def _at_indices(c: _ExprLowerer, substitute: Any) -> Closure | None:
     """A node of a pure :class:`.pattern.Blockwise` part at FlexAttention's indices (0-d
     tensors under ``vmap``): positions in the run's dtype (as ``arange``), lookups at a
     position, a ``causal_mask`` from the two positions."""
@@ -917,7 +921,7 @@ def _lower_at_index(c: _ExprLowerer, node: nodes.Expr, substitute: Any) -> Closu
             return seen if window is None else seen & (j > i + offset - window)
 
         return Closure(keep)
-    raise CheckerBug(message("bug_not_value", kind=type(substitute).__name__, line=node.span.line))
+    return None
 
 
 def _lower_flex(c: _ExprLowerer, sdpa: _Sdpa) -> Closure:
@@ -1021,8 +1025,8 @@ def _at_index(c: _ExprLowerer, sdpa: _Sdpa, step: pattern.ScoreOp) -> Thunk | No
     one evaluated whole (a tensor, or a function that reads a tensor whole)."""
     if step.causal is not None:
         roles = ("key", "query") if sdpa.causal[id(step)][2] else ("query", "key")
-        generated = pattern.Generated(step.causal, roles)  # type: ignore[arg-type]
-        return _lower_at_index(c, step.node or step.causal.n, generated).run  # type: ignore[arg-type]
+        generated = _at_indices(c, pattern.Generated(step.causal, roles))  # type: ignore[arg-type]
+        return generated.run if generated is not None else None
     if step.blockwise is None or not step.blockwise.pure:
         return None
     assert step.part is not None
@@ -1170,8 +1174,8 @@ def _check_sampled(frame: Frame, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
         raise CheckerBug(message("flex_bug" if sdpa.flex else "sdpa_bug", name=name, line=line,
                                  what=what, error=max(error, sum_error)))
     frame.checks[f"{name}:{line}:sdpa"] = message(
-        "check_softmax_flex" if sdpa.flex else "check_softmax_sdpa", name=name, line=line, count=len(rows), what=what,
-        axis=fusable.softmax_axis, error=max(error, sum_error))
+        "check_softmax_flex" if sdpa.flex else "check_softmax_sdpa", name=name, line=line,
+        count=len(rows), what=what, axis=fusable.softmax_axis, error=max(error, sum_error))
 
 
 def _numbers(value: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
