@@ -607,7 +607,7 @@ class _Positions:
         """``node`` moves ``operand``'s axes only: a position when ``operand`` is an
         ``arange`` along an axis of the scores, else the operand visited in its roles."""
         bare = nodes.strip_parens(operand)
-        if isinstance(bare, nodes.Call) and self._arange(bare) and operand_roles[0] is not None:
+        if isinstance(bare, nodes.Call) and self._arange(bare, operand_roles[0]):
             axis = [i for i, role in enumerate(roles) if role == operand_roles[0]]
             if len(axis) == 1:
                 self.substitutes[id(node)] = Position(operand_roles[0], axis[0])
@@ -615,9 +615,15 @@ class _Positions:
         self.moved = True
         self.visit(operand, operand_roles, depth + 1)
 
-    def _arange(self, call: nodes.Call) -> bool:
+    def _arange(self, call: nodes.Call, role: str | None) -> bool:
+        """Whether ``call`` is `arange(n)` running along the whole axis of ``role`` (an
+        `arange(1)` broadcast along it is a constant, not the positions)."""
         info = self.program.calls.get(id(call))
-        return info is not None and info.builtin == "arange" and info.args.get("stop") is None
+        if role is None or info is None or info.builtin != "arange" \
+                or info.args.get("stop") is not None:
+            return False
+        shape = self.program.types[id(call)].shape or ()
+        return len(shape) == 1 and self.program.dims.evaluate(shape[0]) == self.sizes.get(role)
 
     def _lookup(self, node: nodes.Expr, info: Any, roles: tuple[str | None, ...],
                 depth: int) -> None:
@@ -644,9 +650,10 @@ class _Positions:
         info = self.program.calls.get(id(call))
         if info is None:
             raise _NotPositional
-        if info.builtin == "arange" and self._arange(call) and roles and roles[0] is not None:
-            self.substitutes[id(call)] = Position(roles[0], 0)
-            return
+        if info.builtin == "arange":
+            if roles and self._arange(call, roles[0]):
+                self.substitutes[id(call)] = Position(roles[0], 0)  # type: ignore[arg-type]
+            return  # else a constant: evaluated as written
         if info.builtin == "causal_mask" and tuple(roles) in (_SCORE_ROLES, _SCORE_ROLES[::-1]):
             rows, columns = roles[0], roles[1]
             causal = Causal(info.args["n"], info.args.get("n_k"), info.args.get("window"),
