@@ -122,3 +122,28 @@ def test_the_plan_never_holds_the_table_of_a_function_of_positions() -> None:
     unfused = numpy_backend.build_plan(program, np.dtype("float64"), fuse=False)
     assert unfused.peak_bytes > n * n * 8
     assert plan.peak_bytes < n * n  # below the bool table alone
+
+
+STRICT_2D = ("dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
+             "def earlier(q, k) = k < q\n"
+             "output O = flex_attention(Q, K, V, mask=earlier)\n")
+
+
+def test_conform_reads_sdpa_zeros_for_a_fully_masked_row_as_the_specs_nan() -> None:
+    """The first query sees no key: the spec's row is NaN, SDPA's zeros; conform counts
+    them as agreeing (docs/conform.md), and still fails a module whose other rows differ."""
+    torch = pytest.importorskip("torch")
+    from shapecheck.pytorch.conform import conform
+
+    def sdpa(Q, K, V):  # noqa: N803 (the spec's names)
+        n = Q.shape[-2]
+        keep = torch.arange(n)[None, :] < torch.arange(n)[:, None]
+        return torch.nn.functional.scaled_dot_product_attention(Q, K, V, attn_mask=keep)
+
+    def wrong(Q, K, V):  # noqa: N803
+        n = Q.shape[-2]
+        keep = torch.arange(n)[None, :] <= torch.arange(n)[:, None]  # its own key too
+        return torch.nn.functional.scaled_dot_product_attention(Q, K, V, attn_mask=keep)
+
+    assert conform(STRICT_2D, sdpa, cases=3, framework="torch").ok
+    assert not conform(STRICT_2D, wrong, cases=3, shrink=False, framework="torch").ok
