@@ -985,11 +985,11 @@ def _lower_flex(c: _ExprLowerer, sdpa: _Sdpa) -> Closure:
                     score = score + torch.where(hidden, step.fill * coefficient, zero)
             return score
 
-        B, H, nq, nk = q4.shape[0], q4.shape[1], q4.shape[2], k4.shape[2]
+        batches, heads, nq, nk = q4.shape[0], q4.shape[1], q4.shape[2], k4.shape[2]
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=_EAGER_WARNING, category=UserWarning)
-            block_mask = flex.create_block_mask(mask_mod, B, H, nq, nk, device=str(device)) \
-                if hides else None
+            block_mask = flex.create_block_mask(mask_mod, batches, heads, nq, nk,
+                                                device=str(device)) if hides else None
             out, aux = flex.flex_attention(
                 q4, k4, v4, score_mod=score_mod if terms else None, block_mask=block_mask,
                 scale=sdpa.scale, return_aux=flex.AuxRequest(lse=True))
@@ -1001,14 +1001,15 @@ def _lower_flex(c: _ExprLowerer, sdpa: _Sdpa) -> Closure:
         out = out.reshape(*shape, nq, v.shape[-1])
         if frame.check_invariants:
             def rows_mask(index: torch.Tensor) -> torch.Tensor:
-                grid = [torch.arange(B, device=device), torch.arange(H, device=device), index,
+                grid = [torch.arange(batches, device=device),
+                        torch.arange(heads, device=device), index,
                         torch.arange(nk, device=device)]
                 added = torch.zeros((), dtype=dtype, device=device)
                 if terms:
                     added = _grid(lambda *at: score_mod(zero, *at), grid)
                 if hides:
                     added = added.masked_fill(~_grid(mask_mod, grid), -math.inf)
-                return added.expand(B, H, len(index), nk).reshape(*shape, len(index), nk)
+                return added.expand(batches, heads, len(index), nk).reshape(*shape, len(index), nk)
 
             _check_sampled(frame, q.expand(*shape, *q.shape[-2:]), k.expand(*shape, *k.shape[-2:]),
                            v.expand(*shape, *v.shape[-2:]), rows_mask, out, sdpa, what, tolerance)
