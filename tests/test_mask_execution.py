@@ -147,3 +147,23 @@ def test_conform_reads_sdpa_zeros_for_a_fully_masked_row_as_the_specs_nan() -> N
 
     assert conform(STRICT_2D, sdpa, cases=3, framework="torch").ok
     assert not conform(STRICT_2D, wrong, cases=3, shrink=False, framework="torch").ok
+
+
+def test_functions_of_positions_in_key_blocks_too(monkeypatch) -> None:
+    """Tiles small enough that the keys come in blocks (the online softmax): a function of
+    positions is evaluated for each key block, with the dense numbers and the NaN row."""
+    from shapecheck.backend import fused
+
+    blocks_for = fused.blocks_for
+    monkeypatch.setattr(fused, "MIN_ROWS", 8)
+    monkeypatch.setattr(fused, "MIN_KEYS", 16)
+    monkeypatch.setattr(fused, "blocks_for",
+                        lambda *args, **options: blocks_for(*args, **{**options, "tile_bytes": 4096}))
+    for name, definitions, keywords in FORMS:
+        if name not in FUSED:
+            continue
+        text, arrays = spec(definitions, keywords), inputs(3)
+        dense = compile_spec(text, dims=DIMS, fused="off").run(arrays).outputs["O"]
+        result = compile_spec(text, dims=DIMS).run(arrays, check_invariants=True)
+        assert "(online softmax); its masks and biases are functions" in result.plan[0], name
+        np.testing.assert_allclose(result.outputs["O"], dense, rtol=1e-12, atol=1e-12)
