@@ -18,7 +18,7 @@ from ..check.builtins import BUILTINS as CHECKED, axis_index
 from ..check.program import CallInfo, Value
 from ..syntax import nodes
 from .errors import CheckerBug, message
-from .pattern import Inlined
+from .pattern import Inlined, inlined
 from .plan import Allocation, Closure, Frame, PlanBuilder, Thunk, evaluate_shape
 
 
@@ -50,6 +50,9 @@ class Lowerer:
             return self.lower_substitute(node, substitute)
         form = self.plan.fused.get(id(node))
         if form is not None:
+            # a function of positions the pattern reads: the names it makes from positions
+            # are never computed as statements, so a part evaluated whole inlines them too
+            self.substitutes = {**inlined(form.fusable), **self.substitutes}
             return self.lower_fused(node, form)
         handler = self.nodes.get(type(node))
         if handler is None:

@@ -1060,7 +1060,6 @@ def _grid(function: Callable[..., torch.Tensor], grid: list[torch.Tensor]) -> to
 
 
 def _lower_sdpa(c: _ExprLowerer, sdpa: _Sdpa) -> Closure:
-    c.substitutes = pattern.inlined(sdpa.fusable)  # a function of positions, evaluated whole
     if sdpa.flex:
         return _lower_flex(c, sdpa)
     fusable, plan = sdpa.fusable, c.plan
