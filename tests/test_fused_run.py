@@ -91,7 +91,7 @@ def test_the_estimate_follows_the_fused_plan():
     fused_plan = numpy_backend.build_plan(program, np.dtype("float32"))
     unfused_plan = numpy_backend.build_plan(program, np.dtype("float32"), fuse=False)
     assert unfused_plan.peak_bytes > 4 << 30  # the [N, N] table: 4 GiB
-    assert fused_plan.peak_bytes < 64 << 20
+    assert fused_plan.peak_bytes < 80 << 20  # inputs, output, the scaled Q, K^T and V with ones
     with pytest.raises(Exception, match="more than --max-memory"):
         compile_spec(EXAMPLES / "single_head.attn", dtype="float32", fused="off",
                      max_memory="1GiB").run({"Q": np.zeros((32768, 64), np.float32),

@@ -4,7 +4,9 @@ Each spec is one attention, written the many ways codebases write it: the scale 
 scores, on Q, on K or on both, inline or in a statement of its own, as a divisor, a power
 or a named scalar; a soft-cap; a bias named or inline, added or subtracted; a mask named,
 negated, sliced, transposed, combined with a padding mask, turned into an additive bias,
-or filled with a finite value; in several layouts (``[N, d]``, batched, heads first,
+or filled with a finite value; masks and biases as functions of positions (`def f(q, k)`:
+causal, a window, a document mask looking up an input, a relative bias) applied through
+`where` or by `flex_attention` (with a score change); in several layouts (``[N, d]``, batched, heads first,
 heads second through ``transpose``, ``einsum``, keys stored transposed), with several
 choices of letters, and inputs reshaped or transposed through size-1 axes.
 
@@ -35,9 +37,9 @@ DIM_LETTERS = [("N", "M", "d", "e", "B", "H"), ("T", "Sk", "D", "E", "Bt", "Hd")
 LAYOUTS = ["nd", "bnd", "bhnd", "bnhd", "einsum", "keys_t", "size1"]
 SCALES = ["none", "scores_div", "scores_pow", "named_q", "named_k", "both", "inline_q",
           "named_scalar", "next_statement", "split"]
-BIASES = ["none", "inline", "named", "subtract", "positions"]
+BIASES = ["none", "inline", "named", "subtract", "positions", "function"]
 MASKS = ["none", "causal", "named", "negated", "additive", "padding", "sliced", "finite",
-         "transposed", "positions"]
+         "transposed", "positions", "function", "window", "document", "flex"]
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,8 @@ class Writer:
         c, n, m, d, e = self.c, self.n, self.m, self.d, self.e
         dims = sorted({n, m, d, e, *self.batch()}, key=[n, m, d, e, self.b, self.h].index)
         self.lines.append("dim " + ", ".join(dims))
+        if c.mask == "flex":
+            return self.flex()
         self.inputs()
         query, key = self.scaled_parts()
         scores = self.product(query, key)
@@ -204,6 +208,10 @@ class Writer:
             self.lines.append(f"distance = arange({self.m})[None, :] - arange({self.n})[:, None]")
             self.lines.append("bias = 0.125 * distance")
             return f"({scores}) + bias"
+        if kind == "function":
+            self.lines.append(f"def distance(q, k) = k - q - {self.m} + {self.n}")
+            i, j = self.positions()
+            return f"({scores}) + 0.125 * distance({i}, {j})"
         self.lines.insert(1, f"input bias: {self.table()}")
         if kind == "inline":
             return f"({scores}) + bias"
@@ -246,10 +254,57 @@ class Writer:
             rows = f"causal_mask({m}, {n})" if n != m else f"causal_mask({n})"
             self.lines.append(f"mt = {rows}.T")
             return f"where(mt, -inf, {scores})"
+        if kind in ("function", "window", "document"):
+            return self.mask_function(kind, scores)
         # positions compared
         self.lines.append(f"i = arange({n})[:, None]")
         self.lines.append(f"j = arange({m})[None, :]")
         return f"where(j <= i, {scores}, -inf)"
+
+    def positions(self) -> tuple[str, str]:
+        """The query and key positions, as `flex_attention` writes them."""
+        return f"arange({self.n})[:, None]", f"arange({self.m})[None, :]"
+
+    def flex(self) -> str:
+        """The whole attention as one `flex_attention` call: a mask function (causal, with
+        a document lookup or a window), a score change (a relative bias, or none)."""
+        q, k, v, n, m, d, e = self.q, self.k, self.v, self.n, self.m, self.d, self.e
+        batch = [] if self.c.layout in ("nd", "keys_t", "size1", "einsum") else self.batch()
+        for name, rows, cols in ((q, n, d), (k, m, d), (v, m, e)):
+            self.lines.append(f"input {name}: [{', '.join([*batch, rows, cols])}]")
+        body = f"k <= q + {m} - {n}"
+        if self.c.bias in ("named", "inline"):
+            self.lines.insert(1, f"input doc_q: int[{n}]")
+            self.lines.insert(2, f"input doc_k: int[{m}]")
+            body = f"({body}) & ((doc_q[q] == doc_k[k]) | (k == 0))"
+        elif self.c.bias in ("subtract", "positions"):
+            body = f"({body}) & (q + {m} - {n} - k < 3)"
+        self.lines.append(f"def visible(q, k) = {body}")
+        keywords = "mask=visible"
+        if self.c.scale != "none":
+            self.lines.append("def relative(s, q, k) = s - 0.125 * (q + " + f"{m} - {n} - k)")
+            keywords += ", score=relative"
+        self.lines.append(f"output O = flex_attention({q}, {k}, {v}, {keywords})")
+        return "\n".join(self.lines) + "\n"
+
+    def mask_function(self, kind: str, scores: str) -> str:
+        """A mask defined as a function of positions, called on the positions."""
+        n, m = self.n, self.m
+        self.lines.append(f"def seen(q, k) = k <= q + {m} - {n}")
+        name = "seen"
+        if kind == "window":
+            self.lines.append(f"def band(q, k) = seen(q, k) & (q + {m} - {n} - k < 4)")
+            name = "band"
+        if kind == "document":
+            self.lines.insert(1, f"input doc: int[{m}]")
+            self.lines.append(f"def same(q, k) = seen(q, k) & ((doc[q + {m} - {n}] == doc[k]) | (k == 0))")
+            name = "same"
+        i, j = self.positions()
+        if kind == "window":  # named positions, as a spec reads them
+            self.lines.append(f"i = {i}")
+            self.lines.append(f"j = {j}")
+            i, j = "i", "j"
+        return f"where({name}({i}, {j}), {scores}, -inf)"
 
     def contract(self, weights: str) -> str:
         if self.c.layout == "einsum":

@@ -150,6 +150,12 @@ MESSAGES: Table = Table("run", "MESSAGES", {
     "check_softmax_sdpa": "softmax `{name}` (line {line}), fused into scaled_dot_product_attention: "
     "{count} {what}(s) recomputed from Q, K and V sum to 1 along axis {axis} and give its output "
     "(largest error {error:.1e})",
+    "check_softmax_flex": "softmax `{name}` (line {line}), fused into flex_attention: {count} "
+    "{what}(s) recomputed from Q, K, V and the functions of positions sum to 1 along axis {axis} "
+    "and give its output (largest error {error:.1e})",
+    "flex_bug": "backend bug: flex_attention for softmax `{name}` (line {line}) differs from the "
+    "{what}s recomputed from Q, K, V and the functions of positions by {error:.1e}; please report "
+    "it",
     "sdpa_bug": "backend bug: scaled_dot_product_attention for softmax `{name}` (line {line}) differs "
     "from the {what}s recomputed from Q, K and V by {error:.1e}; please report it",
     "check_softmax_dpa": "softmax `{name}` (line {line}), fused into jax.nn.dot_product_attention: "
@@ -163,6 +169,10 @@ MESSAGES: Table = Table("run", "MESSAGES", {
     "fused_keys": ", keys {keys} at a time (online softmax)",
     "fused_sdpa": "fused into one scaled_dot_product_attention call ({mask})",
     "fused_dpa": "fused into one jax.nn.dot_product_attention call ({mask})",
+    "fused_flex": "fused into one flex_attention call (eager; its mask_mod and score_mod are "
+    "the spec's functions of positions)",
+    "fused_positions": "; its masks and biases are functions of positions, evaluated block by "
+    "block",
     "sdpa_no_mask": "no mask",
     "sdpa_causal": "is_causal",
     "sdpa_bool": "a bool mask",

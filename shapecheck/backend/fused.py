@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -90,6 +91,9 @@ class Op:
       ``fill``, ``additive``, as ``S + where(m, 0, fill)``). The mask is ``causal``
       (generated) or ``tensor`` (bool, broadcastable); ``keeps`` False inverts it
       (``where(m, fill, S)``).
+
+    A bias or mask that is a function of positions has ``block`` instead of ``tensor``:
+    ``block(rows, keys)`` evaluates it for the block only (broadcastable to the block).
     """
 
     kind: str
@@ -100,6 +104,14 @@ class Op:
     keeps: bool = True
     fill: float = -math.inf
     additive: bool = False
+    block: Callable[[range, range], np.ndarray] | None = None
+
+    def part(self, rows: range, keys: range) -> np.ndarray:
+        """The bias or mask tensor's part for the block."""
+        if self.block is not None:
+            return self.block(rows, keys)
+        assert self.tensor is not None
+        return _slice(self.tensor, rows, keys)
 
     def hides(self) -> bool:
         """A ``-inf`` mask: what it hides has weight exactly 0, whatever else is added."""
@@ -133,7 +145,8 @@ def workspace_bytes(blocks: Blocks, batch: int, dv: int, itemsize: int) -> int:
     block, the block's ``P @ V``, and (online) the running maximum, normaliser and output."""
     tile = batch * blocks.rows * blocks.keys
     rows = batch * blocks.rows
-    extra = 3 * rows * dv * itemsize + 4 * rows * 8 if blocks.online else rows * dv * itemsize
+    product = rows * (dv + 1) * itemsize  # P @ V with the row sums, then divided
+    extra = 3 * product + 4 * rows * 8 if blocks.online else 2 * product
     return tile * itemsize + tile + 2 * rows * 8 + extra
 
 
@@ -156,15 +169,24 @@ class Observed:
 @dataclass(frozen=True)
 class _Kernel:
     q: np.ndarray
-    k_t: np.ndarray  # [..., d, Nk] (a view of K)
-    v: np.ndarray
+    k_t: np.ndarray  # [..., d, Nk]: K transposed, C-contiguous (BLAS reads it fastest so)
+    v: np.ndarray  # [..., Nk, dv + 1]: V and a column of ones (P @ it gives the row sums too)
     ops: Sequence[Op]
     blocks: Blocks
     check: bool
     batch: tuple[int, ...]
+    # each worker's scores buffer, reused block after block (a fresh 4 MiB array per
+    # block costs its pages again)
+    local: threading.local = field(default_factory=threading.local)
 
     def scores(self, rows: range, keys: range) -> np.ndarray:
-        block = np.matmul(self.q[..., rows.start:rows.stop, :], self.k_t[..., keys.start:keys.stop])
+        q, k_t = self.q[..., rows.start:rows.stop, :], self.k_t[..., keys.start:keys.stop]
+        shape = (*np.broadcast_shapes(q.shape[:-2], k_t.shape[:-2]), len(rows), len(keys))
+        size = math.prod(shape)
+        buffer = getattr(self.local, "buffer", None)
+        if buffer is None or buffer.size < size:
+            buffer = self.local.buffer = np.empty(size, dtype=np.result_type(q, k_t))
+        block = np.matmul(q, k_t, out=buffer[:size].reshape(shape))
         for op in self.ops:
             _apply(op, block, rows, keys)
         return block
@@ -205,14 +227,9 @@ def _apply(op: Op, block: np.ndarray, rows: range, keys: range) -> None:
             np.multiply(block, scalar(op.value), out=block)
         return
     if op.kind == "bias":
-        assert op.tensor is not None
-        (np.subtract if op.divides else np.add)(block, _slice(op.tensor, rows, keys), out=block)
+        (np.subtract if op.divides else np.add)(block, op.part(rows, keys), out=block)
         return
-    if op.causal is not None:
-        keep = op.causal.keep(rows, keys)
-    else:
-        assert op.tensor is not None
-        keep = _slice(op.tensor, rows, keys)
+    keep = op.causal.keep(rows, keys) if op.causal is not None else op.part(rows, keys)
     hidden = np.broadcast_to(np.logical_not(keep) if op.keeps else keep, block.shape)
     if op.additive:
         np.add(block, scalar(op.fill), out=block, where=hidden)
@@ -236,7 +253,10 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, ops: Sequence[Op], *,
     if blocks is None:
         blocks = blocks_for(math.prod(batch), nq, nk, q.dtype.itemsize)
     out = np.empty((*batch, nq, v.shape[-1]), dtype=np.result_type(q, v))
-    kernel = _Kernel(q, np.swapaxes(k, -1, -2), v, ops, blocks, check, batch)
+    q, ops = _scaled_queries(q, ops, np.result_type(q, k))
+    ones = np.ones((*v.shape[:-1], 1), dtype=np.result_type(q, v))
+    kernel = _Kernel(q, np.ascontiguousarray(np.swapaxes(k, -1, -2)),
+                     np.concatenate([v, ones], axis=-1), ops, blocks, check, batch)
     observed = Observed()
     starts = range(0, nq, blocks.rows)
     workers = max(1, min(workers or default_workers(), len(starts)))
@@ -257,6 +277,22 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, ops: Sequence[Op], *,
     return out, observed
 
 
+def _scaled_queries(q: np.ndarray, ops: Sequence[Op], dtype: np.dtype
+                    ) -> tuple[np.ndarray, Sequence[Op]]:
+    """The scales the spec applies to the scores first, applied to the queries instead
+    (``(c·Q) @ K.T`` is ``c·(Q @ K.T)``: one pass over [N, d], not over every score)."""
+    leading = 0
+    while leading < len(ops) and ops[leading].kind == "scale":
+        leading += 1
+    if not leading:
+        return q, ops
+    scaled = np.array(q, dtype=dtype)
+    for op in ops[:leading]:
+        (np.true_divide if op.divides else np.multiply)(scaled, scaled.dtype.type(op.value),
+                                                         out=scaled)
+    return scaled, ops[leading:]
+
+
 def default_workers() -> int:
     """One thread per core this process may use."""
     try:
@@ -270,15 +306,15 @@ def _whole(kernel: _Kernel, rows: range, keys: range, observed: Observed) -> np.
     v = kernel.v[..., keys.start:keys.stop, :]
     if len(keys) == 0:  # every key hidden: a fully masked row is NaN
         observed.masked_rows += math.prod(kernel.batch) * len(rows)
-        return np.full((*kernel.batch, len(rows), v.shape[-1]), np.nan, dtype=kernel.q.dtype)
+        return np.full((*kernel.batch, len(rows), v.shape[-1] - 1), np.nan, dtype=kernel.q.dtype)
     block = kernel.scores(rows, keys)
     peak = np.max(block, axis=-1, keepdims=True)
     observed.masked_rows += int(np.count_nonzero(np.isneginf(peak)))
     np.subtract(block, peak, out=block)
     np.exp(block, out=block)
-    total = np.sum(block, axis=-1, keepdims=True)
-    result = np.matmul(block, v)
-    result /= total
+    product = np.matmul(block, v)  # V's column of ones gives each row's sum: no pass of its own
+    total = product[..., -1:]
+    result = product[..., :-1] / total
     if kernel.check:
         _observe(observed, np.sum(block, axis=-1, dtype=np.float64) / total[..., 0])
     return result
@@ -287,10 +323,8 @@ def _whole(kernel: _Kernel, rows: range, keys: range, observed: Observed) -> np.
 def _online(kernel: _Kernel, rows: range, keys: range, observed: Observed) -> np.ndarray:
     """One row block, the keys ``kernel.blocks.keys`` at a time (online softmax)."""
     dtype, batch = kernel.q.dtype, kernel.batch
-    shape = (*batch, len(rows), 1)
-    peak = np.full(shape, -np.inf, dtype=dtype)
-    total = np.zeros(shape, dtype=dtype)
-    acc = np.zeros((*batch, len(rows), kernel.v.shape[-1]), dtype=dtype)
+    peak = np.full((*batch, len(rows), 1), -np.inf, dtype=dtype)
+    acc = np.zeros((*batch, len(rows), kernel.v.shape[-1]), dtype=dtype)  # its last column: sums
     partial: list[tuple[np.ndarray, np.ndarray]] = []  # (shift, float64 sum) per key block
     for start in range(keys.start, keys.stop, kernel.blocks.keys):
         part = range(start, min(keys.stop, start + kernel.blocks.keys))
@@ -300,8 +334,6 @@ def _online(kernel: _Kernel, rows: range, keys: range, observed: Observed) -> np
         np.subtract(block, shift, out=block)
         np.exp(block, out=block)
         rescale = np.exp(peak - shift)
-        total *= rescale
-        total += np.sum(block, axis=-1, keepdims=True)
         acc *= rescale
         acc += np.matmul(block, kernel.v[..., part.start:part.stop, :])
         peak = new_peak
@@ -309,7 +341,8 @@ def _online(kernel: _Kernel, rows: range, keys: range, observed: Observed) -> np
             partial.append((shift, np.sum(block, axis=-1, keepdims=True, dtype=np.float64)))
     masked = np.isneginf(peak)
     observed.masked_rows += int(np.count_nonzero(masked))
-    result = acc / total  # 0 / 0: NaN for a fully masked row, as the unfused softmax
+    total = acc[..., -1:]
+    result = acc[..., :-1] / total  # 0 / 0: NaN for a fully masked row, as the unfused softmax
     if kernel.check:
         final = np.where(masked, 0.0, peak).astype(np.float64)
         sums = sum(s * np.exp(shift.astype(np.float64) - final) for shift, s in partial)
@@ -331,6 +364,19 @@ def _observe(observed: Observed, totals: np.ndarray) -> None:
 def to_canonical(array: np.ndarray, recipe: Layout) -> np.ndarray:
     """``array`` in the canonical axis order (a view when NumPy can make one)."""
     return np.reshape(np.transpose(np.reshape(array, recipe.squeezed), recipe.order), recipe.shape)
+
+
+def block_to_canonical(array: np.ndarray, labels: Sequence[str | None],
+                       target: Sequence[str]) -> np.ndarray:
+    """A block of a part (its query and key axes cut to the block) in the canonical axis
+    order ``target``: as :func:`to_canonical`, with the sizes read off the block."""
+    kept = [axis for axis, label in enumerate(labels) if label is not None]
+    present = [labels[axis] for axis in kept]
+    ordered = [label for label in target if label in present]
+    moved = np.transpose(np.reshape(array, [array.shape[axis] for axis in kept]),
+                         [present.index(label) for label in ordered])
+    return np.reshape(moved, [moved.shape[ordered.index(label)] if label in ordered else 1
+                              for label in target])
 
 
 def from_canonical(array: np.ndarray, recipe: Layout, shape: tuple[int, ...]) -> np.ndarray:
@@ -359,6 +405,8 @@ class Planned:
 
     def note(self) -> str:
         keys = message("fused_keys", keys=self.blocks.keys) if self.blocks.online else ""
+        if any(step.blockwise is not None for step in self.fusable.ops):
+            keys += message("fused_positions")
         how = message("fused_blocks", rows=self.blocks.rows, keys=keys,
                       shape=list((*self.batch, self.nq, self.nk)))
         return message("fused", name=self.fusable.softmax_name, line=self.fusable.softmax_line,
@@ -399,5 +447,9 @@ def plan(fusable: Fusable, shape_of: Callable[[Any], tuple[int, ...]],
     workers = default_workers()
     blocks = blocks_for(math.prod(batch), nq, nk, itemsize, workers=workers)
     workers = min(workers, -(-nq // blocks.rows))
-    workspace = workers * workspace_bytes(blocks, math.prod(batch), dv, itemsize)
+    value = layouts[id(fusable.value.node)].shape
+    copies = (math.prod(layouts[id(fusable.query.node)].shape)  # the scaled queries
+              + math.prod(layouts[id(fusable.key.node)].shape)  # K transposed
+              + math.prod(value[:-1]) * (value[-1] + 1)) * itemsize  # V and a column of ones
+    workspace = workers * workspace_bytes(blocks, math.prod(batch), dv, itemsize) + copies
     return Planned(fusable, layouts, causal, blocks, workers, batch, nq, nk, dv, workspace)

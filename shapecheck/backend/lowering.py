@@ -20,6 +20,7 @@ from ..check.builtins import BUILTINS as CHECKED, axis_index
 from ..check.program import CallInfo, Value
 from ..syntax import nodes
 from .errors import CheckerBug, message
+from .pattern import Inlined, inlined
 from .plan import Allocation, Closure, Frame, PlanBuilder, Thunk, evaluate_shape
 
 
@@ -40,10 +41,20 @@ class Lowerer:
         self.itemsize = plan.framework.itemsize
         self.allocations: list[Allocation] = []
         self.owns_result = False  # a buffer of the result's shape was created here
+        # nodes evaluated otherwise, by id: a mask or bias lowered per block of positions
+        self.substitutes: Mapping[int, Any] = {}
 
     def lower(self, node: nodes.Expr) -> Closure:
+        substitute = self.substitutes.get(id(node))
+        if substitute is not None:
+            if isinstance(substitute, Inlined):  # a name defined by positions: evaluated here
+                return self.lower(substitute.definition)
+            return self.lower_substitute(node, substitute)
         form = self.plan.fused.get(id(node))
         if form is not None:
+            # a function of positions the pattern reads: the names it makes from positions
+            # are never computed as statements, so a part evaluated whole inlines them too
+            self.substitutes = {**inlined(form.fusable), **self.substitutes}
             return self.lower_fused(node, form)
         handler = self.nodes.get(type(node))
         if handler is None:
@@ -52,6 +63,11 @@ class Lowerer:
 
     def lower_fused(self, node: nodes.Expr, form: Any) -> Closure:
         """An attention pattern in the framework's fused form."""
+        raise NotImplementedError
+
+    def lower_substitute(self, node: nodes.Expr, substitute: Any) -> Closure:
+        """``node`` of a mask or bias evaluated per block (:class:`.pattern.Blockwise`): a
+        position, a tensor sliced to the block, a generated mask, a lookup."""
         raise NotImplementedError
 
     def quiet(self) -> AbstractContextManager[Any]:

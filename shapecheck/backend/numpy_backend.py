@@ -153,6 +153,9 @@ class _ExprLowerer(Lowerer):
     def lower_fused(self, node: nodes.Expr, form: fused.Planned) -> Closure:
         return _lower_fused(self, form, self.numpy.fused_weights.get(id(node)))
 
+    def lower_substitute(self, node: nodes.Expr, substitute: Any) -> Closure:
+        return _lower_substitute(self, node, substitute)
+
     def quiet(self) -> AbstractContextManager[Any]:
         return np.errstate(all="ignore")
 
@@ -355,6 +358,65 @@ def _index_entry(c: Lowerer, entry: Take | Range | NewAxis) -> Any:
     return None  # np.newaxis
 
 
+# --- masks and biases per block of positions ----------------------------------------------
+
+BLOCK = "\0block"  # in a block's frame: the block's positions, {"query": rows, "key": keys}
+
+
+def _lower_substitute(c: _ExprLowerer, node: nodes.Expr, substitute: Any) -> Closure:
+    """A node of a :class:`.pattern.Blockwise` part, for the block in ``frame.values[BLOCK]``."""
+    shape = c.shape_of(node)
+    if isinstance(substitute, pattern.Position):
+        role, axis, dtype = substitute.role, substitute.axis, c.dtype
+        along = [-1 if i == axis else 1 for i in range(len(shape))]
+        whole = range(shape[axis])
+
+        def position(frame: Frame) -> Any:
+            r = frame.values[BLOCK].get(role, whole)
+            return np.arange(r.start, r.stop, dtype=dtype).reshape(along)
+
+        return Closure(position, fresh=True, contiguous=True)
+    if isinstance(substitute, pattern.Generated):
+        causal = substitute.causal
+        n = c.dim(causal.n)
+        n_k = c.dim(causal.n_k) if causal.n_k is not None else n
+        window = c.dim(causal.window) if causal.window is not None else None
+        table, (rows, columns) = fused.Causal(n_k - n, window), substitute.roles
+        return Closure(lambda frame: table.keep(frame.values[BLOCK][rows],
+                                                frame.values[BLOCK][columns]), fresh=True)
+    if isinstance(substitute, pattern.Sliced):
+        name = node.name  # type: ignore[attr-defined]
+        cut = [(i, role) for i, role in enumerate(substitute.roles)
+               if role in ("query", "key") and shape[i] > 1]
+
+        def sliced(frame: Frame) -> Any:
+            key: list[Any] = [slice(None)] * len(shape)
+            for axis, role in cut:
+                r = frame.values[BLOCK][role]
+                key[axis] = slice(r.start, r.stop)
+            return frame.values[name][tuple(key)]
+
+        return Closure(sliced)
+    substitutes = c.substitutes  # a lookup: the gather row, its index per block
+    c.substitutes = {key: value for key, value in substitutes.items() if key != id(node)}
+    try:
+        return c.lower(node)
+    finally:
+        c.substitutes = substitutes
+
+
+def _block_part(c: _ExprLowerer, planned: fused.Planned, step: pattern.ScoreOp
+                ) -> tuple[Closure, int]:
+    """A blockwise bias or mask lowered for one block, and the bytes its temporaries take
+    per block (the statement's own, scaled from the whole table to a block)."""
+    assert step.part is not None and step.blockwise is not None
+    inner = _ExprLowerer(c.plan, c.numpy, c.name, c.line, (), frozenset())
+    inner.substitutes = step.blockwise.substitutes
+    closure = inner.lower(step.part.node) if step.kind == "mask" else inner.numeric(step.part.node)
+    fraction = planned.blocks.rows * planned.blocks.keys / max(planned.nq * planned.nk, 1)
+    return closure, math.ceil(sum(a.nbytes for a in inner.allocations) * fraction)
+
+
 def _lower_fused(c: _ExprLowerer, planned: fused.Planned,
                  weights: WeightsCheck | None) -> Closure:
     """An attention pattern, block by block (:func:`fused.attention`): its operands are
@@ -364,7 +426,8 @@ def _lower_fused(c: _ExprLowerer, planned: fused.Planned,
     row sums confirm ``weights`` too."""
     f = planned.fusable
     parts = [(c.lower(p.node).run, planned.layouts[id(p.node)]) for p in (f.query, f.key, f.value)]
-    steps = [(step, None if step.causal is not None else
+    blocked = {id(step): _block_part(c, planned, step) for step in f.ops if step.blockwise}
+    steps = [(step, None if step.causal is not None or id(step) in blocked else
               (c.lower(step.part.node) if step.kind == "mask" else
                c.numeric(step.node if step.part is None else step.part.node)).run)
              for step in f.ops]
@@ -373,26 +436,30 @@ def _lower_fused(c: _ExprLowerer, planned: fused.Planned,
     c.allocations.append(Allocation(message("tensor_label", name=c.name), output.shape,
                                     math.prod(output.shape) * itemsize))
     blocks = planned.blocks
+    per_block = sum(extra for _, extra in blocked.values())  # the blockwise parts' temporaries
     c.allocations.append(Allocation(
         message("fused_workspace", name=f.softmax_name, line=f.softmax_line),
-        (planned.workers, *planned.batch, blocks.rows, blocks.keys), planned.workspace))
+        (planned.workers, *planned.batch, blocks.rows, blocks.keys),
+        planned.workspace + planned.workers * per_block))
     name, line, axis = f.softmax_name, f.softmax_line, f.softmax_axis
     what = slice_word(axis, f.softmax_rank)
     tolerance = SOFTMAX_TOLERANCE.get(c.dtype, 1e-4)
 
-    def op(step: pattern.ScoreOp, value: Any) -> fused.Op:
+    def op(step: pattern.ScoreOp, value: Any, frame: Frame) -> fused.Op:
         if step.kind == "scale":
             return fused.Op("scale", value=float(value), divides=step.divides)
         tensor = None if value is None else fused.to_canonical(
             np.asarray(value), planned.layouts[id(step.part.node)])  # type: ignore[union-attr]
+        block = _per_block(blocked[id(step)][0], step, f.canonical_scores, frame) \
+            if id(step) in blocked else None
         if step.kind == "bias":
-            return fused.Op("bias", tensor=tensor, divides=step.divides)
+            return fused.Op("bias", tensor=tensor, divides=step.divides, block=block)
         return fused.Op("mask", tensor=tensor, causal=planned.causal.get(id(step)),
-                        keeps=step.keeps, fill=step.fill, additive=step.additive)
+                        keeps=step.keeps, fill=step.fill, additive=step.additive, block=block)
 
     def attention(frame: Frame) -> Any:
         q, k, v = (fused.to_canonical(np.asarray(run(frame)), recipe) for run, recipe in parts)
-        ops = [op(step, None if run is None else run(frame)) for step, run in steps]
+        ops = [op(step, None if run is None else run(frame), frame) for step, run in steps]
         out, seen = fused.attention(q, k, v, ops, blocks=planned.blocks, workers=planned.workers,
                                     check=frame.check_invariants, progress=frame.progress)
         if seen.masked_rows:
@@ -413,6 +480,18 @@ def _lower_fused(c: _ExprLowerer, planned: fused.Planned,
         return fused.from_canonical(out, output, shape)
 
     return Closure(attention, fresh=True)
+
+
+def _per_block(closure: Closure, step: pattern.ScoreOp, target: tuple[str, ...],
+               frame: Frame) -> Callable[[range, range], Any]:
+    """``block(rows, keys)``: the part for one block, in the canonical layout."""
+    labels, run = step.part.labels, closure.run  # type: ignore[union-attr]
+
+    def block(rows: range, keys: range) -> Any:
+        values = {**frame.values, BLOCK: {"query": rows, "key": keys}}
+        return fused.block_to_canonical(np.asarray(run(Frame(values))), labels, target)
+
+    return block
 
 
 _ExprLowerer.nodes = {

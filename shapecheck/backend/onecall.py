@@ -40,6 +40,7 @@ class OneCall:
     is_causal: bool  # the one mask is causal_mask(N) as written: the call's is_causal
     mask_kind: str
     how: str  # the note's key: which call
+    flex: bool = False  # torch: a mask or bias is a function of positions, run by flex_attention
 
     def note(self) -> str:
         return message("fused", name=self.fusable.softmax_name, line=self.fusable.softmax_line,

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..syntax import nodes
-from ..check.program import Program
+from ..check.builtins import BUILTINS as CHECKED, AxisKind
+from ..check.program import NewAxis, Program, Range, Take
 
 if TYPE_CHECKING:
     from ..meaning import Attention, Bias, Mask, Role, ScaleFactor
@@ -70,6 +71,66 @@ class ScoreOp:
     keeps: bool = True
     fill: float = -math.inf
     additive: bool = False
+    blockwise: Blockwise | None = None  # ``part`` evaluated per block of positions
+
+
+@dataclass(frozen=True)
+class Position:
+    """A node whose values are the positions along its axis ``axis`` (``arange(N)[:, None]``,
+    an ``arange`` under new axes), the scores' axis with the role ``role``."""
+
+    role: str
+    axis: int
+
+
+@dataclass(frozen=True)
+class Sliced:
+    """A tensor read as a whole (broadcast against the scores): its axes' roles, so that
+    a block reads the rows and keys of the block only."""
+
+    roles: tuple[str | None, ...]
+
+
+@dataclass(frozen=True)
+class Inlined:
+    """A name defined by a statement: its definition is evaluated in its place, per block."""
+
+    definition: nodes.Expr
+
+
+@dataclass(frozen=True)
+class Generated:
+    """A ``causal_mask(n, n_k, window=W)`` call whose rows and columns have the roles
+    ``roles`` (query and key, either way round): made from the block's positions."""
+
+    causal: Causal
+    roles: tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """``table[index]`` (a 1-D input looked up at positions: `doc[q]`, `slopes[h]`);
+    ``position``: the role of the index when it is a position itself (then the lookup is
+    in range by construction), else None."""
+
+    table: str
+    position: str | None
+
+
+@dataclass(frozen=True)
+class Blockwise:
+    """A mask or bias that is a function of positions (`def f(q, k)` inlined, `j <= i`,
+    `doc[q] == doc[k]`, `slopes[h] * (k - q)`): a framework evaluates ``part`` once per block
+    of query rows and keys, the nodes of ``substitutes`` (by id) replaced as each says, so
+    that the ``[..., N_q, N_k]`` table is never built. ``reads``: the tensors it reads from
+    the run; ``inlined``: the tensors it evaluates in place (not computed when only it reads
+    them); ``pure``: no tensor is sliced and no axis moved, only positions and lookups at
+    positions (FlexAttention's ``mask_mod``/``score_mod`` form, one score at a time)."""
+
+    substitutes: Mapping[int, Position | Sliced | Inlined | Generated | Lookup]
+    reads: tuple[str, ...]
+    inlined: frozenset[str]
+    pure: bool
 
 
 @dataclass(frozen=True)
@@ -156,11 +217,14 @@ def _reads(program: Program) -> Counter[str]:
     return counts
 
 
-def _names(expr: nodes.Expr) -> Iterator[str]:
+def _names(expr: nodes.Expr, made: set[int] | frozenset[int] = frozenset()) -> Iterator[str]:
+    """The names ``expr`` reads, except inside the nodes ``made`` (masks made per block)."""
+    if id(expr) in made:
+        return
     if isinstance(expr, nodes.Name):
         yield expr.name
     for child in nodes.children(expr):
-        yield from _names(child)
+        yield from _names(child, made)
 
 
 def _softmax_place(attention: Attention) -> tuple[str, int]:
@@ -183,6 +247,7 @@ class _Builder:
         self.masks = {id(mask.node): mask for mask in attention.masks}
         # (where call, condition) of the masks generated per block
         self.causal_conditions: list[tuple[nodes.Expr, nodes.Expr]] = []
+        self.blockwise_names: set[str] = set()  # tensors evaluated per block, in place
 
     def build(self) -> Fusable:
         a = self.attention
@@ -204,35 +269,43 @@ class _Builder:
         batch = tuple(f"batch:{i}" for i in range(len(a.batch)))
         argument = self._softmax_argument()
         return Fusable(a.output, a.output_roles.axes, _part(a.query), _part(a.key),
-                       _part(a.value), ops, batch, frozenset(self._skipped()), name, line,
+                       _part(a.value), ops, batch, frozenset(self._skipped(ops)), name, line,
                        a.softmax_axis, self.program.type_of(argument).rank)
 
     def _evaluated_in_parts(self, *parts: nodes.Expr) -> set[int]:
         """The ids of every node evaluated when the fused run evaluates ``parts`` (the query
         and the key), through the definitions of the names they read."""
-        seen: set[int] = set()
-        names: set[str] = set()
-        stack = list(parts)
-        while stack:  # a stack, not recursion: parts may nest as deep as the checker allows
-            node = stack.pop()
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            if isinstance(node, nodes.Name) and node.name in self.definitions \
-                    and node.name not in names:
-                names.add(node.name)
-                stack.append(self.definitions[node.name])
-            stack.extend(nodes.children(node))
-        return seen
+        return {id(node) for node in reachable(parts, self.definitions)}
 
     def _score_op(self, op: ScaleFactor | Bias | Mask) -> ScoreOp:
         kind = type(op).__name__
         if kind == "ScaleFactor":
             return ScoreOp("scale", op.node, op.divides)  # type: ignore[union-attr]
         if kind == "Bias":
-            return ScoreOp("bias", divides=op.subtracts,  # type: ignore[union-attr]
-                        part=Part(op.node, tuple(op.axes)))
+            part = Part(op.node, tuple(op.axes))  # type: ignore[union-attr]
+            return ScoreOp("bias", divides=op.subtracts, part=part,  # type: ignore[union-attr]
+                           blockwise=self._blockwise(part))
         return self._mask(op)  # type: ignore[arg-type]
+
+    def _sizes(self) -> dict[str, int]:
+        """The size of each role's axis at the bindings (the largest, where one broadcasts)."""
+        sizes: dict[str, int] = {}
+        for role in (self.attention.query, self.attention.key, self.attention.value):
+            value = self.program.types.get(id(role.node)) if role is not None else None
+            if value is None or value.shape is None:
+                continue
+            for label, dim in zip(role.axes, value.shape):
+                size = self.program.dims.evaluate(dim)
+                if label is not None and size is not None:
+                    sizes[label] = max(size, sizes.get(label, 0))
+        return sizes
+
+    def _blockwise(self, part: Part) -> Blockwise | None:
+        """``part`` as a function of positions, when it is one (else it is evaluated whole)."""
+        found = blockwise(self.program, self.definitions, part, self._sizes())
+        if found is not None:
+            self.blockwise_names |= found.inlined
+        return found
 
     # the path from the contraction's weights operand to the softmax
 
@@ -298,7 +371,8 @@ class _Builder:
             self.causal_conditions.append((mask.node, mask.condition.node))
         part = None if causal is not None else _part(mask.condition)
         return ScoreOp("mask", part=part, causal=causal, keeps=mask.keeps, fill=float(mask.fill),
-                    additive=mask.additive)
+                       additive=mask.additive,
+                       blockwise=None if part is None else self._blockwise(part))
 
     def _causal(self, mask: Mask) -> Causal | None:
         """The ``causal_mask`` call under the condition, through names and transposes."""
@@ -330,20 +404,20 @@ class _Builder:
 
     # what a fused run never computes
 
-    def _skipped(self) -> set[str]:
+    def _skipped(self, ops: tuple[ScoreOp, ...]) -> set[str]:
         """The chain's tensors, and causal masks read only by the pattern; refuse when a
         chain tensor is needed elsewhere."""
         for name in self.chain:
             if name in self.kept or self.reads[name] != 1:
                 raise _NotFusable("fused_needed")
         skipped = set(self.chain)
-        generated: set[str] = set()
+        generated = self.blockwise_names - self.kept  # those read elsewhere stay: _unread
         for where, condition in self.causal_conditions:
             generated |= self._only_for_mask(condition)
             holder = self._named(where)  # `bias = where(band, 0.0, -inf)`, added to the scores
             if holder is not None and holder not in self.kept and self.reads[holder] == 1:
                 generated.add(holder)
-        return skipped | self._unread(generated, skipped)
+        return skipped | self._unread(generated, skipped, ops)
 
     def _named(self, node: nodes.Expr) -> str | None:
         """The tensor whose whole definition is ``node``, if one is."""
@@ -352,13 +426,20 @@ class _Builder:
                 return name
         return None
 
-    def _unread(self, generated: set[str], skipped: set[str]) -> set[str]:
+    def _unread(self, generated: set[str], skipped: set[str], ops: tuple[ScoreOp, ...]
+                ) -> set[str]:
         """Those of ``generated`` (tensors a generated mask makes needless) that no computed
-        statement reads: one that is still computed keeps what it reads."""
+        statement reads: one that is still computed keeps what it reads. Inside the pattern,
+        the fused run reads only what its parts read (never a mask it makes per block)."""
+        a = self.attention
+        pattern = Fusable(a.output, (), _part(a.query), _part(a.key),  # type: ignore[arg-type]
+                          _part(a.value), ops, (), frozenset(), "", 0, 0, 0)
+        fused = set(names_read(a.output, {id(a.output): pattern}))
         while True:
             computed = [value for name, value in self.definitions.items()
                         if name not in generated and name not in skipped]
-            read = {name for value in computed for name in _names(value)}
+            read = fused | {name for value in computed
+                            for name in _names(value, {id(a.output)})}
             needed = generated & read
             if not needed:
                 return generated
@@ -379,8 +460,224 @@ class _Builder:
                 return names
 
 
+def reachable(parts: Sequence[nodes.Expr], definitions: Mapping[str, nodes.Expr]
+              ) -> Iterator[nodes.Expr]:
+    """Every node evaluated when ``parts`` are, through the definitions of the names they
+    read, each once (a stack, not recursion: parts may nest as deep as the checker allows)."""
+    seen: set[int] = set()
+    names: set[str] = set()
+    stack = list(parts)
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        yield node
+        if isinstance(node, nodes.Name) and node.name in definitions and node.name not in names:
+            names.add(node.name)
+            stack.append(definitions[node.name])
+        stack.extend(nodes.children(node))
+
+
 def _part(role: Role) -> Part:
     return Part(role.node, tuple(role.axes))
+
+
+# --- masks and biases as functions of positions --------------------------------------------
+
+
+class _NotPositional(Exception):
+    """A part that is not read as a function of positions: it is evaluated whole."""
+
+
+def blockwise(program: Program, definitions: Mapping[str, nodes.Expr], part: Part,
+              sizes: Mapping[str, int]) -> Blockwise | None:
+    """``part`` as a :class:`Blockwise` function of positions, or None. Each node's axes get
+    the scores' roles by broadcasting (right-aligned, as NumPy), through elementwise
+    operators and builtins, ``where``, new axes, transposes, lookups ``doc[q]`` and the
+    definitions of names; a tensor read whole is sliced per block; anything else (a
+    product, a reduction, a slice of a part) leaves the part whole."""
+    walker = _Positions(program, definitions, sizes)
+    try:
+        walker.visit(part.node, tuple(part.labels), 0)
+    except _NotPositional:
+        return None
+    if not any(isinstance(s, (Position, Generated)) for s in walker.substitutes.values()):
+        return None  # tensors only: evaluated once and sliced, as before
+    sliced = walker.whole or walker.moved or any(isinstance(s, Sliced) or (
+        isinstance(s, Lookup) and s.position is None) for s in walker.substitutes.values())
+    return Blockwise(walker.substitutes, tuple(dict.fromkeys(walker.reads)),
+                     frozenset(walker.inlined), pure=not sliced)
+
+
+_SCORE_ROLES = ("query", "key")
+
+
+class _Positions:
+    def __init__(self, program: Program, definitions: Mapping[str, nodes.Expr],
+                 sizes: Mapping[str, int]) -> None:
+        self.program, self.definitions, self.sizes = program, definitions, sizes
+        self.substitutes: dict[int, Position | Sliced | Inlined | Generated | Lookup] = {}
+        self.reads: list[str] = []
+        self.inlined: set[str] = set()
+        self.whole = False  # a tensor with a sized axis read whole (broadcast, not looked up)
+        self.moved = False  # axes added or swapped above a position (a value, not an index)
+
+    def rank(self, node: nodes.Expr) -> int:
+        value = self.program.types.get(id(node))
+        if value is None or value.shape is None:
+            raise _NotPositional
+        return len(value.shape)
+
+    def visit(self, node: nodes.Expr, roles: tuple[str | None, ...], depth: int) -> None:
+        if depth > 64:
+            raise _NotPositional
+        rank = self.rank(node)
+        if rank > len(roles):
+            raise _NotPositional
+        roles = roles[len(roles) - rank:]  # broadcasting aligns the last axes
+        if isinstance(node, (nodes.Integer, nodes.Decimal, nodes.Boolean, nodes.Inf)):
+            return
+        if isinstance(node, nodes.Paren):
+            return self.visit(node.inner, roles, depth + 1)
+        if isinstance(node, nodes.Unary):
+            return self.visit(node.operand, roles, depth + 1)
+        if isinstance(node, nodes.BinOp) and node.op != "@":
+            self.visit(node.left, roles, depth + 1)
+            return self.visit(node.right, roles, depth + 1)
+        if isinstance(node, nodes.Transpose) and rank >= 2:
+            self.moved = True
+            return self.visit(node.operand, (*roles[:-2], roles[-1], roles[-2]), depth + 1)
+        if isinstance(node, nodes.Name):
+            return self._name(node, roles, depth)
+        if isinstance(node, nodes.Subscript):
+            return self._subscript(node, roles, depth)
+        if isinstance(node, nodes.Call):
+            return self._call(node, roles, depth)
+        raise _NotPositional
+
+    def _name(self, node: nodes.Name, roles: tuple[str | None, ...], depth: int) -> None:
+        if isinstance(node, nodes.ShapeOf) or node.name not in self.program.tensors:
+            return  # a size
+        definition = self.definitions.get(node.name)
+        if definition is not None and self._positional(definition):
+            self.substitutes[id(node)] = Inlined(definition)
+            self.inlined.add(node.name)
+            return self.visit(definition, roles, depth + 1)
+        self.reads.append(node.name)
+        shape = self.program.types[id(node)].shape or ()
+        self.whole |= any(self.program.dims.evaluate(size) != 1 for size in shape)
+        if any(role in _SCORE_ROLES for role in roles):
+            self.substitutes[id(node)] = Sliced(roles)
+
+    def _positional(self, node: nodes.Expr) -> bool:
+        """Whether ``node`` makes positions (an ``arange``, a ``causal_mask``) itself or
+        through the definitions it reads: only then is it evaluated in place."""
+        return any(isinstance(current, nodes.Call)
+                   and current.func.name in ("arange", "causal_mask")
+                   for current in reachable((node,), self.definitions))
+
+    def _subscript(self, node: nodes.Subscript, roles: tuple[str | None, ...], depth: int) -> None:
+        info = self.program.calls.get(id(node))
+        if info is not None:  # a lookup, `doc[q]`: the index has the result's axes
+            return self._lookup(node, info, roles, depth)
+        resolved = self.program.subscripts.get(id(node))
+        if resolved is None:
+            raise _NotPositional
+        operand_roles: list[str | None] = []
+        for entry, role in zip(resolved.entries, _entry_roles(resolved.entries, roles)):
+            if isinstance(entry, Range):
+                if not self._whole(entry, node.operand):
+                    raise _NotPositional
+                operand_roles.append(role)
+            elif not isinstance(entry, NewAxis):
+                raise _NotPositional
+        self._positions_or(node, node.operand, tuple(operand_roles), roles, depth)
+
+    def _whole(self, entry: Range, operand: nodes.Expr) -> bool:
+        dims = self.program.dims
+        size = self.program.types[id(operand)].shape[entry.axis]  # type: ignore[index]
+        return dims.evaluate(entry.step) == 1 and (
+            entry.start is None or dims.evaluate(entry.start) == 0) and (
+            entry.stop is None or dims.evaluate(entry.stop) == dims.evaluate(size))
+
+    def _positions_or(self, node: nodes.Expr, operand: nodes.Expr,
+                      operand_roles: tuple[str | None, ...], roles: tuple[str | None, ...],
+                      depth: int) -> None:
+        """``node`` moves ``operand``'s axes only: a position when ``operand`` is an
+        ``arange`` along an axis of the scores, else the operand visited in its roles."""
+        bare = nodes.strip_parens(operand)
+        if isinstance(bare, nodes.Call) and self._arange(bare, operand_roles[0]):
+            axis = [i for i, role in enumerate(roles) if role == operand_roles[0]]
+            if len(axis) == 1:
+                self.substitutes[id(node)] = Position(operand_roles[0], axis[0])
+                return
+        self.moved = True
+        self.visit(operand, operand_roles, depth + 1)
+
+    def _arange(self, call: nodes.Call, role: str | None) -> bool:
+        """Whether ``call`` is `arange(n)` running along the whole axis of ``role`` (an
+        `arange(1)` broadcast along it is a constant, not the positions)."""
+        info = self.program.calls.get(id(call))
+        if role is None or info is None or info.builtin != "arange" \
+                or info.args.get("stop") is not None:
+            return False
+        shape = self.program.types[id(call)].shape or ()
+        return len(shape) == 1 and self.program.dims.evaluate(shape[0]) == self.sizes.get(role)
+
+    def _lookup(self, node: nodes.Expr, info: Any, roles: tuple[str | None, ...],
+                depth: int) -> None:
+        if info.builtin not in ("take", "index_select"):
+            raise _NotPositional
+        table, index = info.args["x"], info.args.get("indices", info.args.get("index"))
+        table_rank, index_rank = self.rank(table), self.rank(index)
+        axis = info.args.get("axis", 0) or 0
+        if table_rank != 1 or axis != 0:
+            raise _NotPositional
+        table_bare = nodes.strip_parens(table)
+        if not (isinstance(table_bare, nodes.Name) and table_bare.name in self.program.tensors):
+            raise _NotPositional
+        self.reads.append(table_bare.name)  # read whole: looked up at positions
+        self.visit(index, roles[:index_rank] if index_rank else (), depth + 1)
+        # at a position of its own axis's size: in range by construction
+        position = self.substitutes.get(id(nodes.strip_parens(index)))
+        shape = self.program.types[id(table)].shape or ()
+        role = position.role if isinstance(position, Position) else None
+        inside = role is not None and self.program.dims.evaluate(shape[0]) == self.sizes.get(role)
+        self.substitutes[id(node)] = Lookup(table_bare.name, role if inside else None)
+
+    def _call(self, call: nodes.Call, roles: tuple[str | None, ...], depth: int) -> None:
+        info = self.program.calls.get(id(call))
+        if info is None:
+            raise _NotPositional
+        if info.builtin == "arange":
+            if roles and self._arange(call, roles[0]):
+                self.substitutes[id(call)] = Position(roles[0], 0)  # type: ignore[arg-type]
+            return  # else a constant: evaluated as written
+        if info.builtin == "causal_mask" and tuple(roles) in (_SCORE_ROLES, _SCORE_ROLES[::-1]):
+            rows, columns = roles[0], roles[1]
+            causal = Causal(info.args["n"], info.args.get("n_k"), info.args.get("window"),
+                            transposed=rows == "key")
+            self.substitutes[id(call)] = Generated(causal, (rows, columns))  # type: ignore[arg-type]
+            return
+        row = CHECKED.get(info.builtin)
+        if row is None or row.axes.kind is not AxisKind.ELEMENTWISE:
+            raise _NotPositional
+        for name in row.axes.tensors or ("x",):
+            argument = info.args.get(name)
+            if isinstance(argument, nodes.Expr):
+                self.visit(argument, roles, depth + 1)
+
+
+def _entry_roles(entries: Sequence[Any], roles: tuple[str | None, ...]) -> Iterator[str | None]:
+    """The role of each entry's result axis (an integer index has none)."""
+    position = 0
+    for entry in entries:
+        if isinstance(entry, Take):
+            yield None
+        else:
+            yield roles[position] if position < len(roles) else None
+            position += 1
 
 
 # --- the score operations in scaled_dot_product_attention's form ------------------------------
@@ -426,8 +723,18 @@ def reads(fusable: Fusable) -> Iterator[nodes.Expr]:
     for step in fusable.ops:
         if step.node is not None:
             yield step.node
-        if step.part is not None:
+        if step.blockwise is not None:
+            yield from (nodes.Name(name, step.part.node.span)  # type: ignore[union-attr]
+                        for name in step.blockwise.reads)
+        elif step.part is not None:
             yield step.part.node
+
+
+def inlined(fusable: Fusable) -> dict[int, Inlined]:
+    """The names the blockwise parts evaluate in place (never computed as statements when
+    only the pattern reads them): a framework evaluating such a part whole inlines them too."""
+    return {key: value for step in fusable.ops if step.blockwise is not None
+            for key, value in step.blockwise.substitutes.items() if isinstance(value, Inlined)}
 
 
 def names_read(expr: nodes.Expr, fused: Mapping[int, Fusable]) -> Iterator[str]:

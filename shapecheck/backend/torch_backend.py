@@ -17,8 +17,10 @@ the run's device, so that nothing is promoted and nothing crosses devices.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -147,6 +149,13 @@ class _ExprLowerer(NewArrays):
 
     def lower_fused(self, node: nodes.Expr, form: onecall.OneCall) -> Closure:
         return _lower_sdpa(self, form)
+
+    def lower_substitute(self, node: nodes.Expr, substitute: Any) -> Closure:
+        closure = _at_indices(self, substitute)
+        if closure is None:  # only a pure part is lowered at FlexAttention's indices
+            raise CheckerBug(message("bug_not_value", kind=type(substitute).__name__,
+                                     line=node.span.line))
+        return closure
 
     def scalar(self, value: float | int | bool, dtype: torch.dtype | None = None) -> torch.Tensor:
         return torch.tensor(value, dtype=dtype or self.dtype, device=self.device)
@@ -686,13 +695,53 @@ def _conjugate(z: torch.Tensor) -> torch.Tensor:
 
 SDPA_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-9}
 SDPA_CHECK = ("check_softmax_sdpa", "sdpa_bug")
+FLEX_CHECK = ("check_softmax_flex", "flex_bug")
 
 
 def _sdpa_form(framework: Torch, builder: PlanBuilder, fusable: pattern.Fusable
                ) -> tuple[onecall.OneCall | None, str]:
     """The SDPA form of a fusable pattern at the bindings, or why there is none."""
-    return onecall.form(builder, fusable, lambda node: _constant_scalar(framework, builder, node),
-                        "fused_sdpa", "fused_not_sdpa")
+    call, why = onecall.form(builder, fusable,
+                             lambda node: _constant_scalar(framework, builder, node),
+                             "fused_sdpa", "fused_not_sdpa")
+    if call is not None and _flex_applies(fusable):
+        call = replace(call, flex=True, how="fused_flex")
+    return call, why
+
+
+# FlexAttention's batch and head indices by the number of batch axes of the pattern (made
+# 4-D as by `_four`: one axis is the heads, two are the batch and the heads).
+_FLEX_ROLES = {0: {}, 1: {"batch:0": "h"}, 2: {"batch:0": "b", "batch:1": "h"}}
+
+
+def _flex_applies(fusable: pattern.Fusable) -> bool:
+    """Whether the pattern runs through ``flex_attention``: a mask or bias is a function of
+    positions alone (FlexAttention's ``mask_mod``/``score_mod`` form) whose every position
+    has a FlexAttention index. Otherwise SDPA runs it with the mask evaluated whole."""
+    roles = {"query", "key", *_FLEX_ROLES.get(len(fusable.batch), {})}
+    pure = [step.blockwise for step in fusable.ops if step.blockwise and step.blockwise.pure]
+    return bool(pure) and all(set(_index_roles(s)) <= roles for b in pure
+                              for s in b.substitutes.values()) and _flex() is not None
+
+
+def _index_roles(substitute: Any) -> tuple[str | None, ...]:
+    """The positions a substitute reads (a lookup of a pure part is at a position)."""
+    if isinstance(substitute, pattern.Position):
+        return (substitute.role,)
+    if isinstance(substitute, pattern.Lookup):
+        return (substitute.position,)
+    if isinstance(substitute, pattern.Generated):
+        return substitute.roles
+    return ()
+
+
+def _flex() -> Any:
+    """``torch.nn.attention.flex_attention`` (PyTorch 2.5 and later), or None."""
+    try:
+        from torch.nn.attention import flex_attention
+    except ImportError:
+        return None
+    return flex_attention
 
 
 def _constant_scalar(framework: Torch, builder: PlanBuilder, node: nodes.Expr) -> float | None:
@@ -730,7 +779,171 @@ def _four(value: torch.Tensor, batch: int) -> torch.Tensor:
     return value.reshape(-1, *value.shape[batch - 1:])
 
 
+INDEX = "\0index"  # in a FlexAttention call's frame: the indices, {"query": q_idx, ...}
+
+
+def _at_indices(c: _ExprLowerer, substitute: Any) -> Closure | None:
+    """A node of a pure :class:`.pattern.Blockwise` part at FlexAttention's indices (0-d
+    tensors under ``vmap``): positions in the run's dtype (as ``arange``), lookups at a
+    position, a ``causal_mask`` from the two positions."""
+    dtype = c.dtype
+    if isinstance(substitute, pattern.Position):
+        role = substitute.role
+        return Closure(lambda frame: frame.values[INDEX][role].to(dtype))
+    if isinstance(substitute, pattern.Lookup):
+        table, role = substitute.table, substitute.position
+        return Closure(lambda frame: frame.values[table][frame.values[INDEX][role]])
+    if isinstance(substitute, pattern.Generated):
+        offset, window, _ = onecall.causal_at(c.plan, substitute.causal)
+        rows, columns = substitute.roles
+
+        def keep(frame: Frame) -> torch.Tensor:
+            i, j = frame.values[INDEX][rows], frame.values[INDEX][columns]
+            seen = j <= i + offset
+            return seen if window is None else seen & (j > i + offset - window)
+
+        return Closure(keep)
+    return None
+
+
+def _lower_flex(c: _ExprLowerer, sdpa: onecall.OneCall) -> Closure:
+    """The pattern as one eager ``flex_attention`` call: each function of positions becomes
+    part of ``mask_mod`` or ``score_mod``, evaluated by FlexAttention at its indices; a
+    generated causal mask too; any other mask or bias is evaluated whole and looked up."""
+    fusable, flex = sdpa.fusable, _flex()
+    parts = [(c.lower(p.node).run, sdpa.layouts[id(p.node)])
+             for p in (fusable.query, fusable.key, fusable.value)]
+    batch = len(fusable.batch)
+    flex_roles = _FLEX_ROLES[min(batch, 2)] if batch <= 2 else {}
+    terms = [(_at_index(c, sdpa, step), step, coefficient)
+             for (step, _), coefficient in zip(sdpa.form.terms, sdpa.coefficients)]
+    hides = [(_at_index(c, sdpa, step), step) for step in sdpa.form.hides]
+    whole = {id(step): _whole(c, step) for run, step, *_ in (*terms, *hides) if run is None}
+    output = sdpa.layouts[id(fusable.output)]
+    out_shape = c.plan.shape_of(fusable.output)
+    name, line = fusable.softmax_name, fusable.softmax_line
+    what = slice_word(fusable.softmax_axis, fusable.softmax_rank)
+    dtype, device = c.dtype, c.device
+    tolerance = SDPA_TOLERANCE.get(dtype, 1e-4)
+    c.allocations.append(Allocation(message("tensor_label", name=c.name), output.shape,
+                                    math.prod(output.shape) * dtype.itemsize))
+    zero = c.scalar(0)
+
+    def attention(frame: Frame) -> torch.Tensor:
+        q, k, v = (_numbers(_canonical(run(frame), recipe), dtype) for run, recipe in parts)
+        shape = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        q4, k4, v4 = (_four(x.expand(*shape, *x.shape[-2:]), batch).contiguous()
+                      for x in (q, k, v))
+        values = dict(frame.values)
+        dense = {key: _dense4(run(frame), sdpa, step, shape, q4, k4)
+                 for key, (run, step) in whole.items()}
+
+        def at(b: torch.Tensor, h: torch.Tensor, q_idx: torch.Tensor,
+               kv_idx: torch.Tensor) -> Frame:
+            index = {"query": q_idx, "key": kv_idx}
+            index.update({role: {"b": b, "h": h}[flex] for role, flex in flex_roles.items()})
+            return Frame({**values, INDEX: index})
+
+        def value(run: Thunk | None, step: pattern.ScoreOp, b: Any, h: Any, i: Any, j: Any) -> Any:
+            if run is None:
+                return dense[id(step)][b, h, i, j]
+            return run(at(b, h, i, j))
+
+        def mask_mod(b: Any, h: Any, i: Any, j: Any) -> torch.Tensor:
+            keep = None
+            for run, step in hides:
+                seen = value(run, step, b, h, i, j)
+                seen = seen if step.keeps else ~seen
+                keep = seen if keep is None else keep & seen
+            return keep
+
+        def score_mod(score: torch.Tensor, b: Any, h: Any, i: Any, j: Any) -> torch.Tensor:
+            for run, step, coefficient in terms:
+                if step.kind == "bias":
+                    score = score + _numbers(value(run, step, b, h, i, j), dtype) * coefficient
+                else:  # an additive mask with a finite fill
+                    seen = value(run, step, b, h, i, j)
+                    hidden = ~seen if step.keeps else seen
+                    score = score + torch.where(hidden, step.fill * coefficient, zero)
+            return score
+
+        batches, heads, nq, nk = q4.shape[0], q4.shape[1], q4.shape[2], k4.shape[2]
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_EAGER_WARNING, category=UserWarning)
+            block_mask = flex.create_block_mask(mask_mod, batches, heads, nq, nk,
+                                                device=str(device)) if hides else None
+            out, aux = flex.flex_attention(
+                q4, k4, v4, score_mod=score_mod if terms else None, block_mask=block_mask,
+                scale=sdpa.scale, return_aux=flex.AuxRequest(lse=True))
+        hidden_rows = torch.isneginf(aux.lse)
+        count = int(torch.count_nonzero(hidden_rows))
+        if count:  # FlexAttention gives 0 for a fully masked row; the spec's softmax gives NaN
+            frame.warnings.append(message("masked_rows", name=name, line=line, count=count))
+            out = out.masked_fill(hidden_rows.unsqueeze(-1), math.nan)
+        out = out.reshape(*shape, nq, v.shape[-1])
+        if frame.check_invariants:
+            def rows_mask(index: torch.Tensor) -> torch.Tensor:
+                grid = [torch.arange(batches, device=device),
+                        torch.arange(heads, device=device), index,
+                        torch.arange(nk, device=device)]
+                added = torch.zeros((), dtype=dtype, device=device)
+                if terms:
+                    added = _grid(lambda *at: score_mod(zero, *at), grid)
+                if hides:
+                    added = added.masked_fill(~_grid(mask_mod, grid), -math.inf)
+                return added.expand(batches, heads, len(index), nk).reshape(*shape, len(index), nk)
+
+            _check_sampled(frame, q.expand(*shape, *q.shape[-2:]), k.expand(*shape, *k.shape[-2:]),
+                           v.expand(*shape, *v.shape[-2:]), rows_mask, out, sdpa, what, tolerance)
+        return out.reshape(output.canonical).permute(output.inverse).reshape(out_shape)
+
+    return Closure(attention)
+
+
+_EAGER_WARNING = "flex_attention called without torch.compile"
+
+
+def _at_index(c: _ExprLowerer, sdpa: onecall.OneCall, step: pattern.ScoreOp) -> Thunk | None:
+    """A mask or bias of the flex form as a closure at FlexAttention's indices; None for
+    one evaluated whole (a tensor, or a function that reads a tensor whole)."""
+    if step.causal is not None:
+        roles = ("key", "query") if sdpa.causal[id(step)][2] else ("query", "key")
+        generated = _at_indices(c, pattern.Generated(step.causal, roles))  # type: ignore[arg-type]
+        return generated.run if generated is not None else None
+    if step.blockwise is None or not step.blockwise.pure:
+        return None
+    assert step.part is not None
+    inner = _ExprLowerer(c.plan, c.plan.framework, c.name, c.line, ())  # type: ignore[arg-type]
+    inner.substitutes = step.blockwise.substitutes
+    return (inner.lower(step.part.node) if step.kind == "mask" else
+            inner.numeric(step.part.node)).run
+
+
+def _whole(c: _ExprLowerer, step: pattern.ScoreOp) -> tuple[Thunk, pattern.ScoreOp]:
+    assert step.part is not None
+    return (c.lower(step.part.node) if step.kind == "mask" else
+            c.numeric(step.part.node)).run, step
+
+
+def _dense4(value: torch.Tensor, sdpa: onecall.OneCall, step: pattern.ScoreOp, shape: torch.Size,
+            q4: torch.Tensor, k4: torch.Tensor) -> torch.Tensor:
+    """A mask or bias evaluated whole, 4-D and expanded to the scores, to be looked up."""
+    assert step.part is not None
+    value = _canonical(value, sdpa.layouts[id(step.part.node)])
+    value = value.expand(*shape, *value.shape[-2:]) if len(shape) else value
+    return _four(value, len(shape)).expand(q4.shape[0], q4.shape[1], q4.shape[2], k4.shape[2])
+
+
+def _grid(function: Callable[..., torch.Tensor], grid: list[torch.Tensor]) -> torch.Tensor:
+    """``function(b, h, q, kv)`` at every combination of the four index vectors."""
+    for axis in (3, 2, 1, 0):
+        function = torch.vmap(function, in_dims=tuple(0 if a == axis else None for a in range(4)))
+    return function(*grid)
+
+
 def _lower_sdpa(c: _ExprLowerer, sdpa: onecall.OneCall) -> Closure:
+    if sdpa.flex:
+        return _lower_flex(c, sdpa)
     fusable, plan = sdpa.fusable, c.plan
     parts = [(c.lower(p.node).run, sdpa.layouts[id(p.node)])
              for p in (fusable.query, fusable.key, fusable.value)]
@@ -796,26 +1009,35 @@ def _lower_sdpa(c: _ExprLowerer, sdpa: onecall.OneCall) -> Closure:
                 frame.warnings.append(message("masked_rows", name=name, line=line, count=count))
                 out = out.masked_fill(hidden_rows.unsqueeze(-1), math.nan)
         if frame.check_invariants:
-            _check_sampled(frame, q, k, v, mask, out, sdpa, what, tolerance)
+            _check_sampled(frame, q, k, v, lambda index: _sampled_rows(mask, index, sdpa, k),
+                           out, sdpa, what, tolerance)
         return out.reshape(output.canonical).permute(output.inverse).reshape(out_shape)
 
     return Closure(attention)
 
 
-def _check_sampled(frame: Frame, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                   mask: torch.Tensor | None, out: torch.Tensor, sdpa: onecall.OneCall, what: str,
-                   tolerance: float) -> None:
-    """The sampled rows of the call recomputed as the spec writes them (:func:`onecall.check_rows`)."""
-    nq = q.shape[-2]
-    index = torch.tensor(onecall.sampled_rows(nq), device=q.device)
+def _sampled_rows(mask: torch.Tensor | None, index: torch.Tensor, sdpa: onecall.OneCall,
+                  k: torch.Tensor) -> torch.Tensor | None:
+    """The rows ``index`` of SDPA's mask (bool: true attends; else added to the scores)."""
     if sdpa.is_causal:
-        mask = _causal_keep(0, None, False, nq, k.shape[-2], q.device)
-    rows = None if mask is None else mask.index_select(-2, index) if mask.shape[-2] != 1 else mask
+        mask = _causal_keep(0, None, False, k.shape[-2], k.shape[-2], k.device)
+    if mask is None:
+        return None
+    return mask.index_select(-2, index) if mask.shape[-2] != 1 else mask
+
+
+def _check_sampled(frame: Frame, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                   rows_mask: Callable[[torch.Tensor], torch.Tensor | None], out: torch.Tensor,
+                   sdpa: onecall.OneCall, what: str, tolerance: float) -> None:
+    """The sampled rows of the call recomputed as the spec writes them (:func:`onecall.check_rows`);
+    ``rows_mask(index)``: the mask's rows at those queries (bool: true attends; else added)."""
+    index = torch.tensor(onecall.sampled_rows(q.shape[-2]), device=q.device)
+    rows = rows_mask(index)
     bool_mask = rows is not None and rows.dtype == torch.bool
     host = [None if t is None else to_numpy(t)[0] for t in
             (q.index_select(-2, index), k, v, rows if bool_mask else None,
              None if bool_mask else rows, out.index_select(-2, index))]
-    onecall.check_rows(frame, sdpa, *host, what, tolerance, SDPA_CHECK)
+    onecall.check_rows(frame, sdpa, *host, what, tolerance, FLEX_CHECK if sdpa.flex else SDPA_CHECK)
 
 
 def _numbers(value: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

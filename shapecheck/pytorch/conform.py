@@ -633,7 +633,8 @@ class _Driver:
         rtol, atol, tolerance_dtype = reference.tolerance(self.dtype, returned_dtype)
         rtol = self.tolerance[0] if self.tolerance[0] is not None else rtol
         atol = self.tolerance[1] if self.tolerance[1] is not None else atol
-        difference = reference.compare(expected, array, rtol, atol)
+        difference = reference.compare(expected, reference.masked_rows(expected, array), rtol,
+                                       atol)
         if difference is None:
             return None
         details = [
@@ -1034,3 +1035,4 @@ def _function_label(function: Callable[..., Any]) -> str:
 __all__ = ["EXIT_CONFORMS", "EXIT_DIFFERS", "EXIT_FUNCTION", "Conformance", "ConformanceError",
            "Failure", "FunctionFailed", "Mismatch", "UsageError", "conform", "load_function",
            "message"]
+

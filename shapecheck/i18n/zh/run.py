@@ -121,6 +121,10 @@ MESSAGES = {
     "(最大误差 {error:.1e})",
     "check_softmax_sdpa": "softmax `{name}` (第 {line} 行), 已融合为 scaled_dot_product_attention: "
     "由 Q、K、V 重新算出的 {count} {what}沿轴 {axis} 之和为 1, 且与它的输出一致 (最大误差 {error:.1e})",
+    "check_softmax_flex": "softmax `{name}` (第 {line} 行), 已融合为 flex_attention: 由 Q、K、V 和位置的"
+    "函数重新算出的 {count} {what}沿轴 {axis} 之和为 1, 且与它的输出一致 (最大误差 {error:.1e})",
+    "flex_bug": "后端 bug: softmax `{name}` (第 {line} 行) 的 flex_attention 与由 Q、K、V 和位置的函数"
+    "重新算出的{what}相差 {error:.1e}; 请报告它",
     "sdpa_bug": "后端 bug: softmax `{name}` (第 {line} 行) 的 scaled_dot_product_attention 与由 Q、K、V "
     "重新算出的{what}相差 {error:.1e}; 请报告它",
     "check_softmax_dpa": "softmax `{name}` (第 {line} 行), 已融合为 jax.nn.dot_product_attention: "
@@ -133,6 +137,8 @@ MESSAGES = {
     "fused_keys": ", 每次 {keys} 个 key (在线 softmax)",
     "fused_sdpa": "已融合为一次 scaled_dot_product_attention 调用 ({mask})",
     "fused_dpa": "已融合为一次 jax.nn.dot_product_attention 调用 ({mask})",
+    "fused_flex": "已融合为一次 flex_attention 调用 (eager; 它的 mask_mod 和 score_mod 是规格中的位置的函数)",
+    "fused_positions": "; 它的掩码和偏置是位置的函数, 逐块求值",
     "sdpa_no_mask": "无掩码",
     "sdpa_causal": "is_causal",
     "sdpa_bool": "bool 掩码",
