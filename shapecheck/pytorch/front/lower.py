@@ -102,6 +102,7 @@ class Lowering:
         outputs = self._output_nodes()
         self._mark_statements(graph, outputs)
         self._placeholders()
+        self._ranges()
         for node in graph.nodes:
             if node.op != "call_function":
                 continue
@@ -203,6 +204,22 @@ class Lowering:
             self.out.state[name] = target
             self._declare("param", name, value)
             self.values[node] = Val(name, kind=_kind(value))
+
+    def _ranges(self) -> None:
+        """The sizes torch found the module needs (`x.topk(3)`: the axis holds at least 3),
+        as constraints: the module runs only there, so a size below is no counterexample."""
+        for symbol, bounds in getattr(self.program, "range_constraints", {}).items():
+            name = self.dims.symbolic.get(str(symbol))
+            if name is None:
+                continue
+            for value, relation in ((bounds.lower, ">="), (bounds.upper, "<=")):
+                if not str(value).lstrip("-").isdigit():  # torch's infinity: no bound
+                    continue
+                if relation == ">=" and int(value) <= 2:  # torch's floor for a symbolic size
+                    continue
+                text = f"constraint {name} {relation} {int(value)}"
+                if text not in self.out.constraints:
+                    self.out.constraints.append(text)
 
     def _declare(self, word: str, name: str, value: Any) -> None:
         shape = self.shape(value)
@@ -533,7 +550,8 @@ Rule = Callable[[Lowering, Any, list[Val], dict[str, Val]], "Val | None"]
 RULES: dict[str, Rule] = {}
 #: Multi-output operators: their parts are read with getitem.
 MULTI = frozenset({"split.Tensor", "split_with_sizes.default", "chunk.default", "unbind.int",
-                   "split.default"})
+                   "split.default", "sort.default", "sort.stable", "topk.default", "max.dim",
+                   "min.dim"})
 #: Operators that compute nothing the spec needs (asserts, guards).
 IGNORED = frozenset({"_assert_tensor_metadata.default", "_assert_scalar.default",
                      "sym_constrain_range_for_size.default", "_assert_async.msg",
@@ -727,8 +745,11 @@ def _reduction(name: str) -> Rule:
     return lower
 
 
-RULES["mean.dim"] = _reduction("mean")
-RULES["sum.dim_IntList"] = _reduction("sum")
+RULES["mean.dim"] = RULES["mean.default"] = _reduction("mean")
+RULES["sum.dim_IntList"] = RULES["sum.default"] = _reduction("sum")
+for _word in ("any", "all"):
+    for _overload in ("dim", "dims", "default"):
+        RULES[f"{_word}.{_overload}"] = _reduction(_word)
 RULES["amax.default"] = _reduction("max")
 RULES["amin.default"] = _reduction("min")
 
@@ -1004,11 +1025,13 @@ def _offset(low: Lowering, value: int) -> str:
 @rule("unbind.int")
 def _unbind(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     x = _tensor(args[0])
-    axis = (node.args[1] if len(node.args) > 1 else 0)
+    rank = low.rank(node.args[0])
+    axis = (node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)) % rank
     count = node.args[0].meta["val"].shape[axis]
     if not isinstance(count, int):
         raise Unlowerable("unbind")
-    items = [Val(f"{x.at(POSTFIX)}[{', '.join([':'] * axis + [str(i)])}]", POSTFIX, kind=x.kind)
+    lead = [":"] * axis if axis < rank - 1 or axis == 0 else ["..."]
+    items = [Val(f"{x.at(POSTFIX)}[{', '.join([*lead, str(i)])}]", POSTFIX, kind=x.kind)
              for i in range(count)]
     return Val("parts", kind="multi", items=items)
 
@@ -1376,3 +1399,126 @@ def _full_like(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) ->
     if fill.kind != "number" or _element(node.meta["val"]) in ("bool", "complex"):
         raise Unlowerable("full_like")
     return Val(f"full_like({x.text}, {fill.text})")
+
+
+# --- order, norms, masked writes (issue 29) ---------------------------------------------------
+
+
+def _given(node: Any, position: int, word: str, default: Any) -> Any:
+    """An ATen argument by position, else by keyword, else its default."""
+    return node.args[position] if len(node.args) > position else node.kwargs.get(word, default)
+
+
+@rule("argmax.default", "argmin.default")
+def _arg_extreme(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    word = "argmax" if "argmax" in str(node.target) else "argmin"
+    x = _tensor(args[0])
+    axis, keep = _given(node, 1, "dim", None), _given(node, 2, "keepdim", False)
+    given = "" if axis is None else f", axis={axis % max(low.rank(node.args[0]), 1)}"
+    return Val(f"{word}({x.text}{given}{', keepdims=true' if keep else ''})")
+
+
+def _ordered(x: Val, axis: int, descending: bool) -> tuple[str, str]:
+    """`sort` and `argsort` of x along axis: the values and their positions."""
+    options = f"axis={axis}{', descending=true' if descending else ''}"
+    return f"sort({x.text}, {options})", f"argsort({x.text}, {options})"
+
+
+@rule("sort.default", "sort.stable")
+def _sort(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = _tensor(args[0])
+    stable = "stable" in str(node.target)
+    axis = _given(node, 1, "dim", -1) if not stable else node.kwargs.get("dim", -1)
+    descending = _given(node, 2, "descending", False) if not stable else \
+        node.kwargs.get("descending", False)
+    values, positions = _ordered(x, axis % max(low.rank(node.args[0]), 1), bool(descending))
+    return Val("parts", kind="multi", items=[Val(values), Val(positions)])
+
+
+@rule("argsort.default", "argsort.stable")
+def _argsort(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = _tensor(args[0])
+    stable = "stable" in str(node.target)
+    axis = _given(node, 1, "dim", -1) if not stable else node.kwargs.get("dim", -1)
+    descending = _given(node, 2, "descending", False) if not stable else \
+        node.kwargs.get("descending", False)
+    return Val(_ordered(x, axis % max(low.rank(node.args[0]), 1), bool(descending))[1])
+
+
+@rule("topk.default")
+def _topk(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # topk(x, k, dim=-1, largest=True, sorted=True): the first k of x in order along dim
+    x = _tensor(args[0])
+    rank = max(low.rank(node.args[0]), 1)
+    axis = _given(node, 2, "dim", -1) % rank
+    largest = _given(node, 3, "largest", True)
+    k = _index(low, node.args[1])
+    lead = ["..."] if axis == rank - 1 and axis > 0 else [":"] * axis
+    part = f"[{', '.join([*lead, f':{k}'])}]"
+    values, positions = _ordered(x, axis, bool(largest))
+    return Val("parts", kind="multi", items=[Val(f"{values}{part}", POSTFIX),
+                                             Val(f"{positions}{part}", POSTFIX)])
+
+
+@rule("max.dim", "min.dim")
+def _extreme_at(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # x.max(dim) is (values, indices)
+    word = "max" if "max" in str(node.target) else "min"
+    x = _tensor(args[0])
+    axis = _given(node, 1, "dim", 0) % max(low.rank(node.args[0]), 1)
+    keep = ", keepdims=true" if _given(node, 2, "keepdim", False) else ""
+    return Val("parts", kind="multi", items=[Val(f"{word}({x.text}, axis={axis}{keep})"),
+                                             Val(f"arg{word}({x.text}, axis={axis}{keep})")])
+
+
+@rule("flip.default")
+def _flip(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = _viewed(args[0])
+    rank = max(low.rank(node.args[0]), 1)
+    axes = sorted({a % rank for a in node.args[1]})
+    if not axes:
+        return x
+    axis = str(axes[0]) if len(axes) == 1 else f"({', '.join(map(str, axes))})"
+    return Val(f"flip({x.text}, axis={axis})", kind=x.kind)
+
+
+@rule("linalg_vector_norm.default")
+def _vector_norm(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # F.normalize's and x.norm(dim)'s norm: the 2-norm (1, inf) of x along the axes
+    x = _tensor(args[0])
+    order = _given(node, 1, "ord", 2)
+    axes = _given(node, 2, "dim", None)
+    keep = _given(node, 3, "keepdim", False)
+    rank = max(low.rank(node.args[0]), 1)
+    named = "" if axes is None else ", axis=" + (
+        str(axes % rank) if isinstance(axes, int) else
+        str(axes[0] % rank) if len(axes) == 1 else f"({', '.join(str(a % rank) for a in axes)})")
+    options = f"{named}{', keepdims=true' if keep else ''}"
+    if order == 2:
+        return Val(f"sqrt(sum({x.at(POSTFIX)} ** 2{options}))")
+    if order == 1:
+        return Val(f"sum(abs({x.text}){options})")
+    if order == math.inf:
+        return Val(f"max(abs({x.text}){options})")
+    raise Unlowerable("norm of this order")
+
+
+@rule("index_put.default", "index_put_.default")
+def _index_put(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # `x[..., mask] = v` (no accumulation): v where the mask is true, x elsewhere, the mask
+    # covering x's last axes (`where` broadcasts it over the leading ones)
+    x, values = _tensor(args[0]), _tensor(args[2])
+    accumulate = _given(node, 3, "accumulate", False)
+    entries = args[1].items
+    given = [i for i, entry in enumerate(entries) if entry.kind != "none"]
+    if accumulate or len(given) != 1 or entries[given[0]].kind != "bool":
+        raise Unlowerable("index_put")
+    axis = given[0]
+    mask = node.args[1][axis].meta["val"]
+    if axis + len(mask.shape) != low.rank(node.args[0]):
+        raise Unlowerable("index_put of leading axes")
+    source = node.args[2].meta["val"]
+    if _is_tensor(source) and len(source.shape) > 0 and math.prod(
+            int(s) if isinstance(s, int) else 2 for s in source.shape) != 1:
+        raise Unlowerable("index_put of a tensor of values")
+    return Val(f"where({entries[axis].text}, {values.text}, {x.text})")
