@@ -112,6 +112,7 @@ def _trace(built: Any) -> Any:
 
     module = built.module.eval()
     register_inputs(built.inputs)  # a cache object the model passes is a traced input too
+    _attributes_as_buffers(module)
     shapes = _dynamic_shapes(built)
     try:
         return _export(module, built.inputs, shapes)
@@ -122,6 +123,20 @@ def _trace(built: Any) -> Any:
         return _static(built)
     except Exception:
         raise Untraceable(_reason(first), _user_location(first, built.module)) from None
+
+
+def _attributes_as_buffers(module: Any) -> None:
+    """A tensor kept in a plain attribute (Meta's Llama: `self.cache_k = torch.zeros(...)`,
+    written in `forward`) is registered as a buffer, not saved with the state: torch.export
+    traces a buffer's writes (as slice writes), never a constant's."""
+    import torch
+
+    for sub in module.modules():
+        for name, value in list(vars(sub).items()):
+            if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter) \
+                    and not name.startswith("__"):
+                delattr(sub, name)
+                sub.register_buffer(name, value, persistent=False)
 
 
 def _static(built: Any) -> Any:
@@ -136,11 +151,39 @@ def _export(module: Any, inputs: dict[str, Any], shapes: Any) -> Any:
     import torch
 
     # torch's deprecation notices are not the user's
-    with warnings.catch_warnings(), _named_forward(module, list(inputs)):
+    with warnings.catch_warnings(), _named_forward(module, list(inputs)), _every_frame():
         warnings.simplefilter("ignore")
         exported = torch.export.export(module, (), dict(inputs), dynamic_shapes=shapes,
                                        strict=False)
         return exported.run_decompositions({})
+
+
+@contextmanager
+def _every_frame() -> Iterator[None]:
+    """Each node's stack with every frame, not only the modules' `forward`s (torch's
+    default), so that a line inside a helper function or an attention-processor object is
+    reported at its own line."""
+    from torch.fx import proxy
+
+    tracer = getattr(proxy, "TracerBase", None)
+    original = getattr(tracer, "_filter_traceback_frames", None)
+    if original is None:  # another torch: its own frames, the caller's line
+        yield
+        return
+
+    def every(self: Any, summary: Any) -> Any:
+        saved = getattr(self, "_record_forward_stack_traces_only", False)
+        self._record_forward_stack_traces_only = False
+        try:
+            return original(self, summary)
+        finally:
+            self._record_forward_stack_traces_only = saved
+
+    tracer._filter_traceback_frames = every  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        tracer._filter_traceback_frames = original  # type: ignore[union-attr]
 
 
 def _dynamic_shapes(built: Any) -> dict[str, Any]:

@@ -123,7 +123,12 @@ class Lowering:
         node = next(n for n in self.program.graph.nodes if n.op == "output")
         found: list[tuple[int, Any]] = []
         position = 0
-        for arg in _flat(node.args[0]):
+        # a buffer's or an input's new value (a cache written in place) is state, not a result
+        kinds = [spec.kind.name for spec in getattr(self.program.graph_signature,
+                                                     "output_specs", [])]
+        for index, arg in enumerate(_flat(node.args[0])):
+            if index < len(kinds) and kinds[index] != "USER_OUTPUT":
+                continue
             if hasattr(arg, "op") and _is_tensor(arg.meta.get("val")):
                 found.append((position, arg))
                 position += 1
@@ -165,7 +170,7 @@ class Lowering:
             if not _is_tensor(value):
                 self.values[node] = Val("None", kind="none")
                 continue
-            if 0 in value.shape:  # an empty cache before its first write: cat skips it
+            if _has_empty_axis(value):  # an empty cache before its first write: cat skips it
                 self.values[node] = Val("[]", kind="empty")
                 continue
             if kind == "USER_INPUT":
@@ -256,15 +261,14 @@ class Lowering:
         rule = RULES.get(name)
         if name in IGNORED:
             return
-        if _is_tensor(node.meta.get("val")) and 0 in node.meta["val"].shape:
+        if _is_tensor(node.meta.get("val")) and _has_empty_axis(node.meta["val"]):
             # an empty tensor (a cache before its first write): `cat` skips it
             self.values[node] = Val("[]", kind="empty")
             return
         try:
             if rule is None:
                 raise Unlowerable(name)
-            value = rule(self, node, [self.arg(a) for a in node.args],
-                         {k: self.arg(v) for k, v in node.kwargs.items()})
+            value = _applied(rule, self, node)
         except Unlowerable as reason:
             if str(reason) == "operand":  # it reads an unknown result: that one is reported
                 self._unknown(node, name, report=False)
@@ -357,9 +361,20 @@ class Lowering:
                 return self.dims.symbolic[token]
             if token.isdigit():
                 return self.dims.size(int(token)) if int(token) >= 5 else token
+            if re.fullmatch(r"u\d+", token):  # a size from data (`x[mask]`): a dim of its own
+                return self._unbacked(token)
             raise Unlowerable(f"symbol {token}")
         text = re.sub(r"[A-Za-z_]\w*|\d+", word, expression)
         return re.sub(r"\s*\*\s*", " * ", text)
+
+    def _unbacked(self, token: str) -> str:
+        taken = {*self.dims.symbolic.values(), *self.dims.atomic, *self.dims.derived}
+        name, count = "U", 1
+        while name in taken:
+            count += 1
+            name = f"U{count}"
+        self.dims.symbolic[token] = name
+        return name
 
     def shape(self, value: Any) -> str:
         return _element(value) + "[" + ", ".join(self.size(s) for s in value.shape) + "]"
@@ -370,14 +385,23 @@ class Lowering:
     # --- where each node comes from ------------------------------------------------------
 
     def location(self, node: Any) -> Location | None:
+        """The innermost frame of the user's code (every frame is traced: a helper function's
+        line is its own); a library's frames (torch, einops) stand for the line calling it."""
         trace = node.meta.get("stack_trace") or ""
         found: Location | None = None
         for match in _FRAME.finditer(trace):
             path = match.group("path")
-            if path.startswith(self.torch_dir) or "<" in path:
+            if path.startswith(self.torch_dir) or "<" in path or self._library(path):
                 continue
             found = Location(str(Path(path).resolve()), int(match.group("line")))
         return found or self.default
+
+    def _library(self, path: str) -> bool:
+        """An installed package other than the one holding the module (einops called from a
+        model; transformers' own helpers stay the code of a transformers module)."""
+        own = _package(self.default.path) if self.default is not None else None
+        package = _package(path)
+        return package is not None and package != own
 
     def _python_name(self, node: Any) -> str | None:
         """The name the Python statement assigns (`q` in `q = q.view(...)`); for the
@@ -447,6 +471,15 @@ class Lowering:
         return self._trees[path]
 
 
+def _package(path: str) -> str | None:
+    """The installed package a file belongs to (``.../site-packages/einops``), or None."""
+    parts = Path(path).parts
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts and parts.index(marker) + 1 < len(parts):
+            return "/".join(parts[:parts.index(marker) + 2])
+    return None
+
+
 def _target_names(target: ast.expr) -> list[str] | None:
     if isinstance(target, ast.Name):
         return [target.id]
@@ -490,6 +523,23 @@ def _flat(value: Any) -> list[Any]:
     if isinstance(value, (list, tuple)):
         return [leaf for item in value for leaf in _flat(item)]
     return [value]
+
+
+def _applied(rule: Rule, low: Lowering, node: Any) -> Val | None:
+    """A rule's value; an argument form it does not know (a size it cannot compare, a
+    data-dependent one) is an operator without a lowering, never an internal error."""
+    try:
+        return rule(low, node, [low.arg(a) for a in node.args],
+                    {k: low.arg(v) for k, v in node.kwargs.items()})
+    except Unlowerable:
+        raise
+    except Exception as error:
+        raise Unlowerable(f"{type(error).__name__}") from error
+
+
+def _has_empty_axis(value: Any) -> bool:
+    """A tensor with an axis of size 0 (never a guard on a size from data)."""
+    return any(isinstance(size, int) and size == 0 for size in value.shape)
 
 
 def _is_tensor(value: Any) -> bool:
@@ -555,7 +605,9 @@ MULTI = frozenset({"split.Tensor", "split_with_sizes.default", "chunk.default", 
 #: Operators that compute nothing the spec needs (asserts, guards).
 IGNORED = frozenset({"_assert_tensor_metadata.default", "_assert_scalar.default",
                      "sym_constrain_range_for_size.default", "_assert_async.msg",
-                     "sym_constrain_range.default"})
+                     "sym_constrain_range.default",
+                     # comparisons of sizes feed torch's runtime asserts (a size from data >= 0)
+                     "ge", "le", "gt", "lt", "eq", "ne"})
 
 
 def rule(*names: str) -> Callable[[Rule], Rule]:
@@ -1522,3 +1574,40 @@ def _index_put(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) ->
             int(s) if isinstance(s, int) else 2 for s in source.shape) != 1:
         raise Unlowerable("index_put of a tensor of values")
     return Val(f"where({entries[axis].text}, {values.text}, {x.text})")
+
+
+@rule("pad.default", "constant_pad_nd.default")
+def _pad(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # F.pad(x, (left, right, top, bottom, ...), value=v): the last axis first, each side a
+    # constant block joined on (only the constant mode; a negative pad crops: not lowered)
+    x = _tensor(args[0])
+    amounts = list(node.args[1])
+    constant = "constant_pad_nd" in str(node.target)
+    mode = "constant" if constant else _given(node, 2, "mode", "constant")
+    fill = _given(node, 2 if constant else 3, "value", None)
+    if mode != "constant" or not isinstance(fill, (int, float, type(None))):
+        raise Unlowerable("pad mode")
+    value = number(float(fill or 0))
+    shape = [low.size(s) for s in node.args[0].meta["val"].shape]
+    text = x.text
+    for pair in range(len(amounts) // 2):
+        axis = len(shape) - 1 - pair
+        sides = [_pad_amount(low, a) for a in amounts[2 * pair:2 * pair + 2]]
+        parts = [text]
+        for side, amount in zip((0, 1), sides):
+            if amount == "0":
+                continue
+            block = f"full([{', '.join([*shape[:axis], amount, *shape[axis + 1:]])}], " \
+                f"{value.text})"
+            parts.insert(0 if side == 0 else len(parts), block)
+        if len(parts) > 1:
+            text = f"concat([{', '.join(parts)}], axis={axis})"
+            shape[axis] = " + ".join(p for p in (sides[0], shape[axis], sides[1]) if p != "0")
+    return Val(text)
+
+
+def _pad_amount(low: Lowering, amount: Any) -> str:
+    traced = _traced(amount)
+    if isinstance(traced, int) and traced < 0:
+        raise Unlowerable("pad that crops")
+    return "0" if traced == 0 else _index(low, amount)

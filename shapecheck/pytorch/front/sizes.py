@@ -72,9 +72,12 @@ def choose(parameters: list[str], given: dict[str, int], *, even_heads: bool = F
             atomic[head_dim] = next(pool)
     if width is not None and width not in given and heads is not None and heads not in given:
         derived[width] = (*_factors(heads, derived), *_factors(head_dim or "", derived))
+    # other ints: primes of their own above the sequence length, each distinct (two taking
+    # `max(prime, 67)` once shared 67: a window read as the width)
+    larger = (p for p in pool if p >= 67)
     for name in parameters:
         if name not in given and name not in atomic and name not in derived:
-            atomic[name] = max(next(pool), 67)
+            atomic[name] = next(larger)
     for name, value in given.items():
         sizes[name] = value
     for name, prime in atomic.items():
