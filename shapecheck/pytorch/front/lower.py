@@ -786,14 +786,15 @@ def _reduction(name: str) -> Rule:
         keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
         axes = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
         if axes is None:
-            return Val(f"{name}({x.text})")
+            return Val(f"{name}({x.text})", kind=kind)
         if isinstance(axes, int):
             axes = [axes]
         text = x.text
         rank = low.rank(node.args[0])
         for axis in sorted((a % rank for a in axes), reverse=True):
             text = f"{name}({text}, axis={axis}{', keepdims=true' if keep else ''})"
-        return Val(text)
+        return Val(text, kind=kind)
+    kind = "bool" if name in ("any", "all") else "tensor"
     return lower
 
 
@@ -1415,6 +1416,11 @@ def _slice_scatter(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]
         end = size
     whole = low.size(size)
     first, last = low.size(start), low.size(end)
+    if isinstance(size, int) and not isinstance(end, int):
+        # `cache[:bsz] = x` in a buffer of a fixed size: the part after the write is empty
+        # at the largest batch, which a slice may not be; the positions written instead
+        positions = f"arange({last})" if first == "0" else f"arange({first}, {last})"
+        return Val(f"index_copy({x.text}, {axis}, {positions}, {source.text})")
     lead = ":, " * axis
     parts = ([f"{x.at(POSTFIX)}[{lead}:{first}]"] if first != "0" else []) + \
         [source.text] + ([f"{x.at(POSTFIX)}[{lead}{last}:]"] if last != whole else [])
