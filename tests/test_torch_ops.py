@@ -99,3 +99,12 @@ def test_a_rejected_candidate_says_why_it_does_not_fit() -> None:
         decide(module, {"c_attn_weight": np.zeros((42, 14))}, {"c_attn_weight": "param"}, {})
     assert "`c_attn.weight` [42, 14], which Linear stores as [out, in] while the spec uses " \
         "`c_attn_weight` as [in, out] (`x @ W`)" in str(refused.value)
+
+
+def test_jaxtyping_annotations_are_checked_against_the_traced_shapes() -> None:
+    pytest.importorskip("jaxtyping")
+    assert [d.code for r in check(f"{OPS}:Typed") for d in r.diagnostics] == []
+    lines = OPS.read_text().splitlines()
+    wrong = next(i for i, line in enumerate(lines, 1) if "# BUG: [b t d]" in line)
+    found = [(d.code, d.span.line) for r in check(f"{OPS}:TypedWrongly") for d in r.diagnostics]
+    assert found == [("SC304", wrong)]

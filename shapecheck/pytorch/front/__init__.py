@@ -299,6 +299,7 @@ def _forward_line(module: Any) -> Location | None:
 def _write(built: Any, program: Any) -> Extraction:
     import torch
 
+    from .annotations import asserts
     from .lower import Lowering
 
     torch_dir = str(Path(torch.__file__).resolve().parent)
@@ -307,6 +308,7 @@ def _write(built: Any, program: Any) -> Extraction:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         lowered = Lowering(program, built.dims, torch_dir, default, dynamic).run()
+    lowered.statements.extend(asserts(built.module, lowered, default))
     text, lines = render(lowered, built, default)
     main = default.path if default else None
     # float32 code (a softmax in float32, `finfo(float32).min` masks) is compared in float32

@@ -200,3 +200,20 @@ class HelperBug(Heads):
     def forward(self, x):
         q, k, v = self.heads(x)
         return self.merge(attend_unscaled(q, k, v))
+
+
+try:  # jaxtyping's annotations, checked against the traced shapes
+    from jaxtyping import Float
+    from torch import Tensor
+
+    class Typed(Heads):
+        def forward(self, x: Float[Tensor, "b t d"]) -> Float[Tensor, "b t d"]:
+            q, k, v = self.heads(x)
+            return self.merge(attend(q, k, v))
+
+    class TypedWrongly(Heads):
+        def forward(self, x: Float[Tensor, "b t d"]) -> Float[Tensor, "b d t"]:  # BUG: [b t d]
+            q, k, v = self.heads(x)
+            return self.merge(attend(q, k, v))
+except ImportError:
+    pass
