@@ -261,6 +261,12 @@ def __getattr__(name: str) -> Any:
 # --- checking a case -----------------------------------------------------------------------
 
 
+#: Findings that are true of a family's code, expected in place of "clean" (docs/torch.md):
+#: GPT-Neo does not scale its scores by 1/sqrt(head_dim), by design (the model was trained
+#: so), and SC405 says exactly that; a linter that hid it would be wrong about the code.
+EXPECTED = {"gpt_neo": "SC405"}
+
+
 @dataclass
 class Outcome:
     case: Case
@@ -271,7 +277,8 @@ class Outcome:
 
     @property
     def clean(self) -> bool:
-        return self.verify == "clean"
+        """No diagnostic, or exactly the true finding the family is known for."""
+        return self.verify in ("clean", EXPECTED.get(self.case.family))
 
 
 def check(case: Case, target_file: str = __file__) -> Outcome:

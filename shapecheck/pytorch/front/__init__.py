@@ -194,6 +194,7 @@ def _dynamic_shapes(built: Any) -> dict[str, Any]:
     from .opaque import is_registered, leaves
 
     known = {built.dims.value(n) for n in (*built.dims.atomic, *built.dims.derived)}
+    lengths = _sequence_lengths(built.inputs)
 
     def spec(value: Any) -> Any:
         if isinstance(value, torch.Tensor):
@@ -202,9 +203,15 @@ def _dynamic_shapes(built: Any) -> dict[str, Any]:
             # symbolic even when the example's size happens to equal a dim's.
             axes = {0, rank - 2 if rank >= 3 else rank - 1} if rank >= 2 else set()
             sequence = {int(value.shape[a]) for a in axes if a > 0}
+
+            def symbolic(axis: int, size: int) -> bool:
+                if axis in axes or size in sequence and axis == rank - 1:
+                    return True
+                if rank == 3 and axis == 2:  # [B, T, width]: a width (partial rotary's
+                    return size in lengths   # cos, sin) is the module's, not the call's
+                return size not in known
             return {axis: torch.export.Dim.AUTO for axis, size in enumerate(value.shape)
-                    if size > 1 and (size not in known or axis in axes
-                                     or size in sequence and axis == rank - 1)}
+                    if size > 1 and symbolic(axis, int(size))}
         if isinstance(value, (tuple, list)):
             return type(value)(spec(v) for v in value)
         if isinstance(value, dict):
@@ -214,6 +221,28 @@ def _dynamic_shapes(built: Any) -> dict[str, Any]:
         return None
 
     return {name: spec(value) for name, value in built.inputs.items()}
+
+
+def _sequence_lengths(inputs: dict[str, Any]) -> set[int]:
+    """The sizes of the inputs' sequence axes (the second-to-last of a tensor of rank 3 or
+    more, the last of a [B, T] one)."""
+    import torch
+
+    from .opaque import is_registered, leaves
+
+    found: set[int] = set()
+    pending = list(inputs.values())
+    while pending:
+        value = pending.pop()
+        if isinstance(value, torch.Tensor) and value.dim() >= 2:
+            found.add(int(value.shape[-2] if value.dim() >= 3 else value.shape[-1]))
+        elif isinstance(value, (tuple, list)):
+            pending.extend(value)
+        elif isinstance(value, dict):
+            pending.extend(value.values())
+        elif is_registered(value):
+            pending.extend(leaves(value))
+    return found
 
 
 @contextmanager
