@@ -98,11 +98,9 @@ def test_zoo_subset(case: zoo.Case) -> None:
 # What the zoo does not pass yet, by family, with the cause (docs/torch.md, "The
 # transformers zoo"): a strict xfail, so that a fix shows as a pass to move out of here.
 KNOWN = {
-    "dbrx": "the zoo does not build it at its sizes yet (SC603)",
-    "deepseek_v3": "the zoo does not build it at its sizes yet (SC603)",
     "longformer": "torch.export cannot trace its sliding-window chunking (SC601)",
 }
-KNOWN_CASES = {"deepseek_v3__sdpa"}  # this form of a known family passes
+KNOWN_CASES: set[str] = set()  # forms of a known family that pass
 
 
 def _expected(case: zoo.Case) -> object:

@@ -92,13 +92,17 @@ def _config(family: str, implementation: str) -> Any:
         sizes.update(embed_dim=20, depths=[1], num_heads=[2], window_size=2, image_size=16,
                      patch_size=2)
     if family == "dbrx":
-        sizes.update(d_model=60, n_heads=6, attn_config={"kv_n_heads": 3},
+        # transformers 5.24's DbrxAttention reads attn_config.rope_theta, which the attention
+        # config class does not define, and clamps with clip_qkv unconditionally: both given,
+        # as DBRX's checkpoint config carries them
+        sizes.update(d_model=60, n_heads=6, attn_config={"kv_n_heads": 3, "rope_theta": 10000.0,
+                                                     "clip_qkv": 8.0},
                      ffn_config={"ffn_hidden_size": 44, "moe_num_experts": 4, "moe_top_k": 1})
     rope = defaults.to_dict().get("rope_parameters")
     if isinstance(rope, dict) and "partial_rotary_factor" in rope:  # an even rotary width
         sizes["rope_parameters"] = {**rope, "partial_rotary_factor": 0.4}
-    if family == "deepseek_v3":  # its head_dim is the rotary part's
-        sizes.update(head_dim=4)
+    if family == "deepseek_v3":  # its head_dim is the rotary part's; MLA expands its keys
+        sizes.update(head_dim=4, num_key_value_heads=6)  # to every head (eager repeats them)
     if family == "gpt_neo":  # one attention type per layer
         sizes.update(attention_types=[[["global", "local"], 1]])
     if family == "mpt":
