@@ -84,7 +84,13 @@ def extract(target: str, init: tuple[str, ...] | list[str] = ()) -> Extraction:
         raise ExtractError("no_torch") from None
     from .target import build
 
-    built = build(target, init)
+    try:
+        built = build(target, init)
+    except ExtractError as error:
+        try:  # a config that refuses an odd head width (rotary halves): even ones, once
+            built = build(target, init, even_heads=True)
+        except ExtractError:
+            raise error from None
     try:
         program = _trace(built)
     except Untraceable as first:
