@@ -1484,23 +1484,22 @@ def _ordered(x: Val, axis: int, descending: bool) -> tuple[str, str]:
 
 @rule("sort.default", "sort.stable")
 def _sort(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
-    x = _tensor(args[0])
-    stable = "stable" in str(node.target)
-    axis = _given(node, 1, "dim", -1) if not stable else node.kwargs.get("dim", -1)
-    descending = _given(node, 2, "descending", False) if not stable else \
-        node.kwargs.get("descending", False)
-    values, positions = _ordered(x, axis % max(low.rank(node.args[0]), 1), bool(descending))
+    values, positions = _ordered(_tensor(args[0]), *_order(low, node))
     return Val("parts", kind="multi", items=[Val(values), Val(positions)])
+
+
+def _order(low: Lowering, node: Any) -> tuple[int, bool]:
+    """sort's and argsort's axis and direction (the `.stable` overloads take keywords only)."""
+    stable = "stable" in str(node.target)
+    axis = node.kwargs.get("dim", -1) if stable else _given(node, 1, "dim", -1)
+    descending = node.kwargs.get("descending", False) if stable else \
+        _given(node, 2, "descending", False)
+    return axis % max(low.rank(node.args[0]), 1), bool(descending)
 
 
 @rule("argsort.default", "argsort.stable")
 def _argsort(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
-    x = _tensor(args[0])
-    stable = "stable" in str(node.target)
-    axis = _given(node, 1, "dim", -1) if not stable else node.kwargs.get("dim", -1)
-    descending = _given(node, 2, "descending", False) if not stable else \
-        node.kwargs.get("descending", False)
-    return Val(_ordered(x, axis % max(low.rank(node.args[0]), 1), bool(descending))[1])
+    return Val(_ordered(_tensor(args[0]), *_order(low, node))[1])
 
 
 @rule("topk.default")
