@@ -87,6 +87,11 @@ CALLS.update({  # issue 21: the builtins beyond the contract's
     "full_like": "output O = full_like(X, -inf)\noutput O2 = full_like(arange(N), M - 1) + arange(N)",
     "long": "output O = long(X * 4)\noutput O2 = long(keep) + long(-2.5)",
     "arange_steps": None,
+    "argmax": "output O = argmax(X, axis=-1)\noutput O2 = argmax(B, axis=1, keepdims=true) + argmax(X)",
+    "argmin": "output O = argmin(X, axis=0, keepdims=true)\noutput O2 = argmin(B)",
+    "sort": "output O = sort(X)\noutput O2 = sort(B, axis=1, descending=true)",
+    "argsort": "output O = argsort(X, axis=0)\noutput O2 = take_along_axis(X, argsort(X, descending=true), axis=-1)",
+    "flip": "output O = flip(X, axis=-1)\noutput O2 = flip(B, axis=(0, 2)) + flip(keep)[0, 0]",
 })
 CALLS.pop("arange_steps")
 CALLS["arange"] += "\noutput O3 = arange(1, N, 2) + arange(N - 1, -1, -1)[0]\noutput O4 = arange(2, M + 2)"

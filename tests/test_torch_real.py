@@ -88,7 +88,7 @@ REST = [case for case in zoo.cases() if case.name not in zoo.CI_CASES]
 
 def _clean_and_conforms(case: zoo.Case) -> None:
     outcome = zoo.check(case, str(ZOO))
-    assert outcome.verify == "clean", outcome.detail
+    assert outcome.clean, outcome.detail  # clean, or the true finding zoo.EXPECTED names
     assert outcome.conform == "conforms", outcome.conform
 
 
@@ -100,16 +100,9 @@ def test_zoo_subset(case: zoo.Case) -> None:
 # What the zoo does not pass yet, by family, with the cause (docs/torch.md, "The
 # transformers zoo"): a strict xfail, so that a fix shows as a pass to move out of here.
 KNOWN = {
-    "phi3": "partial rotary: the cos/sin width traced as a free axis (SC318)",
-    "nemotron": "partial rotary: the cos/sin width traced as a free axis (SC318)",
-    "glm": "partial rotary: the cos/sin width traced as a free axis (SC201, SC318)",
-    "glm4": "partial rotary: the cos/sin width traced as a free axis (SC201, SC318)",
-    "gpt_neo": "GPT-Neo does not scale its scores: SC405 is true of the code",
-    "dbrx": "the zoo does not build it at its sizes yet (SC603)",
-    "deepseek_v3": "the zoo does not build it at its sizes yet (SC603)",
     "longformer": "torch.export cannot trace its sliding-window chunking (SC601)",
 }
-KNOWN_CASES = {"deepseek_v3__sdpa"}  # this form of a known family passes
+KNOWN_CASES: set[str] = set()  # forms of a known family that pass
 
 
 def _expected(case: zoo.Case) -> object:

@@ -100,17 +100,17 @@ def test_untraceable_code_is_one_diagnostic_at_its_line() -> None:
 
 
 def test_an_unknown_operator_is_named_and_the_rest_is_checked() -> None:
-    results = check(target("odd.py:Flipped"))
+    results = check(target("odd.py:Unlowered"))
     codes = [(d.code, d.span.line) for r in results for d in r.diagnostics]
-    assert codes == [("SC602", 27)]  # the weights it reads are not "unused"
-    extraction = extract(target("odd.py:Flipped"))
+    assert codes == [("SC602", 28)]  # the weights it reads are not "unused"
+    extraction = extract(target("odd.py:Unlowered"))
     assert "softmax(" in extraction.text
 
 
 def test_an_unknown_operator_never_fails_verify(capsys: pytest.CaptureFixture[str]) -> None:
     """SC602 is about shapecheck's limits, not the module (`about_tool`): reported, exit 0."""
     with pytest.raises(SystemExit) as done:
-        main(["verify", target("odd.py:Flipped")])
+        main(["verify", target("odd.py:Unlowered")])
     assert done.value.code == 0
     out = capsys.readouterr().out
     assert "warning[SC602]" in out and out.rstrip().endswith("1 file verified, with 1 warning.")

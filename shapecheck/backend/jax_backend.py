@@ -635,10 +635,38 @@ def _check_sampled(frame: Frame, call: onecall.OneCall, q: Any, k: Any, v: Any, 
                        sampled(added), sampled(out), what, tolerance, DPA_CHECK)
 
 
+def _extreme_at(find: Callable[..., Any]) -> Implementation:
+    """argmax/argmin: positions held in the run's float dtype, as every int tensor is."""
+    def implementation(call: Call) -> Closure:
+        given, keep, dtype = call.arg("axis"), bool(call.arg("keepdims")), call.c.dtype
+        axis = None if given is None else axis_index(given, call.rank())
+        return made(call, lambda x: jnp.asarray(find(x, axis=axis, keepdims=keep), dtype), "x")
+    return implementation
+
+
+def _sort(call: Call) -> Closure:
+    axis, descending = axis_index(call.arg("axis"), call.rank()), bool(call.arg("descending"))
+    return made(call, lambda x: jnp.sort(x, axis=axis, descending=descending), "x")
+
+
+def _argsort(call: Call) -> Closure:
+    """Ties in their first order (a stable sort), descending too (PyTorch's stable=True)."""
+    axis, descending = axis_index(call.arg("axis"), call.rank()), bool(call.arg("descending"))
+    dtype = call.c.dtype
+    return made(call, lambda x: jnp.argsort(x, axis=axis, stable=True,
+                                            descending=descending).astype(dtype), "x")
+
+
+def _flip(call: Call) -> Closure:
+    axes = axes_of(call.arg("axis"), call.rank())
+    return made(call, lambda x: jnp.flip(x, axis=axes), "x")
+
+
 # The JAX op table: a row per builtin (lowering.table: the functions above by name, the shared
 # recipes with jax.numpy's functions, and these rows of its own).
 BUILTINS: dict[str, Implementation] = table(globals(), jnp, {
     "clamp": bounded(jnp.clip),
+    "argmax": _extreme_at(jnp.argmax), "argmin": _extreme_at(jnp.argmin),
     "sigmoid": _unary(jax.nn.sigmoid), "relu": _unary(jax.nn.relu),
     "rsqrt": _unary(jax.lax.rsqrt), "erf": _unary(erf), "silu": _unary(jax.nn.silu),
     "gelu": _unary(lambda x: jax.nn.gelu(x, approximate=False)),

@@ -1277,6 +1277,40 @@ def _long(call: Call) -> Closure:
     return _made(call, lambda x: np.asarray(np.trunc(np.asarray(x, dtype=dtype))), "x")
 
 
+def _argmax(call: Call) -> Closure:
+    return _extreme_at(call, np.argmax)
+
+
+def _argmin(call: Call) -> Closure:
+    return _extreme_at(call, np.argmin)
+
+
+def _extreme_at(call: Call, find: Callable[..., Any]) -> Closure:
+    """Positions held in the run's float dtype, as every int tensor is."""
+    given, keep, dtype = call.arg("axis"), bool(call.arg("keepdims")), call.c.dtype
+    axis = None if given is None else axis_index(given, call.rank())
+    return _made(call, lambda x: np.asarray(find(x, axis=axis, keepdims=keep), dtype=dtype), "x")
+
+
+def _sort(call: Call) -> Closure:
+    axis, descending = axis_index(call.arg("axis"), call.rank()), bool(call.arg("descending"))
+    return _made(call, lambda x: np.flip(np.sort(x, axis=axis), axis) if descending
+                 else np.sort(x, axis=axis), "x")
+
+
+def _argsort(call: Call) -> Closure:
+    """Ties in their first order (a stable sort), descending too (PyTorch's stable=True)."""
+    axis, descending = axis_index(call.arg("axis"), call.rank()), bool(call.arg("descending"))
+    dtype = call.c.dtype
+    return _made(call, lambda x: np.argsort(-x if descending else x, axis=axis,
+                                            kind="stable").astype(dtype), "x")
+
+
+def _flip(call: Call) -> Closure:
+    axes = axes_of(call.arg("axis"), call.rank())
+    return _made(call, lambda x: np.flip(x, axis=axes).copy(), "x")
+
+
 
 
 # --- erf, for the exact gelu -------------------------------------------------------------------

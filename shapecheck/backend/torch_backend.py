@@ -685,6 +685,40 @@ def _long(call: Call) -> Closure:
     return made(call, lambda x: torch.trunc(x.to(dtype)), "x")
 
 
+def _argmax(call: Call) -> Closure:
+    return _extreme_at(call, torch.argmax)
+
+
+def _argmin(call: Call) -> Closure:
+    return _extreme_at(call, torch.argmin)
+
+
+def _extreme_at(call: Call, find: Callable[..., torch.Tensor]) -> Closure:
+    """Positions held in the run's float dtype, as every int tensor is."""
+    given, keep, dtype = call.arg("axis"), bool(call.arg("keepdims")), call.c.dtype
+    axis = None if given is None else axis_index(given, call.rank())
+    return made(call, lambda x: find(x, dim=axis, keepdim=keep).to(dtype), "x")
+
+
+def _sort(call: Call) -> Closure:
+    axis, descending = axis_index(call.arg("axis"), call.rank()), bool(call.arg("descending"))
+    return made(call, lambda x: torch.sort(x, dim=axis, descending=descending,
+                                            stable=True).values, "x")
+
+
+def _argsort(call: Call) -> Closure:
+    axis, descending = axis_index(call.arg("axis"), call.rank()), bool(call.arg("descending"))
+    dtype = call.c.dtype
+    return made(call, lambda x: torch.argsort(x, dim=axis, descending=descending,
+                                               stable=True).to(dtype), "x")
+
+
+def _flip(call: Call) -> Closure:
+    axes = axes_of(call.arg("axis"), call.rank())
+    return made(call, lambda x: torch.flip(x, dims=tuple(range(x.ndim)) if axes is None
+                                            else axes), "x")
+
+
 def _conjugate(z: torch.Tensor) -> torch.Tensor:
     return torch.conj_physical(z)
 

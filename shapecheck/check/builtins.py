@@ -753,6 +753,7 @@ def _real_code_rows() -> list[Builtin]:
     same = AxisMap(AxisKind.ELEMENTWISE)
     keep = Param("keepdims", Kind.BOOL, False, required=False)
     axes = Param("axis", Kind.AXES, None, required=False)
+    descending = Param("descending", Kind.BOOL, False, required=False)
     rows = [
         Builtin("cumsum", (X, Param("axis", Kind.AXIS)), value_rules.cumulative,
                 "shape of x; running sums along axis", same, cost=1),
@@ -795,6 +796,25 @@ def _real_code_rows() -> list[Builtin]:
         Builtin("amin", (X, axes, keep), value_rules.extreme,
                 "the smallest value along the axes (PyTorch's amin)",
                 AxisMap(AxisKind.REDUCE, axis="axis", keepdims="keepdims")),
+        Builtin("argmax", (X, Param("axis", Kind.AXIS, None, required=False), keep),
+                value_rules.arg_extreme("argmax"), "int: where the largest value lies along the axis "
+                "(without one, in x flattened)",
+                AxisMap(AxisKind.REDUCE, axis="axis", keepdims="keepdims")),
+        Builtin("argmin", (X, Param("axis", Kind.AXIS, None, required=False), keep),
+                value_rules.arg_extreme("argmin"), "int: where the smallest value lies along the axis "
+                "(without one, in x flattened)",
+                AxisMap(AxisKind.REDUCE, axis="axis", keepdims="keepdims")),
+        # Order along an axis: positions move, so the meaning pass follows none of them.
+        Builtin("sort", (X, Param("axis", Kind.AXIS, -1, required=False), descending),
+                value_rules.ordered(False), "shape of x; the values in order along the axis",
+                AxisMap(AxisKind.OPAQUE)),
+        Builtin("argsort", (X, Param("axis", Kind.AXIS, -1, required=False), descending),
+                value_rules.ordered(True),
+                "int, shape of x: the positions that put x in order along the axis",
+                AxisMap(AxisKind.OPAQUE)),
+        Builtin("flip", (X, axes), value_rules.flip,
+                "shape of x; the order along the axes reversed (every axis without one)",
+                AxisMap(AxisKind.OPAQUE)),
         Builtin("outer", (X, Param("y", Kind.TENSOR)), value_rules.outer,
                 "[n] and [m] -> [n, m]: every product x[i] * y[j]",
                 AxisMap(AxisKind.OPAQUE)),

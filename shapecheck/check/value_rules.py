@@ -183,6 +183,44 @@ def flatten(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     return Value(x.shape[:start] + (merged,) + x.shape[end + 1:], x.is_bool, element=x.element)
 
 
+def arg_extreme(name: str) -> Callable[[Ctx, dict[str, Any]], Value | None]:
+    """`argmax`/`argmin(x, axis, keepdims)`: the position of the extreme along one axis, an
+    int tensor of x's shape without that axis (kept as 1 with keepdims); without an axis,
+    one position in x flattened (PyTorch's and NumPy's)."""
+    def rule(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+        x: Value = a["x"]
+        if not real_argument(ctx, name, "x", x):
+            return None
+        if a["axis"] is None:
+            return Value((symbolic.ONE,) * x.rank if a["keepdims"] else (), element="int")
+        result = reduce(ctx, a)
+        return None if result is None else Value(result.shape, element="int")
+
+    return rule
+
+
+def ordered(positions: bool) -> Callable[[Ctx, dict[str, Any]], Value | None]:
+    """`sort`/`argsort(x, axis, descending)`: x's shape; the values in order along the axis,
+    or (``positions``) where each came from, as ints."""
+    def rule(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+        x: Value = a["x"]
+        name = "argsort" if positions else "sort"
+        if not real_argument(ctx, name, "x", x) or resolve_axis(ctx, a["axis"], x) is None:
+            return None
+        return Value(x.shape, element="int" if positions else x.element)
+
+    return rule
+
+
+def flip(ctx: Ctx, a: dict[str, Any]) -> Value | None:
+    """`flip(x, axis)` (PyTorch's `x.flip(dims)`, NumPy's `flip`): x with the order along
+    each named axis reversed; every axis without one."""
+    x: Value = a["x"]
+    if resolve_axes(ctx, a["axis"], x) is None:
+        return None
+    return Value(x.shape, x.is_bool, element=x.element)
+
+
 def expand(ctx: Ctx, a: dict[str, Any]) -> Value | None:
     """`expand(x, shape)` (PyTorch's `x.expand(...)`): x's axes right-aligned with the shape;
     new leading axes are allowed, `-1` keeps x's size, and only an axis of size 1 grows --

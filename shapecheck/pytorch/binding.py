@@ -45,6 +45,8 @@ MESSAGES: Table = Table("binding", "MESSAGES", {
     "there (an instance keeps the sizes it was built with: fix them with --dim)",
     "candidates_none": "it has no tensors",
     "candidate": "`{key}` {shape}",
+    "candidate_layout": "`{key}` {shape}, which {layer} stores as {stored} while the spec "
+    "uses `{name}` as {used}",
     "how_direct": "{name} -> {key}",
     "how_transposed": "{name} -> {key}.T ({layer} stores [out, in])",
     "how_transposed_plain": "{name} -> {key}.T",
@@ -219,9 +221,11 @@ class Matching:
 
 
 def decide(module: Any, values: Mapping[str, Any], kinds: Mapping[str, str],
-           overrides: Mapping[str, str]) -> Matching:
+           overrides: Mapping[str, str], stored: frozenset[str] = frozenset()) -> Matching:
     """Match each spec name in ``values`` (name -> array at the first binding; ``kinds``:
-    name -> param/input) to the module's state. ``overrides``: name -> KEY or KEY.T."""
+    name -> param/input) to the module's state. ``overrides``: name -> KEY or KEY.T.
+    ``stored``: the 2-D params the spec uses as ``x @ W.T`` (PyTorch's ``[out, in]``, the
+    layout ``extract`` writes); the others are ``[in, out]`` (``x @ W``)."""
     state = tensors(module)
     matches: list[Match] = []
     for name, key in overrides.items():
@@ -233,7 +237,8 @@ def decide(module: Any, values: Mapping[str, Any], kinds: Mapping[str, str],
     for name in pending:
         if any(m.name == name for m in matches):
             continue
-        match = _one(module, name, values[name], kinds.get(name, "param"), state, taken)
+        match = _one(module, name, values[name], kinds.get(name, "param"), state, taken,
+                     name in stored)
         matches.append(match)
         taken.add(match.key)
     order = {name: index for index, name in enumerate(values)}
@@ -261,16 +266,17 @@ def _by_hand(name: str, key: str, value: Any, state: Mapping[str, Any]) -> Match
                  how=message(template, name=name, key=key) + message("how_by_hand"))
 
 
-def _orientations(module: Any, key: str, tensor: Any, shape: tuple[int, ...]) -> list[bool]:
+def _orientations(module: Any, key: str, tensor: Any, shape: tuple[int, ...],
+                  stored: bool = False) -> list[bool]:
     """How ``tensor`` can hold a spec value of ``shape``: as is (False) or transposed (True),
-    the layer type deciding where it knows."""
+    the layer type and the spec's use (``stored``: ``x @ W.T``) deciding where they know."""
     got = tuple(tensor.shape)
     layer = _layer(module, key)
     if len(shape) == 2 and key.endswith("weight"):
-        if any(word in layer for word in TRANSPOSED_LAYERS):
-            return [True] if got == shape[::-1] else []
-        if any(word in layer for word in PLAIN_LAYERS):
-            return [False] if got == shape else []
+        if any(word in layer for word in TRANSPOSED_LAYERS):  # [out, in]
+            return [not stored] if got == (shape if stored else shape[::-1]) else []
+        if any(word in layer for word in PLAIN_LAYERS):  # [in, out]
+            return [stored] if got == (shape[::-1] if stored else shape) else []
     fits = [False] if got == shape else []
     if len(shape) == 2 and got == shape[::-1] and got != shape:
         fits.append(True)
@@ -278,14 +284,15 @@ def _orientations(module: Any, key: str, tensor: Any, shape: tuple[int, ...]) ->
 
 
 def _one(module: Any, name: str, value: Any, kind: str, state: Mapping[str, Any],
-         taken: set[str]) -> Match:
+         taken: set[str], stored: bool = False) -> Match:
     shape = _shape(value)
     role, weight_or_bias = spec_meaning(name)
     free = {k: t for k, t in state.items() if k not in taken}
     exact = [k for k in free if fold(name) in (fold(k), fold(k.removesuffix(".weight")))]
     named = [k for k in free if role is not None and key_meaning(k) == (role, weight_or_bias)]
     for pool, by_shape in ((exact, False), (named, False), (list(free), True)):
-        fitting = [(k, t) for k in pool for t in _orientations(module, k, free[k], shape)]
+        fitting = [(k, t) for k in pool
+                   for t in _orientations(module, k, free[k], shape, stored)]
         if len(fitting) == 1:
             return _match(module, name, *fitting[0], by_shape)
         if len(fitting) > 1:
@@ -293,7 +300,8 @@ def _one(module: Any, name: str, value: Any, kind: str, state: Mapping[str, Any]
             raise BindingError(message("ambiguous", kind=message(f"kind_{kind}"), name=name,
                                        shape=list(shape), candidates=listed,
                                        first=_flag(*fitting[0])))
-    listed = ", ".join(_candidate(k, t) for k, t in free.items()) or message("candidates_none")
+    listed = ", ".join(_candidate(k, t, module, name, shape, stored) for k, t in free.items()) \
+        or message("candidates_none")
     raise BindingError(message("no_match", kind=message(f"kind_{kind}"), name=name,
                                shape=list(shape), candidates=listed))
 
@@ -309,8 +317,19 @@ def _match(module: Any, name: str, key: str, transposed: bool, by_shape: bool) -
     return Match(name, key, transposed, how=how + (message("how_by_shape") if by_shape else ""))
 
 
-def _candidate(key: str, tensor: Any) -> str:
-    return message("candidate", key=key, shape=list(tensor.shape))
+def _candidate(key: str, tensor: Any, module: Any = None, name: str = "",
+               shape: tuple[int, ...] = (), stored: bool = False) -> str:
+    """A tensor the spec's value did not fit; when its layer's layout is why (its shape is
+    the spec's, or the transpose, the other way round), the reason."""
+    got = tuple(tensor.shape)
+    layer = _layer(module, key) if module is not None else ""
+    if len(shape) == 2 and key.endswith("weight") and got in (shape, shape[::-1]):
+        out_in = any(word in layer for word in TRANSPOSED_LAYERS)
+        if out_in or any(word in layer for word in PLAIN_LAYERS):
+            used = "[out, in] (`x @ W.T`)" if stored else "[in, out] (`x @ W`)"
+            return message("candidate_layout", key=key, shape=list(got), layer=layer, name=name,
+                           stored="[out, in]" if out_in else "[in, out]", used=used)
+    return message("candidate", key=key, shape=list(got))
 
 
 def _flag(key: str, transposed: bool) -> str:

@@ -336,6 +336,7 @@ class _Driver:
         # code indexes with them; the spec holds them in the run's dtype.
         self.integers = {n for n, t in declared(program).items() if t.value.element == "int"}
         self.kinds = {n: t.kind for n, t in declared(program).items()}
+        self.stored = used_transposed(program, set(self.kinds))
         self.outputs = list(program.outputs)
         self.names = _check_names(program, names)
         self.layouts = _check_layouts(program, layouts)
@@ -442,7 +443,8 @@ class _Driver:
         values = {name: case.inputs[name] for name in self.routing.state}
         try:
             if self.matching is None:
-                self.matching = decide(module, values, self.kinds, self.wiring.params)
+                self.matching = decide(module, values, self.kinds, self.wiring.params,
+                                       self.stored)
             self.matching.write(module, values, _bindings_text(case.bindings))
         except BindingError as error:
             text = str(error)
@@ -824,6 +826,25 @@ def _spec_names(program: Program) -> list[str]:
     from ..backend.runtime import declared
 
     return [*declared(program), *program.outputs, *program.dims.dims]
+
+
+def used_transposed(program: Program, names: set[str]) -> frozenset[str]:
+    """The declared names the spec uses as ``W.T`` (``x @ W.T``, PyTorch's ``[out, in]``
+    weight, as ``extract`` writes it)."""
+    from ..syntax import nodes
+
+    found: set[str] = set()
+    pending: list[Any] = list(program.statements)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, nodes.Transpose) and isinstance(node.operand, nodes.Name):
+            found.add(node.operand.name)
+        if isinstance(node, (list, tuple)):
+            pending.extend(node)
+        elif hasattr(node, "__dataclass_fields__"):
+            pending.extend(getattr(node, f) for f in node.__dataclass_fields__
+                           if f != "span")
+    return frozenset(found & names)
 
 
 def _check_names(program: Program, names: Mapping[str, str]) -> dict[str, str]:

@@ -111,6 +111,10 @@ METHODS: dict[str, Spelling] = {
     "maximum": _row("maximum", "y"),
     "outer": _row("outer", "y"),
     "conj": _row("conj"),
+    "argmax": _row("argmax", "axis", "keepdims"),
+    "argmin": _row("argmin", "axis", "keepdims"),
+    "argsort": _row("argsort", "axis", "descending"),
+    "flip": _row("flip", "axis"),
     **{name: _row(name) for name in _ELEMENTWISE},
     **{name: _row("identity") for name in _CASTS},
 }
@@ -133,7 +137,8 @@ FUNCTIONS: dict[str, Spelling] = {
     "torch.arange": _row("arange", receiver=False),
     **{f"torch.{name}": METHODS[name] for name in (
         "cumsum", "cumprod", "clamp", "clip", "all", "any", "index_select", "index_copy",
-        "scatter", "minimum", "maximum", "outer", "conj")},
+        "scatter", "minimum", "maximum", "outer", "conj", "argmax", "argmin", "argsort",
+        "flip")},
     "torch.full": _row("full", "shape", "value", receiver=False),
     "torch.ones_like": _row("ones_like"),
     "torch.zeros_like": _row("zeros_like"),

@@ -14,6 +14,7 @@ MESSAGES = {
     "(实例保持构造时的尺寸: 用 --dim 固定它们)",
     "candidates_none": "它没有张量",
     "candidate": "`{key}` {shape}",
+    "candidate_layout": "`{key}` {shape}, {layer} 按 {stored} 存储它, 而 spec 把 `{name}` 用作 {used}",
     "how_direct": "{name} -> {key}",
     "how_transposed": "{name} -> {key}.T ({layer} 按 [out, in] 存储)",
     "how_transposed_plain": "{name} -> {key}.T",

@@ -89,7 +89,13 @@ def extract(target: str, init: tuple[str, ...] | list[str] = ()) -> Extraction:
         raise ExtractError("no_torch") from None
     from .target import build
 
-    built = build(target, init)
+    try:
+        built = build(target, init)
+    except ExtractError as error:
+        try:  # a config that refuses an odd head width (rotary halves): even ones, once
+            built = build(target, init, even_heads=True)
+        except ExtractError:
+            raise error from None
     try:
         program = _trace(built)
     except Untraceable as first:
@@ -117,6 +123,7 @@ def _trace(built: Any) -> Any:
 
     module = built.module.eval()
     register_inputs(built.inputs)  # a cache object the model passes is a traced input too
+    _attributes_as_buffers(module)
     shapes = _dynamic_shapes(built)
     try:
         return _export(module, built.inputs, shapes)
@@ -127,6 +134,20 @@ def _trace(built: Any) -> Any:
         return _static(built)
     except Exception:
         raise Untraceable(_reason(first), _user_location(first, built.module)) from None
+
+
+def _attributes_as_buffers(module: Any) -> None:
+    """A tensor kept in a plain attribute (Meta's Llama: `self.cache_k = torch.zeros(...)`,
+    written in `forward`) is registered as a buffer, not saved with the state: torch.export
+    traces a buffer's writes (as slice writes), never a constant's."""
+    import torch
+
+    for sub in module.modules():
+        for name, value in list(vars(sub).items()):
+            if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter) \
+                    and not name.startswith("__"):
+                delattr(sub, name)
+                sub.register_buffer(name, value, persistent=False)
 
 
 def _static(built: Any) -> Any:
@@ -143,7 +164,7 @@ def _export(module: Any, inputs: dict[str, Any], shapes: Any) -> Any:
     from .lower import lowers_as_traced
 
     # torch's deprecation notices are not the user's
-    with warnings.catch_warnings(), _named_forward(module, list(inputs)):
+    with warnings.catch_warnings(), _named_forward(module, list(inputs)), _every_frame():
         warnings.simplefilter("ignore")
         exported = torch.export.export(module, (), dict(inputs), dynamic_shapes=shapes,
                                        strict=False)
@@ -151,6 +172,34 @@ def _export(module: Any, inputs: dict[str, Any], shapes: Any) -> Any:
         # over the graph) only where it writes into a tensor or holds an operator without
         # a row (a composite that pass decomposes).
         return exported if lowers_as_traced(exported) else exported.run_decompositions({})
+
+
+@contextmanager
+def _every_frame() -> Iterator[None]:
+    """Each node's stack with every frame, not only the modules' `forward`s (torch's
+    default), so that a line inside a helper function or an attention-processor object is
+    reported at its own line."""
+    from torch.fx import proxy
+
+    tracer = getattr(proxy, "TracerBase", None)
+    original = getattr(tracer, "_filter_traceback_frames", None)
+    if original is None:  # another torch: its own frames, the caller's line
+        yield
+        return
+
+    def every(self: Any, summary: Any) -> Any:
+        saved = getattr(self, "_record_forward_stack_traces_only", False)
+        self._record_forward_stack_traces_only = False
+        try:
+            return original(self, summary)
+        finally:
+            self._record_forward_stack_traces_only = saved
+
+    tracer._filter_traceback_frames = every  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        tracer._filter_traceback_frames = original  # type: ignore[union-attr]
 
 
 def _dynamic_shapes(built: Any) -> dict[str, Any]:
@@ -161,6 +210,7 @@ def _dynamic_shapes(built: Any) -> dict[str, Any]:
     from .opaque import is_registered, leaves
 
     known = {built.dims.value(n) for n in (*built.dims.atomic, *built.dims.derived)}
+    lengths = _sequence_lengths(built.inputs)
 
     def spec(value: Any) -> Any:
         if isinstance(value, torch.Tensor):
@@ -169,9 +219,15 @@ def _dynamic_shapes(built: Any) -> dict[str, Any]:
             # symbolic even when the example's size happens to equal a dim's.
             axes = {0, rank - 2 if rank >= 3 else rank - 1} if rank >= 2 else set()
             sequence = {int(value.shape[a]) for a in axes if a > 0}
+
+            def symbolic(axis: int, size: int) -> bool:
+                if axis in axes or size in sequence and axis == rank - 1:
+                    return True
+                if rank == 3 and axis == 2:  # [B, T, width]: a width (partial rotary's
+                    return size in lengths   # cos, sin) is the module's, not the call's
+                return size not in known
             return {axis: torch.export.Dim.AUTO for axis, size in enumerate(value.shape)
-                    if size > 1 and (size not in known or axis in axes
-                                     or size in sequence and axis == rank - 1)}
+                    if size > 1 and symbolic(axis, int(size))}
         if isinstance(value, (tuple, list)):
             return type(value)(spec(v) for v in value)
         if isinstance(value, dict):
@@ -181,6 +237,28 @@ def _dynamic_shapes(built: Any) -> dict[str, Any]:
         return None
 
     return {name: spec(value) for name, value in built.inputs.items()}
+
+
+def _sequence_lengths(inputs: dict[str, Any]) -> set[int]:
+    """The sizes of the inputs' sequence axes (the second-to-last of a tensor of rank 3 or
+    more, the last of a [B, T] one)."""
+    import torch
+
+    from .opaque import is_registered, leaves
+
+    found: set[int] = set()
+    pending = list(inputs.values())
+    while pending:
+        value = pending.pop()
+        if isinstance(value, torch.Tensor) and value.dim() >= 2:
+            found.add(int(value.shape[-2] if value.dim() >= 3 else value.shape[-1]))
+        elif isinstance(value, (tuple, list)):
+            pending.extend(value)
+        elif isinstance(value, dict):
+            pending.extend(value.values())
+        elif is_registered(value):
+            pending.extend(leaves(value))
+    return found
 
 
 @contextmanager
@@ -266,6 +344,7 @@ def _forward_line(module: Any) -> Location | None:
 def _write(built: Any, program: Any) -> Extraction:
     import torch
 
+    from .annotations import asserts
     from .lower import Lowering
 
     torch_dir = str(Path(torch.__file__).resolve().parent)
@@ -274,6 +353,7 @@ def _write(built: Any, program: Any) -> Extraction:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         lowered = Lowering(program, built.dims, torch_dir, default, dynamic).run()
+    lowered.statements.extend(asserts(built.module, lowered, default))
     text, lines = render(lowered, built, default)
     main = default.path if default else None
     # float32 code (a softmax in float32, `finfo(float32).min` masks) is compared in float32

@@ -102,6 +102,7 @@ class Lowering:
         outputs = self._output_nodes()
         self._mark_statements(graph, outputs)
         self._placeholders()
+        self._ranges()
         for node in graph.nodes:
             if node.op != "call_function":
                 continue
@@ -122,7 +123,12 @@ class Lowering:
         node = next(n for n in self.program.graph.nodes if n.op == "output")
         found: list[tuple[int, Any]] = []
         position = 0
-        for arg in _flat(node.args[0]):
+        # a buffer's or an input's new value (a cache written in place) is state, not a result
+        kinds = [spec.kind.name for spec in getattr(self.program.graph_signature,
+                                                     "output_specs", [])]
+        for index, arg in enumerate(_flat(node.args[0])):
+            if index < len(kinds) and kinds[index] != "USER_OUTPUT":
+                continue
             if hasattr(arg, "op") and _is_tensor(arg.meta.get("val")):
                 found.append((position, arg))
                 position += 1
@@ -164,7 +170,7 @@ class Lowering:
             if not _is_tensor(value):
                 self.values[node] = Val("None", kind="none")
                 continue
-            if 0 in value.shape:  # an empty cache before its first write: cat skips it
+            if _has_empty_axis(value):  # an empty cache before its first write: cat skips it
                 self.values[node] = Val("[]", kind="empty")
                 continue
             if kind == "USER_INPUT":
@@ -204,6 +210,22 @@ class Lowering:
             self._declare("param", name, value)
             self.values[node] = Val(name, kind=_kind(value))
 
+    def _ranges(self) -> None:
+        """The sizes torch found the module needs (`x.topk(3)`: the axis holds at least 3),
+        as constraints: the module runs only there, so a size below is no counterexample."""
+        for symbol, bounds in getattr(self.program, "range_constraints", {}).items():
+            name = self.dims.symbolic.get(str(symbol))
+            if name is None:
+                continue
+            for value, relation in ((bounds.lower, ">="), (bounds.upper, "<=")):
+                if not str(value).lstrip("-").isdigit():  # torch's infinity: no bound
+                    continue
+                if relation == ">=" and int(value) <= 2:  # torch's floor for a symbolic size
+                    continue
+                text = f"constraint {name} {relation} {int(value)}"
+                if text not in self.out.constraints:
+                    self.out.constraints.append(text)
+
     def _declare(self, word: str, name: str, value: Any) -> None:
         shape = self.shape(value)
         self.out.declarations.append(Statement(f"{word} {name}: {shape}", self.default, name))
@@ -239,15 +261,14 @@ class Lowering:
         rule = RULES.get(name)
         if name in IGNORED:
             return
-        if _is_tensor(node.meta.get("val")) and 0 in node.meta["val"].shape:
+        if _is_tensor(node.meta.get("val")) and _has_empty_axis(node.meta["val"]):
             # an empty tensor (a cache before its first write): `cat` skips it
             self.values[node] = Val("[]", kind="empty")
             return
         try:
             if rule is None:
                 raise Unlowerable(name)
-            value = rule(self, node, [self.arg(a) for a in node.args],
-                         {k: self.arg(v) for k, v in node.kwargs.items()})
+            value = _applied(rule, self, node)
         except Unlowerable as reason:
             if str(reason) == "operand":  # it reads an unknown result: that one is reported
                 self._unknown(node, name, report=False)
@@ -340,9 +361,20 @@ class Lowering:
                 return self.dims.symbolic[token]
             if token.isdigit():
                 return self.dims.size(int(token)) if int(token) >= 5 else token
+            if re.fullmatch(r"u\d+", token):  # a size from data (`x[mask]`): a dim of its own
+                return self._unbacked(token)
             raise Unlowerable(f"symbol {token}")
         text = re.sub(r"[A-Za-z_]\w*|\d+", word, expression)
         return re.sub(r"\s*\*\s*", " * ", text)
+
+    def _unbacked(self, token: str) -> str:
+        taken = {*self.dims.symbolic.values(), *self.dims.atomic, *self.dims.derived}
+        name, count = "U", 1
+        while name in taken:
+            count += 1
+            name = f"U{count}"
+        self.dims.symbolic[token] = name
+        return name
 
     def shape(self, value: Any) -> str:
         return _element(value) + "[" + ", ".join(self.size(s) for s in value.shape) + "]"
@@ -353,14 +385,23 @@ class Lowering:
     # --- where each node comes from ------------------------------------------------------
 
     def location(self, node: Any) -> Location | None:
+        """The innermost frame of the user's code (every frame is traced: a helper function's
+        line is its own); a library's frames (torch, einops) stand for the line calling it."""
         trace = node.meta.get("stack_trace") or ""
         found: Location | None = None
         for match in _FRAME.finditer(trace):
             path = match.group("path")
-            if path.startswith(self.torch_dir) or "<" in path:
+            if path.startswith(self.torch_dir) or "<" in path or self._library(path):
                 continue
             found = Location(str(Path(path).resolve()), int(match.group("line")))
         return found or self.default
+
+    def _library(self, path: str) -> bool:
+        """An installed package other than the one holding the module (einops called from a
+        model; transformers' own helpers stay the code of a transformers module)."""
+        own = _package(self.default.path) if self.default is not None else None
+        package = _package(path)
+        return package is not None and package != own
 
     def _python_name(self, node: Any) -> str | None:
         """The name the Python statement assigns (`q` in `q = q.view(...)`); for the
@@ -430,6 +471,15 @@ class Lowering:
         return self._trees[path]
 
 
+def _package(path: str) -> str | None:
+    """The installed package a file belongs to (``.../site-packages/einops``), or None."""
+    parts = Path(path).parts
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts and parts.index(marker) + 1 < len(parts):
+            return "/".join(parts[:parts.index(marker) + 2])
+    return None
+
+
 def _target_names(target: ast.expr) -> list[str] | None:
     if isinstance(target, ast.Name):
         return [target.id]
@@ -473,6 +523,23 @@ def _flat(value: Any) -> list[Any]:
     if isinstance(value, (list, tuple)):
         return [leaf for item in value for leaf in _flat(item)]
     return [value]
+
+
+def _applied(rule: Rule, low: Lowering, node: Any) -> Val | None:
+    """A rule's value; an argument form it does not know (a size it cannot compare, a
+    data-dependent one) is an operator without a lowering, never an internal error."""
+    try:
+        return rule(low, node, [low.arg(a) for a in node.args],
+                    {k: low.arg(v) for k, v in node.kwargs.items()})
+    except Unlowerable:
+        raise
+    except Exception as error:
+        raise Unlowerable(f"{type(error).__name__}") from error
+
+
+def _has_empty_axis(value: Any) -> bool:
+    """A tensor with an axis of size 0 (never a guard on a size from data)."""
+    return any(isinstance(size, int) and size == 0 for size in value.shape)
 
 
 def _is_tensor(value: Any) -> bool:
@@ -533,11 +600,14 @@ Rule = Callable[[Lowering, Any, list[Val], dict[str, Val]], "Val | None"]
 RULES: dict[str, Rule] = {}
 #: Multi-output operators: their parts are read with getitem.
 MULTI = frozenset({"split.Tensor", "split_with_sizes.default", "chunk.default", "unbind.int",
-                   "split.default"})
+                   "split.default", "sort.default", "sort.stable", "topk.default", "max.dim",
+                   "min.dim"})
 #: Operators that compute nothing the spec needs (asserts, guards).
 IGNORED = frozenset({"_assert_tensor_metadata.default", "_assert_scalar.default",
                      "sym_constrain_range_for_size.default", "_assert_async.msg",
-                     "sym_constrain_range.default"})
+                     "sym_constrain_range.default",
+                     # comparisons of sizes feed torch's runtime asserts (a size from data >= 0)
+                     "ge", "le", "gt", "lt", "eq", "ne"})
 
 
 def lowers_as_traced(program: Any) -> bool:
@@ -741,19 +811,23 @@ def _reduction(name: str) -> Rule:
         keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
         axes = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
         if axes is None:
-            return Val(f"{name}({x.text})")
+            return Val(f"{name}({x.text})", kind=kind)
         if isinstance(axes, int):
             axes = [axes]
         text = x.text
         rank = low.rank(node.args[0])
         for axis in sorted((a % rank for a in axes), reverse=True):
             text = f"{name}({text}, axis={axis}{', keepdims=true' if keep else ''})"
-        return Val(text)
+        return Val(text, kind=kind)
+    kind = "bool" if name in ("any", "all") else "tensor"
     return lower
 
 
-RULES["mean.dim"] = _reduction("mean")
-RULES["sum.dim_IntList"] = _reduction("sum")
+RULES["mean.dim"] = RULES["mean.default"] = _reduction("mean")
+RULES["sum.dim_IntList"] = RULES["sum.default"] = _reduction("sum")
+for _word in ("any", "all"):
+    for _overload in ("dim", "dims", "default"):
+        RULES[f"{_word}.{_overload}"] = _reduction(_word)
 RULES["amax.default"] = _reduction("max")
 RULES["amin.default"] = _reduction("min")
 
@@ -1034,11 +1108,13 @@ def _offset(low: Lowering, value: int) -> str:
 @rule("unbind.int")
 def _unbind(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     x = _tensor(args[0])
-    axis = (node.args[1] if len(node.args) > 1 else 0)
+    rank = low.rank(node.args[0])
+    axis = (node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)) % rank
     count = node.args[0].meta["val"].shape[axis]
     if not isinstance(count, int):
         raise Unlowerable("unbind")
-    items = [Val(f"{x.at(POSTFIX)}[{', '.join([':'] * axis + [str(i)])}]", POSTFIX, kind=x.kind)
+    lead = [":"] * axis if axis < rank - 1 or axis == 0 else ["..."]
+    items = [Val(f"{x.at(POSTFIX)}[{', '.join([*lead, str(i)])}]", POSTFIX, kind=x.kind)
              for i in range(count)]
     return Val("parts", kind="multi", items=items)
 
@@ -1370,6 +1446,11 @@ def _slice_scatter(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]
         end = size
     whole = low.size(size)
     first, last = low.size(start), low.size(end)
+    if isinstance(size, int) and not isinstance(end, int):
+        # `cache[:bsz] = x` in a buffer of a fixed size: the part after the write is empty
+        # at the largest batch, which a slice may not be; the positions written instead
+        positions = f"arange({last})" if first == "0" else f"arange({first}, {last})"
+        return Val(f"index_copy({x.text}, {axis}, {positions}, {source.text})")
     lead = ":, " * axis
     parts = ([f"{x.at(POSTFIX)}[{lead}:{first}]"] if first != "0" else []) + \
         [source.text] + ([f"{x.at(POSTFIX)}[{lead}{last}:]"] if last != whole else [])
@@ -1406,3 +1487,162 @@ def _full_like(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) ->
     if fill.kind != "number" or _element(node.meta["val"]) in ("bool", "complex"):
         raise Unlowerable("full_like")
     return Val(f"full_like({x.text}, {fill.text})")
+
+
+# --- order, norms, masked writes (issue 29) ---------------------------------------------------
+
+
+def _given(node: Any, position: int, word: str, default: Any) -> Any:
+    """An ATen argument by position, else by keyword, else its default."""
+    return node.args[position] if len(node.args) > position else node.kwargs.get(word, default)
+
+
+@rule("argmax.default", "argmin.default")
+def _arg_extreme(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    word = "argmax" if "argmax" in str(node.target) else "argmin"
+    x = _tensor(args[0])
+    axis, keep = _given(node, 1, "dim", None), _given(node, 2, "keepdim", False)
+    given = "" if axis is None else f", axis={axis % max(low.rank(node.args[0]), 1)}"
+    return Val(f"{word}({x.text}{given}{', keepdims=true' if keep else ''})")
+
+
+def _ordered(x: Val, axis: int, descending: bool) -> tuple[str, str]:
+    """`sort` and `argsort` of x along axis: the values and their positions."""
+    options = f"axis={axis}{', descending=true' if descending else ''}"
+    return f"sort({x.text}, {options})", f"argsort({x.text}, {options})"
+
+
+@rule("sort.default", "sort.stable")
+def _sort(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    values, positions = _ordered(_tensor(args[0]), *_order(low, node))
+    return Val("parts", kind="multi", items=[Val(values), Val(positions)])
+
+
+def _order(low: Lowering, node: Any) -> tuple[int, bool]:
+    """sort's and argsort's axis and direction (the `.stable` overloads take keywords only)."""
+    stable = "stable" in str(node.target)
+    axis = node.kwargs.get("dim", -1) if stable else _given(node, 1, "dim", -1)
+    descending = node.kwargs.get("descending", False) if stable else \
+        _given(node, 2, "descending", False)
+    return axis % max(low.rank(node.args[0]), 1), bool(descending)
+
+
+@rule("argsort.default", "argsort.stable")
+def _argsort(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    return Val(_ordered(_tensor(args[0]), *_order(low, node))[1])
+
+
+@rule("topk.default")
+def _topk(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # topk(x, k, dim=-1, largest=True, sorted=True): the first k of x in order along dim
+    x = _tensor(args[0])
+    rank = max(low.rank(node.args[0]), 1)
+    axis = _given(node, 2, "dim", -1) % rank
+    largest = _given(node, 3, "largest", True)
+    k = _index(low, node.args[1])
+    lead = ["..."] if axis == rank - 1 and axis > 0 else [":"] * axis
+    part = f"[{', '.join([*lead, f':{k}'])}]"
+    values, positions = _ordered(x, axis, bool(largest))
+    return Val("parts", kind="multi", items=[Val(f"{values}{part}", POSTFIX),
+                                             Val(f"{positions}{part}", POSTFIX)])
+
+
+@rule("max.dim", "min.dim")
+def _extreme_at(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # x.max(dim) is (values, indices)
+    word = "max" if "max" in str(node.target) else "min"
+    x = _tensor(args[0])
+    axis = _given(node, 1, "dim", 0) % max(low.rank(node.args[0]), 1)
+    keep = ", keepdims=true" if _given(node, 2, "keepdim", False) else ""
+    return Val("parts", kind="multi", items=[Val(f"{word}({x.text}, axis={axis}{keep})"),
+                                             Val(f"arg{word}({x.text}, axis={axis}{keep})")])
+
+
+@rule("flip.default")
+def _flip(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    x = _viewed(args[0])
+    rank = max(low.rank(node.args[0]), 1)
+    axes = sorted({a % rank for a in node.args[1]})
+    if not axes:
+        return x
+    axis = str(axes[0]) if len(axes) == 1 else f"({', '.join(map(str, axes))})"
+    return Val(f"flip({x.text}, axis={axis})", kind=x.kind)
+
+
+@rule("linalg_vector_norm.default")
+def _vector_norm(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # F.normalize's and x.norm(dim)'s norm: the 2-norm (1, inf) of x along the axes
+    x = _tensor(args[0])
+    order = _given(node, 1, "ord", 2)
+    axes = _given(node, 2, "dim", None)
+    keep = _given(node, 3, "keepdim", False)
+    rank = max(low.rank(node.args[0]), 1)
+    named = "" if axes is None else ", axis=" + (
+        str(axes % rank) if isinstance(axes, int) else
+        str(axes[0] % rank) if len(axes) == 1 else f"({', '.join(str(a % rank) for a in axes)})")
+    options = f"{named}{', keepdims=true' if keep else ''}"
+    if order == 2:
+        return Val(f"sqrt(sum({x.at(POSTFIX)} ** 2{options}))")
+    if order == 1:
+        return Val(f"sum(abs({x.text}){options})")
+    if order == math.inf:
+        return Val(f"max(abs({x.text}){options})")
+    raise Unlowerable("norm of this order")
+
+
+@rule("index_put.default", "index_put_.default")
+def _index_put(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # `x[..., mask] = v` (no accumulation): v where the mask is true, x elsewhere, the mask
+    # covering x's last axes (`where` broadcasts it over the leading ones)
+    x, values = _tensor(args[0]), _tensor(args[2])
+    accumulate = _given(node, 3, "accumulate", False)
+    entries = args[1].items
+    given = [i for i, entry in enumerate(entries) if entry.kind != "none"]
+    if accumulate or len(given) != 1 or entries[given[0]].kind != "bool":
+        raise Unlowerable("index_put")
+    axis = given[0]
+    mask = node.args[1][axis].meta["val"]
+    if axis + len(mask.shape) != low.rank(node.args[0]):
+        raise Unlowerable("index_put of leading axes")
+    source = node.args[2].meta["val"]
+    if _is_tensor(source) and len(source.shape) > 0 and math.prod(
+            int(s) if isinstance(s, int) else 2 for s in source.shape) != 1:
+        raise Unlowerable("index_put of a tensor of values")
+    return Val(f"where({entries[axis].text}, {values.text}, {x.text})")
+
+
+@rule("pad.default", "constant_pad_nd.default")
+def _pad(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # F.pad(x, (left, right, top, bottom, ...), value=v): the last axis first, each side a
+    # constant block joined on (only the constant mode; a negative pad crops: not lowered)
+    x = _tensor(args[0])
+    amounts = list(node.args[1])
+    constant = "constant_pad_nd" in str(node.target)
+    mode = "constant" if constant else _given(node, 2, "mode", "constant")
+    fill = _given(node, 2 if constant else 3, "value", None)
+    if mode != "constant" or not isinstance(fill, (int, float, type(None))):
+        raise Unlowerable("pad mode")
+    value = number(float(fill or 0))
+    shape = [low.size(s) for s in node.args[0].meta["val"].shape]
+    text = x.text
+    for pair in range(len(amounts) // 2):
+        axis = len(shape) - 1 - pair
+        sides = [_pad_amount(low, a) for a in amounts[2 * pair:2 * pair + 2]]
+        parts = [text]
+        for side, amount in zip((0, 1), sides):
+            if amount == "0":
+                continue
+            block = f"full([{', '.join([*shape[:axis], amount, *shape[axis + 1:]])}], " \
+                f"{value.text})"
+            parts.insert(0 if side == 0 else len(parts), block)
+        if len(parts) > 1:
+            text = f"concat([{', '.join(parts)}], axis={axis})"
+            shape[axis] = " + ".join(p for p in (sides[0], shape[axis], sides[1]) if p != "0")
+    return Val(text)
+
+
+def _pad_amount(low: Lowering, amount: Any) -> str:
+    traced = _traced(amount)
+    if isinstance(traced, int) and traced < 0:
+        raise Unlowerable("pad that crops")
+    return "0" if traced == 0 else _index(low, amount)

@@ -22,12 +22,14 @@ PRIMES: tuple[int, ...] = (5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53,
 #: Example sizes for the symbolic batch and sequence axes (never a dim's size).
 BATCH_SIZE, SEQUENCE_SIZE = 9, 15
 
-_HEADS = re.compile(r"(^|_)(n_?heads?|num_heads|num_attention_heads|heads|nhead|n_head)$")
-_KV_HEADS = re.compile(r"(kv_heads?|key_value_heads|n_kv_head|num_kv)$")
+# A factory's one-letter dims, as specs name them (`factory(D, H, G, d)`): H heads, G kv
+# heads (groups), d the head width, D the width.
+_HEADS = re.compile(r"(^|_)(n_?heads?|num_heads|num_attention_heads|heads|nhead|n_head)$|^H$")
+_KV_HEADS = re.compile(r"(kv_heads?|key_value_heads|n_kv_head|num_kv)$|^G$")
 _HEAD_DIM = re.compile(r"^(?!all_|inner_|total_)(.*_)?(head_dim|head_size|d_head|dim_head|d_k|hs|"
-                       r"attention_head_size|key_size|d_kv)$")
+                       r"attention_head_size|key_size|d_kv)$|^d$")
 WIDTH = re.compile(r"(n_embd|embed_dim|d_model|dim|hidden_size|hidden|width|n_state|emb_dim|"
-                    r"d_embed|model_dim|channels|n_embed)$")
+                    r"d_embed|model_dim|channels|n_embed)$|^D$")
 
 
 @dataclass
@@ -72,9 +74,12 @@ def choose(parameters: list[str], given: dict[str, int], *, even_heads: bool = F
             atomic[head_dim] = next(pool)
     if width is not None and width not in given and heads is not None and heads not in given:
         derived[width] = (*_factors(heads, derived), *_factors(head_dim or "", derived))
+    # other ints: primes of their own above the sequence length, each distinct (two taking
+    # `max(prime, 67)` once shared 67: a window read as the width)
+    larger = (p for p in pool if p >= 67)
     for name in parameters:
         if name not in given and name not in atomic and name not in derived:
-            atomic[name] = max(next(pool), 67)
+            atomic[name] = next(larger)
     for name, value in given.items():
         sizes[name] = value
     for name, prime in atomic.items():

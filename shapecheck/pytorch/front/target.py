@@ -91,14 +91,18 @@ def build(target: str, init: tuple[str, ...] | list[str] = (), *, even_heads: bo
     unknown = [n for n in unknown if n not in names]
     if unknown:
         raise ExtractError("init_unknown", names=", ".join(unknown), parameters=", ".join(names))
-    chosen_for = [p.name for p in parameters if p.default is inspect.Parameter.empty
-                  or isinstance(p.default, int) and not isinstance(p.default, bool)]
+    chosen_for = [p.name for p in parameters if p.name not in _RUN_PARAMETERS and (
+        p.default is inspect.Parameter.empty
+        or isinstance(p.default, int) and not isinstance(p.default, bool))]
     chosen = sizing.choose(chosen_for, given, even_heads=even_heads)
     dims = sizing.from_chosen(chosen, rename)
     for name, size in given.items():
         dims.atomic.setdefault(rename.get(name, name), size)
+    # a factory's `dtype` and `device`, as conformance fills them (docs/conform.md)
+    run = {name: made() for name, made in _RUN_PARAMETERS.items()
+           if name in names and name not in given}
     try:
-        module = value(**chosen.sizes)
+        module = value(**chosen.sizes, **run)
     except Exception as error:
         raise ExtractError("build_failed", target=target, error=_error_text(error)) from None
     if not isinstance(module, torch.nn.Module):
@@ -106,6 +110,16 @@ def build(target: str, init: tuple[str, ...] | list[str] = (), *, even_heads: bo
     width = _width(module, chosen, dims)
     inputs, dynamic = _inputs(module, width, dims, chosen.sizes)
     return Built(module, inputs, dims, target, dynamic)
+
+
+def _dtype() -> Any:
+    import torch
+
+    return torch.float32
+
+
+#: A factory's parameters that are the run's, not sizes: how each is filled.
+_RUN_PARAMETERS = {"dtype": _dtype, "device": lambda: "cpu"}
 
 
 def _config_parameter(value: Any) -> tuple[str, type] | None:
