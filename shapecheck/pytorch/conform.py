@@ -934,11 +934,17 @@ def _import_file(path: Path) -> Any:
         raise UsageError(message("no_module", module=path, reason=message("not_python")))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # so that the function's module can be looked up by name
+    # `from model import Block` finds its sibling as `python file.py` would: the file's
+    # folder is first on the path while it loads (and only then)
+    saved = list(sys.path)
+    sys.path.insert(0, str(path.resolve().parent))
     try:
         spec.loader.exec_module(module)
     except Exception as error:
         sys.modules.pop(name, None)
         raise UsageError(message("import_failed", module=path, error=_error_text(error))) from None
+    finally:
+        sys.path[:] = saved
     return module
 
 

@@ -22,6 +22,9 @@ MESSAGES = {
     "init_unknown": "`--init` 给出了 {names}, 但目标不接受这些参数 (它的参数: {parameters})",
     "no_width": "无法确定模块输入的宽度; 请给 forward 的参数加上 jaxtyping 标注, 或使用返回 "
     "(module, inputs) 的工厂函数",
+    "config_unknown": "`{target}` 接受一个配置对象 `{name}`, 但 shapecheck 无法判断它的类; 请为它"
+    "加上注解 (`{name}: ModelConfig`, 一个 dataclass 或 PretrainedConfig), 或者指定一个无参数的工厂"
+    "函数: `def make(): return {target}(ModelConfig(...)), {{\"x\": torch.randn(2, 8, 64)}}`",
     "no_torch": "检查 Python 目标需要 PyTorch: python -m pip install torch",
     "not_configured": "`{path}` 是 Python 文件: 请指明其中的模块 (`{path}:ClassName` 或 "
     "`{path}:make`), 或在 [tool.shapecheck] 的 `modules` 中列出它的目标 (docs/torch.md)",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +64,9 @@ class Extraction:
     example: dict[str, Any] = field(default_factory=dict)  # the traced inputs
     #: the module computes in float32 (its inputs, a cast): the precision it is compared at
     float32: bool = False
+    #: the module built again at other sizes of the dims (None: it can only be called at
+    #: other sizes of its inputs' symbolic axes) -- how a diagnostic is confirmed
+    remake: Callable[[dict[str, int]], Any] | None = None
 
     @property
     def unknown(self) -> list[tuple[str, Location | None, str]]:
@@ -84,7 +87,15 @@ def extract(target: str, init: tuple[str, ...] | list[str] = ()) -> Extraction:
         raise ExtractError("no_torch") from None
     from .target import build
 
-    built = build(target, init)
+    try:
+        built = build(target, init)
+    except ExtractError as refused:  # a config that checks its rotary width is even
+        if refused.key != "build_failed":
+            raise
+        try:
+            built = build(target, init, even_heads=True)
+        except ExtractError:
+            raise refused from None
     try:
         program = _trace(built)
     except Untraceable as first:
@@ -271,7 +282,8 @@ def _write(built: Any, program: Any) -> Extraction:
                   for node in program.graph.nodes if node.op == "call_function") or \
         any(getattr(v, "dtype", None) == torch.float32 for v in built.inputs.values())
     return Extraction(built.label, text, lines, lowered, built.module, built.dims.bindings(),
-                      built.dims.notes, main, dict(built.inputs), float32)
+                      built.dims.notes, main, dict(built.inputs), float32,
+                      None if built.static else built.remake)
 
 
 def display(path: str) -> str:
@@ -332,11 +344,7 @@ def _conforming(extraction: Extraction) -> Any:
         dtype = next((v.dtype for v in arguments.values() if isinstance(v, torch.Tensor)
                       and v.dtype.is_floating_point), torch.float64)
         module.to(dtype)
-        # The call as traced (its None masks, flags, cache objects), each tensor the spec
-        # reads replaced by the spec's value for it.
-        inputs = copy.deepcopy(extraction.example)  # the module writes into a cache object
-        for name, (argument, path) in lowered.inputs.items():
-            inputs[argument] = _replaced(inputs.get(argument), path, arguments[name])
+        inputs = call_inputs(extraction, arguments)
         with torch.no_grad():
             result = functional_call(module, state, args=(), kwargs=inputs, strict=False)
         flat = [leaf for leaf in torch.utils._pytree.tree_leaves(result)
@@ -348,6 +356,15 @@ def _conforming(extraction: Extraction) -> Any:
     run.__signature__ = _signature(names)  # type: ignore[attr-defined]
     run.__module__ = "torch"  # conformance passes torch tensors to it
     return run
+
+
+def call_inputs(extraction: Extraction, tensors: dict[str, Any]) -> dict[str, Any]:
+    """The call as traced (its None masks, flags, cache objects), each tensor the spec
+    reads replaced by ``tensors[its spec name]``."""
+    inputs = copy.deepcopy(extraction.example)  # the module writes into a cache object
+    for name, (argument, path) in extraction.lowered.inputs.items():
+        inputs[argument] = _replaced(inputs.get(argument), path, tensors[name])
+    return inputs
 
 
 def _replaced(value: Any, path: tuple[int, ...], new: Any) -> Any:

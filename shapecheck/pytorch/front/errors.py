@@ -48,6 +48,10 @@ MESSAGES: Table = Table("torchfront", "MESSAGES", {
     "{parameters})",
     "no_width": "cannot tell the width of the module's inputs; annotate forward's arguments "
     "(jaxtyping) or use a factory that returns (module, inputs)",
+    "config_unknown": "`{target}` takes a config object `{name}` whose class shapecheck cannot "
+    "tell; annotate it (`{name}: ModelConfig`, a dataclass or a PretrainedConfig), or name a "
+    "factory without parameters: `def make(): return {target}(ModelConfig(...)), "
+    "{{\"x\": torch.randn(2, 8, 64)}}`",
     "no_torch": "checking a Python target needs PyTorch: python -m pip install torch",
     "not_configured": "`{path}` is a Python file: name a module in it (`{path}:ClassName` or "
     "`{path}:make`), or list its targets in [tool.shapecheck] `modules` (docs/torch.md)",

@@ -30,6 +30,18 @@ WIDTH = re.compile(r"(n_embd|embed_dim|d_model|dim|hidden_size|hidden|width|n_st
                     r"d_embed|model_dim|channels|n_embed)$")
 
 
+def is_size_name(name: str) -> bool:
+    """A name of heads, kv heads, a head width or a width (``num_attention_heads``,
+    ``head_dim``, ``hidden_size``)."""
+    return any(p.search(name) for p in (_HEADS, _KV_HEADS, _HEAD_DIM, WIDTH))
+
+
+def is_width(name: str) -> bool:
+    """A model width (``n_embd``, ``hidden_size``, ``dim``), not a head's (``head_dim``)."""
+    return bool(WIDTH.search(name)) and not any(p.search(name) for p in (_HEADS, _KV_HEADS,
+                                                                          _HEAD_DIM))
+
+
 @dataclass
 class Chosen:
     """Sizes chosen for a factory's int parameters, and the relations that make them."""
@@ -257,6 +269,12 @@ class Dims:
         return {name: size for name, size in self.atomic.items()}
 
 
+def head_width(dims: Dims) -> int | None:
+    """The size of the head width among the dims (``head_dim``, ``d_k``), if one is."""
+    name = next((n for n in (*dims.derived, *dims.atomic) if _HEAD_DIM.search(n)), None)
+    return None if name is None else dims.value(name)
+
+
 def spec_name(name: str) -> str:
     """A parameter's name as a dim of the spec: a reserved word or builtin gets a ``_``."""
     from ...check.builtins import BUILTINS
@@ -266,9 +284,14 @@ def spec_name(name: str) -> str:
     return f"{name}_" if name in reserved or name in BUILTINS else name
 
 
+def _spec_names(chosen: Chosen, rename: dict[str, str]) -> dict[str, str]:
+    """Each chosen name's dim in the spec (``rename``: ``--init n_head=H``)."""
+    return {**{n: spec_name(n) for n in (*chosen.atomic, *chosen.derived)}, **rename}
+
+
 def from_chosen(chosen: Chosen, rename: dict[str, str]) -> Dims:
     """The dims of sizes the tool chose (``rename``: ``--init n_head=H``)."""
-    rename = {**{n: spec_name(n) for n in (*chosen.atomic, *chosen.derived)}, **rename}
+    rename = _spec_names(chosen, rename)
     dims = Dims()
     for name, prime in chosen.atomic.items():
         dims.atomic[rename.get(name, name)] = prime
@@ -277,6 +300,25 @@ def from_chosen(chosen: Chosen, rename: dict[str, str]) -> Dims:
         dims.derived[rename.get(name, name)] = (
             factor, tuple(rename.get(p, p) for p in parts if not p.isdigit()))
     return dims
+
+
+def parameter_sizes(chosen: Chosen, rename: dict[str, str],
+                    bindings: dict[str, int]) -> dict[str, int]:
+    """The parameters' sizes at other sizes of the spec's dims (``bindings``, by their spec
+    names; a dim not bound keeps its chosen size): how a module is built again there."""
+    names = _spec_names(chosen, rename)
+
+    def atomic(name: str) -> int:
+        return bindings.get(names.get(name, name), chosen.atomic.get(name, 0))
+
+    sizes: dict[str, int] = {}
+    for name, size in chosen.sizes.items():
+        if name in chosen.derived:
+            sizes[name] = math.prod(int(part) if part.isdigit() else atomic(part)
+                                    for part in chosen.derived[name])
+        else:
+            sizes[name] = bindings.get(names.get(name, name), size)
+    return sizes
 
 
 _GROUPS = re.compile(r"(groups|n_rep|num_key_value_groups|group_size)$")

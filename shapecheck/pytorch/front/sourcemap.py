@@ -87,9 +87,12 @@ def check_extraction(extraction: Extraction, target: str,
     ignore = frozenset(ignore) | {"SC401"}
     program = check_text(extraction.text, dict(bindings or {}), warn_unknown_bindings=False,
                          ignore=ignore, infer=False)
+    from .confirm import confirm
+
     results = _Results(extraction.main_file or target.rpartition(":")[0])
     statements = extraction.text.splitlines()
-    for diagnostic in program.diagnostics:
+    # a size or shape error is shown only as PyTorch confirms it (docs/torch.md)
+    for diagnostic in confirm(extraction, program):
         location = extraction.lines.get(_primary_line(diagnostic, statements))
         spec_line = statements[diagnostic.span.line - 1] if \
             0 < diagnostic.span.line <= len(statements) else ""

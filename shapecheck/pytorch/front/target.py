@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,9 @@ class Built:
     dynamic: dict[str, dict[int, str]] = field(default_factory=dict)
     #: traced at the example's sizes only (its symbolic axes could not be kept symbolic)
     static: bool = False
+    #: the module built again at other sizes of the spec's dims (None: a factory whose sizes
+    #: are its own)
+    remake: Callable[[dict[str, int]], Any] | None = None
 
 
 def parse_init(values: tuple[str, ...] | list[str]) -> tuple[dict[str, int], dict[str, str]]:
@@ -97,22 +101,39 @@ def build(target: str, init: tuple[str, ...] | list[str] = (), *, even_heads: bo
     dims = sizing.from_chosen(chosen, rename)
     for name, size in given.items():
         dims.atomic.setdefault(rename.get(name, name), size)
+    def remake(bindings: dict[str, int]) -> Any:
+        return value(**sizing.parameter_sizes(chosen, rename, bindings))
+
+    module = _built(remake, {}, target)
+    width = _width(module, chosen, dims)
+    inputs, dynamic = _inputs(module, width, dims, chosen.sizes)
+    return Built(module, inputs, dims, target, dynamic, remake=remake)
+
+
+def _built(remake: Callable[[dict[str, int]], Any], bindings: dict[str, int],
+           target: str) -> Any:
+    """The module at the chosen sizes (``bindings`` empty), a usage error if it fails."""
+    import torch
+
     try:
-        module = value(**chosen.sizes)
+        module = remake(bindings)
     except Exception as error:
         raise ExtractError("build_failed", target=target, error=_error_text(error)) from None
     if not isinstance(module, torch.nn.Module):
         raise ExtractError("not_a_module", target=target, type=type(module).__name__)
-    width = _width(module, chosen, dims)
-    inputs, dynamic = _inputs(module, width, dims, chosen.sizes)
-    return Built(module, inputs, dims, target, dynamic)
+    return module
+
+
+#: a constructor parameter that holds a config object (`config`, `cfg`, `args`, `hparams`)
+_CONFIG_NAME = re.compile(r"^(config|cfg|conf|args|hparams|params|opt|options|model_args)$|config$")
 
 
 def _config_parameter(value: Any) -> tuple[str, type] | None:
     """A class whose constructor takes a config object (nanoGPT's
-    ``CausalSelfAttention(config)``): the parameter, and the config class — its annotation,
-    else the one class of the module named ``...Config`` — when it is a dataclass."""
-    import dataclasses
+    ``CausalSelfAttention(config)``, every Hugging Face module): the parameter, and the
+    config class -- its annotation, else the one class of the module named ``...Config`` --
+    when it is a dataclass or a ``PretrainedConfig``. A parameter named like a config whose
+    class cannot be told is a usage error that says what to write."""
     import sys
 
     if not inspect.isclass(value):
@@ -130,33 +151,74 @@ def _config_parameter(value: Any) -> tuple[str, type] | None:
             annotation = namespace.get(annotation.split(".")[-1])
         if annotation is inspect.Parameter.empty or annotation is None:
             found = [v for k, v in namespace.items() if k.endswith("Config")
-                     and inspect.isclass(v) and dataclasses.is_dataclass(v)]
-            annotation = found[0] if len(found) == 1 and "config" in parameter.name else None
-        if inspect.isclass(annotation) and dataclasses.is_dataclass(annotation):
+                     and _is_config_class(v)]
+            annotation = found[0] if len(found) == 1 and _CONFIG_NAME.search(parameter.name) \
+                else None
+        if _is_config_class(annotation):
             return parameter.name, annotation
+        if _CONFIG_NAME.search(parameter.name) and annotation not in (int, "int"):
+            raise ExtractError("config_unknown", target=value.__name__, name=parameter.name)
     return None
+
+
+def _is_config_class(value: Any) -> bool:
+    """A dataclass, or a Hugging Face ``PretrainedConfig`` (known by its bases' names, so
+    that transformers is not imported for it)."""
+    import dataclasses
+
+    return inspect.isclass(value) and (dataclasses.is_dataclass(value) or any(
+        base.__name__ in ("PretrainedConfig", "PreTrainedConfig") for base in value.__mro__))
+
+
+def _config_sizes(kind: type) -> list[str]:
+    """The size fields of a config class the tool chooses: every int field of a dataclass
+    (``int | None`` too: Llama's ``head_dim``); of a ``PretrainedConfig``, only those that
+    name a size (heads, head widths, widths) -- the others keep their defaults."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(kind):
+        names = [f.name for f in dataclasses.fields(kind) if _INT_TYPE.match(str(f.type))]
+    else:
+        try:
+            default = vars(kind())
+        except Exception:
+            return []
+        names = [name for name, value in default.items() if isinstance(value, int)
+                 and not isinstance(value, bool) and not name.startswith("_")]
+    if any(base.__name__ in ("PretrainedConfig", "PreTrainedConfig") for base in kind.__mro__):
+        names = [name for name in names if sizing.is_size_name(name)]
+    return names
+
+
+#: a field's type that holds a size: `int`, or `int` or None
+_INT_TYPE = re.compile(r"^(<class 'int'>|int|int \| None|None \| int|(typing\.)?Optional\[int\])$")
+
+
+def _config_object(kind: type, sizes: dict[str, int]) -> Any:
+    config = kind(**sizes)
+    if getattr(config, "_attn_implementation", "eager") is None:
+        config._attn_implementation = "eager"  # a bare Hugging Face config: the eager path
+    return config
 
 
 def _from_config(value: Any, config: tuple[str, type], target: str, given: dict[str, int],
                  rename: dict[str, str], even_heads: bool) -> Built:
-    """Build the config class with the sizes the tool chooses for its int fields (the
+    """Build the config class with the sizes the tool chooses for its size fields (the
     other fields keep their defaults), then the module from it."""
-    import dataclasses
-
-    import torch
-
     name, kind = config
-    fields = [f for f in dataclasses.fields(kind) if f.type in (int, "int")]
-    chosen = sizing.choose([f.name for f in fields], given, even_heads=even_heads)
+    chosen = sizing.choose(_config_sizes(kind), given, even_heads=even_heads)
     dims = sizing.from_chosen(chosen, rename)
-    try:
-        module = value(**{name: kind(**chosen.sizes)})
-    except Exception as error:
-        raise ExtractError("build_failed", target=target, error=_error_text(error)) from None
-    if not isinstance(module, torch.nn.Module):
-        raise ExtractError("not_a_module", target=target, type=type(module).__name__)
+    # the constructor's other required parameters: an index (`layer_idx`) is 0
+    extra = {p.name: 0 for p in _int_parameters(value)
+             if p.default is inspect.Parameter.empty and p.name != name}
+
+    def remake(bindings: dict[str, int]) -> Any:
+        sizes = sizing.parameter_sizes(chosen, rename, bindings)
+        return value(**{name: _config_object(kind, sizes)}, **extra)
+
+    module = _built(remake, {}, target)
     inputs, dynamic = _inputs(module, _width(module, chosen, dims), dims, chosen.sizes)
-    return Built(module, inputs, dims, target, dynamic)
+    return Built(module, inputs, dims, target, dynamic, remake=remake)
 
 
 def _from_factory(factory: Any, target: str, rename: dict[str, str]) -> Built:
@@ -214,7 +276,7 @@ def _width(module: Any, chosen: sizing.Chosen, dims: sizing.Dims) -> int:
     import torch
 
     for name in chosen.sizes:
-        if sizing.WIDTH.search(name):
+        if sizing.is_width(name):
             return chosen.sizes[name]
     for sub in module.modules():
         if isinstance(sub, torch.nn.Linear):
@@ -232,8 +294,15 @@ def _inputs(module: Any, width: int, dims: sizing.Dims,
     inputs: dict[str, Any] = {}
     dynamic: dict[str, dict[int, str]] = {}
     for parameter in signature.parameters.values():
-        if parameter.default is not inspect.Parameter.empty or parameter.kind in (
-                parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        if _ROTARY.search(parameter.name) and _tensor_pair(parameter.annotation):
+            head_width = sizing.head_width(dims)
+            if head_width is not None:  # Llama's `position_embeddings`: (cos, sin) tables
+                inputs[parameter.name] = _rotary(head_width)
+                dynamic[parameter.name] = {0: "B", 1: "T"}
+            continue
+        if parameter.default is not inspect.Parameter.empty:
             continue
         shape, axes = _annotated(parameter.annotation, sizes, width)
         if shape is None:
@@ -241,6 +310,29 @@ def _inputs(module: Any, width: int, dims: sizing.Dims,
         inputs[parameter.name] = torch.randn(*shape)
         dynamic[parameter.name] = axes
     return inputs, dynamic
+
+
+#: a forward argument that carries rotary tables (Llama's `position_embeddings`)
+_ROTARY = re.compile(r"position_embeddings|rotary|freqs|cos_sin|pos_emb")
+
+
+def _tensor_pair(annotation: Any) -> bool:
+    """``tuple[Tensor, Tensor]`` (or that or None), as Hugging Face annotates it."""
+    text = annotation if isinstance(annotation, str) else repr(annotation)
+    return "tuple[" in text.lower() and text.count("Tensor") >= 2
+
+
+def _rotary(head_width: int) -> tuple[Any, Any]:
+    """The (cos, sin) tables of positions 0..T-1 at the head width, ``[B, T, head_dim]``
+    each, as a model's rotary embedding passes them."""
+    import torch
+
+    half = torch.arange(0, head_width, 2, dtype=torch.float32)[: (head_width + 1) // 2]
+    frequencies = 1.0 / (10000 ** (half / head_width))
+    angles = torch.arange(sizing.SEQUENCE_SIZE, dtype=torch.float32)[:, None] * frequencies
+    table = torch.cat([angles, angles], dim=-1)[:, :head_width]
+    table = table[None].expand(sizing.BATCH_SIZE, -1, -1).contiguous()
+    return table.cos(), table.sin()
 
 
 def _annotated(annotation: Any, sizes: dict[str, int],
