@@ -21,6 +21,9 @@ PRIMES: tuple[int, ...] = (5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53,
                            73, 79, 83, 89, 97, 101, 103, 107, 109, 113, 127, 131)
 #: Example sizes for the symbolic batch and sequence axes (never a dim's size).
 BATCH_SIZE, SEQUENCE_SIZE = 9, 15
+#: Example sizes for symbolic axes named by a function's annotations, one per name (two
+#: names of one size could be read as one).
+SYMBOLIC_SIZES: tuple[int, ...] = (BATCH_SIZE, SEQUENCE_SIZE, 21, 25, 27, 33, 35, 39)
 
 _HEADS = re.compile(r"(^|_)(n_?heads?|num_heads|num_attention_heads|heads|nhead|n_head)$")
 _KV_HEADS = re.compile(r"(kv_heads?|key_value_heads|n_kv_head|num_kv)$")

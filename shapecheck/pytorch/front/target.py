@@ -37,22 +37,42 @@ class Built:
     remake: Callable[[dict[str, int]], Any] | None = None
 
 
-def parse_init(values: tuple[str, ...] | list[str]) -> tuple[dict[str, int], dict[str, str]]:
-    """``--init n_head=4 --init n_embd=D`` -> ({"n_head": 4}, {"n_embd": "D"})."""
-    given: dict[str, int] = {}
-    rename: dict[str, str] = {}
+@dataclass
+class Init:
+    """What ``--init`` says: constructor sizes (``n_head=4``), dim names (``n_head=H``),
+    and argument shapes of a function or forward (``query=[B, H, T, d_k]``, ``mask=None``:
+    the words of a shape as a jaxtyping annotation's)."""
+
+    given: dict[str, int] = field(default_factory=dict)
+    rename: dict[str, str] = field(default_factory=dict)
+    shapes: dict[str, str | None] = field(default_factory=dict)
+
+
+def parse_init(values: tuple[str, ...] | list[str]) -> Init:
+    """``--init n_head=4 --init n_embd=D --init query=[B, T, d]`` -> an :class:`Init`."""
+    init = Init()
     for value in values:
         name, sep, text = value.partition("=")
         name, text = name.strip(), text.strip()
         if not sep or not name.isidentifier() or not text:
             raise ExtractError("init_syntax", value=value)
         if text.isdigit() and int(text) > 0:
-            given[name] = int(text)
+            init.given[name] = int(text)
+        elif text == "None":
+            init.shapes[name] = None
         elif text.isidentifier():
-            rename[name] = text
+            init.rename[name] = text
+        elif text.startswith("[") and text.endswith("]") and _shape_words(text[1:-1]):
+            init.shapes[name] = " ".join(_shape_words(text[1:-1]))
         else:
             raise ExtractError("init_syntax", value=value)
-    return given, rename
+    return init
+
+
+def _shape_words(text: str) -> list[str]:
+    """``B, H, T, d_k`` -> its words; empty when one is neither a name nor a size."""
+    words = [w.strip() for w in text.replace(",", " ").split()]
+    return words if words and all(w.isidentifier() or w.isdigit() for w in words) else []
 
 
 def load(target: str) -> Any:
@@ -77,17 +97,20 @@ def build(target: str, init: tuple[str, ...] | list[str] = (), *, even_heads: bo
     """Load TARGET and build the module and its example inputs."""
     import torch
 
-    given, rename = parse_init(init)
+    parsed = parse_init(init)
+    given, rename = parsed.given, parsed.rename
     value = load(target)
     if isinstance(value, torch.nn.Module):
         raise ExtractError("instance", target=target)
     if not callable(value):
         raise ExtractError("not_callable", target=target)
+    if _takes_tensors(value):
+        return _from_function(value, target, parsed, even_heads)
     parameters = _int_parameters(value)
     required = [p for p in parameters if p.default is inspect.Parameter.empty]
     config = _config_parameter(value)
     if config is not None:
-        return _from_config(value, config, target, given, rename, even_heads)
+        return _from_config(value, config, target, parsed, even_heads)
     if not inspect.isclass(value) and not required and not given:
         return _from_factory(value, target, rename)
     names = [p.name for p in parameters]
@@ -106,8 +129,100 @@ def build(target: str, init: tuple[str, ...] | list[str] = (), *, even_heads: bo
 
     module = _built(remake, {}, target)
     width = _width(module, chosen, dims)
-    inputs, dynamic = _inputs(module, width, dims, chosen.sizes)
+    inputs, dynamic = _inputs(module, width, dims, chosen.sizes, parsed.shapes)
     return Built(module, inputs, dims, target, dynamic, remake=remake)
+
+
+#: a function parameter that holds a tensor (the Annotated Transformer's
+#: `attention(query, key, value, mask=None, dropout=None)`)
+_TENSOR_NAME = re.compile(r"^(q|k|v|x|y|query|key|value|queries|keys|values|hidden_states|"
+                          r"inputs?|states|scores|logits|attn|weights|context|memory|"
+                          r"(q|k|v|x)_\w+|\w+_(states|tensor|embeds|layer))$")
+
+
+def _takes_tensors(value: Any) -> bool:
+    """A plain function of tensors (not a class, not a factory of sizes): a required
+    parameter annotated as a tensor (jaxtyping, ``Tensor``), or named like one."""
+    if inspect.isclass(value):
+        return False
+    try:
+        parameters = inspect.signature(value).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    required = [p for p in parameters if p.default is inspect.Parameter.empty
+                and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return any("Tensor" in str(p.annotation) or hasattr(p.annotation, "dim_str")
+               or p.annotation is inspect.Parameter.empty and _TENSOR_NAME.match(p.name)
+               for p in required)
+
+
+def _as_module(function: Any) -> Any:
+    """A plain function as a module whose forward calls it: traced as a module is, its
+    lines the function's own (the class claims the function's file and source)."""
+    import torch
+
+    class Function(torch.nn.Module):
+        def forward(self, **arguments: Any) -> Any:
+            return function(**arguments)
+
+    # torch records the frames of `forward`s and of its anchors: the function's own lines
+    anchor = getattr(torch.fx.proxy, "_register_stack_trace_anchor", None)
+    if anchor is not None:
+        anchor(function)
+    Function.__module__ = function.__module__
+    Function.__name__ = Function.__qualname__ = getattr(function, "__name__", "function")
+    Function.forward.__wrapped__ = function  # type: ignore[attr-defined]
+    return Function()
+
+
+def _from_function(function: Any, target: str, init: Init, even_heads: bool) -> Built:
+    """A plain function traced with tensors of the shapes its parameters' jaxtyping
+    annotations or ``--init NAME=[...]`` give, else ``[B, T, d]``: the last axis of each is
+    a dim (a prime the tool chooses), the others symbolic (a size of their own per name)."""
+    import torch
+
+    words: dict[str, list[str] | None] = {}
+    for parameter in inspect.signature(function).parameters.values():
+        name = parameter.name
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        if name in init.shapes:
+            text = init.shapes[name]
+            words[name] = None if text is None else text.split()
+        elif parameter.default is inspect.Parameter.empty:
+            text = getattr(parameter.annotation, "dim_str", None)
+            words[name] = _jaxtyping_words(text) if isinstance(text, str) else ["B", "T", "d"]
+    unknown = sorted(set(init.shapes) - set(words))
+    if unknown:
+        raise ExtractError("init_unknown", names=", ".join(unknown), parameters=", ".join(words))
+    if any(shape == [] for shape in words.values()):
+        raise ExtractError("no_width")
+    widths = [w[-1] for w in words.values() if w and w[-1].isidentifier()]
+    chosen = sizing.choose(list(dict.fromkeys(widths)), init.given, even_heads=even_heads)
+    dims = sizing.from_chosen(chosen, init.rename)
+    symbolic = iter(sizing.SYMBOLIC_SIZES)
+    sizes: dict[str, int] = dict(chosen.sizes)
+    inputs: dict[str, Any] = {}
+    dynamic: dict[str, dict[int, str]] = {}
+    for name, shape in words.items():
+        if shape is None:
+            inputs[name] = None
+            continue
+        for word in shape:
+            if not word.isdigit() and word not in sizes:
+                sizes[word] = next(symbolic)
+        inputs[name] = torch.randn(*[int(w) if w.isdigit() else sizes[w] for w in shape])
+        dynamic[name] = {axis: w for axis, w in enumerate(shape)
+                         if not w.isdigit() and w not in chosen.sizes}
+    module = _as_module(function)
+    return Built(module, inputs, dims, target, dynamic, remake=lambda bindings: module)
+
+
+def _jaxtyping_words(text: str) -> list[str]:
+    """A jaxtyping dim string's names (``"*batch h t d"``); empty when it has a form this
+    does not read (``...``, an expression)."""
+    words = [w.lstrip("*#").split("=")[0] for w in text.split()]
+    return words if all(w.isidentifier() or w.isdigit() for w in words) else []
 
 
 def _built(remake: Callable[[dict[str, int]], Any], bindings: dict[str, int],
@@ -201,12 +316,13 @@ def _config_object(kind: type, sizes: dict[str, int]) -> Any:
     return config
 
 
-def _from_config(value: Any, config: tuple[str, type], target: str, given: dict[str, int],
-                 rename: dict[str, str], even_heads: bool) -> Built:
+def _from_config(value: Any, config: tuple[str, type], target: str, init: Init,
+                 even_heads: bool) -> Built:
     """Build the config class with the sizes the tool chooses for its size fields (the
     other fields keep their defaults), then the module from it."""
     name, kind = config
-    chosen = sizing.choose(_config_sizes(kind), given, even_heads=even_heads)
+    rename = init.rename
+    chosen = sizing.choose(_config_sizes(kind), init.given, even_heads=even_heads)
     dims = sizing.from_chosen(chosen, rename)
     # the constructor's other required parameters: an index (`layer_idx`) is 0
     extra = {p.name: 0 for p in _int_parameters(value)
@@ -217,7 +333,8 @@ def _from_config(value: Any, config: tuple[str, type], target: str, given: dict[
         return value(**{name: _config_object(kind, sizes)}, **extra)
 
     module = _built(remake, {}, target)
-    inputs, dynamic = _inputs(module, _width(module, chosen, dims), dims, chosen.sizes)
+    inputs, dynamic = _inputs(module, _width(module, chosen, dims), dims, chosen.sizes,
+                              init.shapes)
     return Built(module, inputs, dims, target, dynamic, remake=remake)
 
 
@@ -230,6 +347,8 @@ def _from_factory(factory: Any, target: str, rename: dict[str, str]) -> Built:
         raise ExtractError("build_failed", target=target, error=_error_text(error)) from None
     if isinstance(made, torch.nn.Module):
         raise ExtractError("factory_inputs", target=target)
+    if isinstance(made, tuple) and len(made) == 2 and _takes_tensors(made[0]):
+        made = (_as_module(made[0]), made[1])  # a function and its inputs
     if not (isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module)
             and isinstance(made[1], dict)):
         raise ExtractError("factory_returns", target=target, type=type(made).__name__)
@@ -286,15 +405,32 @@ def _width(module: Any, chosen: sizing.Chosen, dims: sizing.Dims) -> int:
     raise ExtractError("no_width")
 
 
-def _inputs(module: Any, width: int, dims: sizing.Dims,
-            sizes: dict[str, int]) -> tuple[dict[str, Any], dict[str, dict[int, str]]]:
+def _inputs(module: Any, width: int, dims: sizing.Dims, sizes: dict[str, int],
+            shapes: dict[str, str | None]) -> tuple[dict[str, Any], dict[str, dict[int, str]]]:
+    """forward's inputs: ``shapes`` (``--init mask=[B, 1, T, T]``, ``mask=None``) first,
+    then Llama's rotary tables, then a tensor per required argument."""
     import torch
 
     signature = inspect.signature(module.forward)
     inputs: dict[str, Any] = {}
     dynamic: dict[str, dict[int, str]] = {}
+    unknown = sorted(set(shapes) - set(signature.parameters))
+    if unknown:
+        raise ExtractError("init_unknown", names=", ".join(unknown),
+                           parameters=", ".join(signature.parameters))
     for parameter in signature.parameters.values():
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        if parameter.name in shapes:
+            words = shapes[parameter.name]
+            if words is None:
+                inputs[parameter.name] = None
+                continue
+            shape, axes = _annotated(_Annotation(words), sizes, width)
+            if shape is None:
+                raise ExtractError("no_width")
+            inputs[parameter.name] = torch.randn(*shape)
+            dynamic[parameter.name] = axes
             continue
         if _ROTARY.search(parameter.name) and _tensor_pair(parameter.annotation):
             head_width = sizing.head_width(dims)
@@ -310,6 +446,13 @@ def _inputs(module: Any, width: int, dims: sizing.Dims,
         inputs[parameter.name] = torch.randn(*shape)
         dynamic[parameter.name] = axes
     return inputs, dynamic
+
+
+@dataclass(frozen=True)
+class _Annotation:
+    """An argument's shape given as ``--init NAME=[...]``, read as a jaxtyping annotation."""
+
+    dim_str: str
 
 
 #: a forward argument that carries rotary tables (Llama's `position_embeddings`)
