@@ -25,7 +25,7 @@ BATCH_SIZE, SEQUENCE_SIZE = 9, 15
 #: names of one size could be read as one).
 SYMBOLIC_SIZES: tuple[int, ...] = (BATCH_SIZE, SEQUENCE_SIZE, 21, 25, 27, 33, 35, 39)
 
-_HEADS = re.compile(r"(^|_)(n_?heads?|num_heads|num_attention_heads|heads|nhead|n_head)$")
+_HEADS = re.compile(r"(^|_)(n_?heads?|num_heads|num_attention_heads|heads|nhead|n_head)$|^h$")
 _KV_HEADS = re.compile(r"(kv_heads?|key_value_heads|n_kv_head|num_kv)$")
 _HEAD_DIM = re.compile(r"^(?!all_|inner_|total_)(.*_)?(head_dim|head_size|d_head|dim_head|d_k|hs|"
                        r"attention_head_size|key_size|d_kv)$")
