@@ -111,7 +111,7 @@ def test_a_file_imports_its_siblings_and_the_path_is_restored() -> None:
 def test_a_planted_size_bug_is_flagged_and_confirmed_by_torch() -> None:
     results = check(f"{PUBLIC / 'planted.py'}:PositionTable")
     found = [d for r in results for d in r.diagnostics]
-    assert [(d.code, d.span.line, d.severity) for d in found] == [("SC317", 18, Severity.ERROR)]
+    assert [(d.code, d.span.line, d.severity) for d in found] == [("SC317", 19, Severity.ERROR)]
     notes = " ".join(n.message for n in found[0].notes)
     assert "confirmed by PyTorch" in notes and "T=65" in notes and "RuntimeError" in notes
 
@@ -153,13 +153,35 @@ def test_a_diagnostic_false_at_the_traced_sizes_is_dropped(
 @pytest.mark.slow
 def test_a_diagnostic_that_cannot_be_run_is_an_unconfirmed_note(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    # a factory fixes the module's sizes: it cannot be built with other heads
+    # a copied module: it cannot be built again with other heads
     _corrupt(monkeypatch, "[B, T, head_dim * num_heads])  #", "[B, T, 5 * head_dim])  #")
-    found = [d for r in check(f"{PUBLIC / 'planted.py'}:fixed") for d in r.diagnostics
+    found = [d for r in check(f"{PUBLIC / 'planted.py'}:cloned") for d in r.diagnostics
              if d.code == "SC307"]
     assert [d.severity for d in found] == [Severity.NOTE]
     notes = " ".join(n.message for n in found[0].notes)
     assert "unconfirmed" in notes and "num_heads=" in notes
+
+
+@pytest.mark.slow
+def test_a_factory_rebuilt_with_other_heads_drops_a_contradicted_diagnostic(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _corrupt(monkeypatch, "[B, T, dim_])  #", "[B, T, 5 * head_dim])  #")
+    assert codes_of(f"{PUBLIC / 'planted.py'}:fixed") == ["SC317"]  # the planted bug alone
+
+
+@pytest.mark.slow
+def test_sizes_that_coincide_at_a_factory_are_traced_apart(tmp_path: Path) -> None:
+    source = tmp_path / "make.py"
+    source.write_text(f"import sys\nsys.path.insert(0, {str(PUBLIC)!r})\nimport torch\n"
+                      "from timm_attention import Attention\n\n"
+                      "def make():\n    module = Attention(64, num_heads=8)\n"
+                      "    module.fused_attn = False\n"
+                      "    return module, {'x': torch.randn(2, 16, 64)}\n")
+    extraction = extract(f"{source}:make")
+    assert "traced again at sizes that do not" in extraction.text
+    assert "dim dim_ = num_heads * head_dim" in extraction.text
+    assert len(set(extraction.bindings.values())) == len(extraction.bindings)  # apart
+    assert codes_of(f"{source}:make") == []
 
 
 @pytest.mark.slow

@@ -67,6 +67,8 @@ class Extraction:
     #: the module built again at other sizes of the dims (None: it can only be called at
     #: other sizes of its inputs' symbolic axes) -- how a diagnostic is confirmed
     remake: Callable[[dict[str, int]], Any] | None = None
+    #: the dims ``remake`` can change (None: every one)
+    rebuilt: frozenset[str] | None = None
 
     @property
     def unknown(self) -> list[tuple[str, Location | None, str]]:
@@ -96,6 +98,10 @@ def extract(target: str, init: tuple[str, ...] | list[str] = ()) -> Extraction:
             built = build(target, init, even_heads=True)
         except ExtractError:
             raise refused from None
+    separated = _apart(built)
+    if separated is not None:
+        built, program = separated
+        return _written(built, program)
     try:
         program = _trace(built)
     except Untraceable as first:
@@ -104,6 +110,36 @@ def extract(target: str, init: tuple[str, ...] | list[str] = ()) -> Extraction:
             program = _trace(built)
         except (Untraceable, ExtractError):
             raise first from None
+    return _written(built, program)
+
+
+def _apart(built: Any) -> tuple[Any, Any] | None:
+    """A factory whose sizes coincide (``num_heads = head_dim = 8``) traced again at sizes
+    the tool chooses, each dim apart, when its module can be built and traced there: sizes
+    read as one could hide a bug where two sizes only coincide. Else None, and the spec
+    says so."""
+    from .target import apart
+
+    if not built.dims.fixed or built.static:
+        return None
+    sizes = ", ".join(f"{name}={size}" for name, size in built.named.items())
+    for even_heads in (False, True):
+        again = apart(built, even_heads)
+        if again is None:
+            continue
+        try:
+            program = _trace(again)
+        except Untraceable:
+            continue
+        if again.static:
+            continue
+        again.dims.notes.append(MESSAGES["apart_note"].format(sizes=sizes))
+        return again, program
+    built.dims.notes.append(MESSAGES["coincide_note"].format(sizes=sizes))
+    return None
+
+
+def _written(built: Any, program: Any) -> Extraction:
     from .lower import Unlowerable
 
     try:
@@ -283,7 +319,7 @@ def _write(built: Any, program: Any) -> Extraction:
         any(getattr(v, "dtype", None) == torch.float32 for v in built.inputs.values())
     return Extraction(built.label, text, lines, lowered, built.module, built.dims.bindings(),
                       built.dims.notes, main, dict(built.inputs), float32,
-                      None if built.static else built.remake)
+                      None if built.static else built.remake, built.rebuilt)
 
 
 def display(path: str) -> str:

@@ -101,8 +101,11 @@ def base_bindings(extraction: Extraction, program: Program) -> dict[str, int] | 
 def _judge(extraction: Extraction, program: Program, diagnostic: Diagnostic,
            base: dict[str, int]) -> Outcome:
     location = extraction.lines.get(diagnostic.span.line)
-    changeable = set(base) if extraction.remake is not None else \
-        set(base) - set(extraction.bindings)  # the module as built: only its inputs' sizes
+    # the module as built takes other sizes of its inputs' symbolic axes; other dims only
+    # as it can be built again with them
+    changeable = set(base) - set(extraction.bindings)
+    if extraction.remake is not None:
+        changeable |= set(base) if extraction.rebuilt is None else set(base) & extraction.rebuilt
     last = Outcome("unrun", {}, "")
     for sizes in itertools.islice(_candidates(program, diagnostic, base, changeable), MAX_TRIES):
         outcome = _run(extraction, program, {**base, **sizes}, sizes, location)

@@ -58,6 +58,11 @@ MESSAGES: Table = Table("torchfront", "MESSAGES", {
     "written": "Wrote {path} ({statements} statements from {target}).",
     "traced_from": "traced from {target} by `shapecheck extract`; each statement names the "
     "Python line it comes from",
+    "apart_note": "the factory's sizes coincide ({sizes}); traced again at sizes that do not, "
+    "so that no size is read as another",
+    "coincide_note": "the factory's sizes coincide ({sizes}) and the module could not be traced "
+    "at sizes that do not: the dims are declared at their sizes; merging sizes that are equal "
+    "at the call can hide a bug where two sizes only coincide",
     "scale_note": "the scale 1/sqrt({size}) is read as 1/sqrt({chosen}), the contracted width; "
     "{others} has that size too",
     "unknown_operator_input": "stands for the result of `{operator}`, which shapecheck does not "

@@ -127,6 +127,19 @@ class Dims:
         factor, parts = self.derived[name]
         return factor * math.prod(self.value(p) for p in parts)
 
+    def value_at(self, name: str, bindings: dict[str, int]) -> int:
+        """The size of a dim where the atomic dims have ``bindings`` (others as traced)."""
+        if name in self.atomic:
+            return bindings.get(name, self.atomic[name])
+        factor, parts = self.derived[name]
+        return factor * math.prod(self.value_at(p, bindings) for p in parts)
+
+    def parts(self, name: str) -> set[str]:
+        """The atomic dims a dim is made of (itself, when atomic)."""
+        if name in self.atomic:
+            return {name}
+        return {p for part in self.derived[name][1] for p in self.parts(part)}
+
     def size(self, n: int) -> str:
         """A concrete size written with the dims: a named dim of that size, else the
         product of atomic dims (and a literal factor) that makes it, else the number."""

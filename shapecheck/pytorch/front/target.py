@@ -35,6 +35,11 @@ class Built:
     #: the module built again at other sizes of the spec's dims (None: a factory whose sizes
     #: are its own)
     remake: Callable[[dict[str, int]], Any] | None = None
+    #: the dims ``remake`` can change (None: every one)
+    rebuilt: frozenset[str] | None = None
+    #: a factory's module: its constructor call (:mod:`.factory`), and its named sizes
+    call: Any = None
+    named: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -341,8 +346,10 @@ def _from_config(value: Any, config: tuple[str, type], target: str, init: Init,
 def _from_factory(factory: Any, target: str, rename: dict[str, str]) -> Built:
     import torch
 
+    from . import factory as made_by
+
     try:
-        made = factory()
+        made, call = made_by.run_capturing(factory)
     except Exception as error:
         raise ExtractError("build_failed", target=target, error=_error_text(error)) from None
     if isinstance(made, torch.nn.Module):
@@ -353,31 +360,34 @@ def _from_factory(factory: Any, target: str, rename: dict[str, str]) -> Built:
             and isinstance(made[1], dict)):
         raise ExtractError("factory_returns", target=target, type=type(made).__name__)
     module, inputs = made
-    named = {rename.get(k, k): v for k, v in _module_sizes(module).items()}
+    named = {rename.get(k, k): v for k, v in
+             made_by.recovered(module, call, dict(inputs)).items()}
     dims = sizing.from_given(named)
-    return Built(module, dict(inputs), dims, target, {})
+    remake, rebuilt = made_by.remaker(call, dims) if call is not None and not rename else \
+        (None, frozenset())
+    return Built(module, dict(inputs), dims, target, {}, remake=remake, rebuilt=rebuilt,
+                 call=call if not rename else None, named=named)
 
 
-#: int attributes that are not sizes
-_NOT_SIZES = re.compile(r"(layer_idx|layer_id|index|seed|padding_idx|vocab|max_position|"
-                        r"n_positions|max_len|num_layers|n_layer|num_hidden_layers|id$)")
+def apart(built: Built, even_heads: bool = False) -> Built | None:
+    """A factory's module built again where its sizes coincide (two dims of one size, one
+    dividing another): at sizes the tool chooses, each dim apart (:func:`factory.apart`).
+    None when it cannot be."""
+    from . import factory as made_by
 
+    if not built.dims.fixed or built.call is None or built.static:
+        return None
+    found = made_by.apart(built.call, built.named, built.inputs, even_heads=even_heads)
+    if found is None:
+        return None
+    chosen, module, inputs = found
+    dims = sizing.from_chosen(chosen, {})
+    call = built.call
 
-def _module_sizes(module: Any) -> dict[str, int]:
-    """The int attributes that name a size, on the module and its config (``num_heads``,
-    ``head_dim``, ``config.hidden_size``): the names a factory's sizes are recovered with."""
-    found: dict[str, int] = {}
-    sources = [vars(module)]
-    config = getattr(module, "config", None)
-    if config is not None:
-        sources.append(getattr(config, "__dict__", {}))
-    for source in sources:
-        for name, value in list(source.items()):
-            if (isinstance(value, int) and not isinstance(value, bool) and value >= 2
-                    and not name.startswith("_") and not _NOT_SIZES.search(name)
-                    and name not in found):
-                found[name] = value
-    return found
+    def remake(bindings: dict[str, int]) -> Any:
+        return call.build(sizing.parameter_sizes(chosen, {}, bindings))
+
+    return Built(module, inputs, dims, built.label, {}, remake=remake)
 
 
 def _int_parameters(value: Any) -> list[inspect.Parameter]:

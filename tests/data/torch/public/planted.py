@@ -2,6 +2,7 @@
 import torch
 import torch.nn as nn
 
+from annotated_transformer import clones
 from timm_attention import Attention
 
 
@@ -20,5 +21,11 @@ class PositionTable(Attention):
 
 
 def fixed():
-    """The same module from a factory that fixes its sizes: it cannot be built at others."""
+    """The same module from a factory that fixes its sizes."""
     return PositionTable(35, num_heads=5), {"x": torch.randn(2, 9, 35)}
+
+
+def cloned():
+    """The module copied as the Annotated Transformer's `clones` copies layers: the copy was
+    never constructed, so it cannot be built again at other sizes."""
+    return clones(PositionTable(35, num_heads=5), 2)[0], {"x": torch.randn(2, 9, 35)}
