@@ -259,7 +259,13 @@ def test_extract_of_untraceable_code_and_bad_init(capsys: pytest.CaptureFixture[
 
 
 def test_an_ambiguous_scale_prefers_the_contracted_width_and_says_so() -> None:
-    extraction = extract(target("corpus.py:square_heads"))
+    # the factory's heads and head width coincide (8): traced again apart, nothing ambiguous
+    apart = extract(target("corpus.py:square_heads")).text
+    assert "traced again at sizes that do not" in apart and "/ sqrt(head_dim)" in apart
+    assert "has that size too" not in apart
+    # a copied module cannot be built apart: the contracted width wins, and the spec says so
+    extraction = extract(target("corpus.py:square_heads_copied"))
+    assert "merging sizes that are equal at the call can hide a bug" in extraction.text
     assert "/ sqrt(head_dim)" in extraction.text
     assert "# note: the scale 1/sqrt(8) is read as 1/sqrt(head_dim)" in extraction.text
     assert "n_heads has that size too" in extraction.text

@@ -51,21 +51,31 @@ class Outcome:
     detail: str = ""
 
 
-def confirm(extraction: Extraction, program: Program) -> list[Diagnostic]:
-    """The diagnostics of ``program`` (the spec traced from ``extraction``) to show: size
-    and shape errors confirmed by PyTorch (with a note on what it did), those it
-    contradicts dropped, those it cannot run demoted to notes; the others as they are."""
-    shown: list[Diagnostic] = []
+@dataclass
+class Confirmed:
+    """The diagnostics to show, and those PyTorch contradicts (a lowering defect each: never
+    shown, and a failure in the zoo's test)."""
+
+    shown: list[Diagnostic]
+    contradicted: list[Diagnostic]
+
+
+def confirm(extraction: Extraction, program: Program) -> Confirmed:
+    """The diagnostics of ``program`` (the spec traced from ``extraction``): size and shape
+    errors confirmed by PyTorch shown with a note on what it did, those it contradicts set
+    apart, those it cannot run demoted to notes; the others as they are."""
+    confirmed = Confirmed([], [])
     base = base_bindings(extraction, program)
     for diagnostic in program.diagnostics:
         if not diagnostic.code.startswith(CONFIRMED_FAMILIES) or base is None:
-            shown.append(diagnostic)
+            confirmed.shown.append(diagnostic)
             continue
         outcome = _judge(extraction, program, diagnostic, base)
         if outcome.verdict == "contradicted":
-            continue
-        shown.append(_annotated(diagnostic, outcome))
-    return shown
+            confirmed.contradicted.append(diagnostic)
+        else:
+            confirmed.shown.append(_annotated(diagnostic, outcome))
+    return confirmed
 
 
 def _annotated(diagnostic: Diagnostic, outcome: Outcome) -> Diagnostic:
@@ -106,16 +116,23 @@ def _judge(extraction: Extraction, program: Program, diagnostic: Diagnostic,
     changeable = set(base) - set(extraction.bindings)
     if extraction.remake is not None:
         changeable |= set(base) if extraction.rebuilt is None else set(base) & extraction.rebuilt
-    last = Outcome("unrun", {}, "")
+    unrun: Outcome | None = None
+    contradicted: Outcome | None = None
     for sizes in itertools.islice(_candidates(program, diagnostic, base, changeable), MAX_TRIES):
         outcome = _run(extraction, program, {**base, **sizes}, sizes, location)
-        if outcome.verdict != "unrun":
+        if outcome.verdict == "confirmed":
             return outcome
-        last = outcome if last.sizes == {} else last
-    if not last.sizes:
-        last = Outcome("unrun", dict(diagnostic.counterexample) or dict(base),
-                       codes.TORCH_HELPS["not_rebuilt"])
-    return last
+        if outcome.verdict == "contradicted":
+            # a size of 1 broadcasts: a contradiction there is checked where none is 1
+            if 1 not in sizes.values():
+                return outcome
+            contradicted = contradicted or outcome
+        else:
+            unrun = unrun or outcome
+    if contradicted is not None:
+        return contradicted
+    return unrun or Outcome("unrun", dict(diagnostic.counterexample) or dict(base),
+                            codes.TORCH_HELPS["not_rebuilt"])
 
 
 def _candidates(program: Program, diagnostic: Diagnostic, base: dict[str, int],
@@ -129,7 +146,9 @@ def _candidates(program: Program, diagnostic: Diagnostic, base: dict[str, int],
     if not names:
         return
     values = {name: sorted({*SMALL, base[name], *_near(first.get(name))}) for name in names}
-    points = sorted(itertools.product(*(values[n] for n in names)), key=lambda p: (sum(p), p))
+    # smallest first, those without a size of 1 (which broadcasts) before the others
+    points = sorted(itertools.product(*(values[n] for n in names)),
+                    key=lambda p: (1 in p, sum(p), p))
     rechecks = 0
     for point in points:
         sizes = dict(zip(names, point))
@@ -259,4 +278,4 @@ def _error_text(error: BaseException) -> str:
     return text[:300]
 
 
-__all__ = ["Outcome", "base_bindings", "confirm"]
+__all__ = ["Confirmed", "Outcome", "base_bindings", "confirm"]
