@@ -1029,6 +1029,7 @@ TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
     "it ({detail}); shown as a note",
     "other_shape": "returns `{name}` of shape {actual}, where the traced spec says {expected}",
     "raises": "raises {error}",
+    "no_shapes": "the traced spec gives its inputs no shape there",
     "not_rebuilt": "the module cannot be built again at other sizes: its factory fixes them",
     "transposed_product": "did you mean `{product}`?",
 })

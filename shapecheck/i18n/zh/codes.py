@@ -814,6 +814,7 @@ TORCH_HELPS = {
     "unconfirmed": "未确认: shapecheck 无法在 {sizes} 运行该模块来确认它 ({detail}); 以注释显示",
     "other_shape": "返回形状为 {actual} 的 `{name}`, 而追踪得到的 spec 说是 {expected}",
     "raises": "抛出 {error}",
+    "no_shapes": "追踪得到的 spec 在那里没有给出输入的形状",
     "not_rebuilt": "该模块无法在其他大小下重新构建: 它的工厂函数固定了大小",
     "transposed_product": "你是不是想写 `{product}`?",
 }

@@ -181,25 +181,41 @@ def _run(extraction: Extraction, program: Program, bindings: dict[str, int],
     except Exception as error:
         return Outcome("unrun", sizes, _error_text(error))
     if any(shape is None for shape in shapes.values()):
-        return Outcome("unrun", sizes, codes.TORCH_HELPS["not_rebuilt"])
+        return Outcome("unrun", sizes, codes.TORCH_HELPS["no_shapes"])
     changed = any(bindings.get(n) != v for n, v in extraction.bindings.items())
-    try:
+    with torch.random.fork_rng(devices=[]):  # the caller's random state is its own
         torch.manual_seed(0)
-        module = extraction.remake(bindings) if changed and extraction.remake else \
-            extraction.module
-    except Exception as error:  # the constructor refuses these sizes
-        return Outcome("unrun", sizes, _error_text(error))
-    tensors = {name: _tensor(extraction, name, shape) for name, shape in shapes.items()}
-    arguments = call_inputs(extraction, tensors)
-    try:
-        with torch.no_grad():
-            result = module.eval()(**arguments)
-    except Exception as error:
-        if location is not None and _fails_at(error, location):
-            detail = codes.TORCH_HELPS["raises"].format(error=_error_text(error))
-            return Outcome("confirmed", sizes, detail)
-        return Outcome("unrun", sizes, _error_text(error))
+        try:
+            module = _rebuilt(extraction, bindings) if changed else extraction.module
+        except Exception as error:  # the constructor refuses these sizes
+            return Outcome("unrun", sizes, _error_text(error))
+        tensors = {name: _tensor(extraction, name, shape) for name, shape in shapes.items()}
+        arguments = call_inputs(extraction, tensors)
+        try:
+            with torch.no_grad():
+                result = module.eval()(**arguments)
+        except Exception as error:
+            return _failed(error, location, sizes)
     return _compare(extraction, checked, result, sizes)
+
+
+def _rebuilt(extraction: Extraction, bindings: dict[str, int]) -> Any:
+    """The module built at ``bindings``, in the traced module's floating dtype."""
+    if extraction.remake is None:
+        raise ValueError(codes.TORCH_HELPS["not_rebuilt"])
+    module = extraction.remake(bindings)
+    dtype = next((p.dtype for p in extraction.module.parameters() if p.is_floating_point()),
+                 None)
+    return module if dtype is None else module.to(dtype)
+
+
+def _failed(error: BaseException, location: Location | None, sizes: dict[str, int]) -> Outcome:
+    """PyTorch raised: a confirmation where it fails at the diagnostic's line, else these
+    sizes could not be run."""
+    if location is not None and _fails_at(error, location):
+        detail = codes.TORCH_HELPS["raises"].format(error=_error_text(error))
+        return Outcome("confirmed", sizes, detail)
+    return Outcome("unrun", sizes, _error_text(error))
 
 
 def _compare(extraction: Extraction, checked: Program, result: Any,
