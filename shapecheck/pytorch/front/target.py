@@ -129,8 +129,11 @@ def build(target: str, init: tuple[str, ...] | list[str] = (), *, even_heads: bo
     dims = sizing.from_chosen(chosen, rename)
     for name, size in given.items():
         dims.atomic.setdefault(rename.get(name, name), size)
+    extra = _optional_configs(value)
+
     def remake(bindings: dict[str, int]) -> Any:
-        return value(**sizing.parameter_sizes(chosen, rename, bindings))
+        sizes = sizing.parameter_sizes(chosen, rename, bindings)
+        return value(**sizes, **{name: _config_object(kind, {}) for name, kind in extra.items()})
 
     module = _built(remake, {}, target)
     width = _width(module, chosen, dims)
@@ -314,6 +317,27 @@ def _config_sizes(kind: type) -> list[str]:
 _INT_TYPE = re.compile(r"^(<class 'int'>|int|int \| None|None \| int|(typing\.)?Optional\[int\])$")
 
 
+def _optional_configs(value: Any) -> dict[str, type]:
+    """A constructor's config parameters that default to None (Whisper's `config:
+    WhisperConfig | None = None`, read for its attention implementation): a default config
+    of that class each."""
+    import typing
+
+    try:
+        parameters = inspect.signature(value).parameters.values()
+        hints = typing.get_type_hints(value.__init__) if inspect.isclass(value) else {}
+    except Exception:
+        return {}
+    found: dict[str, type] = {}
+    for parameter in parameters:
+        if parameter.default is not None or parameter.name not in hints:
+            continue
+        kinds = [k for k in typing.get_args(hints[parameter.name]) if _is_config_class(k)]
+        if len(kinds) == 1:
+            found[parameter.name] = kinds[0]
+    return found
+
+
 def _config_object(kind: type, sizes: dict[str, int]) -> Any:
     config = kind(**sizes)
     if getattr(config, "_attn_implementation", "eager") is None:
@@ -450,6 +474,9 @@ def _inputs(module: Any, width: int, dims: sizing.Dims, sizes: dict[str, int],
             continue
         if parameter.default is not inspect.Parameter.empty:
             continue
+        if _optional(parameter.annotation):  # Mistral's `attention_mask: Tensor | None`
+            inputs[parameter.name] = None
+            continue
         shape, axes = _annotated(parameter.annotation, sizes, width)
         if shape is None:
             shape, axes = [sizing.BATCH_SIZE, sizing.SEQUENCE_SIZE, width], {0: "B", 1: "T"}
@@ -467,6 +494,13 @@ class _Annotation:
 
 #: a forward argument that carries rotary tables (Llama's `position_embeddings`)
 _ROTARY = re.compile(r"position_embeddings|rotary|freqs|cos_sin|pos_emb")
+
+
+def _optional(annotation: Any) -> bool:
+    """``Tensor | None``, ``Optional[Tensor]``: a required argument the caller may pass as
+    None (what the tool passes; a jaxtyping annotation is a shape)."""
+    text = annotation if isinstance(annotation, str) else repr(annotation)
+    return not hasattr(annotation, "dim_str") and ("None" in text or "Optional" in text)
 
 
 def _tensor_pair(annotation: Any) -> bool:
