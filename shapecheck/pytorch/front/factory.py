@@ -139,7 +139,7 @@ def _annotated_sizes(module: Any, inputs: dict[str, Any]) -> dict[str, int]:
         shape = getattr(value, "shape", None)
         if not isinstance(text, str) or shape is None:
             continue
-        words = [w.lstrip("*#").split("=")[0] for w in text.split()]
+        words = sizing.annotation_words(text)
         if len(words) != len(shape):
             continue
         symbolic = {0, len(shape) - 2 if len(shape) >= 3 else len(shape) - 1}

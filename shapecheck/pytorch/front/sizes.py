@@ -285,6 +285,13 @@ class Dims:
         return {name: size for name, size in self.atomic.items()}
 
 
+def annotation_words(text: str) -> list[str]:
+    """A jaxtyping dim string's names (``"*batch h t d"``); empty when it has a form this
+    does not read (``...``, an expression)."""
+    words = [w.lstrip("*#").split("=")[0] for w in text.split()]
+    return words if all(w.isidentifier() or w.isdigit() for w in words) else []
+
+
 def head_width(dims: Dims) -> int | None:
     """The size of the head width among the dims (``head_dim``, ``d_k``), if one is."""
     name = next((n for n in (*dims.derived, *dims.atomic) if _HEAD_DIM.search(n)), None)

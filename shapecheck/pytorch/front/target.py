@@ -199,7 +199,8 @@ def _from_function(function: Any, target: str, init: Init, even_heads: bool) -> 
             words[name] = None if text is None else text.split()
         elif parameter.default is inspect.Parameter.empty:
             text = getattr(parameter.annotation, "dim_str", None)
-            words[name] = _jaxtyping_words(text) if isinstance(text, str) else ["B", "T", "d"]
+            words[name] = sizing.annotation_words(text) if isinstance(text, str) else \
+                ["B", "T", "d"]
     unknown = sorted(set(init.shapes) - set(words))
     if unknown:
         raise ExtractError("init_unknown", names=", ".join(unknown), parameters=", ".join(words))
@@ -224,13 +225,6 @@ def _from_function(function: Any, target: str, init: Init, even_heads: bool) -> 
                          if not w.isdigit() and w not in chosen.sizes}
     module = _as_module(function)
     return Built(module, inputs, dims, target, dynamic, remake=lambda bindings: module)
-
-
-def _jaxtyping_words(text: str) -> list[str]:
-    """A jaxtyping dim string's names (``"*batch h t d"``); empty when it has a form this
-    does not read (``...``, an expression)."""
-    words = [w.lstrip("*#").split("=")[0] for w in text.split()]
-    return words if all(w.isidentifier() or w.isdigit() for w in words) else []
 
 
 def _built(remake: Callable[[dict[str, int]], Any], bindings: dict[str, int],
@@ -428,9 +422,12 @@ def _int_parameters(value: Any) -> list[inspect.Parameter]:
 def _width(module: Any, chosen: sizing.Chosen, dims: sizing.Dims) -> int:
     import torch
 
-    for name in chosen.sizes:
-        if sizing.is_width(name):
-            return chosen.sizes[name]
+    # the width the heads make (heads × head width) before any other size named like one
+    # (OPT's `word_embed_proj_dim`)
+    widths = sorted((name for name in chosen.sizes if sizing.is_width(name)),
+                    key=lambda name: name not in chosen.derived)
+    if widths:
+        return chosen.sizes[widths[0]]
     for sub in module.modules():
         if isinstance(sub, torch.nn.Linear):
             return int(sub.in_features)
@@ -467,9 +464,10 @@ def _inputs(module: Any, width: int, dims: sizing.Dims, sizes: dict[str, int],
             dynamic[parameter.name] = axes
             continue
         if _ROTARY.search(parameter.name) and _tensor_pair(parameter.annotation):
-            head_width = sizing.head_width(dims)
-            if head_width is not None:  # Llama's `position_embeddings`: (cos, sin) tables
-                inputs[parameter.name] = _rotary(head_width)
+            # Llama's `position_embeddings`: the (cos, sin) tables of the positions
+            tables = _model_rotary(module, width) or _rotary(sizing.head_width(dims))
+            if tables is not None:
+                inputs[parameter.name] = tables
                 dynamic[parameter.name] = {0: "B", 1: "T"}
             continue
         if parameter.default is not inspect.Parameter.empty:
@@ -509,10 +507,38 @@ def _tensor_pair(annotation: Any) -> bool:
     return "tuple[" in text.lower() and text.count("Tensor") >= 2
 
 
-def _rotary(head_width: int) -> tuple[Any, Any]:
-    """The (cos, sin) tables of positions 0..T-1 at the head width, ``[B, T, head_dim]``
-    each, as a model's rotary embedding passes them."""
+def _model_rotary(module: Any, width: int) -> tuple[Any, Any] | None:
+    """The (cos, sin) tables the module's model passes: its file's one rotary embedding
+    class (Hugging Face's ``PhiRotaryEmbedding(config)``, partial rotary included) built
+    from the module's config and called at positions 0..T-1. None when there is none."""
+    import sys
+
     import torch
+
+    config = getattr(module, "config", None)
+    namespace = vars(sys.modules.get(type(module).__module__) or object)
+    found = [v for k, v in namespace.items() if k.endswith("RotaryEmbedding")
+             and inspect.isclass(v) and issubclass(v, torch.nn.Module)]
+    if config is None or len(found) != 1:
+        return None
+    try:
+        rotary = found[0](config=config)
+        x = torch.randn(sizing.BATCH_SIZE, sizing.SEQUENCE_SIZE, width)
+        positions = torch.arange(sizing.SEQUENCE_SIZE)[None].expand(sizing.BATCH_SIZE, -1)
+        with torch.no_grad():
+            cos, sin = rotary(x, positions)
+    except Exception:
+        return None
+    return cos.contiguous(), sin.contiguous()
+
+
+def _rotary(head_width: int | None) -> tuple[Any, Any] | None:
+    """The (cos, sin) tables of positions 0..T-1 at the head width, ``[B, T, head_dim]``
+    each, as a model's rotary embedding passes them (None without a head width)."""
+    import torch
+
+    if head_width is None:
+        return None
 
     half = torch.arange(0, head_width, 2, dtype=torch.float32)[: (head_width + 1) // 2]
     frequencies = 1.0 / (10000 ** (half / head_width))
