@@ -25,8 +25,8 @@ from .sizes import WIDTH
 if TYPE_CHECKING:  # the lowering loads only when a module is traced
     from .lower import Lowered
 
-__all__ = ["WIDTH", "Extraction", "ExtractError", "Untraceable", "extract", "is_python_target",
-           "traced_target"]
+__all__ = ["WIDTH", "Extraction", "ExtractError", "Untraceable", "call_inputs", "extract",
+           "is_python_target", "traced_target"]
 
 
 def is_python_target(path: str) -> bool:
