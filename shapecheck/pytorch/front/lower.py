@@ -920,7 +920,8 @@ def _slice(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val
         bound += _index(low, end)
     if step != 1:
         bound += f":{step}"
-    if not whole_end and not isinstance(end, int):
+    if not whole_end and (not isinstance(end, int) or end > 1):
+        # the module reads that far into the axis (`[:T]`, `[..., :2]`): the spec says so
         _constraint(low, _index(low, end), low.size(size))
     entries = [":"] * axis + [bound]
     if axis == rank - 1 and axis > 0:
