@@ -66,7 +66,7 @@ MESSAGES: Table = Table("config", "MESSAGES", {
     "not_inline": "`{item}` is neither a file nor a TOML `KEY = VALUE` pair ({error})",
     "unknown_key_close": "unknown key; did you mean `{close}`?",
     "not_modules": "`modules` lists Python targets: \"FILE.py:NAME\" or {{ target = "
-    "\"FILE.py:NAME\", init = {{ NAME = SIZE or \"DIM\" }} }}, got {value}",
+    "\"FILE.py:NAME\", init = {{ NAME = SIZE, \"DIM\" or \"[SHAPE]\" }} }}, got {value}",
     "unknown_key": "unknown key; the keys are {keys}",
     "not_bool": "must be true or false, not {value}",
     "not_fail_on": "must be \"warning\" or \"error\", not {value}",
@@ -465,7 +465,7 @@ def _modules(value: Any, fail: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
             raise fail("modules", MESSAGES["not_modules"].format(value=_show(item)))
         init = item.get("init", {})
         if not isinstance(init, dict) or not all(
-                isinstance(v, str) and v.isidentifier()
+                isinstance(v, str) and (v.isidentifier() or v.startswith("[") and v.endswith("]"))
                 or isinstance(v, int) and not isinstance(v, bool) and v > 0
                 for v in init.values()):
             raise fail("modules", MESSAGES["not_modules"].format(value=_show(item)))

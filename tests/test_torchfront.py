@@ -259,7 +259,13 @@ def test_extract_of_untraceable_code_and_bad_init(capsys: pytest.CaptureFixture[
 
 
 def test_an_ambiguous_scale_prefers_the_contracted_width_and_says_so() -> None:
-    extraction = extract(target("corpus.py:square_heads"))
+    # the factory's heads and head width coincide (8): traced again apart, nothing ambiguous
+    apart = extract(target("corpus.py:square_heads")).text
+    assert "traced again at sizes that do not" in apart and "/ sqrt(head_dim)" in apart
+    assert "has that size too" not in apart
+    # a copied module cannot be built apart: the contracted width wins, and the spec says so
+    extraction = extract(target("corpus.py:square_heads_copied"))
+    assert "merging sizes that are equal at the call can hide a bug" in extraction.text
     assert "/ sqrt(head_dim)" in extraction.text
     assert "# note: the scale 1/sqrt(8) is read as 1/sqrt(head_dim)" in extraction.text
     assert "n_heads has that size too" in extraction.text
@@ -308,11 +314,12 @@ def test_each_new_operator_is_lowered() -> None:
     lookups, running, rotary = texts["gathers.py:lookups"], texts["gathers.py:running"], \
         texts["gathers.py:rotary"]
     assert "input ids: int[T, S]" in texts["gathers.py:embed"]          # the traced dtype
-    assert "input ids: int[S]" in lookups and "input x: [B, T, 7]" in lookups
-    assert "rows: [S, 7] = take(table, ids, axis=0)" in lookups       # E[ids]
+    # the factory's sizes are its constructor's: Lookups(rows=13, dim=7)
+    assert "input ids: int[S]" in lookups and "input x: [B, T, dim_]" in lookups
+    assert "rows_: [S, dim_] = take(table, ids, axis=0)" in lookups   # E[ids]
     assert "take_along_axis(chosen, best_1, axis=2)" in lookups       # gather
     assert "minimum(total, y)" in running and "maximum(low, zeros(" in running
     assert "clamp(high, min=-1, max=2)" in running and "clamp(y, max=0.5)" in running
-    assert "polar(ones([T, 5]), angles)" in rotary
+    assert "polar(ones([T, dim__half]), angles)" in rotary           # Rotary(dim=10)
     assert "view_as_real(z * freqs)" in rotary
     assert "z = view_as_complex(" in rotary                            # complex: no annotation

@@ -15,6 +15,7 @@ Examples:
   shapecheck extract model.py:CausalSelfAttention -o attention.attn
   shapecheck extract model.py:CausalSelfAttention --init n_head=H --init n_embd=64
   shapecheck extract model.py:make -o -            a factory returning (module, inputs)
+  shapecheck extract attention.py:attention --init "query=[B, H, T, d_k]"   a function
 
 \b
 Exit status:
@@ -25,9 +26,10 @@ Exit status:
 @click.argument("target")
 @click.option("-o", "--output", "output", default=STDOUT, type=click.Path(), metavar="OUT",
               help="The spec to write (default `-`: standard output).")
-@click.option("--init", "init", multiple=True, metavar="NAME=SIZE|NAME=DIM",
-              help="A size for a constructor parameter (`n_head=4`), or the dim name it takes "
-              "in the spec (`n_head=H`); repeatable.")
+@click.option("--init", "init", multiple=True, metavar="NAME=SIZE|NAME=DIM|NAME=[SHAPE]",
+              help="A size for a constructor parameter (`n_head=4`), the dim name it takes "
+              "in the spec (`n_head=H`), or an argument's shape (`query=[B, H, T, d_k]`, "
+              "`mask=None`); repeatable.")
 def extract(target: str, output: str, init: tuple[str, ...]) -> None:
     """Trace a PyTorch module with torch.export and write it as a spec (docs/torch.md)."""
     from ..messages.diagnostics import Span

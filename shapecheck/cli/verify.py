@@ -70,15 +70,17 @@ class Stdin:
 
 
 def lint(paths: Sequence[str], finder: Finder, bindings: Mapping[str, int], *,
-         stdin: Stdin | None = None, infer: bool | None = None) -> Outcome:
-    """Check every file the paths name; ``infer`` as in ``api.check_text`` (--infer)."""
+         stdin: Stdin | None = None, infer: bool | None = None,
+         init: tuple[str, ...] = ()) -> Outcome:
+    """Check every file the paths name; ``infer`` as in ``api.check_text`` (--infer);
+    ``init`` builds a Python target named on the command line (``--init``)."""
     outcome = Outcome()
     declared: set[str] = set()
     checked = 0  # files checked to the end (not unreadable, no internal failure)
     python = [raw for raw in paths if _is_python(raw)]
     paths = [raw for raw in paths if raw not in python]
     for raw in python:  # Python targets: traced (torch is imported only here)
-        for result in check_python(raw, finder, bindings):
+        for result in check_python(raw, finder, bindings, init):
             outcome.results.append(result)
             checked += not any(d.code in TOOL_CODES for d in result.diagnostics)
             declared.update(bindings)
@@ -116,14 +118,16 @@ def _is_python(raw: str) -> bool:
     return is_python_target(raw)
 
 
-def check_python(raw: str, finder: Finder, bindings: Mapping[str, int]) -> list[FileResult]:
-    """``model.py:Class`` is traced and checked; ``model.py`` alone checks the modules its
-    configuration lists for that file (``modules`` in [tool.shapecheck]), or says how to
-    name one."""
+def check_python(raw: str, finder: Finder, bindings: Mapping[str, int],
+                 init: tuple[str, ...] = ()) -> list[FileResult]:
+    """``model.py:Class`` is traced and checked (its configured ``init``, then the command
+    line's); ``model.py`` alone checks the modules its configuration lists for that file
+    (``modules`` in [tool.shapecheck]), or says how to name one."""
     if ":" in Path(raw).name or not raw.endswith(".py"):
         settings = finder.settings_for(Path(raw.rpartition(":")[0]))
-        init = next((i for t, i in settings.modules if _same_target(settings, t, raw)), ())
-        return check_python_target(raw, init, finder, bindings)
+        configured = next((i for t, i in settings.modules if _same_target(settings, t, raw)),
+                          ())
+        return check_python_target(raw, (*configured, *init), finder, bindings)
     listed = finder.settings_for(Path(raw)).modules_in(raw)
     if not listed:
         from ..pytorch.front.errors import MESSAGES
@@ -364,12 +368,17 @@ with `# noqa: SC402` on its statement; errors cannot be suppressed.
 @click.option("--diff", is_flag=True,
               help="Print the safe fixes as a unified diff instead of the report; write nothing.")
 @infer_option
+@click.option("--init", "init", multiple=True, metavar="NAME=SIZE|NAME=DIM|NAME=[SHAPE]",
+              help="For a Python target: a constructor size (`n_head=4`), the dim it takes "
+              "(`n_head=H`), or an argument's shape (`query=[B, H, T, d_k]`, `mask=None`); "
+              "repeatable (docs/torch.md).")
 def verify(paths: tuple[str, ...], fmt: str, strict: bool | None, color: str,
            dims: tuple[str, ...], select: tuple[str, ...], extend_select: tuple[str, ...],
            ignore: tuple[str, ...], exclude: tuple[str, ...], extend_exclude: tuple[str, ...],
            config: tuple[str, ...], isolated: bool, statistics: bool, quiet: bool,
            exit_zero: bool, stdin_filename: str | None, base_dir: str | None,
-           allow_empty: bool, fix: bool, diff: bool, infer: bool | None) -> None:
+           allow_empty: bool, fix: bool, diff: bool, infer: bool | None,
+           init: tuple[str, ...]) -> None:
     """Check spec files (a folder means every *.attn below it; `-` reads standard input)."""
     from ..config import ConfigError, Overrides
     from ..formats import github_step_summary, render, render_statistics
@@ -394,7 +403,7 @@ def verify(paths: tuple[str, ...], fmt: str, strict: bool | None, color: str,
     finder = finder_for(config, isolated, overrides)
     stdin = Stdin(read_stdin(), stdin_filename) if "-" in paths else None
     try:
-        outcome = lint(paths, finder, bindings, stdin=stdin, infer=infer)
+        outcome = lint(paths, finder, bindings, stdin=stdin, infer=infer, init=init)
     except ConfigError as error:
         raise UsageFailure(str(error)) from None
     nothing = not outcome.results

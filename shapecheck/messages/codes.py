@@ -1024,6 +1024,13 @@ TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
     "SC411": "move the heads back first: `y.transpose(1, 2).contiguous().view(B, T, C)`",
     "spec": "in the traced spec: {help}",
     "traced_as": "traced as `{statement}`",
+    "confirmed": "confirmed by PyTorch: the module built and called at {sizes} {detail}",
+    "unconfirmed": "unconfirmed: shapecheck could not run the module at {sizes} to confirm "
+    "it ({detail}); shown as a note",
+    "other_shape": "returns `{name}` of shape {actual}, where the traced spec says {expected}",
+    "raises": "raises {error}",
+    "no_shapes": "the traced spec gives its inputs no shape there",
+    "not_rebuilt": "the module cannot be built again at other sizes: its factory fixes them",
     "transposed_product": "did you mean `{product}`?",
 })
 

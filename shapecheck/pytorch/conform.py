@@ -970,12 +970,40 @@ def _import_file(path: Path) -> Any:
         raise UsageError(message("no_module", module=path, reason=message("not_python")))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # so that the function's module can be looked up by name
+    # `from model import Block` finds its sibling as `python file.py` would: the file's
+    # folder is first on the path while it loads (and only then), and a module of a
+    # sibling's name imported from elsewhere before does not stand in for it
+    folder = path.resolve().parent
+    saved = list(sys.path)
+    shadowing = _shadowing(folder)
+    for other in shadowing:
+        del sys.modules[other]
+    sys.path.insert(0, str(folder))
     try:
         spec.loader.exec_module(module)
     except Exception as error:
         sys.modules.pop(name, None)
         raise UsageError(message("import_failed", module=path, error=_error_text(error))) from None
+    finally:
+        sys.path[:] = saved
+        for other, loaded in shadowing.items():
+            sys.modules[other] = loaded  # the rest of the process keeps its own
     return module
+
+
+def _shadowing(folder: Path) -> dict[str, Any]:
+    """The loaded top-level modules named like a file or package in ``folder`` but loaded
+    from elsewhere."""
+    found: dict[str, Any] = {}
+    for other, loaded in list(sys.modules.items()):
+        if "." in other or loaded is None:
+            continue
+        if not ((folder / f"{other}.py").is_file() or (folder / other / "__init__.py").is_file()):
+            continue
+        file = getattr(loaded, "__file__", None)
+        if file is None or Path(file).resolve().parent not in (folder, folder / other):
+            found[other] = loaded
+    return found
 
 
 def _framework(function: Callable[..., Any], choice: str) -> str:

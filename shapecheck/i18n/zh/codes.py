@@ -810,6 +810,12 @@ TORCH_HELPS = {
     "SC411": "先把头移回去: `y.transpose(1, 2).contiguous().view(B, T, C)`",
     "spec": "在追踪得到的 spec 中: {help}",
     "traced_as": "追踪为 `{statement}`",
+    "confirmed": "已由 PyTorch 确认: 在 {sizes} 构建并调用该模块时, 它{detail}",
+    "unconfirmed": "未确认: shapecheck 无法在 {sizes} 运行该模块来确认它 ({detail}); 以注释显示",
+    "other_shape": "返回形状为 {actual} 的 `{name}`, 而追踪得到的 spec 说是 {expected}",
+    "raises": "抛出 {error}",
+    "no_shapes": "追踪得到的 spec 在那里没有给出输入的形状",
+    "not_rebuilt": "该模块无法在其他大小下重新构建: 它的工厂函数固定了大小",
     "transposed_product": "你是不是想写 `{product}`?",
 }
 

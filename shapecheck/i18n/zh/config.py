@@ -14,7 +14,7 @@ MESSAGES = {
     "not_inline": "`{item}` 既不是文件, 也不是 TOML 的 `KEY = VALUE` ({error})",
     "unknown_key_close": "未知的键; 你是想写 `{close}` 吗?",
     "not_modules": "`modules` 列出 Python 目标: \"FILE.py:NAME\" 或 {{ target = "
-    "\"FILE.py:NAME\", init = {{ NAME = SIZE 或 \"DIM\" }} }}, 得到的是 {value}",
+    "\"FILE.py:NAME\", init = {{ NAME = SIZE、\"DIM\" 或 \"[SHAPE]\" }} }}, 得到的是 {value}",
     "unknown_key": "未知的键; 可用的键是 {keys}",
     "not_bool": "必须是 true 或 false, 而不是 {value}",
     "not_fail_on": "必须是 \"warning\" 或 \"error\", 而不是 {value}",

@@ -17,16 +17,23 @@ MESSAGES = {
     "inputs 是按名字给出 forward 每个参数的 dict",
     "factory_returns": "`{target}` 返回了 {type}; 无参数的工厂函数应返回 (module, inputs), "
     "inputs 是按名字给出 forward 每个参数的 dict",
-    "init_syntax": "`--init {value}` 不是 NAME=SIZE 或 NAME=DIM 的形式 (例如 `n_head=4` 或 "
-    "`n_head=H`)",
+    "init_syntax": "`--init {value}` 不是 NAME=SIZE、NAME=DIM 或 NAME=[SHAPE] 的形式 (例如 "
+    "`n_head=4`、`n_head=H` 或 `query=[B, H, T, d_k]`)",
     "init_unknown": "`--init` 给出了 {names}, 但目标不接受这些参数 (它的参数: {parameters})",
     "no_width": "无法确定模块输入的宽度; 请给 forward 的参数加上 jaxtyping 标注, 或使用返回 "
     "(module, inputs) 的工厂函数",
+    "config_unknown": "`{target}` 接受一个配置对象 `{name}`, 但 shapecheck 无法判断它的类; 请为它"
+    "加上注解 (`{name}: ModelConfig`, 一个 dataclass 或 PretrainedConfig), 或者指定一个无参数的工厂"
+    "函数: `def make(): return {target}(ModelConfig(...)), {{\"x\": torch.randn(2, 8, 64)}}`",
     "no_torch": "检查 Python 目标需要 PyTorch: python -m pip install torch",
     "not_configured": "`{path}` 是 Python 文件: 请指明其中的模块 (`{path}:ClassName` 或 "
     "`{path}:make`), 或在 [tool.shapecheck] 的 `modules` 中列出它的目标 (docs/torch.md)",
     "written": "已写入 {path} (来自 {target} 的 {statements} 条语句).",
     "traced_from": "由 `shapecheck extract` 从 {target} 追踪得到; 每条语句都注明了它来自的 Python 行",
+    "apart_note": "工厂函数给出的大小相互重合 ({sizes}); 已在互不重合的大小下重新追踪, 以免把一个"
+    "大小读成另一个",
+    "coincide_note": "工厂函数给出的大小相互重合 ({sizes}), 且无法在互不重合的大小下追踪该模块: "
+    "各维按其大小声明; 把调用处相等的大小合并, 可能掩盖两个大小只是碰巧相等的错误",
     "scale_note": "缩放 1/sqrt({size}) 读作 1/sqrt({chosen}), 即被收缩的宽度; {others} 的大小也是这个值",
     "unknown_operator_input": "代表 `{operator}` 的结果, shapecheck 不会降级这个算子",
 }

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,8 +25,8 @@ from .sizes import WIDTH
 if TYPE_CHECKING:  # the lowering loads only when a module is traced
     from .lower import Lowered
 
-__all__ = ["WIDTH", "Extraction", "ExtractError", "Untraceable", "extract", "is_python_target",
-           "second_trace_needed", "traced_target"]
+__all__ = ["WIDTH", "Extraction", "ExtractError", "Untraceable", "call_inputs", "extract",
+           "is_python_target", "second_trace_needed", "traced_target"]
 
 
 def is_python_target(path: str) -> bool:
@@ -69,6 +69,11 @@ class Extraction:
     static: bool = False
     fixed: bool = False
     unnamed: frozenset[int] = frozenset()
+    #: the module built again at other sizes of the dims (None: it can only be called at
+    #: other sizes of its inputs' symbolic axes) -- how a diagnostic is confirmed
+    remake: Callable[[dict[str, int]], Any] | None = None
+    #: the dims ``remake`` can change (None: every one)
+    rebuilt: frozenset[str] | None = None
 
     @property
     def unknown(self) -> list[tuple[str, Location | None, str]]:
@@ -91,11 +96,15 @@ def extract(target: str, init: tuple[str, ...] | list[str] = ()) -> Extraction:
 
     try:
         built = build(target, init)
-    except ExtractError as error:
-        try:  # a config that refuses an odd head width (rotary halves): even ones, once
+    except ExtractError as refused:  # a config that refuses an odd head width (rotary halves)
+        try:
             built = build(target, init, even_heads=True)
         except ExtractError:
-            raise error from None
+            raise refused from None
+    separated = _apart(built)
+    if separated is not None:
+        built, program = separated
+        return _written(built, program)
     try:
         program = _trace(built)
     except Untraceable as first:
@@ -104,6 +113,37 @@ def extract(target: str, init: tuple[str, ...] | list[str] = ()) -> Extraction:
             program = _trace(built)
         except (Untraceable, ExtractError):
             raise first from None
+    return _written(built, program)
+
+
+def _apart(built: Any) -> tuple[Any, Any] | None:
+    """A factory whose sizes coincide (``num_heads = head_dim = 8``) traced again at sizes
+    the tool chooses, each dim apart, when its module can be built and traced there: sizes
+    read as one could hide a bug where two sizes only coincide. Else None, and the spec
+    says so."""
+    from .target import apart
+
+    if not built.dims.fixed or built.static:
+        return None
+    sizes = ", ".join(f"{name}={size}" for name, size in built.named.items())
+    # an even head width first: rotary halves it, and half of a prime width is no dim
+    for even_heads in (True, False):
+        again = apart(built, even_heads)
+        if again is None:
+            continue
+        try:
+            program = _trace(again)
+        except Untraceable:
+            continue
+        if again.static:
+            continue
+        again.dims.notes.append(MESSAGES["apart_note"].format(sizes=sizes))
+        return again, program
+    built.dims.notes.append(MESSAGES["coincide_note"].format(sizes=sizes))
+    return None
+
+
+def _written(built: Any, program: Any) -> Extraction:
     from .lower import Unlowerable
 
     try:
@@ -362,7 +402,8 @@ def _write(built: Any, program: Any) -> Extraction:
         any(getattr(v, "dtype", None) == torch.float32 for v in built.inputs.values())
     return Extraction(built.label, text, lines, lowered, built.module, built.dims.bindings(),
                       built.dims.notes, main, dict(built.inputs), float32, built.static,
-                      built.dims.fixed, frozenset(built.dims.unnamed))
+                      built.dims.fixed, frozenset(built.dims.unnamed),
+                      remake=None if built.static else built.remake, rebuilt=built.rebuilt)
 
 
 def second_trace_needed(extraction: Extraction) -> bool:
@@ -434,11 +475,7 @@ def _conforming(extraction: Extraction) -> Any:
         dtype = next((v.dtype for v in arguments.values() if isinstance(v, torch.Tensor)
                       and v.dtype.is_floating_point), torch.float64)
         module.to(dtype)
-        # The call as traced (its None masks, flags, cache objects), each tensor the spec
-        # reads replaced by the spec's value for it.
-        inputs = copy.deepcopy(extraction.example)  # the module writes into a cache object
-        for name, (argument, path) in lowered.inputs.items():
-            inputs[argument] = _replaced(inputs.get(argument), path, arguments[name])
+        inputs = call_inputs(extraction, arguments)
         with torch.no_grad():
             result = functional_call(module, state, args=(), kwargs=inputs, strict=False)
         flat = [leaf for leaf in torch.utils._pytree.tree_leaves(result)
@@ -450,6 +487,15 @@ def _conforming(extraction: Extraction) -> Any:
     run.__signature__ = _signature(names)  # type: ignore[attr-defined]
     run.__module__ = "torch"  # conformance passes torch tensors to it
     return run
+
+
+def call_inputs(extraction: Extraction, tensors: dict[str, Any]) -> dict[str, Any]:
+    """The call as traced (its None masks, flags, cache objects), each tensor the spec
+    reads replaced by ``tensors[its spec name]``."""
+    inputs = copy.deepcopy(extraction.example)  # the module writes into a cache object
+    for name, (argument, path) in extraction.lowered.inputs.items():
+        inputs[argument] = _replaced(inputs.get(argument), path, tensors[name])
+    return inputs
 
 
 def _replaced(value: Any, path: tuple[int, ...], new: Any) -> Any:

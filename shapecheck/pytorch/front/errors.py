@@ -42,18 +42,27 @@ MESSAGES: Table = Table("torchfront", "MESSAGES", {
     "returns (module, inputs), inputs a dict with every forward argument by name",
     "factory_returns": "`{target}` returned a {type}; a factory without parameters returns "
     "(module, inputs), inputs a dict with every forward argument by name",
-    "init_syntax": "`--init {value}` is not NAME=SIZE or NAME=DIM (for example `n_head=4` or "
-    "`n_head=H`)",
+    "init_syntax": "`--init {value}` is not NAME=SIZE, NAME=DIM or NAME=[SHAPE] (for example "
+    "`n_head=4`, `n_head=H` or `query=[B, H, T, d_k]`)",
     "init_unknown": "`--init` names {names}, which the target does not take (its parameters: "
     "{parameters})",
     "no_width": "cannot tell the width of the module's inputs; annotate forward's arguments "
     "(jaxtyping) or use a factory that returns (module, inputs)",
+    "config_unknown": "`{target}` takes a config object `{name}` whose class shapecheck cannot "
+    "tell; annotate it (`{name}: ModelConfig`, a dataclass or a PretrainedConfig), or name a "
+    "factory without parameters: `def make(): return {target}(ModelConfig(...)), "
+    "{{\"x\": torch.randn(2, 8, 64)}}`",
     "no_torch": "checking a Python target needs PyTorch: python -m pip install torch",
     "not_configured": "`{path}` is a Python file: name a module in it (`{path}:ClassName` or "
     "`{path}:make`), or list its targets in [tool.shapecheck] `modules` (docs/torch.md)",
     "written": "Wrote {path} ({statements} statements from {target}).",
     "traced_from": "traced from {target} by `shapecheck extract`; each statement names the "
     "Python line it comes from",
+    "apart_note": "the factory's sizes coincide ({sizes}); traced again at sizes that do not, "
+    "so that no size is read as another",
+    "coincide_note": "the factory's sizes coincide ({sizes}) and the module could not be traced "
+    "at sizes that do not: the dims are declared at their sizes; merging sizes that are equal "
+    "at the call can hide a bug where two sizes only coincide",
     "scale_note": "the scale 1/sqrt({size}) is read as 1/sqrt({chosen}), the contracted width; "
     "{others} has that size too",
     "unknown_operator_input": "stands for the result of `{operator}`, which shapecheck does not "

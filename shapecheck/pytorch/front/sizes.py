@@ -21,15 +21,30 @@ PRIMES: tuple[int, ...] = (5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53,
                            73, 79, 83, 89, 97, 101, 103, 107, 109, 113, 127, 131)
 #: Example sizes for the symbolic batch and sequence axes (never a dim's size).
 BATCH_SIZE, SEQUENCE_SIZE = 9, 15
+#: Example sizes for symbolic axes named by a function's annotations, one per name (two
+#: names of one size could be read as one).
+SYMBOLIC_SIZES: tuple[int, ...] = (BATCH_SIZE, SEQUENCE_SIZE, 21, 25, 27, 33, 35, 39)
 
 # A factory's one-letter dims, as specs name them (`factory(D, H, G, d)`): H heads, G kv
 # heads (groups), d the head width, D the width.
-_HEADS = re.compile(r"(^|_)(n_?heads?|num_heads|num_attention_heads|heads|nhead|n_head)$|^H$")
+_HEADS = re.compile(r"(^|_)(n_?heads?|num_heads|num_attention_heads|heads|nhead|n_head)$|^[Hh]$")
 _KV_HEADS = re.compile(r"(kv_heads?|key_value_heads|n_kv_head|num_kv)$|^G$")
 _HEAD_DIM = re.compile(r"^(?!all_|inner_|total_)(.*_)?(head_dim|head_size|d_head|dim_head|d_k|hs|"
                        r"attention_head_size|key_size|d_kv)$|^d$")
 WIDTH = re.compile(r"(n_embd|embed_dim|d_model|dim|hidden_size|hidden|width|n_state|emb_dim|"
                     r"d_embed|model_dim|channels|n_embed)$|^D$")
+
+
+def is_size_name(name: str) -> bool:
+    """A name of heads, kv heads, a head width or a width (``num_attention_heads``,
+    ``head_dim``, ``hidden_size``)."""
+    return any(p.search(name) for p in (_HEADS, _KV_HEADS, _HEAD_DIM, WIDTH))
+
+
+def is_width(name: str) -> bool:
+    """A model width (``n_embd``, ``hidden_size``, ``dim``), not a head's (``head_dim``)."""
+    return bool(WIDTH.search(name)) and not any(p.search(name) for p in (_HEADS, _KV_HEADS,
+                                                                          _HEAD_DIM))
 
 
 @dataclass
@@ -118,6 +133,19 @@ class Dims:
             return self.atomic[name]
         factor, parts = self.derived[name]
         return factor * math.prod(self.value(p) for p in parts)
+
+    def value_at(self, name: str, bindings: dict[str, int]) -> int:
+        """The size of a dim where the atomic dims have ``bindings`` (others as traced)."""
+        if name in self.atomic:
+            return bindings.get(name, self.atomic[name])
+        factor, parts = self.derived[name]
+        return factor * math.prod(self.value_at(p, bindings) for p in parts)
+
+    def parts(self, name: str) -> set[str]:
+        """The atomic dims a dim is made of (itself, when atomic)."""
+        if name in self.atomic:
+            return {name}
+        return {p for part in self.derived[name][1] for p in self.parts(part)}
 
     def size(self, n: int) -> str:
         """A concrete size written with the dims: a named dim of that size, else the
@@ -265,6 +293,19 @@ class Dims:
         return {name: size for name, size in self.atomic.items()}
 
 
+def annotation_words(text: str) -> list[str]:
+    """A jaxtyping dim string's names (``"*batch h t d"``); empty when it has a form this
+    does not read (``...``, an expression)."""
+    words = [w.lstrip("*#").split("=")[0] for w in text.split()]
+    return words if all(w.isidentifier() or w.isdigit() for w in words) else []
+
+
+def head_width(dims: Dims) -> int | None:
+    """The size of the head width among the dims (``head_dim``, ``d_k``), if one is."""
+    name = next((n for n in (*dims.derived, *dims.atomic) if _HEAD_DIM.search(n)), None)
+    return None if name is None else dims.value(name)
+
+
 def spec_name(name: str) -> str:
     """A parameter's name as a dim of the spec: a reserved word or builtin gets a ``_``."""
     from ...check.builtins import BUILTINS
@@ -274,9 +315,14 @@ def spec_name(name: str) -> str:
     return f"{name}_" if name in reserved or name in BUILTINS else name
 
 
+def _spec_names(chosen: Chosen, rename: dict[str, str]) -> dict[str, str]:
+    """Each chosen name's dim in the spec (``rename``: ``--init n_head=H``)."""
+    return {**{n: spec_name(n) for n in (*chosen.atomic, *chosen.derived)}, **rename}
+
+
 def from_chosen(chosen: Chosen, rename: dict[str, str]) -> Dims:
     """The dims of sizes the tool chose (``rename``: ``--init n_head=H``)."""
-    rename = {**{n: spec_name(n) for n in (*chosen.atomic, *chosen.derived)}, **rename}
+    rename = _spec_names(chosen, rename)
     dims = Dims()
     for name, prime in chosen.atomic.items():
         dims.atomic[rename.get(name, name)] = prime
@@ -285,6 +331,25 @@ def from_chosen(chosen: Chosen, rename: dict[str, str]) -> Dims:
         dims.derived[rename.get(name, name)] = (
             factor, tuple(rename.get(p, p) for p in parts if not p.isdigit()))
     return dims
+
+
+def parameter_sizes(chosen: Chosen, rename: dict[str, str],
+                    bindings: dict[str, int]) -> dict[str, int]:
+    """The parameters' sizes at other sizes of the spec's dims (``bindings``, by their spec
+    names; a dim not bound keeps its chosen size): how a module is built again there."""
+    names = _spec_names(chosen, rename)
+
+    def atomic(name: str) -> int:
+        return bindings.get(names.get(name, name), chosen.atomic.get(name, 0))
+
+    sizes: dict[str, int] = {}
+    for name, size in chosen.sizes.items():
+        if name in chosen.derived:
+            sizes[name] = math.prod(int(part) if part.isdigit() else atomic(part)
+                                    for part in chosen.derived[name])
+        else:
+            sizes[name] = bindings.get(names.get(name, name), size)
+    return sizes
 
 
 _GROUPS = re.compile(r"(groups|n_rep|num_key_value_groups|group_size)$")

@@ -52,6 +52,8 @@ class Traced:
     results: list[FileResult]
     # (absolute path, line) -> each tensor the traced spec computes there: (name, shape)
     shapes: dict[tuple[str, int], list[tuple[str, str]]] = field(default_factory=dict)
+    # the spec's size and shape errors PyTorch contradicts (lowering defects, not shown)
+    contradicted: list[Diagnostic] = field(default_factory=list)
 
 
 def traced(target: str, init: tuple[str, ...] | list[str] = (),
@@ -87,9 +89,13 @@ def check_extraction(extraction: Extraction, target: str,
     ignore = frozenset(ignore) | {"SC401"}
     program = check_text(extraction.text, dict(bindings or {}), warn_unknown_bindings=False,
                          ignore=ignore, infer=False)
+    from .confirm import confirm
+
     results = _Results(extraction.main_file or target.rpartition(":")[0])
     statements = extraction.text.splitlines()
-    for diagnostic in program.diagnostics:
+    # a size or shape error is shown only as PyTorch confirms it (docs/torch.md)
+    confirmed = confirm(extraction, program)
+    for diagnostic in confirmed.shown:
         location = extraction.lines.get(_primary_line(diagnostic, statements))
         spec_line = statements[diagnostic.span.line - 1] if \
             0 < diagnostic.span.line <= len(statements) else ""
@@ -102,7 +108,7 @@ def check_extraction(extraction: Extraction, target: str,
                                                           name=name or "?"), (), None)
     main = results.finish()
     main[0].shapes = program.shapes()
-    return Traced(main, _line_shapes(extraction, program))
+    return Traced(main, _line_shapes(extraction, program), confirmed.contradicted)
 
 
 def _line_shapes(extraction: Extraction, program: Program) -> dict[tuple[str, int],

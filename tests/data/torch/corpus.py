@@ -242,3 +242,10 @@ def square_heads():
     """Sizes the user gave where heads and head width coincide (8 and 8)."""
     module = Plain(64, 8)
     return module, {"x": torch.randn(2, 5, 64)}
+
+
+def square_heads_copied():
+    """The same, copied (never constructed: it cannot be built again at sizes apart)."""
+    import copy
+
+    return copy.deepcopy(Plain(64, 8)), {"x": torch.randn(2, 5, 64)}

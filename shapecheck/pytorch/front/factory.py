@@ -1,0 +1,233 @@
+"""A factory that fixes its sizes (``make()`` returning ``(module, inputs)``).
+
+The module's constructor call is captured while the factory runs (:func:`captured`), so
+that the dims are recovered from what the code says -- the constructor's parameters by
+name, the fields of a config object it takes, the int attributes of the module, of its
+config and of its submodules, the inputs' jaxtyping annotations -- and so that the module
+can be built again at other sizes: by :mod:`.confirm` at a counterexample, and here at
+sizes that do not coincide (:func:`apart`) when the factory's sizes are equal or divide
+each other, where reading one size as another could hide a bug.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import sizes as sizing
+
+#: int attributes that are not sizes
+NOT_SIZES = re.compile(r"(layer_idx|layer_id|index|seed|padding_idx|vocab|max_position|"
+                       r"n_positions|max_len|num_layers|n_layer|num_hidden_layers|id$)")
+
+
+@dataclass
+class Call:
+    """A module's constructor call: its class and bound arguments."""
+
+    kind: type
+    arguments: inspect.BoundArguments
+
+    def sizes(self) -> dict[str, int]:
+        """The int arguments that name a size, and the size fields of a config argument."""
+        found: dict[str, int] = {}
+        for name, value in self.arguments.arguments.items():
+            if _is_size(name, value):
+                found[name] = value
+            elif _is_config(value):
+                for field, size in vars(value).items():
+                    if _is_size(field, size) and sizing.is_size_name(field):
+                        found.setdefault(field, size)
+        return found
+
+    def build(self, sizes: dict[str, int]) -> Any:
+        """The module built again with these sizes by name (a config argument's fields too);
+        every other argument as the factory passed it."""
+        arguments = copy.copy(self.arguments.arguments)
+        for name, value in list(arguments.items()):
+            if name in sizes and _is_size(name, value):
+                arguments[name] = sizes[name]
+            elif _is_config(value):
+                changed = copy.deepcopy(value)
+                for field in vars(value):
+                    if field in sizes:
+                        setattr(changed, field, sizes[field])
+                arguments[name] = changed
+        bound = inspect.BoundArguments(self.arguments.signature, arguments)
+        return self.kind(*bound.args, **bound.kwargs)
+
+
+def run_capturing(factory: Callable[[], Any]) -> tuple[Any, Call | None]:
+    """Run the factory, and again with its module's class recording each constructor call
+    (the class is known only from the first run): what the second run made, and the call
+    that made its module (None when the factory makes no module, or builds it otherwise)."""
+    import torch
+
+    made = factory()
+    module = made[0] if isinstance(made, tuple) and made else None
+    if not isinstance(module, torch.nn.Module):
+        return made, None
+    kind = type(module)
+    own = kind.__dict__.get("__init__")
+    inherited = kind.__init__
+    calls: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = []
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        calls.append((self, args, kwargs))
+        inherited(self, *args, **kwargs)
+
+    kind.__init__ = init  # type: ignore[misc]
+    try:
+        again = factory()
+    except Exception:
+        return made, None
+    finally:
+        if own is None:
+            del kind.__init__
+        else:
+            kind.__init__ = own  # type: ignore[misc]
+    if not isinstance(again, tuple) or not again:
+        return made, None
+    found = next(((args, kwargs) for instance, args, kwargs in calls
+                  if instance is again[0]), None)
+    if found is None:
+        return again, None
+    try:
+        bound = inspect.signature(kind).bind(*found[0], **found[1])
+    except (TypeError, ValueError):
+        return again, None
+    bound.apply_defaults()
+    return again, Call(kind, bound)
+
+
+def recovered(module: Any, call: Call | None, inputs: dict[str, Any]) -> dict[str, int]:
+    """The named sizes of a factory's module: its constructor's (first: the names the code
+    passes), its and its config's int attributes, its submodules' size attributes, and the
+    inputs' jaxtyping annotations."""
+    found: dict[str, int] = dict(call.sizes()) if call is not None else {}
+    sources = [vars(module)]
+    config = getattr(module, "config", None)
+    if config is not None:
+        sources.append(getattr(config, "__dict__", {}))
+    for source in sources:
+        for name, value in list(source.items()):
+            if _is_size(name, value):
+                found.setdefault(name, value)
+    for sub in module.modules():
+        if sub is not module:
+            for name, value in list(vars(sub).items()):
+                if _is_size(name, value) and sizing.is_size_name(name):
+                    found.setdefault(name, value)
+    found.update({k: v for k, v in _annotated_sizes(module, inputs).items() if k not in found})
+    return found
+
+
+def _annotated_sizes(module: Any, inputs: dict[str, Any]) -> dict[str, int]:
+    """``x: Float[Tensor, "b t d"]`` with ``x`` of shape ``[2, 16, 64]``: ``d = 64`` (the
+    batch and sequence axes are symbolic, never a dim)."""
+    try:
+        parameters = inspect.signature(module.forward).parameters
+    except (TypeError, ValueError):
+        return {}
+    found: dict[str, int] = {}
+    for name, value in inputs.items():
+        text = getattr(getattr(parameters.get(name), "annotation", None), "dim_str", None)
+        shape = getattr(value, "shape", None)
+        if not isinstance(text, str) or shape is None:
+            continue
+        words = sizing.annotation_words(text)
+        if len(words) != len(shape):
+            continue
+        symbolic = {0, len(shape) - 2 if len(shape) >= 3 else len(shape) - 1}
+        for axis, word in enumerate(words):
+            if axis not in symbolic and word.isidentifier() and int(shape[axis]) >= 2:
+                found.setdefault(word, int(shape[axis]))
+    return found
+
+
+def apart(call: Call, named: dict[str, int], inputs: dict[str, Any], *,
+          even_heads: bool = False) -> tuple[sizing.Chosen, Any, dict[str, Any]] | None:
+    """The module and its inputs at sizes the tool chooses, each dim a prime of its own
+    (heads = kv heads × group, a width = heads × head width), where the factory's sizes
+    coincide: the constructor's size arguments and config fields get the chosen sizes, each
+    input axis of a size that was one of theirs the size chosen for it (the batch and
+    sequence axes keep theirs). None when an axis's size was several dims' with different
+    new sizes, or an input is not tensors."""
+    chosen = sizing.choose(list(call.sizes()), {}, even_heads=even_heads)
+    new_of: dict[int, set[int]] = {}
+    for name, size in chosen.sizes.items():
+        if name in named:
+            new_of.setdefault(named[name], set()).add(size)
+    try:
+        moved = {name: _moved(value, new_of) for name, value in inputs.items()}
+    except _Ambiguous:
+        return None
+    try:
+        module = call.build(chosen.sizes)
+    except Exception:
+        return None
+    return chosen, module, moved
+
+
+class _Ambiguous(Exception):
+    """An input axis whose size cannot be carried to the chosen sizes."""
+
+
+def _moved(value: Any, new_of: dict[int, set[int]]) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        rank = value.dim()
+        kept = {0, rank - 2 if rank >= 3 else rank - 1} if rank >= 2 else set()
+        shape = []
+        for axis, size in enumerate(value.shape):
+            targets = new_of.get(int(size), set())
+            if axis in kept or not targets:
+                shape.append(int(size))
+            elif len(targets) == 1:
+                shape.append(next(iter(targets)))
+            else:
+                raise _Ambiguous
+        if list(shape) == list(value.shape):
+            return value
+        if value.dtype.is_floating_point:
+            return torch.randn(shape, dtype=value.dtype)
+        if value.dtype == torch.bool:
+            return torch.ones(shape, dtype=torch.bool)
+        raise _Ambiguous  # integers (positions, ids) of a new size: their values unknown
+    if isinstance(value, (tuple, list)):
+        return type(value)(_moved(v, new_of) for v in value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise _Ambiguous
+
+
+def remaker(call: Call, dims: sizing.Dims) -> tuple[Callable[[dict[str, int]], Any],
+                                                     frozenset[str]]:
+    """The factory's module built at other sizes of the spec's dims (confirmation), and
+    the atomic dims that can change so: those of the constructor's sizes, and their parts."""
+    names = {sizing.spec_name(name): name for name in call.sizes()}
+    names = {spec: python for spec, python in names.items()
+             if spec in dims.atomic or spec in dims.derived}
+
+    def remake(bindings: dict[str, int]) -> Any:
+        return call.build({python: dims.value_at(spec, bindings)
+                           for spec, python in names.items()})
+
+    return remake, frozenset(part for spec in names for part in dims.parts(spec))
+
+
+def _is_size(name: str, value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 2 \
+        and not name.startswith("_") and not NOT_SIZES.search(name)
+
+
+def _is_config(value: Any) -> bool:
+    import dataclasses
+
+    return (dataclasses.is_dataclass(value) and not isinstance(value, type)) or any(
+        base.__name__ in ("PretrainedConfig", "PreTrainedConfig") for base in type(value).__mro__)
