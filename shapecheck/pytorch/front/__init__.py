@@ -135,8 +135,11 @@ def _static(built: Any) -> Any:
 def _export(module: Any, inputs: dict[str, Any], shapes: Any) -> Any:
     import torch
 
-    # torch's deprecation notices are not the user's
-    with warnings.catch_warnings(), _named_forward(module, list(inputs)):
+    from .flex import intercepted
+
+    # torch's deprecation notices are not the user's; FlexAttention's functions are kept
+    # as functions (flex.py)
+    with warnings.catch_warnings(), _named_forward(module, list(inputs)), intercepted():
         warnings.simplefilter("ignore")
         exported = torch.export.export(module, (), dict(inputs), dynamic_shapes=shapes,
                                        strict=False)

@@ -1376,3 +1376,9 @@ def _full_like(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) ->
     if fill.kind != "number" or _element(node.meta["val"]) in ("bool", "complex"):
         raise Unlowerable("full_like")
     return Val(f"full_like({x.text}, {fill.text})")
+
+
+# FlexAttention: the stand-in operator `pytorch/front/flex.py` leaves in the graph
+from . import flex as _flex  # noqa: E402
+
+RULES["flex_attention.default"] = _flex.lower

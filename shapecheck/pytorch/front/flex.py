@@ -1,0 +1,639 @@
+"""FlexAttention in a traced module, written as the language's functions of positions.
+
+A module calls ``flex_attention(q, k, v, score_mod=g, block_mask=create_block_mask(f, ...))``
+with Python functions of positions. ``torch.export`` would trace them into subgraphs with
+no user source line, and ``create_block_mask`` into block-index arithmetic that pins the
+traced length. Instead, while a module is traced (:func:`intercepted`), the two functions
+run as stand-ins (their code swapped, so that every reference sees them: an import, HF's
+compiled wrapper): ``create_block_mask`` keeps its ``mask_mod`` and nothing else, and
+``flex_attention`` traces its mask and score functions with :mod:`torch.fx` (each node with
+the Python line it comes from, each call of a function of positions recorded) and leaves
+one operator in the graph, ``shapecheck::flex_attention(q, k, v, captured, call)``, whose
+inputs are the query, key, value and every tensor the functions read (document ids,
+padding, slopes: graph values like any other). :func:`lower` writes that operator as
+`def` statements, one per Python function at its ``return`` line, and
+`flex_attention(q, k, v, mask=f, score=g, scale=c)` (docs/language.md §10, docs/torch.md).
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import Location
+
+OPERATOR = "shapecheck::flex_attention"
+#: The mask and score signatures of FlexAttention, by their number of parameters.
+_MASK_PARAMS = ("b", "h", "q_idx", "kv_idx")
+_SCORE_PARAMS = ("score", "b", "h", "q_idx", "kv_idx")
+_HERE = str(Path(__file__).resolve())
+
+
+@dataclass
+class Call:
+    """One call of a Python function while a mask or score function is traced."""
+
+    name: str
+    params: tuple[str, ...]
+    args: list[Any]               # the values passed (fx proxies, numbers)
+    frame: Any
+    parent: Call | None
+    children: list[Call] = field(default_factory=list)
+    result: Any = None
+    location: Location | None = None  # its `return` line
+
+
+@dataclass
+class Function:
+    """A mask_mod or score_mod traced: its graph, the calls inside it, the tensors it reads."""
+
+    kind: str                     # "mask" or "score"
+    graph: Any                    # torch.fx.Graph
+    root: Any                     # the tracer's root module (holds the captured tensors)
+    calls: list[Call]             # the top-level calls (normally one: the function itself)
+    constants: dict[str, Any]     # get_attr target -> the tensor it reads
+
+
+@dataclass
+class FlexCall:
+    """What one `flex_attention` call was given."""
+
+    mask: Function | None
+    score: Function | None
+    captured: list[Any]           # the tensors the functions read, in the operator's order
+    scale: float | None
+    enable_gqa: bool
+    problem: str | None = None    # why it cannot be written (a function fx cannot trace)
+
+
+#: Every intercepted call, by the number the operator carries (a process-wide registry:
+#: the graph reaches the lowering, the Python functions stay here).
+CALLS: dict[int, FlexCall] = {}
+_COUNTER = itertools.count()
+_OPERATOR: list[Any] = []
+
+
+class FunctionMask:
+    """What `create_block_mask` returns while tracing: the mask function and the lengths
+    it was made for (no block arithmetic: the traced lengths stay symbolic)."""
+
+    def __init__(self, mask_mod: Callable[..., Any], seq_lengths: tuple[Any, Any]) -> None:
+        self.mask_mod = mask_mod
+        self.seq_lengths = seq_lengths
+
+
+# --- the stand-ins (their code replaces the originals' while tracing: no free variables) --
+
+
+def _flex_standin(query, key, value, score_mod=None, block_mask=None, scale=None,  # type: ignore[no-untyped-def]
+                  enable_gqa=False, return_lse=False, kernel_options=None, *, return_aux=None):
+    from shapecheck.pytorch.front import flex as _flex
+
+    return _flex.flex_called(query, key, value, score_mod, block_mask, scale, enable_gqa,
+                             return_lse or return_aux is not None)
+
+
+def _block_mask_standin(mask_mod, B=None, H=None, Q_LEN=None, KV_LEN=None, device=None,  # type: ignore[no-untyped-def]
+                        BLOCK_SIZE=128, _compile=False, separate_full_blocks=True,
+                        compute_dq_write_order=False, dq_kv_order=True):
+    from shapecheck.pytorch.front import flex as _flex
+
+    return _flex.FunctionMask(mask_mod, (Q_LEN, KV_LEN))
+
+
+@contextmanager
+def intercepted() -> Iterator[None]:
+    """While tracing, `flex_attention` and `create_block_mask` are the stand-ins above."""
+    try:
+        import torch.nn.attention.flex_attention as api
+    except ImportError:
+        yield
+        return
+    swaps = [(api.flex_attention, _flex_standin), (api.create_block_mask, _block_mask_standin)]
+    saved = [(f, f.__code__, f.__defaults__, f.__kwdefaults__) for f, _ in swaps]
+    try:
+        for original, standin in swaps:
+            original.__code__ = standin.__code__
+            original.__defaults__ = standin.__defaults__
+            original.__kwdefaults__ = standin.__kwdefaults__
+        yield
+    finally:
+        for original, code, defaults, kwdefaults in saved:
+            original.__code__, original.__defaults__ = code, defaults
+            original.__kwdefaults__ = kwdefaults
+
+
+def flex_called(query: Any, key: Any, value: Any, score_mod: Any, block_mask: Any,
+                scale: Any, enable_gqa: bool, aux: bool) -> Any:
+    """The stand-in's body: trace the functions, record the call, leave the operator."""
+    mask_mod = getattr(block_mask, "mask_mod", None) if block_mask is not None else None
+    if mask_mod is not None and _is_noop(mask_mod):
+        mask_mod = None
+    number = next(_COUNTER)
+    captured: dict[int, Any] = {}
+    problem = None
+    mask = score = None
+    try:
+        mask = _traced(mask_mod, "mask", captured) if mask_mod is not None else None
+        score = _traced(score_mod, "score", captured) if score_mod is not None else None
+    except Exception as error:  # fx cannot trace it (control flow on a position)
+        problem = f"{type(error).__name__}: {error}"[:300]
+    if block_mask is not None and mask_mod is None and not isinstance(block_mask, FunctionMask):
+        problem = problem or "a BlockMask without a mask_mod"
+    CALLS[number] = FlexCall(mask, score, list(captured.values()),
+                             None if scale is None else float(scale), bool(enable_gqa), problem)
+    out = _operator()(query, key, value, list(captured.values()), number)
+    if aux:  # the log-sum-exp is not written: a stand-in of its shape, lowered as unknown
+        return out, _operator()(query, key, value, [], -1 - number)[..., 0]
+    return out
+
+
+def _is_noop(mask_mod: Any) -> bool:
+    from torch.nn.attention.flex_attention import noop_mask
+
+    return mask_mod is noop_mask
+
+
+def _operator() -> Any:
+    """``shapecheck::flex_attention``, defined once: an opaque operator of the output's
+    shape, which export keeps as one node."""
+    if _OPERATOR:
+        return _OPERATOR[0]
+    import torch
+
+    @torch.library.custom_op(OPERATOR, mutates_args=(), schema="(Tensor query, Tensor key, "
+                             "Tensor value, Tensor[] captured, int call) -> Tensor")
+    def flex(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+             captured: list[torch.Tensor], call: int) -> torch.Tensor:
+        return query.new_zeros((*query.shape[:-1], value.shape[-1]))
+
+    @flex.register_fake
+    def _(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+          captured: list[torch.Tensor], call: int) -> torch.Tensor:
+        return query.new_empty((*query.shape[:-1], value.shape[-1]))
+
+    _OPERATOR.append(flex)
+    return flex
+
+
+# --- tracing a function of positions --------------------------------------------------------
+
+
+def _traced(function: Any, kind: str, captured: dict[int, Any]) -> Function:
+    """``function`` traced with torch.fx; its calls recorded; the tensors it reads added
+    to ``captured`` (by identity, in order of first read)."""
+    import torch.fx as fx
+
+    params = _MASK_PARAMS if kind == "mask" else _SCORE_PARAMS
+    torch_dir = str(Path(fx.__file__).resolve().parent.parent)
+    recorder = _Recorder(torch_dir)
+
+    class Tracer(fx.Tracer):
+        def create_node(self, *args: Any, **kwargs: Any) -> Any:
+            node = super().create_node(*args, **kwargs)
+            node.meta["location"] = recorder.user_line(sys._getframe(1))
+            return node
+
+    # A fixed signature (a partial or a callable object traces too); its frame is ours.
+    entry = _entry(function, params)
+    tracer = Tracer()
+    previous = sys.getprofile()
+    sys.setprofile(recorder.profile)
+    try:
+        graph = tracer.trace(entry)
+    finally:
+        sys.setprofile(previous)
+    constants = {}
+    for node in graph.nodes:
+        if node.op == "get_attr":
+            tensor = getattr(tracer.root, node.target)
+            constants[node.target] = tensor
+            captured.setdefault(id(tensor), tensor)
+    return Function(kind, graph, tracer.root, recorder.top, constants)
+
+
+def _entry(function: Any, params: tuple[str, ...]) -> Callable[..., Any]:
+    if len(params) == 4:
+        def mask(b: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
+            return function(b, h, q_idx, kv_idx)
+        return mask
+
+    def score(score: Any, b: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
+        return function(score, b, h, q_idx, kv_idx)
+    return score
+
+
+class _Recorder:
+    """A profile hook: the calls of Python functions given a traced value, as a tree."""
+
+    def __init__(self, torch_dir: str) -> None:
+        self.torch_dir = torch_dir
+        self.top: list[Call] = []
+        self.stack: list[Call] = []
+
+    def _ours(self, path: str) -> bool:
+        """A function of the user's (or FlexAttention's and_masks/or_masks)."""
+        if path == _HERE or path.startswith("<"):
+            return False
+        if path.startswith(self.torch_dir):
+            return path.endswith(str(Path("nn", "attention", "flex_attention.py")))
+        return True
+
+    def profile(self, frame: Any, event: str, arg: Any) -> None:
+        import torch.fx as fx
+
+        if event == "call":
+            code = frame.f_code
+            if not self._ours(str(Path(code.co_filename).resolve())):
+                return
+            names = code.co_varnames[:code.co_argcount]
+            args = [frame.f_locals.get(n) for n in names]
+            if not any(isinstance(a, fx.Proxy) for a in args):
+                return
+            parent = self.stack[-1] if self.stack else None
+            call = Call(code.co_name, tuple(names), args, frame, parent)
+            (parent.children if parent else self.top).append(call)
+            self.stack.append(call)
+        elif event == "return" and self.stack and self.stack[-1].frame is frame:
+            call = self.stack.pop()
+            call.result = arg
+            call.location = Location(str(Path(frame.f_code.co_filename).resolve()),
+                                     frame.f_lineno)
+            call.frame = None  # no frame kept alive
+
+    def user_line(self, frame: Any) -> Location | None:
+        while frame is not None:
+            path = str(Path(frame.f_code.co_filename).resolve())
+            if path != _HERE and not path.startswith(self.torch_dir) and "<" not in path:
+                return Location(path, frame.f_lineno)
+            frame = frame.f_back
+        return None
+
+
+# --- writing the operator as the language's functions ---------------------------------------
+
+
+def lower(low: Any, node: Any, args: list[Any], kw: dict[str, Any]) -> Any:
+    """The rule for ``shapecheck::flex_attention``: the functions as `def` statements at
+    their Python lines, the call as `flex_attention(q, k, v, mask=f, score=g, scale=c)`."""
+    from .lower import Unlowerable, Val
+
+    number = node.args[4]
+    if number < 0:  # the log-sum-exp stand-in
+        if node.users:
+            raise Unlowerable("flex_attention's log-sum-exp")
+        return Val("?", kind="unknown")
+    call = CALLS.get(number)
+    if call is None or call.problem is not None:
+        raise Unlowerable(call.problem if call is not None else "flex_attention")
+    captured = {id(t): _named(low, item, value) for t, item, value in
+                zip(call.captured, node.args[3], args[3].items)}
+    q, k, v = (_named(low, item, value) for item, value in zip(node.args[:3], args[:3]))
+    k, v = _grouped(low, node, call, k, v)
+    written = _Writer(low, captured, low.location(node))
+    parts = [q, k, v]
+    if call.mask is not None:
+        parts.append(f"mask={written.function(call.mask)}")
+    if call.score is not None:
+        parts.append(f"score={written.function(call.score)}")
+    if call.scale is not None:
+        width = low.size(node.args[0].meta["val"].shape[-1])
+        root = low.dims.scale(call.scale, width)
+        parts.append(f"scale=1 / {root}" if root else f"scale={_number(low, call.scale)}")
+    return Val(f"flex_attention({', '.join(parts)})")
+
+
+def _named(low: Any, item: Any, value: Any) -> str:
+    """A value the call reads by name (Q, K, V and the captured tensors must be names)."""
+    from .lower import ATOM, _tensor
+
+    value = _tensor(value)
+    if value.prec == ATOM and value.text in low.names:
+        return str(value.text)
+    return str(low._statement(item, value))
+
+
+def _grouped(low: Any, node: Any, call: FlexCall, k: str, v: str) -> tuple[str, str]:
+    """With ``enable_gqa``, each key/value head serves a group of query heads, in order."""
+    from .lower import Statement
+
+    q_heads, k_heads = (node.args[i].meta["val"].shape[-3] for i in (0, 1))
+    if not call.enable_gqa or str(q_heads) == str(k_heads):
+        return k, v
+    group = low.size(q_heads // k_heads)
+    out = []
+    for name in (k, v):
+        fresh = low._fresh(f"{name}_grouped")
+        low.out.statements.append(Statement(f"{fresh} = repeat({name}, {group}, axis=-3)",
+                                            low.location(node), fresh))
+        out.append(fresh)
+    return out[0], out[1]
+
+
+def _number(low: Any, value: float | int | bool) -> str:
+    """A literal of a function's body; an integer that is a dim's size is that dim (a window
+    width read from the module: `q_idx - kv_idx < window`)."""
+    from .lower import number
+
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int) and value >= 5 and any(
+            low.dims.value(n) == value for n in (*low.dims.derived, *low.dims.atomic)):
+        return str(low.dims.size(value))
+    return str(number(float(value)).text) if isinstance(value, float) else str(value)
+
+
+def _node(value: Any) -> Any:
+    """The fx node of a traced value (a proxy), the node itself, else None."""
+    inner = getattr(value, "node", None)
+    if inner is not None and hasattr(inner, "op"):
+        return inner
+    return value if hasattr(value, "op") and hasattr(value, "users") else None
+
+
+@dataclass
+class _Scope:
+    params: dict[Any, str]        # node -> the parameter it is
+    children: dict[Any, Call]     # node -> the call of a function of positions it results from
+
+
+class _Writer:
+    """Writes a traced function as `def` statements: one per Python function of positions
+    (FlexAttention's signatures) it calls, the rest written into their bodies."""
+
+    def __init__(self, low: Any, captured: dict[int, str], at: Location | None) -> None:
+        self.low = low
+        self.at = at  # the call's line: where a function of torch's own (and_masks) is
+        self.captured = captured
+        self.function_: Function | None = None
+        self.written: dict[tuple[str, str], str] = {}  # (python name, def text) -> spec name
+
+    def function(self, function: Function) -> str:
+        self.function_ = function
+        output = next(n for n in function.graph.nodes if n.op == "output")
+        result = _node(output.args[0])
+        top = next((c for c in function.calls if _node(c.result) is result), None)
+        if top is None or not self._definable(top):
+            placeholders = [n for n in function.graph.nodes if n.op == "placeholder"]
+            top = Call(f"{function.kind}_mod", tuple(n.target for n in placeholders),
+                       placeholders, None, None, function.calls, result)
+        return self._define(top)
+
+    def _definable(self, call: Call) -> bool:
+        """A function of positions by FlexAttention's signature: (b, h, q, kv) giving a
+        mask, (score, b, h, q, kv) giving a score."""
+        result = _node(call.result)
+        if result is None:
+            return False
+        if len(call.params) == 5:
+            return True
+        return len(call.params) == 4 and self._boolean(result)
+
+    def _boolean(self, node: Any) -> bool:
+        import torch
+
+        value = node.meta.get("tensor_meta") or None
+        if value is not None:
+            return bool(value.dtype == torch.bool)
+        key = _key(node)
+        if key in _COMPARISONS or key in ("and_", "or_", "invert", "logical_not"):
+            return True
+        if key == "getitem" and self.function_ is not None:
+            source = _node(node.args[0])
+            while source is not None and _key(source) == "getitem":
+                source = _node(source.args[0])
+            if source is not None and source.op == "get_attr":
+                return bool(self.function_.constants[source.target].dtype == torch.bool)
+        if key == "where":
+            return self._boolean_value(node.args[1]) and self._boolean_value(node.args[2])
+        return False
+
+    def _boolean_value(self, value: Any) -> bool:
+        inner = _node(value)
+        return isinstance(value, bool) if inner is None else self._boolean(inner)
+
+    def _define(self, call: Call) -> str:
+        from .lower import RESERVED, Statement
+
+        params = tuple(p if p not in RESERVED else f"{p}_" for p in call.params)
+        scope = _Scope({_node(a): p for a, p in zip(call.args, params) if _node(a) is not None},
+                       {_node(c.result): c for c in call.children
+                        if _node(c.result) is not None and self._definable(c)})
+        body = self.expr(_node(call.result), scope).text
+        wanted = call.name if call.name.isidentifier() else "mask_mod" \
+            if len(params) == 4 else "score_mod"
+        key = (wanted, f"({', '.join(params)}) = {body}")
+        if key in self.written:
+            return self.written[key]
+        name = self.low._fresh(wanted)
+        self.written[key] = name
+        location = call.location
+        if location is None or location.path.startswith(self.low.torch_dir):
+            location = self.at
+        self.low.out.statements.append(Statement(f"def {name}{key[1]}", location, None))
+        return str(name)
+
+    # --- expressions ----------------------------------------------------------------------
+
+    def expr(self, node: Any, scope: _Scope) -> Any:
+        from .lower import Unlowerable, Val
+
+        if node in scope.params:
+            return Val(scope.params[node])
+        if node in scope.children:
+            child = scope.children[node]
+            name = self._define(child)
+            arguments = ", ".join(self.value(a, scope).text for a in child.args)
+            return Val(f"{name}({arguments})")
+        if node.op == "placeholder":
+            return Val(str(node.target))
+        if node.op == "get_attr":
+            assert self.function_ is not None
+            tensor = self.function_.constants[node.target]
+            if id(tensor) not in self.captured:
+                raise Unlowerable("a tensor the function reads")
+            return Val(self.captured[id(tensor)])
+        writer = _OPERATIONS.get(_key(node))
+        if writer is None:
+            raise Unlowerable(f"`{_key(node)}` in a mask or score function")
+        return writer(self, node, scope)
+
+    def value(self, value: Any, scope: _Scope) -> Any:
+        from .lower import UNARY, Unlowerable, Val
+
+        inner = _node(value)
+        if inner is not None:
+            return self.expr(inner, scope)
+        if isinstance(value, (bool, int, float)):
+            text = _number(self.low, value)
+            return Val(text, UNARY if text.startswith("-") else 90)
+        raise Unlowerable(f"a {type(value).__name__} in a mask or score function")
+
+    def index(self, node: Any, scope: _Scope) -> Any:
+        """`x[i][j]` and `x[i, j]` of a tensor the function reads, as one read `x[i, j]`:
+        with FlexAttention every index is one position (a number), so they compose."""
+        from .lower import POSTFIX, Val
+
+        entries: list[str] = []
+        current = node
+        while _key(current) == "getitem" and _node(current.args[0]) is not None:
+            items = current.args[1] if isinstance(current.args[1], tuple) else (current.args[1],)
+            entries[:0] = [self._entry(item, scope) for item in items]
+            current = _node(current.args[0])
+            if current.op == "get_attr":
+                break
+        operand = self.expr(current, scope)
+        return Val(f"{operand.at(POSTFIX)}[{', '.join(entries)}]", POSTFIX)
+
+    def _entry(self, item: Any, scope: _Scope) -> str:
+        if item is None:
+            return "None"
+        if item is Ellipsis:
+            return "..."
+        if isinstance(item, slice) and item == slice(None):
+            return ":"
+        return str(self.value(item, scope).text)
+
+
+def _key(node: Any) -> str:
+    """An fx node's operation by name: `ge` for `operator.ge`, `q.ge(k)` and `torch.ge`."""
+    if node is None or node.op not in ("call_function", "call_method"):
+        return ""
+    target = node.target
+    name = target if isinstance(target, str) else getattr(target, "__name__", str(target))
+    return _ALIASES.get(name, name)
+
+
+_ALIASES = {"__getitem__": "getitem", "__and__": "and_", "__or__": "or_", "logical_and": "and_",
+            "logical_or": "or_", "bitwise_and": "and_", "bitwise_or": "or_", "__invert__": "invert",
+            "bitwise_not": "invert", "logical_not": "invert", "div": "truediv",
+            "divide": "truediv", "true_divide": "truediv", "floor_divide": "floordiv",
+            "remainder": "mod", "__add__": "add", "__sub__": "sub", "__mul__": "mul",
+            "__truediv__": "truediv", "__floordiv__": "floordiv", "__mod__": "mod",
+            "multiply": "mul", "subtract": "sub", "negative": "neg", "__neg__": "neg",
+            "absolute": "abs", "__abs__": "abs", "clip": "clamp", "eq": "eq", "ne": "ne",
+            "greater_equal": "ge", "greater": "gt", "less_equal": "le", "less": "lt",
+            "not_equal": "ne", "__eq__": "eq", "__ne__": "ne", "__ge__": "ge", "__gt__": "gt",
+            "__le__": "le", "__lt__": "lt", "__pow__": "pow"}
+_COMPARISONS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<", "eq": "==", "ne": "!="}
+
+
+def _binary(symbol: str, prec: int) -> Callable[[_Writer, Any, _Scope], Any]:
+    def write(writer: _Writer, node: Any, scope: _Scope) -> Any:
+        from .lower import Val
+
+        left, right = (writer.value(a, scope) for a in node.args[:2])
+        if symbol in ("&", "|"):  # and_masks/or_masks start from a constant true/false
+            neutral = "true" if symbol == "&" else "false"
+            if left.text == neutral:
+                return right
+            if right.text == neutral:
+                return left
+        return Val(f"{left.at(prec + (prec == 10))} {symbol} {right.at(prec + 1)}", prec)
+    return write
+
+
+def _function(name: str) -> Callable[[_Writer, Any, _Scope], Any]:
+    def write(writer: _Writer, node: Any, scope: _Scope) -> Any:
+        from .lower import Val
+
+        return Val(f"{name}({writer.value(node.args[0], scope).text})")
+    return write
+
+
+def _unary(symbol: str) -> Callable[[_Writer, Any, _Scope], Any]:
+    def write(writer: _Writer, node: Any, scope: _Scope) -> Any:
+        from .lower import UNARY, Val
+
+        return Val(f"{symbol}{writer.value(node.args[0], scope).at(UNARY)}", UNARY)
+    return write
+
+
+def _exp2(writer: _Writer, node: Any, scope: _Scope) -> Any:
+    from .lower import POWER, UNARY, Val
+
+    return Val(f"2 ** {writer.value(node.args[0], scope).at(UNARY)}", POWER)
+
+
+def _clamp(writer: _Writer, node: Any, scope: _Scope) -> Any:
+    """`x.clamp(lo, hi)` as `minimum(maximum(x, lo), hi)` (which the proofs read)."""
+    from .lower import Val
+
+    bounds = dict(zip(("min", "max"), node.args[1:3]))
+    bounds.update({k: v for k, v in node.kwargs.items() if k in ("min", "max")})
+    text = writer.value(node.args[0], scope).text
+    if bounds.get("min") is not None:
+        text = f"maximum({text}, {writer.value(bounds['min'], scope).text})"
+    if bounds.get("max") is not None:
+        text = f"minimum({text}, {writer.value(bounds['max'], scope).text})"
+    return Val(text)
+
+
+def _pairwise(name: str) -> Callable[[_Writer, Any, _Scope], Any]:
+    def write(writer: _Writer, node: Any, scope: _Scope) -> Any:
+        from .lower import Val
+
+        a, b = (writer.value(x, scope).text for x in node.args[:2])
+        return Val(f"{name}({a}, {b})")
+    return write
+
+
+def _where(writer: _Writer, node: Any, scope: _Scope) -> Any:
+    from .lower import Val
+
+    c, a, b = (writer.value(x, scope).text for x in node.args[:3])
+    return Val(f"where({c}, {a}, {b})")
+
+
+def _constant(writer: _Writer, node: Any, scope: _Scope) -> Any:
+    """`b.new_ones((), dtype=torch.bool)` (and_masks' start), `new_zeros`, `ones_like`."""
+    import torch
+
+    from .lower import Unlowerable, Val
+
+    dtype = node.kwargs.get("dtype")
+    shape = node.args[1] if len(node.args) > 1 and _key(node).startswith("new_") else ()
+    if shape not in ((), [], None):
+        raise Unlowerable("a tensor made in a mask or score function")
+    one = "ones" in _key(node)
+    if dtype == torch.bool:
+        return Val("true" if one else "false")
+    return Val("1" if one else "0")
+
+
+def _same(writer: _Writer, node: Any, scope: _Scope) -> Any:
+    """A cast (`.to(torch.int32)`, `.float()`): the same number; to bool, `!= 0`."""
+    import torch
+
+    from .lower import COMPARE, SUM, Val
+
+    value = writer.value(node.args[0], scope)
+    dtype = node.kwargs.get("dtype") or next((a for a in node.args[1:]
+                                              if isinstance(a, torch.dtype)), None)
+    if (dtype == torch.bool or _key(node) == "bool") and not writer._boolean(node.args[0]
+                                                                            if _node(node.args[0]) is None
+                                                                            else _node(node.args[0])):
+        return Val(f"{value.at(SUM)} != 0", COMPARE)
+    return value
+
+
+_OPERATIONS: dict[str, Callable[[_Writer, Any, _Scope], Any]] = {
+    "add": _binary("+", 40), "sub": _binary("-", 40), "mul": _binary("*", 50),
+    "truediv": _binary("/", 50), "floordiv": _binary("//", 50), "mod": _binary("%", 50),
+    "pow": _binary("**", 70), "and_": _binary("&", 30), "or_": _binary("|", 20),
+    **{name: _binary(symbol, 10) for name, symbol in _COMPARISONS.items()},
+    "neg": _unary("-"), "invert": _unary("~"), "exp2": _exp2, "clamp": _clamp,
+    "clamp_min": _clamp, "minimum": _pairwise("minimum"), "maximum": _pairwise("maximum"),
+    "where": _where, "getitem": lambda w, n, s: w.index(n, s),
+    "new_ones": _constant, "new_zeros": _constant, "ones_like": _constant,
+    "zeros_like": _constant,
+    **{name: _function(name) for name in ("abs", "exp", "tanh", "log", "sqrt", "sigmoid",
+                                          "sin", "cos")},
+    **{name: _same for name in ("to", "float", "long", "int", "bool", "type_as", "clone",
+                                "contiguous", "detach", "half", "double")},
+}
