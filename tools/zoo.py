@@ -40,7 +40,7 @@ FAMILIES = (
     "clip_vision siglip_vision starcoder2 olmo olmo2 olmoe cohere stablelm persimmon granite "
     "granitemoe nemotron glm glm4 helium smollm3 ministral exaone4 dbrx deepseek_v3 longformer"
 ).split()
-FORMS = ("eager", "sdpa", "decode", "cross")
+FORMS = ("eager", "sdpa", "decode", "cross", "flex")
 #: The subset CI runs (tests/test_zoo.py): one of each architecture kind.
 CI_CASES = ("llama__eager", "llama__decode", "gpt2__eager", "bert__eager", "t5__cross",
             "falcon__eager")
@@ -176,7 +176,7 @@ def capture(family: str, form: str) -> tuple[Any, dict[str, Any]]:
     """The attention module of FAMILY in FORM and its call as the model makes it."""
     import torch
 
-    implementation = "sdpa" if form == "sdpa" else "eager"
+    implementation = {"sdpa": "sdpa", "flex": "flex_attention"}.get(form, "eager")
     model, config = _model(family, implementation)
     modules = _attention_modules(model)
     if form == "cross":

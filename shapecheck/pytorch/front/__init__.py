@@ -108,9 +108,11 @@ def extract(target: str, init: tuple[str, ...] | list[str] = ()) -> Extraction:
 def _trace(built: Any) -> Any:
     import torch
 
+    from .flex import as_functions
     from .opaque import register_inputs
 
     module = built.module.eval()
+    built.inputs = as_functions(built.inputs)  # a BlockMask argument (HF's flex path)
     register_inputs(built.inputs)  # a cache object the model passes is a traced input too
     shapes = _dynamic_shapes(built)
     try:

@@ -65,7 +65,9 @@ class FlexCall:
 
     mask: Function | None
     score: Function | None
-    captured: list[Any]           # the tensors the functions read, in the operator's order
+    #: the tensors the functions read, in the operator's order: (identity as the functions
+    #: hold it, the tensor passed to the operator)
+    captured: list[tuple[int, Any]]
     scale: float | None
     enable_gqa: bool
     problem: str | None = None    # why it cannot be written (a function fx cannot trace)
@@ -79,12 +81,45 @@ _OPERATOR: list[Any] = []
 
 
 class FunctionMask:
-    """What `create_block_mask` returns while tracing: the mask function and the lengths
-    it was made for (no block arithmetic: the traced lengths stay symbolic)."""
+    """What `create_block_mask` returns while tracing, and what a `BlockMask` argument is
+    traced as: the mask function and the lengths it was made for (no block arithmetic, so
+    the traced lengths stay symbolic). ``tensors`` are the tensors the function reads, as
+    this object carries them into the trace (its pytree leaves: a padding mask becomes an
+    input), ``keys`` their identities as the function holds them."""
 
-    def __init__(self, mask_mod: Callable[..., Any], seq_lengths: tuple[Any, Any]) -> None:
+    def __init__(self, mask_mod: Callable[..., Any], seq_lengths: tuple[Any, Any],
+                 tensors: list[Any] | None = None, keys: list[int] | None = None) -> None:
         self.mask_mod = mask_mod
         self.seq_lengths = seq_lengths
+        self.tensors = tensors or []
+        self.keys = keys or []
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        """A `BlockMask` to the code that asks (HF's `isinstance(attention_mask, BlockMask)`)."""
+        from torch.nn.attention.flex_attention import BlockMask
+
+        return BlockMask
+
+
+def as_functions(inputs: dict[str, Any]) -> dict[str, Any]:
+    """The call with every `BlockMask` argument (HF's flex path) as a :class:`FunctionMask`
+    of its `mask_mod`: torch.export refuses a BlockMask input."""
+    try:
+        from torch.nn.attention.flex_attention import BlockMask
+    except ImportError:
+        return inputs
+    out = dict(inputs)
+    for name, value in inputs.items():
+        if type(value) is BlockMask and value.mask_mod is not None:
+            captured: dict[int, Any] = {}
+            try:
+                _traced(value.mask_mod, "mask", captured, {})
+            except Exception:  # not traceable: the call says so when it is lowered
+                pass
+            out[name] = FunctionMask(value.mask_mod, value.seq_lengths, list(captured.values()),
+                                     list(captured))
+    return out
 
 
 # --- the stand-ins (their code replaces the originals' while tracing: no free variables) --
@@ -136,18 +171,21 @@ def flex_called(query: Any, key: Any, value: Any, score_mod: Any, block_mask: An
         mask_mod = None
     number = next(_COUNTER)
     captured: dict[int, Any] = {}
+    # the tensors a mask passed in reads, as traced (its leaves)
+    replaced = dict(zip(block_mask.keys, block_mask.tensors)) \
+        if type(block_mask) is FunctionMask else {}
     problem = None
     mask = score = None
     try:
-        mask = _traced(mask_mod, "mask", captured) if mask_mod is not None else None
-        score = _traced(score_mod, "score", captured) if score_mod is not None else None
+        mask = _traced(mask_mod, "mask", captured, replaced) if mask_mod is not None else None
+        score = _traced(score_mod, "score", captured, {}) if score_mod is not None else None
     except Exception as error:  # fx cannot trace it (control flow on a position)
         problem = f"{type(error).__name__}: {error}"[:300]
-    if block_mask is not None and mask_mod is None and not isinstance(block_mask, FunctionMask):
+    if block_mask is not None and mask_mod is None and type(block_mask) is not FunctionMask:
         problem = problem or "a BlockMask without a mask_mod"
-    CALLS[number] = FlexCall(mask, score, list(captured.values()),
+    CALLS[number] = FlexCall(mask, score, list(captured.items()),
                              None if scale is None else float(scale), bool(enable_gqa), problem)
-    out = _operator()(query, key, value, list(captured.values()), number)
+    out = _operator()(query, key, value, [t for _, t in CALLS[number].captured], number)
     if aux:  # the log-sum-exp is not written: a stand-in of its shape, lowered as unknown
         return out, _operator()(query, key, value, [], -1 - number)[..., 0]
     return out
@@ -184,9 +222,11 @@ def _operator() -> Any:
 # --- tracing a function of positions --------------------------------------------------------
 
 
-def _traced(function: Any, kind: str, captured: dict[int, Any]) -> Function:
+def _traced(function: Any, kind: str, captured: dict[int, Any],
+            replaced: dict[int, Any]) -> Function:
     """``function`` traced with torch.fx; its calls recorded; the tensors it reads added
-    to ``captured`` (by identity, in order of first read)."""
+    to ``captured`` (by identity, in order of first read; as ``replaced`` says, for a mask
+    passed in)."""
     import torch.fx as fx
 
     params = _MASK_PARAMS if kind == "mask" else _SCORE_PARAMS
@@ -213,7 +253,7 @@ def _traced(function: Any, kind: str, captured: dict[int, Any]) -> Function:
         if node.op == "get_attr":
             tensor = getattr(tracer.root, node.target)
             constants[node.target] = tensor
-            captured.setdefault(id(tensor), tensor)
+            captured.setdefault(id(tensor), replaced.get(id(tensor), tensor))
     return Function(kind, graph, tracer.root, recorder.top, constants)
 
 
@@ -291,7 +331,7 @@ def lower(low: Any, node: Any, args: list[Any], kw: dict[str, Any]) -> Any:
     call = CALLS.get(number)
     if call is None or call.problem is not None:
         raise Unlowerable(call.problem if call is not None else "flex_attention")
-    captured = {id(t): _named(low, item, value) for t, item, value in
+    captured = {key: _named(low, item, value) for (key, _), item, value in
                 zip(call.captured, node.args[3], args[3].items)}
     q, k, v = (_named(low, item, value) for item, value in zip(node.args[:3], args[:3]))
     k, v = _grouped(low, node, call, k, v)
