@@ -329,6 +329,8 @@ def _conforming(extraction: Extraction) -> Any:
     import torch
     from torch.func import functional_call
 
+    from .flex import running
+
     module = extraction.module
     lowered = extraction.lowered
 
@@ -342,7 +344,7 @@ def _conforming(extraction: Extraction) -> Any:
         inputs = copy.deepcopy(extraction.example)  # the module writes into a cache object
         for name, (argument, path) in lowered.inputs.items():
             inputs[argument] = _replaced(inputs.get(argument), path, arguments[name])
-        with torch.no_grad():
+        with torch.no_grad(), running():  # a traced BlockMask argument runs as one (flex.py)
             result = functional_call(module, state, args=(), kwargs=inputs, strict=False)
         flat = [leaf for leaf in torch.utils._pytree.tree_leaves(result)
                 if isinstance(leaf, torch.Tensor)]

@@ -163,6 +163,91 @@ def intercepted() -> Iterator[None]:
             original.__kwdefaults__ = kwdefaults
 
 
+@contextmanager
+def running() -> Iterator[None]:
+    """While conformance runs the module for real: a `FunctionMask` it is given (a BlockMask
+    argument traced as its functions) becomes a real BlockMask again, its function reading
+    the tensors conformance passes, at the lengths of each call; nothing is compiled."""
+    try:
+        import torch
+        import torch.nn.attention.flex_attention as api
+    except ImportError:
+        yield
+        return
+    original = api.flex_attention
+    saved = (original.__code__, original.__defaults__, original.__kwdefaults__)
+    _ORIGINALS[:] = [_copy(original), _copy(api.create_block_mask)]
+    disabled = torch._dynamo.config.disable, api._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG
+    try:
+        original.__code__ = _flex_runtime.__code__
+        original.__defaults__ = _flex_runtime.__defaults__
+        original.__kwdefaults__ = _flex_runtime.__kwdefaults__
+        # HF's compiled wrapper runs eagerly, and FlexAttention's own eager path with it
+        torch._dynamo.config.disable = api._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = True
+        yield
+    finally:
+        original.__code__, original.__defaults__, original.__kwdefaults__ = saved
+        torch._dynamo.config.disable, api._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = disabled
+
+
+_ORIGINALS: list[Any] = []
+
+
+def _copy(function: Any) -> Any:
+    import types
+
+    copied = types.FunctionType(function.__code__, function.__globals__, function.__name__,
+                                function.__defaults__, function.__closure__)
+    copied.__kwdefaults__ = function.__kwdefaults__
+    return copied
+
+
+def _flex_runtime(query, key, value, score_mod=None, block_mask=None, scale=None,  # type: ignore[no-untyped-def]
+                  enable_gqa=False, return_lse=False, kernel_options=None, *, return_aux=None):
+    from shapecheck.pytorch.front import flex as _flex
+
+    return _flex.run_flex(query, key, value, score_mod, block_mask, scale, enable_gqa,
+                          return_lse, kernel_options, return_aux)
+
+
+def run_flex(query: Any, key: Any, value: Any, score_mod: Any, block_mask: Any, scale: Any,
+             enable_gqa: bool, return_lse: bool, kernel_options: Any, return_aux: Any) -> Any:
+    """FlexAttention itself, a `FunctionMask` made a BlockMask first."""
+    flex, create = _ORIGINALS
+    if type(block_mask) is FunctionMask:
+        mask_mod = _rebound(block_mask.mask_mod, dict(zip(block_mask.keys, block_mask.tensors)))
+        block_mask = create(mask_mod, None, None, query.shape[-2], key.shape[-2],
+                            device=query.device)
+    return flex(query, key, value, score_mod=score_mod, block_mask=block_mask, scale=scale,
+                enable_gqa=enable_gqa, return_lse=return_lse, kernel_options=kernel_options,
+                return_aux=return_aux)
+
+
+def _rebound(value: Any, tensors: dict[int, Any], depth: int = 0) -> Any:
+    """A function (and the functions its closure holds: and_masks' list) reading ``tensors``
+    in place of the ones it holds (by identity)."""
+    import types
+
+    if id(value) in tensors:
+        return tensors[id(value)]
+    if depth > 8:
+        return value
+    if isinstance(value, (tuple, list)):
+        return type(value)(_rebound(v, tensors, depth + 1) for v in value)
+    if not isinstance(value, types.FunctionType) or not value.__closure__:
+        return value
+    cells = []
+    for cell in value.__closure__:
+        try:
+            cells.append(types.CellType(_rebound(cell.cell_contents, tensors, depth + 1)))
+        except ValueError:  # an empty cell
+            cells.append(cell)
+    rebuilt = types.FunctionType(value.__code__, value.__globals__, value.__name__,
+                                 value.__defaults__, tuple(cells))
+    rebuilt.__kwdefaults__ = value.__kwdefaults__
+    return rebuilt
+
+
 def flex_called(query: Any, key: Any, value: Any, score_mod: Any, block_mask: Any,
                 scale: Any, enable_gqa: bool, aux: bool) -> Any:
     """The stand-in's body: trace the functions, record the call, leave the operator."""
@@ -335,7 +420,8 @@ def lower(low: Any, node: Any, args: list[Any], kw: dict[str, Any]) -> Any:
                 zip(call.captured, node.args[3], args[3].items)}
     q, k, v = (_named(low, item, value) for item, value in zip(node.args[:3], args[:3]))
     k, v = _grouped(low, node, call, k, v)
-    written = _Writer(low, captured, low.location(node))
+    traced = {key: item.meta.get("val") for (key, _), item in zip(call.captured, node.args[3])}
+    written = _Writer(low, captured, traced, low.location(node))
     parts = [q, k, v]
     if call.mask is not None:
         parts.append(f"mask={written.function(call.mask)}")
@@ -406,8 +492,10 @@ class _Writer:
     """Writes a traced function as `def` statements: one per Python function of positions
     (FlexAttention's signatures) it calls, the rest written into their bodies."""
 
-    def __init__(self, low: Any, captured: dict[int, str], at: Location | None) -> None:
+    def __init__(self, low: Any, captured: dict[int, str], traced: dict[int, Any],
+                 at: Location | None) -> None:
         self.low = low
+        self.traced = traced  # identity -> the traced value of each tensor read
         self.at = at  # the call's line: where a function of torch's own (and_masks) is
         self.captured = captured
         self.function_: Function | None = None
@@ -516,19 +604,45 @@ class _Writer:
 
     def index(self, node: Any, scope: _Scope) -> Any:
         """`x[i][j]` and `x[i, j]` of a tensor the function reads, as one read `x[i, j]`:
-        with FlexAttention every index is one position (a number), so they compose."""
-        from .lower import POSTFIX, Val
+        with FlexAttention every index is one position (a number), so they compose. The
+        language gathers by one integer tensor at a time: a read by several positions
+        (HF's `padding_mask[batch_idx, kv_idx]`) is written as the read of the flattened
+        tensor at the flat position, `reshape(x, [B * M])[batch_idx * M + kv_idx]`."""
+        from .lower import POSTFIX, Unlowerable, Val
 
-        entries: list[str] = []
+        items: list[Any] = []
         current = node
         while _key(current) == "getitem" and _node(current.args[0]) is not None:
-            items = current.args[1] if isinstance(current.args[1], tuple) else (current.args[1],)
-            entries[:0] = [self._entry(item, scope) for item in items]
+            given = current.args[1] if isinstance(current.args[1], tuple) else (current.args[1],)
+            items[:0] = list(given)
             current = _node(current.args[0])
             if current.op == "get_attr":
                 break
         operand = self.expr(current, scope)
-        return Val(f"{operand.at(POSTFIX)}[{', '.join(entries)}]", POSTFIX)
+        positions = [item for item in items if _node(item) is not None]
+        if len(positions) < 2:
+            entries = ", ".join(self._entry(item, scope) for item in items)
+            return Val(f"{operand.at(POSTFIX)}[{entries}]", POSTFIX)
+        shape = self._shape(current)
+        if shape is None or len(items) != len(shape) or not all(
+                _node(i) is not None or isinstance(i, int) for i in items):
+            raise Unlowerable("a read by several positions of part of a tensor")
+        terms, stride = [], ""
+        for item, size in zip(reversed(items), reversed(shape)):
+            text = self.value(item, scope).at(50)
+            if text != "0":
+                terms.append(f"{text} * {stride}" if stride else text)
+            stride = f"{size} * {stride}" if stride else size
+        flat = " + ".join(reversed(terms)) or "0"
+        return Val(f"reshape({operand.text}, [{stride}])[{flat}]", POSTFIX)
+
+    def _shape(self, node: Any) -> list[str] | None:
+        """The sizes of a tensor the function reads (as dims), from its traced value."""
+        if node.op != "get_attr" or self.function_ is None:
+            return None
+        tensor = self.function_.constants[node.target]
+        traced = self.traced.get(id(tensor))
+        return None if traced is None else [str(self.low.size(s)) for s in traced.shape]
 
     def _entry(self, item: Any, scope: _Scope) -> str:
         if item is None:

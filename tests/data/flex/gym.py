@@ -156,3 +156,11 @@ class Alibi(nn.Module):
         block_mask = create_block_mask(causal_mask, None, None, T, T, device=x.device)
         y = flex_attention(q, k, v, score_mod=self.alibi, block_mask=block_mask)
         return y.transpose(1, 2).reshape(B, T, C)
+
+
+def prefix():
+    return Attention(35, 5, window=11, kind="prefix"), {"x": torch.randn(2, 16, 35)}
+
+
+def dilated():
+    return Attention(35, 5, window=11, kind="dilated"), {"x": torch.randn(2, 16, 35)}
