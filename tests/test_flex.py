@@ -108,3 +108,19 @@ def test_hugging_face_flex_layers_take_their_block_mask_as_functions(name: str) 
         result = conform(extraction.text, extraction.function(), dims=extraction.bindings,
                          framework="torch", cases=2, rtol=1e-5, atol=1e-6)
         assert result.ok, result.report()
+
+
+@pytest.mark.slow
+def test_hugging_faces_sliding_window_is_a_stated_convention() -> None:
+    """HF documents `sliding_window` as the keys a query sees, its own included: a dim read
+    from a transformers config is stated `window exclusive`; HF's own mask proves it, a
+    model's mask that sees one key more is SC432 at its line, with the counterexample."""
+    pytest.importorskip("transformers")
+    text = extract(target("hf.py:mistral_wide")).text
+    assert "dim sliding_window window exclusive" in text
+    assert "kv_idx > q_idx - sliding_window" in text
+    assert [d.code for r in check(target("hf.py:mistral_wide")) for d in r.diagnostics] == []
+    [result] = check(target("hf.py:windowed"))
+    [diagnostic] = result.diagnostics
+    assert (diagnostic.code, diagnostic.span.line) == ("SC432", 82)
+    assert "query 1 sees key 0" in diagnostic.message

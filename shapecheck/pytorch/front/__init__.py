@@ -261,8 +261,10 @@ def _forward_line(module: Any) -> Location | None:
 def _write(built: Any, program: Any) -> Extraction:
     import torch
 
+    from .flex import conventions
     from .lower import Lowering
 
+    built.dims.conventions = conventions(built.module)
     torch_dir = str(Path(torch.__file__).resolve().parent)
     default = _forward_line(built.module)
     dynamic = {name: axes for name, axes in built.dynamic.items()}

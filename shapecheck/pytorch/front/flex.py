@@ -177,17 +177,18 @@ def running() -> Iterator[None]:
     original = api.flex_attention
     saved = (original.__code__, original.__defaults__, original.__kwdefaults__)
     _ORIGINALS[:] = [_copy(original), _copy(api.create_block_mask)]
-    disabled = torch._dynamo.config.disable, api._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG
+    debug = api._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG
     try:
         original.__code__ = _flex_runtime.__code__
         original.__defaults__ = _flex_runtime.__defaults__
         original.__kwdefaults__ = _flex_runtime.__kwdefaults__
         # HF's compiled wrapper runs eagerly, and FlexAttention's own eager path with it
-        torch._dynamo.config.disable = api._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = True
-        yield
+        api._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = True
+        with torch.compiler.set_stance("force_eager"):
+            yield
     finally:
         original.__code__, original.__defaults__, original.__kwdefaults__ = saved
-        torch._dynamo.config.disable, api._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = disabled
+        api._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = debug
 
 
 _ORIGINALS: list[Any] = []
@@ -274,6 +275,18 @@ def flex_called(query: Any, key: Any, value: Any, score_mod: Any, block_mask: An
     if aux:  # the log-sum-exp is not written: a stand-in of its shape, lowered as unknown
         return out, _operator()(query, key, value, [], -1 - number)[..., 0]
     return out
+
+
+def conventions(module: Any) -> dict[str, str]:
+    """What an API documents about a module's sizes, as the words a spec states them with:
+    Hugging Face's `sliding_window` (an attribute of a transformers config) is the number of
+    keys a query sees, its own included (`masking_utils.sliding_window_overlay`:
+    `kv_idx > q_idx - sliding_window`), so a mask reading it is a `window exclusive`."""
+    config = getattr(module, "config", None)
+    if config is None or not any(c.__module__.startswith("transformers.")
+                                 for c in type(config).__mro__):
+        return {}
+    return {"sliding_window": "window exclusive"}
 
 
 def _is_noop(mask_mod: Any) -> bool:
@@ -436,9 +449,10 @@ def lower(low: Any, node: Any, args: list[Any], kw: dict[str, Any]) -> Any:
 
 def _named(low: Any, item: Any, value: Any) -> str:
     """A value the call reads by name (Q, K, V and the captured tensors must be names)."""
-    from .lower import ATOM, _tensor
+    from .lower import ATOM, Unlowerable
 
-    value = _tensor(value)
+    if value.kind not in ("tensor", "bool") or value.causal01:
+        raise Unlowerable("flex_attention's operand")
     if value.prec == ATOM and value.text in low.names:
         return str(value.text)
     return str(low._statement(item, value))

@@ -105,6 +105,9 @@ class Dims:
     #: the free dims are declared at their sizes (`dim head_dim = 8`): sizes the user gave
     #: that numbers alone cannot tell apart (two dims of size 2, 4 dividing 8)
     fixed: bool = False
+    #: conventions an API documents for a dim (HF's `sliding_window`: `window exclusive`):
+    #: such a dim is declared free with them (docs/language.md §10.3)
+    conventions: dict[str, str] = field(default_factory=dict)
 
     def value(self, name: str) -> int:
         if name in self.atomic:
@@ -234,12 +237,15 @@ class Dims:
                 if name in self.derived:
                     needed.update(self.derived[name][1])
         atomic = [name for name in self.atomic if name in needed]
+        stated = [name for name in atomic if name in self.conventions]
+        atomic = [name for name in atomic if name not in stated]
         if not self.fixed:
             free += atomic
         if free:
             lines.append("dim " + ", ".join(free))
         if self.fixed:
             lines.extend(f"dim {name} = {self.atomic[name]}" for name in atomic)
+        lines.extend(f"dim {name} {self.conventions[name]}" for name in stated)
         for name, (factor, parts) in sorted(self.derived.items(),
                                             key=lambda item: self._depth(item[0])):
             if name in needed:
