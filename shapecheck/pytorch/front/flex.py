@@ -54,7 +54,6 @@ class Function:
 
     kind: str                     # "mask" or "score"
     graph: Any                    # torch.fx.Graph
-    root: Any                     # the tracer's root module (holds the captured tensors)
     calls: list[Call]             # the top-level calls (normally one: the function itself)
     constants: dict[str, Any]     # get_attr target -> the tensor it reads
 
@@ -73,8 +72,8 @@ class FlexCall:
     problem: str | None = None    # why it cannot be written (a function fx cannot trace)
 
 
-#: Every intercepted call, by the number the operator carries (a process-wide registry:
-#: the graph reaches the lowering, the Python functions stay here).
+#: The intercepted calls of the latest trace, by the number the operator carries (the
+#: graph reaches the lowering, the Python functions stay here).
 CALLS: dict[int, FlexCall] = {}
 _COUNTER = itertools.count()
 _OPERATOR: list[Any] = []
@@ -151,6 +150,7 @@ def intercepted() -> Iterator[None]:
         return
     swaps = [(api.flex_attention, _flex_standin), (api.create_block_mask, _block_mask_standin)]
     saved = [(f, f.__code__, f.__defaults__, f.__kwdefaults__) for f, _ in swaps]
+    CALLS.clear()  # a trace's calls are lowered before the next trace starts
     try:
         for original, standin in swaps:
             original.__code__ = standin.__code__
@@ -352,7 +352,7 @@ def _traced(function: Any, kind: str, captured: dict[int, Any],
             tensor = getattr(tracer.root, node.target)
             constants[node.target] = tensor
             captured.setdefault(id(tensor), replaced.get(id(tensor), tensor))
-    return Function(kind, graph, tracer.root, recorder.top, constants)
+    return Function(kind, graph, recorder.top, constants)
 
 
 def _entry(function: Any, params: tuple[str, ...]) -> Callable[..., Any]:
@@ -422,8 +422,8 @@ def lower(low: Any, node: Any, args: list[Any], kw: dict[str, Any]) -> Any:
     from .lower import Unlowerable, Val
 
     number = node.args[4]
-    if number < 0:  # the log-sum-exp stand-in
-        if node.users:
+    if number < 0:  # the log-sum-exp stand-in (`[..., 0]` of it): reported where it is read
+        if any(user.users for user in node.users):
             raise Unlowerable("flex_attention's log-sum-exp")
         return Val("?", kind="unknown")
     call = CALLS.get(number)
@@ -775,7 +775,8 @@ def _constant(writer: _Writer, node: Any, scope: _Scope) -> Any:
 
 
 def _same(writer: _Writer, node: Any, scope: _Scope) -> Any:
-    """A cast (`.to(torch.int32)`, `.float()`): the same number; to bool, `!= 0`."""
+    """A cast (`.to(torch.int32)`, `.float()`, `.to(device)`): the same number; numbers
+    made bool, `!= 0`."""
     import torch
 
     from .lower import COMPARE, SUM, Val
@@ -783,9 +784,8 @@ def _same(writer: _Writer, node: Any, scope: _Scope) -> Any:
     value = writer.value(node.args[0], scope)
     dtype = node.kwargs.get("dtype") or next((a for a in node.args[1:]
                                               if isinstance(a, torch.dtype)), None)
-    if (dtype == torch.bool or _key(node) == "bool") and not writer._boolean(node.args[0]
-                                                                            if _node(node.args[0]) is None
-                                                                            else _node(node.args[0])):
+    to_bool = dtype == torch.bool or _key(node) == "bool"
+    if to_bool and not writer._boolean_value(node.args[0]):
         return Val(f"{value.at(SUM)} != 0", COMPARE)
     return value
 
