@@ -124,3 +124,17 @@ def test_hugging_faces_sliding_window_is_a_stated_convention() -> None:
     [diagnostic] = result.diagnostics
     assert (diagnostic.code, diagnostic.span.line) == ("SC432", 82)
     assert "query 1 sees key 0" in diagnostic.message
+
+
+@pytest.mark.slow
+def test_the_zoos_flex_form_is_clean_and_conforms() -> None:
+    """A tiny Llama in flex mode, its first layer called as the model calls it (minutes on a
+    cold CPU: HF compiles create_block_mask when the model runs)."""
+    pytest.importorskip("transformers")
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "tools"))
+    import zoo
+
+    outcome = zoo.check(zoo.Case("llama", "flex"))
+    assert (outcome.verify, outcome.conform) == ("clean", "conforms"), outcome.detail
