@@ -138,3 +138,17 @@ def test_the_zoos_flex_form_is_clean_and_conforms() -> None:
 
     outcome = zoo.check(zoo.Case("llama", "flex"))
     assert (outcome.verify, outcome.conform) == ("clean", "conforms"), outcome.detail
+
+
+@pytest.mark.slow
+def test_a_window_convention_stated_with_init_finds_a_one_token_change() -> None:
+    """A window width with no documented meaning (attention-gym's `window_size`) is stated
+    by the user: `--init "window=W window inclusive"` (or a `modules` entry's init); the
+    correct module is clean, `<` for `<=` is SC432 once, at the mask_mod that has it."""
+    assert [d.code for r in check(target("gym.py:windowed"), ["window=window window inclusive"])
+            for d in r.diagnostics] == []
+    found = [(d.code, d.span.line) for r in check(target("mutants.py:Windowed"),
+                                                  ["window=W window inclusive"])
+             for d in r.diagnostics]
+    assert found == [("SC432", 46)]
+    assert check(target("mutants.py:Windowed"))[0].diagnostics == []  # nothing stated

@@ -264,7 +264,8 @@ def _write(built: Any, program: Any) -> Extraction:
     from .flex import conventions
     from .lower import Lowering
 
-    built.dims.conventions = conventions(built.module)
+    # what the API documents, then what the user states (`--init "W=W window inclusive"`)
+    built.dims.conventions = {**conventions(built.module), **built.dims.conventions}
     torch_dir = str(Path(torch.__file__).resolve().parent)
     default = _forward_line(built.module)
     dynamic = {name: axes for name, axes in built.dynamic.items()}

@@ -42,8 +42,8 @@ MESSAGES: Table = Table("torchfront", "MESSAGES", {
     "returns (module, inputs), inputs a dict with every forward argument by name",
     "factory_returns": "`{target}` returned a {type}; a factory without parameters returns "
     "(module, inputs), inputs a dict with every forward argument by name",
-    "init_syntax": "`--init {value}` is not NAME=SIZE or NAME=DIM (for example `n_head=4` or "
-    "`n_head=H`)",
+    "init_syntax": "`--init {value}` is not NAME=SIZE or NAME=DIM, with a dim's convention "
+    "after it if any (for example `n_head=4`, `n_head=H` or `window=W window inclusive`)",
     "init_unknown": "`--init` names {names}, which the target does not take (its parameters: "
     "{parameters})",
     "no_width": "cannot tell the width of the module's inputs; annotate forward's arguments "

@@ -33,22 +33,32 @@ class Built:
     static: bool = False
 
 
-def parse_init(values: tuple[str, ...] | list[str]) -> tuple[dict[str, int], dict[str, str]]:
-    """``--init n_head=4 --init n_embd=D`` -> ({"n_head": 4}, {"n_embd": "D"})."""
+#: The conventions `--init` may state for a dim (docs/language.md §10.3), as words.
+CONVENTIONS = frozenset({"window inclusive", "window exclusive"})
+
+
+def parse_init(values: tuple[str, ...] | list[str]
+               ) -> tuple[dict[str, int], dict[str, str], dict[str, str]]:
+    """``--init n_head=4 --init n_embd=D --init "window=W window inclusive"`` ->
+    ({"n_head": 4}, {"n_embd": "D", "window": "W"}, {"W": "window inclusive"}): sizes,
+    dim names, and the conventions stated for a dim (by its name in the spec)."""
     given: dict[str, int] = {}
     rename: dict[str, str] = {}
+    stated: dict[str, str] = {}
     for value in values:
         name, sep, text = value.partition("=")
-        name, text = name.strip(), text.strip()
-        if not sep or not name.isidentifier() or not text:
+        name, (first, *words) = name.strip(), text.split() or [""]
+        if not sep or not name.isidentifier() or words and " ".join(words) not in CONVENTIONS:
             raise ExtractError("init_syntax", value=value)
-        if text.isdigit() and int(text) > 0:
-            given[name] = int(text)
-        elif text.isidentifier():
-            rename[name] = text
+        if first.isdigit() and int(first) > 0:
+            given[name] = int(first)
+        elif first.isidentifier():
+            rename[name] = first
         else:
             raise ExtractError("init_syntax", value=value)
-    return given, rename
+        if words:
+            stated[rename.get(name, sizing.spec_name(name))] = " ".join(words)
+    return given, rename, stated
 
 
 def load(target: str) -> Any:
@@ -71,9 +81,16 @@ def load(target: str) -> Any:
 
 def build(target: str, init: tuple[str, ...] | list[str] = (), *, even_heads: bool = False) -> Built:
     """Load TARGET and build the module and its example inputs."""
+    given, rename, stated = parse_init(init)
+    built = _build(target, given, rename, even_heads)
+    built.dims.conventions.update(stated)
+    return built
+
+
+def _build(target: str, given: dict[str, int], rename: dict[str, str],
+           even_heads: bool) -> Built:
     import torch
 
-    given, rename = parse_init(init)
     value = load(target)
     if isinstance(value, torch.nn.Module):
         raise ExtractError("instance", target=target)

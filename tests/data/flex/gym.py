@@ -164,3 +164,8 @@ def prefix():
 
 def dilated():
     return Attention(35, 5, window=11, kind="dilated"), {"x": torch.randn(2, 16, 35)}
+
+
+def windowed(n_embd, n_head, window):
+    """A factory taking its dims: the tool chooses the sizes, the window among them."""
+    return Attention(n_embd, n_head, window, kind="sliding")

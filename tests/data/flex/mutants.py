@@ -2,7 +2,7 @@
 
 import torch
 from torch import nn
-from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+from torch.nn.attention.flex_attention import and_masks, create_block_mask, flex_attention
 
 
 def causal_mask(b, h, q_idx, kv_idx):
@@ -39,3 +39,32 @@ def reversed_():
 
 def strict_():
     return Attention(35, 5, 1), {"x": torch.randn(2, 16, 35)}
+
+
+def sliding_window_lt(window_size):
+    def sliding_window(b, h, q_idx, kv_idx):
+        return q_idx - kv_idx < window_size
+
+    return sliding_window
+
+
+def causal(b, h, q_idx, kv_idx):
+    return q_idx >= kv_idx
+
+
+class Windowed(Attention):
+    """attention-gym's sliding window with `<` for `<=`: one key fewer than its width."""
+
+    def __init__(self, n_embd, n_head, window):
+        super().__init__(n_embd, n_head)
+        self.window = window
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        mask = and_masks(sliding_window_lt(self.window), causal)
+        y = flex_attention(q, k, v, block_mask=create_block_mask(mask, None, None, T, T))
+        return y.transpose(1, 2).reshape(B, T, C)
