@@ -93,6 +93,14 @@ class FunctionMask:
         self.tensors = tensors or []
         self.keys = keys or []
 
+    def to(self, *args: Any, **kwargs: Any) -> FunctionMask:
+        """`block_mask.to(device)`: the same function."""
+        return self
+
+    def _adjust(self, q_len: Any, kv_len: Any) -> FunctionMask:
+        """`block_mask._adjust(q, kv)` (a decode step's crop): the function at those lengths."""
+        return FunctionMask(self.mask_mod, (q_len, kv_len), self.tensors, self.keys)
+
     @property  # type: ignore[misc]
     def __class__(self) -> type:
         """A `BlockMask` to the code that asks (HF's `isinstance(attention_mask, BlockMask)`)."""
