@@ -333,6 +333,7 @@ def _traced(function: Any, kind: str, captured: dict[int, Any],
     """``function`` traced with torch.fx; its calls recorded; the tensors it reads added
     to ``captured`` (by identity, in order of first read; as ``replaced`` says, for a mask
     passed in)."""
+    import torch
     import torch.fx as fx
 
     params = _MASK_PARAMS if kind == "mask" else _SCORE_PARAMS
@@ -344,6 +345,17 @@ def _traced(function: Any, kind: str, captured: dict[int, Any],
             node = super().create_node(*args, **kwargs)
             node.meta["location"] = recorder.user_line(sys._getframe(1))
             return node
+
+        def create_arg(self, a: Any) -> Any:
+            # a module's parameter the function reads (a relative bias table): read like any
+            # tensor it holds (fx looks parameters up in the traced module, which is none)
+            if isinstance(a, torch.nn.Parameter):
+                name = next((n for n, p in self.root.named_parameters() if p is a), None)
+                if name is None:
+                    name = f"_parameter{len(list(self.root.parameters()))}"
+                    self.root.register_parameter(name, a)
+                return self.create_node("get_attr", name, (), {})
+            return super().create_arg(a)
 
     # A fixed signature (a partial or a callable object traces too); its frame is ours.
     entry = _entry(function, params)
@@ -619,6 +631,8 @@ class _Writer:
         inner = _node(value)
         if inner is not None:
             return self.expr(inner, scope)
+        if _is_symbolic(value):  # a traced length the function reads (`T - 1`)
+            return Val(str(self.low.size(value)), 50)
         if isinstance(value, (bool, int, float)):
             text = _number(self.low, value)
             return Val(text, UNARY if text.startswith("-") else 90)
@@ -674,6 +688,12 @@ class _Writer:
         if isinstance(item, slice) and item == slice(None):
             return ":"
         return str(self.value(item, scope).text)
+
+
+def _is_symbolic(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, (torch.SymInt, torch.SymFloat))
 
 
 def _key(node: Any) -> str:

@@ -169,3 +169,30 @@ def dilated():
 def windowed(n_embd, n_head, window):
     """A factory taking its dims: the tool chooses the sizes, the window among them."""
     return Attention(n_embd, n_head, window, kind="sliding")
+
+
+class RelativeTable(nn.Module):
+    """A learned relative-position table read by a score_mod (a parameter the function
+    reads, at a position computed from both)."""
+
+    def __init__(self, n_embd, n_head, max_len=64):
+        super().__init__()
+        self.qkv = nn.Linear(n_embd, 3 * n_embd)
+        self.n_head, self.n_embd = n_head, n_embd
+        self.rel_bias = nn.Parameter(torch.randn(n_head, 2 * max_len - 1))
+        self.max_len = max_len
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)
+
+        def relative(score, b, h, q_idx, kv_idx):
+            return score + self.rel_bias[h, kv_idx - q_idx + self.max_len - 1]
+
+        block_mask = create_block_mask(causal_mask, B, None, T, T, device=x.device)
+        y = flex_attention(q, k, v, score_mod=relative, block_mask=block_mask)
+        return y.transpose(1, 2).reshape(B, T, C)
+
+
+def relative_table():
+    return RelativeTable(35, 5), {"x": torch.randn(2, 16, 35)}
