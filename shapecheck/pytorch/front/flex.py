@@ -495,16 +495,21 @@ def _grouped(low: Any, node: Any, call: FlexCall, k: str, v: str) -> tuple[str, 
     return out[0], out[1]
 
 
-def _number(low: Any, value: float | int | bool) -> str:
-    """A literal of a function's body; an integer that is a dim's size is that dim (a window
-    width read from the module: `q_idx - kv_idx < window`)."""
+def _number(low: Any, value: float | int | bool, in_mask: bool = False) -> str:
+    """A literal of a function's body. An integer that is the size of exactly one dim is
+    that dim (a window width the module holds: `q_idx - kv_idx < window`; ALiBi's head
+    count); in a mask, only a dim that is no head count or width (an offset or a prefix
+    length equal to the head width by chance must stay a number: the proofs vary dims)."""
     from .lower import number
+    from .sizes import WIDTH, is_structural
 
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int) and value >= 5 and any(
-            low.dims.value(n) == value for n in (*low.dims.derived, *low.dims.atomic)):
-        return str(low.dims.size(value))
+    if isinstance(value, int) and value >= 5:
+        names = [n for n in (*low.dims.derived, *low.dims.atomic) if low.dims.value(n) == value]
+        if len(names) == 1 and not (in_mask and (is_structural(names[0])
+                                                 or WIDTH.search(names[0]))):
+            return str(low.dims.size(value))
     return str(number(float(value)).text) if isinstance(value, float) else str(value)
 
 
@@ -634,7 +639,8 @@ class _Writer:
         if _is_symbolic(value):  # a traced length the function reads (`T - 1`)
             return Val(str(self.low.size(value)), 50)
         if isinstance(value, (bool, int, float)):
-            text = _number(self.low, value)
+            kind = self.function_.kind if self.function_ is not None else "mask"
+            text = _number(self.low, value, in_mask=kind == "mask")
             return Val(text, UNARY if text.startswith("-") else 90)
         raise Unlowerable(f"a {type(value).__name__} in a mask or score function")
 

@@ -288,6 +288,11 @@ def from_chosen(chosen: Chosen, rename: dict[str, str]) -> Dims:
 _GROUPS = re.compile(r"(groups|n_rep|num_key_value_groups|group_size)$")
 
 
+def is_structural(name: str) -> bool:
+    """A head width, a kv head count, a head count or a group count (by its name)."""
+    return _category(name) < 4
+
+
 def _category(name: str) -> int:
     """The order dims are settled in: head widths, kv heads, heads, groups, then the rest."""
     # Heads before groups: of two dims of one size, the first name is the one written
