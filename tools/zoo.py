@@ -13,7 +13,8 @@ the module with no flag. The forms (issue 29, item 5):
 - ``cross``: the first cross-attention module of an encoder-decoder;
 - ``flex`` (asked for by ``--forms flex``): the first self-attention module with
   ``attn_implementation="flex_attention"``, given the ``BlockMask`` its model builds from
-  ``masking_utils``' mask functions (issue 33; decoders that support it).
+  ``masking_utils``' mask functions (issue 33; decoders that support it); ``flex_decode``
+  (``--forms flex_decode``): its decode step, the BlockMask offset by the cache.
 
 A case is a factory of this file (``tools/zoo.py:llama__eager``), so any shapecheck command
 takes it as a target::
@@ -43,11 +44,11 @@ FAMILIES = (
     "clip_vision siglip_vision starcoder2 olmo olmo2 olmoe cohere stablelm persimmon granite "
     "granitemoe nemotron glm glm4 helium smollm3 ministral exaone4 dbrx deepseek_v3 longformer"
 ).split()
-FORMS = ("eager", "sdpa", "decode", "cross", "flex")
+FORMS = ("eager", "sdpa", "decode", "cross", "flex", "flex_decode")
 #: What a plain run checks: the flex form (attn_implementation="flex_attention", each layer
 #: given the BlockMask its model builds) compiles HF's `create_block_mask` when the model
 #: runs, minutes a family on CPU: asked for by `--forms flex`.
-DEFAULT_FORMS = FORMS[:-1]
+DEFAULT_FORMS = FORMS[:-2]
 #: The subset CI runs (tests/test_zoo.py): one of each architecture kind.
 CI_CASES = ("llama__eager", "llama__decode", "gpt2__eager", "bert__eager", "t5__cross",
             "falcon__eager")
@@ -183,7 +184,9 @@ def capture(family: str, form: str) -> tuple[Any, dict[str, Any]]:
     """The attention module of FAMILY in FORM and its call as the model makes it."""
     import torch
 
-    implementation = {"sdpa": "sdpa", "flex": "flex_attention"}.get(form, "eager")
+    implementation = {"sdpa": "sdpa", "flex": "flex_attention",
+                      "flex_decode": "flex_attention"}.get(form, "eager")
+    decoding = form in ("decode", "flex_decode")
     model, config = _model(family, implementation)
     modules = _attention_modules(model)
     if form == "cross":
@@ -199,12 +202,12 @@ def capture(family: str, form: str) -> tuple[Any, dict[str, Any]]:
         # A copy: the layer then writes this call's keys into the cache object it was given.
         calls.append(copy.deepcopy((args, dict(kwargs))))
 
-    inputs = _inputs(model, config, LENGTH if form != "decode" else CACHED)
+    inputs = _inputs(model, config, LENGTH if not decoding else CACHED)
     handle = module.register_forward_pre_hook(hook, with_kwargs=True)
     try:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            if form == "decode":
+            if decoding:
                 first = model(**inputs, use_cache=True)
                 calls.clear()
                 step = {k: v[:, -1:] for k, v in inputs.items() if k.endswith("input_ids")}
@@ -248,7 +251,7 @@ def cases(families: list[str] | None = None,
         for form in forms:
             if form == "cross" and not encoder_decoder or form == "decode" and not decoder \
                     or form == "sdpa" and not _has_sdpa(config_type) \
-                    or form == "flex" and not (decoder and _has_flex(config_type)):
+                    or form.startswith("flex") and not (decoder and _has_flex(config_type)):
                 continue
             found.append(Case(family, form))
     return found
