@@ -156,19 +156,10 @@ def intercepted() -> Iterator[None]:
     except ImportError:
         yield
         return
-    swaps = [(api.flex_attention, _flex_standin), (api.create_block_mask, _block_mask_standin)]
-    saved = [(f, f.__code__, f.__defaults__, f.__kwdefaults__) for f, _ in swaps]
     CALLS.clear()  # a trace's calls are lowered before the next trace starts
-    try:
-        for original, standin in swaps:
-            original.__code__ = standin.__code__
-            original.__defaults__ = standin.__defaults__
-            original.__kwdefaults__ = standin.__kwdefaults__
+    with _swapped([(api.flex_attention, _flex_standin),
+                   (api.create_block_mask, _block_mask_standin)]):
         yield
-    finally:
-        for original, code, defaults, kwdefaults in saved:
-            original.__code__, original.__defaults__ = code, defaults
-            original.__kwdefaults__ = kwdefaults
 
 
 @contextmanager
@@ -182,21 +173,33 @@ def running() -> Iterator[None]:
     except ImportError:
         yield
         return
-    original = api.flex_attention
-    saved = (original.__code__, original.__defaults__, original.__kwdefaults__)
-    _ORIGINALS[:] = [_copy(original), _copy(api.create_block_mask)]
+    _ORIGINALS[:] = [_copy(api.flex_attention), _copy(api.create_block_mask)]
     debug = api._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG
     try:
-        original.__code__ = _flex_runtime.__code__
-        original.__defaults__ = _flex_runtime.__defaults__
-        original.__kwdefaults__ = _flex_runtime.__kwdefaults__
         # HF's compiled wrapper runs eagerly, and FlexAttention's own eager path with it
         api._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = True
-        with torch.compiler.set_stance("force_eager"):
+        with _swapped([(api.flex_attention, _flex_runtime)]), \
+                torch.compiler.set_stance("force_eager"):
             yield
     finally:
-        original.__code__, original.__defaults__, original.__kwdefaults__ = saved
         api._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = debug
+
+
+@contextmanager
+def _swapped(pairs: list[tuple[Any, Any]]) -> Iterator[None]:
+    """Each function runs its stand-in's code (with its defaults) meanwhile: every reference
+    to it sees the stand-in."""
+    saved = [(f, f.__code__, f.__defaults__, f.__kwdefaults__) for f, _ in pairs]
+    try:
+        for original, standin in pairs:
+            original.__code__ = standin.__code__
+            original.__defaults__ = standin.__defaults__
+            original.__kwdefaults__ = standin.__kwdefaults__
+        yield
+    finally:
+        for original, code, defaults, kwdefaults in saved:
+            original.__code__, original.__defaults__ = code, defaults
+            original.__kwdefaults__ = kwdefaults
 
 
 _ORIGINALS: list[Any] = []
@@ -314,7 +317,7 @@ def _operator() -> Any:
                              "Tensor value, Tensor[] captured, int call) -> Tensor")
     def flex(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
              captured: list[torch.Tensor], call: int) -> torch.Tensor:
-        return query.new_zeros((*query.shape[:-1], value.shape[-1]))
+        raise RuntimeError("shapecheck's FlexAttention stand-in is traced, never run")
 
     @flex.register_fake
     def _(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
