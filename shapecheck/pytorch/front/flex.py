@@ -6,8 +6,8 @@ no user source line, and ``create_block_mask`` into block-index arithmetic that 
 traced length. Instead, while a module is traced (:func:`intercepted`), the two functions
 run as stand-ins (their code swapped, so that every reference sees them: an import, HF's
 compiled wrapper): ``create_block_mask`` keeps its ``mask_mod`` and nothing else, and
-``flex_attention`` traces its mask and score functions with :mod:`torch.fx` (each node with
-the Python line it comes from, each call of a function of positions recorded) and leaves
+``flex_attention`` traces its mask and score functions with :mod:`torch.fx` (each call of a
+Python function recorded, with its `return` line, by a profile hook) and leaves
 one operator in the graph, ``shapecheck::flex_attention(q, k, v, captured, call)``, whose
 inputs are the query, key, value and every tensor the functions read (document ids,
 padding, slopes: graph values like any other). :func:`lower` writes that operator as
@@ -344,11 +344,6 @@ def _traced(function: Any, kind: str, captured: dict[int, Any],
     recorder = _Recorder(torch_dir)
 
     class Tracer(fx.Tracer):
-        def create_node(self, *args: Any, **kwargs: Any) -> Any:
-            node = super().create_node(*args, **kwargs)
-            node.meta["location"] = recorder.user_line(sys._getframe(1))
-            return node
-
         def create_arg(self, a: Any) -> Any:
             # a module's parameter the function reads (a relative bias table): read like any
             # tensor it holds (fx looks parameters up in the traced module, which is none)
@@ -396,8 +391,17 @@ class _Recorder:
         self.torch_dir = torch_dir
         self.top: list[Call] = []
         self.stack: list[Call] = []
+        self.known: dict[Any, bool] = {}  # code object -> whether its calls are recorded
+        from torch.fx import Proxy
 
-    def _ours(self, path: str) -> bool:
+        self.proxy = Proxy
+
+    def _ours(self, code: Any) -> bool:
+        if code not in self.known:
+            self.known[code] = self._user(str(Path(code.co_filename).resolve()))
+        return self.known[code]
+
+    def _user(self, path: str) -> bool:
         """A function of the user's (or FlexAttention's and_masks/or_masks)."""
         if path == _HERE or path.startswith("<"):
             return False
@@ -406,15 +410,13 @@ class _Recorder:
         return True
 
     def profile(self, frame: Any, event: str, arg: Any) -> None:
-        import torch.fx as fx
-
         if event == "call":
             code = frame.f_code
-            if not self._ours(str(Path(code.co_filename).resolve())):
+            if not self._ours(code):
                 return
             names = code.co_varnames[:code.co_argcount]
             args = [frame.f_locals.get(n) for n in names]
-            if not any(isinstance(a, fx.Proxy) for a in args):
+            if not any(isinstance(a, self.proxy) for a in args):
                 return
             parent = self.stack[-1] if self.stack else None
             call = Call(code.co_name, tuple(names), args, frame, parent)
@@ -426,14 +428,6 @@ class _Recorder:
             call.location = Location(str(Path(frame.f_code.co_filename).resolve()),
                                      frame.f_lineno)
             call.frame = None  # no frame kept alive
-
-    def user_line(self, frame: Any) -> Location | None:
-        while frame is not None:
-            path = str(Path(frame.f_code.co_filename).resolve())
-            if path != _HERE and not path.startswith(self.torch_dir) and "<" not in path:
-                return Location(path, frame.f_lineno)
-            frame = frame.f_back
-        return None
 
 
 # --- writing the operator as the language's functions ---------------------------------------
