@@ -561,9 +561,6 @@ class _Writer:
     def _boolean(self, node: Any) -> bool:
         import torch
 
-        value = node.meta.get("tensor_meta") or None
-        if value is not None:
-            return bool(value.dtype == torch.bool)
         key = _key(node)
         if key in _COMPARISONS or key in ("and_", "or_", "invert", "logical_not"):
             return True
@@ -575,6 +572,9 @@ class _Writer:
                 return bool(self.function_.constants[source.target].dtype == torch.bool)
         if key == "where":
             return self._boolean_value(node.args[1]) and self._boolean_value(node.args[2])
+        if key in _CASTS:  # `.to(device)` keeps it a mask, `.to(torch.bool)` makes one
+            return key == "bool" or torch.bool in (*node.args[1:], *node.kwargs.values()) \
+                or self._boolean_value(node.args[0])
         return False
 
     def _boolean_value(self, value: Any) -> bool:
@@ -719,6 +719,8 @@ _ALIASES = {"__getitem__": "getitem", "__and__": "and_", "__or__": "or_", "logic
             "greater_equal": "ge", "greater": "gt", "less_equal": "le", "less": "lt",
             "not_equal": "ne", "__eq__": "eq", "__ne__": "ne", "__ge__": "ge", "__gt__": "gt",
             "__le__": "le", "__lt__": "lt", "__pow__": "pow"}
+_CASTS = ("to", "float", "long", "int", "bool", "type_as", "clone", "contiguous", "detach",
+          "half", "double")
 _COMPARISONS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<", "eq": "==", "ne": "!="}
 
 
@@ -833,6 +835,5 @@ _OPERATIONS: dict[str, Callable[[_Writer, Any, _Scope], Any]] = {
     "zeros_like": _constant,
     **{name: _function(name) for name in ("abs", "exp", "tanh", "log", "sqrt", "sigmoid",
                                           "sin", "cos")},
-    **{name: _same for name in ("to", "float", "long", "int", "bool", "type_as", "clone",
-                                "contiguous", "detach", "half", "double")},
+    **{name: _same for name in _CASTS},
 }
