@@ -25,7 +25,7 @@ Exit status:
 @click.argument("target")
 @click.option("-o", "--output", "output", default=STDOUT, type=click.Path(), metavar="OUT",
               help="The spec to write (default `-`: standard output).")
-@click.option("--init", "init", multiple=True, metavar="NAME=SIZE|NAME=DIM",
+@click.option("--init", "init", multiple=True, metavar="NAME=SIZE|NAME=DIM [CONVENTION]",
               help="A size for a constructor parameter (`n_head=4`), or the dim name it takes "
               "in the spec (`n_head=H`); repeatable.")
 def extract(target: str, output: str, init: tuple[str, ...]) -> None:
