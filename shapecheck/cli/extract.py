@@ -27,7 +27,8 @@ Exit status:
               help="The spec to write (default `-`: standard output).")
 @click.option("--init", "init", multiple=True, metavar="NAME=SIZE|NAME=DIM [CONVENTION]",
               help="A size for a constructor parameter (`n_head=4`), or the dim name it takes "
-              "in the spec (`n_head=H`); repeatable.")
+              "in the spec (`n_head=H`), with a window's convention after it if any "
+              "(`window=W window inclusive`); repeatable.")
 def extract(target: str, output: str, init: tuple[str, ...]) -> None:
     """Trace a PyTorch module with torch.export and write it as a spec (docs/torch.md)."""
     from ..messages.diagnostics import Span
