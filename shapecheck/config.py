@@ -465,12 +465,20 @@ def _modules(value: Any, fail: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
             raise fail("modules", MESSAGES["not_modules"].format(value=_show(item)))
         init = item.get("init", {})
         if not isinstance(init, dict) or not all(
-                isinstance(v, str) and (v.isidentifier() or v.startswith("[") and v.endswith("]"))
+                isinstance(v, str) and (_init_text(v) or v.startswith("[") and v.endswith("]"))
                 or isinstance(v, int) and not isinstance(v, bool) and v > 0
                 for v in init.values()):
             raise fail("modules", MESSAGES["not_modules"].format(value=_show(item)))
         entries.append((item["target"], tuple(f"{k}={v}" for k, v in init.items())))
     return tuple(entries)
+
+
+def _init_text(text: str) -> bool:
+    """A dim's name or size, with its convention after it if any (`"W window inclusive"`,
+    docs/language.md §10.3)."""
+    first, *words = text.split() or [""]
+    return (first.isidentifier() or first.isdigit() and int(first) > 0) and \
+        (not words or " ".join(words) in ("window inclusive", "window exclusive"))
 
 
 def _dims(value: Any, fail: Any) -> dict[str, int]:

@@ -10,7 +10,11 @@ the module with no flag. The forms (issue 29, item 5):
 - ``eager`` / ``sdpa``: the first self-attention module (the innermost module whose class
   is an attention), in the family's eager and SDPA implementations;
 - ``decode``: the same module at a decode step (one new token, several cached, KV cache);
-- ``cross``: the first cross-attention module of an encoder-decoder.
+- ``cross``: the first cross-attention module of an encoder-decoder;
+- ``flex`` (asked for by ``--forms flex``): the first self-attention module with
+  ``attn_implementation="flex_attention"``, given the ``BlockMask`` its model builds from
+  ``masking_utils``' mask functions (issue 33; decoders that support it); ``flex_decode``
+  (``--forms flex_decode``): its decode step, the BlockMask offset by the cache.
 
 A case is a factory of this file (``tools/zoo.py:llama__eager``), so any shapecheck command
 takes it as a target::
@@ -40,7 +44,11 @@ FAMILIES = (
     "clip_vision siglip_vision starcoder2 olmo olmo2 olmoe cohere stablelm persimmon granite "
     "granitemoe nemotron glm glm4 helium smollm3 ministral exaone4 dbrx deepseek_v3 longformer"
 ).split()
-FORMS = ("eager", "sdpa", "decode", "cross")
+FORMS = ("eager", "sdpa", "decode", "cross", "flex", "flex_decode")
+#: What a plain run checks: the flex form (attn_implementation="flex_attention", each layer
+#: given the BlockMask its model builds) compiles HF's `create_block_mask` when the model
+#: runs, minutes a family on CPU: asked for by `--forms flex`.
+DEFAULT_FORMS = FORMS[:-2]
 #: The subset CI runs (tests/test_zoo.py): one of each architecture kind.
 CI_CASES = ("llama__eager", "llama__decode", "gpt2__eager", "bert__eager", "t5__cross",
             "falcon__eager")
@@ -180,7 +188,9 @@ def capture(family: str, form: str) -> tuple[Any, dict[str, Any]]:
     """The attention module of FAMILY in FORM and its call as the model makes it."""
     import torch
 
-    implementation = "sdpa" if form == "sdpa" else "eager"
+    implementation = {"sdpa": "sdpa", "flex": "flex_attention",
+                      "flex_decode": "flex_attention"}.get(form, "eager")
+    decoding = form in ("decode", "flex_decode")
     model, config = _model(family, implementation)
     modules = _attention_modules(model)
     if form == "cross":
@@ -196,12 +206,12 @@ def capture(family: str, form: str) -> tuple[Any, dict[str, Any]]:
         # A copy: the layer then writes this call's keys into the cache object it was given.
         calls.append(copy.deepcopy((args, dict(kwargs))))
 
-    inputs = _inputs(model, config, LENGTH if form != "decode" else CACHED)
+    inputs = _inputs(model, config, LENGTH if not decoding else CACHED)
     handle = module.register_forward_pre_hook(hook, with_kwargs=True)
     try:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            if form == "decode":
+            if decoding:
                 first = model(**inputs, use_cache=True)
                 calls.clear()
                 step = {k: v[:, -1:] for k, v in inputs.items() if k.endswith("input_ids")}
@@ -225,7 +235,15 @@ def _has_sdpa(config_type: str) -> bool:
     return bool(getattr(model, "_supports_sdpa", False))
 
 
-def cases(families: list[str] | None = None, forms: tuple[str, ...] = FORMS) -> list[Case]:
+def _has_flex(config_type: str) -> bool:
+    from transformers import CONFIG_MAPPING, MODEL_MAPPING
+
+    model = MODEL_MAPPING.get(CONFIG_MAPPING[config_type], None)
+    return bool(getattr(model, "_supports_flex_attn", False))
+
+
+def cases(families: list[str] | None = None,
+          forms: tuple[str, ...] = DEFAULT_FORMS) -> list[Case]:
     from transformers import CONFIG_MAPPING
 
     found = []
@@ -236,7 +254,8 @@ def cases(families: list[str] | None = None, forms: tuple[str, ...] = FORMS) -> 
         decoder = not encoder_decoder and family not in _ENCODERS
         for form in forms:
             if form == "cross" and not encoder_decoder or form == "decode" and not decoder \
-                    or form == "sdpa" and not _has_sdpa(config_type):
+                    or form == "sdpa" and not _has_sdpa(config_type) \
+                    or form.startswith("flex") and not (decoder and _has_flex(config_type)):
                 continue
             found.append(Case(family, form))
     return found
@@ -340,7 +359,7 @@ def _conform(extraction: Any) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("families", nargs="*", help="families (default: all)")
-    parser.add_argument("--forms", default=",".join(FORMS))
+    parser.add_argument("--forms", default=",".join(DEFAULT_FORMS))
     parser.add_argument("-v", "--verbose", action="store_true", help="each case's diagnostics")
     parser.add_argument("--markdown", action="store_true",
                         help="also a table by family (docs/torch.md's)")

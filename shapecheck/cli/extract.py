@@ -26,9 +26,11 @@ Exit status:
 @click.argument("target")
 @click.option("-o", "--output", "output", default=STDOUT, type=click.Path(), metavar="OUT",
               help="The spec to write (default `-`: standard output).")
-@click.option("--init", "init", multiple=True, metavar="NAME=SIZE|NAME=DIM|NAME=[SHAPE]",
+@click.option("--init", "init", multiple=True,
+              metavar="NAME=SIZE|NAME=DIM [CONVENTION]|NAME=[SHAPE]",
               help="A size for a constructor parameter (`n_head=4`), the dim name it takes "
-              "in the spec (`n_head=H`), or an argument's shape (`query=[B, H, T, d_k]`, "
+              "in the spec (`n_head=H`) with a window's convention after it if any "
+              "(`window=W window inclusive`), or an argument's shape (`query=[B, H, T, d_k]`, "
               "`mask=None`); repeatable.")
 def extract(target: str, output: str, init: tuple[str, ...]) -> None:
     """Trace a PyTorch module with torch.export and write it as a spec (docs/torch.md)."""

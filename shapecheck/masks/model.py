@@ -332,13 +332,20 @@ class _Analysis:
             return
         width = statement.names[0]
         stated = self._source(statement)
+        against: set[str] = set()  # the functions found against it
         for function in [*self.model.functions.values(), *self._lifted()]:
             if function.kind != "mask" or width.name not in nodes.names_in(
                     function.definition.body) or "k" not in function.roles:
                 continue
+            if self.functions.calls.get(function.name, set()) & against:
+                against.add(function.name)  # through a function it calls: said there
+                continue
             argument = nodes.Name(width.name, width.span)
+            before = len(self.model.diagnostics)
             self._prove(function, "window", argument, function.definition.span,
                         inclusive="inclusive" in words, convention=stated)
+            if len(self.model.diagnostics) > before:
+                against.add(function.name)
 
     def _masks_on_scores(self) -> None:
         """A mask written as tensors (`where(pad[:, None, :], S, -inf)`, `(1 - am) * -1e9`)

@@ -1022,6 +1022,8 @@ TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
     "SC408": "fill where the mask is 0: `masked_fill(mask == 0, float('-inf'))`",
     "SC410": "fill the masked scores with `float('-inf')`",
     "SC411": "move the heads back first: `y.transpose(1, 2).contiguous().view(B, T, C)`",
+    "mask_mod": "a `mask_mod` returns True where the query may attend: compare so that the "
+    "query's position is the larger side (`kv_idx <= q_idx`)",
     "spec": "in the traced spec: {help}",
     "traced_as": "traced as `{statement}`",
     "confirmed": "confirmed by PyTorch: the module built and called at {sizes} {detail}",

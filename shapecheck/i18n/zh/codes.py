@@ -808,6 +808,8 @@ TORCH_HELPS = {
     "SC408": "在掩码为 0 的位置填充: `masked_fill(mask == 0, float('-inf'))`",
     "SC410": "用 `float('-inf')` 填充被屏蔽的分数",
     "SC411": "先把头移回去: `y.transpose(1, 2).contiguous().view(B, T, C)`",
+    "mask_mod": "`mask_mod` 在查询可以关注的位置返回 True: 比较时让查询的位置在较大的一侧 "
+    "(`kv_idx <= q_idx`)",
     "spec": "在追踪得到的 spec 中: {help}",
     "traced_as": "追踪为 `{statement}`",
     "confirmed": "已由 PyTorch 确认: 在 {sizes} 构建并调用该模块时, 它{detail}",

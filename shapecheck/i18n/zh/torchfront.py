@@ -17,8 +17,8 @@ MESSAGES = {
     "inputs 是按名字给出 forward 每个参数的 dict",
     "factory_returns": "`{target}` 返回了 {type}; 无参数的工厂函数应返回 (module, inputs), "
     "inputs 是按名字给出 forward 每个参数的 dict",
-    "init_syntax": "`--init {value}` 不是 NAME=SIZE、NAME=DIM 或 NAME=[SHAPE] 的形式 (例如 "
-    "`n_head=4`、`n_head=H` 或 `query=[B, H, T, d_k]`)",
+    "init_syntax": "`--init {value}` 不是 NAME=SIZE、NAME=DIM (维度的约定可跟在后面) 或 NAME=[SHAPE] "
+    "的形式 (例如 `n_head=4`、`n_head=H`、`window=W window inclusive` 或 `query=[B, H, T, d_k]`)",
     "init_unknown": "`--init` 给出了 {names}, 但目标不接受这些参数 (它的参数: {parameters})",
     "no_width": "无法确定模块输入的宽度; 请给 forward 的参数加上 jaxtyping 标注, 或使用返回 "
     "(module, inputs) 的工厂函数",

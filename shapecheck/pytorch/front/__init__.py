@@ -159,9 +159,11 @@ def _written(built: Any, program: Any) -> Extraction:
 def _trace(built: Any) -> Any:
     import torch
 
+    from .flex import as_functions
     from .opaque import register_inputs
 
     module = built.module.eval()
+    built.inputs = as_functions(built.inputs)  # a BlockMask argument (HF's flex path)
     register_inputs(built.inputs)  # a cache object the model passes is a traced input too
     _attributes_as_buffers(module)
     shapes = _dynamic_shapes(built)
@@ -201,10 +203,13 @@ def _static(built: Any) -> Any:
 def _export(module: Any, inputs: dict[str, Any], shapes: Any) -> Any:
     import torch
 
+    from .flex import intercepted
     from .lower import lowers_as_traced
 
-    # torch's deprecation notices are not the user's
-    with warnings.catch_warnings(), _named_forward(module, list(inputs)), _every_frame():
+    # torch's deprecation notices are not the user's; FlexAttention's functions are kept
+    # as functions (flex.py)
+    with warnings.catch_warnings(), _named_forward(module, list(inputs)), _every_frame(), \
+            intercepted():
         warnings.simplefilter("ignore")
         exported = torch.export.export(module, (), dict(inputs), dynamic_shapes=shapes,
                                        strict=False)
@@ -385,8 +390,11 @@ def _write(built: Any, program: Any) -> Extraction:
     import torch
 
     from .annotations import asserts
+    from .flex import conventions
     from .lower import Lowering
 
+    # what the API documents, then what the user states (`--init "W=W window inclusive"`)
+    built.dims.conventions = {**conventions(built.module), **built.dims.conventions}
     torch_dir = str(Path(torch.__file__).resolve().parent)
     default = _forward_line(built.module)
     dynamic = {name: axes for name, axes in built.dynamic.items()}
@@ -467,6 +475,8 @@ def _conforming(extraction: Extraction) -> Any:
     import torch
     from torch.func import functional_call
 
+    from .flex import running
+
     module = extraction.module
     lowered = extraction.lowered
 
@@ -476,7 +486,7 @@ def _conforming(extraction: Extraction) -> Any:
                       and v.dtype.is_floating_point), torch.float64)
         module.to(dtype)
         inputs = call_inputs(extraction, arguments)
-        with torch.no_grad():
+        with torch.no_grad(), running():  # a traced BlockMask argument runs as one (flex.py)
             result = functional_call(module, state, args=(), kwargs=inputs, strict=False)
         flat = [leaf for leaf in torch.utils._pytree.tree_leaves(result)
                 if isinstance(leaf, torch.Tensor)]

@@ -42,8 +42,9 @@ MESSAGES: Table = Table("torchfront", "MESSAGES", {
     "returns (module, inputs), inputs a dict with every forward argument by name",
     "factory_returns": "`{target}` returned a {type}; a factory without parameters returns "
     "(module, inputs), inputs a dict with every forward argument by name",
-    "init_syntax": "`--init {value}` is not NAME=SIZE, NAME=DIM or NAME=[SHAPE] (for example "
-    "`n_head=4`, `n_head=H` or `query=[B, H, T, d_k]`)",
+    "init_syntax": "`--init {value}` is not NAME=SIZE, NAME=DIM (with a dim's convention after "
+    "it if any) or NAME=[SHAPE] (for example `n_head=4`, `n_head=H`, `window=W window "
+    "inclusive` or `query=[B, H, T, d_k]`)",
     "init_unknown": "`--init` names {names}, which the target does not take (its parameters: "
     "{parameters})",
     "no_width": "cannot tell the width of the module's inputs; annotate forward's arguments "

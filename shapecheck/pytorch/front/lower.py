@@ -393,7 +393,8 @@ class Lowering:
         found: Location | None = None
         for match in _FRAME.finditer(trace):
             path = match.group("path")
-            if path.startswith(self.torch_dir) or "<" in path or self._library(path):
+            if path.startswith(self.torch_dir) or path.startswith(_OWN_DIR) or "<" in path \
+                    or self._library(path):  # torch's, shapecheck's stand-ins, a library's
                 continue
             found = Location(str(Path(path).resolve()), int(match.group("line")))
         return found or self.default
@@ -471,6 +472,10 @@ class Lowering:
             except (SyntaxError, ValueError):
                 self._trees[path] = None
         return self._trees[path]
+
+
+#: shapecheck's own files (flex.py's stand-ins run inside a traced forward): never the user's
+_OWN_DIR = str(Path(__file__).resolve().parents[2]) + "/"
 
 
 def _package(path: str) -> str | None:
@@ -1649,3 +1654,7 @@ def _pad_amount(low: Lowering, amount: Any) -> str:
     if isinstance(traced, int) and traced < 0:
         raise Unlowerable("pad that crops")
     return "0" if traced == 0 else _index(low, amount)
+# FlexAttention: the stand-in operator `pytorch/front/flex.py` leaves in the graph
+from . import flex as _flex  # noqa: E402
+
+RULES["flex_attention.default"] = _flex.lower

@@ -10,9 +10,12 @@ its model calls it, with no knowledge of the library that made the object.
 
 from __future__ import annotations
 
+import functools
+import types
 from typing import Any
 
 _PRIMITIVE = (type(None), bool, int, float, str, bytes, complex)
+_CODE = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, functools.partial)
 
 
 def register_inputs(values: Any) -> None:
@@ -79,8 +82,8 @@ def _context(value: Any, leaves: list[Any], depth: int) -> Any:
     if _is_tensor(value):
         leaves.append(value)
         return ("leaf", len(leaves) - 1)
-    if depth > 6 or isinstance(value, _PRIMITIVE):
-        return ("value", value)
+    if depth > 6 or isinstance(value, _PRIMITIVE) or isinstance(value, _CODE):
+        return ("value", value)  # a function (a mask_mod) is kept, never rebuilt
     if isinstance(value, (list, tuple)):
         return ("seq", type(value), [_context(v, leaves, depth + 1) for v in value])
     if isinstance(value, dict):

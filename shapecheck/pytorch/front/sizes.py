@@ -127,6 +127,9 @@ class Dims:
     fixed: bool = False
     #: sizes written as numbers: no dim (or product of dims) has them
     unnamed: set[int] = field(default_factory=set)
+    #: conventions an API documents for a dim (HF's `sliding_window`: `window exclusive`):
+    #: such a dim is declared free with them (docs/language.md §10.3)
+    conventions: dict[str, str] = field(default_factory=dict)
 
     def value(self, name: str) -> int:
         if name in self.atomic:
@@ -270,12 +273,15 @@ class Dims:
                 if name in self.derived:
                     needed.update(self.derived[name][1])
         atomic = [name for name in self.atomic if name in needed]
+        stated = [name for name in atomic if name in self.conventions]
+        atomic = [name for name in atomic if name not in stated]
         if not self.fixed:
             free += atomic
         if free:
             lines.append("dim " + ", ".join(free))
         if self.fixed:
             lines.extend(f"dim {name} = {self.atomic[name]}" for name in atomic)
+        lines.extend(f"dim {name} {self.conventions[name]}" for name in stated)
         for name, (factor, parts) in sorted(self.derived.items(),
                                             key=lambda item: self._depth(item[0])):
             if name in needed:
@@ -353,6 +359,11 @@ def parameter_sizes(chosen: Chosen, rename: dict[str, str],
 
 
 _GROUPS = re.compile(r"(groups|n_rep|num_key_value_groups|group_size)$")
+
+
+def is_structural(name: str) -> bool:
+    """A head width, a kv head count, a head count or a group count (by its name)."""
+    return _category(name) < 4
 
 
 def _category(name: str) -> int:

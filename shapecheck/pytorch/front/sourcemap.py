@@ -10,6 +10,7 @@ text) are dropped.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -96,9 +97,11 @@ def check_extraction(extraction: Extraction, target: str,
     # a size or shape error is shown only as PyTorch confirms it (docs/torch.md)
     confirmed = confirm(extraction, program)
     for diagnostic in confirmed.shown:
-        location = extraction.lines.get(_primary_line(diagnostic, statements))
-        spec_line = statements[diagnostic.span.line - 1] if \
-            0 < diagnostic.span.line <= len(statements) else ""
+        primary = _primary_line(diagnostic, statements)
+        location = extraction.lines.get(primary)
+        # the statement the diagnostic is reported at (a mask's at its function's `def`)
+        line = primary if diagnostic.code in MASK_CODES else diagnostic.span.line
+        spec_line = statements[line - 1] if 0 < line <= len(statements) else ""
         results.add(location, _in_torch_terms(diagnostic, spec_line), ANCHORS.get(
             diagnostic.code, ()), extraction)
     for operator, location, name in extraction.unknown:
@@ -127,6 +130,10 @@ def _primary_line(diagnostic: Diagnostic, statements: list[str]) -> int:
     (SC402) at its softmax, where the fix (`dim=-1`) is written; with the softmax over the
     last axis, the mistake is the product's (`P.transpose(-2, -1) @ V`). Rotary applied
     to V (SC413) at the line that rotates V, which is what the fix deletes."""
+    if diagnostic.code in MASK_CODES:
+        found = _in_function(diagnostic, statements)
+        if found is not None:
+            return found
     if diagnostic.code == "SC413":
         for note in diagnostic.notes:
             if note.span is not None and 0 < note.span.line <= len(statements):
@@ -140,10 +147,34 @@ def _primary_line(diagnostic: Diagnostic, statements: list[str]) -> int:
     return diagnostic.span.line
 
 
+#: Codes about a mask: at a FlexAttention function's own line when it comes from one.
+MASK_CODES = frozenset({"SC407", "SC408", "SC412", "SC430", "SC431", "SC432", "SC433"})
+
+
+def _in_function(diagnostic: Diagnostic, statements: list[str]) -> int | None:
+    """The spec line of the function of positions (a `mask_mod`, a `score_mod`, written as
+    `def`) a mask diagnostic is about: the one its note points into (the comparison the
+    meaning pass found), else the mask `flex_attention` applies on its line (SC433)."""
+    for note in diagnostic.notes:
+        line = note.span.line if note.span is not None else 0
+        if 0 < line <= len(statements) and statements[line - 1].startswith("def "):
+            return line
+    line = diagnostic.span.line
+    applied = re.search(r"\bmask=(\w+)", statements[line - 1]) if \
+        0 < line <= len(statements) else None
+    if applied is not None:
+        for number, text in enumerate(statements, 1):
+            if text.startswith(f"def {applied.group(1)}("):
+                return number
+    return None
+
+
 def _in_torch_terms(diagnostic: Diagnostic, spec_line: str) -> Diagnostic:
     statement = spec_line.split("  # ")[0].strip()
     helps: list[str] = []
     torch_help = codes.TORCH_HELPS.get(diagnostic.code)
+    if statement.startswith("def ") and diagnostic.code in ("SC407", "SC408"):
+        torch_help = codes.TORCH_HELPS["mask_mod"]
     if torch_help is not None:
         helps.append(torch_help)
     helps.extend(codes.TORCH_HELPS["spec"].format(help=h) for h in diagnostic.help)

@@ -42,35 +42,49 @@ class Built:
     named: dict[str, int] = field(default_factory=dict)
 
 
+#: The conventions `--init` may state for a dim (docs/language.md §10.3), as words.
+CONVENTIONS = frozenset({"window inclusive", "window exclusive"})
+
+
 @dataclass
 class Init:
     """What ``--init`` says: constructor sizes (``n_head=4``), dim names (``n_head=H``),
-    and argument shapes of a function or forward (``query=[B, H, T, d_k]``, ``mask=None``:
-    the words of a shape as a jaxtyping annotation's)."""
+    argument shapes of a function or forward (``query=[B, H, T, d_k]``, ``mask=None``:
+    the words of a shape as a jaxtyping annotation's), and the conventions stated for a dim
+    (``window=W window inclusive``, by the dim's name in the spec)."""
 
     given: dict[str, int] = field(default_factory=dict)
     rename: dict[str, str] = field(default_factory=dict)
     shapes: dict[str, str | None] = field(default_factory=dict)
+    stated: dict[str, str] = field(default_factory=dict)
 
 
 def parse_init(values: tuple[str, ...] | list[str]) -> Init:
-    """``--init n_head=4 --init n_embd=D --init query=[B, T, d]`` -> an :class:`Init`."""
+    """``--init n_head=4 --init n_embd=D --init query=[B, T, d] --init "window=W window
+    inclusive"`` -> an :class:`Init`."""
     init = Init()
     for value in values:
         name, sep, text = value.partition("=")
         name, text = name.strip(), text.strip()
-        if not sep or not name.isidentifier() or not text:
+        if not sep or not name.isidentifier():
             raise ExtractError("init_syntax", value=value)
-        if text.isdigit() and int(text) > 0:
-            init.given[name] = int(text)
-        elif text == "None":
+        if text == "None":
             init.shapes[name] = None
-        elif text.isidentifier():
-            init.rename[name] = text
-        elif text.startswith("[") and text.endswith("]") and _shape_words(text[1:-1]):
+            continue
+        if text.startswith("[") and text.endswith("]") and _shape_words(text[1:-1]):
             init.shapes[name] = " ".join(_shape_words(text[1:-1]))
+            continue
+        first, *words = text.split() or [""]
+        if words and " ".join(words) not in CONVENTIONS:
+            raise ExtractError("init_syntax", value=value)
+        if first.isdigit() and int(first) > 0:
+            init.given[name] = int(first)
+        elif first.isidentifier():
+            init.rename[name] = first
         else:
             raise ExtractError("init_syntax", value=value)
+        if words:
+            init.stated[init.rename.get(name, sizing.spec_name(name))] = " ".join(words)
     return init
 
 
@@ -100,9 +114,15 @@ def load(target: str) -> Any:
 
 def build(target: str, init: tuple[str, ...] | list[str] = (), *, even_heads: bool = False) -> Built:
     """Load TARGET and build the module and its example inputs."""
+    parsed = parse_init(init)
+    built = _build(target, parsed, even_heads)
+    built.dims.conventions.update(parsed.stated)
+    return built
+
+
+def _build(target: str, parsed: Init, even_heads: bool) -> Built:
     import torch
 
-    parsed = parse_init(init)
     given, rename = parsed.given, parsed.rename
     value = load(target)
     if isinstance(value, torch.nn.Module):

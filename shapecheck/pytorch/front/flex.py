@@ -1,0 +1,839 @@
+"""FlexAttention in a traced module, written as the language's functions of positions.
+
+A module calls ``flex_attention(q, k, v, score_mod=g, block_mask=create_block_mask(f, ...))``
+with Python functions of positions. ``torch.export`` would trace them into subgraphs with
+no user source line, and ``create_block_mask`` into block-index arithmetic that pins the
+traced length. Instead, while a module is traced (:func:`intercepted`), the two functions
+run as stand-ins (their code swapped, so that every reference sees them: an import, HF's
+compiled wrapper): ``create_block_mask`` keeps its ``mask_mod`` and nothing else, and
+``flex_attention`` traces its mask and score functions with :mod:`torch.fx` (each call of a
+Python function recorded, with its `return` line, by a profile hook) and leaves
+one operator in the graph, ``shapecheck::flex_attention(q, k, v, captured, call)``, whose
+inputs are the query, key, value and every tensor the functions read (document ids,
+padding, slopes: graph values like any other). :func:`lower` writes that operator as
+`def` statements, one per Python function at its ``return`` line, and
+`flex_attention(q, k, v, mask=f, score=g, scale=c)` (docs/language.md §10, docs/torch.md).
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import Location
+
+OPERATOR = "shapecheck::flex_attention"
+#: The mask and score signatures of FlexAttention, by their number of parameters.
+_MASK_PARAMS = ("b", "h", "q_idx", "kv_idx")
+_SCORE_PARAMS = ("score", "b", "h", "q_idx", "kv_idx")
+_HERE = str(Path(__file__).resolve())
+
+
+@dataclass
+class Call:
+    """One call of a Python function while a mask or score function is traced."""
+
+    name: str
+    params: tuple[str, ...]
+    args: list[Any]               # the values passed (fx proxies, numbers)
+    frame: Any
+    parent: Call | None
+    children: list[Call] = field(default_factory=list)
+    result: Any = None
+    location: Location | None = None  # its `return` line
+
+
+@dataclass
+class Function:
+    """A mask_mod or score_mod traced: its graph, the calls inside it, the tensors it reads."""
+
+    kind: str                     # "mask" or "score"
+    graph: Any                    # torch.fx.Graph
+    calls: list[Call]             # the top-level calls (normally one: the function itself)
+    constants: dict[str, Any]     # get_attr target -> the tensor it reads
+
+
+@dataclass
+class FlexCall:
+    """What one `flex_attention` call was given."""
+
+    mask: Function | None
+    score: Function | None
+    #: the tensors the functions read, in the operator's order: (identity as the functions
+    #: hold it, the tensor passed to the operator)
+    captured: list[tuple[int, Any]]
+    scale: float | None
+    enable_gqa: bool
+    problem: str | None = None    # why it cannot be written (a function fx cannot trace)
+
+
+#: The intercepted calls of the latest trace, by the number the operator carries (the
+#: graph reaches the lowering, the Python functions stay here).
+CALLS: dict[int, FlexCall] = {}
+_COUNTER = itertools.count()
+_OPERATOR: list[Any] = []
+
+
+class FunctionMask:
+    """What `create_block_mask` returns while tracing, and what a `BlockMask` argument is
+    traced as: the mask function and the lengths it was made for (no block arithmetic, so
+    the traced lengths stay symbolic). ``tensors`` are the tensors the function reads, as
+    this object carries them into the trace (its pytree leaves: a padding mask becomes an
+    input), ``keys`` their identities as the function holds them."""
+
+    def __init__(self, mask_mod: Callable[..., Any], seq_lengths: tuple[Any, Any],
+                 tensors: list[Any] | None = None, keys: list[int] | None = None) -> None:
+        self.mask_mod = mask_mod
+        self.seq_lengths = seq_lengths
+        self.tensors = tensors or []
+        self.keys = keys or []
+
+    def to(self, *args: Any, **kwargs: Any) -> FunctionMask:
+        """`block_mask.to(device)`: the same function."""
+        return self
+
+    def _adjust(self, q_len: Any, kv_len: Any) -> FunctionMask:
+        """`block_mask._adjust(q, kv)` (a decode step's crop): the function at those lengths."""
+        return FunctionMask(self.mask_mod, (q_len, kv_len), self.tensors, self.keys)
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        """A `BlockMask` to the code that asks (HF's `isinstance(attention_mask, BlockMask)`)."""
+        from torch.nn.attention.flex_attention import BlockMask
+
+        return BlockMask
+
+
+def as_functions(inputs: dict[str, Any]) -> dict[str, Any]:
+    """The call with every `BlockMask` argument (HF's flex path) as a :class:`FunctionMask`
+    of its `mask_mod`: torch.export refuses a BlockMask input."""
+    try:
+        from torch.nn.attention.flex_attention import BlockMask
+    except ImportError:
+        return inputs
+    out = dict(inputs)
+    for name, value in inputs.items():
+        if type(value) is BlockMask and value.mask_mod is not None:
+            captured: dict[int, Any] = {}
+            try:
+                _traced(value.mask_mod, "mask", captured, {})
+            except Exception:  # not traceable: the call says so when it is lowered
+                pass
+            out[name] = FunctionMask(value.mask_mod, value.seq_lengths, list(captured.values()),
+                                     list(captured))
+    return out
+
+
+# --- the stand-ins (their code replaces the originals' while tracing: no free variables) --
+
+
+def _flex_standin(query, key, value, score_mod=None, block_mask=None, scale=None,  # type: ignore[no-untyped-def]
+                  enable_gqa=False, return_lse=False, kernel_options=None, *, return_aux=None):
+    from shapecheck.pytorch.front import flex as _flex
+
+    return _flex.flex_called(query, key, value, score_mod, block_mask, scale, enable_gqa,
+                             return_lse or return_aux is not None)
+
+
+def _block_mask_standin(mask_mod, B=None, H=None, Q_LEN=None, KV_LEN=None, device=None,  # type: ignore[no-untyped-def]
+                        BLOCK_SIZE=128, _compile=False, separate_full_blocks=True,
+                        compute_dq_write_order=False, dq_kv_order=True):
+    from shapecheck.pytorch.front import flex as _flex
+
+    return _flex.FunctionMask(mask_mod, (Q_LEN, KV_LEN))
+
+
+@contextmanager
+def intercepted() -> Iterator[None]:
+    """While tracing, `flex_attention` and `create_block_mask` are the stand-ins above."""
+    try:
+        import torch.nn.attention.flex_attention as api
+    except ImportError:
+        yield
+        return
+    CALLS.clear()  # a trace's calls are lowered before the next trace starts
+    with _swapped([(api.flex_attention, _flex_standin),
+                   (api.create_block_mask, _block_mask_standin)]):
+        yield
+
+
+@contextmanager
+def running() -> Iterator[None]:
+    """While conformance runs the module for real: a `FunctionMask` it is given (a BlockMask
+    argument traced as its functions) becomes a real BlockMask again, its function reading
+    the tensors conformance passes, at the lengths of each call; nothing is compiled."""
+    try:
+        import torch
+        import torch.nn.attention.flex_attention as api
+    except ImportError:
+        yield
+        return
+    _ORIGINALS[:] = [_copy(api.flex_attention), _copy(api.create_block_mask)]
+    debug = api._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG
+    try:
+        # HF's compiled wrapper runs eagerly, and FlexAttention's own eager path with it
+        api._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = True
+        with _swapped([(api.flex_attention, _flex_runtime)]), \
+                torch.compiler.set_stance("force_eager"):
+            yield
+    finally:
+        api._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = debug
+
+
+@contextmanager
+def _swapped(pairs: list[tuple[Any, Any]]) -> Iterator[None]:
+    """Each function runs its stand-in's code (with its defaults) meanwhile: every reference
+    to it sees the stand-in."""
+    saved = [(f, f.__code__, f.__defaults__, f.__kwdefaults__) for f, _ in pairs]
+    try:
+        for original, standin in pairs:
+            original.__code__ = standin.__code__
+            original.__defaults__ = standin.__defaults__
+            original.__kwdefaults__ = standin.__kwdefaults__
+        yield
+    finally:
+        for original, code, defaults, kwdefaults in saved:
+            original.__code__, original.__defaults__ = code, defaults
+            original.__kwdefaults__ = kwdefaults
+
+
+_ORIGINALS: list[Any] = []
+
+
+def _copy(function: Any) -> Any:
+    import types
+
+    copied = types.FunctionType(function.__code__, function.__globals__, function.__name__,
+                                function.__defaults__, function.__closure__)
+    copied.__kwdefaults__ = function.__kwdefaults__
+    return copied
+
+
+def _flex_runtime(query, key, value, score_mod=None, block_mask=None, scale=None,  # type: ignore[no-untyped-def]
+                  enable_gqa=False, return_lse=False, kernel_options=None, *, return_aux=None):
+    from shapecheck.pytorch.front import flex as _flex
+
+    return _flex.run_flex(query, key, value, score_mod, block_mask, scale, enable_gqa,
+                          return_lse, kernel_options, return_aux)
+
+
+def run_flex(query: Any, key: Any, value: Any, score_mod: Any, block_mask: Any, scale: Any,
+             enable_gqa: bool, return_lse: bool, kernel_options: Any, return_aux: Any) -> Any:
+    """FlexAttention itself, a `FunctionMask` made a BlockMask first."""
+    flex, create = _ORIGINALS
+    if type(block_mask) is FunctionMask:
+        mask_mod = _rebound(block_mask.mask_mod, dict(zip(block_mask.keys, block_mask.tensors)))
+        block_mask = create(mask_mod, None, None, query.shape[-2], key.shape[-2],
+                            device=query.device)
+    return flex(query, key, value, score_mod=score_mod, block_mask=block_mask, scale=scale,
+                enable_gqa=enable_gqa, return_lse=return_lse, kernel_options=kernel_options,
+                return_aux=return_aux)
+
+
+def _rebound(value: Any, tensors: dict[int, Any], depth: int = 0) -> Any:
+    """A function (and the functions its closure holds: and_masks' list) reading ``tensors``
+    in place of the ones it holds (by identity)."""
+    import types
+
+    if id(value) in tensors:
+        return tensors[id(value)]
+    if depth > 8:
+        return value
+    if isinstance(value, (tuple, list)):
+        return type(value)(_rebound(v, tensors, depth + 1) for v in value)
+    if not isinstance(value, types.FunctionType) or not value.__closure__:
+        return value
+    cells = []
+    for cell in value.__closure__:
+        try:
+            cells.append(types.CellType(_rebound(cell.cell_contents, tensors, depth + 1)))
+        except ValueError:  # an empty cell
+            cells.append(cell)
+    rebuilt = types.FunctionType(value.__code__, value.__globals__, value.__name__,
+                                 value.__defaults__, tuple(cells))
+    rebuilt.__kwdefaults__ = value.__kwdefaults__
+    return rebuilt
+
+
+def flex_called(query: Any, key: Any, value: Any, score_mod: Any, block_mask: Any,
+                scale: Any, enable_gqa: bool, aux: bool) -> Any:
+    """The stand-in's body: trace the functions, record the call, leave the operator."""
+    mask_mod = getattr(block_mask, "mask_mod", None) if block_mask is not None else None
+    if mask_mod is not None and _is_noop(mask_mod):
+        mask_mod = None
+    number = next(_COUNTER)
+    captured: dict[int, Any] = {}
+    # the tensors a mask passed in reads, as traced (its leaves)
+    replaced = dict(zip(block_mask.keys, block_mask.tensors)) \
+        if type(block_mask) is FunctionMask else {}
+    problem = None
+    mask = score = None
+    try:
+        mask = _traced(mask_mod, "mask", captured, replaced) if mask_mod is not None else None
+        score = _traced(score_mod, "score", captured, {}) if score_mod is not None else None
+    except Exception as error:  # fx cannot trace it (control flow on a position)
+        problem = f"{type(error).__name__}: {error}"[:300]
+    if block_mask is not None and mask_mod is None and type(block_mask) is not FunctionMask:
+        problem = problem or "a BlockMask without a mask_mod"
+    CALLS[number] = FlexCall(mask, score, list(captured.items()),
+                             None if scale is None else float(scale), bool(enable_gqa), problem)
+    out = _operator()(query, key, value, [t for _, t in CALLS[number].captured], number)
+    if aux:  # the log-sum-exp is not written: a stand-in of its shape, lowered as unknown
+        return out, _operator()(query, key, value, [], -1 - number)[..., 0]
+    return out
+
+
+def conventions(module: Any) -> dict[str, str]:
+    """What an API documents about a module's sizes, as the words a spec states them with:
+    Hugging Face's `sliding_window` (an attribute of a transformers config) is the number of
+    keys a query sees, its own included (`masking_utils.sliding_window_overlay`:
+    `kv_idx > q_idx - sliding_window`), so a mask reading it is a `window exclusive`."""
+    config = getattr(module, "config", None)
+    if config is None or not any(c.__module__.startswith("transformers.")
+                                 for c in type(config).__mro__):
+        return {}
+    return {"sliding_window": "window exclusive"}
+
+
+def _is_noop(mask_mod: Any) -> bool:
+    from torch.nn.attention.flex_attention import noop_mask
+
+    return mask_mod is noop_mask
+
+
+def _operator() -> Any:
+    """``shapecheck::flex_attention``, defined once: an opaque operator of the output's
+    shape, which export keeps as one node."""
+    if _OPERATOR:
+        return _OPERATOR[0]
+    import torch
+
+    @torch.library.custom_op(OPERATOR, mutates_args=(), schema="(Tensor query, Tensor key, "
+                             "Tensor value, Tensor[] captured, int call) -> Tensor")
+    def flex(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+             captured: list[torch.Tensor], call: int) -> torch.Tensor:
+        raise RuntimeError("shapecheck's FlexAttention stand-in is traced, never run")
+
+    @flex.register_fake
+    def _(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+          captured: list[torch.Tensor], call: int) -> torch.Tensor:
+        return query.new_empty((*query.shape[:-1], value.shape[-1]))
+
+    _OPERATOR.append(flex)
+    return flex
+
+
+# --- tracing a function of positions --------------------------------------------------------
+
+
+def _traced(function: Any, kind: str, captured: dict[int, Any],
+            replaced: dict[int, Any]) -> Function:
+    """``function`` traced with torch.fx; its calls recorded; the tensors it reads added
+    to ``captured`` (by identity, in order of first read; as ``replaced`` says, for a mask
+    passed in)."""
+    import torch
+    import torch.fx as fx
+
+    params = _MASK_PARAMS if kind == "mask" else _SCORE_PARAMS
+    torch_dir = str(Path(fx.__file__).resolve().parent.parent)
+    recorder = _Recorder(torch_dir)
+
+    class Tracer(fx.Tracer):
+        def create_arg(self, a: Any) -> Any:
+            # a module's parameter the function reads (a relative bias table): read like any
+            # tensor it holds (fx looks parameters up in the traced module, which is none)
+            if isinstance(a, torch.nn.Parameter):
+                name = next((n for n, p in self.root.named_parameters() if p is a), None)
+                if name is None:
+                    name = f"_parameter{len(list(self.root.parameters()))}"
+                    self.root.register_parameter(name, a)
+                return self.create_node("get_attr", name, (), {})
+            return super().create_arg(a)
+
+    # A fixed signature (a partial or a callable object traces too); its frame is ours.
+    entry = _entry(function, params)
+    tracer = Tracer()
+    previous = sys.getprofile()
+    sys.setprofile(recorder.profile)
+    try:
+        graph = tracer.trace(entry)
+    finally:
+        sys.setprofile(previous)
+    constants = {}
+    for node in graph.nodes:
+        if node.op == "get_attr":
+            tensor = getattr(tracer.root, node.target)
+            constants[node.target] = tensor
+            captured.setdefault(id(tensor), replaced.get(id(tensor), tensor))
+    return Function(kind, graph, recorder.top, constants)
+
+
+def _entry(function: Any, params: tuple[str, ...]) -> Callable[..., Any]:
+    if len(params) == 4:
+        def mask(b: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
+            return function(b, h, q_idx, kv_idx)
+        return mask
+
+    def score(score: Any, b: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
+        return function(score, b, h, q_idx, kv_idx)
+    return score
+
+
+class _Recorder:
+    """A profile hook: the calls of Python functions given a traced value, as a tree."""
+
+    def __init__(self, torch_dir: str) -> None:
+        self.torch_dir = torch_dir
+        self.top: list[Call] = []
+        self.stack: list[Call] = []
+        self.known: dict[Any, bool] = {}  # code object -> whether its calls are recorded
+        from torch.fx import Proxy
+
+        self.proxy = Proxy
+
+    def _ours(self, code: Any) -> bool:
+        if code not in self.known:
+            self.known[code] = self._user(str(Path(code.co_filename).resolve()))
+        return self.known[code]
+
+    def _user(self, path: str) -> bool:
+        """A function of the user's (or FlexAttention's and_masks/or_masks)."""
+        if path == _HERE or path.startswith("<"):
+            return False
+        if path.startswith(self.torch_dir):
+            return path.endswith(str(Path("nn", "attention", "flex_attention.py")))
+        return True
+
+    def profile(self, frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            code = frame.f_code
+            if not self._ours(code):
+                return
+            names = code.co_varnames[:code.co_argcount]
+            args = [frame.f_locals.get(n) for n in names]
+            if not any(isinstance(a, self.proxy) for a in args):
+                return
+            parent = self.stack[-1] if self.stack else None
+            call = Call(code.co_name, tuple(names), args, frame, parent)
+            (parent.children if parent else self.top).append(call)
+            self.stack.append(call)
+        elif event == "return" and self.stack and self.stack[-1].frame is frame:
+            call = self.stack.pop()
+            call.result = arg
+            call.location = Location(str(Path(frame.f_code.co_filename).resolve()),
+                                     frame.f_lineno)
+            call.frame = None  # no frame kept alive
+
+
+# --- writing the operator as the language's functions ---------------------------------------
+
+
+def lower(low: Any, node: Any, args: list[Any], kw: dict[str, Any]) -> Any:
+    """The rule for ``shapecheck::flex_attention``: the functions as `def` statements at
+    their Python lines, the call as `flex_attention(q, k, v, mask=f, score=g, scale=c)`."""
+    from .lower import Unlowerable, Val
+
+    number = node.args[4]
+    if number < 0:  # the log-sum-exp stand-in (`[..., 0]` of it): reported where it is read
+        if any(user.users for user in node.users):
+            raise Unlowerable("flex_attention's log-sum-exp")
+        return Val("?", kind="unknown")
+    call = CALLS.get(number)
+    if call is None or call.problem is not None:
+        raise Unlowerable(call.problem if call is not None else "flex_attention")
+    captured = {key: _named(low, item, value) for (key, _), item, value in
+                zip(call.captured, node.args[3], args[3].items)}
+    q, k, v = (_named(low, item, value) for item, value in zip(node.args[:3], args[:3]))
+    k, v = _grouped(low, node, call, k, v)
+    traced = {key: item.meta.get("val") for (key, _), item in zip(call.captured, node.args[3])}
+    written = _Writer(low, captured, traced, low.location(node))
+    parts = [q, k, v]
+    if call.mask is not None:
+        parts.append(f"mask={written.function(call.mask)}")
+    if call.score is not None:
+        parts.append(f"score={written.function(call.score)}")
+    if call.scale is not None:
+        width = low.size(node.args[0].meta["val"].shape[-1])
+        root = low.dims.scale(call.scale, width)
+        parts.append(f"scale=1 / {root}" if root else f"scale={_number(low, call.scale)}")
+    return Val(f"flex_attention({', '.join(parts)})")
+
+
+def _named(low: Any, item: Any, value: Any) -> str:
+    """A value the call reads by name (Q, K, V and the captured tensors must be names)."""
+    from .lower import ATOM, Unlowerable
+
+    if value.kind not in ("tensor", "bool") or value.causal01:
+        raise Unlowerable("flex_attention's operand")
+    if value.prec == ATOM and value.text in low.names:
+        return str(value.text)
+    return str(low._statement(item, value))
+
+
+def _grouped(low: Any, node: Any, call: FlexCall, k: str, v: str) -> tuple[str, str]:
+    """With ``enable_gqa``, each key/value head serves a group of query heads, in order."""
+    from .lower import Statement
+
+    q_heads, k_heads = (node.args[i].meta["val"].shape[-3] for i in (0, 1))
+    if not call.enable_gqa or str(q_heads) == str(k_heads):
+        return k, v
+    group = low.size(q_heads // k_heads)
+    out = []
+    for name in (k, v):
+        fresh = low._fresh(f"{name}_grouped")
+        low.out.statements.append(Statement(f"{fresh} = repeat({name}, {group}, axis=-3)",
+                                            low.location(node), fresh))
+        out.append(fresh)
+    return out[0], out[1]
+
+
+def _number(low: Any, value: float | int | bool, in_mask: bool = False) -> str:
+    """A literal of a function's body. An integer that is the size of exactly one dim is
+    that dim (a window width the module holds: `q_idx - kv_idx < window`; ALiBi's head
+    count); in a mask, only a dim that is no head count or width (an offset or a prefix
+    length equal to the head width by chance must stay a number: the proofs vary dims)."""
+    from .lower import number
+    from .sizes import WIDTH, is_structural
+
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int) and value >= 5:
+        names = [n for n in (*low.dims.derived, *low.dims.atomic) if low.dims.value(n) == value]
+        if len(names) == 1 and not (in_mask and (is_structural(names[0])
+                                                 or WIDTH.search(names[0]))):
+            return str(low.dims.size(value))
+    return str(number(float(value)).text) if isinstance(value, float) else str(value)
+
+
+def _node(value: Any) -> Any:
+    """The fx node of a traced value (a proxy), the node itself, else None."""
+    inner = getattr(value, "node", None)
+    if inner is not None and hasattr(inner, "op"):
+        return inner
+    return value if hasattr(value, "op") and hasattr(value, "users") else None
+
+
+@dataclass
+class _Scope:
+    params: dict[Any, str]        # node -> the parameter it is
+    children: dict[Any, Call]     # node -> the call of a function of positions it results from
+
+
+class _Writer:
+    """Writes a traced function as `def` statements: one per Python function of positions
+    (FlexAttention's signatures) it calls, the rest written into their bodies."""
+
+    def __init__(self, low: Any, captured: dict[int, str], traced: dict[int, Any],
+                 at: Location | None) -> None:
+        self.low = low
+        self.traced = traced  # identity -> the traced value of each tensor read
+        self.at = at  # the call's line: where a function of torch's own (and_masks) is
+        self.captured = captured
+        self.function_: Function | None = None
+        self.written: dict[tuple[str, str], str] = {}  # (python name, def text) -> spec name
+
+    def function(self, function: Function) -> str:
+        self.function_ = function
+        output = next(n for n in function.graph.nodes if n.op == "output")
+        result = _node(output.args[0])
+        top = next((c for c in function.calls if _node(c.result) is result), None)
+        if top is None or not self._definable(top):
+            placeholders = [n for n in function.graph.nodes if n.op == "placeholder"]
+            top = Call(f"{function.kind}_mod", tuple(n.target for n in placeholders),
+                       placeholders, None, None, function.calls, result)
+        return self._define(top)
+
+    def _definable(self, call: Call) -> bool:
+        """A function of positions by FlexAttention's signature: (b, h, q, kv) giving a
+        mask, (score, b, h, q, kv) giving a score."""
+        result = _node(call.result)
+        if result is None:
+            return False
+        if len(call.params) == 5:
+            return True
+        return len(call.params) == 4 and self._boolean(result)
+
+    def _boolean(self, node: Any) -> bool:
+        import torch
+
+        key = _key(node)
+        if key in _COMPARISONS or key in ("and_", "or_", "invert", "logical_not"):
+            return True
+        if key == "getitem" and self.function_ is not None:
+            source = _node(node.args[0])
+            while source is not None and _key(source) == "getitem":
+                source = _node(source.args[0])
+            if source is not None and source.op == "get_attr":
+                return bool(self.function_.constants[source.target].dtype == torch.bool)
+        if key == "where":
+            return self._boolean_value(node.args[1]) and self._boolean_value(node.args[2])
+        if key in _CASTS:  # `.to(device)` keeps it a mask, `.to(torch.bool)` makes one
+            return key == "bool" or torch.bool in (*node.args[1:], *node.kwargs.values()) \
+                or self._boolean_value(node.args[0])
+        return False
+
+    def _boolean_value(self, value: Any) -> bool:
+        inner = _node(value)
+        return isinstance(value, bool) if inner is None else self._boolean(inner)
+
+    def _define(self, call: Call) -> str:
+        from .lower import RESERVED, Statement
+
+        params = tuple(p if p not in RESERVED else f"{p}_" for p in call.params)
+        scope = _Scope({_node(a): p for a, p in zip(call.args, params) if _node(a) is not None},
+                       {_node(c.result): c for c in call.children
+                        if _node(c.result) is not None and self._definable(c)})
+        body = self.expr(_node(call.result), scope).text
+        wanted = call.name if call.name.isidentifier() else "mask_mod" \
+            if len(params) == 4 else "score_mod"
+        key = (wanted, f"({', '.join(params)}) = {body}")
+        if key in self.written:
+            return self.written[key]
+        name = self.low._fresh(wanted)
+        self.written[key] = name
+        location = call.location
+        if location is None or location.path.startswith(self.low.torch_dir):
+            location = self.at
+        self.low.out.statements.append(Statement(f"def {name}{key[1]}", location, None))
+        return str(name)
+
+    # --- expressions ----------------------------------------------------------------------
+
+    def expr(self, node: Any, scope: _Scope) -> Any:
+        from .lower import Unlowerable, Val
+
+        if node in scope.params:
+            return Val(scope.params[node])
+        if node in scope.children:
+            child = scope.children[node]
+            name = self._define(child)
+            arguments = ", ".join(self.value(a, scope).text for a in child.args)
+            return Val(f"{name}({arguments})")
+        if node.op == "placeholder":
+            return Val(str(node.target))
+        if node.op == "get_attr":
+            assert self.function_ is not None
+            tensor = self.function_.constants[node.target]
+            if id(tensor) not in self.captured:
+                raise Unlowerable("a tensor the function reads")
+            return Val(self.captured[id(tensor)])
+        writer = _OPERATIONS.get(_key(node))
+        if writer is None:
+            raise Unlowerable(f"`{_key(node)}` in a mask or score function")
+        return writer(self, node, scope)
+
+    def value(self, value: Any, scope: _Scope) -> Any:
+        from .lower import UNARY, Unlowerable, Val
+
+        inner = _node(value)
+        if inner is not None:
+            return self.expr(inner, scope)
+        if _is_symbolic(value):  # a traced length the function reads (`T - 1`)
+            return Val(str(self.low.size(value)), 50)
+        if isinstance(value, (bool, int, float)):
+            kind = self.function_.kind if self.function_ is not None else "mask"
+            text = _number(self.low, value, in_mask=kind == "mask")
+            return Val(text, UNARY if text.startswith("-") else 90)
+        raise Unlowerable(f"a {type(value).__name__} in a mask or score function")
+
+    def index(self, node: Any, scope: _Scope) -> Any:
+        """`x[i][j]` and `x[i, j]` of a tensor the function reads, as one read `x[i, j]`:
+        with FlexAttention every index is one position (a number), so they compose. The
+        language gathers by one integer tensor at a time: a read by several positions
+        (HF's `padding_mask[batch_idx, kv_idx]`) is written as the read of the flattened
+        tensor at the flat position, `reshape(x, [B * M])[batch_idx * M + kv_idx]`."""
+        from .lower import POSTFIX, Unlowerable, Val
+
+        items: list[Any] = []
+        current = node
+        while _key(current) == "getitem" and _node(current.args[0]) is not None:
+            given = current.args[1] if isinstance(current.args[1], tuple) else (current.args[1],)
+            items[:0] = list(given)
+            current = _node(current.args[0])
+            if current.op == "get_attr":
+                break
+        operand = self.expr(current, scope)
+        positions = [item for item in items if _node(item) is not None]
+        if len(positions) < 2:
+            entries = ", ".join(self._entry(item, scope) for item in items)
+            return Val(f"{operand.at(POSTFIX)}[{entries}]", POSTFIX)
+        shape = self._shape(current)
+        if shape is None or len(items) != len(shape) or not all(
+                _node(i) is not None or isinstance(i, int) for i in items):
+            raise Unlowerable("a read by several positions of part of a tensor")
+        terms, stride = [], ""
+        for item, size in zip(reversed(items), reversed(shape)):
+            text = self.value(item, scope).at(50)
+            if text != "0":
+                terms.append(f"{text} * {stride}" if stride else text)
+            stride = f"{size} * {stride}" if stride else size
+        flat = " + ".join(reversed(terms)) or "0"
+        return Val(f"reshape({operand.text}, [{stride}])[{flat}]", POSTFIX)
+
+    def _shape(self, node: Any) -> list[str] | None:
+        """The sizes of a tensor the function reads (as dims), from its traced value."""
+        if node.op != "get_attr" or self.function_ is None:
+            return None
+        tensor = self.function_.constants[node.target]
+        traced = self.traced.get(id(tensor))
+        return None if traced is None else [str(self.low.size(s)) for s in traced.shape]
+
+    def _entry(self, item: Any, scope: _Scope) -> str:
+        if item is None:
+            return "None"
+        if item is Ellipsis:
+            return "..."
+        if isinstance(item, slice) and item == slice(None):
+            return ":"
+        return str(self.value(item, scope).text)
+
+
+def _is_symbolic(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, (torch.SymInt, torch.SymFloat))
+
+
+def _key(node: Any) -> str:
+    """An fx node's operation by name: `ge` for `operator.ge`, `q.ge(k)` and `torch.ge`."""
+    if node is None or node.op not in ("call_function", "call_method"):
+        return ""
+    target = node.target
+    name = target if isinstance(target, str) else getattr(target, "__name__", str(target))
+    return _ALIASES.get(name, name)
+
+
+_ALIASES = {"__getitem__": "getitem", "__and__": "and_", "__or__": "or_", "logical_and": "and_",
+            "logical_or": "or_", "bitwise_and": "and_", "bitwise_or": "or_", "__invert__": "invert",
+            "bitwise_not": "invert", "logical_not": "invert", "div": "truediv",
+            "divide": "truediv", "true_divide": "truediv", "floor_divide": "floordiv",
+            "remainder": "mod", "__add__": "add", "__sub__": "sub", "__mul__": "mul",
+            "__truediv__": "truediv", "__floordiv__": "floordiv", "__mod__": "mod",
+            "multiply": "mul", "subtract": "sub", "negative": "neg", "__neg__": "neg",
+            "absolute": "abs", "__abs__": "abs", "clip": "clamp", "eq": "eq", "ne": "ne",
+            "greater_equal": "ge", "greater": "gt", "less_equal": "le", "less": "lt",
+            "not_equal": "ne", "__eq__": "eq", "__ne__": "ne", "__ge__": "ge", "__gt__": "gt",
+            "__le__": "le", "__lt__": "lt", "__pow__": "pow"}
+_CASTS = ("to", "float", "long", "int", "bool", "type_as", "clone", "contiguous", "detach",
+          "half", "double")
+_COMPARISONS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<", "eq": "==", "ne": "!="}
+
+
+def _binary(symbol: str, prec: int) -> Callable[[_Writer, Any, _Scope], Any]:
+    def write(writer: _Writer, node: Any, scope: _Scope) -> Any:
+        from .lower import Val
+
+        left, right = (writer.value(a, scope) for a in node.args[:2])
+        if symbol in ("&", "|"):  # and_masks/or_masks start from a constant true/false
+            neutral = "true" if symbol == "&" else "false"
+            if left.text == neutral:
+                return right
+            if right.text == neutral:
+                return left
+        return Val(f"{left.at(prec + (prec == 10))} {symbol} {right.at(prec + 1)}", prec)
+    return write
+
+
+def _function(name: str) -> Callable[[_Writer, Any, _Scope], Any]:
+    def write(writer: _Writer, node: Any, scope: _Scope) -> Any:
+        from .lower import Val
+
+        return Val(f"{name}({writer.value(node.args[0], scope).text})")
+    return write
+
+
+def _unary(symbol: str) -> Callable[[_Writer, Any, _Scope], Any]:
+    def write(writer: _Writer, node: Any, scope: _Scope) -> Any:
+        from .lower import UNARY, Val
+
+        return Val(f"{symbol}{writer.value(node.args[0], scope).at(UNARY)}", UNARY)
+    return write
+
+
+def _exp2(writer: _Writer, node: Any, scope: _Scope) -> Any:
+    from .lower import POWER, UNARY, Val
+
+    return Val(f"2 ** {writer.value(node.args[0], scope).at(UNARY)}", POWER)
+
+
+def _clamp(writer: _Writer, node: Any, scope: _Scope) -> Any:
+    """`x.clamp(lo, hi)` as `minimum(maximum(x, lo), hi)` (which the proofs read)."""
+    from .lower import Val
+
+    bounds = dict(zip(("min", "max"), node.args[1:3]))
+    bounds.update({k: v for k, v in node.kwargs.items() if k in ("min", "max")})
+    text = writer.value(node.args[0], scope).text
+    if bounds.get("min") is not None:
+        text = f"maximum({text}, {writer.value(bounds['min'], scope).text})"
+    if bounds.get("max") is not None:
+        text = f"minimum({text}, {writer.value(bounds['max'], scope).text})"
+    return Val(text)
+
+
+def _pairwise(name: str) -> Callable[[_Writer, Any, _Scope], Any]:
+    def write(writer: _Writer, node: Any, scope: _Scope) -> Any:
+        from .lower import Val
+
+        a, b = (writer.value(x, scope).text for x in node.args[:2])
+        return Val(f"{name}({a}, {b})")
+    return write
+
+
+def _where(writer: _Writer, node: Any, scope: _Scope) -> Any:
+    from .lower import Val
+
+    c, a, b = (writer.value(x, scope).text for x in node.args[:3])
+    return Val(f"where({c}, {a}, {b})")
+
+
+def _constant(writer: _Writer, node: Any, scope: _Scope) -> Any:
+    """`b.new_ones((), dtype=torch.bool)` (and_masks' start), `new_zeros`, `ones_like`."""
+    import torch
+
+    from .lower import Unlowerable, Val
+
+    dtype = node.kwargs.get("dtype")
+    shape = node.args[1] if len(node.args) > 1 and _key(node).startswith("new_") else ()
+    if shape not in ((), [], None):
+        raise Unlowerable("a tensor made in a mask or score function")
+    one = "ones" in _key(node)
+    if dtype == torch.bool:
+        return Val("true" if one else "false")
+    return Val("1" if one else "0")
+
+
+def _same(writer: _Writer, node: Any, scope: _Scope) -> Any:
+    """A cast (`.to(torch.int32)`, `.float()`, `.to(device)`): the same number; numbers
+    made bool, `!= 0`."""
+    import torch
+
+    from .lower import COMPARE, SUM, Val
+
+    value = writer.value(node.args[0], scope)
+    dtype = node.kwargs.get("dtype") or next((a for a in node.args[1:]
+                                              if isinstance(a, torch.dtype)), None)
+    to_bool = dtype == torch.bool or _key(node) == "bool"
+    if to_bool and not writer._boolean_value(node.args[0]):
+        return Val(f"{value.at(SUM)} != 0", COMPARE)
+    return value
+
+
+_OPERATIONS: dict[str, Callable[[_Writer, Any, _Scope], Any]] = {
+    "add": _binary("+", 40), "sub": _binary("-", 40), "mul": _binary("*", 50),
+    "truediv": _binary("/", 50), "floordiv": _binary("//", 50), "mod": _binary("%", 50),
+    "pow": _binary("**", 70), "and_": _binary("&", 30), "or_": _binary("|", 20),
+    **{name: _binary(symbol, 10) for name, symbol in _COMPARISONS.items()},
+    "neg": _unary("-"), "invert": _unary("~"), "exp2": _exp2, "clamp": _clamp,
+    "clamp_min": _clamp, "minimum": _pairwise("minimum"), "maximum": _pairwise("maximum"),
+    "where": _where, "getitem": lambda w, n, s: w.index(n, s),
+    "new_ones": _constant, "new_zeros": _constant, "ones_like": _constant,
+    "zeros_like": _constant,
+    **{name: _function(name) for name in ("abs", "exp", "tanh", "log", "sqrt", "sigmoid",
+                                          "sin", "cos")},
+    **{name: _same for name in _CASTS},
+}

@@ -1,0 +1,154 @@
+"""FlexAttention in real modules (issue 33): `flex_attention` calls and Hugging Face's mask
+functions lowered to the language's functions of positions, each at its Python line;
+attention-gym's masks and score changes clean, one-token mutants flagged at their line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch.nn.attention.flex_attention")
+
+from shapecheck.pytorch.conform import conform  # noqa: E402
+from shapecheck.pytorch.front import extract  # noqa: E402
+from shapecheck.pytorch.front.sourcemap import check  # noqa: E402
+
+DATA = Path(__file__).parent / "data" / "flex"
+
+
+def target(name: str) -> str:
+    file, _, factory = name.partition(":")
+    return f"{DATA / file}:{factory}"
+
+
+def test_masks_are_written_as_functions_at_their_python_lines() -> None:
+    """attention-gym's sliding window: `and_masks(sliding_window, causal_mask)` built by
+    `create_block_mask` inside forward; each function a `def` at its `return` line, the
+    window a dim (the module's attribute), the traced length symbolic."""
+    extraction = extract(target("gym.py:sliding"))
+    lines = {text.split("  # ")[0]: text.rsplit(":", 1)[-1] for text in
+             extraction.text.splitlines() if text.startswith("def ")}
+    assert lines == {
+        "def sliding_window(b, h, q_idx, kv_idx) = q_idx - kv_idx <= window": "20",
+        "def causal_mask_(b, h, q_idx, kv_idx) = q_idx >= kv_idx": "15",
+        "def and_mask(b, h, q_idx, kv_idx) = sliding_window(b, h, q_idx, kv_idx) & "
+        "causal_mask_(b, h, q_idx, kv_idx)": "95",  # torch's and_mask: at the call's line
+    }
+    assert "flex_attention(q_1, k_1, v_1, mask=and_mask)" in extraction.text
+    assert "dim B, T" in extraction.text  # no block arithmetic pins the length
+    assert not extraction.unknown
+
+
+CLEAN = ["gym.py:causal", "gym.py:Attention", "gym.py:prefix", "gym.py:dilated",
+         "gym.py:documents", "gym.py:Alibi", "gym.py:relative_table"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", CLEAN)
+def test_attention_gym_modules_are_clean_and_conform(name: str) -> None:
+    assert [(d.code, d.span.line) for r in check(target(name)) for d in r.diagnostics] == []
+    extraction = extract(target(name))
+    # ALiBi's slopes are computed in float32 inside the score_mod (`torch.exp2` of an int
+    # position): judged at float32's tolerance, as conform's report says.
+    tolerance = {"rtol": 1e-5, "atol": 1e-7} if "Alibi" in name else {}
+    result = conform(extraction.text, extraction.function(), dims=extraction.bindings,
+                     framework="torch", cases=2, **tolerance)
+    assert result.ok, result.report()
+
+
+@pytest.mark.slow
+def test_a_document_mask_reads_its_ids_as_an_input() -> None:
+    text = extract(target("gym.py:documents")).text
+    assert "input document_id: int[T]" in text
+    assert "def doc_mask_mod(b, h, q_idx, kv_idx) = (document_id[q_idx] == " \
+        "document_id[kv_idx]) & causal_mask_(b, h, q_idx, kv_idx)" in text
+    assert "def tanh_softcap(score, b, h, q_idx, kv_idx) = 20 * tanh(score / 20)" in text
+
+
+MUTANTS = [  # (factory, code, line of the wrong mask_mod)
+    ("mutants.py:reversed_", "SC407", 9),   # q_idx <= kv_idx: each query sees the future
+    ("mutants.py:strict_", "SC433", 13),    # q_idx > kv_idx: query 0 sees no key
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, code, line", MUTANTS)
+def test_one_token_mutants_are_flagged_at_the_mask_mods_line(name: str, code: str,
+                                                            line: int) -> None:
+    results = check(target(name))
+    found = [(d.code, d.span.line) for r in results for d in r.diagnostics]
+    assert found == [(code, line)]
+    assert results[0].path.endswith("mutants.py")
+    diagnostic = results[0].diagnostics[0]
+    assert any("traced as `def " in n.message for n in diagnostic.notes)
+    if code == "SC407":
+        assert "mask_mod" in diagnostic.help[0]
+
+
+HF = ["hf.py:llama", "hf.py:llama_padded", "hf.py:mistral"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", HF)
+def test_hugging_face_flex_layers_take_their_block_mask_as_functions(name: str) -> None:
+    """The BlockMask the model builds (masking_utils: causal, padding, sliding window,
+    offsets) is traced as its mask functions; a padding mask is an input."""
+    pytest.importorskip("transformers")
+    extraction = extract(target(name))
+    assert "def causal_mask_function(batch_idx, head_idx, q_idx, kv_idx) = kv_idx <= q_idx" \
+        in extraction.text
+    assert "masking_utils.py" in extraction.text
+    if name.endswith("padded"):
+        assert "input attention_mask_0: bool[B, T]" in extraction.text
+    results = check(target(name))
+    assert [(d.code, d.span.line) for r in results for d in r.diagnostics] == []
+    if not name.endswith("padded"):  # a padded query's row: NaN in the spec, 0 in flex
+        result = conform(extraction.text, extraction.function(), dims=extraction.bindings,
+                         framework="torch", cases=2, rtol=1e-5, atol=1e-6)
+        assert result.ok, result.report()
+
+
+@pytest.mark.slow
+def test_hugging_faces_sliding_window_is_a_stated_convention() -> None:
+    """HF documents `sliding_window` as the keys a query sees, its own included: a dim read
+    from a transformers config is stated `window exclusive`; HF's own mask proves it, a
+    model's mask that sees one key more is SC432 at its line, with the counterexample."""
+    pytest.importorskip("transformers")
+    text = extract(target("hf.py:mistral_wide")).text
+    assert "dim sliding_window window exclusive" in text
+    assert "kv_idx > q_idx - sliding_window" in text
+    assert [d.code for r in check(target("hf.py:mistral_wide")) for d in r.diagnostics] == []
+    [result] = check(target("hf.py:windowed"))
+    [diagnostic] = result.diagnostics
+    assert (diagnostic.code, diagnostic.span.line) == ("SC432", 82)
+    assert "query 1 sees key 0" in diagnostic.message
+
+
+@pytest.mark.slow
+def test_the_zoos_flex_form_is_clean_and_conforms() -> None:
+    """A tiny Llama in flex mode, its first layer called as the model calls it (minutes on a
+    cold CPU: HF compiles create_block_mask when the model runs)."""
+    pytest.importorskip("transformers")
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "tools"))
+    import zoo
+
+    outcome = zoo.check(zoo.Case("llama", "flex"))
+    assert (outcome.verify, outcome.conform) == ("clean", "conforms"), outcome.detail
+
+
+@pytest.mark.slow
+def test_a_window_convention_stated_with_init_finds_a_one_token_change() -> None:
+    """A window width with no documented meaning (attention-gym's `window_size`) is stated
+    by the user: `--init "window=W window inclusive"` (or a `modules` entry's init); the
+    correct module is clean, `<` for `<=` is SC432 once, at the mask_mod that has it."""
+    assert [d.code for r in check(target("gym.py:windowed"), ["window=window window inclusive"])
+            for d in r.diagnostics] == []
+    found = [(d.code, d.span.line) for r in check(target("mutants.py:Windowed"),
+                                                  ["window=W window inclusive"])
+             for d in r.diagnostics]
+    assert found == [("SC432", 46)]
+    assert check(target("mutants.py:Windowed"))[0].diagnostics == []  # nothing stated
