@@ -29,4 +29,8 @@ MESSAGES = {
     "traced_from": "由 `shapecheck extract` 从 {target} 追踪得到; 每条语句都注明了它来自的 Python 行",
     "scale_note": "缩放 1/sqrt({size}) 读作 1/sqrt({chosen}), 即被收缩的宽度; {others} 的大小也是这个值",
     "unknown_operator_input": "代表 `{operator}` 的结果, shapecheck 不会降级这个算子",
+    "in_layer": "在 {layers} 中",
+    "in_layers": "在 {layers} 中: {count} 个共享代码的层, 只按其中第一个追踪一次",
+    "mask_causal_layer": "该层是因果的 (`is_causal = True`)",
+    "mask_transposed": "它保留每个查询及其之后的键, 隐藏之前的键, 是转置了的因果掩码",
 }

@@ -25,8 +25,8 @@ from .sizes import WIDTH
 if TYPE_CHECKING:  # the lowering loads only when a module is traced
     from .lower import Lowered
 
-__all__ = ["WIDTH", "Extraction", "ExtractError", "Untraceable", "extract", "is_python_target",
-           "traced_target"]
+__all__ = ["WIDTH", "Extraction", "ExtractError", "Untraceable", "extract", "extract_built",
+           "is_python_target", "traced_target"]
 
 
 def is_python_target(path: str) -> bool:
@@ -75,26 +75,31 @@ class Extraction:
         return _conforming(self)
 
 
-def extract(target: str, init: tuple[str, ...] | list[str] = ()) -> Extraction:
-    """Build TARGET, trace it, lower the graph. Raises :class:`ExtractError` (usage) or
-    :class:`Untraceable`."""
+def extract(target: str, init: tuple[str, ...] | list[str] = (), built: Any = None
+            ) -> Extraction:
+    """Build TARGET (unless ``built``, :func:`.target.build`'s, is given), trace it, lower
+    the graph. Raises :class:`ExtractError` (usage) or :class:`Untraceable`."""
     try:
         import torch  # noqa: F401
     except ImportError:
         raise ExtractError("no_torch") from None
     from .target import build
 
-    built = build(target, init)
+    built = built or build(target, init)
     try:
-        program = _trace(built)
+        return extract_built(built)
     except Untraceable as first:
         try:  # rotary halves need an even head width: the tool's sizes try that once
-            built = build(target, init, even_heads=True)
-            program = _trace(built)
+            return extract_built(build(target, init, even_heads=True))
         except (Untraceable, ExtractError):
             raise first from None
+
+
+def extract_built(built: Any) -> Extraction:
+    """Trace a built module (:class:`.target.Built`) and lower its graph."""
     from .lower import Unlowerable
 
+    program = _trace(built)
     try:
         return _write(built, program)
     except Unlowerable:

@@ -172,9 +172,17 @@ def _from_factory(factory: Any, target: str, rename: dict[str, str]) -> Built:
             and isinstance(made[1], dict)):
         raise ExtractError("factory_returns", target=target, type=type(made).__name__)
     module, inputs = made
-    named = {rename.get(k, k): v for k, v in _module_sizes(module).items()}
+    return from_call(module, inputs, target, rename)
+
+
+def from_call(module: Any, inputs: dict[str, Any], label: str,
+              rename: dict[str, str] | None = None, *, fixed: bool = False) -> Built:
+    """A module and the call it is traced with (a factory's, or one a model made): its dims
+    are its own and its config's int attributes; ``fixed`` declares them at their sizes."""
+    named = {(rename or {}).get(k, k): v for k, v in _module_sizes(module).items()}
     dims = sizing.from_given(named)
-    return Built(module, dict(inputs), dims, target, {})
+    dims.fixed = dims.fixed or fixed
+    return Built(module, dict(inputs), dims, label, {})
 
 
 #: int attributes that are not sizes
