@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -13,6 +14,9 @@ from .common import (
     parse_bindings, stdin_filename_option, stdin_spec,
 )
 from .extract import traced_program
+
+if TYPE_CHECKING:
+    from ..report import ModelReport
 
 
 @cli.command()
@@ -65,7 +69,7 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
     except OSError as error:
         raise UsageFailure(cannot_read(path, error)) from None
     if isinstance(program, ModelReport):  # a whole model: one page for its attention layers
-        _write_page(program, program.ok, output, fmt, to_stdout, protect, len(program.problems))
+        _write_page(program, output, fmt, to_stdout, protect)
     bindings = {**default_bindings(settings.dims, program.dims.dims), **bindings}
     built = build_report(program, shown, bindings, dtype)
     # The problems the report embeds, framed as `verify` prints them: a count alone would
@@ -89,19 +93,20 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
     sys.exit(EXIT_OK if program.ok else EXIT_ERRORS)
 
 
-
-def _write_page(page: object, ok: bool, output: str, fmt: str, to_stdout: bool,
-                protect: list[tuple[str, str]], problems: int) -> None:
-    """A whole model's page written as one spec's report is (its problems were framed by
-    `verify`; the page lists them)."""
+def _write_page(page: ModelReport, output: str, fmt: str, to_stdout: bool,
+                protect: list[tuple[str, str]]) -> None:
+    """A whole model's page, written as one spec's report is: its problems first, as
+    `verify` prints them (on stderr when the page goes to stdout)."""
     from ..report import render, write_atomically
 
+    if page.problems:
+        click.echo("\n".join(page.problems), err=to_stdout)
     if to_stdout:
-        click.echo(render(page, fmt), nl=False)  # type: ignore[arg-type]
-        sys.exit(EXIT_OK if ok else EXIT_ERRORS)
+        click.echo(render(page, fmt), nl=False)
+        sys.exit(EXIT_OK if page.ok else EXIT_ERRORS)
     try:
-        write_atomically(output, render(page, fmt), protect=protect)  # type: ignore[arg-type]
+        write_atomically(output, render(page, fmt), protect=protect)
     except OSError as error:
         raise UsageFailure(cannot_write(output, error)) from None
     click.echo(MESSAGES["report_written"].format(path=output))
-    sys.exit(EXIT_OK if ok else EXIT_ERRORS)
+    sys.exit(EXIT_OK if page.ok else EXIT_ERRORS)

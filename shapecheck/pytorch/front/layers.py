@@ -72,6 +72,7 @@ def find(model: Any, inputs: dict[str, Any]) -> list[Layer] | None:
     """The attention layers below ``model``, each with its first call; None when the model
     does not run on its inputs or holds no attention layer below itself (it is one, or
     has none)."""
+    model.eval()  # as it is traced: dropout off, the masks and branches of inference
     owners = _attention_owners(model, inputs)
     if owners is None or not owners or any(m is model for m in owners):
         return None
