@@ -88,6 +88,7 @@ def test_a_bug_in_one_layer_is_flagged_at_its_line_once() -> None:
 def test_a_mask_the_model_builds_wrong_is_flagged_at_its_line() -> None:
     path = DATA / "decoder.py"
     assert _diagnostics(f"{path}:make") == []
+    assert _diagnostics(f"{path}:make_drop_mask") == []  # `triu(.., 1)` read as the dropped part
     found = _diagnostics(f"{path}:make_transposed_mask")
     assert [(f, line, code) for f, line, code, _ in found] == [
         ("decoder.py", _line(path, "torch.triu(torch.ones(T, T"), "SC610")]
@@ -172,4 +173,5 @@ def test_a_configured_model_factory_is_checked_with_the_folder(
         '[tool.shapecheck]\nmodules = ["model.py:make_transposed_mask"]\n')
     code, out = _run(capsys, "verify", str(tmp_path))
     assert code == 1, out
-    assert "error[SC610]" in out and "model.py:68" in out
+    line = _line(DATA / "decoder.py", "torch.triu(torch.ones(T, T")
+    assert "error[SC610]" in out and f"model.py:{line}" in out

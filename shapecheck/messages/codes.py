@@ -1016,8 +1016,8 @@ MODEL_MASK_LEAKS = _code(
     "every attention layer. Each mask a layer is passed is read as the layer reads it (an "
     "additive mask's zeros, a boolean mask's true or false entries, as the layer's traced "
     "attention uses them) and reported at the line that built it when it lets a query see a "
-    "key after it, and either the layer says it is causal (`is_causal = True`) or the mask "
-    "keeps exactly the keys at or after each query (a causal mask transposed).",
+    "key after it because it is a causal mask transposed: it keeps exactly the keys at or "
+    "after each query (padding aside). A prefix seen both ways, a window: no opinion.",
     why="A causal mask built wrong in the model's forward is a bug in every layer it reaches: "
     "the model trains on the future and generates from nothing.",
     example="# (Python) mask = torch.triu(torch.ones(T, T, dtype=torch.bool))   # error[SC610]\n"

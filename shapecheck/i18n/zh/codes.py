@@ -41,8 +41,8 @@ CODES: dict[str, dict[str, str]] = {
         "{key}: {reason}",
         what="整个模型 (`verify model.py:make`) 只构造一次掩码, 再传给每个注意力层。每个层收到的掩码按"
         "该层的读法解读 (加性掩码的零; 布尔掩码的真或假项, 依层追踪得到的注意力如何使用它); 若它让某个"
-        "查询看到其后的键, 且该层声明自己是因果的 (`is_causal = True`) 或掩码恰好保留每个查询及其之后"
-        "的键 (转置了的因果掩码), 就在构造它的那一行报告。",
+        "查询看到其后的键, 且它是转置了的因果掩码 (恰好保留每个查询及其之后的键, 填充除外), 就在构造它的"
+        "那一行报告。双向可见的前缀、窗口: 不下结论。",
         why="模型 forward 中构造错的因果掩码是它到达的每一层的错误: 模型用未来训练, 生成时却没有未来可看。",
         example="# (Python) mask = torch.triu(torch.ones(T, T, dtype=torch.bool))   # error[SC610]\n"
         "#          for block in self.blocks: x = block(x, mask)",

@@ -31,6 +31,5 @@ MESSAGES = {
     "unknown_operator_input": "代表 `{operator}` 的结果, shapecheck 不会降级这个算子",
     "in_layer": "在 {layers} 中",
     "in_layers": "在 {layers} 中: {count} 个共享代码的层, 只按其中第一个追踪一次",
-    "mask_causal_layer": "该层是因果的 (`is_causal = True`)",
     "mask_transposed": "它保留每个查询及其之后的键, 隐藏之前的键, 是转置了的因果掩码",
 }

@@ -60,7 +60,6 @@ MESSAGES: Table = Table("torchfront", "MESSAGES", {
     "lower",
     "in_layer": "in {layers}",
     "in_layers": "in {layers}: {count} layers that share code, traced once as the first of them",
-    "mask_causal_layer": "the layer is causal (`is_causal = True`)",
     "mask_transposed": "it keeps the keys at or after each query and hides those before, a "
     "causal mask transposed",
 })

@@ -186,8 +186,9 @@ def _mask_findings(checked: list[Checked]) -> list[tuple[Location, Diagnostic]]:
 
 def _leak(item: Checked, argument: str) -> tuple[int, int, str] | None:
     """(query, key, why) where the mask passed as ``argument`` lets a query see a later
-    key, when that is confirmed: the layer says it is causal, or the mask is a causal mask
-    transposed (it keeps exactly the keys at or after each query)."""
+    key, when that is confirmed: the mask is a causal mask transposed (each query keeps the
+    keys at or after it and hides those before). A prefix seen both ways, a window, padding:
+    no opinion."""
     import torch
 
     layer = item.group.first
@@ -208,16 +209,10 @@ def _leak(item: Checked, argument: str) -> tuple[int, int, str] | None:
     later = torch.arange(keys)[None, :] > position
     partial = ~table.all(dim=-1, keepdim=True)
     leaks = (table & later & partial).nonzero()
-    if leaks.numel() == 0:
-        return None
-    if getattr(layer.module, "is_causal", None) is True:
-        reason = MESSAGES["mask_causal_layer"]
-    elif _upper_triangle(table, offset):
-        reason = MESSAGES["mask_transposed"]
-    else:
+    if leaks.numel() == 0 or not _upper_triangle(table, offset):
         return None
     _, query, key = (int(v) for v in leaks[0])
-    return query, key, reason
+    return query, key, MESSAGES["mask_transposed"]
 
 
 def _query_length(layer: Layer) -> int | None:
@@ -269,14 +264,16 @@ def _bool_polarity(item: Checked, argument: str) -> bool | None:
 
 
 def _upper_triangle(table: Any, offset: int) -> bool:
-    """Every table keeps exactly the keys at or after its query (or strictly after): a
-    causal mask transposed."""
+    """Every table keeps exactly the keys at or after its query (or strictly after), apart
+    from keys no query sees and queries that see nothing (padding): a causal mask
+    transposed."""
     import torch
 
     rows, keys = table.shape[-2:]
     position = torch.arange(rows)[:, None] + offset
     columns = torch.arange(keys)[None, :]
-    return any(bool((table == (columns >= position + d)).all()) for d in (0, 1))
+    padding = ~table.any(dim=-2, keepdim=True) | ~table.any(dim=-1, keepdim=True)
+    return any(bool(((table == (columns >= position + d)) | padding).all()) for d in (0, 1))
 
 
 # --- the rest of the model ----------------------------------------------------------------

@@ -44,6 +44,20 @@ class Block(nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
+class DropAttention(Attention):
+    """The other convention: the mask is true where a score is dropped."""
+
+    def forward(self, x, context=None, mask=None):
+        B, T, C = x.shape
+        q = self.to_q(x).view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        k = self.to_k(x).view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        v = self.to_v(x).view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(C // self.heads)
+        scores = scores.masked_fill(mask, float("-inf"))
+        out = (F.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(B, T, C)
+        return self.to_out(out)
+
+
 class Decoder(nn.Module):
     def __init__(self, vocab=97, dim=35, heads=5, layers=3, block_size=16):
         super().__init__()
@@ -68,9 +82,26 @@ class TransposedMaskDecoder(Decoder):
         return torch.triu(torch.ones(T, T, dtype=torch.bool, device=device))
 
 
+class DropMaskDecoder(Decoder):
+    """Correct: `triu(..., diagonal=1)` is the future, and the blocks drop it."""
+
+    def __init__(self):
+        super().__init__()
+        for block in self.blocks:
+            block.attn = DropAttention(35, 5)
+
+    def causal_mask(self, T, device):
+        return torch.triu(torch.ones(T, T, dtype=torch.bool, device=device), diagonal=1)
+
+
 def make():
     torch.manual_seed(0)
     return Decoder().eval(), {"idx": torch.randint(0, 97, (2, 9))}
+
+
+def make_drop_mask():
+    torch.manual_seed(0)
+    return DropMaskDecoder().eval(), {"idx": torch.randint(0, 97, (2, 9))}
 
 
 def make_transposed_mask():
