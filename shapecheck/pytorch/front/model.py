@@ -71,7 +71,12 @@ def check_model(built: Any, target: str, bindings: Mapping[str, int] | None = No
     """``verify`` of a whole model: each diagnostic once, at its Python line, with a note
     naming the layers it was found in; None when ``built`` is not a whole model."""
     whole = analyse(built, target, bindings, ignore)
-    return None if whole is None else Traced(results(whole))
+    if whole is None:
+        return None
+    shapes = {}  # the editor's hover: each line's traced shapes, from the layer traced there
+    for item in whole.checked:
+        shapes.update(item.traced.shapes)
+    return Traced(results(whole), shapes)
 
 
 def results(whole: WholeModel) -> list[FileResult]:
