@@ -7,10 +7,13 @@
 2. The same for nanoGPT's `CausalSelfAttention` with the tool's chosen sizes.
 3. `verify` of an `.attn` file, cold, with and without the front end installed in the
    command: the front end must not slow it (torch is never imported for it).
-4. `--torchtyc`: install torchtyc (PyPI) in a scratch virtual environment that sees this
+4. `--whole`: a whole nanoGPT `GPT` of 2 blocks and of 12 (docs/torch.md, "Whole models"),
+   `verify` of each beside one block's attention traced alone: identical blocks are traced
+   once, so 12 blocks should cost about what 2 do.
+5. `--torchtyc`: install torchtyc (PyPI) in a scratch virtual environment that sees this
    one's torch, and run `torchtyc check` on the test corpus beside `shapecheck verify`.
 
-Usage: python benchmarks/bench_torch.py [--runs N] [--torchtyc]
+Usage: python benchmarks/bench_torch.py [--runs N] [--whole] [--torchtyc]
 """
 
 from __future__ import annotations
@@ -79,6 +82,53 @@ def tracing(runs: int) -> None:
                   f"{len(program.diagnostics)} diagnostics; import torch {imported:.2f} s")  # type: ignore[attr-defined]
 
 
+WHOLE = '''
+import sys
+sys.path.insert(0, {folder!r})
+import torch
+from nanogpt_model import GPT, GPTConfig
+
+
+def _gpt(layers):
+    torch.manual_seed(0)
+    config = GPTConfig(block_size=16, vocab_size=97, n_layer=layers, n_head=5, n_embd=35)
+    return GPT(config), {{"idx": torch.randint(0, 97, (2, 9))}}
+
+
+def two():
+    return _gpt(2)
+
+
+def twelve():
+    return _gpt(12)
+
+
+def block():
+    model, inputs = _gpt(1)
+    return model.transformer.h[0].attn, {{"x": torch.randn(2, 9, 35)}}
+'''
+
+
+def whole_models(runs: int) -> None:
+    import contextlib
+    import io
+
+    from shapecheck.pytorch.front.sourcemap import check
+
+    with tempfile.TemporaryDirectory() as folder:
+        module = Path(folder) / "gpts.py"
+        module.write_text(WHOLE.format(folder=str(ROOT / "tests" / "data" / "whole_models")))
+        times = {}
+        with contextlib.redirect_stderr(io.StringIO()):
+            check(f"{module}:block")  # the first trace pays torch.export's imports
+        for name in ("block", "two", "twelve"):
+            with contextlib.redirect_stderr(io.StringIO()):  # GPT prints its size
+                times[name], _ = _time(lambda: check(f"{module}:{name}"), runs)
+        print(f"nanoGPT GPT: verify of 2 blocks {times['two']:.2f} s, of 12 blocks "
+              f"{times['twelve']:.2f} s; one block's attention alone {times['block']:.2f} s "
+              f"(median of {runs})")
+
+
 def cold_start(runs: int) -> None:
     spec = ROOT / "examples" / "multi_head.attn"
     command = [sys.executable, "-m", "shapecheck", "verify", str(spec)]
@@ -117,7 +167,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--torchtyc", action="store_true")
+    parser.add_argument("--whole", action="store_true", help="whole models (nanoGPT GPT)")
     options = parser.parse_args()
+    if options.whole:
+        whole_models(options.runs)
+        return
     tracing(options.runs)
     cold_start(options.runs)
     if options.torchtyc:

@@ -74,12 +74,24 @@ def extract(target: str, output: str, init: tuple[str, ...]) -> None:
     sys.exit(EXIT_OK)
 
 
-def traced_program(target: str, bindings: dict[str, int], ignore: frozenset[str]) -> object:
+def traced_program(target: str, bindings: dict[str, int], ignore: frozenset[str],
+                   dtype: str = "float64") -> object:
+    """The checked program of a traced module, or the page of a whole model (its attention
+    layers, docs/torch.md "Whole models")."""
+    import contextlib
+
     from ..api import check_text
     from ..pytorch.front import ExtractError, Untraceable, extract as trace
+    from ..pytorch.front import model
+    from ..pytorch.front.target import build
 
     try:
-        extraction = trace(target)
+        with contextlib.redirect_stdout(sys.stderr):  # what the model prints as it is built
+            built = build(target)
+            whole = model.analyse(built, target, bindings, ignore)
+            if whole is not None:
+                return model.report(whole, dtype)
+            extraction = trace(target, (), built)
     except (ExtractError, Untraceable) as error:
         raise UsageFailure(str(error) if isinstance(error, ExtractError) else
                            f"{target}: {error.reason}") from None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -13,6 +14,9 @@ from .common import (
     parse_bindings, stdin_filename_option, stdin_spec,
 )
 from .extract import traced_program
+
+if TYPE_CHECKING:
+    from ..report import ModelReport
 
 
 @cli.command()
@@ -40,7 +44,7 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
     """
     from ..api import check_bytes, check_path
     from ..config import default_bindings
-    from ..report import build_report, format_for, render, write_atomically
+    from ..report import ModelReport, build_report, format_for, render, write_atomically
 
     bindings = parse_bindings(dims)
     to_stdout = output == STDOUT
@@ -61,9 +65,11 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
             program = check_path(path, bindings, ignore=ignore, defaults=settings.dims,
                                  infer=infer)
         else:  # a Python target: the report of its traced spec, each line naming its source
-            program = traced_program(path, bindings, ignore)
+            program = traced_program(path, bindings, ignore, dtype)
     except OSError as error:
         raise UsageFailure(cannot_read(path, error)) from None
+    if isinstance(program, ModelReport):  # a whole model: one page for its attention layers
+        _write_page(program, output, fmt, to_stdout, protect)
     bindings = {**default_bindings(settings.dims, program.dims.dims), **bindings}
     built = build_report(program, shown, bindings, dtype)
     # The problems the report embeds, framed as `verify` prints them: a count alone would
@@ -86,3 +92,21 @@ def report(path: str, output: str, fmt: str | None, dtype: str, dims: tuple[str,
     click.echo(summary_line(Totals(1, built.errors, built.warnings), fail_on="error"))
     sys.exit(EXIT_OK if program.ok else EXIT_ERRORS)
 
+
+def _write_page(page: ModelReport, output: str, fmt: str, to_stdout: bool,
+                protect: list[tuple[str, str]]) -> None:
+    """A whole model's page, written as one spec's report is: its problems first, as
+    `verify` prints them (on stderr when the page goes to stdout)."""
+    from ..report import render, write_atomically
+
+    if page.problems:
+        click.echo("\n".join(page.problems), err=to_stdout)
+    if to_stdout:
+        click.echo(render(page, fmt), nl=False)
+        sys.exit(EXIT_OK if page.ok else EXIT_ERRORS)
+    try:
+        write_atomically(output, render(page, fmt), protect=protect)
+    except OSError as error:
+        raise UsageFailure(cannot_write(output, error)) from None
+    click.echo(MESSAGES["report_written"].format(path=output))
+    sys.exit(EXIT_OK if page.ok else EXIT_ERRORS)

@@ -119,7 +119,7 @@ class ScaleChecks:
         radicand = numerator if unit else None
         system = self.system
         target = expected if unit else expected * denominator
-        if system.equal(numerator, target) or system.constant_ratio(numerator, target) is not None:
+        if system.equal(numerator, target) or self._literal_multiple(numerator, target):
             return "ok", radicand
         if system.equal(numerator * expected, denominator):
             return "inverted", radicand
@@ -130,6 +130,14 @@ class ScaleChecks:
             # head dim it called `k`.
             return "inferred", radicand
         return "wrong", radicand
+
+    def _literal_multiple(self, numerator: Dim, target: Dim) -> bool:
+        """`sqrt(2 * d)` for `d`: a number times the contracted size, written with its own
+        dims. Dims declared at their sizes (`dim h = 10`, `dim w = 60`: a model traced at
+        the sizes it was built with) make any two sizes a constant ratio; `sqrt(w)` for
+        `h` stays the model width, not a multiple of the head width."""
+        return self.system.constant_ratio(numerator, target) is not None and \
+            symbolic.free_names(numerator) == symbolic.free_names(target)
 
     def _wrong_scale(self, product: Product, factors: Sequence[Factor], located: Factor,
                      scale: Scale) -> None:
@@ -178,7 +186,8 @@ class ScaleChecks:
             if system.divides(big, small):
                 quotient = system.quotient(system.canonical(big), system.canonical(small))
                 if not symbolic.is_literal_one(quotient):
-                    return codes.detail("scale_multiple", big=to_text(big), small=to_text(small),
+                    key = "scale_sized_multiple" if quotient.is_number else "scale_multiple"
+                    return codes.detail(key, big=to_text(big), small=to_text(small),
                                         factor=to_text(quotient))
         if symbolic.free_names(radicand) < symbolic.free_names(expected):
             return codes.detail("scale_part", x=x, size=size)

@@ -1008,6 +1008,24 @@ TARGET_FAILED = _code(
     fix="Name a module class, a factory taking its dims, or a factory without parameters "
     "that returns (module, inputs).",
 )
+MODEL_MASK_LEAKS = _code(
+    "SC610", "model-mask-leaks", E, "a model's mask lets a query see later keys",
+    "the mask built here is passed as `{argument}` to {layers}, and lets query {query} see "
+    "key {key}, after it: {reason}",
+    what="A whole model (`verify model.py:make`) builds its masks once and passes them to "
+    "every attention layer. Each mask a layer is passed is read as the layer reads it (an "
+    "additive mask's zeros, a boolean mask's true or false entries, as the layer's traced "
+    "attention uses them) and reported at the line that built it when it lets a query see a "
+    "key after it because it is a causal mask transposed: it keeps exactly the keys at or "
+    "after each query (padding aside). A prefix seen both ways, a window: no opinion.",
+    why="A causal mask built wrong in the model's forward is a bug in every layer it reaches: "
+    "the model trains on the future and generates from nothing.",
+    example="# (Python) mask = torch.triu(torch.ones(T, T, dtype=torch.bool))   # error[SC610]\n"
+    "#          for block in self.blocks: x = block(x, mask)",
+    fix="Build the mask with `torch.tril` (the keys up to each query, `k <= q`), in the "
+    "polarity the layer reads it.",
+)
+
 
 #: help in PyTorch terms for a diagnostic found in a traced module (the fix is a source change)
 TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
@@ -1024,6 +1042,7 @@ TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
     "SC411": "move the heads back first: `y.transpose(1, 2).contiguous().view(B, T, C)`",
     "mask_mod": "a `mask_mod` returns True where the query may attend: compare so that the "
     "query's position is the larger side (`kv_idx <= q_idx`)",
+    "SC610": "build it with `torch.tril`: each query keeps the keys up to it (`k <= q`)",
     "spec": "in the traced spec: {help}",
     "traced_as": "traced as `{statement}`",
     "confirmed": "confirmed by PyTorch: the module built and called at {sizes} {detail}",
@@ -1416,6 +1435,7 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "contracted_axis": " (axis {index} of `{operand}`, {shape})",
     "scale_differs": "{x} {relation} {size}",
     "scale_multiple": "{big} is {factor} times {small}, so they are equal only when {factor} = 1",
+    "scale_sized_multiple": "{big} is {factor} times {small} at the sizes they are declared with",
     "scale_inverted": "it multiplies by sqrt({size}) instead of dividing by it",
     "scale_squared": "it divides by {size}, not by sqrt({size})",
     "scale_one_side": "only one factor of the product is scaled, by {size} ** -0.25: the scores "

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import fileio
-from .model import Report, build_report
+from .model import ModelReport, Report, build_model_report, build_report
 
 if TYPE_CHECKING:
     from ..check.program import Program
@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 FORMATS = ("html", "md")
 SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
 
-__all__ = ["FORMATS", "Report", "build_report", "card_html", "format_for", "render",
-           "write_atomically"]
+__all__ = ["FORMATS", "ModelReport", "Report", "build_model_report", "build_report", "card_html",
+           "format_for", "render", "write_atomically"]
 
 
 def format_for(path: str) -> str | None:
@@ -37,15 +37,18 @@ def format_for(path: str) -> str | None:
     return SUFFIXES.get(Path(path).suffix.lower())
 
 
-def render(report: Report, fmt: str) -> str:
+def render(report: Report | ModelReport, fmt: str) -> str:
+    """A report (one spec's, or a whole model's page) in ``fmt``."""
     if fmt == "html":
-        from .html import render_html
+        from .html import render_html, render_model_html
 
-        return render_html(report)
+        return render_model_html(report) if isinstance(report, ModelReport) else \
+            render_html(report)
     if fmt == "md":
-        from .markdown import render_markdown
+        from .markdown import render_markdown, render_model_markdown
 
-        return render_markdown(report)
+        return render_model_markdown(report) if isinstance(report, ModelReport) else \
+            render_markdown(report)
     raise ValueError(f"unknown report format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 

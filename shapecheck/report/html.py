@@ -12,7 +12,7 @@ from __future__ import annotations
 from html import escape
 
 from .cards import Card
-from .model import Problem, Report, SourceLine
+from .model import DimRow, ModelReport, Problem, Report, SourceLine
 from .svg import render_svg
 from .templates import Rich, formula_terms, inline, rich, text
 
@@ -451,3 +451,50 @@ _CARD_CSS = """
 .shapecheck-cards .ok, .shapecheck-cards .check-ok { color: #15803d; }
 .shapecheck-cards .bad, .shapecheck-cards .check-failed, .shapecheck-cards .verdict.fail { color: #b91c1c; }
 """
+
+
+# --- a whole model ----------------------------------------------------------------------------------
+
+
+def render_model_html(page: ModelReport) -> str:
+    """A whole model's page: its dims once, each group of attention layers with its cards,
+    the rest of the model by kind (the same self-contained page as one spec's)."""
+    verdict = "verdict ok" if page.ok else "verdict fail"
+    body = [f'<header>\n<h1>{h(page.title)}</h1>\n<p class="{verdict}">'
+            f'{"✓" if page.ok else "✗"} {h(page.verdict)}</p>\n</header>']
+    if page.problems:
+        items = "".join(f"<li><code>{h(problem)}</code></li>" for problem in page.problems)
+        body.append(_section("problems", "sec_problems", f"<ul>{items}</ul>"))
+    body.append(_section("dims", "sec_dims", _dim_table(page.dims)))
+    layers = [f"<p>{h(text('intro_layers'))}</p>"]
+    for number, layer in enumerate(page.layers, 1):
+        mark = "✓" if layer.report.ok else "✗"
+        ok = "verdict ok" if layer.report.ok else "verdict fail"
+        layers.append(f'<section id="layer-{number}"><h3><code>{h(layer.label)}</code></h3>'
+                      f"<p>{h(layer.detail)}</p>"
+                      f'<p class="{ok}">{mark} {h(layer.report.verdict)}</p>\n'
+                      + "\n".join(_card_list(layer.report)) + "</section>")
+    body.append(_section("layers", "sec_layers", "\n".join(layers)))
+    if page.others:
+        items = "".join(f"<li><strong>{h(kind)}</strong>: <code>{h(modules)}</code></li>"
+                        for kind, modules in page.others)
+        body.append(_section("rest", "sec_rest", f"<p>{h(text('intro_rest'))}</p><ul>{items}</ul>"))
+    body.append(f'<footer>{h(text("footer", version=page.version))}</footer>')
+    return (
+        "<!DOCTYPE html>\n"
+        f'<html lang="{h(text("html_lang"))}">\n<head>\n<meta charset="utf-8">\n'
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+        "style-src 'unsafe-inline'\">\n"
+        f"<title>{h(page.title)}</title>\n<style>{_CSS}</style>\n</head>\n"
+        f'<body data-verified="{"true" if page.ok else "false"}">\n<main>\n'
+        + "\n".join(body) + "\n</main>\n</body>\n</html>\n")
+
+
+def _dim_table(dims: tuple[DimRow, ...]) -> str:
+    if not dims:
+        return f"<p>{h(text('no_dims'))}</p>"
+    head = [text("col_dim"), text("col_kind"), text("col_definition"), text("col_value")]
+    rows = [f'<tr data-dim="{h(d.name)}"><td><code>{h(d.name)}</code></td><td>{h(d.kind)}</td>'
+            f'<td>{r(d.definition)}</td><td class="num">{h("" if d.value is None else d.value)}'
+            "</td></tr>" for d in dims]
+    return _table("dims", head, rows)

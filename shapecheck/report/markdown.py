@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..formats.github import escape_markdown
 from .cards import Card
 from .masks import MaskCard
-from .model import Problem, Report, SourceLine
+from .model import DimRow, ModelReport, Problem, Report, SourceLine
 from .svg import MAX_NODES
 from .templates import Rich, formula_terms, inline, rich, text
 
@@ -297,3 +297,35 @@ def _mermaid(report: Report) -> str:
 def _mermaid_text(value: str) -> str:
     return value.replace("&", "#amp;").replace('"', "#quot;").replace("<br/>", "\n").replace(
         "<", "#lt;").replace(">", "#gt;").replace("\n", "<br/>")
+
+
+# --- a whole model ----------------------------------------------------------------------------------
+
+
+def render_model_markdown(page: ModelReport) -> str:
+    """A whole model's page: its dims once, each group of attention layers with its cards,
+    the rest of the model by kind."""
+    parts = [f"# {_e(page.title)}", f"**{'✓' if page.ok else '✗'} {_e(page.verdict)}**"]
+    if page.problems:
+        parts += [f"## {_e(text('sec_problems'))}",
+                  "\n".join(f"- {_e(problem)}" for problem in page.problems)]
+    parts += [f"## {_e(text('sec_dims'))}", _dim_table(page.dims)]
+    parts += [f"## {_e(text('sec_layers'))}", _e(text("intro_layers"))]
+    for layer in page.layers:
+        mark = "✓" if layer.report.ok else "✗"
+        parts += [f"### `{layer.label}`", f"{_e(layer.detail)}  \n**{mark} "
+                  f"{_e(layer.report.verdict)}**"]
+        parts += [_card(card, True) for card in layer.report.cards]
+    if page.others:
+        parts += [f"## {_e(text('sec_rest'))}", _e(text("intro_rest")),
+                  "\n".join(f"- **{_e(kind)}**: `{modules}`" for kind, modules in page.others)]
+    parts += [f"<sub>{_e(text('footer', version=page.version))}</sub>"]
+    return "\n\n".join(part for part in parts if part) + "\n"
+
+
+def _dim_table(dims: tuple[DimRow, ...]) -> str:
+    if not dims:
+        return _e(text("no_dims"))
+    head = [text("col_dim"), text("col_kind"), text("col_definition"), text("col_value")]
+    return _table(head, [[code_span(d.name, True), _e(d.kind), md(d.definition, True),
+                          str(d.value) if d.value is not None else ""] for d in dims])

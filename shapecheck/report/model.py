@@ -552,3 +552,52 @@ def _canonical_text(system: DimSystem, symbol: Dim) -> str:
         return to_text(system.canonical(symbol))
     except TooComplex:
         return to_text(symbol)
+
+
+# --- a whole model (docs/torch.md, "Whole models") -------------------------------------------
+
+
+@dataclass(frozen=True)
+class LayerSection:
+    """Layers traced alike, on a whole model's page: who they are, where their code is, and
+    the report of their traced spec (its cards)."""
+
+    label: str           # "model.layers.0–3.self_attn"
+    detail: str          # "LlamaAttention, 4 layers, modeling_llama.py:232–270"
+    report: Report
+
+
+@dataclass(frozen=True)
+class ModelReport:
+    """One page for a whole model: its dims once, each group of attention layers with its
+    cards, the rest of the model by kind, the problems at their Python lines."""
+
+    title: str
+    ok: bool
+    verdict: str
+    dims: tuple[DimRow, ...]
+    layers: tuple[LayerSection, ...]
+    others: tuple[tuple[str, str], ...]   # (kind, the modules)
+    problems: tuple[str, ...]             # "file.py:12: error[SC402]: ..."
+    version: str
+
+
+def build_model_report(target: str, sections: list[tuple[str, str, int, str, Program]],
+                       others: list[tuple[str, str]], problems: list[Diagnostic],
+                       framed: list[str], dtype: str = "float64") -> ModelReport:
+    """The page of a whole model. Each section is a group of layers: (their names, the
+    class, how many, the Python lines of their code, the checked program of their traced
+    spec); ``problems`` are the model's diagnostics at their Python lines, ``framed`` the
+    same as one line each."""
+    layers = tuple(LayerSection(label, text("layer_detail", kind=kind, count=count, where=where),
+                                build_report(program, label, dict(program.dims.bindings), dtype))
+                   for label, kind, count, where, program in sections)
+    dims: dict[str, DimRow] = {}
+    for layer in layers:
+        for row in layer.report.dims:
+            dims.setdefault(row.name, row)
+    errors = sum(d.severity is Severity.ERROR for d in problems)
+    warnings = sum(d.severity is Severity.WARNING for d in problems)
+    return ModelReport(text("model_title", target=target), errors == 0,
+                       _verdict(errors, warnings), tuple(dims.values()), layers, tuple(others),
+                       tuple(framed), __version__)

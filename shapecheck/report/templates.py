@@ -29,6 +29,14 @@ TEXT: Table = Table("report", "TEXT", {
     "dtype": "Bytes are counted at {dtype} ({size} bytes per element; bool: 1).",
     "footer": "Written by shapecheck {version}. The same spec and options give the same file.",
     "contents": "Contents",
+    "model_title": "Shape report of a whole model: {target}",
+    "sec_layers": "Attention layers",
+    "intro_layers": "Each attention layer is checked as the model calls it. Layers that share "
+    "code, settings and the form of their call are traced once and listed together.",
+    "sec_rest": "The rest of the model",
+    "intro_rest": "Not attention: named here by kind, not traced (only the attention layers "
+    "and the masks the model builds for them are checked).",
+    "layer_detail": "{kind}, {count} layer(s); {where}",
     # --- sections -----------------------------------------------------------------------
     "sec_problems": "Problems",
     "sec_source": "Annotated source",

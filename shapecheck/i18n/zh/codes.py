@@ -35,6 +35,19 @@ CODES: dict[str, dict[str, str]] = {
         example="# shapecheck verify model.py:Missing\n# error[SC603]: 无法检查 `model.py:Missing`: ...",
         fix="给出一个模块类、一个接受其维度的工厂函数, 或一个无参数并返回 (module, inputs) 的工厂函数.",
     ),
+    "SC610": dict(
+        summary="模型的掩码让查询看到之后的键",
+        message="这里构造的掩码作为 `{argument}` 传给 {layers}, 让查询 {query} 看到了它之后的键 "
+        "{key}: {reason}",
+        what="整个模型 (`verify model.py:make`) 只构造一次掩码, 再传给每个注意力层。每个层收到的掩码按"
+        "该层的读法解读 (加性掩码的零; 布尔掩码的真或假项, 依层追踪得到的注意力如何使用它); 若它让某个"
+        "查询看到其后的键, 且它是转置了的因果掩码 (恰好保留每个查询及其之后的键, 填充除外), 就在构造它的"
+        "那一行报告。双向可见的前缀、窗口: 不下结论。",
+        why="模型 forward 中构造错的因果掩码是它到达的每一层的错误: 模型用未来训练, 生成时却没有未来可看。",
+        example="# (Python) mask = torch.triu(torch.ones(T, T, dtype=torch.bool))   # error[SC610]\n"
+        "#          for block in self.blocks: x = block(x, mask)",
+        fix="用 `torch.tril` 构造掩码 (每个查询保留不晚于它的键, `k <= q`), 并符合层读取它的极性。",
+    ),
     "SC001": dict(
         summary="语句无法解析",
         message="{detail}",
@@ -810,6 +823,7 @@ TORCH_HELPS = {
     "SC411": "先把头移回去: `y.transpose(1, 2).contiguous().view(B, T, C)`",
     "mask_mod": "`mask_mod` 在查询可以关注的位置返回 True: 比较时让查询的位置在较大的一侧 "
     "(`kv_idx <= q_idx`)",
+    "SC610": "用 `torch.tril` 构造它: 每个查询保留不晚于它的键 (`k <= q`)",
     "spec": "在追踪得到的 spec 中: {help}",
     "traced_as": "追踪为 `{statement}`",
     "confirmed": "已由 PyTorch 确认: 在 {sizes} 构建并调用该模块时, 它{detail}",
@@ -1035,6 +1049,7 @@ DETAILS = {
     "contracted_axis": " (`{operand}` 的轴 {index}, {shape})",
     "scale_differs": "{x} {relation} {size}",
     "scale_multiple": "{big} 是 {small} 的 {factor} 倍, 只有 {factor} = 1 时两者才相等",
+    "scale_sized_multiple": "按声明的大小, {big} 是 {small} 的 {factor} 倍",
     "scale_inverted": "它乘以 sqrt({size}), 而不是除以它",
     "scale_one_side": "乘积只有一个因子被缩放了, 缩放为 {size} ** -0.25: 分数得到的是 "
     "{size} ** -0.25, 而不是 1/sqrt({size})",

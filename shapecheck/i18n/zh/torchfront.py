@@ -36,4 +36,7 @@ MESSAGES = {
     "各维按其大小声明; 把调用处相等的大小合并, 可能掩盖两个大小只是碰巧相等的错误",
     "scale_note": "缩放 1/sqrt({size}) 读作 1/sqrt({chosen}), 即被收缩的宽度; {others} 的大小也是这个值",
     "unknown_operator_input": "代表 `{operator}` 的结果, shapecheck 不会降级这个算子",
+    "in_layer": "在 {layers} 中",
+    "in_layers": "在 {layers} 中: {count} 个共享代码的层, 只按其中第一个追踪一次",
+    "mask_transposed": "它保留每个查询及其之后的键, 隐藏之前的键, 是转置了的因果掩码",
 }

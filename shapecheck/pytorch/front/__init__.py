@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # the lowering loads only when a module is traced
     from .lower import Lowered
 
 __all__ = ["WIDTH", "Extraction", "ExtractError", "Untraceable", "call_inputs", "extract",
-           "is_python_target", "second_trace_needed", "traced_target"]
+           "extract_built", "is_python_target", "second_trace_needed", "traced_target"]
 
 
 def is_python_target(path: str) -> bool:
@@ -85,22 +85,24 @@ class Extraction:
         return _conforming(self)
 
 
-def extract(target: str, init: tuple[str, ...] | list[str] = ()) -> Extraction:
-    """Build TARGET, trace it, lower the graph. Raises :class:`ExtractError` (usage) or
-    :class:`Untraceable`."""
+def extract(target: str, init: tuple[str, ...] | list[str] = (), built: Any = None
+            ) -> Extraction:
+    """Build TARGET (unless ``built``, :func:`.target.build`'s, is given), trace it, lower
+    the graph. Raises :class:`ExtractError` (usage) or :class:`Untraceable`."""
     try:
         import torch  # noqa: F401
     except ImportError:
         raise ExtractError("no_torch") from None
     from .target import build
 
-    try:
-        built = build(target, init)
-    except ExtractError as refused:  # a config that refuses an odd head width (rotary halves)
+    if built is None:
         try:
-            built = build(target, init, even_heads=True)
-        except ExtractError:
-            raise refused from None
+            built = build(target, init)
+        except ExtractError as refused:  # a config refusing an odd head width (rotary halves)
+            try:
+                built = build(target, init, even_heads=True)
+            except ExtractError:
+                raise refused from None
     separated = _apart(built)
     if separated is not None:
         built, program = separated
@@ -114,6 +116,12 @@ def extract(target: str, init: tuple[str, ...] | list[str] = ()) -> Extraction:
         except (Untraceable, ExtractError):
             raise first from None
     return _written(built, program)
+
+
+def extract_built(built: Any) -> Extraction:
+    """Trace a built module (:class:`.target.Built`, e.g. a layer a model called) and lower
+    its graph."""
+    return _written(built, _trace(built))
 
 
 def _apart(built: Any) -> tuple[Any, Any] | None:

@@ -68,6 +68,10 @@ MESSAGES: Table = Table("torchfront", "MESSAGES", {
     "{others} has that size too",
     "unknown_operator_input": "stands for the result of `{operator}`, which shapecheck does not "
     "lower",
+    "in_layer": "in {layers}",
+    "in_layers": "in {layers}: {count} layers that share code, traced once as the first of them",
+    "mask_transposed": "it keeps the keys at or after each query and hides those before, a "
+    "causal mask transposed",
 })
 
 

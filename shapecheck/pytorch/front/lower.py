@@ -1242,7 +1242,13 @@ def _ones(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     if kind == "bool":
         text = f"{text} > 0"
         return Val(text, COMPARE, kind="bool")
-    return Val(text)
+    return Val(_integer(text, node))
+
+
+def _integer(text: str, node: Any) -> str:
+    """A table of ones or zeros of an integer dtype stays integers (`long(zeros([T, T]))`):
+    T5's `min(relative_position, zeros_like(relative_position))` indexes a table."""
+    return f"long({text})" if _element(node.meta["val"]) == "int" else text
 
 
 @rule("ones_like.default", "zeros_like.default")
@@ -1250,7 +1256,7 @@ def _ones_like(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) ->
     word = "ones" if "ones" in str(node.target) else "zeros"
     if _element(node.meta["val"]) in ("bool", "complex"):
         raise Unlowerable(f"{word}_like")
-    return Val(f"{word}({_shape_list(low, node.meta['val'].shape)})")
+    return Val(_integer(f"{word}({_shape_list(low, node.meta['val'].shape)})", node))
 
 
 @rule("full.default")

@@ -55,14 +55,36 @@ class Traced:
     shapes: dict[tuple[str, int], list[tuple[str, str]]] = field(default_factory=dict)
     # the spec's size and shape errors PyTorch contradicts (lowering defects, not shown)
     contradicted: list[Diagnostic] = field(default_factory=list)
+    program: Program | None = None  # the traced spec, checked
 
 
 def traced(target: str, init: tuple[str, ...] | list[str] = (),
            bindings: Mapping[str, int] | None = None,
            ignore: Collection[str] = ()) -> Traced:
     """:func:`check`, and the traced shapes of each Python line (the editor's hover)."""
+    import contextlib
+    import sys
+
+    # A model prints as it is built ("number of parameters"): never into verify's output.
+    with contextlib.redirect_stdout(sys.stderr):
+        return _traced(target, init, bindings, ignore)
+
+
+def _traced(target: str, init: tuple[str, ...] | list[str],
+            bindings: Mapping[str, int] | None, ignore: Collection[str]) -> Traced:
+    from .model import check_model
+    from .target import build
+
     try:
-        extraction = extract(target, init)
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            raise ExtractError("no_torch") from None
+        built = build(target, init)
+        whole = check_model(built, target, bindings, ignore)  # a model holding attention layers
+        if whole is not None:
+            return whole
+        extraction = extract(target, init, built)
     except ExtractError as error:
         path = target.rpartition(":")[0] or target
         return Traced([FileResult(path, None, [codes.TARGET_FAILED.diag(
@@ -71,7 +93,7 @@ def traced(target: str, init: tuple[str, ...] | list[str] = (),
         location = failed.location
         path = location.path if location else target.rpartition(":")[0]
         diagnostic = codes.UNTRACEABLE.diag(Span(1, 1, 1, 1), target=target, reason=failed.reason)
-        results = _Results(path)
+        results = Results(path)
         results.add(location, diagnostic, (), None)
         return Traced(results.finish())
     return check_extraction(extraction, target, bindings, ignore)
@@ -92,7 +114,7 @@ def check_extraction(extraction: Extraction, target: str,
                          ignore=ignore, infer=False)
     from .confirm import confirm
 
-    results = _Results(extraction.main_file or target.rpartition(":")[0])
+    results = Results(extraction.main_file or target.rpartition(":")[0])
     statements = extraction.text.splitlines()
     # a size or shape error is shown only as PyTorch confirms it (docs/torch.md)
     confirmed = confirm(extraction, program)
@@ -111,7 +133,7 @@ def check_extraction(extraction: Extraction, target: str,
                                                           name=name or "?"), (), None)
     main = results.finish()
     main[0].shapes = program.shapes()
-    return Traced(main, _line_shapes(extraction, program), confirmed.contradicted)
+    return Traced(main, _line_shapes(extraction, program), confirmed.contradicted, program)
 
 
 def _line_shapes(extraction: Extraction, program: Program) -> dict[tuple[str, int],
@@ -184,7 +206,7 @@ def _in_torch_terms(diagnostic: Diagnostic, spec_line: str) -> Diagnostic:
     return replace(diagnostic, help=tuple(helps), notes=tuple(notes), fixes=())
 
 
-class _Results:
+class Results:
     """Diagnostics gathered per Python file."""
 
     def __init__(self, main: str) -> None:

@@ -413,12 +413,25 @@ def _from_factory(factory: Any, target: str, rename: dict[str, str]) -> Built:
             and isinstance(made[1], dict)):
         raise ExtractError("factory_returns", target=target, type=type(made).__name__)
     module, inputs = made
-    named = {rename.get(k, k): v for k, v in
-             made_by.recovered(module, call, dict(inputs)).items()}
+    return from_call(module, inputs, target, rename, call=call)
+
+
+def from_call(module: Any, inputs: dict[str, Any], label: str,
+              rename: dict[str, str] | None = None, *, fixed: bool = False,
+              call: Any = None) -> Built:
+    """A module and the call it is traced with (a factory's, or one a model made): its dims
+    are its constructor's sizes (``call``, a factory's captured constructor call), its own,
+    its config's and its submodules' int attributes; ``fixed`` declares them at their sizes.
+    A factory's module can be built again at other sizes (confirmation, sizes apart)."""
+    from . import factory as made_by
+
+    rename = rename or {}
+    named = {rename.get(k, k): v for k, v in made_by.recovered(module, call, dict(inputs)).items()}
     dims = sizing.from_given(named)
+    dims.fixed = dims.fixed or fixed
     remake, rebuilt = made_by.remaker(call, dims) if call is not None and not rename else \
         (None, frozenset())
-    return Built(module, dict(inputs), dims, target, {}, remake=remake, rebuilt=rebuilt,
+    return Built(module, dict(inputs), dims, label, {}, remake=remake, rebuilt=rebuilt,
                  call=call if not rename else None, named=named)
 
 

@@ -1,0 +1,177 @@
+"""Whole models (docs/torch.md, "Whole models"): every attention layer of a tiny model
+checked in one run, as the model calls it; layers that share code checked once; the masks
+the model builds checked against the layers that read them.
+
+The models are built from config classes (nothing downloaded) or are nanoGPT's `model.py`
+as written (tests/data/whole_models/). Each case traces a model: the torch ones are slow.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from shapecheck.pytorch.front.layers import span_of_names
+
+torch = pytest.importorskip("torch")
+
+DATA = Path(__file__).parent / "data" / "whole_models"
+
+
+def test_layer_names_are_shortened_where_they_differ_in_one_number() -> None:
+    assert span_of_names(["model.layers.0.self_attn", "model.layers.1.self_attn",
+                          "model.layers.2.self_attn"]) == "model.layers.0–2.self_attn"
+    assert span_of_names(["h.0.attn", "h.2.attn"]) == "h.{0,2}.attn"
+    assert span_of_names(["encoder.attn", "decoder.attn"]) == "encoder.attn, decoder.attn"
+    assert span_of_names(["attn"]) == "attn"
+
+
+def _whole(target: str):
+    from shapecheck.pytorch.front.model import analyse
+    from shapecheck.pytorch.front.target import build
+
+    built = build(target)
+    return analyse(built, target)
+
+
+def _diagnostics(target: str) -> list[tuple[str, int, str, str]]:
+    from shapecheck.pytorch.front.sourcemap import check
+
+    return [(Path(r.path).name, d.span.line, d.code, " ".join(n.message for n in d.notes))
+            for r in check(target) for d in r.diagnostics]
+
+
+def _groups(target: str) -> list[tuple[str, str]]:
+    whole = _whole(target)
+    assert whole is not None
+    return [(item.group.label, type(item.group.first.module).__name__) for item in whole.checked]
+
+
+def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    from shapecheck.cli import main
+
+    try:
+        main(list(args))
+    except SystemExit as exit:
+        code = int(exit.code or 0)
+    else:
+        code = 0
+    return code, capsys.readouterr().out
+
+
+def _line(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+@pytest.mark.slow
+def test_nanogpt_is_clean_and_its_identical_blocks_are_checked_once() -> None:
+    target = f"{DATA / 'nanogpt_model.py'}:make"
+    assert _groups(target) == [("transformer.h.0–3.attn", "CausalSelfAttention")]
+    assert _diagnostics(target) == []
+
+
+@pytest.mark.slow
+def test_a_bug_in_one_layer_is_flagged_at_its_line_once() -> None:
+    path = DATA / "nanogpt_model.py"
+    target = f"{path}:make_one_bad_layer"
+    assert _groups(target) == [("transformer.h.{0,1,3}.attn", "CausalSelfAttention"),
+                               ("transformer.h.2.attn", "SlowSelfAttention")]
+    found = _diagnostics(target)
+    assert [(f, line, code) for f, line, code, _ in found] == [
+        ("nanogpt_model.py", _line(path, "att = F.softmax(att, dim=-2)"), "SC402")]
+    assert "in transformer.h.2.attn" in found[0][3]
+
+
+@pytest.mark.slow
+def test_a_mask_the_model_builds_wrong_is_flagged_at_its_line() -> None:
+    path = DATA / "decoder.py"
+    assert _diagnostics(f"{path}:make") == []
+    assert _diagnostics(f"{path}:make_drop_mask") == []  # `triu(.., 1)` read as the dropped part
+    found = _diagnostics(f"{path}:make_transposed_mask")
+    assert [(f, line, code) for f, line, code, _ in found] == [
+        ("decoder.py", _line(path, "torch.triu(torch.ones(T, T"), "SC610")]
+
+
+@pytest.mark.slow
+def test_llama_layers_are_one_group_and_a_wrong_scale_in_one_is_its_own() -> None:
+    target = f"{DATA / 'hf_models.py'}:llama"
+    assert _groups(target) == [("model.layers.0–3.self_attn", "LlamaAttention")]
+    assert _diagnostics(target) == []
+
+
+@pytest.mark.slow
+def test_bert_with_one_wrongly_scaled_layer() -> None:
+    target = f"{DATA / 'hf_models.py'}:bert"
+    assert _groups(target) == [("encoder.layer.0–2.attention.self", "BertSelfAttention")]
+    assert _diagnostics(target) == []
+    bad = f"{DATA / 'hf_models.py'}:bert_one_bad_layer"
+    found = _diagnostics(bad)
+    assert [(f, code) for f, _, code, _ in found] == [("modeling_bert.py", "SC404")]
+    assert "in encoder.layer.1.attention.self" in found[0][3]
+
+
+@pytest.mark.slow
+def test_gemma2_local_and_global_layers_are_checked_each_on_its_own() -> None:
+    target = f"{DATA / 'hf_models.py'}:gemma2"
+    assert _groups(target) == [("model.layers.{0,2}.self_attn", "Gemma2Attention"),
+                               ("model.layers.{1,3}.self_attn", "Gemma2Attention")]
+    assert _diagnostics(target) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family, groups", [
+    ("bart", [("encoder.layers.0–1.self_attn", "BartAttention"),
+              ("decoder.layers.0–1.self_attn", "BartAttention"),
+              ("decoder.layers.0–1.encoder_attn", "BartAttention")]),
+    ("vit", [("layers.0–2.attention", "ViTAttention")]),
+    # the first layer of each stack computes the relative bias, the others are passed it
+    ("t5", [("encoder.block.0.layer.0.SelfAttention", "T5Attention"),
+            ("encoder.block.1.layer.0.SelfAttention", "T5Attention"),
+            ("decoder.block.0.layer.0.SelfAttention", "T5Attention"),
+            ("decoder.block.0.layer.1.EncDecAttention", "T5Attention"),
+            ("decoder.block.1.layer.0.SelfAttention", "T5Attention"),
+            ("decoder.block.1.layer.1.EncDecAttention", "T5Attention")]),
+])
+def test_encoder_decoder_and_vision_models_are_clean(family: str, groups: list) -> None:
+    target = f"{DATA / 'hf_models.py'}:{family}"
+    assert _groups(target) == groups
+    assert _diagnostics(target) == []
+
+
+@pytest.mark.slow
+def test_a_cross_attention_block_checks_each_attention(tmp_path: Path) -> None:
+    target = f"{DATA / 'decoder.py'}:cross_block"
+    assert _groups(target) == [("attn1", "Attention"), ("attn2", "Attention")]
+    assert _diagnostics(target) == []
+
+
+@pytest.mark.slow
+def test_verify_and_report_of_a_whole_model_from_the_command_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = f"{DATA / 'nanogpt_model.py'}:make_one_bad_layer"
+    code, out = _run(capsys, "verify", target, "--format", "json")
+    assert code == 1, out
+    found = json.loads(out)  # what GPT prints as it is built is not in the output
+    assert [d["code"] for f in found["files"] for d in f["diagnostics"]] == ["SC402"]
+    page = tmp_path / "model.md"
+    code, out = _run(capsys, "report", target, "-o", str(page))
+    text = page.read_text()
+    assert "`transformer.h.{0,1,3}.attn`" in text and "`transformer.h.2.attn`" in text
+    assert text.count("| `n_embd` |") == 1  # the model's dims named once
+    assert "SC402" in text and "Attention 1" in text
+    code, out = _run(capsys, "report", target, "-o", str(tmp_path / "model.html"))
+    assert code == 0 and "transformer.h.2.attn" in (tmp_path / "model.html").read_text()
+
+
+@pytest.mark.slow
+def test_a_configured_model_factory_is_checked_with_the_folder(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "model.py").write_text((DATA / "decoder.py").read_text())
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.shapecheck]\nmodules = ["model.py:make_transposed_mask"]\n')
+    code, out = _run(capsys, "verify", str(tmp_path))
+    assert code == 1, out
+    line = _line(DATA / "decoder.py", "torch.triu(torch.ones(T, T")
+    assert "error[SC610]" in out and f"model.py:{line}" in out
