@@ -135,12 +135,35 @@ def _static(built: Any) -> Any:
 def _export(module: Any, inputs: dict[str, Any], shapes: Any) -> Any:
     import torch
 
+    _anchor_functions(module)
     # torch's deprecation notices are not the user's
     with warnings.catch_warnings(), _named_forward(module, list(inputs)):
         warnings.simplefilter("ignore")
         exported = torch.export.export(module, (), dict(inputs), dynamic_shapes=shapes,
                                        strict=False)
         return exported.run_decompositions({})
+
+
+def _anchor_functions(module: Any) -> None:
+    """torch.export keeps only the ``forward`` frames of a node's stack: the functions of
+    the module's own source files (``eager_attention_forward``, ``repeat_kv``, a rotary
+    helper, a method it calls) are anchored too, so that a statement names its innermost
+    Python line, the line a diagnostic must point at."""
+    import inspect
+    import sys
+
+    from torch.fx.proxy import _register_stack_trace_anchor
+
+    homes = {type(m).__module__ for m in module.modules()}
+    for home in homes:
+        if home.startswith("torch.") or home not in sys.modules:
+            continue
+        for value in list(vars(sys.modules[home]).values()):
+            members = vars(value).values() if inspect.isclass(value) else (value,)
+            for member in members:
+                function = inspect.unwrap(member) if callable(member) else member
+                if inspect.isfunction(function) and function.__module__ == home:
+                    _register_stack_trace_anchor(function)
 
 
 def _dynamic_shapes(built: Any) -> dict[str, Any]:
