@@ -255,7 +255,7 @@ class Follow:
             moved = c.moved(mapping)
             if moved is not None:
                 causal.append(Causal(moved.seer, moved.seen, moved.node,
-                                      strict(moved.seer, moved.seen, moved.strict)))
+                                      strict(moved.seer, moved.seen, moved.strict), moved.negation))
         if causal:
             info.causal, info.nonzero = tuple(causal), operand.nonzero
         masks = []
@@ -913,8 +913,10 @@ class Follow:
         aligned = tuple(mapping.get(id(a)) for a in cond.axes)
         for causal in cond.causal:
             seer, seen = mapping.get(id(causal.seer)), mapping.get(id(causal.seen))
-            return Applied(node, c_node, "causal", seer, seen, keeps, fill, aligned, additive,
-                            causal.node, causal.strict)
+            applied = Applied(node, c_node, "causal", seer, seen, keeps, fill, aligned, additive,
+                              causal.node, causal.strict)
+            applied.negation = causal.negation
+            return applied
         return Applied(node, c_node, "bool", None, None, keeps, fill, aligned, additive, None)
 
     def _remasks(self, norm: Norm, condition: nodes.Expr) -> bool:

@@ -149,11 +149,16 @@ class MaskChecks:
         inverted = not mask.keeps and (orientation == "aligned" or
                                        (orientation == "transposed" and mask.strict is False))
         transposed = mask.keeps and orientation == "transposed"
+        negation = transposed and mask.negation
+        if negation:  # `where(~causal, S, -inf)`: the negation keeps the future, no transpose
+            inverted, transposed = True, False
         if inverted and ("SC408",) + key not in self._reported:
             self._reported.add(("SC408",) + key)
-            sees = codes.detail("sees_future_only" if orientation == "aligned" else "sees_past_only")
+            sees = codes.detail("sees_future_only" if orientation == "aligned" or negation
+                                else "sees_past_only")
+            fix = codes.help_text("drop_negation") if negation else self._swap_help(mask.node)
             self._report(codes.MASK_INVERTED.diag(mask.node.span, where=where, sees=sees,
-                                                  notes=notes, help=[self._swap_help(mask.node)]))
+                                                  notes=notes, help=[fix]))
         elif transposed and ("SC407",) + key not in self._reported:
             self._reported.add(("SC407",) + key)
             self._report(codes.MASK_TRANSPOSED.diag(

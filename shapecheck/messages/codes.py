@@ -1084,6 +1084,8 @@ HELPS: Table = Table("codes", "HELPS", {
     "flip_comparison": "compare the other way round, so that the query's position is the "
     "larger side: `key <= query`",
     "swap_branches": "swap the branches: `where(mask, S, -inf)`",
+    "drop_negation": "drop the negation (`~`, `== 0`, `1 -`): the mask is already the keys "
+                     "each query may see",
     "swap_branches_to": "swap the branches: `{fixed}`",
     "fill_minus_inf": "fill with `-inf`: `where(mask, S, -inf)`",
     "keepdims": "keep the reduced axis: add `keepdims=true` to `{reduction}`",

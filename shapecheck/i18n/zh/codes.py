@@ -865,6 +865,7 @@ HELPS = {
     "untranspose_mask": "按 `causal_mask` 构造的方向使用掩码 (行是 query), 去掉转置",
     "flip_comparison": "把比较反过来, 让 query 的位置在较大的一侧: `key <= query`",
     "swap_branches": "交换两个分支: `where(mask, S, -inf)`",
+    "drop_negation": "去掉取反 (`~`、`== 0`、`1 -`): 掩码本身已经是每个 query 可以看到的 key",
     "swap_branches_to": "交换两个分支: `{fixed}`",
     "fill_minus_inf": "填入 `-inf`: `where(mask, S, -inf)`",
     "keepdims": "保留被归约的轴: 给 `{reduction}` 加上 `keepdims=true`",
