@@ -93,7 +93,9 @@ def check_extraction(extraction: Extraction, target: str,
         location = extraction.lines.get(_primary_line(diagnostic, statements))
         spec_line = statements[diagnostic.span.line - 1] if \
             0 < diagnostic.span.line <= len(statements) else ""
-        results.add(location, _in_torch_terms(diagnostic, spec_line), ANCHORS.get(
+        lines = {n.span.line: extraction.lines.get(n.span.line) for n in diagnostic.notes
+                 if n.span is not None}
+        results.add(location, _in_torch_terms(diagnostic, spec_line, lines), ANCHORS.get(
             diagnostic.code, ()), extraction)
     for operator, location, name in extraction.unknown:
         if "SC602" in ignore:
@@ -134,7 +136,8 @@ def _primary_line(diagnostic: Diagnostic, statements: list[str]) -> int:
     return diagnostic.span.line
 
 
-def _in_torch_terms(diagnostic: Diagnostic, spec_line: str) -> Diagnostic:
+def _in_torch_terms(diagnostic: Diagnostic, spec_line: str,
+                    note_lines: Mapping[int, Location | None] | None = None) -> Diagnostic:
     statement = spec_line.split("  # ")[0].strip()
     helps: list[str] = []
     torch_help = codes.TORCH_HELPS.get(diagnostic.code)
@@ -143,8 +146,15 @@ def _in_torch_terms(diagnostic: Diagnostic, spec_line: str) -> Diagnostic:
     helps.extend(codes.TORCH_HELPS["spec"].format(help=h) for h in diagnostic.help)
     notes = [Note(codes.TORCH_HELPS["traced_as"].format(statement=statement))] if statement \
         else []
-    notes.extend(Note(n.message) for n in diagnostic.notes)
+    notes.extend(Note(n.message, _note_span(n, note_lines or {})) for n in diagnostic.notes)
     return replace(diagnostic, help=tuple(helps), notes=tuple(notes), fixes=())
+
+
+def _note_span(note: Note, note_lines: Mapping[int, Location | None]) -> Span | None:
+    """A note's Python line (where the mask it names was built), kept as a span there;
+    the results place it in the diagnostic's file, so one in another file has none."""
+    location = note_lines.get(note.span.line) if note.span is not None else None
+    return None if location is None else Span(location.line, 1, location.line, 1)
 
 
 class _Results:
@@ -161,7 +171,13 @@ class _Results:
         text = self._text(path)
         line = location.line if location else 1
         span = _span(text, line, anchors)
-        self.by_file.setdefault(path, []).append(replace(diagnostic, span=span))
+        notes = tuple(n if n.span is None or extraction is None or self._same_file(
+            n.span.line, path, extraction) else Note(n.message) for n in diagnostic.notes)
+        self.by_file.setdefault(path, []).append(replace(diagnostic, span=span, notes=notes))
+
+    @staticmethod
+    def _same_file(line: int, path: str, extraction: Extraction) -> bool:
+        return any(loc.path == path and loc.line == line for loc in extraction.lines.values())
 
     def _text(self, path: str) -> str | None:
         if path not in self.texts:
