@@ -1020,6 +1020,11 @@ TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
     "SC407": "use the mask as `torch.tril` builds it, rows for the queries: no "
     "`.transpose(-2, -1)` on the mask",
     "SC408": "fill where the mask is 0: `masked_fill(mask == 0, float('-inf'))`",
+    # a variant of a code's help, chosen by the help the traced spec's diagnostic has
+    "SC402 drop_weights_transpose": "read the values with the weights as the softmax made "
+    "them: `weights @ v`, no `.transpose(-2, -1)` on the weights",
+    "SC408 drop_negation": "drop the negation: the causal mask (`torch.tril`) already says "
+    "which keys each query may see",
     "SC410": "fill the masked scores with `float('-inf')`",
     "SC411": "move the heads back first: `y.transpose(1, 2).contiguous().view(B, T, C)`",
     "spec": "in the traced spec: {help}",
@@ -1077,6 +1082,8 @@ HELPS: Table = Table("codes", "HELPS", {
     "parenthesize_comparisons": "`&` and `|` bind tighter than comparisons: write each "
     "comparison in parentheses, `(a < b) & (c < d)`",
     "same_axis": "normalise over the axis that is summed: the keys",
+    "drop_weights_transpose": "sum the weights as the softmax made them, without the "
+                              "transpose: `{product}`",
     "scale_by": "scale by the contracted size: `/ sqrt({size})`",
     "mask_before_softmax": "mask the scores before the softmax: `softmax(where(mask, S, -inf))`",
     "untranspose_mask": "use the mask as `causal_mask` builds it (rows are queries), without "

@@ -806,6 +806,8 @@ TORCH_HELPS = {
     "SC406": "在 softmax 之前屏蔽分数: `scores.masked_fill(mask == 0, float('-inf'))`, 再做 `softmax`",
     "SC407": "按 `torch.tril` 构造的方式使用掩码, 行对应查询: 不要对掩码做 `.transpose(-2, -1)`",
     "SC408": "在掩码为 0 的位置填充: `masked_fill(mask == 0, float('-inf'))`",
+    "SC402 drop_weights_transpose": "按 softmax 给出的样子用权重读取 value: `weights @ v`, 不要对权重做 `.transpose(-2, -1)`",
+    "SC408 drop_negation": "去掉取反: 因果掩码 (`torch.tril`) 本身已经说明每个 query 可以看到哪些 key",
     "SC410": "用 `float('-inf')` 填充被屏蔽的分数",
     "SC411": "先把头移回去: `y.transpose(1, 2).contiguous().view(B, T, C)`",
     "spec": "在追踪得到的 spec 中: {help}",
@@ -860,6 +862,7 @@ HELPS = {
     "parenthesize_comparisons": "`&` 和 `|` 比比较运算结合得更紧: 把每个比较放进括号, "
     "`(a < b) & (c < d)`",
     "same_axis": "沿被求和的那个轴归一化: key 轴",
+    "drop_weights_transpose": "按 softmax 给出的样子对权重求和, 去掉转置: `{product}`",
     "scale_by": "按缩并的大小缩放: `/ sqrt({size})`",
     "mask_before_softmax": "在 softmax 之前掩盖分数: `softmax(where(mask, S, -inf))`",
     "untranspose_mask": "按 `causal_mask` 构造的方向使用掩码 (行是 query), 去掉转置",

@@ -140,7 +140,7 @@ def _in_torch_terms(diagnostic: Diagnostic, spec_line: str,
                     note_lines: Mapping[int, Location | None] | None = None) -> Diagnostic:
     statement = spec_line.split("  # ")[0].strip()
     helps: list[str] = []
-    torch_help = codes.TORCH_HELPS.get(diagnostic.code)
+    torch_help = codes.TORCH_HELPS.get(_variant(diagnostic)) or codes.TORCH_HELPS.get(diagnostic.code)
     if torch_help is not None:
         helps.append(torch_help)
     helps.extend(codes.TORCH_HELPS["spec"].format(help=h) for h in diagnostic.help)
@@ -148,6 +148,21 @@ def _in_torch_terms(diagnostic: Diagnostic, spec_line: str,
         else []
     notes.extend(Note(n.message, _note_span(n, note_lines or {})) for n in diagnostic.notes)
     return replace(diagnostic, help=tuple(helps), notes=tuple(notes), fixes=())
+
+
+def _variant(diagnostic: Diagnostic) -> str:
+    """The key of the torch help for the repair the spec's help names (`SC402
+    drop_weights_transpose`: `P.T @ V`, whose softmax is right), else the code."""
+    for key in VARIANTS.get(diagnostic.code, ()):
+        head = codes.HELPS[key].split("{")[0]
+        if any(h.startswith(head) for h in diagnostic.help):
+            return f"{diagnostic.code} {key}"
+    return diagnostic.code
+
+
+#: per code, the spec helps that have a torch help of their own
+VARIANTS: dict[str, tuple[str, ...]] = {"SC402": ("drop_weights_transpose",),
+                                        "SC408": ("drop_negation",)}
 
 
 def _note_span(note: Note, note_lines: Mapping[int, Location | None]) -> Span | None:
