@@ -143,7 +143,22 @@ def _scores_operand(line: str) -> str | None:
 
 
 _MASK_ADD = re.compile(r"^(\s*)(\w+)\s*(?:=\s*\2\s*\+|\+=)\s*(.+?)\s*$")
-_MASK_FILL = re.compile(r"masked_fill\(\s*([^,]+?)\s*,")
+_MASK_FILL = re.compile(r"masked_fill\(\s*")
+
+
+def _first_argument(line: str, start: int) -> int | None:
+    """The end of the call argument that starts at START (brackets balanced), or None."""
+    depth = 0
+    for k in range(start, len(line)):
+        if line[k] in "([{":
+            depth += 1
+        elif line[k] in ")]}":
+            if depth == 0:
+                return None
+            depth -= 1
+        elif line[k] == "," and depth == 0:
+            return k
+    return None
 
 
 def _additive(lines: list[str], i: int) -> tuple[str, str, str] | None:
@@ -177,14 +192,16 @@ def masks(lines: list[str], i: int, first: int) -> Iterator[tuple[str, str, dict
             i: f"{indent}{scores} = {scores} + torch.where(({term}) == 0, "
                f"torch.finfo({scores}.dtype).min, 0.0).to({scores}.dtype)"}
     fill = _MASK_FILL.search(line)
-    if fill and "softmax" not in line:
-        condition = fill.group(1)
+    end = _first_argument(line, fill.end()) if fill else None
+    if fill and end is not None and "softmax" not in line:
+        start = fill.end()
+        condition = line[start:end].strip()
         inverted = condition[1:] if condition.startswith("~") else f"~({condition})"
         if "==" in condition:
             inverted = condition.replace("==", "!=")
-        yield "mask_inverted", "fill inverted", {i: line[:fill.start(1)] + inverted + line[fill.end(1):]}
+        yield "mask_inverted", "fill inverted", {i: line[:start] + inverted + line[end:]}
         yield "mask_transposed", "fill transposed", {
-            i: line[:fill.start(1)] + f"({condition}).transpose(-1, -2)" + line[fill.end(1):]}
+            i: line[:start] + f"({condition}).transpose(-1, -2)" + line[end:]}
 
 
 @operator
@@ -539,20 +556,33 @@ def _conforms(spec: Any, module: Any) -> bool:
 def run_mutant(case: str, module: Any, call: dict[str, Any], source: Source, mutation: Mutation,
                expected: list[Any], spec: Any) -> Result:
     result = Result(case, mutation)
-    with patched(source, mutation):
-        try:
-            got = _outputs(module, call)
-        except Exception as error:
-            result.outcome, result.note = "loud", f"{type(error).__name__}: {error}"[:120]
-            return result
-        if _same(got, expected):
-            result.outcome = "equivalent"
-            return result
-        result.outcome = "silent"
+    try:
+        with patched(source, mutation):
+            return _run_patched(result, module, call, source, mutation, expected, spec)
+    except SyntaxError:  # an operator's text that is not Python: no mutant
+        result.outcome = "invalid"
+        return result
+
+
+def _run_patched(result: Result, module: Any, call: dict[str, Any], source: Source,
+                 mutation: Mutation, expected: list[Any], spec: Any) -> Result:
+    try:
+        got = _outputs(module, call)
+    except Exception as error:
+        result.outcome, result.note = "loud", f"{type(error).__name__}: {error}"[:120]
+        return result
+    if _same(got, expected):
+        result.outcome = "equivalent"
+        return result
+    result.outcome = "silent"
+    try:
         _, diagnostics = verified(_register(module, call))
-        result.flagged = _at(diagnostics, source.file, source.statement(mutation.at))
-        result.codes = " ".join(sorted({d.code for _, d in diagnostics}))
-        result.caught = spec is not None and not _conforms(spec, module)
+    except Exception as error:  # a shapecheck bug on this mutant: shown, counted as a miss
+        result.note = f"crash: {type(error).__name__}: {error}"[:120]
+        diagnostics = []
+    result.flagged = _at(diagnostics, source.file, source.statement(mutation.at))
+    result.codes = " ".join(sorted({d.code for _, d in diagnostics}))
+    result.caught = spec is not None and not _conforms(spec, module)
     return result
 
 
@@ -621,6 +651,8 @@ class Tally:
 def tally(results: list[Result]) -> dict[str, Tally]:
     table: dict[str, Tally] = defaultdict(Tally)
     for r in results:
+        if r.outcome == "invalid":
+            continue
         row = table[r.mutation.klass]
         row.mutants += 1
         if r.outcome == "equivalent":

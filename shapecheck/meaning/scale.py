@@ -119,7 +119,13 @@ class ScaleChecks:
         radicand = numerator if unit else None
         system = self.system
         target = expected if unit else expected * denominator
-        if system.equal(numerator, target) or system.constant_ratio(numerator, target) is not None:
+        if system.equal(numerator, target):
+            return "ok", radicand
+        # A constant multiple of the contracted size (`sqrt(2 * d)`) is a model's choice; a
+        # ratio that is constant only because the dims have sizes (a traced module's
+        # `dim heads = 6`, `dim head_dim = 10`) is another width, not a constant (issue 31)
+        if system.ratio_of_forms(numerator, target) is not None or \
+                system.constant_ratio(numerator, target) == 1:
             return "ok", radicand
         if system.equal(numerator * expected, denominator):
             return "inverted", radicand
