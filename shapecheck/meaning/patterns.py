@@ -43,8 +43,11 @@ class Patterns:
         if product is not None and scores is not None and product.contraction is not scores:
             product = None
         scale = self._scale(product, norm.source, key, contraction) if product is not None else None
+        # weights summed over the wrong axis (SC402) make the product's query axis the keys:
+        # a mask's orientation read from it would blame the mask for the product's bug
         masks, after, mask_verdicts = self._masks(contraction, w, norm,
-                                                  None if guessed else query, key, roles)
+                                                  None if guessed else query,
+                                                  None if axis_ok is False else key, roles)
         if not guessed:
             self._mask_axes(contraction, norm, query, key)
         self._soft_capped(norm)
