@@ -33,6 +33,7 @@ ANCHORS: dict[str, tuple[str, ...]] = {
     "SC408": ("masked_fill", "where"),
     "SC410": ("masked_fill", "where"),
     "SC411": ("view", "reshape"),
+    "SC417": ("masked_fill", "where", "tril", "triu"),
     "SC602": (),
 }
 
