@@ -74,7 +74,7 @@ CLASSES = {
     "batch_axis": "attention over the batch axis",
 }
 #: Classes whose bug is only a bug under a stated convention (reported apart).
-CONVENTION = {"mask_inverted_padding", "bias_sign"}
+CONVENTION = {"mask_inverted_padding", "bias_sign"}  # an input mask inverted; a bias's sign
 
 
 @dataclass(frozen=True)
@@ -169,6 +169,21 @@ def _additive(lines: list[str], i: int) -> tuple[str, str, str] | None:
     return found.group(1), found.group(2), found.group(3)
 
 
+def _parameters(lines: list[str]) -> set[str]:
+    """The parameter names of the function whose source is LINES."""
+    tree = ast.parse(textwrap.dedent("\n".join(lines)))
+    function = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))
+    arguments = function.args
+    return {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
+
+
+def _inverted_class(lines: list[str], term: str) -> str:
+    """An input mask inverted is a question of its convention (which value keeps: docs
+    /bugs.md), reported apart; a mask the function builds has its meaning in the code."""
+    name = re.match(r"[~(\s]*(\w+)", term)
+    return "mask_inverted_padding" if name and name.group(1) in _parameters(lines) else "mask_inverted"
+
+
 def _is_mask(term: str) -> bool:
     return "mask" in term.lower()
 
@@ -188,7 +203,7 @@ def masks(lines: list[str], i: int, first: int) -> Iterator[tuple[str, str, dict
         indent, scores, term = added
         t = f"({term}).transpose(-1, -2)"
         yield "mask_transposed", "transpose", {i: f"{indent}{scores} = {scores} + {t}"}
-        yield "mask_inverted", "additive inverted", {
+        yield _inverted_class(lines, term), "additive inverted", {
             i: f"{indent}{scores} = {scores} + torch.where(({term}) == 0, "
                f"torch.finfo({scores}.dtype).min, 0.0).to({scores}.dtype)"}
     fill = _MASK_FILL.search(line)
@@ -199,7 +214,7 @@ def masks(lines: list[str], i: int, first: int) -> Iterator[tuple[str, str, dict
         inverted = condition[1:] if condition.startswith("~") else f"~({condition})"
         if "==" in condition:
             inverted = condition.replace("==", "!=")
-        yield "mask_inverted", "fill inverted", {i: line[:start] + inverted + line[end:]}
+        yield _inverted_class(lines, condition), "fill inverted", {i: line[:start] + inverted + line[end:]}
         yield "mask_transposed", "fill transposed", {
             i: line[:start] + f"({condition}).transpose(-1, -2)" + line[end:]}
 
