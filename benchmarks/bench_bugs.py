@@ -696,8 +696,8 @@ def render(table: dict[str, Tally], originals: list[Original], markdown: bool = 
         lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
         lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     else:
-        lines = [f"{head[0]:48} " + " ".join(f"{h[:10]:>10}" for h in head[1:])]
-        lines += [f"{row[0][:48]:48} " + " ".join(f"{str(c):>10}" for c in row[1:]) for row in rows]
+        lines = [f"{head[0]:52} " + " ".join(f"{h[:10]:>10}" for h in head[1:])]
+        lines += [f"{row[0][:52]:52} " + " ".join(f"{str(c):>10}" for c in row[1:]) for row in rows]
     lines.append(f"\nfalse alarms on the originals: {alarms}/{len(originals)} cases with a diagnostic")
     return "\n".join(lines)
 

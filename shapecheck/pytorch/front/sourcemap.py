@@ -94,8 +94,10 @@ def check_extraction(extraction: Extraction, target: str,
         location = extraction.lines.get(_primary_line(diagnostic, statements))
         spec_line = statements[diagnostic.span.line - 1] if \
             0 < diagnostic.span.line <= len(statements) else ""
+        # a note keeps its Python line when that line is in the diagnostic's own file
         lines = {n.span.line: extraction.lines.get(n.span.line) for n in diagnostic.notes
-                 if n.span is not None}
+                 if n.span is not None and location is not None
+                 and getattr(extraction.lines.get(n.span.line), "path", None) == location.path}
         results.add(location, _in_torch_terms(diagnostic, spec_line, lines), ANCHORS.get(
             diagnostic.code, ()), extraction)
     for operator, location, name in extraction.unknown:
@@ -167,8 +169,7 @@ VARIANTS: dict[str, tuple[str, ...]] = {"SC402": ("drop_weights_transpose",),
 
 
 def _note_span(note: Note, note_lines: Mapping[int, Location | None]) -> Span | None:
-    """A note's Python line (where the mask it names was built), kept as a span there;
-    the results place it in the diagnostic's file, so one in another file has none."""
+    """A note's Python line (where the mask it names was built) as a span there, or None."""
     location = note_lines.get(note.span.line) if note.span is not None else None
     return None if location is None else Span(location.line, 1, location.line, 1)
 
@@ -187,13 +188,7 @@ class _Results:
         text = self._text(path)
         line = location.line if location else 1
         span = _span(text, line, anchors)
-        notes = tuple(n if n.span is None or extraction is None or self._same_file(
-            n.span.line, path, extraction) else Note(n.message) for n in diagnostic.notes)
-        self.by_file.setdefault(path, []).append(replace(diagnostic, span=span, notes=notes))
-
-    @staticmethod
-    def _same_file(line: int, path: str, extraction: Extraction) -> bool:
-        return any(loc.path == path and loc.line == line for loc in extraction.lines.values())
+        self.by_file.setdefault(path, []).append(replace(diagnostic, span=span))
 
     def _text(self, path: str) -> str | None:
         if path not in self.texts:
