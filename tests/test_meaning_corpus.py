@@ -27,6 +27,10 @@ BUGS: dict[str, list[tuple[str, str, str]]] = {
         ("reshape(transpose(y, [0, 2, 1, 3]), [B, T, C])", "reshape(y, [B, T, C])", "SC411"),
         ("reshape(tril(ones([L, L])), [1, 1, L, L])", "reshape(triu(ones([L, L])), [1, 1, L, L])",
          "SC408"),
+        # issue 31: the negated mask kept (inverted, not transposed); the weights transposed
+        ("where(bias[:, :, :T, :T] == 0, -inf, att)", "where(bias[:, :, :T, :T] == 0, att, -inf)",
+         "SC408"),
+        ("y = att_weights @ v", "y = transpose(att_weights, [0, 1, 3, 2]) @ v", "SC402"),
     ],
     "llama": [
         ("reshape(repeat(keys[:, :, :, None, :], G, axis=3), [B, P + T, Hkv * G, hd])",

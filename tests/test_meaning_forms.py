@@ -58,7 +58,7 @@ MASKS: dict[str, tuple[str, dict[str, tuple[str, str]]]] = {
         "transposed": ("S + log(tril(ones([N, N])).T)", "SC407"),
     }),
     "named_additive": ("S + where(tril(ones([N, N])) == 1, 0.0, -inf)", {
-        "negated": ("S + where(tril(ones([N, N])) == 0, 0.0, -inf)", "SC407"),
+        "negated": ("S + where(tril(ones([N, N])) == 0, 0.0, -inf)", "SC408"),  # the negation keeps the future (issue 31)
         "transposed": ("S + where(tril(ones([N, N])).T == 1, 0.0, -inf)", "SC407"),
     }),
     "window": ("where(bias[:N, :N] == 0, -inf, S)", {

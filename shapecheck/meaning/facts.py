@@ -77,7 +77,7 @@ class Applied:
     """A mask applied to a value, in the value's own axes."""
 
     __slots__ = ("node", "condition", "kind", "seer", "seen", "keeps", "fill", "aligned",
-                 "additive", "origin", "strict", "numeric")
+                 "additive", "origin", "strict", "numeric", "negation", "diagonal")
 
     def __init__(self, node: nodes.Expr, condition: nodes.Expr, kind: str, seer: Axis | None,
                  seen: Axis | None, keeps: bool, fill: float | None,
@@ -97,6 +97,8 @@ class Applied:
         # the mask is a tensor of numbers added as it is (`(1 - tril(..)) * -1e9`), not a
         # `where` of a bool condition: the fused plans add it as a bias
         self.numeric = False
+        self.negation = False  # the causal condition is a negated mask (`~causal`)
+        self.diagonal: int | None = None  # its triangle's literal diagonal (Causal.diagonal)
 
     def moved(self, mapping: dict[int, Axis]) -> Applied:
         def move(axis: Axis | None) -> Axis | None:
@@ -104,7 +106,7 @@ class Applied:
         moved = Applied(self.node, self.condition, self.kind, move(self.seer), move(self.seen),
                          self.keeps, self.fill, tuple(move(a) for a in self.aligned),
                          self.additive, self.origin, self.strict)
-        moved.numeric = self.numeric
+        moved.numeric, moved.negation, moved.diagonal = self.numeric, self.negation, self.diagonal
         return moved
 
 
@@ -116,22 +118,29 @@ class Causal:
     by comparing positions (`arange(N)[:, None] >= arange(N)[None, :]`); joined by `&`
     (or `*`) with another mask it still holds; negated (`~m`, `m == 0`) it swaps."""
 
-    __slots__ = ("seer", "seen", "node", "strict")
+    __slots__ = ("seer", "seen", "node", "strict", "negation", "diagonal")
 
-    def __init__(self, seer: Axis, seen: Axis, node: nodes.Expr, strict: bool | None = False) -> None:
+    def __init__(self, seer: Axis, seen: Axis, node: nodes.Expr, strict: bool | None = False,
+                 negation: bool = False, diagonal: int | None = None) -> None:
         self.seer = seer
         self.seen = seen
         self.node = node
         self.strict = strict
+        # reached through an odd number of negations (`~m`, `m == 0`, `1 - m`): a mask
+        # that keeps the other triangle is then inverted, not transposed (SC408, not SC407)
+        self.negation = negation
+        # tril's or triu's literal diagonal (0: aligned top-left); None: unknown or none
+        self.diagonal = diagonal
 
     def negated(self) -> Causal:
-        return Causal(self.seen, self.seer, self.node, None if self.strict is None else not self.strict)
+        return Causal(self.seen, self.seer, self.node, None if self.strict is None else not self.strict,
+                      not self.negation, self.diagonal)
 
     def moved(self, mapping: dict[int, Axis]) -> Causal | None:
         seer, seen = mapping.get(id(self.seer)), mapping.get(id(self.seen))
         if seer is None or seen is None or seer is seen:
             return None
-        return Causal(seer, seen, self.node, self.strict)
+        return Causal(seer, seen, self.node, self.strict, self.negation, self.diagonal)
 
 
 class Contraction:

@@ -255,7 +255,8 @@ class Follow:
             moved = c.moved(mapping)
             if moved is not None:
                 causal.append(Causal(moved.seer, moved.seen, moved.node,
-                                      strict(moved.seer, moved.seen, moved.strict)))
+                                      strict(moved.seer, moved.seen, moved.strict), moved.negation,
+                                      moved.diagonal if strict(moved.seer, moved.seen, True) else None))
         if causal:
             info.causal, info.nonzero = tuple(causal), operand.nonzero
         masks = []
@@ -757,9 +758,11 @@ class Follow:
         rows, columns = axes[-2], axes[-1]
         offset = args.get(axis_map.offset) if axis_map.offset is not None else None
         k = symbolic.as_int(offset) if offset is not None else 0
+        # tril's and triu's diagonal says the alignment; `causal_mask(N, M)` is bottom-right
+        diagonal = k if axis_map.offset is not None else None
         if axis_map.triangle == "lower":
-            return Causal(rows, columns, node, None if k is None or k > 0 else k < 0)
-        return Causal(columns, rows, node, None if k is None or k < 0 else k > 0)
+            return Causal(rows, columns, node, None if k is None or k > 0 else k < 0, diagonal=diagonal)
+        return Causal(columns, rows, node, None if k is None or k < 0 else k > 0, diagonal=diagonal)
 
     def _reshape(self, node: nodes.Call, x_node: nodes.Expr, x: Info, target: tuple[Dim, ...]) -> Info:
         """Axes matched by size from either end keep their identity (C order keeps the
@@ -913,8 +916,10 @@ class Follow:
         aligned = tuple(mapping.get(id(a)) for a in cond.axes)
         for causal in cond.causal:
             seer, seen = mapping.get(id(causal.seer)), mapping.get(id(causal.seen))
-            return Applied(node, c_node, "causal", seer, seen, keeps, fill, aligned, additive,
-                            causal.node, causal.strict)
+            applied = Applied(node, c_node, "causal", seer, seen, keeps, fill, aligned, additive,
+                              causal.node, causal.strict)
+            applied.negation, applied.diagonal = causal.negation, causal.diagonal
+            return applied
         return Applied(node, c_node, "bool", None, None, keeps, fill, aligned, additive, None)
 
     def _remasks(self, norm: Norm, condition: nodes.Expr) -> bool:

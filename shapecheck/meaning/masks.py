@@ -12,7 +12,7 @@ from typing import Any
 from ..messages import codes
 from ..syntax import nodes
 from ..messages.diagnostics import Edit, Fix
-from ..symbolic import to_text
+from ..symbolic import Verdict, to_text
 from .facts import (
     Axis,
     Applied,
@@ -62,6 +62,8 @@ class MaskChecks:
             else:
                 before[id(mask)] = public
             wrong = self._check_mask(contraction, mask, orientation, after)
+            if orientation == "aligned" and not wrong and key is not None:
+                wrong = self._top_left(contraction, mask, key)
             if alignment is not None:
                 verdicts.append(not wrong)
         return before, tuple(masks), verdicts
@@ -149,11 +151,16 @@ class MaskChecks:
         inverted = not mask.keeps and (orientation == "aligned" or
                                        (orientation == "transposed" and mask.strict is False))
         transposed = mask.keeps and orientation == "transposed"
+        negation = transposed and mask.negation
+        if negation:  # `where(~causal, S, -inf)`: the negation keeps the future, no transpose
+            inverted, transposed = True, False
         if inverted and ("SC408",) + key not in self._reported:
             self._reported.add(("SC408",) + key)
-            sees = codes.detail("sees_future_only" if orientation == "aligned" else "sees_past_only")
+            sees = codes.detail("sees_future_only" if orientation == "aligned" or negation
+                                else "sees_past_only")
+            fix = codes.help_text("drop_negation") if negation else self._swap_help(mask.node)
             self._report(codes.MASK_INVERTED.diag(mask.node.span, where=where, sees=sees,
-                                                  notes=notes, help=[self._swap_help(mask.node)]))
+                                                  notes=notes, help=[fix]))
         elif transposed and ("SC407",) + key not in self._reported:
             self._reported.add(("SC407",) + key)
             self._report(codes.MASK_TRANSPOSED.diag(
@@ -167,6 +174,40 @@ class MaskChecks:
                                               fill=number_text(mask.fill),
                                               help=[codes.help_text("fill_minus_inf")]))
         return inverted or transposed
+
+    def _top_left(self, contraction: Contraction, mask: Applied, key: Axis) -> bool:
+        """SC417: a triangle with diagonal 0 (aligned top-left) on scores with more keys
+        than queries, provably (`N_k = P + N_q`): the keys hold a cache before the new ones,
+        whose queries stand at the end. The fix moves the diagonal by the cache's length."""
+        if mask.diagonal != 0 or mask.seer is None or mask.origin is None:
+            return False
+        gap = key.size - mask.seer.size
+        if self.system.positive(gap) is not Verdict.PROVED:
+            return False
+        report = ("SC417", id(mask.origin))
+        if report in self._reported:
+            return True
+        self._reported.add(report)
+        gap_text = to_text(gap)
+        fixes = self._diagonal_fix(mask.origin, gap_text)
+        self._report(codes.CAUSAL_ALIGNMENT.diag(
+            mask.node.span, where=self._text(mask.node), mask=self._text(mask.origin),
+            gap=gap_text, keys=to_text(key.size), queries=to_text(mask.seer.size),
+            notes=[codes.note("mask_built", mask.origin.span, mask=self._text(mask.origin)),
+                   codes.note("weights_summed", contraction.node.span,
+                              contraction=self._text(contraction.node))],
+            help=[f.help for f in fixes], fixes=fixes))
+        return True
+
+    def _diagonal_fix(self, origin: nodes.Expr, gap: str) -> list[Fix]:
+        """`tril(x)` -> `tril(x, gap)`: the edit, checked by fixcheck before it is shown."""
+        call = nodes.strip_parens(origin)
+        if not (isinstance(call, nodes.Call) and call.func.name in ("tril", "triu")
+                and len(call.args) == 1 and not call.keywords):
+            return []
+        fixed = f"{call.func.name}({self._text(call.args[0])}, {gap})"
+        return [Fix(codes.help_text("align_bottom_right", fixed=fixed),
+                    (Edit(call.span, fixed),), safe=False)]
 
     def _misplaced_block(self, node: nodes.Expr, parts: Sequence[nodes.Expr], block: int) -> None:
         """SC416: a KV-cache mask whose causal block comes before keys every query sees;

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..messages import codes
 from ..syntax import nodes
-from ..messages.diagnostics import Note
+from ..messages.diagnostics import Edit, Fix, Note
 from ..symbolic import to_text
 from .facts import Axis, Applied, Contraction, Factor, Info, Norm, UNKNOWN, index_of
 from .results import Attention, Bias, Role
@@ -43,8 +43,11 @@ class Patterns:
         if product is not None and scores is not None and product.contraction is not scores:
             product = None
         scale = self._scale(product, norm.source, key, contraction) if product is not None else None
+        # weights summed over the wrong axis (SC402) make the product's query axis the keys:
+        # a mask's orientation read from it would blame the mask for the product's bug
         masks, after, mask_verdicts = self._masks(contraction, w, norm,
-                                                  None if guessed else query, key, roles)
+                                                  None if guessed else query,
+                                                  None if axis_ok is False else key, roles)
         if not guessed:
             self._mask_axes(contraction, norm, query, key)
         self._soft_capped(norm)
@@ -221,6 +224,7 @@ class Patterns:
         argument = self._text(norm.argument)
         consequence = self._consequence(summed_axis, norm.axis, scores,
                                         self._text(contraction.operands[1 - w]))
+        fixes = self._untransposed(contraction, w)
         self._report(codes.SOFTMAX_AXIS.diag(
             contraction.node.span, contraction=self._text(contraction.node),
             summed=self._describe(summed_axis, source, argument, scores),
@@ -229,7 +233,28 @@ class Patterns:
             notes=[codes.note("softmax_here", norm.call.span,
                               axis=index_of(source, norm.axis), argument=argument)]
             + self._scores_note(scores),
-            help=[codes.help_text("same_axis")]))
+            # the weights read transposed (`P.T @ V`): the repair drops that transpose, the
+            # softmax is right; offered only if the edited spec re-checks clean (fixcheck)
+            help=[f.help for f in fixes] or [codes.help_text("same_axis")], fixes=fixes))
+
+    def _untransposed(self, contraction: Contraction, w: int) -> list[Fix]:
+        """`P.T @ V`, `transpose(P) @ V`: the product with the weights as the softmax made
+        them, if the weights operand is written transposed."""
+        operand = nodes.strip_parens(contraction.operands[w])
+        inner: nodes.Expr | None = None
+        if isinstance(operand, nodes.Transpose):
+            inner = operand.operand
+        else:
+            info = self.calls.get(id(operand)) if isinstance(operand, nodes.Call) else None
+            if info is not None and info.builtin == "transpose" and len(operand.args) == 1 \
+                    and not operand.keywords:
+                inner = info.args["x"]
+        if inner is None:
+            return []
+        text = self._text(inner)
+        product = self._text(contraction.node).replace(self._text(contraction.operands[w]), text, 1)
+        return [Fix(codes.help_text("drop_weights_transpose", product=product),
+                    (Edit(contraction.operands[w].span, text),), safe=False)]
 
     def _consequence(self, summed: Axis, normalised: Axis, scores: Contraction | None,
                      values: str) -> str:

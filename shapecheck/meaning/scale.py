@@ -119,7 +119,13 @@ class ScaleChecks:
         radicand = numerator if unit else None
         system = self.system
         target = expected if unit else expected * denominator
-        if system.equal(numerator, target) or self._literal_multiple(numerator, target):
+        if system.equal(numerator, target):
+            return "ok", radicand
+        # A constant multiple of the contracted size (`sqrt(2 * d)`) is a model's choice; a
+        # ratio that is constant only because the dims have sizes (a traced module's
+        # `dim heads = 6`, `dim head_dim = 10`) is another width, not a constant (issue 31)
+        if system.ratio_of_forms(numerator, target) is not None or \
+                system.constant_ratio(numerator, target) == 1:
             return "ok", radicand
         if system.equal(numerator * expected, denominator):
             return "inverted", radicand
@@ -130,14 +136,6 @@ class ScaleChecks:
             # head dim it called `k`.
             return "inferred", radicand
         return "wrong", radicand
-
-    def _literal_multiple(self, numerator: Dim, target: Dim) -> bool:
-        """`sqrt(2 * d)` for `d`: a number times the contracted size, written with its own
-        dims. Dims declared at their sizes (`dim h = 10`, `dim w = 60`: a model traced at
-        the sizes it was built with) make any two sizes a constant ratio; `sqrt(w)` for
-        `h` stays the model width, not a multiple of the head width."""
-        return self.system.constant_ratio(numerator, target) is not None and \
-            symbolic.free_names(numerator) == symbolic.free_names(target)
 
     def _wrong_scale(self, product: Product, factors: Sequence[Factor], located: Factor,
                      scale: Scale) -> None:

@@ -840,6 +840,26 @@ CACHE_MASK_ORDER = _code(
     fix="Put the visible block for the cached keys first: "
     "`concat([ones([N, M]), tril(ones([N, N]))], axis=-1)`.",
 )
+CAUSAL_ALIGNMENT = _code(
+    "SC417", "causal-alignment", W, "a causal mask is aligned top-left on keys that hold a cache",
+    "`{where}` aligns the causal triangle `{mask}` top-left, but there are {gap} more keys "
+    "than queries ({keys} keys, {queries} queries): with the cached keys first, query i stands "
+    "at key position {gap} + i, and aligned top-left it sees only the first i + 1 keys, "
+    "none of the new ones before it",
+    what="At a decode or chunked-prefill step the keys are the cached ones followed by the "
+    "new ones (a concat, a cache write: N_k = P + N_q). The query axis is the one the "
+    "output keeps; its i-th query is the key at position P + i, so the causal triangle "
+    "must be aligned bottom-right: `tril(ones([N_q, N_k]), P)`, `causal_mask(N_q, N_k)`.",
+    why="Aligned top-left (`tril(ones([N_q, N_k]))`), query i sees keys 0..i: the start "
+    "of the cache. Every query loses the tokens just before it and itself; a single-token "
+    "decode step sees only the first cached token (executorch#22426, "
+    "flash-attention#1778).",
+    example="dim N, P, d\ninput Q: [N, d]\ninput K: [P + N, d]\ninput V: [P + N, d]\n"
+    "m = tril(ones([N, P + N])) > 0\n"
+    "O = softmax(where(m, Q @ K.T / sqrt(d), -inf)) @ V\n# warning[SC417]",
+    fix="Align the triangle bottom-right, its diagonal moved by the cache's length: "
+    "`tril(ones([N, P + N]), P)` (PyTorch: `torch.tril(..., diagonal=P)`).",
+)
 FUNCTION_ARGUMENTS = _code(
     "SC350", "function-arguments", E, "a function of positions is called with the wrong arguments",
     "`{name}` takes {count} positional arguments, {given} given",
@@ -1038,6 +1058,13 @@ TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
     "SC407": "use the mask as `torch.tril` builds it, rows for the queries: no "
     "`.transpose(-2, -1)` on the mask",
     "SC408": "fill where the mask is 0: `masked_fill(mask == 0, float('-inf'))`",
+    # a variant of a code's help, chosen by the help the traced spec's diagnostic has
+    "SC402 drop_weights_transpose": "read the values with the weights as the softmax made "
+    "them: `weights @ v`, no `.transpose(-2, -1)` on the weights",
+    "SC417": "align the mask bottom-right: `torch.tril(..., diagonal=T_k - T)` "
+    "(`T_k - T` the cached keys)",
+    "SC408 drop_negation": "drop the negation: the causal mask (`torch.tril`) already says "
+    "which keys each query may see",
     "SC410": "fill the masked scores with `float('-inf')`",
     "SC411": "move the heads back first: `y.transpose(1, 2).contiguous().view(B, T, C)`",
     "mask_mod": "a `mask_mod` returns True where the query may attend: compare so that the "
@@ -1105,6 +1132,8 @@ HELPS: Table = Table("codes", "HELPS", {
     "parenthesize_comparisons": "`&` and `|` bind tighter than comparisons: write each "
     "comparison in parentheses, `(a < b) & (c < d)`",
     "same_axis": "normalise over the axis that is summed: the keys",
+    "drop_weights_transpose": "sum the weights as the softmax made them, without the "
+                              "transpose: `{product}`",
     "scale_by": "scale by the contracted size: `/ sqrt({size})`",
     "mask_before_softmax": "mask the scores before the softmax: `softmax(where(mask, S, -inf))`",
     "untranspose_mask": "use the mask as `causal_mask` builds it (rows are queries), without "
@@ -1112,6 +1141,9 @@ HELPS: Table = Table("codes", "HELPS", {
     "flip_comparison": "compare the other way round, so that the query's position is the "
     "larger side: `key <= query`",
     "swap_branches": "swap the branches: `where(mask, S, -inf)`",
+    "align_bottom_right": "align the triangle bottom-right, the cached keys first: `{fixed}`",
+    "drop_negation": "drop the negation (`~`, `== 0`, `1 -`): the mask is already the keys "
+                     "each query may see",
     "swap_branches_to": "swap the branches: `{fixed}`",
     "fill_minus_inf": "fill with `-inf`: `where(mask, S, -inf)`",
     "keepdims": "keep the reduced axis: add `keepdims=true` to `{reduction}`",

@@ -678,6 +678,23 @@ CODES: dict[str, dict[str, str]] = {
         "O = softmax(where(m == 1, Q @ K.T / sqrt(d), -inf)) @ V\n# warning[SC416]",
         fix="把缓存 key 的可见块放在前面: `concat([ones([N, M]), tril(ones([N, N]))], axis=-1)`。",
     ),
+    "SC417": dict(
+        summary="在含缓存的 key 上, 因果掩码按左上角对齐",
+        message="`{where}` 把因果三角 `{mask}` 按左上角对齐, 但 key 比 query 多 {gap} 个 "
+        "({keys} 个 key, {queries} 个 query): 缓存的 key 在前时, 第 i 个 query 位于 key 的位置 "
+        "{gap} + i, 按左上角对齐它只能看到前 i + 1 个 key, 看不到它之前的任何新 key",
+        what="在解码或分块预填充的一步, key 是缓存的 key 接着新的 key (拼接、写入缓存: "
+        "N_k = P + N_q)。query 轴是输出保留的那个轴; 第 i 个 query 就是位置 P + i 的 key, "
+        "所以因果三角必须按右下角对齐: `tril(ones([N_q, N_k]), P)`、`causal_mask(N_q, N_k)`。",
+        why="按左上角对齐 (`tril(ones([N_q, N_k]))`) 时, 第 i 个 query 只看到 key 0..i: "
+        "缓存的开头。每个 query 都丢掉了紧挨在它之前的 token 和它自己; 单个 token 的解码步"
+        "只看到第一个缓存的 token (executorch#22426, flash-attention#1778)。",
+        example="dim N, P, d\ninput Q: [N, d]\ninput K: [P + N, d]\ninput V: [P + N, d]\n"
+        "m = tril(ones([N, P + N])) > 0\n"
+        "O = softmax(where(m, Q @ K.T / sqrt(d), -inf)) @ V\n# warning[SC417]",
+        fix="按右下角对齐三角, 对角线移动缓存的长度: `tril(ones([N, P + N]), P)` "
+        "(PyTorch: `torch.tril(..., diagonal=P)`)。",
+    ),
     "SC350": dict(
         summary="位置函数的调用参数不对",
         message="`{name}` 接受 {count} 个位置参数, 给了 {given} 个",
@@ -819,6 +836,9 @@ TORCH_HELPS = {
     "SC406": "在 softmax 之前屏蔽分数: `scores.masked_fill(mask == 0, float('-inf'))`, 再做 `softmax`",
     "SC407": "按 `torch.tril` 构造的方式使用掩码, 行对应查询: 不要对掩码做 `.transpose(-2, -1)`",
     "SC408": "在掩码为 0 的位置填充: `masked_fill(mask == 0, float('-inf'))`",
+    "SC402 drop_weights_transpose": "按 softmax 给出的样子用权重读取 value: `weights @ v`, 不要对权重做 `.transpose(-2, -1)`",
+    "SC417": "按右下角对齐掩码: `torch.tril(..., diagonal=T_k - T)` (`T_k - T` 是缓存的 key)",
+    "SC408 drop_negation": "去掉取反: 因果掩码 (`torch.tril`) 本身已经说明每个 query 可以看到哪些 key",
     "SC410": "用 `float('-inf')` 填充被屏蔽的分数",
     "SC411": "先把头移回去: `y.transpose(1, 2).contiguous().view(B, T, C)`",
     "mask_mod": "`mask_mod` 在查询可以关注的位置返回 True: 比较时让查询的位置在较大的一侧 "
@@ -882,11 +902,14 @@ HELPS = {
     "parenthesize_comparisons": "`&` 和 `|` 比比较运算结合得更紧: 把每个比较放进括号, "
     "`(a < b) & (c < d)`",
     "same_axis": "沿被求和的那个轴归一化: key 轴",
+    "drop_weights_transpose": "按 softmax 给出的样子对权重求和, 去掉转置: `{product}`",
     "scale_by": "按缩并的大小缩放: `/ sqrt({size})`",
     "mask_before_softmax": "在 softmax 之前掩盖分数: `softmax(where(mask, S, -inf))`",
     "untranspose_mask": "按 `causal_mask` 构造的方向使用掩码 (行是 query), 去掉转置",
     "flip_comparison": "把比较反过来, 让 query 的位置在较大的一侧: `key <= query`",
     "swap_branches": "交换两个分支: `where(mask, S, -inf)`",
+    "align_bottom_right": "按右下角对齐三角, 缓存的 key 在前: `{fixed}`",
+    "drop_negation": "去掉取反 (`~`、`== 0`、`1 -`): 掩码本身已经是每个 query 可以看到的 key",
     "swap_branches_to": "交换两个分支: `{fixed}`",
     "fill_minus_inf": "填入 `-inf`: `where(mask, S, -inf)`",
     "keepdims": "保留被归约的轴: 给 `{reduction}` 加上 `keepdims=true`",

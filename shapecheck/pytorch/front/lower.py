@@ -1272,7 +1272,9 @@ def _triangle(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> 
     word = "tril" if "tril" in str(node.target) else "triu"
     x = _tensor(args[0])
     offset = node.args[1] if len(node.args) > 1 else 0
-    suffix = f", {offset}" if offset else ""
+    # a traced diagonal (`tril(diagonal=T_k - T)`, a cache's bottom-right) is its dims
+    shown = offset if isinstance(offset, int) else _index(low, offset)
+    suffix = f", {shown}" if offset != 0 else ""
     return Val(f"{word}({x.text}{suffix})", kind=x.kind)
 
 

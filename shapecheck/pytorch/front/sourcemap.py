@@ -34,6 +34,7 @@ ANCHORS: dict[str, tuple[str, ...]] = {
     "SC408": ("masked_fill", "where"),
     "SC410": ("masked_fill", "where"),
     "SC411": ("view", "reshape"),
+    "SC417": ("masked_fill", "where", "tril", "triu"),
     "SC602": (),
 }
 
@@ -124,7 +125,11 @@ def check_extraction(extraction: Extraction, target: str,
         # the statement the diagnostic is reported at (a mask's at its function's `def`)
         line = primary if diagnostic.code in MASK_CODES else diagnostic.span.line
         spec_line = statements[line - 1] if 0 < line <= len(statements) else ""
-        results.add(location, _in_torch_terms(diagnostic, spec_line), ANCHORS.get(
+        # a note keeps its Python line when that line is in the diagnostic's own file
+        lines = {n.span.line: extraction.lines.get(n.span.line) for n in diagnostic.notes
+                 if n.span is not None and location is not None
+                 and getattr(extraction.lines.get(n.span.line), "path", None) == location.path}
+        results.add(location, _in_torch_terms(diagnostic, spec_line, lines), ANCHORS.get(
             diagnostic.code, ()), extraction)
     for operator, location, name in extraction.unknown:
         if "SC602" in ignore:
@@ -191,10 +196,11 @@ def _in_function(diagnostic: Diagnostic, statements: list[str]) -> int | None:
     return None
 
 
-def _in_torch_terms(diagnostic: Diagnostic, spec_line: str) -> Diagnostic:
+def _in_torch_terms(diagnostic: Diagnostic, spec_line: str,
+                    note_lines: Mapping[int, Location | None] | None = None) -> Diagnostic:
     statement = spec_line.split("  # ")[0].strip()
     helps: list[str] = []
-    torch_help = codes.TORCH_HELPS.get(diagnostic.code)
+    torch_help = codes.TORCH_HELPS.get(_variant(diagnostic)) or codes.TORCH_HELPS.get(diagnostic.code)
     if statement.startswith("def ") and diagnostic.code in ("SC407", "SC408"):
         torch_help = codes.TORCH_HELPS["mask_mod"]
     if torch_help is not None:
@@ -202,8 +208,29 @@ def _in_torch_terms(diagnostic: Diagnostic, spec_line: str) -> Diagnostic:
     helps.extend(codes.TORCH_HELPS["spec"].format(help=h) for h in diagnostic.help)
     notes = [Note(codes.TORCH_HELPS["traced_as"].format(statement=statement))] if statement \
         else []
-    notes.extend(Note(n.message) for n in diagnostic.notes)
+    notes.extend(Note(n.message, _note_span(n, note_lines or {})) for n in diagnostic.notes)
     return replace(diagnostic, help=tuple(helps), notes=tuple(notes), fixes=())
+
+
+def _variant(diagnostic: Diagnostic) -> str:
+    """The key of the torch help for the repair the spec's help names (`SC402
+    drop_weights_transpose`: `P.T @ V`, whose softmax is right), else the code."""
+    for key in VARIANTS.get(diagnostic.code, ()):
+        head = codes.HELPS[key].split("{")[0]
+        if any(h.startswith(head) for h in diagnostic.help):
+            return f"{diagnostic.code} {key}"
+    return diagnostic.code
+
+
+#: per code, the spec helps that have a torch help of their own
+VARIANTS: dict[str, tuple[str, ...]] = {"SC402": ("drop_weights_transpose",),
+                                        "SC408": ("drop_negation",)}
+
+
+def _note_span(note: Note, note_lines: Mapping[int, Location | None]) -> Span | None:
+    """A note's Python line (where the mask it names was built) as a span there, or None."""
+    location = note_lines.get(note.span.line) if note.span is not None else None
+    return None if location is None else Span(location.line, 1, location.line, 1)
 
 
 class Results:
