@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import MESSAGES, ExtractError, Location
+from .errors import MESSAGES, ExtractError, Location, traceback_locations
 # Shared by the package's modules (what names a width parameter: sizing and the target).
 from .sizes import WIDTH
 
@@ -367,17 +367,9 @@ def _user_location(error: BaseException, module: Any) -> Location | None:
     except (TypeError, OSError):
         own = None
     found: Location | None = None
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        tb = current.__traceback__
-        while tb is not None:
-            path = str(Path(tb.tb_frame.f_code.co_filename).resolve())
-            if path == own:
-                found = Location(path, tb.tb_lineno)
-            tb = tb.tb_next
-        current = current.__cause__ or current.__context__
+    for location in traceback_locations(error):
+        if location.path == own:
+            found = location
     if found is None and own is not None:
         found = _forward_line(module)
     return found

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...messages import codes
 from ...messages.diagnostics import Diagnostic, Note, Severity
-from .errors import Location
+from .errors import Location, traceback_locations
 
 if TYPE_CHECKING:
     from ...check.program import Program
@@ -284,18 +284,7 @@ def _leaf(value: Any, path: tuple[int, ...]) -> Any:
 
 def _fails_at(error: BaseException, location: Location) -> bool:
     """Does the error's traceback pass through the diagnostic's Python line?"""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        tb = current.__traceback__
-        while tb is not None:
-            if tb.tb_lineno == location.line and \
-                    str(Path(tb.tb_frame.f_code.co_filename).resolve()) == location.path:
-                return True
-            tb = tb.tb_next
-        current = current.__cause__ or current.__context__
-    return False
+    return any(found == location for found in traceback_locations(error))
 
 
 def _error_text(error: BaseException) -> str:

@@ -4,6 +4,7 @@ and their texts, in the one table the command line prints them from."""
 from __future__ import annotations
 
 import linecache
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,3 +82,17 @@ class ExtractError(Exception):
     def __init__(self, key: str, **fields: object) -> None:
         self.key, self.fields = key, fields
         super().__init__(MESSAGES[key].format(**fields))
+
+
+def traceback_locations(error: BaseException) -> Iterator[Location]:
+    """Every frame of an error's traceback, outermost first, through the errors it was
+    raised from or during (each chained error once)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        tb = current.__traceback__
+        while tb is not None:
+            yield Location(str(Path(tb.tb_frame.f_code.co_filename).resolve()), tb.tb_lineno)
+            tb = tb.tb_next
+        current = current.__cause__ or current.__context__
