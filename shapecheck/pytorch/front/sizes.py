@@ -88,7 +88,10 @@ def choose(parameters: list[str], given: dict[str, int], *, even_heads: bool = F
         else:
             atomic[head_dim] = next(pool)
     if width is not None and width not in given and heads is not None and heads not in given:
-        derived[width] = (*_factors(heads, derived), *_factors(head_dim or "", derived))
+        # heads × head width, the head width by its name even when it is `2 * half` (an
+        # even head width): `dim n_embd = n_head * head_dim`, and `3 * n_embd` then reads
+        # as one
+        derived[width] = (*_factors(heads, derived), *([head_dim] if head_dim else []))
     # other ints: primes of their own above the sequence length, each distinct (two taking
     # `max(prime, 67)` once shared 67: a window read as the width)
     larger = (p for p in pool if p >= 67)
@@ -99,9 +102,19 @@ def choose(parameters: list[str], given: dict[str, int], *, even_heads: bool = F
         sizes[name] = value
     for name, prime in atomic.items():
         sizes[name] = prime
-    for name, parts in derived.items():
-        sizes[name] = math.prod(int(part) if part.isdigit() else atomic[part] for part in parts)
+    for name in derived:
+        sizes[name] = _chosen_value(name, atomic, derived)
     return Chosen({k: v for k, v in sizes.items() if k in parameters}, atomic, derived)
+
+
+def _chosen_value(part: str, atomic: dict[str, int], derived: dict[str, tuple[str, ...]]) -> int:
+    """A chosen dim's size: a literal factor, an atomic dim's prime, or the product of a
+    derived dim's parts (which may be derived: a width of heads × `2 * half`)."""
+    if part.isdigit():
+        return int(part)
+    if part in derived:
+        return math.prod(_chosen_value(p, atomic, derived) for p in derived[part])
+    return atomic[part]
 
 
 def _factors(name: str, derived: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
@@ -169,6 +182,14 @@ class Dims:
             return self.size(n)
         found = self._monomial(n)
         if found is None:
+            # a small multiple of a derived dim whose own factor the atomic dims' monomial
+            # cannot take (`3 * n_embd`, n_embd = n_head * head_dim, head_dim = 2 * half)
+            multiple = next((name for name in sorted(self.derived, key=self.value, reverse=True)
+                             if n % self.value(name) == 0 and n // self.value(name) in (2, 3, 4)),
+                            None)
+            if multiple is not None:
+                self.used.add(multiple)
+                return f"{n // self.value(multiple)} * {multiple}"
             half = next((name for name, size in self.atomic.items() if size == 2 * n), None)
             if half is None:
                 self.unnamed.add(n)
@@ -345,14 +366,17 @@ def parameter_sizes(chosen: Chosen, rename: dict[str, str],
     names; a dim not bound keeps its chosen size): how a module is built again there."""
     names = _spec_names(chosen, rename)
 
-    def atomic(name: str) -> int:
+    def value(name: str) -> int:
+        if name.isdigit():
+            return int(name)
+        if name in chosen.derived:
+            return math.prod(value(part) for part in chosen.derived[name])
         return bindings.get(names.get(name, name), chosen.atomic.get(name, 0))
 
     sizes: dict[str, int] = {}
     for name, size in chosen.sizes.items():
         if name in chosen.derived:
-            sizes[name] = math.prod(int(part) if part.isdigit() else atomic(part)
-                                    for part in chosen.derived[name])
+            sizes[name] = value(name)
         else:
             sizes[name] = bindings.get(names.get(name, name), size)
     return sizes
