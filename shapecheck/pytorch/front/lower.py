@@ -1282,7 +1282,7 @@ def _triangle(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> 
 def _arange(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     if len(node.args) == 1:
         return Val(f"arange({_index(low, node.args[0])})")
-    start, end = node.args[0], node.args[1]
+    start = node.args[0]
     step = node.args[2] if len(node.args) > 2 else 1
     if step != 1 or not isinstance(start, int):
         raise Unlowerable("arange")
