@@ -96,13 +96,7 @@ def extract(target: str, init: tuple[str, ...] | list[str] = (), built: Any = No
     from .target import build
 
     if built is None:
-        try:
-            built = build(target, init)
-        except ExtractError as refused:  # a config refusing an odd head width (rotary halves)
-            try:
-                built = build(target, init, even_heads=True)
-            except ExtractError:
-                raise refused from None
+        built = build(target, init)
     separated = _apart(built)
     if separated is not None:
         built, program = separated
