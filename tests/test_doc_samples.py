@@ -51,6 +51,7 @@ NOT_RUN: set[tuple[str, str]] = {
     ("docs/conform.md", "shapecheck conform examples/multi_head.attn "
      "examples/implementations/attention_numpy.py:attention"),
     ("docs/torch.md", "shapecheck extract model.py:CausalSelfAttention -o attention.attn"),
+    ("docs/torch.md", "shapecheck verify model.py:make"),  # a whole model: tests/test_whole_models.py
     ("docs/conform.md", "shapecheck conform examples/multi_head.attn layers.py:mha "
      "--name X=x --name W_Q=q_proj --name W_K=k_proj --name W_V=v_proj --name W_O=o_proj "
      "--name H=num_heads --layout W_Q=transpose --layout W_K=transpose "

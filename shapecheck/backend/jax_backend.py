@@ -659,7 +659,10 @@ def _argsort(call: Call) -> Closure:
 
 def _flip(call: Call) -> Closure:
     axes = axes_of(call.arg("axis"), call.rank())
-    return made(call, lambda x: jnp.flip(x, axis=axes), "x")
+    x = call.tensor()  # a mask stays a mask
+    run = x.run
+    call.allocates()
+    return call.fold(Closure(lambda frame: jnp.flip(run(frame), axis=axes)), x)
 
 
 # The JAX op table: a row per builtin (lowering.table: the functions above by name, the shared

@@ -1308,7 +1308,10 @@ def _argsort(call: Call) -> Closure:
 
 def _flip(call: Call) -> Closure:
     axes = axes_of(call.arg("axis"), call.rank())
-    return _made(call, lambda x: np.flip(x, axis=axes).copy(), "x")
+    x = call.tensor()  # a mask stays a mask
+    run = x.run
+    call.allocates()
+    return call.fold(Closure(lambda frame: np.flip(run(frame), axis=axes).copy()), x)
 
 
 

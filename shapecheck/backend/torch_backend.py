@@ -715,8 +715,14 @@ def _argsort(call: Call) -> Closure:
 
 def _flip(call: Call) -> Closure:
     axes = axes_of(call.arg("axis"), call.rank())
-    return made(call, lambda x: torch.flip(x, dims=tuple(range(x.ndim)) if axes is None
-                                            else axes), "x")
+    x = call.tensor()  # a mask stays a mask
+    run = x.run
+    call.allocates()
+
+    def flip(frame: Frame) -> torch.Tensor:
+        value = run(frame)
+        return torch.flip(value, dims=tuple(range(value.ndim)) if axes is None else axes)
+    return call.fold(Closure(flip), x)
 
 
 def _conjugate(z: torch.Tensor) -> torch.Tensor:
