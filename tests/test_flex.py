@@ -64,7 +64,9 @@ def test_a_document_mask_reads_its_ids_as_an_input() -> None:
     assert "input document_id: int[T]" in text
     assert "def doc_mask_mod(b, h, q_idx, kv_idx) = (document_id[q_idx] == " \
         "document_id[kv_idx]) & causal_mask_(b, h, q_idx, kv_idx)" in text
-    assert "def tanh_softcap(score, b, h, q_idx, kv_idx) = 20 * tanh(score / 20)" in text
+    # the cap is the module's `soft_cap` attribute, a dim of the factory's module
+    assert "def tanh_softcap(score, b, h, q_idx, kv_idx) = soft_cap * tanh(score / soft_cap)" \
+        in text
 
 
 MUTANTS = [  # (factory, code, line of the wrong mask_mod)
