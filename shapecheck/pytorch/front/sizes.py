@@ -204,6 +204,12 @@ class Dims:
         text = " * ".join(words)
         return f"{factor} * {text}" if factor != 1 else text
 
+    def writes(self, n: int) -> bool:
+        """Whether the dims write the size ``n``: a dim of it, or a product of dims (and a
+        small factor)."""
+        return any(self.value(name) == n for name in (*self.derived, *self.atomic)) \
+            or self._monomial(n) is not None
+
     def _monomial(self, n: int) -> tuple[int, tuple[str, ...]] | None:
         """The fewest atomic dims whose product times a small factor (1..4) is ``n``."""
 

@@ -458,12 +458,24 @@ def apart(built: Built, even_heads: bool = False) -> Built | None:
         return None
     chosen, module, inputs = found
     dims = sizing.from_chosen(chosen, {})
+    _keep_other_sizes(dims, made_by.recovered(module, None, inputs))
     call = built.call
 
     def remake(bindings: dict[str, int]) -> Any:
         return call.build(sizing.parameter_sizes(chosen, {}, bindings))
 
     return Built(module, inputs, dims, built.label, {}, remake=remake)
+
+
+def _keep_other_sizes(dims: sizing.Dims, named: dict[str, int]) -> None:
+    """The module's sizes that the sizes apart did not choose (a config's `sliding_window`,
+    read by a mask), as free dims of the sizes the rebuilt module has, where no chosen dim
+    writes that size (else it is written with them, or stays a number)."""
+    for name, size in named.items():
+        spec = sizing.spec_name(name)
+        if not (spec in dims.atomic or spec in dims.derived or sizing.is_structural(name)
+                or dims.writes(size)):
+            dims.atomic[spec] = size
 
 
 def _int_parameters(value: Any) -> list[inspect.Parameter]:
