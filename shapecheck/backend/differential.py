@@ -72,9 +72,11 @@ def inputs_for(program: Program, seed: int, dtype: str = "float64") -> dict[str,
 
 
 def disagreements(program: Program, *, seed: int = 0, backends: Sequence[str] = BACKENDS,
-                  dtype: str = "float64", max_memory: int = MAX_MEMORY) -> list[str]:
+                  dtype: str = "float64", max_memory: int = MAX_MEMORY,
+                  check_invariants: bool = False) -> list[str]:
     """What breaks the oracle for ``program`` (checked at a binding that fixes every dim),
-    one line each; empty when every variant agrees."""
+    one line each; empty when every variant agrees. ``check_invariants`` has every variant
+    check its softmax rows and outputs as it runs (:meth:`CompiledSpec.run`)."""
     chosen = [variant for variant in variants([b for b in backends if available(b)])]
     try:
         arrays = inputs_for(program, seed, dtype)
@@ -84,7 +86,7 @@ def disagreements(program: Program, *, seed: int = 0, backends: Sequence[str] = 
     outcomes: dict[Variant, RunResult | str] = {}
     for variant in chosen:
         given = {name: array.copy() for name, array in arrays.items()}
-        outcomes[variant] = _run(program, variant, given, dtype, max_memory)
+        outcomes[variant] = _run(program, variant, given, dtype, max_memory, check_invariants)
         problems += [f"{variant}: the input {name} was written"
                      for name, array in given.items() if not _same(arrays[name], array)]
         result = outcomes[variant]
@@ -94,12 +96,13 @@ def disagreements(program: Program, *, seed: int = 0, backends: Sequence[str] = 
 
 
 def _run(program: Program, variant: Variant, arrays: dict[str, np.ndarray], dtype: str,
-         max_memory: int) -> RunResult | str:
+         max_memory: int, check_invariants: bool) -> RunResult | str:
     """The run's result, or the kind of error it stopped with (a bug is raised as such)."""
     try:
         spec = CompiledSpec(program, dims=program.dims.bindings, dtype=dtype,
                             max_memory=max_memory, backend=variant.backend, fused=variant.fused)
-        return spec.run(arrays, keep_intermediates=variant.keep)
+        return spec.run(arrays, keep_intermediates=variant.keep,
+                        check_invariants=check_invariants)
     except RunError as error:
         return f"{type(error).__name__}: {error}"
 
