@@ -211,7 +211,7 @@ def _export(module: Any, inputs: dict[str, Any], shapes: Any) -> Any:
     # torch's deprecation notices are not the user's; FlexAttention's functions are kept
     # as functions (flex.py)
     with warnings.catch_warnings(), _named_forward(module, list(inputs)), _every_frame(), \
-            intercepted():
+            intercepted(), _flags_settled(module):
         warnings.simplefilter("ignore")
         exported = torch.export.export(module, (), dict(inputs), dynamic_shapes=shapes,
                                        strict=False)
@@ -219,6 +219,55 @@ def _export(module: Any, inputs: dict[str, Any], shapes: Any) -> Any:
         # over the graph) only where it writes into a tensor or holds an operator without
         # a row (a composite that pass decomposes).
         return exported if lowers_as_traced(exported) else exported.run_decompositions({})
+
+
+#: Builtins whose flag arguments torch's argument parser takes only as a `bool`.
+_FLAGGED = ("scaled_dot_product_attention",)
+
+
+@contextmanager
+def _flags_settled(module: Any) -> Iterator[None]:
+    """A flag computed from a traced size (Whisper's `is_causal=mask is not None and n_ctx >
+    1`) is a `SymBool`, which the argument parser of a builtin refuses where PyTorch itself
+    passes a bool. While tracing, each such builtin (as `F.name` and as the name a module of
+    the model imported) settles it with `bool()`: torch then guards on it, and the guard is a
+    range constraint of the spec (`T >= 2`), as for any size the module requires."""
+    import sys
+
+    import torch.nn.functional as F
+
+    homes = {id(F): F}
+    for sub in module.modules():
+        home = sys.modules.get(type(sub).__module__)
+        if home is not None:
+            homes[id(home)] = home
+    saved: list[tuple[Any, str, Any]] = []
+    for name in _FLAGGED:
+        original = getattr(F, name, None)
+        if original is None:
+            continue
+        for home in homes.values():
+            for key, value in list(vars(home).items()):
+                if value is original:
+                    saved.append((home, key, value))
+                    setattr(home, key, _settling(original))
+    try:
+        yield
+    finally:
+        for home, key, value in reversed(saved):
+            setattr(home, key, value)
+
+
+def _settling(original: Callable[..., Any]) -> Callable[..., Any]:
+    import torch
+
+    def settle(value: Any) -> Any:
+        return bool(value) if isinstance(value, torch.SymBool) else value
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return original(*(settle(a) for a in args),
+                        **{k: settle(v) for k, v in kwargs.items()})
+    return call
 
 
 @contextmanager
