@@ -230,4 +230,19 @@ def _is_config(value: Any) -> bool:
     import dataclasses
 
     return (dataclasses.is_dataclass(value) and not isinstance(value, type)) or any(
-        base.__name__ in ("PretrainedConfig", "PreTrainedConfig") for base in type(value).__mro__)
+        base.__name__ in ("PretrainedConfig", "PreTrainedConfig") for base in type(value).__mro__
+    ) or _is_attribute_bag(value)
+
+
+def _is_attribute_bag(value: Any) -> bool:
+    """A plain object of attributes passed as a config (minGPT's `CfgNode(n_embd=...)`, an
+    `argparse.Namespace`, a `SimpleNamespace`): not a module, tensor or class, and at least
+    one of its attributes an int that names a size."""
+    import torch
+
+    if isinstance(value, (type, torch.nn.Module, torch.Tensor)) or callable(value):
+        return False
+    fields = getattr(value, "__dict__", None)
+    return isinstance(fields, dict) and any(
+        isinstance(name, str) and _is_size(name, size) and sizing.is_size_name(name)
+        for name, size in fields.items())
