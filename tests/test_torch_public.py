@@ -28,6 +28,7 @@ CLEAN = [
     "vit_attention.py:make",              # chunk, rearrange, nn.Softmax
     "mingpt_attention.py:make",           # a CfgNode config (was four SC307 notes)
     "swin_window_attention.py:make",      # relative position bias table, no shift
+    "sam_attention.py:make",              # [B, H, W, C], decomposed rel pos (was SC411)
 ]
 
 BUGS = [

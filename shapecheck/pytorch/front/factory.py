@@ -157,7 +157,9 @@ def apart(call: Call, named: dict[str, int], inputs: dict[str, Any], *,
     input axis of a size that was one of theirs the size chosen for it (the batch and
     sequence axes keep theirs). None when an axis's size was several dims' with different
     new sizes, or an input is not tensors."""
-    chosen = sizing.choose(list(call.sizes()), {}, even_heads=even_heads)
+    fixed = _fixed_sizes(inputs, set(named.values())) | _fixed_sizes(
+        dict(call.arguments.arguments), set())
+    chosen = sizing.choose(list(call.sizes()), {}, even_heads=even_heads, avoid=fixed)
     new_of: dict[int, set[int]] = {}
     for name, size in chosen.sizes.items():
         if name in named:
@@ -171,6 +173,21 @@ def apart(call: Call, named: dict[str, int], inputs: dict[str, Any], *,
     except Exception:
         return None
     return chosen, module, moved
+
+
+def _fixed_sizes(values: dict[str, Any], dims: set[int]) -> frozenset[int]:
+    """The sizes that stay as they are when the module is built again: each input axis of a
+    size that is no dim's (SAM's [B, 5, 7, C] image), and the ints of a tuple argument
+    (`input_size=(5, 7)`). A size chosen equal to one would be read as that dim."""
+    import torch
+
+    found: set[int] = set()
+    for value in values.values():
+        if isinstance(value, torch.Tensor):
+            found.update(int(size) for size in value.shape if int(size) not in dims)
+        elif isinstance(value, (tuple, list)):
+            found.update(v for v in value if isinstance(v, int) and not isinstance(v, bool))
+    return frozenset(found)
 
 
 class _Ambiguous(Exception):

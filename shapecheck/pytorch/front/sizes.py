@@ -56,14 +56,17 @@ class Chosen:
     derived: dict[str, tuple[str, ...]]  # dim name -> the atomic dims it is the product of
 
 
-def choose(parameters: list[str], given: dict[str, int], *, even_heads: bool = False) -> Chosen:
+def choose(parameters: list[str], given: dict[str, int], *, even_heads: bool = False,
+           avoid: frozenset[int] = frozenset()) -> Chosen:
     """Sizes for a factory's int ``parameters`` (``given`` fixes some). Heads, kv heads and
     head widths get primes; a width is heads × head width (a kv-head count divides the
     heads: heads = kv × group); any other int gets a prime of its own, larger than the
     example sequence length. ``even_heads`` makes the head width ``2 · prime`` (rotary
-    halves)."""
+    halves). No size in ``avoid`` is chosen (an input's fixed axes: a 5 × 7 image read as
+    5 heads)."""
     pool = iter(p for p in PRIMES if p not in given.values() and p not in (BATCH_SIZE,
-                                                                        SEQUENCE_SIZE))
+                                                                        SEQUENCE_SIZE)
+                and p not in avoid)
     atomic: dict[str, int] = {}
     derived: dict[str, tuple[str, ...]] = {}
     sizes: dict[str, int] = {}
