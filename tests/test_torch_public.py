@@ -28,6 +28,7 @@ CLEAN = [
     "vit_attention.py:make",              # chunk, rearrange, nn.Softmax
     "mingpt_attention.py:make",           # a CfgNode config (was four SC307 notes)
     "swin_window_attention.py:make",      # relative position bias table, no shift
+    "swin_window_attention.py:make_shifted",  # mask [nW, N, N], view(B_ // nW, nW) (was SC201)
     "sam_attention.py:make",              # [B, H, W, C], decomposed rel pos (was SC411)
 ]
 

@@ -94,6 +94,7 @@ class Lowering:
         self._trees: dict[str, ast.Module | None] = {}
         self._materialise: set[Any] = set()
         self._hinted: dict[int, str] = {}  # a symbolic size's traced value -> its dim name
+        self._multiple_of: dict[Any, Any] = {}  # a size -> quotient * divisor (`_multiples`)
 
     # --- the walk -----------------------------------------------------------------------
 
@@ -161,6 +162,7 @@ class Lowering:
             value = node.meta.get("val") if node is not None else None
             if _is_tensor(value):
                 self._name_symbols(value, self.dynamic_names.get(path[0], {}))
+        self._multiples(nodes.values())
         for index, spec in enumerate(signature.input_specs):
             node = nodes.get(getattr(spec.arg, "name", ""))
             if node is None:
@@ -353,8 +355,42 @@ class Lowering:
         """A size (int or SymInt) as a dim expression."""
         if isinstance(value, int):
             return self.dims.size(value)
+        if hasattr(value, "node") and self._multiple_of:
+            return self.sym(str(value.node.expr.xreplace(self._multiple_of)))
         expression = str(value.node.expr) if hasattr(value, "node") else str(value)
         return self.sym(expression)
+
+    def _multiples(self, placeholders: Any) -> None:
+        """An input size the module splits by another (Swin's `attn.view(B_ // nW, nW, ...)`,
+        the windows of every image by the mask's windows) is a multiple of it: torch's guard
+        `Eq(B_, (B_//nW) * (B_//(B_//nW)))` holds for every multiple and for nothing else.
+        Such a size is written `B * B2` (the quotient takes its name): the module relies on
+        its caller for it, as for sizes the caller keeps equal."""
+        import sympy
+
+        env = next((v.fake_mode.shape_env for v in (p.meta.get("val") for p in placeholders)
+                    if _is_tensor(v) and getattr(getattr(v, "fake_mode", None), "shape_env",
+                                                 None) is not None), None)
+        if env is None:
+            return
+        named = {str(symbol): symbol for guard in env.guards
+                 for symbol in guard.expr.free_symbols if str(symbol) in self.dims.symbolic}
+        for guard in env.guards:
+            if not isinstance(guard.expr, sympy.Eq):
+                continue
+            for size, other in ((guard.expr.lhs, guard.expr.rhs), (guard.expr.rhs, guard.expr.lhs)):
+                if not isinstance(size, sympy.Symbol) or str(size) not in named \
+                        or size in self._multiple_of or not other.has(size):
+                    continue
+                for divisor in other.free_symbols - {size}:
+                    if str(divisor) not in named or divisor in self._multiple_of:
+                        continue
+                    quotient = sympy.Symbol(f"q{size}", integer=True, positive=True)
+                    whole = quotient * divisor
+                    if sympy.simplify(other.xreplace({size: whole}) - whole) == 0:
+                        self._multiple_of[size] = whole
+                        self.dims.symbolic[str(quotient)] = self.dims.symbolic[str(size)]
+                        break
 
     def sym(self, expression: str) -> str:
         def word(match: re.Match[str]) -> str:
