@@ -170,7 +170,10 @@ def _trace(built: Any) -> Any:
     _attributes_as_buffers(module)
     shapes = _dynamic_shapes(built)
     try:
-        return _export(module, built.inputs, shapes)
+        program = _export(module, built.inputs, shapes)
+        if not _pinned(program):
+            return program
+        first: Exception = RuntimeError("a symbolic size is pinned by a guard")
     except Exception as error:  # torch's reason is the diagnostic
         first = error
     # symbolic axes tied by arithmetic torch cannot settle (a mask's key axis = cached + new)
@@ -178,6 +181,34 @@ def _trace(built: Any) -> Any:
         return _static(built)
     except Exception:
         raise Untraceable(_reason(first), _user_location(first, built.module)) from None
+
+
+def _pinned(program: Any) -> bool:
+    """Whether torch, tracing symbolically, assumed an equation between the sizes that it
+    could neither solve nor keep (CLIP's attention pool: `H*W + 1 == 10`, the map's side
+    tied to a positional table's length): the program then claims every size while the
+    module runs at one, so it is traced at its example's sizes instead."""
+    import sympy
+
+    env = _shape_env(program)
+    if env is None:
+        return False
+    for guard in getattr(env, "guards", ()):
+        expr = env.simplify(guard.expr)
+        if isinstance(expr, sympy.Eq) and expr.free_symbols:
+            return True
+    return False
+
+
+def _shape_env(program: Any) -> Any:
+    """The shape environment of a program's symbolic sizes, None where every size is fixed."""
+    for node in program.graph.nodes:
+        value = node.meta.get("val") if node.op == "placeholder" else None
+        for size in getattr(value, "shape", ()):
+            env = getattr(getattr(size, "node", None), "shape_env", None)
+            if env is not None:
+                return env
+    return None
 
 
 def _attributes_as_buffers(module: Any) -> None:
