@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -530,7 +531,31 @@ def call_inputs(extraction: Extraction, tensors: dict[str, Any]) -> dict[str, An
     inputs = copy.deepcopy(extraction.example)  # the module writes into a cache object
     for name, (argument, path) in extraction.lowered.inputs.items():
         inputs[argument] = _replaced(inputs.get(argument), path, tensors[name])
+    for names in _aliased(extraction):
+        read = _read_of(extraction.lowered, names)
+        for argument in names:
+            inputs[argument] = inputs[read]
     return inputs
+
+
+def _aliased(extraction: Extraction) -> list[list[str]]:
+    """The spec inputs the traced call passed as one tensor (fairseq's and torch's
+    self-attention: `query=x, key=x, value=x`): the trace cannot tell them apart, so the
+    module runs with one tensor under each name."""
+    groups: dict[int, list[str]] = {}
+    for name, (argument, path) in extraction.lowered.inputs.items():
+        value = extraction.example.get(argument)
+        if not path and name == argument and value is not None:
+            groups.setdefault(id(value), []).append(name)
+    return [names for names in groups.values() if len(names) > 1]
+
+
+def _read_of(lowered: Any, names: list[str]) -> str:
+    """Which of the aliased ``names`` the spec's statements read (torch keeps one
+    placeholder for a tensor passed twice); the first where none is."""
+    texts = " ".join(statement.text for statement in lowered.statements)
+    return next((n for n in reversed(names) if re.search(rf"\b{re.escape(n)}\b", texts)),
+                names[0])
 
 
 def _replaced(value: Any, path: tuple[int, ...], new: Any) -> Any:
