@@ -1,7 +1,7 @@
 """Attention modules copied faithfully from public projects the tool was not written
-against (tests/data/torch/public2/: litgpt, dinov2, perceiver-pytorch, CLIP), each called as
+against (tests/data/torch/public2/: litgpt, dinov2, perceiver-pytorch, CLIP, ESM), each called as
 its model calls it: each verifies clean and the spec `extract` writes conforms to it with no
-flag; a one-edit bug planted in two of them is flagged at its line (issue 29)."""
+flag; a one-edit bug planted in three of them is flagged at its line (issue 29)."""
 from __future__ import annotations
 
 import subprocess
@@ -24,6 +24,7 @@ CLEAN = [
     "litgpt_attention.py:make", "litgpt_attention.py:make_mha",
     "litgpt_attention.py:make_softcap",
     "clip_attention.py:make", "clip_attention.py:make_pool",
+    "esm_attention.py:make", "esm_attention.py:make_esm1b",
 ]
 
 
@@ -42,6 +43,12 @@ def test_a_size_torch_pins_by_an_unsolved_guard_is_traced_static() -> None:
     # torch records but neither solves nor keeps; the symbolic trace claimed every map size
     # and the broadcast read as a mismatch (SC303), now the pool is traced as it runs
     assert _codes("clip_attention.py:make_pool") == []
+
+
+def test_queries_scaled_before_rotary_keep_their_scale() -> None:
+    # ESM: `q *= self.scaling` then the rotary transform; the scale was lost through
+    # `q * cos + rotate_half(q) * sin` and a false SC405 said the scores were unscaled
+    assert _codes("esm_attention.py:make") == []
 
 
 @pytest.mark.slow
@@ -63,6 +70,7 @@ def test_public_module_conforms_with_no_flag(target: str, tmp_path: Path) -> Non
 @pytest.mark.parametrize(("target", "code", "line"), [
     ("bugs/perceiver_softmax_axis.py:make", "SC402", 66),  # softmax over the queries
     ("bugs/litgpt_scale_width.py:make", "SC404", 268),  # 1/sqrt(n_embd), not head_size
+    ("bugs/esm_scale_width.py:make", "SC404", 330),  # embed_dim**-0.5, before the rotary
 ])
 def test_planted_bug_is_flagged_at_its_line(target: str, code: str, line: int) -> None:
     assert _codes(target) == [(code, line)]

@@ -578,9 +578,9 @@ class MultiheadAttention(nn.Module):
 
 
 def _call(rotary: bool):
-    module = MultiheadAttention(32, 4, add_bias_kv=False, add_zero_attn=False,
+    module = MultiheadAttention(48, 4, add_bias_kv=False, add_zero_attn=False,
                                 use_rotary_embeddings=rotary).eval()
-    x = torch.randn(7, 2, 32)
+    x = torch.randn(7, 2, 48)
     padding = torch.zeros(2, 7, dtype=torch.bool)
     padding[1, 5:] = True
     return module, {"query": x, "key": x, "value": x, "key_padding_mask": padding,
