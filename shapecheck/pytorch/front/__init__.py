@@ -100,8 +100,14 @@ def extract(target: str, init: tuple[str, ...] | list[str] = (), built: Any = No
         built = build(target, init)
     separated = _apart(built)
     if separated is not None:
-        built, program = separated
-        return _written(built, program)
+        again, program = separated
+        written = _written(again, program)
+        if _consistent(written):
+            return written
+        # the sizes apart coincide in a size the module derives (litgpt's qkv width
+        # (heads + 2) * head_size is head_size**2 at heads=5, head_size=7): named wrong
+        built.dims.notes.append(MESSAGES["coincide_note"].format(
+            sizes=", ".join(f"{name}={size}" for name, size in built.named.items())))
     try:
         program = _trace(built)
     except Untraceable as first:
@@ -111,6 +117,16 @@ def extract(target: str, init: tuple[str, ...] | list[str] = (), built: Any = No
         except (Untraceable, ExtractError):
             raise first from None
     return _written(built, program)
+
+
+def _consistent(extraction: Extraction) -> bool:
+    """Whether a spec traced at sizes apart has no error of its own (SC401 aside: on a module
+    an unread argument is its interface)."""
+    from ...loader import check_text
+
+    program = check_text(extraction.text, {}, warn_unknown_bindings=False,
+                         ignore=frozenset({"SC401"}), infer=False)
+    return not any(d.is_error for d in program.diagnostics)
 
 
 def extract_built(built: Any) -> Extraction:
