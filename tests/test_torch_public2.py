@@ -12,6 +12,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from shapecheck.loader import check_text  # noqa: E402
+from shapecheck.pytorch.front import extract  # noqa: E402
 from shapecheck.pytorch.front.sourcemap import check  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,7 +24,7 @@ CLEAN = [
     "dinov2_attention.py:make_memeff",
     "perceiver_attention.py:make",
     "litgpt_attention.py:make", "litgpt_attention.py:make_mha",
-    "litgpt_attention.py:make_softcap",
+    "litgpt_attention.py:make_softcap", "litgpt_attention.py:make_softcap_mqa",
     "clip_attention.py:make", "clip_attention.py:make_pool",
     "esm_attention.py:make", "esm_attention.py:make_esm1b",
 ]
@@ -43,6 +45,15 @@ def test_a_size_torch_pins_by_an_unsolved_guard_is_traced_static() -> None:
     # torch records but neither solves nor keeps; the symbolic trace claimed every map size
     # and the broadcast read as a mismatch (SC303), now the pool is traced as it runs
     assert _codes("clip_attention.py:make_pool") == []
+
+
+def test_sizes_apart_that_coincide_in_a_derived_size_are_not_written() -> None:
+    # litgpt, one key/value head: retraced at heads=5, head_size=7 the qkv width
+    # (5 + 2) * 7 read as head_size**2 and the written spec did not verify; the factory's
+    # own sizes are kept instead
+    spec = extract(str(HERE / "litgpt_attention.py:make_softcap_mqa")).text
+    program = check_text(spec, {}, ignore=frozenset({"SC401"}), infer=False)
+    assert [d.code for d in program.diagnostics if d.is_error] == []
 
 
 def test_queries_scaled_before_rotary_keep_their_scale() -> None:

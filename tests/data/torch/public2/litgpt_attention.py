@@ -370,3 +370,9 @@ def make_softcap():
     """gemma-2-like: attention logit soft-capping, the explicit softmax path."""
     return _call(Config(n_embd=48, n_head=6, n_query_groups=2, rotary_percentage=1.0,
                         attention_logit_softcapping=50.0, attention_scores_scalar=16))
+
+
+def make_softcap_mqa():
+    """one key/value head for all queries, soft-capped (the explicit softmax path)."""
+    return _call(Config(n_embd=32, n_head=4, n_query_groups=1, rotary_percentage=1.0,
+                        attention_logit_softcapping=50.0, attention_scores_scalar=16))
