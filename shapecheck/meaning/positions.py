@@ -21,11 +21,15 @@ class PositionChecks:
             for a, b in ((left, right), (right, left)):
                 if a.table and not b.table and b.positional is None:
                     info.term_of = base_of(b)
+                    info.scale = b.scale  # the rotation is linear: x's scale goes on
             if left.table and right.table:
                 info.table = True
         elif node.op in ("+", "-"):
             if left.term_of is not None and left.term_of == right.term_of:
                 info.positional = node
+                # Q scaled before it is rotated (ESM, fairseq): both terms carry the scale
+                if [id(f.node) for f in left.scale] == [id(f.node) for f in right.scale]:
+                    info.scale = left.scale
             elif left.positional is not None or right.positional is not None:
                 info.positional = left.positional or right.positional
 

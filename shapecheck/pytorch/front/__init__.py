@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -99,8 +100,14 @@ def extract(target: str, init: tuple[str, ...] | list[str] = (), built: Any = No
         built = build(target, init)
     separated = _apart(built)
     if separated is not None:
-        built, program = separated
-        return _written(built, program)
+        again, program = separated
+        written = _written(again, program)
+        if _consistent(written):
+            return written
+        # the sizes apart coincide in a size the module derives (litgpt's qkv width
+        # (heads + 2) * head_size is head_size**2 at heads=5, head_size=7): named wrong
+        built.dims.notes.append(MESSAGES["coincide_note"].format(
+            sizes=", ".join(f"{name}={size}" for name, size in built.named.items())))
     try:
         program = _trace(built)
     except Untraceable as first:
@@ -110,6 +117,16 @@ def extract(target: str, init: tuple[str, ...] | list[str] = (), built: Any = No
         except (Untraceable, ExtractError):
             raise first from None
     return _written(built, program)
+
+
+def _consistent(extraction: Extraction) -> bool:
+    """Whether a spec traced at sizes apart has no error of its own (SC401 aside: on a module
+    an unread argument is its interface)."""
+    from ...loader import check_text
+
+    program = check_text(extraction.text, {}, warn_unknown_bindings=False,
+                         ignore=frozenset({"SC401"}), infer=False)
+    return not any(d.is_error for d in program.diagnostics)
 
 
 def extract_built(built: Any) -> Extraction:
@@ -170,7 +187,10 @@ def _trace(built: Any) -> Any:
     _attributes_as_buffers(module)
     shapes = _dynamic_shapes(built)
     try:
-        return _export(module, built.inputs, shapes)
+        program = _export(module, built.inputs, shapes)
+        if not _pinned(program):
+            return program
+        first: Exception = RuntimeError("a symbolic size is pinned by a guard")
     except Exception as error:  # torch's reason is the diagnostic
         first = error
     # symbolic axes tied by arithmetic torch cannot settle (a mask's key axis = cached + new)
@@ -178,6 +198,34 @@ def _trace(built: Any) -> Any:
         return _static(built)
     except Exception:
         raise Untraceable(_reason(first), _user_location(first, built.module)) from None
+
+
+def _pinned(program: Any) -> bool:
+    """Whether torch, tracing symbolically, assumed an equation between the sizes that it
+    could neither solve nor keep (CLIP's attention pool: `H*W + 1 == 10`, the map's side
+    tied to a positional table's length): the program then claims every size while the
+    module runs at one, so it is traced at its example's sizes instead."""
+    import sympy
+
+    env = _shape_env(program)
+    if env is None:
+        return False
+    for guard in getattr(env, "guards", ()):
+        expr = env.simplify(guard.expr)
+        if isinstance(expr, sympy.Eq) and expr.free_symbols:
+            return True
+    return False
+
+
+def _shape_env(program: Any) -> Any:
+    """The shape environment of a program's symbolic sizes, None where every size is fixed."""
+    for node in program.graph.nodes:
+        value = node.meta.get("val") if node.op == "placeholder" else None
+        for size in getattr(value, "shape", ()):
+            env = getattr(getattr(size, "node", None), "shape_env", None)
+            if env is not None:
+                return env
+    return None
 
 
 def _attributes_as_buffers(module: Any) -> None:
@@ -548,7 +596,31 @@ def call_inputs(extraction: Extraction, tensors: dict[str, Any]) -> dict[str, An
     inputs = copy.deepcopy(extraction.example)  # the module writes into a cache object
     for name, (argument, path) in extraction.lowered.inputs.items():
         inputs[argument] = _replaced(inputs.get(argument), path, tensors[name])
+    for names in _aliased(extraction):
+        read = _read_of(extraction.lowered, names)
+        for argument in names:
+            inputs[argument] = inputs[read]
     return inputs
+
+
+def _aliased(extraction: Extraction) -> list[list[str]]:
+    """The spec inputs the traced call passed as one tensor (fairseq's and torch's
+    self-attention: `query=x, key=x, value=x`): the trace cannot tell them apart, so the
+    module runs with one tensor under each name."""
+    groups: dict[int, list[str]] = {}
+    for name, (argument, path) in extraction.lowered.inputs.items():
+        value = extraction.example.get(argument)
+        if not path and name == argument and value is not None:
+            groups.setdefault(id(value), []).append(name)
+    return [names for names in groups.values() if len(names) > 1]
+
+
+def _read_of(lowered: Any, names: list[str]) -> str:
+    """Which of the aliased ``names`` the spec's statements read (torch keeps one
+    placeholder for a tensor passed twice); the first where none is."""
+    texts = " ".join(statement.text for statement in lowered.statements)
+    return next((n for n in reversed(names) if re.search(rf"\b{re.escape(n)}\b", texts)),
+                names[0])
 
 
 def _replaced(value: Any, path: tuple[int, ...], new: Any) -> Any:
