@@ -114,7 +114,7 @@ def test_the_scan_lets_the_way_down_pass() -> None:
 # the ones before it. The budget names `Dim` for type checkers only.
 WITHIN = {
     "symbolic": ("budget", "dims", "groebner", "counterexamples", "proofs", "builder", "unify",
-                 "positions"),
+                 "positions", "guards"),
     "check": ("program", "rules", "einsum", "gathers", "complex_values", "value_rules",
               "builtins", "indexing", "checker"),
     "messages": ("diagnostics", "codes", "suppress", "fixes"),

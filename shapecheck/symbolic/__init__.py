@@ -14,7 +14,8 @@ text. The package is split by job; every name is re-exported here, so
 - :mod:`.counterexamples`: claims, the three-way verdict, the counterexample search,
   the weakest constraint, and candidate bindings (``draw_bindings``);
 - :mod:`.builder`: dim expressions from the syntax tree (:class:`DimBuilder`);
-- :mod:`.unify`: the :class:`Unifier` of inference.
+- :mod:`.unify`: the :class:`Unifier` of inference;
+- :mod:`.guards`: torch's guards read as facts about sizes (the PyTorch front end).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from .dims import (
     integer, is_literal_one, is_name, monomial_quotient, pretty, product, radicand, shape_text,
     spaced, symbol, to_text, total,
 )
+from .guards import pins_sizes, multiples
 from .groebner import Basis, Steps, checked_poly, groebner_basis
 from .proofs import (
     ConstraintOutcome, ConstraintUse, DimChanges, DimInfo, DimSystem, Proof, explain_divides,
@@ -50,7 +52,7 @@ __all__ = [
     "Outcome", "Question", "Size", "Steps", "Unsupported", "TooComplex", "Unifier", "Verdict", "actual_bits", "affordable", "as_int",
     "bits_of", "built_of_positives", "cancel", "checked_poly", "draw_bindings", "estimate",
     "exact_quotient", "expand", "explain_divides", "explain_equal", "floor_quotient",
-    "free_names", "groebner_basis", "growth", "has_denominator", "integer", "is_literal_one",
+    "free_names", "groebner_basis", "pins_sizes", "multiples", "growth", "has_denominator", "integer", "is_literal_one",
     "is_name", "monomial_quotient", "numer_denom", "pretty", "product", "radicand",
     "shape_text", "solve_for", "spaced", "symbol", "to_text", "too_complex", "total",
 ]

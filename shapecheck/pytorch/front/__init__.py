@@ -205,16 +205,16 @@ def _pinned(program: Any) -> bool:
     could neither solve nor keep (CLIP's attention pool: `H*W + 1 == 10`, the map's side
     tied to a positional table's length): the program then claims every size while the
     module runs at one, so it is traced at its example's sizes instead."""
-    import sympy
+    from ...symbolic import pins_sizes
 
     env = _shape_env(program)
     if env is None:
         return False
-    for guard in getattr(env, "guards", ()):
-        expr = env.simplify(guard.expr)
-        if isinstance(expr, sympy.Eq) and expr.free_symbols:
-            return True
-    return False
+    values = getattr(env, "backed_var_to_val", None)  # torch 2.13's name of var_to_val
+    traced = {symbol: int(value) for symbol, value in (
+        values if values is not None else getattr(env, "var_to_val", {})).items()}
+    return any(pins_sizes(env.simplify(guard.expr), traced)
+               for guard in getattr(env, "guards", ()))
 
 
 def _shape_env(program: Any) -> Any:

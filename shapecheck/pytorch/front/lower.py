@@ -366,31 +366,18 @@ class Lowering:
         `Eq(B_, (B_//nW) * (B_//(B_//nW)))` holds for every multiple and for nothing else.
         Such a size is written `B * B2` (the quotient takes its name): the module relies on
         its caller for it, as for sizes the caller keeps equal."""
-        import sympy
+        from ...symbolic import multiples
 
         env = next((v.fake_mode.shape_env for v in (p.meta.get("val") for p in placeholders)
                     if _is_tensor(v) and getattr(getattr(v, "fake_mode", None), "shape_env",
                                                  None) is not None), None)
         if env is None:
             return
-        named = {str(symbol): symbol for guard in env.guards
-                 for symbol in guard.expr.free_symbols if str(symbol) in self.dims.symbolic}
-        for guard in env.guards:
-            if not isinstance(guard.expr, sympy.Eq):
-                continue
-            for size, other in ((guard.expr.lhs, guard.expr.rhs), (guard.expr.rhs, guard.expr.lhs)):
-                if not isinstance(size, sympy.Symbol) or str(size) not in named \
-                        or size in self._multiple_of or not other.has(size):
-                    continue
-                for divisor in other.free_symbols - {size}:
-                    if str(divisor) not in named or divisor in self._multiple_of:
-                        continue
-                    quotient = sympy.Symbol(f"q{size}", integer=True, positive=True)
-                    whole = quotient * divisor
-                    if sympy.simplify(other.xreplace({size: whole}) - whole) == 0:
-                        self._multiple_of[size] = whole
-                        self.dims.symbolic[str(quotient)] = self.dims.symbolic[str(size)]
-                        break
+        names = {str(symbol) for guard in env.guards for symbol in guard.expr.free_symbols
+                 if str(symbol) in self.dims.symbolic}
+        for size, (quotient, whole) in multiples((g.expr for g in env.guards), names).items():
+            self._multiple_of[size] = whole
+            self.dims.symbolic[quotient] = self.dims.symbolic[str(size)]
 
     def sym(self, expression: str) -> str:
         def word(match: re.Match[str]) -> str:
