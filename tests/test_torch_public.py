@@ -1,7 +1,9 @@
 """Issue 29: attention modules copied faithfully from public projects the tool had never
-seen (tests/data/torch/public/, each file names its repository, path and license), called
-as their models call them: each verifies clean and conforms with no flag, and a one-edit bug
-planted in three of them is flagged with its code at its line."""
+seen (tests/data/torch/public/: whisper, stable-diffusion, vit-pytorch, minGPT, Swin, SAM;
+tests/data/torch/public2/: litgpt, dinov2, perceiver-pytorch, CLIP, ESM; each file names its
+repository, path and license), called as their models call them: each verifies clean and
+the spec `extract` writes conforms to it with no flag, and a one-edit bug planted in six of
+them is flagged with its code at its line."""
 from __future__ import annotations
 
 import subprocess
@@ -13,37 +15,49 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("einops")
 
+from shapecheck.loader import check_text  # noqa: E402
+from shapecheck.pytorch.front import extract  # noqa: E402
 from shapecheck.pytorch.front.sourcemap import check  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-PUBLIC = ROOT / "tests" / "data" / "torch" / "public"
+DATA = ROOT / "tests" / "data" / "torch"
 
 CLEAN = [
-    "whisper_attention.py:make",          # SDPA, is_causal from a traced size (was SC601)
-    "whisper_attention.py:make_manual",   # (q * s) @ (k * s).T, mask[:n_ctx, :n_ctx]
-    "whisper_attention.py:make_cross",    # keys and values from xa
-    "sd_cross_attention.py:make",         # einops, einsum, exists/default
-    "sd_cross_attention.py:make_cross",   # a context of another width
-    "sd_cross_attention.py:make_masked",  # repeat of a [b, j] mask, masked_fill_
-    "vit_attention.py:make",              # chunk, rearrange, nn.Softmax
-    "mingpt_attention.py:make",           # a CfgNode config (was four SC307 notes)
-    "swin_window_attention.py:make",      # relative position bias table, no shift
-    "swin_window_attention.py:make_shifted",  # mask [nW, N, N], view(B_ // nW, nW) (was SC201)
-    "sam_attention.py:make",              # [B, H, W, C], decomposed rel pos (was SC411)
+    "public/whisper_attention.py:make",          # SDPA, is_causal from a traced size (was SC601)
+    "public/whisper_attention.py:make_manual",   # (q * s) @ (k * s).T, mask[:n_ctx, :n_ctx]
+    "public/whisper_attention.py:make_cross",    # keys and values from xa
+    "public/sd_cross_attention.py:make",         # einops, einsum, exists/default
+    "public/sd_cross_attention.py:make_cross",   # a context of another width
+    "public/sd_cross_attention.py:make_masked",  # repeat of a [b, j] mask, masked_fill_
+    "public/vit_attention.py:make",              # chunk, rearrange, nn.Softmax
+    "public/mingpt_attention.py:make",           # a CfgNode config (was four SC307 notes)
+    "public/swin_window_attention.py:make",      # relative position bias table, no shift
+    "public/swin_window_attention.py:make_shifted",  # mask [nW, N, N], view(B_ // nW, nW) (was SC201)
+    "public/sam_attention.py:make",              # [B, H, W, C], decomposed rel pos (was SC411)
+    "public2/dinov2_attention.py:make", "public2/dinov2_attention.py:make_causal",
+    "public2/dinov2_attention.py:make_memeff",
+    "public2/perceiver_attention.py:make",
+    "public2/litgpt_attention.py:make", "public2/litgpt_attention.py:make_mha",
+    "public2/litgpt_attention.py:make_softcap", "public2/litgpt_attention.py:make_softcap_mqa",
+    "public2/clip_attention.py:make", "public2/clip_attention.py:make_pool",
+    "public2/esm_attention.py:make", "public2/esm_attention.py:make_esm1b",
 ]
 
 BUGS = [
-    ("vit_attention_bug.py:make", "SC402", 39),           # nn.Softmax(dim = -2)
-    ("mingpt_attention_bug.py:make", "SC408", 52),        # bias[...] == 1: mask inverted
-    ("whisper_attention_bug.py:make_manual", "SC404", 80),  # ** -0.5 on q and on k
+    ("public/vit_attention_bug.py:make", "SC402", 39),           # nn.Softmax(dim = -2)
+    ("public/mingpt_attention_bug.py:make", "SC408", 52),        # bias[...] == 1: mask inverted
+    ("public/whisper_attention_bug.py:make_manual", "SC404", 80),  # ** -0.5 on q and on k
+    ("public2/bugs/perceiver_softmax_axis.py:make", "SC402", 66),  # softmax over the queries
+    ("public2/bugs/litgpt_scale_width.py:make", "SC404", 268),  # 1/sqrt(n_embd), not head_size
+    ("public2/bugs/esm_scale_width.py:make", "SC404", 330),  # embed_dim**-0.5, before the rotary
 ]
 
 
 def _found(target: str) -> list[tuple[str, int]]:
-    return [(d.code, d.span.line) for r in check(str(PUBLIC / target)) for d in r.diagnostics]
+    return [(d.code, d.span.line) for r in check(str(DATA / target)) for d in r.diagnostics]
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # a few seconds each: torch.export, a retrace at sizes apart
 @pytest.mark.parametrize("target", CLEAN)
 def test_public_module_verifies_clean(target: str) -> None:
     assert _found(target) == []
@@ -54,16 +68,46 @@ def test_public_module_verifies_clean(target: str) -> None:
 def test_public_module_conforms_with_no_flag(target: str, tmp_path: Path) -> None:
     spec = tmp_path / "spec.attn"
     run = [sys.executable, "-m", "shapecheck"]
-    path = str(PUBLIC / target)
+    path = str(DATA / target)
     written = subprocess.run([*run, "extract", path, "-o", str(spec)], capture_output=True,
                              text=True, cwd=ROOT)
     assert written.returncode == 0, written.stderr
     done = subprocess.run([*run, "conform", str(spec), path], capture_output=True, text=True,
                           cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "conforms" in done.stdout
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("target", "code", "line"), BUGS)
 def test_planted_bug_is_flagged_at_its_line(target: str, code: str, line: int) -> None:
     assert _found(target) == [(code, line)]
+
+
+def test_a_size_torch_pins_by_an_unsolved_guard_is_traced_static() -> None:
+    # CLIP's AttentionPool2d: `H*W + 1` must equal its positional table's length, a guard
+    # torch records but neither solves nor keeps; the symbolic trace claimed every map size
+    # and the broadcast read as a mismatch (SC303), now the pool is traced as it runs
+    assert _found("public2/clip_attention.py:make_pool") == []
+
+
+def test_a_size_split_by_another_is_their_product_not_a_pinned_size() -> None:
+    # Swin's attn.view(B_ // nW, nW, ...): torch's guards hold at every multiple (and
+    # Max(1, n) == n at every size), so the trace stays symbolic (traced static, the scale
+    # by the head width read as a constant: a false SC404)
+    assert _found("public/swin_window_attention.py:make_shifted") == []
+
+
+def test_sizes_apart_that_coincide_in_a_derived_size_are_not_written() -> None:
+    # litgpt, one key/value head: retraced at heads=5, head_size=7 the qkv width
+    # (5 + 2) * 7 read as head_size**2 and the written spec did not verify; the factory's
+    # own sizes are kept instead
+    spec = extract(str(DATA / "public2/litgpt_attention.py:make_softcap_mqa")).text
+    program = check_text(spec, {}, ignore=frozenset({"SC401"}), infer=False)
+    assert [d.code for d in program.diagnostics if d.is_error] == []
+
+
+def test_queries_scaled_before_rotary_keep_their_scale() -> None:
+    # ESM: `q *= self.scaling` then the rotary transform; the scale was lost through
+    # `q * cos + rotate_half(q) * sin` and a false SC405 said the scores were unscaled
+    assert _found("public2/esm_attention.py:make") == []
