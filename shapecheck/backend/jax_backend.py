@@ -34,8 +34,8 @@ from ..syntax import nodes
 from . import onecall, pattern
 from .errors import message
 from .lowering import (
-    NODES, Call, Implementation, NewArrays, bounded, check_sums, lower_call, made, slice_word,
-    table,
+    NODES, Call, Implementation, NewArrays, bounded, check_sums, flipped, lower_call, made,
+    ordered, slice_word, table,
 )
 from .numpy_backend import SOFTMAX_TOLERANCE, checked_positions, element_dtype, index_key, where_of
 from .plan import Allocation, Closure, Frame, Lowered, Plan, PlanBuilder, Statement, build
@@ -644,31 +644,15 @@ def _extreme_at(find: Callable[..., Any]) -> Implementation:
     return implementation
 
 
-def _sort(call: Call) -> Closure:
-    axis, descending = axis_index(call.arg("axis"), call.rank()), bool(call.arg("descending"))
-    return made(call, lambda x: jnp.sort(x, axis=axis, descending=descending), "x")
-
-
-def _argsort(call: Call) -> Closure:
-    """Ties in their first order (a stable sort), descending too (PyTorch's stable=True)."""
-    axis, descending = axis_index(call.arg("axis"), call.rank()), bool(call.arg("descending"))
-    dtype = call.c.dtype
-    return made(call, lambda x: jnp.argsort(x, axis=axis, stable=True,
-                                            descending=descending).astype(dtype), "x")
-
-
-def _flip(call: Call) -> Closure:
-    axes = axes_of(call.arg("axis"), call.rank())
-    x = call.tensor()  # a mask stays a mask
-    run = x.run
-    call.allocates()
-    return call.fold(Closure(lambda frame: jnp.flip(run(frame), axis=axes)), x)
-
-
 # The JAX op table: a row per builtin (lowering.table: the functions above by name, the shared
 # recipes with jax.numpy's functions, and these rows of its own).
 BUILTINS: dict[str, Implementation] = table(globals(), jnp, {
     "clamp": bounded(jnp.clip),
+    "sort": ordered(lambda x, axis, descending, _: jnp.sort(x, axis=axis, descending=descending)),
+    # ties in their first order (a stable sort), descending too (PyTorch's stable=True)
+    "argsort": ordered(lambda x, axis, descending, dtype: jnp.argsort(
+        x, axis=axis, stable=True, descending=descending).astype(dtype)),
+    "flip": flipped(lambda x, axes: jnp.flip(x, axis=axes)),
     "argmax": _extreme_at(jnp.argmax), "argmin": _extreme_at(jnp.argmin),
     "sigmoid": _unary(jax.nn.sigmoid), "relu": _unary(jax.nn.relu),
     "rsqrt": _unary(jax.lax.rsqrt), "erf": _unary(erf), "silu": _unary(jax.nn.silu),

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..check.builtins import BUILTINS as CHECKED, axis_index
+from ..check.value_rules import axes_of
 from ..check.program import CallInfo, Value
 from ..syntax import nodes
 from .errors import CheckerBug, message
@@ -317,6 +318,29 @@ def bounded(clip: Callable[[Any, Any, Any], Any]) -> Implementation:
         call.allocates()
         return call.fold(Closure(lambda frame: clip(run(frame), low(frame), high(frame))),
                          x, *given)
+
+    return implementation
+
+
+def ordered(sort: Callable[[Any, int, bool, Any], Any]) -> Implementation:
+    """`sort` and `argsort` through a framework's stable sort, called with the value, the
+    axis, whether descending and the checker's dtype (argsort's indices are cast to it)."""
+    def implementation(call: Call) -> Closure:
+        axis, descending = axis_index(call.arg("axis"), call.rank()), bool(call.arg("descending"))
+        dtype = call.c.dtype
+        return made(call, lambda x: sort(x, axis, descending, dtype), "x")
+
+    return implementation
+
+
+def flipped(flip: Callable[[Any, tuple[int, ...] | None], Any]) -> Implementation:
+    """`flip` through a framework's flip (the axes, None for all); a mask stays a mask."""
+    def implementation(call: Call) -> Closure:
+        axes = axes_of(call.arg("axis"), call.rank())
+        x = call.tensor()
+        run = x.run
+        call.allocates()
+        return call.fold(Closure(lambda frame: flip(run(frame), axes)), x)
 
     return implementation
 

@@ -37,8 +37,8 @@ from .plan import (
     Allocation, Closure, Frame, Lowered, Plan, PlanBuilder, Statement, Thunk, build,
 )
 from .lowering import (
-    NODES, Call, Implementation, NewArrays, bounded, check_sums, lower_call, made, slice_word,
-    table,
+    NODES, Call, Implementation, NewArrays, bounded, check_sums, flipped, lower_call, made,
+    ordered, slice_word, table,
 )
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
@@ -700,31 +700,6 @@ def _extreme_at(call: Call, find: Callable[..., torch.Tensor]) -> Closure:
     return made(call, lambda x: find(x, dim=axis, keepdim=keep).to(dtype), "x")
 
 
-def _sort(call: Call) -> Closure:
-    axis, descending = axis_index(call.arg("axis"), call.rank()), bool(call.arg("descending"))
-    return made(call, lambda x: torch.sort(x, dim=axis, descending=descending,
-                                            stable=True).values, "x")
-
-
-def _argsort(call: Call) -> Closure:
-    axis, descending = axis_index(call.arg("axis"), call.rank()), bool(call.arg("descending"))
-    dtype = call.c.dtype
-    return made(call, lambda x: torch.argsort(x, dim=axis, descending=descending,
-                                               stable=True).to(dtype), "x")
-
-
-def _flip(call: Call) -> Closure:
-    axes = axes_of(call.arg("axis"), call.rank())
-    x = call.tensor()  # a mask stays a mask
-    run = x.run
-    call.allocates()
-
-    def flip(frame: Frame) -> torch.Tensor:
-        value = run(frame)
-        return torch.flip(value, dims=tuple(range(value.ndim)) if axes is None else axes)
-    return call.fold(Closure(flip), x)
-
-
 def _conjugate(z: torch.Tensor) -> torch.Tensor:
     return torch.conj_physical(z)
 
@@ -1088,6 +1063,12 @@ def _numbers(value: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 # the shared recipes with torch's functions, and these rows of its own).
 BUILTINS: dict[str, Implementation] = table(globals(), torch, {
     "clamp": bounded(torch.clamp),
+    "sort": ordered(lambda x, axis, descending, _: torch.sort(
+        x, dim=axis, descending=descending, stable=True).values),
+    "argsort": ordered(lambda x, axis, descending, dtype: torch.argsort(
+        x, dim=axis, descending=descending, stable=True).to(dtype)),
+    "flip": flipped(lambda x, axes: torch.flip(
+        x, dims=tuple(range(x.ndim)) if axes is None else axes)),
     "gelu": _unary(_gelu_exact),
     "silu": _unary(torch.nn.functional.silu),
     "max": _reduction(torch.amax),  # torch.max(x, dim) is (values, indices)
