@@ -51,6 +51,21 @@ def test_real_code_traces_and_verifies_clean(target: str) -> None:
     assert codes_of(target) == []
 
 
+BARE = ROOT / "tests" / "data" / "torch" / "bare_factory.py"
+
+
+def test_a_factory_returning_a_module_alone_gets_inputs_as_a_class_does() -> None:
+    # `return Attention(64, num_heads=4)`: a [B, T, 64] input, the constructor's sizes as
+    # dims (told apart by a retrace), and a planted softmax axis flagged at its line
+    assert codes_of(f"{BARE}:make") == []
+    assert [(d.code, d.span.line) for r in check(f"{BARE}:make_bug")
+            for d in r.diagnostics] == [("SC402", 29)]
+    # a module with no layer to read an input width from: what to write instead
+    [result] = check(f"{BARE}:make_identity")
+    assert [d.code for d in result.diagnostics] == ["SC603"]
+    assert "(module, inputs)" in result.diagnostics[0].message
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("target", SLOW)
 def test_more_real_code_traces_and_verifies_clean(target: str) -> None:

@@ -13,8 +13,8 @@ MESSAGES = {
     "not_callable": "`{target}` 既不是类也不是函数",
     "build_failed": "构造 `{target}` 时抛出了 {error}",
     "not_a_module": "`{target}` 返回了 {type}, 不是 nn.Module",
-    "factory_inputs": "`{target}` 只返回了模块, 没有输入; 无参数的工厂函数应返回 (module, inputs), "
-    "inputs 是按名字给出 forward 每个参数的 dict",
+    "factory_inputs": "`{target}` 只返回了模块, 没有输入, 且它没有线性层或层归一化可说明输入的宽度; "
+    "请返回 (module, inputs), inputs 是按名字给出 forward 每个参数的 dict",
     "factory_returns": "`{target}` 返回了 {type}; 无参数的工厂函数应返回 (module, inputs), "
     "inputs 是按名字给出 forward 每个参数的 dict",
     "init_syntax": "`--init {value}` 不是 NAME=SIZE、NAME=DIM (维度的约定可跟在后面) 或 NAME=[SHAPE] "

@@ -39,8 +39,9 @@ MESSAGES: Table = Table("torchfront", "MESSAGES", {
     "not_callable": "`{target}` is not a class or a function",
     "build_failed": "building `{target}` raised {error}",
     "not_a_module": "`{target}` returned a {type}, not an nn.Module",
-    "factory_inputs": "`{target}` returned a module without inputs; a factory without parameters "
-    "returns (module, inputs), inputs a dict with every forward argument by name",
+    "factory_inputs": "`{target}` returned a module without inputs, and no linear layer or layer "
+    "norm of it says how wide its input is; return (module, inputs), inputs a dict with every "
+    "forward argument by name",
     "factory_returns": "`{target}` returned a {type}; a factory without parameters returns "
     "(module, inputs), inputs a dict with every forward argument by name",
     "init_syntax": "`--init {value}` is not NAME=SIZE, NAME=DIM (with a dim's convention after "

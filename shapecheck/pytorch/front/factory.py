@@ -65,11 +65,9 @@ def run_capturing(factory: Callable[[], Any]) -> tuple[Any, Call | None]:
     """Run the factory, and again with its module's class recording each constructor call
     (the class is known only from the first run): what the second run made, and the call
     that made its module (None when the factory makes no module, or builds it otherwise)."""
-    import torch
-
     made = factory()
-    module = made[0] if isinstance(made, tuple) and made else None
-    if not isinstance(module, torch.nn.Module):
+    module = _module_of(made)
+    if module is None:
         return made, None
     kind = type(module)
     own = kind.__dict__.get("__init__")
@@ -90,10 +88,10 @@ def run_capturing(factory: Callable[[], Any]) -> tuple[Any, Call | None]:
             del kind.__init__
         else:
             kind.__init__ = own  # type: ignore[misc]
-    if not isinstance(again, tuple) or not again:
+    if _module_of(again) is None:
         return made, None
     found = next(((args, kwargs) for instance, args, kwargs in calls
-                  if instance is again[0]), None)
+                  if instance is _module_of(again)), None)
     if found is None:
         return again, None
     try:
@@ -102,6 +100,14 @@ def run_capturing(factory: Callable[[], Any]) -> tuple[Any, Call | None]:
         return again, None
     bound.apply_defaults()
     return again, Call(kind, bound)
+
+
+def _module_of(made: Any) -> Any:
+    """The module a factory made: what it returned, or the first of a tuple; else None."""
+    import torch
+
+    module = made[0] if isinstance(made, tuple) and made else made
+    return module if isinstance(module, torch.nn.Module) else None
 
 
 def recovered(module: Any, call: Call | None, inputs: dict[str, Any]) -> dict[str, int]:

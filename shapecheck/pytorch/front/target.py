@@ -416,13 +416,27 @@ def _from_factory(factory: Any, target: str, rename: dict[str, str]) -> Built:
     except Exception as error:
         raise ExtractError("build_failed", target=target, error=_error_text(error)) from None
     if isinstance(made, torch.nn.Module):
-        raise ExtractError("factory_inputs", target=target)
+        return _called_as_a_class(made, target, rename, call)
     if isinstance(made, tuple) and len(made) == 2 and _takes_tensors(made[0]):
         made = (_as_module(made[0]), made[1])  # a function and its inputs
     if not (isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module)
             and isinstance(made[1], dict)):
         raise ExtractError("factory_returns", target=target, type=type(made).__name__)
     module, inputs = made
+    return from_call(module, inputs, target, rename, call=call)
+
+
+def _called_as_a_class(module: Any, target: str, rename: dict[str, str], call: Any) -> Built:
+    """A factory that returns a module alone: its forward's inputs made as for a class (a
+    `[B, T, width]` tensor per required argument, jaxtyping shapes, Llama's rotary tables),
+    the width the one its first linear layer reads."""
+    from . import factory as made_by
+
+    width = _layer_width(module)
+    if width is None:
+        raise ExtractError("factory_inputs", target=target)
+    named = made_by.recovered(module, call, {})
+    inputs, _ = _inputs(module, width, sizing.from_given(named), named, {})
     return from_call(module, inputs, target, rename, call=call)
 
 
@@ -490,20 +504,28 @@ def _int_parameters(value: Any) -> list[inspect.Parameter]:
 
 
 def _width(module: Any, chosen: sizing.Chosen, dims: sizing.Dims) -> int:
-    import torch
-
     # the width the heads make (heads × head width) before any other size named like one
     # (OPT's `word_embed_proj_dim`)
     widths = sorted((name for name in chosen.sizes if sizing.is_width(name)),
                     key=lambda name: name not in chosen.derived)
     if widths:
         return chosen.sizes[widths[0]]
+    width = _layer_width(module)
+    if width is None:
+        raise ExtractError("no_width")
+    return width
+
+
+def _layer_width(module: Any) -> int | None:
+    """The width the module's first linear layer or layer norm reads (its input's)."""
+    import torch
+
     for sub in module.modules():
         if isinstance(sub, torch.nn.Linear):
             return int(sub.in_features)
         if isinstance(sub, torch.nn.LayerNorm):
             return int(sub.normalized_shape[-1])
-    raise ExtractError("no_width")
+    return None
 
 
 def _inputs(module: Any, width: int, dims: sizing.Dims, sizes: dict[str, int],
