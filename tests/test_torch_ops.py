@@ -57,6 +57,18 @@ def test_each_form_is_lowered_clean_and_conforms(name: str) -> None:
     assert CORRECT[name] in _clean_and_conforms(name)
 
 
+def test_the_parts_of_a_traced_length_start_where_the_one_before_ends() -> None:
+    # x.chunk(2, dim=1) of a symbolic T: the second part was written from 0 (`x[:, : +
+    # ...]`), a wrong spec that conform caught on ESM's rotary halves; at T = 1 there is one
+    # part, and the unpacking's failure is a true error, confirmed by PyTorch
+    text = extract(f"{OPS}:Halves").text
+    assert "= x[:, :((T + 1)//2)]" in text and "= x[:, ((T + 1)//2):T]" in text
+    line = next(i for i, text in enumerate(OPS.read_text().splitlines(), 1)
+                if "x.chunk(2, dim=1)" in text)
+    codes = [(d.code, d.span.line) for r in check(f"{OPS}:Halves") for d in r.diagnostics]
+    assert ("SC201", line) in codes
+
+
 def test_a_size_torch_requires_is_a_constraint() -> None:
     # x.topk(3) needs 3 keys: torch's range for T is the spec's constraint, not a bug
     assert "constraint T >= 3" in extract(f"{OPS}:TopK").text

@@ -1117,23 +1117,16 @@ def _split(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val
     axis = (node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)) % rank
     parts = node.meta["val"]
     items: list[Val] = []
-    start: Any = 0
+    start: Any = 0  # an int, or torch's symbolic size where a part's size is one
     for part in parts:
-        size = part.shape[axis]
-        begin = "" if start == 0 else _offset(low, start)
-        end_value = start + size if isinstance(start, int) and isinstance(size, int) else None
-        end = _offset(low, end_value) if end_value is not None else \
-            f"{begin} + {low.size(size)}"
-        entries = [":"] * axis + [f"{begin}:{end}"]
+        stop = start + part.shape[axis]
+        begin = "" if isinstance(start, int) and start == 0 else low.size(start)
+        entries = [":"] * axis + [f"{begin}:{low.size(stop)}"]
         if axis == rank - 1 and axis > 0:
-            entries = ["...", f"{begin}:{end}"]
+            entries = ["...", f"{begin}:{low.size(stop)}"]
         items.append(Val(f"{x.at(POSTFIX)}[{', '.join(entries)}]", POSTFIX, kind=x.kind))
-        start = end_value if end_value is not None else start
+        start = stop
     return Val("parts", kind="multi", items=items)
-
-
-def _offset(low: Lowering, value: int) -> str:
-    return low.size(value)
 
 
 @rule("unbind.int")

@@ -35,6 +35,17 @@ class Heads(nn.Module):
         return self.proj(y.transpose(1, 2).reshape(B, T, H * D))
 
 
+class Halves(Heads):
+    """The sequence's two halves swapped before attending (chunk of a traced length: each
+    part's start is the sum of the parts before it, a size torch keeps symbolic). At T = 1
+    chunk gives one part and the unpacking fails: a true error."""
+
+    def forward(self, x):
+        first, second = x.chunk(2, dim=1)
+        q, k, v = self.heads(torch.cat([second, first], dim=1))
+        return self.merge(attend(q, k, v))
+
+
 class Cosine(Heads):
     """Cosine attention (Swin v2): unit-length queries and keys."""
 
