@@ -206,8 +206,9 @@ def _pinned(program: Any) -> bool:
     tied to a positional table's length): the program then claims every size while the
     module runs at one, so it is traced at its example's sizes instead."""
     from ...symbolic import pins_sizes
+    from .lower import shape_env
 
-    env = _shape_env(program)
+    env = shape_env(n for n in program.graph.nodes if n.op == "placeholder")
     if env is None:
         return False
     values = getattr(env, "backed_var_to_val", None)  # torch 2.13's name of var_to_val
@@ -215,17 +216,6 @@ def _pinned(program: Any) -> bool:
         values if values is not None else getattr(env, "var_to_val", {})).items()}
     return any(pins_sizes(env.simplify(guard.expr), traced)
                for guard in getattr(env, "guards", ()))
-
-
-def _shape_env(program: Any) -> Any:
-    """The shape environment of a program's symbolic sizes, None where every size is fixed."""
-    for node in program.graph.nodes:
-        value = node.meta.get("val") if node.op == "placeholder" else None
-        for size in getattr(value, "shape", ()):
-            env = getattr(getattr(size, "node", None), "shape_env", None)
-            if env is not None:
-                return env
-    return None
 
 
 def _attributes_as_buffers(module: Any) -> None:

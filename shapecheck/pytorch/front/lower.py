@@ -77,6 +77,14 @@ class Unlowerable(Exception):
 _FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)')
 
 
+def shape_env(placeholders: Any) -> Any:
+    """The shape environment a trace's inputs were made in (its guards, its traced sizes);
+    None where no input is a tensor."""
+    return next((v.fake_mode.shape_env for v in (p.meta.get("val") for p in placeholders)
+                 if _is_tensor(v) and getattr(getattr(v, "fake_mode", None), "shape_env",
+                                              None) is not None), None)
+
+
 class Lowering:
     """Walks one exported program; :meth:`run` returns the :class:`Lowered` spec."""
 
@@ -368,9 +376,7 @@ class Lowering:
         its caller for it, as for sizes the caller keeps equal."""
         from ...symbolic import multiples
 
-        env = next((v.fake_mode.shape_env for v in (p.meta.get("val") for p in placeholders)
-                    if _is_tensor(v) and getattr(getattr(v, "fake_mode", None), "shape_env",
-                                                 None) is not None), None)
+        env = shape_env(placeholders)
         if env is None:
             return
         names = {str(symbol) for guard in env.guards for symbol in guard.expr.free_symbols
