@@ -8,7 +8,7 @@ lowering six, its closures two more when the plan runs, the meaning pass, the re
 the formats theirs. Python's default limit (1000 frames) is spent before 200 levels.
 
 What recurses is counted here, once: :data:`FRAMES_PER_LEVEL` is the most frames any
-pass or backend spends on one level (``tests/test_wrong_numbers.py`` runs every command
+pass or backend spends on one level (``tests/test_run_verified_specs.py`` runs every command
 on specs nested to the limit with every kind of node, so a pass that spends more fails
 there, not in a user's hands), and :func:`room` raises the interpreter's limit, for the
 duration of a command or an API call, to what the limit needs. It never lowers it.

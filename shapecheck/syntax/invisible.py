@@ -20,7 +20,7 @@ from ..messages.suppress import scan_line
 
 # Unicode's format characters (category Cf: soft hyphen, zero-width characters, bidi
 # controls, word joiner, invisible operators, tags, ...; Unicode 15.1, a superset of what
-# Python 3.10's tables hold, and tests/test_invisible.py holds it against them) and the
+# Python 3.10's tables hold, and tests/test_invisible_characters.py holds it against them) and the
 # few other characters that draw nothing (a combining grapheme joiner, Hangul fillers,
 # Khmer inherent vowels). Written out: deriving it scans a million code points per start.
 _CLASS = (
