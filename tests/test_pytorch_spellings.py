@@ -366,7 +366,11 @@ def test_t_flatten_and_expand_run_as_pytorch_does(backend):
                 "f": tm[None].expand(3, -1), "g": tx[:, :1].expand(2, 3, 4),
                 "h": tw.expand(2, 2, -1, -1)}
     for name, value in expected.items():
-        np.testing.assert_array_equal(np.asarray(out[name]), value.numpy(), err_msg=name)
+        if name == "l":  # a matmul: NumPy's and torch's BLAS may round the last bit apart
+            np.testing.assert_allclose(np.asarray(out[name]), value.numpy(), rtol=1e-12,
+                                       err_msg=name)
+        else:  # moves and copies: exactly the same numbers
+            np.testing.assert_array_equal(np.asarray(out[name]), value.numpy(), err_msg=name)
 
 
 @pytest.mark.parametrize("line, code, words", [
