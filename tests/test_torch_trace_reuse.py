@@ -122,3 +122,20 @@ def test_a_folder_of_targets_exports_each_once_in_one_process(tmp_path, counted,
         main(["verify", str(tmp_path)])
     assert done.value.code == 0
     assert counted == {"export": 2, "run_decompositions": 0}
+
+
+def test_the_language_servers_warm_up_exports_its_module_once(counted, monkeypatch):
+    """`front/warm.py`, which the language server's fork server imports (lsp/python.py), traces
+    and checks its small attention module with one export and no real run (a run would start
+    torch's thread pool in the fork server, and its forked workers would deadlock)."""
+    import importlib
+    import sys
+
+    ran = []
+    monkeypatch.setattr(torch.nn.Module, "__call__",
+                        lambda self, *a, **k: ran.append(type(self).__name__))
+    monkeypatch.delitem(sys.modules, "shapecheck.pytorch.front.warm", raising=False)
+    warm = importlib.import_module("shapecheck.pytorch.front.warm")
+    assert counted == {"export": 1, "run_decompositions": 0}
+    assert ran == []
+    assert issubclass(warm.Attention, torch.nn.Module)
