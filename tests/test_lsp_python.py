@@ -92,6 +92,7 @@ def _save(client: LanguageClient, path: Path, text: str, version: int) -> None:
         types.TextDocumentIdentifier(uri)))
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 @pytest.mark.asyncio(loop_scope="function")
 async def test_a_saved_module_is_traced_and_reported_at_its_line_then_cleared(
         client: LanguageClient, tmp_path: Path):

@@ -55,6 +55,7 @@ def _errors(cell: Any) -> list[Any]:
     return [o for o in cell.outputs if o.output_type == "error"]
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 def test_a_broken_spec_shows_its_diagnostics_as_the_terminal_does_and_succeeds(
         executed: dict[str, Any]) -> None:
     cell = executed["broken"]
@@ -69,6 +70,7 @@ def test_a_broken_spec_shows_its_diagnostics_as_the_terminal_does_and_succeeds(
     assert not _errors(cell)
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 def test_the_shapes_table_is_html_with_a_text_twin(executed: dict[str, Any]) -> None:
     (table,) = _data(executed["fixed"], "text/html")[:1]
     assert table.startswith('<table class="shapecheck-shapes">')
@@ -78,6 +80,7 @@ def test_the_shapes_table_is_html_with_a_text_twin(executed: dict[str, Any]) -> 
     assert "S       [N, N]" in plain.splitlines()
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 def test_the_report_is_inline_in_a_sandboxed_frame(executed: dict[str, Any]) -> None:
     broken, fixed = (_data(executed[tag], "text/html")[-1] for tag in ("broken", "fixed"))
     for frame in (broken, fixed):
@@ -91,6 +94,7 @@ def test_the_report_is_inline_in_a_sandboxed_frame(executed: dict[str, Any]) -> 
     assert "**✓ verifies**" in markdown
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 def test_a_checked_program_shows_its_card(executed: dict[str, Any]) -> None:
     (card,) = _data(executed["card"], "text/html")
     assert card.startswith('<div class="shapecheck-cards" lang="en">')
@@ -99,6 +103,7 @@ def test_a_checked_program_shows_its_card(executed: dict[str, Any]) -> None:
     assert "<code>P @ V</code>" in card
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 def test_lang_words_the_cell_in_chinese(executed: dict[str, Any]) -> None:
     cell = executed["zh"]
     out = _stdout(cell)
@@ -108,6 +113,7 @@ def test_lang_words_the_cell_in_chinese(executed: dict[str, Any]) -> None:
     assert not _data(cell, "text/markdown")  # --no-report
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 def test_a_module_defined_in_the_notebook_is_traced_and_reported_at_its_line(
         executed: dict[str, Any]) -> None:
     out = _stdout(executed["module-broken"])
@@ -121,6 +127,7 @@ def test_a_module_defined_in_the_notebook_is_traced_and_reported_at_its_line(
     assert fixed.strip() == "1 file verified."
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 def test_strict_raises_for_a_notebook_run_as_a_test(executed: dict[str, Any]) -> None:
     (error,) = _errors(executed["strict"])
     assert error.ename == "SpecFailed"

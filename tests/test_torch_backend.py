@@ -96,6 +96,7 @@ def _plan(name: str, bindings: dict[str, int], **options):
     return program, torch_backend.build_plan(program, "float64", **options)
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 def test_every_example_attention_is_one_sdpa_call_with_4d_inputs(monkeypatch):
     calls: list[tuple[int, ...]] = []
     original = torch.nn.functional.scaled_dot_product_attention

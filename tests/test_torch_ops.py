@@ -87,6 +87,7 @@ def test_a_bug_in_a_helper_function_is_reported_at_its_own_line() -> None:
     assert [(d.code, d.span.line) for r in results for d in r.diagnostics] == [("SC405", bug)]
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 def test_the_binding_reads_the_layout_extract_writes(tmp_path: Path) -> None:
     """The spec without its header, so that the binding matches the weights by name and
     shape: `x @ W.T` is PyTorch's `[out, in]`, bound as stored (it once rejected

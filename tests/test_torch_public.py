@@ -84,6 +84,7 @@ def test_planted_bug_is_flagged_at_its_line(target: str, code: str, line: int) -
     assert _found(target) == [(code, line)]
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 def test_a_size_torch_pins_by_an_unsolved_guard_is_traced_static() -> None:
     # CLIP's AttentionPool2d: `H*W + 1` must equal its positional table's length, a guard
     # torch records but neither solves nor keeps; the symbolic trace claimed every map size
@@ -98,6 +99,7 @@ def test_a_size_split_by_another_is_their_product_not_a_pinned_size() -> None:
     assert _found("public/swin_window_attention.py:make_shifted") == []
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 def test_sizes_apart_that_coincide_in_a_derived_size_are_not_written() -> None:
     # litgpt, one key/value head: retraced at heads=5, head_size=7 the qkv width
     # (5 + 2) * 7 read as head_size**2 and the written spec did not verify; the factory's
@@ -107,6 +109,7 @@ def test_sizes_apart_that_coincide_in_a_derived_size_are_not_written() -> None:
     assert [d.code for d in program.diagnostics if d.is_error] == []
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 def test_queries_scaled_before_rotary_keep_their_scale() -> None:
     # ESM: `q *= self.scaling` then the rotary transform; the scale was lost through
     # `q * cos + rotate_half(q) * sin` and a false SC405 said the scores were unscaled

@@ -82,7 +82,10 @@ pytest.importorskip("transformers")
 sys.path.insert(0, str(ZOO.parent))
 import zoo  # noqa: E402
 
-CI = [zoo.Case(*name.split("__")) for name in zoo.CI_CASES]
+# The CI subset (the full suite runs it all); the fast tier keeps the two quickest.
+FAST = ("llama__eager", "gpt2__eager")
+CI = [zoo.Case(*name.split("__")) if name in FAST else
+      pytest.param(zoo.Case(*name.split("__")), marks=pytest.mark.slow) for name in zoo.CI_CASES]
 REST = [case for case in zoo.cases() if case.name not in zoo.CI_CASES]
 
 
