@@ -183,7 +183,8 @@ class Follow:
         else:
             info = self._arithmetic(node, value)
             # a projection's bias added (`X @ W.T + b`) keeps it a projection
-            projected = self.infos[id(node.left)].projection if node.op == "+" \
+            left = self.infos.get(id(node.left))
+            projected = left.projection if left is not None and node.op == "+" \
                 and self._param(node.right) else None
         if projected is None or info.axes is None:
             return info

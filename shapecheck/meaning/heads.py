@@ -72,8 +72,8 @@ class HeadChecks:
         """SC419: K and V both concatenations along the keys (a cache and the new keys)
         whose parts have the same sizes in different orders (`concat([K_cache, k])`
         against `concat([v, V_cache])`): key j and value j are different positions."""
-        if len(key.sources) != 1 or key.sources[0][0] not in (0, 1) or len(output.summed[v]) != 1:
-            return
+        if key.node is not scores.node or len(key.sources) != 1 or len(output.summed[v]) != 1:
+            return  # the key axis is one axis of K, kept by the scores
         k_operand, k_index = key.sources[0]
         k_info, v_info = scores.infos[k_operand], output.infos[v]
         if k_info.joined is None or v_info.joined is None or k_info.axes is None \

@@ -49,9 +49,20 @@ class PositionChecks:
             rotary=self._text(rotary), notes=[codes.note("rotary_here", rotary.span)],
             help=[codes.help_text("rotary_qk_only")]))
 
+    def _projections(self, info: Info) -> set[str]:
+        """The tensors ``info`` is a projection of: its own, or its parts' when it is a
+        concatenation (a cache, then the new keys: `concat([K_cache, X @ Wk.T])`)."""
+        if info.projection is not None:
+            return {info.projection}
+        if info.joined is None:
+            return set()
+        parts = (self.infos.get(id(part)) for part in info.joined[2])
+        return {part.projection for part in parts if part is not None and part.projection}
+
     def _one_side_rotated(self, scores: Contraction) -> None:
         """SC418: one operand of the scores went through a rotary transform and the other,
-        a projection of the same tensor, did not. The product of a query rotated by its
+        a projection of the same tensor (or a concatenation holding one: a cache, then the
+        new keys), did not. The product of a query rotated by its
         position i and a key rotated by j depends on i - j only; rotating one side keeps
         an absolute position in every score."""
         rotated = [info.positional for info in scores.infos]
@@ -59,7 +70,7 @@ class PositionChecks:
             return
         side = 0 if rotated[0] is not None else 1
         rotary, plain = scores.infos[side], scores.infos[1 - side]
-        if rotary.projection is None or rotary.projection != plain.projection:
+        if not self._projections(rotary) & self._projections(plain):
             return  # the other side is not plainly the same tensor projected: no opinion
         report = ("SC418", id(rotated[side]))
         if report in self._reported:
