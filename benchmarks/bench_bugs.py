@@ -32,12 +32,11 @@ import inspect
 import os
 import re
 import sys
-import tempfile
 import textwrap
 import time
 import types
 import warnings
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
