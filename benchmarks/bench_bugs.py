@@ -32,12 +32,11 @@ import inspect
 import os
 import re
 import sys
-import tempfile
 import textwrap
 import time
 import types
 import warnings
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -80,7 +79,9 @@ CONVENTION = {"mask_inverted_padding", "bias_sign"}  # an input mask inverted; a
 @dataclass(frozen=True)
 class Mutation:
     """One planted bug: line number -> new text (physical lines of the function's file);
-    ``at`` is the line the bug is (the one a diagnostic must point at)."""
+    ``at`` is the line the operator matched. A diagnostic must point at a statement the
+    mutant rewrote: ``at``'s or an edited line's (a mask moved after the softmax is written
+    on the softmax's line)."""
 
     klass: str
     operator: str
@@ -595,7 +596,10 @@ def _run_patched(result: Result, module: Any, call: dict[str, Any], source: Sour
     except Exception as error:  # a shapecheck bug on this mutant: shown, counted as a miss
         result.note = f"crash: {type(error).__name__}: {error}"[:120]
         diagnostics = []
-    result.flagged = _at(diagnostics, source.file, source.statement(mutation.at))
+    # every statement the mutant rewrote is its line (a mask moved after the softmax is
+    # written on the softmax's line)
+    result.flagged = any(_at(diagnostics, source.file, source.statement(line))
+                         for line in sorted({mutation.at, *(line for line, _ in mutation.edits)}))
     result.codes = " ".join(sorted({d.code for _, d in diagnostics}))
     result.caught = spec is not None and not _conforms(spec, module)
     return result

@@ -159,11 +159,12 @@ def test_verify_of_attn_files_never_imports_torch(tmp_path: Path) -> None:
 
 
 CORPUS_CORRECT = ["Plain", "Einsum", "CausalTril", "Sdpa", "key_padding", "GroupedQuery",
-                  "Norms", "Annotated"]
+                  "Norms", "Annotated", "SplitRegrouped", "rotary_both", "cached_values"]
 CORPUS_BUGS = {  # the line marked `# BUG` in corpus.py, and the code that flags it
     "SoftmaxOverQueries": "SC402", "ScaleByModelWidth": "SC404", "SplitScale": "SC404",
     "MaskTransposed": "SC407", "MaskInverted": "SC408", "MaskAfterSoftmax": "SC406",
     "WeightsTransposed": "SC402", "MergeWithoutTranspose": "SC411",
+    "SplitWithoutTranspose": "SC411",  # merged [T, H], split as [H, T]
     "ForgottenRepeatKv": "SC601",  # torch itself cannot broadcast 5 heads against 1
 }
 
@@ -233,7 +234,8 @@ def test_a_folder_checks_its_configured_modules(tmp_path: Path,
     assert [d["code"] for f in document["files"] for d in f["diagnostics"]] == ["SC411"]
 
 
-MEANING_BUGS = {"padding_on_queries": "PaddingOnQueries", "rotary_on_v": "RotaryOnV"}
+MEANING_BUGS = {"padding_on_queries": "PaddingOnQueries", "rotary_on_v": "RotaryOnV",
+                "cached_values_reversed": "CachedValuesReversed"}
 
 
 @pytest.mark.slow
@@ -242,6 +244,16 @@ def test_bugs_the_meaning_pass_flags_at_their_line(name: str) -> None:
     results = check(target(f"corpus.py:{name}"))
     found = [d.span.line for r in results for d in r.diagnostics]
     assert found == [_bug_lines()[MEANING_BUGS[name]]]
+
+
+@pytest.mark.slow
+def test_a_rotary_helper_that_drops_the_rotated_key_is_flagged_at_its_call() -> None:
+    # SC418 is at the helper's line that rotates Q; a note points at the call that drops K
+    results = check(target("corpus.py:rotary_query_only"))
+    found = [(d.code, [n.span.line for n in d.notes if n.span is not None])
+             for r in results for d in r.diagnostics]
+    assert len(found) == 1 and found[0][0] == "SC418"
+    assert _bug_lines()["RotaryQueryOnly"] in found[0][1]
 
 
 def test_extract_of_untraceable_code_and_bad_init(capsys: pytest.CaptureFixture[str]) -> None:

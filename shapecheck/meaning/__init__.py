@@ -14,14 +14,14 @@ its row in :data:`builtins.BUILTINS`.
 The package, by job: :mod:`.follow` follows axis identities through the builtin rows
 (one class, ``Follow``); the checks are a module per family -- :mod:`.patterns` (the
 attention and its roles; SC402, SC406), :mod:`.masks` (SC407, SC408, SC410, SC412,
-SC416), :mod:`.scale` (SC404, SC405), :mod:`.positions` (SC413), :mod:`.heads` (SC414,
-SC415), :mod:`.views` (SC411); :mod:`.facts` holds what travels with a value and
+SC416), :mod:`.scale` (SC404, SC405), :mod:`.positions` (SC413, SC418), :mod:`.heads` (SC414,
+SC415, SC419), :mod:`.views` (SC411); :mod:`.facts` holds what travels with a value and
 :mod:`.results` what the pass returns. Why SC407 fired is in :mod:`.masks`.
 
 One entry point, :func:`analyse`, reads the checked :class:`~program.Program` (its
 statements, the type of every node, the resolved builtin calls) and returns a
 :class:`Meaning`: the attention patterns it found and the diagnostics of the meaning
-checks (SC402, SC404-SC416). ``api.check_text`` runs it on every check, so every
+checks (SC402, SC404-SC419). ``api.check_text`` runs it on every check, so every
 format, the report and `run` get its diagnostics; ``Program.meaning`` keeps the result.
 
 **An attention** (:class:`Attention`) is a contraction (`@` or a two-operand `einsum`)

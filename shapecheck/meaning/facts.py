@@ -32,18 +32,21 @@ class Axis:
     ``size`` is its dim expression. ``node`` is the expression that created it (None for
     the axes of a declared tensor, named by ``tensor``); ``sources`` the (operand, axis)
     positions it comes from when ``node`` is a contraction; ``opaque`` marks an axis whose
-    relation to the arguments' axes is unknown (an unmatched reshape).
+    relation to the arguments' axes is unknown (an unmatched reshape); ``parts`` the
+    axes a reshape merged into this one, outer first (`[N, H, d]` -> `[N*H, d]`: N, H).
     """
 
-    __slots__ = ("size", "node", "tensor", "sources", "opaque")
+    __slots__ = ("size", "node", "tensor", "sources", "opaque", "parts")
 
     def __init__(self, size: Dim, node: nodes.Expr | None = None, tensor: str | None = None,
-                 sources: tuple[tuple[int, int], ...] = (), opaque: bool = False) -> None:
+                 sources: tuple[tuple[int, int], ...] = (), opaque: bool = False,
+                 parts: tuple[Axis, ...] = ()) -> None:
         self.size = size
         self.node = node
         self.tensor = tensor
         self.sources = sources
         self.opaque = opaque
+        self.parts = parts
 
 
 class Scalar:
@@ -247,11 +250,13 @@ class Info:
     squashed: tuple[tuple[Applied, nodes.Expr], ...] = ()  # masks, and the soft-cap after them
     positional: nodes.Expr | None = None  # a rotary transform of positions made this value
     table: bool = False  # a table of positions' cos or sin (`cos(angle)`, an input `cos_t`)
+    projection: str | None = None  # a projection of this tensor (`X @ W.T`, W a param), moved
     pieces_of: int | None = None  # parts of this value (its id), cut, negated or rejoined
     term_of: int | None = None  # a value's parts times a table (a term of a rotation)
     copies: Axis | None = None  # the values are copies along this axis (`repeat` of a 1)
-    tiled: tuple[nodes.Expr, Axis, Dim] | None = None  # heads tiled (j, j+Hkv, ...): where,
-    # the tiled axis, the number of heads tiled
+    tiled: tuple[nodes.Expr, Axis, Dim, nodes.Expr | None] | None = None  # heads tiled
+    # (j, j+Hkv, ...): where, the tiled axis, the number of heads tiled, where the copies
+    # merged were made (`repeat`, `expand`)
     joined: tuple[Axis, tuple[Dim, ...], tuple[nodes.Expr, ...]] | None = None  # concat parts
     linear: bool = False  # a triangle of a Q·K product (causal linear attention, no softmax)
 

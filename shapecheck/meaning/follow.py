@@ -135,6 +135,12 @@ class Follow:
         if tensor.value.shape is not None and info.axes is not None \
                 and len(info.axes) != len(tensor.value.shape):
             info = UNKNOWN  # an annotation that failed: the checker kept another shape
+        elif TABLE_NAME.search(name) and info.axes and not info.table and info.product is None \
+                and info.positional is None and isinstance(statement.value, nodes.Subscript):
+            # a table named as one, cut from an input (`cos = position_embeddings[0]`,
+            # `cos_ = cos[:, None]`: how a traced module hands its rotary tables down)
+            info = info.moved(info.axes)
+            info.table = True
         self.names[name] = info
         if tensor.value.shape == ():
             self.scalars[name] = statement.value
@@ -172,8 +178,32 @@ class Follow:
 
     def _binop(self, node: nodes.BinOp, value: Value) -> Info:
         if node.op == "@":
-            return self._matmul(node)
-        return self._arithmetic(node, value)
+            info = self._matmul(node)
+            projected = self._projected(node.left, node.right)
+        else:
+            info = self._arithmetic(node, value)
+            # a projection's bias added (`X @ W.T + b`) keeps it a projection
+            left = self.infos.get(id(node.left))
+            projected = left.projection if left is not None and node.op == "+" \
+                and self._param(node.right) else None
+        if projected is None or info.axes is None:
+            return info
+        info = info.moved(info.axes)
+        info.projection = projected
+        return info
+
+    def _param(self, node: nodes.Expr) -> bool:
+        """A param of the spec (a weight, a bias), transposed or not."""
+        while isinstance(node, (nodes.Transpose, nodes.Paren)):
+            node = node.operand if isinstance(node, nodes.Transpose) else node.inner
+        tensor = self.program.tensors.get(node.name) if isinstance(node, nodes.Name) else None
+        return tensor is not None and tensor.kind == "param"
+
+    def _projected(self, left: nodes.Expr, right: nodes.Expr) -> str | None:
+        """`X @ W.T` with W a param: a projection of X (its text names it)."""
+        if self._param(right) and not self._param(left):
+            return self._text(left)
+        return None
 
     def _unary(self, node: nodes.Unary, value: Value) -> Info:
         operand = self.value(node.operand)
@@ -232,6 +262,7 @@ class Follow:
             self._windowed(info, operand, windows)
         info.table = operand.table
         info.pieces_of = base_of(operand)
+        info.projection = operand.projection  # a part of a projection (`qkv[..., :E]`)
         return info
 
     def _windowed(self, info: Info, operand: Info, windows: dict[int, tuple[Axis, Any]]) -> None:
@@ -786,9 +817,14 @@ class Follow:
         mixed = len(middle_source) > 1 and len(middle_places) > 1
         if mixed:
             self._check_mixing(node, x_node, middle_source, [target[i] for i in middle_places])
+        elif len(middle_source) == 1 and len(middle_places) > 1 and middle_source[0].parts:
+            self._check_split(node, x_node, middle_source[0], [target[i] for i in middle_places])
         matched = dict(zip(places[:front], sized[:front]))
         matched.update(zip(places[len(places) - back:], sized[len(sized) - back:]))
-        axes = tuple(matched.get(i) or Axis(size, node, opaque=mixed and i in middle_places)
+        # axes merged into one (`[N, H, d]` -> `[N*H, d]`) are its parts, outer first
+        parts = tuple(middle_source) if len(middle_places) == 1 and len(middle_source) > 1 else ()
+        axes = tuple(matched.get(i) or Axis(size, node, opaque=mixed and i in middle_places,
+                                            parts=parts if i in middle_places else ())
                      for i, size in enumerate(target))
         info = x.moved(axes)
         if x.norm is not None and x.norm.axis not in axes:
@@ -797,7 +833,7 @@ class Follow:
         if x.copies is not None and len(middle_places) == 1 and len(middle_source) == 2 \
                 and middle_source[0] is x.copies:
             # copies merged in front of the heads: head g * Hkv + j is kv head j (tiling)
-            info.tiled = (node, axes[middle_places[0]], middle_source[1].size)
+            info.tiled = (node, axes[middle_places[0]], middle_source[1].size, x.copies.node)
         return info
 
     def _join(self, node: nodes.Call, args: dict[str, Any], axis_param: str | None,
@@ -822,13 +858,16 @@ class Follow:
         names = {self._text(n) for n, _ in tensors}
         if len(names) == 1 and len(tensors) > 1 and len(value.shape) == len(first):
             # `concat([K, K], axis=1)`: the tensor tiled along that axis
-            info.tiled = (node, axes[where], first[where].size)
+            info.tiled = (node, axes[where], first[where].size, None)
         bases = {base_of(i) for _, i in tensors}
         if len(bases) == 1 and len(tensors) > 1:
             info.pieces_of = bases.pop()  # `concat([-x2, x1])`: rotate_half
         positional = [i.positional for _, i in tensors if i.positional is not None]
         if positional:  # a rotated part (the new keys after the cache, MLA's rotary part)
             info.positional = positional[0]
+        projections = {i.projection for _, i in tensors}
+        if len(projections) == 1:  # the interleaved pairs of one projection, stacked back
+            info.projection = projections.pop()
         if len(value.shape) == len(first) and len(tensors) > 1:
             info.joined = (axes[where], tuple(i.axes[where].size for _, i in tensors  # type: ignore[index]
                                               if i.axes), tuple(n for n, _ in tensors))

@@ -1,17 +1,18 @@
-"""Parts and heads (SC414, SC415): key/value heads tiled rather than repeated for
-grouped queries, and Q and K concatenated from parts in different orders.
+"""Parts and heads (SC414, SC415, SC419): key/value heads tiled rather than repeated for
+grouped queries, Q and K concatenated from parts in different orders, and K and V
+concatenated along the keys in different orders.
 """
 
 from __future__ import annotations
 
 from ..messages import codes
 from ..symbolic import to_text
-from .facts import Contraction, index_of
+from .facts import Axis, Contraction, index_of
 from .masks import reordered
 
 
 class HeadChecks:
-    """SC414, SC415: grouped heads and parts of Q and K."""
+    """SC414, SC415, SC419: grouped heads, parts of Q and K, parts of K and V."""
 
     def _heads(self, scores: Contraction, output: Contraction, v: int) -> None:
         """SC414: K or V tiled along a batch (head) axis of the attention, for grouped
@@ -21,16 +22,18 @@ class HeadChecks:
             info = contraction.infos[operand]
             if info.tiled is None or info.axes is None:
                 continue
-            node, axis, kv = info.tiled
+            node, axis, kv, copied = info.tiled
             position = index_of(info.axes, axis)
             report = ("SC414", id(node))
             if position not in contraction.batch[operand] or report in self._reported:
                 continue
             self._reported.add(report)
+            notes = [codes.note("weights_summed", output.node.span,
+                                contraction=self._text(output.node))]
+            if copied is not None and copied is not node:  # the copies made on a line before
+                notes.insert(0, codes.note("copies_here", copied.span, copies=self._text(copied)))
             self._report(codes.TILED_HEADS.diag(
-                node.span, tiled=self._text(node), kv=to_text(kv),
-                notes=[codes.note("weights_summed", output.node.span,
-                                  contraction=self._text(output.node))],
+                node.span, tiled=self._text(node), kv=to_text(kv), notes=notes,
                 help=[codes.help_text("repeat_heads")]))
 
     def _parts(self, scores: Contraction) -> None:
@@ -64,3 +67,39 @@ class HeadChecks:
             key=self._text(self._strip(scores.operands[1])),
             q_parts=", ".join(q_text), k_parts=", ".join(k_text),
             help=[codes.help_text("same_part_order"), fix.help], fixes=[fix]))
+
+    def _kv_parts(self, scores: Contraction, output: Contraction, v: int, key: Axis) -> None:
+        """SC419: K and V both concatenations along the keys (a cache and the new keys)
+        whose parts have the same sizes in different orders (`concat([K_cache, k])`
+        against `concat([v, V_cache])`): key j and value j are different positions."""
+        if key.node is not scores.node or len(key.sources) != 1 or len(output.summed[v]) != 1:
+            return  # the key axis is one axis of K, kept by the scores
+        k_operand, k_index = key.sources[0]
+        k_info, v_info = scores.infos[k_operand], output.infos[v]
+        if k_info.joined is None or v_info.joined is None or k_info.axes is None \
+                or v_info.axes is None:
+            return
+        if k_info.axes[k_index] is not k_info.joined[0] \
+                or v_info.axes[output.summed[v][0]] is not v_info.joined[0]:
+            return
+        (_, k_sizes, k_parts), (_, v_sizes, v_parts) = k_info.joined, v_info.joined
+        k_text, v_text = [to_text(x) for x in k_sizes], [to_text(x) for x in v_sizes]
+        if len(k_text) != len(k_parts) or len(v_text) != len(v_parts):
+            return
+        report = ("SC419", id(v_parts[0]))
+        if k_text == v_text or sorted(k_text) != sorted(v_text) or report in self._reported:
+            return
+        self._reported.add(report)
+        remaining = list(zip(v_text, v_parts))
+        order = []
+        for size in k_text:  # the candidate fix: V's parts in K's order (verified by fixcheck)
+            match = next(pair for pair in remaining if pair[0] == size)
+            remaining.remove(match)
+            order.append(match[1])
+        fix = reordered(v_parts, order, self._text)
+        self._report(codes.KV_PARTS_MISALIGNED.diag(
+            v_parts[0].span.to(v_parts[-1].span), values=self._text(self._strip(output.operands[v])),
+            keys=self._text(self._strip(scores.operands[k_operand])),
+            k_parts=", ".join(k_text), v_parts=", ".join(v_text),
+            notes=[codes.note("scores_here", scores.node.span, scores=self._text(scores.node))],
+            help=[codes.help_text("same_part_order_kv"), fix.help], fixes=[fix]))

@@ -55,6 +55,9 @@ class Patterns:
         if scores is not None:
             self._heads(scores, contraction, v)
             self._parts(scores)
+            self._one_side_rotated(scores)
+            if key is not None:
+                self._kv_parts(scores, contraction, v, key)
         biases = {id(b): Bias(b[0], tuple(roles.get(id(a)) if a else None for a in b[1]), b[2])
                   for b in norm.source.biases}
         ops = None

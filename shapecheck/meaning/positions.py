@@ -1,5 +1,6 @@
-"""Positions (SC413): rotary transforms (products with cos and sin tables and
-rotate-half, or the interleaved pairs) are followed, and applied to V they are a bug.
+"""Positions (SC413, SC418): rotary transforms (products with cos and sin tables and
+rotate-half, or the interleaved pairs) are followed; applied to V, or to one of Q and K
+only, they are a bug.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from .facts import Contraction, Info, base_of
 
 
 class PositionChecks:
-    """SC413: rotary transforms, and V rotated."""
+    """SC413, SC418: rotary transforms, V rotated, one side of the scores rotated."""
 
     def _follow_positions(self, node: nodes.BinOp, operands: list[Info], info: Info) -> None:
         """A rotary transform: `x * cos + rotate_half(x) * sin` (or the halves of x, or
@@ -22,11 +23,13 @@ class PositionChecks:
                 if a.table and not b.table and b.positional is None:
                     info.term_of = base_of(b)
                     info.scale = b.scale  # the rotation is linear: x's scale goes on
+                    info.projection = b.projection
             if left.table and right.table:
                 info.table = True
         elif node.op in ("+", "-"):
             if left.term_of is not None and left.term_of == right.term_of:
                 info.positional = node
+                info.projection = left.projection or right.projection
                 # Q scaled before it is rotated (ESM, fairseq): both terms carry the scale
                 if [id(f.node) for f in left.scale] == [id(f.node) for f in right.scale]:
                     info.scale = left.scale
@@ -45,3 +48,40 @@ class PositionChecks:
             values.span, values=self._text(values), contraction=self._text(contraction.node),
             rotary=self._text(rotary), notes=[codes.note("rotary_here", rotary.span)],
             help=[codes.help_text("rotary_qk_only")]))
+
+    def _projections(self, info: Info) -> set[str]:
+        """The tensors ``info`` is a projection of: its own, or its parts' when it is a
+        concatenation (a cache, then the new keys: `concat([K_cache, X @ Wk.T])`)."""
+        if info.projection is not None:
+            return {info.projection}
+        if info.joined is None:
+            return set()
+        parts = (self.infos.get(id(part)) for part in info.joined[2])
+        return {part.projection for part in parts if part is not None and part.projection}
+
+    def _one_side_rotated(self, scores: Contraction) -> None:
+        """SC418: one operand of the scores went through a rotary transform and the other,
+        a projection of the same tensor (or a concatenation holding one: a cache, then the
+        new keys), did not. The product of a query rotated by its
+        position i and a key rotated by j depends on i - j only; rotating one side keeps
+        an absolute position in every score."""
+        rotated = [info.positional for info in scores.infos]
+        if (rotated[0] is None) == (rotated[1] is None):
+            return
+        side = 0 if rotated[0] is not None else 1
+        rotary, plain = scores.infos[side], scores.infos[1 - side]
+        if not self._projections(rotary) & self._projections(plain):
+            return  # the other side is not plainly the same tensor projected: no opinion
+        report = ("SC418", id(rotated[side]))
+        if report in self._reported:
+            return
+        self._reported.add(report)
+        rotary_node = rotated[side]
+        assert rotary_node is not None
+        names = ("Q", "K") if side == 0 else ("K", "Q")
+        self._report(codes.ROTARY_ONE_SIDE.diag(
+            rotary_node.span, scores=self._text(scores.node), rotated=names[0], plain=names[1],
+            rotary=self._text(rotary_node),
+            operand=self._text(self._strip(scores.operands[1 - side])),
+            notes=[codes.note("scores_here", scores.node.span, scores=self._text(scores.node))],
+            help=[codes.help_text("rotary_both_sides")]))

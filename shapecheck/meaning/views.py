@@ -40,6 +40,35 @@ class ViewChecks:
                 self._report_mixing(node, x_node, failed)  # a moved order would group them
                 return
 
+    def _check_split(self, node: nodes.Call, x_node: nodes.Expr, merged: Axis,
+                     target: Sequence[Dim]) -> None:
+        """SC411: an axis that a reshape merged from axes (`[N, H, d]` -> `[N*H, d]`) split
+        again into their sizes in another order (`[H, N, d]`): a split keeps the element
+        order, so the merged axis's outer part is still the outer one. `view(B, T, H, d)`
+        read as `[B, H, T, d]` without the transpose: the "heads" axis runs over tokens."""
+        parts = merged.parts
+        equal = self.system.equal
+        if len(parts) != len(target) or all(equal(p.size, s) for p, s in zip(parts, target)):
+            return
+        order: list[int] = []
+        for size in target:  # each target size is one part's, each part used once
+            match = [i for i, part in enumerate(parts) if i not in order and equal(part.size, size)]
+            if len(match) != 1:
+                return  # not a reordering of the parts (or an ambiguous one): no opinion
+            order.append(match[0])
+        moved = next(size for position, size in enumerate(target) if order[position] != position)
+        report = ("SC411", id(node))
+        if report in self._reported or merged.node is None:
+            return
+        self._reported.add(report)
+        self._report(codes.RESHAPE_MIXES.diag(
+            node.span, source=self.types[id(x_node)].text(), target=self.types[id(node)].text(),
+            size=to_text(moved),
+            notes=[codes.note("merged_here", merged.node.span, reshape=self._text(merged.node),
+                              parts=", ".join(to_text(p.size) for p in parts))],
+            help=[codes.help_text("split_in_merge_order",
+                                  parts=", ".join(to_text(p.size) for p in parts))]))
+
     def _report_mixing(self, node: nodes.Call, x_node: nodes.Expr, size: Dim) -> None:
         x_value = self.types[id(x_node)]
         result = self.types[id(node)]

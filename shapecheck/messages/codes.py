@@ -860,6 +860,40 @@ CAUSAL_ALIGNMENT = _code(
     fix="Align the triangle bottom-right, its diagonal moved by the cache's length: "
     "`tril(ones([N, P + N]), P)` (PyTorch: `torch.tril(..., diagonal=P)`).",
 )
+ROTARY_ONE_SIDE = _code(
+    "SC418", "rotary-one-side", W, "a rotary transform is applied to the queries or the keys, not both",
+    "`{rotary}` rotates {rotated} by its positions, but `{scores}` multiplies it with "
+    "`{operand}`, {plain} unrotated: the scores depend on the absolute positions of {rotated}, "
+    "not on the distance between query and key",
+    what="A rotary embedding rotates each query by its position i and each key by its "
+    "position j; their dot product then depends on i - j only. Both sides of the scores "
+    "must be rotated by the same tables. Checked when the unrotated side is a projection "
+    "of the same tensor as the rotated one (self-attention: `X @ Wq.T`, `X @ Wk.T`), moved, "
+    "split into heads or repeated; a key read from a cache or another source is no opinion.",
+    why="Rotating one side keeps a position in every score that the other side cannot "
+    "cancel: the model runs, with the wrong positional behaviour (a call "
+    "`q, _ = apply_rotary_pos_emb(q, k, cos, sin)` that drops the rotated key).",
+    example="dim N, D, h\ndim d = 2 * h\ninput X: [N, D]\nparam Wq: [d, D]\nparam Wk: [d, D]\n"
+    "input V: [N, d]\ninput cos_t: [N, d]\ninput sin_t: [N, d]\nQ = X @ Wq.T\nK = X @ Wk.T\n"
+    "Qr = Q * cos_t + concat([-Q[:, h:], Q[:, :h]], axis=-1) * sin_t\n"
+    "O = softmax(Qr @ K.T / sqrt(d)) @ V\n# warning[SC418]",
+    fix="Rotate the keys with the same tables as the queries: "
+    "`Kr = K * cos_t + rotate_half(K) * sin_t`, and use `Kr` in the scores.",
+)
+KV_PARTS_MISALIGNED = _code(
+    "SC419", "kv-parts-misaligned", W, "the keys and the values are concatenated in different orders",
+    "the values `{values}` are concatenated along the keys in the order {v_parts}, the keys "
+    "`{keys}` in the order {k_parts}: the weight of key j reads the value of another position",
+    what="The weights pair key j with value j: when K and V are each built along the keys "
+    "from parts (the cached keys and the new ones), the parts must come in the same order "
+    "on both sides. Checked when the two lists of part sizes are the same sizes, reordered.",
+    why="The shapes agree and the output is a weighted sum of real values, of the wrong "
+    "positions: the cached values are read with the new keys' weights.",
+    example="dim N, P, d\ninput Q: [N, d]\ninput k: [N, d]\ninput v: [N, d]\n"
+    "input Kc: [P, d]\ninput Vc: [P, d]\nK = concat([Kc, k], axis=0)\n"
+    "V = concat([v, Vc], axis=0)\nO = softmax(Q @ K.T / sqrt(d)) @ V\n# warning[SC419]",
+    fix="Concatenate the values in the keys' order: `concat([Vc, v], axis=0)`.",
+)
 FUNCTION_ARGUMENTS = _code(
     "SC350", "function-arguments", E, "a function of positions is called with the wrong arguments",
     "`{name}` takes {count} positional arguments, {given} given",
@@ -1061,17 +1095,24 @@ TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
     # a variant of a code's help, chosen by the help the traced spec's diagnostic has
     "SC402 drop_weights_transpose": "read the values with the weights as the softmax made "
     "them: `weights @ v`, no `.transpose(-2, -1)` on the weights",
+    "SC418": "keep both rotated halves of the call: `q, k = apply_rotary_pos_emb(q, k, cos, "
+    "sin)`, and use that `k` (and the original `v`) in the attention",
+    "SC419": "concatenate the values as the keys: `torch.cat([past_v, v], dim=2)` beside "
+    "`torch.cat([past_k, k], dim=2)`",
     "SC417": "align the mask bottom-right: `torch.tril(..., diagonal=T_k - T)` "
     "(`T_k - T` the cached keys)",
     "SC408 drop_negation": "drop the negation: the causal mask (`torch.tril`) already says "
     "which keys each query may see",
     "SC410": "fill the masked scores with `float('-inf')`",
     "SC411": "move the heads back first: `y.transpose(1, 2).contiguous().view(B, T, C)`",
+    "SC411 split_in_merge_order": "split the heads where the view put them, then move them: "
+    "`x.view(B, T, H, d).transpose(1, 2)`",
     "mask_mod": "a `mask_mod` returns True where the query may attend: compare so that the "
     "query's position is the larger side (`kv_idx <= q_idx`)",
     "SC610": "build it with `torch.tril`: each query keeps the keys up to it (`k <= q`)",
     "spec": "in the traced spec: {help}",
     "traced_as": "traced as `{statement}`",
+    "called_here": "the function that does it is called here",
     "confirmed": "confirmed by PyTorch: the module built and called at {sizes} {detail}",
     "unconfirmed": "unconfirmed: shapecheck could not run the module at {sizes} to confirm "
     "it ({detail}); shown as a note",
@@ -1106,6 +1147,9 @@ NOTES: Table = Table("codes", "NOTES", {
     "reduced_here": "`{reduction}` drops its axis here",
     "capped_here": "`{cap}` caps the masked scores here",
     "rotary_here": "the rotary transform is applied here",
+    "copies_here": "`{copies}` makes the copies of each key/value head here, on an axis "
+    "in front of the heads",
+    "merged_here": "`{reshape}` merged [{parts}] into one axis here, in this order",
     "shadows_builtin": "`{name}` is a tensor from here on, not the builtin (it was "
     "defined here)",
     "version": "`{name}` is written here; this is its new version",
@@ -1148,12 +1192,16 @@ HELPS: Table = Table("codes", "HELPS", {
     "fill_minus_inf": "fill with `-inf`: `where(mask, S, -inf)`",
     "keepdims": "keep the reduced axis: add `keepdims=true` to `{reduction}`",
     "move_axes_first": "move the axes first with `transpose`, or use `merge_heads` / `split_heads`",
+    "split_in_merge_order": "split the axis in the order it was merged, [{parts}], then move "
+    "the axes with `transpose` (or use `split_heads`)",
     "mask_keys": "broadcast the mask along the queries, so that its axis lines up with the keys",
     "mask_after_cap": "cap the scores first, then mask: `where(mask, c * tanh(S / c), -inf)`",
     "rotary_qk_only": "rotate Q and K only; sum the values as they are",
+    "rotary_both_sides": "rotate the queries and the keys alike, with the same tables",
     "repeat_heads": "repeat each key/value head in place on its own axis, as `repeat_kv` does: "
     "`repeat(K, G, axis=1)`",
     "same_part_order": "concatenate the parts in the same order on both sides",
+    "same_part_order_kv": "concatenate the values in the order of the keys",
     "reorder_parts": "write the parts in this order: `{parts}`",
     "causal_block_last": "put the block for the cached keys first and the causal block last",
     "delete_invisible": "delete it",

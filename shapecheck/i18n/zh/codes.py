@@ -695,6 +695,36 @@ CODES: dict[str, dict[str, str]] = {
         fix="按右下角对齐三角, 对角线移动缓存的长度: `tril(ones([N, P + N]), P)` "
         "(PyTorch: `torch.tril(..., diagonal=P)`)。",
     ),
+    "SC418": dict(
+        summary="旋转变换只施加在 query 或 key 一侧, 而不是两侧",
+        message="`{rotary}` 按位置旋转了 {rotated}, 但 `{scores}` 把它与未旋转的 {plain} "
+        "`{operand}` 相乘: 分数依赖 {rotated} 的绝对位置, 而不是 query 与 key 之间的距离",
+        what="旋转位置编码把每个 query 按它的位置 i 旋转, 把每个 key 按它的位置 j 旋转; "
+        "它们的点积于是只依赖 i - j。分数的两侧都必须用同样的表旋转。仅当未旋转的一侧与"
+        "旋转的一侧是同一个张量的投影时才检查 (自注意力: `X @ Wq.T`、`X @ Wk.T`), 可以经过"
+        "移动、拆分成头或重复; 从缓存或其他来源读取的 key 不作判断。",
+        why="只旋转一侧会在每个分数里留下另一侧无法抵消的位置: 模型照常运行, 位置行为却是"
+        "错的 (例如 `q, _ = apply_rotary_pos_emb(q, k, cos, sin)` 丢掉了旋转后的 key)。",
+        example="dim N, D, h\ndim d = 2 * h\ninput X: [N, D]\nparam Wq: [d, D]\nparam Wk: [d, D]\n"
+        "input V: [N, d]\ninput cos_t: [N, d]\ninput sin_t: [N, d]\nQ = X @ Wq.T\nK = X @ Wk.T\n"
+        "Qr = Q * cos_t + concat([-Q[:, h:], Q[:, :h]], axis=-1) * sin_t\n"
+        "O = softmax(Qr @ K.T / sqrt(d)) @ V\n# warning[SC418]",
+        fix="用与 query 相同的表旋转 key: `Kr = K * cos_t + rotate_half(K) * sin_t`, 并在分数中使用 `Kr`。",
+    ),
+    "SC419": dict(
+        summary="key 和 value 按不同的顺序拼接",
+        message="value `{values}` 沿 key 轴按 {v_parts} 的顺序拼接, key `{keys}` 按 {k_parts} "
+        "的顺序: 第 j 个 key 的权重读取的是另一个位置的 value",
+        what="权重把第 j 个 key 与第 j 个 value 配对: 当 K 和 V 都沿 key 轴由几部分 (缓存的 key "
+        "和新的 key) 拼成时, 两侧各部分的顺序必须相同。仅当两侧各部分的大小相同、只是顺序"
+        "不同时才检查。",
+        why="形状一致, 输出也是真实 value 的加权和, 只是位置错了: 缓存的 value 被用新 key "
+        "的权重读取。",
+        example="dim N, P, d\ninput Q: [N, d]\ninput k: [N, d]\ninput v: [N, d]\n"
+        "input Kc: [P, d]\ninput Vc: [P, d]\nK = concat([Kc, k], axis=0)\n"
+        "V = concat([v, Vc], axis=0)\nO = softmax(Q @ K.T / sqrt(d)) @ V\n# warning[SC419]",
+        fix="按 key 的顺序拼接 value: `concat([Vc, v], axis=0)`。",
+    ),
     "SC350": dict(
         summary="位置函数的调用参数不对",
         message="`{name}` 接受 {count} 个位置参数, 给了 {given} 个",
@@ -837,15 +867,22 @@ TORCH_HELPS = {
     "SC407": "按 `torch.tril` 构造的方式使用掩码, 行对应查询: 不要对掩码做 `.transpose(-2, -1)`",
     "SC408": "在掩码为 0 的位置填充: `masked_fill(mask == 0, float('-inf'))`",
     "SC402 drop_weights_transpose": "按 softmax 给出的样子用权重读取 value: `weights @ v`, 不要对权重做 `.transpose(-2, -1)`",
+    "SC418": "保留调用返回的两个旋转结果: `q, k = apply_rotary_pos_emb(q, k, cos, sin)`, "
+    "并在注意力中使用这个 `k` (以及原来的 `v`)",
+    "SC419": "像 key 一样拼接 value: 在 `torch.cat([past_k, k], dim=2)` 旁边写 "
+    "`torch.cat([past_v, v], dim=2)`",
     "SC417": "按右下角对齐掩码: `torch.tril(..., diagonal=T_k - T)` (`T_k - T` 是缓存的 key)",
     "SC408 drop_negation": "去掉取反: 因果掩码 (`torch.tril`) 本身已经说明每个 query 可以看到哪些 key",
     "SC410": "用 `float('-inf')` 填充被屏蔽的分数",
     "SC411": "先把头移回去: `y.transpose(1, 2).contiguous().view(B, T, C)`",
+    "SC411 split_in_merge_order": "按 view 放置头的位置拆分, 再移动它们: "
+    "`x.view(B, T, H, d).transpose(1, 2)`",
     "mask_mod": "`mask_mod` 在查询可以关注的位置返回 True: 比较时让查询的位置在较大的一侧 "
     "(`kv_idx <= q_idx`)",
     "SC610": "用 `torch.tril` 构造它: 每个查询保留不晚于它的键 (`k <= q`)",
     "spec": "在追踪得到的 spec 中: {help}",
     "traced_as": "追踪为 `{statement}`",
+    "called_here": "做这件事的函数在这里被调用",
     "confirmed": "已由 PyTorch 确认: 在 {sizes} 构建并调用该模块时, 它{detail}",
     "unconfirmed": "未确认: shapecheck 无法在 {sizes} 运行该模块来确认它 ({detail}); 以注释显示",
     "other_shape": "返回形状为 {actual} 的 `{name}`, 而追踪得到的 spec 说是 {expected}",
@@ -879,6 +916,8 @@ NOTES = {
     "reduced_here": "`{reduction}` 在这里去掉了它的轴",
     "capped_here": "`{cap}` 在这里对被掩盖的分数做了截断",
     "rotary_here": "旋转变换在这里施加",
+    "copies_here": "`{copies}` 在这里为每个 key/value 头做副本, 副本轴在头轴之前",
+    "merged_here": "`{reshape}` 在这里按此顺序把 [{parts}] 合并为一个轴",
 }
 
 HELPS = {
@@ -914,8 +953,12 @@ HELPS = {
     "fill_minus_inf": "填入 `-inf`: `where(mask, S, -inf)`",
     "keepdims": "保留被归约的轴: 给 `{reduction}` 加上 `keepdims=true`",
     "move_axes_first": "先用 `transpose` 移动轴, 或使用 `merge_heads` / `split_heads`",
+    "split_in_merge_order": "按合并时的顺序 [{parts}] 拆分这个轴, 再用 `transpose` 移动轴 "
+    "(或使用 `split_heads`)",
     "mask_keys": "沿 query 广播掩码, 让它的轴与 key 对齐",
     "mask_after_cap": "先截断分数, 再掩盖: `where(mask, c * tanh(S / c), -inf)`",
+    "same_part_order_kv": "按 key 的顺序拼接 value",
+    "rotary_both_sides": "用同样的表旋转 query 和 key",
     "rotary_qk_only": "只旋转 Q 和 K; V 按原样求和",
     "repeat_heads": "像 `repeat_kv` 那样在头自己的轴上原地重复每个 key/value 头: "
     "`repeat(K, G, axis=1)`",

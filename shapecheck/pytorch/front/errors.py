@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import linecache
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...i18n import Table
@@ -13,10 +13,14 @@ from ...i18n import Table
 
 @dataclass(frozen=True)
 class Location:
-    """A Python source line: the file (absolute) and its 1-based line."""
+    """A Python source line: the file (absolute) and its 1-based line. ``callers``: the
+    lines of the same file that called the function holding it, outermost first (a
+    helper's `q_embed = ...` called from `forward`'s `q, k = apply_rotary_pos_emb(...)`);
+    not part of what the location is."""
 
     path: str
     line: int
+    callers: tuple[int, ...] = field(default=(), compare=False, hash=False)
 
 
 def python_source(path: str) -> str | None:

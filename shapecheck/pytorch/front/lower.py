@@ -425,7 +425,10 @@ class Lowering:
             if path.startswith(self.torch_dir) or path.startswith(_OWN_DIR) or "<" in path \
                     or self._library(path):  # torch's, shapecheck's stand-ins, a library's
                 continue
-            found = Location(str(Path(path).resolve()), int(match.group("line")))
+            resolved = str(Path(path).resolve())
+            callers = (*found.callers, found.line) if found is not None \
+                and found.path == resolved else ()
+            found = Location(resolved, int(match.group("line")), callers)
         return found or self.default
 
     def _library(self, path: str) -> bool:

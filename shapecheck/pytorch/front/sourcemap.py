@@ -129,8 +129,8 @@ def check_extraction(extraction: Extraction, target: str,
         lines = {n.span.line: extraction.lines.get(n.span.line) for n in diagnostic.notes
                  if n.span is not None and location is not None
                  and getattr(extraction.lines.get(n.span.line), "path", None) == location.path}
-        results.add(location, _in_torch_terms(diagnostic, spec_line, lines), ANCHORS.get(
-            diagnostic.code, ()), extraction)
+        shown_there = _with_callers(_in_torch_terms(diagnostic, spec_line, lines), location)
+        results.add(location, shown_there, ANCHORS.get(diagnostic.code, ()), extraction)
     for operator, location, name in extraction.unknown:
         if "SC602" in ignore:
             continue
@@ -212,6 +212,20 @@ def _in_torch_terms(diagnostic: Diagnostic, spec_line: str,
     return replace(diagnostic, help=tuple(helps), notes=tuple(notes), fixes=())
 
 
+#: Codes whose fix is where a helper is called, not inside it: a rotary helper is right,
+#: the call that passes V or drops the rotated key is the bug.
+AT_THE_CALL = frozenset({"SC413", "SC418"})
+
+
+def _with_callers(diagnostic: Diagnostic, location: Location | None) -> Diagnostic:
+    """A note at each line of the same file that called the helper the diagnostic is in."""
+    if diagnostic.code not in AT_THE_CALL or location is None or not location.callers:
+        return diagnostic
+    notes = tuple(Note(codes.TORCH_HELPS["called_here"], Span(line, 1, line, 1))
+                  for line in location.callers)
+    return replace(diagnostic, notes=diagnostic.notes + notes)
+
+
 def _variant(diagnostic: Diagnostic) -> str:
     """The key of the torch help for the repair the spec's help names (`SC402
     drop_weights_transpose`: `P.T @ V`, whose softmax is right), else the code."""
@@ -224,7 +238,8 @@ def _variant(diagnostic: Diagnostic) -> str:
 
 #: per code, the spec helps that have a torch help of their own
 VARIANTS: dict[str, tuple[str, ...]] = {"SC402": ("drop_weights_transpose",),
-                                        "SC408": ("drop_negation",)}
+                                        "SC408": ("drop_negation",),
+                                        "SC411": ("split_in_merge_order",)}
 
 
 def _note_span(note: Note, note_lines: Mapping[int, Location | None]) -> Span | None:

@@ -220,6 +220,91 @@ def rotary_on_v():
     return RotaryOnV(70, 5), {"x": torch.randn(3, 11, 70), "cos": ang.cos(), "sin": ang.sin()}
 
 
+
+def apply_rotary(q, k, cos, sin):
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+
+class RotaryQueryOnly(_Projections):
+    def forward(self, x, cos, sin):
+        q, k, v = self.heads(x, self.wq), self.heads(x, self.wk), self.heads(x, self.wv)
+        q, _ = apply_rotary(q, k, cos, sin)  # BUG
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        return self.merge(scores.softmax(dim=-1) @ v)
+
+
+class RotaryBoth(_Projections):
+    def forward(self, x, cos, sin):
+        q, k, v = self.heads(x, self.wq), self.heads(x, self.wk), self.heads(x, self.wv)
+        q, k = apply_rotary(q, k, cos, sin)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        return self.merge(scores.softmax(dim=-1) @ v)
+
+
+def _rotary_inputs():
+    t = torch.arange(11.0)[:, None] * torch.ones(7)[None]
+    ang = torch.cat([t, t], -1)
+    return {"x": torch.randn(3, 11, 70), "cos": ang.cos(), "sin": ang.sin()}
+
+
+def rotary_query_only():
+    return RotaryQueryOnly(70, 5), _rotary_inputs()
+
+
+def rotary_both():
+    return RotaryBoth(70, 5), _rotary_inputs()
+
+
+class SplitWithoutTranspose(_Projections):
+    def forward(self, x):
+        b, t, _ = x.shape
+        q = self.wq(x).view(b, t, self.n_heads, self.head_dim).reshape(b, t * self.n_heads, -1)
+        q = q.reshape(b, self.n_heads, t, self.head_dim)  # BUG
+        k, v = self.heads(x, self.wk), self.heads(x, self.wv)
+        weights = (q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)).softmax(dim=-1)
+        return self.merge(weights @ v)
+
+
+class SplitRegrouped(_Projections):
+    def forward(self, x):
+        b, t, _ = x.shape
+        q = self.wq(x).view(b, t, self.n_heads, self.head_dim).reshape(b, t * self.n_heads, -1)
+        q = q.reshape(b, t, self.n_heads, self.head_dim).transpose(1, 2)
+        k, v = self.heads(x, self.wk), self.heads(x, self.wv)
+        weights = (q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)).softmax(dim=-1)
+        return self.merge(weights @ v)
+
+
+class CachedValuesReversed(_Projections):
+    def forward(self, x, k_cache, v_cache):
+        q, k, v = self.heads(x, self.wq), self.heads(x, self.wk), self.heads(x, self.wv)
+        k = torch.cat([k_cache, k], dim=2)
+        v = torch.cat([v, v_cache], dim=2)  # BUG
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        return self.merge(scores.softmax(dim=-1) @ v)
+
+
+class CachedValues(_Projections):
+    def forward(self, x, k_cache, v_cache):
+        q, k, v = self.heads(x, self.wq), self.heads(x, self.wk), self.heads(x, self.wv)
+        k = torch.cat([k_cache, k], dim=2)
+        v = torch.cat([v_cache, v], dim=2)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        return self.merge(scores.softmax(dim=-1) @ v)
+
+
+def _cache_inputs():
+    return {"x": torch.randn(3, 11, 35), "k_cache": torch.randn(3, 5, 4, 7),
+            "v_cache": torch.randn(3, 5, 4, 7)}
+
+
+def cached_values_reversed():
+    return CachedValuesReversed(35, 5), _cache_inputs()
+
+
+def cached_values():
+    return CachedValues(35, 5), _cache_inputs()
+
 class Norms(nn.Module):
     """Pre-norm attention block pieces: nn.LayerNorm, a hand-written RMS norm, a manual
     layer norm with `var`, GELU (tanh) and SiLU."""
