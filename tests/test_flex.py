@@ -154,3 +154,66 @@ def test_a_window_convention_stated_with_init_finds_a_one_token_change() -> None
              for d in r.diagnostics]
     assert found == [("SC432", 46)]
     assert check(target("mutants.py:Windowed"))[0].diagnostics == []  # nothing stated
+
+
+# --- Hugging Face's eager and SDPA masks, as their functions (tables.py) --------------------
+
+TABLES = ["hf_tables.py:llama_eager", "hf_tables.py:llama_eager_padded",
+          "hf_tables.py:llama_sdpa", "hf_tables.py:mistral_eager", "hf_tables.py:mistral_sdpa"]
+
+
+def test_an_eager_table_is_written_as_its_masking_utils_functions() -> None:
+    """The table `masking_utils.eager_mask` made (causal, and the padding mask and-ed in)
+    is the function at every position, each `def` at masking_utils' line; eager's
+    `where(m, zeros(()), min)` keeps where the mask is true (no SC408); the padding mask
+    is an input."""
+    pytest.importorskip("transformers")
+    extraction = extract(target("hf_tables.py:llama_eager_padded"))
+    text = extraction.text
+    assert "def causal_mask_function(batch_idx, head_idx, q_idx, kv_idx) = kv_idx <= q_idx" \
+        "  # transformers/masking_utils.py:" in text
+    assert "input attention_mask_1: bool[B, T]" in text
+    assert "attention_mask: bool[B, 1, T, T] = expand(and_mask(arange(B)[:, None, None, None]" \
+        in text
+    assert "where(attention_mask, 0, " in text
+    assert "input attention_mask: " not in text  # the table itself is no input
+    assert [d.code for r in check(target("hf_tables.py:llama_eager_padded"))
+            for d in r.diagnostics] == []
+
+
+def test_hugging_faces_window_is_checked_on_an_sdpa_table() -> None:
+    """HF's `sliding_window` convention (window exclusive) on the SDPA form: HF's own
+    window proves it; a model's window that sees one key more is SC432 at its line, in SDPA
+    and eager modes alike."""
+    pytest.importorskip("transformers")
+    text = extract(target("hf_tables.py:mistral_wide")).text
+    assert "dim sliding_window window exclusive" in text
+    assert "= kv_idx > q_idx - sliding_window  # transformers/masking_utils.py:" in text
+    assert [d.code for r in check(target("hf_tables.py:mistral_wide"))
+            for d in r.diagnostics] == []
+    for name in ("hf_tables.py:windowed_sdpa", "hf_tables.py:windowed_eager"):
+        [result] = check(target(name))
+        assert [(d.code, d.span.line) for d in result.diagnostics] == [("SC432", 85)], name
+        assert "query 1 sees key 0" in result.diagnostics[0].message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", TABLES)
+def test_hugging_face_tables_are_clean_and_conform(name: str) -> None:
+    """Conformance runs the layer with the table evaluated from its function at the sizes
+    it chooses, reading the padding mask it passes."""
+    pytest.importorskip("transformers")
+    assert [d.code for r in check(target(name)) for d in r.diagnostics] == []
+    extraction = extract(target(name))
+    result = conform(extraction.text, extraction.function(), dims=extraction.bindings,
+                     framework="torch", cases=2, rtol=1e-5, atol=1e-6)
+    assert result.ok, result.report()
+
+
+def test_a_size_the_spec_writes_is_evaluated_from_its_syntax() -> None:
+    from shapecheck.pytorch.front.tables import _evaluated
+
+    assert _evaluated("P + T", {"P": 8, "T": 1}) == 9
+    assert _evaluated("2 * W - 1", {"W": 3}) == 5
+    assert _evaluated("T", {}) is None
+    assert _evaluated("__import__('os')", {}) is None  # never run as code

@@ -671,6 +671,8 @@ class _Writer:
             text = self.value(item, scope).at(50)
             if text != "0":
                 terms.append(f"{text} * {stride}" if stride else text)
+            # a size that is a sum (a decode step's keys, `T + 1`) is one factor
+            size = size if size.isidentifier() or size.isdigit() else f"({size})"
             stride = f"{size} * {stride}" if stride else size
         flat = " + ".join(reversed(terms)) or "0"
         return Val(f"reshape({operand.text}, [{stride}])[{flat}]", POSTFIX)

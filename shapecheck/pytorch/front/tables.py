@@ -58,6 +58,8 @@ class TableMask:
         self.dtype = recorded.dtype
         self.carrier = carrier
         self.lengths = (int(carrier.shape[2]), int(carrier.shape[3]))  # as made
+        self.batch = int(carrier.shape[0])
+        self.shapes = [tuple(int(s) for s in t.shape) for t in tensors]
         self.key = next(_KEYS)  # its sizes as the spec writes them, once lowered: SIZES
         self.tensors = tensors
         self.keys = keys
@@ -65,6 +67,7 @@ class TableMask:
     def traced(self, argument: str) -> Any:
         """The table inside a traced forward (the module's ``argument``): the operator,
         then eager's 0 / least value."""
+        self._tied()
         number = next(_COUNTER)
         captured: dict[int, Any] = {}
         try:
@@ -77,6 +80,19 @@ class TableMask:
                                self.kv_offset, self.lengths, self.key, argument, problem)
         table = _operator()(self.carrier, [t for _, t in TABLES[number].captured], number)
         return table if self.dtype is None else _eager(table, self.dtype)
+
+    def _tied(self) -> None:
+        """A tensor the function reads by batch and key (HF's padding mask, padded to the
+        keys: `[B, KV + kv_offset]`) has the table's sizes: said to torch, which traced the
+        two apart (the read is inside the operator), so that the spec says it too."""
+        import torch
+
+        keys = self.carrier.shape[3] + self.kv_offset
+        for tensor, shape in zip(self.tensors, self.shapes):
+            if len(shape) >= 2 and shape[0] == self.batch:
+                torch._check(tensor.shape[0] == self.carrier.shape[0])
+            if len(shape) >= 2 and shape[-1] == self.lengths[1] + self.kv_offset:
+                torch._check(tensor.shape[-1] == keys)
 
     def evaluated(self, tensors: dict[str, Any]) -> Any:
         """The table itself, from the function reading this object's tensors, at the sizes
@@ -332,7 +348,8 @@ def lower(low: Any, node: Any, args: list[Any], kw: dict[str, Any]) -> Any:
     batch, _, q_length, kv_length = (low.size(s) for s in node.meta["val"].shape)
     SIZES[table.key] = ([batch, q_length, kv_length], _held(low))
     after_cache = table.kv_offset == 0 and table.q_offset == table.lengths[1] - table.lengths[0]
-    q_offset = _offset(low, table.q_offset, f"{kv_length} - {q_length}" if after_cache else "")
+    shape = node.meta["val"].shape
+    q_offset = _offset(low, table.q_offset, low.size(shape[3] - shape[2]) if after_cache else "")
     kv_offset = _offset(low, table.kv_offset, "")
     positions = (f"arange({batch})[:, None, None, None]", "arange(1)[None, :, None, None]",
                  f"arange({q_length})[None, None, :, None]{q_offset}",
@@ -365,4 +382,6 @@ def _offset(low: Any, offset: int, cached: str) -> str:
     (``q_offset`` is then the keys less the queries, written so: true at every size)."""
     if offset == 0:
         return ""
-    return f" + ({cached})" if cached else f" + {flex._number(low, offset, in_mask=True)}"
+    if cached:
+        return f" + {cached}" if cached.isidentifier() else f" + ({cached})"
+    return f" + {flex._number(low, offset, in_mask=True)}"
