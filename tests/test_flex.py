@@ -217,3 +217,17 @@ def test_a_size_the_spec_writes_is_evaluated_from_its_syntax() -> None:
     assert _evaluated("2 * W - 1", {"W": 3}) == 5
     assert _evaluated("T", {}) is None
     assert _evaluated("__import__('os')", {}) is None  # never run as code
+
+
+@pytest.mark.parametrize("window, expected", [("q - k < W", "proved"), ("q - k <= W", "refuted")])
+def test_a_read_of_a_flattened_input_is_an_input_read_in_the_proofs(window: str,
+                                                                    expected: str) -> None:
+    """HF's padding mask is read by two positions, written `reshape(pad, [B * N])[b * N +
+    k]`: an entry of `pad` like `pad[k]`, so a window and-ed with it is still decided (it was
+    'undetermined: no formula', SC431 on every padded HF window)."""
+    from shapecheck.api import check_text
+
+    program = check_text("dim B, N, W\ninput pad: bool[B, N]\n"
+                         f"def f(b, h, q, k) = (k <= q) & ({window}) & "
+                         "reshape(pad, [B * N])[b * N + k]\nassert f: window(W)\n")
+    assert {f.outcome.status for f in program.masks.findings if f.function == "f"} == {expected}
