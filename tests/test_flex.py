@@ -159,6 +159,7 @@ def test_a_window_convention_stated_with_init_finds_a_one_token_change() -> None
 # --- Hugging Face's eager and SDPA masks, as their functions (tables.py) --------------------
 
 TABLES = ["hf_tables.py:llama_eager", "hf_tables.py:llama_eager_padded",
+          "hf_tables.py:llama_eager_decode",
           "hf_tables.py:llama_sdpa", "hf_tables.py:mistral_eager", "hf_tables.py:mistral_sdpa"]
 
 
@@ -181,6 +182,20 @@ def test_an_eager_table_is_written_as_its_masking_utils_functions() -> None:
             for d in r.diagnostics] == []
 
 
+def test_a_decode_steps_table_starts_after_the_cache() -> None:
+    """One query after the cache: its position is the keys less the queries (`+ T` with
+    `T + 1` keys), and the padding mask, read inside the operator, has the keys' length
+    (it was a free `T`, and its flat read's stride `B * T + 1`: conformance read out of
+    range)."""
+    pytest.importorskip("transformers")
+    text = extract(target("hf_tables.py:llama_eager_decode")).text
+    assert "input attention_mask_1: bool[B, T + 1]" in text
+    assert "reshape(attention_mask_1, [B * (T + 1)])[batch_idx * (T + 1) + kv_idx]" in text
+    assert "arange(1)[None, None, :, None] + T, arange(T + 1)[None, None, None, :]" in text
+    assert [d.code for r in check(target("hf_tables.py:llama_eager_decode"))
+            for d in r.diagnostics] == []
+
+
 def test_hugging_faces_window_is_checked_on_an_sdpa_table() -> None:
     """HF's `sliding_window` convention (window exclusive) on the SDPA form: HF's own
     window proves it; a model's window that sees one key more is SC432 at its line, in SDPA
@@ -192,9 +207,10 @@ def test_hugging_faces_window_is_checked_on_an_sdpa_table() -> None:
     assert [d.code for r in check(target("hf_tables.py:mistral_wide"))
             for d in r.diagnostics] == []
     for name in ("hf_tables.py:windowed_sdpa", "hf_tables.py:windowed_eager"):
-        [result] = check(target(name))
-        assert [(d.code, d.span.line) for d in result.diagnostics] == [("SC432", 85)], name
-        assert "query 1 sees key 0" in result.diagnostics[0].message
+        found = [(r.path, d) for r in check(target(name)) for d in r.diagnostics]
+        assert [(d.code, d.span.line) for _, d in found] == [("SC432", 85)], name
+        assert found[0][0].endswith("hf_tables.py")
+        assert "query 1 sees key 0" in found[0][1].message
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import torch
-from transformers import LlamaConfig, MistralConfig
+from transformers import DynamicCache, LlamaConfig, MistralConfig
 from transformers.masking_utils import (
     and_masks,
     causal_mask_function,
@@ -19,7 +19,7 @@ from transformers.masking_utils import (
 from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding
 from transformers.models.mistral.modeling_mistral import MistralAttention
 
-BATCH, LENGTH = 2, 9
+BATCH, LENGTH, CACHED = 2, 9, 6
 
 
 def _call(config, module, table):
@@ -56,6 +56,21 @@ def llama_sdpa():
     table = sdpa_mask(BATCH, LENGTH, LENGTH, mask_function=causal_mask_function,
                       allow_is_causal_skip=False)
     return _call(config, module, table)
+
+
+def llama_eager_decode():
+    """A decode step: one query after CACHED keys (`q_offset`), the padding mask as long as
+    the keys."""
+    config, module = _llama("eager")
+    cache = DynamicCache(config=config)
+    cache.update(torch.randn(BATCH, 1, CACHED, 14), torch.randn(BATCH, 1, CACHED, 14), 0)
+    padding = torch.ones(BATCH, CACHED + 1, dtype=torch.bool)
+    table = eager_mask(BATCH, 1, CACHED + 1, q_offset=CACHED, mask_function=causal_mask_function,
+                       attention_mask=padding)
+    x = torch.randn(BATCH, 1, config.hidden_size)
+    cos, sin = LlamaRotaryEmbedding(config)(x, torch.full((BATCH, 1), CACHED))
+    return module, {"hidden_states": x, "position_embeddings": (cos, sin),
+                    "attention_mask": table, "cache": cache}
 
 
 def _mistral(implementation, mask_function=None, window=4):
