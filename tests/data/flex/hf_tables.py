@@ -12,6 +12,7 @@ from transformers import DynamicCache, LlamaConfig, MistralConfig
 from transformers.masking_utils import (
     and_masks,
     causal_mask_function,
+    chunked_causal_mask_function,
     eager_mask,
     sdpa_mask,
     sliding_window_causal_mask_function,
@@ -73,14 +74,23 @@ def llama_eager_decode():
                     "attention_mask": table, "cache": cache}
 
 
-def _mistral(implementation, mask_function=None, window=4):
+def llama_chunked():
+    """Llama 4's chunked attention (`chunked_overlay`): a query sees the keys of its chunk
+    up to itself, the chunks counted from each sequence's left padding."""
+    config, module = _llama("eager")
+    table = eager_mask(BATCH, LENGTH, LENGTH, mask_function=chunked_causal_mask_function(
+        4, torch.zeros(BATCH, dtype=torch.long)))
+    return _call(config, module, table)
+
+
+def _mistral(implementation, mask_function=None, window=4, padding=None):
     config = MistralConfig(hidden_size=70, num_attention_heads=5, num_key_value_heads=1,
                            head_dim=14, sliding_window=window)
     config._attn_implementation = implementation
     module = MistralAttention(config, layer_idx=0)
     mask_function = mask_function or sliding_window_causal_mask_function(config.sliding_window)
     build = eager_mask if implementation == "eager" else sdpa_mask
-    table = build(BATCH, LENGTH, LENGTH, mask_function=mask_function,
+    table = build(BATCH, LENGTH, LENGTH, mask_function=mask_function, attention_mask=padding,
                   **({} if implementation == "eager" else {"allow_is_causal_skip": False}))
     return _call(config, module, table)
 
@@ -105,6 +115,14 @@ def wide_window(sliding_window):
 def mistral_wide():
     """A window the size chooser can tell from the other sizes: a dim, HF's convention."""
     return _mistral("sdpa", window=11)
+
+
+def mistral_wide_padded():
+    """HF's window and-ed with the padding mask (as every eager table with an
+    `attention_mask` is): still a window of `sliding_window` keys."""
+    padding = torch.ones(BATCH, LENGTH, dtype=torch.bool)
+    padding[0, :3] = False
+    return _mistral("eager", window=11, padding=padding)
 
 
 def windowed_sdpa():
