@@ -197,6 +197,22 @@ def test_a_decode_steps_table_starts_after_the_cache() -> None:
             for d in r.diagnostics] == []
 
 
+def test_a_decode_table_runs_after_the_cache_at_every_size() -> None:
+    """Run at other sizes (conformance, confirmation), a decode step's table puts its query
+    after that run's cache, as the spec does (`+ T`), not after the traced cache."""
+    pytest.importorskip("transformers")
+    from transformers.masking_utils import causal_mask_function, eager_mask
+
+    from shapecheck.pytorch.front import tables
+
+    with tables.recorded():
+        made = eager_mask(2, 1, 7, q_offset=6, mask_function=causal_mask_function)
+    [mask] = tables.as_tables({"attention_mask": made}).values()
+    tables.SIZES[mask.key] = (["B", "1", "T + 1"], {"B": ("x", 0), "T": ("x", 1)})
+    run = mask.evaluated({"x": torch.zeros(3, 10)})
+    assert torch.equal(run, eager_mask(3, 1, 11, q_offset=10, mask_function=causal_mask_function))
+
+
 def test_hugging_faces_window_is_checked_on_an_sdpa_table() -> None:
     """HF's `sliding_window` convention (window exclusive) on the SDPA form: HF's own
     window proves it; a model's window that sees one key more is SC432 at its line, in SDPA

@@ -61,6 +61,10 @@ class TableMask:
         self.batch = int(carrier.shape[0])
         self.shapes = [tuple(int(s) for s in t.shape) for t in tensors]
         self.key = next(_KEYS)  # its sizes as the spec writes them, once lowered: SIZES
+        # a decode step's queries after the cache: their offset is the keys less the
+        # queries at every size (how the spec writes it, and how a run evaluates it)
+        self.after_cache = self.kv_offset == 0 and self.q_offset != 0 and \
+            self.q_offset == self.lengths[1] - self.lengths[0]
         self.tensors = tensors
         self.keys = keys
 
@@ -77,7 +81,7 @@ class TableMask:
         except Exception as error:  # not traceable: the call says so when it is lowered
             function, problem = None, f"{type(error).__name__}: {error}"[:300]
         TABLES[number] = Table(function, list(captured.items()), self.q_offset,
-                               self.kv_offset, self.lengths, self.key, argument, problem)
+                               self.kv_offset, self.after_cache, self.key, argument, problem)
         table = _operator()(self.carrier, [t for _, t in TABLES[number].captured], number)
         return table if self.dtype is None else _eager(table, self.dtype)
 
@@ -101,10 +105,11 @@ class TableMask:
 
         mask_mod = flex._rebound(self.mask_mod, dict(zip(self.keys, self.tensors)))
         batch, q_length, kv_length = _run_sizes(self, tensors)
+        q_offset = kv_length - q_length if self.after_cache else self.q_offset
         device = self.carrier.device
         table = mask_mod(torch.arange(batch, device=device)[:, None, None, None],
                          torch.arange(1, device=device)[None, :, None, None],
-                         (torch.arange(q_length, device=device) + self.q_offset)[None, None, :, None],
+                         (torch.arange(q_length, device=device) + q_offset)[None, None, :, None],
                          (torch.arange(kv_length, device=device) + self.kv_offset)[None, None, None, :])
         table = table.expand(batch, 1, q_length, kv_length)
         return table if self.dtype is None else _eager(table, self.dtype)
@@ -126,7 +131,7 @@ class Table:
     captured: list[tuple[int, Any]]
     q_offset: int
     kv_offset: int
-    lengths: tuple[int, int]      # the query and key lengths it was made at
+    after_cache: bool             # q_offset is the keys less the queries (a decode step)
     key: int                      # its TableMask's
     argument: str                 # the module's argument it is
     problem: str | None
@@ -347,9 +352,9 @@ def lower(low: Any, node: Any, args: list[Any], kw: dict[str, Any]) -> Any:
     name = written.function(table.function)
     batch, _, q_length, kv_length = (low.size(s) for s in node.meta["val"].shape)
     SIZES[table.key] = ([batch, q_length, kv_length], _held(low))
-    after_cache = table.kv_offset == 0 and table.q_offset == table.lengths[1] - table.lengths[0]
     shape = node.meta["val"].shape
-    q_offset = _offset(low, table.q_offset, low.size(shape[3] - shape[2]) if after_cache else "")
+    q_offset = _offset(low, table.q_offset,
+                       low.size(shape[3] - shape[2]) if table.after_cache else "")
     kv_offset = _offset(low, table.kv_offset, "")
     positions = (f"arange({batch})[:, None, None, None]", "arange(1)[None, :, None, None]",
                  f"arange({q_length})[None, None, :, None]{q_offset}",
