@@ -213,6 +213,25 @@ def test_a_decode_table_runs_after_the_cache_at_every_size() -> None:
     assert torch.equal(run, eager_mask(3, 1, 11, q_offset=10, mask_function=causal_mask_function))
 
 
+def test_a_table_changed_after_it_was_made_stays_a_tensor() -> None:
+    """A table the model changed in place after `masking_utils` made it is not what its
+    function says: it is traced as the tensor it is."""
+    pytest.importorskip("transformers")
+    from transformers.masking_utils import causal_mask_function, sdpa_mask
+
+    from shapecheck.pytorch.front import tables
+
+    with tables.recorded():
+        made = sdpa_mask(2, 5, 5, mask_function=causal_mask_function, allow_is_causal_skip=False)
+        changed = sdpa_mask(2, 5, 5, mask_function=causal_mask_function,
+                            allow_is_causal_skip=False).clone()
+    changed.__dict__.update(made.__dict__)  # a copy keeps the record; its values differ
+    changed[0, 0, 4, 0] = False
+    found = tables.as_tables({"kept": made, "changed": changed})
+    assert type(found["kept"]) is tables.TableMask
+    assert found["changed"] is changed
+
+
 def test_hugging_faces_window_is_checked_on_an_sdpa_table() -> None:
     """HF's `sliding_window` convention (window exclusive) on the SDPA form: HF's own
     window proves it; a model's window that sees one key more is SC432 at its line, in SDPA

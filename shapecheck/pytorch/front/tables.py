@@ -222,7 +222,10 @@ def made(kind: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 
 def as_tables(inputs: dict[str, Any]) -> dict[str, Any]:
     """The call with every recorded table whose function torch.fx traces as a
-    :class:`TableMask` (else the tensor it is, as before)."""
+    :class:`TableMask` (else the tensor it is, as before). **Decision**: only where the
+    function, evaluated again, gives the very table the module was called with — a table
+    the model changed after making it (in place, or a copy of another's record) stays a
+    tensor: the spec must say what the module was given."""
     import torch
 
     out = dict(inputs)
@@ -237,7 +240,13 @@ def as_tables(inputs: dict[str, Any]) -> dict[str, Any]:
             continue
         batch, _, q_length, kv_length = value.shape
         carrier = value.new_empty((batch, 0, q_length, kv_length))
-        out[name] = TableMask(recorded_, carrier, list(captured.values()), list(captured))
+        mask = TableMask(recorded_, carrier, list(captured.values()), list(captured))
+        try:
+            same = bool(torch.equal(mask.evaluated({}), value))
+        except Exception:  # the function does not broadcast (a vmap-only pattern)
+            same = False
+        if same:
+            out[name] = mask
     return out
 
 
