@@ -232,6 +232,19 @@ def test_a_table_changed_after_it_was_made_stays_a_tensor() -> None:
     assert found["changed"] is changed
 
 
+@pytest.mark.parametrize("name", ["hf_tables.py:reversed_eager", "hf_tables.py:reversed_sdpa"])
+def test_a_future_mask_in_an_hf_table_is_flagged_at_its_line(name: str) -> None:
+    """A model's mask function that lets each query see the keys after it, made into a
+    table by HF's eager_mask/sdpa_mask: SC407 at the function's line (as a tensor input the
+    table said nothing)."""
+    pytest.importorskip("transformers")
+    source = (DATA / "hf_tables.py").read_text().splitlines()
+    line = source.index("    return q_idx <= kv_idx") + 1
+    found = [(r.path, d.code, d.span.line) for r in check(target(name)) for d in r.diagnostics]
+    assert [(code, at) for _, code, at in found] == [("SC407", line)]
+    assert found[0][0].endswith("hf_tables.py")
+
+
 def test_hugging_faces_window_is_checked_on_an_sdpa_table() -> None:
     """HF's `sliding_window` convention (window exclusive) on the SDPA form: HF's own
     window proves it; a model's window that sees one key more is SC432 at its line, in SDPA

@@ -131,3 +131,20 @@ def windowed_sdpa():
 
 def windowed_eager():
     return _mistral("eager", and_masks(causal_mask_function, wide_window(11)), window=11)
+
+
+def future_mask_function(batch_idx, head_idx, q_idx, kv_idx):
+    """A model's own causal mask, one token off: each query sees the keys after it."""
+    return q_idx <= kv_idx
+
+
+def reversed_eager():
+    config, module = _llama("eager")
+    return _call(config, module, eager_mask(BATCH, LENGTH, LENGTH,
+                                            mask_function=future_mask_function))
+
+
+def reversed_sdpa():
+    config, module = _llama("sdpa")
+    return _call(config, module, sdpa_mask(BATCH, LENGTH, LENGTH, allow_is_causal_skip=False,
+                                           mask_function=future_mask_function))
