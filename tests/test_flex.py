@@ -299,3 +299,21 @@ def test_a_read_of_a_flattened_input_is_an_input_read_in_the_proofs(window: str,
                          f"def f(b, h, q, k) = (k <= q) & ({window}) & "
                          "reshape(pad, [B * N])[b * N + k]\nassert f: window(W)\n")
     assert {f.outcome.status for f in program.masks.findings if f.function == "f"} == {expected}
+
+
+@pytest.mark.slow
+def test_a_whole_models_layers_take_their_tables_as_functions() -> None:
+    """A whole Gemma 2 in eager mode: the tables the model builds reach each layer as their
+    functions, the local layers' window and the global layers' causal mask."""
+    pytest.importorskip("transformers")
+    from shapecheck.pytorch.front.model import analyse
+    from shapecheck.pytorch.front.target import build
+
+    name = f"{Path(__file__).parent / 'data' / 'whole_models' / 'hf_models.py'}:gemma2"
+    whole = analyse(build(name), name)
+    texts = {item.group.label: item.extraction.text for item in whole.checked}
+    local, global_ = texts["model.layers.{0,2}.self_attn"], texts["model.layers.{1,3}.self_attn"]
+    assert "def inner_mask(batch_idx, head_idx, q_idx, kv_idx) = kv_idx > q_idx - " in local
+    assert "def causal_mask_function(batch_idx, head_idx, q_idx, kv_idx) = kv_idx <= q_idx" \
+        in global_
+    assert "inner_mask" not in global_
