@@ -75,7 +75,7 @@ class TableMask:
         number = next(_COUNTER)
         captured: dict[int, Any] = {}
         try:
-            function = flex._traced(self.mask_mod, "mask", captured,
+            function = flex.traced_function(self.mask_mod, "mask", captured,
                                     dict(zip(self.keys, self.tensors)))
             problem = None
         except Exception as error:  # not traceable: the call says so when it is lowered
@@ -103,7 +103,7 @@ class TableMask:
         the spec's inputs ``tensors`` have (conformance and confirmation choose them)."""
         import torch
 
-        mask_mod = flex._rebound(self.mask_mod, dict(zip(self.keys, self.tensors)))
+        mask_mod = flex.rebound(self.mask_mod, dict(zip(self.keys, self.tensors)))
         batch, q_length, kv_length = _run_sizes(self, tensors)
         q_offset = kv_length - q_length if self.after_cache else self.q_offset
         device = self.carrier.device
@@ -162,11 +162,11 @@ def recorded() -> Iterator[None]:
     if _ORIGINALS:  # already recording (a factory that runs a model)
         yield
         return
-    _ORIGINALS.update(sdpa=flex._copy(utils.sdpa_mask), eager=flex._copy(utils.eager_mask),
+    _ORIGINALS.update(sdpa=flex.copied(utils.sdpa_mask), eager=flex.copied(utils.eager_mask),
                       signature=inspect.signature(utils.sdpa_mask),
                       eager_signature=inspect.signature(utils.eager_mask))
     try:
-        with flex._swapped([(utils.sdpa_mask, _sdpa_standin),
+        with flex.swapped([(utils.sdpa_mask, _sdpa_standin),
                             (utils.eager_mask, _eager_standin)]):
             yield
     finally:
@@ -235,7 +235,7 @@ def as_tables(inputs: dict[str, Any]) -> dict[str, Any]:
             continue
         captured: dict[int, Any] = {}
         try:
-            flex._traced(recorded_.mask_mod, "mask", captured, {})
+            flex.traced_function(recorded_.mask_mod, "mask", captured, {})
         except Exception:
             continue
         batch, _, q_length, kv_length = value.shape
@@ -354,10 +354,10 @@ def lower(low: Any, node: Any, args: list[Any], kw: dict[str, Any]) -> Any:
     if table is None or table.problem is not None or table.function is None:
         raise Unlowerable(table.problem if table is not None and table.problem else
                           "a mask table")
-    captured = {key: flex._named(low, item, value) for (key, _), item, value in
+    captured = {key: flex.operand_name(low, item, value) for (key, _), item, value in
                 zip(table.captured, node.args[1], args[1].items)}
     traced = {key: item.meta.get("val") for (key, _), item in zip(table.captured, node.args[1])}
-    written = flex._Writer(low, captured, traced, low.location(node))
+    written = flex.Writer(low, captured, traced, low.location(node))
     name = written.function(table.function)
     batch, _, q_length, kv_length = (low.size(s) for s in node.meta["val"].shape)
     SIZES[table.key] = ([batch, q_length, kv_length], _held(low))
@@ -398,4 +398,4 @@ def _offset(low: Any, offset: int, cached: str) -> str:
         return ""
     if cached:
         return f" + {cached}" if cached.isidentifier() else f" + ({cached})"
-    return f" + {flex._number(low, offset, in_mask=True)}"
+    return f" + {flex.literal(low, offset, in_mask=True)}"
