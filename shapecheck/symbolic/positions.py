@@ -131,6 +131,9 @@ class Formulas:
         if isinstance(node, nodes.Subscript) and isinstance(node.operand, nodes.Name) \
                 and node.operand.name in self.inputs:
             return self._read(node.operand.name, tuple(self.of(i) for i in node.indices))  # type: ignore[arg-type]
+        flat = _flattened_input(node, self.inputs)
+        if flat is not None:  # `reshape(pad, [B * T])[b * T + k]`: a read of pad, opaque
+            return self._read(flat, tuple(self.of(i) for i in node.indices))  # type: ignore[attr-defined]
         if isinstance(node, nodes.Call):
             return self._call(node)
         raise Unsupported(type(node).__name__)
@@ -166,6 +169,21 @@ class Formulas:
         if name in ("minimum", "maximum") and len(args) == 2:
             return (sympy.Min if name == "minimum" else sympy.Max)(*args)
         raise Unsupported(name)
+
+
+def _flattened_input(node: nodes.Expr, inputs: set[str]) -> str | None:
+    """The input a read of its flattened form reads (`reshape(x, [B * T])[i]`, how a read
+    by several positions is written: Hugging Face's `padding_mask[batch_idx, kv_idx]`), else
+    None. Its entry is an input's value like any other: opaque, which a claim reads with
+    every input letting the key through."""
+    if not isinstance(node, nodes.Subscript) or len(node.indices) != 1:
+        return None
+    operand = nodes.strip_parens(node.operand)
+    if not (isinstance(operand, nodes.Call) and operand.func.name == "reshape"
+            and len(operand.args) == 2):
+        return None
+    source = nodes.strip_parens(operand.args[0])
+    return source.name if isinstance(source, nodes.Name) and source.name in inputs else None
 
 
 def _relation(op: str, left: sympy.Basic, right: sympy.Basic) -> sympy.Basic:

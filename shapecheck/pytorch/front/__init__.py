@@ -180,9 +180,11 @@ def _trace(built: Any) -> Any:
 
     from .flex import as_functions
     from .opaque import register_inputs
+    from .tables import as_tables
 
     module = built.module.eval()
     built.inputs = as_functions(built.inputs)  # a BlockMask argument (HF's flex path)
+    built.inputs = as_tables(built.inputs)  # a table HF's masking_utils made (tables.py)
     register_inputs(built.inputs)  # a cache object the model passes is a traced input too
     _attributes_as_buffers(module)
     shapes = _dynamic_shapes(built)
@@ -245,11 +247,14 @@ def _export(module: Any, inputs: dict[str, Any], shapes: Any) -> Any:
 
     from .flex import intercepted
     from .lower import lowers_as_traced
+    from .tables import TableMask, built_in_forward
 
     # torch's deprecation notices are not the user's; FlexAttention's functions are kept
-    # as functions (flex.py)
-    with warnings.catch_warnings(), _named_forward(module, list(inputs)), _every_frame(), \
-            intercepted(), _flags_settled(module):
+    # as functions (flex.py), and so are the functions HF's mask tables are made of (tables.py)
+    tables = [name for name, value in inputs.items() if type(value) is TableMask]
+    with warnings.catch_warnings(), _named_forward(module, list(inputs)), \
+            built_in_forward(module, tables), _every_frame(), intercepted(), \
+            _flags_settled(module):
         warnings.simplefilter("ignore")
         exported = torch.export.export(module, (), dict(inputs), dynamic_shapes=shapes,
                                        strict=False)
@@ -583,6 +588,8 @@ def _conforming(extraction: Extraction) -> Any:
 def call_inputs(extraction: Extraction, tensors: dict[str, Any]) -> dict[str, Any]:
     """The call as traced (its None masks, flags, cache objects), each tensor the spec
     reads replaced by ``tensors[its spec name]``."""
+    from .tables import evaluated
+
     inputs = copy.deepcopy(extraction.example)  # the module writes into a cache object
     for name, (argument, path) in extraction.lowered.inputs.items():
         inputs[argument] = _replaced(inputs.get(argument), path, tensors[name])
@@ -590,7 +597,7 @@ def call_inputs(extraction: Extraction, tensors: dict[str, Any]) -> dict[str, An
         read = _read_of(extraction.lowered, names)
         for argument in names:
             inputs[argument] = inputs[read]
-    return inputs
+    return evaluated(inputs, tensors)  # a mask table traced as its function: the table (tables.py)
 
 
 def _aliased(extraction: Extraction) -> list[list[str]]:

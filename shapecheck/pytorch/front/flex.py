@@ -121,7 +121,7 @@ def as_functions(inputs: dict[str, Any]) -> dict[str, Any]:
         if type(value) is BlockMask and value.mask_mod is not None:
             captured: dict[int, Any] = {}
             try:
-                _traced(value.mask_mod, "mask", captured, {})
+                traced_function(value.mask_mod, "mask", captured, {})
             except Exception:  # not traceable: the call says so when it is lowered
                 pass
             out[name] = FunctionMask(value.mask_mod, value.seq_lengths, list(captured.values()),
@@ -157,7 +157,7 @@ def intercepted() -> Iterator[None]:
         yield
         return
     CALLS.clear()  # a trace's calls are lowered before the next trace starts
-    with _swapped([(api.flex_attention, _flex_standin),
+    with swapped([(api.flex_attention, _flex_standin),
                    (api.create_block_mask, _block_mask_standin)]):
         yield
 
@@ -173,12 +173,12 @@ def running() -> Iterator[None]:
     except ImportError:
         yield
         return
-    _ORIGINALS[:] = [_copy(api.flex_attention), _copy(api.create_block_mask)]
+    _ORIGINALS[:] = [copied(api.flex_attention), copied(api.create_block_mask)]
     debug = api._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG
     try:
         # HF's compiled wrapper runs eagerly, and FlexAttention's own eager path with it
         api._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = True
-        with _swapped([(api.flex_attention, _flex_runtime)]), \
+        with swapped([(api.flex_attention, _flex_runtime)]), \
                 torch.compiler.set_stance("force_eager"):
             yield
     finally:
@@ -186,7 +186,7 @@ def running() -> Iterator[None]:
 
 
 @contextmanager
-def _swapped(pairs: list[tuple[Any, Any]]) -> Iterator[None]:
+def swapped(pairs: list[tuple[Any, Any]]) -> Iterator[None]:
     """Each function runs its stand-in's code (with its defaults) meanwhile: every reference
     to it sees the stand-in."""
     saved = [(f, f.__code__, f.__defaults__, f.__kwdefaults__) for f, _ in pairs]
@@ -205,13 +205,14 @@ def _swapped(pairs: list[tuple[Any, Any]]) -> Iterator[None]:
 _ORIGINALS: list[Any] = []
 
 
-def _copy(function: Any) -> Any:
+def copied(function: Any) -> Any:
+    """A new function of ``function``'s code (the original's, kept while its code is swapped)."""
     import types
 
-    copied = types.FunctionType(function.__code__, function.__globals__, function.__name__,
-                                function.__defaults__, function.__closure__)
-    copied.__kwdefaults__ = function.__kwdefaults__
-    return copied
+    copy = types.FunctionType(function.__code__, function.__globals__, function.__name__,
+                              function.__defaults__, function.__closure__)
+    copy.__kwdefaults__ = function.__kwdefaults__
+    return copy
 
 
 def _flex_runtime(query, key, value, score_mod=None, block_mask=None, scale=None,  # type: ignore[no-untyped-def]
@@ -227,7 +228,7 @@ def run_flex(query: Any, key: Any, value: Any, score_mod: Any, block_mask: Any, 
     """FlexAttention itself, a `FunctionMask` made a BlockMask first."""
     flex, create = _ORIGINALS
     if type(block_mask) is FunctionMask:
-        mask_mod = _rebound(block_mask.mask_mod, dict(zip(block_mask.keys, block_mask.tensors)))
+        mask_mod = rebound(block_mask.mask_mod, dict(zip(block_mask.keys, block_mask.tensors)))
         block_mask = create(mask_mod, None, None, query.shape[-2], key.shape[-2],
                             device=query.device)
     return flex(query, key, value, score_mod=score_mod, block_mask=block_mask, scale=scale,
@@ -235,7 +236,7 @@ def run_flex(query: Any, key: Any, value: Any, score_mod: Any, block_mask: Any, 
                 return_aux=return_aux)
 
 
-def _rebound(value: Any, tensors: dict[int, Any], depth: int = 0) -> Any:
+def rebound(value: Any, tensors: dict[int, Any], depth: int = 0) -> Any:
     """A function (and the functions its closure holds: and_masks' list) reading ``tensors``
     in place of the ones it holds (by identity)."""
     import types
@@ -245,13 +246,13 @@ def _rebound(value: Any, tensors: dict[int, Any], depth: int = 0) -> Any:
     if depth > 8:
         return value
     if isinstance(value, (tuple, list)):
-        return type(value)(_rebound(v, tensors, depth + 1) for v in value)
+        return type(value)(rebound(v, tensors, depth + 1) for v in value)
     if not isinstance(value, types.FunctionType) or not value.__closure__:
         return value
     cells = []
     for cell in value.__closure__:
         try:
-            cells.append(types.CellType(_rebound(cell.cell_contents, tensors, depth + 1)))
+            cells.append(types.CellType(rebound(cell.cell_contents, tensors, depth + 1)))
         except ValueError:  # an empty cell
             cells.append(cell)
     rebuilt = types.FunctionType(value.__code__, value.__globals__, value.__name__,
@@ -274,8 +275,8 @@ def flex_called(query: Any, key: Any, value: Any, score_mod: Any, block_mask: An
     problem = None
     mask = score = None
     try:
-        mask = _traced(mask_mod, "mask", captured, replaced) if mask_mod is not None else None
-        score = _traced(score_mod, "score", captured, {}) if score_mod is not None else None
+        mask = traced_function(mask_mod, "mask", captured, replaced) if mask_mod is not None else None
+        score = traced_function(score_mod, "score", captured, {}) if score_mod is not None else None
     except Exception as error:  # fx cannot trace it (control flow on a position)
         problem = f"{type(error).__name__}: {error}"[:300]
     if block_mask is not None and mask_mod is None and type(block_mask) is not FunctionMask:
@@ -331,7 +332,7 @@ def _operator() -> Any:
 # --- tracing a function of positions --------------------------------------------------------
 
 
-def _traced(function: Any, kind: str, captured: dict[int, Any],
+def traced_function(function: Any, kind: str, captured: dict[int, Any],
             replaced: dict[int, Any]) -> Function:
     """``function`` traced with torch.fx; its calls recorded; the tensors it reads added
     to ``captured`` (by identity, in order of first read; as ``replaced`` says, for a mask
@@ -446,12 +447,12 @@ def lower(low: Any, node: Any, args: list[Any], kw: dict[str, Any]) -> Any:
     call = CALLS.get(number)
     if call is None or call.problem is not None:
         raise Unlowerable(call.problem if call is not None else "flex_attention")
-    captured = {key: _named(low, item, value) for (key, _), item, value in
+    captured = {key: operand_name(low, item, value) for (key, _), item, value in
                 zip(call.captured, node.args[3], args[3].items)}
-    q, k, v = (_named(low, item, value) for item, value in zip(node.args[:3], args[:3]))
+    q, k, v = (operand_name(low, item, value) for item, value in zip(node.args[:3], args[:3]))
     k, v = _grouped(low, node, call, k, v)
     traced = {key: item.meta.get("val") for (key, _), item in zip(call.captured, node.args[3])}
-    written = _Writer(low, captured, traced, low.location(node))
+    written = Writer(low, captured, traced, low.location(node))
     parts = [q, k, v]
     if call.mask is not None:
         parts.append(f"mask={written.function(call.mask)}")
@@ -460,11 +461,11 @@ def lower(low: Any, node: Any, args: list[Any], kw: dict[str, Any]) -> Any:
     if call.scale is not None:
         width = low.size(node.args[0].meta["val"].shape[-1])
         root = low.dims.scale(call.scale, width)
-        parts.append(f"scale=1 / {root}" if root else f"scale={_number(low, call.scale)}")
+        parts.append(f"scale=1 / {root}" if root else f"scale={literal(low, call.scale)}")
     return Val(f"flex_attention({', '.join(parts)})")
 
 
-def _named(low: Any, item: Any, value: Any) -> str:
+def operand_name(low: Any, item: Any, value: Any) -> str:
     """A value the call reads by name (Q, K, V and the captured tensors must be names)."""
     from .lower import ATOM, Unlowerable
 
@@ -492,7 +493,7 @@ def _grouped(low: Any, node: Any, call: FlexCall, k: str, v: str) -> tuple[str, 
     return out[0], out[1]
 
 
-def _number(low: Any, value: float | int | bool, in_mask: bool = False) -> str:
+def literal(low: Any, value: float | int | bool, in_mask: bool = False) -> str:
     """A literal of a function's body. An integer that is the size of exactly one dim is
     that dim (a window width the module holds: `q_idx - kv_idx < window`; ALiBi's head
     count); in a mask, only a dim that is no head count or width (an offset or a prefix
@@ -524,7 +525,7 @@ class _Scope:
     children: dict[Any, Call]     # node -> the call of a function of positions it results from
 
 
-class _Writer:
+class Writer:
     """Writes a traced function as `def` statements: one per Python function of positions
     (FlexAttention's signatures) it calls, the rest written into their bodies."""
 
@@ -637,7 +638,7 @@ class _Writer:
             return Val(str(self.low.size(value)), 50)
         if isinstance(value, (bool, int, float)):
             kind = self.function_.kind if self.function_ is not None else "mask"
-            text = _number(self.low, value, in_mask=kind == "mask")
+            text = literal(self.low, value, in_mask=kind == "mask")
             return Val(text, UNARY if text.startswith("-") else 90)
         raise Unlowerable(f"a {type(value).__name__} in a mask or score function")
 
@@ -671,6 +672,8 @@ class _Writer:
             text = self.value(item, scope).at(50)
             if text != "0":
                 terms.append(f"{text} * {stride}" if stride else text)
+            # a size that is a sum (a decode step's keys, `T + 1`) is one factor
+            size = size if size.isidentifier() or size.isdigit() else f"({size})"
             stride = f"{size} * {stride}" if stride else size
         flat = " + ".join(reversed(terms)) or "0"
         return Val(f"reshape({operand.text}, [{stride}])[{flat}]", POSTFIX)
@@ -724,8 +727,8 @@ _CASTS = ("to", "float", "long", "int", "bool", "type_as", "clone", "contiguous"
 _COMPARISONS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<", "eq": "==", "ne": "!="}
 
 
-def _binary(symbol: str, prec: int) -> Callable[[_Writer, Any, _Scope], Any]:
-    def write(writer: _Writer, node: Any, scope: _Scope) -> Any:
+def _binary(symbol: str, prec: int) -> Callable[[Writer, Any, _Scope], Any]:
+    def write(writer: Writer, node: Any, scope: _Scope) -> Any:
         from .lower import Val
 
         left, right = (writer.value(a, scope) for a in node.args[:2])
@@ -739,29 +742,29 @@ def _binary(symbol: str, prec: int) -> Callable[[_Writer, Any, _Scope], Any]:
     return write
 
 
-def _function(name: str) -> Callable[[_Writer, Any, _Scope], Any]:
-    def write(writer: _Writer, node: Any, scope: _Scope) -> Any:
+def _function(name: str) -> Callable[[Writer, Any, _Scope], Any]:
+    def write(writer: Writer, node: Any, scope: _Scope) -> Any:
         from .lower import Val
 
         return Val(f"{name}({writer.value(node.args[0], scope).text})")
     return write
 
 
-def _unary(symbol: str) -> Callable[[_Writer, Any, _Scope], Any]:
-    def write(writer: _Writer, node: Any, scope: _Scope) -> Any:
+def _unary(symbol: str) -> Callable[[Writer, Any, _Scope], Any]:
+    def write(writer: Writer, node: Any, scope: _Scope) -> Any:
         from .lower import UNARY, Val
 
         return Val(f"{symbol}{writer.value(node.args[0], scope).at(UNARY)}", UNARY)
     return write
 
 
-def _exp2(writer: _Writer, node: Any, scope: _Scope) -> Any:
+def _exp2(writer: Writer, node: Any, scope: _Scope) -> Any:
     from .lower import POWER, UNARY, Val
 
     return Val(f"2 ** {writer.value(node.args[0], scope).at(UNARY)}", POWER)
 
 
-def _clamp(writer: _Writer, node: Any, scope: _Scope) -> Any:
+def _clamp(writer: Writer, node: Any, scope: _Scope) -> Any:
     """`x.clamp(lo, hi)` as `minimum(maximum(x, lo), hi)` (which the proofs read)."""
     from .lower import Val
 
@@ -775,8 +778,8 @@ def _clamp(writer: _Writer, node: Any, scope: _Scope) -> Any:
     return Val(text)
 
 
-def _pairwise(name: str) -> Callable[[_Writer, Any, _Scope], Any]:
-    def write(writer: _Writer, node: Any, scope: _Scope) -> Any:
+def _pairwise(name: str) -> Callable[[Writer, Any, _Scope], Any]:
+    def write(writer: Writer, node: Any, scope: _Scope) -> Any:
         from .lower import Val
 
         a, b = (writer.value(x, scope).text for x in node.args[:2])
@@ -784,14 +787,14 @@ def _pairwise(name: str) -> Callable[[_Writer, Any, _Scope], Any]:
     return write
 
 
-def _where(writer: _Writer, node: Any, scope: _Scope) -> Any:
+def _where(writer: Writer, node: Any, scope: _Scope) -> Any:
     from .lower import Val
 
     c, a, b = (writer.value(x, scope).text for x in node.args[:3])
     return Val(f"where({c}, {a}, {b})")
 
 
-def _constant(writer: _Writer, node: Any, scope: _Scope) -> Any:
+def _constant(writer: Writer, node: Any, scope: _Scope) -> Any:
     """`b.new_ones((), dtype=torch.bool)` (and_masks' start), `new_zeros`, `ones_like`."""
     import torch
 
@@ -807,7 +810,7 @@ def _constant(writer: _Writer, node: Any, scope: _Scope) -> Any:
     return Val("1" if one else "0")
 
 
-def _same(writer: _Writer, node: Any, scope: _Scope) -> Any:
+def _same(writer: Writer, node: Any, scope: _Scope) -> Any:
     """A cast (`.to(torch.int32)`, `.float()`, `.to(device)`): the same number; numbers
     made bool, `!= 0`."""
     import torch
@@ -823,7 +826,7 @@ def _same(writer: _Writer, node: Any, scope: _Scope) -> Any:
     return value
 
 
-_OPERATIONS: dict[str, Callable[[_Writer, Any, _Scope], Any]] = {
+_OPERATIONS: dict[str, Callable[[Writer, Any, _Scope], Any]] = {
     "add": _binary("+", 40), "sub": _binary("-", 40), "mul": _binary("*", 50),
     "truediv": _binary("/", 50), "floordiv": _binary("//", 50), "mod": _binary("%", 50),
     "pow": _binary("**", 70), "and_": _binary("&", 30), "or_": _binary("|", 20),

@@ -115,8 +115,11 @@ def span_of_names(names: list[str]) -> str:
 def _run(model: Any, inputs: dict[str, Any]) -> bool:
     import torch
 
+    from .tables import recorded
+
     try:
-        with torch.no_grad(), warnings.catch_warnings():
+        # the mask tables HF's masking_utils makes carry their functions (tables.py)
+        with torch.no_grad(), warnings.catch_warnings(), recorded():
             warnings.simplefilter("ignore")
             model(**inputs)
     except Exception:  # the model does not run as given: the single-module path says why

@@ -1263,6 +1263,10 @@ def _shape_list(low: Lowering, value: Any) -> str:
 def _ones(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     word = "ones" if "ones" in str(node.target) else "zeros"
     kind = _kind(node.meta["val"])
+    if not len(node.args[0]) and _element(node.meta["val"]) == "":
+        # a number the code made a tensor (HF's eager mask: `where(m, zeros(()), min)`),
+        # as a constant tensor of no axes is: the meaning pass reads which branch keeps
+        return number(1.0 if word == "ones" else 0.0)
     text = f"{word}({_shape_list(low, node.args[0])})"
     if kind == "bool":
         text = f"{text} > 0"
@@ -1691,3 +1695,7 @@ def _pad_amount(low: Lowering, amount: Any) -> str:
 from . import flex as _flex  # noqa: E402
 
 RULES["flex_attention.default"] = _flex.lower
+# Hugging Face's eager and SDPA mask tables, as their functions (`pytorch/front/tables.py`)
+from . import tables as _tables  # noqa: E402
+
+RULES["mask_table.default"] = _tables.lower

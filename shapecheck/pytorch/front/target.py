@@ -410,9 +410,11 @@ def _from_factory(factory: Any, target: str, rename: dict[str, str]) -> Built:
     import torch
 
     from . import factory as made_by
+    from .tables import recorded
 
     try:
-        made, call = made_by.run_capturing(factory)
+        with recorded():  # the mask tables HF's masking_utils makes carry their functions
+            made, call = made_by.run_capturing(factory)
     except Exception as error:
         raise ExtractError("build_failed", target=target, error=_error_text(error)) from None
     if isinstance(made, torch.nn.Module):
