@@ -1388,6 +1388,15 @@ def _index_select(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val])
     return Val(f"index_select({x.text}, {axis}, {_ids(args[2]).text})", kind=x.kind)
 
 
+@rule("index_copy.default")
+def _index_copy(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # `cache.index_copy_(1, positions, xk)`: Gemma's write into a key/value cache it is given
+    x = _viewed(args[0])
+    axis = node.args[1] % low.rank(node.args[0])
+    return Val(f"index_copy({x.text}, {axis}, {_ids(args[2]).text}, {_tensor(args[3]).text})",
+               kind=x.kind)
+
+
 @rule("gather.default")
 def _gather(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     x = _viewed(args[0])
