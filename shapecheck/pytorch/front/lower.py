@@ -1388,6 +1388,39 @@ def _index_select(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val])
     return Val(f"index_select({x.text}, {axis}, {_ids(args[2]).text})", kind=x.kind)
 
 
+@rule("roll.default")
+def _roll(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # Swin's cyclic shift `torch.roll(x, shifts=(-s, -s), dims=(1, 2))`: along each axis the
+    # last `shift` entries come first, a concat of the axis's two slices
+    shifts = node.args[1] if len(node.args) > 1 else node.kwargs.get("shifts")
+    axes = node.args[2] if len(node.args) > 2 else node.kwargs.get("dims", ())
+    shifts = list(shifts) if isinstance(shifts, (list, tuple)) else [shifts]
+    axes = list(axes) if isinstance(axes, (list, tuple)) else [axes]
+    if not axes or len(axes) != len(shifts) or not all(isinstance(s, int) for s in shifts):
+        raise Unlowerable("roll of the flattened tensor or by a traced amount")
+    value, shape = _viewed(args[0]), node.args[0].meta["val"].shape
+    for shift, axis in zip(shifts, axes):
+        axis %= len(shape)
+        size = shape[axis]
+        if isinstance(size, int):
+            shift %= size
+        if shift == 0:
+            continue
+        whole, amount = low.size(size), low.size(abs(shift))
+        cut = amount if shift < 0 else low.size(size - shift) if isinstance(size, int) \
+            else f"{whole} - {amount}"
+        if not isinstance(size, int):
+            # the slices are the roll only where the shift is shorter than the axis (torch
+            # wraps it modulo a shorter one, which slices cannot say): the spec says so
+            text = f"constraint {amount} < {whole}"
+            if text not in low.out.constraints:
+                low.out.constraints.append(text)
+        lead = ":, " * axis
+        value = Val(f"concat([{value.at(POSTFIX)}[{lead}{cut}:], "
+                    f"{value.at(POSTFIX)}[{lead}:{cut}]], axis={axis})", kind=value.kind)
+    return value
+
+
 @rule("index_copy.default")
 def _index_copy(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     # `cache.index_copy_(1, positions, xk)`: Gemma's write into a key/value cache it is given

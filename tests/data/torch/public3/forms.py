@@ -1,0 +1,52 @@
+"""Forms the public3 modules use, each in a few lines as their authors write them (the tool
+fixes of issue 29 they needed): a cyclic shift `torch.roll` along two axes (Swin's shifted
+windows), and a key/value cache passed in and written with `index_copy_` (Gemma)."""
+import torch
+from torch import nn
+
+
+def attend(q, k, v):
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+    return scores.softmax(dim=-1) @ v
+
+
+class Shifted(nn.Module):
+    """Attention over a [B, H, W, C] map cyclically shifted by `shift` along both axes, and
+    shifted back."""
+
+    def __init__(self, dim, shift=2):
+        super().__init__()
+        self.shift = shift
+        self.qkv = nn.Linear(dim, 3 * dim)
+
+    def forward(self, x):
+        B, H, W, C = x.shape
+        shifted = torch.roll(x, shifts=(-self.shift, -self.shift), dims=(1, 2))
+        q, k, v = self.qkv(shifted.reshape(B, H * W, C)).chunk(3, dim=-1)
+        out = attend(q, k, v).reshape(B, H, W, C)
+        return torch.roll(out, shifts=(self.shift, self.shift), dims=(1, 2))
+
+
+def shifted():
+    return Shifted(35), {"x": torch.randn(2, 8, 8, 35)}
+
+
+class GivenCache(nn.Module):
+    """The caller's cache, written in place at the given positions, then read whole."""
+
+    def __init__(self, dim):
+        super().__init__()
+        self.qkv = nn.Linear(dim, 3 * dim)
+
+    def forward(self, x, positions, kv_cache):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        k_cache, v_cache = kv_cache
+        k_cache.index_copy_(1, positions, k)
+        v_cache.index_copy_(1, positions, v)
+        return attend(q, k_cache, v_cache)
+
+
+def given_cache():
+    cache = (torch.zeros(2, 11, 35), torch.zeros(2, 11, 35))
+    return GivenCache(35), {"x": torch.randn(2, 5, 35), "positions": torch.arange(5),
+                            "kv_cache": cache}

