@@ -90,3 +90,14 @@ def test_a_cache_the_caller_passes_is_written_by_index_copy() -> None:
     # Gemma's `k_cache.index_copy_(1, kv_write_indices, xk)` was SC602 at each write
     text = _lowered_clean_and_conforms("given_cache")
     assert "index_copy(kv_cache_0, 1, positions, " in text
+
+
+
+def test_a_trace_that_fails_at_sizes_apart_prints_nothing() -> None:
+    # torchtune's projections are the caller's: rebuilt at sizes apart the module cannot
+    # run, and torch logged each failed operator with its traceback into verify's output
+    done = subprocess.run([sys.executable, "-m", "shapecheck", "verify",
+                           f"{DATA / 'forms.py'}:injected"], capture_output=True, text=True,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stdout
+    assert done.stderr == ""

@@ -249,7 +249,7 @@ def _export(module: Any, inputs: dict[str, Any], shapes: Any) -> Any:
     # torch's deprecation notices are not the user's; FlexAttention's functions are kept
     # as functions (flex.py)
     with warnings.catch_warnings(), _named_forward(module, list(inputs)), _every_frame(), \
-            intercepted(), _flags_settled(module):
+            intercepted(), _flags_settled(module), _torch_logs_quiet():
         warnings.simplefilter("ignore")
         exported = torch.export.export(module, (), dict(inputs), dynamic_shapes=shapes,
                                        strict=False)
@@ -257,6 +257,23 @@ def _export(module: Any, inputs: dict[str, Any], shapes: Any) -> Any:
         # over the graph) only where it writes into a tensor or holds an operator without
         # a row (a composite that pass decomposes).
         return exported if lowers_as_traced(exported) else exported.run_decompositions({})
+
+
+@contextmanager
+def _torch_logs_quiet() -> Iterator[None]:
+    """torch logs each operator a failing trace could not run (`failed while attempting to
+    run meta for aten.mm.default`, with its traceback) before it raises: a trace that fails
+    is the tool's to report (SC601) or to try otherwise (sizes apart that the module cannot
+    be built at), never pages of torch's log in the user's output."""
+    import logging
+
+    logger = logging.getLogger("torch")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 #: Builtins whose flag arguments torch's argument parser takes only as a `bool`.

@@ -50,3 +50,29 @@ def given_cache():
     cache = (torch.zeros(2, 11, 35), torch.zeros(2, 11, 35))
     return GivenCache(35), {"x": torch.randn(2, 5, 35), "positions": torch.arange(5),
                             "kv_cache": cache}
+
+
+class Injected(nn.Module):
+    """Projections built by the caller and passed in (torchtune's builders): rebuilt at
+    sizes apart, the module keeps the caller's layers, and torch's trace fails there."""
+
+    def __init__(self, *, embed_dim, num_heads, num_kv_heads, q_proj, kv_proj):
+        super().__init__()
+        self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
+        self.head_dim = embed_dim // num_heads
+        self.q_proj, self.kv_proj = q_proj, kv_proj
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q = self.q_proj(x).view(b, s, self.num_heads, self.head_dim).transpose(1, 2)
+        k, v = self.kv_proj(x).view(b, s, 2 * self.num_kv_heads, self.head_dim) \
+            .transpose(1, 2).chunk(2, dim=1)
+        group = self.num_heads // self.num_kv_heads
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        return attend(q, k, v).transpose(1, 2).reshape(b, s, -1)
+
+
+def injected():
+    module = Injected(embed_dim=48, num_heads=4, num_kv_heads=2, q_proj=nn.Linear(48, 48),
+                      kv_proj=nn.Linear(48, 48))
+    return module, {"x": torch.randn(2, 7, 48)}
