@@ -33,6 +33,8 @@ CLEAN = [
     "torchtune_attention.py:make_packed",  # a boolean [b, s, s] mask, positions per sample
     "beit_attention.py:make",           # relative position bias with the class token's
     "beit_attention.py:make_shared",    # the model's shared bias; attn_head_dim (was SC404)
+    "mistral_attention.py:make",        # rolling cache: scatter_ at positions % window (SC602)
+    "mistral_attention.py:make_attention",  # window past the prompt; `if T > 1` prefill
 ]
 
 #: torch.export cannot trace these: (target, torch's reason)
@@ -141,3 +143,23 @@ def test_a_literal_factor_is_never_half_of_a_dim() -> None:
     # as half of num_heads = 4, and the scale by the head width then as another dim's: a
     # false SC404
     assert _found("beit_attention.py:make_shared") == []
+
+
+def test_a_branch_on_a_single_token_keeps_the_size_torch_traced_from() -> None:
+    # Mistral's `if positions.shape[0] > 1:` (prefill, else decode from the cache): torch
+    # decides it from its floor for a traced size, 2, with no guard, and the spec admitted
+    # T = 1, where the module reads the cache instead (conform failed there)
+    text = _lowered_clean_and_conforms("prefill")
+    assert "constraint T >= 2" in text
+    assert "constraint" not in extract(f"{DATA / 'forms.py'}:shifted").text.replace(
+        "constraint shift < T", "")
+
+
+def test_a_rolling_cache_is_scattered_at_positions_modulo_its_window() -> None:
+    # `positions % window` (remainder), `cache[:bsz].scatter_(1, slots, k)` (scatter, and
+    # the slice write whose open start torch records as None) were SC602 each, and
+    # `positions[-window:]` of a sequence traced shorter than the window an SC317 the
+    # written spec did not verify with
+    text = _lowered_clean_and_conforms("rolling")
+    assert "slots = (positions % window)[None, ...][..., None]" in text
+    assert "scatter(cache_k[:B], 1, slots_1, k)" in text

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import os
 import re
+import sys
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -248,15 +249,51 @@ def _export(module: Any, inputs: dict[str, Any], shapes: Any) -> Any:
 
     # torch's deprecation notices are not the user's; FlexAttention's functions are kept
     # as functions (flex.py)
+    branched: set[str] = set()
     with warnings.catch_warnings(), _named_forward(module, list(inputs)), _every_frame(), \
-            intercepted(), _flags_settled(module), _torch_logs_quiet():
+            intercepted(), _flags_settled(module), _torch_logs_quiet(), \
+            _branches_on_one(branched):
         warnings.simplefilter("ignore")
         exported = torch.export.export(module, (), dict(inputs), dynamic_shapes=shapes,
                                        strict=False)
         # One trace where its graph lowers as recorded; the functional form (a second pass
         # over the graph) only where it writes into a tensor or holds an operator without
         # a row (a composite that pass decomposes).
-        return exported if lowers_as_traced(exported) else exported.run_decompositions({})
+        if not lowers_as_traced(exported):
+            exported = exported.run_decompositions({})
+    exported.shapecheck_branched_on_one = frozenset(branched)
+    return exported
+
+
+@contextmanager
+def _branches_on_one(found: set[str]) -> Iterator[None]:
+    """The traced sizes the module's own code compares with 1 (Mistral's and Meta's Llama's
+    `if seqlen > 1:` prefill, else a decode step): torch decides such a test from its floor
+    for a symbolic size (2) and records no guard, so the trace holds only from 2 on, and the
+    spec must say so (`constraint T >= 2`) or size 1 is read as the traced branch's."""
+    import torch
+
+    torch_dir = os.path.dirname(torch.__file__)
+    originals = {name: getattr(torch.SymInt, name)
+                 for name in ("__gt__", "__ge__", "__lt__", "__le__", "__eq__", "__ne__")}
+
+    def watched(name: str) -> Any:
+        original = originals[name]
+
+        def compare(self: Any, other: Any) -> Any:
+            if isinstance(other, int) and other in (1, 2) and not \
+                    sys._getframe(1).f_code.co_filename.startswith(torch_dir):
+                found.add(str(self.node.expr))
+            return original(self, other)
+        return compare
+
+    for name in originals:
+        setattr(torch.SymInt, name, watched(name))
+    try:
+        yield
+    finally:
+        for name, original in originals.items():
+            setattr(torch.SymInt, name, original)
 
 
 @contextmanager

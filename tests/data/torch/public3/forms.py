@@ -76,3 +76,47 @@ def injected():
     module = Injected(embed_dim=48, num_heads=4, num_kv_heads=2, q_proj=nn.Linear(48, 48),
                       kv_proj=nn.Linear(48, 48))
     return module, {"x": torch.randn(2, 7, 48)}
+
+
+class Prefill(nn.Module):
+    """A prefill step, and a decode step for one token (Mistral's and Meta's Llama's
+    `if seqlen > 1:`): the decode step reads the cache of earlier keys and values."""
+
+    def __init__(self, dim, max_len=16):
+        super().__init__()
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.register_buffer("cache_k", torch.zeros(1, max_len, dim))
+        self.register_buffer("cache_v", torch.zeros(1, max_len, dim))
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        if x.shape[1] > 1:
+            return attend(q, k, v)
+        return attend(q, self.cache_k, self.cache_v)
+
+
+def prefill():
+    return Prefill(35), {"x": torch.randn(1, 7, 35)}
+
+
+class Rolling(nn.Module):
+    """Mistral's rolling cache: the last `window` keys written at `positions % window` of a
+    plain tensor attribute, for the batch's rows (`cache[:bsz]`)."""
+
+    def __init__(self, dim, window=16, max_batch=2):
+        super().__init__()
+        self.window = window
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.cache_k = torch.zeros(max_batch, window, dim)
+
+    def forward(self, x, positions):
+        bsz = x.shape[0]
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        slots = (positions[-self.window:] % self.window)[None, :, None]
+        slots = slots.repeat(bsz, 1, k.shape[-1])
+        self.cache_k[:bsz].scatter_(dim=1, index=slots, src=k[:, -self.window:])
+        return attend(q, k, v)
+
+
+def rolling():
+    return Rolling(35), {"x": torch.randn(2, 7, 35), "positions": torch.arange(7)}
