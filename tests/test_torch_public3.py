@@ -52,7 +52,10 @@ UNTRACEABLE = [
      "tensor b (12) at non-singleton dimension 2'), as does run_decompositions"),
 ]
 
-BUGS: list[tuple[str, str, int]] = [
+BUGS = [
+    ("bugs/gemma_softmax_axis.py:make", "SC402", 242),       # softmax over the queries
+    ("bugs/mistral_scale_width.py:make", "SC404", 145),      # args.dim**-0.5, used at 145
+    ("bugs/open_clip_unscaled.py:make_plain", "SC405", 90),  # `q = q`: the scale left out
 ]
 
 

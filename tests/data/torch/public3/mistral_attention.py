@@ -240,13 +240,13 @@ def _prefill(args: ModelArgs, seqlen: int, block: bool = True):
 
 
 def make():
-    # Mistral 7B's shape, tiny: 4 query heads per key/value head, a window of 4 slots
-    args = ModelArgs(dim=64, n_layers=1, head_dim=8, hidden_dim=96, n_heads=8, n_kv_heads=2,
+    # Mistral 7B's shape, tiny: 5 query heads per key/value head, a window of 4 slots
+    args = ModelArgs(dim=60, n_layers=1, head_dim=6, hidden_dim=96, n_heads=10, n_kv_heads=2,
                      sliding_window=4, norm_eps=1e-5, vocab_size=100, max_batch_size=2)
     return _prefill(args, seqlen=7)
 
 
 def make_attention():
-    args = ModelArgs(dim=64, n_layers=1, head_dim=8, hidden_dim=96, n_heads=8, n_kv_heads=2,
+    args = ModelArgs(dim=60, n_layers=1, head_dim=6, hidden_dim=96, n_heads=10, n_kv_heads=2,
                      sliding_window=16, norm_eps=1e-5, vocab_size=100, max_batch_size=2)
     return _prefill(args, seqlen=7, block=False)
