@@ -35,6 +35,8 @@ CLEAN = [
     "beit_attention.py:make_shared",    # the model's shared bias; attn_head_dim (was SC404)
     "mistral_attention.py:make",        # rolling cache: scatter_ at positions % window (SC602)
     "mistral_attention.py:make_attention",  # window past the prompt; `if T > 1` prefill
+    "performer_attention.py:make",      # FAVOR+ linear attention: 1 / einsum (was SC602)
+    "performer_attention.py:make_masked",  # v.masked_fill_(~mask) of a padding mask
 ]
 
 #: torch.export cannot trace these: (target, torch's reason)
@@ -166,3 +168,8 @@ def test_a_rolling_cache_is_scattered_at_positions_modulo_its_window() -> None:
     text = _lowered_clean_and_conforms("rolling")
     assert "slots = (positions % window)[None, ...][..., None]" in text
     assert "scatter(cache_k[:B], 1, slots_1, k)" in text
+
+
+def test_a_reciprocal_is_one_over_it() -> None:
+    # Performer's `D_inv = 1. / torch.einsum(...)` was SC602 (`reciprocal.default`)
+    assert "= 1 / einsum(\"...nd,...d->...n\", q, " in _lowered_clean_and_conforms("linear")

@@ -801,6 +801,12 @@ RULES["logical_or.default"] = RULES["bitwise_or.Tensor"] = RULES["__or__.Tensor"
     _binary("|", OR)
 
 
+@rule("reciprocal.default")
+def _reciprocal(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # `1. / torch.einsum(...)`: linear attention's normaliser (Performer's D_inv)
+    return Val(f"1 / {_tensor(args[0]).at(PRODUCT + 1)}", PRODUCT)
+
+
 @rule("rsub.Scalar", "rsub.Tensor")
 def _rsub(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     return Val(f"{_tensor(args[1]).at(SUM)} - {_tensor(args[0]).at(SUM + 1)}", SUM)

@@ -120,3 +120,22 @@ class Rolling(nn.Module):
 
 def rolling():
     return Rolling(35), {"x": torch.randn(2, 7, 35), "positions": torch.arange(7)}
+
+
+class Linear(nn.Module):
+    """Linear attention (Performer's `linear_attention`): no score matrix; each query's
+    output divided by its product with the keys' sum."""
+
+    def __init__(self, dim):
+        super().__init__()
+        self.qkv = nn.Linear(dim, 3 * dim)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).softmax(dim=-1).chunk(3, dim=-1)
+        D_inv = 1. / torch.einsum('...nd,...d->...n', q, k.sum(dim=-2))
+        context = torch.einsum('...nd,...ne->...de', k, v)
+        return torch.einsum('...de,...nd,...n->...ne', context, q, D_inv)
+
+
+def linear():
+    return Linear(35), {"x": torch.randn(2, 7, 35)}
