@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import os
 import re
+import sys
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -176,8 +177,6 @@ def _written(built: Any, program: Any) -> Extraction:
 
 
 def _trace(built: Any) -> Any:
-    import torch
-
     from .flex import as_functions
     from .opaque import register_inputs
     from .tables import as_tables
@@ -252,16 +251,68 @@ def _export(module: Any, inputs: dict[str, Any], shapes: Any) -> Any:
     # torch's deprecation notices are not the user's; FlexAttention's functions are kept
     # as functions (flex.py), and so are the functions HF's mask tables are made of (tables.py)
     tables = [name for name, value in inputs.items() if type(value) is TableMask]
+    branched: set[str] = set()
     with warnings.catch_warnings(), _named_forward(module, list(inputs)), \
             built_in_forward(module, tables), _every_frame(), intercepted(), \
-            _flags_settled(module):
+            _flags_settled(module), _torch_logs_quiet(), _branches_on_one(branched):
         warnings.simplefilter("ignore")
         exported = torch.export.export(module, (), dict(inputs), dynamic_shapes=shapes,
                                        strict=False)
         # One trace where its graph lowers as recorded; the functional form (a second pass
         # over the graph) only where it writes into a tensor or holds an operator without
         # a row (a composite that pass decomposes).
-        return exported if lowers_as_traced(exported) else exported.run_decompositions({})
+        if not lowers_as_traced(exported):
+            exported = exported.run_decompositions({})
+    exported.shapecheck_branched_on_one = frozenset(branched)
+    return exported
+
+
+@contextmanager
+def _branches_on_one(found: set[str]) -> Iterator[None]:
+    """The traced sizes the module's own code compares with 1 (Mistral's and Meta's Llama's
+    `if seqlen > 1:` prefill, else a decode step): torch decides such a test from its floor
+    for a symbolic size (2) and records no guard, so the trace holds only from 2 on, and the
+    spec must say so (`constraint T >= 2`) or size 1 is read as the traced branch's."""
+    import torch
+
+    torch_dir = os.path.dirname(torch.__file__)
+    originals = {name: getattr(torch.SymInt, name)
+                 for name in ("__gt__", "__ge__", "__lt__", "__le__", "__eq__", "__ne__")}
+
+    def watched(name: str) -> Any:
+        original = originals[name]
+
+        def compare(self: Any, other: Any) -> Any:
+            if isinstance(other, int) and other in (1, 2) and not \
+                    sys._getframe(1).f_code.co_filename.startswith(torch_dir):
+                found.add(str(self.node.expr))
+            return original(self, other)
+        return compare
+
+    for name in originals:
+        setattr(torch.SymInt, name, watched(name))
+    try:
+        yield
+    finally:
+        for name, original in originals.items():
+            setattr(torch.SymInt, name, original)
+
+
+@contextmanager
+def _torch_logs_quiet() -> Iterator[None]:
+    """torch logs each operator a failing trace could not run (`failed while attempting to
+    run meta for aten.mm.default`, with its traceback) before it raises: a trace that fails
+    is the tool's to report (SC601) or to try otherwise (sizes apart that the module cannot
+    be built at), never pages of torch's log in the user's output."""
+    import logging
+
+    logger = logging.getLogger("torch")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 #: Builtins whose flag arguments torch's argument parser takes only as a `bool`.

@@ -225,6 +225,8 @@ class Lowering:
         3), as constraints: a size below is no counterexample. An upper bound (a table of 64
         positions sliced to `T`) is not one: past it the module fails, which is what the
         checker reports and torch confirms (docs/torch.md, "No false alarm")."""
+        # the sizes the code tests against 1 (`if seqlen > 1:`): torch's floor decided it
+        branched = getattr(self.program, "shapecheck_branched_on_one", frozenset())
         for symbol, bounds in getattr(self.program, "range_constraints", {}).items():
             name = self.dims.symbolic.get(str(symbol))
             if name is None:
@@ -232,8 +234,9 @@ class Lowering:
             for value, relation in ((bounds.lower, ">="),):
                 if not str(value).lstrip("-").isdigit():  # torch's infinity: no bound
                     continue
-                if relation == ">=" and int(value) <= 2:  # torch's floor for a symbolic size
-                    continue
+                if relation == ">=" and (int(value) < 2 or int(value) == 2
+                                         and str(symbol) not in branched):
+                    continue  # torch's floor for a symbolic size, which the code never tests
                 text = f"constraint {name} {relation} {int(value)}"
                 if text not in self.out.constraints:
                     self.out.constraints.append(text)
@@ -785,10 +788,26 @@ RULES["add.Tensor"] = _binary("+", SUM)
 RULES["sub.Tensor"] = _binary("-", SUM)
 RULES["mul.Tensor"] = _binary("*", PRODUCT)
 RULES["div.Tensor"] = _binary("/", PRODUCT)
+
+
+@rule("remainder.Scalar", "remainder.Tensor")
+def _remainder(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # a rolling cache's slots, `positions % sliding_window` (Mistral's reference code): an
+    # int modulus is a size, written as its dim
+    modulus = node.args[1]
+    divisor = Val(low.size(modulus)) if isinstance(modulus, int) and modulus > 1 else \
+        _tensor(args[1])
+    return Val(f"{_tensor(args[0]).at(PRODUCT)} % {divisor.at(PRODUCT + 1)}", PRODUCT)
 RULES["logical_and.default"] = RULES["bitwise_and.Tensor"] = RULES["__and__.Tensor"] = \
     _binary("&", AND)
 RULES["logical_or.default"] = RULES["bitwise_or.Tensor"] = RULES["__or__.Tensor"] = \
     _binary("|", OR)
+
+
+@rule("reciprocal.default")
+def _reciprocal(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # `1. / torch.einsum(...)`: linear attention's normaliser (Performer's D_inv)
+    return Val(f"1 / {_tensor(args[0]).at(PRODUCT + 1)}", PRODUCT)
 
 
 @rule("rsub.Scalar", "rsub.Tensor")
@@ -1008,13 +1027,18 @@ def _repeat_interleave(low: Lowering, node: Any, args: list[Val], kw: dict[str, 
 @rule("repeat.default")
 def _tile(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     x = _tensor(args[0])
-    counts = list(node.args[1])
+    counts = [_traced(count) for count in node.args[1]]
     before = node.args[0].meta["val"].shape
     if len(counts) != len(before):
         raise Unlowerable("repeat rank")
     text = x.text
     for axis, count in enumerate(counts):
         if count == 1:
+            continue
+        if isinstance(before[axis], int) and before[axis] == 1:
+            # an axis of one entry repeated is that entry n times, the count traced or not
+            # (Mistral's `slots.repeat(bsz, 1, n_kv_heads, head_dim)`)
+            text = f"repeat({text}, {low.size(count)}, axis={axis})"
             continue
         if not isinstance(count, int) or count > 8:
             raise Unlowerable("repeat count")
@@ -1054,6 +1078,11 @@ def _slice(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val
     whole_start = start in (None, 0)
     whole_end = end is None or isinstance(end, int) and (end >= _BIG or str(end) == str(size))
     if whole_start and whole_end and step == 1:
+        return x
+    if step == 1 and str(node.meta["val"].shape[axis]) == str(size) and isinstance(
+            start, int) and start < 0:
+        # `positions[-window:]` of a sequence torch traced no longer than the window (its
+        # guard says so): the whole axis, which a slice counting from the end may not be
         return x
     bound = ""
     if not whole_start:
@@ -1395,6 +1424,58 @@ def _index_select(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val])
     return Val(f"index_select({x.text}, {axis}, {_ids(args[2]).text})", kind=x.kind)
 
 
+@rule("scatter.src")
+def _scatter(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # `cache.scatter_(dim=1, index=slots, src=xk)`: Mistral's rolling cache written at
+    # `positions % sliding_window`
+    x = _viewed(args[0])
+    axis = node.args[1] % low.rank(node.args[0])
+    return Val(f"scatter({x.text}, {axis}, {_ids(args[2]).text}, {_tensor(args[3]).text})",
+               kind=x.kind)
+
+
+@rule("roll.default")
+def _roll(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # Swin's cyclic shift `torch.roll(x, shifts=(-s, -s), dims=(1, 2))`: along each axis the
+    # last `shift` entries come first, a concat of the axis's two slices
+    shifts = node.args[1] if len(node.args) > 1 else node.kwargs.get("shifts")
+    axes = node.args[2] if len(node.args) > 2 else node.kwargs.get("dims", ())
+    shifts = list(shifts) if isinstance(shifts, (list, tuple)) else [shifts]
+    axes = list(axes) if isinstance(axes, (list, tuple)) else [axes]
+    if not axes or len(axes) != len(shifts) or not all(isinstance(s, int) for s in shifts):
+        raise Unlowerable("roll of the flattened tensor or by a traced amount")
+    value, shape = _viewed(args[0]), node.args[0].meta["val"].shape
+    for shift, axis in zip(shifts, axes):
+        axis %= len(shape)
+        size = shape[axis]
+        if isinstance(size, int):
+            shift %= size
+        if shift == 0:
+            continue
+        whole, amount = low.size(size), low.size(abs(shift))
+        cut = amount if shift < 0 else low.size(size - shift) if isinstance(size, int) \
+            else f"{whole} - {amount}"
+        if not isinstance(size, int):
+            # the slices are the roll only where the shift is shorter than the axis (torch
+            # wraps it modulo a shorter one, which slices cannot say): the spec says so
+            text = f"constraint {amount} < {whole}"
+            if text not in low.out.constraints:
+                low.out.constraints.append(text)
+        lead = ":, " * axis
+        value = Val(f"concat([{value.at(POSTFIX)}[{lead}{cut}:], "
+                    f"{value.at(POSTFIX)}[{lead}:{cut}]], axis={axis})", kind=value.kind)
+    return value
+
+
+@rule("index_copy.default")
+def _index_copy(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # `cache.index_copy_(1, positions, xk)`: Gemma's write into a key/value cache it is given
+    x = _viewed(args[0])
+    axis = node.args[1] % low.rank(node.args[0])
+    return Val(f"index_copy({x.text}, {axis}, {_ids(args[2]).text}, {_tensor(args[3]).text})",
+               kind=x.kind)
+
+
 @rule("gather.default")
 def _gather(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     x = _viewed(args[0])
@@ -1481,11 +1562,13 @@ def _slice_scatter(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]
     rank = low.rank(node.args[0])
     axis = (node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)) % rank
     size = node.args[0].meta["val"].shape[axis]
-    start = _traced(node.args[3] if len(node.args) > 3 else node.kwargs.get("start") or 0)
+    start = _traced(node.args[3] if len(node.args) > 3 else node.kwargs.get("start"))
     end = _traced(node.args[4] if len(node.args) > 4 else node.kwargs.get("end"))
     step = node.args[5] if len(node.args) > 5 else node.kwargs.get("step", 1)
     if step != 1:
         raise Unlowerable("slice_scatter with a step")
+    if start is None:  # `cache[:bsz]`: torch records the open start as None
+        start = 0
     if end is None or isinstance(end, int) and (end >= _BIG or isinstance(size, int)
                                                  and end >= size):
         end = size

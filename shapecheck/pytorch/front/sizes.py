@@ -16,6 +16,8 @@ from itertools import combinations, combinations_with_replacement
 import re
 from dataclasses import dataclass, field
 
+#: The factors code writes as numbers (`3 * n_embd`, `chunk(2)`, `view(B, T, 4, ...)`).
+LITERAL_FACTORS = (2, 3, 4)
 #: Sizes the tool gives to atomic dims: primes, none of them a literal factor (2, 3, 4).
 PRIMES: tuple[int, ...] = (5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71,
                            73, 79, 83, 89, 97, 101, 103, 107, 109, 113, 127, 131)
@@ -175,6 +177,12 @@ class Dims:
             if self.value(name) == n:
                 self.used.add(name)
                 return name
+        if n in LITERAL_FACTORS:
+            # `reshape(B, N, 3, H, -1)`, `chunk(2)`: the code's own factor, never half of a
+            # dim that happens to be twice it (BEiT's head width 6 read as 2 * a half of 3,
+            # and then its scale as another dim's)
+            self.unnamed.add(n)
+            return str(n)
         half = next((name for name, size in self.atomic.items() if size == 2 * n
                      and _HEAD_DIM.search(name)), None)
         if half is not None:
