@@ -99,6 +99,17 @@ def test_untraceable_code_is_one_diagnostic_at_its_line() -> None:
     assert diagnostic.code == "SC601" and diagnostic.span.line == 15
 
 
+def test_an_untraceable_module_prints_nothing_of_torchs_own(capfd: pytest.CaptureFixture[str]
+                                                             ) -> None:
+    """A failed export prints its partial graph to stderr (torch/export/_trace.py) and logs
+    through torch's own loggers: the user gets SC601, not pages of torch's graph."""
+    with pytest.raises(SystemExit) as done:
+        main(["verify", target("odd.py:Branchy")])
+    assert done.value.code == 1
+    out, err = capfd.readouterr()
+    assert "error[SC601]" in out and err == ""
+
+
 def test_an_unknown_operator_is_named_and_the_rest_is_checked() -> None:
     results = check(target("odd.py:Unlowered"))
     codes = [(d.code, d.span.line) for r in results for d in r.diagnostics]

@@ -15,7 +15,7 @@ import re
 import sys
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -303,16 +303,26 @@ def _torch_logs_quiet() -> Iterator[None]:
     """torch logs each operator a failing trace could not run (`failed while attempting to
     run meta for aten.mm.default`, with its traceback) before it raises: a trace that fails
     is the tool's to report (SC601) or to try otherwise (sizes apart that the module cannot
-    be built at), never pages of torch's log in the user's output."""
+    be built at), never pages of torch's log in the user's output. torch sets the levels of
+    its own loggers one by one (a data-dependent guard prints the whole graph through
+    `torch.fx.experimental.symbolic_shapes`), so each one below `torch` is quieted, not only
+    the root of them."""
+    import io
     import logging
 
-    logger = logging.getLogger("torch")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
+    loggers = [logging.getLogger("torch")] + [
+        logger for name, logger in list(logging.root.manager.loggerDict.items())
+        if name.startswith("torch.") and isinstance(logger, logging.Logger)]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
     try:
-        yield
+        # and a failed export prints the partial graph to sys.stderr itself (export/_trace.py)
+        with redirect_stderr(io.StringIO()):
+            yield
     finally:
-        logger.setLevel(level)
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 #: Builtins whose flag arguments torch's argument parser takes only as a `bool`.
