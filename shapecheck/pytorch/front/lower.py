@@ -1424,13 +1424,15 @@ def _index_select(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val])
     return Val(f"index_select({x.text}, {axis}, {_ids(args[2]).text})", kind=x.kind)
 
 
-@rule("scatter.src")
-def _scatter(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+@rule("scatter.src", "index_copy.default")
+def _written_at(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     # `cache.scatter_(dim=1, index=slots, src=xk)`: Mistral's rolling cache written at
-    # `positions % sliding_window`
+    # `positions % sliding_window`; `cache.index_copy_(1, positions, xk)`: Gemma's write into
+    # the cache it is given. Each is the builtin of its name.
+    builtin = _name(node.target).split(".")[0]
     x = _viewed(args[0])
     axis = node.args[1] % low.rank(node.args[0])
-    return Val(f"scatter({x.text}, {axis}, {_ids(args[2]).text}, {_tensor(args[3]).text})",
+    return Val(f"{builtin}({x.text}, {axis}, {_ids(args[2]).text}, {_tensor(args[3]).text})",
                kind=x.kind)
 
 
@@ -1465,15 +1467,6 @@ def _roll(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
         value = Val(f"concat([{value.at(POSTFIX)}[{lead}{cut}:], "
                     f"{value.at(POSTFIX)}[{lead}:{cut}]], axis={axis})", kind=value.kind)
     return value
-
-
-@rule("index_copy.default")
-def _index_copy(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
-    # `cache.index_copy_(1, positions, xk)`: Gemma's write into a key/value cache it is given
-    x = _viewed(args[0])
-    axis = node.args[1] % low.rank(node.args[0])
-    return Val(f"index_copy({x.text}, {axis}, {_ids(args[2]).text}, {_tensor(args[3]).text})",
-               kind=x.kind)
 
 
 @rule("gather.default")
