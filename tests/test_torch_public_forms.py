@@ -1,0 +1,91 @@
+"""The forms the third public corpus (tests/data/torch/public3/: gemma_pytorch, open_clip,
+Swin V2, torchtune, BEiT, PaLM, mistral-src, performer) taught the front end, each in a small
+module of public3/forms.py: lowered, clean, and conforming. The corpus itself (clean,
+conforming, its planted bugs at their lines, the two forms torch.export cannot trace) is
+tested with the others in tests/test_torch_public.py."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from shapecheck.pytorch.conform import conform  # noqa: E402
+from shapecheck.pytorch.front import extract  # noqa: E402
+from shapecheck.pytorch.front.sourcemap import check, check_extraction  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data" / "torch" / "public3"
+
+def _lowered_clean_and_conforms(name: str) -> str:
+    target = f"{DATA / 'forms.py'}:{name}"
+    extraction = extract(target)
+    assert extraction.unknown == [], extraction.text
+    traced = check_extraction(extraction, target)
+    assert [d.code for r in traced.results for d in r.diagnostics] == [], extraction.text
+    result = conform(extraction.text, extraction.function(), dims=extraction.bindings,
+                     framework="torch", cases=2, rtol=1e-4, atol=1e-5)
+    assert result.ok, result.report()
+    return extraction.text
+
+
+def test_a_cyclic_shift_is_the_axis_slices_swapped() -> None:
+    # Swin's `torch.roll(x, shifts=(-s, -s), dims=(1, 2))` was an input of its traced shape
+    # (SC602), and the spec `extract` wrote did not conform without --name flags
+    text = _lowered_clean_and_conforms("shifted")
+    assert "concat([x[:, shift:], x[:, :shift]], axis=1)" in text
+    assert "constraint shift < T" in text
+
+
+def test_a_cache_the_caller_passes_is_written_by_index_copy() -> None:
+    # Gemma's `k_cache.index_copy_(1, kv_write_indices, xk)` was SC602 at each write
+    text = _lowered_clean_and_conforms("given_cache")
+    assert "index_copy(kv_cache_0, 1, positions, " in text
+
+
+
+def test_a_trace_that_fails_at_sizes_apart_prints_nothing() -> None:
+    # torchtune's projections are the caller's: rebuilt at sizes apart the module cannot
+    # run, and torch logged each failed operator with its traceback into verify's output
+    done = subprocess.run([sys.executable, "-m", "shapecheck", "verify",
+                           f"{DATA / 'forms.py'}:injected"], capture_output=True, text=True,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stdout
+    assert done.stderr == ""
+
+
+def test_a_literal_factor_is_never_half_of_a_dim() -> None:
+    # BEiT's `qkv.reshape(B, N, 3, self.num_heads, -1)` at attn_head_dim=6: the literal 3
+    # was read as half of the head width (head_dim = 2 * head_dim_half), the 2 of a chunk
+    # as half of num_heads = 4, and the scale by the head width then as another dim's: a
+    # false SC404
+    found = check(str(DATA / "beit_attention.py:make_shared"))
+    assert [d.code for r in found for d in r.diagnostics] == []
+
+
+def test_a_branch_on_a_single_token_keeps_the_size_torch_traced_from() -> None:
+    # Mistral's `if positions.shape[0] > 1:` (prefill, else decode from the cache): torch
+    # decides it from its floor for a traced size, 2, with no guard, and the spec admitted
+    # T = 1, where the module reads the cache instead (conform failed there)
+    text = _lowered_clean_and_conforms("prefill")
+    assert "constraint T >= 2" in text
+    assert "constraint" not in extract(f"{DATA / 'forms.py'}:shifted").text.replace(
+        "constraint shift < T", "")
+
+
+def test_a_rolling_cache_is_scattered_at_positions_modulo_its_window() -> None:
+    # `positions % window` (remainder), `cache[:bsz].scatter_(1, slots, k)` (scatter, and
+    # the slice write whose open start torch records as None) were SC602 each, and
+    # `positions[-window:]` of a sequence traced shorter than the window an SC317 the
+    # written spec did not verify with
+    text = _lowered_clean_and_conforms("rolling")
+    assert "slots = (positions % window)[None, ...][..., None]" in text
+    assert "scatter(cache_k[:B], 1, slots_1, k)" in text
+
+
+def test_a_reciprocal_is_one_over_it() -> None:
+    # Performer's `D_inv = 1. / torch.einsum(...)` was SC602 (`reciprocal.default`)
+    assert "= 1 / einsum(\"...nd,...d->...n\", q, " in _lowered_clean_and_conforms("linear")
