@@ -608,6 +608,7 @@ def test_no_input_makes_a_format_fail(results: list[FileResult], fail_on: str, c
     github_step_summary(results, fail_on=fail_on).encode("utf-8")
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 @settings(max_examples=40, deadline=None)
 @given(results=st.lists(file_results, max_size=2))
 def test_sarif_is_valid_for_any_span(

@@ -133,6 +133,7 @@ def test_a_symlinked_cache_folder_is_not_used(cache_home, tmp_path):
     assert grammar_cache.cache_folder() is None
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 def test_a_damaged_or_foreign_file_falls_back_to_analysing_the_grammar(cache_home):
     grammar_cache.build(parser.grammar_text(), **build_options())
     path = cached_file(cache_home)
@@ -143,6 +144,7 @@ def test_a_damaged_or_foreign_file_falls_back_to_analysing_the_grammar(cache_hom
         assert built.parse("dim N\n", start="file")
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 def test_a_damaged_file_with_the_right_key_falls_back(cache_home):
     grammar_cache.build(parser.grammar_text(), **build_options())
     path = cached_file(cache_home)

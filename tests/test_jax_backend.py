@@ -164,6 +164,7 @@ def test_float64_is_not_fused_and_says_why():
         "softmax `P` (line 20): fused into one jax.nn.dot_product_attention call (is_causal)",)
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 def test_a_fully_masked_row_is_nan_with_the_fused_call_too():
     source = ("dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
               "input keep: bool[N, N]\n"
@@ -215,6 +216,7 @@ def _run(*args: str):
     return CliRunner().invoke(cli, ["run", *args], catch_exceptions=False)
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 def test_jax_and_numpy_runs_save_the_same_outputs(tmp_path: Path) -> None:
     saved = {}
     for backend in ("numpy", "jax"):

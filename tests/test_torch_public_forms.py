@@ -40,6 +40,7 @@ def test_a_cyclic_shift_is_the_axis_slices_swapped() -> None:
     assert "constraint shift < T" in text
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 def test_a_cache_the_caller_passes_is_written_by_index_copy() -> None:
     # Gemma's `k_cache.index_copy_(1, kv_write_indices, xk)` was SC602 at each write
     text = _lowered_clean_and_conforms("given_cache")
@@ -47,6 +48,7 @@ def test_a_cache_the_caller_passes_is_written_by_index_copy() -> None:
 
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 def test_a_trace_that_fails_at_sizes_apart_prints_nothing() -> None:
     # torchtune's projections are the caller's: rebuilt at sizes apart the module cannot
     # run, and torch logged each failed operator with its traceback into verify's output
@@ -57,6 +59,7 @@ def test_a_trace_that_fails_at_sizes_apart_prints_nothing() -> None:
     assert done.stderr == ""
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 def test_a_literal_factor_is_never_half_of_a_dim() -> None:
     # BEiT's `qkv.reshape(B, N, 3, self.num_heads, -1)` at attn_head_dim=6: the literal 3
     # was read as half of the head width (head_dim = 2 * head_dim_half), the 2 of a chunk
@@ -76,6 +79,7 @@ def test_a_branch_on_a_single_token_keeps_the_size_torch_traced_from() -> None:
         "constraint shift < T", "")
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 def test_a_rolling_cache_is_scattered_at_positions_modulo_its_window() -> None:
     # `positions % window` (remainder), `cache[:bsz].scatter_(1, slots, k)` (scatter, and
     # the slice write whose open start torch records as None) were SC602 each, and
@@ -86,6 +90,7 @@ def test_a_rolling_cache_is_scattered_at_positions_modulo_its_window() -> None:
     assert "scatter(cache_k[:B], 1, slots_1, k)" in text
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 def test_a_reciprocal_is_one_over_it() -> None:
     # Performer's `D_inv = 1. / torch.einsum(...)` was SC602 (`reciprocal.default`)
     assert "= 1 / einsum(\"...nd,...d->...n\", q, " in _lowered_clean_and_conforms("linear")
