@@ -23,6 +23,7 @@ import pytest
 
 from shapecheck.api import admissible_bindings, check_path, check_text
 from shapecheck.backend import differential
+from spec_files import verifying  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -60,11 +61,6 @@ def test_every_variant_agrees(number: int, label: str, text: str) -> None:
         assert not problems, f"{label} at {checked.dims.bindings}:\n{text}\n" + "\n".join(problems)
 
 
-def _verifying_specs() -> list[Path]:
-    candidates = sorted((ROOT / "examples").glob("*.attn")) + sorted((ROOT / "tests").rglob("*.attn"))
-    return [p for p in candidates if check_path(p).ok]
-
-
 EXAMPLE_MEMORY = 64 << 20  # a test spec with a huge fixed dim is refused by every variant
 
 # XLA's log is within an ulp of NumPy's, not equal to it: T5's bucket `large` (and so
@@ -80,7 +76,7 @@ def _rounded_at_an_integer(problem: str) -> bool:
 
 
 @pytest.mark.slow  # every verifying spec at two bindings, float64 and float32
-@pytest.mark.parametrize("path", _verifying_specs(), ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("path", verifying(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_example_agrees_on_every_framework(path: Path) -> None:
     for dtype in ("float64", "float32"):
         for index, checked in enumerate(admissible_bindings(check_path(path), 2, seed=1)):

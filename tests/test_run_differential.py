@@ -21,18 +21,14 @@ from hypothesis import strategies as st
 from shapecheck.api import check_path, check_text
 from shapecheck.backend import CompiledSpec, MemoryLimitError, compile_spec
 from shapecheck.backend.runtime import unbound_dims
+from spec_files import verifying  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 MEMORY_CAP = 64 << 20  # a test spec with huge fixed dims is not executed
 
 
-def _verifying_specs() -> list[Path]:
-    candidates = sorted(EXAMPLES.glob("*.attn")) + sorted((ROOT / "tests").rglob("*.attn"))
-    return [p for p in candidates if check_path(p).ok]
-
-
-SPECS = _verifying_specs()
+SPECS = list(verifying())
 SETTINGS = settings(max_examples=12, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
 
