@@ -206,6 +206,7 @@ def cli(*args: str | Path, stdin: str | None = None) -> subprocess.CompletedProc
                           capture_output=True, text=True, timeout=300, check=False)
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 def test_verify_fix_applies_the_verified_fixes_through_the_cli(tmp_path: Path) -> None:
     """`Q @ K` -> `Q @ K.T` and a missing constraint with the dim it needs: the real
     command writes them and the file then verifies."""
@@ -221,6 +222,7 @@ def test_verify_fix_applies_the_verified_fixes_through_the_cli(tmp_path: Path) -
     assert cli("verify", scores, split).returncode == 0
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 def test_verify_diff_shows_the_fix_and_an_unsafe_fix_is_not_applied(tmp_path: Path) -> None:
     scores, weight = tmp_path / "scores.attn", tmp_path / "weight.attn"
     scores.write_text(SCORES, encoding="utf-8")

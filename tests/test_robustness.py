@@ -364,12 +364,14 @@ def test_generated_specs_never_crash(text: str) -> None:
     check_property(text)
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.sampled_from(TOKENS), max_size=60).map("".join))
 def test_token_soup_never_crashes(text: str) -> None:
     check_property(text)
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 @settings(max_examples=100, deadline=None)
 @given(st.binary(max_size=2000))
 def test_arbitrary_bytes_never_crash(data: bytes) -> None:

@@ -298,6 +298,7 @@ def test_sympys_own_work_stays_within_the_budget(text, codes):
 # found by tools/fuzz.py (seed 17)
 
 
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
 def test_a_sketch_whose_values_are_inferred_bool_runs_fused_on_torch():
     # input 679: `~V` makes V a mask; `P @ V` reads it as numbers (SC403) on every variant
     program = check_text("T1 = ~V\nO = softmax(Q @ K.T / sqrt(d)) @ V\n")
