@@ -166,6 +166,29 @@ def test_verify_and_report_of_a_whole_model_from_the_command_line(
 
 
 @pytest.mark.slow
+def test_verify_says_which_layers_it_checked_and_what_it_did_not_trace(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    target = f"{DATA / 'nanogpt_model.py'}:make_one_bad_layer"
+    code, out = _run(capsys, "verify", target)
+    assert code == 1, out  # the warning fails the run, as for a spec
+    covered, verdict = out.splitlines()[-2:]
+    assert covered == (
+        f"`{target}`: 4 attention layers checked (2 groups traced once each: "
+        "transformer.h.{0,1,3}.attn; transformer.h.2.attn); not traced: embeddings "
+        "(transformer.wte, transformer.wpe), norms (transformer.h.0–3.ln_1, "
+        "transformer.h.0–3.ln_2, transformer.ln_f), MLPs (transformer.h.0–3.mlp), "
+        "heads (lm_head)")
+    assert verdict.startswith("Found 0 errors and 1 warning")
+    code, out = _run(capsys, "verify", "-q", target)
+    assert "not traced" not in out and "warning[SC402]" in out
+    code, out = _run(capsys, "verify", "--format", "json", target)
+    assert json.loads(out)["files"][0]["covered"] == covered
+    # one attention module is the target itself: nothing to summarise
+    code, out = _run(capsys, "verify", f"{DATA.parent / 'torch' / 'nanogpt.py'}:CausalSelfAttention")
+    assert code == 0 and "not traced" not in out and "checked (" not in out
+
+
+@pytest.mark.slow
 def test_a_configured_model_factory_is_checked_with_the_folder(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "model.py").write_text((DATA / "decoder.py").read_text())

@@ -48,6 +48,13 @@ def document(results: list[FileResult], *, fail_on: str,
 
 
 def _file(result: FileResult, fail_on: str) -> JsonObject:
+    entry = _entry(result, fail_on)
+    if result.covered:  # a whole model: the layers checked, the rest by kind
+        entry["covered"] = result.covered
+    return entry
+
+
+def _entry(result: FileResult, fail_on: str) -> JsonObject:
     return {
         "path": result.path,
         "ok": passes(result, fail_on),

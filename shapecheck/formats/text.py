@@ -62,7 +62,10 @@ def render_text(results: list[FileResult], *, color: bool, fail_on: str,
             blocks.append(render_diagnostic(diagnostic, path, lines, color=color) + "\n")
     blocks.extend(_notice(notice, palette) + "\n" for notice in notices)
     if not quiet:
-        blocks.append(palette.paint(summary_line(Totals.of(results, notices), fail_on), BOLD) + "\n")
+        # what a whole model's target covered, then the verdict
+        covered = "".join(printable(r.covered) + "\n" for r in results if r.covered)
+        blocks.append(covered + palette.paint(summary_line(Totals.of(results, notices), fail_on),
+                                              BOLD) + "\n")
     return "\n".join(blocks)
 
 

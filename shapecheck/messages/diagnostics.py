@@ -171,7 +171,9 @@ class FileResult:
 
     ``shapes`` maps every tensor whose shape is known to its dims, each printed
     in the spec's own notation (``["N", "H*d"]``); ``inferred`` says which of them
-    (and which dims) were inferred rather than declared.
+    (and which dims) were inferred rather than declared. ``covered``: what a Python target
+    that is a whole model checked, and what it did not trace, one sentence (the text
+    format prints it above the verdict).
     """
 
     path: str
@@ -179,6 +181,7 @@ class FileResult:
     diagnostics: list[Diagnostic]
     shapes: dict[str, list[str]] = field(default_factory=dict)
     inferred: InferredNames = InferredNames()
+    covered: str | None = None
 
     @property
     def errors(self) -> int:

@@ -76,6 +76,17 @@ MESSAGES: Table = Table("torchfront", "MESSAGES", {
     "lower",
     "in_layer": "in {layers}",
     "in_layers": "in {layers}: {count} layers that share code, traced once as the first of them",
+    "covered": "`{target}`: {layers} checked ({groups}){rest}",
+    "covered_layers": "{count} attention layers",
+    "covered_layer": "1 attention layer",
+    "covered_group": "{label}, traced once",
+    "covered_groups": "{count} groups traced once each: {labels}",
+    "covered_rest": "; not traced: {kinds}",
+    "covered_kind": "{kind} ({modules})",
+    "kind_embeddings": "embeddings",
+    "kind_norms": "norms",
+    "kind_MLPs": "MLPs",
+    "kind_heads": "heads",
     "mask_transposed": "it keeps the keys at or after each query and hides those before, a "
     "causal mask transposed",
 })

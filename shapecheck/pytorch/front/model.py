@@ -111,7 +111,28 @@ def results(whole: WholeModel) -> list[FileResult]:
             by_file[result.path].diagnostics.extend(result.diagnostics)
     for result in by_file.values():
         result.diagnostics.sort(key=lambda d: (d.span.line, d.span.column))
-    return list(by_file.values())
+    found = list(by_file.values())
+    if found:
+        found[0].covered = covered(whole)
+    return found
+
+
+def covered(whole: WholeModel) -> str:
+    """One sentence: the attention layers checked, in their groups, and the rest of the
+    model by kind (not traced: docs/torch.md, "Whole models")."""
+    groups = [item.group for item in whole.checked]
+    count = sum(len(g.layers) for g in groups)
+    layers = MESSAGES["covered_layers"].format(count=count) if count != 1 \
+        else MESSAGES["covered_layer"]
+    traced = MESSAGES["covered_group"].format(label=groups[0].label) if len(groups) == 1 \
+        else MESSAGES["covered_groups"].format(count=len(groups),
+                                               labels="; ".join(g.label for g in groups))
+    kinds = ", ".join(MESSAGES["covered_kind"].format(kind=MESSAGES[f"kind_{kind}"],
+                                                      modules=names_label(names))
+                      for kind, names in whole.others.items())
+    rest = MESSAGES["covered_rest"].format(kinds=kinds) if kinds else ""
+    return MESSAGES["covered"].format(target=whole.target, layers=layers, groups=traced,
+                                      rest=rest)
 
 
 def report(whole: WholeModel, dtype: str = "float64") -> Any:
