@@ -126,6 +126,12 @@ def test_gemma2_local_and_global_layers_are_checked_each_on_its_own() -> None:
               ("decoder.layers.0–1.self_attn", "BartAttention"),
               ("decoder.layers.0–1.encoder_attn", "BartAttention")]),
     ("vit", [("layers.0–2.attention", "ViTAttention")]),
+    ("whisper", [("encoder.layers.0–1.self_attn", "WhisperAttention"),
+                 ("decoder.layers.0–1.self_attn", "WhisperAttention"),
+                 ("decoder.layers.0–1.encoder_attn", "WhisperAttention")]),
+    ("llama_decode", [("model.layers.0–3.self_attn", "LlamaAttention")]),
+    ("mistral_sdpa", [("model.layers.0–1.self_attn", "MistralAttention")]),
+    ("qwen2_left_padded", [("model.layers.0–1.self_attn", "Qwen2Attention")]),
     # the first layer of each stack computes the relative bias, the others are passed it
     ("t5", [("encoder.block.0.layer.0.SelfAttention", "T5Attention"),
             ("encoder.block.1.layer.0.SelfAttention", "T5Attention"),
@@ -134,7 +140,7 @@ def test_gemma2_local_and_global_layers_are_checked_each_on_its_own() -> None:
             ("decoder.block.1.layer.0.SelfAttention", "T5Attention"),
             ("decoder.block.1.layer.1.EncDecAttention", "T5Attention")]),
 ])
-def test_encoder_decoder_and_vision_models_are_clean(family: str, groups: list) -> None:
+def test_whole_models_of_every_shape_are_clean(family: str, groups: list) -> None:
     target = f"{DATA / 'hf_models.py'}:{family}"
     assert _groups(target) == groups
     assert _diagnostics(target) == []

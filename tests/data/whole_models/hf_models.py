@@ -5,8 +5,9 @@ import math
 
 import torch
 from transformers import (BartConfig, BartModel, BertConfig, BertModel, Gemma2Config,
-                          Gemma2ForCausalLM, LlamaConfig, LlamaForCausalLM, T5Config, T5Model,
-                          ViTConfig, ViTModel)
+                          Gemma2ForCausalLM, LlamaConfig, LlamaForCausalLM, MistralConfig,
+                          MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM, T5Config, T5Model,
+                          ViTConfig, ViTModel, WhisperConfig, WhisperModel)
 
 BATCH, LENGTH = 2, 9
 
@@ -81,3 +82,45 @@ def bert_one_bad_layer():
     model, inputs = bert()
     model.encoder.layer[1].attention.self.scaling = 1 / math.sqrt(model.config.hidden_size)
     return model, inputs
+
+
+def whisper():
+    """An encoder-decoder on audio features: three groups (encoder, decoder, cross)."""
+    torch.manual_seed(0)
+    config = _eager(WhisperConfig(
+        d_model=64, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=48,
+        decoder_ffn_dim=48, encoder_layers=2, decoder_layers=2, vocab_size=99, num_mel_bins=8,
+        max_source_positions=16, max_target_positions=32, pad_token_id=0, bos_token_id=1,
+        eos_token_id=2, decoder_start_token_id=1, suppress_tokens=None,
+        begin_suppress_tokens=None))
+    features = torch.randn(BATCH, 8, 32, generator=torch.Generator().manual_seed(1))
+    return WhisperModel(config).eval(), {"input_features": features,
+                                         "decoder_input_ids": _ids(length=5)}
+
+
+def llama_decode():
+    """One new token after a prompt: the layers read the cache the model passes them."""
+    model, inputs = llama()
+    with torch.no_grad():
+        cache = model(**inputs, use_cache=True).past_key_values
+    return model, {"input_ids": _ids(length=1), "past_key_values": cache, "use_cache": True}
+
+
+def mistral_sdpa():
+    """SDPA (the default implementation) with a sliding window shorter than the prompt."""
+    torch.manual_seed(0)
+    config = MistralConfig(hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                           intermediate_size=48, num_hidden_layers=2, vocab_size=99,
+                           sliding_window=4, max_position_embeddings=64)
+    return MistralForCausalLM(config).eval(), {"input_ids": _ids()}
+
+
+def qwen2_left_padded():
+    """SDPA with a left-padded batch: the model's mask hides the padding from every query."""
+    torch.manual_seed(0)
+    config = Qwen2Config(hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                         intermediate_size=48, num_hidden_layers=2, vocab_size=99,
+                         max_position_embeddings=64)
+    mask = torch.ones(BATCH, LENGTH, dtype=torch.long)
+    mask[0, :2] = 0
+    return Qwen2ForCausalLM(config).eval(), {"input_ids": _ids(), "attention_mask": mask}
