@@ -146,6 +146,10 @@ SCALES = {
     "on_q": ("(Q / sqrt(d))", "K", ""),
     "both_quarter": ("(Q * d ** -0.25)", "(K * d ** -0.25)", ""),
     "named_constant": ("(Q * qs ** -0.5)", "K", ""),  # Gemma's query_pre_attn_scalar
+    # T5's `self.scaling = 1.0` (its scale folded into the initialisation): a constant
+    # factor is a model's choice, also at 1 (so a decode step's `q.shape[-2] ** -0.5`,
+    # traced at one query as `* 1`, is not flagged: docs/bugs.md)
+    "times_one": ("Q", "K", " * 1"),
 }
 SCALE_MISTAKES = {
     "one_quarter_q": ("(Q * d ** -0.25)", "K", "", "SC404"),
@@ -174,6 +178,18 @@ def test_scale_mistakes(layout: str, name: str) -> None:
     *parts, code = SCALE_MISTAKES[name]
     text = scale_spec(layout, *parts)
     assert diagnostics(text) == [code], text
+
+
+HALVES = "dim N, h\ndim d = 2 * h\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
+
+
+def test_a_scale_by_the_width_squared_through_its_definition_is_flagged() -> None:
+    # Llama's `scaling ** 2`, traced with the rotary half as a dim: `4 * h * h` is d * d
+    text = HALVES + "S = Q @ K.T / sqrt(4 * h * h)\noutput O = softmax(S) @ V\n"
+    found = check_text(text).diagnostics
+    assert [d.code for d in found] == ["SC404"], text
+    assert "it divides by d, not by sqrt(d)" in found[0].message
+    assert diagnostics(HALVES + "S = Q @ K.T / sqrt(2 * h)\noutput O = softmax(S) @ V\n") == []
 
 
 # --- rotary positions -------------------------------------------------------------------

@@ -65,8 +65,10 @@ class ScaleChecks:
         is none of these (Gemma's `query_pre_attn_scalar` as a `dim` of its own, MLA's
         absorbed path scaled by the original head width) is a deliberate scale: no opinion."""
         system = self.system
-        if symbolic.free_names(radicand) <= symbolic.free_names(expected):
-            return True  # built of the contracted size's own dims: a part, a multiple
+        if symbolic.free_names(radicand) <= symbolic.free_names(expected) or \
+                system.names_of_form(radicand) <= system.names_of_form(expected):
+            return True  # built of the contracted size's own dims (through their
+            # definitions: `4 * h * h` against `dim d = 2 * h`): a part, a power, a multiple
         for big, small in ((radicand, expected), (expected, radicand)):
             if system.divides(big, small):
                 return True
@@ -154,7 +156,7 @@ class ScaleChecks:
             reason = codes.detail("scale_one_side", size=size)
         else:
             assert scale.radicand is not None
-            reason = self._scale_reason(scale.radicand, expected)
+            reason = self._scale_reason(_whole_radicand(scale), expected)
         said = codes.help_text("scale_by", size=symbolic.spaced(size))
         self._report(codes.SCALE.diag(
             located.node.span, scores=self._text(product.node), written=written, size=size,
@@ -213,3 +215,17 @@ class ScaleChecks:
         self._report(codes.UNSCALED.diag(
             product.node.span, scores=self._text(product.node), size=text,
             help=[codes.help_text("scale_by", size=symbolic.spaced(text))]))
+
+
+def _whole_radicand(scale: Scale) -> Dim:
+    """X of a scale by `1 / sqrt(X)` with its number in it: `sqrt(4 * h * h)` is a
+    coefficient 1/2 on `1 / sqrt(h * h)`, and X is `4 * h * h` (the head width squared
+    under `dim d = 2 * h`), not `h * h`."""
+    assert scale.radicand is not None
+    if not scale.coefficient:
+        return scale.radicand
+    root = round(1 / scale.coefficient)
+    if root < 1 or abs(root * scale.coefficient - 1) > 1e-12:
+        return scale.radicand
+    return scale.radicand * symbolic.integer(root * root)
+

@@ -540,15 +540,20 @@ class DimSystem(Refutation):
     def ratio_of_forms(self, left: Dim, right: Dim) -> Fraction | None:
         """``left / right`` when it is a number whatever sizes the fixed dims have (`2*d` /
         `d`; not `H` / `d` at `dim H = 6`, `dim d = 6`): derived dims substituted, values not."""
-        def unvalued(dim: Dim) -> Dim:
-            known = {s: self._resolve(s, values=False) for s in dim.free_symbols
-                     if self._has_rule(s, values=False)}
-            return expand(dim.xreplace(known) if known else dim)
-
         def answer() -> Fraction | None:
-            ratio = sympy.cancel(unvalued(left) / unvalued(right))
+            ratio = sympy.cancel(self._unvalued(left) / self._unvalued(right))
             return Fraction(int(ratio.p), int(ratio.q)) if ratio.is_Rational and ratio != 0 else None
         return self._memo("form_ratio", left, right, answer) or None
+
+    def names_of_form(self, dim: Dim) -> set[str]:
+        """The free dims ``dim`` is built of once derived dims are substituted, values not
+        (`{h}` for `d` under `dim d = 2 * h`, even where `h = 5` is bound)."""
+        return {s.name for s in self._unvalued(dim).free_symbols}
+
+    def _unvalued(self, dim: Dim) -> Dim:
+        known = {s: self._resolve(s, values=False) for s in dim.free_symbols
+                 if self._has_rule(s, values=False)}
+        return expand(dim.xreplace(known) if known else dim)
 
     def positive(self, dim: Dim) -> Verdict:
         """Is the dim expression a positive integer under every admissible binding?"""
