@@ -320,3 +320,43 @@ def test_a_whole_models_layers_take_their_tables_as_functions() -> None:
     assert "def causal_mask_function(batch_idx, head_idx, q_idx, kv_idx) = kv_idx <= q_idx" \
         in global_
     assert "inner_mask" not in global_
+
+
+def _in_a_fresh_process(code: str) -> str:
+    import subprocess
+    import sys
+
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, cwd=DATA.parent.parent.parent)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    return ran.stdout
+
+
+def test_a_factory_that_does_not_use_transformers_does_not_import_it() -> None:
+    """Recording HF's mask tables imports `transformers.masking_utils`: seconds of a Python
+    target's start-up (issue 36) that a module not using transformers must not pay."""
+    out = _in_a_fresh_process(
+        "import sys\n"
+        "from shapecheck.pytorch.front.target import build\n"
+        "build('tests/data/torch/nanogpt.py:CausalSelfAttention')\n"
+        "print('transformers' in sys.modules)\n")
+    assert out.strip().splitlines()[-1] == "False"
+
+
+@pytest.mark.slow
+def test_a_factory_importing_transformers_in_its_body_still_records_the_tables(
+        tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    module = tmp_path / "lazy.py"
+    module.write_text(
+        "import sys\n"
+        "def make():\n"
+        "    from transformers.masking_utils import causal_mask_function  # noqa: F401\n"
+        f"    sys.path.insert(0, {str(DATA)!r})\n"
+        "    import hf_tables\n"
+        "    return hf_tables.llama_eager()\n")
+    out = _in_a_fresh_process(
+        "from shapecheck.pytorch.front import extract\n"
+        f"print(extract({str(module) + ':make'!r}).text)\n")
+    assert "def causal_mask_function(batch_idx, head_idx, q_idx, kv_idx) = kv_idx <= q_idx" \
+        in out

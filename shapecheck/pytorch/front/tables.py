@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import sys
+import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -151,9 +153,15 @@ _OPERATOR: list[Any] = []
 
 
 @contextmanager
-def recorded() -> Iterator[None]:
+def recorded(code: Any = None) -> Iterator[None]:
     """While a factory or a model runs, each table `masking_utils.sdpa_mask` or `eager_mask`
-    returns carries its function (their code swapped: the model's references see it)."""
+    returns carries its function (their code swapped: the model's references see it).
+    Only where transformers is in use — imported already, or named by ``code``, a factory
+    that imports it in its body —: importing it for a module that does not use it costs
+    seconds (issue 36: a Python target within 1.1x of its export)."""
+    if "transformers" not in sys.modules and not _names(code, "transformers"):
+        yield
+        return
     try:
         import transformers.masking_utils as utils
     except ImportError:
@@ -174,6 +182,15 @@ def recorded() -> Iterator[None]:
 
 
 _ORIGINALS: dict[str, Any] = {}
+
+
+def _names(code: Any, name: str) -> bool:
+    """Whether ``code`` (a function's code object) or a function defined in it names
+    ``name`` (`import transformers`, `from transformers import ...` in its body)."""
+    if not isinstance(code, types.CodeType):
+        return False
+    return any(used == name or used.startswith(f"{name}.") for used in code.co_names) or \
+        any(_names(const, name) for const in code.co_consts)
 
 
 def _sdpa_standin(*args, **kwargs):  # type: ignore[no-untyped-def]

@@ -413,7 +413,8 @@ def _from_factory(factory: Any, target: str, rename: dict[str, str]) -> Built:
     from .tables import recorded
 
     try:
-        with recorded():  # the mask tables HF's masking_utils makes carry their functions
+        # the mask tables HF's masking_utils makes carry their functions
+        with recorded(getattr(factory, "__code__", None)):
             made, call = made_by.run_capturing(factory)
     except Exception as error:
         raise ExtractError("build_failed", target=target, error=_error_text(error)) from None
