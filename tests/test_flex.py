@@ -336,3 +336,33 @@ def test_a_whole_models_layers_take_their_tables_as_functions() -> None:
         in global_
     assert "inner_mask" not in global_
 
+
+def _line_of(file: str, text: str) -> int:
+    lines = (DATA / file).read_text(encoding="utf-8").splitlines()
+    return next(number for number, line in enumerate(lines, 1) if text in line)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, expected", [
+    ("padded.py:queries", "return (kv_idx <= q_idx) & pad[b, q_idx]"),
+    ("padded.py:keys", None),
+    ("padded.py:both", None),  # padded queries see nothing and no query a padded key
+    ("hf_tables.py:query_padded_sdpa", "return padding_mask[batch_idx, q_idx]"),
+    ("hf_tables.py:query_padded_eager", "return padding_mask[batch_idx, q_idx]"),
+    ("hf_tables.py:both_padded_sdpa", None),  # HF's own padding and-ed in: read at the key too
+])
+def test_a_padding_mask_read_by_query_is_flagged_at_its_line(name: str,
+                                                            expected: str | None) -> None:
+    """Issue 33 item 2: a mask_mod (or a model's mask function made into HF's eager or SDPA
+    table) that reads a padding vector at `q_idx` and never at `kv_idx` lets every query see
+    the padded keys: SC412 at the function's `return` line; read at both, it is clean."""
+    if name.startswith("hf"):
+        pytest.importorskip("transformers")
+    results = check(target(name))
+    found = [(d.code, d.span.line) for r in results for d in r.diagnostics]
+    if expected is None:
+        assert found == []
+        return
+    assert found == [("SC412", _line_of(name.split(":")[0], expected))]
+    diagnostic = next(d for r in results for d in r.diagnostics)
+    assert "q_idx]`" in diagnostic.message and "kv_idx" in diagnostic.help[-1]

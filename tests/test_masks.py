@@ -443,3 +443,47 @@ def test_a_window_of_a_number_is_still_a_comparison_of_positions() -> None:
     spec = WINDOWED.format(convention="exclusive", masked="where((j <= i) & (i - j <= W) & "
                            "(i - j < 100), S, -inf)")
     assert codes_of(spec) == ["SC432"]
+
+
+PADDED = """dim B, H, N, d{more}
+input Q: [B, H, N, d]
+input K: [B, H, {keys}, d]
+input V: [B, H, {keys}, d]
+input pad: bool[B, {length}]
+def f(b, h, q, k) = {body}
+O = flex_attention(Q, K, V, mask=f)
+"""
+AT_Q, AT_K = "reshape(pad, [B * N])[b * N + q]", "reshape(pad, [B * N])[b * N + k]"
+
+
+@pytest.mark.parametrize("body, keys, expected", [
+    (f"(k <= q) & {AT_Q}", "N", ["SC412"]),      # padded keys still seen by every query
+    (f"(k <= q) & ~{AT_Q}", "N", ["SC412"]),     # a drop vector, on the query side too
+    (f"(k <= q) & {AT_K}", "N", []),             # key padding
+    (f"(k <= q) & {AT_Q} & {AT_K}", "N", []),    # both sides: padded queries see nothing
+    (f"{AT_Q} | (k <= q)", "N", []),             # a flag that lets a query see more
+    (f"(k <= q + M - N) & {AT_Q}", "M", []),     # as long as the queries, not the keys
+])
+def test_a_padding_vector_read_at_the_query_is_sc412(body: str, keys: str,
+                                                    expected: list[str]) -> None:
+    """A bool input as long as the keys, read at the query position and never at the key's,
+    one value of which hides the query's whole row: a key padding read on the wrong side
+    (issue 33 item 2), at the function's line; the other forms say nothing of it. (A read
+    by two positions is written flattened, as the language gathers by one tensor.)"""
+    text = PADDED.format(more=", M" if keys == "M" else "", keys=keys, body=body,
+                         length="N")
+    program = check_text(text)
+    found = [(d.code, d.span.line) for d in program.diagnostics if d.code != "SC433"]
+    assert found == [(code, 6) for code in expected], program.diagnostics
+    if expected:
+        diagnostic = next(d for d in program.diagnostics if d.code == "SC412")
+        assert "`pad[b, q]`" in diagnostic.message  # as the code reads it, not flattened
+        assert any("`k`" in h for h in diagnostic.help)
+
+
+def test_a_padding_read_is_reported_at_the_function_that_reads_it() -> None:
+    text = PADDED.format(more="", keys="N", length="N", body="k <= q").replace(
+        "O = flex_attention", f"def padding(b, h, q, k) = {AT_Q}\n"
+        "def both(b, h, q, k) = f(b, h, q, k) & padding(b, h, q, k)\n"
+        "O = flex_attention").replace("mask=f", "mask=both")
+    assert [(d.code, d.span.line) for d in check_text(text).diagnostics] == [("SC412", 7)]

@@ -82,8 +82,12 @@ class _Analysis:
             self._claim(claim)
         self._conventions()
         self._masks_on_scores()
+        reported: set[tuple[str, str]] = set()
         for mask_name, _score, _q, _k, span in self.functions.applications:
             self._rows(mask_name, span)
+            self._padding_sides(self.model.functions.get(mask_name or ""), reported)
+        for table_name, lengths, _span in self.functions.tables:
+            self._padding_sides(self._at_lengths(table_name, lengths), reported)
 
     # --- the functions ---------------------------------------------------------------
 
@@ -423,6 +427,121 @@ class _Analysis:
             self.model.diagnostics.append(codes.FULLY_MASKED_ROW.diag(
                 span, name=function.name, query=query, sizes=sizes,
                 counterexample=tuple(outcome.sizes)))
+
+    def _at_lengths(self, name: str, lengths: dict[str, nodes.Expr]) -> MaskFunction | None:
+        """The mask function ``name`` at the lengths a table of it spans (a Hugging Face
+        table: queries and keys of their own lengths, a decode step's too)."""
+        function = self.model.functions.get(name)
+        if function is None or function.kind != "mask":
+            return None
+        try:
+            question = Question(function.params, function.roles, function.definition.body,
+                                self.inputs, self.bools, lengths, self.constraints,
+                                self.choosable)
+        except (Unsupported, TypeError, ValueError):
+            return None
+        return MaskFunction(function.name, function.kind, function.params, function.roles,
+                            function.definition, question, dict(lengths))
+
+    def _padding_sides(self, function: MaskFunction | None,
+                       reported: set[tuple[str, str]]) -> None:
+        """SC412 for a mask `flex_attention` applies that reads a padding vector on the
+        query side (`pad[b, q_idx]`): an input bool vector as long as the keys, read at the
+        query position and never at the key's, one value of which hides the query's whole
+        row. Padded queries see nothing and every query still sees the padded keys. Read at
+        both positions (`pad[b, q_idx] & pad[b, kv_idx]`) it is a key padding too: nothing
+        is said. Reported at the function that reads it (not at those that call it)."""
+        if function is None or function.question is None or function.kind != "mask" \
+                or "q" not in function.roles or "k" not in function.roles:
+            return
+        for name, length in self._vectors().items():
+            if not function.question.padding_on_queries(name, length):
+                continue
+            for reader in self._readers(function.name, name):
+                if (reader.name, name) in reported:
+                    continue
+                reported.add((reader.name, name))
+                where = self._read_text(reader.definition.body, name) or name
+                size, key_size = function.question.lengths()
+                key = reader.params[reader.roles.index("k")] if "k" in reader.roles else "k"
+                self.model.diagnostics.append(codes.MASK_AXIS.diag(
+                    reader.definition.span, where=where, size=size, key_size=key_size,
+                    notes=[codes.note("padding_read", input=name)],
+                    help=[codes.help_text("padding_keys", input=name, key_index=key)]))
+
+    def _vectors(self) -> dict[str, object]:
+        """The bool inputs and their last axis's size (a padding vector's length)."""
+        found: dict[str, object] = {}
+        for statement in self.program.statements:
+            if isinstance(statement, nodes.TensorDecl) and statement.kind == "input" \
+                    and statement.shape.is_bool:
+                tensor = self.program.tensors.get(statement.name.name)
+                shape = tensor.value.shape if tensor is not None else None
+                if shape:
+                    found[statement.name.name] = shape[-1]
+        return found
+
+    def _readers(self, applied: str, name: str) -> list[MaskFunction]:
+        """The functions ``applied`` reaches (itself included) that read ``name`` at the
+        query position themselves, not only through a function they call."""
+        reach, stack = [], [applied]
+        while stack:
+            current = stack.pop()
+            if current not in reach:
+                reach.append(current)
+                stack.extend(sorted(self.functions.calls.get(current, ())))
+
+        def reads(function_name: str) -> bool:
+            found = self.model.functions.get(function_name)
+            return found is not None and found.question is not None and "q" in found.roles \
+                and "k" in found.roles and bool(found.question.reads_at_query(name))
+
+        readers = []
+        for current in reach:
+            callees = self._reach(current) - {current}
+            if reads(current) and not any(reads(c) for c in callees):
+                readers.append(self.model.functions[current])
+        return readers
+
+    def _reach(self, name: str) -> set[str]:
+        seen, stack = set(), [name]
+        while stack:
+            current = stack.pop()
+            if current not in seen:
+                seen.add(current)
+                stack.extend(self.functions.calls.get(current, ()))
+        return seen
+
+    def _read_text(self, body: nodes.Expr, name: str) -> str:
+        """The source text of a read of ``name`` in ``body`` (`pad[b, q_idx]`)."""
+        stack: list[object] = [body]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, nodes.Subscript):
+                operand = nodes.strip_parens(node.operand)
+                inner = nodes.strip_parens(operand.args[0]) if isinstance(operand, nodes.Call) \
+                    and operand.func.name == "reshape" and operand.args else operand
+                if isinstance(inner, nodes.Name) and inner.name == name:
+                    return self._unflattened(node, name) if inner is not operand \
+                        else self._source(node)
+            if isinstance(node, (nodes.BinOp, nodes.Unary, nodes.Paren, nodes.Subscript,
+                                 nodes.Call, nodes.ListExpr, nodes.Transpose)):
+                stack.extend(nodes.children(node))
+        return ""
+
+    def _unflattened(self, read: nodes.Subscript, name: str) -> str:
+        """A flat read of a two-axis input as the code wrote it: `reshape(pad, [B * T])[b *
+        T + q_idx]` is `pad[b, q_idx]` (docs/torch.md: a read by two positions is written
+        flattened); any other form as it is."""
+        index = nodes.strip_parens(read.indices[0]) if len(read.indices) == 1 else None
+        tensor = self.program.tensors.get(name)
+        shape = tensor.value.shape if tensor is not None else None
+        if isinstance(index, nodes.BinOp) and index.op == "+" and shape is not None \
+                and len(shape) == 2:
+            row = nodes.strip_parens(index.left)
+            if isinstance(row, nodes.BinOp) and row.op == "*":
+                return f"{name}[{self._source(row.left)}, {self._source(index.right)}]"
+        return self._source(read)
 
     # --- helpers -----------------------------------------------------------------------
 
