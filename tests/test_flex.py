@@ -366,3 +366,43 @@ def test_a_padding_mask_read_by_query_is_flagged_at_its_line(name: str,
     assert found == [("SC412", _line_of(name.split(":")[0], expected))]
     diagnostic = next(d for r in results for d in r.diagnostics)
     assert "q_idx]`" in diagnostic.message and "kv_idx" in diagnostic.help[-1]
+
+
+@pytest.mark.slow
+def test_a_table_made_by_vmap_is_followed_as_its_function() -> None:
+    """Issue 33 item 3: `use_vmap=True` (a model's own `and_mask_function`/`or_mask_function`
+    in `create_causal_mask`) made the same table by `vmap`; where the function broadcasts
+    too and gives that very table, it is followed as its function, like any other table."""
+    pytest.importorskip("transformers")
+    name = target("hf_vmap.py:llama_vmap_sdpa")
+    extraction = extract(name)
+    assert "def causal_mask_function(batch_idx, head_idx, q_idx, kv_idx) = kv_idx <= q_idx" \
+        in extraction.text
+    assert "def inner_mask(batch_idx, head_idx, q_idx, kv_idx) = kv_idx > q_idx - " \
+        in extraction.text
+    assert [(d.code, d.span.line) for r in check(name) for d in r.diagnostics] == []
+    result = conform(extraction.text, extraction.function(), dims=extraction.bindings,
+                     framework="torch", cases=2, rtol=1e-5, atol=1e-6)
+    assert result.ok, result.report()
+
+
+@pytest.mark.slow
+def test_a_whole_models_vmap_tables_are_followed_as_functions() -> None:
+    """A whole tiny Gemma 3 with bidirectional attention (built from its config class): the
+    model's `or_mask_function`s make its tables with `use_vmap=True`; the sliding layer's
+    (`_bidirectional_window_overlay`, a comparison of positions) is written as its
+    functions, and so is the full layer's `lambda *args: torch.tensor(True)`."""
+    pytest.importorskip("transformers")
+    from shapecheck.pytorch.front.model import analyse
+    from shapecheck.pytorch.front.target import build
+
+    name = target("hf_vmap.py:gemma3_bidirectional")
+    whole = analyse(build(name), name)
+    texts = {item.group.label: item.extraction.text for item in whole.checked}
+    sliding, full = texts["model.layers.0.self_attn"], texts["model.layers.1.self_attn"]
+    defs = [line for line in sliding.splitlines() if line.startswith("def ")]
+    assert any("= abs(q_idx - kv_idx) < " in line and "modeling_gemma3.py" in line
+               for line in defs)  # Gemma 3's own overlay, at its line
+    assert any(line.startswith("def or_mask(") for line in defs)
+    # the full layers' `lambda *args: torch.tensor(True)`: a constant torch lifts (a param)
+    assert "def or_mask(batch_idx, head_idx, q_idx, kv_idx) = causal_mask_function(" in full
