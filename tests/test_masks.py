@@ -487,3 +487,34 @@ def test_a_padding_read_is_reported_at_the_function_that_reads_it() -> None:
         "def both(b, h, q, k) = f(b, h, q, k) & padding(b, h, q, k)\n"
         "O = flex_attention").replace("mask=f", "mask=both")
     assert [(d.code, d.span.line) for d in check_text(text).diagnostics] == [("SC412", 7)]
+
+
+TENSOR_PADDED = """dim B, H, N, d
+input Q: [B, H, N, d]
+input K: [B, H, N, d]
+input V: [B, H, N, d]
+input pad: bool[B, N]
+i = arange(N)[:, None]
+j = arange(N)[None, :]
+keep = (j <= i) & {read}
+O = softmax(where(keep, Q @ transpose(K, [0, 1, 3, 2]) / sqrt(d), -inf), axis=-1) @ V
+"""
+
+
+@pytest.mark.parametrize("read, expected", [
+    ("pad[:, None, :, None]", ["SC412"]),                        # by query: the bug
+    ("pad[:, None, None, :]", []),                               # by key
+    ("pad[:, None, :, None] & pad[:, None, None, :]", []),       # both sides
+])
+def test_a_padding_vector_and_ed_with_a_triangle_by_query_is_sc412(read: str,
+                                                                   expected: list[str]) -> None:
+    """The tensor form of the same mistake: the meaning pass's SC412 needs the whole mask
+    constant along the keys, which a causal triangle and-ed in hides (issue 33 item 2)."""
+    found = [(d.code, d.span.line) for d in check_text(TENSOR_PADDED.format(read=read)).diagnostics]
+    assert found == [(code, 8) for code in expected]
+
+
+def test_a_padding_vector_alone_by_query_is_reported_once() -> None:
+    """Alone, the meaning pass says it (the mask is constant along the keys); not twice."""
+    text = TENSOR_PADDED.format(read="pad[:, None, :, None]").replace("(j <= i) & ", "")
+    assert [d.code for d in check_text(text).diagnostics] == ["SC412"]

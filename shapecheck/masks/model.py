@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..check.program import Program
 from ..messages import codes
@@ -54,6 +55,14 @@ class MaskModel:
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
 
+def padding_diagnostics(program: Program) -> list[Diagnostic]:
+    """SC412 for a padding vector and-ed into a mask on the query side, in a spec the mask
+    model does not otherwise analyse (no function of positions, no convention)."""
+    model = MaskModel()
+    _Analysis(program, Functions(), model)._tensor_padding_sides()
+    return model.diagnostics
+
+
 def analyse(program: Program) -> MaskModel:
     """The functions of ``program``, every claim and stated convention about them proved or
     refuted, and every mask `flex_attention` applies checked for fully masked rows."""
@@ -88,6 +97,7 @@ class _Analysis:
             self._padding_sides(self.model.functions.get(mask_name or ""), reported)
         for table_name, lengths, _span in self.functions.tables:
             self._padding_sides(self._at_lengths(table_name, lengths), reported)
+        self._tensor_padding_sides()
 
     # --- the functions ---------------------------------------------------------------
 
@@ -428,6 +438,56 @@ class _Analysis:
                 span, name=function.name, query=query, sizes=sizes,
                 counterexample=tuple(outcome.sizes)))
 
+    def _tensor_padding_sides(self) -> None:
+        """SC412 for a mask written as tensors that and-s a bool padding vector broadcast
+        along the queries (`causal & pad[:, None, :, None]`) with other conditions: the same
+        mistake as `pad[b, q_idx]` in a mask_mod, which the meaning pass's SC412 (a whole
+        mask constant along the keys) does not see once a triangle is and-ed in."""
+        meaning = self.program.meaning
+        if meaning is None:
+            return
+        definitions = {s.name.name: s.value for s in self.program.statements
+                       if isinstance(s, nodes.Define)}
+        lengths = self._vectors()
+        seen: set[int] = set()
+        shape_of = lambda node: self.program.type_of(node).shape  # noqa: E731
+        for pattern in meaning.patterns:
+            # every read of each input in this attention's masks: (part, sides, conjunct,
+            # the query and key sizes)
+            reads: dict[str, list[tuple[nodes.Expr, set[str | None], bool, object, object]]] = {}
+            for mask in pattern.masks:
+                if mask.after_softmax or mask.additive or id(mask.condition.node) in seen:
+                    continue
+                seen.add(id(mask.condition.node))
+                axes = meaning.axes(mask.condition.node)
+                roles = mask.condition.axes
+                keys = [a.size for a, r in zip(axes or (), roles) if r == "key"]
+                queries = [a.size for a, r in zip(axes or (), roles) if r == "query"]
+                if len(keys) != 1 or len(queries) != 1:
+                    continue
+                parts = _parts(mask.condition.node, mask.keeps, definitions)
+                alone = sum(conjunct for _p, conjunct in parts) < 2  # the meaning pass's SC412
+                for part, conjunct in parts:
+                    name, places = _broadcast_read(part, lengths, shape_of)
+                    if name is None or places is None:
+                        continue
+                    at, rank = places[0], places[1]  # aligned with the condition from the right
+                    sides = {roles[len(roles) - rank + i] if 0 <= len(roles) - rank + i
+                             < len(roles) else None for i in at}
+                    reads.setdefault(name, []).append(
+                        (part, sides, conjunct and not alone, queries[0], keys[0]))
+            for name, found in reads.items():
+                if any("key" in sides for _p, sides, _c, _q, _k in found):
+                    continue  # read at the key somewhere: a key padding (too)
+                for part, sides, conjunct, query_size, key_size in found:
+                    if conjunct and "query" in sides and str(lengths[name]) == str(key_size):
+                        self.model.diagnostics.append(codes.MASK_AXIS.diag(
+                            part.span, where=self._source(part), size=str(query_size),
+                            key_size=str(key_size),
+                            notes=[codes.note("padding_read", input=name)],
+                            help=[codes.help_text("mask_keys")]))
+                        break
+
     def _at_lengths(self, name: str, lengths: dict[str, nodes.Expr]) -> MaskFunction | None:
         """The mask function ``name`` at the lengths a table of it spans (a Hugging Face
         table: queries and keys of their own lengths, a decode step's too)."""
@@ -452,8 +512,9 @@ class _Analysis:
         both positions (`pad[b, q_idx] & pad[b, kv_idx]`) it is a key padding too: nothing
         is said. Reported at the function that reads it (not at those that call it)."""
         if function is None or function.question is None or function.kind != "mask" \
-                or "q" not in function.roles or "k" not in function.roles:
-            return
+                or "q" not in function.roles or "k" not in function.roles \
+                or not function.question.reads_key_position():
+            return  # a mask constant along the keys: the meaning pass's SC412
         for name, length in self._vectors().items():
             if not function.question.padding_on_queries(name, length):
                 continue
@@ -569,6 +630,83 @@ def _concatenation(statement: nodes.Stmt) -> tuple[tuple[nodes.Expr, ...], int] 
     if isinstance(axis, nodes.Integer):
         return value.args[0].items, axis.value
     return None
+
+
+def _parts(node: nodes.Expr, keeps: bool, definitions: dict[str, nodes.Expr],
+           depth: int = 0) -> list[tuple[nodes.Expr, bool]]:
+    """The parts of a mask condition, each with whether it is a conjunct of what the mask
+    lets through (every one must hold for a score to be kept): `a & b` kept, `~(a | b)`
+    hidden, through `~`, parentheses and definitions; the reads inside another conjunct
+    (`pad[...] | flag`) are listed too, as not conjuncts."""
+    bare = nodes.strip_parens(node)
+    if depth > 32:
+        return [(bare, False)]
+    if isinstance(bare, nodes.Name) and bare.name in definitions:
+        return _parts(definitions[bare.name], keeps, definitions, depth + 1)
+    if isinstance(bare, nodes.Unary) and bare.op == "~":
+        return _parts(bare.operand, not keeps, definitions, depth + 1)
+    if isinstance(bare, nodes.BinOp) and bare.op == ("&" if keeps else "|"):
+        return [*_parts(bare.left, keeps, definitions, depth + 1),
+                *_parts(bare.right, keeps, definitions, depth + 1)]
+    if isinstance(bare, (nodes.Subscript, nodes.Name)):
+        return [(bare, True)]
+    found = [(bare, True)]  # a conjunct that is not a read itself
+    stack: list[object] = [bare]
+    while stack:  # reads inside another part: not conjuncts
+        current = stack.pop()
+        if isinstance(current, nodes.Subscript) and current is not bare:
+            found.append((current, False))
+        if isinstance(current, (nodes.BinOp, nodes.Unary, nodes.Paren, nodes.Call,
+                                nodes.ListExpr, nodes.Transpose)):
+            stack.extend(nodes.children(current))
+    return found
+
+
+def _broadcast_read(node: nodes.Expr, inputs: dict[str, object], shape_of: Any
+                    ) -> tuple[str | None, tuple[list[int], int] | None]:
+    """The bool input a part reads whole, under new axes only (`pad[:, None, :, None]`,
+    `pad[:, None, ...][..., None]`): its name, the place of each of its axes in the part
+    and the part's rank; else (None, None)."""
+    chain: list[nodes.Subscript] = []
+    bare = nodes.strip_parens(node)
+    while isinstance(bare, nodes.Subscript) and all(
+            isinstance(i, (nodes.NewAxis, nodes.Slice, nodes.EllipsisIndex))
+            and (not isinstance(i, nodes.Slice) or (i.start, i.stop, i.step) == (None,) * 3)
+            for i in bare.indices):
+        chain.append(bare)
+        bare = nodes.strip_parens(bare.operand)
+    if not chain or not isinstance(bare, nodes.Name) or bare.name not in inputs:
+        return None, None
+    shape = shape_of(bare)
+    if shape is None:
+        return None, None
+    places: list[int | None] = list(range(len(shape)))  # input axis -> its place now
+    rank = len(shape)
+    for subscript in reversed(chain):  # innermost first
+        kept = sum(not isinstance(i, (nodes.NewAxis, nodes.EllipsisIndex))
+                   for i in subscript.indices)
+        moves: list[int | None] = []  # operand place -> result place
+        out = 0
+        for index in subscript.indices:
+            if isinstance(index, nodes.NewAxis):
+                out += 1
+            elif isinstance(index, nodes.EllipsisIndex):
+                for _ in range(rank - kept):
+                    moves.append(out)
+                    out += 1
+            else:
+                moves.append(out)
+                out += 1
+        while len(moves) < rank:  # trailing axes not indexed
+            moves.append(out)
+            out += 1
+        if len(moves) != rank:
+            return None, None
+        places = [moves[p] if p is not None else None for p in places]
+        rank = out
+    if None in places:
+        return None, None
+    return bare.name, ([p for p in places if p is not None], rank)
 
 
 def _reads(body: nodes.Expr, name: str) -> list[nodes.Subscript]:

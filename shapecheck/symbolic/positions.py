@@ -628,6 +628,11 @@ class Question:
         return [atom for atom in getattr(self, "atoms", ()) if _read_of(atom, name)
                 and q in atom.free_symbols and k not in atom.free_symbols]
 
+    def reads_key_position(self) -> bool:
+        """Whether the body depends on the key's position at all."""
+        _q, k, _offset = self._qk()
+        return k in getattr(self.body, "free_symbols", set())
+
     def reads_at_key(self, name: str) -> bool:
         """Whether some read of the input ``name`` holds the key's position."""
         _q, k, _offset = self._qk()
