@@ -545,26 +545,20 @@ class _Analysis:
     def _readers(self, applied: str, name: str) -> list[MaskFunction]:
         """The functions ``applied`` reaches (itself included) that read ``name`` at the
         query position themselves, not only through a function they call."""
-        reach, stack = [], [applied]
-        while stack:
-            current = stack.pop()
-            if current not in reach:
-                reach.append(current)
-                stack.extend(sorted(self.functions.calls.get(current, ())))
-
         def reads(function_name: str) -> bool:
             found = self.model.functions.get(function_name)
             return found is not None and found.question is not None and "q" in found.roles \
                 and "k" in found.roles and bool(found.question.reads_at_query(name))
 
         readers = []
-        for current in reach:
+        for current in sorted(self._reach(applied)):
             callees = self._reach(current) - {current}
             if reads(current) and not any(reads(c) for c in callees):
                 readers.append(self.model.functions[current])
         return readers
 
     def _reach(self, name: str) -> set[str]:
+        """``name`` and the functions it calls, directly or not."""
         seen, stack = set(), [name]
         while stack:
             current = stack.pop()
