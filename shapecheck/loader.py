@@ -157,6 +157,11 @@ def _add_masks(program: Program) -> None:
     convention (docs/language.md §10); its diagnostics join the others."""
     stated = any(getattr(s, "conventions", ()) for s in program.statements)
     if (program.functions is None or not program.functions.definitions) and not stated:
+        if program.meaning is not None and program.meaning.patterns and any(
+                isinstance(s, nodes.TensorDecl) and s.shape.is_bool for s in program.statements):
+            from .masks.model import padding_diagnostics
+
+            program.diagnostics = program.diagnostics + padding_diagnostics(program)
         return
     from .masks import analyse as analyse_masks
 

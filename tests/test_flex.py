@@ -106,10 +106,25 @@ def test_hugging_face_flex_layers_take_their_block_mask_as_functions(name: str) 
         assert "input attention_mask_0: bool[B, T]" in extraction.text
     results = check(target(name))
     assert [(d.code, d.span.line) for r in results for d in r.diagnostics] == []
-    if not name.endswith("padded"):  # a padded query's row: NaN in the spec, 0 in flex
-        result = conform(extraction.text, extraction.function(), dims=extraction.bindings,
-                         framework="torch", cases=2, rtol=1e-5, atol=1e-6)
-        assert result.ok, result.report()
+    result = conform(extraction.text, extraction.function(), dims=extraction.bindings,
+                     framework="torch", cases=2, rtol=1e-5, atol=1e-6)
+    assert result.ok, result.report()
+
+
+@pytest.mark.slow
+def test_a_padded_flex_layer_conforms_to_the_spec_extract_writes() -> None:
+    """A mask_mod reading a padding vector on the key side, left padding: a padded first
+    query sees no key, which FlexAttention gives zeros and the spec's softmax NaN; the output
+    projection's bias makes that row `c_proj_bias` in the module. Conformance reads the spec
+    with such rows as zeros too (docs/conform.md), so the round trip needs no flag."""
+    name = target("padded.py:keys")
+    assert [(d.code, d.span.line) for r in check(name) for d in r.diagnostics] == []
+    extraction = extract(name)
+    assert "input pad: bool[B, T]" in extraction.text
+    assert "c_proj_bias" in extraction.text
+    result = conform(extraction.text, extraction.function(), dims=extraction.bindings,
+                     framework="torch", cases=3)
+    assert result.ok, result.report()
 
 
 @pytest.mark.slow
@@ -360,3 +375,78 @@ def test_a_factory_importing_transformers_in_its_body_still_records_the_tables(
         f"print(extract({str(module) + ':make'!r}).text)\n")
     assert "def causal_mask_function(batch_idx, head_idx, q_idx, kv_idx) = kv_idx <= q_idx" \
         in out
+
+
+def _line_of(file: str, text: str) -> int:
+    lines = (DATA / file).read_text(encoding="utf-8").splitlines()
+    return next(number for number, line in enumerate(lines, 1) if text in line)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, expected", [
+    ("padded.py:queries", "return (kv_idx <= q_idx) & pad[b, q_idx]"),
+    ("padded.py:keys", None),
+    ("padded.py:both", None),  # padded queries see nothing and no query a padded key
+    ("hf_tables.py:query_padded_sdpa", "return padding_mask[batch_idx, q_idx]"),
+    ("hf_tables.py:query_padded_eager", "return padding_mask[batch_idx, q_idx]"),
+    ("hf_tables.py:both_padded_sdpa", None),  # HF's own padding and-ed in: read at the key too
+    ("padded.py:eager_queries", "keep = causal & pad[:, None, :, None]"),  # a tensor, eager
+    ("padded.py:eager_keys", None),
+    ("padded.py:eager_both", None),
+])
+def test_a_padding_mask_read_by_query_is_flagged_at_its_line(name: str,
+                                                            expected: str | None) -> None:
+    """Issue 33 item 2: a mask_mod (or a model's mask function made into HF's eager or SDPA
+    table) that reads a padding vector at `q_idx` and never at `kv_idx` lets every query see
+    the padded keys: SC412 at the function's `return` line; read at both, it is clean."""
+    if name.startswith("hf"):
+        pytest.importorskip("transformers")
+    results = check(target(name))
+    found = [(d.code, d.span.line) for r in results for d in r.diagnostics]
+    if expected is None:
+        assert found == []
+        return
+    assert found == [("SC412", _line_of(name.split(":")[0], expected))]
+    diagnostic = next(d for r in results for d in r.diagnostics)
+    if "eager" not in name:  # a mask_mod's: the read as the code writes it, the fix
+        assert "q_idx]`" in diagnostic.message and "kv_idx" in diagnostic.help[-1]
+
+
+@pytest.mark.slow
+def test_a_table_made_by_vmap_is_followed_as_its_function() -> None:
+    """Issue 33 item 3: `use_vmap=True` (a model's own `and_mask_function`/`or_mask_function`
+    in `create_causal_mask`) made the same table by `vmap`; where the function broadcasts
+    too and gives that very table, it is followed as its function, like any other table."""
+    pytest.importorskip("transformers")
+    name = target("hf_vmap.py:llama_vmap_sdpa")
+    extraction = extract(name)
+    assert "def causal_mask_function(batch_idx, head_idx, q_idx, kv_idx) = kv_idx <= q_idx" \
+        in extraction.text
+    assert "def inner_mask(batch_idx, head_idx, q_idx, kv_idx) = kv_idx > q_idx - " \
+        in extraction.text
+    assert [(d.code, d.span.line) for r in check(name) for d in r.diagnostics] == []
+    result = conform(extraction.text, extraction.function(), dims=extraction.bindings,
+                     framework="torch", cases=2, rtol=1e-5, atol=1e-6)
+    assert result.ok, result.report()
+
+
+@pytest.mark.slow
+def test_a_whole_models_vmap_tables_are_followed_as_functions() -> None:
+    """A whole tiny Gemma 3 with bidirectional attention (built from its config class): the
+    model's `or_mask_function`s make its tables with `use_vmap=True`; the sliding layer's
+    (`_bidirectional_window_overlay`, a comparison of positions) is written as its
+    functions, and so is the full layer's `lambda *args: torch.tensor(True)`."""
+    pytest.importorskip("transformers")
+    from shapecheck.pytorch.front.model import analyse
+    from shapecheck.pytorch.front.target import build
+
+    name = target("hf_vmap.py:gemma3_bidirectional")
+    whole = analyse(build(name), name)
+    texts = {item.group.label: item.extraction.text for item in whole.checked}
+    sliding, full = texts["model.layers.0.self_attn"], texts["model.layers.1.self_attn"]
+    defs = [line for line in sliding.splitlines() if line.startswith("def ")]
+    assert any("= abs(q_idx - kv_idx) < " in line and "modeling_gemma3.py" in line
+               for line in defs)  # Gemma 3's own overlay, at its line
+    assert any(line.startswith("def or_mask(") for line in defs)
+    # the full layers' `lambda *args: torch.tensor(True)`: a constant torch lifts (a param)
+    assert "def or_mask(batch_idx, head_idx, q_idx, kv_idx) = causal_mask_function(" in full

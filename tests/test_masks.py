@@ -443,3 +443,78 @@ def test_a_window_of_a_number_is_still_a_comparison_of_positions() -> None:
     spec = WINDOWED.format(convention="exclusive", masked="where((j <= i) & (i - j <= W) & "
                            "(i - j < 100), S, -inf)")
     assert codes_of(spec) == ["SC432"]
+
+
+PADDED = """dim B, H, N, d{more}
+input Q: [B, H, N, d]
+input K: [B, H, {keys}, d]
+input V: [B, H, {keys}, d]
+input pad: bool[B, {length}]
+def f(b, h, q, k) = {body}
+O = flex_attention(Q, K, V, mask=f)
+"""
+AT_Q, AT_K = "reshape(pad, [B * N])[b * N + q]", "reshape(pad, [B * N])[b * N + k]"
+
+
+@pytest.mark.parametrize("body, keys, expected", [
+    (f"(k <= q) & {AT_Q}", "N", ["SC412"]),      # padded keys still seen by every query
+    (f"(k <= q) & ~{AT_Q}", "N", ["SC412"]),     # a drop vector, on the query side too
+    (f"(k <= q) & {AT_K}", "N", []),             # key padding
+    (f"(k <= q) & {AT_Q} & {AT_K}", "N", []),    # both sides: padded queries see nothing
+    (f"{AT_Q} | (k <= q)", "N", []),             # a flag that lets a query see more
+    (f"(k <= q + M - N) & {AT_Q}", "M", []),     # as long as the queries, not the keys
+])
+def test_a_padding_vector_read_at_the_query_is_sc412(body: str, keys: str,
+                                                    expected: list[str]) -> None:
+    """A bool input as long as the keys, read at the query position and never at the key's,
+    one value of which hides the query's whole row: a key padding read on the wrong side
+    (issue 33 item 2), at the function's line; the other forms say nothing of it. (A read
+    by two positions is written flattened, as the language gathers by one tensor.)"""
+    text = PADDED.format(more=", M" if keys == "M" else "", keys=keys, body=body,
+                         length="N")
+    program = check_text(text)
+    found = [(d.code, d.span.line) for d in program.diagnostics if d.code != "SC433"]
+    assert found == [(code, 6) for code in expected], program.diagnostics
+    if expected:
+        diagnostic = next(d for d in program.diagnostics if d.code == "SC412")
+        assert "`pad[b, q]`" in diagnostic.message  # as the code reads it, not flattened
+        assert any("`k`" in h for h in diagnostic.help)
+
+
+def test_a_padding_read_is_reported_at_the_function_that_reads_it() -> None:
+    text = PADDED.format(more="", keys="N", length="N", body="k <= q").replace(
+        "O = flex_attention", f"def padding(b, h, q, k) = {AT_Q}\n"
+        "def both(b, h, q, k) = f(b, h, q, k) & padding(b, h, q, k)\n"
+        "O = flex_attention").replace("mask=f", "mask=both")
+    assert [(d.code, d.span.line) for d in check_text(text).diagnostics] == [("SC412", 7)]
+
+
+TENSOR_PADDED = """dim B, H, N, d
+input Q: [B, H, N, d]
+input K: [B, H, N, d]
+input V: [B, H, N, d]
+input pad: bool[B, N]
+i = arange(N)[:, None]
+j = arange(N)[None, :]
+keep = (j <= i) & {read}
+O = softmax(where(keep, Q @ transpose(K, [0, 1, 3, 2]) / sqrt(d), -inf), axis=-1) @ V
+"""
+
+
+@pytest.mark.parametrize("read, expected", [
+    ("pad[:, None, :, None]", ["SC412"]),                        # by query: the bug
+    ("pad[:, None, None, :]", []),                               # by key
+    ("pad[:, None, :, None] & pad[:, None, None, :]", []),       # both sides
+])
+def test_a_padding_vector_and_ed_with_a_triangle_by_query_is_sc412(read: str,
+                                                                   expected: list[str]) -> None:
+    """The tensor form of the same mistake: the meaning pass's SC412 needs the whole mask
+    constant along the keys, which a causal triangle and-ed in hides (issue 33 item 2)."""
+    found = [(d.code, d.span.line) for d in check_text(TENSOR_PADDED.format(read=read)).diagnostics]
+    assert found == [(code, 8) for code in expected]
+
+
+def test_a_padding_vector_alone_by_query_is_reported_once() -> None:
+    """Alone, the meaning pass says it (the mask is constant along the keys); not twice."""
+    text = TENSOR_PADDED.format(read="pad[:, None, :, None]").replace("(j <= i) & ", "")
+    assert [d.code for d in check_text(text).diagnostics] == ["SC412"]

@@ -164,7 +164,8 @@ class CompiledSpec:
     def run(self, arrays: Mapping[str, Any] | None = None, *, dims: Mapping[str, int] | None = None,
             seed: int | None = None, keep_intermediates: bool = False,
             check_invariants: bool = False,
-            progress: Callable[[float, str], None] | None = None) -> RunResult:
+            progress: Callable[[float, str], None] | None = None,
+            zero_masked_rows: bool = False) -> RunResult:
         """Execute once: load, bind, read, execute, report.
 
         ``arrays`` maps input and param names to arrays (or :class:`~.arrays.ArrayFile`
@@ -173,20 +174,27 @@ class CompiledSpec:
         (without it, all must be given); ``keep_intermediates`` returns every tensor
         in ``RunResult.tensors``; ``check_invariants`` checks that every softmax sums
         to 1 and that the outputs are finite (an extra pass over the data);
-        ``progress(fraction, label)`` is told how far the execution is.
+        ``progress(fraction, label)`` is told how far the execution is;
+        ``zero_masked_rows`` gives a fully masked softmax row zero weights (the value SDPA and
+        FlexAttention give it) instead of NaN: conformance's second reading of a spec
+        (docs/conform.md), for an unfused NumPy run only.
         """
+        if zero_masked_rows and (self.fuse or self.backend != "numpy"):
+            raise ValueError("zero_masked_rows is for an unfused NumPy run")  # internal use
         with depth.room():  # building and running recurse as deep as the spec nests
-            return self._run(arrays, dims, seed, keep_intermediates, check_invariants, progress)
+            return self._run(arrays, dims, seed, keep_intermediates, check_invariants, progress,
+                             zero_masked_rows)
 
     def _run(self, arrays: Mapping[str, Any] | None, dims: Mapping[str, int] | None,
              seed: int | None, keep_intermediates: bool, check_invariants: bool,
-             progress: Callable[[float, str], None] | None) -> RunResult:
+             progress: Callable[[float, str], None] | None,
+             zero_masked_rows: bool = False) -> RunResult:
         supplied = self._load(arrays or {}, seed)
         bound = self._bind(supplied, {**self.dims, **check_bindings(dims)}, keep_intermediates)
         try:
             values, generated = self._read(bound, supplied, seed)
             frame = bound.plan.execute(values, check_invariants=check_invariants,
-                                       progress=progress)
+                                       progress=progress, zero_masked_rows=zero_masked_rows)
             return self._report(bound, frame, values, generated, keep_intermediates,
                                 check_invariants)
         except MemoryError:

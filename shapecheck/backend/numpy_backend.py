@@ -639,6 +639,8 @@ def _softmax(call: Call) -> Closure:
         out = np.subtract(value, peak, out=value if fresh else None)
         np.exp(out, out=out)
         out /= np.sum(out, axis=axis, keepdims=True)
+        if frame.zero_masked_rows and masked.any():  # as SDPA and FlexAttention give them
+            np.copyto(out, 0, where=masked)
         if frame.check_invariants:
             check_sums(frame, np.sum(out, axis=axis, dtype=np.float64), name, line, what, axis,
                        tolerance)

@@ -47,6 +47,9 @@ class Frame:
     warnings: list[str] = field(default_factory=list)
     checks: dict[str, str] = field(default_factory=dict)  # one line per invariant checked
     progress: Callable[[int, int], None] | None = None  # a long statement's progress (done, total)
+    # A fully masked softmax row gives zero weights (SDPA's and FlexAttention's value), not
+    # NaN: conformance's second reading of a spec (docs/conform.md); unfused NumPy only.
+    zero_masked_rows: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,13 +163,13 @@ class Plan:
 
     def execute(self, values: dict[str, Any], *, check_invariants: bool = False,
                 progress: Callable[[float, str], None] | None = None,
-                tensors: bool = False) -> Frame:
+                tensors: bool = False, zero_masked_rows: bool = False) -> Frame:
         """Run every step on ``values`` (inputs and params by name, already cast);
         ``progress(fraction, label)`` hears how far it is. The frame's values come back
         as NumPy arrays, or as the framework's own with ``tensors``."""
         framework = self.framework
         frame = Frame({name: framework.enter(value) for name, value in values.items()},
-                      check_invariants)
+                      check_invariants, zero_masked_rows=zero_masked_rows)
         with framework.running():
             for index, step in enumerate(self.steps):
                 if progress is not None:

@@ -61,6 +61,22 @@ def reference(program: Program, dtype: str, seed: int, *, fused: str = "auto") -
     return Case(result.bindings, inputs, result.outputs, dtype)
 
 
+def zero_rows_reference(program: Program, case: Case) -> Case:
+    """``case`` read the second way (docs/conform.md, "Fully masked rows"): the same inputs,
+    each fully masked softmax row given zero weights — what SDPA and FlexAttention return
+    for a query that sees no key — instead of the eager softmax's NaN, and every statement
+    after it computed from those zeros (an output projection's bias included)."""
+    spec = CompiledSpec(program, dims=program.dims.bindings, dtype=case.dtype, max_memory=None,
+                        fused="off")
+    result = spec.run(case.inputs, zero_masked_rows=True)
+    return Case(result.bindings, case.inputs, result.outputs, case.dtype)
+
+
+def has_nan(case: Case) -> bool:
+    """Whether some output of ``case`` holds a NaN (a fully masked row, or another)."""
+    return any(a.dtype.kind in "fc" and bool(np.isnan(a).any()) for a in case.outputs.values())
+
+
 def permutation(rank: int, layout: str | Sequence[int]) -> tuple[int, ...] | None:
     """Axes of the function's array in terms of the spec's: ``"transpose"`` swaps the last
     two; a sequence is a permutation of ``0..rank-1``. None when the layout does not fit
@@ -149,18 +165,6 @@ def compare(expected: np.ndarray, got: np.ndarray, rtol: float, atol: float) -> 
         max_abs=float(error.max()), max_rel=float(relative.max()),
         worst=tuple(int(i) for i in worst)[:-1] if paired else tuple(int(i) for i in worst), expected=float(want[worst]), got=float(have[worst]),
         count=int(np.count_nonzero(beyond)), size=int(want.size))
-
-
-def masked_rows(expected: np.ndarray, got: Any) -> Any:
-    """``got`` with its rows of zeros read as NaN where the spec's whole row (last axis) is
-    NaN: a fully masked query row is NaN in the spec (an eager softmax; every backend's
-    `run`) and zeros in SDPA and FlexAttention, and both say "no key seen" (docs/conform.md).
-    Any other difference stays one."""
-    if np.ndim(expected) == 0 or np.iscomplexobj(got) or not np.isnan(expected).any():
-        return got
-    rows = np.isnan(expected).all(axis=-1, keepdims=True) & (np.asarray(got) == 0).all(
-        axis=-1, keepdims=True)
-    return np.where(rows, np.nan, got) if rows.any() else got
 
 
 def finite_text(value: float) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..check.program import Program
 from ..messages import codes
@@ -54,6 +55,14 @@ class MaskModel:
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
 
+def padding_diagnostics(program: Program) -> list[Diagnostic]:
+    """SC412 for a padding vector and-ed into a mask on the query side, in a spec the mask
+    model does not otherwise analyse (no function of positions, no convention)."""
+    model = MaskModel()
+    _Analysis(program, Functions(), model)._tensor_padding_sides()
+    return model.diagnostics
+
+
 def analyse(program: Program) -> MaskModel:
     """The functions of ``program``, every claim and stated convention about them proved or
     refuted, and every mask `flex_attention` applies checked for fully masked rows."""
@@ -82,8 +91,13 @@ class _Analysis:
             self._claim(claim)
         self._conventions()
         self._masks_on_scores()
+        reported: set[tuple[str, str]] = set()
         for mask_name, _score, _q, _k, span in self.functions.applications:
             self._rows(mask_name, span)
+            self._padding_sides(self.model.functions.get(mask_name or ""), reported)
+        for table_name, lengths, _span in self.functions.tables:
+            self._padding_sides(self._at_lengths(table_name, lengths), reported)
+        self._tensor_padding_sides()
 
     # --- the functions ---------------------------------------------------------------
 
@@ -424,6 +438,166 @@ class _Analysis:
                 span, name=function.name, query=query, sizes=sizes,
                 counterexample=tuple(outcome.sizes)))
 
+    def _tensor_padding_sides(self) -> None:
+        """SC412 for a mask written as tensors that and-s a bool padding vector broadcast
+        along the queries (`causal & pad[:, None, :, None]`) with other conditions: the same
+        mistake as `pad[b, q_idx]` in a mask_mod, which the meaning pass's SC412 (a whole
+        mask constant along the keys) does not see once a triangle is and-ed in."""
+        meaning = self.program.meaning
+        if meaning is None:
+            return
+        definitions = {s.name.name: s.value for s in self.program.statements
+                       if isinstance(s, nodes.Define)}
+        lengths = self._vectors()
+        seen: set[int] = set()
+        shape_of = lambda node: self.program.type_of(node).shape  # noqa: E731
+        for pattern in meaning.patterns:
+            # every read of each input in this attention's masks: (part, sides, conjunct,
+            # the query and key sizes)
+            reads: dict[str, list[tuple[nodes.Expr, set[str | None], bool, object, object]]] = {}
+            for mask in pattern.masks:
+                if mask.after_softmax or mask.additive or id(mask.condition.node) in seen:
+                    continue
+                seen.add(id(mask.condition.node))
+                axes = meaning.axes(mask.condition.node)
+                roles = mask.condition.axes
+                keys = [a.size for a, r in zip(axes or (), roles) if r == "key"]
+                queries = [a.size for a, r in zip(axes or (), roles) if r == "query"]
+                if len(keys) != 1 or len(queries) != 1:
+                    continue
+                parts = _parts(mask.condition.node, mask.keeps, definitions)
+                alone = sum(conjunct for _p, conjunct in parts) < 2  # the meaning pass's SC412
+                for part, conjunct in parts:
+                    name, places = _broadcast_read(part, lengths, shape_of)
+                    if name is None or places is None:
+                        continue
+                    at, rank = places[0], places[1]  # aligned with the condition from the right
+                    sides = {roles[len(roles) - rank + i] if 0 <= len(roles) - rank + i
+                             < len(roles) else None for i in at}
+                    reads.setdefault(name, []).append(
+                        (part, sides, conjunct and not alone, queries[0], keys[0]))
+            for name, found in reads.items():
+                if any("key" in sides for _p, sides, _c, _q, _k in found):
+                    continue  # read at the key somewhere: a key padding (too)
+                for part, sides, conjunct, query_size, key_size in found:
+                    if conjunct and "query" in sides and str(lengths[name]) == str(key_size):
+                        self.model.diagnostics.append(codes.MASK_AXIS.diag(
+                            part.span, where=self._source(part), size=str(query_size),
+                            key_size=str(key_size),
+                            notes=[codes.note("padding_read", input=name)],
+                            help=[codes.help_text("mask_keys")]))
+                        break
+
+    def _at_lengths(self, name: str, lengths: dict[str, nodes.Expr]) -> MaskFunction | None:
+        """The mask function ``name`` at the lengths a table of it spans (a Hugging Face
+        table: queries and keys of their own lengths, a decode step's too)."""
+        function = self.model.functions.get(name)
+        if function is None or function.kind != "mask":
+            return None
+        try:
+            question = Question(function.params, function.roles, function.definition.body,
+                                self.inputs, self.bools, lengths, self.constraints,
+                                self.choosable)
+        except (Unsupported, TypeError, ValueError):
+            return None
+        return MaskFunction(function.name, function.kind, function.params, function.roles,
+                            function.definition, question, dict(lengths))
+
+    def _padding_sides(self, function: MaskFunction | None,
+                       reported: set[tuple[str, str]]) -> None:
+        """SC412 for a mask `flex_attention` applies that reads a padding vector on the
+        query side (`pad[b, q_idx]`): an input bool vector as long as the keys, read at the
+        query position and never at the key's, one value of which hides the query's whole
+        row. Padded queries see nothing and every query still sees the padded keys. Read at
+        both positions (`pad[b, q_idx] & pad[b, kv_idx]`) it is a key padding too: nothing
+        is said. Reported at the function that reads it (not at those that call it)."""
+        if function is None or function.question is None or function.kind != "mask" \
+                or "q" not in function.roles or "k" not in function.roles \
+                or not function.question.reads_key_position():
+            return  # a mask constant along the keys: the meaning pass's SC412
+        for name, length in self._vectors().items():
+            if not function.question.padding_on_queries(name, length):
+                continue
+            for reader in self._readers(function.name, name):
+                if (reader.name, name) in reported:
+                    continue
+                reported.add((reader.name, name))
+                where = self._read_text(reader.definition.body, name) or name
+                size, key_size = function.question.lengths()
+                key = reader.params[reader.roles.index("k")] if "k" in reader.roles else "k"
+                self.model.diagnostics.append(codes.MASK_AXIS.diag(
+                    reader.definition.span, where=where, size=size, key_size=key_size,
+                    notes=[codes.note("padding_read", input=name)],
+                    help=[codes.help_text("padding_keys", input=name, key_index=key)]))
+
+    def _vectors(self) -> dict[str, object]:
+        """The bool inputs and their last axis's size (a padding vector's length)."""
+        found: dict[str, object] = {}
+        for statement in self.program.statements:
+            if isinstance(statement, nodes.TensorDecl) and statement.kind == "input" \
+                    and statement.shape.is_bool:
+                tensor = self.program.tensors.get(statement.name.name)
+                shape = tensor.value.shape if tensor is not None else None
+                if shape:
+                    found[statement.name.name] = shape[-1]
+        return found
+
+    def _readers(self, applied: str, name: str) -> list[MaskFunction]:
+        """The functions ``applied`` reaches (itself included) that read ``name`` at the
+        query position themselves, not only through a function they call."""
+        def reads(function_name: str) -> bool:
+            found = self.model.functions.get(function_name)
+            return found is not None and found.question is not None and "q" in found.roles \
+                and "k" in found.roles and bool(found.question.reads_at_query(name))
+
+        readers = []
+        for current in sorted(self._reach(applied)):
+            callees = self._reach(current) - {current}
+            if reads(current) and not any(reads(c) for c in callees):
+                readers.append(self.model.functions[current])
+        return readers
+
+    def _reach(self, name: str) -> set[str]:
+        """``name`` and the functions it calls, directly or not."""
+        seen, stack = set(), [name]
+        while stack:
+            current = stack.pop()
+            if current not in seen:
+                seen.add(current)
+                stack.extend(self.functions.calls.get(current, ()))
+        return seen
+
+    def _read_text(self, body: nodes.Expr, name: str) -> str:
+        """The source text of a read of ``name`` in ``body`` (`pad[b, q_idx]`)."""
+        stack: list[object] = [body]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, nodes.Subscript):
+                operand = nodes.strip_parens(node.operand)
+                inner = nodes.strip_parens(operand.args[0]) if isinstance(operand, nodes.Call) \
+                    and operand.func.name == "reshape" and operand.args else operand
+                if isinstance(inner, nodes.Name) and inner.name == name:
+                    return self._unflattened(node, name) if inner is not operand \
+                        else self._source(node)
+            if isinstance(node, (nodes.BinOp, nodes.Unary, nodes.Paren, nodes.Subscript,
+                                 nodes.Call, nodes.ListExpr, nodes.Transpose)):
+                stack.extend(nodes.children(node))
+        return ""
+
+    def _unflattened(self, read: nodes.Subscript, name: str) -> str:
+        """A flat read of a two-axis input as the code wrote it: `reshape(pad, [B * T])[b *
+        T + q_idx]` is `pad[b, q_idx]` (docs/torch.md: a read by two positions is written
+        flattened); any other form as it is."""
+        index = nodes.strip_parens(read.indices[0]) if len(read.indices) == 1 else None
+        tensor = self.program.tensors.get(name)
+        shape = tensor.value.shape if tensor is not None else None
+        if isinstance(index, nodes.BinOp) and index.op == "+" and shape is not None \
+                and len(shape) == 2:
+            row = nodes.strip_parens(index.left)
+            if isinstance(row, nodes.BinOp) and row.op == "*":
+                return f"{name}[{self._source(row.left)}, {self._source(index.right)}]"
+        return self._source(read)
+
     # --- helpers -----------------------------------------------------------------------
 
     def _error(self, span: Span, problem: str) -> None:
@@ -450,6 +624,83 @@ def _concatenation(statement: nodes.Stmt) -> tuple[tuple[nodes.Expr, ...], int] 
     if isinstance(axis, nodes.Integer):
         return value.args[0].items, axis.value
     return None
+
+
+def _parts(node: nodes.Expr, keeps: bool, definitions: dict[str, nodes.Expr],
+           depth: int = 0) -> list[tuple[nodes.Expr, bool]]:
+    """The parts of a mask condition, each with whether it is a conjunct of what the mask
+    lets through (every one must hold for a score to be kept): `a & b` kept, `~(a | b)`
+    hidden, through `~`, parentheses and definitions; the reads inside another conjunct
+    (`pad[...] | flag`) are listed too, as not conjuncts."""
+    bare = nodes.strip_parens(node)
+    if depth > 32:
+        return [(bare, False)]
+    if isinstance(bare, nodes.Name) and bare.name in definitions:
+        return _parts(definitions[bare.name], keeps, definitions, depth + 1)
+    if isinstance(bare, nodes.Unary) and bare.op == "~":
+        return _parts(bare.operand, not keeps, definitions, depth + 1)
+    if isinstance(bare, nodes.BinOp) and bare.op == ("&" if keeps else "|"):
+        return [*_parts(bare.left, keeps, definitions, depth + 1),
+                *_parts(bare.right, keeps, definitions, depth + 1)]
+    if isinstance(bare, (nodes.Subscript, nodes.Name)):
+        return [(bare, True)]
+    found = [(bare, True)]  # a conjunct that is not a read itself
+    stack: list[object] = [bare]
+    while stack:  # reads inside another part: not conjuncts
+        current = stack.pop()
+        if isinstance(current, nodes.Subscript) and current is not bare:
+            found.append((current, False))
+        if isinstance(current, (nodes.BinOp, nodes.Unary, nodes.Paren, nodes.Call,
+                                nodes.ListExpr, nodes.Transpose)):
+            stack.extend(nodes.children(current))
+    return found
+
+
+def _broadcast_read(node: nodes.Expr, inputs: dict[str, object], shape_of: Any
+                    ) -> tuple[str | None, tuple[list[int], int] | None]:
+    """The bool input a part reads whole, under new axes only (`pad[:, None, :, None]`,
+    `pad[:, None, ...][..., None]`): its name, the place of each of its axes in the part
+    and the part's rank; else (None, None)."""
+    chain: list[nodes.Subscript] = []
+    bare = nodes.strip_parens(node)
+    while isinstance(bare, nodes.Subscript) and all(
+            isinstance(i, (nodes.NewAxis, nodes.Slice, nodes.EllipsisIndex))
+            and (not isinstance(i, nodes.Slice) or (i.start, i.stop, i.step) == (None,) * 3)
+            for i in bare.indices):
+        chain.append(bare)
+        bare = nodes.strip_parens(bare.operand)
+    if not chain or not isinstance(bare, nodes.Name) or bare.name not in inputs:
+        return None, None
+    shape = shape_of(bare)
+    if shape is None:
+        return None, None
+    places: list[int | None] = list(range(len(shape)))  # input axis -> its place now
+    rank = len(shape)
+    for subscript in reversed(chain):  # innermost first
+        kept = sum(not isinstance(i, (nodes.NewAxis, nodes.EllipsisIndex))
+                   for i in subscript.indices)
+        moves: list[int | None] = []  # operand place -> result place
+        out = 0
+        for index in subscript.indices:
+            if isinstance(index, nodes.NewAxis):
+                out += 1
+            elif isinstance(index, nodes.EllipsisIndex):
+                for _ in range(rank - kept):
+                    moves.append(out)
+                    out += 1
+            else:
+                moves.append(out)
+                out += 1
+        while len(moves) < rank:  # trailing axes not indexed
+            moves.append(out)
+            out += 1
+        if len(moves) != rank:
+            return None, None
+        places = [moves[p] if p is not None else None for p in places]
+        rank = out
+    if None in places:
+        return None, None
+    return bare.name, ([p for p in places if p is not None], rank)
 
 
 def _reads(body: nodes.Expr, name: str) -> list[nodes.Subscript]:

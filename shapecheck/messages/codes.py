@@ -1143,6 +1143,8 @@ NOTES: Table = Table("codes", "NOTES", {
     "scores_here": "`{scores}` is the product of queries and keys",
     "summed_here": "`{contraction}` sums the weights here",
     "weights_summed": "`{contraction}` keeps the queries and sums over the keys here",
+    "padding_read": "`{input}` is as long as the keys but read at the query position only: "
+    "the queries it marks see nothing, and every query still sees the keys it marks",
     "mask_built": "the mask is built here by `{mask}`",
     "reduced_here": "`{reduction}` drops its axis here",
     "capped_here": "`{cap}` caps the masked scores here",
@@ -1195,6 +1197,8 @@ HELPS: Table = Table("codes", "HELPS", {
     "split_in_merge_order": "split the axis in the order it was merged, [{parts}], then move "
     "the axes with `transpose` (or use `split_heads`)",
     "mask_keys": "broadcast the mask along the queries, so that its axis lines up with the keys",
+    "padding_keys": "read `{input}` at the key position (`{key_index}`); read it at the query's too "
+    "if padded queries must see nothing",
     "mask_after_cap": "cap the scores first, then mask: `where(mask, c * tanh(S / c), -inf)`",
     "rotary_qk_only": "rotate Q and K only; sum the values as they are",
     "rotary_both_sides": "rotate the queries and the keys alike, with the same tables",

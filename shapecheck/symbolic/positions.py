@@ -471,6 +471,11 @@ def _named(sizes: Mapping[sympy.Symbol, int]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted((s.name, int(v)) for s, v in sizes.items()))
 
 
+def _read_of(atom: sympy.Basic, name: str) -> bool:
+    """Whether the atom (`pad(b, q) != 0`) reads the input ``name``."""
+    return any(f.func.__name__ == name for f in atom.atoms(sympy.core.function.AppliedUndef))
+
+
 def _inputs_read(formula: sympy.Basic) -> tuple[str, ...]:
     """The inputs ``formula`` reads, by name: what an undecided claim may depend on."""
     return tuple(sorted({f.func.__name__
@@ -615,6 +620,37 @@ class Question:
                     walk(arg, negated)
         walk(nnf, False)
         return found
+
+    def reads_at_query(self, name: str) -> list[sympy.Basic]:
+        """The reads of the bool input ``name`` at the query position: an index that holds
+        the query's position and not the key's (`pad[b, q_idx]`, or its flattened form)."""
+        q, k, _offset = self._qk()
+        return [atom for atom in getattr(self, "atoms", ()) if _read_of(atom, name)
+                and q in atom.free_symbols and k not in atom.free_symbols]
+
+    def reads_key_position(self) -> bool:
+        """Whether the body depends on the key's position at all."""
+        _q, k, _offset = self._qk()
+        return k in getattr(self.body, "free_symbols", set())
+
+    def reads_at_key(self, name: str) -> bool:
+        """Whether some read of the input ``name`` holds the key's position."""
+        _q, k, _offset = self._qk()
+        return any(_read_of(atom, name) and k in atom.free_symbols
+                   for atom in getattr(self, "atoms", ()))
+
+    def padding_on_queries(self, name: str, length: object) -> bool:
+        """The bool input ``name``, whose last axis is ``length`` long, is a vector over the
+        keys read on the wrong side: its length is the keys', it is read at the query
+        position and never at the key's, and one value of such a read hides the query's
+        whole row (a conjunct: `pad[b, q_idx] & ...`, or `~pad[b, q_idx] & ...`)."""
+        if not isinstance(self.body, Boolean) or self.reads_at_key(name):
+            return False
+        key_length = self.space.ranges[self.role_param["k"]]
+        if sympy.simplify(size_expr(length, self.space) - key_length) != 0:
+            return False
+        return any(self.body.xreplace({read: value}) == sympy.false
+                   for read in self.reads_at_query(name) for value in (sympy.false, sympy.true))
 
     def value_at(self, verdict_sizes: tuple[tuple[str, int], ...], expr: sympy.Expr,
                  positions: tuple[tuple[str, int], ...]) -> int:

@@ -46,6 +46,10 @@ class Functions:
     claims: list[nodes.Claim] = field(default_factory=list)
     # flex_attention calls: (mask function or None, score function or None, Q, K, span)
     applications: list[tuple[str | None, str | None, str, str, Span]] = field(default_factory=list)
+    # Mask functions a statement calls at every position (a Hugging Face table:
+    # `f(arange(B)[:, None, None, None], ..., arange(T)[None, None, None, :])`): the function,
+    # the length each role's `arange` spans, the call.
+    tables: list[tuple[str, dict[str, nodes.Expr], Span]] = field(default_factory=list)
     # The functions each function's body calls: they share its query and key lengths.
     calls: dict[str, set[str]] = field(default_factory=dict)
     # Every name the definitions and claims read (dims, inputs): they count as used.
@@ -88,7 +92,9 @@ def inline(statements: list[nodes.Stmt], source: str
         elif any(isinstance(n, nodes.Call) and (n.func.name in inliner.functions.definitions
                                                  or n.func.name == "flex_attention")
                  for n in _walk(statement)):
+            inliner.in_statement = True
             kept.append(inliner.statement(statement))
+            inliner.in_statement = False
         else:  # the same object: the editor's memo (passes/incremental) reuses its check
             kept.append(statement)
     return kept, inliner.functions, inliner.diagnostics
@@ -109,6 +115,7 @@ class _Inliner:
     def __init__(self) -> None:
         self.functions = Functions()
         self.diagnostics: list[Diagnostic] = []
+        self.in_statement = False  # inlining a statement's call, not a definition's
 
     def statement(self, statement: nodes.Stmt) -> nodes.Stmt:
         return self._rebuild(statement, {})
@@ -143,9 +150,27 @@ class _Inliner:
                 given=len(call.args) + len(call.keywords)))
             return replace(call, args=self._rebuild(call.args, bound),
                            keywords=self._rebuild(call.keywords, bound))
+        if self.in_statement and not bound:
+            self._table(call, definition)
         arguments = {p.name: self._rebuild(a, bound) for p, a in zip(definition.params, call.args)}
         return nodes.Paren(self._rebuild(definition.body, arguments), call.span,
                            definition.body.depth + 1)
+
+    def _table(self, call: nodes.Call, definition: nodes.FunctionDef) -> None:
+        """Record a mask function called at every position, each argument `arange(X)`
+        under new axes (its length X), as a table of it."""
+        roles = _MASK_ROLES.get(len(call.args))
+        lengths: dict[str, nodes.Expr] = {}
+        for role, argument in zip(roles or (), call.args):
+            inner = nodes.strip_parens(argument)
+            inner = nodes.strip_parens(inner.operand) if isinstance(inner, nodes.Subscript) \
+                else inner
+            if not (isinstance(inner, nodes.Call) and inner.func.name == "arange"
+                    and len(inner.args) == 1 and not inner.keywords):
+                return
+            lengths[role] = inner.args[0]
+        if roles is not None:
+            self.functions.tables.append((definition.name.name, lengths, call.span))
 
     def _flex(self, call: nodes.Call, bound: dict[str, nodes.Expr]) -> nodes.Expr:
         """`flex_attention(Q, K, V, mask=f, score=g, scale=c)` as the attention it computes:

@@ -912,6 +912,8 @@ NOTES = {
     "scores_here": "`{scores}` 是 query 与 key 的乘积",
     "summed_here": "`{contraction}` 在这里对权重求和",
     "weights_summed": "`{contraction}` 在这里保留 query, 沿 key 求和",
+    "padding_read": "`{input}` 与 key 一样长, 却只在 query 的位置读取: 它标记的 query 什么也看不到, "
+    "而每个 query 仍然看得到它标记的 key",
     "mask_built": "掩码在这里由 `{mask}` 构造",
     "reduced_here": "`{reduction}` 在这里去掉了它的轴",
     "capped_here": "`{cap}` 在这里对被掩盖的分数做了截断",
@@ -956,6 +958,8 @@ HELPS = {
     "split_in_merge_order": "按合并时的顺序 [{parts}] 拆分这个轴, 再用 `transpose` 移动轴 "
     "(或使用 `split_heads`)",
     "mask_keys": "沿 query 广播掩码, 让它的轴与 key 对齐",
+    "padding_keys": "在 key 的位置 (`{key_index}`) 读取 `{input}`; 如果填充的 query 也不应看到任何东西, "
+    "再在 query 的位置读取它",
     "mask_after_cap": "先截断分数, 再掩盖: `where(mask, c * tanh(S / c), -inf)`",
     "same_part_order_kv": "按 key 的顺序拼接 value",
     "rotary_both_sides": "用同样的表旋转 query 和 key",

@@ -49,6 +49,8 @@ MESSAGES = {
     "float32_inside": "  误差是 float32 的舍入: 目标内部用 float32 计算 (一次转换、float32 的表、"
     "softmax(dtype=float32)); 请用 --dtype float32 比较",
     "conforms": "一致: 在 {count} 组绑定下, 每个输出都与 spec 相符",
+    "zero_rows": "  按 spec 中完全被掩盖的行为零 (SDPA 和 FlexAttention 对看不到任何键的查询给出的值) "
+    "比较, 这是 spec 两种读法中较接近的一种",
     "failed_at": "输出 `{output}` 在 {bindings} 下与 spec 不符{shrunk}",
     "raised_at": "函数在 {bindings} 下抛出了异常{shrunk}: {error}",
     "shrunk": " (最小的失败绑定; 最初在 {first} 下失败)",

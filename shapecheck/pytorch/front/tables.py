@@ -16,8 +16,10 @@ function with one operator, ``shapecheck::mask_table(carrier, captured, call)``,
 :func:`lower` writes as flex.py writes a ``mask_mod``: one ``def`` per Python function at
 its line, applied at every position, ``expand(f(b, h, q, kv), [B, 1, Q, KV])``. Run for
 real (conformance, confirmation), the table is evaluated from the function at the lengths
-it was made for, reading the tensors the run passes. A function torch.fx cannot trace
-(``use_vmap=True`` patterns) leaves the table a tensor, as before.
+it was made for, reading the tensors the run passes. A table made with ``use_vmap=True``
+is followed the same way where its function broadcasts too and gives that very table; a
+function torch.fx cannot trace, or one that works under ``vmap`` only, leaves the table a
+tensor, as before.
 """
 
 from __future__ import annotations
@@ -220,7 +222,10 @@ def made(kind: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return table
     bound.apply_defaults()
     call = bound.arguments
-    if call.get("use_vmap") or not all(isinstance(call.get(n), int) for n in (
+    # `use_vmap=True` (a model's own and/or mask function) made the table by `vmap`: it is
+    # recorded too, and `as_tables` follows it only where the function broadcasts and gives
+    # that very table (a vmap-only function stays a tensor)
+    if not all(isinstance(call.get(n), int) for n in (
             "q_offset", "kv_offset", "q_length", "kv_length", "batch_size")):
         return table
     # as sdpa_mask does: the 2D padding mask (padded to the keys) and-ed in

@@ -148,3 +148,39 @@ def reversed_sdpa():
     config, module = _llama("sdpa")
     return _call(config, module, sdpa_mask(BATCH, LENGTH, LENGTH, allow_is_causal_skip=False,
                                            mask_function=future_mask_function))
+
+
+def query_padding_mask_function(padding_mask):
+    """A model's own padding mask read at the query (HF's `padding_mask_function` reads it at
+    `kv_idx`): padded queries see nothing, every query still sees the padded keys."""
+
+    def inner_mask(batch_idx, head_idx, q_idx, kv_idx):
+        return padding_mask[batch_idx, q_idx]
+
+    return inner_mask
+
+
+def _query_padded(implementation, both=False):
+    config, module = _llama(implementation)
+    padding = torch.ones(BATCH, LENGTH, dtype=torch.bool)
+    padding[0, :3] = False
+    mask_function = and_masks(causal_mask_function, query_padding_mask_function(padding))
+    build = eager_mask if implementation == "eager" else sdpa_mask
+    # both sides: HF's own padding (at the key) and-ed in too, as a table with an
+    # attention_mask is: padded queries see nothing and no query sees a padded key
+    table = build(BATCH, LENGTH, LENGTH, mask_function=mask_function,
+                  attention_mask=padding if both else None,
+                  **({} if implementation == "eager" else {"allow_is_causal_skip": False}))
+    return _call(config, module, table)
+
+
+def query_padded_sdpa():
+    return _query_padded("sdpa")
+
+
+def query_padded_eager():
+    return _query_padded("eager")
+
+
+def both_padded_sdpa():
+    return _query_padded("sdpa", both=True)
