@@ -20,7 +20,12 @@ need a stated convention (an inverted padding mask, a relative bias's sign) are 
 apart. torch is imported once, each module traced once per mutant; ``--ci`` runs the
 subset CI runs (tests/test_bugbench.py).
 
-Usage: python benchmarks/bench_bugs.py [--ci] [--cases llama__eager,...] [-v] [--markdown]
+Usage: python benchmarks/bench_bugs.py [--ci | --public | --cases llama__eager,...] [-v]
+       [--markdown]
+
+``--public`` runs the operators on the public corpora's modules (tests/data/torch/public*,
+code copied from public projects, called as their models call it; tests/test_torch_public.py
+lists them): code the zoo's transformers modules do not write.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 EXAMPLES = ROOT / "examples" / "python"
+PUBLIC = ROOT / "tests" / "data" / "torch"
 
 # --- the bug classes and their operators ---------------------------------------------------
 
@@ -641,8 +647,38 @@ def example_original(name: str) -> Original:
     return Original(f"example:{name}", module, call)
 
 
+def public_original(target: str) -> Original:
+    """A module of the public corpora (tests/data/torch/public*: code copied from public
+    projects, as their models call it), by its target ``public2/litgpt_attention.py:make``."""
+    import importlib.util
+
+    file, _, factory = target.rpartition(":")
+    path = PUBLIC / file
+    module_name = "bugbench_public_" + re.sub(r"\W", "_", file.removesuffix(".py"))
+    sys.path.insert(0, str(path.parent))  # as `python file.py` would: its siblings import
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec and spec.loader
+    loaded = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = loaded
+    spec.loader.exec_module(loaded)
+    module, call = getattr(loaded, factory)()
+    return Original(f"public:{target}", module, call)
+
+
+def public_cases() -> list[str]:
+    """The clean targets of tests/test_torch_public.py (its ``CLEAN`` list)."""
+    tree = ast.parse((ROOT / "tests" / "test_torch_public.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "CLEAN"
+                                                for t in node.targets):
+            return [f"public:{target}" for target in ast.literal_eval(node.value)]
+    return []
+
+
 def original(case: str) -> Original:
-    made = example_original(case.partition(":")[2]) if case.startswith("example:") else zoo_original(case)
+    kind, _, name = case.partition(":")
+    made = example_original(name) if kind == "example" else public_original(name) \
+        if kind == "public" else zoo_original(case)
     made.spec, made.diagnostics = verified(_register(made.module, made.call))
     return made
 
@@ -752,7 +788,10 @@ def run(cases: list[str], verbose: bool = False, limit: int | None = None,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ci", action="store_true", help="the CI subset (under 5 minutes)")
-    parser.add_argument("--cases", help="comma-separated cases (zoo names, example:NAME)")
+    parser.add_argument("--cases", help="comma-separated cases (zoo names, example:NAME, "
+                        "public:FILE:FACTORY)")
+    parser.add_argument("--public", action="store_true",
+                        help="the public corpora's clean modules (tests/test_torch_public.py)")
     parser.add_argument("-v", "--verbose", action="store_true")
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--minutes", type=float, default=None,
@@ -760,9 +799,11 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     import torch  # noqa: F401  (once, before the clock of any case)
 
-    cases = options.cases.split(",") if options.cases else list(CI_CASES) if options.ci else all_cases()
+    cases = options.cases.split(",") if options.cases else public_cases() if options.public \
+        else list(CI_CASES) if options.ci else all_cases()
     start = time.perf_counter()
-    minutes = options.minutes if options.minutes is not None else None if options.ci or options.cases else 28
+    minutes = options.minutes if options.minutes is not None else None \
+        if options.ci or options.cases or options.public else 28
     results, originals = run(cases, options.verbose, minutes=minutes)
     print()
     print(render(tally(results), originals, options.markdown))
