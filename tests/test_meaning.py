@@ -17,7 +17,7 @@ from shapecheck.syntax import nodes
 from shapecheck.api import check_text
 from shapecheck.check.builtins import BUILTINS, AxisKind, AxisMap, Kind
 from shapecheck.cli import cli
-from shapecheck.meaning import Attention, Bias, Mask, Meaning, ScaleFactor, analyse
+from shapecheck.meaning import Attention, Bias, Mask, Meaning, ScaleFactor, SoftCap, analyse
 
 HEAD = "dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
 
@@ -200,10 +200,11 @@ def test_ops_are_in_the_order_they_apply() -> None:
     assert source(text, first.node) == "0.5" and source(text, first.operand) == "(Q * 0.5)"
     assert mask.fill == -1e9 and source(text, second.node) == "sqrt(d)" and second.divides
     assert bias.subtracts and source(text, bias.node) == "bias"
-    # tanh soft-capping: the chain is not understood, so no ops (the roles still are)
-    capped = only(HEAD + "O = softmax(tanh(Q @ K.T / sqrt(d))) @ V\n")
-    assert capped.ops is None and capped.scale is None
-    assert capped.query is not None and capped.key is not None
+    # a soft-cap is an op of its own, between the factors around it (issue 32: it runs
+    # fused, block by block); the scale is every factor's product
+    capped = only(HEAD + "O = softmax(30 * tanh(Q @ K.T / sqrt(d) / 30)) @ V\n")
+    assert [type(op) for op in capped.ops] == [ScaleFactor, ScaleFactor, SoftCap, ScaleFactor]
+    assert capped.scale.verdict == "ok" and capped.query is not None and capped.key is not None
 
 
 def test_a_named_sum_normalises_too() -> None:

@@ -186,7 +186,8 @@ MESSAGES: Table = Table("run", "MESSAGES", {
     "normalises (SC402)",
     "fused_axis_unknown": "which axis of the weights the product with V sums over is not known",
     "fused_handwritten": "the softmax is written out by hand",
-    "fused_unknown_step": "the scores go through an operation other than a scale, a bias or a mask",
+    "fused_unknown_step": "the scores go through an operation other than a scale, a bias, a mask "
+    "or a soft-cap",
     "fused_fill": "a mask's fill is not a number",
     "fused_needed": "the scores or the weights are needed elsewhere (an output, or read again)",
     "fused_layout": "an axis of Q, K, V, a bias or a mask has no role in the attention",
@@ -194,6 +195,10 @@ MESSAGES: Table = Table("run", "MESSAGES", {
     "constant: no form of scaled_dot_product_attention computes that",
     "fused_not_dpa": "a mask replaces scores by a finite value, or the scale is not a positive "
     "constant: no form of jax.nn.dot_product_attention computes that",
+    "fused_not_sdpa_capped": "the scores are soft-capped (`tanh`): no form of "
+    "scaled_dot_product_attention computes that",
+    "fused_not_dpa_capped": "the scores are soft-capped (`tanh`): no form of "
+    "jax.nn.dot_product_attention computes that",
     "fused_dpa_float64": "jax.nn.dot_product_attention computes its softmax in float32, so a "
     "float64 run is not fused",
     "fused_dpa_features": "V has other features than K: jax.nn.dot_product_attention takes a "

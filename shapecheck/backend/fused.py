@@ -90,7 +90,9 @@ class Op:
     - ``mask``: where the mask does not keep a score, replace it by ``fill`` (or add
       ``fill``, ``additive``, as ``S + where(m, 0, fill)``). The mask is ``causal``
       (generated) or ``tensor`` (bool, broadcastable); ``keeps`` False inverts it
-      (``where(m, fill, S)``).
+      (``where(m, fill, S)``);
+    - ``cap``: the `tanh` of each score (a soft-cap `c * tanh(S / c)`; its factors are
+      scales before and after it).
 
     A bias or mask that is a function of positions has ``block`` instead of ``tensor``:
     ``block(rows, keys)`` evaluates it for the block only (broadcastable to the block).
@@ -220,6 +222,9 @@ def _slice(tensor: np.ndarray, rows: range, keys: range) -> np.ndarray:
 
 def _apply(op: Op, block: np.ndarray, rows: range, keys: range) -> None:
     scalar = block.dtype.type
+    if op.kind == "cap":
+        np.tanh(block, out=block)
+        return
     if op.kind == "scale":
         if op.divides:
             np.true_divide(block, scalar(op.value), out=block)

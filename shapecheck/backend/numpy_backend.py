@@ -427,7 +427,8 @@ def _lower_fused(c: _ExprLowerer, planned: fused.Planned,
     f = planned.fusable
     parts = [(c.lower(p.node).run, planned.layouts[id(p.node)]) for p in (f.query, f.key, f.value)]
     blocked = {id(step): _block_part(c, planned, step) for step in f.ops if step.blockwise}
-    steps = [(step, None if step.causal is not None or id(step) in blocked else
+    steps = [(step, None if step.causal is not None or id(step) in blocked or step.kind == "cap"
+              else
               (c.lower(step.part.node) if step.kind == "mask" else
                c.numeric(step.node if step.part is None else step.part.node)).run)
              for step in f.ops]
@@ -446,6 +447,8 @@ def _lower_fused(c: _ExprLowerer, planned: fused.Planned,
     tolerance = SOFTMAX_TOLERANCE.get(c.dtype, 1e-4)
 
     def op(step: pattern.ScoreOp, value: Any, frame: Frame) -> fused.Op:
+        if step.kind == "cap":
+            return fused.Op("cap")
         if step.kind == "scale":
             return fused.Op("scale", value=float(value), divides=step.divides)
         tensor = None if value is None else fused.to_canonical(

@@ -52,6 +52,8 @@ def form(builder: PlanBuilder, fusable: pattern.Fusable,
          refused: str) -> tuple[OneCall | None, str]:
     """The one-call form of ``fusable`` at the bindings, or None and why (``refused`` when
     no such call computes it). ``constant``: a scale's value, when it is a constant."""
+    if any(step.kind == "cap" for step in fusable.ops):
+        return None, f"{refused}_capped"
     affine = pattern.affine(fusable.ops)
     if affine is None:
         return None, refused

@@ -33,8 +33,10 @@ from ..syntax import nodes
 from ..check.builtins import BUILTINS as CHECKED, AxisKind
 from ..check.program import NewAxis, Program, Range, Take
 
+from ..meaning import SQUASHING
+
 if TYPE_CHECKING:
-    from ..meaning import Attention, Bias, Mask, Role, ScaleFactor
+    from ..meaning import Attention, Bias, Mask, Role, ScaleFactor, SoftCap
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,8 @@ class ScoreOp:
     """One operation on the scores: ``scale`` (multiply by, or ``divides``, the scalar
     ``node``), ``bias`` (add ``part``, or subtract it: ``divides``), ``mask`` (where it does
     not keep a score, replace it by ``fill``, or add ``fill`` when ``additive``; the mask is
-    ``causal`` or ``part``)."""
+    ``causal`` or ``part``), ``cap`` (the `tanh` of a soft-cap, each score; its factors are
+    scales)."""
 
     kind: str
     node: nodes.Expr | None = None
@@ -277,8 +280,10 @@ class _Builder:
         and the key), through the definitions of the names they read."""
         return {id(node) for node in reachable(parts, self.definitions)}
 
-    def _score_op(self, op: ScaleFactor | Bias | Mask) -> ScoreOp:
+    def _score_op(self, op: ScaleFactor | Bias | Mask | SoftCap) -> ScoreOp:
         kind = type(op).__name__
+        if kind == "SoftCap":
+            return ScoreOp("cap")  # tanh of each score, as it stands there
         if kind == "ScaleFactor":
             return ScoreOp("scale", op.node, op.divides)  # type: ignore[union-attr]
         if kind == "Bias":
@@ -331,6 +336,8 @@ class _Builder:
         if isinstance(node, nodes.Call):
             info = self.program.calls.get(id(node))
             if info is not None and info.builtin in ("transpose", "dropout"):
+                return info.args["x"]
+            if info is not None and info.builtin in SQUASHING:  # a soft-cap: a `cap` op
                 return info.args["x"]
         raise _NotFusable("fused_unknown_step")
 
@@ -703,6 +710,8 @@ def affine(ops: Sequence[ScoreOp]) -> Affine | None:
     terms: list[tuple[ScoreOp, tuple[ScoreOp, ...]]] = []
     hides: list[ScoreOp] = []
     for step in ops:
+        if step.kind == "cap":  # tanh: no scale, bias or mask is that
+            return None
         if step.kind == "scale":
             scales.append(step)
             terms = [(term, (*after, step)) for term, after in terms]

@@ -48,7 +48,7 @@ from .heads import HeadChecks
 from .masks import MaskChecks
 from .patterns import Patterns
 from .positions import PositionChecks
-from .results import Attention, Bias, Mask, Meaning, Role, Scale, ScaleFactor
+from .results import Attention, Bias, Mask, Meaning, Role, Scale, ScaleFactor, SoftCap
 from .scale import ScaleChecks
 from .views import ViewChecks
 
@@ -80,6 +80,7 @@ Pass = _Analysis
 
 __all__ = [
     "Attention", "Axis", "Bias", "Mask", "Meaning", "Pass", "Role", "Scale", "ScaleFactor",
+    "SoftCap",
     "analyse",
     # shared by the package's modules (the import block above)
     "add_power", "Applied", "base_of", "BiasTerm", "BLOCKS", "Causal", "children", "CONSTANTS",

@@ -76,6 +76,16 @@ class Factor:
         self.operand = operand
 
 
+class Capped:
+    """A soft-cap on the scores (the `tanh` of `c * tanh(S / c)`); the factors around it
+    are :class:`Factor` ops of their own."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: nodes.Expr) -> None:
+        self.node = node
+
+
 class Applied:
     """A mask applied to a value, in the value's own axes."""
 
@@ -238,7 +248,7 @@ class Info:
     applied: tuple[Applied, ...] = ()  # masks applied to this value (before any softmax)
     biases: tuple[BiasTerm, ...] = ()  # tensors added to it
     # The scales, biases and masks above, in the order they were applied.
-    ops: tuple[Factor | BiasTerm | Applied, ...] = ()
+    ops: tuple[Factor | BiasTerm | Applied | Capped, ...] = ()
     masks: tuple[Applied, ...] = ()  # the additive masks this value is (where(m, 0, -inf))
     causal: tuple[Causal, ...] = ()  # bool values: the causal masks this value is
     position: Axis | None = None  # each value is its index along this axis (`arange`)
@@ -274,7 +284,7 @@ class Info:
         return info
 
     def shifted(self, axes: tuple[Axis, ...], norm: Norm | None = None,
-                ops: tuple[Factor | BiasTerm | Applied, ...] = ()) -> Info:
+                ops: tuple[Factor | BiasTerm | Applied | Capped, ...] = ()) -> Info:
         """Scores scaled, shifted, biased or masked (``ops``, in order): the facts go on."""
         info = Info(axes)
         if self.product is not None:

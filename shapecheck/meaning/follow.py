@@ -25,6 +25,7 @@ from ..symbolic import Dim, DimSystem
 from .facts import (
     Axis,
     Applied,
+    Capped,
     BLOCKS,
     BiasTerm,
     CONSTANTS,
@@ -739,6 +740,12 @@ class Follow:
             # log of a 0/1 triangle: 0 where it allows, -inf where it hides (an additive mask)
             info = Info(x.axes, causal=x.causal)
             info.masks = (self._own_mask(node, x_node, info, keeps=True, fill=-math.inf),)
+            return info
+        if name in SQUASHING and x.product is not None and x.norm is None:
+            # soft-capped scores (`c * tanh(S / c)`) are still the scores, capped: the
+            # pattern, its scale and masks go on; a `-inf` fill before it turns finite
+            info = x.shifted(x.axes, ops=(Capped(node),))
+            info.squashed = x.squashed + tuple((m, node) for m in x.applied)
             return info
         norm = x.norm.changed_by(node) if x.norm is not None else None
         exp_of = x if name == "exp" else None

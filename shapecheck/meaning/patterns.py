@@ -13,8 +13,8 @@ from ..messages import codes
 from ..syntax import nodes
 from ..messages.diagnostics import Edit, Fix, Note
 from ..symbolic import to_text
-from .facts import Axis, Applied, Contraction, Factor, Info, Norm, UNKNOWN, index_of
-from .results import Attention, Bias, Role
+from .facts import Axis, Applied, Capped, Contraction, Factor, Info, Norm, UNKNOWN, index_of
+from .results import Attention, Bias, Role, SoftCap
 
 
 class Patterns:
@@ -65,6 +65,7 @@ class Patterns:
             factors = {id(f.node): f for f in scale.factors}
             ops = tuple(factors[id(f.node)] for f in product.inner_scale) + tuple(
                 factors[id(op.node)] if type(op) is Factor else
+                SoftCap(op.node) if type(op) is Capped else
                 masks[id(op)] if type(op) is Applied and not op.numeric else
                 Bias(op.node, masks[id(op)].condition.axes, False) if type(op) is Applied else
                 biases[id(op)]

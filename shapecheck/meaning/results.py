@@ -45,6 +45,13 @@ class Bias(NamedTuple):
     subtracts: bool
 
 
+class SoftCap(NamedTuple):
+    """A soft-cap of the scores: ``node`` is the `tanh` call of `c * tanh(S / c)` (the
+    factors `c` and `1 / c` are :class:`ScaleFactor` ops of their own)."""
+
+    node: nodes.Expr
+
+
 class ScaleFactor(NamedTuple):
     """One scalar factor of the scores: ``node`` is the scalar (`sqrt(d)` in `/ sqrt(d)`)."""
 
@@ -140,10 +147,11 @@ class Attention(NamedTuple):
       ``changes`` (what changed the weights between the softmax and the sum).
     - ``ops``: what happens to the scores between the product and the softmax, in the order
       it happens: each a :class:`ScaleFactor` (those on Q or K, before the product, first),
-      :class:`Bias` or :class:`Mask` (masks after the softmax are not in it). Shifts by a
+      :class:`Bias`, :class:`Mask` (masks after the softmax are not in it) or
+      :class:`SoftCap`. Shifts by a
       constant or by a row maximum, `dropout` and moves are left out: the softmax does not
-      see them. None when the scores reach the softmax through something else (a `tanh`
-      soft-cap, an unknown construct): then only the roles are known.
+      see them. None when the scores reach the softmax through something else (an unknown
+      construct): then only the roles are known.
     - Verdicts: ``axis_ok`` (the softmax normalises the summed axis), ``scale_ok`` (None:
       no opinion or no scale), ``mask_ok`` (None: no mask whose alignment is known).
     """
@@ -168,7 +176,7 @@ class Attention(NamedTuple):
     scale: Scale | None
     biases: tuple[Bias, ...]
     masks: tuple[Mask, ...]
-    ops: tuple[ScaleFactor | Bias | Mask, ...] | None
+    ops: tuple[ScaleFactor | Bias | Mask | SoftCap, ...] | None
     changes: tuple[nodes.Expr, ...]
     axis_ok: bool | None
     scale_ok: bool | None

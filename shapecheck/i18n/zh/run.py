@@ -151,13 +151,17 @@ MESSAGES = {
     "fused_axis": "与 V 的乘积没有沿 softmax 归一化的轴对权重求和 (SC402)",
     "fused_axis_unknown": "不知道与 V 的乘积沿权重的哪个轴求和",
     "fused_handwritten": "softmax 是手写展开的",
-    "fused_unknown_step": "匹配分数经过了缩放、偏置、掩码以外的运算",
+    "fused_unknown_step": "匹配分数经过了缩放、偏置、掩码、软截断以外的运算",
     "fused_fill": "掩码的填充值不是数",
     "fused_needed": "匹配分数或权重在别处还要用 (是输出, 或被再次读取)",
     "fused_layout": "Q、K、V、偏置或掩码中有一个轴在注意力中没有角色",
     "fused_not_sdpa": "掩码把分数替换为有限值, 或缩放不是正的常数: scaled_dot_product_attention "
     "的任何形式都算不出它",
     "fused_not_dpa": "掩码把分数替换为有限值, 或缩放不是正的常数: jax.nn.dot_product_attention "
+    "的任何形式都算不出它",
+    "fused_not_sdpa_capped": "匹配分数经过了软截断 (`tanh`): scaled_dot_product_attention "
+    "的任何形式都算不出它",
+    "fused_not_dpa_capped": "匹配分数经过了软截断 (`tanh`): jax.nn.dot_product_attention "
     "的任何形式都算不出它",
     "fused_dpa_float64": "jax.nn.dot_product_attention 总以 float32 计算 softmax, 所以 float64 的运行不融合",
     "fused_dpa_features": "V 的特征数与 K 的不同: jax.nn.dot_product_attention 要求 value 的形状与 key 相同",
