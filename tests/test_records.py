@@ -169,3 +169,96 @@ def test_class_variables_are_not_fields_and_pseudo_fields_are_refused() -> None:
         @records.dataclass
         class Shared:
             items: list[int] = []  # noqa: RUF012
+
+
+# --- the __init__ methods compiled ahead (shapecheck/record_inits.py) -------------------------
+
+
+class _Target:
+    """What a shipped ``__init__`` and a compiled one are both run on."""
+
+    def __post_init__(self) -> None:
+        self.posted = True
+
+
+def _namespace_for(source: str, names: tuple[str, ...]) -> dict[str, Any]:
+    """Sentinel defaults and factories for every name the source reads."""
+    namespace: dict[str, Any] = {"_FACTORY": records._FACTORY, "_object": object}
+    for name in names[2:]:
+        namespace[name] = (lambda tag=name: [tag]) if name.startswith("_factory_") else name
+    return namespace
+
+
+@pytest.mark.parametrize("source", sorted(__import__("shapecheck.record_inits").record_inits.INITS))
+def test_a_shipped_init_is_the_one_compiled_from_its_source(source: str) -> None:
+    import inspect
+
+    from shapecheck.record_inits import INITS
+
+    factory = INITS[source]
+    names = tuple(inspect.signature(factory).parameters)
+    assert names[:2] == ("_FACTORY", "_object")
+    compiled_namespace = _namespace_for(source, names)
+    exec(source, compiled_namespace)
+    compiled = compiled_namespace["__init__"]
+    shipped = factory(**_namespace_for(source, names))
+    assert inspect.signature(shipped) == inspect.signature(compiled)
+    required = [p.name for p in inspect.signature(compiled).parameters.values()
+                if p.default is inspect.Parameter.empty][1:]
+    made = []
+    for function in (compiled, shipped):
+        target = _Target()
+        function(target, *(f"<{name}>" for name in required))
+        made.append(vars(target))
+    assert made[0] == made[1]
+
+
+def test_a_record_built_from_a_shipped_init_behaves_as_one_compiled(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from shapecheck.record_inits import INITS
+
+    @records.dataclass
+    class Shipped:
+        value: Any
+        span: Any
+        depth: int = 1
+
+    source, _ = records.init_source(Shipped, dataclasses.fields(Shipped), False)
+    assert source in INITS  # the same fields as nodes' literals: shipped
+    shipped = Shipped(1, 2)
+    assert Shipped.__init__.__module__ == __name__ and Shipped.__init__.__qualname__.endswith(
+        "Shipped.__init__")
+
+    monkeypatch.setattr(records, "_SHIPPED", [{}])
+
+    @records.dataclass
+    class Shipped:  # type: ignore[no-redef]
+        value: Any
+        span: Any
+        depth: int = 1
+
+    compiled = Shipped(1, 2)
+    assert (shipped.value, shipped.span, shipped.depth) == (compiled.value, compiled.span,
+                                                           compiled.depth)
+    assert repr(shipped) == repr(compiled)
+    assert Shipped.__init__.__code__.co_filename == "<string>"  # this one was compiled
+
+
+def test_verify_compiles_no_init_at_start_up() -> None:
+    # Every record `verify` builds has its __init__ in record_inits: if this fails, a record
+    # was added or changed; run `python tools/record_inits.py`.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "multi_head.attn"
+    code = ("import builtins, sys\ncompiled = []\nreal = builtins.exec\n"
+            "def exec(source, *args):\n"
+            "    if isinstance(source, str) and source.startswith('def __init__'):\n"
+            "        compiled.append(source.split(':')[0])\n"
+            "    return real(source, *args)\n"
+            "builtins.exec = exec\nfrom shapecheck.cli import main\ntry:\n"
+            "    main(['verify', sys.argv[1]])\nexcept SystemExit:\n    pass\nprint(compiled)")
+    shown = subprocess.run([sys.executable, "-c", code, str(example)], capture_output=True,
+                           text=True, check=True).stdout
+    assert shown.splitlines()[-1] == "[]", "run `python tools/record_inits.py`"
