@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import pickle
+import typing
 from dataclasses import field
 from typing import Any
 
@@ -262,3 +263,67 @@ def test_verify_compiles_no_init_at_start_up() -> None:
     shown = subprocess.run([sys.executable, "-c", code, str(example)], capture_output=True,
                            text=True, check=True).stdout
     assert shown.splitlines()[-1] == "[]", "run `python tools/record_inits.py`"
+
+
+# --- named tuples: records.NamedTuple makes the class typing.NamedTuple makes -----------------
+
+
+def _tuples(base: Any) -> type:
+    class Place(base):
+        """A place."""
+
+        line: int
+        column: int = 1
+        label: str = ""
+
+        @property
+        def where(self) -> str:
+            return f"{self.line}:{self.column}"
+
+        def moved(self, by: int) -> Place:
+            return self._replace(line=self.line + by)
+
+        LIMIT = 10
+
+    return Place
+
+
+class TypingPlace(typing.NamedTuple):
+    line: int
+    column: int = 1
+
+
+class RecordsPlace(records.NamedTuple):
+    line: int
+    column: int = 1
+
+
+def test_a_named_tuple_is_typings() -> None:
+    ours, theirs = _tuples(records.NamedTuple), _tuples(typing.NamedTuple)
+    for name in ("_fields", "_field_defaults", "__doc__", "__qualname__", "__module__",
+                 "__match_args__", "__bases__", "LIMIT"):
+        assert getattr(ours, name) == getattr(theirs, name), name
+    assert set(vars(ours)) == set(vars(theirs))
+    assert ours.__new__.__defaults__ == theirs.__new__.__defaults__
+    assert typing.get_type_hints(ours, localns={"Place": ours}) == typing.get_type_hints(
+        theirs, localns={"Place": theirs})
+    a, b = ours(3, label="x"), theirs(3, label="x")
+    assert a == b == (3, 1, "x") and hash(a) == hash(b) and repr(a) == repr(b)
+    assert a.where == b.where and a.moved(2) == b.moved(2) == (5, 1, "x")
+    assert a._asdict() == b._asdict() and ours._make((1, 2, "")) == theirs._make((1, 2, ""))
+    assert isinstance(a, tuple) and a[0] == 3 and list(a) == [3, 1, "x"]
+    assert ours.__annotations__ == {"line": "int", "column": "int", "label": "str"}  # as written
+
+
+def test_a_named_tuple_pickles_and_copies() -> None:
+    place = RecordsPlace(2)
+    assert pickle.loads(pickle.dumps(place)) == place == copy.deepcopy(place)
+    assert pickle.loads(pickle.dumps(TypingPlace(2))) == place
+
+
+def test_a_named_tuple_refuses_what_typing_refuses() -> None:
+    for base in (records.NamedTuple, typing.NamedTuple):
+        with pytest.raises(TypeError, match="Non-default namedtuple field b"):
+            exec("class Bad(base):\n    a: int = 1\n    b: int\n", {"base": base})
+        with pytest.raises(AttributeError, match="Cannot overwrite NamedTuple attribute _make"):
+            exec("class Bad(base):\n    a: int\n    def _make(self): pass\n", {"base": base})
