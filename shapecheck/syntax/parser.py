@@ -398,7 +398,8 @@ def _parsers() -> _Parsers:
     from . import grammar_tables
 
     parser = grammar_cache.from_tables(grammar_tables.KEY, grammar_tables.DATA,
-                                       grammar_tables.memo, grammar, **options)
+                                       grammar_tables.memo, grammar, grammar_tables.states,
+                                       **options)
     return _Parsers(parser or grammar_cache.build(grammar, **options), postlex)
 
 
