@@ -246,3 +246,13 @@ def test_verify_reads_the_shipped_tables_without_a_decoder(tmp_path):
                              timeout=120, cwd=ROOT)
     assert process.returncode == 0, process.stderr
     assert not (tmp_path / "empty" / "shapecheck").exists()  # nothing analysed, nothing cached
+
+
+def test_the_symbols_built_in_one_call_are_the_memos_records():
+    made, generic = grammar_cache.nonterminal("expr"), grammar_cache.built(
+        lark.grammar.NonTerminal, {"name": "expr"})
+    assert type(made) is type(generic) and made == generic and made.name == "expr"
+    made, generic = grammar_cache.terminal("NAME", True), grammar_cache.built(
+        lark.grammar.Terminal, {"name": "NAME", "filter_out": True})
+    assert type(made) is type(generic) and made == generic
+    assert (made.name, made.filter_out) == (generic.name, generic.filter_out) == ("NAME", True)

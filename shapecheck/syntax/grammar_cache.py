@@ -24,10 +24,11 @@ whoever planted it there. Here instead:
 
 Before any of that, the parser reads the tables **shipped with the package**
 (``syntax/grammar_tables.py``, written by ``python tools/grammar_tables.py``): the same
-data as Python literals (the parse table's states as the code that builds them), which Python itself compiles to bytecode on install and loads
-with the module (no decode; about 10 ms less on every start than the JSON file). They
-carry the same key (without Python's version: the data does not depend on it), so a
-grammar edited since they were written, or another Lark, falls back to the cache.
+data as Python literals (the parse table's states as the code that builds them), which
+Python itself compiles to bytecode on install and loads with the module (no decode; about
+10 ms less on every start than the JSON file). They carry the same key (without Python's
+version: the data does not depend on it), so a grammar edited since they were written, or
+another Lark, falls back to the cache.
 """
 
 from __future__ import annotations
@@ -166,7 +167,7 @@ def tables_source(grammar: str, **options: Any) -> str:
             "from lark.grammar import NonTerminal, Rule, RuleOptions, Terminal\n"
             "from lark.lexer import PatternRE, PatternStr, TerminalDef\n"
             "from lark.parsers.lalr_analysis import Reduce, Shift\n\n"
-            "from .grammar_cache import built as _o\n\n"
+            "from .grammar_cache import built as _o, nonterminal as _n, terminal as _t\n\n"
             f"KEY = {cache_key(grammar, data_options, python=False)!r}\n"
             f"DATA = {pformat(data, width=100, compact=True)}\n\n\n"
             "def memo() -> dict:\n"
@@ -184,9 +185,32 @@ def built(cls: type, fields: dict[str, Any]) -> Any:
     return made
 
 
+def nonterminal(name: str) -> lark.grammar.NonTerminal:
+    """``built(NonTerminal, {"name": name})``, the memo's most common record, in one call."""
+    made = _NEW(lark.grammar.NonTerminal)
+    made.name = name
+    return made
+
+
+def terminal(name: str, filter_out: bool) -> lark.grammar.Terminal:
+    """``built(Terminal, {"name": name, "filter_out": filter_out})`` in one call."""
+    made = _NEW(lark.grammar.Terminal)
+    made.name = name
+    made.filter_out = filter_out
+    return made
+
+
+_NEW = object.__new__  # what `cls.__new__(cls)` is for Lark's symbols (no __new__ of their own)
+
+
 def _built(value: Any) -> str:
     """The source of an expression giving ``value`` with its tagged records built."""
     if isinstance(value, dict):
+        if value.get("__type__") == "NonTerminal" and set(value) == {"__type__", "name"}:
+            return f"_n({value['name']!r})"
+        if value.get("__type__") == "Terminal" and set(value) == {"__type__", "name",
+                                                                  "filter_out"}:
+            return f"_t({value['name']!r}, {value['filter_out']!r})"
         if "__type__" in value:
             cls = _MEMO_CLASSES[value["__type__"]]  # a KeyError: a class never seen in a memo
             fields = ", ".join(f"{name!r}: {_built(value[name])}"
@@ -327,5 +351,5 @@ def _decode(tagged: dict[str, Any]) -> Any:
     return tagged
 
 
-__all__ = ["build", "built", "cache_folder", "cache_key", "from_tables", "read", "tables_source",
-           "trusted_folder", "write"]
+__all__ = ["build", "built", "cache_folder", "cache_key", "from_tables", "nonterminal", "read",
+           "tables_source", "terminal", "trusted_folder", "write"]
