@@ -11,13 +11,20 @@
    inferred) vs with the inferred declarations pasted in, and the note's one-liner
    warm. Inference runs only where something is undeclared, so 1 and 2 do not change.
 
+With ``--instructions``, the cold start is also counted in instructions executed (valgrind's
+callgrind, one run of each, hash seed fixed): a figure the machine's load does not move, for
+changes of a few milliseconds that the timed ratios on a shared machine cannot resolve.
+
 Usage: python benchmarks/bench_verify.py [--runs N] [--cold-only] [--against OTHER_CHECKOUT]
+       [--instructions]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import shutil
 import resource
 import statistics
 import subprocess
@@ -119,6 +126,36 @@ def cold_start(runs: int, against: Path | None = None) -> None:
                   f"{statistics.median(mine):.2f}")
 
 
+def instructions(against: Path | None = None) -> None:
+    """The cold start in instructions (callgrind): this checkout, ``against`` and the floor."""
+    if shutil.which("valgrind") is None:
+        print("instructions: valgrind is not installed")
+        return
+    verify = [sys.executable, "-m", "shapecheck", "verify", str(EXAMPLE)]
+    runs = [("verify", verify, None), ("floor", [sys.executable, "-c", "import sympy, lark, click"],
+                                        None)]
+    if against is not None:
+        runs.append(("against", verify, against))
+    counted: dict[str, int] = {}
+    for name, command, cwd in runs:
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        if cwd is not None:
+            env["PYTHONPATH"] = str(cwd)
+        done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                               *command], cwd=cwd, env=env, capture_output=True, text=True)
+        found = re.search(r"Collected\s*:\s*(\d+)", done.stderr)
+        assert found, done.stderr[-2000:]
+        counted[name] = int(found.group(1))
+    floor = counted["floor"]
+    print(f"instructions: cold verify {counted['verify'] / 1e6:.1f}M, import sympy, lark, click "
+          f"{floor / 1e6:.1f}M; ratio {counted['verify'] / floor:.3f}; above the floor: "
+          f"{(counted['verify'] - floor) / 1e6:.1f}M")
+    if against is not None:
+        print(f"instructions: {against}: {counted['against'] / 1e6:.1f}M, ratio to the floor "
+              f"{counted['against'] / floor:.3f}; this checkout / it: "
+              f"{counted['verify'] / counted['against']:.3f}")
+
+
 def _timed(function) -> float:
     """CPU time of the call: on a shared machine, wall time also counts other work."""
     start = time.process_time()
@@ -179,8 +216,12 @@ def main() -> None:
     parser.add_argument("--against", type=Path, default=None,
                         help="another checkout's root: its cold start too, in the same rounds")
     parser.add_argument("--cold-only", action="store_true", help="only the cold start")
+    parser.add_argument("--instructions", action="store_true",
+                        help="the cold start in instructions too (valgrind's callgrind)")
     args = parser.parse_args()
     cold_start(args.runs, args.against)
+    if args.instructions:
+        instructions(args.against)
     if args.cold_only:
         return
     throughput(max(3, args.runs // 2))

@@ -21,6 +21,7 @@ import math
 import operator
 import re
 from collections.abc import Mapping
+from functools import cache
 
 from .i18n import Table
 
@@ -40,8 +41,17 @@ MESSAGES: Table = Table("options", "MESSAGES", {
     "huge_number": "a number of over 3000 digits",
 })
 
-_DIGITS = re.compile(r"[0-9]+")
-_SIZE = re.compile(r"(?P<number>[0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)(?P<unit>[kmgt]i?)?b?")
+
+@cache  # compiled on first use: most runs never need it (issue 36)
+def _digits() -> re.Pattern[str]:
+    return re.compile(r"[0-9]+")
+
+
+@cache  # compiled on first use: most runs never need it (issue 36)
+def _size() -> re.Pattern[str]:
+    return re.compile(r"(?P<number>[0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)(?P<unit>[kmgt]i?)?b?")
+
+
 _UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4,
           "ki": 1 << 10, "mi": 1 << 20, "gi": 1 << 30, "ti": 1 << 40}
 UNLIMITED = ("unlimited", "none")
@@ -94,7 +104,7 @@ def parse_binding(item: str) -> tuple[str, int]:
     name, number = name.strip(), number.strip()
     if not separator or not name.isidentifier():
         raise OptionError(_message("binding_syntax", item=item))
-    if not _DIGITS.fullmatch(number):
+    if not _digits().fullmatch(number):
         raise OptionError(_message("binding_value", name=name, value=f"`{number}`"))
     if len(number.lstrip("0")) > len(str(MAX_BINDING)):
         raise OptionError(_message("binding_too_large", name=name, value=f"`{number[:24]}...`",
@@ -146,7 +156,7 @@ def _parse_size_text(text: str) -> int | None:
     cleaned = text.strip().lower().replace(" ", "").replace("_", "")
     if cleaned in UNLIMITED:
         return None
-    match = _SIZE.fullmatch(cleaned)
+    match = _size().fullmatch(cleaned)
     if match is None:
         raise OptionError(_message("size", text=text))
     number = float(match["number"])

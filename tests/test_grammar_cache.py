@@ -194,16 +194,34 @@ def test_the_shipped_tables_parse_as_the_analysed_grammar():
 
     options = parser.parser_options(parser.BracketNewlines())
     shipped = grammar_cache.from_tables(grammar_tables.KEY, grammar_tables.DATA,
-                                        grammar_tables.memo, parser.grammar_text(), **options)
+                                        grammar_tables.memo, parser.grammar_text(),
+                                        grammar_tables.states, **options)
     assert shipped is not None
     fresh = lark.Lark(parser.grammar_text(), **parser.parser_options(parser.BracketNewlines()))
+    # The states come built (issue 36): a parser of Lark's own class, whose table has the
+    # analysis's states (numbered as each analysis numbers them: compared without the numbers).
+    ours, theirs = shipped.parser.parser, fresh.parser.parser
+    assert type(ours) is type(theirs)
+    assert _rows(ours._parse_table.states) == _rows(theirs._parse_table.states)
     for path in sorted((ROOT / "examples").rglob("*.attn")) + sorted(
             (ROOT / "tests" / "cases").glob("*.attn"))[:40]:
         text = path.read_text(encoding="utf-8")
         assert _outcome(shipped, text) == _outcome(fresh, text), path
     # Another grammar (or Lark) never reads them.
     assert grammar_cache.from_tables(grammar_tables.KEY, grammar_tables.DATA, grammar_tables.memo,
-                                     parser.grammar_text() + "\n", **options) is None
+                                     parser.grammar_text() + "\n", grammar_tables.states,
+                                     **options) is None
+
+
+def _rows(states: dict) -> list:
+    """Each state's actions without the states they go to: (token, Shift) or (token, rule)."""
+    def rule(argument: lark.grammar.Rule) -> tuple:
+        return (str(argument.origin.name), tuple(str(s.name) for s in argument.expansion),
+                argument.order, argument.alias)
+
+    return sorted(sorted((str(token), ("Shift",) if action.name == "Shift" else rule(argument))
+                         for token, (action, argument) in row.items())
+                  for row in states.values())
 
 
 def _outcome(parser_: lark.Lark, text: str) -> tuple:
@@ -228,3 +246,13 @@ def test_verify_reads_the_shipped_tables_without_a_decoder(tmp_path):
                              timeout=120, cwd=ROOT)
     assert process.returncode == 0, process.stderr
     assert not (tmp_path / "empty" / "shapecheck").exists()  # nothing analysed, nothing cached
+
+
+def test_the_symbols_built_in_one_call_are_the_memos_records():
+    made, generic = grammar_cache.nonterminal("expr"), grammar_cache.built(
+        lark.grammar.NonTerminal, {"name": "expr"})
+    assert type(made) is type(generic) and made == generic and made.name == "expr"
+    made, generic = grammar_cache.terminal("NAME", True), grammar_cache.built(
+        lark.grammar.Terminal, {"name": "NAME", "filter_out": True})
+    assert type(made) is type(generic) and made == generic
+    assert (made.name, made.filter_out) == (generic.name, generic.filter_out) == ("NAME", True)

@@ -20,11 +20,12 @@ PACKAGE = Path(__file__).resolve().parent.parent / "shapecheck"
 
 # What may stay at the top: the entry points and the spine every stage shares.
 TOP = {"__init__", "__main__", "_version", "api", "loader", "config", "options", "fileio",
-       "depth", "records", "testing", "notebook"}
+       "depth", "records", "record_inits", "testing", "notebook"}
 
 # The pipeline, lowest first: a unit (a folder, or a module at the top) imports only units of
 # the layers before its own.
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in (
+    "record_inits",             # the records' __init__ methods, compiled ahead (generated)
     "i18n depth _version records",  # the words, the recursion room, the version, cheap dataclasses
     "messages fileio options",  # diagnostics, the code registry, fixes, suppression; file I/O
     "config syntax",            # configuration; text -> syntax tree
@@ -187,6 +188,26 @@ def test_verify_imports_neither_numpy_nor_torch(tmp_path: Path) -> None:
     shown = subprocess.run([sys.executable, "-c", code, str(spec)], capture_output=True,
                            text=True, check=True).stdout
     assert shown.splitlines()[-1] == "['click', 'sympy']"
+
+
+def test_verify_compiles_only_the_patterns_it_uses(tmp_path: Path) -> None:
+    # Issue 36: the patterns for statement splitting after a syntax error, `noqa` directives,
+    # sizes and a rebound name's versions are compiled on first use, not on every start.
+    spec = tmp_path / "spec.attn"
+    spec.write_text("dim N, d\ninput Q: [N, d]\ninput K: [N, d]\nS = Q @ K.T\n", encoding="utf-8")
+    lazy = {"shapecheck.syntax.parser": ["_scan", "_statement_start", "_defines", "_name",
+                                         "_convention_place", "_head"],
+            "shapecheck.messages.suppress": ["_file", "_line", "_token", "_code_like"],
+            "shapecheck.options": ["_digits", "_size"],
+            "shapecheck.messages.diagnostics": ["_version"]}
+    code = ("import sys\nfrom shapecheck.cli import main\ntry:\n    main(['verify', sys.argv[1]])\n"
+            "except SystemExit as done:\n    assert done.code == 0, done.code\n"
+            f"lazy = {lazy!r}\n"
+            "print(sorted(f'{m}.{f}' for m, fs in lazy.items() for f in fs\n"
+            "             if getattr(sys.modules[m], f).cache_info().currsize))")
+    shown = subprocess.run([sys.executable, "-c", code, str(spec)], capture_output=True,
+                           text=True, check=True).stdout
+    assert shown.splitlines()[-1] == "[]"
 
 
 # The run path only goes down (load -> bind -> plan -> execute -> report): what executes a

@@ -433,3 +433,17 @@ def test_the_pytorch_names_are_those_of_the_installed_libraries():
         pytest.skip("written from other versions of torch or NumPy")
     assert tool.render() == (root / "shapecheck" / "syntax" / "pytorch_names.py").read_text("utf-8")
     assert {"flatten", "t", "rot90"} <= pytorch_names.TENSOR_METHODS
+
+
+def test_every_row_is_its_spelling_with_its_own_name() -> None:
+    # The tables fill `written` at start-up without `dataclasses.replace` (issue 36): a field
+    # added to Spelling must be added to `spellings._written` too.
+    from dataclasses import fields, replace
+
+    from shapecheck.syntax import spellings
+
+    assert [f.name for f in fields(spellings.Spelling)] == [
+        "builtin", "positional", "sizes", "receiver", "written"]
+    for table in (spellings.METHODS, spellings.FUNCTIONS):
+        for key, row in table.items():
+            assert row.written == key and row == replace(row, written=key)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import pickle
+import typing
 from dataclasses import field
 from typing import Any
 
@@ -169,3 +170,160 @@ def test_class_variables_are_not_fields_and_pseudo_fields_are_refused() -> None:
         @records.dataclass
         class Shared:
             items: list[int] = []  # noqa: RUF012
+
+
+# --- the __init__ methods compiled ahead (shapecheck/record_inits.py) -------------------------
+
+
+class _Target:
+    """What a shipped ``__init__`` and a compiled one are both run on."""
+
+    def __post_init__(self) -> None:
+        self.posted = True
+
+
+def _namespace_for(source: str, names: tuple[str, ...]) -> dict[str, Any]:
+    """Sentinel defaults and factories for every name the source reads."""
+    namespace: dict[str, Any] = {"_FACTORY": records._FACTORY, "_object": object}
+    for name in names[2:]:
+        namespace[name] = (lambda tag=name: [tag]) if name.startswith("_factory_") else name
+    return namespace
+
+
+@pytest.mark.parametrize("source", sorted(__import__("shapecheck.record_inits").record_inits.INITS))
+def test_a_shipped_init_is_the_one_compiled_from_its_source(source: str) -> None:
+    import inspect
+
+    from shapecheck.record_inits import INITS
+
+    factory = INITS[source]
+    names = tuple(inspect.signature(factory).parameters)
+    assert names[:2] == ("_FACTORY", "_object")
+    compiled_namespace = _namespace_for(source, names)
+    exec(source, compiled_namespace)
+    compiled = compiled_namespace["__init__"]
+    shipped = factory(**_namespace_for(source, names))
+    assert inspect.signature(shipped) == inspect.signature(compiled)
+    required = [p.name for p in inspect.signature(compiled).parameters.values()
+                if p.default is inspect.Parameter.empty][1:]
+    made = []
+    for function in (compiled, shipped):
+        target = _Target()
+        function(target, *(f"<{name}>" for name in required))
+        made.append(vars(target))
+    assert made[0] == made[1]
+
+
+def test_a_record_built_from_a_shipped_init_behaves_as_one_compiled(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from shapecheck.record_inits import INITS
+
+    @records.dataclass
+    class Shipped:
+        value: Any
+        span: Any
+        depth: int = 1
+
+    source, _ = records.init_source(Shipped, dataclasses.fields(Shipped), False)
+    assert source in INITS  # the same fields as nodes' literals: shipped
+    shipped = Shipped(1, 2)
+    assert Shipped.__init__.__module__ == __name__ and Shipped.__init__.__qualname__.endswith(
+        "Shipped.__init__")
+
+    monkeypatch.setattr(records, "_SHIPPED", [{}])
+
+    @records.dataclass
+    class Shipped:  # type: ignore[no-redef]
+        value: Any
+        span: Any
+        depth: int = 1
+
+    compiled = Shipped(1, 2)
+    assert (shipped.value, shipped.span, shipped.depth) == (compiled.value, compiled.span,
+                                                           compiled.depth)
+    assert repr(shipped) == repr(compiled)
+    assert Shipped.__init__.__code__.co_filename == "<string>"  # this one was compiled
+
+
+def test_verify_compiles_no_init_at_start_up() -> None:
+    # Every record `verify` builds has its __init__ in record_inits: if this fails, a record
+    # was added or changed; run `python tools/record_inits.py`.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "multi_head.attn"
+    code = ("import builtins, sys\ncompiled = []\nreal = builtins.exec\n"
+            "def exec(source, *args):\n"
+            "    if isinstance(source, str) and source.startswith('def __init__'):\n"
+            "        compiled.append(source.split(':')[0])\n"
+            "    return real(source, *args)\n"
+            "builtins.exec = exec\nfrom shapecheck.cli import main\ntry:\n"
+            "    main(['verify', sys.argv[1]])\nexcept SystemExit:\n    pass\nprint(compiled)")
+    shown = subprocess.run([sys.executable, "-c", code, str(example)], capture_output=True,
+                           text=True, check=True).stdout
+    assert shown.splitlines()[-1] == "[]", "run `python tools/record_inits.py`"
+
+
+# --- named tuples: records.NamedTuple makes the class typing.NamedTuple makes -----------------
+
+
+def _tuples(base: Any) -> type:
+    class Place(base):
+        """A place."""
+
+        line: int
+        column: int = 1
+        label: str = ""
+
+        @property
+        def where(self) -> str:
+            return f"{self.line}:{self.column}"
+
+        def moved(self, by: int) -> Place:
+            return self._replace(line=self.line + by)
+
+        LIMIT = 10
+
+    return Place
+
+
+class TypingPlace(typing.NamedTuple):
+    line: int
+    column: int = 1
+
+
+class RecordsPlace(records.NamedTuple):
+    line: int
+    column: int = 1
+
+
+def test_a_named_tuple_is_typings() -> None:
+    ours, theirs = _tuples(records.NamedTuple), _tuples(typing.NamedTuple)
+    for name in ("_fields", "_field_defaults", "__doc__", "__qualname__", "__module__",
+                 "__match_args__", "__bases__", "LIMIT"):
+        assert getattr(ours, name) == getattr(theirs, name), name
+    assert set(vars(ours)) == set(vars(theirs))
+    assert ours.__new__.__defaults__ == theirs.__new__.__defaults__
+    assert typing.get_type_hints(ours, localns={"Place": ours}) == typing.get_type_hints(
+        theirs, localns={"Place": theirs})
+    a, b = ours(3, label="x"), theirs(3, label="x")
+    assert a == b == (3, 1, "x") and hash(a) == hash(b) and repr(a) == repr(b)
+    assert a.where == b.where and a.moved(2) == b.moved(2) == (5, 1, "x")
+    assert a._asdict() == b._asdict() and ours._make((1, 2, "")) == theirs._make((1, 2, ""))
+    assert isinstance(a, tuple) and a[0] == 3 and list(a) == [3, 1, "x"]
+    assert ours.__annotations__ == {"line": "int", "column": "int", "label": "str"}  # as written
+
+
+def test_a_named_tuple_pickles_and_copies() -> None:
+    place = RecordsPlace(2)
+    assert pickle.loads(pickle.dumps(place)) == place == copy.deepcopy(place)
+    assert pickle.loads(pickle.dumps(TypingPlace(2))) == place
+
+
+def test_a_named_tuple_refuses_what_typing_refuses() -> None:
+    for base in (records.NamedTuple, typing.NamedTuple):
+        with pytest.raises(TypeError, match="Non-default namedtuple field b"):
+            exec("class Bad(base):\n    a: int = 1\n    b: int\n", {"base": base})
+        with pytest.raises(AttributeError, match="Cannot overwrite NamedTuple attribute _make"):
+            exec("class Bad(base):\n    a: int\n    def _make(self): pass\n", {"base": base})

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import Enum
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..messages import codes
-from ..records import dataclass
+from ..records import NamedTuple, dataclass
 from . import complex_values, einsum, gathers, value_rules
 from ..syntax import nodes
 from .. import symbolic

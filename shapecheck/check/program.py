@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import field
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
-from ..records import dataclass
+from ..records import NamedTuple, dataclass
 from ..syntax import nodes
 from ..messages.diagnostics import Diagnostic, Note, Span
 from ..symbolic import Dim, DimSystem, shape_text

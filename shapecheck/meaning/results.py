@@ -6,8 +6,8 @@ The report, `run`, the fused plans and conformance read these fields.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import NamedTuple
 
+from ..records import NamedTuple
 from ..syntax import nodes
 from ..messages.diagnostics import Diagnostic
 from ..symbolic import Dim, DimSystem

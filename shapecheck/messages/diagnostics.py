@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from dataclasses import field
 from enum import Enum
-from typing import NamedTuple
+from functools import cache
 
-from ..records import dataclass
+from ..records import NamedTuple, dataclass
 
 
 class Span(NamedTuple):
@@ -52,12 +52,16 @@ def span_text(source: str, starts: list[int], span: Span) -> str:
 # A rebound tensor's earlier versions are named `att′1`, `att′2`, ... (shapecheck.versions);
 # the mark cannot be written in a spec, and every message shows a version by its name.
 VERSION_MARK = "′"
-_VERSION = re.compile(VERSION_MARK + r"\d+")
+
+
+@cache  # compiled on first use: most runs never need it (issue 36)
+def _version() -> re.Pattern[str]:
+    return re.compile(VERSION_MARK + r"\d+")
 
 
 def shown(text: str) -> str:
     """``text`` with each version of a name written as the name (`att′1` -> `att`)."""
-    return _VERSION.sub("", text) if VERSION_MARK in text else text
+    return _version().sub("", text) if VERSION_MARK in text else text
 
 
 class Severity(str, Enum):

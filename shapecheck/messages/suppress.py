@@ -22,18 +22,34 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import field, replace
+from functools import cache
 
 from ..records import dataclass
 from . import codes
 from .diagnostics import Diagnostic, Edit, Fix, Severity, Span
 
+
 # A directive starts the comment or follows a blank (`# why # noqa`), so that a
 # comment that mentions `# noqa` in backticks is not one.
-_FILE = re.compile(r"(?:^|(?<=\s))#\s*shapecheck\s*:\s*noqa(?![\w`-])(?P<tail>\s*:?)",
-                   re.IGNORECASE)
-_LINE = re.compile(r"(?:^|(?<=\s))#\s*noqa(?![\w`-])(?P<tail>\s*:?)", re.IGNORECASE)
-_TOKEN = re.compile(r"[^\s,]+")
-_CODE_LIKE = re.compile(r"[A-Za-z]+[0-9]+")
+@cache  # compiled on first use: most runs never need it (issue 36)
+def _file() -> re.Pattern[str]:
+    return re.compile(r"(?:^|(?<=\s))#\s*shapecheck\s*:\s*noqa(?![\w`-])(?P<tail>\s*:?)",
+                      re.IGNORECASE)
+
+
+@cache  # compiled on first use: most runs never need it (issue 36)
+def _line() -> re.Pattern[str]:
+    return re.compile(r"(?:^|(?<=\s))#\s*noqa(?![\w`-])(?P<tail>\s*:?)", re.IGNORECASE)
+
+
+@cache  # compiled on first use: most runs never need it (issue 36)
+def _token() -> re.Pattern[str]:
+    return re.compile(r"[^\s,]+")
+
+
+@cache  # compiled on first use: most runs never need it (issue 36)
+def _code_like() -> re.Pattern[str]:
+    return re.compile(r"[A-Za-z]+[0-9]+")
 
 
 @dataclass
@@ -125,8 +141,8 @@ def _directives(source: str) -> tuple[list[Directive], list[Diagnostic]]:
         if start is None:
             continue
         comment = line[start:]
-        file_level = _FILE.search(comment)
-        match = file_level or _LINE.search(comment)
+        file_level = _file().search(comment)
+        match = file_level or _line().search(comment)
         if match is None:
             continue
         before = line[:start].rstrip()
@@ -167,9 +183,9 @@ def _read(number: int, line: str, start: int, match: re.Match[str], file_level: 
     listed: list[tuple[str, Span]] = []
     end = after
     if has_colon:
-        for token in _TOKEN.finditer(line, after):
+        for token in _token().finditer(line, after):
             text = token.group()
-            if not _CODE_LIKE.fullmatch(text):
+            if not _code_like().fullmatch(text):
                 break
             span = Span(number, token.start() + 1, number, token.end() + 1)
             if text.upper() not in codes.REGISTRY:

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import sympy
 
+from ..records import NamedTuple
 from ..messages import codes
 
 if TYPE_CHECKING:

@@ -13,10 +13,11 @@ import math
 import random
 from collections.abc import Callable, Iterable, Iterator
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import sympy
 
+from ..records import NamedTuple
 from ..messages.diagnostics import Span
 from .budget import MAX_EXPONENT, TooComplex, expand
 from .dims import ONE, Dim, Verdict, built_of_positives, free_names, is_name, spaced, symbol, to_text

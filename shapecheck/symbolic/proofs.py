@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import field
 from fractions import Fraction
-from typing import Any, NamedTuple
+from typing import Any
 
 import sympy
 from sympy.core.evalf import PrecisionExhausted
@@ -23,7 +23,7 @@ from sympy.polys.rings import ring
 
 from ..messages import codes
 from ..messages.diagnostics import Span
-from ..records import dataclass
+from ..records import NamedTuple, dataclass
 from .budget import (
     MAX_BITS, Size, TooComplex, actual_bits, affordable, cancel, estimate, expand, has_denominator,
     numer_denom, too_complex,

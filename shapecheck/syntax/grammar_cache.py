@@ -24,10 +24,11 @@ whoever planted it there. Here instead:
 
 Before any of that, the parser reads the tables **shipped with the package**
 (``syntax/grammar_tables.py``, written by ``python tools/grammar_tables.py``): the same
-data as Python literals, which Python itself compiles to bytecode on install and loads
-with the module (no decode; about 10 ms less on every start than the JSON file). They
-carry the same key (without Python's version: the data does not depend on it), so a
-grammar edited since they were written, or another Lark, falls back to the cache.
+data as Python literals (the parse table's states as the code that builds them), which
+Python itself compiles to bytecode on install and loads with the module (no decode; about
+10 ms less on every start than the JSON file). They carry the same key (without Python's
+version: the data does not depend on it), so a grammar edited since they were written, or
+another Lark, falls back to the cache.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from typing import Any
 
 import lark
 from lark import Lark
+from lark.parsers import lalr_analysis, lalr_parser
 
 FORMAT = 2
 MAX_BYTES = 16 << 20
@@ -86,16 +88,59 @@ def cache_key(grammar: str, options: dict[str, Any], python: bool = True) -> str
 
 
 def from_tables(key: str, data: dict[str, Any], memo: Callable[[], dict[int, Any]],
-                grammar: str, **options: Any) -> Lark | None:
+                grammar: str, states: Callable[[dict[int, Any]], dict[int, Any]] | None = None,
+                **options: Any) -> Lark | None:
     """The parser from shipped tables written under ``key``; None when they are not this
-    grammar's, with these options and this Lark (the caller then uses ``build``)."""
+    grammar's, with these options and this Lark (the caller then uses ``build``).
+
+    ``states``: the parse table's states as Lark's deserialiser makes them (tokens by name,
+    each action with its rule), built by the shipped code from the memo; the data then holds
+    the rest of the table, without its states."""
     data_options = {k: v for k, v in options.items() if k not in _LOAD_OPTIONS}
     if key != cache_key(grammar, data_options, python=False):
         return None
     load_options = {k: v for k, v in options.items() if k in _LOAD_OPTIONS}
     # The memo's rules and terminals come built (Lark's deserialiser passes objects through):
     # a fresh set on each call, as a load from data gives.
-    return Lark._load_from_dict(data, memo(), **load_options)
+    records = memo()
+    if states is not None:
+        frontend = data["parser"]
+        table = {**frontend["parser"], "states": states(records)}
+        data = {**data, "parser": {**frontend, "parser": table}}
+        load_options["_plugins"] = {**load_options.get("_plugins", {}), "LALR_Parser": _BuiltTable}
+    return Lark._load_from_dict(data, records, **load_options)
+
+
+class _BuiltTable(lalr_parser.LALR_Parser):
+    """Lark's LALR parser read from a table whose states come built (``from_tables``): what
+    ``LALR_Parser.deserialize`` makes, without decoding each of the ~5,000 actions."""
+
+    @classmethod
+    def deserialize(cls, data: dict[str, Any], memo: Any, callbacks: Any,
+                    debug: bool = False) -> lalr_parser.LALR_Parser:
+        parser = lalr_parser.LALR_Parser.__new__(lalr_parser.LALR_Parser)  # Lark's own class
+        parser._parse_table = lalr_analysis.IntParseTable(
+            data["states"], data["start_states"], data["end_states"])
+        parser.parser = lalr_parser._Parser(parser._parse_table, callbacks, debug)
+        return parser
+
+
+def _states_source(table: dict[str, Any]) -> str:
+    """The source of ``states(memo)``: the parse table's states as ``IntParseTable`` holds them
+    (``(Shift, state)`` or ``(Reduce, rule)`` by token name)."""
+    tokens = table["tokens"]
+    rows = []
+    for state, actions in table["states"].items():
+        cells = []
+        for token, (action, argument) in actions.items():
+            if action == 1:  # Lark's tag for a reduction, whose argument is the rule's memo entry
+                cells.append(f"{tokens[token]!r}: (r, m[{argument['@']!r}])")
+            else:
+                cells.append(f"{tokens[token]!r}: (s, {argument!r})")
+        rows.append(f"        {state!r}: {{{', '.join(cells)}}},\n")
+    return ("def states(m: dict) -> dict:\n"
+            "    s, r = Shift, Reduce\n"
+            f"    return {{\n{''.join(rows)}    }}\n")
 
 
 # The classes the memo's records are made of (Lark's own deserialiser allows the same ones).
@@ -111,18 +156,23 @@ def tables_source(grammar: str, **options: Any) -> str:
 
     data_options = {k: v for k, v in options.items() if k not in _LOAD_OPTIONS}
     data, memo = _serialise(Lark(grammar, **options))
+    table = data["parser"]["parser"]
+    states = _states_source(table)
+    data["parser"]["parser"] = {k: v for k, v in table.items() if k != "states"}
     entries = "".join(f"        {index!r}: {_built(value)},\n" for index, value in memo.items())
     return (f'"""The analysed grammar (LALR tables) for Lark {lark.__version__}: GENERATED by\n'
             '`python tools/grammar_tables.py` from grammar/attn.lark; do not edit.\n'
             'syntax/grammar_cache.py says why and when it is read."""\n\n'
             "# fmt: off\n"
             "from lark.grammar import NonTerminal, Rule, RuleOptions, Terminal\n"
-            "from lark.lexer import PatternRE, PatternStr, TerminalDef\n\n"
-            "from .grammar_cache import built as _o\n\n"
+            "from lark.lexer import PatternRE, PatternStr, TerminalDef\n"
+            "from lark.parsers.lalr_analysis import Reduce, Shift\n\n"
+            "from .grammar_cache import built as _o, nonterminal as _n, terminal as _t\n\n"
             f"KEY = {cache_key(grammar, data_options, python=False)!r}\n"
             f"DATA = {pformat(data, width=100, compact=True)}\n\n\n"
             "def memo() -> dict:\n"
-            f"    return {{\n{entries}    }}\n")
+            f"    return {{\n{entries}    }}\n\n\n"
+            + states)
 
 
 def built(cls: type, fields: dict[str, Any]) -> Any:
@@ -135,9 +185,32 @@ def built(cls: type, fields: dict[str, Any]) -> Any:
     return made
 
 
+def nonterminal(name: str) -> lark.grammar.NonTerminal:
+    """``built(NonTerminal, {"name": name})``, the memo's most common record, in one call."""
+    made = _NEW(lark.grammar.NonTerminal)
+    made.name = name
+    return made
+
+
+def terminal(name: str, filter_out: bool) -> lark.grammar.Terminal:
+    """``built(Terminal, {"name": name, "filter_out": filter_out})`` in one call."""
+    made = _NEW(lark.grammar.Terminal)
+    made.name = name
+    made.filter_out = filter_out
+    return made
+
+
+_NEW = object.__new__  # what `cls.__new__(cls)` is for Lark's symbols (no __new__ of their own)
+
+
 def _built(value: Any) -> str:
     """The source of an expression giving ``value`` with its tagged records built."""
     if isinstance(value, dict):
+        if value.get("__type__") == "NonTerminal" and set(value) == {"__type__", "name"}:
+            return f"_n({value['name']!r})"
+        if value.get("__type__") == "Terminal" and set(value) == {"__type__", "name",
+                                                                  "filter_out"}:
+            return f"_t({value['name']!r}, {value['filter_out']!r})"
         if "__type__" in value:
             cls = _MEMO_CLASSES[value["__type__"]]  # a KeyError: a class never seen in a memo
             fields = ", ".join(f"{name!r}: {_built(value[name])}"
@@ -278,5 +351,5 @@ def _decode(tagged: dict[str, Any]) -> Any:
     return tagged
 
 
-__all__ = ["build", "built", "cache_folder", "cache_key", "from_tables", "read", "tables_source",
-           "trusted_folder", "write"]
+__all__ = ["build", "built", "cache_folder", "cache_key", "from_tables", "nonterminal", "read",
+           "tables_source", "terminal", "trusted_folder", "write"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, cast
 
@@ -398,7 +398,8 @@ def _parsers() -> _Parsers:
     from . import grammar_tables
 
     parser = grammar_cache.from_tables(grammar_tables.KEY, grammar_tables.DATA,
-                                       grammar_tables.memo, grammar, **options)
+                                       grammar_tables.memo, grammar, grammar_tables.states,
+                                       **options)
     return _Parsers(parser or grammar_cache.build(grammar, **options), postlex)
 
 
@@ -462,16 +463,35 @@ def parse_chunk(chunk: Chunk) -> tuple[nodes.Stmt, Diagnostic | None]:
 # --- splitting into statements ---------------------------------------------------------
 
 _STRING = r'"[^"\n]*"?|\'[^\'\n]*\'?'
-_SCAN = re.compile(r'#[^\n]*|' + _STRING + r'|[()\[\];\n]')
+
+
+@cache  # compiled on first use: most runs never need it (issue 36)
+def _scan() -> re.Pattern[str]:
+    return re.compile(r'#[^\n]*|' + _STRING + r'|[()\[\];\n]')
+
+
 _NAME_PATTERN = r"[^\W\d]\w*"  # as the grammar's NAME: a letter or `_`, then letters, digits, `_`
+
+
 # `NAME:` starts a statement only before a shape (`S: [N, N] = ...`): a line of a
 # subscript split over lines may start with `h:]`.
-_STATEMENT_START = re.compile(
-    r"(dim|constraint|input|param|output|assert)\b|"
-    + _NAME_PATTERN + r"\s*(:\s*(\[|bool\b)|=(?!=))"
-)
-_DEFINES = re.compile(r"(?:output|input|param|assert)?\s*(" + _NAME_PATTERN + r")\s*(?::|=(?!=))")
-_NAME = re.compile(_NAME_PATTERN)
+@cache  # compiled on first use: most runs never need it (issue 36)
+def _statement_start() -> re.Pattern[str]:
+    return re.compile(
+        r"(dim|constraint|input|param|output|assert)\b|"
+        + _NAME_PATTERN + r"\s*(:\s*(\[|bool\b)|=(?!=))"
+    )
+
+
+@cache  # compiled on first use: most runs never need it (issue 36)
+def _defines() -> re.Pattern[str]:
+    return re.compile(
+        r"(?:output|input|param|assert)?\s*(" + _NAME_PATTERN + r")\s*(?::|=(?!=))")
+
+
+@cache  # compiled on first use: most runs never need it (issue 36)
+def _name() -> re.Pattern[str]:
+    return re.compile(_NAME_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -494,14 +514,14 @@ def split_statements(text: str) -> Iterator[Chunk]:
     start = 0
     depth = 0
     lines = _LineCounter(text)
-    for match in _SCAN.finditer(text):
+    for match in _scan().finditer(text):
         token = match.group()
         if token in "([":
             depth += 1
         elif token in ")]":
             depth = max(0, depth - 1)
         elif token == ";" or token == "\n":
-            if depth and token == "\n" and not _STATEMENT_START.match(text, match.end()):
+            if depth and token == "\n" and not _statement_start().match(text, match.end()):
                 continue
             depth = 0
             yield from _chunk(text, start, match.start(), lines)
@@ -542,15 +562,15 @@ def _chunk(text: str, start: int, end: int, lines: _LineCounter) -> Iterator[Chu
 def _mentions(body: str) -> tuple[str, ...]:
     """The names a broken statement mentions (outside comments and strings)."""
     code = re.sub(r"#[^\n]*|" + _STRING, " ", body)
-    return tuple(dict.fromkeys(_NAME.findall(code)))
+    return tuple(dict.fromkeys(_name().findall(code)))
 
 
 def _guess_defined_names(body: str) -> tuple[tuple[str, ...], bool]:
     """What a broken statement was probably defining, to avoid follow-on errors."""
     if re.match(r"dim\b", body):
         # Every name: `dim N = 128, d = 64` meant to declare both.
-        return tuple(_NAME.findall(body[3:])), True
-    match = _DEFINES.match(body)
+        return tuple(_name().findall(body[3:])), True
+    match = _defines().match(body)
     return ((match.group(1),) if match else ()), False
 
 
@@ -704,14 +724,18 @@ def _unexpected_token(exc: UnexpectedToken, chunk: Chunk, previous: Token | None
 
 
 _PYTHON_LOGIC = {"not": "~", "and": "&", "or": "|"}
+
+
 # Where the grammar expects a name only as a convention word: after `dim W` and after the
 # shape of an `input` or `param` declaration (and after convention words already there).
-_CONVENTION_PLACE = re.compile(
-    r"dim\s+\w+(\s+\w+)*|(input|param)\b[^=]*\](\s+\w+)*|\w+\s*:[^=]*\](\s+\w+)*", re.S)
+@cache  # compiled on first use: most runs never need it (issue 36)
+def _convention_place() -> re.Pattern[str]:
+    return re.compile(
+        r"dim\s+\w+(\s+\w+)*|(input|param)\b[^=]*\](\s+\w+)*|\w+\s*:[^=]*\](\s+\w+)*", re.S)
 
 
 def _at_convention(head: str) -> bool:
-    return _CONVENTION_PLACE.fullmatch(head.rstrip()) is not None
+    return _convention_place().fullmatch(head.rstrip()) is not None
 
 
 def _python_logic(token: Token, previous: Token) -> Token | None:
@@ -721,12 +745,16 @@ def _python_logic(token: Token, previous: Token) -> Token | None:
         if candidate.type == "NAME" and candidate.value in _PYTHON_LOGIC:
             return candidate
     return None
-_HEAD = re.compile(r"(?:(?:input|param|assert|output)\s+)?(" + _NAME_PATTERN + ")")
+
+
+@cache  # compiled on first use: most runs never need it (issue 36)
+def _head() -> re.Pattern[str]:
+    return re.compile(r"(?:(?:input|param|assert|output)\s+)?(" + _NAME_PATTERN + ")")
 
 
 def _is_head_name(text: str, token: Token) -> bool:
     """Is ``token`` the name the statement declares or defines (`S` in `S: [N] = x`)?"""
-    head = _HEAD.match(text)
+    head = _head().match(text)
     return head is not None and token.type == "NAME" and token.start_pos == head.start(1)
 
 
@@ -738,7 +766,7 @@ def _unclosed_bracket(text: str) -> str | None:
 def _unclosed_offset(text: str) -> int | None:
     """Where the innermost bracket that is still open at the end of ``text`` opens."""
     stack: list[int] = []
-    for match in _SCAN.finditer(text):
+    for match in _scan().finditer(text):
         token = match.group()
         if token in "([":
             stack.append(match.start())

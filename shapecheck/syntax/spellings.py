@@ -209,9 +209,16 @@ UNSUPPORTED: dict[str, str] = {
 # `x.name` without a call: the attributes there are.
 _ATTRIBUTES = {".T": Spelling("T"), ".mT": Spelling("mT"), ".shape": Spelling("shape")}
 
+def _written(spelling: Spelling, written: str) -> Spelling:
+    """``replace(spelling, written=written)``, without its cost (some two hundred rows at
+    start-up): every field of the row, and its own spelling."""
+    return Spelling(spelling.builtin, spelling.positional, spelling.sizes, spelling.receiver,
+                    written)
+
+
 for _table in (METHODS, FUNCTIONS):
     for _key, _spelling in list(_table.items()):
-        _table[_key] = replace(_spelling, written=_key)
+        _table[_key] = _written(_spelling, _key)
 
 
 _DOTTED_METHODS = {f".{name}": spelling for name, spelling in METHODS.items()}
