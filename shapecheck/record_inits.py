@@ -115,11 +115,12 @@ def _9(_FACTORY, _object, _default_mentions):
     return __init__
 
 
-def _10(_FACTORY, _object, _factory_definitions, _factory_claims, _factory_applications, _factory_calls, _factory_mentions):
-    def __init__(self, definitions=_FACTORY, claims=_FACTORY, applications=_FACTORY, calls=_FACTORY, mentions=_FACTORY):
+def _10(_FACTORY, _object, _factory_definitions, _factory_claims, _factory_applications, _factory_tables, _factory_calls, _factory_mentions):
+    def __init__(self, definitions=_FACTORY, claims=_FACTORY, applications=_FACTORY, tables=_FACTORY, calls=_FACTORY, mentions=_FACTORY):
         self.definitions = _factory_definitions() if definitions is _FACTORY else definitions
         self.claims = _factory_claims() if claims is _FACTORY else claims
         self.applications = _factory_applications() if applications is _FACTORY else applications
+        self.tables = _factory_tables() if tables is _FACTORY else tables
         self.calls = _factory_calls() if calls is _FACTORY else calls
         self.mentions = _factory_mentions() if mentions is _FACTORY else mentions
     return __init__
@@ -701,13 +702,14 @@ def _70(_FACTORY, _object, _default_problem, _default_explicit):
     return __init__
 
 
-def _71(_FACTORY, _object, _factory_shapes, _default_inferred):
-    def __init__(self, path, source, diagnostics, shapes=_FACTORY, inferred=_default_inferred):
+def _71(_FACTORY, _object, _factory_shapes, _default_inferred, _default_covered):
+    def __init__(self, path, source, diagnostics, shapes=_FACTORY, inferred=_default_inferred, covered=_default_covered):
         self.path = path
         self.source = source
         self.diagnostics = diagnostics
         self.shapes = _factory_shapes() if shapes is _FACTORY else shapes
         self.inferred = inferred
+        self.covered = covered
     return __init__
 
 
@@ -1182,7 +1184,7 @@ INITS = {
     "def __init__(self, code, severity, message, span, notes=_default_notes, help=_default_help, fixes=_default_fixes, counterexample=_default_counterexample):\n    _object.__setattr__(self, 'code', code)\n    _object.__setattr__(self, 'severity', severity)\n    _object.__setattr__(self, 'message', message)\n    _object.__setattr__(self, 'span', span)\n    _object.__setattr__(self, 'notes', notes)\n    _object.__setattr__(self, 'help', help)\n    _object.__setattr__(self, 'fixes', fixes)\n    _object.__setattr__(self, 'counterexample', counterexample)\n": _7,
     "def __init__(self, data, name=_default_name):\n    _object.__setattr__(self, 'data', data)\n    _object.__setattr__(self, 'name', name)\n": _8,
     'def __init__(self, defines, is_dim, span, mentions=_default_mentions):\n    self.defines = defines\n    self.is_dim = is_dim\n    self.span = span\n    self.mentions = mentions\n': _9,
-    'def __init__(self, definitions=_FACTORY, claims=_FACTORY, applications=_FACTORY, calls=_FACTORY, mentions=_FACTORY):\n    self.definitions = _factory_definitions() if definitions is _FACTORY else definitions\n    self.claims = _factory_claims() if claims is _FACTORY else claims\n    self.applications = _factory_applications() if applications is _FACTORY else applications\n    self.calls = _factory_calls() if calls is _FACTORY else calls\n    self.mentions = _factory_mentions() if mentions is _FACTORY else mentions\n': _10,
+    'def __init__(self, definitions=_FACTORY, claims=_FACTORY, applications=_FACTORY, tables=_FACTORY, calls=_FACTORY, mentions=_FACTORY):\n    self.definitions = _factory_definitions() if definitions is _FACTORY else definitions\n    self.claims = _factory_claims() if claims is _FACTORY else claims\n    self.applications = _factory_applications() if applications is _FACTORY else applications\n    self.tables = _factory_tables() if tables is _FACTORY else tables\n    self.calls = _factory_calls() if calls is _FACTORY else calls\n    self.mentions = _factory_mentions() if mentions is _FACTORY else mentions\n': _10,
     'def __init__(self, dims, is_bool, span, element=_default_element):\n    self.dims = dims\n    self.is_bool = is_bool\n    self.span = span\n    self.element = element\n': _11,
     'def __init__(self, dims=_FACTORY, positions=_FACTORY, ranges=_FACTORY, constraints=_FACTORY, choosable=_FACTORY):\n    self.dims = _factory_dims() if dims is _FACTORY else dims\n    self.positions = _factory_positions() if positions is _FACTORY else positions\n    self.ranges = _factory_ranges() if ranges is _FACTORY else ranges\n    self.constraints = _factory_constraints() if constraints is _FACTORY else constraints\n    self.choosable = _factory_choosable() if choosable is _FACTORY else choosable\n': _12,
     "def __init__(self, enabled):\n    _object.__setattr__(self, 'enabled', enabled)\n": _13,
@@ -1243,7 +1245,7 @@ INITS = {
     "def __init__(self, path, before, after, applied, written=_default_written, result=_default_result):\n    _object.__setattr__(self, 'path', path)\n    _object.__setattr__(self, 'before', before)\n    _object.__setattr__(self, 'after', after)\n    _object.__setattr__(self, 'applied', applied)\n    _object.__setattr__(self, 'written', written)\n    _object.__setattr__(self, 'result', result)\n": _68,
     "def __init__(self, path, bindings, input_files=_default_input_files, archive=_default_archive, seed=_default_seed, save=_default_save, save_all=_default_save_all, dtype=_default_dtype, max_memory=_default_max_memory, color=_default_color, ignore=_default_ignore, defaults=_FACTORY, infer=_default_infer, backend=_default_backend, device=_default_device, fused=_default_fused, source=_default_source):\n    _object.__setattr__(self, 'path', path)\n    _object.__setattr__(self, 'bindings', bindings)\n    _object.__setattr__(self, 'input_files', input_files)\n    _object.__setattr__(self, 'archive', archive)\n    _object.__setattr__(self, 'seed', seed)\n    _object.__setattr__(self, 'save', save)\n    _object.__setattr__(self, 'save_all', save_all)\n    _object.__setattr__(self, 'dtype', dtype)\n    _object.__setattr__(self, 'max_memory', max_memory)\n    _object.__setattr__(self, 'color', color)\n    _object.__setattr__(self, 'ignore', ignore)\n    _object.__setattr__(self, 'defaults', _factory_defaults() if defaults is _FACTORY else defaults)\n    _object.__setattr__(self, 'infer', infer)\n    _object.__setattr__(self, 'backend', backend)\n    _object.__setattr__(self, 'device', device)\n    _object.__setattr__(self, 'fused', fused)\n    _object.__setattr__(self, 'source', source)\n": _69,
     "def __init__(self, path, problem=_default_problem, explicit=_default_explicit):\n    _object.__setattr__(self, 'path', path)\n    _object.__setattr__(self, 'problem', problem)\n    _object.__setattr__(self, 'explicit', explicit)\n": _70,
-    'def __init__(self, path, source, diagnostics, shapes=_FACTORY, inferred=_default_inferred):\n    self.path = path\n    self.source = source\n    self.diagnostics = diagnostics\n    self.shapes = _factory_shapes() if shapes is _FACTORY else shapes\n    self.inferred = inferred\n': _71,
+    'def __init__(self, path, source, diagnostics, shapes=_FACTORY, inferred=_default_inferred, covered=_default_covered):\n    self.path = path\n    self.source = source\n    self.diagnostics = diagnostics\n    self.shapes = _factory_shapes() if shapes is _FACTORY else shapes\n    self.inferred = inferred\n    self.covered = covered\n': _71,
     "def __init__(self, path, target, bindings, names=_default_names, layouts=_default_layouts, dtype=_default_dtype, cases=_default_cases, seed=_default_seed, rtol=_default_rtol, atol=_default_atol, framework=_default_framework, device=_default_device, shrink=_default_shrink, color=_default_color, init=_default_init, args=_default_args, masks=_default_masks, params=_default_params, outputs=_default_outputs, fused=_default_fused):\n    _object.__setattr__(self, 'path', path)\n    _object.__setattr__(self, 'target', target)\n    _object.__setattr__(self, 'bindings', bindings)\n    _object.__setattr__(self, 'names', names)\n    _object.__setattr__(self, 'layouts', layouts)\n    _object.__setattr__(self, 'dtype', dtype)\n    _object.__setattr__(self, 'cases', cases)\n    _object.__setattr__(self, 'seed', seed)\n    _object.__setattr__(self, 'rtol', rtol)\n    _object.__setattr__(self, 'atol', atol)\n    _object.__setattr__(self, 'framework', framework)\n    _object.__setattr__(self, 'device', device)\n    _object.__setattr__(self, 'shrink', shrink)\n    _object.__setattr__(self, 'color', color)\n    _object.__setattr__(self, 'init', init)\n    _object.__setattr__(self, 'args', args)\n    _object.__setattr__(self, 'masks', masks)\n    _object.__setattr__(self, 'params', params)\n    _object.__setattr__(self, 'outputs', outputs)\n    _object.__setattr__(self, 'fused', fused)\n": _72,
     'def __init__(self, program, path, bindings, dtype=_default_dtype, uses=_FACTORY, _printed=_FACTORY, _growth=_FACTORY):\n    self.program = program\n    self.path = path\n    self.bindings = bindings\n    self.dtype = dtype\n    self.uses = _factory_uses() if uses is _FACTORY else uses\n    self._printed = _factory__printed() if _printed is _FACTORY else _printed\n    self._growth = _factory__growth() if _growth is _FACTORY else _growth\n    self.__post_init__()\n': _73,
     "def __init__(self, queries, keys, d, dv, batch, keys_axis):\n    _object.__setattr__(self, 'queries', queries)\n    _object.__setattr__(self, 'keys', keys)\n    _object.__setattr__(self, 'd', d)\n    _object.__setattr__(self, 'dv', dv)\n    _object.__setattr__(self, 'batch', batch)\n    _object.__setattr__(self, 'keys_axis', keys_axis)\n": _74,
