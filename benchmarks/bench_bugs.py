@@ -524,10 +524,18 @@ def _same(a: list[Any], b: list[Any]) -> bool:
 TARGET = "bugbench_target"
 
 
+#: a case's own factory, by the id of the module it made (the public corpora's): verified
+#: through it, shapecheck sees the module built (and can build it again at other sizes,
+#: as `verify FILE:FACTORY` does), with the mutated code patched into its class
+_FACTORIES: dict[int, Any] = {}
+
+
 def _register(module: Any, call: dict[str, Any]) -> str:
-    """A factory target (``bugbench_target:make``) handing shapecheck MODULE and its call."""
+    """A factory target (``bugbench_target:make``) handing shapecheck MODULE and its call
+    (or the case's own factory, where it has one)."""
     holder = types.ModuleType(TARGET)
-    holder.make = lambda: (module, copy.deepcopy(call))  # type: ignore[attr-defined]
+    holder.make = _FACTORIES.get(id(module)) or (  # type: ignore[attr-defined]
+        lambda: (module, copy.deepcopy(call)))
     sys.modules[TARGET] = holder
     return f"{TARGET}:make"
 
@@ -662,6 +670,7 @@ def public_original(target: str) -> Original:
     sys.modules[module_name] = loaded
     spec.loader.exec_module(loaded)
     module, call = getattr(loaded, factory)()
+    _FACTORIES[id(module)] = getattr(loaded, factory)
     return Original(f"public:{target}", module, call)
 
 
