@@ -411,6 +411,7 @@ def _dynamic_shapes(built: Any) -> dict[str, Any]:
 
     known = {built.dims.value(n) for n in (*built.dims.atomic, *built.dims.derived)}
     lengths = _sequence_lengths(built.inputs)
+    tokens = _sequence_lengths(built.inputs, rank=3)
 
     def spec(value: Any) -> Any:
         if isinstance(value, torch.Tensor):
@@ -421,6 +422,11 @@ def _dynamic_shapes(built: Any) -> dict[str, Any]:
             sequence = {int(value.shape[a]) for a in axes if a > 0}
 
             def symbolic(axis: int, size: int) -> bool:
+                if rank == 2 and axis == 1 and int(value.shape[0]) in tokens:
+                    # [T, width] of a sequence's positions (x-transformers' rotary freqs,
+                    # [T, rot_dim]): its width is the module's unless it is a length
+                    # ([T, T] and [T, S] masks)
+                    return size in tokens
                 if axis in axes or size in sequence and axis == rank - 1:
                     return True
                 if rank == 3 and axis == 2:  # [B, T, width]: a width (partial rotary's
@@ -439,9 +445,9 @@ def _dynamic_shapes(built: Any) -> dict[str, Any]:
     return {name: spec(value) for name, value in built.inputs.items()}
 
 
-def _sequence_lengths(inputs: dict[str, Any]) -> set[int]:
+def _sequence_lengths(inputs: dict[str, Any], rank: int = 2) -> set[int]:
     """The sizes of the inputs' sequence axes (the second-to-last of a tensor of rank 3 or
-    more, the last of a [B, T] one)."""
+    more, the last of a [B, T] one), of the tensors of at least ``rank`` axes."""
     import torch
 
     from .opaque import is_registered, leaves
@@ -450,7 +456,7 @@ def _sequence_lengths(inputs: dict[str, Any]) -> set[int]:
     pending = list(inputs.values())
     while pending:
         value = pending.pop()
-        if isinstance(value, torch.Tensor) and value.dim() >= 2:
+        if isinstance(value, torch.Tensor) and value.dim() >= max(rank, 2):
             found.add(int(value.shape[-2] if value.dim() >= 3 else value.shape[-1]))
         elif isinstance(value, (tuple, list)):
             pending.extend(value)

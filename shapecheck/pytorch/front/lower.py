@@ -1744,6 +1744,9 @@ def _pad(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     if mode != "constant" or not isinstance(fill, (int, float, type(None))):
         raise Unlowerable("pad mode")
     value = number(float(fill or 0))
+    # a bool tensor padded stays bool (x-transformers' pad_at_dim of a key mask for memory
+    # key/values, value=True): its blocks are a comparison, not numbers joined to it
+    flag = " > 0" if _kind(node.meta["val"]) == "bool" else ""
     shape = [low.size(s) for s in node.args[0].meta["val"].shape]
     text = x.text
     for pair in range(len(amounts) // 2):
@@ -1754,12 +1757,12 @@ def _pad(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
             if amount == "0":
                 continue
             block = f"full([{', '.join([*shape[:axis], amount, *shape[axis + 1:]])}], " \
-                f"{value.text})"
+                f"{value.text}){flag}"
             parts.insert(0 if side == 0 else len(parts), block)
         if len(parts) > 1:
             text = f"concat([{', '.join(parts)}], axis={axis})"
             shape[axis] = " + ".join(p for p in (sides[0], shape[axis], sides[1]) if p != "0")
-    return Val(text)
+    return Val(text, kind="bool") if flag and text != x.text else Val(text)
 
 
 def _pad_amount(low: Lowering, amount: Any) -> str:
