@@ -920,6 +920,37 @@ def _layer_norm(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -
     return _affine(text, args[2] if len(args) > 2 else None, args[3] if len(args) > 3 else None)
 
 
+@rule("group_norm.default")
+def _group_norm(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # F.group_norm(x [N, C, *], G, weight [C], bias [C], eps): each group of C / G channels
+    # normalised over its channels and positions, which is a layernorm of the group made one
+    # axis ([N, G, C / G * H * W]), then the per-channel affine (diffusers' VAE attention)
+    shape = list(node.args[0].meta["val"].shape)
+    groups = _given(node, 1, "num_groups", None)
+    if not isinstance(groups, int) or len(shape) < 3:
+        raise Unlowerable("group_norm")
+    eps = _given(node, 4, "eps", 1e-5)
+    whole = _group_size(shape, groups)
+    flat = f"reshape({_tensor(args[0]).text}, [{low.size(shape[0])}, {low.size(groups)}, " \
+        f"{low.size(whole)}])"
+    normed = f"reshape(layernorm({flat}, eps={number(float(eps)).text}), " \
+        f"{_shape_list(low, shape)})"
+    ones = ", 1" * (len(shape) - 2)
+    weight, bias = (args[i] if len(args) > i else None for i in (2, 3))
+    return _affine(normed, *(Val(f"reshape({v.text}, [{low.size(shape[1])}{ones}])")
+                             if v is not None and v.kind != "none" else None
+                             for v in (weight, bias)))
+
+
+def _group_size(shape: list[Any], groups: int) -> Any:
+    """The number of values in one of ``groups`` groups of channels of [N, C, *]: C / G
+    channels times the positions (a size, int or SymInt)."""
+    size = shape[1] // groups
+    for axis in shape[2:]:
+        size = size * axis
+    return size
+
+
 @rule("rms_norm.default")
 def _rms_norm(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     shape = node.args[1]
@@ -1594,12 +1625,23 @@ def _baddbmm(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> V
         raise Unlowerable("baddbmm scale")
     product = f"{left.at(PRODUCT)} @ {right.at(PRODUCT + 1)}"
     if alpha != 1:
-        product = f"{number(float(alpha)).at(PRODUCT)} * ({product})"
+        product = _alpha_scaled(low, node, product, float(alpha))
     if beta == 0:
         return Val(product, PRODUCT)
     scaled = base if beta == 1 else Val(f"{number(float(beta)).at(PRODUCT)} * "
                                         f"{base.at(PRODUCT + 1)}", PRODUCT)
     return Val(f"{scaled.at(SUM)} + {product}", SUM)
+
+
+def _alpha_scaled(low: Lowering, node: Any, product: str, alpha: float) -> str:
+    """``alpha * (batch1 @ batch2)``, a scale recovered as the dim it divides by where it is
+    one (diffusers' `baddbmm(..., alpha=self.scale)`: `/ sqrt(dim_head)`, the contracted
+    width's), else the number."""
+    width = low.size(node.args[1].meta["val"].shape[-1])
+    root = low.dims.scale(alpha, width)
+    if root is None:
+        return f"{number(alpha).at(PRODUCT)} * ({product})"
+    return f"({product}) / {root}"
 
 
 @rule("full_like.default")
