@@ -639,7 +639,8 @@ def _conforming(extraction: Extraction) -> Any:
                       and v.dtype.is_floating_point), torch.float64)
         module.to(dtype)
         inputs = call_inputs(extraction, arguments)
-        with torch.no_grad(), running():  # a traced BlockMask argument runs as one (flex.py)
+        with torch.no_grad(), running(), _constants_set(lowered.constants, arguments):
+            # (running: a traced BlockMask argument runs as one, flex.py)
             result = functional_call(module, state, args=(), kwargs=inputs, strict=False)
         flat = [leaf for leaf in torch.utils._pytree.tree_leaves(result)
                 if isinstance(leaf, torch.Tensor)]
@@ -650,6 +651,22 @@ def _conforming(extraction: Extraction) -> Any:
     run.__signature__ = _signature(names)  # type: ignore[attr-defined]
     run.__module__ = "torch"  # conformance passes torch tensors to it
     return run
+
+
+@contextmanager
+def _constants_set(constants: dict[str, Any], arguments: dict[str, Any]) -> Iterator[None]:
+    """The module's constant tensors (kept outside its state: OLMo's rotary sin/cos in a
+    dict, which `functional_call` cannot replace) hold the values conformance gives their
+    params while the module runs, and their own after."""
+    kept = {name: tensor.clone() for name, tensor in constants.items() if name in arguments
+            and tuple(tensor.shape) == tuple(arguments[name].shape)}
+    try:
+        for name in kept:
+            constants[name].copy_(arguments[name])
+        yield
+    finally:
+        for name, value in kept.items():
+            constants[name].copy_(value)
 
 
 def call_inputs(extraction: Extraction, tensors: dict[str, Any]) -> dict[str, Any]:

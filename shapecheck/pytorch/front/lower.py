@@ -68,6 +68,9 @@ class Lowered:
     inputs: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
     #: positions, among the module's flattened tensor outputs, of the spec's outputs
     output_positions: list[int] = field(default_factory=list)
+    #: spec param name -> the tensor a constant param is (one the module keeps outside its
+    #: state, as OLMo's rotary sin/cos in a dict): conformance writes its values there
+    constants: dict[str, Any] = field(default_factory=dict)
 
 
 class Unlowerable(Exception):
@@ -217,6 +220,8 @@ class Lowering:
                 continue
             name = self._fresh(target.replace(".", "_"))
             self.out.state[name] = target
+            if kind == "CONSTANT_TENSOR" and tensor is not None:
+                self.out.constants[name] = tensor
             self._declare("param", name, value)
             self.values[node] = Val(name, kind=_kind(value))
 
