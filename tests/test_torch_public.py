@@ -1,7 +1,8 @@
 """Issue 29: attention modules copied faithfully from public projects the tool had never
 seen (tests/data/torch/public/: whisper, stable-diffusion, vit-pytorch, minGPT, Swin, SAM;
-tests/data/torch/public2/: litgpt, dinov2, perceiver-pytorch, CLIP, ESM; public3/, public4/:
-x-transformers, diffusers, OLMo, DETR, torchvision, flash-attention; each file names its
+tests/data/torch/public2/: litgpt, dinov2, perceiver-pytorch, CLIP, ESM; public3/: gemma,
+open_clip, Swin V2, torchtune, BEiT, PaLM, mistral, performer; public4/: x-transformers,
+diffusers, OLMo, DETR, torchvision, flash-attention; each file names its
 repository, path and license), called as their models call them: each verifies clean and
 the spec `extract` writes conforms to it with no flag, and a one-edit bug planted in six of
 them is flagged with its code at its line."""
