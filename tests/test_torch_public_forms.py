@@ -132,3 +132,12 @@ def test_a_table_kept_in_a_dict_conforms() -> None:
     # conformance's random ones (conform failed at every T > 1)
     text = _lowered_clean_and_conforms("dict_tables", DATA4)
     assert "param lifted_tensor_0: " in text
+
+
+@pytest.mark.slow
+def test_a_number_made_a_tensor_of_no_axes_is_the_number() -> None:
+    # audiocraft's `where(valid, zeros([]), full([], -inf))`: the -inf was
+    # `-inf * ones([])`, read as the scores the where fills with 0 (a false SC410), and
+    # the spec did not conform
+    text = _lowered_clean_and_conforms("scalar_bias", DATA4)
+    assert ", 0, -inf)" in text and "ones([])" not in text

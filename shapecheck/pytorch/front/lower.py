@@ -1358,6 +1358,10 @@ def _full(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     fill = args[1]
     if fill.kind != "number" or _kind(node.meta["val"]) == "bool":
         raise Unlowerable("full")
+    if not len(node.args[0]) and _element(node.meta["val"]) == "":
+        # a number the code made a tensor of no axes (audiocraft's causal bias,
+        # `where(valid, zeros([]), full([], -inf))`): the number, as `zeros(())` is
+        return fill
     return Val(f"{fill.at(PRODUCT)} * ones({_shape_list(low, node.args[0])})", PRODUCT)
 
 

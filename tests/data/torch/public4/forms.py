@@ -118,3 +118,25 @@ class DictTables(nn.Module):
 
 def dict_tables():
     return DictTables(), {"x": torch.randn(2, 9, 48)}
+
+
+class ScalarBias(nn.Module):
+    # audiocraft's _get_mask: a causal bias made of two numbers made tensors of no axes
+    def __init__(self, dim=48, heads=4):
+        super().__init__()
+        self.heads, self.dim_head = heads, dim // heads
+        self.qkv = nn.Linear(dim, 3 * dim, bias=False)
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        q, k, v = (t.view(b, n, self.heads, -1).transpose(1, 2)
+                   for t in self.qkv(x).chunk(3, dim=-1))
+        delta = torch.arange(n).view(-1, 1) - torch.arange(n).view(1, -1)
+        bias = torch.where(delta >= 0, torch.zeros([], dtype=x.dtype),
+                           torch.full([], float('-inf'), dtype=x.dtype))
+        w = torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5 + bias, dim=-1)
+        return (w @ v).transpose(1, 2).reshape(b, n, -1)
+
+
+def scalar_bias():
+    return ScalarBias(), {"x": torch.randn(2, 9, 48)}
