@@ -1,6 +1,8 @@
 """Issue 29: attention modules copied faithfully from public projects the tool had never
 seen (tests/data/torch/public/: whisper, stable-diffusion, vit-pytorch, minGPT, Swin, SAM;
-tests/data/torch/public2/: litgpt, dinov2, perceiver-pytorch, CLIP, ESM; each file names its
+tests/data/torch/public2/: litgpt, dinov2, perceiver-pytorch, CLIP, ESM; public3/: gemma,
+open_clip, Swin V2, torchtune, BEiT, PaLM, mistral, performer; public4/: x-transformers,
+diffusers, OLMo, DETR, torchvision, flash-attention; each file names its
 repository, path and license), called as their models call them: each verifies clean and
 the spec `extract` writes conforms to it with no flag, and a one-edit bug planted in six of
 them is flagged with its code at its line."""
@@ -56,6 +58,32 @@ CLEAN = [
     "public3/mistral_attention.py:make_attention",  # window past the prompt; `if T > 1` prefill
     "public3/performer_attention.py:make",      # FAVOR+ linear attention: 1 / einsum (was SC602)
     "public3/performer_attention.py:make_masked",  # v.masked_fill_(~mask) of a padding mask
+    "public4/x_transformers_attention.py:make",  # rotary freqs [T, 32] passed in (free size S)
+    "public4/x_transformers_attention.py:make_masked",  # pad_at_dim of a bool mask (SC602 ~)
+    "public4/x_transformers_attention.py:make_qk_norm",  # l2norm, a learned scale of 10
+    "public4/x_transformers_attention.py:make_cross",  # context, context_mask
+    "public4/x_transformers_attention.py:make_flash",  # SDPA is_causal
+    "public4/diffusers_attention.py:make",          # AttnProcessor2_0, self-attention
+    "public4/diffusers_attention.py:make_cross",    # the UNet's [B, 1, S] bias of -10000.0
+    "public4/diffusers_attention.py:make_classic",  # baddbmm alpha=scale (was a number)
+    "public4/diffusers_attention.py:make_vae",      # [B, C, H, W], group_norm (was SC602)
+    "public4/diffusers_attention.py:make_vae_classic",
+    "public4/olmo_attention.py:make",            # rotary in a dict cache (conform failed)
+    "public4/olmo_attention.py:make_clip_qkv",   # clamp_, GQA by repeat_interleave
+    "public4/olmo_attention.py:make_masked",     # cached causal bias + padding bias
+    "public4/olmo_attention.py:make_qk_norm",
+    "public4/detr_attention.py:make",            # nn.MultiheadAttention [HW, B, C], key padding
+    "public4/detr_attention.py:make_pre",
+    "public4/detr_attention.py:make_decoder",    # queries' self- and cross-attention
+    "public4/torchvision_vit_attention.py:make",  # nn.MultiheadAttention, batch_first
+    "public4/torchvision_vit_attention.py:make_encoder",
+    "public4/flash_attn_mha.py:make",            # packed qkv, additive triu bias
+    "public4/flash_attn_mha.py:make_padded",     # additive -10000.0 padding bias
+    "public4/flash_attn_mha.py:make_gqa",        # repeat "(hkv g)"
+    "public4/flash_attn_mha.py:make_cross",
+    "public4/audiocraft_attention.py:make",      # where(valid, zeros([]), full([], -inf))
+    "public4/audiocraft_attention.py:make_cross",  # (was a false SC410, conform failed)
+    "public4/audiocraft_attention.py:make_torch_mha",  # nn.MultiheadAttention, that bias
 ]
 
 BUGS = [
@@ -68,6 +96,10 @@ BUGS = [
     ("public3/bugs/gemma_softmax_axis.py:make", "SC402", 242),       # softmax over the queries
     ("public3/bugs/mistral_scale_width.py:make", "SC404", 145),      # args.dim**-0.5, used at 145
     ("public3/bugs/open_clip_unscaled.py:make_plain", "SC405", 90),  # `q = q`: the scale left out
+    ("public4/bugs/x_transformers_softmax_axis.py:make", "SC402", 424),  # attn_fn(dots, dim=-2)
+    ("public4/bugs/diffusers_scale_width.py:make_classic", "SC404", 438),  # query_dim**-0.5,
+    # set at 156, used by baddbmm at 438
+    ("public4/bugs/flash_attn_unscaled.py:make_padded", "SC405", 79),  # `k`, not k * scale
 ]
 
 #: torch.export cannot trace these: (target, torch's reason)

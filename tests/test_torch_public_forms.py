@@ -1,6 +1,7 @@
 """The forms the third public corpus (tests/data/torch/public3/: gemma_pytorch, open_clip,
-Swin V2, torchtune, BEiT, PaLM, mistral-src, performer) taught the front end, each in a small
-module of public3/forms.py: lowered, clean, and conforming. The corpus itself (clean,
+Swin V2, torchtune, BEiT, PaLM, mistral-src, performer) and the fourth (public4/:
+x-transformers, diffusers, OLMo, DETR, torchvision, flash-attention) taught the front end,
+each in a small module of their forms.py: lowered, clean, and conforming. The corpus itself (clean,
 conforming, its planted bugs at their lines, the two forms torch.export cannot trace) is
 tested with the others in tests/test_torch_public.py."""
 from __future__ import annotations
@@ -19,9 +20,11 @@ from shapecheck.pytorch.front.sourcemap import check, check_extraction  # noqa: 
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "torch" / "public3"
+DATA4 = ROOT / "tests" / "data" / "torch" / "public4"
 
-def _lowered_clean_and_conforms(name: str) -> str:
-    target = f"{DATA / 'forms.py'}:{name}"
+
+def _lowered_clean_and_conforms(name: str, data: Path = DATA) -> str:
+    target = f"{data / 'forms.py'}:{name}"
     extraction = extract(target)
     assert extraction.unknown == [], extraction.text
     traced = check_extraction(extraction, target)
@@ -113,3 +116,47 @@ def test_a_module_the_factory_did_not_build_has_its_dims_at_their_sizes(tmp_path
     assert "dim n_head = 4" in extraction.text and "it did not build" in extraction.text
     assert "coincide" not in extraction.text
     assert [d.code for r in check(target) for d in r.diagnostics] == []
+
+
+@pytest.mark.slow  # seconds each; a lighter test of the same module stays in the fast tier
+def test_a_positions_table_keeps_the_width_the_module_gave_it() -> None:
+    # x-transformers' rotary freqs [T, rot_dim] passed to the layer: the width was traced as
+    # a free size S, and `t[..., :rot_dim]` of a head of 12 gave notes (SC317, SC201) at
+    # every slice; it is the module's width, as a [B, T, width] table's is
+    text = _lowered_clean_and_conforms("partial_rotary", DATA4)
+    assert "input freqs: [T, dim_head_half]" in text
+
+
+@pytest.mark.slow
+def test_a_bool_mask_padded_stays_bool() -> None:
+    # `F.pad(mask, (num_mem, 0), value=True)` was an int tensor in the spec, and the `~` of
+    # it SC602 (`bitwise_not.default`)
+    text = _lowered_clean_and_conforms("padded_key_mask", DATA4)
+    assert "bool[B, T + num_mem] = concat([full([B, num_mem], 1) > 0, mask], axis=1)" in text
+
+
+@pytest.mark.slow
+def test_group_norm_is_a_layernorm_of_each_group() -> None:
+    # diffusers' VAE attention: `group_norm.default` was SC602 and the spec could not
+    # conform (its result an input the module does not take); baddbmm's alpha was a number
+    text = _lowered_clean_and_conforms("group_normed", DATA4)
+    assert "layernorm(reshape(x, [B, groups, 4 * S * T]), eps=1e-06)" in text
+    assert "(q @ k.T) / sqrt(channels)" in text
+
+
+@pytest.mark.slow
+def test_a_table_kept_in_a_dict_conforms() -> None:
+    # OLMo keeps rotary sin/cos in a dict: torch lifts them as constants, which
+    # functional_call cannot replace, so the module ran on its own tables and the spec on
+    # conformance's random ones (conform failed at every T > 1)
+    text = _lowered_clean_and_conforms("dict_tables", DATA4)
+    assert "param lifted_tensor_0: " in text
+
+
+@pytest.mark.slow
+def test_a_number_made_a_tensor_of_no_axes_is_the_number() -> None:
+    # audiocraft's `where(valid, zeros([]), full([], -inf))`: the -inf was
+    # `-inf * ones([])`, read as the scores the where fills with 0 (a false SC410), and
+    # the spec did not conform
+    text = _lowered_clean_and_conforms("scalar_bias", DATA4)
+    assert ", 0, -inf)" in text and "ones([])" not in text

@@ -414,6 +414,7 @@ def _dynamic_shapes(built: Any) -> dict[str, Any]:
 
     known = {built.dims.value(n) for n in (*built.dims.atomic, *built.dims.derived)}
     lengths = _sequence_lengths(built.inputs)
+    tokens = _sequence_lengths(built.inputs, rank=3)
 
     def spec(value: Any) -> Any:
         if isinstance(value, torch.Tensor):
@@ -424,6 +425,11 @@ def _dynamic_shapes(built: Any) -> dict[str, Any]:
             sequence = {int(value.shape[a]) for a in axes if a > 0}
 
             def symbolic(axis: int, size: int) -> bool:
+                if rank == 2 and axis == 1 and int(value.shape[0]) in tokens:
+                    # [T, width] of a sequence's positions (x-transformers' rotary freqs,
+                    # [T, rot_dim]): its width is the module's unless it is a length
+                    # ([T, T] and [T, S] masks)
+                    return size in tokens
                 if axis in axes or size in sequence and axis == rank - 1:
                     return True
                 if rank == 3 and axis == 2:  # [B, T, width]: a width (partial rotary's
@@ -442,9 +448,9 @@ def _dynamic_shapes(built: Any) -> dict[str, Any]:
     return {name: spec(value) for name, value in built.inputs.items()}
 
 
-def _sequence_lengths(inputs: dict[str, Any]) -> set[int]:
+def _sequence_lengths(inputs: dict[str, Any], rank: int = 2) -> set[int]:
     """The sizes of the inputs' sequence axes (the second-to-last of a tensor of rank 3 or
-    more, the last of a [B, T] one)."""
+    more, the last of a [B, T] one), of the tensors of at least ``rank`` axes."""
     import torch
 
     from .opaque import is_registered, leaves
@@ -453,7 +459,7 @@ def _sequence_lengths(inputs: dict[str, Any]) -> set[int]:
     pending = list(inputs.values())
     while pending:
         value = pending.pop()
-        if isinstance(value, torch.Tensor) and value.dim() >= 2:
+        if isinstance(value, torch.Tensor) and value.dim() >= max(rank, 2):
             found.add(int(value.shape[-2] if value.dim() >= 3 else value.shape[-1]))
         elif isinstance(value, (tuple, list)):
             pending.extend(value)
@@ -636,7 +642,8 @@ def _conforming(extraction: Extraction) -> Any:
                       and v.dtype.is_floating_point), torch.float64)
         module.to(dtype)
         inputs = call_inputs(extraction, arguments)
-        with torch.no_grad(), running():  # a traced BlockMask argument runs as one (flex.py)
+        with torch.no_grad(), running(), _constants_set(lowered.constants, arguments):
+            # (running: a traced BlockMask argument runs as one, flex.py)
             result = functional_call(module, state, args=(), kwargs=inputs, strict=False)
         flat = [leaf for leaf in torch.utils._pytree.tree_leaves(result)
                 if isinstance(leaf, torch.Tensor)]
@@ -647,6 +654,22 @@ def _conforming(extraction: Extraction) -> Any:
     run.__signature__ = _signature(names)  # type: ignore[attr-defined]
     run.__module__ = "torch"  # conformance passes torch tensors to it
     return run
+
+
+@contextmanager
+def _constants_set(constants: dict[str, Any], arguments: dict[str, Any]) -> Iterator[None]:
+    """The module's constant tensors (kept outside its state: OLMo's rotary sin/cos in a
+    dict, which `functional_call` cannot replace) hold the values conformance gives their
+    params while the module runs, and their own after."""
+    kept = {name: tensor.clone() for name, tensor in constants.items() if name in arguments
+            and tuple(tensor.shape) == tuple(arguments[name].shape)}
+    try:
+        for name in kept:
+            constants[name].copy_(arguments[name])
+        yield
+    finally:
+        for name, value in kept.items():
+            constants[name].copy_(value)
 
 
 def call_inputs(extraction: Extraction, tensors: dict[str, Any]) -> dict[str, Any]:

@@ -68,6 +68,9 @@ class Lowered:
     inputs: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
     #: positions, among the module's flattened tensor outputs, of the spec's outputs
     output_positions: list[int] = field(default_factory=list)
+    #: spec param name -> the tensor a constant param is (one the module keeps outside its
+    #: state, as OLMo's rotary sin/cos in a dict): conformance writes its values there
+    constants: dict[str, Any] = field(default_factory=dict)
 
 
 class Unlowerable(Exception):
@@ -217,6 +220,8 @@ class Lowering:
                 continue
             name = self._fresh(target.replace(".", "_"))
             self.out.state[name] = target
+            if kind == "CONSTANT_TENSOR" and tensor is not None:
+                self.out.constants[name] = tensor
             self._declare("param", name, value)
             self.values[node] = Val(name, kind=_kind(value))
 
@@ -920,6 +925,37 @@ def _layer_norm(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -
     return _affine(text, args[2] if len(args) > 2 else None, args[3] if len(args) > 3 else None)
 
 
+@rule("group_norm.default")
+def _group_norm(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # F.group_norm(x [N, C, *], G, weight [C], bias [C], eps): each group of C / G channels
+    # normalised over its channels and positions, which is a layernorm of the group made one
+    # axis ([N, G, C / G * H * W]), then the per-channel affine (diffusers' VAE attention)
+    shape = list(node.args[0].meta["val"].shape)
+    groups = _given(node, 1, "num_groups", None)
+    if not isinstance(groups, int) or len(shape) < 3:
+        raise Unlowerable("group_norm")
+    eps = _given(node, 4, "eps", 1e-5)
+    whole = _group_size(shape, groups)
+    flat = f"reshape({_tensor(args[0]).text}, [{low.size(shape[0])}, {low.size(groups)}, " \
+        f"{low.size(whole)}])"
+    normed = f"reshape(layernorm({flat}, eps={number(float(eps)).text}), " \
+        f"{_shape_list(low, shape)})"
+    ones = ", 1" * (len(shape) - 2)
+    weight, bias = (args[i] if len(args) > i else None for i in (2, 3))
+    return _affine(normed, *(Val(f"reshape({v.text}, [{low.size(shape[1])}{ones}])")
+                             if v is not None and v.kind != "none" else None
+                             for v in (weight, bias)))
+
+
+def _group_size(shape: list[Any], groups: int) -> Any:
+    """The number of values in one of ``groups`` groups of channels of [N, C, *]: C / G
+    channels times the positions (a size, int or SymInt)."""
+    size = shape[1] // groups
+    for axis in shape[2:]:
+        size = size * axis
+    return size
+
+
 @rule("rms_norm.default")
 def _rms_norm(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     shape = node.args[1]
@@ -1322,6 +1358,10 @@ def _full(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     fill = args[1]
     if fill.kind != "number" or _kind(node.meta["val"]) == "bool":
         raise Unlowerable("full")
+    if not len(node.args[0]) and _element(node.meta["val"]) == "":
+        # a number the code made a tensor of no axes (audiocraft's causal bias,
+        # `where(valid, zeros([]), full([], -inf))`): the number, as `zeros(())` is
+        return fill
     return Val(f"{fill.at(PRODUCT)} * ones({_shape_list(low, node.args[0])})", PRODUCT)
 
 
@@ -1594,12 +1634,23 @@ def _baddbmm(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> V
         raise Unlowerable("baddbmm scale")
     product = f"{left.at(PRODUCT)} @ {right.at(PRODUCT + 1)}"
     if alpha != 1:
-        product = f"{number(float(alpha)).at(PRODUCT)} * ({product})"
+        product = _alpha_scaled(low, node, product, float(alpha))
     if beta == 0:
         return Val(product, PRODUCT)
     scaled = base if beta == 1 else Val(f"{number(float(beta)).at(PRODUCT)} * "
                                         f"{base.at(PRODUCT + 1)}", PRODUCT)
     return Val(f"{scaled.at(SUM)} + {product}", SUM)
+
+
+def _alpha_scaled(low: Lowering, node: Any, product: str, alpha: float) -> str:
+    """``alpha * (batch1 @ batch2)``, a scale recovered as the dim it divides by where it is
+    one (diffusers' `baddbmm(..., alpha=self.scale)`: `/ sqrt(dim_head)`, the contracted
+    width's), else the number."""
+    width = low.size(node.args[1].meta["val"].shape[-1])
+    root = low.dims.scale(alpha, width)
+    if root is None:
+        return f"{number(alpha).at(PRODUCT)} * ({product})"
+    return f"({product}) / {root}"
 
 
 @rule("full_like.default")
@@ -1744,6 +1795,9 @@ def _pad(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     if mode != "constant" or not isinstance(fill, (int, float, type(None))):
         raise Unlowerable("pad mode")
     value = number(float(fill or 0))
+    # a bool tensor padded stays bool (x-transformers' pad_at_dim of a key mask for memory
+    # key/values, value=True): its blocks are a comparison, not numbers joined to it
+    flag = " > 0" if _kind(node.meta["val"]) == "bool" else ""
     shape = [low.size(s) for s in node.args[0].meta["val"].shape]
     text = x.text
     for pair in range(len(amounts) // 2):
@@ -1754,12 +1808,12 @@ def _pad(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
             if amount == "0":
                 continue
             block = f"full([{', '.join([*shape[:axis], amount, *shape[axis + 1:]])}], " \
-                f"{value.text})"
+                f"{value.text}){flag}"
             parts.insert(0 if side == 0 else len(parts), block)
         if len(parts) > 1:
             text = f"concat([{', '.join(parts)}], axis={axis})"
             shape[axis] = " + ".join(p for p in (sides[0], shape[axis], sides[1]) if p != "0")
-    return Val(text)
+    return Val(text, kind="bool") if flag and text != x.text else Val(text)
 
 
 def _pad_amount(low: Lowering, amount: Any) -> str:
