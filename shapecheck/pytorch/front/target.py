@@ -459,8 +459,8 @@ def from_call(module: Any, inputs: dict[str, Any], label: str,
     dims = sizing.from_given(named)
     # built before the factory ran (`return model.blocks[0].attn, inputs`): no size can be
     # tried elsewhere, so its dims are declared at their sizes (a literal width and a dim
-    # must agree), as a model's layers are (`fixed`)
-    prebuilt = call is None and not fixed and bool(named)
+    # must agree), as a model's layers are (`fixed`); sizes that coincide say so already
+    prebuilt = call is None and not fixed and not dims.fixed and bool(named)
     dims.fixed = dims.fixed or fixed or prebuilt
     remake, rebuilt = made_by.remaker(call, dims) if call is not None and not rename else \
         (None, frozenset())
