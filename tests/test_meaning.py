@@ -201,10 +201,12 @@ def test_ops_are_in_the_order_they_apply() -> None:
     assert mask.fill == -1e9 and source(text, second.node) == "sqrt(d)" and second.divides
     assert bias.subtracts and source(text, bias.node) == "bias"
     # a soft-cap is an op of its own, between the factors around it (issue 32: it runs
-    # fused, block by block); the scale is every factor's product
+    # fused, block by block); the scale is not judged through it (the cap's own factors)
     capped = only(HEAD + "O = softmax(30 * tanh(Q @ K.T / sqrt(d) / 30)) @ V\n")
     assert [type(op) for op in capped.ops] == [ScaleFactor, ScaleFactor, SoftCap, ScaleFactor]
-    assert capped.scale.verdict == "ok" and capped.query is not None and capped.key is not None
+    assert capped.scale.verdict == "capped" and capped.scale_ok is None
+    assert capped.query is not None and capped.key is not None
+    assert codes_of(HEAD + "O = softmax(30 * tanh(Q @ K.T / sqrt(N) / 30)) @ V\n") == []
 
 
 def test_a_named_sum_normalises_too() -> None:

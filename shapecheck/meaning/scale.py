@@ -13,7 +13,7 @@ from ..messages.diagnostics import Edit, Fix
 from ..syntax import nodes
 from .. import symbolic
 from ..symbolic import Dim, Verdict, to_text
-from .facts import Axis, Contraction, Factor, Info, Product, add_power, index_of
+from .facts import Axis, Capped, Contraction, Factor, Info, Product, add_power, index_of
 from .results import Scale, ScaleFactor
 
 
@@ -37,7 +37,11 @@ class ScaleChecks:
             for base, exponent in scalar.powers:
                 add_power(powers, base, exponent * sign)
         expected = product.size
-        if not factors:
+        if any(type(op) is Capped for op in source.ops):
+            # soft-capped (`c * tanh(S / c)`): the cap's own factors are among the scale's,
+            # a traced module's `c` a number read as anything of its size: no opinion
+            verdict, radicand = "capped", None
+        elif not factors:
             verdict, radicand = "none", None
         elif not powers:
             verdict, radicand = "constant", None
