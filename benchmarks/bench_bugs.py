@@ -452,7 +452,9 @@ def function_sources(module: Any) -> list[Source]:
             if isinstance(attr, types.FunctionType) and attr not in seen and name != "forward":
                 seen.add(attr)
                 queue.append(attr)
-                found.append(_source(inspect.unwrap(attr), cls, name))
+                # patched on the class that defines it (a base class's method)
+                owner = next(c for c in cls.__mro__ if name in vars(c))
+                found.append(_source(inspect.unwrap(attr), owner, name))
     return found
 
 
