@@ -32,8 +32,6 @@ MESSAGES = {
     "traced_from": "由 `shapecheck extract` 从 {target} 追踪得到; 每条语句都注明了它来自的 Python 行",
     "apart_note": "工厂函数给出的大小相互重合 ({sizes}); 已在互不重合的大小下重新追踪, 以免把一个"
     "大小读成另一个",
-    "prebuilt_note": "工厂函数返回的模块不是它自己构建的, 因此无法在其他大小下重新构建: 各维度按其大小声明 "
-    "({sizes})",
     "coincide_note": "工厂函数给出的大小相互重合 ({sizes}), 且无法在互不重合的大小下追踪该模块: "
     "各维按其大小声明; 把调用处相等的大小合并, 可能掩盖两个大小只是碰巧相等的错误",
     "scale_note": "缩放 1/sqrt({size}) 读作 1/sqrt({chosen}), 即被收缩的宽度; {others} 的大小也是这个值",

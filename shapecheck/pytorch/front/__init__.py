@@ -146,9 +146,6 @@ def _apart(built: Any) -> tuple[Any, Any] | None:
     if not built.dims.fixed or built.static:
         return None
     sizes = ", ".join(f"{name}={size}" for name, size in built.named.items())
-    if built.prebuilt:
-        built.dims.notes.append(MESSAGES["prebuilt_note"].format(sizes=sizes))
-        return None
     # an even head width first: rotary halves it, and half of a prime width is no dim
     for even_heads in (True, False):
         again = apart(built, even_heads)

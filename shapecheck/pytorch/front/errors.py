@@ -70,8 +70,6 @@ MESSAGES: Table = Table("torchfront", "MESSAGES", {
     "coincide_note": "the factory's sizes coincide ({sizes}) and the module could not be traced "
     "at sizes that do not: the dims are declared at their sizes; merging sizes that are equal "
     "at the call can hide a bug where two sizes only coincide",
-    "prebuilt_note": "the factory returns a module it did not build, so it cannot be built "
-    "again at other sizes: its dims are declared at their sizes ({sizes})",
     "scale_note": "the scale 1/sqrt({size}) is read as 1/sqrt({chosen}), the contracted width; "
     "{others} has that size too",
     "unknown_operator_input": "stands for the result of `{operator}`, which shapecheck does not "

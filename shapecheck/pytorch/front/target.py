@@ -40,8 +40,6 @@ class Built:
     #: a factory's module: its constructor call (:mod:`.factory`), and its named sizes
     call: Any = None
     named: dict[str, int] = field(default_factory=dict)
-    #: a factory's module it did not build (its dims declared at their sizes)
-    prebuilt: bool = False
 
 
 #: The conventions `--init` may state for a dim (docs/language.md §10.3), as words.
@@ -457,15 +455,11 @@ def from_call(module: Any, inputs: dict[str, Any], label: str,
     rename = rename or {}
     named = {rename.get(k, k): v for k, v in made_by.recovered(module, call, dict(inputs)).items()}
     dims = sizing.from_given(named)
-    # built before the factory ran (`return model.blocks[0].attn, inputs`): no size can be
-    # tried elsewhere, so its dims are declared at their sizes (a literal width and a dim
-    # must agree), as a model's layers are (`fixed`); sizes that coincide say so already
-    prebuilt = call is None and not fixed and not dims.fixed and bool(named)
-    dims.fixed = dims.fixed or fixed or prebuilt
+    dims.fixed = dims.fixed or fixed
     remake, rebuilt = made_by.remaker(call, dims) if call is not None and not rename else \
         (None, frozenset())
     return Built(module, dict(inputs), dims, label, {}, remake=remake, rebuilt=rebuilt,
-                 call=call if not rename else None, named=named, prebuilt=prebuilt)
+                 call=call if not rename else None, named=named)
 
 
 def apart(built: Built, even_heads: bool = False) -> Built | None:
