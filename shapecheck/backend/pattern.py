@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 from ..syntax import nodes
 from ..check.builtins import BUILTINS as CHECKED, AxisKind
 from ..check.program import NewAxis, Program, Range, Take
-
 from ..meaning import SQUASHING
 
 if TYPE_CHECKING:

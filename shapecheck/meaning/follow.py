@@ -743,7 +743,8 @@ class Follow:
             return info
         if name in SQUASHING and x.product is not None and x.norm is None:
             # soft-capped scores (`c * tanh(S / c)`) are still the scores, capped: the
-            # pattern, its scale and masks go on; a `-inf` fill before it turns finite
+            # pattern and its masks go on (its scale is not judged: scale.py); a `-inf`
+            # fill before it turns finite
             info = x.shifted(x.axes, ops=(Capped(node),))
             info.squashed = x.squashed + tuple((m, node) for m in x.applied)
             return info
