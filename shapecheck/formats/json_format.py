@@ -48,14 +48,7 @@ def document(results: list[FileResult], *, fail_on: str,
 
 
 def _file(result: FileResult, fail_on: str) -> JsonObject:
-    entry = _entry(result, fail_on)
-    if result.covered:  # a whole model: the layers checked, the rest by kind
-        entry["covered"] = result.covered
-    return entry
-
-
-def _entry(result: FileResult, fail_on: str) -> JsonObject:
-    return {
+    entry: JsonObject = {
         "path": result.path,
         "ok": passes(result, fail_on),
         "diagnostics": [_diagnostic(diagnostic) for diagnostic in result.diagnostics],
@@ -64,6 +57,9 @@ def _entry(result: FileResult, fail_on: str) -> JsonObject:
         "inferred": {"tensors": list(result.inferred.tensors), "dims": list(result.inferred.dims),
                      "declarations": list(result.inferred.declarations)},
     }
+    if result.covered:  # a whole model: the layers checked, the rest by kind
+        entry["covered"] = result.covered
+    return entry
 
 
 def _diagnostic(diagnostic: Diagnostic) -> JsonObject:
