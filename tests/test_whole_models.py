@@ -28,6 +28,34 @@ def test_layer_names_are_shortened_where_they_differ_in_one_number() -> None:
     assert span_of_names(["attn"]) == "attn"
 
 
+def test_a_block_holding_attention_is_no_kind_of_its_own() -> None:
+    """A decoder layer whose class name says MoE holds the attention and its MLP: the MLP
+    and the norms are summarised, not the block (it read "MLPs (layers.0–1)" for Qwen2-MoE,
+    hiding its norms)."""
+    from types import SimpleNamespace
+
+    from shapecheck.pytorch.front.model import _others
+
+    class Attention(torch.nn.Module):
+        pass
+
+    class Qwen2MoeSparseMoeBlock(torch.nn.Module):
+        pass
+
+    class Qwen2MoeDecoderLayer(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.self_attn, self.mlp = Attention(), Qwen2MoeSparseMoeBlock()
+            self.input_layernorm = torch.nn.LayerNorm(4)
+
+    model = torch.nn.Module()
+    model.layers = torch.nn.ModuleList([Qwen2MoeDecoderLayer(), Qwen2MoeDecoderLayer()])
+    found = [SimpleNamespace(name=f"layers.{i}.self_attn") for i in range(2)]
+    assert _others(model, found) == {  # type: ignore[arg-type]
+        "MLPs": ["layers.0.mlp", "layers.1.mlp"],
+        "norms": ["layers.0.input_layernorm", "layers.1.input_layernorm"]}
+
+
 def _whole(target: str):
     from shapecheck.pytorch.front.model import analyse
     from shapecheck.pytorch.front.target import build

@@ -323,7 +323,8 @@ def _others(model: Any, found: list[Layer]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for name, module in model.named_modules():
         if not name or name in attention or name.startswith(inside) or \
-                any(name.startswith(f"{t}.") for t in taken):
+                any(name.startswith(f"{t}.") for t in taken) or \
+                any(a.startswith(f"{name}.") for a in attention):  # a block holding attention
             continue
         kind = next((k for k, by_class, by_name in _KINDS
                      if by_class.search(type(module).__name__) or by_name.search(name)), None)
