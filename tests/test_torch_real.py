@@ -101,6 +101,15 @@ def test_zoo_subset(case: zoo.Case) -> None:
     _clean_and_conforms(case)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["gpt2", "t5", "siglip_vision"])
+def test_zoo_whole_models_are_clean(family: str) -> None:
+    """`--forms whole`: a decoder, an encoder-decoder (three groups of layers) and a vision
+    encoder with an attention-pooling head (nn.MultiheadAttention), every layer checked."""
+    outcome = zoo.check(zoo.Case(family, "whole"), str(ZOO))
+    assert outcome.verify == "clean", outcome.detail
+
+
 # What the zoo does not pass yet, by family, with the cause (docs/torch.md, "The
 # transformers zoo"): a strict xfail, so that a fix shows as a pass to move out of here.
 KNOWN = {

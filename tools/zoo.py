@@ -44,11 +44,12 @@ FAMILIES = (
     "clip_vision siglip_vision starcoder2 olmo olmo2 olmoe cohere stablelm persimmon granite "
     "granitemoe nemotron glm glm4 helium smollm3 ministral exaone4 dbrx deepseek_v3 longformer"
 ).split()
-FORMS = ("eager", "sdpa", "decode", "cross", "flex", "flex_decode")
+FORMS = ("eager", "sdpa", "decode", "cross", "whole", "flex", "flex_decode")
 #: What a plain run checks: the flex form (attn_implementation="flex_attention", each layer
 #: given the BlockMask its model builds) compiles HF's `create_block_mask` when the model
-#: runs, minutes a family on CPU: asked for by `--forms flex`.
-DEFAULT_FORMS = FORMS[:-2]
+#: runs, minutes a family on CPU: asked for by `--forms flex`; the whole models (every
+#: layer of each family's tiny model, issue 30) by `--forms whole` (about 8 minutes).
+DEFAULT_FORMS = FORMS[:4]
 #: The subset CI runs (tests/test_zoo.py): one of each architecture kind.
 CI_CASES = ("llama__eager", "llama__decode", "gpt2__eager", "bert__eager", "t5__cross",
             "falcon__eager")
@@ -185,9 +186,13 @@ def _named_call(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> d
 
 
 def capture(family: str, form: str) -> tuple[Any, dict[str, Any]]:
-    """The attention module of FAMILY in FORM and its call as the model makes it."""
+    """The attention module of FAMILY in FORM and its call as the model makes it; for the
+    form ``whole``, the whole model (eager) and its inputs (issue 30: every layer checked)."""
     import torch
 
+    if form == "whole":
+        model, config = _model(family, "eager")
+        return model, _inputs(model, config, LENGTH)
     implementation = {"sdpa": "sdpa", "flex": "flex_attention",
                       "flex_decode": "flex_attention"}.get(form, "eager")
     decoding = form in ("decode", "flex_decode")
@@ -313,8 +318,8 @@ def check(case: Case, target_file: str = __file__) -> Outcome:
     target = f"{target_file}:{case.name}"
     start = time.perf_counter()
     try:
-        try:
-            extraction = extract(target)
+        try:  # a whole model is verified layer by layer (its layers conform in other forms)
+            extraction = None if case.form == "whole" else extract(target)
         except (ExtractError, Untraceable):  # verify says why, as a diagnostic
             extraction = None
         traced = None if extraction is None else check_extraction(extraction, target)
