@@ -232,3 +232,20 @@ def test_a_configured_model_factory_is_checked_with_the_folder(
     assert code == 1, out
     line = _line(DATA / "decoder.py", "torch.triu(torch.ones(T, T")
     assert "error[SC610]" in out and f"model.py:{line}" in out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("factory", ["make", "make_shifted"])
+def test_a_swin_block_is_checked_whole_and_its_window_partition_too(factory: str) -> None:
+    """A block holding one attention layer is traced as one module: Swin's block cuts the
+    image into the windows its attention reads, and a partition without its permute (each
+    "window" a strip of rows) is SC411 at the `view`, with a help that is right for windows
+    too (it said "move the heads back" only)."""
+    from shapecheck.pytorch.front.sourcemap import check
+
+    assert _diagnostics(f"{DATA / 'swin_block.py'}:{factory}") == []
+    found = [d for r in check(f"{DATA / 'swin_block_bug.py'}:{factory}") for d in r.diagnostics]
+    line = _line(DATA / "swin_block_bug.py", "windows = x.contiguous().view(")
+    assert [(d.span.line, d.code) for d in found] == [(line, "SC411")], found
+    assert found[0].help[0].startswith("put the axes in their order with `.permute(...)`")
+

@@ -1104,7 +1104,9 @@ TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
     "SC408 drop_negation": "drop the negation: the causal mask (`torch.tril`) already says "
     "which keys each query may see",
     "SC410": "fill the masked scores with `float('-inf')`",
-    "SC411": "move the heads back first: `y.transpose(1, 2).contiguous().view(B, T, C)`",
+    "SC411": "put the axes in their order with `.permute(...)` before the `.view(...)`, "
+    "which only regroups axes already in order (heads merged back: "
+    "`y.transpose(1, 2).contiguous().view(B, T, C)`)",
     "SC411 split_in_merge_order": "split the heads where the view put them, then move them: "
     "`x.view(B, T, H, d).transpose(1, 2)`",
     "mask_mod": "a `mask_mod` returns True where the query may attend: compare so that the "

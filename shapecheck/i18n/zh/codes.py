@@ -874,7 +874,8 @@ TORCH_HELPS = {
     "SC417": "按右下角对齐掩码: `torch.tril(..., diagonal=T_k - T)` (`T_k - T` 是缓存的 key)",
     "SC408 drop_negation": "去掉取反: 因果掩码 (`torch.tril`) 本身已经说明每个 query 可以看到哪些 key",
     "SC410": "用 `float('-inf')` 填充被屏蔽的分数",
-    "SC411": "先把头移回去: `y.transpose(1, 2).contiguous().view(B, T, C)`",
+    "SC411": "先用 `.permute(...)` 把各轴排好顺序再 `.view(...)`: `view` 只重组已按顺序相邻的轴"
+    "(把头合并回去: `y.transpose(1, 2).contiguous().view(B, T, C)`)",
     "SC411 split_in_merge_order": "按 view 放置头的位置拆分, 再移动它们: "
     "`x.view(B, T, H, d).transpose(1, 2)`",
     "mask_mod": "`mask_mod` 在查询可以关注的位置返回 True: 比较时让查询的位置在较大的一侧 "

@@ -20,7 +20,7 @@ from typing import Any
 
 from ...messages import codes
 from ...messages.diagnostics import Diagnostic, FileResult, Note, Span
-from . import Extraction, ExtractError, Untraceable, extract_built
+from . import Extraction, ExtractError, Untraceable, extract, extract_built
 from .errors import MESSAGES, Location, python_source
 from .layers import Group, Layer, find, group, span_of_names
 from .sourcemap import Results, Traced, check_extraction
@@ -53,9 +53,11 @@ class WholeModel:
 
 
 def analyse(built: Any, target: str, bindings: Mapping[str, int] | None = None,
-            ignore: Collection[str] = ()) -> WholeModel | None:
-    """Find, capture, group and check the attention layers of the model ``built`` holds."""
-    found = find(built.module, built.inputs)
+            ignore: Collection[str] = (), found: list[Layer] | None = None
+            ) -> WholeModel | None:
+    """Find (unless ``found`` is given), capture, group and check the attention layers of
+    the model ``built`` holds."""
+    found = find(built.module, built.inputs) if found is None else found
     if found is None:
         return None
     groups = group(found)
@@ -69,14 +71,44 @@ def analyse(built: Any, target: str, bindings: Mapping[str, int] | None = None,
 def check_model(built: Any, target: str, bindings: Mapping[str, int] | None = None,
                 ignore: Collection[str] = ()) -> Traced | None:
     """``verify`` of a whole model: each diagnostic once, at its Python line, with a note
-    naming the layers it was found in; None when ``built`` is not a whole model."""
-    whole = analyse(built, target, bindings, ignore)
+    naming the layers it was found in; None when ``built`` is not a whole model. A block
+    (one attention layer with the code around it) is checked as one module where it can be
+    (:func:`_block`)."""
+    found = find(built.module, built.inputs)
+    if found is None:
+        return None
+    if len(found) == 1:
+        block = _block(built, target, bindings, ignore)
+        if block is not None:
+            return block
+    whole = analyse(built, target, bindings, ignore, found)
     if whole is None:
         return None
     shapes = {}  # the editor's hover: each line's traced shapes, from the layer traced there
     for item in whole.checked:
         shapes.update(item.traced.shapes)
     return Traced(results(whole), shapes)
+
+
+#: what a trace of a whole block may end in that a trace of its attention layer avoids
+_NOT_A_BLOCK = frozenset({"SC601", "SC602", "SC603"})
+
+
+def _block(built: Any, target: str, bindings: Mapping[str, int] | None,
+           ignore: Collection[str]) -> Traced | None:
+    """A module holding one attention layer (a transformer block: the layer with its norms,
+    MLP and residuals; a Swin block cutting the image into the windows its attention reads)
+    traced whole, as one module, so that the code around the attention is checked too: a
+    window partition without its permute is a bug of the block, not of its attention. None
+    when the block cannot be traced or lowered whole: its attention layer is then checked
+    as a whole model's."""
+    try:
+        traced = check_extraction(extract(target, (), built), target, bindings, ignore)
+    except (ExtractError, Untraceable):
+        return None
+    if any(d.code in _NOT_A_BLOCK for r in traced.results for d in r.diagnostics):
+        return None
+    return traced
 
 
 def results(whole: WholeModel) -> list[FileResult]:
