@@ -321,6 +321,20 @@ def _length(line: str) -> str | None:
     return found.group(2) if found else None
 
 
+_WINDOWS = re.compile(r"\.permute\(0, 1, 3, 2, 4, 5\)(\.contiguous\(\))?(?=\.(view|reshape)\()")
+
+
+@operator
+def windows(lines: list[str], i: int, first: int) -> Iterator[tuple[str, str, dict[int, str]]]:
+    """A window partition (or its reverse) without the permute that gathers each window's
+    rows: ``[B, H/w, w, W/w, w, C]`` viewed as windows as it lies, strips of rows."""
+    found = _WINDOWS.search(lines[i])
+    if found:
+        line = lines[i]
+        yield "windows_no_permute", "partition", {
+            i: line[:found.start()] + (found.group(1) or "") + line[found.end():]}
+
+
 _PV = re.compile(r"(matmul|bmm)\(\s*(\w+)\s*,\s*(\w+)\s*\)|(\w+)\s*@\s*(\w+)")
 
 

@@ -33,6 +33,8 @@ CLEAN = [
     "public/mingpt_attention.py:make",           # a CfgNode config (was four SC307 notes)
     "public/swin_window_attention.py:make",      # relative position bias table, no shift
     "public/swin_window_attention.py:make_shifted",  # mask [nW, N, N], view(B_ // nW, nW) (was SC201)
+    "../whole_models/swin_block.py:make",          # the block: windows cut around the attention
+    "../whole_models/swin_block.py:make_shifted",  # torch.roll, the mask built in __init__
     "public/sam_attention.py:make",              # [B, H, W, C], decomposed rel pos (was SC411)
     "public2/dinov2_attention.py:make", "public2/dinov2_attention.py:make_causal",
     "public2/dinov2_attention.py:make_memeff",
