@@ -115,13 +115,14 @@ def _9(_FACTORY, _object, _default_mentions):
     return __init__
 
 
-def _10(_FACTORY, _object, _factory_definitions, _factory_claims, _factory_applications, _factory_tables, _factory_calls, _factory_mentions):
-    def __init__(self, definitions=_FACTORY, claims=_FACTORY, applications=_FACTORY, tables=_FACTORY, calls=_FACTORY, mentions=_FACTORY):
+def _10(_FACTORY, _object, _factory_definitions, _factory_claims, _factory_applications, _factory_tables, _factory_calls, _factory_moved, _factory_mentions):
+    def __init__(self, definitions=_FACTORY, claims=_FACTORY, applications=_FACTORY, tables=_FACTORY, calls=_FACTORY, moved=_FACTORY, mentions=_FACTORY):
         self.definitions = _factory_definitions() if definitions is _FACTORY else definitions
         self.claims = _factory_claims() if claims is _FACTORY else claims
         self.applications = _factory_applications() if applications is _FACTORY else applications
         self.tables = _factory_tables() if tables is _FACTORY else tables
         self.calls = _factory_calls() if calls is _FACTORY else calls
+        self.moved = _factory_moved() if moved is _FACTORY else moved
         self.mentions = _factory_mentions() if mentions is _FACTORY else mentions
     return __init__
 
@@ -1184,7 +1185,7 @@ INITS = {
     "def __init__(self, code, severity, message, span, notes=_default_notes, help=_default_help, fixes=_default_fixes, counterexample=_default_counterexample):\n    _object.__setattr__(self, 'code', code)\n    _object.__setattr__(self, 'severity', severity)\n    _object.__setattr__(self, 'message', message)\n    _object.__setattr__(self, 'span', span)\n    _object.__setattr__(self, 'notes', notes)\n    _object.__setattr__(self, 'help', help)\n    _object.__setattr__(self, 'fixes', fixes)\n    _object.__setattr__(self, 'counterexample', counterexample)\n": _7,
     "def __init__(self, data, name=_default_name):\n    _object.__setattr__(self, 'data', data)\n    _object.__setattr__(self, 'name', name)\n": _8,
     'def __init__(self, defines, is_dim, span, mentions=_default_mentions):\n    self.defines = defines\n    self.is_dim = is_dim\n    self.span = span\n    self.mentions = mentions\n': _9,
-    'def __init__(self, definitions=_FACTORY, claims=_FACTORY, applications=_FACTORY, tables=_FACTORY, calls=_FACTORY, mentions=_FACTORY):\n    self.definitions = _factory_definitions() if definitions is _FACTORY else definitions\n    self.claims = _factory_claims() if claims is _FACTORY else claims\n    self.applications = _factory_applications() if applications is _FACTORY else applications\n    self.tables = _factory_tables() if tables is _FACTORY else tables\n    self.calls = _factory_calls() if calls is _FACTORY else calls\n    self.mentions = _factory_mentions() if mentions is _FACTORY else mentions\n': _10,
+    'def __init__(self, definitions=_FACTORY, claims=_FACTORY, applications=_FACTORY, tables=_FACTORY, calls=_FACTORY, moved=_FACTORY, mentions=_FACTORY):\n    self.definitions = _factory_definitions() if definitions is _FACTORY else definitions\n    self.claims = _factory_claims() if claims is _FACTORY else claims\n    self.applications = _factory_applications() if applications is _FACTORY else applications\n    self.tables = _factory_tables() if tables is _FACTORY else tables\n    self.calls = _factory_calls() if calls is _FACTORY else calls\n    self.moved = _factory_moved() if moved is _FACTORY else moved\n    self.mentions = _factory_mentions() if mentions is _FACTORY else mentions\n': _10,
     'def __init__(self, dims, is_bool, span, element=_default_element):\n    self.dims = dims\n    self.is_bool = is_bool\n    self.span = span\n    self.element = element\n': _11,
     'def __init__(self, dims=_FACTORY, positions=_FACTORY, ranges=_FACTORY, constraints=_FACTORY, choosable=_FACTORY):\n    self.dims = _factory_dims() if dims is _FACTORY else dims\n    self.positions = _factory_positions() if positions is _FACTORY else positions\n    self.ranges = _factory_ranges() if ranges is _FACTORY else ranges\n    self.constraints = _factory_constraints() if constraints is _FACTORY else constraints\n    self.choosable = _factory_choosable() if choosable is _FACTORY else choosable\n': _12,
     "def __init__(self, enabled):\n    _object.__setattr__(self, 'enabled', enabled)\n": _13,

@@ -193,6 +193,22 @@ def test_a_stated_window_convention_is_checked() -> None:
     assert codes_of("dim W\n" + body.format(op="<=")) == []
 
 
+def test_a_function_called_with_moved_positions_reads_them_as_its_own() -> None:
+    """A decode step's mask moves the query positions past the cache and calls the window
+    function with them (Hugging Face's `q_idx + q_offset`): the callee sees absolute
+    positions, so it does not take the step's lengths (1 query, T + 1 keys) and their
+    bottom-right offset a second time (a false SC432 "1 positions back" at W = 1)."""
+    step = ("dim B, H, T, d\ndim W window exclusive\ninput q: [B, H, 1, d]\n"
+            "input k: [B, H, T + 1, d]\ninput v: [B, H, T + 1, d]\n"
+            "def win(b, h, q_idx, kv_idx) = (kv_idx <= q_idx) & (kv_idx > q_idx - W)\n"
+            "def step(b, h, q_idx, kv_idx) = win(b, h, q_idx + {offset}, kv_idx)\n"
+            "out = flex_attention(q, k, v, mask=step)\n")
+    assert codes_of(step.format(offset="T")) == []
+    assert codes_of(step.format(offset="(T - 0)")) == []
+    # no offset: the new token placed at position 0 (top left) sees a key T back
+    assert codes_of(step.format(offset="0")) == ["SC432"]
+
+
 def test_a_stated_mask_convention_is_checked() -> None:
     for convention, right, wrong in (("keep", "pad[k]", "~pad[k]"), ("drop", "~pad[k]", "pad[k]")):
         header = f"dim N\ninput pad: bool[N] {convention}\n"

@@ -113,7 +113,8 @@ class _Analysis:
                 name = stack.pop()
                 if name not in found:
                     found[name] = known
-                    stack.extend(self.functions.calls.get(name, ()))
+                    stack.extend(self.functions.calls.get(name, set())
+                                 - self.functions.moved.get(name, set()))
         for claim in self.functions.claims:
             if len(claim.lengths) == 2:
                 found[claim.name.name] = dict(zip(("q", "k"), claim.lengths))

@@ -50,8 +50,11 @@ class Functions:
     # `f(arange(B)[:, None, None, None], ..., arange(T)[None, None, None, :])`): the function,
     # the length each role's `arange` spans, the call.
     tables: list[tuple[str, dict[str, nodes.Expr], Span]] = field(default_factory=list)
-    # The functions each function's body calls: they share its query and key lengths.
+    # The functions each function's body calls: they share its query and key lengths,
+    # unless they are called with moved positions (`f(b, h, q_idx + P, kv_idx)`, a decode
+    # step's offset): those read positions of their own, and are in `moved`.
     calls: dict[str, set[str]] = field(default_factory=dict)
+    moved: dict[str, set[str]] = field(default_factory=dict)
     # Every name the definitions and claims read (dims, inputs): they count as used.
     mentions: set[str] = field(default_factory=set)
 
@@ -82,9 +85,12 @@ def inline(statements: list[nodes.Stmt], source: str
             inliner.functions.mentions.update(nodes.names_in(statement))
         if isinstance(statement, nodes.FunctionDef):
             # A function may call the ones defined above it (never itself).
-            inliner.functions.calls[statement.name.name] = {
-                n.func.name for n in _walk(statement.body) if isinstance(n, nodes.Call)
-                and n.func.name in inliner.functions.definitions}
+            called = [n for n in _walk(statement.body) if isinstance(n, nodes.Call)
+                      and n.func.name in inliner.functions.definitions]
+            inliner.functions.calls[statement.name.name] = {n.func.name for n in called}
+            inliner.functions.moved[statement.name.name] = {
+                n.func.name for n in called
+                if not all(isinstance(nodes.strip_parens(a), nodes.Name) for a in n.args)}
             body = inliner.expr(statement.body)
             inliner.functions.definitions[statement.name.name] = replace(statement, body=body)
         elif isinstance(statement, nodes.Claim):

@@ -452,7 +452,7 @@ def lower(low: Any, node: Any, args: list[Any], kw: dict[str, Any]) -> Any:
     q, k, v = (operand_name(low, item, value) for item, value in zip(node.args[:3], args[:3]))
     k, v = _grouped(low, node, call, k, v)
     traced = {key: item.meta.get("val") for (key, _), item in zip(call.captured, node.args[3])}
-    written = Writer(low, captured, traced, low.location(node))
+    written = Writer(low, captured, traced, low.location(node), _cached(low, node))
     parts = [q, k, v]
     if call.mask is not None:
         parts.append(f"mask={written.function(call.mask)}")
@@ -463,6 +463,20 @@ def lower(low: Any, node: Any, args: list[Any], kw: dict[str, Any]) -> Any:
         root = low.dims.scale(call.scale, width)
         parts.append(f"scale=1 / {root}" if root else f"scale={literal(low, call.scale)}")
     return Val(f"flex_attention({', '.join(parts)})")
+
+
+def _cached(low: Any, node: Any) -> dict[int, str]:
+    """A decode step's cache: where the call has more keys than queries (traced symbolic),
+    the traced number of cached keys -> the keys less the queries, written with the dims.
+    A mask that offsets its query positions by that number (Hugging Face's decode step:
+    `q_idx + cache_position[0]`) reads the cache's length, true at every size; as the
+    literal it was traced as, the proofs varied the cache and kept the offset."""
+    queries, keys = (node.args[i].meta["val"].shape[-2] for i in (0, 1))
+    number = tuple(size if isinstance(size, int) else
+                   getattr(getattr(size, "node", None), "hint", None) for size in (keys, queries))
+    if None in number or number[0] <= number[1] or isinstance(keys, int):
+        return {}
+    return {number[0] - number[1]: str(low.size(keys - queries))}
 
 
 def operand_name(low: Any, item: Any, value: Any) -> str:
@@ -530,8 +544,9 @@ class Writer:
     (FlexAttention's signatures) it calls, the rest written into their bodies."""
 
     def __init__(self, low: Any, captured: dict[int, str], traced: dict[int, Any],
-                 at: Location | None) -> None:
+                 at: Location | None, cached: dict[int, str] | None = None) -> None:
         self.low = low
+        self.cached = cached or {}  # a decode step's cached keys: traced number -> its dims
         self.traced = traced  # identity -> the traced value of each tensor read
         self.at = at  # the call's line: where a function of torch's own (and_masks) is
         self.captured = captured
@@ -638,6 +653,9 @@ class Writer:
             return Val(str(self.low.size(value)), 50)
         if isinstance(value, (bool, int, float)):
             kind = self.function_.kind if self.function_ is not None else "mask"
+            if kind == "mask" and type(value) is int and value in self.cached:
+                return Val(f"({self.cached[value]})" if not
+                           self.cached[value].isidentifier() else self.cached[value], 90)
             text = literal(self.low, value, in_mask=kind == "mask")
             return Val(text, UNARY if text.startswith("-") else 90)
         raise Unlowerable(f"a {type(value).__name__} in a mask or score function")

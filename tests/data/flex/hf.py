@@ -93,3 +93,34 @@ def windowed():
                            causal_mask_function)
     inputs.pop("attention_mask")
     return module, inputs
+
+
+CACHED = 8
+
+
+def mistral_decode(offset=CACHED):
+    """A decode step in flex mode: one new token after CACHED cached ones. The BlockMask the
+    model builds offsets the query positions by the cache (masking_utils' `q_offset`, the
+    cache's length, a number when the mask is made)."""
+    from transformers import DynamicCache
+
+    config = MistralConfig(hidden_size=70, num_attention_heads=5, num_key_value_heads=1,
+                           head_dim=14, sliding_window=11)
+    config._attn_implementation = "flex_attention"
+    cache = DynamicCache(config=config)
+    past = torch.randn(BATCH, 1, CACHED, 14)
+    cache.update(past, torch.randn_like(past), 0)
+    x = torch.randn(BATCH, 1, config.hidden_size)
+    cos, sin = LlamaRotaryEmbedding(config)(x, torch.full((BATCH, 1), CACHED))
+    mask_function = add_offsets_to_mask_function(
+        sliding_window_causal_mask_function(config.sliding_window), offset, 0)
+    mask = create_block_mask(mask_function, BATCH, None, 1, CACHED + 1, device="cpu")
+    return MistralAttention(config, layer_idx=0), {
+        "hidden_states": x, "position_embeddings": (cos, sin), "attention_mask": mask,
+        "cache": cache}
+
+
+def mistral_decode_top_left():
+    """The same step with the queries' offset left out (top-left: the new token placed at
+    position 0, seeing only the first cached key)."""
+    return mistral_decode(offset=0)
