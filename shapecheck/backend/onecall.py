@@ -102,8 +102,9 @@ def ordered(builder: PlanBuilder, fusable: pattern.Fusable,
     layouts = _layouts(builder, fusable)
     if layouts is None:
         return None, "fused_layout"
-    factors: dict[int, float] = {id(step): 1 / scalars[id(step)] if step.divides  # type: ignore[operator]
-                                 else scalars[id(step)] for step in fusable.ops if step.kind == "scale"}
+    factors: dict[int, float] = {  # each scale's factor: its value, or 1 / it for a divisor
+        id(step): 1 / scalars[id(step)] if step.divides else scalars[id(step)]  # type: ignore[misc]
+        for step in fusable.ops if step.kind == "scale"}
     ops = list(fusable.ops)
     leading = 0  # the scales before any other op: FlexAttention's `scale`
     while leading < len(ops) and ops[leading].kind == "scale" and factors[id(ops[leading])] > 0:
