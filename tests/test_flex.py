@@ -467,3 +467,26 @@ def test_a_decode_steps_block_mask_reads_its_offset_as_the_cache() -> None:
              for d in r.diagnostics]
     assert found == [("masking_utils.py", "SC432")]
 
+
+    # the full layers' `lambda *args: torch.tensor(True)`: a truth value of the function
+    assert "def or_mask(batch_idx, head_idx, q_idx, kv_idx) = causal_mask_function(batch_idx, " \
+        "head_idx, q_idx, kv_idx) | true" in full
+    assert "bool[]" not in full
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["hf_vmap.py:gemma3_full_sdpa", "hf_vmap.py:gemma3_full_eager"])
+def test_gemma3s_full_layer_overlay_is_part_of_its_function(name: str) -> None:
+    """Gemma 3's full (global) layers with bidirectional attention (issue 33): the overlay
+    `lambda *args: torch.tensor(True)` makes a tensor at each call, a constant of the graph,
+    so it is written as `true` inside the function (neither a `bool[]` param of unknown
+    value nor an input that nothing reads); clean, and the layer conforms."""
+    pytest.importorskip("transformers")
+    extraction = extract(target(name))
+    assert "def or_mask(batch_idx, head_idx, q_idx, kv_idx) = causal_mask_function(batch_idx, " \
+        "head_idx, q_idx, kv_idx) | true" in extraction.text
+    assert "bool[]" not in extraction.text, extraction.text
+    assert [(d.code, d.span.line) for r in check(target(name)) for d in r.diagnostics] == []
+    result = conform(extraction.text, extraction.function(), dims=extraction.bindings,
+                     framework="torch", cases=2, rtol=1e-5, atol=1e-6)
+    assert result.ok, result.report()

@@ -39,12 +39,12 @@ FORMS = [
                 "def g(s, q, k) = 20.0 * tanh(s / 20.0)", "mask=f, score=g"),
 ]
 # forms whose every mask and bias the kernels read as a function of positions (NumPy's
-# kernel applies a soft-cap's tanh to each block too; torch and JAX run it unfused)
+# kernel applies a soft-cap's tanh to each block too; torch's FlexAttention in its score_mod)
 FUSED = {"causal", "window", "document", "padding", "alibi", "relative", "softcap"}
-# and on torch: SDPA and FlexAttention as the plan calls them have no soft-cap step
-TORCH_FUSED = FUSED - {"softcap"}
-# forms FlexAttention runs: every lookup at a position itself (`doc[q + M - N]` is not)
-FLEX = {"causal", "window", "padding", "alibi", "relative"}
+TORCH_FUSED = FUSED
+# forms FlexAttention runs: every lookup at a position itself (`doc[q + M - N]` is not), and
+# a soft-capped one whatever its masks (SDPA has no soft-cap)
+FLEX = {"causal", "window", "padding", "alibi", "relative", "softcap"}
 
 
 def spec(definitions: str, keywords: str) -> str:
@@ -169,3 +169,98 @@ def test_functions_of_positions_in_key_blocks_too(monkeypatch) -> None:
         result = compile_spec(text, dims=DIMS).run(arrays, check_invariants=True)
         assert "(online softmax); its masks and biases are functions" in result.plan[0], name
         np.testing.assert_allclose(result.outputs["O"], dense, rtol=1e-12, atol=1e-12)
+
+
+# --- soft-capped attention on torch: one flex_attention call (issue 32 item 4) -------------
+
+CAPPED_HEADER = """dim B, H, N, d
+input Q: [B, H, N, d]
+input K: [B, H, N, d]
+input V: [B, H, N, d]
+input bias: [H, N, N]
+S = Q @ K.T / sqrt(d) + bias
+"""
+# (name, the statements from the scores to O): Gemma 2's order (scale, bias, cap, mask),
+# a window, a mask before the cap (SC410: the cap makes -inf a finite -c, which the kernel
+# must keep), a finite fill replacing after the cap, and a cap with no mask at all
+CAPPED = [
+    ("causal", "C = 30.0 * tanh(S / 30.0)\noutput O = softmax(where(causal_mask(N), C, -inf)) @ V"),
+    ("window", "C = 30.0 * tanh(S / 30.0)\n"
+               "output O = softmax(where(causal_mask(N, window=4), C, -inf)) @ V"),
+    ("mask_before_cap", "M = where(causal_mask(N), S, -inf)\n"
+                        "output O = softmax(5.0 * tanh(M / 5.0)) @ V"),
+    ("finite_fill", "C = 2.0 * tanh(S / 2.0)\n"
+                    "output O = softmax(where(causal_mask(N, window=3), C, -1e4)) @ V"),
+    ("no_mask", "output O = softmax(50.0 * tanh(S / 50.0)) @ V"),
+]
+CAPPED_DIMS = {"B": 2, "H": 3, "N": 11, "d": 4}
+
+
+def capped_inputs(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    b, h, n, d = (CAPPED_DIMS[x] for x in "BHNd")
+    # large scores, so that the cap changes them (tanh is not near linear there)
+    return {"Q": 4 * rng.standard_normal((b, h, n, d)), "K": 4 * rng.standard_normal((b, h, n, d)),
+            "V": rng.standard_normal((b, h, n, d)), "bias": 3 * rng.standard_normal((h, n, n))}
+
+
+@pytest.mark.slow  # FlexAttention's first eager call takes seconds
+@pytest.mark.parametrize("dtype, tolerance", [("float64", 1e-12), ("float32", 2e-6)])
+@pytest.mark.parametrize("name, statements", CAPPED, ids=[c[0] for c in CAPPED])
+def test_a_soft_capped_attention_runs_through_flex_attention_on_torch(
+        name: str, statements: str, dtype: str, tolerance: float) -> None:
+    """torch runs a soft-capped pattern as one eager flex_attention call whose score_mod
+    applies the ops in the spec's order; its numbers are NumPy's fused and unfused ones, and
+    the sampled rows are checked. A mask that hides only until a later op shows the score
+    again (here: before the cap) is applied where it stands, not as the block mask."""
+    pytest.importorskip("torch")
+    text, arrays = CAPPED_HEADER + statements + "\n", capped_inputs(4)
+    dense = compile_spec(text, dims=CAPPED_DIMS, fused="off", dtype=dtype).run(arrays)
+    blocks = compile_spec(text, dims=CAPPED_DIMS, dtype=dtype).run(arrays)
+    flex = compile_spec(text, dims=CAPPED_DIMS, backend="torch", dtype=dtype).run(
+        arrays, check_invariants=True)
+    assert "soft-cap's tanh among them" in flex.plan[0], flex.plan
+    assert "fused, " in blocks.plan[0], blocks.plan
+    assert any("fused into flex_attention: 8 row(s) recomputed" in line
+               for line in flex.checks), flex.checks
+    for other in (dense, blocks):
+        np.testing.assert_allclose(flex.outputs["O"], other.outputs["O"], rtol=tolerance,
+                                   atol=tolerance)
+    assert np.isfinite(flex.outputs["O"]).all()
+
+
+def test_a_soft_capped_attention_with_a_hidden_row_is_nan_and_a_warning_on_torch() -> None:
+    """`j > i` after the cap hides every key from the last query: its row is NaN and the run
+    warns, as the unfused run does (FlexAttention's zeros are replaced)."""
+    pytest.importorskip("torch")
+    text = (CAPPED_HEADER + "C = 30.0 * tanh(S / 30.0)\n"
+            "i = arange(N)[:, None]\nj = arange(N)[None, :]\n"
+            "output O = softmax(where(j > i, C, -inf)) @ V\n")
+    arrays = capped_inputs(5)
+    dense = compile_spec(text, dims=CAPPED_DIMS, fused="off").run(arrays)
+    flex = compile_spec(text, dims=CAPPED_DIMS, backend="torch").run(arrays, check_invariants=True)
+    assert "soft-cap's tanh among them" in flex.plan[0], flex.plan
+    out = flex.outputs["O"]
+    assert np.isnan(out[:, :, -1]).all() and np.isfinite(out[:, :, :-1]).all()
+    np.testing.assert_allclose(out[:, :, :-1], dense.outputs["O"][:, :, :-1], rtol=1e-12,
+                               atol=1e-12)
+    count = CAPPED_DIMS["B"] * CAPPED_DIMS["H"]
+    for result in (flex, dense):
+        assert any(f"{count} softmax row(s) are entirely -inf" in w for w in result.warnings), \
+            result.warnings
+
+
+def test_a_soft_capped_attention_with_a_scale_read_from_a_tensor_runs_unfused_on_torch() -> None:
+    """The score_mod applies numbers: a scale held in an input stays unfused, saying so
+    (NumPy's kernel fuses it), with the same numbers."""
+    pytest.importorskip("torch")
+    text = CAPPED_HEADER.replace("/ sqrt(d) + bias", "* t + bias").replace(
+        "input bias", "input t: []\ninput bias") + \
+        "output O = softmax(where(causal_mask(N), 30.0 * tanh(S / 30.0), -inf)) @ V\n"
+    arrays = {**capped_inputs(6), "t": np.array(0.7)}
+    result = compile_spec(text, dims=CAPPED_DIMS, backend="torch").run(arrays)
+    assert result.plan == ["softmax `O` (line 8): not fused: the scores are soft-capped and a "
+                           "scale is not a constant: the flex_attention call's score_mod "
+                           "applies numbers only"]
+    dense = compile_spec(text, dims=CAPPED_DIMS, fused="off").run(arrays)
+    np.testing.assert_allclose(result.outputs["O"], dense.outputs["O"], rtol=1e-12, atol=1e-12)

@@ -530,6 +530,27 @@ def test_a_padding_vector_and_ed_with_a_triangle_by_query_is_sc412(read: str,
     assert found == [(code, 8) for code in expected]
 
 
+@pytest.mark.parametrize("added", ["S + where(keep, 0.0, -inf)", "S + where(keep, 0.0, -1e9)",
+                                   "S + where(~keep, -inf, 0.0)"])
+@pytest.mark.parametrize("read, expected", [
+    ("pad[:, None, :, None]", ["SC412"]),                        # by query: the bug
+    ("pad[:, None, None, :]", []),                               # by key
+    ("pad[:, None, :, None] & pad[:, None, None, :]", []),       # both sides
+])
+def test_a_padding_vector_and_ed_with_a_triangle_in_an_added_mask_is_sc412(
+        added: str, read: str, expected: list[str]) -> None:
+    """The additive form of the same mask (issue 33): `where(keep, 0, -inf)` added to the
+    scores hides what `where(keep, S, -inf)` hides, so a padding vector read by query and
+    and-ed with a triangle there is the same mistake (the padded keys are still seen; with
+    a finite fill the padded queries' rows only shift, which the softmax ignores)."""
+    text = TENSOR_PADDED.format(read=read).replace(
+        "O = softmax(where(keep, Q @ transpose(K, [0, 1, 3, 2]) / sqrt(d), -inf), axis=-1) @ V",
+        "S = Q @ transpose(K, [0, 1, 3, 2]) / sqrt(d)\n"
+        f"O = softmax({added}, axis=-1) @ V")
+    found = [(d.code, d.span.line) for d in check_text(text).diagnostics]
+    assert found == [(code, 8) for code in expected]
+
+
 def test_a_padding_vector_alone_by_query_is_reported_once() -> None:
     """Alone, the meaning pass says it (the mask is constant along the keys); not twice."""
     text = TENSOR_PADDED.format(read="pad[:, None, :, None]").replace("(j <= i) & ", "")

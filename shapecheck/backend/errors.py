@@ -171,6 +171,8 @@ MESSAGES: Table = Table("run", "MESSAGES", {
     "fused_dpa": "fused into one jax.nn.dot_product_attention call ({mask})",
     "fused_flex": "fused into one flex_attention call (eager; its mask_mod and score_mod are "
     "the spec's functions of positions)",
+    "fused_flex_ordered": "fused into one flex_attention call (eager; its score_mod applies the "
+    "spec's score operations in order, the soft-cap's tanh among them)",
     "fused_positions": "; its masks and biases are functions of positions, evaluated block by "
     "block",
     "sdpa_no_mask": "no mask",
@@ -197,6 +199,8 @@ MESSAGES: Table = Table("run", "MESSAGES", {
     "constant: no form of jax.nn.dot_product_attention computes that",
     "fused_not_sdpa_capped": "the scores are soft-capped (`tanh`): no form of "
     "scaled_dot_product_attention computes that",
+    "fused_not_flex_scale": "the scores are soft-capped and a scale is not a constant: the "
+    "flex_attention call's score_mod applies numbers only",
     "fused_not_dpa_capped": "the scores are soft-capped (`tanh`): no form of "
     "jax.nn.dot_product_attention computes that",
     "fused_dpa_float64": "jax.nn.dot_product_attention computes its softmax in float32, so a "

@@ -12,7 +12,7 @@ call's output afterwards on a few query rows recomputed as the spec writes them
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +41,9 @@ class OneCall:
     mask_kind: str
     how: str  # the note's key: which call
     flex: bool = False  # torch: a mask or bias is a function of positions, run by flex_attention
+    # ops applied to each score in the spec's order after ``form``'s scales, before its
+    # hides (a soft-capped pattern: :func:`ordered`), with each scale's factor or a bias's sign
+    steps: tuple[tuple[pattern.ScoreOp, float], ...] = ()
 
     def note(self) -> str:
         return message("fused", name=self.fusable.softmax_name, line=self.fusable.softmax_line,
@@ -60,16 +63,9 @@ def form(builder: PlanBuilder, fusable: pattern.Fusable,
     scalars = [constant(step.node) for step in affine.scales]  # type: ignore[arg-type]
     if any(value is None or value <= 0 for value in scalars):
         return None, refused
-    layouts: dict[int, pattern.Layout] = {}
-    wanted = [(fusable.query, fusable.canonical_query), (fusable.key, fusable.canonical_key),
-              (fusable.value, fusable.canonical_value)]
-    wanted += [(step.part, fusable.canonical_scores) for step in fusable.ops if step.part]
-    wanted += [(pattern.Part(fusable.output, fusable.output_labels), fusable.canonical_output)]
-    for part, target in wanted:
-        recipe = pattern.layout(part.labels, builder.shape_of(part.node), target)
-        if recipe is None:
-            return None, "fused_layout"
-        layouts[id(part.node)] = recipe
+    layouts = _layouts(builder, fusable)
+    if layouts is None:
+        return None, "fused_layout"
     by_step = {id(step): value for step, value in zip(affine.scales, scalars)}
 
     def factor(step: pattern.ScoreOp) -> float:
@@ -79,8 +75,7 @@ def form(builder: PlanBuilder, fusable: pattern.Fusable,
     coefficients = tuple((-1 if term.kind == "bias" and term.divides else 1)
                          * math.prod(factor(s) for s in after) for term, after in affine.terms)
     causal = {id(step): causal_at(builder, step.causal) for step in fusable.ops if step.causal}
-    nq = builder.shape_of(fusable.query.node)[fusable.query.labels.index("query")]
-    nk = builder.shape_of(fusable.key.node)[fusable.key.labels.index("key")]
+    nq, nk = _lengths(builder, fusable)
     if not pattern.parts_span_scores(fusable, builder.shape_of, nq, nk):
         return None, "fused_layout"
     hides = affine.hides
@@ -89,6 +84,78 @@ def form(builder: PlanBuilder, fusable: pattern.Fusable,
     kind = ("sdpa_causal" if is_causal else "sdpa_float" if affine.terms
             else "sdpa_bool" if hides else "sdpa_no_mask")
     return OneCall(fusable, layouts, scale, coefficients, affine, causal, is_causal, kind, how), ""
+
+
+def ordered(builder: PlanBuilder, fusable: pattern.Fusable,
+            constant: Callable[[nodes.Expr], float | None], how: str,
+            refused: str) -> tuple[OneCall | None, str]:
+    """The form of a call that applies a function to each score (FlexAttention's
+    ``score_mod``), for ops no affine form has (a soft-cap's ``tanh``): the leading scales
+    multiply into ``scale``; the masks that hide with ``-inf`` where nothing after them can
+    bring a score back (:func:`_absorbed`) are ``form.hides``, applied after the function, as
+    ``mask_mod`` is; every other op is one of ``steps``, applied in the spec's order, each
+    scale with its factor. Every scale must be a constant (any sign: it is applied as written)."""
+    scalars = {id(step): constant(step.node)  # type: ignore[arg-type]
+               for step in fusable.ops if step.kind == "scale"}
+    if any(value is None or value == 0 for value in scalars.values()):
+        return None, refused
+    layouts = _layouts(builder, fusable)
+    if layouts is None:
+        return None, "fused_layout"
+    factors: dict[int, float] = {  # each scale's factor: its value, or 1 / it for a divisor
+        id(step): 1 / scalars[id(step)] if step.divides else scalars[id(step)]  # type: ignore[misc]
+        for step in fusable.ops if step.kind == "scale"}
+    ops = list(fusable.ops)
+    leading = 0  # the scales before any other op: FlexAttention's `scale`
+    while leading < len(ops) and ops[leading].kind == "scale" and factors[id(ops[leading])] > 0:
+        leading += 1
+    hides = tuple(step for at, step in enumerate(ops) if at >= leading
+                  and _absorbed(step, ops[at + 1:], factors))
+    hidden = {id(step) for step in hides}
+    steps = tuple((step, factors[id(step)] if step.kind == "scale" else
+                   -1.0 if step.kind == "bias" and step.divides else 1.0)
+                  for step in ops[leading:] if id(step) not in hidden)
+    causal = {id(step): causal_at(builder, step.causal) for step in fusable.ops if step.causal}
+    scale = math.prod(factors[id(step)] for step in ops[:leading])
+    if not pattern.parts_span_scores(fusable, builder.shape_of, *_lengths(builder, fusable)):
+        return None, "fused_layout"
+    return OneCall(fusable, layouts, scale, (), pattern.Affine(tuple(ops[:leading]), (), hides),
+                   causal, False, "sdpa_no_mask", how, steps=steps), ""
+
+
+def _absorbed(step: pattern.ScoreOp, later: Sequence[pattern.ScoreOp],
+              factors: dict[int, float]) -> bool:
+    """Whether ``step`` hides with ``-inf`` and every op after it keeps ``-inf`` as it is (a
+    positive scale, a bias, an added mask, another ``-inf`` mask): then it is the same mask
+    applied last. A soft-cap after it makes ``-inf`` a finite ``-c`` (SC410); a finite fill
+    that replaces would show a hidden score again."""
+    if step.kind != "mask" or step.fill != -math.inf:
+        return False
+    return all((s.kind == "scale" and factors[id(s)] > 0) or s.kind == "bias"
+               or (s.kind == "mask" and (s.additive or s.fill == -math.inf)) for s in later)
+
+
+def _layouts(builder: PlanBuilder, fusable: pattern.Fusable) -> dict[int, pattern.Layout] | None:
+    """Each operand's layout to the canonical one (by ``id`` of its node); None when an axis
+    has no role."""
+    layouts: dict[int, pattern.Layout] = {}
+    wanted = [(fusable.query, fusable.canonical_query), (fusable.key, fusable.canonical_key),
+              (fusable.value, fusable.canonical_value)]
+    wanted += [(step.part, fusable.canonical_scores) for step in fusable.ops if step.part]
+    wanted += [(pattern.Part(fusable.output, fusable.output_labels), fusable.canonical_output)]
+    for part, target in wanted:
+        recipe = pattern.layout(part.labels, builder.shape_of(part.node), target)
+        if recipe is None:
+            return None
+        layouts[id(part.node)] = recipe
+    return layouts
+
+
+def _lengths(builder: PlanBuilder, fusable: pattern.Fusable) -> tuple[int, int]:
+    """The number of queries and of keys at the bindings."""
+    nq = builder.shape_of(fusable.query.node)[fusable.query.labels.index("query")]
+    nk = builder.shape_of(fusable.key.node)[fusable.key.labels.index("key")]
+    return nq, nk
 
 
 def causal_at(builder: PlanBuilder, causal: pattern.Causal) -> tuple[int, int | None, bool]:
@@ -108,12 +175,16 @@ def sampled_rows(nq: int) -> list[int]:
 
 
 def check_rows(frame: Frame, call: OneCall, q: Any, k: Any, v: Any, keep: Any, added: Any,
-               out: Any, what: str, tolerance: float, keys: tuple[str, str]) -> None:
+               out: Any, what: str, tolerance: float, keys: tuple[str, str],
+               scores: Any = None) -> None:
     """Recompute the sampled query rows as the spec writes them (scores, mask, softmax, @ V)
     from NumPy arrays in the canonical layout: ``q``, ``keep`` (bool, or None), ``added``
     (the additive terms, or None) and ``out`` hold only those rows. Their weights must sum
-    to 1 and give the call's output; ``keys``: the messages (the check, the bug)."""
-    scores = q @ np.swapaxes(k, -1, -2) * call.scale
+    to 1 and give the call's output; ``keys``: the messages (the check, the bug).
+    ``scores``: those rows' scores after the call's score function, when it is not affine
+    (:func:`ordered`), in place of ``q @ k.T · scale``."""
+    if scores is None:
+        scores = q @ np.swapaxes(k, -1, -2) * call.scale
     if added is not None:
         scores = scores + added
     if keep is not None:

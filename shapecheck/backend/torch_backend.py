@@ -716,9 +716,13 @@ FLEX_CHECK = ("check_softmax_flex", "flex_bug")
 def _sdpa_form(framework: Torch, builder: PlanBuilder, fusable: pattern.Fusable
                ) -> tuple[onecall.OneCall | None, str]:
     """The SDPA form of a fusable pattern at the bindings, or why there is none."""
-    call, why = onecall.form(builder, fusable,
-                             lambda node: _constant_scalar(framework, builder, node),
-                             "fused_sdpa", "fused_not_sdpa")
+    constant = lambda node: _constant_scalar(framework, builder, node)  # noqa: E731
+    if any(step.kind == "cap" for step in fusable.ops) and _flex() is not None:
+        # a soft-cap has no SDPA form: FlexAttention's score_mod applies the ops in order
+        call, why = onecall.ordered(builder, fusable, constant, "fused_flex_ordered",
+                                    "fused_not_flex_scale")
+        return (None if call is None else replace(call, flex=True)), why
+    call, why = onecall.form(builder, fusable, constant, "fused_sdpa", "fused_not_sdpa")
     if call is not None and _flex_applies(fusable):
         call = replace(call, flex=True, how="fused_flex")
     return call, why
@@ -832,8 +836,12 @@ def _lower_flex(c: _ExprLowerer, sdpa: onecall.OneCall) -> Closure:
     flex_roles = _FLEX_ROLES[min(batch, 2)] if batch <= 2 else {}
     terms = [(_at_index(c, sdpa, step), step, coefficient)
              for (step, _), coefficient in zip(sdpa.form.terms, sdpa.coefficients)]
+    # an ordered form's ops, each applied to the score where the spec applies it
+    terms += [(_at_index(c, sdpa, step) if step.kind in ("bias", "mask") else None, step, factor)
+              for step, factor in sdpa.steps]
     hides = [(_at_index(c, sdpa, step), step) for step in sdpa.form.hides]
-    whole = {id(step): _whole(c, step) for run, step, *_ in (*terms, *hides) if run is None}
+    whole = {id(step): _whole(c, step) for run, step, *_ in (*terms, *hides)
+             if run is None and step.kind in ("bias", "mask")}
     output = sdpa.layouts[id(fusable.output)]
     out_shape = c.plan.shape_of(fusable.output)
     name, line = fusable.softmax_name, fusable.softmax_line
@@ -874,12 +882,17 @@ def _lower_flex(c: _ExprLowerer, sdpa: onecall.OneCall) -> Closure:
 
         def score_mod(score: torch.Tensor, b: Any, h: Any, i: Any, j: Any) -> torch.Tensor:
             for run, step, coefficient in terms:
-                if step.kind == "bias":
+                if step.kind == "scale":
+                    score = score * coefficient
+                elif step.kind == "cap":
+                    score = torch.tanh(score)
+                elif step.kind == "bias":
                     score = score + _numbers(value(run, step, b, h, i, j), dtype) * coefficient
-                else:  # an additive mask with a finite fill
+                else:  # a mask with a finite fill, or one a later op does not leave hidden
                     seen = value(run, step, b, h, i, j)
                     hidden = ~seen if step.keeps else seen
-                    score = score + torch.where(hidden, step.fill * coefficient, zero)
+                    score = score + torch.where(hidden, step.fill * coefficient, zero) \
+                        if step.additive else torch.where(hidden, step.fill, score)
             return score
 
         batches, heads, nq, nk = q4.shape[0], q4.shape[1], q4.shape[2], k4.shape[2]
@@ -898,11 +911,15 @@ def _lower_flex(c: _ExprLowerer, sdpa: onecall.OneCall) -> Closure:
         out = out.reshape(*shape, nq, v.shape[-1])
         if frame.check_invariants:
             def rows_mask(index: torch.Tensor) -> torch.Tensor:
+                """The added terms at the rows ``index``, or (an ordered form) their scores."""
                 grid = [torch.arange(batches, device=device),
                         torch.arange(heads, device=device), index,
                         torch.arange(nk, device=device)]
                 added = torch.zeros((), dtype=dtype, device=device)
-                if terms:
+                if sdpa.steps:  # not affine: the function of the rows' scores themselves
+                    raw = q4.index_select(2, index) @ k4.transpose(-1, -2) * sdpa.scale
+                    added = _grid_scores(score_mod, raw, grid)
+                elif terms:
                     added = _grid(lambda *at: score_mod(zero, *at), grid)
                 if hides:
                     added = added.masked_fill(~_grid(mask_mod, grid), -math.inf)
@@ -954,6 +971,16 @@ def _grid(function: Callable[..., torch.Tensor], grid: list[torch.Tensor]) -> to
     for axis in (3, 2, 1, 0):
         function = torch.vmap(function, in_dims=tuple(0 if a == axis else None for a in range(4)))
     return function(*grid)
+
+
+def _grid_scores(score_mod: Callable[..., torch.Tensor], scores: torch.Tensor,
+                 grid: list[torch.Tensor]) -> torch.Tensor:
+    """``score_mod(s, b, h, q, kv)`` of each score of ``scores`` ([B, H, rows, keys]) at the
+    combination of the four index vectors it stands at (FlexAttention's eager vmap)."""
+    function = score_mod
+    for axis in (3, 2, 1, 0):
+        function = torch.vmap(function, in_dims=(0, *(0 if a == axis else None for a in range(4))))
+    return function(scores, *grid)
 
 
 def _lower_sdpa(c: _ExprLowerer, sdpa: onecall.OneCall) -> Closure:
@@ -1051,8 +1078,10 @@ def _check_sampled(frame: Frame, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     bool_mask = rows is not None and rows.dtype == torch.bool
     host = [None if t is None else to_numpy(t)[0] for t in
             (q.index_select(-2, index), k, v, rows if bool_mask else None,
-             None if bool_mask else rows, out.index_select(-2, index))]
-    onecall.check_rows(frame, sdpa, *host, what, tolerance, FLEX_CHECK if sdpa.flex else SDPA_CHECK)
+             None if bool_mask or sdpa.steps else rows, out.index_select(-2, index))]
+    scores = to_numpy(rows)[0] if sdpa.steps and rows is not None else None
+    onecall.check_rows(frame, sdpa, *host, what, tolerance, FLEX_CHECK if sdpa.flex else SDPA_CHECK,
+                       scores)
 
 
 def _numbers(value: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

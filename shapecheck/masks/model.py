@@ -443,7 +443,9 @@ class _Analysis:
         """SC412 for a mask written as tensors that and-s a bool padding vector broadcast
         along the queries (`causal & pad[:, None, :, None]`) with other conditions: the same
         mistake as `pad[b, q_idx]` in a mask_mod, which the meaning pass's SC412 (a whole
-        mask constant along the keys) does not see once a triangle is and-ed in."""
+        mask constant along the keys) does not see once a triangle is and-ed in. Added as
+        well as replacing (`S + where(causal & pad[:, None, :, None], 0, -inf)`): the padded
+        keys are seen all the same (issue 33)."""
         meaning = self.program.meaning
         if meaning is None:
             return
@@ -457,7 +459,7 @@ class _Analysis:
             # the query and key sizes)
             reads: dict[str, list[tuple[nodes.Expr, set[str | None], bool, object, object]]] = {}
             for mask in pattern.masks:
-                if mask.after_softmax or mask.additive or id(mask.condition.node) in seen:
+                if mask.after_softmax or id(mask.condition.node) in seen:
                     continue
                 seen.add(id(mask.condition.node))
                 axes = meaning.axes(mask.condition.node)

@@ -541,6 +541,14 @@ class Follow:
             linear = self._masked_product(operands, mappings, axes)
             if linear is not None:
                 return linear
+        if op == "+" and not norms and all(o.masks and o.product is None for o in operands):
+            # additive masks added together (`(1 - pad) * -1e9 + where(j <= i, 0, -1e9)`,
+            # BERT's and T5's padding plus a triangle): one that hides what either hides,
+            # so each mask goes on, in the sum's axes (issue 33: read as a bias, it was none)
+            info = Info(axes)
+            info.masks = tuple(m.moved(mappings[i]) for i, o in enumerate(operands)
+                               for m in o.masks)
+            return info
         if op in ("+", "-") and not norms:
             # Scores plus a bias, an additive mask, or a shift by a reduction (a softmax
             # written by hand): the scores' facts go on.

@@ -138,6 +138,8 @@ MESSAGES = {
     "fused_sdpa": "已融合为一次 scaled_dot_product_attention 调用 ({mask})",
     "fused_dpa": "已融合为一次 jax.nn.dot_product_attention 调用 ({mask})",
     "fused_flex": "已融合为一次 flex_attention 调用 (eager; 它的 mask_mod 和 score_mod 是规格中的位置的函数)",
+    "fused_flex_ordered": "已融合为一次 flex_attention 调用 (eager; 它的 score_mod 按规格的顺序施加对分数的运算, "
+    "其中包括软截断的 tanh)",
     "fused_positions": "; 它的掩码和偏置是位置的函数, 逐块求值",
     "sdpa_no_mask": "无掩码",
     "sdpa_causal": "is_causal",
@@ -161,6 +163,8 @@ MESSAGES = {
     "的任何形式都算不出它",
     "fused_not_sdpa_capped": "匹配分数经过了软截断 (`tanh`): scaled_dot_product_attention "
     "的任何形式都算不出它",
+    "fused_not_flex_scale": "匹配分数经过了软截断, 且有一个缩放不是常数: flex_attention 调用的 score_mod "
+    "只施加数",
     "fused_not_dpa_capped": "匹配分数经过了软截断 (`tanh`): jax.nn.dot_product_attention "
     "的任何形式都算不出它",
     "fused_dpa_float64": "jax.nn.dot_product_attention 总以 float32 计算 softmax, 所以 float64 的运行不融合",

@@ -119,14 +119,25 @@ def as_functions(inputs: dict[str, Any]) -> dict[str, Any]:
     out = dict(inputs)
     for name, value in inputs.items():
         if type(value) is BlockMask and value.mask_mod is not None:
-            captured: dict[int, Any] = {}
             try:
-                traced_function(value.mask_mod, "mask", captured, {})
+                captured = read_tensors(value.mask_mod)
             except Exception:  # not traceable: the call says so when it is lowered
-                pass
+                captured = {}
             out[name] = FunctionMask(value.mask_mod, value.seq_lengths, list(captured.values()),
                                      list(captured))
     return out
+
+
+def read_tensors(mask_mod: Any) -> dict[int, Any]:
+    """The tensors a mask function reads (by identity, in order), which become inputs of the
+    trace: those of two traces. A tensor the function makes afresh at each call (Gemma 3's
+    full layers, `lambda *args: torch.tensor(True)`) is part of the function, a constant of
+    the graph, and no input: as one, it was an input of the spec that nothing reads."""
+    first: dict[int, Any] = {}
+    second: dict[int, Any] = {}
+    traced_function(mask_mod, "mask", first, {})
+    traced_function(mask_mod, "mask", second, {})
+    return {key: tensor for key, tensor in first.items() if key in second}
 
 
 # --- the stand-ins (their code replaces the originals' while tracing: no free variables) --
@@ -485,6 +496,8 @@ def operand_name(low: Any, item: Any, value: Any) -> str:
 
     if value.kind not in ("tensor", "bool") or value.causal01:
         raise Unlowerable("flex_attention's operand")
+    if value.kind == "bool" and value.text in ("true", "false"):
+        return str(value.text)  # a truth value the function made a tensor: written as it is
     if value.prec == ATOM and value.text in low.names:
         return str(value.text)
     return str(low._statement(item, value))

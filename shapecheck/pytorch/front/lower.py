@@ -213,6 +213,14 @@ class Lowering:
                 # a number the code made a tensor (`torch.tensor(finfo(dtype).min)`): its value
                 self.values[node] = number(float(tensor.item()))
                 continue
+            if kind == "CONSTANT_TENSOR" and tensor is not None and tensor.dim() == 0 \
+                    and _kind(tensor) == "bool":
+                # a truth value the code made a tensor (Gemma 3's full layers' overlay,
+                # `lambda *args: torch.tensor(True)`): its value, so that the function it is
+                # or-ed into stays a function of positions (a constant of the graph: no input
+                # or state can change it)
+                self.values[node] = Val("true" if bool(tensor.item()) else "false", kind="bool")
+                continue
             if kind == "CONSTANT_TENSOR" and tensor is not None and tensor.dim() == 1 \
                     and tensor.numel() == 1 and _element(tensor) == "int":
                 # one index the code wrote as a tensor (Falcon's `[-2]`): a slice of one
@@ -298,7 +306,9 @@ class Lowering:
             self._unknown(node, name)
             return
         already_named = value.prec == ATOM and value.text in self.names  # an identity
-        if node in self._materialise and value.kind in ("tensor", "bool") and not already_named:
+        truth = value.kind == "bool" and value.text in ("true", "false")  # a literal, copied
+        if node in self._materialise and value.kind in ("tensor", "bool") and not already_named \
+                and not truth:
             statement_name = self._statement(node, value)
             value = Val(statement_name, kind=value.kind, negation_of=value.negation_of,
                         contracted=value.contracted, causal01=value.causal01)

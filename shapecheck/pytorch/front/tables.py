@@ -255,9 +255,8 @@ def as_tables(inputs: dict[str, Any]) -> dict[str, Any]:
         recorded_ = getattr(value, ATTRIBUTE, None) if isinstance(value, torch.Tensor) else None
         if recorded_ is None:
             continue
-        captured: dict[int, Any] = {}
         try:
-            flex.traced_function(recorded_.mask_mod, "mask", captured, {})
+            captured = flex.read_tensors(recorded_.mask_mod)
         except Exception:
             continue
         batch, _, q_length, kv_length = value.shape

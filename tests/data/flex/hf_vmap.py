@@ -42,3 +42,31 @@ def gemma3_bidirectional():
     config._attn_implementation = "eager"
     ids = torch.randint(3, 99, (BATCH, LENGTH), generator=torch.Generator().manual_seed(1))
     return Gemma3ForCausalLM(config).eval(), {"input_ids": ids}
+
+
+def _full_layer_call(implementation):
+    """The full (global) layer of `gemma3_bidirectional` and its call as the model makes it
+    (a forward pre-hook): the table its `lambda *args: torch.tensor(True)` overlay makes."""
+    model, inputs = gemma3_bidirectional()
+    model.config._attn_implementation = implementation
+    module = model.model.layers[1].self_attn
+    calls = []
+    handle = module.register_forward_pre_hook(
+        lambda _, args, kwargs: calls.append((args, dict(kwargs))), with_kwargs=True)
+    try:
+        with torch.no_grad():
+            model(**inputs, use_cache=False)
+    finally:
+        handle.remove()
+    args, kwargs = calls[0]
+    call = dict(zip(("hidden_states", "position_embeddings", "attention_mask"), args))
+    call.update(kwargs)
+    return module, call
+
+
+def gemma3_full_sdpa():
+    return _full_layer_call("sdpa")
+
+
+def gemma3_full_eager():
+    return _full_layer_call("eager")
