@@ -448,26 +448,6 @@ def test_a_whole_models_vmap_tables_are_followed_as_functions() -> None:
     assert any("= abs(q_idx - kv_idx) < " in line and "modeling_gemma3.py" in line
                for line in defs)  # Gemma 3's own overlay, at its line
     assert any(line.startswith("def or_mask(") for line in defs)
-    # the full layers' `lambda *args: torch.tensor(True)`: a constant torch lifts (a param)
-    assert "def or_mask(batch_idx, head_idx, q_idx, kv_idx) = causal_mask_function(" in full
-
-
-@pytest.mark.slow
-def test_a_decode_steps_block_mask_reads_its_offset_as_the_cache() -> None:
-    """HF's decode step in flex mode offsets the queries by the cache's length, a number
-    when the BlockMask is made: written as the keys less the queries (`q_idx + T`), and the
-    window function it calls proved in its own positions. Both gave false alarms (SC433 at
-    T = 1; SC432 at W = 1); without the offset the step is top left, flagged at the offset."""
-    pytest.importorskip("transformers")
-    extraction = extract(target("hf.py:mistral_decode"))
-    assert "q_idx + T, kv_idx + 0)" in extraction.text
-    assert [(d.code, d.span.line) for r in check(target("hf.py:mistral_decode"))
-            for d in r.diagnostics] == []
-    found = [(Path(r.path).name, d.code) for r in check(target("hf.py:mistral_decode_top_left"))
-             for d in r.diagnostics]
-    assert found == [("masking_utils.py", "SC432")]
-
-
     # the full layers' `lambda *args: torch.tensor(True)`: a truth value of the function
     assert "def or_mask(batch_idx, head_idx, q_idx, kv_idx) = causal_mask_function(batch_idx, " \
         "head_idx, q_idx, kv_idx) | true" in full
@@ -490,3 +470,19 @@ def test_gemma3s_full_layer_overlay_is_part_of_its_function(name: str) -> None:
     result = conform(extraction.text, extraction.function(), dims=extraction.bindings,
                      framework="torch", cases=2, rtol=1e-5, atol=1e-6)
     assert result.ok, result.report()
+
+
+@pytest.mark.slow
+def test_a_decode_steps_block_mask_reads_its_offset_as_the_cache() -> None:
+    """HF's decode step in flex mode offsets the queries by the cache's length, a number
+    when the BlockMask is made: written as the keys less the queries (`q_idx + T`), and the
+    window function it calls proved in its own positions. Both gave false alarms (SC433 at
+    T = 1; SC432 at W = 1); without the offset the step is top left, flagged at the offset."""
+    pytest.importorskip("transformers")
+    extraction = extract(target("hf.py:mistral_decode"))
+    assert "q_idx + T, kv_idx + 0)" in extraction.text
+    assert [(d.code, d.span.line) for r in check(target("hf.py:mistral_decode"))
+            for d in r.diagnostics] == []
+    found = [(Path(r.path).name, d.code) for r in check(target("hf.py:mistral_decode_top_left"))
+             for d in r.diagnostics]
+    assert found == [("masking_utils.py", "SC432")]
