@@ -101,5 +101,7 @@ class HeadChecks:
             v_parts[0].span.to(v_parts[-1].span), values=self._text(self._strip(output.operands[v])),
             keys=self._text(self._strip(scores.operands[k_operand])),
             k_parts=", ".join(k_text), v_parts=", ".join(v_text),
-            notes=[codes.note("scores_here", scores.node.span, scores=self._text(scores.node))],
+            notes=[codes.note("key_parts_here", k_parts[0].span.to(k_parts[-1].span),
+                              parts=", ".join(self._text(p) for p in k_parts)),
+                   codes.note("scores_here", scores.node.span, scores=self._text(scores.node))],
             help=[codes.help_text("same_part_order_kv"), fix.help], fixes=[fix]))

@@ -48,7 +48,7 @@ class Patterns:
         masks, after, mask_verdicts = self._masks(contraction, w, norm,
                                                   None if guessed else query,
                                                   None if axis_ok is False else key, roles)
-        if not guessed:
+        if not guessed and axis_ok is not False:  # not blamed on the mask: SC402's axes
             self._mask_axes(contraction, norm, query, key)
         self._soft_capped(norm)
         self._rotated_values(contraction, v)
@@ -56,6 +56,9 @@ class Patterns:
             self._heads(scores, contraction, v)
             self._parts(scores)
             self._one_side_rotated(scores)
+            # the other products summed into the scores (a content and a rotary part)
+            for term in norm.source.product.terms if norm.source.product is not None else ():
+                self._one_side_rotated(term)
             if key is not None:
                 self._kv_parts(scores, contraction, v, key)
         biases = {id(b): Bias(b[0], tuple(roles.get(id(a)) if a else None for a in b[1]), b[2])

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..messages import codes
 from ..syntax import nodes
-from .facts import Contraction, Info, base_of
+from .facts import Contraction, Info, base_of, children
 
 
 class PositionChecks:
@@ -79,9 +79,40 @@ class PositionChecks:
         rotary_node = rotated[side]
         assert rotary_node is not None
         names = ("Q", "K") if side == 0 else ("K", "Q")
+        notes = [codes.note("scores_here", scores.node.span, scores=self._text(scores.node))]
+        unrotated = self._unrotated_read(scores.operands[1 - side])
+        if unrotated is not None:
+            notes.append(codes.note("unrotated_read", unrotated.span, name=unrotated.name))
         self._report(codes.ROTARY_ONE_SIDE.diag(
             rotary_node.span, scores=self._text(scores.node), rotated=names[0], plain=names[1],
             rotary=self._text(rotary_node),
             operand=self._text(self._strip(scores.operands[1 - side])),
-            notes=[codes.note("scores_here", scores.node.span, scores=self._text(scores.node))],
-            help=[codes.help_text("rotary_both_sides")]))
+            notes=notes, help=[codes.help_text("rotary_both_sides")]))
+
+    def _unrotated_read(self, operand: nodes.Expr) -> nodes.Name | None:
+        """Where the plain side reads, as it is, a tensor that a rotary transform of the
+        spec rotates (`keys = concat([cache_k, xk])` while `xk_rot` rotates `xk`): the
+        place a rotated name was meant. The plain operand is searched first, then the
+        definitions of the names it reads, nearest first."""
+        rotated = {name.name for info in self.infos.values() if info.positional is not None
+                   for name in _names(info.positional)
+                   if not (table := self.names.get(name.name)) or not table.table}
+        definitions = {s.name.name: s.value for s in self.program.statements
+                       if isinstance(s, (nodes.Define, nodes.Output)) and s.value is not None}
+        queue, seen = [operand], set()
+        while queue:
+            expr = queue.pop(0)
+            for name in _names(expr):
+                if name.name in rotated:
+                    return name
+                if name.name in definitions and name.name not in seen:
+                    seen.add(name.name)
+                    queue.append(definitions[name.name])
+        return None
+
+
+def _names(expr: nodes.Expr) -> list[nodes.Name]:
+    """The names an expression reads, in reading order."""
+    if isinstance(expr, nodes.Name):
+        return [expr]
+    return [name for child in children(expr) for name in _names(child)]
