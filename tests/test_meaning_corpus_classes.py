@@ -82,6 +82,8 @@ BUGS: list[Bug] = [
     ("llama", ALIGN, "mask = concat([zeros([T, P]), triu(ones([T, T]) * -inf, 1)], axis=1)",
      "mask = where(arange(P + T)[None, :] > arange(T)[:, None], -inf, 0.0)", "SC417"),
     ("llama", TRIANGLE, "triu(ones([T, T]) * -inf, 1)", "tril(ones([T, T]) * -inf, -1)", "SC408"),
+    # `>=` for `>` in the cache mask's causal block: each new query loses its own key
+    ("llama", TRIANGLE, "triu(ones([T, T]) * -inf, 1)", "triu(ones([T, T]) * -inf, 0)", "SC408"),
     ("llama", MASK_AFTER, "probs = softmax(scores + mask, dim=-1)", "probs = softmax(scores, dim=-1) + mask",
      "SC406"),
     ("llama", TILED, "values_rep = reshape(repeat(values[:, :, :, None, :], G, axis=3), [B, P + T, Hkv * G, hd])",

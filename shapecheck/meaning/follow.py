@@ -918,7 +918,10 @@ class Follow:
         if blocks[0] != len(tensors) - 1:
             self._misplaced_block(node, [n for n, _ in tensors], blocks[0])
             return
-        causal = Causal(info.axes[seer], info.axes[seen], node, None)
+        # a square block keeps its diagonal, now at the bottom right: whether it is hidden
+        # (`triu(-inf, 0)`: each new query loses itself) still holds; its offset is the cache's
+        square = self.system.equal(layout[seer].size, layout[seen].size)
+        causal = Causal(info.axes[seer], info.axes[seen], node, fact.strict if square else None)
         if additive:
             marked = Info(info.axes, causal=(causal,))
             fill = block.masks[0].fill

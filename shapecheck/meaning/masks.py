@@ -163,8 +163,11 @@ class MaskChecks:
             and not self._in_function(mask.origin)
         if (inverted or selfless) and ("SC408",) + key not in self._reported:
             self._reported.add(("SC408",) + key)
+            # the first query sees nothing only where the triangle starts at the corner; a
+            # block aligned bottom-right (a cache first) leaves it the cache
             sees = codes.detail("sees_future_only" if (orientation == "aligned" and not selfless)
-                                or negation else "sees_past_only")
+                                or negation else "sees_past_only" if mask.edge is not None
+                                else "loses_own_key")
             fix = codes.help_text("drop_negation") if negation else \
                 codes.help_text("keep_diagonal") if selfless else self._swap_help(mask.node)
             self._report(codes.MASK_INVERTED.diag(mask.node.span, where=where, sees=sees,

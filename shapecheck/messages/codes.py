@@ -1538,6 +1538,7 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "sees_future_only": "each query sees only the keys after it (the future)",
     "sees_past_only": "each query sees only the keys strictly before it, and the first query "
     "sees none",
+    "loses_own_key": "each query sees only the keys strictly before its own, never its own",
     # SC403: what treats a bool tensor as numbers
     "bool_in_builtin": "this builtin",
     "bool_in_unary": "unary `{op}`",

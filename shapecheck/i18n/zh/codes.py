@@ -1134,6 +1134,7 @@ DETAILS = {
     "scale_squared": "它除以 {size}, 而不是 sqrt({size})",
     "sees_future_only": "每个 query 只看到它之后的 key (未来)",
     "sees_past_only": "每个 query 只看到严格在它之前的 key, 第一个 query 一个也看不到",
+    "loses_own_key": "每个 query 只看到严格在它自己之前的 key, 从不看到它自己的 key",
     "kind_tensor": "张量",
     "kind_tensors": "张量的列表",
     "kind_dim": "维度表达式",
