@@ -193,6 +193,9 @@ BUGS: list[Bug] = [
     ("bert", PTV, "probs @ v", "transpose(probs, [0, 1, 3, 2]) @ v", "SC402"),
     ("bert", HEADS, "v = transpose(reshape(hidden @ Wv, [B, N, H, hs]), [0, 2, 1, 3])",
      "v = reshape(hidden @ Wv, [B, H, N, hs])", "SC411"),
+    # the merge's transpose written on the line before it, with the wrong axes
+    ("bert", HEADS, "context = transpose(probs @ v, [0, 2, 1, 3])", "context = transpose(probs @ v, [0, 1, 3, 2])",
+     "SC411"),
     ("bert", MASK_AFTER, "dropout(softmax(scores + extended, dim=-1), 0.1)",
      "dropout(softmax(scores, dim=-1) + extended, 0.1)", "SC406"),
     ("bert", MASK_Q, "softmax(scores + extended", "softmax(scores + transpose(extended, [0, 1, 3, 2])", "SC412"),
