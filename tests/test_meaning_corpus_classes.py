@@ -111,6 +111,8 @@ BUGS: list[Bug] = [
      "value = repeat(reshape(stack([xv[..., ::2] * c - xv[..., 1::2] * s, xv[..., ::2] * s + xv[..., 1::2] * c], "
      "axis=-1), [B, T, Hkv, hd]), G, axis=2)", "SC413"),
     ("mistral", ROTARY, "key = repeat(xk_rot, G, axis=2)", "key = repeat(xk, G, axis=2)", "SC418"),
+    # V built from the keys' (rotated) tensor: a note at V's read of it
+    ("mistral", ROTARY, "v = transpose(value, [0, 2, 1, 3])", "v = transpose(key, [0, 2, 1, 3])", "SC413"),
     ("mistral", HEADS, "k = transpose(key, [0, 2, 1, 3])", "k = reshape(key, [B, H, T, hd])", "SC411"),
     ("mistral", PTV, "o = probs @ v", "o = transpose(probs, [0, 1, 3, 2]) @ v", "SC402"),
     # Gemma 2

@@ -51,7 +51,7 @@ class Patterns:
         if not guessed and axis_ok is not False:  # not blamed on the mask: SC402's axes
             self._mask_axes(contraction, norm, query, key)
         self._soft_capped(norm)
-        self._rotated_values(contraction, v)
+        self._rotated_values(contraction, v, self._keys_operand(scores, key))
         if scores is not None:
             self._heads(scores, contraction, v)
             self._parts(scores)
@@ -98,6 +98,13 @@ class Patterns:
                                                  "one_side": False}.get(scale.verdict),
             mask_ok=all(mask_verdicts) if mask_verdicts else None,
         ))
+
+    @staticmethod
+    def _keys_operand(scores: Contraction | None, key: Axis | None) -> nodes.Expr | None:
+        """The operand of the scores that holds the key axis (K), if it is one."""
+        if scores is None or key is None or key.node is not scores.node or len(key.sources) != 1:
+            return None
+        return scores.operands[key.sources[0][0]]
 
     @staticmethod
     def _query_axis(weights: tuple[Axis, ...], kept: list[int], summed: list[int]

@@ -36,7 +36,7 @@ class PositionChecks:
             elif left.positional is not None or right.positional is not None:
                 info.positional = left.positional or right.positional
 
-    def _rotated_values(self, contraction: Contraction, v: int) -> None:
+    def _rotated_values(self, contraction: Contraction, v: int, keys: nodes.Expr | None) -> None:
         """SC413: V went through a rotary transform (alone or besides Q and K)."""
         rotary = contraction.infos[v].positional
         report = ("SC413", id(contraction.node))
@@ -44,10 +44,37 @@ class PositionChecks:
             return
         self._reported.add(report)
         values = self._strip(contraction.operands[v])
+        notes = [codes.note("rotary_here", rotary.span)]
+        shared = self._read_of_keys(contraction.operands[v], keys) if keys is not None else None
+        if shared is not None:  # `v = transpose(key, ...)`: V built from the keys' tensor
+            notes.append(codes.note("values_read_keys", shared.span, name=shared.name))
         self._report(codes.POSITIONS_ON_VALUES.diag(
             values.span, values=self._text(values), contraction=self._text(contraction.node),
-            rotary=self._text(rotary), notes=[codes.note("rotary_here", rotary.span)],
-            help=[codes.help_text("rotary_qk_only")]))
+            rotary=self._text(rotary), notes=notes, help=[codes.help_text("rotary_qk_only")]))
+
+    def _read_of_keys(self, values: nodes.Expr, keys: nodes.Expr) -> nodes.Name | None:
+        """The first read, along V's definitions, of a rotated name the keys are built from."""
+        key_names = {name.name for name in self._reads(keys)}
+        for name in self._reads(values):
+            info = self.names.get(name.name)
+            if name.name in key_names and info is not None and info.positional is not None:
+                return name
+        return None
+
+    def _reads(self, operand: nodes.Expr) -> list[nodes.Name]:
+        """The names ``operand`` reads, then those its names' definitions read, nearest
+        first (each name's definition once)."""
+        definitions = {s.name.name: s.value for s in self.program.statements
+                       if isinstance(s, (nodes.Define, nodes.Output)) and s.value is not None}
+        found: list[nodes.Name] = []
+        queue, seen = [operand], set()
+        while queue:
+            for name in _names(queue.pop(0)):
+                found.append(name)
+                if name.name in definitions and name.name not in seen:
+                    seen.add(name.name)
+                    queue.append(definitions[name.name])
+        return found
 
     def _projections(self, info: Info) -> set[str]:
         """The tensors ``info`` is a projection of: its own, or its parts' when it is a
@@ -97,18 +124,7 @@ class PositionChecks:
         rotated = {name.name for info in self.infos.values() if info.positional is not None
                    for name in _names(info.positional)
                    if not (table := self.names.get(name.name)) or not table.table}
-        definitions = {s.name.name: s.value for s in self.program.statements
-                       if isinstance(s, (nodes.Define, nodes.Output)) and s.value is not None}
-        queue, seen = [operand], set()
-        while queue:
-            expr = queue.pop(0)
-            for name in _names(expr):
-                if name.name in rotated:
-                    return name
-                if name.name in definitions and name.name not in seen:
-                    seen.add(name.name)
-                    queue.append(definitions[name.name])
-        return None
+        return next((name for name in self._reads(operand) if name.name in rotated), None)
 
 
 def _names(expr: nodes.Expr) -> list[nodes.Name]:

@@ -1147,6 +1147,7 @@ NOTES: Table = Table("codes", "NOTES", {
     "the queries it marks see nothing, and every query still sees the keys it marks",
     "mask_built": "the mask is built here by `{mask}`",
     "mask_added": "`{mask}` is added to the scores here",
+    "values_read_keys": "V reads `{name}` here, the rotated tensor the keys are built from",
     "key_parts_here": "the keys are joined here in this order: {parts}",
     "reduced_here": "`{reduction}` drops its axis here",
     "capped_here": "`{cap}` caps the masked scores here",

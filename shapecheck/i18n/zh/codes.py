@@ -916,6 +916,7 @@ NOTES = {
     "而每个 query 仍然看得到它标记的 key",
     "mask_built": "掩码在这里由 `{mask}` 构造",
     "mask_added": "`{mask}` 在这里加到分数上",
+    "values_read_keys": "V 在这里读取 `{name}`, 即构造 key 所用的那个已旋转的张量",
     "key_parts_here": "key 在这里按此顺序拼接: {parts}",
     "reduced_here": "`{reduction}` 在这里去掉了它的轴",
     "capped_here": "`{cap}` 在这里对被掩盖的分数做了截断",
