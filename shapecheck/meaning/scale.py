@@ -165,8 +165,27 @@ class ScaleChecks:
         self._report(codes.SCALE.diag(
             located.node.span, scores=self._text(product.node), written=written, size=size,
             where="" if product.parts else self._contracted_where(scores), reason=reason,
-            notes=self._scores_note(scores) + self._stored_scale_notes(factors), help=[said],
+            notes=self._scores_note(scores) + self._stored_scale_notes(factors)
+            + (self._unscaled_side(scores, factors) if scale.verdict == "one_side" else []),
+            help=[said],
             fixes=self._scale_fix(factors, said, size)))
+
+    def _unscaled_side(self, scores: Contraction, factors: Sequence[Factor]) -> list[Note]:
+        """Half of a symmetric scale (`q * d ** -0.25` and `k` unscaled, Whisper's): a note
+        where the other factor is defined (or written), where its half was left out."""
+        scaled = {id(f.operand) for f in factors}
+        notes = []
+        for operand in scores.operands:
+            if id(operand) in scaled:
+                continue
+            name = self._strip(operand)
+            definition = next((s for s in self.program.statements
+                               if isinstance(s, (nodes.Define, nodes.Output))
+                               and isinstance(name, nodes.Name) and s.name.name == name.name),
+                              None)
+            notes.append(codes.note("unscaled_side", (definition or operand).span,
+                                    operand=self._text(name)))
+        return notes
 
     def _stored_scale_notes(self, factors: Sequence[Factor]) -> list[Note]:
         """A note at the definition of each named scale (`scale = d ** -0.25`, Whisper's):

@@ -1148,10 +1148,12 @@ NOTES: Table = Table("codes", "NOTES", {
     "mask_built": "the mask is built here by `{mask}`",
     "mask_added": "`{mask}` is added to the scores here",
     "values_read_keys": "V reads `{name}` here, the rotated tensor the keys are built from",
+    "query_parts_here": "the queries are joined here in this order: {parts}",
     "key_parts_here": "the keys are joined here in this order: {parts}",
     "reduced_here": "`{reduction}` drops its axis here",
     "capped_here": "`{cap}` caps the masked scores here",
     "rotary_here": "the rotary transform is applied here",
+    "unscaled_side": "`{operand}` gets no part of the scale here",
     "scale_defined": "`{name}` is defined here as `{value}`",
     "unrotated_read": "the other side reads `{name}` here as it is, while a rotary transform "
     "of the spec rotates it",
