@@ -147,3 +147,18 @@ def test_each_planted_bug_gives_its_code(name: str, number: int) -> None:
     assert old in text, old
     planted = text.replace(old, new, 1)
     assert warnings(planted) == ([code] if code else []), planted
+
+
+@pytest.mark.parametrize("name,number", [(n, i) for n, bugs in sorted(BUGS.items())
+                                         for i, bug in enumerate(bugs) if bug[2]])
+def test_each_planted_bug_is_flagged_at_a_line_it_wrote(name: str, number: int) -> None:
+    """Issue 31: the warning, or one of its notes, stands at a line the edit wrote (where
+    the fix goes), not only somewhere in the file."""
+    old, new, _code = BUGS[name][number]
+    text = source(name)
+    first = text[:text.index(old)].count("\n") + 1
+    lines = set(range(first, first + new.count("\n") + 1))
+    found = [{d.span.line} | {n.span.line for n in d.notes if n.span}
+             for d in check_text(text.replace(old, new, 1)).diagnostics
+             if d.severity.value != "note"]
+    assert any(at & lines for at in found), (found, lines)

@@ -267,6 +267,17 @@ def test_a_rotary_helper_that_drops_the_rotated_key_is_flagged_at_its_call() -> 
     assert _bug_lines()["RotaryQueryOnly"] in found[0][1]
 
 
+@pytest.mark.slow
+def test_a_softmax_helper_given_the_wrong_axis_is_flagged_at_its_call() -> None:
+    # SC402 is at `weights @ v`, its softmax note inside the helper; a note points at the
+    # call that passes the axis (ESM's `utils_softmax(attn_weights, dim=-1)`, issue 31)
+    results = check(target("corpus.py:softmax_helper_over_queries"))
+    found = [(d.code, [n.span.line for n in d.notes if n.span is not None])
+             for r in results for d in r.diagnostics]
+    assert len(found) == 1 and found[0][0] == "SC402"
+    assert _bug_lines()["SoftmaxHelperOverQueries"] in found[0][1]
+
+
 def test_extract_of_untraceable_code_and_bad_init(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as done:
         main(["extract", target("odd.py:Branchy")])

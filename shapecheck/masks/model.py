@@ -390,11 +390,10 @@ class _Analysis:
                 sizes = {{"query": "q", "key": "k"}[role]: axis.size
                          for axis, role in zip(axes, mask.condition.axes)
                          if role in ("query", "key")}
-                name = self._source(mask.node)
-                definition = nodes.FunctionDef(nodes.Ident(name, mask.node.span),
-                                               (nodes.Ident("q", mask.node.span),
-                                                nodes.Ident("k", mask.node.span)),
-                                               body, mask.node.span)
+                name, span = self._written_at(mask.node, mask.condition.node)
+                definition = nodes.FunctionDef(nodes.Ident(name, span),
+                                               (nodes.Ident("q", span), nodes.Ident("k", span)),
+                                               body, span)
                 try:
                     question = Question(("q", "k"), ("q", "k"), body, self.inputs, self.bools,
                                         sizes, self.constraints, self.choosable)
@@ -403,6 +402,17 @@ class _Analysis:
                 found.append(MaskFunction(name, "mask", ("q", "k"), ("q", "k"), definition,
                                           question, sizes))
         return found
+
+    def _written_at(self, mask: nodes.Expr, condition: nodes.Expr) -> tuple[str, Span]:
+        """A mask written as tensors is named, and found, where its condition is written:
+        at the definition of a named condition (`local = (j <= i) & (i - j < W)`, Gemma 3's
+        window: where its width is read), else at the mask itself."""
+        condition = nodes.strip_parens(condition)
+        if isinstance(condition, nodes.Name):
+            for statement in self.program.statements:
+                if isinstance(statement, nodes.Define) and statement.name.name == condition.name:
+                    return condition.name, statement.span
+        return self._source(mask), mask.span
 
     def _mask_convention(self, statement: nodes.TensorDecl) -> None:
         words = {c.name for c in statement.conventions}

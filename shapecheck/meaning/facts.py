@@ -90,7 +90,7 @@ class Applied:
     """A mask applied to a value, in the value's own axes."""
 
     __slots__ = ("node", "condition", "kind", "seer", "seen", "keeps", "fill", "aligned",
-                 "additive", "origin", "strict", "numeric", "negation", "diagonal")
+                 "additive", "origin", "strict", "numeric", "negation", "edge", "added")
 
     def __init__(self, node: nodes.Expr, condition: nodes.Expr, kind: str, seer: Axis | None,
                  seen: Axis | None, keeps: bool, fill: float | None,
@@ -111,7 +111,14 @@ class Applied:
         # `where` of a bool condition: the fused plans add it as a bias
         self.numeric = False
         self.negation = False  # the causal condition is a negated mask (`~causal`)
-        self.diagonal: int | None = None  # its triangle's literal diagonal (Causal.diagonal)
+        self.edge: int | None = None  # where its triangle's edge lies (Causal.edge)
+        self.added: nodes.Expr | None = None  # an additive mask: the term added to the scores
+
+    def added_as(self, term: nodes.Expr, mapping: dict[int, Axis]) -> Applied:
+        """The mask moved into the scores' axes, added to them as ``term``."""
+        moved = self.moved(mapping)
+        moved.added = term
+        return moved
 
     def moved(self, mapping: dict[int, Axis]) -> Applied:
         def move(axis: Axis | None) -> Axis | None:
@@ -119,7 +126,8 @@ class Applied:
         moved = Applied(self.node, self.condition, self.kind, move(self.seer), move(self.seen),
                          self.keeps, self.fill, tuple(move(a) for a in self.aligned),
                          self.additive, self.origin, self.strict)
-        moved.numeric, moved.negation, moved.diagonal = self.numeric, self.negation, self.diagonal
+        moved.numeric, moved.negation, moved.edge = self.numeric, self.negation, self.edge
+        moved.added = self.added
         return moved
 
 
@@ -131,10 +139,10 @@ class Causal:
     by comparing positions (`arange(N)[:, None] >= arange(N)[None, :]`); joined by `&`
     (or `*`) with another mask it still holds; negated (`~m`, `m == 0`) it swaps."""
 
-    __slots__ = ("seer", "seen", "node", "strict", "negation", "diagonal")
+    __slots__ = ("seer", "seen", "node", "strict", "negation", "edge")
 
     def __init__(self, seer: Axis, seen: Axis, node: nodes.Expr, strict: bool | None = False,
-                 negation: bool = False, diagonal: int | None = None) -> None:
+                 negation: bool = False, edge: int | None = None) -> None:
         self.seer = seer
         self.seen = seen
         self.node = node
@@ -142,18 +150,20 @@ class Causal:
         # reached through an odd number of negations (`~m`, `m == 0`, `1 - m`): a mask
         # that keeps the other triangle is then inverted, not transposed (SC408, not SC407)
         self.negation = negation
-        # tril's or triu's literal diagonal (0: aligned top-left); None: unknown or none
-        self.diagonal = diagonal
+        # the mask is true where seer's index - seen's index >= edge, a literal number from
+        # the top-left corner (tril(x, k): -k; triu(x, k): k; `i >= j`: 0; `i > j`: 1);
+        # None: unknown or shifted by an offset of the sizes (bottom-right, a cache window)
+        self.edge = edge
 
     def negated(self) -> Causal:
         return Causal(self.seen, self.seer, self.node, None if self.strict is None else not self.strict,
-                      not self.negation, self.diagonal)
+                      not self.negation, None if self.edge is None else 1 - self.edge)
 
     def moved(self, mapping: dict[int, Axis]) -> Causal | None:
         seer, seen = mapping.get(id(self.seer)), mapping.get(id(self.seen))
         if seer is None or seen is None or seer is seen:
             return None
-        return Causal(seer, seen, self.node, self.strict, self.negation, self.diagonal)
+        return Causal(seer, seen, self.node, self.strict, self.negation, self.edge)
 
 
 class Contraction:
@@ -183,14 +193,16 @@ class Product:
     (``Qn @ Kn.T + Qr @ Kr.T``, a content and a rotary part): the scores then sum over
     ``size + sum(parts)`` features, as if the factors were concatenated."""
 
-    __slots__ = ("contraction", "inner_scale", "parts", "node")
+    __slots__ = ("contraction", "inner_scale", "parts", "node", "terms")
 
     def __init__(self, contraction: Contraction, inner_scale: tuple[Factor, ...],
-                 parts: tuple[Dim, ...] = (), node: nodes.Expr | None = None) -> None:
+                 parts: tuple[Dim, ...] = (), node: nodes.Expr | None = None,
+                 terms: tuple[Contraction, ...] = ()) -> None:
         self.contraction = contraction
         self.inner_scale = inner_scale  # factors applied to the operands before the product
         self.parts = parts
         self.node = node or contraction.node  # the sum of the products, if there are parts
+        self.terms = terms  # the contractions of the parts, in order
 
     @property
     def size(self) -> Dim | None:
@@ -299,6 +311,8 @@ class Info:
             info.positional = self.positional
         if self.table:
             info.table = True
+        if self.projection is not None and all(type(op) is Factor for op in ops):
+            info.projection = self.projection  # a projection scaled (`(X @ Wq) * d ** -0.5`)
         if ops or self.ops:
             info.ops = self.ops + ops
             info.scale = self.scale + tuple(op for op in ops if type(op) is Factor)
@@ -441,6 +455,10 @@ CONSTANTS = {"ones": 1.0, "zeros": 0.0}
 
 # Soft-caps (`c * tanh(S / c)`): a `-inf` fill passed through them becomes `-c`.
 SQUASHING = frozenset({"tanh"})
+
+# Normalisations of each feature vector (QK-norm: Gemma 3, OLMo 2): a projection normalised
+# is still a projection of the same tensor.
+FEATURE_NORMS = frozenset({"layernorm", "rmsnorm"})
 
 
 # Inputs that are tables of positions by their name (`cos_t`, `freqs_cis`, `sin_cached`).

@@ -41,6 +41,7 @@ from .facts import (
     Product,
     Reduced,
     SCALAR,
+    FEATURE_NORMS,
     SQUASHING,
     Scalar,
     TABLE_NAME,
@@ -201,9 +202,13 @@ class Follow:
         return tensor is not None and tensor.kind == "param"
 
     def _projected(self, left: nodes.Expr, right: nodes.Expr) -> str | None:
-        """`X @ W.T` with W a param: a projection of X (its text names it)."""
+        """`X @ W.T` with W a param: a projection of X (its text names it); a projection
+        of a projection of X (a low-rank pair, DeepSeek's `rmsnorm(x @ wq_a) @ wq_b`) is one
+        of X."""
         if self._param(right) and not self._param(left):
-            return self._text(left)
+            inner = self.infos.get(id(left))
+            return inner.projection if inner is not None and inner.projection \
+                else self._text(left)
         return None
 
     def _unary(self, node: nodes.Unary, value: Value) -> Info:
@@ -288,7 +293,7 @@ class Follow:
             if moved is not None:
                 causal.append(Causal(moved.seer, moved.seen, moved.node,
                                       strict(moved.seer, moved.seen, moved.strict), moved.negation,
-                                      moved.diagonal if strict(moved.seer, moved.seen, True) else None))
+                                      moved.edge if strict(moved.seer, moved.seen, True) else None))
         if causal:
             info.causal, info.nonzero = tuple(causal), operand.nonzero
         masks = []
@@ -490,7 +495,8 @@ class Follow:
             return Info(axes)
         seer, seen = (a, b) if op in (">=", ">") else (b, a)
         strict = None if left.shifted_position or right.shifted_position else op in (">", "<")
-        return Info(axes, causal=(Causal(seer, seen, node, strict),), nonzero=1.0)
+        edge = None if strict is None else int(strict)
+        return Info(axes, causal=(Causal(seer, seen, node, strict, edge=edge),), nonzero=1.0)
 
     def _tensors(self, node: nodes.Expr, operand_nodes: list[nodes.Expr], operands: list[Info],
                  value: Value) -> Info:
@@ -557,22 +563,25 @@ class Follow:
             main = operands[order[0]]
             ops: tuple[BiasTerm | Applied, ...] = ()
             parts: tuple[Dim, ...] = ()
+            terms: tuple[Contraction, ...] = ()
             for i, other in enumerate(operands):
                 if i == order[0]:
                     continue
                 if other.masks:
-                    ops += tuple(m.moved(mappings[i]) for m in other.masks)
+                    ops += tuple(m.added_as(operand_nodes[i], mappings[i]) for m in other.masks)
                 elif other.reduced is None:
                     lined_up = tuple(mappings[i].get(id(a)) for a in other.axes or ())
                     ops += ((operand_nodes[i], lined_up, op == "-"),)
                     if op == "+" and other.product is not None and main.product is not None \
                             and other.product.size is not None and lined_up == axes:
                         parts += (other.product.size,)  # a product of the same axes
+                        terms += (other.product.contraction,)
             info = main.shifted(axes, None, ops)
             if parts:
                 assert main.product is not None
                 info.product = Product(main.product.contraction, main.product.inner_scale,
-                                        main.product.parts + parts, node)
+                                        main.product.parts + parts, node,
+                                        main.product.terms + terms)
             return info
         if len(norms) == 1:
             # Weights masked, scaled by a tensor or mixed with other numbers.
@@ -761,6 +770,8 @@ class Follow:
         info = Info(x.axes, norm=norm, reduced=x.reduced, exp_of=exp_of)
         if name in ("cos", "sin") or x.table:
             info.table = True
+        if name in FEATURE_NORMS:
+            info.projection = x.projection
         if name in SQUASHING and (x.applied or x.squashed):
             # a soft-cap after the mask: its fills turn finite
             info.squashed = x.squashed + tuple((m, node) for m in x.applied)
@@ -806,10 +817,12 @@ class Follow:
         offset = args.get(axis_map.offset) if axis_map.offset is not None else None
         k = symbolic.as_int(offset) if offset is not None else 0
         # tril's and triu's diagonal says the alignment; `causal_mask(N, M)` is bottom-right
-        diagonal = k if axis_map.offset is not None else None
-        if axis_map.triangle == "lower":
-            return Causal(rows, columns, node, None if k is None or k > 0 else k < 0, diagonal=diagonal)
-        return Causal(columns, rows, node, None if k is None or k < 0 else k > 0, diagonal=diagonal)
+        literal = k is not None and axis_map.offset is not None
+        if axis_map.triangle == "lower":  # rows - columns >= -k
+            return Causal(rows, columns, node, None if k is None or k > 0 else k < 0,
+                          edge=-k if literal else None)
+        return Causal(columns, rows, node, None if k is None or k < 0 else k > 0,
+                      edge=k if literal else None)
 
     def _reshape(self, node: nodes.Call, x_node: nodes.Expr, x: Info, target: tuple[Dim, ...]) -> Info:
         """Axes matched by size from either end keep their identity (C order keeps the
@@ -913,7 +926,10 @@ class Follow:
         if blocks[0] != len(tensors) - 1:
             self._misplaced_block(node, [n for n, _ in tensors], blocks[0])
             return
-        causal = Causal(info.axes[seer], info.axes[seen], node, None)
+        # a square block keeps its diagonal, now at the bottom right: whether it is hidden
+        # (`triu(-inf, 0)`: each new query loses itself) still holds; its offset is the cache's
+        square = self.system.equal(layout[seer].size, layout[seen].size)
+        causal = Causal(info.axes[seer], info.axes[seen], node, fact.strict if square else None)
         if additive:
             marked = Info(info.axes, causal=(causal,))
             fill = block.masks[0].fill
@@ -973,7 +989,7 @@ class Follow:
             seer, seen = mapping.get(id(causal.seer)), mapping.get(id(causal.seen))
             applied = Applied(node, c_node, "causal", seer, seen, keeps, fill, aligned, additive,
                               causal.node, causal.strict)
-            applied.negation, applied.diagonal = causal.negation, causal.diagonal
+            applied.negation, applied.edge = causal.negation, causal.edge
             return applied
         return Applied(node, c_node, "bool", None, None, keeps, fill, aligned, additive, None)
 

@@ -66,6 +66,9 @@ class HeadChecks:
             query=self._text(self._strip(scores.operands[0])),
             key=self._text(self._strip(scores.operands[1])),
             q_parts=", ".join(q_text), k_parts=", ".join(k_text),
+            notes=[codes.note(note, parts[0].span.to(parts[-1].span),
+                              parts=", ".join(self._text(p) for p in parts))
+                   for note, parts in (("query_parts_here", q_parts), ("key_parts_here", k_parts))],
             help=[codes.help_text("same_part_order"), fix.help], fixes=[fix]))
 
     def _kv_parts(self, scores: Contraction, output: Contraction, v: int, key: Axis) -> None:
@@ -101,5 +104,7 @@ class HeadChecks:
             v_parts[0].span.to(v_parts[-1].span), values=self._text(self._strip(output.operands[v])),
             keys=self._text(self._strip(scores.operands[k_operand])),
             k_parts=", ".join(k_text), v_parts=", ".join(v_text),
-            notes=[codes.note("scores_here", scores.node.span, scores=self._text(scores.node))],
+            notes=[codes.note("key_parts_here", k_parts[0].span.to(k_parts[-1].span),
+                              parts=", ".join(self._text(p) for p in k_parts)),
+                   codes.note("scores_here", scores.node.span, scores=self._text(scores.node))],
             help=[codes.help_text("same_part_order_kv"), fix.help], fixes=[fix]))

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..messages import codes
 from ..syntax import nodes
-from ..messages.diagnostics import Edit, Fix
+from ..messages.diagnostics import Edit, Fix, Note
 from ..symbolic import Verdict, to_text
 from .facts import (
     Axis,
@@ -62,7 +62,7 @@ class MaskChecks:
             else:
                 before[id(mask)] = public
             wrong = self._check_mask(contraction, mask, orientation, after)
-            if orientation == "aligned" and not wrong and key is not None:
+            if alignment == "aligned" and not wrong and key is not None:
                 wrong = self._top_left(contraction, mask, key)
             if alignment is not None:
                 verdicts.append(not wrong)
@@ -94,8 +94,9 @@ class MaskChecks:
             self._report(codes.MASK_AXIS.diag(
                 mask.node.span, where=self._text(mask.node), size=to_text(query.size),
                 key_size=to_text(key.size),
-                notes=[codes.note("weights_summed", contraction.node.span,
-                                  contraction=self._text(contraction.node))],
+                notes=self._added_note(mask) + [codes.note(
+                    "weights_summed", contraction.node.span,
+                    contraction=self._text(contraction.node))],
                 help=[codes.help_text("mask_keys")]))
 
     def _prefix_sums(self, contraction: Contraction, w: int) -> None:
@@ -145,6 +146,7 @@ class MaskChecks:
                             contraction=self._text(contraction.node))]
         if mask.origin is not None:
             notes.insert(0, codes.note("mask_built", mask.origin.span, mask=self._text(mask.origin)))
+        notes[:0] = self._added_note(mask)
         # Hiding where a transposed condition is true hides the future: right when the
         # condition leaves the diagonal out (`where(j > i, -inf, S)`, `triu(.., 1)`);
         # when it has the diagonal, each query loses itself (SC408); unknown: no opinion.
@@ -154,11 +156,20 @@ class MaskChecks:
         negation = transposed and mask.negation
         if negation:  # `where(~causal, S, -inf)`: the negation keeps the future, no transpose
             inverted, transposed = True, False
-        if inverted and ("SC408",) + key not in self._reported:
+        # keeping a condition that leaves the diagonal out (`where(j < i, S, -inf)`): each
+        # query loses itself and the first sees nothing, as with the hiding form above
+        # (a mask function, `def m(q, k) = k < q`: SC433 says so, with the sizes)
+        selfless = mask.keeps and orientation == "aligned" and mask.strict is True \
+            and not self._in_function(mask.origin)
+        if (inverted or selfless) and ("SC408",) + key not in self._reported:
             self._reported.add(("SC408",) + key)
-            sees = codes.detail("sees_future_only" if orientation == "aligned" or negation
-                                else "sees_past_only")
-            fix = codes.help_text("drop_negation") if negation else self._swap_help(mask.node)
+            # the first query sees nothing only where the triangle starts at the corner; a
+            # block aligned bottom-right (a cache first) leaves it the cache
+            sees = codes.detail("sees_future_only" if (orientation == "aligned" and not selfless)
+                                or negation else "sees_past_only" if mask.edge is not None
+                                else "loses_own_key")
+            fix = codes.help_text("drop_negation") if negation else \
+                codes.help_text("keep_diagonal") if selfless else self._swap_help(mask.node)
             self._report(codes.MASK_INVERTED.diag(mask.node.span, where=where, sees=sees,
                                                   notes=notes, help=[fix]))
         elif transposed and ("SC407",) + key not in self._reported:
@@ -173,15 +184,32 @@ class MaskChecks:
             self._report(codes.MASK_FILL.diag(mask.node.span, where=where,
                                               fill=number_text(mask.fill),
                                               help=[codes.help_text("fill_minus_inf")]))
-        return inverted or transposed
+        return inverted or transposed or selfless
+
+    def _added_note(self, mask: Applied) -> list[Note]:
+        """Where an additive mask built on another line is added to the scores (where a
+        transpose or a new axis written there takes effect)."""
+        if mask.added is None or mask.added.span.line == mask.node.span.line:
+            return []
+        return [codes.note("mask_added", mask.added.span, mask=self._text(mask.added))]
+
+    def _in_function(self, node: nodes.Expr | None) -> bool:
+        """Whether ``node`` is written in a `def` (a mask function: masks/ checks its rows)."""
+        functions = self.program.functions
+        return node is not None and functions is not None and any(
+            d.span.line <= node.span.line <= d.span.end_line
+            for d in functions.definitions.values())
 
     def _top_left(self, contraction: Contraction, mask: Applied, key: Axis) -> bool:
-        """SC417: a triangle with diagonal 0 (aligned top-left) on scores with more keys
+        """SC417: a triangle with its edge at the top-left corner on scores with more keys
         than queries, provably (`N_k = P + N_q`): the keys hold a cache before the new ones,
-        whose queries stand at the end. The fix moves the diagonal by the cache's length."""
-        if mask.diagonal != 0 or mask.seer is None or mask.origin is None:
+        whose queries stand at the end. The fix moves the diagonal by the cache's length.
+        A mask that keeps where query - key >= 0 (`tril(x)`, `i >= j`) or hides where
+        key - query >= 1 (`triu(x * -inf, 1)`, `where(j > i, -inf, S)`) is top-left."""
+        queries = mask.seer if mask.keeps else mask.seen
+        if mask.edge != (0 if mask.keeps else 1) or queries is None or mask.origin is None:
             return False
-        gap = key.size - mask.seer.size
+        gap = key.size - queries.size
         if self.system.positive(gap) is not Verdict.PROVED:
             return False
         report = ("SC417", id(mask.origin))
@@ -192,7 +220,7 @@ class MaskChecks:
         fixes = self._diagonal_fix(mask.origin, gap_text)
         self._report(codes.CAUSAL_ALIGNMENT.diag(
             mask.node.span, where=self._text(mask.node), mask=self._text(mask.origin),
-            gap=gap_text, keys=to_text(key.size), queries=to_text(mask.seer.size),
+            gap=gap_text, keys=to_text(key.size), queries=to_text(queries.size),
             notes=[codes.note("mask_built", mask.origin.span, mask=self._text(mask.origin)),
                    codes.note("weights_summed", contraction.node.span,
                               contraction=self._text(contraction.node))],
@@ -200,12 +228,14 @@ class MaskChecks:
         return True
 
     def _diagonal_fix(self, origin: nodes.Expr, gap: str) -> list[Fix]:
-        """`tril(x)` -> `tril(x, gap)`: the edit, checked by fixcheck before it is shown."""
+        """`tril(x)` -> `tril(x, gap)`, `triu(x, 1)` -> `triu(x, 1 + gap)`: the edit,
+        checked by fixcheck before it is shown."""
         call = nodes.strip_parens(origin)
         if not (isinstance(call, nodes.Call) and call.func.name in ("tril", "triu")
-                and len(call.args) == 1 and not call.keywords):
+                and len(call.args) in (1, 2) and not call.keywords):
             return []
-        fixed = f"{call.func.name}({self._text(call.args[0])}, {gap})"
+        diagonal = f"{self._text(call.args[1])} + {gap}" if len(call.args) == 2 else gap
+        fixed = f"{call.func.name}({self._text(call.args[0])}, {diagonal})"
         return [Fix(codes.help_text("align_bottom_right", fixed=fixed),
                     (Edit(call.span, fixed),), safe=False)]
 

@@ -48,14 +48,17 @@ class Patterns:
         masks, after, mask_verdicts = self._masks(contraction, w, norm,
                                                   None if guessed else query,
                                                   None if axis_ok is False else key, roles)
-        if not guessed:
+        if not guessed and axis_ok is not False:  # not blamed on the mask: SC402's axes
             self._mask_axes(contraction, norm, query, key)
         self._soft_capped(norm)
-        self._rotated_values(contraction, v)
+        self._rotated_values(contraction, v, self._keys_operand(scores, key))
         if scores is not None:
             self._heads(scores, contraction, v)
             self._parts(scores)
             self._one_side_rotated(scores)
+            # the other products summed into the scores (a content and a rotary part)
+            for term in norm.source.product.terms if norm.source.product is not None else ():
+                self._one_side_rotated(term)
             if key is not None:
                 self._kv_parts(scores, contraction, v, key)
         biases = {id(b): Bias(b[0], tuple(roles.get(id(a)) if a else None for a in b[1]), b[2])
@@ -95,6 +98,13 @@ class Patterns:
                                                  "one_side": False}.get(scale.verdict),
             mask_ok=all(mask_verdicts) if mask_verdicts else None,
         ))
+
+    @staticmethod
+    def _keys_operand(scores: Contraction | None, key: Axis | None) -> nodes.Expr | None:
+        """The operand of the scores that holds the key axis (K), if it is one."""
+        if scores is None or key is None or key.node is not scores.node or len(key.sources) != 1:
+            return None
+        return scores.operands[key.sources[0][0]]
 
     @staticmethod
     def _query_axis(weights: tuple[Axis, ...], kept: list[int], summed: list[int]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..messages import codes
 from ..syntax import nodes
-from .facts import Contraction, Info, base_of
+from .facts import Contraction, Info, base_of, children
 
 
 class PositionChecks:
@@ -36,7 +36,7 @@ class PositionChecks:
             elif left.positional is not None or right.positional is not None:
                 info.positional = left.positional or right.positional
 
-    def _rotated_values(self, contraction: Contraction, v: int) -> None:
+    def _rotated_values(self, contraction: Contraction, v: int, keys: nodes.Expr | None) -> None:
         """SC413: V went through a rotary transform (alone or besides Q and K)."""
         rotary = contraction.infos[v].positional
         report = ("SC413", id(contraction.node))
@@ -44,10 +44,37 @@ class PositionChecks:
             return
         self._reported.add(report)
         values = self._strip(contraction.operands[v])
+        notes = [codes.note("rotary_here", rotary.span)]
+        shared = self._read_of_keys(contraction.operands[v], keys) if keys is not None else None
+        if shared is not None:  # `v = transpose(key, ...)`: V built from the keys' tensor
+            notes.append(codes.note("values_read_keys", shared.span, name=shared.name))
         self._report(codes.POSITIONS_ON_VALUES.diag(
             values.span, values=self._text(values), contraction=self._text(contraction.node),
-            rotary=self._text(rotary), notes=[codes.note("rotary_here", rotary.span)],
-            help=[codes.help_text("rotary_qk_only")]))
+            rotary=self._text(rotary), notes=notes, help=[codes.help_text("rotary_qk_only")]))
+
+    def _read_of_keys(self, values: nodes.Expr, keys: nodes.Expr) -> nodes.Name | None:
+        """The first read, along V's definitions, of a rotated name the keys are built from."""
+        key_names = {name.name for name in self._reads(keys)}
+        for name in self._reads(values):
+            info = self.names.get(name.name)
+            if name.name in key_names and info is not None and info.positional is not None:
+                return name
+        return None
+
+    def _reads(self, operand: nodes.Expr) -> list[nodes.Name]:
+        """The names ``operand`` reads, then those its names' definitions read, nearest
+        first (each name's definition once)."""
+        definitions = {s.name.name: s.value for s in self.program.statements
+                       if isinstance(s, (nodes.Define, nodes.Output)) and s.value is not None}
+        found: list[nodes.Name] = []
+        queue, seen = [operand], set()
+        while queue:
+            for name in _names(queue.pop(0)):
+                found.append(name)
+                if name.name in definitions and name.name not in seen:
+                    seen.add(name.name)
+                    queue.append(definitions[name.name])
+        return found
 
     def _projections(self, info: Info) -> set[str]:
         """The tensors ``info`` is a projection of: its own, or its parts' when it is a
@@ -79,9 +106,29 @@ class PositionChecks:
         rotary_node = rotated[side]
         assert rotary_node is not None
         names = ("Q", "K") if side == 0 else ("K", "Q")
+        notes = [codes.note("scores_here", scores.node.span, scores=self._text(scores.node))]
+        unrotated = self._unrotated_read(scores.operands[1 - side])
+        if unrotated is not None:
+            notes.append(codes.note("unrotated_read", unrotated.span, name=unrotated.name))
         self._report(codes.ROTARY_ONE_SIDE.diag(
             rotary_node.span, scores=self._text(scores.node), rotated=names[0], plain=names[1],
             rotary=self._text(rotary_node),
             operand=self._text(self._strip(scores.operands[1 - side])),
-            notes=[codes.note("scores_here", scores.node.span, scores=self._text(scores.node))],
-            help=[codes.help_text("rotary_both_sides")]))
+            notes=notes, help=[codes.help_text("rotary_both_sides")]))
+
+    def _unrotated_read(self, operand: nodes.Expr) -> nodes.Name | None:
+        """Where the plain side reads, as it is, a tensor that a rotary transform of the
+        spec rotates (`keys = concat([cache_k, xk])` while `xk_rot` rotates `xk`): the
+        place a rotated name was meant. The plain operand is searched first, then the
+        definitions of the names it reads, nearest first."""
+        rotated = {name.name for info in self.infos.values() if info.positional is not None
+                   for name in _names(info.positional)
+                   if not (table := self.names.get(name.name)) or not table.table}
+        return next((name for name in self._reads(operand) if name.name in rotated), None)
+
+
+def _names(expr: nodes.Expr) -> list[nodes.Name]:
+    """The names an expression reads, in reading order."""
+    if isinstance(expr, nodes.Name):
+        return [expr]
+    return [name for child in children(expr) for name in _names(child)]

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 from ..messages import codes
-from ..messages.diagnostics import Edit, Fix
+from ..messages.diagnostics import Edit, Fix, Note
 from ..syntax import nodes
 from .. import symbolic
 from ..symbolic import Dim, Verdict, to_text
@@ -165,8 +165,39 @@ class ScaleChecks:
         self._report(codes.SCALE.diag(
             located.node.span, scores=self._text(product.node), written=written, size=size,
             where="" if product.parts else self._contracted_where(scores), reason=reason,
-            notes=self._scores_note(scores), help=[said],
+            notes=self._scores_note(scores) + self._stored_scale_notes(factors)
+            + (self._unscaled_side(scores, factors) if scale.verdict == "one_side" else []),
+            help=[said],
             fixes=self._scale_fix(factors, said, size)))
+
+    def _unscaled_side(self, scores: Contraction, factors: Sequence[Factor]) -> list[Note]:
+        """Half of a symmetric scale (`q * d ** -0.25` and `k` unscaled, Whisper's): a note
+        where the other factor is defined (or written), where its half was left out."""
+        scaled = {id(f.operand) for f in factors}
+        notes = []
+        for operand in scores.operands:
+            if id(operand) in scaled:
+                continue
+            name = self._strip(operand)
+            definition = next((s for s in self.program.statements
+                               if isinstance(s, (nodes.Define, nodes.Output))
+                               and isinstance(name, nodes.Name) and s.name.name == name.name),
+                              None)
+            notes.append(codes.note("unscaled_side", (definition or operand).span,
+                                    operand=self._text(name)))
+        return notes
+
+    def _stored_scale_notes(self, factors: Sequence[Factor]) -> list[Note]:
+        """A note at the definition of each named scale (`scale = d ** -0.25`, Whisper's):
+        where its value is written, and so where a wrong one is fixed."""
+        notes = []
+        for factor in factors:
+            definition = self.scalars.get(factor.node.name) \
+                if isinstance(factor.node, nodes.Name) else None
+            if definition is not None:
+                notes.append(codes.note("scale_defined", definition.span, name=factor.node.name,
+                                        value=self._text(definition)))
+        return notes
 
     def _scale_fix(self, factors: Sequence[Factor], said: str, size: str) -> list[Fix]:
         """The help as an edit where the scale is one `/ sqrt(X)`: `sqrt(X)` becomes

@@ -8,6 +8,7 @@ import itertools
 from collections.abc import Sequence
 
 from ..messages import codes
+from ..messages.diagnostics import Note
 from ..syntax import nodes
 from ..symbolic import Dim, to_text
 from .facts import Axis, MAX_VIEW_AXES, monomial_text
@@ -74,7 +75,22 @@ class ViewChecks:
         result = self.types[id(node)]
         self._report(codes.RESHAPE_MIXES.diag(
             node.span, source=x_value.text(), target=result.text(), size=to_text(size),
-            notes=self._origin_notes(x_node), help=[codes.help_text("move_axes_first")]))
+            notes=self._origin_notes(x_node) + self._definition_note(x_node),
+            help=[codes.help_text("move_axes_first")]))
+
+    def _definition_note(self, x_node: nodes.Expr) -> list[Note]:
+        """Where a named operand got the layout the reshape would have to move (BERT's
+        `context = transpose(probs @ v, ...)` on the line before the merge): where the
+        missing or wrong transpose goes."""
+        name = nodes.strip_parens(x_node)
+        if not isinstance(name, nodes.Name):
+            return []
+        value = self.types.get(id(name))
+        for statement in self.program.statements:
+            if isinstance(statement, (nodes.Define, nodes.Output)) and statement.value is not None \
+                    and statement.name.name == name.name and value is not None:
+                return [codes.note("defined", statement.span, name=name.name, shape=value.text())]
+        return []
 
     def _view_failure(self, source: list[Dim], target: list[Dim], splits: bool = True
                       ) -> Dim | None:

@@ -1148,9 +1148,17 @@ NOTES: Table = Table("codes", "NOTES", {
     "padding_read": "`{input}` is as long as the keys but read at the query position only: "
     "the queries it marks see nothing, and every query still sees the keys it marks",
     "mask_built": "the mask is built here by `{mask}`",
+    "mask_added": "`{mask}` is added to the scores here",
+    "values_read_keys": "V reads `{name}` here, the rotated tensor the keys are built from",
+    "query_parts_here": "the queries are joined here in this order: {parts}",
+    "key_parts_here": "the keys are joined here in this order: {parts}",
     "reduced_here": "`{reduction}` drops its axis here",
     "capped_here": "`{cap}` caps the masked scores here",
     "rotary_here": "the rotary transform is applied here",
+    "unscaled_side": "`{operand}` gets no part of the scale here",
+    "scale_defined": "`{name}` is defined here as `{value}`",
+    "unrotated_read": "the other side reads `{name}` here as it is, while a rotary transform "
+    "of the spec rotates it",
     "copies_here": "`{copies}` makes the copies of each key/value head here, on an axis "
     "in front of the heads",
     "merged_here": "`{reshape}` merged [{parts}] into one axis here, in this order",
@@ -1186,6 +1194,8 @@ HELPS: Table = Table("codes", "HELPS", {
     "mask_before_softmax": "mask the scores before the softmax: `softmax(where(mask, S, -inf))`",
     "untranspose_mask": "use the mask as `causal_mask` builds it (rows are queries), without "
     "the transpose",
+    "keep_diagonal": "let each query see its own key: compare with `<=` (`j <= i`), or "
+    "keep the triangle with its diagonal (`tril(x)`, not `tril(x, -1)`)",
     "flip_comparison": "compare the other way round, so that the query's position is the "
     "larger side: `key <= query`",
     "swap_branches": "swap the branches: `where(mask, S, -inf)`",
@@ -1533,6 +1543,7 @@ DETAILS: Table = Table("codes", "DETAILS", {
     "sees_future_only": "each query sees only the keys after it (the future)",
     "sees_past_only": "each query sees only the keys strictly before it, and the first query "
     "sees none",
+    "loses_own_key": "each query sees only the keys strictly before its own, never its own",
     # SC403: what treats a bool tensor as numbers
     "bool_in_builtin": "this builtin",
     "bool_in_unary": "unary `{op}`",

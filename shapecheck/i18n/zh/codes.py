@@ -916,9 +916,16 @@ NOTES = {
     "padding_read": "`{input}` 与 key 一样长, 却只在 query 的位置读取: 它标记的 query 什么也看不到, "
     "而每个 query 仍然看得到它标记的 key",
     "mask_built": "掩码在这里由 `{mask}` 构造",
+    "mask_added": "`{mask}` 在这里加到分数上",
+    "values_read_keys": "V 在这里读取 `{name}`, 即构造 key 所用的那个已旋转的张量",
+    "query_parts_here": "query 在这里按此顺序拼接: {parts}",
+    "key_parts_here": "key 在这里按此顺序拼接: {parts}",
     "reduced_here": "`{reduction}` 在这里去掉了它的轴",
     "capped_here": "`{cap}` 在这里对被掩盖的分数做了截断",
     "rotary_here": "旋转变换在这里施加",
+    "unscaled_side": "`{operand}` 在这里没有得到缩放的任何一部分",
+    "scale_defined": "`{name}` 在这里定义为 `{value}`",
+    "unrotated_read": "另一侧在这里直接读取 `{name}`，而规约中有一个旋转变换会旋转它",
     "copies_here": "`{copies}` 在这里为每个 key/value 头做副本, 副本轴在头轴之前",
     "merged_here": "`{reshape}` 在这里按此顺序把 [{parts}] 合并为一个轴",
 }
@@ -948,6 +955,8 @@ HELPS = {
     "scale_by": "按缩并的大小缩放: `/ sqrt({size})`",
     "mask_before_softmax": "在 softmax 之前掩盖分数: `softmax(where(mask, S, -inf))`",
     "untranspose_mask": "按 `causal_mask` 构造的方向使用掩码 (行是 query), 去掉转置",
+    "keep_diagonal": "让每个 query 看到它自己的 key: 用 `<=` 比较 (`j <= i`), 或保留带对角线的三角 "
+    "(`tril(x)`, 而不是 `tril(x, -1)`)",
     "flip_comparison": "把比较反过来, 让 query 的位置在较大的一侧: `key <= query`",
     "swap_branches": "交换两个分支: `where(mask, S, -inf)`",
     "align_bottom_right": "按右下角对齐三角, 缓存的 key 在前: `{fixed}`",
@@ -1129,6 +1138,7 @@ DETAILS = {
     "scale_squared": "它除以 {size}, 而不是 sqrt({size})",
     "sees_future_only": "每个 query 只看到它之后的 key (未来)",
     "sees_past_only": "每个 query 只看到严格在它之前的 key, 第一个 query 一个也看不到",
+    "loses_own_key": "每个 query 只看到严格在它自己之前的 key, 从不看到它自己的 key",
     "kind_tensor": "张量",
     "kind_tensors": "张量的列表",
     "kind_dim": "维度表达式",

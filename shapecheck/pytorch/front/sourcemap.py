@@ -11,7 +11,7 @@ text) are dropped.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -209,7 +209,23 @@ def _in_torch_terms(diagnostic: Diagnostic, spec_line: str,
     notes = [Note(codes.TORCH_HELPS["traced_as"].format(statement=statement))] if statement \
         else []
     notes.extend(Note(n.message, _note_span(n, note_lines or {})) for n in diagnostic.notes)
+    if diagnostic.code in NOTES_AT_THE_CALL:
+        notes.extend(_note_callers(diagnostic.notes, note_lines or {}))
     return replace(diagnostic, help=tuple(helps), notes=tuple(notes), fixes=())
+
+
+#: Codes whose notes name a statement inside a helper that its caller configures: the
+#: softmax of `utils_softmax(x, dim=...)` (ESM, fairseq) normalises the axis the call passes.
+NOTES_AT_THE_CALL = frozenset({"SC402"})
+
+
+def _note_callers(notes: Sequence[Note], note_lines: Mapping[int, Location | None]) -> list[Note]:
+    """A note at each line of the same file that called the helper a note's statement is in."""
+    lines: list[int] = []
+    for note in notes:
+        location = note_lines.get(note.span.line) if note.span is not None else None
+        lines += [line for line in (location.callers if location else ()) if line not in lines]
+    return [Note(codes.TORCH_HELPS["called_here"], Span(line, 1, line, 1)) for line in lines]
 
 
 #: Codes whose fix is where a helper is called, not inside it: a rotary helper is right,

@@ -334,3 +334,20 @@ def square_heads_copied():
     import copy
 
     return copy.deepcopy(Plain(64, 8)), {"x": torch.randn(2, 5, 64)}
+
+
+def _softmax(x, dim):
+    # fairseq's and ESM's `utils_softmax`: the axis is the caller's argument
+    return F.softmax(x, dim=dim)
+
+
+class SoftmaxHelperOverQueries(_Projections):
+    def forward(self, x):
+        q, k, v = self.heads(x, self.wq), self.heads(x, self.wk), self.heads(x, self.wv)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        weights = _softmax(scores, dim=-2)  # BUG
+        return self.merge(weights @ v)
+
+
+def softmax_helper_over_queries():
+    return SoftmaxHelperOverQueries(35, 5), {"x": torch.randn(3, 11, 35)}
