@@ -256,3 +256,26 @@ def test_the_symbols_built_in_one_call_are_the_memos_records():
         lark.grammar.Terminal, {"name": "NAME", "filter_out": True})
     assert type(made) is type(generic) and made == generic
     assert (made.name, made.filter_out) == (generic.name, generic.filter_out) == ("NAME", True)
+
+
+def test_the_shipped_tables_make_each_action_and_symbol_once():
+    """Issue 36: an action (shift to a state, reduce by a rule) is one tuple however many
+    states take it, and an equal symbol or rule option one object (nothing changes them):
+    ~530 tuples instead of ~4,900 to make, keep and collect on every start."""
+    from shapecheck.syntax import grammar_tables
+
+    records = grammar_tables.memo()
+    states = grammar_tables.states(records)
+    actions = [action for row in states.values() for action in row.values()]
+    distinct = {(kind.name, target if kind.name == "Shift" else id(target))
+                for kind, target in actions}
+    assert len({id(action) for action in actions}) == len(distinct) < len(actions) / 5
+    rules = [r for r in records.values() if isinstance(r, lark.grammar.Rule)]
+    symbols = [s for rule in rules for s in (rule.origin, *rule.expansion)]
+    assert len({id(s) for s in symbols}) == len(
+        {(type(s), s.name, getattr(s, "filter_out", None)) for s in symbols})
+    assert len({id(rule.options) for rule in rules}) == len(
+        {tuple(vars(rule.options).items()) for rule in rules})
+    for rule in rules:  # as Lark's deserialiser makes them
+        assert type(rule.expansion) is list
+        assert hash(rule) == hash((rule.origin, tuple(rule.expansion)))

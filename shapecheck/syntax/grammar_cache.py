@@ -126,21 +126,80 @@ class _BuiltTable(lalr_parser.LALR_Parser):
 
 
 def _states_source(table: dict[str, Any]) -> str:
-    """The source of ``states(memo)``: the parse table's states as ``IntParseTable`` holds them
-    (``(Shift, state)`` or ``(Reduce, rule)`` by token name)."""
+    """The source of ``states(m)``: the parse table's states as ``IntParseTable`` holds them
+    (``(Shift, state)`` or ``(Reduce, rule)`` by token name). Each action is made once, as a
+    local (``s171``: shift to state 171, ``r229``: reduce by the memo's rule 229), shared by
+    every state that takes it (~530 tuples instead of ~4,900; nothing changes them), and each
+    state is a dictionary display (its keys one constant, its values those locals)."""
     tokens = table["tokens"]
+    names: dict[tuple[int, Any], str] = {}
     rows = []
     for state, actions in table["states"].items():
         cells = []
         for token, (action, argument) in actions.items():
             if action == 1:  # Lark's tag for a reduction, whose argument is the rule's memo entry
-                cells.append(f"{tokens[token]!r}: (r, m[{argument['@']!r}])")
+                rule = argument["@"]
+                key, name, made = (1, rule), f"r{rule}", f"(r, m[{rule!r}])"
             else:
-                cells.append(f"{tokens[token]!r}: (s, {argument!r})")
+                key, name, made = (0, argument), f"s{argument}", f"(s, {argument!r})"
+            names.setdefault(key, f"    {name} = {made}\n")
+            cells.append(f"{tokens[token]!r}: {name}")
         rows.append(f"        {state!r}: {{{', '.join(cells)}}},\n")
     return ("def states(m: dict) -> dict:\n"
             "    s, r = Shift, Reduce\n"
-            f"    return {{\n{''.join(rows)}    }}\n")
+            + "".join(names[key] for key in sorted(names))
+            + f"    return {{\n{''.join(rows)}    }}\n")
+
+
+def _rules_source(memo: dict[Any, Any]) -> str:
+    """``SYMBOLS``, ``OPTIONS`` and ``RULES``: the memo's rules as rows of constants
+    (``rules_from_rows`` builds them)."""
+    symbols: dict[tuple[str, bool, bool], int] = {}
+    options: dict[tuple[Any, ...], int] = {}
+
+    def symbol(value: dict[str, Any]) -> int:
+        key = (value["name"], value["__type__"] == "Terminal", value.get("filter_out", False))
+        return symbols.setdefault(key, len(symbols))
+
+    rows = []
+    for index, value in memo.items():
+        if value.get("__type__") != "Rule":
+            continue
+        given = value["options"]
+        fields = lark.grammar.RuleOptions.__serialize_fields__
+        option = tuple(_tuple(given[name]) for name in fields)
+        rows.append((index, symbol(value["origin"]), tuple(symbol(s) for s in value["expansion"]),
+                     value["order"], value["alias"], options.setdefault(option, len(options))))
+    from pprint import pformat  # only when the tables are written
+
+    body = "".join(f"    {row!r},\n" for row in rows)
+    return (f"SYMBOLS = {pformat(tuple(symbols), width=100, compact=True)}\n"
+            f"OPTIONS = {pformat(tuple(options), width=100, compact=True)}\n"
+            f"RULES = (\n{body})\n")
+
+
+def _tuple(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def rules_from_rows(rows: tuple[tuple[Any, ...], ...], symbols: tuple[tuple[str, bool, bool], ...],
+                    options: tuple[tuple[Any, ...], ...]) -> dict[int, lark.grammar.Rule]:
+    """The memo's rules from ``_rules_source``'s rows, as Lark's deserialiser makes them, except
+    that equal symbols and equal options are one object each (as Lark's own grammar loader
+    shares a rule's options between its expansions; nothing changes them)."""
+    made = [terminal(name, filter_out) if is_terminal else nonterminal(name)
+            for name, is_terminal, filter_out in symbols]
+    fields = lark.grammar.RuleOptions.__serialize_fields__
+    shared = [built(lark.grammar.RuleOptions, dict(zip(fields, values))) for values in options]
+    symbol = made.__getitem__
+    rules: dict[int, lark.grammar.Rule] = {}
+    for index, origin, expansion, order, alias, option in rows:
+        rule = _NEW(lark.grammar.Rule)
+        rule.origin, rule.expansion = made[origin], list(map(symbol, expansion))
+        rule.order, rule.alias, rule.options = order, alias, shared[option]
+        rule._deserialize()  # its hash, as Lark's deserialiser computes it
+        rules[index] = rule
+    return rules
 
 
 # The classes the memo's records are made of (Lark's own deserialiser allows the same ones).
@@ -151,27 +210,31 @@ _MEMO_CLASSES = {cls.__name__: cls for cls in (
 
 def tables_source(grammar: str, **options: Any) -> str:
     """The Python module holding the analysed grammar (``from_tables`` reads it): the data as
-    literals, the memo's rules and terminals as the calls that build them."""
-    from pprint import pformat
+    literals, the memo's terminals as the calls that build them, its rules and the parse
+    table's states as rows of constants (one constant each in the bytecode, built by the
+    loops above)."""
+    from pprint import pformat  # only when the tables are written
 
     data_options = {k: v for k, v in options.items() if k not in _LOAD_OPTIONS}
     data, memo = _serialise(Lark(grammar, **options))
     table = data["parser"]["parser"]
     states = _states_source(table)
-    data["parser"]["parser"] = {k: v for k, v in table.items() if k != "states"}
-    entries = "".join(f"        {index!r}: {_built(value)},\n" for index, value in memo.items())
+    data["parser"]["parser"] = {k: v for k, v in table.items() if k not in ("states", "tokens")}
+    entries = "".join(f"        {index!r}: {_built(value)},\n" for index, value in memo.items()
+                      if value.get("__type__") != "Rule")
     return (f'"""The analysed grammar (LALR tables) for Lark {lark.__version__}: GENERATED by\n'
             '`python tools/grammar_tables.py` from grammar/attn.lark; do not edit.\n'
             'syntax/grammar_cache.py says why and when it is read."""\n\n'
             "# fmt: off\n"
-            "from lark.grammar import NonTerminal, Rule, RuleOptions, Terminal\n"
             "from lark.lexer import PatternRE, PatternStr, TerminalDef\n"
             "from lark.parsers.lalr_analysis import Reduce, Shift\n\n"
-            "from .grammar_cache import built as _o, nonterminal as _n, terminal as _t\n\n"
+            "from .grammar_cache import built as _o, rules_from_rows\n\n"
             f"KEY = {cache_key(grammar, data_options, python=False)!r}\n"
-            f"DATA = {pformat(data, width=100, compact=True)}\n\n\n"
+            f"DATA = {pformat(data, width=100, compact=True)}\n\n"
+            + _rules_source(memo) + "\n\n"
             "def memo() -> dict:\n"
-            f"    return {{\n{entries}    }}\n\n\n"
+            f"    terminals = {{\n{entries}    }}\n"
+            "    return {**terminals, **rules_from_rows(RULES, SYMBOLS, OPTIONS)}\n\n\n"
             + states)
 
 
