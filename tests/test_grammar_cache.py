@@ -195,7 +195,7 @@ def test_the_shipped_tables_parse_as_the_analysed_grammar():
     options = parser.parser_options(parser.BracketNewlines())
     shipped = grammar_cache.from_tables(grammar_tables.KEY, grammar_tables.DATA,
                                         grammar_tables.memo, parser.grammar_text(),
-                                        grammar_tables.states, **options)
+                                        grammar_tables.states, grammar_tables.UNLESS, **options)
     assert shipped is not None
     fresh = lark.Lark(parser.grammar_text(), **parser.parser_options(parser.BracketNewlines()))
     # The states come built (issue 36): a parser of Lark's own class, whose table has the
@@ -279,3 +279,37 @@ def test_the_shipped_tables_make_each_action_and_symbol_once():
     for rule in rules:  # as Lark's deserialiser makes them
         assert type(rule.expansion) is list
         assert hash(rule) == hash((rule.origin, tuple(rule.expansion)))
+
+
+def _lexer(parser_: lark.Lark) -> lark.lexer.BasicLexer:
+    return parser_.parser.lexer.lexer  # under the postlexer
+
+
+def test_the_shipped_keyword_table_gives_larks_scanner(monkeypatch):
+    """Issue 36: the lexer's keyword table (which keywords NAME also matches) ships with the
+    tables instead of being searched for on every start; the scanner is the one Lark builds."""
+    from shapecheck.syntax import grammar_tables
+
+    options = parser.parser_options(parser.BracketNewlines())
+    fresh = lark.Lark(parser.grammar_text(), **parser.parser_options(parser.BracketNewlines()))
+    assert grammar_cache.unless_table(fresh) == grammar_tables.UNLESS
+
+    def searched(*args: object) -> None:
+        raise AssertionError("the keyword table was searched for")
+
+    shipped = grammar_cache.from_tables(grammar_tables.KEY, grammar_tables.DATA,
+                                        grammar_tables.memo, parser.grammar_text(),
+                                        grammar_tables.states, grammar_tables.UNLESS, **options)
+    assert shipped is not None
+    monkeypatch.setattr(lark.lexer, "_create_unless", searched)
+    ours = _lexer(shipped).scanner
+    monkeypatch.undo()
+    theirs = _lexer(fresh).scanner
+    assert [m.pattern for m in ours._mres] == [m.pattern for m in theirs._mres]
+    assert ours.allowed_types == theirs.allowed_types
+    mine, larks = _lexer(shipped).callback, _lexer(fresh).callback
+    assert list(mine) == list(larks) == ["NAME"]
+    assert [m.pattern for m in mine["NAME"].scanner._mres] == [
+        m.pattern for m in larks["NAME"].scanner._mres]
+    text = "dim N\ninput X: [N, N]\nY = X @ X.T  # a keyword-like name: dimension\n"
+    assert _outcome(shipped, text) == _outcome(fresh, text)

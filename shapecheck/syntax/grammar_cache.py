@@ -38,6 +38,7 @@ import os
 import stat
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -89,13 +90,14 @@ def cache_key(grammar: str, options: dict[str, Any], python: bool = True) -> str
 
 def from_tables(key: str, data: dict[str, Any], memo: Callable[[], dict[int, Any]],
                 grammar: str, states: Callable[[dict[int, Any]], dict[int, Any]] | None = None,
-                **options: Any) -> Lark | None:
+                unless: Unless | None = None, **options: Any) -> Lark | None:
     """The parser from shipped tables written under ``key``; None when they are not this
     grammar's, with these options and this Lark (the caller then uses ``build``).
 
     ``states``: the parse table's states as Lark's deserialiser makes them (tokens by name,
     each action with its rule), built by the shipped code from the memo; the data then holds
-    the rest of the table, without its states."""
+    the rest of the table, without its states. ``unless``: the lexer's keyword table as
+    ``unless_table`` found it (its scanner is then built without searching for it)."""
     data_options = {k: v for k, v in options.items() if k not in _LOAD_OPTIONS}
     if key != cache_key(grammar, data_options, python=False):
         return None
@@ -108,7 +110,51 @@ def from_tables(key: str, data: dict[str, Any], memo: Callable[[], dict[int, Any
         table = {**frontend["parser"], "states": states(records)}
         data = {**data, "parser": {**frontend, "parser": table}}
         load_options["_plugins"] = {**load_options.get("_plugins", {}), "LALR_Parser": _BuiltTable}
-    return Lark._load_from_dict(data, records, **load_options)
+    parser = Lark._load_from_dict(data, records, **load_options)
+    lexer = getattr(parser.parser.lexer, "lexer", parser.parser.lexer)  # under a postlexer
+    if unless is not None and isinstance(lexer, lark.lexer.BasicLexer):
+        lexer._build_scanner = partial(  # type: ignore[method-assign]
+            _shipped_scanner, lexer, unless)
+    return parser
+
+
+# --- the lexer's keyword table ---------------------------------------------------------------
+
+#: Which keywords each regular-expression terminal also matches (``NAME``: ``dim``, ``def``,
+#: ...), in the lexer's order, and the keywords it swallows (no pattern of their own in the
+#: scanner): what ``lark.lexer._create_unless`` finds by matching every keyword against every
+#: expression (~380 ``re.match`` calls and a compile per expression on every start).
+Unless = tuple[dict[str, tuple[str, ...]], frozenset[str]]
+
+
+def unless_table(parser: Lark) -> Unless:
+    """The keyword table of ``parser``'s lexer, as Lark's ``BasicLexer`` computes it."""
+    lexer = getattr(parser.parser.lexer, "lexer", parser.parser.lexer)
+    terminals, callbacks = lark.lexer._create_unless(lexer.terminals, lexer.g_regex_flags,
+                                                     lexer.re, lexer.use_bytes)
+    kept = {terminal.name for terminal in terminals}
+    keywords = {name: tuple(t.name for t in callback.scanner.terminals)
+                for name, callback in callbacks.items()}
+    return keywords, frozenset(t.name for t in lexer.terminals if t.name not in kept)
+
+
+def _shipped_scanner(lexer: lark.lexer.BasicLexer, unless: Unless) -> lark.lexer.Scanner:
+    """``BasicLexer._build_scanner`` (Lark 1.3, which the tables' key names) with the keyword
+    table given instead of searched for: the same callbacks and the same scanner."""
+    keywords, swallowed = unless
+    by_name = {terminal.name: terminal for terminal in lexer.terminals}
+    flags, re_module, use_bytes = lexer.g_regex_flags, lexer.re, lexer.use_bytes
+    lexer.callback = {name: lark.lexer.UnlessCallback(lark.lexer.Scanner(
+        [by_name[keyword] for keyword in names], flags, re_module, use_bytes=use_bytes))
+        for name, names in keywords.items()}
+    for type_, function in lexer.user_callbacks.items():
+        if type_ in lexer.callback:
+            lexer.callback[type_] = lark.lexer.CallChain(
+                lexer.callback[type_], function, lambda t, type_=type_: t.type == type_)
+        else:
+            lexer.callback[type_] = function
+    terminals = [terminal for terminal in lexer.terminals if terminal.name not in swallowed]
+    return lark.lexer.Scanner(terminals, flags, re_module, use_bytes)
 
 
 class _BuiltTable(lalr_parser.LALR_Parser):
@@ -216,7 +262,9 @@ def tables_source(grammar: str, **options: Any) -> str:
     from pprint import pformat  # only when the tables are written
 
     data_options = {k: v for k, v in options.items() if k not in _LOAD_OPTIONS}
-    data, memo = _serialise(Lark(grammar, **options))
+    analysed = Lark(grammar, **options)
+    data, memo = _serialise(analysed)
+    keywords, swallowed = unless_table(analysed)
     table = data["parser"]["parser"]
     states = _states_source(table)
     data["parser"]["parser"] = {k: v for k, v in table.items() if k not in ("states", "tokens")}
@@ -231,6 +279,9 @@ def tables_source(grammar: str, **options: Any) -> str:
             "from .grammar_cache import built as _o, rules_from_rows\n\n"
             f"KEY = {cache_key(grammar, data_options, python=False)!r}\n"
             f"DATA = {pformat(data, width=100, compact=True)}\n\n"
+            f"KEYWORDS = {pformat(keywords, width=100, compact=True)}\n"
+            f"SWALLOWED = frozenset({pformat(tuple(sorted(swallowed)), width=80, compact=True)})\n"
+            "UNLESS = KEYWORDS, SWALLOWED\n"
             + _rules_source(memo) + "\n\n"
             "def memo() -> dict:\n"
             f"    terminals = {{\n{entries}    }}\n"
@@ -414,5 +465,6 @@ def _decode(tagged: dict[str, Any]) -> Any:
     return tagged
 
 
-__all__ = ["build", "built", "cache_folder", "cache_key", "from_tables", "nonterminal", "read",
-           "tables_source", "terminal", "trusted_folder", "write"]
+__all__ = ["Unless", "build", "built", "cache_folder", "cache_key", "from_tables", "nonterminal",
+           "read", "rules_from_rows", "tables_source", "terminal", "trusted_folder", "unless_table",
+           "write"]
