@@ -7,6 +7,7 @@ not, the parser is the same.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -195,7 +196,8 @@ def test_the_shipped_tables_parse_as_the_analysed_grammar():
     options = parser.parser_options(parser.BracketNewlines())
     shipped = grammar_cache.from_tables(grammar_tables.KEY, grammar_tables.DATA,
                                         grammar_tables.memo, parser.grammar_text(),
-                                        grammar_tables.states, grammar_tables.UNLESS, **options)
+                                        grammar_tables.states, grammar_tables.UNLESS,
+                                        grammar_tables.PATTERNS, **options)
     assert shipped is not None
     fresh = lark.Lark(parser.grammar_text(), **parser.parser_options(parser.BracketNewlines()))
     # The states come built (issue 36): a parser of Lark's own class, whose table has the
@@ -313,3 +315,45 @@ def test_the_shipped_keyword_table_gives_larks_scanner(monkeypatch):
         m.pattern for m in larks["NAME"].scanner._mres]
     text = "dim N\ninput X: [N, N]\nY = X @ X.T  # a keyword-like name: dimension\n"
     assert _outcome(shipped, text) == _outcome(fresh, text)
+
+
+def _shipped_parser(patterns: object) -> lark.Lark:
+    from shapecheck.syntax import grammar_tables
+
+    options = parser.parser_options(parser.BracketNewlines())
+    made = grammar_cache.from_tables(grammar_tables.KEY, grammar_tables.DATA, grammar_tables.memo,
+                                     parser.grammar_text(), grammar_tables.states,
+                                     grammar_tables.UNLESS, patterns, **options)
+    assert made is not None
+    return made
+
+
+def test_the_scanners_patterns_ship_compiled_for_this_engine_only(monkeypatch):
+    """Issue 36: the scanner's regular expressions ship compiled (the engine's code, read by
+    the same engine only: another Python compiles them); each equals a fresh compile (a
+    Pattern compares its text, flags and code)."""
+    from shapecheck.syntax import grammar_tables
+
+    engine, patterns = grammar_tables.PATTERNS
+    assert engine == grammar_cache.sre_engine()  # the tables were written by this Python
+    fresh = lark.Lark(parser.grammar_text(), **parser.parser_options(parser.BracketNewlines()))
+    assert grammar_cache.compiled_patterns(fresh) == grammar_tables.PATTERNS
+
+    def compiled_again(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a pattern was compiled on the way")
+
+    shipped = _shipped_parser(grammar_tables.PATTERNS)
+    re.purge()  # a compile would otherwise be answered from re's cache
+    monkeypatch.setattr(re._parser, "parse", compiled_again)
+    ours = _lexer(shipped).scanner
+    keywords = _lexer(shipped).callback["NAME"].scanner
+    monkeypatch.undo()
+    for made in (*ours._mres, *keywords._mres):
+        again = re._compiler.compile(made.pattern, 0)
+        assert made == again and made.groupindex == again.groupindex
+        assert made.groups == again.groups and made.flags == again.flags
+    text = (ROOT / "examples" / "multi_head.attn").read_text(encoding="utf-8")
+    assert _outcome(shipped, text) == _outcome(fresh, text)
+    # Another engine: the same patterns, compiled as Lark compiles them.
+    other = _shipped_parser(((0, 0, 0, 0), patterns))
+    assert [m.pattern for m in _lexer(other).scanner._mres] == [m.pattern for m in ours._mres]

@@ -33,8 +33,10 @@ another Lark, falls back to the cache.
 
 from __future__ import annotations
 
+import _sre
 import hashlib
 import os
+import re
 import stat
 import sys
 from collections.abc import Callable
@@ -90,14 +92,17 @@ def cache_key(grammar: str, options: dict[str, Any], python: bool = True) -> str
 
 def from_tables(key: str, data: dict[str, Any], memo: Callable[[], dict[int, Any]],
                 grammar: str, states: Callable[[dict[int, Any]], dict[int, Any]] | None = None,
-                unless: Unless | None = None, **options: Any) -> Lark | None:
+                unless: Unless | None = None, patterns: Patterns | None = None,
+                **options: Any) -> Lark | None:
     """The parser from shipped tables written under ``key``; None when they are not this
     grammar's, with these options and this Lark (the caller then uses ``build``).
 
     ``states``: the parse table's states as Lark's deserialiser makes them (tokens by name,
     each action with its rule), built by the shipped code from the memo; the data then holds
     the rest of the table, without its states. ``unless``: the lexer's keyword table as
-    ``unless_table`` found it (its scanner is then built without searching for it)."""
+    ``unless_table`` found it (its scanner is then built without searching for it);
+    ``patterns``: its regular expressions as ``compiled_patterns`` compiled them (used only
+    by the regular-expression engine they were compiled for)."""
     data_options = {k: v for k, v in options.items() if k not in _LOAD_OPTIONS}
     if key != cache_key(grammar, data_options, python=False):
         return None
@@ -114,7 +119,7 @@ def from_tables(key: str, data: dict[str, Any], memo: Callable[[], dict[int, Any
     lexer = getattr(parser.parser.lexer, "lexer", parser.parser.lexer)  # under a postlexer
     if unless is not None and isinstance(lexer, lark.lexer.BasicLexer):
         lexer._build_scanner = partial(  # type: ignore[method-assign]
-            _shipped_scanner, lexer, unless)
+            _shipped_scanner, lexer, unless, patterns)
     return parser
 
 
@@ -138,12 +143,16 @@ def unless_table(parser: Lark) -> Unless:
     return keywords, frozenset(t.name for t in lexer.terminals if t.name not in kept)
 
 
-def _shipped_scanner(lexer: lark.lexer.BasicLexer, unless: Unless) -> lark.lexer.Scanner:
+def _shipped_scanner(lexer: lark.lexer.BasicLexer, unless: Unless,
+                     patterns: Patterns | None = None) -> lark.lexer.Scanner:
     """``BasicLexer._build_scanner`` (Lark 1.3, which the tables' key names) with the keyword
-    table given instead of searched for: the same callbacks and the same scanner."""
+    table given instead of searched for, and the patterns compiled ahead where this Python's
+    engine is theirs: the same callbacks and the same scanner."""
     keywords, swallowed = unless
     by_name = {terminal.name: terminal for terminal in lexer.terminals}
     flags, re_module, use_bytes = lexer.g_regex_flags, lexer.re, lexer.use_bytes
+    if patterns is not None and patterns[0] == sre_engine() and re_module is re:
+        re_module = _Compiled(patterns[1])
     lexer.callback = {name: lark.lexer.UnlessCallback(lark.lexer.Scanner(
         [by_name[keyword] for keyword in names], flags, re_module, use_bytes=use_bytes))
         for name, names in keywords.items()}
@@ -224,6 +233,13 @@ def _rules_source(memo: dict[Any, Any]) -> str:
             f"RULES = (\n{body})\n")
 
 
+def _patterns_source(patterns: dict[tuple[str, int], Compiled]) -> str:
+    from pprint import pformat  # only when the tables are written
+
+    return "".join(f"    {key!r}:\n        {pformat(value, width=92, compact=True)},\n"
+                   for key, value in patterns.items())
+
+
 def _tuple(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
@@ -248,6 +264,58 @@ def rules_from_rows(rows: tuple[tuple[Any, ...], ...], symbols: tuple[tuple[str,
     return rules
 
 
+# --- the scanner's regular expressions, compiled ahead ------------------------------------------
+
+#: A pattern as ``re._compiler.compile`` hands it to the engine: its text, flags, the engine's
+#: code, the number of groups, and the groups by name and by number.
+Compiled = tuple[str, int, tuple[int, ...], int, dict[str, int], tuple["str | None", ...]]
+#: The engine they were compiled for (``sre_engine``), and each by its text and given flags.
+Patterns = tuple[tuple[int, ...], dict[tuple[str, int], Compiled]]
+
+
+def sre_engine() -> tuple[int, ...]:
+    """This Python's regular-expression engine: its code is only read by the same one."""
+    return (*sys.version_info[:2], _sre.MAGIC, _sre.CODESIZE)
+
+
+def compiled_patterns(parser: Lark) -> Patterns:
+    """The regular expressions of ``parser``'s scanners (the keyword scanners' and the main
+    one), as ``re._compiler.compile`` compiles them: ~40 alternatives parsed and translated by
+    Python code on every start (~8M instructions), now read with the tables."""
+    lexer = getattr(parser.parser.lexer, "lexer", parser.parser.lexer)
+    scanners = [lexer.scanner, *(callback.scanner for callback in lexer.callback.values()
+                                 if isinstance(callback, lark.lexer.UnlessCallback))]
+    flags = lexer.g_regex_flags
+    found: dict[tuple[str, int], Compiled] = {}
+    for scanner in scanners:
+        for compiled in scanner._mres:
+            parsed = re._parser.parse(compiled.pattern, flags)  # type: ignore[attr-defined]
+            code = re._compiler._code(parsed, flags)  # type: ignore[attr-defined]
+            groups = parsed.state.groupdict
+            by_number: list[str | None] = [None] * parsed.state.groups
+            for name, number in groups.items():
+                by_number[number] = name
+            found[(compiled.pattern, flags)] = (
+                compiled.pattern, flags | parsed.state.flags, tuple(map(int, code)),
+                parsed.state.groups - 1, dict(groups), tuple(by_number))
+    return sre_engine(), found
+
+
+class _Compiled:
+    """``re`` for Lark's ``Scanner`` (which only calls ``compile``), reading the patterns
+    compiled ahead (the engine checks their code as it takes it); any other is compiled."""
+
+    def __init__(self, patterns: dict[tuple[str, int], Compiled]) -> None:
+        self.patterns = patterns
+
+    def compile(self, pattern: str, flags: int = 0) -> re.Pattern[str]:
+        found = self.patterns.get((pattern, flags))
+        if found is None:
+            return re.compile(pattern, flags)
+        text, all_flags, code, groups, by_name, by_number = found
+        return _sre.compile(text, all_flags, list(code), groups, by_name, by_number)
+
+
 # The classes the memo's records are made of (Lark's own deserialiser allows the same ones).
 _MEMO_CLASSES = {cls.__name__: cls for cls in (
     lark.grammar.Rule, lark.grammar.RuleOptions, lark.grammar.Terminal, lark.grammar.NonTerminal,
@@ -265,6 +333,7 @@ def tables_source(grammar: str, **options: Any) -> str:
     analysed = Lark(grammar, **options)
     data, memo = _serialise(analysed)
     keywords, swallowed = unless_table(analysed)
+    engine, patterns = compiled_patterns(analysed)
     table = data["parser"]["parser"]
     states = _states_source(table)
     data["parser"]["parser"] = {k: v for k, v in table.items() if k not in ("states", "tokens")}
@@ -282,6 +351,7 @@ def tables_source(grammar: str, **options: Any) -> str:
             f"KEYWORDS = {pformat(keywords, width=100, compact=True)}\n"
             f"SWALLOWED = frozenset({pformat(tuple(sorted(swallowed)), width=80, compact=True)})\n"
             "UNLESS = KEYWORDS, SWALLOWED\n"
+            f"PATTERNS = {engine!r}, {{\n{_patterns_source(patterns)}}}\n"
             + _rules_source(memo) + "\n\n"
             "def memo() -> dict:\n"
             f"    terminals = {{\n{entries}    }}\n"
@@ -465,6 +535,6 @@ def _decode(tagged: dict[str, Any]) -> Any:
     return tagged
 
 
-__all__ = ["Unless", "build", "built", "cache_folder", "cache_key", "from_tables", "nonterminal",
-           "read", "rules_from_rows", "tables_source", "terminal", "trusted_folder", "unless_table",
-           "write"]
+__all__ = ["Compiled", "Patterns", "Unless", "build", "built", "cache_folder", "cache_key",
+           "compiled_patterns", "from_tables", "nonterminal", "read", "rules_from_rows",
+           "sre_engine", "tables_source", "terminal", "trusted_folder", "unless_table", "write"]
