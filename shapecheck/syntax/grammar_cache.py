@@ -28,7 +28,9 @@ data as Python literals (the parse table's states as the code that builds them),
 Python itself compiles to bytecode on install and loads with the module (no decode; about
 10 ms less on every start than the JSON file). They carry the same key (without Python's
 version: the data does not depend on it), so a grammar edited since they were written, or
-another Lark, falls back to the cache.
+another Lark, falls back to the cache. With them ship the lexer's keyword table and its two
+regular expressions compiled; those are read only by the regular-expression engine that
+compiled them (``sre_engine``): another Python compiles them as Lark does.
 """
 
 from __future__ import annotations
