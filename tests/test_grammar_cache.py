@@ -7,6 +7,7 @@ not, the parser is the same.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -195,7 +196,8 @@ def test_the_shipped_tables_parse_as_the_analysed_grammar():
     options = parser.parser_options(parser.BracketNewlines())
     shipped = grammar_cache.from_tables(grammar_tables.KEY, grammar_tables.DATA,
                                         grammar_tables.memo, parser.grammar_text(),
-                                        grammar_tables.states, **options)
+                                        grammar_tables.states, grammar_tables.UNLESS,
+                                        grammar_tables.PATTERNS, **options)
     assert shipped is not None
     fresh = lark.Lark(parser.grammar_text(), **parser.parser_options(parser.BracketNewlines()))
     # The states come built (issue 36): a parser of Lark's own class, whose table has the
@@ -256,3 +258,104 @@ def test_the_symbols_built_in_one_call_are_the_memos_records():
         lark.grammar.Terminal, {"name": "NAME", "filter_out": True})
     assert type(made) is type(generic) and made == generic
     assert (made.name, made.filter_out) == (generic.name, generic.filter_out) == ("NAME", True)
+
+
+def test_the_shipped_tables_make_each_action_and_symbol_once():
+    """Issue 36: an action (shift to a state, reduce by a rule) is one tuple however many
+    states take it, and an equal symbol or rule option one object (nothing changes them):
+    ~530 tuples instead of ~4,900 to make, keep and collect on every start."""
+    from shapecheck.syntax import grammar_tables
+
+    records = grammar_tables.memo()
+    states = grammar_tables.states(records)
+    actions = [action for row in states.values() for action in row.values()]
+    distinct = {(kind.name, target if kind.name == "Shift" else id(target))
+                for kind, target in actions}
+    assert len({id(action) for action in actions}) == len(distinct) < len(actions) / 5
+    rules = [r for r in records.values() if isinstance(r, lark.grammar.Rule)]
+    symbols = [s for rule in rules for s in (rule.origin, *rule.expansion)]
+    assert len({id(s) for s in symbols}) == len(
+        {(type(s), s.name, getattr(s, "filter_out", None)) for s in symbols})
+    assert len({id(rule.options) for rule in rules}) == len(
+        {tuple(vars(rule.options).items()) for rule in rules})
+    for rule in rules:  # as Lark's deserialiser makes them
+        assert type(rule.expansion) is list
+        assert hash(rule) == hash((rule.origin, tuple(rule.expansion)))
+
+
+def _lexer(parser_: lark.Lark) -> lark.lexer.BasicLexer:
+    return parser_.parser.lexer.lexer  # under the postlexer
+
+
+def test_the_shipped_keyword_table_gives_larks_scanner(monkeypatch):
+    """Issue 36: the lexer's keyword table (which keywords NAME also matches) ships with the
+    tables instead of being searched for on every start; the scanner is the one Lark builds."""
+    from shapecheck.syntax import grammar_tables
+
+    options = parser.parser_options(parser.BracketNewlines())
+    fresh = lark.Lark(parser.grammar_text(), **parser.parser_options(parser.BracketNewlines()))
+    assert grammar_cache.unless_table(fresh) == grammar_tables.UNLESS
+
+    def searched(*args: object) -> None:
+        raise AssertionError("the keyword table was searched for")
+
+    shipped = grammar_cache.from_tables(grammar_tables.KEY, grammar_tables.DATA,
+                                        grammar_tables.memo, parser.grammar_text(),
+                                        grammar_tables.states, grammar_tables.UNLESS, **options)
+    assert shipped is not None
+    monkeypatch.setattr(lark.lexer, "_create_unless", searched)
+    ours = _lexer(shipped).scanner
+    monkeypatch.undo()
+    theirs = _lexer(fresh).scanner
+    assert [m.pattern for m in ours._mres] == [m.pattern for m in theirs._mres]
+    assert ours.allowed_types == theirs.allowed_types
+    mine, larks = _lexer(shipped).callback, _lexer(fresh).callback
+    assert list(mine) == list(larks) == ["NAME"]
+    assert [m.pattern for m in mine["NAME"].scanner._mres] == [
+        m.pattern for m in larks["NAME"].scanner._mres]
+    text = "dim N\ninput X: [N, N]\nY = X @ X.T  # a keyword-like name: dimension\n"
+    assert _outcome(shipped, text) == _outcome(fresh, text)
+
+
+def _shipped_parser(patterns: object) -> lark.Lark:
+    from shapecheck.syntax import grammar_tables
+
+    options = parser.parser_options(parser.BracketNewlines())
+    made = grammar_cache.from_tables(grammar_tables.KEY, grammar_tables.DATA, grammar_tables.memo,
+                                     parser.grammar_text(), grammar_tables.states,
+                                     grammar_tables.UNLESS, patterns, **options)
+    assert made is not None
+    return made
+
+
+def test_the_scanners_patterns_ship_compiled_for_this_engine_only(monkeypatch):
+    """Issue 36: the scanner's regular expressions ship compiled (the engine's code, read by
+    the same engine only: another Python compiles them); each equals a fresh compile (a
+    Pattern compares its text, flags and code)."""
+    from shapecheck.syntax import grammar_tables
+
+    engine, patterns = grammar_tables.PATTERNS
+    # Another engine: the same patterns, compiled as Lark compiles them.
+    other = _shipped_parser(((0, 0, 0, 0), patterns))
+    assert {m.pattern for m in _lexer(other).scanner._mres} <= {text for text, _ in patterns}
+    if engine != grammar_cache.sre_engine():
+        pytest.skip("the tables' patterns were compiled by another Python (compiled afresh here)")
+    fresh = lark.Lark(parser.grammar_text(), **parser.parser_options(parser.BracketNewlines()))
+    assert grammar_cache.compiled_patterns(fresh) == grammar_tables.PATTERNS
+
+    def compiled_again(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a pattern was compiled on the way")
+
+    shipped = _shipped_parser(grammar_tables.PATTERNS)
+    re.purge()  # a compile would otherwise be answered from re's cache
+    monkeypatch.setattr(re._parser, "parse", compiled_again)
+    ours = _lexer(shipped).scanner
+    keywords = _lexer(shipped).callback["NAME"].scanner
+    monkeypatch.undo()
+    for made in (*ours._mres, *keywords._mres):
+        again = re._compiler.compile(made.pattern, 0)
+        assert made == again and made.groupindex == again.groupindex
+        assert made.groups == again.groups and made.flags == again.flags
+    text = (ROOT / "examples" / "multi_head.attn").read_text(encoding="utf-8")
+    assert _outcome(shipped, text) == _outcome(fresh, text)
+    assert [m.pattern for m in _lexer(other).scanner._mres] == [m.pattern for m in ours._mres]

@@ -28,16 +28,21 @@ data as Python literals (the parse table's states as the code that builds them),
 Python itself compiles to bytecode on install and loads with the module (no decode; about
 10 ms less on every start than the JSON file). They carry the same key (without Python's
 version: the data does not depend on it), so a grammar edited since they were written, or
-another Lark, falls back to the cache.
+another Lark, falls back to the cache. With them ship the lexer's keyword table and its two
+regular expressions compiled; those are read only by the regular-expression engine that
+compiled them (``sre_engine``): another Python compiles them as Lark does.
 """
 
 from __future__ import annotations
 
+import _sre
 import hashlib
 import os
+import re
 import stat
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -89,13 +94,17 @@ def cache_key(grammar: str, options: dict[str, Any], python: bool = True) -> str
 
 def from_tables(key: str, data: dict[str, Any], memo: Callable[[], dict[int, Any]],
                 grammar: str, states: Callable[[dict[int, Any]], dict[int, Any]] | None = None,
+                unless: Unless | None = None, patterns: Patterns | None = None,
                 **options: Any) -> Lark | None:
     """The parser from shipped tables written under ``key``; None when they are not this
     grammar's, with these options and this Lark (the caller then uses ``build``).
 
     ``states``: the parse table's states as Lark's deserialiser makes them (tokens by name,
     each action with its rule), built by the shipped code from the memo; the data then holds
-    the rest of the table, without its states."""
+    the rest of the table, without its states. ``unless``: the lexer's keyword table as
+    ``unless_table`` found it (its scanner is then built without searching for it);
+    ``patterns``: its regular expressions as ``compiled_patterns`` compiled them (used only
+    by the regular-expression engine they were compiled for)."""
     data_options = {k: v for k, v in options.items() if k not in _LOAD_OPTIONS}
     if key != cache_key(grammar, data_options, python=False):
         return None
@@ -108,7 +117,55 @@ def from_tables(key: str, data: dict[str, Any], memo: Callable[[], dict[int, Any
         table = {**frontend["parser"], "states": states(records)}
         data = {**data, "parser": {**frontend, "parser": table}}
         load_options["_plugins"] = {**load_options.get("_plugins", {}), "LALR_Parser": _BuiltTable}
-    return Lark._load_from_dict(data, records, **load_options)
+    parser = Lark._load_from_dict(data, records, **load_options)
+    lexer = getattr(parser.parser.lexer, "lexer", parser.parser.lexer)  # under a postlexer
+    if unless is not None and isinstance(lexer, lark.lexer.BasicLexer):
+        lexer._build_scanner = partial(  # type: ignore[method-assign]
+            _shipped_scanner, lexer, unless, patterns)
+    return parser
+
+
+# --- the lexer's keyword table ---------------------------------------------------------------
+
+#: Which keywords each regular-expression terminal also matches (``NAME``: ``dim``, ``def``,
+#: ...), in the lexer's order, and the keywords it swallows (no pattern of their own in the
+#: scanner): what ``lark.lexer._create_unless`` finds by matching every keyword against every
+#: expression (~380 ``re.match`` calls and a compile per expression on every start).
+Unless = tuple[dict[str, tuple[str, ...]], frozenset[str]]
+
+
+def unless_table(parser: Lark) -> Unless:
+    """The keyword table of ``parser``'s lexer, as Lark's ``BasicLexer`` computes it."""
+    lexer = getattr(parser.parser.lexer, "lexer", parser.parser.lexer)
+    terminals, callbacks = lark.lexer._create_unless(lexer.terminals, lexer.g_regex_flags,
+                                                     lexer.re, lexer.use_bytes)
+    kept = {terminal.name for terminal in terminals}
+    keywords = {name: tuple(t.name for t in callback.scanner.terminals)
+                for name, callback in callbacks.items()}
+    return keywords, frozenset(t.name for t in lexer.terminals if t.name not in kept)
+
+
+def _shipped_scanner(lexer: lark.lexer.BasicLexer, unless: Unless,
+                     patterns: Patterns | None = None) -> lark.lexer.Scanner:
+    """``BasicLexer._build_scanner`` (Lark 1.3, which the tables' key names) with the keyword
+    table given instead of searched for, and the patterns compiled ahead where this Python's
+    engine is theirs: the same callbacks and the same scanner."""
+    keywords, swallowed = unless
+    by_name = {terminal.name: terminal for terminal in lexer.terminals}
+    flags, re_module, use_bytes = lexer.g_regex_flags, lexer.re, lexer.use_bytes
+    if patterns is not None and patterns[0] == sre_engine() and re_module is re:
+        re_module = _Compiled(patterns[1])
+    lexer.callback = {name: lark.lexer.UnlessCallback(lark.lexer.Scanner(
+        [by_name[keyword] for keyword in names], flags, re_module, use_bytes=use_bytes))
+        for name, names in keywords.items()}
+    for type_, function in lexer.user_callbacks.items():
+        if type_ in lexer.callback:
+            lexer.callback[type_] = lark.lexer.CallChain(
+                lexer.callback[type_], function, lambda t, type_=type_: t.type == type_)
+        else:
+            lexer.callback[type_] = function
+    terminals = [terminal for terminal in lexer.terminals if terminal.name not in swallowed]
+    return lark.lexer.Scanner(terminals, flags, re_module, use_bytes)
 
 
 class _BuiltTable(lalr_parser.LALR_Parser):
@@ -126,21 +183,139 @@ class _BuiltTable(lalr_parser.LALR_Parser):
 
 
 def _states_source(table: dict[str, Any]) -> str:
-    """The source of ``states(memo)``: the parse table's states as ``IntParseTable`` holds them
-    (``(Shift, state)`` or ``(Reduce, rule)`` by token name)."""
+    """The source of ``states(m)``: the parse table's states as ``IntParseTable`` holds them
+    (``(Shift, state)`` or ``(Reduce, rule)`` by token name). Each action is made once, as a
+    local (``s171``: shift to state 171, ``r229``: reduce by the memo's rule 229), shared by
+    every state that takes it (~530 tuples instead of ~4,900; nothing changes them), and each
+    state is a dictionary display (its keys one constant, its values those locals)."""
     tokens = table["tokens"]
+    names: dict[tuple[int, Any], str] = {}
     rows = []
     for state, actions in table["states"].items():
         cells = []
         for token, (action, argument) in actions.items():
             if action == 1:  # Lark's tag for a reduction, whose argument is the rule's memo entry
-                cells.append(f"{tokens[token]!r}: (r, m[{argument['@']!r}])")
+                rule = argument["@"]
+                key, name, made = (1, rule), f"r{rule}", f"(r, m[{rule!r}])"
             else:
-                cells.append(f"{tokens[token]!r}: (s, {argument!r})")
+                key, name, made = (0, argument), f"s{argument}", f"(s, {argument!r})"
+            names.setdefault(key, f"    {name} = {made}\n")
+            cells.append(f"{tokens[token]!r}: {name}")
         rows.append(f"        {state!r}: {{{', '.join(cells)}}},\n")
     return ("def states(m: dict) -> dict:\n"
             "    s, r = Shift, Reduce\n"
-            f"    return {{\n{''.join(rows)}    }}\n")
+            + "".join(names[key] for key in sorted(names))
+            + f"    return {{\n{''.join(rows)}    }}\n")
+
+
+def _rules_source(memo: dict[Any, Any]) -> str:
+    """``SYMBOLS``, ``OPTIONS`` and ``RULES``: the memo's rules as rows of constants
+    (``rules_from_rows`` builds them)."""
+    symbols: dict[tuple[str, bool, bool], int] = {}
+    options: dict[tuple[Any, ...], int] = {}
+
+    def symbol(value: dict[str, Any]) -> int:
+        key = (value["name"], value["__type__"] == "Terminal", value.get("filter_out", False))
+        return symbols.setdefault(key, len(symbols))
+
+    rows = []
+    for index, value in memo.items():
+        if value.get("__type__") != "Rule":
+            continue
+        given = value["options"]
+        fields = lark.grammar.RuleOptions.__serialize_fields__
+        option = tuple(_tuple(given[name]) for name in fields)
+        rows.append((index, symbol(value["origin"]), tuple(symbol(s) for s in value["expansion"]),
+                     value["order"], value["alias"], options.setdefault(option, len(options))))
+    from pprint import pformat  # only when the tables are written
+
+    body = "".join(f"    {row!r},\n" for row in rows)
+    return (f"SYMBOLS = {pformat(tuple(symbols), width=100, compact=True)}\n"
+            f"OPTIONS = {pformat(tuple(options), width=100, compact=True)}\n"
+            f"RULES = (\n{body})\n")
+
+
+def _patterns_source(patterns: dict[tuple[str, int], Compiled]) -> str:
+    from pprint import pformat  # only when the tables are written
+
+    return "".join(f"    {key!r}:\n        {pformat(value, width=92, compact=True)},\n"
+                   for key, value in patterns.items())
+
+
+def _tuple(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def rules_from_rows(rows: tuple[tuple[Any, ...], ...], symbols: tuple[tuple[str, bool, bool], ...],
+                    options: tuple[tuple[Any, ...], ...]) -> dict[int, lark.grammar.Rule]:
+    """The memo's rules from ``_rules_source``'s rows, as Lark's deserialiser makes them, except
+    that equal symbols and equal options are one object each (as Lark's own grammar loader
+    shares a rule's options between its expansions; nothing changes them)."""
+    made = [terminal(name, filter_out) if is_terminal else nonterminal(name)
+            for name, is_terminal, filter_out in symbols]
+    fields = lark.grammar.RuleOptions.__serialize_fields__
+    shared = [built(lark.grammar.RuleOptions, dict(zip(fields, values))) for values in options]
+    symbol = made.__getitem__
+    rules: dict[int, lark.grammar.Rule] = {}
+    for index, origin, expansion, order, alias, option in rows:
+        rule = _NEW(lark.grammar.Rule)
+        rule.origin, rule.expansion = made[origin], list(map(symbol, expansion))
+        rule.order, rule.alias, rule.options = order, alias, shared[option]
+        rule._deserialize()  # its hash, as Lark's deserialiser computes it
+        rules[index] = rule
+    return rules
+
+
+# --- the scanner's regular expressions, compiled ahead ------------------------------------------
+
+#: A pattern as ``re._compiler.compile`` hands it to the engine: its text, flags, the engine's
+#: code, the number of groups, and the groups by name and by number.
+Compiled = tuple[str, int, tuple[int, ...], int, dict[str, int], tuple["str | None", ...]]
+#: The engine they were compiled for (``sre_engine``), and each by its text and given flags.
+Patterns = tuple[tuple[int, ...], dict[tuple[str, int], Compiled]]
+
+
+def sre_engine() -> tuple[int, ...]:
+    """This Python's regular-expression engine: its code is only read by the same one."""
+    return (*sys.version_info[:2], _sre.MAGIC, _sre.CODESIZE)
+
+
+def compiled_patterns(parser: Lark) -> Patterns:
+    """The regular expressions of ``parser``'s scanners (the keyword scanners' and the main
+    one), as ``re._compiler.compile`` compiles them: ~40 alternatives parsed and translated by
+    Python code on every start (~8M instructions), now read with the tables."""
+    lexer = getattr(parser.parser.lexer, "lexer", parser.parser.lexer)
+    scanners = [lexer.scanner, *(callback.scanner for callback in lexer.callback.values()
+                                 if isinstance(callback, lark.lexer.UnlessCallback))]
+    flags = lexer.g_regex_flags
+    found: dict[tuple[str, int], Compiled] = {}
+    for scanner in scanners:
+        for compiled in scanner._mres:
+            parsed = re._parser.parse(compiled.pattern, flags)  # type: ignore[attr-defined]
+            code = re._compiler._code(parsed, flags)  # type: ignore[attr-defined]
+            groups = parsed.state.groupdict
+            by_number: list[str | None] = [None] * parsed.state.groups
+            for name, number in groups.items():
+                by_number[number] = name
+            found[(compiled.pattern, flags)] = (
+                compiled.pattern, flags | parsed.state.flags, tuple(map(int, code)),
+                parsed.state.groups - 1, dict(groups), tuple(by_number))
+    return sre_engine(), found
+
+
+class _Compiled:
+    """``re`` for Lark's ``Scanner`` (which only calls ``compile``), reading the patterns
+    compiled ahead (the engine checks their code as it takes it); any other is compiled."""
+
+    def __init__(self, patterns: dict[tuple[str, int], Compiled]) -> None:
+        self.patterns = patterns
+
+    def compile(self, pattern: str, flags: int = 0) -> re.Pattern[str]:
+        found = self.patterns.get((pattern, flags))
+        if found is None:
+            return re.compile(pattern, flags)
+        text, all_flags, code, groups, by_name, by_number = found
+        return _sre.compile(text, all_flags, list(code), groups, by_name, by_number)
 
 
 # The classes the memo's records are made of (Lark's own deserialiser allows the same ones).
@@ -151,27 +326,38 @@ _MEMO_CLASSES = {cls.__name__: cls for cls in (
 
 def tables_source(grammar: str, **options: Any) -> str:
     """The Python module holding the analysed grammar (``from_tables`` reads it): the data as
-    literals, the memo's rules and terminals as the calls that build them."""
-    from pprint import pformat
+    literals, the memo's terminals as the calls that build them, its rules and the parse
+    table's states as rows of constants (one constant each in the bytecode, built by the
+    loops above)."""
+    from pprint import pformat  # only when the tables are written
 
     data_options = {k: v for k, v in options.items() if k not in _LOAD_OPTIONS}
-    data, memo = _serialise(Lark(grammar, **options))
+    analysed = Lark(grammar, **options)
+    data, memo = _serialise(analysed)
+    keywords, swallowed = unless_table(analysed)
+    engine, patterns = compiled_patterns(analysed)
     table = data["parser"]["parser"]
     states = _states_source(table)
-    data["parser"]["parser"] = {k: v for k, v in table.items() if k != "states"}
-    entries = "".join(f"        {index!r}: {_built(value)},\n" for index, value in memo.items())
+    data["parser"]["parser"] = {k: v for k, v in table.items() if k not in ("states", "tokens")}
+    entries = "".join(f"        {index!r}: {_built(value)},\n" for index, value in memo.items()
+                      if value.get("__type__") != "Rule")
     return (f'"""The analysed grammar (LALR tables) for Lark {lark.__version__}: GENERATED by\n'
             '`python tools/grammar_tables.py` from grammar/attn.lark; do not edit.\n'
             'syntax/grammar_cache.py says why and when it is read."""\n\n'
             "# fmt: off\n"
-            "from lark.grammar import NonTerminal, Rule, RuleOptions, Terminal\n"
             "from lark.lexer import PatternRE, PatternStr, TerminalDef\n"
             "from lark.parsers.lalr_analysis import Reduce, Shift\n\n"
-            "from .grammar_cache import built as _o, nonterminal as _n, terminal as _t\n\n"
+            "from .grammar_cache import built as _o, rules_from_rows\n\n"
             f"KEY = {cache_key(grammar, data_options, python=False)!r}\n"
-            f"DATA = {pformat(data, width=100, compact=True)}\n\n\n"
+            f"DATA = {pformat(data, width=100, compact=True)}\n\n"
+            f"KEYWORDS = {pformat(keywords, width=100, compact=True)}\n"
+            f"SWALLOWED = frozenset({pformat(tuple(sorted(swallowed)), width=80, compact=True)})\n"
+            "UNLESS = KEYWORDS, SWALLOWED\n"
+            f"PATTERNS = {engine!r}, {{\n{_patterns_source(patterns)}}}\n"
+            + _rules_source(memo) + "\n\n"
             "def memo() -> dict:\n"
-            f"    return {{\n{entries}    }}\n\n\n"
+            f"    terminals = {{\n{entries}    }}\n"
+            "    return {**terminals, **rules_from_rows(RULES, SYMBOLS, OPTIONS)}\n\n\n"
             + states)
 
 
@@ -351,5 +537,6 @@ def _decode(tagged: dict[str, Any]) -> Any:
     return tagged
 
 
-__all__ = ["build", "built", "cache_folder", "cache_key", "from_tables", "nonterminal", "read",
-           "tables_source", "terminal", "trusted_folder", "write"]
+__all__ = ["Compiled", "Patterns", "Unless", "build", "built", "cache_folder", "cache_key",
+           "compiled_patterns", "from_tables", "nonterminal", "read", "rules_from_rows",
+           "sre_engine", "tables_source", "terminal", "trusted_folder", "unless_table", "write"]

@@ -3,11 +3,10 @@
 syntax/grammar_cache.py says why and when it is read."""
 
 # fmt: off
-from lark.grammar import NonTerminal, Rule, RuleOptions, Terminal
 from lark.lexer import PatternRE, PatternStr, TerminalDef
 from lark.parsers.lalr_analysis import Reduce, Shift
 
-from .grammar_cache import built as _o, nonterminal as _n, terminal as _t
+from .grammar_cache import built as _o, rules_from_rows
 
 KEY = 'ddb46916e1b959c48b01763fd15a61d8d900b1fa15abd5206177cbccf370c98a'
 DATA = {'__type__': 'Lark',
@@ -41,98 +40,8 @@ DATA = {'__type__': 'Lark',
                                          {'@': 41}, {'@': 42}, {'@': 43}, {'@': 44}, {'@': 45},
                                          {'@': 46}, {'@': 47}, {'@': 48}, {'@': 49}, {'@': 50}],
                            'use_bytes': False},
-            'parser': {'end_states': {'file': 204, 'stmt': 54},
-                       'start_states': {'file': 93, 'stmt': 57},
-                       'tokens': {0: 'EQUAL',
-                                  1: 'NAME',
-                                  2: '__dim_free_plus_4',
-                                  3: 'ASSERT',
-                                  4: 'RPAR',
-                                  5: 'TILDE',
-                                  6: 'arg',
-                                  7: 'power',
-                                  8: 'COL',
-                                  9: 'FALSE',
-                                  10: 'LPAR',
-                                  11: 'postfix',
-                                  12: 'sum',
-                                  13: 'PLUS',
-                                  14: 'DECIMAL',
-                                  15: 'STRING',
-                                  16: 'CONSTRAINT',
-                                  17: 'TRUE_CAP',
-                                  18: 'INPUT',
-                                  19: 'OUTPUT',
-                                  20: '_keyword_name',
-                                  21: 'LSQB',
-                                  22: 'INT',
-                                  23: 'PARAM',
-                                  24: 'MINUS',
-                                  25: 'product',
-                                  26: 'bit_or',
-                                  27: 'atom',
-                                  28: 'comparison',
-                                  29: 'DIM',
-                                  30: 'expr',
-                                  31: 'INF',
-                                  32: '_args',
-                                  33: 'unary',
-                                  34: 'TRUE',
-                                  35: 'bit_and',
-                                  36: 'ROW',
-                                  37: 'FALSE_CAP',
-                                  38: 'COMMA',
-                                  39: 'PIPE',
-                                  40: 'EQ',
-                                  41: 'LE',
-                                  42: 'LT',
-                                  43: 'NE',
-                                  44: 'GT',
-                                  45: 'GE',
-                                  46: 'RSQB',
-                                  47: '_SEP',
-                                  48: '$END',
-                                  49: 'COLON',
-                                  50: 'STAR',
-                                  51: 'POW',
-                                  52: 'AMP',
-                                  53: 'PERCENT',
-                                  54: 'TRANSPOSE',
-                                  55: 'DOT',
-                                  56: 'SLASH',
-                                  57: 'AT',
-                                  58: 'DSLASH',
-                                  59: 'shape',
-                                  60: 'COMPLEX_TYPE',
-                                  61: 'BOOL',
-                                  62: 'INT_TYPE',
-                                  63: '_target',
-                                  64: '__unpack_plus_5',
-                                  65: '__claim_item_star_3',
-                                  66: 'stmt',
-                                  67: 'output_stmt',
-                                  68: 'constraint',
-                                  69: 'tensor_decl',
-                                  70: 'DEF',
-                                  71: 'define',
-                                  72: 'assert_stmt',
-                                  73: 'dim_free',
-                                  74: 'claim',
-                                  75: 'update',
-                                  76: 'unpack',
-                                  77: 'dim_def',
-                                  78: 'function_def',
-                                  79: 'file',
-                                  80: '_line',
-                                  81: '__file_star_0',
-                                  82: '__claim_star_2',
-                                  83: 'claim_item',
-                                  84: '_compare',
-                                  85: '__update_star_6',
-                                  86: 'index',
-                                  87: 'ELLIPSIS',
-                                  88: '__function_def_star_1',
-                                  89: '___args_star_7'}},
+            'parser': {'end_states': {'file': 106, 'stmt': 97},
+                       'start_states': {'file': 266, 'stmt': 263}},
             'parser_conf': {'__type__': 'ParserConf',
                             'parser_type': 'lalr',
                             'rules': [{'@': 51}, {'@': 52}, {'@': 53}, {'@': 54}, {'@': 55},
@@ -205,9 +114,396 @@ DATA = {'__type__': 'Lark',
            {'@': 239}, {'@': 240}, {'@': 241}, {'@': 242}, {'@': 243}, {'@': 244}, {'@': 245},
            {'@': 246}]}
 
+KEYWORDS = {'NAME': ('CONSTRAINT', 'ASSERT', 'OUTPUT', 'FALSE', 'FALSE_CAP', 'INPUT', 'PARAM', 'BOOL', 'TRUE',
+          'TRUE_CAP', 'COL', 'DEF', 'DIM', 'INF', 'ROW')}
+SWALLOWED = frozenset(('ASSERT', 'BOOL', 'COL', 'CONSTRAINT', 'DEF', 'DIM', 'FALSE', 'FALSE_CAP',
+ 'INF', 'INPUT', 'OUTPUT', 'PARAM', 'ROW', 'TRUE', 'TRUE_CAP'))
+UNLESS = KEYWORDS, SWALLOWED
+PATTERNS = (3, 11, 20220615, 4), {
+    ('(?P<COMPLEX_TYPE>complex(?=[ \t]*\\[))|(?P<INT_TYPE>int(?=[ \t]*\\[))|(?P<DECIMAL>(\\d+\\.\\d*|\\.\\d+)([eE][+-]?\\d+)?|\\d+[eE][+-]?\\d+)|(?P<_SEP>(\r?\n|;)([ \t\x0c\r]*(#[^\n]*)?(\r?\n|;))*)|(?P<STRING>"[^"\n]*"|\'[^\'\n]*\')|(?P<NAME>[^\\W\\d]\\w*)|(?P<__IGNORE_1>[ \t\x0c\r]+)|(?P<COMMENT>#[^\n]*)|(?P<INT>\\d+)|(?P<ELLIPSIS>\\.\\.\\.)|(?P<TRANSPOSE>(?:\\.T(?![A-Za-z0-9_])|\\^T(?![A-Za-z0-9_])))|(?P<DSLASH>//)|(?P<EQ>==)|(?P<GE>>=)|(?P<LE><=)|(?P<NE>!=)|(?P<POW>\\*\\*)|(?P<STAR>(?:\\*|·|×))|(?P<AMP>\\&)|(?P<AT>@)|(?P<COLON>:)|(?P<COMMA>,)|(?P<DOT>\\.)|(?P<EQUAL>=)|(?P<GT>>)|(?P<LPAR>\\()|(?P<LSQB>\\[)|(?P<LT><)|(?P<MINUS>\\-)|(?P<PERCENT>%)|(?P<PIPE>\\|)|(?P<PLUS>\\+)|(?P<RPAR>\\))|(?P<RSQB>\\])|(?P<SLASH>/)|(?P<TILDE>\\~)', 0):
+        ('(?P<COMPLEX_TYPE>complex(?=[ \t]*\\[))|(?P<INT_TYPE>int(?=[ \t'
+ ']*\\[))|(?P<DECIMAL>(\\d+\\.\\d*|\\.\\d+)([eE][+-]?\\d+)?|\\d+[eE][+-]?\\d+)|(?P<_SEP>(\r'
+ '?\n'
+ '|;)([ \t\x0c'
+ '\r'
+ ']*(#[^\n'
+ ']*)?(\r'
+ '?\n'
+ '|;))*)|(?P<STRING>"[^"\n'
+ ']*"|\'[^\'\n'
+ "]*')|(?P<NAME>[^\\W\\d]\\w*)|(?P<__IGNORE_1>[ \t\x0c"
+ '\r'
+ ']+)|(?P<COMMENT>#[^\n'
+ ']*)|(?P<INT>\\d+)|(?P<ELLIPSIS>\\.\\.\\.)|(?P<TRANSPOSE>(?:\\.T(?![A-Za-z0-9_])|\\^T(?![A-Za-z0-9_])))|(?P<DSLASH>//)|(?P<EQ>==)|(?P<GE>>=)|(?P<LE><=)|(?P<NE>!=)|(?P<POW>\\*\\*)|(?P<STAR>(?:\\*|·|×))|(?P<AMP>\\&)|(?P<AT>@)|(?P<COLON>:)|(?P<COMMA>,)|(?P<DOT>\\.)|(?P<EQUAL>=)|(?P<GT>>)|(?P<LPAR>\\()|(?P<LSQB>\\[)|(?P<LT><)|(?P<MINUS>\\-)|(?P<PERCENT>%)|(?P<PIPE>\\|)|(?P<PLUS>\\+)|(?P<RPAR>\\))|(?P<RSQB>\\])|(?P<SLASH>/)|(?P<TILDE>\\~)',
+ 32,
+ (14, 4, 0, 1, 4294967295, 7, 39, 17, 0, 16, 99, 16, 111, 16, 109, 16, 112, 16, 108, 16,
+  101, 16, 120, 4, 17, 0, 24, 11, 0, 4294967295, 13, 6, 16, 32, 16, 9, 0, 1, 16, 91, 1, 17,
+  1, 15, 714, 31, 17, 2, 16, 105, 16, 110, 16, 116, 4, 17, 0, 24, 11, 0, 4294967295, 13, 6,
+  16, 32, 16, 9, 0, 1, 16, 91, 1, 17, 3, 15, 683, 138, 17, 4, 7, 87, 17, 6, 7, 25, 24, 9, 1,
+  4294967295, 13, 4, 8, 10, 0, 1, 16, 46, 24, 9, 0, 4294967295, 13, 4, 8, 10, 0, 1, 15, 17,
+  15, 16, 46, 24, 9, 1, 4294967295, 13, 4, 8, 10, 0, 1, 15, 2, 0, 17, 7, 23, 36, 0, 1, 17,
+  8, 13, 6, 16, 101, 16, 69, 0, 24, 11, 0, 1, 13, 6, 16, 43, 16, 45, 0, 1, 24, 9, 1,
+  4294967295, 13, 4, 8, 10, 0, 1, 17, 9, 18, 15, 44, 42, 24, 9, 1, 4294967295, 13, 4, 8, 10,
+  0, 1, 13, 6, 16, 101, 16, 69, 0, 24, 11, 0, 1, 13, 6, 16, 43, 16, 45, 0, 1, 24, 9, 1,
+  4294967295, 13, 4, 8, 10, 0, 1, 15, 2, 0, 17, 5, 15, 545, 97, 17, 10, 17, 12, 7, 12, 24,
+  6, 0, 1, 16, 13, 1, 16, 10, 15, 7, 5, 16, 59, 15, 2, 0, 17, 13, 23, 65, 0, 4294967295, 17,
+  14, 24, 16, 0, 4294967295, 13, 11, 9, 12800, 1, 0, 0, 0, 0, 0, 0, 0, 1, 23, 16, 0, 1, 17,
+  16, 16, 35, 24, 6, 0, 4294967295, 20, 10, 1, 17, 17, 18, 17, 18, 7, 12, 24, 6, 0, 1, 16,
+  13, 1, 16, 10, 15, 7, 5, 16, 59, 15, 2, 0, 17, 19, 17, 15, 18, 17, 11, 15, 448, 49, 17,
+  20, 7, 20, 16, 34, 24, 12, 0, 4294967295, 13, 7, 21, 16, 34, 16, 10, 0, 1, 16, 34, 15, 22,
+  20, 16, 39, 24, 12, 0, 4294967295, 13, 7, 21, 16, 39, 16, 10, 0, 1, 16, 39, 15, 2, 0, 17,
+  21, 15, 399, 25, 17, 22, 13, 7, 21, 8, 15, 8, 10, 0, 24, 9, 0, 4294967295, 13, 4, 8, 14,
+  0, 1, 17, 23, 15, 374, 24, 17, 24, 24, 16, 1, 4294967295, 13, 11, 9, 12800, 1, 0, 0, 0, 0,
+  0, 0, 0, 1, 17, 25, 15, 350, 16, 17, 26, 16, 35, 24, 6, 0, 4294967295, 20, 10, 1, 17, 27,
+  15, 334, 17, 17, 28, 24, 9, 1, 4294967295, 13, 4, 8, 10, 0, 1, 17, 29, 15, 317, 13, 17,
+  30, 16, 46, 16, 46, 16, 46, 17, 31, 15, 304, 55, 17, 32, 7, 23, 16, 46, 16, 84, 5, 15, 0,
+  13, 11, 9, 0, 67043328, 2281701374, 134217726, 0, 0, 0, 0, 0, 1, 15, 25, 23, 16, 94, 16,
+  84, 5, 15, 0, 13, 11, 9, 0, 67043328, 2281701374, 134217726, 0, 0, 0, 0, 0, 1, 15, 2, 0,
+  17, 33, 15, 249, 11, 17, 34, 16, 47, 16, 47, 17, 35, 15, 238, 11, 17, 36, 16, 61, 16, 61,
+  17, 37, 15, 227, 11, 17, 38, 16, 62, 16, 61, 17, 39, 15, 216, 11, 17, 40, 16, 60, 16, 61,
+  17, 41, 15, 205, 11, 17, 42, 16, 33, 16, 61, 17, 43, 15, 194, 11, 17, 44, 16, 42, 16, 42,
+  17, 45, 15, 183, 19, 17, 46, 13, 11, 9, 0, 1024, 0, 0, 0, 8388608, 8388608, 0, 0, 17, 47,
+  15, 164, 9, 17, 48, 16, 38, 17, 49, 15, 155, 9, 17, 50, 16, 64, 17, 51, 15, 146, 9, 17,
+  52, 16, 58, 17, 53, 15, 137, 9, 17, 54, 16, 44, 17, 55, 15, 128, 9, 17, 56, 16, 46, 17,
+  57, 15, 119, 9, 17, 58, 16, 61, 17, 59, 15, 110, 9, 17, 60, 16, 62, 17, 61, 15, 101, 9,
+  17, 62, 16, 40, 17, 63, 15, 92, 9, 17, 64, 16, 91, 17, 65, 15, 83, 9, 17, 66, 16, 60, 17,
+  67, 15, 74, 9, 17, 68, 16, 45, 17, 69, 15, 65, 9, 17, 70, 16, 37, 17, 71, 15, 56, 9, 17,
+  72, 16, 124, 17, 73, 15, 47, 9, 17, 74, 16, 43, 17, 75, 15, 38, 9, 17, 76, 16, 41, 17, 77,
+  15, 29, 9, 17, 78, 16, 93, 17, 79, 15, 20, 9, 17, 80, 16, 47, 17, 81, 15, 11, 9, 17, 82,
+  16, 126, 17, 83, 15, 2, 0, 1),
+ 42,
+ {'AMP': 25,
+  'AT': 26,
+  'COLON': 27,
+  'COMMA': 28,
+  'COMMENT': 14,
+  'COMPLEX_TYPE': 1,
+  'DECIMAL': 3,
+  'DOT': 29,
+  'DSLASH': 18,
+  'ELLIPSIS': 16,
+  'EQ': 19,
+  'EQUAL': 30,
+  'GE': 20,
+  'GT': 31,
+  'INT': 15,
+  'INT_TYPE': 2,
+  'LE': 21,
+  'LPAR': 32,
+  'LSQB': 33,
+  'LT': 34,
+  'MINUS': 35,
+  'NAME': 12,
+  'NE': 22,
+  'PERCENT': 36,
+  'PIPE': 37,
+  'PLUS': 38,
+  'POW': 23,
+  'RPAR': 39,
+  'RSQB': 40,
+  'SLASH': 41,
+  'STAR': 24,
+  'STRING': 11,
+  'TILDE': 42,
+  'TRANSPOSE': 17,
+  '_SEP': 6,
+  '__IGNORE_1': 13},
+ (None, 'COMPLEX_TYPE', 'INT_TYPE', 'DECIMAL', None, None, '_SEP', None, None, None, None,
+  'STRING', 'NAME', '__IGNORE_1', 'COMMENT', 'INT', 'ELLIPSIS', 'TRANSPOSE', 'DSLASH', 'EQ',
+  'GE', 'LE', 'NE', 'POW', 'STAR', 'AMP', 'AT', 'COLON', 'COMMA', 'DOT', 'EQUAL', 'GT',
+  'LPAR', 'LSQB', 'LT', 'MINUS', 'PERCENT', 'PIPE', 'PLUS', 'RPAR', 'RSQB', 'SLASH',
+  'TILDE')),
+    ('(?P<CONSTRAINT>constraint)|(?P<ASSERT>assert)|(?P<OUTPUT>output)|(?P<FALSE>false)|(?P<FALSE_CAP>False)|(?P<INPUT>input)|(?P<PARAM>param)|(?P<BOOL>bool)|(?P<TRUE>true)|(?P<TRUE_CAP>True)|(?P<COL>col)|(?P<DEF>def)|(?P<DIM>dim)|(?P<INF>inf)|(?P<ROW>row)', 0):
+        ('(?P<CONSTRAINT>constraint)|(?P<ASSERT>assert)|(?P<OUTPUT>output)|(?P<FALSE>false)|(?P<FALSE_CAP>False)|(?P<INPUT>input)|(?P<PARAM>param)|(?P<BOOL>bool)|(?P<TRUE>true)|(?P<TRUE_CAP>True)|(?P<COL>col)|(?P<DEF>def)|(?P<DIM>dim)|(?P<INF>inf)|(?P<ROW>row)',
+ 32,
+ (14, 4, 0, 3, 10, 7, 27, 17, 0, 16, 99, 16, 111, 16, 110, 16, 115, 16, 116, 16, 114, 16,
+  97, 16, 105, 16, 110, 16, 116, 17, 1, 15, 218, 19, 17, 2, 16, 97, 16, 115, 16, 115, 16,
+  101, 16, 114, 16, 116, 17, 3, 15, 199, 19, 17, 4, 16, 111, 16, 117, 16, 116, 16, 112, 16,
+  117, 16, 116, 17, 5, 15, 180, 17, 17, 6, 16, 102, 16, 97, 16, 108, 16, 115, 16, 101, 17,
+  7, 15, 163, 17, 17, 8, 16, 70, 16, 97, 16, 108, 16, 115, 16, 101, 17, 9, 15, 146, 17, 17,
+  10, 16, 105, 16, 110, 16, 112, 16, 117, 16, 116, 17, 11, 15, 129, 17, 17, 12, 16, 112, 16,
+  97, 16, 114, 16, 97, 16, 109, 17, 13, 15, 112, 15, 17, 14, 16, 98, 16, 111, 16, 111, 16,
+  108, 17, 15, 15, 97, 15, 17, 16, 16, 116, 16, 114, 16, 117, 16, 101, 17, 17, 15, 82, 15,
+  17, 18, 16, 84, 16, 114, 16, 117, 16, 101, 17, 19, 15, 67, 13, 17, 20, 16, 99, 16, 111,
+  16, 108, 17, 21, 15, 54, 13, 17, 22, 16, 100, 16, 101, 16, 102, 17, 23, 15, 41, 13, 17,
+  24, 16, 100, 16, 105, 16, 109, 17, 25, 15, 28, 13, 17, 26, 16, 105, 16, 110, 16, 102, 17,
+  27, 15, 15, 13, 17, 28, 16, 114, 16, 111, 16, 119, 17, 29, 15, 2, 0, 1),
+ 15,
+ {'ASSERT': 2,
+  'BOOL': 8,
+  'COL': 11,
+  'CONSTRAINT': 1,
+  'DEF': 12,
+  'DIM': 13,
+  'FALSE': 4,
+  'FALSE_CAP': 5,
+  'INF': 14,
+  'INPUT': 6,
+  'OUTPUT': 3,
+  'PARAM': 7,
+  'ROW': 15,
+  'TRUE': 9,
+  'TRUE_CAP': 10},
+ (None, 'CONSTRAINT', 'ASSERT', 'OUTPUT', 'FALSE', 'FALSE_CAP', 'INPUT', 'PARAM', 'BOOL',
+  'TRUE', 'TRUE_CAP', 'COL', 'DEF', 'DIM', 'INF', 'ROW')),
+}
+SYMBOLS = (('file', False, False), ('__file_star_0', False, False), ('stmt', False, False),
+ ('_line', False, False), ('_SEP', True, True), ('dim_free', False, False),
+ ('dim_def', False, False), ('constraint', False, False), ('tensor_decl', False, False),
+ ('define', False, False), ('assert_stmt', False, False), ('output_stmt', False, False),
+ ('unpack', False, False), ('update', False, False), ('function_def', False, False),
+ ('claim', False, False), ('DEF', True, False), ('NAME', True, False), ('LPAR', True, False),
+ ('__function_def_star_1', False, False), ('COMMA', True, True), ('RPAR', True, False),
+ ('EQUAL', True, True), ('expr', False, False), ('ASSERT', True, False), ('_target', False, False),
+ ('COLON', True, True), ('claim_item', False, False), ('__claim_star_2', False, False),
+ ('__claim_item_star_3', False, False), ('DIM', True, False), ('__dim_free_plus_4', False, False),
+ ('CONSTRAINT', True, False), ('bit_or', False, False), ('_compare', False, False),
+ ('INPUT', True, False), ('shape', False, False), ('PARAM', True, False),
+ ('__unpack_plus_5', False, False), ('LSQB', True, False), ('index', False, False),
+ ('__update_star_6', False, False), ('RSQB', True, False), ('_keyword_name', False, False),
+ ('OUTPUT', True, False), ('BOOL', True, False), ('INT_TYPE', True, False),
+ ('COMPLEX_TYPE', True, False), ('comparison', False, False), ('bit_and', False, False),
+ ('PIPE', True, False), ('sum', False, False), ('AMP', True, False), ('product', False, False),
+ ('PLUS', True, False), ('MINUS', True, False), ('unary', False, False), ('STAR', True, False),
+ ('SLASH', True, False), ('DSLASH', True, False), ('PERCENT', True, False), ('AT', True, False),
+ ('power', False, False), ('TILDE', True, False), ('postfix', False, False), ('POW', True, False),
+ ('atom', False, False), ('TRANSPOSE', True, False), ('DOT', True, False), ('_args', False, False),
+ ('INF', True, False), ('COLON', True, False), ('ELLIPSIS', True, False), ('EQ', True, False),
+ ('NE', True, False), ('LE', True, False), ('GE', True, False), ('LT', True, False),
+ ('GT', True, False), ('INT', True, False), ('DECIMAL', True, False), ('TRUE', True, False),
+ ('TRUE_CAP', True, False), ('FALSE', True, False), ('FALSE_CAP', True, False),
+ ('STRING', True, False), ('ROW', True, False), ('COL', True, False), ('arg', False, False),
+ ('___args_star_7', False, False))
+OPTIONS = ((False, False, None, None, ()), (False, True, None, None, ()),
+ (False, False, None, None, (False, False, False, True, False, False, False)),
+ (False, False, None, None, (False, False, True, True, True, True, False, False, False, False)),
+ (False, False, None, None, (False, False, True, True, True, True, False, False, False)),
+ (False, False, None, None, (False, False, True, True, True, True, False, False)),
+ (False, False, None, None, (False, False, True, False)),
+ (False, False, None, None, (False, True, True, True)),
+ (False, False, None, None, (False, True, False, False)),
+ (False, False, None, None, (False, False, False, False, True)),
+ (False, False, None, None, (False, False, True, False, False)),
+ (False, False, None, None, (False, False, True, True)),
+ (False, False, None, None, (True, False, False, False, False, False)),
+ (False, False, None, None, (True, False, False, False, False)),
+ (False, False, None, None, (True, False, False, False)),
+ (False, False, None, None, (True, False, True, False)),
+ (False, True, None, None, (False, False, False, False, True)),
+ (False, True, None, None, (False, False, False, True, True)),
+ (False, True, None, None, (False, False, True, False, False)),
+ (False, True, None, None, (False, False, True, False, True)),
+ (False, True, None, None, (False, False, True, True, True)),
+ (False, True, None, None, (True, False, False, False, False)),
+ (False, True, None, None, (True, False, False, False, True)),
+ (False, True, None, None, (True, False, False, True, True)),
+ (False, True, None, None, (True, False, True, False, False)),
+ (False, True, None, None, (True, False, True, False, True)),
+ (False, True, None, None, (True, False, True, True, True)),
+ (False, True, None, None, (False, True, False)),
+ (False, True, None, None, (False, False, False, True, False)))
+RULES = (
+    (51, 0, (1, 2), 0, None, 0),
+    (52, 0, (1,), 1, None, 0),
+    (53, 0, (2,), 2, None, 0),
+    (54, 0, (), 3, None, 0),
+    (55, 3, (4,), 0, None, 0),
+    (56, 3, (2, 4), 1, None, 0),
+    (57, 2, (5,), 0, None, 1),
+    (58, 2, (6,), 1, None, 1),
+    (59, 2, (7,), 2, None, 1),
+    (60, 2, (8,), 3, None, 1),
+    (61, 2, (9,), 4, None, 1),
+    (62, 2, (10,), 5, None, 1),
+    (63, 2, (11,), 6, None, 1),
+    (64, 2, (12,), 7, None, 1),
+    (65, 2, (13,), 8, None, 1),
+    (66, 2, (14,), 9, None, 1),
+    (67, 2, (15,), 10, None, 1),
+    (68, 14, (16, 17, 18, 17, 19, 20, 21, 22, 23), 0, None, 0),
+    (69, 14, (16, 17, 18, 17, 19, 21, 22, 23), 1, None, 0),
+    (70, 14, (16, 17, 18, 17, 20, 21, 22, 23), 2, None, 0),
+    (71, 14, (16, 17, 18, 17, 21, 22, 23), 3, None, 0),
+    (72, 14, (16, 17, 18, 21, 22, 23), 4, None, 2),
+    (73, 15, (24, 25, 18, 23, 20, 23, 21, 26, 27, 28, 20), 0, None, 0),
+    (74, 15, (24, 25, 18, 23, 20, 23, 21, 26, 27, 28), 1, None, 0),
+    (75, 15, (24, 25, 18, 23, 20, 23, 21, 26, 27, 20), 2, None, 0),
+    (76, 15, (24, 25, 18, 23, 20, 23, 21, 26, 27), 3, None, 0),
+    (77, 15, (24, 25, 26, 27, 28, 20), 4, None, 3),
+    (78, 15, (24, 25, 26, 27, 28), 5, None, 4),
+    (79, 15, (24, 25, 26, 27, 20), 6, None, 4),
+    (80, 15, (24, 25, 26, 27), 7, None, 5),
+    (81, 27, (17, 18, 23, 29, 20, 21), 0, None, 0),
+    (82, 27, (17, 18, 23, 29, 21), 1, None, 0),
+    (83, 27, (17, 18, 23, 20, 21), 2, None, 0),
+    (84, 27, (17, 18, 23, 21), 3, None, 0),
+    (85, 27, (17, 18, 21), 4, None, 6),
+    (86, 27, (17,), 5, None, 7),
+    (87, 5, (30, 17, 19, 20), 0, None, 0),
+    (88, 5, (30, 17, 19), 1, None, 0),
+    (89, 5, (30, 17, 20), 2, None, 0),
+    (90, 5, (30, 17), 3, None, 0),
+    (91, 5, (30, 17, 31), 4, 'dim_convention', 0),
+    (92, 6, (30, 17, 22, 23), 0, None, 0),
+    (93, 7, (32, 33, 34, 33), 0, None, 0),
+    (94, 8, (35, 25, 26, 36, 31), 0, None, 0),
+    (95, 8, (35, 25, 26, 36), 1, None, 0),
+    (96, 8, (37, 25, 26, 36, 31), 2, None, 0),
+    (97, 8, (37, 25, 26, 36), 3, None, 0),
+    (98, 9, (25, 26, 36, 31, 22, 23), 0, None, 0),
+    (99, 9, (25, 26, 36, 22, 23), 1, None, 0),
+    (100, 9, (25, 22, 23), 2, None, 8),
+    (101, 12, (25, 38, 20, 22, 23, 29, 20), 0, None, 0),
+    (102, 12, (25, 38, 20, 22, 23, 29), 1, None, 0),
+    (103, 12, (25, 38, 20, 22, 23, 20), 2, None, 0),
+    (104, 12, (25, 38, 20, 22, 23), 3, None, 0),
+    (105, 12, (25, 38, 22, 23, 29, 20), 4, None, 0),
+    (106, 12, (25, 38, 22, 23, 29), 5, None, 0),
+    (107, 12, (25, 38, 22, 23, 20), 6, None, 0),
+    (108, 12, (25, 38, 22, 23), 7, None, 0),
+    (109, 13, (25, 39, 40, 41, 20, 42, 22, 23), 0, None, 0),
+    (110, 13, (25, 39, 40, 41, 42, 22, 23), 1, None, 0),
+    (111, 13, (25, 39, 40, 20, 42, 22, 23), 2, None, 0),
+    (112, 13, (25, 39, 40, 42, 22, 23), 3, None, 0),
+    (113, 25, (17,), 0, None, 0),
+    (114, 25, (43,), 1, None, 0),
+    (115, 43, (30,), 0, None, 0),
+    (116, 43, (32,), 1, None, 0),
+    (117, 43, (35,), 2, None, 0),
+    (118, 43, (37,), 3, None, 0),
+    (119, 43, (24,), 4, None, 0),
+    (120, 43, (44,), 5, None, 0),
+    (121, 10, (24, 25, 26, 36), 0, None, 0),
+    (122, 11, (44, 25, 26, 36, 22, 23), 0, None, 0),
+    (123, 11, (44, 25, 26, 36), 1, None, 9),
+    (124, 11, (44, 25, 22, 23), 2, None, 10),
+    (125, 11, (44, 25), 3, None, 11),
+    (126, 36, (45, 39, 23, 29, 20, 42), 0, None, 0),
+    (127, 36, (45, 39, 23, 29, 42), 1, None, 0),
+    (128, 36, (45, 39, 23, 20, 42), 2, None, 0),
+    (129, 36, (45, 39, 23, 42), 3, None, 0),
+    (130, 36, (45, 39, 42), 4, None, 6),
+    (131, 36, (46, 39, 23, 29, 20, 42), 5, None, 0),
+    (132, 36, (46, 39, 23, 29, 42), 6, None, 0),
+    (133, 36, (46, 39, 23, 20, 42), 7, None, 0),
+    (134, 36, (46, 39, 23, 42), 8, None, 0),
+    (135, 36, (46, 39, 42), 9, None, 6),
+    (136, 36, (47, 39, 23, 29, 20, 42), 10, None, 0),
+    (137, 36, (47, 39, 23, 29, 42), 11, None, 0),
+    (138, 36, (47, 39, 23, 20, 42), 12, None, 0),
+    (139, 36, (47, 39, 23, 42), 13, None, 0),
+    (140, 36, (47, 39, 42), 14, None, 6),
+    (141, 36, (39, 23, 29, 20, 42), 15, None, 12),
+    (142, 36, (39, 23, 29, 42), 16, None, 13),
+    (143, 36, (39, 23, 20, 42), 17, None, 13),
+    (144, 36, (39, 23, 42), 18, None, 14),
+    (145, 36, (39, 42), 19, None, 15),
+    (146, 23, (48,), 0, None, 1),
+    (147, 48, (33,), 0, None, 1),
+    (148, 48, (48, 34, 33), 1, 'compare', 1),
+    (149, 33, (49,), 0, None, 1),
+    (150, 33, (33, 50, 49), 1, 'binop', 1),
+    (151, 49, (51,), 0, None, 1),
+    (152, 49, (49, 52, 51), 1, 'binop', 1),
+    (153, 51, (53,), 0, None, 1),
+    (154, 51, (51, 54, 53), 1, 'binop', 1),
+    (155, 51, (51, 55, 53), 2, 'binop', 1),
+    (156, 53, (56,), 0, None, 1),
+    (157, 53, (53, 57, 56), 1, 'binop', 1),
+    (158, 53, (53, 58, 56), 2, 'binop', 1),
+    (159, 53, (53, 59, 56), 3, 'binop', 1),
+    (160, 53, (53, 60, 56), 4, 'binop', 1),
+    (161, 53, (53, 61, 56), 5, 'binop', 1),
+    (162, 56, (62,), 0, None, 1),
+    (163, 56, (54, 56), 1, 'unary', 1),
+    (164, 56, (55, 56), 2, 'unary', 1),
+    (165, 56, (63, 56), 3, 'unary', 1),
+    (166, 62, (64,), 0, None, 1),
+    (167, 62, (64, 65, 56), 1, 'binop', 1),
+    (168, 64, (66,), 0, None, 1),
+    (169, 64, (64, 67), 1, 'transpose', 1),
+    (170, 64, (64, 39, 40, 41, 20, 42), 2, 'subscript', 1),
+    (171, 64, (64, 39, 40, 41, 42), 3, 'subscript', 1),
+    (172, 64, (64, 39, 40, 20, 42), 4, 'subscript', 1),
+    (173, 64, (64, 39, 40, 42), 5, 'subscript', 1),
+    (174, 64, (64, 68, 17, 18, 69, 21), 6, 'method', 1),
+    (175, 64, (64, 68, 17, 18, 21), 7, 'method', 1),
+    (176, 64, (64, 68, 17), 8, 'attribute', 1),
+    (177, 64, (64, 68, 70), 9, 'attribute', 1),
+    (178, 64, (64, 68, 45), 10, 'attribute', 1),
+    (179, 40, (23,), 0, None, 1),
+    (180, 40, (23, 71, 23, 71, 23), 1, 'slice', 1),
+    (181, 40, (23, 71, 23, 71), 2, 'slice', 16),
+    (182, 40, (23, 71, 23), 3, 'slice', 17),
+    (183, 40, (23, 71, 71, 23), 4, 'slice', 18),
+    (184, 40, (23, 71, 71), 5, 'slice', 19),
+    (185, 40, (23, 71), 6, 'slice', 20),
+    (186, 40, (71, 23, 71, 23), 7, 'slice', 21),
+    (187, 40, (71, 23, 71), 8, 'slice', 22),
+    (188, 40, (71, 23), 9, 'slice', 23),
+    (189, 40, (71, 71, 23), 10, 'slice', 24),
+    (190, 40, (71, 71), 11, 'slice', 25),
+    (191, 40, (71,), 12, 'slice', 26),
+    (192, 40, (72,), 13, 'ellipsis', 1),
+    (193, 34, (73,), 0, None, 0),
+    (194, 34, (74,), 1, None, 0),
+    (195, 34, (75,), 2, None, 0),
+    (196, 34, (76,), 3, None, 0),
+    (197, 34, (77,), 4, None, 0),
+    (198, 34, (78,), 5, None, 0),
+    (199, 66, (17,), 0, 'name', 1),
+    (200, 66, (43,), 1, 'name', 1),
+    (201, 66, (79,), 2, 'integer', 1),
+    (202, 66, (80,), 3, 'decimal', 1),
+    (203, 66, (70,), 4, 'inf', 1),
+    (204, 66, (81,), 5, 'boolean', 1),
+    (205, 66, (82,), 6, 'boolean', 1),
+    (206, 66, (83,), 7, 'boolean', 1),
+    (207, 66, (84,), 8, 'boolean', 1),
+    (208, 66, (85,), 9, 'string', 1),
+    (209, 66, (86,), 10, 'axis_name', 1),
+    (210, 66, (87,), 11, 'axis_name', 1),
+    (211, 66, (18, 23, 21), 12, 'paren', 1),
+    (212, 66, (39, 23, 29, 20, 42), 13, 'list_expr', 1),
+    (213, 66, (39, 23, 29, 42), 14, 'list_expr', 1),
+    (214, 66, (39, 23, 20, 42), 15, 'list_expr', 1),
+    (215, 66, (39, 23, 42), 16, 'list_expr', 1),
+    (216, 66, (39, 42), 17, 'list_expr', 27),
+    (217, 66, (18, 23, 20, 23, 29, 20, 21), 18, 'list_expr', 1),
+    (218, 66, (18, 23, 20, 23, 29, 21), 19, 'list_expr', 1),
+    (219, 66, (18, 23, 20, 23, 20, 21), 20, 'list_expr', 1),
+    (220, 66, (18, 23, 20, 23, 21), 21, 'list_expr', 1),
+    (221, 66, (18, 23, 20, 21), 22, 'list_expr', 28),
+    (222, 66, (17, 18, 69, 21), 23, 'call', 1),
+    (223, 66, (17, 18, 21), 24, 'call', 1),
+    (224, 69, (88, 89, 20), 0, None, 0),
+    (225, 69, (88, 89), 1, None, 0),
+    (226, 69, (88, 20), 2, None, 0),
+    (227, 69, (88,), 3, None, 0),
+    (228, 88, (23,), 0, None, 1),
+    (229, 88, (17, 22, 23), 1, 'keyword', 1),
+    (230, 88, (30, 22, 23), 2, 'keyword', 1),
+    (231, 1, (3,), 0, None, 0),
+    (232, 1, (1, 3), 1, None, 0),
+    (233, 19, (20, 17), 0, None, 0),
+    (234, 19, (19, 20, 17), 1, None, 0),
+    (235, 28, (20, 27), 0, None, 0),
+    (236, 28, (28, 20, 27), 1, None, 0),
+    (237, 29, (20, 23), 0, None, 0),
+    (238, 29, (29, 20, 23), 1, None, 0),
+    (239, 31, (17,), 0, None, 0),
+    (240, 31, (31, 17), 1, None, 0),
+    (241, 38, (20, 25), 0, None, 0),
+    (242, 38, (38, 20, 25), 1, None, 0),
+    (243, 41, (20, 40), 0, None, 0),
+    (244, 41, (41, 20, 40), 1, None, 0),
+    (245, 89, (20, 88), 0, None, 0),
+    (246, 89, (89, 20, 88), 1, None, 0),
+)
+
 
 def memo() -> dict:
-    return {
+    terminals = {
         0: _o(TerminalDef, {'name': 'DIM', 'pattern': _o(PatternStr, {'value': 'dim', 'flags': [], 'raw': '"dim"'}), 'priority': 0}),
         1: _o(TerminalDef, {'name': 'DEF', 'pattern': _o(PatternStr, {'value': 'def', 'flags': [], 'raw': '"def"'}), 'priority': 0}),
         2: _o(TerminalDef, {'name': 'CONSTRAINT', 'pattern': _o(PatternStr, {'value': 'constraint', 'flags': [], 'raw': '"constraint"'}), 'priority': 0}),
@@ -259,539 +555,871 @@ def memo() -> dict:
         48: _o(TerminalDef, {'name': '__IGNORE_1', 'pattern': _o(PatternRE, {'value': '[ \t\x0c\r]+', 'flags': [], 'raw': '/[ \\t\\f\\r]+/', '_width': [1, 18446744073709551616]}), 'priority': 0}),
         49: _o(TerminalDef, {'name': 'COMMA', 'pattern': _o(PatternStr, {'value': ',', 'flags': [], 'raw': '","'}), 'priority': 0}),
         50: _o(TerminalDef, {'name': 'EQUAL', 'pattern': _o(PatternStr, {'value': '=', 'flags': [], 'raw': '"="'}), 'priority': 0}),
-        51: _o(Rule, {'origin': _n('file'), 'expansion': [_n('__file_star_0'), _n('stmt')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        52: _o(Rule, {'origin': _n('file'), 'expansion': [_n('__file_star_0')], 'order': 1, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        53: _o(Rule, {'origin': _n('file'), 'expansion': [_n('stmt')], 'order': 2, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        54: _o(Rule, {'origin': _n('file'), 'expansion': [], 'order': 3, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        55: _o(Rule, {'origin': _n('_line'), 'expansion': [_t('_SEP', True)], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        56: _o(Rule, {'origin': _n('_line'), 'expansion': [_n('stmt'), _t('_SEP', True)], 'order': 1, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        57: _o(Rule, {'origin': _n('stmt'), 'expansion': [_n('dim_free')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        58: _o(Rule, {'origin': _n('stmt'), 'expansion': [_n('dim_def')], 'order': 1, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        59: _o(Rule, {'origin': _n('stmt'), 'expansion': [_n('constraint')], 'order': 2, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        60: _o(Rule, {'origin': _n('stmt'), 'expansion': [_n('tensor_decl')], 'order': 3, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        61: _o(Rule, {'origin': _n('stmt'), 'expansion': [_n('define')], 'order': 4, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        62: _o(Rule, {'origin': _n('stmt'), 'expansion': [_n('assert_stmt')], 'order': 5, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        63: _o(Rule, {'origin': _n('stmt'), 'expansion': [_n('output_stmt')], 'order': 6, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        64: _o(Rule, {'origin': _n('stmt'), 'expansion': [_n('unpack')], 'order': 7, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        65: _o(Rule, {'origin': _n('stmt'), 'expansion': [_n('update')], 'order': 8, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        66: _o(Rule, {'origin': _n('stmt'), 'expansion': [_n('function_def')], 'order': 9, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        67: _o(Rule, {'origin': _n('stmt'), 'expansion': [_n('claim')], 'order': 10, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        68: _o(Rule, {'origin': _n('function_def'), 'expansion': [_t('DEF', False), _t('NAME', False), _t('LPAR', False), _t('NAME', False), _n('__function_def_star_1'), _t('COMMA', True), _t('RPAR', False), _t('EQUAL', True), _n('expr')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        69: _o(Rule, {'origin': _n('function_def'), 'expansion': [_t('DEF', False), _t('NAME', False), _t('LPAR', False), _t('NAME', False), _n('__function_def_star_1'), _t('RPAR', False), _t('EQUAL', True), _n('expr')], 'order': 1, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        70: _o(Rule, {'origin': _n('function_def'), 'expansion': [_t('DEF', False), _t('NAME', False), _t('LPAR', False), _t('NAME', False), _t('COMMA', True), _t('RPAR', False), _t('EQUAL', True), _n('expr')], 'order': 2, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        71: _o(Rule, {'origin': _n('function_def'), 'expansion': [_t('DEF', False), _t('NAME', False), _t('LPAR', False), _t('NAME', False), _t('RPAR', False), _t('EQUAL', True), _n('expr')], 'order': 3, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        72: _o(Rule, {'origin': _n('function_def'), 'expansion': [_t('DEF', False), _t('NAME', False), _t('LPAR', False), _t('RPAR', False), _t('EQUAL', True), _n('expr')], 'order': 4, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': (False, False, False, True, False, False, False, )})}),
-        73: _o(Rule, {'origin': _n('claim'), 'expansion': [_t('ASSERT', False), _n('_target'), _t('LPAR', False), _n('expr'), _t('COMMA', True), _n('expr'), _t('RPAR', False), _t('COLON', True), _n('claim_item'), _n('__claim_star_2'), _t('COMMA', True)], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        74: _o(Rule, {'origin': _n('claim'), 'expansion': [_t('ASSERT', False), _n('_target'), _t('LPAR', False), _n('expr'), _t('COMMA', True), _n('expr'), _t('RPAR', False), _t('COLON', True), _n('claim_item'), _n('__claim_star_2')], 'order': 1, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        75: _o(Rule, {'origin': _n('claim'), 'expansion': [_t('ASSERT', False), _n('_target'), _t('LPAR', False), _n('expr'), _t('COMMA', True), _n('expr'), _t('RPAR', False), _t('COLON', True), _n('claim_item'), _t('COMMA', True)], 'order': 2, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        76: _o(Rule, {'origin': _n('claim'), 'expansion': [_t('ASSERT', False), _n('_target'), _t('LPAR', False), _n('expr'), _t('COMMA', True), _n('expr'), _t('RPAR', False), _t('COLON', True), _n('claim_item')], 'order': 3, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        77: _o(Rule, {'origin': _n('claim'), 'expansion': [_t('ASSERT', False), _n('_target'), _t('COLON', True), _n('claim_item'), _n('__claim_star_2'), _t('COMMA', True)], 'order': 4, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': (False, False, True, True, True, True, False, False, False, False, )})}),
-        78: _o(Rule, {'origin': _n('claim'), 'expansion': [_t('ASSERT', False), _n('_target'), _t('COLON', True), _n('claim_item'), _n('__claim_star_2')], 'order': 5, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': (False, False, True, True, True, True, False, False, False, )})}),
-        79: _o(Rule, {'origin': _n('claim'), 'expansion': [_t('ASSERT', False), _n('_target'), _t('COLON', True), _n('claim_item'), _t('COMMA', True)], 'order': 6, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': (False, False, True, True, True, True, False, False, False, )})}),
-        80: _o(Rule, {'origin': _n('claim'), 'expansion': [_t('ASSERT', False), _n('_target'), _t('COLON', True), _n('claim_item')], 'order': 7, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': (False, False, True, True, True, True, False, False, )})}),
-        81: _o(Rule, {'origin': _n('claim_item'), 'expansion': [_t('NAME', False), _t('LPAR', False), _n('expr'), _n('__claim_item_star_3'), _t('COMMA', True), _t('RPAR', False)], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        82: _o(Rule, {'origin': _n('claim_item'), 'expansion': [_t('NAME', False), _t('LPAR', False), _n('expr'), _n('__claim_item_star_3'), _t('RPAR', False)], 'order': 1, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        83: _o(Rule, {'origin': _n('claim_item'), 'expansion': [_t('NAME', False), _t('LPAR', False), _n('expr'), _t('COMMA', True), _t('RPAR', False)], 'order': 2, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        84: _o(Rule, {'origin': _n('claim_item'), 'expansion': [_t('NAME', False), _t('LPAR', False), _n('expr'), _t('RPAR', False)], 'order': 3, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        85: _o(Rule, {'origin': _n('claim_item'), 'expansion': [_t('NAME', False), _t('LPAR', False), _t('RPAR', False)], 'order': 4, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': (False, False, True, False, )})}),
-        86: _o(Rule, {'origin': _n('claim_item'), 'expansion': [_t('NAME', False)], 'order': 5, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': (False, True, True, True, )})}),
-        87: _o(Rule, {'origin': _n('dim_free'), 'expansion': [_t('DIM', False), _t('NAME', False), _n('__function_def_star_1'), _t('COMMA', True)], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        88: _o(Rule, {'origin': _n('dim_free'), 'expansion': [_t('DIM', False), _t('NAME', False), _n('__function_def_star_1')], 'order': 1, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        89: _o(Rule, {'origin': _n('dim_free'), 'expansion': [_t('DIM', False), _t('NAME', False), _t('COMMA', True)], 'order': 2, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        90: _o(Rule, {'origin': _n('dim_free'), 'expansion': [_t('DIM', False), _t('NAME', False)], 'order': 3, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        91: _o(Rule, {'origin': _n('dim_free'), 'expansion': [_t('DIM', False), _t('NAME', False), _n('__dim_free_plus_4')], 'order': 4, 'alias': 'dim_convention', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        92: _o(Rule, {'origin': _n('dim_def'), 'expansion': [_t('DIM', False), _t('NAME', False), _t('EQUAL', True), _n('expr')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        93: _o(Rule, {'origin': _n('constraint'), 'expansion': [_t('CONSTRAINT', False), _n('bit_or'), _n('_compare'), _n('bit_or')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        94: _o(Rule, {'origin': _n('tensor_decl'), 'expansion': [_t('INPUT', False), _n('_target'), _t('COLON', True), _n('shape'), _n('__dim_free_plus_4')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        95: _o(Rule, {'origin': _n('tensor_decl'), 'expansion': [_t('INPUT', False), _n('_target'), _t('COLON', True), _n('shape')], 'order': 1, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        96: _o(Rule, {'origin': _n('tensor_decl'), 'expansion': [_t('PARAM', False), _n('_target'), _t('COLON', True), _n('shape'), _n('__dim_free_plus_4')], 'order': 2, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        97: _o(Rule, {'origin': _n('tensor_decl'), 'expansion': [_t('PARAM', False), _n('_target'), _t('COLON', True), _n('shape')], 'order': 3, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        98: _o(Rule, {'origin': _n('define'), 'expansion': [_n('_target'), _t('COLON', True), _n('shape'), _n('__dim_free_plus_4'), _t('EQUAL', True), _n('expr')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        99: _o(Rule, {'origin': _n('define'), 'expansion': [_n('_target'), _t('COLON', True), _n('shape'), _t('EQUAL', True), _n('expr')], 'order': 1, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        100: _o(Rule, {'origin': _n('define'), 'expansion': [_n('_target'), _t('EQUAL', True), _n('expr')], 'order': 2, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': (False, True, False, False, )})}),
-        101: _o(Rule, {'origin': _n('unpack'), 'expansion': [_n('_target'), _n('__unpack_plus_5'), _t('COMMA', True), _t('EQUAL', True), _n('expr'), _n('__claim_item_star_3'), _t('COMMA', True)], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        102: _o(Rule, {'origin': _n('unpack'), 'expansion': [_n('_target'), _n('__unpack_plus_5'), _t('COMMA', True), _t('EQUAL', True), _n('expr'), _n('__claim_item_star_3')], 'order': 1, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        103: _o(Rule, {'origin': _n('unpack'), 'expansion': [_n('_target'), _n('__unpack_plus_5'), _t('COMMA', True), _t('EQUAL', True), _n('expr'), _t('COMMA', True)], 'order': 2, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        104: _o(Rule, {'origin': _n('unpack'), 'expansion': [_n('_target'), _n('__unpack_plus_5'), _t('COMMA', True), _t('EQUAL', True), _n('expr')], 'order': 3, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        105: _o(Rule, {'origin': _n('unpack'), 'expansion': [_n('_target'), _n('__unpack_plus_5'), _t('EQUAL', True), _n('expr'), _n('__claim_item_star_3'), _t('COMMA', True)], 'order': 4, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        106: _o(Rule, {'origin': _n('unpack'), 'expansion': [_n('_target'), _n('__unpack_plus_5'), _t('EQUAL', True), _n('expr'), _n('__claim_item_star_3')], 'order': 5, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        107: _o(Rule, {'origin': _n('unpack'), 'expansion': [_n('_target'), _n('__unpack_plus_5'), _t('EQUAL', True), _n('expr'), _t('COMMA', True)], 'order': 6, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        108: _o(Rule, {'origin': _n('unpack'), 'expansion': [_n('_target'), _n('__unpack_plus_5'), _t('EQUAL', True), _n('expr')], 'order': 7, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        109: _o(Rule, {'origin': _n('update'), 'expansion': [_n('_target'), _t('LSQB', False), _n('index'), _n('__update_star_6'), _t('COMMA', True), _t('RSQB', False), _t('EQUAL', True), _n('expr')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        110: _o(Rule, {'origin': _n('update'), 'expansion': [_n('_target'), _t('LSQB', False), _n('index'), _n('__update_star_6'), _t('RSQB', False), _t('EQUAL', True), _n('expr')], 'order': 1, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        111: _o(Rule, {'origin': _n('update'), 'expansion': [_n('_target'), _t('LSQB', False), _n('index'), _t('COMMA', True), _t('RSQB', False), _t('EQUAL', True), _n('expr')], 'order': 2, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        112: _o(Rule, {'origin': _n('update'), 'expansion': [_n('_target'), _t('LSQB', False), _n('index'), _t('RSQB', False), _t('EQUAL', True), _n('expr')], 'order': 3, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        113: _o(Rule, {'origin': _n('_target'), 'expansion': [_t('NAME', False)], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        114: _o(Rule, {'origin': _n('_target'), 'expansion': [_n('_keyword_name')], 'order': 1, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        115: _o(Rule, {'origin': _n('_keyword_name'), 'expansion': [_t('DIM', False)], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        116: _o(Rule, {'origin': _n('_keyword_name'), 'expansion': [_t('CONSTRAINT', False)], 'order': 1, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        117: _o(Rule, {'origin': _n('_keyword_name'), 'expansion': [_t('INPUT', False)], 'order': 2, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        118: _o(Rule, {'origin': _n('_keyword_name'), 'expansion': [_t('PARAM', False)], 'order': 3, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        119: _o(Rule, {'origin': _n('_keyword_name'), 'expansion': [_t('ASSERT', False)], 'order': 4, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        120: _o(Rule, {'origin': _n('_keyword_name'), 'expansion': [_t('OUTPUT', False)], 'order': 5, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        121: _o(Rule, {'origin': _n('assert_stmt'), 'expansion': [_t('ASSERT', False), _n('_target'), _t('COLON', True), _n('shape')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        122: _o(Rule, {'origin': _n('output_stmt'), 'expansion': [_t('OUTPUT', False), _n('_target'), _t('COLON', True), _n('shape'), _t('EQUAL', True), _n('expr')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        123: _o(Rule, {'origin': _n('output_stmt'), 'expansion': [_t('OUTPUT', False), _n('_target'), _t('COLON', True), _n('shape')], 'order': 1, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': (False, False, False, False, True, )})}),
-        124: _o(Rule, {'origin': _n('output_stmt'), 'expansion': [_t('OUTPUT', False), _n('_target'), _t('EQUAL', True), _n('expr')], 'order': 2, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': (False, False, True, False, False, )})}),
-        125: _o(Rule, {'origin': _n('output_stmt'), 'expansion': [_t('OUTPUT', False), _n('_target')], 'order': 3, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': (False, False, True, True, )})}),
-        126: _o(Rule, {'origin': _n('shape'), 'expansion': [_t('BOOL', False), _t('LSQB', False), _n('expr'), _n('__claim_item_star_3'), _t('COMMA', True), _t('RSQB', False)], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        127: _o(Rule, {'origin': _n('shape'), 'expansion': [_t('BOOL', False), _t('LSQB', False), _n('expr'), _n('__claim_item_star_3'), _t('RSQB', False)], 'order': 1, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        128: _o(Rule, {'origin': _n('shape'), 'expansion': [_t('BOOL', False), _t('LSQB', False), _n('expr'), _t('COMMA', True), _t('RSQB', False)], 'order': 2, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        129: _o(Rule, {'origin': _n('shape'), 'expansion': [_t('BOOL', False), _t('LSQB', False), _n('expr'), _t('RSQB', False)], 'order': 3, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        130: _o(Rule, {'origin': _n('shape'), 'expansion': [_t('BOOL', False), _t('LSQB', False), _t('RSQB', False)], 'order': 4, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': (False, False, True, False, )})}),
-        131: _o(Rule, {'origin': _n('shape'), 'expansion': [_t('INT_TYPE', False), _t('LSQB', False), _n('expr'), _n('__claim_item_star_3'), _t('COMMA', True), _t('RSQB', False)], 'order': 5, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        132: _o(Rule, {'origin': _n('shape'), 'expansion': [_t('INT_TYPE', False), _t('LSQB', False), _n('expr'), _n('__claim_item_star_3'), _t('RSQB', False)], 'order': 6, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        133: _o(Rule, {'origin': _n('shape'), 'expansion': [_t('INT_TYPE', False), _t('LSQB', False), _n('expr'), _t('COMMA', True), _t('RSQB', False)], 'order': 7, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        134: _o(Rule, {'origin': _n('shape'), 'expansion': [_t('INT_TYPE', False), _t('LSQB', False), _n('expr'), _t('RSQB', False)], 'order': 8, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        135: _o(Rule, {'origin': _n('shape'), 'expansion': [_t('INT_TYPE', False), _t('LSQB', False), _t('RSQB', False)], 'order': 9, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': (False, False, True, False, )})}),
-        136: _o(Rule, {'origin': _n('shape'), 'expansion': [_t('COMPLEX_TYPE', False), _t('LSQB', False), _n('expr'), _n('__claim_item_star_3'), _t('COMMA', True), _t('RSQB', False)], 'order': 10, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        137: _o(Rule, {'origin': _n('shape'), 'expansion': [_t('COMPLEX_TYPE', False), _t('LSQB', False), _n('expr'), _n('__claim_item_star_3'), _t('RSQB', False)], 'order': 11, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        138: _o(Rule, {'origin': _n('shape'), 'expansion': [_t('COMPLEX_TYPE', False), _t('LSQB', False), _n('expr'), _t('COMMA', True), _t('RSQB', False)], 'order': 12, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        139: _o(Rule, {'origin': _n('shape'), 'expansion': [_t('COMPLEX_TYPE', False), _t('LSQB', False), _n('expr'), _t('RSQB', False)], 'order': 13, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        140: _o(Rule, {'origin': _n('shape'), 'expansion': [_t('COMPLEX_TYPE', False), _t('LSQB', False), _t('RSQB', False)], 'order': 14, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': (False, False, True, False, )})}),
-        141: _o(Rule, {'origin': _n('shape'), 'expansion': [_t('LSQB', False), _n('expr'), _n('__claim_item_star_3'), _t('COMMA', True), _t('RSQB', False)], 'order': 15, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': (True, False, False, False, False, False, )})}),
-        142: _o(Rule, {'origin': _n('shape'), 'expansion': [_t('LSQB', False), _n('expr'), _n('__claim_item_star_3'), _t('RSQB', False)], 'order': 16, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': (True, False, False, False, False, )})}),
-        143: _o(Rule, {'origin': _n('shape'), 'expansion': [_t('LSQB', False), _n('expr'), _t('COMMA', True), _t('RSQB', False)], 'order': 17, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': (True, False, False, False, False, )})}),
-        144: _o(Rule, {'origin': _n('shape'), 'expansion': [_t('LSQB', False), _n('expr'), _t('RSQB', False)], 'order': 18, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': (True, False, False, False, )})}),
-        145: _o(Rule, {'origin': _n('shape'), 'expansion': [_t('LSQB', False), _t('RSQB', False)], 'order': 19, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': (True, False, True, False, )})}),
-        146: _o(Rule, {'origin': _n('expr'), 'expansion': [_n('comparison')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        147: _o(Rule, {'origin': _n('comparison'), 'expansion': [_n('bit_or')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        148: _o(Rule, {'origin': _n('comparison'), 'expansion': [_n('comparison'), _n('_compare'), _n('bit_or')], 'order': 1, 'alias': 'compare', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        149: _o(Rule, {'origin': _n('bit_or'), 'expansion': [_n('bit_and')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        150: _o(Rule, {'origin': _n('bit_or'), 'expansion': [_n('bit_or'), _t('PIPE', False), _n('bit_and')], 'order': 1, 'alias': 'binop', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        151: _o(Rule, {'origin': _n('bit_and'), 'expansion': [_n('sum')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        152: _o(Rule, {'origin': _n('bit_and'), 'expansion': [_n('bit_and'), _t('AMP', False), _n('sum')], 'order': 1, 'alias': 'binop', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        153: _o(Rule, {'origin': _n('sum'), 'expansion': [_n('product')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        154: _o(Rule, {'origin': _n('sum'), 'expansion': [_n('sum'), _t('PLUS', False), _n('product')], 'order': 1, 'alias': 'binop', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        155: _o(Rule, {'origin': _n('sum'), 'expansion': [_n('sum'), _t('MINUS', False), _n('product')], 'order': 2, 'alias': 'binop', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        156: _o(Rule, {'origin': _n('product'), 'expansion': [_n('unary')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        157: _o(Rule, {'origin': _n('product'), 'expansion': [_n('product'), _t('STAR', False), _n('unary')], 'order': 1, 'alias': 'binop', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        158: _o(Rule, {'origin': _n('product'), 'expansion': [_n('product'), _t('SLASH', False), _n('unary')], 'order': 2, 'alias': 'binop', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        159: _o(Rule, {'origin': _n('product'), 'expansion': [_n('product'), _t('DSLASH', False), _n('unary')], 'order': 3, 'alias': 'binop', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        160: _o(Rule, {'origin': _n('product'), 'expansion': [_n('product'), _t('PERCENT', False), _n('unary')], 'order': 4, 'alias': 'binop', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        161: _o(Rule, {'origin': _n('product'), 'expansion': [_n('product'), _t('AT', False), _n('unary')], 'order': 5, 'alias': 'binop', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        162: _o(Rule, {'origin': _n('unary'), 'expansion': [_n('power')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        163: _o(Rule, {'origin': _n('unary'), 'expansion': [_t('PLUS', False), _n('unary')], 'order': 1, 'alias': 'unary', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        164: _o(Rule, {'origin': _n('unary'), 'expansion': [_t('MINUS', False), _n('unary')], 'order': 2, 'alias': 'unary', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        165: _o(Rule, {'origin': _n('unary'), 'expansion': [_t('TILDE', False), _n('unary')], 'order': 3, 'alias': 'unary', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        166: _o(Rule, {'origin': _n('power'), 'expansion': [_n('postfix')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        167: _o(Rule, {'origin': _n('power'), 'expansion': [_n('postfix'), _t('POW', False), _n('unary')], 'order': 1, 'alias': 'binop', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        168: _o(Rule, {'origin': _n('postfix'), 'expansion': [_n('atom')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        169: _o(Rule, {'origin': _n('postfix'), 'expansion': [_n('postfix'), _t('TRANSPOSE', False)], 'order': 1, 'alias': 'transpose', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        170: _o(Rule, {'origin': _n('postfix'), 'expansion': [_n('postfix'), _t('LSQB', False), _n('index'), _n('__update_star_6'), _t('COMMA', True), _t('RSQB', False)], 'order': 2, 'alias': 'subscript', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        171: _o(Rule, {'origin': _n('postfix'), 'expansion': [_n('postfix'), _t('LSQB', False), _n('index'), _n('__update_star_6'), _t('RSQB', False)], 'order': 3, 'alias': 'subscript', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        172: _o(Rule, {'origin': _n('postfix'), 'expansion': [_n('postfix'), _t('LSQB', False), _n('index'), _t('COMMA', True), _t('RSQB', False)], 'order': 4, 'alias': 'subscript', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        173: _o(Rule, {'origin': _n('postfix'), 'expansion': [_n('postfix'), _t('LSQB', False), _n('index'), _t('RSQB', False)], 'order': 5, 'alias': 'subscript', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        174: _o(Rule, {'origin': _n('postfix'), 'expansion': [_n('postfix'), _t('DOT', False), _t('NAME', False), _t('LPAR', False), _n('_args'), _t('RPAR', False)], 'order': 6, 'alias': 'method', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        175: _o(Rule, {'origin': _n('postfix'), 'expansion': [_n('postfix'), _t('DOT', False), _t('NAME', False), _t('LPAR', False), _t('RPAR', False)], 'order': 7, 'alias': 'method', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        176: _o(Rule, {'origin': _n('postfix'), 'expansion': [_n('postfix'), _t('DOT', False), _t('NAME', False)], 'order': 8, 'alias': 'attribute', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        177: _o(Rule, {'origin': _n('postfix'), 'expansion': [_n('postfix'), _t('DOT', False), _t('INF', False)], 'order': 9, 'alias': 'attribute', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        178: _o(Rule, {'origin': _n('postfix'), 'expansion': [_n('postfix'), _t('DOT', False), _t('BOOL', False)], 'order': 10, 'alias': 'attribute', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        179: _o(Rule, {'origin': _n('index'), 'expansion': [_n('expr')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        180: _o(Rule, {'origin': _n('index'), 'expansion': [_n('expr'), _t('COLON', False), _n('expr'), _t('COLON', False), _n('expr')], 'order': 1, 'alias': 'slice', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        181: _o(Rule, {'origin': _n('index'), 'expansion': [_n('expr'), _t('COLON', False), _n('expr'), _t('COLON', False)], 'order': 2, 'alias': 'slice', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': (False, False, False, False, True, )})}),
-        182: _o(Rule, {'origin': _n('index'), 'expansion': [_n('expr'), _t('COLON', False), _n('expr')], 'order': 3, 'alias': 'slice', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': (False, False, False, True, True, )})}),
-        183: _o(Rule, {'origin': _n('index'), 'expansion': [_n('expr'), _t('COLON', False), _t('COLON', False), _n('expr')], 'order': 4, 'alias': 'slice', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': (False, False, True, False, False, )})}),
-        184: _o(Rule, {'origin': _n('index'), 'expansion': [_n('expr'), _t('COLON', False), _t('COLON', False)], 'order': 5, 'alias': 'slice', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': (False, False, True, False, True, )})}),
-        185: _o(Rule, {'origin': _n('index'), 'expansion': [_n('expr'), _t('COLON', False)], 'order': 6, 'alias': 'slice', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': (False, False, True, True, True, )})}),
-        186: _o(Rule, {'origin': _n('index'), 'expansion': [_t('COLON', False), _n('expr'), _t('COLON', False), _n('expr')], 'order': 7, 'alias': 'slice', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': (True, False, False, False, False, )})}),
-        187: _o(Rule, {'origin': _n('index'), 'expansion': [_t('COLON', False), _n('expr'), _t('COLON', False)], 'order': 8, 'alias': 'slice', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': (True, False, False, False, True, )})}),
-        188: _o(Rule, {'origin': _n('index'), 'expansion': [_t('COLON', False), _n('expr')], 'order': 9, 'alias': 'slice', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': (True, False, False, True, True, )})}),
-        189: _o(Rule, {'origin': _n('index'), 'expansion': [_t('COLON', False), _t('COLON', False), _n('expr')], 'order': 10, 'alias': 'slice', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': (True, False, True, False, False, )})}),
-        190: _o(Rule, {'origin': _n('index'), 'expansion': [_t('COLON', False), _t('COLON', False)], 'order': 11, 'alias': 'slice', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': (True, False, True, False, True, )})}),
-        191: _o(Rule, {'origin': _n('index'), 'expansion': [_t('COLON', False)], 'order': 12, 'alias': 'slice', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': (True, False, True, True, True, )})}),
-        192: _o(Rule, {'origin': _n('index'), 'expansion': [_t('ELLIPSIS', False)], 'order': 13, 'alias': 'ellipsis', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        193: _o(Rule, {'origin': _n('_compare'), 'expansion': [_t('EQ', False)], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        194: _o(Rule, {'origin': _n('_compare'), 'expansion': [_t('NE', False)], 'order': 1, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        195: _o(Rule, {'origin': _n('_compare'), 'expansion': [_t('LE', False)], 'order': 2, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        196: _o(Rule, {'origin': _n('_compare'), 'expansion': [_t('GE', False)], 'order': 3, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        197: _o(Rule, {'origin': _n('_compare'), 'expansion': [_t('LT', False)], 'order': 4, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        198: _o(Rule, {'origin': _n('_compare'), 'expansion': [_t('GT', False)], 'order': 5, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        199: _o(Rule, {'origin': _n('atom'), 'expansion': [_t('NAME', False)], 'order': 0, 'alias': 'name', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        200: _o(Rule, {'origin': _n('atom'), 'expansion': [_n('_keyword_name')], 'order': 1, 'alias': 'name', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        201: _o(Rule, {'origin': _n('atom'), 'expansion': [_t('INT', False)], 'order': 2, 'alias': 'integer', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        202: _o(Rule, {'origin': _n('atom'), 'expansion': [_t('DECIMAL', False)], 'order': 3, 'alias': 'decimal', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        203: _o(Rule, {'origin': _n('atom'), 'expansion': [_t('INF', False)], 'order': 4, 'alias': 'inf', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        204: _o(Rule, {'origin': _n('atom'), 'expansion': [_t('TRUE', False)], 'order': 5, 'alias': 'boolean', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        205: _o(Rule, {'origin': _n('atom'), 'expansion': [_t('TRUE_CAP', False)], 'order': 6, 'alias': 'boolean', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        206: _o(Rule, {'origin': _n('atom'), 'expansion': [_t('FALSE', False)], 'order': 7, 'alias': 'boolean', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        207: _o(Rule, {'origin': _n('atom'), 'expansion': [_t('FALSE_CAP', False)], 'order': 8, 'alias': 'boolean', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        208: _o(Rule, {'origin': _n('atom'), 'expansion': [_t('STRING', False)], 'order': 9, 'alias': 'string', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        209: _o(Rule, {'origin': _n('atom'), 'expansion': [_t('ROW', False)], 'order': 10, 'alias': 'axis_name', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        210: _o(Rule, {'origin': _n('atom'), 'expansion': [_t('COL', False)], 'order': 11, 'alias': 'axis_name', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        211: _o(Rule, {'origin': _n('atom'), 'expansion': [_t('LPAR', False), _n('expr'), _t('RPAR', False)], 'order': 12, 'alias': 'paren', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        212: _o(Rule, {'origin': _n('atom'), 'expansion': [_t('LSQB', False), _n('expr'), _n('__claim_item_star_3'), _t('COMMA', True), _t('RSQB', False)], 'order': 13, 'alias': 'list_expr', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        213: _o(Rule, {'origin': _n('atom'), 'expansion': [_t('LSQB', False), _n('expr'), _n('__claim_item_star_3'), _t('RSQB', False)], 'order': 14, 'alias': 'list_expr', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        214: _o(Rule, {'origin': _n('atom'), 'expansion': [_t('LSQB', False), _n('expr'), _t('COMMA', True), _t('RSQB', False)], 'order': 15, 'alias': 'list_expr', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        215: _o(Rule, {'origin': _n('atom'), 'expansion': [_t('LSQB', False), _n('expr'), _t('RSQB', False)], 'order': 16, 'alias': 'list_expr', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        216: _o(Rule, {'origin': _n('atom'), 'expansion': [_t('LSQB', False), _t('RSQB', False)], 'order': 17, 'alias': 'list_expr', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': (False, True, False, )})}),
-        217: _o(Rule, {'origin': _n('atom'), 'expansion': [_t('LPAR', False), _n('expr'), _t('COMMA', True), _n('expr'), _n('__claim_item_star_3'), _t('COMMA', True), _t('RPAR', False)], 'order': 18, 'alias': 'list_expr', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        218: _o(Rule, {'origin': _n('atom'), 'expansion': [_t('LPAR', False), _n('expr'), _t('COMMA', True), _n('expr'), _n('__claim_item_star_3'), _t('RPAR', False)], 'order': 19, 'alias': 'list_expr', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        219: _o(Rule, {'origin': _n('atom'), 'expansion': [_t('LPAR', False), _n('expr'), _t('COMMA', True), _n('expr'), _t('COMMA', True), _t('RPAR', False)], 'order': 20, 'alias': 'list_expr', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        220: _o(Rule, {'origin': _n('atom'), 'expansion': [_t('LPAR', False), _n('expr'), _t('COMMA', True), _n('expr'), _t('RPAR', False)], 'order': 21, 'alias': 'list_expr', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        221: _o(Rule, {'origin': _n('atom'), 'expansion': [_t('LPAR', False), _n('expr'), _t('COMMA', True), _t('RPAR', False)], 'order': 22, 'alias': 'list_expr', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': (False, False, False, True, False, )})}),
-        222: _o(Rule, {'origin': _n('atom'), 'expansion': [_t('NAME', False), _t('LPAR', False), _n('_args'), _t('RPAR', False)], 'order': 23, 'alias': 'call', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        223: _o(Rule, {'origin': _n('atom'), 'expansion': [_t('NAME', False), _t('LPAR', False), _t('RPAR', False)], 'order': 24, 'alias': 'call', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        224: _o(Rule, {'origin': _n('_args'), 'expansion': [_n('arg'), _n('___args_star_7'), _t('COMMA', True)], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        225: _o(Rule, {'origin': _n('_args'), 'expansion': [_n('arg'), _n('___args_star_7')], 'order': 1, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        226: _o(Rule, {'origin': _n('_args'), 'expansion': [_n('arg'), _t('COMMA', True)], 'order': 2, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        227: _o(Rule, {'origin': _n('_args'), 'expansion': [_n('arg')], 'order': 3, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        228: _o(Rule, {'origin': _n('arg'), 'expansion': [_n('expr')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        229: _o(Rule, {'origin': _n('arg'), 'expansion': [_t('NAME', False), _t('EQUAL', True), _n('expr')], 'order': 1, 'alias': 'keyword', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        230: _o(Rule, {'origin': _n('arg'), 'expansion': [_t('DIM', False), _t('EQUAL', True), _n('expr')], 'order': 2, 'alias': 'keyword', 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': True, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        231: _o(Rule, {'origin': _n('__file_star_0'), 'expansion': [_n('_line')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        232: _o(Rule, {'origin': _n('__file_star_0'), 'expansion': [_n('__file_star_0'), _n('_line')], 'order': 1, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        233: _o(Rule, {'origin': _n('__function_def_star_1'), 'expansion': [_t('COMMA', True), _t('NAME', False)], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        234: _o(Rule, {'origin': _n('__function_def_star_1'), 'expansion': [_n('__function_def_star_1'), _t('COMMA', True), _t('NAME', False)], 'order': 1, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        235: _o(Rule, {'origin': _n('__claim_star_2'), 'expansion': [_t('COMMA', True), _n('claim_item')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        236: _o(Rule, {'origin': _n('__claim_star_2'), 'expansion': [_n('__claim_star_2'), _t('COMMA', True), _n('claim_item')], 'order': 1, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        237: _o(Rule, {'origin': _n('__claim_item_star_3'), 'expansion': [_t('COMMA', True), _n('expr')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        238: _o(Rule, {'origin': _n('__claim_item_star_3'), 'expansion': [_n('__claim_item_star_3'), _t('COMMA', True), _n('expr')], 'order': 1, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        239: _o(Rule, {'origin': _n('__dim_free_plus_4'), 'expansion': [_t('NAME', False)], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        240: _o(Rule, {'origin': _n('__dim_free_plus_4'), 'expansion': [_n('__dim_free_plus_4'), _t('NAME', False)], 'order': 1, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        241: _o(Rule, {'origin': _n('__unpack_plus_5'), 'expansion': [_t('COMMA', True), _n('_target')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        242: _o(Rule, {'origin': _n('__unpack_plus_5'), 'expansion': [_n('__unpack_plus_5'), _t('COMMA', True), _n('_target')], 'order': 1, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        243: _o(Rule, {'origin': _n('__update_star_6'), 'expansion': [_t('COMMA', True), _n('index')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        244: _o(Rule, {'origin': _n('__update_star_6'), 'expansion': [_n('__update_star_6'), _t('COMMA', True), _n('index')], 'order': 1, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        245: _o(Rule, {'origin': _n('___args_star_7'), 'expansion': [_t('COMMA', True), _n('arg')], 'order': 0, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
-        246: _o(Rule, {'origin': _n('___args_star_7'), 'expansion': [_n('___args_star_7'), _t('COMMA', True), _n('arg')], 'order': 1, 'alias': None, 'options': _o(RuleOptions, {'keep_all_tokens': False, 'expand1': False, 'priority': None, 'template_source': None, 'empty_indices': ()})}),
     }
+    return {**terminals, **rules_from_rows(RULES, SYMBOLS, OPTIONS)}
 
 
 def states(m: dict) -> dict:
     s, r = Shift, Reduce
+    s0 = (s, 0)
+    s1 = (s, 1)
+    s2 = (s, 2)
+    s3 = (s, 3)
+    s4 = (s, 4)
+    s5 = (s, 5)
+    s6 = (s, 6)
+    s7 = (s, 7)
+    s8 = (s, 8)
+    s9 = (s, 9)
+    s10 = (s, 10)
+    s11 = (s, 11)
+    s12 = (s, 12)
+    s13 = (s, 13)
+    s14 = (s, 14)
+    s15 = (s, 15)
+    s16 = (s, 16)
+    s17 = (s, 17)
+    s18 = (s, 18)
+    s19 = (s, 19)
+    s20 = (s, 20)
+    s21 = (s, 21)
+    s22 = (s, 22)
+    s23 = (s, 23)
+    s24 = (s, 24)
+    s25 = (s, 25)
+    s26 = (s, 26)
+    s27 = (s, 27)
+    s28 = (s, 28)
+    s29 = (s, 29)
+    s30 = (s, 30)
+    s31 = (s, 31)
+    s32 = (s, 32)
+    s33 = (s, 33)
+    s34 = (s, 34)
+    s35 = (s, 35)
+    s36 = (s, 36)
+    s37 = (s, 37)
+    s38 = (s, 38)
+    s39 = (s, 39)
+    s40 = (s, 40)
+    s41 = (s, 41)
+    s42 = (s, 42)
+    s43 = (s, 43)
+    s44 = (s, 44)
+    s45 = (s, 45)
+    s46 = (s, 46)
+    s47 = (s, 47)
+    s48 = (s, 48)
+    s49 = (s, 49)
+    s50 = (s, 50)
+    s51 = (s, 51)
+    s52 = (s, 52)
+    s53 = (s, 53)
+    s54 = (s, 54)
+    s55 = (s, 55)
+    s56 = (s, 56)
+    s57 = (s, 57)
+    s58 = (s, 58)
+    s59 = (s, 59)
+    s60 = (s, 60)
+    s61 = (s, 61)
+    s62 = (s, 62)
+    s63 = (s, 63)
+    s64 = (s, 64)
+    s65 = (s, 65)
+    s66 = (s, 66)
+    s67 = (s, 67)
+    s68 = (s, 68)
+    s69 = (s, 69)
+    s70 = (s, 70)
+    s71 = (s, 71)
+    s72 = (s, 72)
+    s73 = (s, 73)
+    s74 = (s, 74)
+    s75 = (s, 75)
+    s76 = (s, 76)
+    s77 = (s, 77)
+    s78 = (s, 78)
+    s79 = (s, 79)
+    s80 = (s, 80)
+    s81 = (s, 81)
+    s82 = (s, 82)
+    s83 = (s, 83)
+    s84 = (s, 84)
+    s85 = (s, 85)
+    s86 = (s, 86)
+    s87 = (s, 87)
+    s88 = (s, 88)
+    s89 = (s, 89)
+    s90 = (s, 90)
+    s91 = (s, 91)
+    s92 = (s, 92)
+    s93 = (s, 93)
+    s94 = (s, 94)
+    s95 = (s, 95)
+    s96 = (s, 96)
+    s97 = (s, 97)
+    s98 = (s, 98)
+    s99 = (s, 99)
+    s100 = (s, 100)
+    s101 = (s, 101)
+    s102 = (s, 102)
+    s103 = (s, 103)
+    s104 = (s, 104)
+    s105 = (s, 105)
+    s106 = (s, 106)
+    s107 = (s, 107)
+    s108 = (s, 108)
+    s109 = (s, 109)
+    s110 = (s, 110)
+    s111 = (s, 111)
+    s112 = (s, 112)
+    s113 = (s, 113)
+    s114 = (s, 114)
+    s115 = (s, 115)
+    s116 = (s, 116)
+    s117 = (s, 117)
+    s118 = (s, 118)
+    s119 = (s, 119)
+    s120 = (s, 120)
+    s121 = (s, 121)
+    s122 = (s, 122)
+    s123 = (s, 123)
+    s124 = (s, 124)
+    s125 = (s, 125)
+    s126 = (s, 126)
+    s127 = (s, 127)
+    s128 = (s, 128)
+    s129 = (s, 129)
+    s130 = (s, 130)
+    s131 = (s, 131)
+    s132 = (s, 132)
+    s133 = (s, 133)
+    s134 = (s, 134)
+    s135 = (s, 135)
+    s136 = (s, 136)
+    s137 = (s, 137)
+    s138 = (s, 138)
+    s139 = (s, 139)
+    s140 = (s, 140)
+    s141 = (s, 141)
+    s142 = (s, 142)
+    s143 = (s, 143)
+    s144 = (s, 144)
+    s145 = (s, 145)
+    s146 = (s, 146)
+    s147 = (s, 147)
+    s148 = (s, 148)
+    s149 = (s, 149)
+    s150 = (s, 150)
+    s151 = (s, 151)
+    s152 = (s, 152)
+    s153 = (s, 153)
+    s154 = (s, 154)
+    s155 = (s, 155)
+    s156 = (s, 156)
+    s157 = (s, 157)
+    s158 = (s, 158)
+    s159 = (s, 159)
+    s160 = (s, 160)
+    s161 = (s, 161)
+    s162 = (s, 162)
+    s163 = (s, 163)
+    s164 = (s, 164)
+    s165 = (s, 165)
+    s166 = (s, 166)
+    s167 = (s, 167)
+    s168 = (s, 168)
+    s169 = (s, 169)
+    s170 = (s, 170)
+    s171 = (s, 171)
+    s172 = (s, 172)
+    s173 = (s, 173)
+    s174 = (s, 174)
+    s175 = (s, 175)
+    s176 = (s, 176)
+    s177 = (s, 177)
+    s178 = (s, 178)
+    s179 = (s, 179)
+    s180 = (s, 180)
+    s181 = (s, 181)
+    s182 = (s, 182)
+    s183 = (s, 183)
+    s184 = (s, 184)
+    s185 = (s, 185)
+    s186 = (s, 186)
+    s187 = (s, 187)
+    s188 = (s, 188)
+    s189 = (s, 189)
+    s190 = (s, 190)
+    s191 = (s, 191)
+    s192 = (s, 192)
+    s193 = (s, 193)
+    s194 = (s, 194)
+    s195 = (s, 195)
+    s196 = (s, 196)
+    s197 = (s, 197)
+    s198 = (s, 198)
+    s199 = (s, 199)
+    s200 = (s, 200)
+    s201 = (s, 201)
+    s202 = (s, 202)
+    s203 = (s, 203)
+    s204 = (s, 204)
+    s205 = (s, 205)
+    s206 = (s, 206)
+    s207 = (s, 207)
+    s208 = (s, 208)
+    s209 = (s, 209)
+    s210 = (s, 210)
+    s211 = (s, 211)
+    s212 = (s, 212)
+    s213 = (s, 213)
+    s214 = (s, 214)
+    s215 = (s, 215)
+    s216 = (s, 216)
+    s217 = (s, 217)
+    s218 = (s, 218)
+    s219 = (s, 219)
+    s220 = (s, 220)
+    s221 = (s, 221)
+    s222 = (s, 222)
+    s223 = (s, 223)
+    s224 = (s, 224)
+    s225 = (s, 225)
+    s226 = (s, 226)
+    s227 = (s, 227)
+    s228 = (s, 228)
+    s229 = (s, 229)
+    s230 = (s, 230)
+    s231 = (s, 231)
+    s232 = (s, 232)
+    s233 = (s, 233)
+    s234 = (s, 234)
+    s235 = (s, 235)
+    s236 = (s, 236)
+    s237 = (s, 237)
+    s238 = (s, 238)
+    s239 = (s, 239)
+    s240 = (s, 240)
+    s241 = (s, 241)
+    s242 = (s, 242)
+    s243 = (s, 243)
+    s244 = (s, 244)
+    s245 = (s, 245)
+    s246 = (s, 246)
+    s247 = (s, 247)
+    s248 = (s, 248)
+    s249 = (s, 249)
+    s250 = (s, 250)
+    s251 = (s, 251)
+    s252 = (s, 252)
+    s253 = (s, 253)
+    s254 = (s, 254)
+    s255 = (s, 255)
+    s256 = (s, 256)
+    s257 = (s, 257)
+    s258 = (s, 258)
+    s259 = (s, 259)
+    s260 = (s, 260)
+    s261 = (s, 261)
+    s262 = (s, 262)
+    s264 = (s, 264)
+    s265 = (s, 265)
+    s267 = (s, 267)
+    s268 = (s, 268)
+    s269 = (s, 269)
+    s270 = (s, 270)
+    s271 = (s, 271)
+    s272 = (s, 272)
+    s273 = (s, 273)
+    s274 = (s, 274)
+    s275 = (s, 275)
+    s276 = (s, 276)
+    s277 = (s, 277)
+    s278 = (s, 278)
+    s279 = (s, 279)
+    s280 = (s, 280)
+    s281 = (s, 281)
+    s282 = (s, 282)
+    s283 = (s, 283)
+    s284 = (s, 284)
+    s285 = (s, 285)
+    s286 = (s, 286)
+    s287 = (s, 287)
+    s288 = (s, 288)
+    s289 = (s, 289)
+    s290 = (s, 290)
+    s291 = (s, 291)
+    s292 = (s, 292)
+    s293 = (s, 293)
+    s294 = (s, 294)
+    s295 = (s, 295)
+    s296 = (s, 296)
+    s297 = (s, 297)
+    s298 = (s, 298)
+    s299 = (s, 299)
+    s300 = (s, 300)
+    s301 = (s, 301)
+    s302 = (s, 302)
+    s303 = (s, 303)
+    s304 = (s, 304)
+    s305 = (s, 305)
+    s306 = (s, 306)
+    s307 = (s, 307)
+    s308 = (s, 308)
+    s309 = (s, 309)
+    s310 = (s, 310)
+    s311 = (s, 311)
+    s312 = (s, 312)
+    s313 = (s, 313)
+    s314 = (s, 314)
+    s315 = (s, 315)
+    s316 = (s, 316)
+    s317 = (s, 317)
+    s318 = (s, 318)
+    s319 = (s, 319)
+    s320 = (s, 320)
+    s321 = (s, 321)
+    s322 = (s, 322)
+    s323 = (s, 323)
+    s324 = (s, 324)
+    s325 = (s, 325)
+    s326 = (s, 326)
+    s327 = (s, 327)
+    s328 = (s, 328)
+    s329 = (s, 329)
+    s330 = (s, 330)
+    s331 = (s, 331)
+    s332 = (s, 332)
+    r51 = (r, m[51])
+    r52 = (r, m[52])
+    r53 = (r, m[53])
+    r54 = (r, m[54])
+    r55 = (r, m[55])
+    r56 = (r, m[56])
+    r57 = (r, m[57])
+    r58 = (r, m[58])
+    r59 = (r, m[59])
+    r60 = (r, m[60])
+    r61 = (r, m[61])
+    r62 = (r, m[62])
+    r63 = (r, m[63])
+    r64 = (r, m[64])
+    r65 = (r, m[65])
+    r66 = (r, m[66])
+    r67 = (r, m[67])
+    r68 = (r, m[68])
+    r69 = (r, m[69])
+    r70 = (r, m[70])
+    r71 = (r, m[71])
+    r72 = (r, m[72])
+    r73 = (r, m[73])
+    r74 = (r, m[74])
+    r75 = (r, m[75])
+    r76 = (r, m[76])
+    r77 = (r, m[77])
+    r78 = (r, m[78])
+    r79 = (r, m[79])
+    r80 = (r, m[80])
+    r81 = (r, m[81])
+    r82 = (r, m[82])
+    r83 = (r, m[83])
+    r84 = (r, m[84])
+    r85 = (r, m[85])
+    r86 = (r, m[86])
+    r87 = (r, m[87])
+    r88 = (r, m[88])
+    r89 = (r, m[89])
+    r90 = (r, m[90])
+    r91 = (r, m[91])
+    r92 = (r, m[92])
+    r93 = (r, m[93])
+    r94 = (r, m[94])
+    r95 = (r, m[95])
+    r96 = (r, m[96])
+    r97 = (r, m[97])
+    r98 = (r, m[98])
+    r99 = (r, m[99])
+    r100 = (r, m[100])
+    r101 = (r, m[101])
+    r102 = (r, m[102])
+    r103 = (r, m[103])
+    r104 = (r, m[104])
+    r105 = (r, m[105])
+    r106 = (r, m[106])
+    r107 = (r, m[107])
+    r108 = (r, m[108])
+    r109 = (r, m[109])
+    r110 = (r, m[110])
+    r111 = (r, m[111])
+    r112 = (r, m[112])
+    r113 = (r, m[113])
+    r114 = (r, m[114])
+    r115 = (r, m[115])
+    r116 = (r, m[116])
+    r117 = (r, m[117])
+    r118 = (r, m[118])
+    r119 = (r, m[119])
+    r120 = (r, m[120])
+    r121 = (r, m[121])
+    r122 = (r, m[122])
+    r123 = (r, m[123])
+    r124 = (r, m[124])
+    r125 = (r, m[125])
+    r126 = (r, m[126])
+    r127 = (r, m[127])
+    r128 = (r, m[128])
+    r129 = (r, m[129])
+    r130 = (r, m[130])
+    r131 = (r, m[131])
+    r132 = (r, m[132])
+    r133 = (r, m[133])
+    r134 = (r, m[134])
+    r135 = (r, m[135])
+    r136 = (r, m[136])
+    r137 = (r, m[137])
+    r138 = (r, m[138])
+    r139 = (r, m[139])
+    r140 = (r, m[140])
+    r141 = (r, m[141])
+    r142 = (r, m[142])
+    r143 = (r, m[143])
+    r144 = (r, m[144])
+    r145 = (r, m[145])
+    r146 = (r, m[146])
+    r147 = (r, m[147])
+    r148 = (r, m[148])
+    r149 = (r, m[149])
+    r150 = (r, m[150])
+    r151 = (r, m[151])
+    r152 = (r, m[152])
+    r153 = (r, m[153])
+    r154 = (r, m[154])
+    r155 = (r, m[155])
+    r156 = (r, m[156])
+    r157 = (r, m[157])
+    r158 = (r, m[158])
+    r159 = (r, m[159])
+    r160 = (r, m[160])
+    r161 = (r, m[161])
+    r162 = (r, m[162])
+    r163 = (r, m[163])
+    r164 = (r, m[164])
+    r165 = (r, m[165])
+    r166 = (r, m[166])
+    r167 = (r, m[167])
+    r168 = (r, m[168])
+    r169 = (r, m[169])
+    r170 = (r, m[170])
+    r171 = (r, m[171])
+    r172 = (r, m[172])
+    r173 = (r, m[173])
+    r174 = (r, m[174])
+    r175 = (r, m[175])
+    r176 = (r, m[176])
+    r177 = (r, m[177])
+    r178 = (r, m[178])
+    r179 = (r, m[179])
+    r180 = (r, m[180])
+    r181 = (r, m[181])
+    r182 = (r, m[182])
+    r183 = (r, m[183])
+    r184 = (r, m[184])
+    r185 = (r, m[185])
+    r186 = (r, m[186])
+    r187 = (r, m[187])
+    r188 = (r, m[188])
+    r189 = (r, m[189])
+    r190 = (r, m[190])
+    r191 = (r, m[191])
+    r192 = (r, m[192])
+    r193 = (r, m[193])
+    r194 = (r, m[194])
+    r195 = (r, m[195])
+    r196 = (r, m[196])
+    r197 = (r, m[197])
+    r198 = (r, m[198])
+    r199 = (r, m[199])
+    r200 = (r, m[200])
+    r201 = (r, m[201])
+    r202 = (r, m[202])
+    r203 = (r, m[203])
+    r204 = (r, m[204])
+    r205 = (r, m[205])
+    r206 = (r, m[206])
+    r207 = (r, m[207])
+    r208 = (r, m[208])
+    r209 = (r, m[209])
+    r210 = (r, m[210])
+    r211 = (r, m[211])
+    r212 = (r, m[212])
+    r213 = (r, m[213])
+    r214 = (r, m[214])
+    r215 = (r, m[215])
+    r216 = (r, m[216])
+    r217 = (r, m[217])
+    r218 = (r, m[218])
+    r219 = (r, m[219])
+    r220 = (r, m[220])
+    r221 = (r, m[221])
+    r222 = (r, m[222])
+    r223 = (r, m[223])
+    r224 = (r, m[224])
+    r225 = (r, m[225])
+    r226 = (r, m[226])
+    r227 = (r, m[227])
+    r228 = (r, m[228])
+    r229 = (r, m[229])
+    r230 = (r, m[230])
+    r231 = (r, m[231])
+    r232 = (r, m[232])
+    r233 = (r, m[233])
+    r234 = (r, m[234])
+    r235 = (r, m[235])
+    r236 = (r, m[236])
+    r237 = (r, m[237])
+    r238 = (r, m[238])
+    r239 = (r, m[239])
+    r240 = (r, m[240])
+    r241 = (r, m[241])
+    r242 = (r, m[242])
+    r243 = (r, m[243])
+    r244 = (r, m[244])
+    r245 = (r, m[245])
+    r246 = (r, m[246])
     return {
-        0: {'EQUAL': (s, 171), 'NAME': (s, 114), '__dim_free_plus_4': (s, 11)},
-        1: {'ASSERT': (s, 83), 'RPAR': (s, 296), 'TILDE': (s, 68), 'arg': (s, 315), 'power': (s, 13), 'COL': (s, 52), 'FALSE': (s, 63), 'LPAR': (s, 53), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'bit_or': (s, 3), 'NAME': (s, 305), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 319), 'expr': (s, 312), 'INF': (s, 147), '_args': (s, 238), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        2: {'COMMA': (r, m[229]), 'RPAR': (r, m[229])},
-        3: {'PIPE': (s, 222), 'EQ': (r, m[147]), 'LE': (r, m[147]), 'LT': (r, m[147]), 'COMMA': (r, m[147]), 'RPAR': (r, m[147]), 'NE': (r, m[147]), 'GT': (r, m[147]), 'GE': (r, m[147]), 'RSQB': (r, m[147]), '_SEP': (r, m[147]), '$END': (r, m[147]), 'COLON': (r, m[147])},
-        4: {'COLON': (s, 108)},
-        5: {'RPAR': (s, 191)},
-        6: {'STAR': (r, m[175]), 'EQ': (r, m[175]), 'LE': (r, m[175]), 'POW': (r, m[175]), 'PLUS': (r, m[175]), 'COMMA': (r, m[175]), 'AMP': (r, m[175]), 'RPAR': (r, m[175]), 'PERCENT': (r, m[175]), 'NE': (r, m[175]), 'TRANSPOSE': (r, m[175]), 'GT': (r, m[175]), 'MINUS': (r, m[175]), 'GE': (r, m[175]), 'LSQB': (r, m[175]), 'DOT': (r, m[175]), 'LT': (r, m[175]), 'PIPE': (r, m[175]), 'SLASH': (r, m[175]), 'AT': (r, m[175]), 'DSLASH': (r, m[175]), 'RSQB': (r, m[175]), '$END': (r, m[175]), '_SEP': (r, m[175]), 'COLON': (r, m[175])},
-        7: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'expr': (s, 45), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'RSQB': (s, 67), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        8: {'STAR': (r, m[172]), 'EQ': (r, m[172]), 'LE': (r, m[172]), 'POW': (r, m[172]), 'PLUS': (r, m[172]), 'COMMA': (r, m[172]), 'AMP': (r, m[172]), 'RPAR': (r, m[172]), 'PERCENT': (r, m[172]), 'NE': (r, m[172]), 'TRANSPOSE': (r, m[172]), 'GT': (r, m[172]), 'MINUS': (r, m[172]), 'GE': (r, m[172]), 'LSQB': (r, m[172]), 'DOT': (r, m[172]), 'LT': (r, m[172]), 'PIPE': (r, m[172]), 'SLASH': (r, m[172]), 'AT': (r, m[172]), 'DSLASH': (r, m[172]), 'RSQB': (r, m[172]), '$END': (r, m[172]), '_SEP': (r, m[172]), 'COLON': (r, m[172])},
-        9: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'expr': (s, 24), 'FALSE_CAP': (s, 165), '$END': (r, m[101]), '_SEP': (r, m[101])},
-        10: {'STAR': (r, m[212]), 'EQ': (r, m[212]), 'LE': (r, m[212]), 'POW': (r, m[212]), 'PLUS': (r, m[212]), 'COMMA': (r, m[212]), 'AMP': (r, m[212]), 'RPAR': (r, m[212]), 'PERCENT': (r, m[212]), 'NE': (r, m[212]), 'TRANSPOSE': (r, m[212]), 'GT': (r, m[212]), 'MINUS': (r, m[212]), 'GE': (r, m[212]), 'LSQB': (r, m[212]), 'DOT': (r, m[212]), 'LT': (r, m[212]), 'PIPE': (r, m[212]), 'SLASH': (r, m[212]), 'AT': (r, m[212]), 'DSLASH': (r, m[212]), 'RSQB': (r, m[212]), '$END': (r, m[212]), '_SEP': (r, m[212]), 'COLON': (r, m[212])},
-        11: {'EQUAL': (s, 193), 'NAME': (s, 117)},
-        12: {'$END': (r, m[63]), '_SEP': (r, m[63])},
-        13: {'AT': (r, m[162]), 'STAR': (r, m[162]), 'EQ': (r, m[162]), 'LE': (r, m[162]), 'COMMA': (r, m[162]), 'AMP': (r, m[162]), 'RPAR': (r, m[162]), 'PERCENT': (r, m[162]), 'NE': (r, m[162]), 'GT': (r, m[162]), 'MINUS': (r, m[162]), 'GE': (r, m[162]), 'LT': (r, m[162]), 'PIPE': (r, m[162]), 'SLASH': (r, m[162]), 'PLUS': (r, m[162]), 'DSLASH': (r, m[162]), 'RSQB': (r, m[162]), '$END': (r, m[162]), '_SEP': (r, m[162]), 'COLON': (r, m[162])},
-        14: {'STAR': (r, m[205]), 'EQ': (r, m[205]), 'LE': (r, m[205]), 'POW': (r, m[205]), 'PLUS': (r, m[205]), 'COMMA': (r, m[205]), 'AMP': (r, m[205]), 'RPAR': (r, m[205]), 'PERCENT': (r, m[205]), 'NE': (r, m[205]), 'TRANSPOSE': (r, m[205]), 'GT': (r, m[205]), 'MINUS': (r, m[205]), 'GE': (r, m[205]), 'LSQB': (r, m[205]), 'DOT': (r, m[205]), 'LT': (r, m[205]), 'PIPE': (r, m[205]), 'SLASH': (r, m[205]), 'AT': (r, m[205]), 'DSLASH': (r, m[205]), 'RSQB': (r, m[205]), '$END': (r, m[205]), '_SEP': (r, m[205]), 'COLON': (r, m[205])},
-        15: {'LSQB': (s, 90)},
-        16: {'COMMA': (r, m[241]), 'EQUAL': (r, m[241])},
-        17: {'STRING': (r, m[194]), 'INT': (r, m[194]), 'COL': (r, m[194]), 'FALSE': (r, m[194]), 'TILDE': (r, m[194]), 'ROW': (r, m[194]), 'DECIMAL': (r, m[194]), 'PARAM': (r, m[194]), 'OUTPUT': (r, m[194]), 'DIM': (r, m[194]), 'TRUE_CAP': (r, m[194]), 'INPUT': (r, m[194]), 'TRUE': (r, m[194]), 'LPAR': (r, m[194]), 'MINUS': (r, m[194]), 'FALSE_CAP': (r, m[194]), 'ASSERT': (r, m[194]), 'LSQB': (r, m[194]), 'INF': (r, m[194]), 'PLUS': (r, m[194]), 'CONSTRAINT': (r, m[194]), 'NAME': (r, m[194])},
-        18: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'expr': (s, 127), 'FALSE_CAP': (s, 165)},
-        19: {'STAR': (r, m[200]), 'EQ': (r, m[200]), 'LE': (r, m[200]), 'POW': (r, m[200]), 'PLUS': (r, m[200]), 'COMMA': (r, m[200]), 'AMP': (r, m[200]), 'RPAR': (r, m[200]), 'PERCENT': (r, m[200]), 'NE': (r, m[200]), 'TRANSPOSE': (r, m[200]), 'GT': (r, m[200]), 'MINUS': (r, m[200]), 'GE': (r, m[200]), 'LSQB': (r, m[200]), 'DOT': (r, m[200]), 'LT': (r, m[200]), 'PIPE': (r, m[200]), 'SLASH': (r, m[200]), 'AT': (r, m[200]), 'DSLASH': (r, m[200]), 'RSQB': (r, m[200]), '$END': (r, m[200]), '_SEP': (r, m[200]), 'COLON': (r, m[200])},
-        20: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'expr': (s, 254), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        21: {'COMMA': (s, 170), 'RPAR': (s, 306)},
-        22: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'RPAR': (s, 139), 'expr': (s, 24), 'FALSE_CAP': (s, 165)},
-        23: {'NAME': (s, 94), '$END': (r, m[89]), '_SEP': (r, m[89])},
-        24: {'COMMA': (r, m[238]), 'RSQB': (r, m[238]), '_SEP': (r, m[238]), '$END': (r, m[238]), 'RPAR': (r, m[238])},
-        25: {'RPAR': (s, 104), 'NAME': (s, 96)},
-        26: {'_SEP': (s, 290), '$END': (r, m[53])},
-        27: {'RSQB': (s, 135), 'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'expr': (s, 24), 'FALSE_CAP': (s, 165)},
-        28: {'NAME': (s, 320), 'COMMA': (r, m[115]), 'LSQB': (r, m[115]), 'COLON': (r, m[115]), 'EQUAL': (r, m[115])},
-        29: {'LSQB': (s, 71), 'shape': (s, 0), 'COMPLEX_TYPE': (s, 157), 'BOOL': (s, 15), 'INT_TYPE': (s, 161)},
-        30: {'AT': (r, m[165]), 'STAR': (r, m[165]), 'EQ': (r, m[165]), 'LE': (r, m[165]), 'COMMA': (r, m[165]), 'AMP': (r, m[165]), 'RPAR': (r, m[165]), 'PERCENT': (r, m[165]), 'NE': (r, m[165]), 'GT': (r, m[165]), 'MINUS': (r, m[165]), 'GE': (r, m[165]), 'LT': (r, m[165]), 'PIPE': (r, m[165]), 'SLASH': (r, m[165]), 'PLUS': (r, m[165]), 'DSLASH': (r, m[165]), 'RSQB': (r, m[165]), '$END': (r, m[165]), '_SEP': (r, m[165]), 'COLON': (r, m[165])},
-        31: {'ASSERT': (s, 83), 'NAME': (s, 136), 'PARAM': (s, 95), 'EQUAL': (s, 50), '_target': (s, 291), '_keyword_name': (s, 219), 'OUTPUT': (s, 107), 'CONSTRAINT': (s, 162), 'DIM': (s, 169), 'INPUT': (s, 149)},
-        32: {'STRING': (r, m[195]), 'INT': (r, m[195]), 'COL': (r, m[195]), 'FALSE': (r, m[195]), 'TILDE': (r, m[195]), 'ROW': (r, m[195]), 'DECIMAL': (r, m[195]), 'PARAM': (r, m[195]), 'OUTPUT': (r, m[195]), 'DIM': (r, m[195]), 'TRUE_CAP': (r, m[195]), 'INPUT': (r, m[195]), 'TRUE': (r, m[195]), 'LPAR': (r, m[195]), 'MINUS': (r, m[195]), 'FALSE_CAP': (r, m[195]), 'ASSERT': (r, m[195]), 'LSQB': (r, m[195]), 'INF': (r, m[195]), 'PLUS': (r, m[195]), 'CONSTRAINT': (r, m[195]), 'NAME': (r, m[195])},
-        33: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 216), 'NAME': (s, 109), 'atom': (s, 154), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        34: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'unary': (s, 281), 'postfix': (s, 59), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'NAME': (s, 109), 'atom': (s, 154), 'DIM': (s, 169), 'INF': (s, 147), 'TRUE': (s, 159), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        35: {'LSQB': (s, 273), '__unpack_plus_5': (s, 39), 'EQUAL': (s, 18), 'COMMA': (s, 37), 'COLON': (s, 29)},
-        36: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'unary': (s, 145), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'NAME': (s, 109), 'atom': (s, 154), 'DIM': (s, 169), 'INF': (s, 147), 'TRUE': (s, 159), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        37: {'_target': (s, 16), 'ASSERT': (s, 83), 'NAME': (s, 136), 'PARAM': (s, 95), '_keyword_name': (s, 219), 'OUTPUT': (s, 107), 'CONSTRAINT': (s, 162), 'DIM': (s, 169), 'INPUT': (s, 149)},
-        38: {'ASSERT': (s, 83), '_target': (s, 215), 'NAME': (s, 136), 'PARAM': (s, 95), '_keyword_name': (s, 219), 'OUTPUT': (s, 107), 'CONSTRAINT': (s, 162), 'DIM': (s, 169), 'INPUT': (s, 149), 'COMMA': (r, m[117]), 'LSQB': (r, m[117]), 'COLON': (r, m[117]), 'EQUAL': (r, m[117])},
-        39: {'EQUAL': (s, 126), 'COMMA': (s, 31)},
-        40: {'STAR': (r, m[213]), 'EQ': (r, m[213]), 'LE': (r, m[213]), 'POW': (r, m[213]), 'PLUS': (r, m[213]), 'COMMA': (r, m[213]), 'AMP': (r, m[213]), 'RPAR': (r, m[213]), 'PERCENT': (r, m[213]), 'NE': (r, m[213]), 'TRANSPOSE': (r, m[213]), 'GT': (r, m[213]), 'MINUS': (r, m[213]), 'GE': (r, m[213]), 'LSQB': (r, m[213]), 'DOT': (r, m[213]), 'LT': (r, m[213]), 'PIPE': (r, m[213]), 'SLASH': (r, m[213]), 'AT': (r, m[213]), 'DSLASH': (r, m[213]), 'RSQB': (r, m[213]), '$END': (r, m[213]), '_SEP': (r, m[213]), 'COLON': (r, m[213])},
-        41: {'COMMA': (r, m[245]), 'RPAR': (r, m[245])},
-        42: {'$END': (r, m[59]), '_SEP': (r, m[59])},
-        43: {'LSQB': (s, 71), 'COMPLEX_TYPE': (s, 157), 'shape': (s, 323), 'BOOL': (s, 15), 'INT_TYPE': (s, 161)},
-        44: {'COMMA': (r, m[230]), 'RPAR': (r, m[230])},
-        45: {'__claim_item_star_3': (s, 325), 'RSQB': (s, 298), 'COMMA': (s, 330)},
-        46: {'$END': (r, m[122]), '_SEP': (r, m[122])},
-        47: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'NAME': (s, 109), 'atom': (s, 154), 'DIM': (s, 169), 'INF': (s, 147), 'TRUE': (s, 159), 'unary': (s, 56), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        48: {'COMMA': (s, 122), '$END': (r, m[88]), '_SEP': (r, m[88])},
-        49: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'expr': (s, 295), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        50: {'ASSERT': (s, 83), 'expr': (s, 260), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        51: {'MINUS': (s, 78), 'PLUS': (s, 33), 'EQ': (r, m[151]), 'LE': (r, m[151]), 'LT': (r, m[151]), 'PIPE': (r, m[151]), 'COMMA': (r, m[151]), 'AMP': (r, m[151]), 'RPAR': (r, m[151]), 'NE': (r, m[151]), 'GT': (r, m[151]), 'GE': (r, m[151]), 'RSQB': (r, m[151]), '_SEP': (r, m[151]), '$END': (r, m[151]), 'COLON': (r, m[151])},
-        52: {'STAR': (r, m[210]), 'EQ': (r, m[210]), 'LE': (r, m[210]), 'POW': (r, m[210]), 'PLUS': (r, m[210]), 'COMMA': (r, m[210]), 'AMP': (r, m[210]), 'RPAR': (r, m[210]), 'PERCENT': (r, m[210]), 'NE': (r, m[210]), 'TRANSPOSE': (r, m[210]), 'GT': (r, m[210]), 'MINUS': (r, m[210]), 'GE': (r, m[210]), 'LSQB': (r, m[210]), 'DOT': (r, m[210]), 'LT': (r, m[210]), 'PIPE': (r, m[210]), 'SLASH': (r, m[210]), 'AT': (r, m[210]), 'DSLASH': (r, m[210]), 'RSQB': (r, m[210]), '$END': (r, m[210]), '_SEP': (r, m[210]), 'COLON': (r, m[210])},
-        53: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'expr': (s, 21), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        54: {},
-        55: {'$END': (r, m[72]), '_SEP': (r, m[72])},
-        56: {'AT': (r, m[163]), 'STAR': (r, m[163]), 'EQ': (r, m[163]), 'LE': (r, m[163]), 'COMMA': (r, m[163]), 'AMP': (r, m[163]), 'RPAR': (r, m[163]), 'PERCENT': (r, m[163]), 'NE': (r, m[163]), 'GT': (r, m[163]), 'MINUS': (r, m[163]), 'GE': (r, m[163]), 'LT': (r, m[163]), 'PIPE': (r, m[163]), 'SLASH': (r, m[163]), 'PLUS': (r, m[163]), 'DSLASH': (r, m[163]), 'RSQB': (r, m[163]), '$END': (r, m[163]), '_SEP': (r, m[163]), 'COLON': (r, m[163])},
-        57: {'ASSERT': (s, 124), 'NAME': (s, 136), 'DIM': (s, 28), '_target': (s, 35), 'stmt': (s, 54), 'output_stmt': (s, 12), 'INPUT': (s, 38), 'CONSTRAINT': (s, 146), 'OUTPUT': (s, 65), 'constraint': (s, 42), 'tensor_decl': (s, 289), 'DEF': (s, 286), 'PARAM': (s, 212), 'define': (s, 182), 'assert_stmt': (s, 178), 'dim_free': (s, 242), 'claim': (s, 236), '_keyword_name': (s, 219), 'update': (s, 280), 'unpack': (s, 232), 'dim_def': (s, 276), 'function_def': (s, 268)},
-        58: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'unary': (s, 226), 'postfix': (s, 59), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'NAME': (s, 109), 'atom': (s, 154), 'DIM': (s, 169), 'INF': (s, 147), 'TRUE': (s, 159), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        59: {'DOT': (s, 73), 'LSQB': (s, 164), 'POW': (s, 36), 'TRANSPOSE': (s, 173), 'AT': (r, m[166]), 'STAR': (r, m[166]), 'EQ': (r, m[166]), 'LE': (r, m[166]), 'COMMA': (r, m[166]), 'AMP': (r, m[166]), 'RPAR': (r, m[166]), 'PERCENT': (r, m[166]), 'NE': (r, m[166]), 'GT': (r, m[166]), 'MINUS': (r, m[166]), 'GE': (r, m[166]), 'LT': (r, m[166]), 'PIPE': (r, m[166]), 'SLASH': (r, m[166]), 'PLUS': (r, m[166]), 'DSLASH': (r, m[166]), 'RSQB': (r, m[166]), '$END': (r, m[166]), '_SEP': (r, m[166]), 'COLON': (r, m[166])},
-        60: {'DIM': (r, m[232]), 'ASSERT': (r, m[232]), '$END': (r, m[232]), 'INPUT': (r, m[232]), 'PARAM': (r, m[232]), '_SEP': (r, m[232]), 'DEF': (r, m[232]), 'CONSTRAINT': (r, m[232]), 'OUTPUT': (r, m[232]), 'NAME': (r, m[232])},
-        61: {'RPAR': (s, 304), 'NAME': (s, 257)},
-        62: {'LPAR': (s, 20), 'COLON': (s, 120)},
-        63: {'STAR': (r, m[206]), 'EQ': (r, m[206]), 'LE': (r, m[206]), 'POW': (r, m[206]), 'PLUS': (r, m[206]), 'COMMA': (r, m[206]), 'AMP': (r, m[206]), 'RPAR': (r, m[206]), 'PERCENT': (r, m[206]), 'NE': (r, m[206]), 'TRANSPOSE': (r, m[206]), 'GT': (r, m[206]), 'MINUS': (r, m[206]), 'GE': (r, m[206]), 'LSQB': (r, m[206]), 'DOT': (r, m[206]), 'LT': (r, m[206]), 'PIPE': (r, m[206]), 'SLASH': (r, m[206]), 'AT': (r, m[206]), 'DSLASH': (r, m[206]), 'RSQB': (r, m[206]), '$END': (r, m[206]), '_SEP': (r, m[206]), 'COLON': (r, m[206])},
-        64: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'NAME': (s, 109), 'atom': (s, 154), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 321), 'TRUE': (s, 159), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        65: {'_target': (s, 151), 'ASSERT': (s, 83), 'NAME': (s, 136), 'PARAM': (s, 95), '_keyword_name': (s, 219), 'OUTPUT': (s, 107), 'CONSTRAINT': (s, 162), 'DIM': (s, 169), 'INPUT': (s, 149), 'COMMA': (r, m[120]), 'LSQB': (r, m[120]), 'COLON': (r, m[120]), 'EQUAL': (r, m[120])},
-        66: {'_SEP': (r, m[84]), 'COMMA': (r, m[84]), '$END': (r, m[84])},
-        67: {'STAR': (r, m[216]), 'EQ': (r, m[216]), 'LE': (r, m[216]), 'POW': (r, m[216]), 'PLUS': (r, m[216]), 'COMMA': (r, m[216]), 'AMP': (r, m[216]), 'RPAR': (r, m[216]), 'PERCENT': (r, m[216]), 'NE': (r, m[216]), 'TRANSPOSE': (r, m[216]), 'GT': (r, m[216]), 'MINUS': (r, m[216]), 'GE': (r, m[216]), 'LSQB': (r, m[216]), 'DOT': (r, m[216]), 'LT': (r, m[216]), 'PIPE': (r, m[216]), 'SLASH': (r, m[216]), 'AT': (r, m[216]), 'DSLASH': (r, m[216]), 'RSQB': (r, m[216]), '$END': (r, m[216]), '_SEP': (r, m[216]), 'COLON': (r, m[216])},
-        68: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'NAME': (s, 109), 'atom': (s, 154), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 30), 'TRUE': (s, 159), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        69: {'STRING': (r, m[196]), 'INT': (r, m[196]), 'COL': (r, m[196]), 'FALSE': (r, m[196]), 'TILDE': (r, m[196]), 'ROW': (r, m[196]), 'DECIMAL': (r, m[196]), 'PARAM': (r, m[196]), 'OUTPUT': (r, m[196]), 'DIM': (r, m[196]), 'TRUE_CAP': (r, m[196]), 'INPUT': (r, m[196]), 'TRUE': (r, m[196]), 'LPAR': (r, m[196]), 'MINUS': (r, m[196]), 'FALSE_CAP': (r, m[196]), 'ASSERT': (r, m[196]), 'LSQB': (r, m[196]), 'INF': (r, m[196]), 'PLUS': (r, m[196]), 'CONSTRAINT': (r, m[196]), 'NAME': (r, m[196])},
-        70: {'LPAR': (s, 61)},
-        71: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'expr': (s, 322), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'RSQB': (s, 318), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        72: {'RPAR': (s, 197), 'COMMA': (s, 249)},
-        73: {'INF': (s, 85), 'NAME': (s, 329), 'BOOL': (s, 324)},
-        74: {'LSQB': (s, 71), 'COMPLEX_TYPE': (s, 157), 'BOOL': (s, 15), 'shape': (s, 237), 'INT_TYPE': (s, 161)},
-        75: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'expr': (s, 258), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        76: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'expr': (s, 234), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'RPAR': (s, 132), 'FALSE_CAP': (s, 165)},
-        77: {'_SEP': (r, m[236]), 'COMMA': (r, m[236]), '$END': (r, m[236])},
-        78: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 115), 'NAME': (s, 109), 'atom': (s, 154), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        79: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'expr': (s, 141), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        80: {'COMMA': (r, m[180]), 'RSQB': (r, m[180])},
-        81: {'$END': (r, m[111]), '_SEP': (r, m[111])},
-        82: {'$END': (r, m[110]), '_SEP': (r, m[110])},
-        83: {'STAR': (r, m[119]), 'EQ': (r, m[119]), 'LE': (r, m[119]), 'POW': (r, m[119]), 'PLUS': (r, m[119]), 'COMMA': (r, m[119]), 'AMP': (r, m[119]), 'RPAR': (r, m[119]), 'PERCENT': (r, m[119]), 'NE': (r, m[119]), 'TRANSPOSE': (r, m[119]), 'GT': (r, m[119]), 'MINUS': (r, m[119]), 'GE': (r, m[119]), 'LSQB': (r, m[119]), 'DOT': (r, m[119]), 'LT': (r, m[119]), 'PIPE': (r, m[119]), 'SLASH': (r, m[119]), 'AT': (r, m[119]), 'DSLASH': (r, m[119]), 'RSQB': (r, m[119]), '$END': (r, m[119]), '_SEP': (r, m[119]), 'EQUAL': (r, m[119]), 'COLON': (r, m[119]), 'LPAR': (r, m[119])},
-        84: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'RSQB': (s, 137), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'expr': (s, 24), 'FALSE_CAP': (s, 165)},
-        85: {'STAR': (r, m[177]), 'EQ': (r, m[177]), 'LE': (r, m[177]), 'POW': (r, m[177]), 'PLUS': (r, m[177]), 'COMMA': (r, m[177]), 'AMP': (r, m[177]), 'RPAR': (r, m[177]), 'PERCENT': (r, m[177]), 'NE': (r, m[177]), 'TRANSPOSE': (r, m[177]), 'GT': (r, m[177]), 'MINUS': (r, m[177]), 'GE': (r, m[177]), 'LSQB': (r, m[177]), 'DOT': (r, m[177]), 'LT': (r, m[177]), 'PIPE': (r, m[177]), 'SLASH': (r, m[177]), 'AT': (r, m[177]), 'DSLASH': (r, m[177]), 'RSQB': (r, m[177]), '$END': (r, m[177]), '_SEP': (r, m[177]), 'COLON': (r, m[177])},
-        86: {'EQUAL': (r, m[137]), 'NAME': (r, m[137]), '_SEP': (r, m[137]), '$END': (r, m[137])},
-        87: {'EQUAL': (r, m[141]), 'NAME': (r, m[141]), '_SEP': (r, m[141]), '$END': (r, m[141])},
-        88: {'COLON': (s, 247), 'COMMA': (r, m[179]), 'RSQB': (r, m[179])},
-        89: {'EQUAL': (r, m[127]), 'NAME': (r, m[127]), '_SEP': (r, m[127]), '$END': (r, m[127])},
-        90: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'expr': (s, 303), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'RSQB': (s, 299), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        91: {'EQUAL': (r, m[132]), 'NAME': (r, m[132]), '_SEP': (r, m[132]), '$END': (r, m[132])},
-        92: {'EQUAL': (r, m[138]), 'NAME': (r, m[138]), '_SEP': (r, m[138]), '$END': (r, m[138])},
-        93: {'ASSERT': (s, 124), 'NAME': (s, 136), 'stmt': (s, 26), 'DIM': (s, 28), '_target': (s, 35), 'output_stmt': (s, 12), 'INPUT': (s, 38), 'CONSTRAINT': (s, 146), 'OUTPUT': (s, 65), 'constraint': (s, 42), 'tensor_decl': (s, 289), 'DEF': (s, 286), 'PARAM': (s, 212), 'define': (s, 182), 'assert_stmt': (s, 178), '_SEP': (s, 183), 'claim': (s, 236), 'file': (s, 204), '_keyword_name': (s, 219), '_line': (s, 309), 'update': (s, 280), 'unpack': (s, 232), '__file_star_0': (s, 192), 'dim_free': (s, 242), 'dim_def': (s, 276), 'function_def': (s, 268), '$END': (r, m[54])},
-        94: {'COMMA': (r, m[233]), 'RPAR': (r, m[233]), '_SEP': (r, m[233]), '$END': (r, m[233])},
-        95: {'STAR': (r, m[118]), 'EQ': (r, m[118]), 'LE': (r, m[118]), 'POW': (r, m[118]), 'PLUS': (r, m[118]), 'COMMA': (r, m[118]), 'AMP': (r, m[118]), 'RPAR': (r, m[118]), 'PERCENT': (r, m[118]), 'NE': (r, m[118]), 'TRANSPOSE': (r, m[118]), 'GT': (r, m[118]), 'MINUS': (r, m[118]), 'GE': (r, m[118]), 'LSQB': (r, m[118]), 'DOT': (r, m[118]), 'LT': (r, m[118]), 'PIPE': (r, m[118]), 'SLASH': (r, m[118]), 'AT': (r, m[118]), 'DSLASH': (r, m[118]), 'RSQB': (r, m[118]), '$END': (r, m[118]), '_SEP': (r, m[118]), 'EQUAL': (r, m[118]), 'COLON': (r, m[118]), 'LPAR': (r, m[118])},
-        96: {'COMMA': (r, m[234]), 'RPAR': (r, m[234]), '_SEP': (r, m[234]), '$END': (r, m[234])},
-        97: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'RSQB': (s, 138), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'expr': (s, 24), 'FALSE_CAP': (s, 165)},
-        98: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'bit_or': (s, 241), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'atom': (s, 154), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        99: {'GT': (r, m[158]), 'STAR': (r, m[158]), 'EQ': (r, m[158]), 'LE': (r, m[158]), 'LT': (r, m[158]), 'PLUS': (r, m[158]), 'PIPE': (r, m[158]), 'SLASH': (r, m[158]), 'COMMA': (r, m[158]), 'AMP': (r, m[158]), 'RPAR': (r, m[158]), 'PERCENT': (r, m[158]), 'NE': (r, m[158]), 'AT': (r, m[158]), 'MINUS': (r, m[158]), 'DSLASH': (r, m[158]), 'GE': (r, m[158]), 'RSQB': (r, m[158]), '_SEP': (r, m[158]), '$END': (r, m[158]), 'COLON': (r, m[158])},
-        100: {'EQUAL': (r, m[128]), 'NAME': (r, m[128]), '_SEP': (r, m[128]), '$END': (r, m[128])},
-        101: {'__claim_star_2': (s, 129), 'COMMA': (s, 130), '$END': (r, m[76]), '_SEP': (r, m[76])},
-        102: {'STAR': (r, m[218]), 'EQ': (r, m[218]), 'LE': (r, m[218]), 'POW': (r, m[218]), 'PLUS': (r, m[218]), 'COMMA': (r, m[218]), 'AMP': (r, m[218]), 'RPAR': (r, m[218]), 'PERCENT': (r, m[218]), 'NE': (r, m[218]), 'TRANSPOSE': (r, m[218]), 'GT': (r, m[218]), 'MINUS': (r, m[218]), 'GE': (r, m[218]), 'LSQB': (r, m[218]), 'DOT': (r, m[218]), 'LT': (r, m[218]), 'PIPE': (r, m[218]), 'SLASH': (r, m[218]), 'AT': (r, m[218]), 'DSLASH': (r, m[218]), 'RSQB': (r, m[218]), '$END': (r, m[218]), '_SEP': (r, m[218]), 'COLON': (r, m[218])},
-        103: {'EQUAL': (r, m[133]), 'NAME': (r, m[133]), '_SEP': (r, m[133]), '$END': (r, m[133])},
-        104: {'EQUAL': (s, 332)},
-        105: {'COMMA': (r, m[246]), 'RPAR': (r, m[246])},
-        106: {'STAR': (r, m[219]), 'EQ': (r, m[219]), 'LE': (r, m[219]), 'POW': (r, m[219]), 'PLUS': (r, m[219]), 'COMMA': (r, m[219]), 'AMP': (r, m[219]), 'RPAR': (r, m[219]), 'PERCENT': (r, m[219]), 'NE': (r, m[219]), 'TRANSPOSE': (r, m[219]), 'GT': (r, m[219]), 'MINUS': (r, m[219]), 'GE': (r, m[219]), 'LSQB': (r, m[219]), 'DOT': (r, m[219]), 'LT': (r, m[219]), 'PIPE': (r, m[219]), 'SLASH': (r, m[219]), 'AT': (r, m[219]), 'DSLASH': (r, m[219]), 'RSQB': (r, m[219]), '$END': (r, m[219]), '_SEP': (r, m[219]), 'COLON': (r, m[219])},
-        107: {'STAR': (r, m[120]), 'EQ': (r, m[120]), 'LE': (r, m[120]), 'POW': (r, m[120]), 'PLUS': (r, m[120]), 'COMMA': (r, m[120]), 'AMP': (r, m[120]), 'RPAR': (r, m[120]), 'PERCENT': (r, m[120]), 'NE': (r, m[120]), 'TRANSPOSE': (r, m[120]), 'GT': (r, m[120]), 'MINUS': (r, m[120]), 'GE': (r, m[120]), 'LSQB': (r, m[120]), 'DOT': (r, m[120]), 'LT': (r, m[120]), 'PIPE': (r, m[120]), 'SLASH': (r, m[120]), 'AT': (r, m[120]), 'DSLASH': (r, m[120]), 'RSQB': (r, m[120]), '$END': (r, m[120]), '_SEP': (r, m[120]), 'EQUAL': (r, m[120]), 'COLON': (r, m[120]), 'LPAR': (r, m[120])},
-        108: {'claim_item': (s, 101), 'NAME': (s, 231)},
-        109: {'LPAR': (s, 1), 'STAR': (r, m[199]), 'EQ': (r, m[199]), 'LE': (r, m[199]), 'POW': (r, m[199]), 'PLUS': (r, m[199]), 'COMMA': (r, m[199]), 'AMP': (r, m[199]), 'RSQB': (r, m[199]), 'PERCENT': (r, m[199]), 'NE': (r, m[199]), 'TRANSPOSE': (r, m[199]), 'GT': (r, m[199]), 'MINUS': (r, m[199]), 'GE': (r, m[199]), 'LSQB': (r, m[199]), 'DOT': (r, m[199]), 'LT': (r, m[199]), 'PIPE': (r, m[199]), 'SLASH': (r, m[199]), 'AT': (r, m[199]), 'DSLASH': (r, m[199]), '$END': (r, m[199]), '_SEP': (r, m[199]), 'RPAR': (r, m[199]), 'COLON': (r, m[199])},
-        110: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'expr': (s, 270), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'COLON': (s, 250), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165), 'COMMA': (r, m[191]), 'RSQB': (r, m[191])},
-        111: {'STAR': (r, m[202]), 'EQ': (r, m[202]), 'LE': (r, m[202]), 'POW': (r, m[202]), 'PLUS': (r, m[202]), 'COMMA': (r, m[202]), 'AMP': (r, m[202]), 'RPAR': (r, m[202]), 'PERCENT': (r, m[202]), 'NE': (r, m[202]), 'TRANSPOSE': (r, m[202]), 'GT': (r, m[202]), 'MINUS': (r, m[202]), 'GE': (r, m[202]), 'LSQB': (r, m[202]), 'DOT': (r, m[202]), 'LT': (r, m[202]), 'PIPE': (r, m[202]), 'SLASH': (r, m[202]), 'AT': (r, m[202]), 'DSLASH': (r, m[202]), 'RSQB': (r, m[202]), '$END': (r, m[202]), '_SEP': (r, m[202]), 'COLON': (r, m[202])},
-        112: {'STAR': (r, m[170]), 'EQ': (r, m[170]), 'LE': (r, m[170]), 'POW': (r, m[170]), 'PLUS': (r, m[170]), 'COMMA': (r, m[170]), 'AMP': (r, m[170]), 'RPAR': (r, m[170]), 'PERCENT': (r, m[170]), 'NE': (r, m[170]), 'TRANSPOSE': (r, m[170]), 'GT': (r, m[170]), 'MINUS': (r, m[170]), 'GE': (r, m[170]), 'LSQB': (r, m[170]), 'DOT': (r, m[170]), 'LT': (r, m[170]), 'PIPE': (r, m[170]), 'SLASH': (r, m[170]), 'AT': (r, m[170]), 'DSLASH': (r, m[170]), 'RSQB': (r, m[170]), '$END': (r, m[170]), '_SEP': (r, m[170]), 'COLON': (r, m[170])},
-        113: {'LSQB': (s, 71), 'COMPLEX_TYPE': (s, 157), 'BOOL': (s, 15), 'shape': (s, 251), 'INT_TYPE': (s, 161)},
-        114: {'EQUAL': (r, m[239]), 'NAME': (r, m[239]), '_SEP': (r, m[239]), '$END': (r, m[239])},
-        115: {'SLASH': (s, 172), 'AT': (s, 166), 'DSLASH': (s, 34), 'PERCENT': (s, 64), 'STAR': (s, 58), 'EQ': (r, m[155]), 'LE': (r, m[155]), 'LT': (r, m[155]), 'PIPE': (r, m[155]), 'COMMA': (r, m[155]), 'GE': (r, m[155]), 'AMP': (r, m[155]), 'RPAR': (r, m[155]), 'NE': (r, m[155]), 'PLUS': (r, m[155]), 'MINUS': (r, m[155]), 'GT': (r, m[155]), 'RSQB': (r, m[155]), '_SEP': (r, m[155]), '$END': (r, m[155]), 'COLON': (r, m[155])},
-        116: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'sum': (s, 283), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'atom': (s, 154), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        117: {'EQUAL': (r, m[240]), 'NAME': (r, m[240]), '_SEP': (r, m[240]), '$END': (r, m[240])},
-        118: {'STAR': (r, m[208]), 'EQ': (r, m[208]), 'LE': (r, m[208]), 'POW': (r, m[208]), 'PLUS': (r, m[208]), 'COMMA': (r, m[208]), 'AMP': (r, m[208]), 'RPAR': (r, m[208]), 'PERCENT': (r, m[208]), 'NE': (r, m[208]), 'TRANSPOSE': (r, m[208]), 'GT': (r, m[208]), 'MINUS': (r, m[208]), 'GE': (r, m[208]), 'LSQB': (r, m[208]), 'DOT': (r, m[208]), 'LT': (r, m[208]), 'PIPE': (r, m[208]), 'SLASH': (r, m[208]), 'AT': (r, m[208]), 'DSLASH': (r, m[208]), 'RSQB': (r, m[208]), '$END': (r, m[208]), '_SEP': (r, m[208]), 'COLON': (r, m[208])},
-        119: {'$END': (r, m[71]), '_SEP': (r, m[71])},
-        120: {'LSQB': (s, 71), 'COMPLEX_TYPE': (s, 157), 'NAME': (s, 231), 'BOOL': (s, 15), 'claim_item': (s, 214), 'INT_TYPE': (s, 161), 'shape': (s, 225)},
-        121: {'COMMA': (r, m[192]), 'RSQB': (r, m[192])},
-        122: {'NAME': (s, 96), '$END': (r, m[87]), '_SEP': (r, m[87])},
-        123: {'GE': (s, 69), 'EQ': (s, 148), 'NE': (s, 17), 'LE': (s, 32), '_compare': (s, 187), 'GT': (s, 209), 'LT': (s, 213), 'PIPE': (s, 222)},
-        124: {'ASSERT': (s, 83), '_target': (s, 62), 'NAME': (s, 136), 'PARAM': (s, 95), '_keyword_name': (s, 219), 'OUTPUT': (s, 107), 'CONSTRAINT': (s, 162), 'DIM': (s, 169), 'INPUT': (s, 149), 'COMMA': (r, m[119]), 'LSQB': (r, m[119]), 'COLON': (r, m[119]), 'EQUAL': (r, m[119])},
-        125: {'COMMA': (s, 284), '__update_star_6': (s, 275), 'RSQB': (s, 227)},
-        126: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'expr': (s, 287), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        127: {'$END': (r, m[100]), '_SEP': (r, m[100])},
-        128: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'expr': (s, 264), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        129: {'COMMA': (s, 153), '$END': (r, m[74]), '_SEP': (r, m[74])},
-        130: {'claim_item': (s, 269), 'NAME': (s, 231), '$END': (r, m[75]), '_SEP': (r, m[75])},
-        131: {'STAR': (r, m[201]), 'EQ': (r, m[201]), 'LE': (r, m[201]), 'POW': (r, m[201]), 'PLUS': (r, m[201]), 'COMMA': (r, m[201]), 'AMP': (r, m[201]), 'RPAR': (r, m[201]), 'PERCENT': (r, m[201]), 'NE': (r, m[201]), 'TRANSPOSE': (r, m[201]), 'GT': (r, m[201]), 'MINUS': (r, m[201]), 'GE': (r, m[201]), 'LSQB': (r, m[201]), 'DOT': (r, m[201]), 'LT': (r, m[201]), 'PIPE': (r, m[201]), 'SLASH': (r, m[201]), 'AT': (r, m[201]), 'DSLASH': (r, m[201]), 'RSQB': (r, m[201]), '$END': (r, m[201]), '_SEP': (r, m[201]), 'COLON': (r, m[201])},
-        132: {'_SEP': (r, m[83]), 'COMMA': (r, m[83]), '$END': (r, m[83])},
-        133: {'GE': (s, 69), '_compare': (s, 98), 'EQ': (s, 148), 'NE': (s, 17), 'LE': (s, 32), 'GT': (s, 209), 'LT': (s, 213), 'COMMA': (r, m[146]), 'RPAR': (r, m[146]), 'RSQB': (r, m[146]), '_SEP': (r, m[146]), '$END': (r, m[146]), 'COLON': (r, m[146])},
-        134: {'$END': (r, m[109]), '_SEP': (r, m[109])},
-        135: {'EQUAL': (r, m[136]), 'NAME': (r, m[136]), '_SEP': (r, m[136]), '$END': (r, m[136])},
-        136: {'COMMA': (r, m[113]), 'EQUAL': (r, m[113]), 'COLON': (r, m[113]), 'LSQB': (r, m[113]), '_SEP': (r, m[113]), '$END': (r, m[113]), 'LPAR': (r, m[113])},
-        137: {'EQUAL': (r, m[126]), 'NAME': (r, m[126]), '_SEP': (r, m[126]), '$END': (r, m[126])},
-        138: {'EQUAL': (r, m[131]), 'NAME': (r, m[131]), '_SEP': (r, m[131]), '$END': (r, m[131])},
-        139: {'STAR': (r, m[217]), 'EQ': (r, m[217]), 'LE': (r, m[217]), 'POW': (r, m[217]), 'PLUS': (r, m[217]), 'COMMA': (r, m[217]), 'AMP': (r, m[217]), 'RPAR': (r, m[217]), 'PERCENT': (r, m[217]), 'NE': (r, m[217]), 'TRANSPOSE': (r, m[217]), 'GT': (r, m[217]), 'MINUS': (r, m[217]), 'GE': (r, m[217]), 'LSQB': (r, m[217]), 'DOT': (r, m[217]), 'LT': (r, m[217]), 'PIPE': (r, m[217]), 'SLASH': (r, m[217]), 'AT': (r, m[217]), 'DSLASH': (r, m[217]), 'RSQB': (r, m[217]), '$END': (r, m[217]), '_SEP': (r, m[217]), 'COLON': (r, m[217])},
-        140: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'NAME': (s, 109), 'atom': (s, 154), 'DIM': (s, 169), 'INF': (s, 147), 'TRUE': (s, 159), 'ROW': (s, 163), 'FALSE_CAP': (s, 165), 'unary': (s, 155)},
-        141: {'$END': (r, m[70]), '_SEP': (r, m[70])},
-        142: {'$END': (r, m[69]), '_SEP': (r, m[69])},
-        143: {'SLASH': (s, 172), 'AT': (s, 166), 'DSLASH': (s, 34), 'PERCENT': (s, 64), 'STAR': (s, 58), 'EQ': (r, m[153]), 'LE': (r, m[153]), 'LT': (r, m[153]), 'PIPE': (r, m[153]), 'COMMA': (r, m[153]), 'GE': (r, m[153]), 'AMP': (r, m[153]), 'RPAR': (r, m[153]), 'NE': (r, m[153]), 'PLUS': (r, m[153]), 'MINUS': (r, m[153]), 'GT': (r, m[153]), 'RSQB': (r, m[153]), '_SEP': (r, m[153]), '$END': (r, m[153]), 'COLON': (r, m[153])},
-        144: {'ASSERT': (s, 83), 'expr': (s, 272), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), 'RSQB': (s, 328), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        145: {'AT': (r, m[167]), 'STAR': (r, m[167]), 'EQ': (r, m[167]), 'LE': (r, m[167]), 'COMMA': (r, m[167]), 'AMP': (r, m[167]), 'RPAR': (r, m[167]), 'PERCENT': (r, m[167]), 'NE': (r, m[167]), 'GT': (r, m[167]), 'MINUS': (r, m[167]), 'GE': (r, m[167]), 'LT': (r, m[167]), 'PIPE': (r, m[167]), 'SLASH': (r, m[167]), 'PLUS': (r, m[167]), 'DSLASH': (r, m[167]), 'RSQB': (r, m[167]), '$END': (r, m[167]), '_SEP': (r, m[167]), 'COLON': (r, m[167])},
-        146: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 123), 'atom': (s, 154), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165), 'COMMA': (r, m[116]), 'COLON': (r, m[116]), 'EQUAL': (r, m[116])},
-        147: {'STAR': (r, m[203]), 'EQ': (r, m[203]), 'LE': (r, m[203]), 'POW': (r, m[203]), 'PLUS': (r, m[203]), 'COMMA': (r, m[203]), 'AMP': (r, m[203]), 'RPAR': (r, m[203]), 'PERCENT': (r, m[203]), 'NE': (r, m[203]), 'TRANSPOSE': (r, m[203]), 'GT': (r, m[203]), 'MINUS': (r, m[203]), 'GE': (r, m[203]), 'LSQB': (r, m[203]), 'DOT': (r, m[203]), 'LT': (r, m[203]), 'PIPE': (r, m[203]), 'SLASH': (r, m[203]), 'AT': (r, m[203]), 'DSLASH': (r, m[203]), 'RSQB': (r, m[203]), '$END': (r, m[203]), '_SEP': (r, m[203]), 'COLON': (r, m[203])},
-        148: {'STRING': (r, m[193]), 'INT': (r, m[193]), 'COL': (r, m[193]), 'FALSE': (r, m[193]), 'TILDE': (r, m[193]), 'ROW': (r, m[193]), 'DECIMAL': (r, m[193]), 'PARAM': (r, m[193]), 'OUTPUT': (r, m[193]), 'DIM': (r, m[193]), 'TRUE_CAP': (r, m[193]), 'INPUT': (r, m[193]), 'TRUE': (r, m[193]), 'LPAR': (r, m[193]), 'MINUS': (r, m[193]), 'FALSE_CAP': (r, m[193]), 'ASSERT': (r, m[193]), 'LSQB': (r, m[193]), 'INF': (r, m[193]), 'PLUS': (r, m[193]), 'CONSTRAINT': (r, m[193]), 'NAME': (r, m[193])},
-        149: {'STAR': (r, m[117]), 'EQ': (r, m[117]), 'LE': (r, m[117]), 'POW': (r, m[117]), 'PLUS': (r, m[117]), 'COMMA': (r, m[117]), 'AMP': (r, m[117]), 'RPAR': (r, m[117]), 'PERCENT': (r, m[117]), 'NE': (r, m[117]), 'TRANSPOSE': (r, m[117]), 'GT': (r, m[117]), 'MINUS': (r, m[117]), 'GE': (r, m[117]), 'LSQB': (r, m[117]), 'DOT': (r, m[117]), 'LT': (r, m[117]), 'PIPE': (r, m[117]), 'SLASH': (r, m[117]), 'AT': (r, m[117]), 'DSLASH': (r, m[117]), 'RSQB': (r, m[117]), '$END': (r, m[117]), '_SEP': (r, m[117]), 'EQUAL': (r, m[117]), 'COLON': (r, m[117]), 'LPAR': (r, m[117])},
-        150: {'_SEP': (r, m[81]), 'COMMA': (r, m[81]), '$END': (r, m[81])},
-        151: {'COLON': (s, 113), 'EQUAL': (s, 233), '$END': (r, m[125]), '_SEP': (r, m[125])},
-        152: {'$END': (r, m[68]), '_SEP': (r, m[68])},
-        153: {'NAME': (s, 231), 'claim_item': (s, 77), '$END': (r, m[73]), '_SEP': (r, m[73])},
-        154: {'STAR': (r, m[168]), 'EQ': (r, m[168]), 'LE': (r, m[168]), 'POW': (r, m[168]), 'PLUS': (r, m[168]), 'COMMA': (r, m[168]), 'AMP': (r, m[168]), 'RPAR': (r, m[168]), 'PERCENT': (r, m[168]), 'NE': (r, m[168]), 'TRANSPOSE': (r, m[168]), 'GT': (r, m[168]), 'MINUS': (r, m[168]), 'GE': (r, m[168]), 'LSQB': (r, m[168]), 'DOT': (r, m[168]), 'LT': (r, m[168]), 'PIPE': (r, m[168]), 'SLASH': (r, m[168]), 'AT': (r, m[168]), 'DSLASH': (r, m[168]), 'RSQB': (r, m[168]), '$END': (r, m[168]), '_SEP': (r, m[168]), 'COLON': (r, m[168])},
-        155: {'AT': (r, m[164]), 'STAR': (r, m[164]), 'EQ': (r, m[164]), 'LE': (r, m[164]), 'COMMA': (r, m[164]), 'AMP': (r, m[164]), 'RPAR': (r, m[164]), 'PERCENT': (r, m[164]), 'NE': (r, m[164]), 'GT': (r, m[164]), 'MINUS': (r, m[164]), 'GE': (r, m[164]), 'LT': (r, m[164]), 'PIPE': (r, m[164]), 'SLASH': (r, m[164]), 'PLUS': (r, m[164]), 'DSLASH': (r, m[164]), 'RSQB': (r, m[164]), '$END': (r, m[164]), '_SEP': (r, m[164]), 'COLON': (r, m[164])},
-        156: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'expr': (s, 2), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        157: {'LSQB': (s, 327)},
-        158: {'GT': (r, m[156]), 'STAR': (r, m[156]), 'EQ': (r, m[156]), 'LE': (r, m[156]), 'LT': (r, m[156]), 'PLUS': (r, m[156]), 'PIPE': (r, m[156]), 'SLASH': (r, m[156]), 'COMMA': (r, m[156]), 'AMP': (r, m[156]), 'RPAR': (r, m[156]), 'PERCENT': (r, m[156]), 'NE': (r, m[156]), 'AT': (r, m[156]), 'MINUS': (r, m[156]), 'DSLASH': (r, m[156]), 'GE': (r, m[156]), 'RSQB': (r, m[156]), '_SEP': (r, m[156]), '$END': (r, m[156]), 'COLON': (r, m[156])},
-        159: {'STAR': (r, m[204]), 'EQ': (r, m[204]), 'LE': (r, m[204]), 'POW': (r, m[204]), 'PLUS': (r, m[204]), 'COMMA': (r, m[204]), 'AMP': (r, m[204]), 'RPAR': (r, m[204]), 'PERCENT': (r, m[204]), 'NE': (r, m[204]), 'TRANSPOSE': (r, m[204]), 'GT': (r, m[204]), 'MINUS': (r, m[204]), 'GE': (r, m[204]), 'LSQB': (r, m[204]), 'DOT': (r, m[204]), 'LT': (r, m[204]), 'PIPE': (r, m[204]), 'SLASH': (r, m[204]), 'AT': (r, m[204]), 'DSLASH': (r, m[204]), 'RSQB': (r, m[204]), '$END': (r, m[204]), '_SEP': (r, m[204]), 'COLON': (r, m[204])},
-        160: {'AMP': (s, 116), 'EQ': (r, m[149]), 'LE': (r, m[149]), 'LT': (r, m[149]), 'PIPE': (r, m[149]), 'COMMA': (r, m[149]), 'RPAR': (r, m[149]), 'NE': (r, m[149]), 'GT': (r, m[149]), 'GE': (r, m[149]), 'RSQB': (r, m[149]), '_SEP': (r, m[149]), '$END': (r, m[149]), 'COLON': (r, m[149])},
-        161: {'LSQB': (s, 144)},
-        162: {'STAR': (r, m[116]), 'EQ': (r, m[116]), 'LE': (r, m[116]), 'POW': (r, m[116]), 'PLUS': (r, m[116]), 'COMMA': (r, m[116]), 'AMP': (r, m[116]), 'RPAR': (r, m[116]), 'PERCENT': (r, m[116]), 'NE': (r, m[116]), 'TRANSPOSE': (r, m[116]), 'GT': (r, m[116]), 'MINUS': (r, m[116]), 'GE': (r, m[116]), 'LSQB': (r, m[116]), 'DOT': (r, m[116]), 'LT': (r, m[116]), 'PIPE': (r, m[116]), 'SLASH': (r, m[116]), 'AT': (r, m[116]), 'DSLASH': (r, m[116]), 'RSQB': (r, m[116]), '$END': (r, m[116]), '_SEP': (r, m[116]), 'EQUAL': (r, m[116]), 'COLON': (r, m[116]), 'LPAR': (r, m[116])},
-        163: {'STAR': (r, m[209]), 'EQ': (r, m[209]), 'LE': (r, m[209]), 'POW': (r, m[209]), 'PLUS': (r, m[209]), 'COMMA': (r, m[209]), 'AMP': (r, m[209]), 'RPAR': (r, m[209]), 'PERCENT': (r, m[209]), 'NE': (r, m[209]), 'TRANSPOSE': (r, m[209]), 'GT': (r, m[209]), 'MINUS': (r, m[209]), 'GE': (r, m[209]), 'LSQB': (r, m[209]), 'DOT': (r, m[209]), 'LT': (r, m[209]), 'PIPE': (r, m[209]), 'SLASH': (r, m[209]), 'AT': (r, m[209]), 'DSLASH': (r, m[209]), 'RSQB': (r, m[209]), '$END': (r, m[209]), '_SEP': (r, m[209]), 'COLON': (r, m[209])},
-        164: {'expr': (s, 88), 'TILDE': (s, 68), 'COLON': (s, 110), 'postfix': (s, 59), '_keyword_name': (s, 19), 'bit_or': (s, 3), 'product': (s, 143), 'sum': (s, 51), 'TRUE': (s, 159), 'comparison': (s, 133), 'LPAR': (s, 53), 'PLUS': (s, 47), 'CONSTRAINT': (s, 162), 'OUTPUT': (s, 107), 'LSQB': (s, 7), 'NAME': (s, 109), 'INF': (s, 147), 'unary': (s, 158), 'index': (s, 211), 'ASSERT': (s, 83), 'power': (s, 13), 'FALSE': (s, 63), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'INT': (s, 131), 'atom': (s, 154), 'DIM': (s, 169), 'bit_and': (s, 160), 'FALSE_CAP': (s, 165), 'COL': (s, 52), 'PARAM': (s, 95), 'MINUS': (s, 140), 'ELLIPSIS': (s, 121), 'ROW': (s, 163)},
-        165: {'STAR': (r, m[207]), 'EQ': (r, m[207]), 'LE': (r, m[207]), 'POW': (r, m[207]), 'PLUS': (r, m[207]), 'COMMA': (r, m[207]), 'AMP': (r, m[207]), 'RPAR': (r, m[207]), 'PERCENT': (r, m[207]), 'NE': (r, m[207]), 'TRANSPOSE': (r, m[207]), 'GT': (r, m[207]), 'MINUS': (r, m[207]), 'GE': (r, m[207]), 'LSQB': (r, m[207]), 'DOT': (r, m[207]), 'LT': (r, m[207]), 'PIPE': (r, m[207]), 'SLASH': (r, m[207]), 'AT': (r, m[207]), 'DSLASH': (r, m[207]), 'RSQB': (r, m[207]), '$END': (r, m[207]), '_SEP': (r, m[207]), 'COLON': (r, m[207])},
-        166: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'NAME': (s, 109), 'atom': (s, 154), 'DIM': (s, 169), 'INF': (s, 147), 'TRUE': (s, 159), 'ROW': (s, 163), 'unary': (s, 255), 'FALSE_CAP': (s, 165)},
-        167: {'NAME': (s, 117), '$END': (r, m[91]), '_SEP': (r, m[91])},
-        168: {'_SEP': (s, 290), '$END': (r, m[51])},
-        169: {'STAR': (r, m[115]), 'EQ': (r, m[115]), 'LE': (r, m[115]), 'POW': (r, m[115]), 'PLUS': (r, m[115]), 'COMMA': (r, m[115]), 'AMP': (r, m[115]), 'RSQB': (r, m[115]), 'PERCENT': (r, m[115]), 'NE': (r, m[115]), 'TRANSPOSE': (r, m[115]), 'GT': (r, m[115]), 'MINUS': (r, m[115]), 'GE': (r, m[115]), 'LSQB': (r, m[115]), 'DOT': (r, m[115]), 'LT': (r, m[115]), 'PIPE': (r, m[115]), 'SLASH': (r, m[115]), 'AT': (r, m[115]), 'DSLASH': (r, m[115]), '$END': (r, m[115]), '_SEP': (r, m[115]), 'RPAR': (r, m[115]), 'EQUAL': (r, m[115]), 'COLON': (r, m[115]), 'LPAR': (r, m[115])},
-        170: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'expr': (s, 313), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), 'RPAR': (s, 331), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        171: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'expr': (s, 263), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        172: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'NAME': (s, 109), 'atom': (s, 154), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 99), 'TRUE': (s, 159), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        173: {'STAR': (r, m[169]), 'EQ': (r, m[169]), 'LE': (r, m[169]), 'POW': (r, m[169]), 'PLUS': (r, m[169]), 'COMMA': (r, m[169]), 'AMP': (r, m[169]), 'RPAR': (r, m[169]), 'PERCENT': (r, m[169]), 'NE': (r, m[169]), 'TRANSPOSE': (r, m[169]), 'GT': (r, m[169]), 'MINUS': (r, m[169]), 'GE': (r, m[169]), 'LSQB': (r, m[169]), 'DOT': (r, m[169]), 'LT': (r, m[169]), 'PIPE': (r, m[169]), 'SLASH': (r, m[169]), 'AT': (r, m[169]), 'DSLASH': (r, m[169]), 'RSQB': (r, m[169]), '$END': (r, m[169]), '_SEP': (r, m[169]), 'COLON': (r, m[169])},
-        174: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), 'expr': (s, 81), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        175: {'RSQB': (s, 89), 'COMMA': (s, 84)},
-        176: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'expr': (s, 234), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'RSQB': (s, 103), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        177: {'ASSERT': (s, 83), 'RSQB': (s, 100), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'expr': (s, 234), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        178: {'$END': (r, m[62]), '_SEP': (r, m[62])},
-        179: {'COMMA': (s, 27), 'RSQB': (s, 86)},
-        180: {'claim_item': (s, 269), 'NAME': (s, 231), '$END': (r, m[79]), '_SEP': (r, m[79])},
-        181: {'EQUAL': (r, m[134]), 'NAME': (r, m[134]), '_SEP': (r, m[134]), '$END': (r, m[134])},
-        182: {'$END': (r, m[61]), '_SEP': (r, m[61])},
-        183: {'DIM': (r, m[55]), 'ASSERT': (r, m[55]), '$END': (r, m[55]), 'INPUT': (r, m[55]), 'PARAM': (r, m[55]), '_SEP': (r, m[55]), 'DEF': (r, m[55]), 'CONSTRAINT': (r, m[55]), 'OUTPUT': (r, m[55]), 'NAME': (r, m[55])},
-        184: {'COMMA': (s, 265), '$END': (r, m[78]), '_SEP': (r, m[78])},
-        185: {'EQUAL': (r, m[143]), 'NAME': (r, m[143]), '_SEP': (r, m[143]), '$END': (r, m[143])},
-        186: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'expr': (s, 119), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        187: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 294), 'atom': (s, 154), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        188: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'arg': (s, 315), 'power': (s, 13), 'COL': (s, 52), 'FALSE': (s, 63), 'LPAR': (s, 53), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'bit_or': (s, 3), 'NAME': (s, 305), 'atom': (s, 154), 'RPAR': (s, 6), 'comparison': (s, 133), 'DIM': (s, 319), 'expr': (s, 312), '_args': (s, 5), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        189: {'EQUAL': (s, 221)},
-        190: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'RSQB': (s, 10), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'expr': (s, 24), 'FALSE_CAP': (s, 165)},
-        191: {'STAR': (r, m[174]), 'EQ': (r, m[174]), 'LE': (r, m[174]), 'POW': (r, m[174]), 'PLUS': (r, m[174]), 'COMMA': (r, m[174]), 'AMP': (r, m[174]), 'RPAR': (r, m[174]), 'PERCENT': (r, m[174]), 'NE': (r, m[174]), 'TRANSPOSE': (r, m[174]), 'GT': (r, m[174]), 'MINUS': (r, m[174]), 'GE': (r, m[174]), 'LSQB': (r, m[174]), 'DOT': (r, m[174]), 'LT': (r, m[174]), 'PIPE': (r, m[174]), 'SLASH': (r, m[174]), 'AT': (r, m[174]), 'DSLASH': (r, m[174]), 'RSQB': (r, m[174]), '$END': (r, m[174]), '_SEP': (r, m[174]), 'COLON': (r, m[174])},
-        192: {'ASSERT': (s, 124), 'NAME': (s, 136), 'DIM': (s, 28), '_target': (s, 35), 'output_stmt': (s, 12), 'INPUT': (s, 38), 'CONSTRAINT': (s, 146), 'OUTPUT': (s, 65), 'constraint': (s, 42), 'tensor_decl': (s, 289), 'DEF': (s, 286), 'PARAM': (s, 212), 'define': (s, 182), 'assert_stmt': (s, 178), '_SEP': (s, 183), 'dim_free': (s, 242), '_line': (s, 60), 'claim': (s, 236), '_keyword_name': (s, 219), 'stmt': (s, 168), 'update': (s, 280), 'unpack': (s, 232), 'dim_def': (s, 276), 'function_def': (s, 268), '$END': (r, m[52])},
-        193: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'expr': (s, 206), 'FALSE_CAP': (s, 165)},
-        194: {'RPAR': (s, 102), 'COMMA': (s, 22)},
-        195: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'expr': (s, 234), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'RSQB': (s, 92), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        196: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'expr': (s, 256), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165), 'COMMA': (r, m[187]), 'RSQB': (r, m[187])},
-        197: {'_SEP': (r, m[82]), 'COMMA': (r, m[82]), '$END': (r, m[82])},
-        198: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'expr': (s, 261), 'FALSE_CAP': (s, 165), 'COMMA': (r, m[184]), 'RSQB': (r, m[184])},
-        199: {'EQUAL': (r, m[139]), 'NAME': (r, m[139]), '_SEP': (r, m[139]), '$END': (r, m[139])},
-        200: {'COLON': (s, 253), 'COMMA': (r, m[182]), 'RSQB': (r, m[182])},
-        201: {'STAR': (r, m[171]), 'EQ': (r, m[171]), 'LE': (r, m[171]), 'POW': (r, m[171]), 'PLUS': (r, m[171]), 'COMMA': (r, m[171]), 'AMP': (r, m[171]), 'RPAR': (r, m[171]), 'PERCENT': (r, m[171]), 'NE': (r, m[171]), 'TRANSPOSE': (r, m[171]), 'GT': (r, m[171]), 'MINUS': (r, m[171]), 'GE': (r, m[171]), 'LSQB': (r, m[171]), 'DOT': (r, m[171]), 'LT': (r, m[171]), 'PIPE': (r, m[171]), 'SLASH': (r, m[171]), 'AT': (r, m[171]), 'DSLASH': (r, m[171]), 'RSQB': (r, m[171]), '$END': (r, m[171]), '_SEP': (r, m[171]), 'COLON': (r, m[171])},
-        202: {'EQUAL': (s, 174)},
-        203: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'expr': (s, 234), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165), 'RPAR': (s, 106)},
-        204: {},
-        205: {'NAME': (s, 117), '$END': (r, m[94]), '_SEP': (r, m[94])},
-        206: {'$END': (r, m[98]), '_SEP': (r, m[98])},
-        207: {'EQUAL': (r, m[129]), 'NAME': (r, m[129]), '_SEP': (r, m[129]), '$END': (r, m[129])},
-        208: {'EQUAL': (s, 228)},
-        209: {'STRING': (r, m[198]), 'INT': (r, m[198]), 'COL': (r, m[198]), 'FALSE': (r, m[198]), 'TILDE': (r, m[198]), 'ROW': (r, m[198]), 'DECIMAL': (r, m[198]), 'PARAM': (r, m[198]), 'OUTPUT': (r, m[198]), 'DIM': (r, m[198]), 'TRUE_CAP': (r, m[198]), 'INPUT': (r, m[198]), 'TRUE': (r, m[198]), 'LPAR': (r, m[198]), 'MINUS': (r, m[198]), 'FALSE_CAP': (r, m[198]), 'ASSERT': (r, m[198]), 'LSQB': (r, m[198]), 'INF': (r, m[198]), 'PLUS': (r, m[198]), 'CONSTRAINT': (r, m[198]), 'NAME': (r, m[198])},
-        210: {'_SEP': (r, m[85]), 'COMMA': (r, m[85]), '$END': (r, m[85])},
-        211: {'COMMA': (s, 297), 'RSQB': (s, 311), '__update_star_6': (s, 310)},
-        212: {'_target': (s, 314), 'ASSERT': (s, 83), 'NAME': (s, 136), 'PARAM': (s, 95), '_keyword_name': (s, 219), 'OUTPUT': (s, 107), 'CONSTRAINT': (s, 162), 'DIM': (s, 169), 'INPUT': (s, 149), 'COMMA': (r, m[118]), 'LSQB': (r, m[118]), 'COLON': (r, m[118]), 'EQUAL': (r, m[118])},
-        213: {'STRING': (r, m[197]), 'INT': (r, m[197]), 'COL': (r, m[197]), 'FALSE': (r, m[197]), 'TILDE': (r, m[197]), 'ROW': (r, m[197]), 'DECIMAL': (r, m[197]), 'PARAM': (r, m[197]), 'OUTPUT': (r, m[197]), 'DIM': (r, m[197]), 'TRUE_CAP': (r, m[197]), 'INPUT': (r, m[197]), 'TRUE': (r, m[197]), 'LPAR': (r, m[197]), 'MINUS': (r, m[197]), 'FALSE_CAP': (r, m[197]), 'ASSERT': (r, m[197]), 'LSQB': (r, m[197]), 'INF': (r, m[197]), 'PLUS': (r, m[197]), 'CONSTRAINT': (r, m[197]), 'NAME': (r, m[197])},
-        214: {'__claim_star_2': (s, 184), 'COMMA': (s, 180), '$END': (r, m[80]), '_SEP': (r, m[80])},
-        215: {'COLON': (s, 43)},
-        216: {'SLASH': (s, 172), 'AT': (s, 166), 'DSLASH': (s, 34), 'PERCENT': (s, 64), 'STAR': (s, 58), 'EQ': (r, m[154]), 'LE': (r, m[154]), 'LT': (r, m[154]), 'PIPE': (r, m[154]), 'COMMA': (r, m[154]), 'GE': (r, m[154]), 'AMP': (r, m[154]), 'RPAR': (r, m[154]), 'NE': (r, m[154]), 'PLUS': (r, m[154]), 'MINUS': (r, m[154]), 'GT': (r, m[154]), 'RSQB': (r, m[154]), '_SEP': (r, m[154]), '$END': (r, m[154]), 'COLON': (r, m[154])},
-        217: {'expr': (s, 88), 'TILDE': (s, 68), 'COLON': (s, 110), 'postfix': (s, 59), '_keyword_name': (s, 19), 'bit_or': (s, 3), 'product': (s, 143), 'sum': (s, 51), 'TRUE': (s, 159), 'comparison': (s, 133), 'LPAR': (s, 53), 'PLUS': (s, 47), 'CONSTRAINT': (s, 162), 'OUTPUT': (s, 107), 'LSQB': (s, 7), 'NAME': (s, 109), 'INF': (s, 147), 'unary': (s, 158), 'ASSERT': (s, 83), 'power': (s, 13), 'FALSE': (s, 63), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'INT': (s, 131), 'atom': (s, 154), 'DIM': (s, 169), 'bit_and': (s, 160), 'FALSE_CAP': (s, 165), 'index': (s, 220), 'COL': (s, 52), 'PARAM': (s, 95), 'MINUS': (s, 140), 'ELLIPSIS': (s, 121), 'ROW': (s, 163), 'RSQB': (s, 112)},
-        218: {'EQUAL': (r, m[142]), 'NAME': (r, m[142]), '_SEP': (r, m[142]), '$END': (r, m[142])},
-        219: {'COMMA': (r, m[114]), 'EQUAL': (r, m[114]), 'COLON': (r, m[114]), 'LSQB': (r, m[114]), '_SEP': (r, m[114]), '$END': (r, m[114]), 'LPAR': (r, m[114])},
-        220: {'COMMA': (r, m[244]), 'RSQB': (r, m[244])},
-        221: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'expr': (s, 142), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        222: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'atom': (s, 154), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'bit_and': (s, 244), 'TRUE': (s, 159), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        223: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'expr': (s, 234), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165), '$END': (r, m[103]), '_SEP': (r, m[103])},
-        224: {'$END': (r, m[124]), '_SEP': (r, m[124])},
-        225: {'$END': (r, m[121]), '_SEP': (r, m[121])},
-        226: {'GT': (r, m[157]), 'STAR': (r, m[157]), 'EQ': (r, m[157]), 'LE': (r, m[157]), 'LT': (r, m[157]), 'PLUS': (r, m[157]), 'PIPE': (r, m[157]), 'SLASH': (r, m[157]), 'COMMA': (r, m[157]), 'AMP': (r, m[157]), 'RPAR': (r, m[157]), 'PERCENT': (r, m[157]), 'NE': (r, m[157]), 'AT': (r, m[157]), 'MINUS': (r, m[157]), 'DSLASH': (r, m[157]), 'GE': (r, m[157]), 'RSQB': (r, m[157]), '_SEP': (r, m[157]), '$END': (r, m[157]), 'COLON': (r, m[157])},
-        227: {'EQUAL': (s, 75)},
-        228: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'expr': (s, 134), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        229: {'COMMA': (r, m[243]), 'RSQB': (r, m[243])},
-        230: {'EQUAL': (s, 79)},
-        231: {'LPAR': (s, 307), '_SEP': (r, m[86]), 'COMMA': (r, m[86]), '$END': (r, m[86])},
-        232: {'$END': (r, m[64]), '_SEP': (r, m[64])},
-        233: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'expr': (s, 224), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        234: {'COMMA': (r, m[237]), 'RSQB': (r, m[237]), '_SEP': (r, m[237]), '$END': (r, m[237]), 'RPAR': (r, m[237])},
-        235: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'RSQB': (s, 87), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'expr': (s, 24), 'FALSE_CAP': (s, 165)},
-        236: {'$END': (r, m[67]), '_SEP': (r, m[67])},
-        237: {'__dim_free_plus_4': (s, 301), 'NAME': (s, 114), '$END': (r, m[97]), '_SEP': (r, m[97])},
-        238: {'RPAR': (s, 246)},
-        239: {'COMMA': (r, m[189]), 'RSQB': (r, m[189])},
-        240: {'STAR': (r, m[214]), 'EQ': (r, m[214]), 'LE': (r, m[214]), 'POW': (r, m[214]), 'PLUS': (r, m[214]), 'COMMA': (r, m[214]), 'AMP': (r, m[214]), 'RPAR': (r, m[214]), 'PERCENT': (r, m[214]), 'NE': (r, m[214]), 'TRANSPOSE': (r, m[214]), 'GT': (r, m[214]), 'MINUS': (r, m[214]), 'GE': (r, m[214]), 'LSQB': (r, m[214]), 'DOT': (r, m[214]), 'LT': (r, m[214]), 'PIPE': (r, m[214]), 'SLASH': (r, m[214]), 'AT': (r, m[214]), 'DSLASH': (r, m[214]), 'RSQB': (r, m[214]), '$END': (r, m[214]), '_SEP': (r, m[214]), 'COLON': (r, m[214])},
-        241: {'PIPE': (s, 222), 'EQ': (r, m[148]), 'LE': (r, m[148]), 'LT': (r, m[148]), 'COMMA': (r, m[148]), 'RPAR': (r, m[148]), 'NE': (r, m[148]), 'GT': (r, m[148]), 'GE': (r, m[148]), 'RSQB': (r, m[148]), '_SEP': (r, m[148]), '$END': (r, m[148]), 'COLON': (r, m[148])},
-        242: {'$END': (r, m[57]), '_SEP': (r, m[57])},
-        243: {'COMMA': (s, 267), 'RPAR': (r, m[225])},
-        244: {'AMP': (s, 116), 'EQ': (r, m[150]), 'LE': (r, m[150]), 'LT': (r, m[150]), 'PIPE': (r, m[150]), 'COMMA': (r, m[150]), 'RPAR': (r, m[150]), 'NE': (r, m[150]), 'GT': (r, m[150]), 'GE': (r, m[150]), 'RSQB': (r, m[150]), '_SEP': (r, m[150]), '$END': (r, m[150]), 'COLON': (r, m[150])},
-        245: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'expr': (s, 234), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165), '$END': (r, m[107]), '_SEP': (r, m[107])},
-        246: {'STAR': (r, m[222]), 'EQ': (r, m[222]), 'LE': (r, m[222]), 'POW': (r, m[222]), 'PLUS': (r, m[222]), 'COMMA': (r, m[222]), 'AMP': (r, m[222]), 'RPAR': (r, m[222]), 'PERCENT': (r, m[222]), 'NE': (r, m[222]), 'TRANSPOSE': (r, m[222]), 'GT': (r, m[222]), 'MINUS': (r, m[222]), 'GE': (r, m[222]), 'LSQB': (r, m[222]), 'DOT': (r, m[222]), 'LT': (r, m[222]), 'PIPE': (r, m[222]), 'SLASH': (r, m[222]), 'AT': (r, m[222]), 'DSLASH': (r, m[222]), 'RSQB': (r, m[222]), '$END': (r, m[222]), '_SEP': (r, m[222]), 'COLON': (r, m[222])},
-        247: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'COLON': (s, 198), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'expr': (s, 200), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165), 'COMMA': (r, m[185]), 'RSQB': (r, m[185])},
-        248: {'COMMA': (s, 9), '$END': (r, m[102]), '_SEP': (r, m[102])},
-        249: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'RPAR': (s, 150), 'bit_and': (s, 160), 'ROW': (s, 163), 'expr': (s, 24), 'FALSE_CAP': (s, 165)},
-        250: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'expr': (s, 239), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165), 'COMMA': (r, m[190]), 'RSQB': (r, m[190])},
-        251: {'EQUAL': (s, 259), '$END': (r, m[123]), '_SEP': (r, m[123])},
-        252: {'COMMA': (s, 317), '$END': (r, m[106]), '_SEP': (r, m[106])},
-        253: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'expr': (s, 80), 'FALSE_CAP': (s, 165), 'COMMA': (r, m[181]), 'RSQB': (r, m[181])},
-        254: {'COMMA': (s, 49)},
-        255: {'GT': (r, m[161]), 'STAR': (r, m[161]), 'EQ': (r, m[161]), 'LE': (r, m[161]), 'LT': (r, m[161]), 'PLUS': (r, m[161]), 'PIPE': (r, m[161]), 'SLASH': (r, m[161]), 'COMMA': (r, m[161]), 'AMP': (r, m[161]), 'RPAR': (r, m[161]), 'PERCENT': (r, m[161]), 'NE': (r, m[161]), 'AT': (r, m[161]), 'MINUS': (r, m[161]), 'DSLASH': (r, m[161]), 'GE': (r, m[161]), 'RSQB': (r, m[161]), '_SEP': (r, m[161]), '$END': (r, m[161]), 'COLON': (r, m[161])},
-        256: {'COMMA': (r, m[186]), 'RSQB': (r, m[186])},
-        257: {'COMMA': (s, 274), '__function_def_star_1': (s, 278), 'RPAR': (s, 271)},
-        258: {'$END': (r, m[112]), '_SEP': (r, m[112])},
-        259: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'expr': (s, 46), 'FALSE_CAP': (s, 165)},
-        260: {'__claim_item_star_3': (s, 248), 'COMMA': (s, 223), '$END': (r, m[104]), '_SEP': (r, m[104])},
-        261: {'COMMA': (r, m[183]), 'RSQB': (r, m[183])},
-        262: {'EQUAL': (s, 288)},
-        263: {'$END': (r, m[99]), '_SEP': (r, m[99])},
-        264: {'$END': (r, m[92]), '_SEP': (r, m[92])},
-        265: {'NAME': (s, 231), 'claim_item': (s, 77), '$END': (r, m[77]), '_SEP': (r, m[77])},
-        266: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'expr': (s, 55), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        267: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'arg': (s, 105), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 305), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 319), 'expr': (s, 312), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165), 'RPAR': (r, m[224])},
-        268: {'$END': (r, m[66]), '_SEP': (r, m[66])},
-        269: {'_SEP': (r, m[235]), 'COMMA': (r, m[235]), '$END': (r, m[235])},
-        270: {'COLON': (s, 196), 'COMMA': (r, m[188]), 'RSQB': (r, m[188])},
-        271: {'EQUAL': (s, 186)},
-        272: {'__claim_item_star_3': (s, 282), 'RSQB': (s, 181), 'COMMA': (s, 176)},
-        273: {'expr': (s, 88), 'TILDE': (s, 68), 'COLON': (s, 110), 'postfix': (s, 59), '_keyword_name': (s, 19), 'bit_or': (s, 3), 'product': (s, 143), 'sum': (s, 51), 'index': (s, 125), 'TRUE': (s, 159), 'comparison': (s, 133), 'LPAR': (s, 53), 'PLUS': (s, 47), 'CONSTRAINT': (s, 162), 'OUTPUT': (s, 107), 'LSQB': (s, 7), 'NAME': (s, 109), 'INF': (s, 147), 'unary': (s, 158), 'ASSERT': (s, 83), 'power': (s, 13), 'FALSE': (s, 63), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'INT': (s, 131), 'atom': (s, 154), 'DIM': (s, 169), 'bit_and': (s, 160), 'FALSE_CAP': (s, 165), 'COL': (s, 52), 'PARAM': (s, 95), 'MINUS': (s, 140), 'ELLIPSIS': (s, 121), 'ROW': (s, 163)},
-        274: {'NAME': (s, 94), 'RPAR': (s, 230)},
-        275: {'RSQB': (s, 262), 'COMMA': (s, 302)},
-        276: {'$END': (r, m[58]), '_SEP': (r, m[58])},
-        277: {'COMMA': (s, 235), 'RSQB': (s, 218)},
-        278: {'RPAR': (s, 189), 'COMMA': (s, 25)},
-        279: {'EQUAL': (r, m[144]), 'NAME': (r, m[144]), '_SEP': (r, m[144]), '$END': (r, m[144])},
-        280: {'$END': (r, m[65]), '_SEP': (r, m[65])},
-        281: {'GT': (r, m[159]), 'STAR': (r, m[159]), 'EQ': (r, m[159]), 'LE': (r, m[159]), 'LT': (r, m[159]), 'PLUS': (r, m[159]), 'PIPE': (r, m[159]), 'SLASH': (r, m[159]), 'COMMA': (r, m[159]), 'AMP': (r, m[159]), 'RPAR': (r, m[159]), 'PERCENT': (r, m[159]), 'NE': (r, m[159]), 'AT': (r, m[159]), 'MINUS': (r, m[159]), 'DSLASH': (r, m[159]), 'GE': (r, m[159]), 'RSQB': (r, m[159]), '_SEP': (r, m[159]), '$END': (r, m[159]), 'COLON': (r, m[159])},
-        282: {'COMMA': (s, 97), 'RSQB': (s, 91)},
-        283: {'MINUS': (s, 78), 'PLUS': (s, 33), 'EQ': (r, m[152]), 'LE': (r, m[152]), 'LT': (r, m[152]), 'PIPE': (r, m[152]), 'COMMA': (r, m[152]), 'AMP': (r, m[152]), 'RPAR': (r, m[152]), 'NE': (r, m[152]), 'GT': (r, m[152]), 'GE': (r, m[152]), 'RSQB': (r, m[152]), '_SEP': (r, m[152]), '$END': (r, m[152]), 'COLON': (r, m[152])},
-        284: {'expr': (s, 88), 'TILDE': (s, 68), 'COLON': (s, 110), 'postfix': (s, 59), '_keyword_name': (s, 19), 'bit_or': (s, 3), 'product': (s, 143), 'sum': (s, 51), 'TRUE': (s, 159), 'comparison': (s, 133), 'LPAR': (s, 53), 'PLUS': (s, 47), 'CONSTRAINT': (s, 162), 'OUTPUT': (s, 107), 'LSQB': (s, 7), 'NAME': (s, 109), 'INF': (s, 147), 'unary': (s, 158), 'index': (s, 229), 'ASSERT': (s, 83), 'power': (s, 13), 'FALSE': (s, 63), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'INT': (s, 131), 'atom': (s, 154), 'DIM': (s, 169), 'bit_and': (s, 160), 'FALSE_CAP': (s, 165), 'COL': (s, 52), 'PARAM': (s, 95), 'MINUS': (s, 140), 'ELLIPSIS': (s, 121), 'ROW': (s, 163), 'RSQB': (s, 202)},
-        285: {'STAR': (r, m[220]), 'EQ': (r, m[220]), 'LE': (r, m[220]), 'POW': (r, m[220]), 'PLUS': (r, m[220]), 'COMMA': (r, m[220]), 'AMP': (r, m[220]), 'RPAR': (r, m[220]), 'PERCENT': (r, m[220]), 'NE': (r, m[220]), 'TRANSPOSE': (r, m[220]), 'GT': (r, m[220]), 'MINUS': (r, m[220]), 'GE': (r, m[220]), 'LSQB': (r, m[220]), 'DOT': (r, m[220]), 'LT': (r, m[220]), 'PIPE': (r, m[220]), 'SLASH': (r, m[220]), 'AT': (r, m[220]), 'DSLASH': (r, m[220]), 'RSQB': (r, m[220]), '$END': (r, m[220]), '_SEP': (r, m[220]), 'COLON': (r, m[220])},
-        286: {'NAME': (s, 70)},
-        287: {'__claim_item_star_3': (s, 252), 'COMMA': (s, 245), '$END': (r, m[108]), '_SEP': (r, m[108])},
-        288: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'expr': (s, 82), 'FALSE_CAP': (s, 165)},
-        289: {'$END': (r, m[60]), '_SEP': (r, m[60])},
-        290: {'DIM': (r, m[56]), 'ASSERT': (r, m[56]), '$END': (r, m[56]), 'INPUT': (r, m[56]), 'PARAM': (r, m[56]), '_SEP': (r, m[56]), 'DEF': (r, m[56]), 'CONSTRAINT': (r, m[56]), 'OUTPUT': (r, m[56]), 'NAME': (r, m[56])},
-        291: {'COMMA': (r, m[242]), 'EQUAL': (r, m[242])},
-        292: {'EQUAL': (r, m[140]), 'NAME': (r, m[140]), '_SEP': (r, m[140]), '$END': (r, m[140])},
-        293: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'expr': (s, 234), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'RSQB': (s, 185), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        294: {'PIPE': (s, 222), '$END': (r, m[93]), '_SEP': (r, m[93])},
-        295: {'RPAR': (s, 4)},
-        296: {'STAR': (r, m[223]), 'EQ': (r, m[223]), 'LE': (r, m[223]), 'POW': (r, m[223]), 'PLUS': (r, m[223]), 'COMMA': (r, m[223]), 'AMP': (r, m[223]), 'RPAR': (r, m[223]), 'PERCENT': (r, m[223]), 'NE': (r, m[223]), 'TRANSPOSE': (r, m[223]), 'GT': (r, m[223]), 'MINUS': (r, m[223]), 'GE': (r, m[223]), 'LSQB': (r, m[223]), 'DOT': (r, m[223]), 'LT': (r, m[223]), 'PIPE': (r, m[223]), 'SLASH': (r, m[223]), 'AT': (r, m[223]), 'DSLASH': (r, m[223]), 'RSQB': (r, m[223]), '$END': (r, m[223]), '_SEP': (r, m[223]), 'COLON': (r, m[223])},
-        297: {'expr': (s, 88), 'TILDE': (s, 68), 'COLON': (s, 110), 'postfix': (s, 59), '_keyword_name': (s, 19), 'bit_or': (s, 3), 'product': (s, 143), 'sum': (s, 51), 'TRUE': (s, 159), 'comparison': (s, 133), 'LPAR': (s, 53), 'PLUS': (s, 47), 'CONSTRAINT': (s, 162), 'OUTPUT': (s, 107), 'LSQB': (s, 7), 'NAME': (s, 109), 'INF': (s, 147), 'unary': (s, 158), 'index': (s, 229), 'ASSERT': (s, 83), 'power': (s, 13), 'FALSE': (s, 63), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'INT': (s, 131), 'atom': (s, 154), 'DIM': (s, 169), 'bit_and': (s, 160), 'FALSE_CAP': (s, 165), 'RSQB': (s, 8), 'COL': (s, 52), 'PARAM': (s, 95), 'MINUS': (s, 140), 'ELLIPSIS': (s, 121), 'ROW': (s, 163)},
-        298: {'STAR': (r, m[215]), 'EQ': (r, m[215]), 'LE': (r, m[215]), 'POW': (r, m[215]), 'PLUS': (r, m[215]), 'COMMA': (r, m[215]), 'AMP': (r, m[215]), 'RPAR': (r, m[215]), 'PERCENT': (r, m[215]), 'NE': (r, m[215]), 'TRANSPOSE': (r, m[215]), 'GT': (r, m[215]), 'MINUS': (r, m[215]), 'GE': (r, m[215]), 'LSQB': (r, m[215]), 'DOT': (r, m[215]), 'LT': (r, m[215]), 'PIPE': (r, m[215]), 'SLASH': (r, m[215]), 'AT': (r, m[215]), 'DSLASH': (r, m[215]), 'RSQB': (r, m[215]), '$END': (r, m[215]), '_SEP': (r, m[215]), 'COLON': (r, m[215])},
-        299: {'EQUAL': (r, m[130]), 'NAME': (r, m[130]), '_SEP': (r, m[130]), '$END': (r, m[130])},
-        300: {'__claim_item_star_3': (s, 179), 'COMMA': (s, 195), 'RSQB': (s, 199)},
-        301: {'NAME': (s, 117), '$END': (r, m[96]), '_SEP': (r, m[96])},
-        302: {'expr': (s, 88), 'TILDE': (s, 68), 'COLON': (s, 110), 'postfix': (s, 59), '_keyword_name': (s, 19), 'bit_or': (s, 3), 'product': (s, 143), 'sum': (s, 51), 'TRUE': (s, 159), 'comparison': (s, 133), 'LPAR': (s, 53), 'PLUS': (s, 47), 'CONSTRAINT': (s, 162), 'OUTPUT': (s, 107), 'LSQB': (s, 7), 'NAME': (s, 109), 'INF': (s, 147), 'unary': (s, 158), 'ASSERT': (s, 83), 'power': (s, 13), 'FALSE': (s, 63), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'INT': (s, 131), 'atom': (s, 154), 'RSQB': (s, 208), 'DIM': (s, 169), 'bit_and': (s, 160), 'FALSE_CAP': (s, 165), 'index': (s, 220), 'COL': (s, 52), 'PARAM': (s, 95), 'MINUS': (s, 140), 'ELLIPSIS': (s, 121), 'ROW': (s, 163)},
-        303: {'__claim_item_star_3': (s, 175), 'COMMA': (s, 177), 'RSQB': (s, 207)},
-        304: {'EQUAL': (s, 266)},
-        305: {'LPAR': (s, 1), 'EQUAL': (s, 156), 'STAR': (r, m[199]), 'EQ': (r, m[199]), 'LE': (r, m[199]), 'POW': (r, m[199]), 'PLUS': (r, m[199]), 'COMMA': (r, m[199]), 'AMP': (r, m[199]), 'RPAR': (r, m[199]), 'PERCENT': (r, m[199]), 'NE': (r, m[199]), 'TRANSPOSE': (r, m[199]), 'GT': (r, m[199]), 'MINUS': (r, m[199]), 'GE': (r, m[199]), 'LSQB': (r, m[199]), 'DOT': (r, m[199]), 'LT': (r, m[199]), 'PIPE': (r, m[199]), 'SLASH': (r, m[199]), 'AT': (r, m[199]), 'DSLASH': (r, m[199])},
-        306: {'STAR': (r, m[211]), 'EQ': (r, m[211]), 'LE': (r, m[211]), 'POW': (r, m[211]), 'PLUS': (r, m[211]), 'COMMA': (r, m[211]), 'AMP': (r, m[211]), 'RPAR': (r, m[211]), 'PERCENT': (r, m[211]), 'NE': (r, m[211]), 'TRANSPOSE': (r, m[211]), 'GT': (r, m[211]), 'MINUS': (r, m[211]), 'GE': (r, m[211]), 'LSQB': (r, m[211]), 'DOT': (r, m[211]), 'LT': (r, m[211]), 'PIPE': (r, m[211]), 'SLASH': (r, m[211]), 'AT': (r, m[211]), 'DSLASH': (r, m[211]), 'RSQB': (r, m[211]), '$END': (r, m[211]), '_SEP': (r, m[211]), 'COLON': (r, m[211])},
-        307: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'expr': (s, 308), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'RPAR': (s, 210), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        308: {'RPAR': (s, 66), '__claim_item_star_3': (s, 72), 'COMMA': (s, 76)},
-        309: {'DIM': (r, m[231]), 'ASSERT': (r, m[231]), '$END': (r, m[231]), 'INPUT': (r, m[231]), 'PARAM': (r, m[231]), '_SEP': (r, m[231]), 'DEF': (r, m[231]), 'CONSTRAINT': (r, m[231]), 'OUTPUT': (r, m[231]), 'NAME': (r, m[231])},
-        310: {'RSQB': (s, 201), 'COMMA': (s, 217)},
-        311: {'STAR': (r, m[173]), 'EQ': (r, m[173]), 'LE': (r, m[173]), 'POW': (r, m[173]), 'PLUS': (r, m[173]), 'COMMA': (r, m[173]), 'AMP': (r, m[173]), 'RPAR': (r, m[173]), 'PERCENT': (r, m[173]), 'NE': (r, m[173]), 'TRANSPOSE': (r, m[173]), 'GT': (r, m[173]), 'MINUS': (r, m[173]), 'GE': (r, m[173]), 'LSQB': (r, m[173]), 'DOT': (r, m[173]), 'LT': (r, m[173]), 'PIPE': (r, m[173]), 'SLASH': (r, m[173]), 'AT': (r, m[173]), 'DSLASH': (r, m[173]), 'RSQB': (r, m[173]), '$END': (r, m[173]), '_SEP': (r, m[173]), 'COLON': (r, m[173])},
-        312: {'COMMA': (r, m[228]), 'RPAR': (r, m[228])},
-        313: {'RPAR': (s, 285), '__claim_item_star_3': (s, 194), 'COMMA': (s, 203)},
-        314: {'COLON': (s, 74)},
-        315: {'___args_star_7': (s, 243), 'COMMA': (s, 326), 'RPAR': (r, m[227])},
-        316: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165), 'expr': (s, 44)},
-        317: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'expr': (s, 24), 'FALSE_CAP': (s, 165), '$END': (r, m[105]), '_SEP': (r, m[105])},
-        318: {'EQUAL': (r, m[145]), 'NAME': (r, m[145]), '_SEP': (r, m[145]), '$END': (r, m[145])},
-        319: {'EQUAL': (s, 316), 'STAR': (r, m[115]), 'EQ': (r, m[115]), 'LE': (r, m[115]), 'POW': (r, m[115]), 'PLUS': (r, m[115]), 'COMMA': (r, m[115]), 'AMP': (r, m[115]), 'RPAR': (r, m[115]), 'PERCENT': (r, m[115]), 'NE': (r, m[115]), 'TRANSPOSE': (r, m[115]), 'GT': (r, m[115]), 'MINUS': (r, m[115]), 'GE': (r, m[115]), 'LSQB': (r, m[115]), 'DOT': (r, m[115]), 'LT': (r, m[115]), 'PIPE': (r, m[115]), 'SLASH': (r, m[115]), 'AT': (r, m[115]), 'DSLASH': (r, m[115])},
-        320: {'__function_def_star_1': (s, 48), 'COMMA': (s, 23), '__dim_free_plus_4': (s, 167), 'EQUAL': (s, 128), 'NAME': (s, 114), '$END': (r, m[90]), '_SEP': (r, m[90])},
-        321: {'GT': (r, m[160]), 'STAR': (r, m[160]), 'EQ': (r, m[160]), 'LE': (r, m[160]), 'LT': (r, m[160]), 'PLUS': (r, m[160]), 'PIPE': (r, m[160]), 'SLASH': (r, m[160]), 'COMMA': (r, m[160]), 'AMP': (r, m[160]), 'RPAR': (r, m[160]), 'PERCENT': (r, m[160]), 'NE': (r, m[160]), 'AT': (r, m[160]), 'MINUS': (r, m[160]), 'DSLASH': (r, m[160]), 'GE': (r, m[160]), 'RSQB': (r, m[160]), '_SEP': (r, m[160]), '$END': (r, m[160]), 'COLON': (r, m[160])},
-        322: {'__claim_item_star_3': (s, 277), 'COMMA': (s, 293), 'RSQB': (s, 279)},
-        323: {'NAME': (s, 114), '__dim_free_plus_4': (s, 205), '$END': (r, m[95]), '_SEP': (r, m[95])},
-        324: {'STAR': (r, m[178]), 'EQ': (r, m[178]), 'LE': (r, m[178]), 'POW': (r, m[178]), 'PLUS': (r, m[178]), 'COMMA': (r, m[178]), 'AMP': (r, m[178]), 'RPAR': (r, m[178]), 'PERCENT': (r, m[178]), 'NE': (r, m[178]), 'TRANSPOSE': (r, m[178]), 'GT': (r, m[178]), 'MINUS': (r, m[178]), 'GE': (r, m[178]), 'LSQB': (r, m[178]), 'DOT': (r, m[178]), 'LT': (r, m[178]), 'PIPE': (r, m[178]), 'SLASH': (r, m[178]), 'AT': (r, m[178]), 'DSLASH': (r, m[178]), 'RSQB': (r, m[178]), '$END': (r, m[178]), '_SEP': (r, m[178]), 'COLON': (r, m[178])},
-        325: {'COMMA': (s, 190), 'RSQB': (s, 40)},
-        326: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 305), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 319), 'expr': (s, 312), 'arg': (s, 41), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165), 'RPAR': (r, m[226])},
-        327: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'RSQB': (s, 292), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'expr': (s, 300), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        328: {'EQUAL': (r, m[135]), 'NAME': (r, m[135]), '_SEP': (r, m[135]), '$END': (r, m[135])},
-        329: {'LPAR': (s, 188), 'STAR': (r, m[176]), 'EQ': (r, m[176]), 'LE': (r, m[176]), 'POW': (r, m[176]), 'PLUS': (r, m[176]), 'COMMA': (r, m[176]), 'AMP': (r, m[176]), 'RPAR': (r, m[176]), 'PERCENT': (r, m[176]), 'NE': (r, m[176]), 'TRANSPOSE': (r, m[176]), 'GT': (r, m[176]), 'MINUS': (r, m[176]), 'GE': (r, m[176]), 'LSQB': (r, m[176]), 'DOT': (r, m[176]), 'LT': (r, m[176]), 'PIPE': (r, m[176]), 'SLASH': (r, m[176]), 'AT': (r, m[176]), 'DSLASH': (r, m[176]), 'RSQB': (r, m[176]), '$END': (r, m[176]), '_SEP': (r, m[176]), 'COLON': (r, m[176])},
-        330: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'expr': (s, 234), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'RSQB': (s, 240), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
-        331: {'STAR': (r, m[221]), 'EQ': (r, m[221]), 'LE': (r, m[221]), 'POW': (r, m[221]), 'PLUS': (r, m[221]), 'COMMA': (r, m[221]), 'AMP': (r, m[221]), 'RPAR': (r, m[221]), 'PERCENT': (r, m[221]), 'NE': (r, m[221]), 'TRANSPOSE': (r, m[221]), 'GT': (r, m[221]), 'MINUS': (r, m[221]), 'GE': (r, m[221]), 'LSQB': (r, m[221]), 'DOT': (r, m[221]), 'LT': (r, m[221]), 'PIPE': (r, m[221]), 'SLASH': (r, m[221]), 'AT': (r, m[221]), 'DSLASH': (r, m[221]), 'RSQB': (r, m[221]), '$END': (r, m[221]), '_SEP': (r, m[221]), 'COLON': (r, m[221])},
-        332: {'ASSERT': (s, 83), 'TILDE': (s, 68), 'power': (s, 13), 'COL': (s, 52), 'LPAR': (s, 53), 'FALSE': (s, 63), 'postfix': (s, 59), 'sum': (s, 51), 'PLUS': (s, 47), 'DECIMAL': (s, 111), 'STRING': (s, 118), 'CONSTRAINT': (s, 162), 'TRUE_CAP': (s, 14), 'INPUT': (s, 149), 'OUTPUT': (s, 107), '_keyword_name': (s, 19), 'LSQB': (s, 7), 'INT': (s, 131), 'PARAM': (s, 95), 'MINUS': (s, 140), 'product': (s, 143), 'NAME': (s, 109), 'bit_or': (s, 3), 'atom': (s, 154), 'comparison': (s, 133), 'DIM': (s, 169), 'INF': (s, 147), 'unary': (s, 158), 'TRUE': (s, 159), 'bit_and': (s, 160), 'expr': (s, 152), 'ROW': (s, 163), 'FALSE_CAP': (s, 165)},
+        0: {'_SEP': r71, '$END': r71},
+        1: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'RPAR': s50, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'expr': s272, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        2: {'RSQB': r180, 'COMMA': r180},
+        3: {'_SEP': r137, '$END': r137, 'NAME': r137, 'EQUAL': r137},
+        4: {'GE': r203, 'NE': r203, 'EQ': r203, 'DOT': r203, 'COMMA': r203, 'PIPE': r203, 'LT': r203, 'TRANSPOSE': r203, 'AT': r203, 'MINUS': r203, 'SLASH': r203, 'LSQB': r203, 'GT': r203, 'STAR': r203, 'POW': r203, 'PLUS': r203, 'LE': r203, 'AMP': r203, 'DSLASH': r203, 'PERCENT': r203, 'RPAR': r203, '_SEP': r203, 'RSQB': r203, '$END': r203, 'COLON': r203},
+        5: {'COMMA': r241, 'EQUAL': r241},
+        6: {'_SEP': r110, '$END': r110},
+        7: {'_SEP': r111, '$END': r111},
+        8: {'_SEP': r141, '$END': r141, 'NAME': r141, 'EQUAL': r141},
+        9: {'DOT': s241, 'LSQB': s311, 'POW': s299, 'TRANSPOSE': s256, 'GE': r166, 'NE': r166, 'EQ': r166, 'COMMA': r166, 'PIPE': r166, 'LT': r166, 'AT': r166, 'MINUS': r166, 'SLASH': r166, 'GT': r166, 'STAR': r166, 'PLUS': r166, 'LE': r166, 'AMP': r166, 'DSLASH': r166, 'PERCENT': r166, 'RPAR': r166, '_SEP': r166, 'COLON': r166, 'RSQB': r166, '$END': r166},
+        10: {'_SEP': r127, '$END': r127, 'NAME': r127, 'EQUAL': r127},
+        11: {'LSQB': s133, 'COMPLEX_TYPE': s90, 'shape': s288, 'BOOL': s247, 'INT_TYPE': s158},
+        12: {'_SEP': r65, '$END': r65},
+        13: {'_SEP': r138, '$END': r138, 'NAME': r138, 'EQUAL': r138},
+        14: {'_SEP': s125, '$END': r53},
+        15: {'GE': r209, 'NE': r209, 'EQ': r209, 'DOT': r209, 'COMMA': r209, 'PIPE': r209, 'LT': r209, 'TRANSPOSE': r209, 'AT': r209, 'MINUS': r209, 'SLASH': r209, 'LSQB': r209, 'GT': r209, 'STAR': r209, 'POW': r209, 'PLUS': r209, 'LE': r209, 'AMP': r209, 'DSLASH': r209, 'PERCENT': r209, 'RPAR': r209, '_SEP': r209, 'RSQB': r209, '$END': r209, 'COLON': r209},
+        16: {'GE': r204, 'NE': r204, 'EQ': r204, 'DOT': r204, 'COMMA': r204, 'PIPE': r204, 'LT': r204, 'TRANSPOSE': r204, 'AT': r204, 'MINUS': r204, 'SLASH': r204, 'LSQB': r204, 'GT': r204, 'STAR': r204, 'POW': r204, 'PLUS': r204, 'LE': r204, 'AMP': r204, 'DSLASH': r204, 'PERCENT': r204, 'RPAR': r204, '_SEP': r204, 'RSQB': r204, '$END': r204, 'COLON': r204},
+        17: {'_SEP': r132, '$END': r132, 'NAME': r132, 'EQUAL': r132},
+        18: {'claim_item': s284, 'LSQB': s133, 'COMPLEX_TYPE': s90, 'BOOL': s247, 'INT_TYPE': s158, 'NAME': s294, 'shape': s296},
+        19: {'_SEP': r128, '$END': r128, 'NAME': r128, 'EQUAL': r128},
+        20: {'COMMA': r242, 'EQUAL': r242},
+        21: {'GE': r218, 'NE': r218, 'EQ': r218, 'DOT': r218, 'COMMA': r218, 'PIPE': r218, 'LT': r218, 'TRANSPOSE': r218, 'AT': r218, 'MINUS': r218, 'SLASH': r218, 'LSQB': r218, 'GT': r218, 'STAR': r218, 'POW': r218, 'PLUS': r218, 'LE': r218, 'AMP': r218, 'DSLASH': r218, 'PERCENT': r218, 'RPAR': r218, '_SEP': r218, 'RSQB': r218, '$END': r218, 'COLON': r218},
+        22: {'NAME': s139},
+        23: {'COMMA': r234, '_SEP': r234, '$END': r234, 'RPAR': r234},
+        24: {'_SEP': r59, '$END': r59},
+        25: {'GT': r156, 'STAR': r156, 'GE': r156, 'PLUS': r156, 'LE': r156, 'RPAR': r156, 'NE': r156, 'EQ': r156, 'COMMA': r156, 'AMP': r156, 'PIPE': r156, 'LT': r156, 'DSLASH': r156, 'PERCENT': r156, 'AT': r156, 'SLASH': r156, 'MINUS': r156, '_SEP': r156, '$END': r156, 'COLON': r156, 'RSQB': r156},
+        26: {'_SEP': r133, '$END': r133, 'NAME': r133, 'EQUAL': r133},
+        27: {'_SEP': r232, 'DEF': r232, 'PARAM': r232, 'DIM': r232, 'ASSERT': r232, 'NAME': r232, 'CONSTRAINT': r232, 'OUTPUT': r232, '$END': r232, 'INPUT': r232},
+        28: {'_SEP': r64, '$END': r64},
+        29: {'LPAR': s285, 'GE': r199, 'NE': r199, 'EQ': r199, 'DOT': r199, 'COMMA': r199, 'PIPE': r199, 'LT': r199, 'TRANSPOSE': r199, 'AT': r199, 'MINUS': r199, 'SLASH': r199, 'LSQB': r199, 'GT': r199, 'STAR': r199, 'POW': r199, 'PLUS': r199, 'LE': r199, 'AMP': r199, 'DSLASH': r199, 'PERCENT': r199, 'RPAR': r199, '_SEP': r199, 'RSQB': r199, '$END': r199, 'COLON': r199},
+        30: {'GE': r219, 'NE': r219, 'EQ': r219, 'DOT': r219, 'COMMA': r219, 'PIPE': r219, 'LT': r219, 'TRANSPOSE': r219, 'AT': r219, 'MINUS': r219, 'SLASH': r219, 'LSQB': r219, 'GT': r219, 'STAR': r219, 'POW': r219, 'PLUS': r219, 'LE': r219, 'AMP': r219, 'DSLASH': r219, 'PERCENT': r219, 'RPAR': r219, '_SEP': r219, 'RSQB': r219, '$END': r219, 'COLON': r219},
+        31: {'LE': s275, 'LT': s281, 'EQ': s253, '_compare': s238, 'GT': s269, 'GE': s181, 'NE': s282, 'PIPE': s289},
+        32: {'COMMA': r246, 'RPAR': r246},
+        33: {'COMMA': r82, '_SEP': r82, '$END': r82},
+        34: {'GE': r170, 'NE': r170, 'EQ': r170, 'DOT': r170, 'COMMA': r170, 'PIPE': r170, 'LT': r170, 'TRANSPOSE': r170, 'AT': r170, 'MINUS': r170, 'SLASH': r170, 'LSQB': r170, 'GT': r170, 'STAR': r170, 'POW': r170, 'PLUS': r170, 'LE': r170, 'AMP': r170, 'DSLASH': r170, 'PERCENT': r170, 'RPAR': r170, '_SEP': r170, 'RSQB': r170, '$END': r170, 'COLON': r170},
+        35: {'COMMA': r83, '_SEP': r83, '$END': r83},
+        36: {'GE': r210, 'NE': r210, 'EQ': r210, 'DOT': r210, 'COMMA': r210, 'PIPE': r210, 'LT': r210, 'TRANSPOSE': r210, 'AT': r210, 'MINUS': r210, 'SLASH': r210, 'LSQB': r210, 'GT': r210, 'STAR': r210, 'POW': r210, 'PLUS': r210, 'LE': r210, 'AMP': r210, 'DSLASH': r210, 'PERCENT': r210, 'RPAR': r210, '_SEP': r210, 'RSQB': r210, '$END': r210, 'COLON': r210},
+        37: {'__claim_star_2': s52, 'COMMA': s39, '_SEP': r76, '$END': r76},
+        38: {'GE': r206, 'NE': r206, 'EQ': r206, 'DOT': r206, 'COMMA': r206, 'PIPE': r206, 'LT': r206, 'TRANSPOSE': r206, 'AT': r206, 'MINUS': r206, 'SLASH': r206, 'LSQB': r206, 'GT': r206, 'STAR': r206, 'POW': r206, 'PLUS': r206, 'LE': r206, 'AMP': r206, 'DSLASH': r206, 'PERCENT': r206, 'RPAR': r206, '_SEP': r206, 'RSQB': r206, '$END': r206, 'COLON': r206},
+        39: {'NAME': s294, 'claim_item': s89, '_SEP': r75, '$END': r75},
+        40: {'_SEP': r60, '$END': r60},
+        41: {'_SEP': r70, '$END': r70},
+        42: {'GE': r200, 'NE': r200, 'EQ': r200, 'DOT': r200, 'COMMA': r200, 'PIPE': r200, 'LT': r200, 'TRANSPOSE': r200, 'AT': r200, 'MINUS': r200, 'SLASH': r200, 'LSQB': r200, 'GT': r200, 'STAR': r200, 'POW': r200, 'PLUS': r200, 'LE': r200, 'AMP': r200, 'DSLASH': r200, 'PERCENT': r200, 'RPAR': r200, '_SEP': r200, 'RSQB': r200, '$END': r200, 'COLON': r200},
+        43: {'_SEP': r69, '$END': r69},
+        44: {'_SEP': r109, '$END': r109},
+        45: {'_SEP': r136, '$END': r136, 'NAME': r136, 'EQUAL': r136},
+        46: {'_SEP': r126, '$END': r126, 'NAME': r126, 'EQUAL': r126},
+        47: {'_SEP': r131, '$END': r131, 'NAME': r131, 'EQUAL': r131},
+        48: {'GE': r217, 'NE': r217, 'EQ': r217, 'DOT': r217, 'COMMA': r217, 'PIPE': r217, 'LT': r217, 'TRANSPOSE': r217, 'AT': r217, 'MINUS': r217, 'SLASH': r217, 'LSQB': r217, 'GT': r217, 'STAR': r217, 'POW': r217, 'PLUS': r217, 'LE': r217, 'AMP': r217, 'DSLASH': r217, 'PERCENT': r217, 'RPAR': r217, '_SEP': r217, 'RSQB': r217, '$END': r217, 'COLON': r217},
+        49: {'NAME': s135, 'INPUT': s261, '_keyword_name': s140, '_target': s65, 'CONSTRAINT': s72, 'DIM': s316, 'ASSERT': s211, 'OUTPUT': s310, 'PARAM': s312, 'COLON': r118, 'COMMA': r118, 'LSQB': r118, 'EQUAL': r118},
+        50: {'COMMA': r81, '_SEP': r81, '$END': r81},
+        51: {'GE': r202, 'NE': r202, 'EQ': r202, 'DOT': r202, 'COMMA': r202, 'PIPE': r202, 'LT': r202, 'TRANSPOSE': r202, 'AT': r202, 'MINUS': r202, 'SLASH': r202, 'LSQB': r202, 'GT': r202, 'STAR': r202, 'POW': r202, 'PLUS': r202, 'LE': r202, 'AMP': r202, 'DSLASH': r202, 'PERCENT': r202, 'RPAR': r202, '_SEP': r202, 'RSQB': r202, '$END': r202, 'COLON': r202},
+        52: {'COMMA': s302, '_SEP': r74, '$END': r74},
+        53: {'_SEP': r68, '$END': r68},
+        54: {'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'INPUT': s261, 'unary': s223, 'CONSTRAINT': s72, 'atom': s63},
+        55: {'_target': s112, 'NAME': s135, 'INPUT': s261, '_keyword_name': s140, 'CONSTRAINT': s72, 'DIM': s316, 'ASSERT': s211, 'OUTPUT': s310, 'PARAM': s312, 'COLON': r120, 'COMMA': r120, 'LSQB': r120, 'EQUAL': r120},
+        56: {'_SEP': r66, '$END': r66},
+        57: {'GE': r205, 'NE': r205, 'EQ': r205, 'DOT': r205, 'COMMA': r205, 'PIPE': r205, 'LT': r205, 'TRANSPOSE': r205, 'AT': r205, 'MINUS': r205, 'SLASH': r205, 'LSQB': r205, 'GT': r205, 'STAR': r205, 'POW': r205, 'PLUS': r205, 'LE': r205, 'AMP': r205, 'DSLASH': r205, 'PERCENT': r205, 'RPAR': r205, '_SEP': r205, 'RSQB': r205, '$END': r205, 'COLON': r205},
+        58: {'ASSERT': s245, 'DIM': s176, 'INPUT': s171, 'claim': s235, 'OUTPUT': s55, 'DEF': s22, 'constraint': s24, 'PARAM': s49, '_line': s27, '_target': s142, 'output_stmt': s138, 'tensor_decl': s40, 'function_def': s56, 'stmt': s73, '_SEP': s75, 'dim_free': s59, 'unpack': s28, '_keyword_name': s140, 'define': s126, 'update': s12, 'CONSTRAINT': s113, 'assert_stmt': s132, 'NAME': s135, 'dim_def': s127, '$END': r52},
+        59: {'_SEP': r57, '$END': r57},
+        60: {'GE': r214, 'NE': r214, 'EQ': r214, 'DOT': r214, 'COMMA': r214, 'PIPE': r214, 'LT': r214, 'TRANSPOSE': r214, 'AT': r214, 'MINUS': r214, 'SLASH': r214, 'LSQB': r214, 'GT': r214, 'STAR': r214, 'POW': r214, 'PLUS': r214, 'LE': r214, 'AMP': r214, 'DSLASH': r214, 'PERCENT': r214, 'RPAR': r214, '_SEP': r214, 'RSQB': r214, '$END': r214, 'COLON': r214},
+        61: {'GE': r221, 'NE': r221, 'EQ': r221, 'DOT': r221, 'COMMA': r221, 'PIPE': r221, 'LT': r221, 'TRANSPOSE': r221, 'AT': r221, 'MINUS': r221, 'SLASH': r221, 'LSQB': r221, 'GT': r221, 'STAR': r221, 'POW': r221, 'PLUS': r221, 'LE': r221, 'AMP': r221, 'DSLASH': r221, 'PERCENT': r221, 'RPAR': r221, '_SEP': r221, 'RSQB': r221, '$END': r221, 'COLON': r221},
+        62: {'PLUS': s98, 'MINUS': s146, 'GT': r151, 'GE': r151, 'LE': r151, 'NE': r151, 'EQ': r151, 'COMMA': r151, 'AMP': r151, 'PIPE': r151, 'LT': r151, 'RPAR': r151, '_SEP': r151, '$END': r151, 'RSQB': r151, 'COLON': r151},
+        63: {'GE': r168, 'NE': r168, 'EQ': r168, 'DOT': r168, 'COMMA': r168, 'PIPE': r168, 'LT': r168, 'TRANSPOSE': r168, 'AT': r168, 'MINUS': r168, 'SLASH': r168, 'LSQB': r168, 'GT': r168, 'STAR': r168, 'POW': r168, 'PLUS': r168, 'LE': r168, 'AMP': r168, 'DSLASH': r168, 'PERCENT': r168, 'RPAR': r168, '_SEP': r168, 'RSQB': r168, '$END': r168, 'COLON': r168},
+        64: {'_SEP': r231, 'DEF': r231, 'PARAM': r231, 'DIM': r231, 'ASSERT': r231, 'NAME': r231, 'CONSTRAINT': r231, 'OUTPUT': r231, '$END': r231, 'INPUT': r231},
+        65: {'COLON': s11},
+        66: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'expr': s41, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        67: {'NAME': s294, 'claim_item': s324, '_SEP': r77, '$END': r77},
+        68: {'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'unary': s173, 'INPUT': s261, 'CONSTRAINT': s72, 'atom': s63},
+        69: {'COMMA': s226, 'RSQB': s240},
+        70: {'GE': r207, 'NE': r207, 'EQ': r207, 'DOT': r207, 'COMMA': r207, 'PIPE': r207, 'LT': r207, 'TRANSPOSE': r207, 'AT': r207, 'MINUS': r207, 'SLASH': r207, 'LSQB': r207, 'GT': r207, 'STAR': r207, 'POW': r207, 'PLUS': r207, 'LE': r207, 'AMP': r207, 'DSLASH': r207, 'PERCENT': r207, 'RPAR': r207, '_SEP': r207, 'RSQB': r207, '$END': r207, 'COLON': r207},
+        71: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'expr': s152, 'atom': s63},
+        72: {'GE': r116, 'NE': r116, 'EQ': r116, 'DOT': r116, 'COMMA': r116, 'PIPE': r116, 'LT': r116, 'TRANSPOSE': r116, 'AT': r116, 'MINUS': r116, 'SLASH': r116, 'LSQB': r116, 'GT': r116, 'STAR': r116, 'POW': r116, 'PLUS': r116, 'LE': r116, 'AMP': r116, 'DSLASH': r116, 'PERCENT': r116, 'RPAR': r116, 'COLON': r116, '_SEP': r116, 'RSQB': r116, '$END': r116, 'EQUAL': r116, 'LPAR': r116},
+        73: {'_SEP': s125, '$END': r51},
+        74: {'GE': r201, 'NE': r201, 'EQ': r201, 'DOT': r201, 'COMMA': r201, 'PIPE': r201, 'LT': r201, 'TRANSPOSE': r201, 'AT': r201, 'MINUS': r201, 'SLASH': r201, 'LSQB': r201, 'GT': r201, 'STAR': r201, 'POW': r201, 'PLUS': r201, 'LE': r201, 'AMP': r201, 'DSLASH': r201, 'PERCENT': r201, 'RPAR': r201, '_SEP': r201, 'RSQB': r201, '$END': r201, 'COLON': r201},
+        75: {'_SEP': r55, 'DEF': r55, 'PARAM': r55, 'DIM': r55, 'ASSERT': r55, 'NAME': r55, 'CONSTRAINT': r55, 'OUTPUT': r55, '$END': r55, 'INPUT': r55},
+        76: {'_SEP': r135, '$END': r135, 'NAME': r135, 'EQUAL': r135},
+        77: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'expr': s306, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        78: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'expr': s272, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63, '_SEP': r105, '$END': r105},
+        79: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'expr': s7, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        80: {'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'unary': s283, 'INPUT': s261, 'CONSTRAINT': s72, 'atom': s63},
+        81: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'expr': s6, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        82: {'expr': s197, 'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s198, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s217, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'arg': s301, 'atom': s63, 'RPAR': r226},
+        83: {'NAME': s135, 'INPUT': s261, '_keyword_name': s140, '_target': s5, 'CONSTRAINT': s72, 'DIM': s316, 'ASSERT': s211, 'OUTPUT': s310, 'PARAM': s312},
+        84: {'_SEP': r72, '$END': r72},
+        85: {'DSLASH': s295, 'PERCENT': s116, 'STAR': s54, 'SLASH': s277, 'AT': s279, 'GT': r153, 'GE': r153, 'PLUS': r153, 'LE': r153, 'NE': r153, 'EQ': r153, 'COMMA': r153, 'AMP': r153, 'PIPE': r153, 'LT': r153, 'MINUS': r153, 'RPAR': r153, '_SEP': r153, '$END': r153, 'RSQB': r153, 'COLON': r153},
+        86: {'LSQB': s133, 'COMPLEX_TYPE': s90, 'BOOL': s247, 'INT_TYPE': s158, 'shape': s257},
+        87: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'expr': s321, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        88: {'AMP': s187, 'GT': r149, 'GE': r149, 'LE': r149, 'NE': r149, 'EQ': r149, 'COMMA': r149, 'PIPE': r149, 'LT': r149, 'RPAR': r149, '_SEP': r149, '$END': r149, 'RSQB': r149, 'COLON': r149},
+        89: {'COMMA': r235, '_SEP': r235, '$END': r235},
+        90: {'LSQB': s143},
+        91: {'GE': r213, 'NE': r213, 'EQ': r213, 'DOT': r213, 'COMMA': r213, 'PIPE': r213, 'LT': r213, 'TRANSPOSE': r213, 'AT': r213, 'MINUS': r213, 'SLASH': r213, 'LSQB': r213, 'GT': r213, 'STAR': r213, 'POW': r213, 'PLUS': r213, 'LE': r213, 'AMP': r213, 'DSLASH': r213, 'PERCENT': r213, 'RPAR': r213, '_SEP': r213, 'RSQB': r213, '$END': r213, 'COLON': r213},
+        92: {'GE': r173, 'NE': r173, 'EQ': r173, 'DOT': r173, 'COMMA': r173, 'PIPE': r173, 'LT': r173, 'TRANSPOSE': r173, 'AT': r173, 'MINUS': r173, 'SLASH': r173, 'LSQB': r173, 'GT': r173, 'STAR': r173, 'POW': r173, 'PLUS': r173, 'LE': r173, 'AMP': r173, 'DSLASH': r173, 'PERCENT': r173, 'RPAR': r173, '_SEP': r173, 'RSQB': r173, '$END': r173, 'COLON': r173},
+        93: {'RPAR': s222},
+        94: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'expr': s0, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        95: {'COMMA': s101, 'RPAR': s96},
+        96: {'EQUAL': s327},
+        97: {},
+        98: {'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s308, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        99: {'_keyword_name': s42, 'LSQB': s118, 'TILDE': s155, 'postfix': s9, 'TRUE': s16, 'FALSE_CAP': s70, 'ROW': s15, 'STRING': s104, 'expr': s180, 'product': s85, 'LPAR': s107, 'RSQB': s326, 'ASSERT': s211, 'COLON': s202, 'sum': s62, 'COL': s36, 'DIM': s316, 'NAME': s29, 'ELLIPSIS': s249, 'bit_and': s88, 'INPUT': s261, 'comparison': s186, 'CONSTRAINT': s72, 'INF': s4, 'PARAM': s312, 'power': s115, 'OUTPUT': s310, 'bit_or': s207, 'PLUS': s68, 'MINUS': s80, 'index': s156, 'FALSE': s38, 'TRUE_CAP': s57, 'DECIMAL': s51, 'INT': s74, 'unary': s25, 'atom': s63},
+        100: {'LSQB': s133, 'COMPLEX_TYPE': s90, 'shape': s297, 'BOOL': s247, 'INT_TYPE': s158},
+        101: {'RPAR': s230, 'NAME': s23},
+        102: {'COMMA': r85, '_SEP': r85, '$END': r85},
+        103: {'_SEP': r130, '$END': r130, 'NAME': r130, 'EQUAL': r130},
+        104: {'GE': r208, 'NE': r208, 'EQ': r208, 'DOT': r208, 'COMMA': r208, 'PIPE': r208, 'LT': r208, 'TRANSPOSE': r208, 'AT': r208, 'MINUS': r208, 'SLASH': r208, 'LSQB': r208, 'GT': r208, 'STAR': r208, 'POW': r208, 'PLUS': r208, 'LE': r208, 'AMP': r208, 'DSLASH': r208, 'PERCENT': r208, 'RPAR': r208, '_SEP': r208, 'RSQB': r208, '$END': r208, 'COLON': r208},
+        105: {'COLON': s18, 'LPAR': s270},
+        106: {},
+        107: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'expr': s291, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        108: {'__claim_item_star_3': s320, 'COMMA': s322, 'RPAR': s250},
+        109: {'COMMA': s161, 'EQUAL': s189},
+        110: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'expr': s124, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        111: {'_SEP': r99, '$END': r99},
+        112: {'COLON': s100, 'EQUAL': s87, '_SEP': r125, '$END': r125},
+        113: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'bit_or': s31, 'PARAM': s312, 'power': s115, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63, 'COLON': r116, 'COMMA': r116, 'EQUAL': r116},
+        114: {'COLON': s293},
+        115: {'GE': r162, 'NE': r162, 'EQ': r162, 'COMMA': r162, 'PIPE': r162, 'LT': r162, 'AT': r162, 'MINUS': r162, 'SLASH': r162, 'GT': r162, 'STAR': r162, 'PLUS': r162, 'LE': r162, 'AMP': r162, 'DSLASH': r162, 'PERCENT': r162, 'RPAR': r162, '_SEP': r162, 'RSQB': r162, 'COLON': r162, '$END': r162},
+        116: {'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'unary': s214, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'INPUT': s261, 'CONSTRAINT': s72, 'atom': s63},
+        117: {'_keyword_name': s42, 'LSQB': s118, 'TILDE': s155, 'postfix': s9, 'TRUE': s16, 'FALSE_CAP': s70, 'ROW': s15, 'STRING': s104, 'expr': s180, 'product': s85, 'LPAR': s107, 'ASSERT': s211, 'COLON': s202, 'sum': s62, 'COL': s36, 'DIM': s316, 'NAME': s29, 'index': s237, 'ELLIPSIS': s249, 'bit_and': s88, 'INPUT': s261, 'comparison': s186, 'CONSTRAINT': s72, 'INF': s4, 'PARAM': s312, 'power': s115, 'OUTPUT': s310, 'bit_or': s207, 'PLUS': s68, 'MINUS': s80, 'FALSE': s38, 'TRUE_CAP': s57, 'DECIMAL': s51, 'INT': s74, 'unary': s25, 'atom': s63},
+        118: {'sum': s62, 'PLUS': s68, 'LPAR': s107, 'RSQB': s307, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'expr': s262, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        119: {'EQUAL': s94},
+        120: {'PIPE': s289, 'GT': r148, 'GE': r148, 'LE': r148, 'NE': r148, 'EQ': r148, 'COMMA': r148, 'LT': r148, 'RPAR': r148, '_SEP': r148, '$END': r148, 'RSQB': r148, 'COLON': r148},
+        121: {'_SEP': r144, '$END': r144, 'NAME': r144, 'EQUAL': r144},
+        122: {'NAME': s227, 'EQUAL': s254},
+        123: {'RSQB': r189, 'COMMA': r189},
+        124: {'__claim_item_star_3': s196, 'COMMA': s166, '_SEP': r104, '$END': r104},
+        125: {'_SEP': r56, 'DEF': r56, 'PARAM': r56, 'DIM': r56, 'ASSERT': r56, 'NAME': r56, 'CONSTRAINT': r56, 'OUTPUT': r56, '$END': r56, 'INPUT': r56},
+        126: {'_SEP': r61, '$END': r61},
+        127: {'_SEP': r58, '$END': r58},
+        128: {'__claim_item_star_3': s165, 'COMMA': s210, 'RSQB': s225},
+        129: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'expr': s2, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63, 'RSQB': r181, 'COMMA': r181},
+        130: {'__claim_item_star_3': s229, 'COMMA': s190, 'RPAR': s233},
+        131: {'__function_def_star_1': s194, '__dim_free_plus_4': s255, 'COMMA': s179, 'EQUAL': s77, 'NAME': s328, '_SEP': r90, '$END': r90},
+        132: {'_SEP': r62, '$END': r62},
+        133: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'expr': s305, 'RSQB': s169, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        134: {'RSQB': s215, '__claim_item_star_3': s208, 'COMMA': s219},
+        135: {'COLON': r113, '_SEP': r113, 'EQUAL': r113, '$END': r113, 'COMMA': r113, 'LSQB': r113, 'LPAR': r113},
+        136: {'COMMA': s159, 'RSQB': s160},
+        137: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'RSQB': s168, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'expr': s147, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        138: {'_SEP': r63, '$END': r63},
+        139: {'LPAR': s183},
+        140: {'COLON': r114, '_SEP': r114, 'EQUAL': r114, '$END': r114, 'COMMA': r114, 'LSQB': r114, 'LPAR': r114},
+        141: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'expr': s147, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63, '_SEP': r107, '$END': r107},
+        142: {'__unpack_plus_5': s109, 'LSQB': s117, 'COLON': s86, 'COMMA': s83, 'EQUAL': s71},
+        143: {'expr': s151, 'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'RSQB': s150, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        144: {'expr': s197, 'sum': s62, 'PLUS': s68, 'LPAR': s107, 'RPAR': s314, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s198, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'arg': s199, 'DECIMAL': s51, 'DIM': s217, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, '_args': s318, 'atom': s63},
+        145: {'COLON': s129, 'RSQB': r182, 'COMMA': r182},
+        146: {'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s287, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        147: {'COMMA': r237, 'RPAR': r237, '_SEP': r237, '$END': r237, 'RSQB': r237},
+        148: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'expr': s162, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63, 'RSQB': r184, 'COMMA': r184},
+        149: {'COMMA': s280, 'RPAR': r225},
+        150: {'_SEP': r140, '$END': r140, 'NAME': r140, 'EQUAL': r140},
+        151: {'__claim_item_star_3': s164, 'COMMA': s213, 'RSQB': s216},
+        152: {'_SEP': r100, '$END': r100},
+        153: {'_SEP': r122, '$END': r122},
+        154: {'sum': s62, 'PLUS': s68, 'LPAR': s107, 'expr': s145, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'COLON': s148, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63, 'RSQB': r185, 'COMMA': r185},
+        155: {'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'unary': s220, 'INPUT': s261, 'CONSTRAINT': s72, 'atom': s63},
+        156: {'RSQB': r243, 'COMMA': r243},
+        157: {'EQUAL': s79},
+        158: {'LSQB': s252},
+        159: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'RSQB': s8, 'power': s115, 'bit_or': s207, 'INT': s74, 'expr': s272, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        160: {'_SEP': r142, '$END': r142, 'NAME': r142, 'EQUAL': r142},
+        161: {'NAME': s135, 'INPUT': s261, '_keyword_name': s140, 'EQUAL': s110, 'CONSTRAINT': s72, '_target': s20, 'DIM': s316, 'ASSERT': s211, 'OUTPUT': s310, 'PARAM': s312},
+        162: {'RSQB': r183, 'COMMA': r183},
+        163: {'RSQB': r186, 'COMMA': r186},
+        164: {'COMMA': s248, 'RSQB': s3},
+        165: {'COMMA': s304, 'RSQB': s17},
+        166: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'expr': s147, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63, '_SEP': r103, '$END': r103},
+        167: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'RSQB': s271, 'bit_or': s207, 'INT': s74, 'expr': s272, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        168: {'_SEP': r143, '$END': r143, 'NAME': r143, 'EQUAL': r143},
+        169: {'_SEP': r145, '$END': r145, 'NAME': r145, 'EQUAL': r145},
+        170: {'LPAR': s144, 'GE': r176, 'NE': r176, 'EQ': r176, 'DOT': r176, 'COMMA': r176, 'PIPE': r176, 'LT': r176, 'TRANSPOSE': r176, 'AT': r176, 'MINUS': r176, 'SLASH': r176, 'LSQB': r176, 'GT': r176, 'STAR': r176, 'POW': r176, 'PLUS': r176, 'LE': r176, 'AMP': r176, 'DSLASH': r176, 'PERCENT': r176, 'RPAR': r176, '_SEP': r176, 'RSQB': r176, '$END': r176, 'COLON': r176},
+        171: {'_target': s114, 'NAME': s135, 'INPUT': s261, '_keyword_name': s140, 'CONSTRAINT': s72, 'DIM': s316, 'ASSERT': s211, 'OUTPUT': s310, 'PARAM': s312, 'COLON': r117, 'COMMA': r117, 'LSQB': r117, 'EQUAL': r117},
+        172: {'PLUS': s98, 'MINUS': s146, 'GT': r152, 'GE': r152, 'LE': r152, 'NE': r152, 'EQ': r152, 'COMMA': r152, 'AMP': r152, 'PIPE': r152, 'LT': r152, 'RPAR': r152, '_SEP': r152, '$END': r152, 'RSQB': r152, 'COLON': r152},
+        173: {'GE': r163, 'NE': r163, 'EQ': r163, 'COMMA': r163, 'PIPE': r163, 'LT': r163, 'AT': r163, 'MINUS': r163, 'SLASH': r163, 'GT': r163, 'STAR': r163, 'PLUS': r163, 'LE': r163, 'AMP': r163, 'DSLASH': r163, 'PERCENT': r163, 'RPAR': r163, '_SEP': r163, 'RSQB': r163, 'COLON': r163, '$END': r163},
+        174: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'expr': s251, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        175: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'RSQB': s60, 'DIM': s316, 'PARAM': s312, 'expr': s147, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        176: {'NAME': s131, 'COLON': r115, 'COMMA': r115, 'LSQB': r115, 'EQUAL': r115},
+        177: {'GE': r215, 'NE': r215, 'EQ': r215, 'DOT': r215, 'COMMA': r215, 'PIPE': r215, 'LT': r215, 'TRANSPOSE': r215, 'AT': r215, 'MINUS': r215, 'SLASH': r215, 'LSQB': r215, 'GT': r215, 'STAR': r215, 'POW': r215, 'PLUS': r215, 'LE': r215, 'AMP': r215, 'DSLASH': r215, 'PERCENT': r215, 'RPAR': r215, '_SEP': r215, 'RSQB': r215, '$END': r215, 'COLON': r215},
+        178: {'NAME': s227, '_SEP': r94, '$END': r94},
+        179: {'NAME': s325, '_SEP': r89, '$END': r89},
+        180: {'COLON': s154, 'RSQB': r179, 'COMMA': r179},
+        181: {'LPAR': r196, 'PARAM': r196, 'INT': r196, 'COL': r196, 'CONSTRAINT': r196, 'FALSE_CAP': r196, 'INPUT': r196, 'LSQB': r196, 'TRUE_CAP': r196, 'PLUS': r196, 'INF': r196, 'ROW': r196, 'DECIMAL': r196, 'TRUE': r196, 'DIM': r196, 'TILDE': r196, 'OUTPUT': r196, 'MINUS': r196, 'ASSERT': r196, 'NAME': r196, 'FALSE': r196, 'STRING': r196},
+        182: {'__claim_item_star_3': s243, 'COMMA': s141, '_SEP': r108, '$END': r108},
+        183: {'RPAR': s313, 'NAME': s259},
+        184: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'expr': s134, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'RSQB': s103, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        185: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'expr': s93, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        186: {'LE': s275, 'LT': s281, 'EQ': s253, '_compare': s242, 'GT': s269, 'GE': s181, 'NE': s282, 'COMMA': r146, 'RPAR': r146, '_SEP': r146, '$END': r146, 'COLON': r146, 'RSQB': r146},
+        187: {'sum': s172, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        188: {'COMMA': s167, 'RSQB': s91},
+        189: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'expr': s182, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        190: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'expr': s147, 'power': s115, 'bit_or': s207, 'RPAR': s30, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        191: {'AMP': s187, 'GT': r150, 'GE': r150, 'LE': r150, 'NE': r150, 'EQ': r150, 'COMMA': r150, 'PIPE': r150, 'LT': r150, 'RPAR': r150, '_SEP': r150, '$END': r150, 'RSQB': r150, 'COLON': r150},
+        192: {'COMMA': s67, '_SEP': r78, '$END': r78},
+        193: {'GE': r177, 'NE': r177, 'EQ': r177, 'DOT': r177, 'COMMA': r177, 'PIPE': r177, 'LT': r177, 'TRANSPOSE': r177, 'AT': r177, 'MINUS': r177, 'SLASH': r177, 'LSQB': r177, 'GT': r177, 'STAR': r177, 'POW': r177, 'PLUS': r177, 'LE': r177, 'AMP': r177, 'DSLASH': r177, 'PERCENT': r177, 'RPAR': r177, '_SEP': r177, 'RSQB': r177, '$END': r177, 'COLON': r177},
+        194: {'COMMA': s218, '_SEP': r88, '$END': r88},
+        195: {'PIPE': s289, '_SEP': r93, '$END': r93},
+        196: {'COMMA': s332, '_SEP': r102, '$END': r102},
+        197: {'COMMA': r228, 'RPAR': r228},
+        198: {'LPAR': s285, 'EQUAL': s232, 'GE': r199, 'NE': r199, 'EQ': r199, 'DOT': r199, 'COMMA': r199, 'PIPE': r199, 'LT': r199, 'TRANSPOSE': r199, 'AT': r199, 'MINUS': r199, 'SLASH': r199, 'LSQB': r199, 'GT': r199, 'STAR': r199, 'POW': r199, 'PLUS': r199, 'LE': r199, 'AMP': r199, 'DSLASH': r199, 'PERCENT': r199, 'RPAR': r199},
+        199: {'___args_star_7': s149, 'COMMA': s82, 'RPAR': r227},
+        200: {'RPAR': s274},
+        201: {'_SEP': r112, '$END': r112},
+        202: {'sum': s62, 'PLUS': s68, 'LPAR': s107, 'COLON': s300, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'expr': s298, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63, 'RSQB': r191, 'COMMA': r191},
+        203: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'RSQB': s46, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'expr': s272, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        204: {'RSQB': r244, 'COMMA': r244},
+        205: {'GE': r167, 'NE': r167, 'EQ': r167, 'COMMA': r167, 'PIPE': r167, 'LT': r167, 'AT': r167, 'MINUS': r167, 'SLASH': r167, 'GT': r167, 'STAR': r167, 'PLUS': r167, 'LE': r167, 'AMP': r167, 'DSLASH': r167, 'PERCENT': r167, 'RPAR': r167, '_SEP': r167, 'COLON': r167, 'RSQB': r167, '$END': r167},
+        206: {'EQUAL': s66},
+        207: {'PIPE': s289, 'GT': r147, 'GE': r147, 'LE': r147, 'NE': r147, 'EQ': r147, 'COMMA': r147, 'LT': r147, 'RPAR': r147, '_SEP': r147, '$END': r147, 'RSQB': r147, 'COLON': r147},
+        208: {'COMMA': s203, 'RSQB': s10},
+        209: {'GE': r223, 'NE': r223, 'EQ': r223, 'DOT': r223, 'COMMA': r223, 'PIPE': r223, 'LT': r223, 'TRANSPOSE': r223, 'AT': r223, 'MINUS': r223, 'SLASH': r223, 'LSQB': r223, 'GT': r223, 'STAR': r223, 'POW': r223, 'PLUS': r223, 'LE': r223, 'AMP': r223, 'DSLASH': r223, 'PERCENT': r223, 'RPAR': r223, '_SEP': r223, 'RSQB': r223, '$END': r223, 'COLON': r223},
+        210: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'expr': s147, 'power': s115, 'bit_or': s207, 'INT': s74, 'RSQB': s26, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        211: {'GE': r119, 'NE': r119, 'EQ': r119, 'DOT': r119, 'COMMA': r119, 'PIPE': r119, 'LT': r119, 'TRANSPOSE': r119, 'AT': r119, 'MINUS': r119, 'SLASH': r119, 'LSQB': r119, 'GT': r119, 'STAR': r119, 'POW': r119, 'PLUS': r119, 'LE': r119, 'AMP': r119, 'DSLASH': r119, 'PERCENT': r119, 'RPAR': r119, 'COLON': r119, '_SEP': r119, 'RSQB': r119, '$END': r119, 'EQUAL': r119, 'LPAR': r119},
+        212: {'EQUAL': s303},
+        213: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'expr': s147, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'RSQB': s13, 'atom': s63},
+        214: {'GT': r160, 'STAR': r160, 'GE': r160, 'PLUS': r160, 'LE': r160, 'RPAR': r160, 'NE': r160, 'EQ': r160, 'COMMA': r160, 'AMP': r160, 'PIPE': r160, 'LT': r160, 'DSLASH': r160, 'PERCENT': r160, 'AT': r160, 'SLASH': r160, 'MINUS': r160, '_SEP': r160, '$END': r160, 'COLON': r160, 'RSQB': r160},
+        215: {'_SEP': r129, '$END': r129, 'NAME': r129, 'EQUAL': r129},
+        216: {'_SEP': r139, '$END': r139, 'NAME': r139, 'EQUAL': r139},
+        217: {'EQUAL': s174, 'GE': r115, 'NE': r115, 'EQ': r115, 'DOT': r115, 'COMMA': r115, 'PIPE': r115, 'LT': r115, 'TRANSPOSE': r115, 'AT': r115, 'MINUS': r115, 'SLASH': r115, 'LSQB': r115, 'GT': r115, 'STAR': r115, 'POW': r115, 'PLUS': r115, 'LE': r115, 'AMP': r115, 'DSLASH': r115, 'PERCENT': r115, 'RPAR': r115},
+        218: {'NAME': s23, '_SEP': r87, '$END': r87},
+        219: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'expr': s147, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'RSQB': s19, 'atom': s63},
+        220: {'GE': r165, 'NE': r165, 'EQ': r165, 'COMMA': r165, 'PIPE': r165, 'LT': r165, 'AT': r165, 'MINUS': r165, 'SLASH': r165, 'GT': r165, 'STAR': r165, 'PLUS': r165, 'LE': r165, 'AMP': r165, 'DSLASH': r165, 'PERCENT': r165, 'RPAR': r165, '_SEP': r165, 'RSQB': r165, 'COLON': r165, '$END': r165},
+        221: {'NAME': s294, 'claim_item': s89, '_SEP': r79, '$END': r79},
+        222: {'COLON': s331},
+        223: {'GT': r157, 'STAR': r157, 'GE': r157, 'PLUS': r157, 'LE': r157, 'RPAR': r157, 'NE': r157, 'EQ': r157, 'COMMA': r157, 'AMP': r157, 'PIPE': r157, 'LT': r157, 'DSLASH': r157, 'PERCENT': r157, 'AT': r157, 'SLASH': r157, 'MINUS': r157, '_SEP': r157, '$END': r157, 'COLON': r157, 'RSQB': r157},
+        224: {'RSQB': s92, '__update_star_6': s69, 'COMMA': s99},
+        225: {'_SEP': r134, '$END': r134, 'NAME': r134, 'EQUAL': r134},
+        226: {'_keyword_name': s42, 'LSQB': s118, 'TILDE': s155, 'postfix': s9, 'TRUE': s16, 'FALSE_CAP': s70, 'ROW': s15, 'STRING': s104, 'expr': s180, 'product': s85, 'LPAR': s107, 'ASSERT': s211, 'RSQB': s34, 'COLON': s202, 'sum': s62, 'COL': s36, 'DIM': s316, 'NAME': s29, 'ELLIPSIS': s249, 'bit_and': s88, 'INPUT': s261, 'comparison': s186, 'CONSTRAINT': s72, 'INF': s4, 'PARAM': s312, 'power': s115, 'OUTPUT': s310, 'bit_or': s207, 'PLUS': s68, 'MINUS': s80, 'FALSE': s38, 'TRUE_CAP': s57, 'DECIMAL': s51, 'INT': s74, 'index': s204, 'unary': s25, 'atom': s63},
+        227: {'_SEP': r240, '$END': r240, 'NAME': r240, 'EQUAL': r240},
+        228: {'GT': r159, 'STAR': r159, 'GE': r159, 'PLUS': r159, 'LE': r159, 'RPAR': r159, 'NE': r159, 'EQ': r159, 'COMMA': r159, 'AMP': r159, 'PIPE': r159, 'LT': r159, 'DSLASH': r159, 'PERCENT': r159, 'AT': r159, 'SLASH': r159, 'MINUS': r159, '_SEP': r159, '$END': r159, 'COLON': r159, 'RSQB': r159},
+        229: {'COMMA': s319, 'RPAR': s21},
+        230: {'EQUAL': s315},
+        231: {'_SEP': r98, '$END': r98},
+        232: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'expr': s278, 'CONSTRAINT': s72, 'atom': s63},
+        233: {'GE': r220, 'NE': r220, 'EQ': r220, 'DOT': r220, 'COMMA': r220, 'PIPE': r220, 'LT': r220, 'TRANSPOSE': r220, 'AT': r220, 'MINUS': r220, 'SLASH': r220, 'LSQB': r220, 'GT': r220, 'STAR': r220, 'POW': r220, 'PLUS': r220, 'LE': r220, 'AMP': r220, 'DSLASH': r220, 'PERCENT': r220, 'RPAR': r220, '_SEP': r220, 'RSQB': r220, '$END': r220, 'COLON': r220},
+        234: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'expr': s108, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'RPAR': s102, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        235: {'_SEP': r67, '$END': r67},
+        236: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'expr': s84, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        237: {'__update_star_6': s323, 'RSQB': s273, 'COMMA': s330},
+        238: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s195, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        239: {'EQUAL': s81},
+        240: {'GE': r171, 'NE': r171, 'EQ': r171, 'DOT': r171, 'COMMA': r171, 'PIPE': r171, 'LT': r171, 'TRANSPOSE': r171, 'AT': r171, 'MINUS': r171, 'SLASH': r171, 'LSQB': r171, 'GT': r171, 'STAR': r171, 'POW': r171, 'PLUS': r171, 'LE': r171, 'AMP': r171, 'DSLASH': r171, 'PERCENT': r171, 'RPAR': r171, '_SEP': r171, 'RSQB': r171, '$END': r171, 'COLON': r171},
+        241: {'BOOL': s317, 'NAME': s170, 'INF': s193},
+        242: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'bit_or': s120, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        243: {'COMMA': s78, '_SEP': r106, '$END': r106},
+        244: {'NAME': s227, '_SEP': r96, '$END': r96},
+        245: {'NAME': s135, 'INPUT': s261, '_target': s105, '_keyword_name': s140, 'CONSTRAINT': s72, 'DIM': s316, 'ASSERT': s211, 'OUTPUT': s310, 'PARAM': s312, 'COLON': r119, 'COMMA': r119, 'LSQB': r119, 'EQUAL': r119},
+        246: {'RPAR': s206, 'NAME': s325},
+        247: {'LSQB': s184},
+        248: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'expr': s272, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'RSQB': s45, 'CONSTRAINT': s72, 'atom': s63},
+        249: {'RSQB': r192, 'COMMA': r192},
+        250: {'COMMA': r84, '_SEP': r84, '$END': r84},
+        251: {'COMMA': r230, 'RPAR': r230},
+        252: {'expr': s128, 'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'RSQB': s76, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        253: {'LPAR': r193, 'PARAM': r193, 'INT': r193, 'COL': r193, 'CONSTRAINT': r193, 'FALSE_CAP': r193, 'INPUT': r193, 'LSQB': r193, 'TRUE_CAP': r193, 'PLUS': r193, 'INF': r193, 'ROW': r193, 'DECIMAL': r193, 'TRUE': r193, 'DIM': r193, 'TILDE': r193, 'OUTPUT': r193, 'MINUS': r193, 'ASSERT': r193, 'NAME': r193, 'FALSE': r193, 'STRING': r193},
+        254: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'expr': s231, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        255: {'NAME': s227, '_SEP': r91, '$END': r91},
+        256: {'GE': r169, 'NE': r169, 'EQ': r169, 'DOT': r169, 'COMMA': r169, 'PIPE': r169, 'LT': r169, 'TRANSPOSE': r169, 'AT': r169, 'MINUS': r169, 'SLASH': r169, 'LSQB': r169, 'GT': r169, 'STAR': r169, 'POW': r169, 'PLUS': r169, 'LE': r169, 'AMP': r169, 'DSLASH': r169, 'PERCENT': r169, 'RPAR': r169, '_SEP': r169, 'RSQB': r169, '$END': r169, 'COLON': r169},
+        257: {'NAME': s328, '__dim_free_plus_4': s122, 'EQUAL': s276},
+        258: {'NAME': s328, '__dim_free_plus_4': s178, '_SEP': r95, '$END': r95},
+        259: {'COMMA': s246, '__function_def_star_1': s95, 'RPAR': s119},
+        260: {'GE': r174, 'NE': r174, 'EQ': r174, 'DOT': r174, 'COMMA': r174, 'PIPE': r174, 'LT': r174, 'TRANSPOSE': r174, 'AT': r174, 'MINUS': r174, 'SLASH': r174, 'LSQB': r174, 'GT': r174, 'STAR': r174, 'POW': r174, 'PLUS': r174, 'LE': r174, 'AMP': r174, 'DSLASH': r174, 'PERCENT': r174, 'RPAR': r174, '_SEP': r174, 'RSQB': r174, '$END': r174, 'COLON': r174},
+        261: {'GE': r117, 'NE': r117, 'EQ': r117, 'DOT': r117, 'COMMA': r117, 'PIPE': r117, 'LT': r117, 'TRANSPOSE': r117, 'AT': r117, 'MINUS': r117, 'SLASH': r117, 'LSQB': r117, 'GT': r117, 'STAR': r117, 'POW': r117, 'PLUS': r117, 'LE': r117, 'AMP': r117, 'DSLASH': r117, 'PERCENT': r117, 'RPAR': r117, 'COLON': r117, '_SEP': r117, 'RSQB': r117, '$END': r117, 'EQUAL': r117, 'LPAR': r117},
+        262: {'COMMA': s175, '__claim_item_star_3': s188, 'RSQB': s177},
+        263: {'ASSERT': s245, 'DIM': s176, 'INPUT': s171, 'claim': s235, 'OUTPUT': s55, 'DEF': s22, 'constraint': s24, 'PARAM': s49, '_target': s142, 'stmt': s97, 'output_stmt': s138, 'tensor_decl': s40, 'function_def': s56, 'dim_free': s59, 'unpack': s28, '_keyword_name': s140, 'define': s126, 'update': s12, 'CONSTRAINT': s113, 'assert_stmt': s132, 'NAME': s135, 'dim_def': s127},
+        264: {'GE': r211, 'NE': r211, 'EQ': r211, 'DOT': r211, 'COMMA': r211, 'PIPE': r211, 'LT': r211, 'TRANSPOSE': r211, 'AT': r211, 'MINUS': r211, 'SLASH': r211, 'LSQB': r211, 'GT': r211, 'STAR': r211, 'POW': r211, 'PLUS': r211, 'LE': r211, 'AMP': r211, 'DSLASH': r211, 'PERCENT': r211, 'RPAR': r211, '_SEP': r211, 'RSQB': r211, '$END': r211, 'COLON': r211},
+        265: {'GT': r161, 'STAR': r161, 'GE': r161, 'PLUS': r161, 'LE': r161, 'RPAR': r161, 'NE': r161, 'EQ': r161, 'COMMA': r161, 'AMP': r161, 'PIPE': r161, 'LT': r161, 'DSLASH': r161, 'PERCENT': r161, 'AT': r161, 'SLASH': r161, 'MINUS': r161, '_SEP': r161, '$END': r161, 'COLON': r161, 'RSQB': r161},
+        266: {'ASSERT': s245, 'DIM': s176, 'INPUT': s171, 'claim': s235, 'OUTPUT': s55, 'DEF': s22, 'constraint': s24, 'PARAM': s49, '_target': s142, 'output_stmt': s138, 'tensor_decl': s40, 'function_def': s56, '_line': s64, '__file_star_0': s58, 'stmt': s14, '_SEP': s75, 'dim_free': s59, 'unpack': s28, '_keyword_name': s140, 'define': s126, 'update': s12, 'CONSTRAINT': s113, 'assert_stmt': s132, 'NAME': s135, 'file': s106, 'dim_def': s127, '$END': r54},
+        267: {'_keyword_name': s42, 'LSQB': s118, 'TILDE': s155, 'postfix': s9, 'TRUE': s16, 'FALSE_CAP': s70, 'ROW': s15, 'STRING': s104, 'expr': s180, 'product': s85, 'LPAR': s107, 'ASSERT': s211, 'COLON': s202, 'sum': s62, 'COL': s36, 'DIM': s316, 'NAME': s29, 'RSQB': s212, 'ELLIPSIS': s249, 'bit_and': s88, 'INPUT': s261, 'comparison': s186, 'CONSTRAINT': s72, 'INF': s4, 'PARAM': s312, 'power': s115, 'OUTPUT': s310, 'bit_or': s207, 'PLUS': s68, 'MINUS': s80, 'FALSE': s38, 'TRUE_CAP': s57, 'DECIMAL': s51, 'INT': s74, 'index': s204, 'unary': s25, 'atom': s63},
+        268: {'sum': s62, 'PLUS': s68, 'LPAR': s107, 'expr': s153, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        269: {'LPAR': r198, 'PARAM': r198, 'INT': r198, 'COL': r198, 'CONSTRAINT': r198, 'FALSE_CAP': r198, 'INPUT': r198, 'LSQB': r198, 'TRUE_CAP': r198, 'PLUS': r198, 'INF': r198, 'ROW': r198, 'DECIMAL': r198, 'TRUE': r198, 'DIM': r198, 'TILDE': r198, 'OUTPUT': r198, 'MINUS': r198, 'ASSERT': r198, 'NAME': r198, 'FALSE': r198, 'STRING': r198},
+        270: {'expr': s292, 'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        271: {'GE': r212, 'NE': r212, 'EQ': r212, 'DOT': r212, 'COMMA': r212, 'PIPE': r212, 'LT': r212, 'TRANSPOSE': r212, 'AT': r212, 'MINUS': r212, 'SLASH': r212, 'LSQB': r212, 'GT': r212, 'STAR': r212, 'POW': r212, 'PLUS': r212, 'LE': r212, 'AMP': r212, 'DSLASH': r212, 'PERCENT': r212, 'RPAR': r212, '_SEP': r212, 'RSQB': r212, '$END': r212, 'COLON': r212},
+        272: {'COMMA': r238, 'RPAR': r238, '_SEP': r238, '$END': r238, 'RSQB': r238},
+        273: {'EQUAL': s309},
+        274: {'GE': r222, 'NE': r222, 'EQ': r222, 'DOT': r222, 'COMMA': r222, 'PIPE': r222, 'LT': r222, 'TRANSPOSE': r222, 'AT': r222, 'MINUS': r222, 'SLASH': r222, 'LSQB': r222, 'GT': r222, 'STAR': r222, 'POW': r222, 'PLUS': r222, 'LE': r222, 'AMP': r222, 'DSLASH': r222, 'PERCENT': r222, 'RPAR': r222, '_SEP': r222, 'RSQB': r222, '$END': r222, 'COLON': r222},
+        275: {'LPAR': r195, 'PARAM': r195, 'INT': r195, 'COL': r195, 'CONSTRAINT': r195, 'FALSE_CAP': r195, 'INPUT': r195, 'LSQB': r195, 'TRUE_CAP': r195, 'PLUS': r195, 'INF': r195, 'ROW': r195, 'DECIMAL': r195, 'TRUE': r195, 'DIM': r195, 'TILDE': r195, 'OUTPUT': r195, 'MINUS': r195, 'ASSERT': r195, 'NAME': r195, 'FALSE': r195, 'STRING': r195},
+        276: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'expr': s111, 'atom': s63},
+        277: {'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'unary': s286, 'INPUT': s261, 'CONSTRAINT': s72, 'atom': s63},
+        278: {'COMMA': r229, 'RPAR': r229},
+        279: {'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'INPUT': s261, 'CONSTRAINT': s72, 'unary': s265, 'atom': s63},
+        280: {'arg': s32, 'expr': s197, 'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s198, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s217, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63, 'RPAR': r224},
+        281: {'LPAR': r197, 'PARAM': r197, 'INT': r197, 'COL': r197, 'CONSTRAINT': r197, 'FALSE_CAP': r197, 'INPUT': r197, 'LSQB': r197, 'TRUE_CAP': r197, 'PLUS': r197, 'INF': r197, 'ROW': r197, 'DECIMAL': r197, 'TRUE': r197, 'DIM': r197, 'TILDE': r197, 'OUTPUT': r197, 'MINUS': r197, 'ASSERT': r197, 'NAME': r197, 'FALSE': r197, 'STRING': r197},
+        282: {'LPAR': r194, 'PARAM': r194, 'INT': r194, 'COL': r194, 'CONSTRAINT': r194, 'FALSE_CAP': r194, 'INPUT': r194, 'LSQB': r194, 'TRUE_CAP': r194, 'PLUS': r194, 'INF': r194, 'ROW': r194, 'DECIMAL': r194, 'TRUE': r194, 'DIM': r194, 'TILDE': r194, 'OUTPUT': r194, 'MINUS': r194, 'ASSERT': r194, 'NAME': r194, 'FALSE': r194, 'STRING': r194},
+        283: {'GE': r164, 'NE': r164, 'EQ': r164, 'COMMA': r164, 'PIPE': r164, 'LT': r164, 'AT': r164, 'MINUS': r164, 'SLASH': r164, 'GT': r164, 'STAR': r164, 'PLUS': r164, 'LE': r164, 'AMP': r164, 'DSLASH': r164, 'PERCENT': r164, 'RPAR': r164, '_SEP': r164, 'RSQB': r164, 'COLON': r164, '$END': r164},
+        284: {'__claim_star_2': s192, 'COMMA': s221, '_SEP': r80, '$END': r80},
+        285: {'expr': s197, 'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s198, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'arg': s199, 'DECIMAL': s51, 'DIM': s217, 'PARAM': s312, 'RPAR': s209, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, '_args': s200, 'atom': s63},
+        286: {'GT': r158, 'STAR': r158, 'GE': r158, 'PLUS': r158, 'LE': r158, 'RPAR': r158, 'NE': r158, 'EQ': r158, 'COMMA': r158, 'AMP': r158, 'PIPE': r158, 'LT': r158, 'DSLASH': r158, 'PERCENT': r158, 'AT': r158, 'SLASH': r158, 'MINUS': r158, '_SEP': r158, '$END': r158, 'COLON': r158, 'RSQB': r158},
+        287: {'DSLASH': s295, 'STAR': s54, 'SLASH': s277, 'PERCENT': s116, 'AT': s279, 'GT': r155, 'GE': r155, 'PLUS': r155, 'LE': r155, 'NE': r155, 'EQ': r155, 'COMMA': r155, 'AMP': r155, 'PIPE': r155, 'LT': r155, 'MINUS': r155, 'RPAR': r155, '_SEP': r155, '$END': r155, 'RSQB': r155, 'COLON': r155},
+        288: {'NAME': s328, '__dim_free_plus_4': s244, '_SEP': r97, '$END': r97},
+        289: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'bit_and': s191, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        290: {'sum': s62, 'PLUS': s68, 'LPAR': s107, 'expr': s163, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63, 'RSQB': r187, 'COMMA': r187},
+        291: {'COMMA': s329, 'RPAR': s264},
+        292: {'COMMA': s185},
+        293: {'LSQB': s133, 'shape': s258, 'COMPLEX_TYPE': s90, 'BOOL': s247, 'INT_TYPE': s158},
+        294: {'LPAR': s234, 'COMMA': r86, '_SEP': r86, '$END': r86},
+        295: {'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'INPUT': s261, 'CONSTRAINT': s72, 'unary': s228, 'atom': s63},
+        296: {'_SEP': r121, '$END': r121},
+        297: {'EQUAL': s268, '_SEP': r123, '$END': r123},
+        298: {'COLON': s290, 'RSQB': r188, 'COMMA': r188},
+        299: {'unary': s205, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'INPUT': s261, 'CONSTRAINT': s72, 'atom': s63},
+        300: {'expr': s123, 'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63, 'RSQB': r190, 'COMMA': r190},
+        301: {'COMMA': r245, 'RPAR': r245},
+        302: {'NAME': s294, 'claim_item': s324, '_SEP': r73, '$END': r73},
+        303: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'expr': s44, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        304: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'RSQB': s47, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'expr': s272, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        305: {'__claim_item_star_3': s136, 'COMMA': s137, 'RSQB': s121},
+        306: {'_SEP': r92, '$END': r92},
+        307: {'GE': r216, 'NE': r216, 'EQ': r216, 'DOT': r216, 'COMMA': r216, 'PIPE': r216, 'LT': r216, 'TRANSPOSE': r216, 'AT': r216, 'MINUS': r216, 'SLASH': r216, 'LSQB': r216, 'GT': r216, 'STAR': r216, 'POW': r216, 'PLUS': r216, 'LE': r216, 'AMP': r216, 'DSLASH': r216, 'PERCENT': r216, 'RPAR': r216, '_SEP': r216, 'RSQB': r216, '$END': r216, 'COLON': r216},
+        308: {'DSLASH': s295, 'PERCENT': s116, 'STAR': s54, 'SLASH': s277, 'AT': s279, 'GT': r154, 'GE': r154, 'PLUS': r154, 'LE': r154, 'NE': r154, 'EQ': r154, 'COMMA': r154, 'AMP': r154, 'PIPE': r154, 'LT': r154, 'MINUS': r154, 'RPAR': r154, '_SEP': r154, '$END': r154, 'RSQB': r154, 'COLON': r154},
+        309: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'expr': s201, 'atom': s63},
+        310: {'GE': r120, 'NE': r120, 'EQ': r120, 'DOT': r120, 'COMMA': r120, 'PIPE': r120, 'LT': r120, 'TRANSPOSE': r120, 'AT': r120, 'MINUS': r120, 'SLASH': r120, 'LSQB': r120, 'GT': r120, 'STAR': r120, 'POW': r120, 'PLUS': r120, 'LE': r120, 'AMP': r120, 'DSLASH': r120, 'PERCENT': r120, 'RPAR': r120, 'COLON': r120, '_SEP': r120, 'RSQB': r120, '$END': r120, 'EQUAL': r120, 'LPAR': r120},
+        311: {'_keyword_name': s42, 'LSQB': s118, 'TILDE': s155, 'postfix': s9, 'index': s224, 'TRUE': s16, 'FALSE_CAP': s70, 'ROW': s15, 'STRING': s104, 'expr': s180, 'product': s85, 'LPAR': s107, 'ASSERT': s211, 'COLON': s202, 'sum': s62, 'COL': s36, 'DIM': s316, 'NAME': s29, 'ELLIPSIS': s249, 'bit_and': s88, 'INPUT': s261, 'comparison': s186, 'CONSTRAINT': s72, 'INF': s4, 'PARAM': s312, 'power': s115, 'OUTPUT': s310, 'bit_or': s207, 'PLUS': s68, 'MINUS': s80, 'FALSE': s38, 'TRUE_CAP': s57, 'DECIMAL': s51, 'INT': s74, 'unary': s25, 'atom': s63},
+        312: {'GE': r118, 'NE': r118, 'EQ': r118, 'DOT': r118, 'COMMA': r118, 'PIPE': r118, 'LT': r118, 'TRANSPOSE': r118, 'AT': r118, 'MINUS': r118, 'SLASH': r118, 'LSQB': r118, 'GT': r118, 'STAR': r118, 'POW': r118, 'PLUS': r118, 'LE': r118, 'AMP': r118, 'DSLASH': r118, 'PERCENT': r118, 'RPAR': r118, 'COLON': r118, '_SEP': r118, 'RSQB': r118, '$END': r118, 'EQUAL': r118, 'LPAR': r118},
+        313: {'EQUAL': s236},
+        314: {'GE': r175, 'NE': r175, 'EQ': r175, 'DOT': r175, 'COMMA': r175, 'PIPE': r175, 'LT': r175, 'TRANSPOSE': r175, 'AT': r175, 'MINUS': r175, 'SLASH': r175, 'LSQB': r175, 'GT': r175, 'STAR': r175, 'POW': r175, 'PLUS': r175, 'LE': r175, 'AMP': r175, 'DSLASH': r175, 'PERCENT': r175, 'RPAR': r175, '_SEP': r175, 'RSQB': r175, '$END': r175, 'COLON': r175},
+        315: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'expr': s53, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        316: {'GE': r115, 'NE': r115, 'EQ': r115, 'DOT': r115, 'COMMA': r115, 'PIPE': r115, 'LT': r115, 'TRANSPOSE': r115, 'AT': r115, 'MINUS': r115, 'SLASH': r115, 'LSQB': r115, 'GT': r115, 'STAR': r115, 'POW': r115, 'PLUS': r115, 'LE': r115, 'AMP': r115, 'DSLASH': r115, 'PERCENT': r115, 'RPAR': r115, 'COLON': r115, '_SEP': r115, 'RSQB': r115, '$END': r115, 'EQUAL': r115, 'LPAR': r115},
+        317: {'GE': r178, 'NE': r178, 'EQ': r178, 'DOT': r178, 'COMMA': r178, 'PIPE': r178, 'LT': r178, 'TRANSPOSE': r178, 'AT': r178, 'MINUS': r178, 'SLASH': r178, 'LSQB': r178, 'GT': r178, 'STAR': r178, 'POW': r178, 'PLUS': r178, 'LE': r178, 'AMP': r178, 'DSLASH': r178, 'PERCENT': r178, 'RPAR': r178, '_SEP': r178, 'RSQB': r178, '$END': r178, 'COLON': r178},
+        318: {'RPAR': s260},
+        319: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'expr': s272, 'RPAR': s48, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        320: {'COMMA': s1, 'RPAR': s33},
+        321: {'_SEP': r124, '$END': r124},
+        322: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'expr': s147, 'power': s115, 'bit_or': s207, 'RPAR': s35, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        323: {'COMMA': s267, 'RSQB': s239},
+        324: {'COMMA': r236, '_SEP': r236, '$END': r236},
+        325: {'COMMA': r233, '_SEP': r233, '$END': r233, 'RPAR': r233},
+        326: {'GE': r172, 'NE': r172, 'EQ': r172, 'DOT': r172, 'COMMA': r172, 'PIPE': r172, 'LT': r172, 'TRANSPOSE': r172, 'AT': r172, 'MINUS': r172, 'SLASH': r172, 'LSQB': r172, 'GT': r172, 'STAR': r172, 'POW': r172, 'PLUS': r172, 'LE': r172, 'AMP': r172, 'DSLASH': r172, 'PERCENT': r172, 'RPAR': r172, '_SEP': r172, 'RSQB': r172, '$END': r172, 'COLON': r172},
+        327: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'expr': s43, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        328: {'_SEP': r239, '$END': r239, 'NAME': r239, 'EQUAL': r239},
+        329: {'RPAR': s61, 'sum': s62, 'PLUS': s68, 'LPAR': s107, 'expr': s130, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63},
+        330: {'_keyword_name': s42, 'LSQB': s118, 'TILDE': s155, 'postfix': s9, 'TRUE': s16, 'FALSE_CAP': s70, 'ROW': s15, 'STRING': s104, 'expr': s180, 'product': s85, 'LPAR': s107, 'ASSERT': s211, 'COLON': s202, 'sum': s62, 'COL': s36, 'DIM': s316, 'NAME': s29, 'ELLIPSIS': s249, 'bit_and': s88, 'INPUT': s261, 'comparison': s186, 'CONSTRAINT': s72, 'INF': s4, 'PARAM': s312, 'power': s115, 'OUTPUT': s310, 'bit_or': s207, 'PLUS': s68, 'MINUS': s80, 'index': s156, 'FALSE': s38, 'TRUE_CAP': s57, 'RSQB': s157, 'DECIMAL': s51, 'INT': s74, 'unary': s25, 'atom': s63},
+        331: {'NAME': s294, 'claim_item': s37},
+        332: {'sum': s62, 'PLUS': s68, 'LPAR': s107, '_keyword_name': s42, 'MINUS': s80, 'bit_and': s88, 'LSQB': s118, 'TILDE': s155, 'NAME': s29, 'INF': s4, 'postfix': s9, 'TRUE': s16, 'FALSE': s38, 'FALSE_CAP': s70, 'TRUE_CAP': s57, 'COL': s36, 'ROW': s15, 'STRING': s104, 'product': s85, 'DECIMAL': s51, 'DIM': s316, 'PARAM': s312, 'power': s115, 'bit_or': s207, 'INT': s74, 'expr': s272, 'ASSERT': s211, 'OUTPUT': s310, 'comparison': s186, 'INPUT': s261, 'unary': s25, 'CONSTRAINT': s72, 'atom': s63, '_SEP': r101, '$END': r101},
     }

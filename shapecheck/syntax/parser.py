@@ -399,6 +399,7 @@ def _parsers() -> _Parsers:
 
     parser = grammar_cache.from_tables(grammar_tables.KEY, grammar_tables.DATA,
                                        grammar_tables.memo, grammar, grammar_tables.states,
+                                       grammar_tables.UNLESS, grammar_tables.PATTERNS,
                                        **options)
     return _Parsers(parser or grammar_cache.build(grammar, **options), postlex)
 
