@@ -1,7 +1,8 @@
 """The forms the third public corpus (tests/data/torch/public3/: gemma_pytorch, open_clip,
 Swin V2, torchtune, BEiT, PaLM, mistral-src, performer) and the fourth (public4/:
-x-transformers, diffusers, OLMo, DETR, torchvision, flash-attention) taught the front end,
-each in a small module of their forms.py: lowered, clean, and conforming. The corpus itself (clean,
+x-transformers, diffusers, OLMo, DETR, torchvision, flash-attention) and the fifth (public5/:
+timm, llama, fairseq, espnet, ViTDet) taught the front end, each in a small module of their
+forms.py: lowered, clean, and conforming. The corpus itself (clean,
 conforming, its planted bugs at their lines, the two forms torch.export cannot trace) is
 tested with the others in tests/test_torch_public.py."""
 from __future__ import annotations
@@ -21,6 +22,7 @@ from shapecheck.pytorch.front.sourcemap import check, check_extraction  # noqa: 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "torch" / "public3"
 DATA4 = ROOT / "tests" / "data" / "torch" / "public4"
+DATA5 = ROOT / "tests" / "data" / "torch" / "public5"
 
 
 def _lowered_clean_and_conforms(name: str, data: Path = DATA) -> str:
@@ -141,3 +143,10 @@ def test_a_number_made_a_tensor_of_no_axes_is_the_number() -> None:
     # the spec did not conform
     text = _lowered_clean_and_conforms("scalar_bias", DATA4)
     assert ", 0, -inf)" in text and "ones([])" not in text
+
+
+def test_a_tensor_filled_like_another_is_a_filled_tensor() -> None:
+    # timm's causal bias `attn.new_full((N, N), -inf).triu_(1)` was SC602
+    # (`new_full.default`), the bias an input of its traced shape
+    text = _lowered_clean_and_conforms("new_full_causal", DATA5)
+    assert "triu(-inf * ones([T, T]), 1)" in text

@@ -1355,14 +1355,24 @@ def _ones_like(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) ->
 
 @rule("full.default")
 def _full(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
-    fill = args[1]
+    return _filled(low, node, node.args[0], args[1])
+
+
+@rule("new_full.default")
+def _new_full(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # `x.new_full(size, fill)` is `full(size, fill)` of x's dtype (timm's causal bias,
+    # `attn.new_full((N, N), -inf).triu_(1)`): what x holds is never read
+    return _filled(low, node, node.args[1], args[2])
+
+
+def _filled(low: Lowering, node: Any, shape: Any, fill: Val) -> Val:
     if fill.kind != "number" or _kind(node.meta["val"]) == "bool":
         raise Unlowerable("full")
-    if not len(node.args[0]) and _element(node.meta["val"]) == "":
+    if not len(shape) and _element(node.meta["val"]) == "":
         # a number the code made a tensor of no axes (audiocraft's causal bias,
         # `where(valid, zeros([]), full([], -inf))`): the number, as `zeros(())` is
         return fill
-    return Val(f"{fill.at(PRODUCT)} * ones({_shape_list(low, node.args[0])})", PRODUCT)
+    return Val(f"{fill.at(PRODUCT)} * ones({_shape_list(low, shape)})", PRODUCT)
 
 
 @rule("tril.default", "triu.default")
