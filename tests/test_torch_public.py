@@ -82,6 +82,13 @@ CLEAN = [
     "public4/audiocraft_attention.py:make",      # where(valid, zeros([]), full([], -inf))
     "public4/audiocraft_attention.py:make_cross",  # (was a false SC410, conform failed)
     "public4/audiocraft_attention.py:make_torch_mha",  # nn.MultiheadAttention, that bias
+    "public5/timm_attention.py:make",             # fused SDPA
+    "public5/timm_attention.py:make_manual",      # fused_attn off: q * scale @ k.T
+    "public5/timm_attention.py:make_qk_norm",     # LayerNorm of each head's q and k
+    "public5/timm_attention.py:make_causal",      # new_full((N, N), -inf).triu_(1) (was SC602)
+    "public5/timm_attention.py:make_window_shifted",  # Swin's windows, bias by index, mask
+    "public5/timm_attention.py:make_swin",        # the block: partition, reverse (static)
+    "public5/timm_attention.py:make_swin_shifted",  # torch.roll, the -100.0 mask buffer
 ]
 
 BUGS = [
