@@ -61,6 +61,7 @@ CLEAN = [
     "public4/x_transformers_attention.py:make_qk_norm",  # l2norm, a learned scale of 10
     "public4/x_transformers_attention.py:make_cross",  # context, context_mask
     "public4/x_transformers_attention.py:make_flash",  # SDPA is_causal
+    "public4/x_transformers_attention.py:make_gqa",  # K and V tiled alike (was SC414)
     "public4/diffusers_attention.py:make",          # AttnProcessor2_0, self-attention
     "public4/diffusers_attention.py:make_cross",    # the UNet's [B, 1, S] bias of -10000.0
     "public4/diffusers_attention.py:make_classic",  # baddbmm alpha=scale (was a number)
