@@ -150,3 +150,24 @@ def test_a_tensor_filled_like_another_is_a_filled_tensor() -> None:
     # (`new_full.default`), the bias an input of its traced shape
     text = _lowered_clean_and_conforms("new_full_causal", DATA5)
     assert "triu(-inf * ones([T, T]), 1)" in text
+
+
+@pytest.mark.slow
+def test_a_bool_mask_beside_a_time_first_input_keeps_its_lengths() -> None:
+    # fairseq's [B, S] key padding mask beside x: [T, B, C]: its first axis is the input's
+    # second, which the rule for a [T, width] positions table read as a sequence, so its
+    # key axis was a width and torch pinned the sequence length at the traced 9
+    text = _lowered_clean_and_conforms("time_first_padded", DATA5)
+    assert "9" not in text.split("input key_padding_mask: ")[1].split("\n")[0]
+    assert "9" not in text.split("input x: ")[1].split("\n")[0]
+
+
+@pytest.mark.slow
+def test_a_bool_mask_longer_than_the_keys_is_cut_to_them() -> None:
+    # wenet's streaming chunk: a [1, 1, time2] mask over the cached keys and the chunk's,
+    # cut by `mask[..., :scores.size(-1)]`; its last axis was read as a [B, T, width]
+    # table's width and traced at its size, 20, and the cut then past its end (SC317 in
+    # verify, an error in the written spec, which conform refused)
+    text = _lowered_clean_and_conforms("chunk_mask", DATA5)
+    assert "20" not in text.split("input mask: ")[1].split("\n")[0]
+
