@@ -171,3 +171,13 @@ def test_a_bool_mask_longer_than_the_keys_is_cut_to_them() -> None:
     text = _lowered_clean_and_conforms("chunk_mask", DATA5)
     assert "20" not in text.split("input mask: ")[1].split("\n")[0]
 
+
+@pytest.mark.slow
+def test_a_flag_set_after_building_holds_at_sizes_apart() -> None:
+    # timm's `attn.fused_attn = False` after the constructor: the module built again at
+    # sizes apart (dim=48 and num_heads=6 divide) took the constructor's default, the fused
+    # path, so the manual path the factory asked for was never checked (a softmax over the
+    # queries there went unflagged)
+    text = _lowered_clean_and_conforms("fused_off", DATA5)
+    assert "traced again at sizes that do not" in text
+    assert "einsum(" in text

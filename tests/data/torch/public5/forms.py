@@ -78,3 +78,30 @@ def chunk_mask():
                          "key_cache": torch.randn(1, 6, 16, 8),
                          "value_cache": torch.randn(1, 6, 16, 8)}
 
+
+class FusedOrNot(nn.Module):
+    # timm's Attention: `fused_attn` set in __init__ from the library's config, turned off
+    # by the caller after building it (`attn.fused_attn = False`)
+    def __init__(self, dim=48, num_heads=6):
+        super().__init__()
+        self.num_heads, self.head_dim = num_heads, dim // num_heads
+        self.attn_dim = num_heads * self.head_dim
+        self.fused_attn = True
+        self.qkv = nn.Linear(dim, self.attn_dim * 3)
+
+    def forward(self, x):
+        B, N, C = x.shape
+        q, k, v = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(
+            2, 0, 3, 1, 4).unbind(0)
+        if self.fused_attn:
+            x = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        else:
+            attn = torch.einsum("bhqd,bhkd->bhqk", q * self.head_dim ** -0.5, k)
+            x = attn.softmax(dim=-1) @ v
+        return x.transpose(1, 2).reshape(B, N, self.attn_dim)
+
+
+def fused_off():
+    attn = FusedOrNot()
+    attn.fused_attn = False
+    return attn, {"x": torch.randn(2, 9, 48)}
