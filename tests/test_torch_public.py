@@ -90,6 +90,17 @@ CLEAN = [
     "public5/timm_attention.py:make_window_shifted",  # Swin's windows, bias by index, mask
     "public5/timm_attention.py:make_swin",        # the block: partition, reverse (static)
     "public5/timm_attention.py:make_swin_shifted",  # torch.roll, the -100.0 mask buffer
+    "public5/fairseq_attention.py:make",          # [T, B, C]: F.multi_head_attention_forward
+    "public5/fairseq_attention.py:make_onnx",     # its own bmm path, [B, S] padding (was static)
+    "public5/fairseq_attention.py:make_onnx_causal",  # the decoder's future mask
+    "public5/fairseq_attention.py:make_decoder_step",  # prev_key/value in incremental_state
+    "public5/fairseq_attention.py:make_cross",    # encoder_out of kdim=vdim=40
+    "public5/wenet_attention.py:make",            # [B, 1, T] mask: -inf, then 0.0
+    "public5/wenet_attention.py:make_decoder",    # pad & subsequent_mask, [B, L, L]
+    "public5/wenet_attention.py:make_gqa",        # n_kv_head by unsqueeze/expand/reshape
+    "public5/wenet_attention.py:make_sdpa",
+    "public5/wenet_attention.py:make_rel",        # Conformer: pos_bias_u/v, linear_pos
+    "public5/wenet_attention.py:make_chunk",      # streaming cache, mask cut (was SC317)
 ]
 
 BUGS = [
