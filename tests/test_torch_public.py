@@ -117,6 +117,10 @@ BUGS = [
     ("public4/bugs/diffusers_scale_width.py:make_classic", "SC404", 438),  # query_dim**-0.5,
     # set at 156, used by baddbmm at 438
     ("public4/bugs/flash_attn_unscaled.py:make_padded", "SC405", 79),  # `k`, not k * scale
+    ("public5/bugs/timm_softmax_axis.py:make_manual", "SC402", 196),  # softmax(dim=-2)
+    ("public5/bugs/timm_causal_inverted.py:make_causal", "SC408", 114),  # tril_(-1) of -inf
+    ("public5/bugs/fairseq_scale_width.py:make_onnx", "SC404", 430),  # embed_dim**-0.5,
+    # set at 168, used by `q *= self.scaling` at 430
 ]
 
 #: torch.export cannot trace these: (target, torch's reason)
