@@ -181,3 +181,11 @@ def test_a_flag_set_after_building_holds_at_sizes_apart() -> None:
     text = _lowered_clean_and_conforms("fused_off", DATA5)
     assert "traced again at sizes that do not" in text
     assert "einsum(" in text
+
+
+@pytest.mark.slow
+def test_a_table_resized_by_linear_interpolation_is_its_tent_weights() -> None:
+    # ViTDet's and SAM's get_rel_pos: `F.interpolate(table, size=2 * T - 1, mode="linear")`
+    # was SC602 (`upsample_linear1d.vec`), the resized table an input of its traced shape
+    text = _lowered_clean_and_conforms("resized_table", DATA5)
+    assert 'einsum("...i,ji->...j", ' in text

@@ -1375,6 +1375,25 @@ def _filled(low: Lowering, node: Any, shape: Any, fill: Val) -> Val:
     return Val(f"{fill.at(PRODUCT)} * ones({_shape_list(low, shape)})", PRODUCT)
 
 
+@rule("upsample_linear1d.vec", "upsample_linear1d.default")
+def _linear_resize(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # `F.interpolate(t, size=n, mode="linear")` (ViTDet's and SAM's relative position
+    # tables, get_rel_pos): each output j reads the inputs around its centre
+    # src_j = (j + 0.5) * n_in / n_out - 0.5, held in [0, n_in - 1], with the tent weights
+    # max(1 - |src_j - i|, 0) -- torch's definition, checked by conformance
+    align = node.args[2] if len(node.args) > 2 else node.kwargs.get("align_corners", False)
+    scales = node.args[3] if len(node.args) > 3 else node.kwargs.get("scale_factors")
+    if align or (scales is not None and any(s is not None for s in scales)):
+        raise Unlowerable("upsample_linear1d with align_corners or scale factors")
+    size_in = node.args[0].meta["val"].shape[-1]
+    size_out = node.meta["val"].shape[-1]
+    n_in, n_out = low.size(size_in), low.size(size_out)
+    centres = f"clamp((arange({n_out}) + 0.5) * ({n_in}) / ({n_out}) - 0.5, min=0, " \
+        f"max={n_in} - 1)"
+    weights = f"maximum(1 - abs({centres}[:, None] - arange({n_in})[None, :]), 0)"
+    return Val(f'einsum("...i,ji->...j", {_tensor(args[0]).text}, {weights})')
+
+
 @rule("tril.default", "triu.default")
 def _triangle(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     word = "tril" if "tril" in str(node.target) else "triu"

@@ -105,3 +105,29 @@ def fused_off():
     attn = FusedOrNot()
     attn.fused_attn = False
     return attn, {"x": torch.randn(2, 9, 48)}
+
+
+class ResizedTable(nn.Module):
+    # ViTDet's and SAM's get_rel_pos: a table of relative positions made for another length,
+    # resized by F.interpolate(mode="linear") to 2 * T - 1 and gathered by offset
+    def __init__(self, dim=48, heads=6, made_for=6):
+        super().__init__()
+        self.heads, self.head_dim = heads, dim // heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.rel_pos = nn.Parameter(torch.randn(2 * made_for - 1, heads))
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        q, k, v = (t.view(b, n, self.heads, self.head_dim).transpose(1, 2)
+                   for t in self.qkv(x).chunk(3, dim=-1))
+        table = torch.nn.functional.interpolate(
+            self.rel_pos.T[None], size=2 * n - 1, mode="linear")[0].T
+        offsets = torch.arange(n)[:, None] - torch.arange(n)[None, :] + n - 1
+        bias = table[offsets].permute(2, 0, 1)
+        att = (q @ k.transpose(-2, -1)) * self.head_dim ** -0.5 + bias
+        y = att.softmax(dim=-1) @ v
+        return y.transpose(1, 2).reshape(b, n, -1)
+
+
+def resized_table():
+    return ResizedTable(), {"x": torch.randn(2, 9, 48)}
