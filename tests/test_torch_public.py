@@ -34,6 +34,7 @@ CLEAN = [
     "public/swin_window_attention.py:make",      # relative position bias table, no shift
     "public/swin_window_attention.py:make_shifted",  # mask [nW, N, N], view(B_ // nW, nW) (was SC201)
     "public/sam_attention.py:make",              # [B, H, W, C], decomposed rel pos (was SC411)
+    "public/sam_attention.py:make_interpolated",  # F.interpolate of the tables (was SC602)
     "public2/dinov2_attention.py:make", "public2/dinov2_attention.py:make_causal",
     "public2/dinov2_attention.py:make_memeff",
     "public2/perceiver_attention.py:make",
@@ -101,6 +102,9 @@ CLEAN = [
     "public5/wenet_attention.py:make_sdpa",
     "public5/wenet_attention.py:make_rel",        # Conformer: pos_bias_u/v, linear_pos
     "public5/wenet_attention.py:make_chunk",      # streaming cache, mask cut (was SC317)
+    "public5/vitdet_attention.py:make",           # decomposed rel pos, global block
+    "public5/vitdet_attention.py:make_window",    # padded windows, unpartition
+    "public5/vitdet_attention.py:make_resized",   # tables interpolated 11 -> 15 (was SC602)
 ]
 
 BUGS = [
