@@ -1375,7 +1375,7 @@ def _filled(low: Lowering, node: Any, shape: Any, fill: Val) -> Val:
     return Val(f"{fill.at(PRODUCT)} * ones({_shape_list(low, shape)})", PRODUCT)
 
 
-@rule("upsample_linear1d.vec", "upsample_linear1d.default")
+@rule("upsample_linear1d.vec")
 def _linear_resize(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     # `F.interpolate(t, size=n, mode="linear")` (ViTDet's and SAM's relative position
     # tables, get_rel_pos): each output j reads the inputs around its centre
