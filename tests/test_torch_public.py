@@ -2,10 +2,11 @@
 seen (tests/data/torch/public/: whisper, stable-diffusion, vit-pytorch, minGPT, Swin, SAM;
 tests/data/torch/public2/: litgpt, dinov2, perceiver-pytorch, CLIP, ESM; public3/: gemma,
 open_clip, Swin V2, torchtune, BEiT, PaLM, mistral, performer; public4/: x-transformers,
-diffusers, OLMo, DETR, torchvision, flash-attention; each file names its
-repository, path and license), called as their models call them: each verifies clean and
-the spec `extract` writes conforms to it with no flag, and a one-edit bug planted in six of
-them is flagged with its code at its line."""
+diffusers, OLMo, DETR, torchvision, flash-attention; public5/: timm, fairseq, wenet (espnet's
+attention), detectron2's ViTDet; each file names its repository, path and license), called
+as their models call them: each verifies clean and the spec `extract` writes conforms to it
+with no flag, and a one-edit bug planted in some of them is flagged with its code at its
+line."""
 from __future__ import annotations
 
 from pathlib import Path
