@@ -274,6 +274,17 @@ def test_grouped_heads_tiled(score_form: str, side: str, tile: str) -> None:
     assert diagnostics(text) == ["SC414"], text
 
 
+@pytest.mark.parametrize("score_form", ("matmul", "einsum"))
+@pytest.mark.parametrize("k", TILES)
+@pytest.mark.parametrize("v", TILES)
+def test_grouped_heads_tiled_alike_are_a_relabelling(score_form: str, k: str, v: str) -> None:
+    # K and V both tiled (x-transformers' `repeat(t, 'b kvh n d -> b (r kvh) n d')`):
+    # query head i meets key and value head i mod Hkv; only trained weights say which
+    # grouping is meant (docs/language.md, SC414)
+    text = gqa_spec(TILES[k], TILES[v], score_form)
+    assert diagnostics(text) == [], text
+
+
 def test_grouped_heads_concatenated_with_itself() -> None:
     text = ("dim B, N, d, Hkv\ninput Q: [B, 2 * Hkv, N, d]\ninput K: [B, Hkv, N, d]\n"
             "input V: [B, Hkv, N, d]\nKx = concat([K, K], axis=1)\n"

@@ -2,10 +2,11 @@
 seen (tests/data/torch/public/: whisper, stable-diffusion, vit-pytorch, minGPT, Swin, SAM;
 tests/data/torch/public2/: litgpt, dinov2, perceiver-pytorch, CLIP, ESM; public3/: gemma,
 open_clip, Swin V2, torchtune, BEiT, PaLM, mistral, performer; public4/: x-transformers,
-diffusers, OLMo, DETR, torchvision, flash-attention; each file names its
-repository, path and license), called as their models call them: each verifies clean and
-the spec `extract` writes conforms to it with no flag, and a one-edit bug planted in six of
-them is flagged with its code at its line."""
+diffusers, OLMo, DETR, torchvision, flash-attention; public5/: timm, fairseq, wenet (espnet's
+attention), detectron2's ViTDet; each file names its repository, path and license), called
+as their models call them: each verifies clean and the spec `extract` writes conforms to it
+with no flag, and a one-edit bug planted in some of them is flagged with its code at its
+line."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -36,6 +37,7 @@ CLEAN = [
     "../whole_models/swin_block.py:make",          # the block: windows cut around the attention
     "../whole_models/swin_block.py:make_shifted",  # torch.roll, the mask built in __init__
     "public/sam_attention.py:make",              # [B, H, W, C], decomposed rel pos (was SC411)
+    "public/sam_attention.py:make_interpolated",  # F.interpolate of the tables (was SC602)
     "public2/dinov2_attention.py:make", "public2/dinov2_attention.py:make_causal",
     "public2/dinov2_attention.py:make_memeff",
     "public2/perceiver_attention.py:make",
@@ -63,6 +65,7 @@ CLEAN = [
     "public4/x_transformers_attention.py:make_qk_norm",  # l2norm, a learned scale of 10
     "public4/x_transformers_attention.py:make_cross",  # context, context_mask
     "public4/x_transformers_attention.py:make_flash",  # SDPA is_causal
+    "public4/x_transformers_attention.py:make_gqa",  # K and V tiled alike (was SC414)
     "public4/diffusers_attention.py:make",          # AttnProcessor2_0, self-attention
     "public4/diffusers_attention.py:make_cross",    # the UNet's [B, 1, S] bias of -10000.0
     "public4/diffusers_attention.py:make_classic",  # baddbmm alpha=scale (was a number)
@@ -84,6 +87,27 @@ CLEAN = [
     "public4/audiocraft_attention.py:make",      # where(valid, zeros([]), full([], -inf))
     "public4/audiocraft_attention.py:make_cross",  # (was a false SC410, conform failed)
     "public4/audiocraft_attention.py:make_torch_mha",  # nn.MultiheadAttention, that bias
+    "public5/timm_attention.py:make",             # fused SDPA
+    "public5/timm_attention.py:make_manual",      # fused_attn off: q * scale @ k.T
+    "public5/timm_attention.py:make_qk_norm",     # LayerNorm of each head's q and k
+    "public5/timm_attention.py:make_causal",      # new_full((N, N), -inf).triu_(1) (was SC602)
+    "public5/timm_attention.py:make_window_shifted",  # Swin's windows, bias by index, mask
+    "public5/timm_attention.py:make_swin",        # the block: partition, reverse (static)
+    "public5/timm_attention.py:make_swin_shifted",  # torch.roll, the -100.0 mask buffer
+    "public5/fairseq_attention.py:make",          # [T, B, C]: F.multi_head_attention_forward
+    "public5/fairseq_attention.py:make_onnx",     # its own bmm path, [B, S] padding (was static)
+    "public5/fairseq_attention.py:make_onnx_causal",  # the decoder's future mask
+    "public5/fairseq_attention.py:make_decoder_step",  # prev_key/value in incremental_state
+    "public5/fairseq_attention.py:make_cross",    # encoder_out of kdim=vdim=40
+    "public5/wenet_attention.py:make",            # [B, 1, T] mask: -inf, then 0.0
+    "public5/wenet_attention.py:make_decoder",    # pad & subsequent_mask, [B, L, L]
+    "public5/wenet_attention.py:make_gqa",        # n_kv_head by unsqueeze/expand/reshape
+    "public5/wenet_attention.py:make_sdpa",
+    "public5/wenet_attention.py:make_rel",        # Conformer: pos_bias_u/v, linear_pos
+    "public5/wenet_attention.py:make_chunk",      # streaming cache, mask cut (was SC317)
+    "public5/vitdet_attention.py:make",           # decomposed rel pos, global block
+    "public5/vitdet_attention.py:make_window",    # padded windows, unpartition
+    "public5/vitdet_attention.py:make_resized",   # tables interpolated 11 -> 15 (was SC602)
 ]
 
 BUGS = [
@@ -100,6 +124,10 @@ BUGS = [
     ("public4/bugs/diffusers_scale_width.py:make_classic", "SC404", 438),  # query_dim**-0.5,
     # set at 156, used by baddbmm at 438
     ("public4/bugs/flash_attn_unscaled.py:make_padded", "SC405", 79),  # `k`, not k * scale
+    ("public5/bugs/timm_softmax_axis.py:make_manual", "SC402", 196),  # softmax(dim=-2)
+    ("public5/bugs/timm_causal_inverted.py:make_causal", "SC408", 114),  # tril_(-1) of -inf
+    ("public5/bugs/fairseq_scale_width.py:make_onnx", "SC404", 430),  # embed_dim**-0.5,
+    # set at 168, used by `q *= self.scaling` at 430
 ]
 
 #: torch.export cannot trace these: (target, torch's reason)

@@ -1,7 +1,8 @@
 """The forms the third public corpus (tests/data/torch/public3/: gemma_pytorch, open_clip,
 Swin V2, torchtune, BEiT, PaLM, mistral-src, performer) and the fourth (public4/:
-x-transformers, diffusers, OLMo, DETR, torchvision, flash-attention) taught the front end,
-each in a small module of their forms.py: lowered, clean, and conforming. The corpus itself (clean,
+x-transformers, diffusers, OLMo, DETR, torchvision, flash-attention) and the fifth (public5/:
+timm, llama, fairseq, espnet, ViTDet) taught the front end, each in a small module of their
+forms.py: lowered, clean, and conforming. The corpus itself (clean,
 conforming, its planted bugs at their lines, the two forms torch.export cannot trace) is
 tested with the others in tests/test_torch_public.py."""
 from __future__ import annotations
@@ -21,6 +22,7 @@ from shapecheck.pytorch.front.sourcemap import check, check_extraction  # noqa: 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "torch" / "public3"
 DATA4 = ROOT / "tests" / "data" / "torch" / "public4"
+DATA5 = ROOT / "tests" / "data" / "torch" / "public5"
 
 
 def _lowered_clean_and_conforms(name: str, data: Path = DATA) -> str:
@@ -141,3 +143,49 @@ def test_a_number_made_a_tensor_of_no_axes_is_the_number() -> None:
     # the spec did not conform
     text = _lowered_clean_and_conforms("scalar_bias", DATA4)
     assert ", 0, -inf)" in text and "ones([])" not in text
+
+
+def test_a_tensor_filled_like_another_is_a_filled_tensor() -> None:
+    # timm's causal bias `attn.new_full((N, N), -inf).triu_(1)` was SC602
+    # (`new_full.default`), the bias an input of its traced shape
+    text = _lowered_clean_and_conforms("new_full_causal", DATA5)
+    assert "triu(-inf * ones([T, T]), 1)" in text
+
+
+@pytest.mark.slow
+def test_a_bool_mask_beside_a_time_first_input_keeps_its_lengths() -> None:
+    # fairseq's [B, S] key padding mask beside x: [T, B, C]: its first axis is the input's
+    # second, which the rule for a [T, width] positions table read as a sequence, so its
+    # key axis was a width and torch pinned the sequence length at the traced 9
+    text = _lowered_clean_and_conforms("time_first_padded", DATA5)
+    assert "9" not in text.split("input key_padding_mask: ")[1].split("\n")[0]
+    assert "9" not in text.split("input x: ")[1].split("\n")[0]
+
+
+@pytest.mark.slow
+def test_a_bool_mask_longer_than_the_keys_is_cut_to_them() -> None:
+    # wenet's streaming chunk: a [1, 1, time2] mask over the cached keys and the chunk's,
+    # cut by `mask[..., :scores.size(-1)]`; its last axis was read as a [B, T, width]
+    # table's width and traced at its size, 20, and the cut then past its end (SC317 in
+    # verify, an error in the written spec, which conform refused)
+    text = _lowered_clean_and_conforms("chunk_mask", DATA5)
+    assert "20" not in text.split("input mask: ")[1].split("\n")[0]
+
+
+@pytest.mark.slow
+def test_a_flag_set_after_building_holds_at_sizes_apart() -> None:
+    # timm's `attn.fused_attn = False` after the constructor: the module built again at
+    # sizes apart (dim=48 and num_heads=6 divide) took the constructor's default, the fused
+    # path, so the manual path the factory asked for was never checked (a softmax over the
+    # queries there went unflagged)
+    text = _lowered_clean_and_conforms("fused_off", DATA5)
+    assert "traced again at sizes that do not" in text
+    assert "einsum(" in text
+
+
+@pytest.mark.slow
+def test_a_table_resized_by_linear_interpolation_is_its_tent_weights() -> None:
+    # ViTDet's and SAM's get_rel_pos: `F.interpolate(table, size=2 * T - 1, mode="linear")`
+    # was SC602 (`upsample_linear1d.vec`), the resized table an input of its traced shape
+    text = _lowered_clean_and_conforms("resized_table", DATA5)
+    assert 'einsum("...i,ji->...j", ' in text

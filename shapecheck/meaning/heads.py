@@ -11,6 +11,20 @@ from .facts import Axis, Contraction, index_of
 from .masks import reordered
 
 
+def _tiled_alike(sides: list[tuple[Contraction, int]]) -> bool:
+    """Whether K and V are tiled alike (x-transformers' `repeat(t, 'b kvh n d -> b (r kvh) n
+    d')` of both): query head i then meets key *and* value head i mod Hkv, a grouping of the
+    query heads other than `split_heads`' contiguous one but the same for K and V. Which
+    grouping is meant only the trained weights say (a relabelling of the query heads' rows
+    of the projection gives the other), so no diagnostic is true of the code alone; K tiled
+    and V repeated (or the reverse) pairs each query head with the keys of one head and the
+    values of another, which no relabelling undoes."""
+    tiled = [contraction.infos[operand].tiled for contraction, operand in sides]
+    *scored, value = tiled
+    keys = [t for t in scored if t is not None]
+    return value is not None and len(keys) == 1 and keys[0][2] == value[2]
+
+
 class HeadChecks:
     """SC414, SC415, SC419: grouped heads, parts of Q and K, parts of K and V."""
 
@@ -18,6 +32,8 @@ class HeadChecks:
         """SC414: K or V tiled along a batch (head) axis of the attention, for grouped
         query heads."""
         sides = [(scores, operand) for operand in (0, 1)] + [(output, v)]
+        if _tiled_alike(sides):
+            return
         for contraction, operand in sides:
             info = contraction.infos[operand]
             if info.tiled is None or info.axes is None:

@@ -422,6 +422,11 @@ def _dynamic_shapes(built: Any) -> dict[str, Any]:
             sequence = {int(value.shape[a]) for a in axes if a > 0}
 
             def symbolic(axis: int, size: int) -> bool:
+                if value.dtype == torch.bool:
+                    # a mask holds no width: each axis is a length (fairseq's [B, S] beside
+                    # a time-first [T, B, C] input; wenet's chunk mask [1, 1, S + T] over
+                    # the cached keys and the chunk's), pinned by torch where the code ties it
+                    return True
                 if rank == 2 and axis == 1 and int(value.shape[0]) in tokens:
                     # [T, width] of a sequence's positions (x-transformers' rotary freqs,
                     # [T, rot_dim]): its width is the module's unless it is a length

@@ -31,6 +31,11 @@ class Call:
 
     kind: type
     arguments: inspect.BoundArguments
+    #: the module the factory returned, whose settings after its constructor (timm's
+    #: `attn.fused_attn = False`, fairseq's `prepare_for_onnx_export_()`) a module built
+    #: again gets too
+    made: Any = None
+    _settings: dict[str, dict[str, Any]] | None = None
 
     def sizes(self) -> dict[str, int]:
         """The int arguments that name a size, and the size fields of a config argument."""
@@ -58,7 +63,39 @@ class Call:
                         setattr(changed, field, sizes[field])
                 arguments[name] = changed
         bound = inspect.BoundArguments(self.arguments.signature, arguments)
-        return self.kind(*bound.args, **bound.kwargs)
+        module = self.kind(*bound.args, **bound.kwargs)
+        for name, sub in module.named_modules():
+            for attribute, value in self.settings().get(name, {}).items():
+                setattr(sub, attribute, value)
+        return module
+
+    def settings(self) -> dict[str, dict[str, Any]]:
+        """What the factory set on its module's parts after building it: each flag, word or
+        number (never an int, which may be a size) that differs from the same module built
+        again by the same call, by the part's name."""
+        if self._settings is None:
+            self._settings = {} if self.made is None else _set_after(
+                self.made, self.kind(*self.arguments.args, **self.arguments.kwargs))
+        return self._settings
+
+
+def _set_after(made: Any, fresh: Any) -> dict[str, dict[str, Any]]:
+    parts = dict(fresh.named_modules())
+    found: dict[str, dict[str, Any]] = {}
+    for name, sub in made.named_modules():
+        built = vars(parts[name]) if name in parts else None
+        if built is None:
+            continue
+        changed = {attribute: value for attribute, value in vars(sub).items()
+                   if not attribute.startswith("_") and type(value) in _SETTINGS
+                   and attribute in built and built[attribute] != value}
+        if changed:
+            found[name] = changed
+    return found
+
+
+#: the types of a setting (a flag, a mode's name, a rate): an int may be a size
+_SETTINGS = (bool, str, float, type(None))
 
 
 def run_capturing(factory: Callable[[], Any]) -> tuple[Any, Call | None]:
@@ -99,7 +136,7 @@ def run_capturing(factory: Callable[[], Any]) -> tuple[Any, Call | None]:
     except (TypeError, ValueError):
         return again, None
     bound.apply_defaults()
-    return again, Call(kind, bound)
+    return again, Call(kind, bound, _module_of(again))
 
 
 def _module_of(made: Any) -> Any:

@@ -1365,14 +1365,43 @@ def _ones_like(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) ->
 
 @rule("full.default")
 def _full(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
-    fill = args[1]
+    return _filled(low, node, node.args[0], args[1])
+
+
+@rule("new_full.default")
+def _new_full(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # `x.new_full(size, fill)` is `full(size, fill)` of x's dtype (timm's causal bias,
+    # `attn.new_full((N, N), -inf).triu_(1)`): what x holds is never read
+    return _filled(low, node, node.args[1], args[2])
+
+
+def _filled(low: Lowering, node: Any, shape: Any, fill: Val) -> Val:
     if fill.kind != "number" or _kind(node.meta["val"]) == "bool":
         raise Unlowerable("full")
-    if not len(node.args[0]) and _element(node.meta["val"]) == "":
+    if not len(shape) and _element(node.meta["val"]) == "":
         # a number the code made a tensor of no axes (audiocraft's causal bias,
         # `where(valid, zeros([]), full([], -inf))`): the number, as `zeros(())` is
         return fill
-    return Val(f"{fill.at(PRODUCT)} * ones({_shape_list(low, node.args[0])})", PRODUCT)
+    return Val(f"{fill.at(PRODUCT)} * ones({_shape_list(low, shape)})", PRODUCT)
+
+
+@rule("upsample_linear1d.vec")
+def _linear_resize(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # `F.interpolate(t, size=n, mode="linear")` (ViTDet's and SAM's relative position
+    # tables, get_rel_pos): each output j reads the inputs around its centre
+    # src_j = (j + 0.5) * n_in / n_out - 0.5, held in [0, n_in - 1], with the tent weights
+    # max(1 - |src_j - i|, 0) -- torch's definition, checked by conformance
+    align = node.args[2] if len(node.args) > 2 else node.kwargs.get("align_corners", False)
+    scales = node.args[3] if len(node.args) > 3 else node.kwargs.get("scale_factors")
+    if align or (scales is not None and any(s is not None for s in scales)):
+        raise Unlowerable("upsample_linear1d with align_corners or scale factors")
+    size_in = node.args[0].meta["val"].shape[-1]
+    size_out = node.meta["val"].shape[-1]
+    n_in, n_out = low.size(size_in), low.size(size_out)
+    centres = f"clamp((arange({n_out}) + 0.5) * ({n_in}) / ({n_out}) - 0.5, min=0, " \
+        f"max={n_in} - 1)"
+    weights = f"maximum(1 - abs({centres}[:, None] - arange({n_in})[None, :]), 0)"
+    return Val(f'einsum("...i,ji->...j", {_tensor(args[0]).text}, {weights})')
 
 
 @rule("tril.default", "triu.default")
