@@ -100,14 +100,19 @@ def _block(built: Any, target: str, bindings: Mapping[str, int] | None,
     MLP and residuals; a Swin block cutting the image into the windows its attention reads)
     traced whole, as one module, so that the code around the attention is checked too: a
     window partition without its permute is a bug of the block, not of its attention. None
-    when the block cannot be traced or lowered whole: its attention layer is then checked
-    as a whole model's."""
+    when the block cannot be traced or lowered whole, or its trace says what PyTorch cannot
+    confirm (PaLM's block, traceable only once its runs registered a buffer: unconfirmed
+    size notes where its layer is SC601): its attention layer is then checked as a whole
+    model's."""
     try:
         traced = check_extraction(extract(target, (), built), target, bindings, ignore)
     except (ExtractError, Untraceable):
         return None
-    if any(d.code in _NOT_A_BLOCK for r in traced.results for d in r.diagnostics):
-        return None
+    unconfirmed = codes.TORCH_HELPS["unconfirmed"].split("{")[0]
+    if traced.contradicted or any(
+            d.code in _NOT_A_BLOCK or any(n.message.startswith(unconfirmed) for n in d.notes)
+            for r in traced.results for d in r.diagnostics):
+        return None  # a block PyTorch cannot confirm (a module its runs changed): its layer
     return traced
 
 
