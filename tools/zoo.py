@@ -51,7 +51,7 @@ FORMS = ("eager", "sdpa", "decode", "cross", "whole", "whole_decode", "flex", "f
 #: layer of each family's tiny model, issue 30; `whole_decode`: a decode step of the model
 #: with the cache of its prefill) by `--forms whole,whole_decode` (about 15 minutes).
 DEFAULT_FORMS = FORMS[:4]
-#: The subset CI runs (tests/test_zoo.py): one of each architecture kind.
+#: The subset CI runs (tests/test_torch_real.py): one of each architecture kind.
 CI_CASES = ("llama__eager", "llama__decode", "gpt2__eager", "bert__eager", "t5__cross",
             "falcon__eager")
 
@@ -188,7 +188,8 @@ def _named_call(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> d
 
 def capture(family: str, form: str) -> tuple[Any, dict[str, Any]]:
     """The attention module of FAMILY in FORM and its call as the model makes it; for the
-    form ``whole``, the whole model (eager) and its inputs (issue 30: every layer checked)."""
+    forms ``whole`` and ``whole_decode``, the whole model (eager) and its inputs (issue 30:
+    every layer checked), for a decode step the last token with its prefill's cache."""
     import torch
 
     if form == "whole":
