@@ -45,6 +45,8 @@ MESSAGES = {
     "covered_groups": "{count} 组, 每组追踪一次: {labels}",
     "covered_rest": "; 未追踪: {kinds}",
     "covered_kind": "{kind} ({modules})",
+    "documented_tiled": "它的文档字符串说它就是 `{documented}`; 对 key/value 头 {heads} 以 n_rep = 2 "
+    "运行, 得到 {got}, 而那个调用得到 {want}",
     "kind_embeddings": "嵌入层",
     "kind_norms": "归一化层",
     "kind_MLPs": "MLP",

@@ -131,6 +131,11 @@ def check_extraction(extraction: Extraction, target: str,
                  and getattr(extraction.lines.get(n.span.line), "path", None) == location.path}
         shown_there = _with_callers(_in_torch_terms(diagnostic, spec_line, lines), location)
         results.add(location, shown_there, ANCHORS.get(diagnostic.code, ()), extraction)
+    if "SC414" not in ignore:  # what a helper documents, checked by running it
+        from .documented import findings
+
+        for location, diagnostic in findings(extraction):
+            results.add(location, diagnostic, (), extraction)
     for operator, location, name in extraction.unknown:
         if "SC602" in ignore:
             continue
