@@ -41,3 +41,6 @@ def test_a_repeat_kv_that_tiles_against_its_docstring_is_flagged_at_its_line() -
     line = next(i for i, text in enumerate((DATA / "gqa_tiled.py").read_text().splitlines(), 1)
                 if "hidden_states[:, None, :, :, :]" in text)
     assert found == [("gqa_tiled.py", line, "SC414")]
+    (diagnostic,) = [d for r in check(f"{DATA / 'gqa_tiled.py'}:make") for d in r.diagnostics]
+    assert diagnostic.help == ("repeat each key/value head in place, as the docstring says: "
+                               "`torch.repeat_interleave(x, n_rep, dim=1)`",)

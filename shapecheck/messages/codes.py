@@ -1108,7 +1108,7 @@ TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
     "which only regroups axes already in order (heads merged back: "
     "`y.transpose(1, 2).contiguous().view(B, T, C)`)",
     "SC414 documented": "repeat each key/value head in place, as the docstring says: "
-    "`x[:, :, None].expand(b, kv, n_rep, t, d).reshape(b, kv * n_rep, t, d)`",
+    "`torch.repeat_interleave(x, n_rep, dim={axis})`",
     "SC411 split_in_merge_order": "split the heads where the view put them, then move them: "
     "`x.view(B, T, H, d).transpose(1, 2)`",
     "mask_mod": "a `mask_mod` returns True where the query may attend: compare so that the "

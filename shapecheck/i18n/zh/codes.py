@@ -877,7 +877,7 @@ TORCH_HELPS = {
     "SC411": "先用 `.permute(...)` 把各轴排好顺序再 `.view(...)`: `view` 只重组已按顺序相邻的轴"
     "(把头合并回去: `y.transpose(1, 2).contiguous().view(B, T, C)`)",
     "SC414 documented": "像文档字符串所说的那样就地重复每个 key/value 头: "
-    "`x[:, :, None].expand(b, kv, n_rep, t, d).reshape(b, kv * n_rep, t, d)`",
+    "`torch.repeat_interleave(x, n_rep, dim={axis})`",
     "SC411 split_in_merge_order": "按 view 放置头的位置拆分, 再移动它们: "
     "`x.view(B, T, H, d).transpose(1, 2)`",
     "mask_mod": "`mask_mod` 在查询可以关注的位置返回 True: 比较时让查询的位置在较大的一侧 "

@@ -54,7 +54,8 @@ def findings(extraction: Any) -> list[tuple[Location, Diagnostic]]:
         diagnostic = codes.TILED_HEADS.diag(Span(1, 1, 1, 1), tiled=f"{name}(x, n_rep)",
                                             kv="num_key_value_heads")
         found.append((Location(_path(helper), lines[0]), replace(
-            diagnostic, notes=(note,), help=(codes.TORCH_HELPS["SC414 documented"],))))
+            diagnostic, notes=(note,), help=(codes.TORCH_HELPS["SC414 documented"].format(
+                axis=documented.group(1)),))))
     return found
 
 
