@@ -58,6 +58,8 @@ class Confirmed:
 
     shown: list[Diagnostic]
     contradicted: list[Diagnostic]
+    #: how many of ``shown`` PyTorch could not run to confirm (demoted to notes)
+    unconfirmed: int = 0
 
 
 def confirm(extraction: Extraction, program: Program) -> Confirmed:
@@ -77,6 +79,7 @@ def confirm(extraction: Extraction, program: Program) -> Confirmed:
             confirmed.contradicted.append(diagnostic)
         else:
             confirmed.shown.append(_annotated(diagnostic, outcome))
+            confirmed.unconfirmed += outcome.verdict != "confirmed"
     return confirmed
 
 

@@ -42,7 +42,7 @@ def findings(extraction: Any) -> list[tuple[Location, Diagnostic]]:
         if not inspect.isfunction(helper):
             continue
         documented = _DOCUMENTED.search(inspect.getdoc(helper) or "")
-        lines = _traced_lines(extraction, helper)
+        path, lines = _traced_lines(extraction, helper)
         if documented is None or not lines:
             continue
         outcome = _run(helper, int(documented.group(1)))
@@ -53,26 +53,23 @@ def findings(extraction: Any) -> list[tuple[Location, Diagnostic]]:
             documented=documented.group(0), heads=list(range(_HEADS)), got=got, want=want))
         diagnostic = codes.TILED_HEADS.diag(Span(1, 1, 1, 1), tiled=f"{name}(x, n_rep)",
                                             kv="num_key_value_heads")
-        found.append((Location(_path(helper), lines[0]), replace(
+        found.append((Location(path, lines[0]), replace(
             diagnostic, notes=(note,), help=(codes.TORCH_HELPS["SC414 documented"].format(
                 axis=documented.group(1)),))))
     return found
 
 
-def _path(helper: Any) -> str:
-    return str(Path(inspect.getsourcefile(helper) or "").resolve())
-
-
-def _traced_lines(extraction: Any, helper: Any) -> list[int]:
-    """The helper's lines the trace has statements at (none: this module does not call it)."""
+def _traced_lines(extraction: Any, helper: Any) -> tuple[str, list[int]]:
+    """The helper's file and its lines the trace has statements at (none: this module does
+    not call it)."""
     try:
         source, first = inspect.getsourcelines(helper)
-        path = _path(helper)
+        path = str(Path(inspect.getsourcefile(helper) or "").resolve())
     except (OSError, TypeError):
-        return []
-    return sorted({location.line for location in extraction.lines.values()
-                   if location is not None and location.path == path
-                   and first < location.line < first + len(source)})
+        return "", []
+    return path, sorted({location.line for location in extraction.lines.values()
+                         if location is not None and location.path == path
+                         and first < location.line < first + len(source)})
 
 
 def _run(helper: Any, axis: int) -> tuple[list[int], list[int]] | None:

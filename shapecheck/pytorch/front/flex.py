@@ -657,7 +657,7 @@ class Writer:
         return writer(self, node, scope)
 
     def value(self, value: Any, scope: _Scope) -> Any:
-        from .lower import UNARY, Unlowerable, Val
+        from .lower import ATOM, SUM, UNARY, Unlowerable, Val
 
         inner = _node(value)
         if inner is not None:
@@ -667,8 +667,8 @@ class Writer:
         if isinstance(value, (bool, int, float)):
             kind = self.function_.kind if self.function_ is not None else "mask"
             if kind == "mask" and type(value) is int and value in self.cached:
-                return Val(f"({self.cached[value]})" if not
-                           self.cached[value].isidentifier() else self.cached[value], 90)
+                cached = self.cached[value]
+                return Val(cached, ATOM if cached.isidentifier() else SUM)
             text = literal(self.low, value, in_mask=kind == "mask")
             return Val(text, UNARY if text.startswith("-") else 90)
         raise Unlowerable(f"a {type(value).__name__} in a mask or score function")

@@ -108,10 +108,8 @@ def _block(built: Any, target: str, bindings: Mapping[str, int] | None,
         traced = check_extraction(extract(target, (), built), target, bindings, ignore)
     except (ExtractError, Untraceable):
         return None
-    unconfirmed = codes.TORCH_HELPS["unconfirmed"].split("{")[0]
-    if traced.contradicted or any(
-            d.code in _NOT_A_BLOCK or any(n.message.startswith(unconfirmed) for n in d.notes)
-            for r in traced.results for d in r.diagnostics):
+    if traced.contradicted or traced.unconfirmed or any(
+            d.code in _NOT_A_BLOCK for r in traced.results for d in r.diagnostics):
         return None  # a block PyTorch cannot confirm (a module its runs changed): its layer
     return traced
 

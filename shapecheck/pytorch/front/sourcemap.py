@@ -57,6 +57,7 @@ class Traced:
     # the spec's size and shape errors PyTorch contradicts (lowering defects, not shown)
     contradicted: list[Diagnostic] = field(default_factory=list)
     program: Program | None = None  # the traced spec, checked
+    unconfirmed: int = 0  # size or shape errors PyTorch could not run (shown as notes)
 
 
 def traced(target: str, init: tuple[str, ...] | list[str] = (),
@@ -143,7 +144,8 @@ def check_extraction(extraction: Extraction, target: str,
                                                           name=name or "?"), (), None)
     main = results.finish()
     main[0].shapes = program.shapes()
-    return Traced(main, _line_shapes(extraction, program), confirmed.contradicted, program)
+    return Traced(main, _line_shapes(extraction, program), confirmed.contradicted, program,
+                  confirmed.unconfirmed)
 
 
 def _line_shapes(extraction: Extraction, program: Program) -> dict[tuple[str, int],
