@@ -164,6 +164,7 @@ NOT_FROM_A_SPEC = {
     "SC602": "tests/test_torchfront.py::test_an_unknown_operator_is_named_and_the_rest_is_checked",
     "SC603": "tests/test_torchfront.py::test_a_bad_target_is_a_usage_error",
     "SC610": "tests/test_whole_models.py::test_a_mask_the_model_builds_wrong_is_flagged_at_its_line",
+    "SC611": "tests/test_whole_models.py::test_other_masks_the_model_builds_wrong_are_flagged_at_their_line",
 }
 
 

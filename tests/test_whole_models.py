@@ -123,6 +123,33 @@ def test_a_mask_the_model_builds_wrong_is_flagged_at_its_line() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("factory, text, code, reason", [
+    ("make_shifted_mask", "torch.tril(torch.ones(T, T, dtype=torch.bool, device=device), diagonal=1)",
+     "SC610", "shifted by 1"),
+    ("make_strict_mask", "diagonal=-1)", "SC611", "without its diagonal"),
+    ("make_inverted_padding", "mask = causal + self.additive", "SC611", "hides every key"),
+])
+def test_other_masks_the_model_builds_wrong_are_flagged_at_their_line(
+        factory: str, text: str, code: str, reason: str) -> None:
+    """A triangle one key too wide, one without its diagonal, a padding mask inverted on a
+    batch with no padding: each once, at the line that built it, confirmed by its contents."""
+    from shapecheck.pytorch.front.sourcemap import check
+
+    path = DATA / "decoder.py"
+    found = [d for r in check(f"{path}:{factory}") for d in r.diagnostics]
+    assert [(d.span.line, d.code) for d in found] == [(_line(path, text), code)]
+    assert reason in found[0].message
+
+
+@pytest.mark.slow
+def test_a_padding_mask_is_no_opinion_where_a_sequence_could_be_all_padding() -> None:
+    path = DATA / "decoder.py"
+    assert _diagnostics(f"{path}:make_padded") == []
+    # inverted, it hides the whole first sequence: that could be a sequence of padding
+    assert _diagnostics(f"{path}:make_inverted_padding_padded") == []
+
+
+@pytest.mark.slow
 def test_llama_layers_are_one_group_and_a_wrong_scale_in_one_is_its_own() -> None:
     target = f"{DATA / 'hf_models.py'}:llama"
     assert _groups(target) == [("model.layers.0–3.self_attn", "LlamaAttention")]

@@ -1079,6 +1079,23 @@ MODEL_MASK_LEAKS = _code(
     fix="Build the mask with `torch.tril` (the keys up to each query, `k <= q`), in the "
     "polarity the layer reads it.",
 )
+MODEL_MASK_EMPTY = _code(
+    "SC611", "model-mask-empty", E, "a model's mask leaves a query no key",
+    "the mask built here is passed as `{argument}` to {layers}, and leaves query {query} no key "
+    "to attend to: {reason}",
+    what="A whole model's masks are read as SC610 reads them. A mask is reported at the line that "
+    "built it when it leaves a query nothing to attend to although nothing is padding: it hides "
+    "each query's own key (a causal mask without its diagonal: the first query sees nothing), or "
+    "it hides every key from every query of every sequence (a padding mask inverted: the "
+    "model's inputs have no sequence that is all padding).",
+    why="A row with no key is a softmax of nothing: NaN with `-inf`, or a uniform average over "
+    "the hidden keys with a large negative, in every layer the mask reaches.",
+    example="# (Python) mask = torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-1)"
+    "   # error[SC611]\n"
+    "#          for block in self.blocks: x = block(x, mask)",
+    fix="Keep each query's own key (`torch.tril(ones)`, `k <= q`), and build a padding mask so "
+    "that it hides the padding: the keys whose attention mask is 0.",
+)
 
 
 #: help in PyTorch terms for a diagnostic found in a traced module (the fix is a source change)
@@ -1114,6 +1131,10 @@ TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
     "mask_mod": "a `mask_mod` returns True where the query may attend: compare so that the "
     "query's position is the larger side (`kv_idx <= q_idx`)",
     "SC610": "build it with `torch.tril`: each query keeps the keys up to it (`k <= q`)",
+    "SC610 shifted": "each query keeps the keys up to itself, no later one: `diagonal=0` in "
+    "`torch.tril` (`diagonal=1` in a `torch.triu` of the dropped keys)",
+    "SC611 diagonal": "keep each query's own key: `torch.tril(ones)` keeps `k <= q` (`diagonal=0`; "
+    "`torch.triu(..., diagonal=1)` for the dropped keys)",
     "spec": "in the traced spec: {help}",
     "traced_as": "traced as `{statement}`",
     "called_here": "the function that does it is called here",

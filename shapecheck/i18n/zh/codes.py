@@ -48,6 +48,20 @@ CODES: dict[str, dict[str, str]] = {
         "#          for block in self.blocks: x = block(x, mask)",
         fix="用 `torch.tril` 构造掩码 (每个查询保留不晚于它的键, `k <= q`), 并符合层读取它的极性。",
     ),
+    "SC611": dict(
+        summary="模型的掩码让某个查询无键可看",
+        message="这里构造的掩码作为 `{argument}` 传给 {layers}, 让查询 {query} 没有可关注的键: {reason}",
+        what="整个模型的掩码按 SC610 的方式解读。若掩码在没有填充的情况下让某个查询无键可看, 就在构造它的"
+        "那一行报告: 它隐藏了每个查询自己的键 (缺了对角线的因果掩码: 第一个查询什么也看不到), 或它对每个"
+        "序列的每个查询隐藏了所有键 (反了的填充掩码: 模型的输入中没有全是填充的序列)。",
+        why="没有键的一行是对空集的 softmax: 用 `-inf` 得到 NaN, 用很大的负数则是对被隐藏的键的均匀平均, "
+        "在掩码到达的每一层都是如此。",
+        example="# (Python) mask = torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-1)"
+        "   # error[SC611]\n"
+        "#          for block in self.blocks: x = block(x, mask)",
+        fix="保留每个查询自己的键 (`torch.tril(ones)`, `k <= q`), 并让填充掩码隐藏的是填充: 注意力掩码为 0 "
+        "的键。",
+    ),
     "SC001": dict(
         summary="语句无法解析",
         message="{detail}",
@@ -883,6 +897,10 @@ TORCH_HELPS = {
     "mask_mod": "`mask_mod` 在查询可以关注的位置返回 True: 比较时让查询的位置在较大的一侧 "
     "(`kv_idx <= q_idx`)",
     "SC610": "用 `torch.tril` 构造它: 每个查询保留不晚于它的键 (`k <= q`)",
+    "SC610 shifted": "每个查询只保留不晚于它的键, 不含之后的键: `torch.tril` 中用 `diagonal=0` "
+    "(被丢弃的键用 `torch.triu(..., diagonal=1)`)",
+    "SC611 diagonal": "保留每个查询自己的键: `torch.tril(ones)` 保留 `k <= q` (`diagonal=0`; "
+    "被丢弃的键用 `torch.triu(..., diagonal=1)`)",
     "spec": "在追踪得到的 spec 中: {help}",
     "traced_as": "追踪为 `{statement}`",
     "called_here": "做这件事的函数在这里被调用",

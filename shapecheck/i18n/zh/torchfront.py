@@ -52,4 +52,7 @@ MESSAGES = {
     "kind_MLPs": "MLP",
     "kind_heads": "输出头",
     "mask_transposed": "它保留每个查询及其之后的键, 隐藏之前的键, 是转置了的因果掩码",
+    "mask_shifted": "它保留每个查询之后最多 {shift} 个键, 是移位了 {shift} 的因果掩码",
+    "mask_no_diagonal": "它隐藏了每个查询自己的键, 是缺了对角线的因果掩码",
+    "mask_hides_all": "它对批中每个序列的每个查询隐藏了所有键",
 }

@@ -89,6 +89,10 @@ MESSAGES: Table = Table("torchfront", "MESSAGES", {
     "kind_heads": "heads",
     "mask_transposed": "it keeps the keys at or after each query and hides those before, a "
     "causal mask transposed",
+    "mask_shifted": "it keeps the keys up to {shift} after each query, a causal mask shifted by "
+    "{shift}",
+    "mask_no_diagonal": "it hides each query's own key, a causal mask without its diagonal",
+    "mask_hides_all": "it hides every key from every query of every sequence in the batch",
     "documented_tiled": "its docstring says it is `{documented}`; run on key/value heads {heads} "
     "with n_rep = 2 it gives {got}, where that gives {want}",
 })

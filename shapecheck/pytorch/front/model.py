@@ -25,7 +25,7 @@ from .errors import MESSAGES, Location, python_source
 from .layers import Group, Layer, find, group, span_of_names
 from .sourcemap import Results, Traced, check_extraction
 
-#: where in the line that built a mask SC610 points
+#: where in the line that built a mask SC610 and SC611 point
 _MASK_ANCHORS = ("triu", "tril", "masked_fill", "where", "ones", "=")
 #: an additive mask's dropped entries are at most this (HF's `finfo.min`, `-1e9`, `-inf`)
 _DROPPED = -1e4
@@ -48,7 +48,8 @@ class WholeModel:
     checked: list[Checked]
     #: the rest of the model by kind ("embeddings", "MLPs", "norms", "heads"): module names
     others: dict[str, list[str]] = field(default_factory=dict)
-    #: the model's masks that a layer reads as letting a query see later keys (SC610)
+    #: the model's masks that a layer reads as letting a query see later keys (SC610) or as
+    #: leaving a query no key (SC611)
     mask_findings: list[tuple[Location, Diagnostic]] = field(default_factory=list)
 
 
@@ -63,8 +64,8 @@ def analyse(built: Any, target: str, bindings: Mapping[str, int] | None = None,
     groups = group(found)
     checked = [_check_group(g, target, bindings, ignore) for g in groups]
     whole = WholeModel(target, checked, _others(built.module, found))
-    if "SC610" not in ignore:
-        whole.mask_findings = _mask_findings(checked)
+    whole.mask_findings = [(location, diagnostic) for location, diagnostic
+                           in _mask_findings(checked) if diagnostic.code not in ignore]
     return whole
 
 
@@ -230,26 +231,48 @@ def _check_group(chosen: Group, target: str, bindings: Mapping[str, int] | None,
 # --- the model's masks --------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _MaskFinding:
+    """What is wrong with a mask the model built: SC610 (``key`` is the later key a query
+    sees) or SC611 (``key`` is None: the query sees nothing)."""
+
+    query: int
+    key: int | None
+    reason: str
+    help: str | None
+
+
 def _mask_findings(checked: list[Checked]) -> list[tuple[Location, Diagnostic]]:
-    """SC610: a mask the model built (at a line of its own) that a layer reads as letting a
-    query see the keys after it — once per line, naming every layer it was passed to."""
-    found: dict[tuple[Location, str], tuple[tuple[int, int, str], list[str]]] = {}
+    """SC610 and SC611: a mask the model built (at a line of its own) that a layer reads as
+    letting a query see the keys after it, or as leaving a query no key at all — once per
+    line, naming every layer it was passed to."""
+    found: dict[tuple[Location, str], tuple[_MaskFinding, list[str]]] = {}
     for item in checked:
         for argument, location in item.group.first.made_at.items():
-            leak = _leak(item, argument)
-            if leak is not None:
-                found.setdefault((location, argument), (leak, []))[1].append(item.group.label)
-    return [(location, replace(codes.MODEL_MASK_LEAKS.diag(
-        Span(1, 1, 1, 1), argument=argument, layers="; ".join(labels), query=query, key=key,
-        reason=reason), help=(codes.TORCH_HELPS["SC610"],)))
-        for (location, argument), ((query, key, reason), labels) in found.items()]
+            finding = _judge(item, argument)
+            if finding is not None:
+                found.setdefault((location, argument), (finding, []))[1].append(item.group.label)
+    return [(location, _diagnostic(argument, finding, "; ".join(labels)))
+            for (location, argument), (finding, labels) in found.items()]
 
 
-def _leak(item: Checked, argument: str) -> tuple[int, int, str] | None:
-    """(query, key, why) where the mask passed as ``argument`` lets a query see a later
-    key, when that is confirmed: the mask is a causal mask transposed (each query keeps the
-    keys at or after it and hides those before). A prefix seen both ways, a window, padding:
-    no opinion."""
+def _diagnostic(argument: str, finding: _MaskFinding, layers: str) -> Diagnostic:
+    span = Span(1, 1, 1, 1)
+    if finding.key is None:
+        diagnostic = codes.MODEL_MASK_EMPTY.diag(span, argument=argument, layers=layers,
+                                                 query=finding.query, reason=finding.reason)
+    else:
+        diagnostic = codes.MODEL_MASK_LEAKS.diag(span, argument=argument, layers=layers,
+                                                 query=finding.query, key=finding.key,
+                                                 reason=finding.reason)
+    return replace(diagnostic, help=(finding.help,) if finding.help else ())
+
+
+def _judge(item: Checked, argument: str) -> _MaskFinding | None:
+    """What is wrong with the mask passed as ``argument``, when that is confirmed by its
+    contents, read as the layer reads it: a causal mask transposed or shifted past the
+    diagonal (a query sees later keys), one without its diagonal, or one hiding every key of
+    every sequence. A prefix seen both ways, a window, padding: no opinion."""
     import torch
 
     layer = item.group.first
@@ -266,14 +289,25 @@ def _leak(item: Checked, argument: str) -> tuple[int, int, str] | None:
     offset = keys - rows
     if offset < 0:
         return None
+    if not bool(table.any()):
+        return _MaskFinding(0, None, MESSAGES["mask_hides_all"], None)
     position = torch.arange(rows)[:, None] + offset
-    later = torch.arange(keys)[None, :] > position
+    columns = torch.arange(keys)[None, :]
+    if bool((table == (columns < position)).all()):
+        return _MaskFinding(0, None, MESSAGES["mask_no_diagonal"],
+                            codes.TORCH_HELPS["SC611 diagonal"])
     partial = ~table.all(dim=-1, keepdim=True)
-    leaks = (table & later & partial).nonzero()
-    if leaks.numel() == 0 or not _upper_triangle(table, offset):
+    leaks = (table & (columns > position) & partial).nonzero()
+    if leaks.numel() == 0:
         return None
     _, query, key = (int(v) for v in leaks[0])
-    return query, key, MESSAGES["mask_transposed"]
+    if _upper_triangle(table, offset):
+        return _MaskFinding(query, key, MESSAGES["mask_transposed"], codes.TORCH_HELPS["SC610"])
+    shift = _shift(table, offset)
+    if shift is not None:
+        return _MaskFinding(query, key, MESSAGES["mask_shifted"].format(shift=shift),
+                            codes.TORCH_HELPS["SC610 shifted"])
+    return None
 
 
 def _query_length(layer: Layer) -> int | None:
@@ -335,6 +369,20 @@ def _upper_triangle(table: Any, offset: int) -> bool:
     columns = torch.arange(keys)[None, :]
     padding = ~table.any(dim=-2, keepdim=True) | ~table.any(dim=-1, keepdim=True)
     return any(bool(((table == (columns >= position + d)) | padding).all()) for d in (0, 1))
+
+
+def _shift(table: Any, offset: int) -> int | None:
+    """``d`` when every table keeps exactly the keys up to ``d`` after each query (``d >= 1``:
+    `torch.tril(..., diagonal=1)`), apart from keys no query sees and queries that see
+    nothing (padding): a causal mask shifted past its diagonal."""
+    import torch
+
+    rows, keys = table.shape[-2:]
+    position = torch.arange(rows)[:, None] + offset
+    columns = torch.arange(keys)[None, :]
+    padding = ~table.any(dim=-2, keepdim=True) | ~table.any(dim=-1, keepdim=True)
+    return next((d for d in range(1, keys - offset - 1)
+                 if bool(((table == (columns <= position + d)) | padding).all())), None)
 
 
 # --- the rest of the model ----------------------------------------------------------------

@@ -94,9 +94,94 @@ class DropMaskDecoder(Decoder):
         return torch.triu(torch.ones(T, T, dtype=torch.bool, device=device), diagonal=1)
 
 
+class ShiftedMaskDecoder(Decoder):
+    """`diagonal=1`: each query also sees the key after it."""
+
+    def causal_mask(self, T, device):
+        return torch.tril(torch.ones(T, T, dtype=torch.bool, device=device), diagonal=1)
+
+
+class StrictMaskDecoder(Decoder):
+    """`diagonal=-1`: each query loses its own key, and the first sees nothing."""
+
+    def causal_mask(self, T, device):
+        return torch.tril(torch.ones(T, T, dtype=torch.bool, device=device), diagonal=-1)
+
+
+class AdditiveAttention(Attention):
+    """An additive mask: zeros where a key is kept, a large negative where it is not."""
+
+    def forward(self, x, context=None, mask=None):
+        B, T, C = x.shape
+        q = self.to_q(x).view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        k = self.to_k(x).view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        v = self.to_v(x).view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(C // self.heads) + mask
+        out = (F.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(B, T, C)
+        return self.to_out(out)
+
+
+class PaddedDecoder(Decoder):
+    """A padding mask (1 = a real token) made additive and added to the causal one."""
+
+    def __init__(self):
+        super().__init__()
+        for block in self.blocks:
+            block.attn = AdditiveAttention(35, 5)
+
+    def additive(self, attention_mask):
+        return (1.0 - attention_mask[:, None, None, :]) * -1e9
+
+    def forward(self, idx, attention_mask):
+        x = self.embed(idx)
+        T = idx.shape[1]
+        causal = torch.full((T, T), -1e9, device=idx.device).triu(1)
+        mask = causal + self.additive(attention_mask)
+        for block in self.blocks:
+            x = block(x, mask)
+        return self.head(self.norm(x))
+
+
+class InvertedPaddingDecoder(PaddedDecoder):
+    def additive(self, attention_mask):
+        return attention_mask[:, None, None, :] * -1e9
+
+
 def make():
     torch.manual_seed(0)
     return Decoder().eval(), {"idx": torch.randint(0, 97, (2, 9))}
+
+
+def make_shifted_mask():
+    torch.manual_seed(0)
+    return ShiftedMaskDecoder().eval(), {"idx": torch.randint(0, 97, (2, 9))}
+
+
+def make_strict_mask():
+    torch.manual_seed(0)
+    return StrictMaskDecoder().eval(), {"idx": torch.randint(0, 97, (2, 9))}
+
+
+def _padded(model, padded=True):
+    torch.manual_seed(0)
+    mask = torch.ones(2, 9)
+    if padded:
+        mask[1, 6:] = 0
+    return model.eval(), {"idx": torch.randint(0, 97, (2, 9)), "attention_mask": mask}
+
+
+def make_padded():
+    return _padded(PaddedDecoder())
+
+
+def make_inverted_padding():
+    """No sequence is padded: the inverted mask hides everything (with padding, it would
+    look like a batch whose first sequence is all padding: no opinion)."""
+    return _padded(InvertedPaddingDecoder(), padded=False)
+
+
+def make_inverted_padding_padded():
+    return _padded(InvertedPaddingDecoder())
 
 
 def make_drop_mask():
