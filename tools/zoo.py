@@ -282,12 +282,20 @@ _ENCODERS = {"bert", "roberta", "distilbert", "albert", "electra", "deberta-v2",
              "swin", "clip_text", "clip_vision", "siglip_vision", "longformer"}
 
 
+def _others() -> list[str]:
+    """Every other family transformers knows (`python tools/zoo.py biogpt roformer`): the
+    issue's list is the test, the rest is there to try."""
+    from transformers import CONFIG_MAPPING
+
+    return list(CONFIG_MAPPING.keys())
+
+
 def __getattr__(name: str) -> Any:
     """``llama__eager`` and the like: a factory (module, inputs) for shapecheck."""
     family, separator, form = name.partition("__")
     if not separator or form not in FORMS:
         raise AttributeError(name)
-    family = next((f for f in FAMILIES if f.replace("-", "_") == family), None)
+    family = next((f for f in (*FAMILIES, *_others()) if f.replace("-", "_") == family), None)
     if family is None:
         raise AttributeError(name)
 
