@@ -30,6 +30,7 @@ CLEAN = [
     "packed.py:torchtune_packed",      # a helper taking the document ids before b, h, q, kv
     "packed.py:titan_document_causal", "packed.py:titan_sliding_window",
     "packed.py:lse",                   # return_lse=True: the log-sum-exp written, an output
+    "packed.py:aux_lse",               # return_aux=AuxRequest(lse=True): aux.lse read
     "scores.py:bias_table", "scores.py:slopes", "scores.py:key_lengths",
     "scores.py:decode_step", "scores.py:encoder_lengths",
     "variants.py:score_causal", "variants.py:partial_documents", "variants.py:head_scale",
@@ -73,9 +74,10 @@ def test_a_helper_given_the_document_ids_is_a_function_of_positions() -> None:
         "kv_idx)" in text
 
 
-def test_the_log_sum_exp_is_written_and_conforms() -> None:
-    extraction = extract(f"{DATA / 'packed.py'}:lse")
-    assert "lse: [B, n_heads, T] = log(sum(exp(where(causal_mask_(" in extraction.text
+@pytest.mark.parametrize("factory", ["lse", "aux_lse"])
+def test_the_log_sum_exp_is_written_and_conforms(factory: str) -> None:
+    extraction = extract(f"{DATA / 'packed.py'}:{factory}")
+    assert "[B, n_heads, T] = log(sum(exp(where(causal_mask_(" in extraction.text
     result = conform(extraction.text, extraction.function(), dims=extraction.bindings,
                      framework="torch", cases=2, rtol=1e-5, atol=1e-6)
     assert result.ok, result.report()

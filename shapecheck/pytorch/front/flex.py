@@ -159,7 +159,7 @@ def _flex_standin(query, key, value, score_mod=None, block_mask=None, scale=None
     from shapecheck.pytorch.front import flex as _flex
 
     return _flex.flex_called(query, key, value, score_mod, block_mask, scale, enable_gqa,
-                             return_lse or return_aux is not None)
+                             return_lse, return_aux)
 
 
 def _block_mask_standin(mask_mod, B=None, H=None, Q_LEN=None, KV_LEN=None, device=None,  # type: ignore[no-untyped-def]
@@ -337,7 +337,7 @@ def rebound(value: Any, tensors: dict[int, Any], depth: int = 0) -> Any:
 
 
 def flex_called(query: Any, key: Any, value: Any, score_mod: Any, block_mask: Any,
-                scale: Any, enable_gqa: bool, aux: bool) -> Any:
+                scale: Any, enable_gqa: bool, return_lse: bool, return_aux: Any) -> Any:
     """The stand-in's body: trace the functions, record the call, leave the operator."""
     mask_mod = getattr(block_mask, "mask_mod", None) if block_mask is not None else None
     if mask_mod is not None and _is_noop(mask_mod):
@@ -356,12 +356,20 @@ def flex_called(query: Any, key: Any, value: Any, score_mod: Any, block_mask: An
         problem = f"{type(error).__name__}: {error}"[:300]
     if block_mask is not None and mask_mod is None and type(block_mask) is not FunctionMask:
         problem = problem or "a BlockMask without a mask_mod"
+    if getattr(return_aux, "max_scores", False):
+        problem = problem or "flex_attention's max_scores"
     CALLS[number] = FlexCall(mask, score, list(captured.items()),
                              None if scale is None else float(scale), bool(enable_gqa), problem)
     out = _operator()(query, key, value, [t for _, t in CALLS[number].captured], number)
-    if aux:  # the log-sum-exp: a stand-in of shape [..., Q, 1], written from the call's parts
-        return out, _operator()(query, key, value.narrow(-1, 0, 1), [], -1 - number)[..., 0]
-    return out
+    wanted = return_lse or getattr(return_aux, "lse", False)
+    # the log-sum-exp: a stand-in of shape [..., Q, 1], written from the call's parts
+    lse = _operator()(query, key, value.narrow(-1, 0, 1), [], -1 - number)[..., 0] \
+        if wanted else None
+    if return_aux is not None:  # `return_aux=AuxRequest(lse=True)`: torch's AuxOutput
+        from torch.nn.attention.flex_attention import AuxOutput
+
+        return out, AuxOutput(lse=lse)
+    return (out, lse) if return_lse else out
 
 
 def conventions(module: Any) -> dict[str, str]:

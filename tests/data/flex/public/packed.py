@@ -9,7 +9,12 @@ passed to forward, as torchtune's collate and torchtitan's model do."""
 
 import torch
 from torch import nn
-from torch.nn.attention.flex_attention import and_masks, create_block_mask, flex_attention
+from torch.nn.attention.flex_attention import (
+    AuxRequest,
+    and_masks,
+    create_block_mask,
+    flex_attention,
+)
 
 
 def _flex_block_causal_mask_mod(document_ids, b, h, q_idx, kv_idx):
@@ -118,3 +123,20 @@ class WithLse(nn.Module):
 
 def lse():
     return WithLse(48, 4), {"x": torch.randn(2, 24, 48)}
+
+
+class WithAux(WithLse):
+    """The same through torch's newer request object, `return_aux=AuxRequest(lse=True)`."""
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, -1).permute(2, 0, 3, 1, 4)
+        block_mask = create_block_mask(get_causal_mask_mod(), None, None, T, T,
+                                       device=x.device)
+        out, aux = flex_attention(q, k, v, block_mask=block_mask,
+                                  return_aux=AuxRequest(lse=True))
+        return out.transpose(1, 2).reshape(B, T, C), aux.lse
+
+
+def aux_lse():
+    return WithAux(48, 4), {"x": torch.randn(2, 24, 48)}
