@@ -36,6 +36,8 @@ CLEAN = [
     "variants.py:score_causal", "variants.py:partial_documents", "variants.py:head_scale",
     "variants.py:chunked", "variants.py:registers", "variants.py:gemma2_local",
     "variants.py:logical_and",
+    "more.py:gpt_fast_decode", "more.py:prefix_lengths", "more.py:multimodal",
+    "more.py:head_score", "more.py:cross_attention", "more.py:no_mask",
 ]
 
 BUGS = [  # (file in bugs/, code, line of the function that is wrong)
