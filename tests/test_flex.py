@@ -34,7 +34,7 @@ def test_masks_are_written_as_functions_at_their_python_lines() -> None:
         "def sliding_window(b, h, q_idx, kv_idx) = q_idx - kv_idx <= window": "20",
         "def causal_mask_(b, h, q_idx, kv_idx) = q_idx >= kv_idx": "15",
         "def and_mask(b, h, q_idx, kv_idx) = sliding_window(b, h, q_idx, kv_idx) & "
-        "causal_mask_(b, h, q_idx, kv_idx)": "95",  # torch's and_mask: at the call's line
+        "causal_mask_(b, h, q_idx, kv_idx)": "22",  # torch's and_mask: where and_masks was called
     }
     assert "flex_attention(q_1, k_1, v_1, mask=and_mask)" in extraction.text
     assert "dim B, T" in extraction.text  # no block arithmetic pins the length

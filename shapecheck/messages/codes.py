@@ -1128,6 +1128,8 @@ TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
     "`torch.repeat_interleave(x, n_rep, dim={axis})`",
     "SC411 split_in_merge_order": "split the heads where the view put them, then move them: "
     "`x.view(B, T, H, d).transpose(1, 2)`",
+    "SC417 mask_mod": "offset the query by the cached keys in the `mask_mod`: `q_idx + offset "
+    ">= kv_idx`, with `offset = k.shape[-2] - q.shape[-2]` (the keys before the new queries)",
     "mask_mod": "a `mask_mod` returns True where the query may attend: compare so that the "
     "query's position is the larger side (`kv_idx <= q_idx`)",
     "SC610": "build it with `torch.tril`: each query keeps the keys up to it (`k <= q`)",

@@ -894,6 +894,8 @@ TORCH_HELPS = {
     "`torch.repeat_interleave(x, n_rep, dim={axis})`",
     "SC411 split_in_merge_order": "按 view 放置头的位置拆分, 再移动它们: "
     "`x.view(B, T, H, d).transpose(1, 2)`",
+    "SC417 mask_mod": "在 `mask_mod` 中按缓存的 key 数偏移 query: `q_idx + offset >= kv_idx`, "
+    "其中 `offset = k.shape[-2] - q.shape[-2]` (新 query 之前的 key 数)",
     "mask_mod": "`mask_mod` 在查询可以关注的位置返回 True: 比较时让查询的位置在较大的一侧 "
     "(`kv_idx <= q_idx`)",
     "SC610": "用 `torch.tril` 构造它: 每个查询保留不晚于它的键 (`k <= q`)",

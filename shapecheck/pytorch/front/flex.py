@@ -46,6 +46,14 @@ class Call:
     children: list[Call] = field(default_factory=list)
     result: Any = None
     location: Location | None = None  # its `return` line
+    made_at: Location | None = None  # torch's and_masks/or_masks: the line that called it
+
+    def traced(self) -> list[tuple[str, Any]]:
+        """Its parameters given a traced value, with those values. A parameter given a
+        tensor or a number (torchtune's `_flex_block_causal_mask_mod(document_ids, b, h,
+        q_idx, kv_idx)`) is bound at the call: the body reads that tensor or number itself,
+        so it is no parameter of the function of positions."""
+        return [(p, a) for p, a in zip(self.params, self.args) if _node(a) is not None]
 
 
 @dataclass
@@ -70,6 +78,9 @@ class FlexCall:
     scale: float | None
     enable_gqa: bool
     problem: str | None = None    # why it cannot be written (a function fx cannot trace)
+    #: as the call was written: the query, the keys (grouped), the mask's and the score's
+    #: names and the scale (for its log-sum-exp, lowered after it)
+    written: tuple[str, str, str | None, str | None, str] | None = None
 
 
 #: The intercepted calls of the latest trace, by the number the operator carries (the
@@ -148,7 +159,7 @@ def _flex_standin(query, key, value, score_mod=None, block_mask=None, scale=None
     from shapecheck.pytorch.front import flex as _flex
 
     return _flex.flex_called(query, key, value, score_mod, block_mask, scale, enable_gqa,
-                             return_lse or return_aux is not None)
+                             return_lse, return_aux)
 
 
 def _block_mask_standin(mask_mod, B=None, H=None, Q_LEN=None, KV_LEN=None, device=None,  # type: ignore[no-untyped-def]
@@ -157,6 +168,59 @@ def _block_mask_standin(mask_mod, B=None, H=None, Q_LEN=None, KV_LEN=None, devic
     from shapecheck.pytorch.front import flex as _flex
 
     return _flex.FunctionMask(mask_mod, (Q_LEN, KV_LEN))
+
+
+def _and_standin(*mask_mods):  # type: ignore[no-untyped-def]
+    from shapecheck.pytorch.front import flex as _flex
+
+    return _flex.combined("and", mask_mods)
+
+
+def _or_standin(*mask_mods):  # type: ignore[no-untyped-def]
+    from shapecheck.pytorch.front import flex as _flex
+
+    return _flex.combined("or", mask_mods)
+
+
+#: torch's and_masks/or_masks as they are (copies kept while their code is swapped)
+_COMBINERS: dict[str, Any] = {}
+#: the combinations made meanwhile: identity of the masks a combination holds -> (those
+#: masks, kept alive so that the identity is not reused; the line that combined them)
+COMBINED: dict[int, tuple[Any, Location]] = {}
+
+
+def combined(kind: str, mask_mods: tuple[Any, ...]) -> Any:
+    """torch's `and_masks`/`or_masks` as they are, the caller's line recorded: the function
+    it makes is written at that line (`and_masks(sliding_window, causal_mask)` where the
+    user combined them, not where the call that applies them is)."""
+    result = _COMBINERS[kind](*mask_mods)
+    caller = sys._getframe(2)
+    held = next((c.cell_contents for c in result.__closure__ or ()
+                 if isinstance(c.cell_contents, tuple)), None)
+    if held is not None:
+        path = str(Path(caller.f_code.co_filename).resolve())
+        COMBINED[id(held)] = (held, Location(path, caller.f_lineno))
+    return result
+
+
+@contextmanager
+def combining() -> Iterator[None]:
+    """Meanwhile (a module's file loaded, its factory run, its trace), torch's `and_masks`
+    and `or_masks` record the line that calls them."""
+    try:
+        import torch.nn.attention.flex_attention as api
+    except ImportError:
+        yield
+        return
+    if _COMBINERS:  # already (a trace inside a build)
+        yield
+        return
+    _COMBINERS.update({"and": copied(api.and_masks), "or": copied(api.or_masks)})
+    try:
+        with swapped([(api.and_masks, _and_standin), (api.or_masks, _or_standin)]):
+            yield
+    finally:
+        _COMBINERS.clear()
 
 
 @contextmanager
@@ -169,7 +233,7 @@ def intercepted() -> Iterator[None]:
         return
     CALLS.clear()  # a trace's calls are lowered before the next trace starts
     with swapped([(api.flex_attention, _flex_standin),
-                   (api.create_block_mask, _block_mask_standin)]):
+                   (api.create_block_mask, _block_mask_standin)]), combining():
         yield
 
 
@@ -273,7 +337,7 @@ def rebound(value: Any, tensors: dict[int, Any], depth: int = 0) -> Any:
 
 
 def flex_called(query: Any, key: Any, value: Any, score_mod: Any, block_mask: Any,
-                scale: Any, enable_gqa: bool, aux: bool) -> Any:
+                scale: Any, enable_gqa: bool, return_lse: bool, return_aux: Any) -> Any:
     """The stand-in's body: trace the functions, record the call, leave the operator."""
     mask_mod = getattr(block_mask, "mask_mod", None) if block_mask is not None else None
     if mask_mod is not None and _is_noop(mask_mod):
@@ -292,12 +356,20 @@ def flex_called(query: Any, key: Any, value: Any, score_mod: Any, block_mask: An
         problem = f"{type(error).__name__}: {error}"[:300]
     if block_mask is not None and mask_mod is None and type(block_mask) is not FunctionMask:
         problem = problem or "a BlockMask without a mask_mod"
+    if getattr(return_aux, "max_scores", False):
+        problem = problem or "flex_attention's max_scores"
     CALLS[number] = FlexCall(mask, score, list(captured.items()),
                              None if scale is None else float(scale), bool(enable_gqa), problem)
     out = _operator()(query, key, value, [t for _, t in CALLS[number].captured], number)
-    if aux:  # the log-sum-exp is not written: a stand-in of its shape, lowered as unknown
-        return out, _operator()(query, key, value, [], -1 - number)[..., 0]
-    return out
+    wanted = return_lse or getattr(return_aux, "lse", False)
+    # the log-sum-exp: a stand-in of shape [..., Q, 1], written from the call's parts
+    lse = _operator()(query, key, value.narrow(-1, 0, 1), [], -1 - number)[..., 0] \
+        if wanted else None
+    if return_aux is not None:  # `return_aux=AuxRequest(lse=True)`: torch's AuxOutput
+        from torch.nn.attention.flex_attention import AuxOutput
+
+        return out, AuxOutput(lse=lse)
+    return (out, lse) if return_lse else out
 
 
 def conventions(module: Any) -> dict[str, str]:
@@ -432,6 +504,9 @@ class _Recorder:
                 return
             parent = self.stack[-1] if self.stack else None
             call = Call(code.co_name, tuple(names), args, frame, parent)
+            if str(Path(code.co_filename).resolve()).startswith(self.torch_dir):
+                held = COMBINED.get(id(frame.f_locals.get("mask_mods")))
+                call.made_at = held[1] if held is not None else None
             (parent.children if parent else self.top).append(call)
             self.stack.append(call)
         elif event == "return" and self.stack and self.stack[-1].frame is frame:
@@ -451,10 +526,8 @@ def lower(low: Any, node: Any, args: list[Any], kw: dict[str, Any]) -> Any:
     from .lower import Unlowerable, Val
 
     number = node.args[4]
-    if number < 0:  # the log-sum-exp stand-in (`[..., 0]` of it): reported where it is read
-        if any(user.users for user in node.users):
-            raise Unlowerable("flex_attention's log-sum-exp")
-        return Val("?", kind="unknown")
+    if number < 0:  # the log-sum-exp stand-in (`[..., 0]` of it)
+        return _log_sum_exp(low, node, CALLS.get(-1 - number))
     call = CALLS.get(number)
     if call is None or call.problem is not None:
         raise Unlowerable(call.problem if call is not None else "flex_attention")
@@ -469,11 +542,40 @@ def lower(low: Any, node: Any, args: list[Any], kw: dict[str, Any]) -> Any:
         parts.append(f"mask={written.function(call.mask)}")
     if call.score is not None:
         parts.append(f"score={written.function(call.score)}")
+    width = low.size(node.args[0].meta["val"].shape[-1])
+    scale = f"1 / sqrt({width})"
     if call.scale is not None:
-        width = low.size(node.args[0].meta["val"].shape[-1])
         root = low.dims.scale(call.scale, width)
-        parts.append(f"scale=1 / {root}" if root else f"scale={literal(low, call.scale)}")
+        scale = f"1 / {root}" if root else literal(low, call.scale)
+        parts.append(f"scale={scale}")
+    names = {p.partition("=")[0]: p.partition("=")[2] for p in parts[3:]}
+    call.written = (q, k, names.get("mask"), names.get("score"), scale)
     return Val(f"flex_attention({', '.join(parts)})")
+
+
+def _log_sum_exp(low: Any, node: Any, call: FlexCall | None) -> Any:
+    """`return_lse=True`'s second result, each row's log-sum-exp of the scores the call
+    attends over (score change first, then the mask: -inf where it hides a key), as
+    `[..., Q, 1]` (the stand-in's shape; `[..., 0]` of it is read): written from the call's
+    own parts, its functions applied at every position."""
+    from .lower import Unlowerable, Val
+
+    if call is None or call.written is None:
+        raise Unlowerable("flex_attention's log-sum-exp")
+    q, k, mask, score, scale = call.written
+    sizes = [low.size(s) for s in node.args[0].meta["val"].shape[:-1]]
+    sizes.append(low.size(node.args[1].meta["val"].shape[-2]))
+    if len(sizes) != 4:
+        raise Unlowerable("flex_attention's log-sum-exp")
+    at = ["[:, None, None, None]", "[None, :, None, None]", "[None, None, :, None]",
+          "[None, None, None, :]"]
+    positions = ", ".join(f"arange({size}){index}" for size, index in zip(sizes, at))
+    scores = f"(({q} @ {k}.T) * ({scale}))"
+    if score is not None:
+        scores = f"{score}({scores}, {positions})"
+    if mask is not None:
+        scores = f"where({mask}({positions}), {scores}, -inf)"
+    return Val(f"log(sum(exp({scores}), axis=-1, keepdims=True))")
 
 
 def _cached(low: Any, node: Any) -> dict[int, str]:
@@ -583,9 +685,10 @@ class Writer:
         result = _node(call.result)
         if result is None:
             return False
-        if len(call.params) == 5:
+        traced = call.traced()
+        if len(traced) == 5:
             return True
-        return len(call.params) == 4 and self._boolean(result)
+        return len(traced) == 4 and self._boolean(result)
 
     def _boolean(self, node: Any) -> bool:
         import torch
@@ -613,8 +716,9 @@ class Writer:
     def _define(self, call: Call) -> str:
         from .lower import RESERVED, Statement
 
-        params = tuple(p if p not in RESERVED else f"{p}_" for p in call.params)
-        scope = _Scope({_node(a): p for a, p in zip(call.args, params) if _node(a) is not None},
+        traced = call.traced()
+        params = tuple(p if p not in RESERVED else f"{p}_" for p, _ in traced)
+        scope = _Scope({_node(a): p for (_, a), p in zip(traced, params)},
                        {_node(c.result): c for c in call.children
                         if _node(c.result) is not None and self._definable(c)})
         body = self.expr(_node(call.result), scope).text
@@ -627,7 +731,7 @@ class Writer:
         self.written[key] = name
         location = call.location
         if location is None or location.path.startswith(self.low.torch_dir):
-            location = self.at
+            location = call.made_at or self.at
         self.low.out.statements.append(Statement(f"def {name}{key[1]}", location, None))
         return str(name)
 
@@ -641,7 +745,7 @@ class Writer:
         if node in scope.children:
             child = scope.children[node]
             name = self._define(child)
-            arguments = ", ".join(self.value(a, scope).text for a in child.args)
+            arguments = ", ".join(self.value(a, scope).text for _, a in child.traced())
             return Val(f"{name}({arguments})")
         if node.op == "placeholder":
             return Val(str(node.target))

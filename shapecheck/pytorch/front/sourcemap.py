@@ -182,7 +182,8 @@ def _primary_line(diagnostic: Diagnostic, statements: list[str]) -> int:
 
 
 #: Codes about a mask: at a FlexAttention function's own line when it comes from one.
-MASK_CODES = frozenset({"SC407", "SC408", "SC412", "SC430", "SC431", "SC432", "SC433"})
+MASK_CODES = frozenset({"SC407", "SC408", "SC412", "SC417", "SC430", "SC431", "SC432",
+                        "SC433"})
 
 
 def _in_function(diagnostic: Diagnostic, statements: list[str]) -> int | None:
@@ -210,6 +211,8 @@ def _in_torch_terms(diagnostic: Diagnostic, spec_line: str,
     torch_help = codes.TORCH_HELPS.get(_variant(diagnostic)) or codes.TORCH_HELPS.get(diagnostic.code)
     if statement.startswith("def ") and diagnostic.code in ("SC407", "SC408"):
         torch_help = codes.TORCH_HELPS["mask_mod"]
+    if statement.startswith("def ") and diagnostic.code == "SC417":
+        torch_help = codes.TORCH_HELPS["SC417 mask_mod"]
     if torch_help is not None:
         helps.append(torch_help)
     helps.extend(codes.TORCH_HELPS["spec"].format(help=h) for h in diagnostic.help)

@@ -116,9 +116,12 @@ def build(target: str, init: tuple[str, ...] | list[str] = (), *, even_heads: bo
     """Load TARGET and build the module and its example inputs. A module that refuses the
     tool's odd head width (a config checking that rotary halves it) is built once more with
     even ones."""
+    from .flex import combining
+
     parsed = parse_init(init)
     try:
-        built = _build(target, parsed, even_heads)
+        with combining():
+            built = _build(target, parsed, even_heads)
     except ExtractError as refused:
         if even_heads or refused.key != "build_failed":
             raise
