@@ -328,3 +328,28 @@ def test_sketches_have_patterns_and_no_opinion_on_inferred_dims() -> None:
              "V = split_heads(X @ W_V, H)\nO = softmax(Q @ K.T / sqrt(d)) @ V\n")
     assert only(multi).scale.verdict == "inferred"
     assert "SC404" not in codes_of(multi)
+
+
+_TALKING_HEADS = """dim B, T, heads, d
+input q: [B, heads, T, d]
+input k: [B, heads, T, d]
+input v: [B, heads, T, d]
+param pre: [heads, heads]
+param post: [heads, heads]
+dots: [B, heads, T, T] = einsum("b h i d, b h j d -> b h i j", q, k) / sqrt(SCALE)
+mixed: [B, heads, T, T] = einsum("b h i j, h g -> b g i j", dots, pre)
+attn: [B, heads, T, T] = softmax(mixed, axis=AXIS)
+attn2: [B, heads, T, T] = einsum("b h i j, h g -> b g i j", attn, post)
+out: [B, heads, T, d] = einsum("b h i j, b h j d -> b h i d", attn2, v)
+"""
+
+
+@pytest.mark.parametrize(("scale", "axis", "expected"), [
+    ("d", "-1", []),              # CaiT: the heads' maps mixed after the softmax (was SC402)
+    ("d", "-2", ["SC402"]),       # the softmax over the queries, read through the mix
+    ("heads * d", "-1", ["SC404"]),  # the scale of all heads, read through the mix before
+])
+def test_talking_heads_mix_whole_maps_and_scores(scale: str, axis: str,
+                                                 expected: list[str]) -> None:
+    text = _TALKING_HEADS.replace("SCALE", scale).replace("AXIS", axis)
+    assert [d.code for d in check_text(text, {}).diagnostics] == expected

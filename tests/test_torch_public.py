@@ -3,7 +3,8 @@ seen (tests/data/torch/public/: whisper, stable-diffusion, vit-pytorch, minGPT, 
 tests/data/torch/public2/: litgpt, dinov2, perceiver-pytorch, CLIP, ESM; public3/: gemma,
 open_clip, Swin V2, torchtune, BEiT, PaLM, mistral, performer; public4/: x-transformers,
 diffusers, OLMo, DETR, torchvision, flash-attention; public5/: timm, fairseq, wenet (espnet's
-attention), detectron2's ViTDet; each file names its repository, path and license), called
+attention), detectron2's ViTDet; public6/: gpt-fast, llama2.c, llama3, CaiT, MaxViT, PVT v2,
+checked in tests/test_torch_public6.py; each file names its repository, path and license), called
 as their models call them: each verifies clean and the spec `extract` writes conforms to it
 with no flag, and a one-edit bug planted in some of them is flagged with its code at its
 line."""

@@ -391,11 +391,17 @@ class Follow:
         if len(operands) == 2:
             for operand, info in enumerate(infos):
                 if info.norm is not None:
+                    mixed = self._mixed_maps(contraction, operand)
+                    if mixed is not None:
+                        return Info(axes, norm=mixed)
                     self._attention(contraction, operand)
                 elif info.linear and info.causal:
                     self._prefix_sums(contraction, operand)
         if size is None or len(operands) != 2:
             return Info(axes)
+        mixed_scores = self._mixed_scores(contraction)
+        if mixed_scores is not None:
+            return mixed_scores
         inner: tuple[Factor, ...] = ()
         for operand, info in zip(operands, infos):
             if info.scale:

@@ -99,6 +99,41 @@ class Patterns:
             mask_ok=all(mask_verdicts) if mask_verdicts else None,
         ))
 
+    def _mixed_maps(self, contraction: Contraction, w: int) -> Norm | None:
+        """Talking heads (CaiT: `einsum('b h i j, h g -> b g i j', attn, mix)`): softmax
+        weights times a param, the axis they were normalised over kept, are whole weight
+        maps mixed by a learned matrix, not their sum with the values; the mixed maps are
+        the weights the values are summed with later, normalised over the same axis."""
+        info = contraction.infos[w]
+        norm = info.norm
+        if norm is None or info.axes is None or \
+                not self._param(contraction.operands[1 - w]):
+            return None
+        normalised = index_of(info.axes, norm.axis)
+        if normalised is None or normalised not in contraction.kept[w]:
+            return None
+        moved = [axis for axis in contraction.axes if (w, normalised) in axis.sources]
+        if len(moved) != 1:
+            return None
+        return Norm(norm.call, moved[0], norm.source, norm.argument, norm.statement,
+                    norm.changed, norm.after)
+
+    def _mixed_scores(self, contraction: Contraction) -> Info | None:
+        """Talking heads before the softmax (`einsum('b h i j, h g -> b g i j', dots, mix)`):
+        scores times a param, summed over axes both of the scores' factors share (the
+        heads) only, are the same scores mixed across heads: still `Q @ K.T`, with its
+        scale, not a product over the heads."""
+        for w, info in enumerate(contraction.infos):
+            product = info.product
+            if product is None or info.axes is None or not contraction.summed[w] or \
+                    not self._param(contraction.operands[1 - w]):
+                continue
+            inner = product.contraction.node
+            if all(info.axes[p].node is inner and len(info.axes[p].sources) > 1
+                   for p in contraction.summed[w]):
+                return Info(contraction.axes, product=product, scale=info.scale)
+        return None
+
     @staticmethod
     def _keys_operand(scores: Contraction | None, key: Axis | None) -> nodes.Expr | None:
         """The operand of the scores that holds the key axis (K), if it is one."""

@@ -408,13 +408,17 @@ class Lowering:
             token = match.group(0)
             if token in self.dims.symbolic:
                 return self.dims.symbolic[token]
+            if token.startswith("**"):  # a power's exponent is a number, never a size
+                return " ** " + token[2:].strip()
             if token.isdigit():
                 return self.dims.size(int(token)) if int(token) >= 5 else token
             if re.fullmatch(r"u\d+", token):  # a size from data (`x[mask]`): a dim of its own
                 return self._unbacked(token)
             raise Unlowerable(f"symbol {token}")
-        text = re.sub(r"[A-Za-z_]\w*|\d+", word, expression)
-        return re.sub(r"\s*\*\s*", " * ", text)
+        # `T**2` (torch's size of an einsum's reshaped product) stays a power: spacing
+        # the single `*`s must not split it into `T *  * 2`
+        text = re.sub(r"\*\*\s*\d+|[A-Za-z_]\w*|\d+", word, expression)
+        return re.sub(r"\s*(?<!\*)\*(?!\*)\s*", " * ", text)
 
     def _unbacked(self, token: str) -> str:
         taken = {*self.dims.symbolic.values(), *self.dims.atomic, *self.dims.derived}
@@ -1100,6 +1104,17 @@ def _cat(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     parts = ", ".join(_tensor(v).text for v in kept)
     axis = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
     return Val(f"concat([{parts}], axis={axis})")
+
+
+@rule("hstack.default")
+def _hstack(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # torch.hstack (Llama's `[zeros((T, start_pos)), mask]`): a concat along axis 1, along
+    # axis 0 for vectors
+    kept = [v for v in args[0].items if v.kind != "empty"]
+    if len(kept) == 1:
+        return kept[0]
+    axis = 0 if low.rank(node.args[0][0]) == 1 else 1
+    return Val(f"concat([{', '.join(_tensor(v).text for v in kept)}], axis={axis})")
 
 
 @rule("stack.default")
@@ -1809,9 +1824,11 @@ def _index_put(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) ->
     accumulate = _given(node, 3, "accumulate", False)
     entries = args[1].items
     given = [i for i, entry in enumerate(entries) if entry.kind != "none"]
-    if accumulate or len(given) != 1 or entries[given[0]].kind != "bool":
+    if accumulate or len(given) != 1:
         raise Unlowerable("index_put")
     axis = given[0]
+    if entries[axis].kind != "bool":
+        return _put_at_positions(low, node, x, axis, entries[axis], values)
     mask = node.args[1][axis].meta["val"]
     if axis + len(mask.shape) != low.rank(node.args[0]):
         raise Unlowerable("index_put of leading axes")
@@ -1820,6 +1837,26 @@ def _index_put(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) ->
             int(s) if isinstance(s, int) else 2 for s in source.shape) != 1:
         raise Unlowerable("index_put of a tensor of values")
     return Val(f"where({entries[axis].text}, {values.text}, {x.text})")
+
+
+def _put_at_positions(low: Lowering, node: Any, x: Val, axis: int, positions: Val,
+                      values: Val) -> Val:
+    # `k_cache[:, :, input_pos] = k_val` (gpt-fast's KVCache): one axis indexed by a vector
+    # of positions, the values of x's shape with that axis as long as the vector, is
+    # `index_copy(x, axis, positions, values)`; a broadcast value or a table of
+    # positions is not lowered
+    index = node.args[1][axis].meta.get("val")
+    source = node.args[2].meta.get("val")
+    target = node.args[0].meta.get("val")
+    if _element(index) != "int" or len(index.shape) != 1 or not _is_tensor(source):
+        raise Unlowerable("index_put at positions")
+    expected = list(target.shape)
+    expected[axis] = index.shape[0]
+    if len(source.shape) != len(expected) or any(
+            str(a) != str(b) for a, b in zip(source.shape, expected)):
+        raise Unlowerable("index_put of broadcast values")
+    return Val(f"index_copy({x.text}, {axis}, {_ids(positions).text}, {values.text})",
+               kind=x.kind)
 
 
 @rule("pad.default", "constant_pad_nd.default")
