@@ -52,4 +52,5 @@ MESSAGES = {
     "kind_MLPs": "MLP",
     "kind_heads": "输出头",
     "mask_transposed": "它保留每个查询及其之后的键, 隐藏之前的键, 是转置了的因果掩码",
+    "mask_read_here": "该层在这里应用它",
 }

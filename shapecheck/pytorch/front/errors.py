@@ -89,6 +89,7 @@ MESSAGES: Table = Table("torchfront", "MESSAGES", {
     "kind_heads": "heads",
     "mask_transposed": "it keeps the keys at or after each query and hides those before, a "
     "causal mask transposed",
+    "mask_read_here": "the layer applies it here",
     "documented_tiled": "its docstring says it is `{documented}`; run on key/value heads {heads} "
     "with n_rep = 2 it gives {got}, where that gives {want}",
 })

@@ -234,15 +234,42 @@ def _mask_findings(checked: list[Checked]) -> list[tuple[Location, Diagnostic]]:
     """SC610: a mask the model built (at a line of its own) that a layer reads as letting a
     query see the keys after it — once per line, naming every layer it was passed to."""
     found: dict[tuple[Location, str], tuple[tuple[int, int, str], list[str]]] = {}
+    reads: dict[tuple[Location, str], list[int]] = {}
     for item in checked:
         for argument, location in item.group.first.made_at.items():
             leak = _leak(item, argument)
             if leak is not None:
                 found.setdefault((location, argument), (leak, []))[1].append(item.group.label)
+                read = _read_at(item, argument)
+                lines = reads.setdefault((location, argument), [])
+                if read is not None and read.path == location.path and read.line not in lines:
+                    lines.append(read.line)
     return [(location, replace(codes.MODEL_MASK_LEAKS.diag(
         Span(1, 1, 1, 1), argument=argument, layers="; ".join(labels), query=query, key=key,
-        reason=reason), help=(codes.TORCH_HELPS["SC610"],)))
+        reason=reason), help=(codes.TORCH_HELPS["SC610"],), notes=tuple(
+            Note(MESSAGES["mask_read_here"], Span(line, 1, line, 1))
+            for line in reads[(location, argument)])))
         for (location, argument), ((query, key, reason), labels) in found.items()]
+
+
+def _read_at(item: Checked, argument: str) -> Location | None:
+    """The Python line where the layer first reads the mask passed as ``argument``: which
+    of its values keep a score is decided there as much as where it was built (a
+    `masked_fill(mask, ...)` of a `tril` hides the past)."""
+    if item.extraction is None:
+        return None
+    names = [n for n, (arg, path) in item.extraction.lowered.inputs.items()
+             if arg == argument and not path]
+    statements = item.extraction.text.splitlines()
+    for number, text in enumerate(statements, 1):
+        code = text.split("  # ")[0]
+        if code.lstrip().startswith(("input ", "param ", "dim ", "constraint ")):
+            continue
+        if any(re.search(rf"\b{re.escape(name)}\b", code) for name in names):
+            location = item.extraction.lines.get(number)
+            if location is not None:
+                return location
+    return None
 
 
 def _leak(item: Checked, argument: str) -> tuple[int, int, str] | None:
