@@ -60,10 +60,10 @@ TABLE = [
     B("cache_mask_inverted.py:make", "mask_inverted", "SC408", (40,)),
     B("decoder_mask_inverted.py:make", "mask_inverted", "SC610", (32,)),  # note: applied here
     B("sd_mask_queries.py:make_masked", "mask_query_axis", "SC412", (60,)),  # note: defined here
-    B("wenet_mask_queries.py:make", "mask_query_axis", "SC317", (155,), False,
-      "the query-axis mask also zeroes the same rows after the softmax (wenet's NaN guard): "
-      "read as padded queries zeroed, whose rows change no query's choice; only an "
-      "unconfirmed slice note (SC317) is left"),
+    B("wenet_mask_queries.py:make", "mask_query_axis", "SC412", (155,), False,
+      "SC412 is said at the masked_fill (158): the edited `mask.unsqueeze(-1).eq(0)` is "
+      "lowered inline into that statement, so no note can name its line (it was SC317 "
+      "alone: `mask[..., :T]` of the axis of 1 read as a slice past its end)"),
     B("cross_mask_after_softmax.py:make", "mask_after_softmax", "SC406", (37, 38)),
     B("mistral_mask_after_softmax.py:make", "mask_after_softmax", "SC406",
       (151, 152, 153, 154, 155)),
@@ -83,8 +83,9 @@ TABLE = [
       "only trained weights can rule on (docs/torch.md)"),
     # rotary
     B("litgpt_rope_q_only.py:make_mha", "rotary", "SC418", (190,), False,
-      "SC418 is said, at the rotation (306) with notes at the queries' call (189): nothing "
-      "points at the keys' slice left unrotated"),
+      "SC418 is said, at the rotation (306) with notes at the queries' call (189) and the "
+      "product (272); the edited line leaves no traced node: with full rotary its whole-axis "
+      "slice and the cat with an empty rest are erased by torch.export"),
     B("mistral_rotary_on_v.py:make", "rotary", None, (129,), False,
       "mistral's rotary is complex (`view_as_complex`, `freqs_cis` multiplied): not read as "
       "a rotation, so neither V rotated nor K left plain is seen"),
