@@ -11,6 +11,7 @@ the file gives elsewhere (so that a change shows) and why.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("einops")
 
+from shapecheck.messages.diagnostics import Diagnostic  # noqa: E402
 from shapecheck.pytorch.front.sourcemap import check  # noqa: E402
 
 from test_torch_public import CLEAN  # noqa: E402
@@ -129,10 +131,16 @@ def _original(bug: Bug) -> str:
     return f"{found.group(1)}:{factory}"
 
 
+@functools.cache
+def _diagnostics(target: Path) -> list[Diagnostic]:
+    """The diagnostics `verify` gives in the target's own file (each target traced once)."""
+    return [d for r in check(str(target)) for d in r.diagnostics
+            if Path(r.path).name == target.name.split(":")[0]]
+
+
 def _verified(target: Path) -> list[tuple[str, int, tuple[int, ...]]]:
     return [(d.code, d.span.line, tuple(n.span.line for n in d.notes if n.span is not None))
-            for r in check(str(target)) for d in r.diagnostics
-            if Path(r.path).name == target.name.split(":")[0]]
+            for d in _diagnostics(target)]
 
 
 def test_the_table_covers_every_bug_file_once() -> None:
@@ -156,6 +164,15 @@ def test_bug_is_flagged_at_its_line_or_an_expected_miss(bug: Bug) -> None:
     else:
         assert at_line == [], found
         assert [code for code, _, _ in found] == (bug.code.split() if bug.code else []), found
+
+
+@pytest.mark.slow
+def test_a_tril_the_layer_drops_is_not_told_to_be_built_with_tril() -> None:
+    # the decoder's `tril` read by the block's `masked_fill(mask, -inf)`: SC610 at the
+    # mask, a note at the block's line, and no help (building it with tril is no fix)
+    [found] = _diagnostics(BUGS6 / "decoder_mask_inverted.py:make")
+    assert (found.code, found.help) == ("SC610", ())
+    assert [n.span.line for n in found.notes if n.span is not None] == [32]
 
 
 #: originals no corpus test verifies (the public modules are tests/test_torch_public.py's)

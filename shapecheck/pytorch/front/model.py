@@ -235,21 +235,36 @@ def _mask_findings(checked: list[Checked]) -> list[tuple[Location, Diagnostic]]:
     query see the keys after it — once per line, naming every layer it was passed to."""
     found: dict[tuple[Location, str], tuple[tuple[int, int, str], list[str]]] = {}
     reads: dict[tuple[Location, str], list[int]] = {}
+    dropping: set[tuple[Location, str]] = set()
     for item in checked:
         for argument, location in item.group.first.made_at.items():
             leak = _leak(item, argument)
             if leak is not None:
                 found.setdefault((location, argument), (leak, []))[1].append(item.group.label)
+                if _drops_where_true(item, argument):
+                    dropping.add((location, argument))
                 read = _read_at(item, argument)
                 lines = reads.setdefault((location, argument), [])
                 if read is not None and read.path == location.path and read.line not in lines:
                     lines.append(read.line)
     return [(location, replace(codes.MODEL_MASK_LEAKS.diag(
         Span(1, 1, 1, 1), argument=argument, layers="; ".join(labels), query=query, key=key,
-        reason=reason), help=(codes.TORCH_HELPS["SC610"],), notes=tuple(
+        reason=reason), help=() if (location, argument) in dropping else (
+            codes.TORCH_HELPS["SC610"],), notes=tuple(
             Note(MESSAGES["mask_read_here"], Span(line, 1, line, 1))
             for line in reads[(location, argument)])))
         for (location, argument), ((query, key, reason), labels) in found.items()]
+
+
+def _drops_where_true(item: Checked, argument: str) -> bool:
+    """Whether the layer hides the scores where the boolean mask is true: a `tril` it
+    drops is as wrong as the layer's reading of it, so building the mask with `tril`
+    (SC610's help) is no fix there."""
+    import torch
+
+    value = item.group.first.call.get(argument)
+    return isinstance(value, torch.Tensor) and value.dtype == torch.bool and \
+        _bool_polarity(item, argument) is False
 
 
 def _read_at(item: Checked, argument: str) -> Location | None:
