@@ -966,7 +966,8 @@ class Follow:
             x, y = (x, Info(())) if zero == 2 else (Info(()), y)
         if not x.axes and not y.axes:
             # where(m, 0, -inf): an additive mask; true entries keep when x is the larger.
-            high, low = self._branch_number(x_node, zero == 1), self._branch_number(y_node, zero == 2)
+            high = self._branch_number(x_node, zero == 1)
+            low = self._branch_number(y_node, zero == 2)
             keeps = high is not None and low is not None and high > low
             applied = self._applied(node, c_node, cond, mappings[0], keeps,
                                     low if keeps else high, additive=True)
