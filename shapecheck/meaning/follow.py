@@ -965,9 +965,15 @@ class Follow:
         axes, mappings = self._broadcast(node, [c_node, x_node, y_node], [cond, x, y], order)
         if axes is None:
             return UNKNOWN
+        zero = self._zero_branch(c_node, x_node, y_node)
+        if zero is not None and not (y.axes if zero == 1 else x.axes):
+            # where(m != 0, -inf, m): m is 0 wherever the condition is false (a mask filled
+            # in place, `mask.masked_fill_(mask.bool(), -inf)`): the additive mask below.
+            x, y = (x, Info(())) if zero == 2 else (Info(()), y)
         if not x.axes and not y.axes:
             # where(m, 0, -inf): an additive mask; true entries keep when x is the larger.
-            high, low = self._number(x_node), self._number(y_node)
+            high = self._branch_number(x_node, zero == 1)
+            low = self._branch_number(y_node, zero == 2)
             keeps = high is not None and low is not None and high > low
             applied = self._applied(node, c_node, cond, mappings[0], keeps,
                                     low if keeps else high, additive=True)
@@ -986,6 +992,27 @@ class Follow:
                 return target.moved(axes)
             return Info(axes, norm=target.norm.changed_by(node, applied))
         return target.shifted(axes, None, (applied,))
+
+    def _zero_branch(self, c_node: nodes.Expr, x_node: nodes.Expr, y_node: nodes.Expr
+                     ) -> int | None:
+        """Which branch of `where(c, x, y)` is zero wherever it is taken (1: x, 2: y): the
+        tensor the condition compares with 0, on the side the comparison leaves it 0
+        (`where(m != 0, fill, m)`, `where(m == 0, m, fill)`); None otherwise."""
+        condition = nodes.strip_parens(c_node)
+        if not isinstance(condition, nodes.BinOp) or condition.op not in ("!=", "=="):
+            return None
+        sides = (nodes.strip_parens(condition.left), nodes.strip_parens(condition.right))
+        named = [s.name for s in sides if isinstance(s, nodes.Name)]
+        if len(named) != 1 or not any(self._number(s) == 0.0 for s in sides
+                                      if not isinstance(s, nodes.Name)):
+            return None
+        branch = nodes.strip_parens(y_node if condition.op == "!=" else x_node)
+        if isinstance(branch, nodes.Name) and branch.name == named[0]:
+            return 2 if condition.op == "!=" else 1
+        return None
+
+    def _branch_number(self, node: nodes.Expr, zero: bool) -> float | None:
+        return 0.0 if zero else self._number(node)
 
     def _applied(self, node: nodes.Call, c_node: nodes.Expr, cond: Info, mapping: dict[int, Axis],
                  keeps: bool, fill: float | None, additive: bool) -> Applied:

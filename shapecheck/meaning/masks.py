@@ -94,7 +94,7 @@ class MaskChecks:
             self._report(codes.MASK_AXIS.diag(
                 mask.node.span, where=self._text(mask.node), size=to_text(query.size),
                 key_size=to_text(key.size),
-                notes=self._added_note(mask) + [codes.note(
+                notes=self._added_note(mask) + self._condition_defined(mask) + [codes.note(
                     "weights_summed", contraction.node.span,
                     contraction=self._text(contraction.node))],
                 help=[codes.help_text("mask_keys")]))
@@ -192,6 +192,21 @@ class MaskChecks:
         if mask.added is None or mask.added.span.line == mask.node.span.line:
             return []
         return [codes.note("mask_added", mask.added.span, mask=self._text(mask.added))]
+
+    def _condition_defined(self, mask: Applied) -> list[Note]:
+        """Where the tensor a mask's condition reads got its layout, on another line than
+        the mask (a padding mask repeated as `(b h) j ()` before its `masked_fill`): where
+        its axes are put on the queries."""
+        names = set(nodes.names_in(mask.condition))
+        for statement in self.program.statements:
+            if isinstance(statement, nodes.Define) and statement.value is not None \
+                    and statement.name.name in names \
+                    and statement.span.line != mask.node.span.line:
+                value = self.program.tensors.get(statement.name.name)
+                if value is not None and value.value.known:
+                    return [codes.note("defined", statement.span, name=statement.name.name,
+                                       shape=value.value.text())]
+        return []
 
     def _in_function(self, node: nodes.Expr | None) -> bool:
         """Whether ``node`` is written in a `def` (a mask function: masks/ checks its rows)."""

@@ -1140,6 +1140,7 @@ TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
     "spec": "in the traced spec: {help}",
     "traced_as": "traced as `{statement}`",
     "called_here": "the function that does it is called here",
+    "scale_set_here": "the scale it multiplies by is set here",
     "confirmed": "confirmed by PyTorch: the module built and called at {sizes} {detail}",
     "unconfirmed": "unconfirmed: shapecheck could not run the module at {sizes} to confirm "
     "it ({detail}); shown as a note",

@@ -906,6 +906,7 @@ TORCH_HELPS = {
     "spec": "在追踪得到的 spec 中: {help}",
     "traced_as": "追踪为 `{statement}`",
     "called_here": "做这件事的函数在这里被调用",
+    "scale_set_here": "它所乘的缩放因子在这里设定",
     "confirmed": "已由 PyTorch 确认: 在 {sizes} 构建并调用该模块时, 它{detail}",
     "unconfirmed": "未确认: shapecheck 无法在 {sizes} 运行该模块来确认它 ({detail}); 以注释显示",
     "other_shape": "返回形状为 {actual} 的 `{name}`, 而追踪得到的 spec 说是 {expected}",

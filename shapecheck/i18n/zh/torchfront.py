@@ -55,4 +55,5 @@ MESSAGES = {
     "mask_shifted": "它保留每个查询之后最多 {shift} 个键, 是移位了 {shift} 的因果掩码",
     "mask_no_diagonal": "它隐藏了每个查询自己的键, 是缺了对角线的因果掩码",
     "mask_hides_all": "它对批中每个序列的每个查询隐藏了所有键",
+    "mask_read_here": "该层在这里应用它",
 }

@@ -93,6 +93,7 @@ MESSAGES: Table = Table("torchfront", "MESSAGES", {
     "{shift}",
     "mask_no_diagonal": "it hides each query's own key, a causal mask without its diagonal",
     "mask_hides_all": "it hides every key from every query of every sequence in the batch",
+    "mask_read_here": "the layer applies it here",
     "documented_tiled": "its docstring says it is `{documented}`; run on key/value heads {heads} "
     "with n_rep = 2 it gives {got}, where that gives {want}",
 })

@@ -1145,6 +1145,11 @@ def _slice(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val
         # `positions[-window:]` of a sequence torch traced no longer than the window (its
         # guard says so): the whole axis, which a slice counting from the end may not be
         return x
+    if whole_start and step == 1 and str(size) == "1" and str(node.meta["val"].shape[axis]) == "1":
+        # `mask[..., :T]` of a broadcast axis of 1 (wenet's mask cut to the scores' keys):
+        # Python clamps the end, so every end >= 1 keeps the one entry; the spec's `[:T]`
+        # would read past it (SC317)
+        return x
     bound = ""
     if not whole_start:
         bound = _index(low, start)

@@ -245,15 +245,24 @@ class _MaskFinding:
 def _mask_findings(checked: list[Checked]) -> list[tuple[Location, Diagnostic]]:
     """SC610 and SC611: a mask the model built (at a line of its own) that a layer reads as
     letting a query see the keys after it, or as leaving a query no key at all — once per
-    line, naming every layer it was passed to."""
+    line, naming every layer it was passed to, with a note at each line of the file that
+    built it where a layer reads it."""
     found: dict[tuple[Location, str], tuple[_MaskFinding, list[str]]] = {}
+    reads: dict[tuple[Location, str], list[int]] = {}
     for item in checked:
         for argument, location in item.group.first.made_at.items():
             finding = _judge(item, argument)
-            if finding is not None:
-                found.setdefault((location, argument), (finding, []))[1].append(item.group.label)
-    return [(location, _diagnostic(argument, finding, "; ".join(labels)))
-            for (location, argument), (finding, labels) in found.items()]
+            if finding is None:
+                continue
+            found.setdefault((location, argument), (finding, []))[1].append(item.group.label)
+            read = _read_at(item, argument)
+            lines = reads.setdefault((location, argument), [])
+            if read is not None and read.path == location.path and read.line not in lines:
+                lines.append(read.line)
+    return [(location, replace(_diagnostic(argument, finding, "; ".join(labels)), notes=tuple(
+        Note(MESSAGES["mask_read_here"], Span(line, 1, line, 1))
+        for line in reads[(location, argument)])))
+        for (location, argument), (finding, labels) in found.items()]
 
 
 def _diagnostic(argument: str, finding: _MaskFinding, layers: str) -> Diagnostic:
@@ -266,6 +275,37 @@ def _diagnostic(argument: str, finding: _MaskFinding, layers: str) -> Diagnostic
                                                  query=finding.query, key=finding.key,
                                                  reason=finding.reason)
     return replace(diagnostic, help=(finding.help,) if finding.help else ())
+
+
+def _drops_where_true(item: Checked, argument: str) -> bool:
+    """Whether the layer hides the scores where the boolean mask is true: a `tril` it
+    drops is as wrong as the layer's reading of it, so building the mask with `tril`
+    (SC610's help) is no fix there."""
+    import torch
+
+    value = item.group.first.call.get(argument)
+    return isinstance(value, torch.Tensor) and value.dtype == torch.bool and \
+        _bool_polarity(item, argument) is False
+
+
+def _read_at(item: Checked, argument: str) -> Location | None:
+    """The Python line where the layer first reads the mask passed as ``argument``: which
+    of its values keep a score is decided there as much as where it was built (a
+    `masked_fill(mask, ...)` of a `tril` hides the past)."""
+    if item.extraction is None:
+        return None
+    names = [n for n, (arg, path) in item.extraction.lowered.inputs.items()
+             if arg == argument and not path]
+    statements = item.extraction.text.splitlines()
+    for number, text in enumerate(statements, 1):
+        code = text.split("  # ")[0]
+        if code.lstrip().startswith(("input ", "param ", "dim ", "constraint ")):
+            continue
+        if any(re.search(rf"\b{re.escape(name)}\b", code) for name in names):
+            location = item.extraction.lines.get(number)
+            if location is not None:
+                return location
+    return None
 
 
 def _judge(item: Checked, argument: str) -> _MaskFinding | None:
@@ -302,7 +342,9 @@ def _judge(item: Checked, argument: str) -> _MaskFinding | None:
         return None
     _, query, key = (int(v) for v in leaks[0])
     if _upper_triangle(table, offset):
-        return _MaskFinding(query, key, MESSAGES["mask_transposed"], codes.TORCH_HELPS["SC610"])
+        # a `tril` the layer drops: building it with `tril` is no fix
+        return _MaskFinding(query, key, MESSAGES["mask_transposed"], None
+                            if _drops_where_true(item, argument) else codes.TORCH_HELPS["SC610"])
     shift = _shift(table, offset)
     if shift is not None:
         return _MaskFinding(query, key, MESSAGES["mask_shifted"].format(shift=shift),

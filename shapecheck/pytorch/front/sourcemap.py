@@ -131,6 +131,7 @@ def check_extraction(extraction: Extraction, target: str,
                  if n.span is not None and location is not None
                  and getattr(extraction.lines.get(n.span.line), "path", None) == location.path}
         shown_there = _with_callers(_in_torch_terms(diagnostic, spec_line, lines), location)
+        shown_there = _with_scale_definitions(shown_there, location)
         results.add(location, shown_there, ANCHORS.get(diagnostic.code, ()), extraction)
     if "SC414" not in ignore:  # what a helper documents, checked by running it
         from .documented import findings
@@ -249,6 +250,26 @@ def _with_callers(diagnostic: Diagnostic, location: Location | None) -> Diagnost
         return diagnostic
     notes = tuple(Note(codes.TORCH_HELPS["called_here"], Span(line, 1, line, 1))
                   for line in location.callers)
+    return replace(diagnostic, notes=diagnostic.notes + notes)
+
+
+#: Codes about a scale: a note where the number the statement multiplies by was set
+SCALE_CODES = frozenset({"SC404"})
+
+
+def _with_scale_definitions(diagnostic: Diagnostic, location: Location | None) -> Diagnostic:
+    """A note at each line of the same file that set a root the statement reads
+    (`self.scale = dim ** -0.5` in `__init__`): torch.export inlined the number, and that
+    line is where a scale by another width is written."""
+    if diagnostic.code not in SCALE_CODES or location is None:
+        return diagnostic
+    text = python_source(location.path)
+    if text is None:
+        return diagnostic
+    from .definitions import root_definitions
+
+    notes = tuple(Note(codes.TORCH_HELPS["scale_set_here"], Span(line, 1, line, 1))
+                  for line in root_definitions(text, location.line))
     return replace(diagnostic, notes=diagnostic.notes + notes)
 
 
