@@ -88,9 +88,8 @@ TABLE = [
       "SC418 is said, at the rotation (306) with notes at the queries' call (189) and the "
       "product (272); the edited line leaves no traced node: with full rotary its whole-axis "
       "slice and the cat with an empty rest are erased by torch.export"),
-    B("mistral_rotary_on_v.py:make", "rotary", None, (129,), False,
-      "mistral's rotary is complex (`view_as_complex`, `freqs_cis` multiplied): not read as "
-      "a rotation, so neither V rotated nor K left plain is seen"),
+    # a complex rotary (`view_as_complex(x) * freqs_cis`): SC418 and SC413 note the call
+    B("mistral_rotary_on_v.py:make", "rotary", "SC418", (129,)),
     B("torchtune_rope_q_only.py:make", "rotary", "SC418", (569,), False,
       "the edit is the condition of an `if`: the branch not taken leaves no traced node at "
       "its line; SC418 is at the rotation, noting the queries' call"),

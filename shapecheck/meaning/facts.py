@@ -275,6 +275,7 @@ class Info:
     projection: str | None = None  # a projection of this tensor (`X @ W.T`, W a param), moved
     pieces_of: int | None = None  # parts of this value (its id), cut, negated or rejoined
     term_of: int | None = None  # a value's parts times a table (a term of a rotation)
+    paired: bool = False  # a real value's features paired as complex numbers (`view_as_complex`)
     copies: Axis | None = None  # the values are copies along this axis (`repeat` of a 1)
     tiled: tuple[nodes.Expr, Axis, Dim, nodes.Expr | None] | None = None  # heads tiled
     # (j, j+Hkv, ...): where, the tiled axis, the number of heads tiled, where the copies

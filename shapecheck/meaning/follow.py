@@ -713,7 +713,11 @@ class Follow:
             return self._gather(node, info.args, axis_map, x, value)
         if kind is AxisKind.PAIRS:  # the last axis paired into complex numbers, or back
             kept = x.axes[:-1] if len(value.shape) <= len(x.axes) else x.axes
-            return Info(kept + tuple(Axis(size, node) for size in value.shape[len(kept):]))
+            # the same features, paired or unpaired: a projection, its scale and a rotation
+            # of it go on (a complex rotary: `view_as_real(view_as_complex(x) * freqs)`)
+            return Info(kept + tuple(Axis(size, node) for size in value.shape[len(kept):]),
+                        projection=x.projection, scale=x.scale, positional=x.positional,
+                        table=x.table, paired=len(value.shape) < len(x.axes))
         return self._opaque(node, value)
 
     def _gather(self, node: nodes.Expr, args: dict[str, Any], axis_map: Any, x: Info,

@@ -24,6 +24,8 @@ class PositionChecks:
                     info.term_of = base_of(b)
                     info.scale = b.scale  # the rotation is linear: x's scale goes on
                     info.projection = b.projection
+                    if b.paired:  # complex pairs times a table of e^(i·angle): the whole
+                        info.positional = node  # rotation in one product (Meta's llama)
             if left.table and right.table:
                 info.table = True
         elif node.op in ("+", "-"):
