@@ -47,6 +47,8 @@ BUGS = [  # (file in bugs/, code, line of the function that is wrong)
     ("score_unmasks.py", "SC410", 10),       # where(causal, score, 0.0): future keys weighed
     ("decode_no_offset.py", "SC417", 28),    # the cache offset left out of the mask_mod
     ("lengths_query.py", "SC412", 21),       # q_idx < lengths[b] where kv_idx was meant
+    ("documents_same_index.py", "SC435", 23),  # ids[b, q_idx] == ids[b, q_idx]: at the
+    # mask_mod's return, with a note at the comparison's line (test below)
 ]
 
 
@@ -88,3 +90,11 @@ def test_the_log_sum_exp_is_written_and_conforms(factory: str) -> None:
 def test_a_decode_step_without_its_offset_says_the_mask_mod_fix() -> None:
     [result] = check(f"{DATA / 'bugs' / 'decode_no_offset.py'}:make")
     assert "q_idx + offset >= kv_idx" in result.diagnostics[0].help[0]
+
+
+def test_a_comparison_with_itself_is_noted_where_it_is_written() -> None:
+    [found] = [d for r in check(f"{DATA / 'bugs' / 'documents_same_index.py'}:make")
+               for d in r.diagnostics]
+    assert found.code == "SC435"
+    assert [n.span.line for n in found.notes if n.span is not None] == [22]
+    assert "kv_idx]`?" in found.help[-1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,6 +99,8 @@ class _Analysis:
         for table_name, lengths, _span in self.functions.tables:
             self._padding_sides(self._at_lengths(table_name, lengths), reported)
         self._tensor_padding_sides()
+        for definition in self.functions.definitions.values():
+            self._self_comparisons(definition)
 
     # --- the functions ---------------------------------------------------------------
 
@@ -611,6 +614,39 @@ class _Analysis:
                 return f"{name}[{self._source(row.left)}, {self._source(index.right)}]"
         return self._source(read)
 
+    # --- comparisons of a value with itself ---------------------------------------------
+
+    def _self_comparisons(self, definition: nodes.FunctionDef) -> None:
+        """SC435: a comparison in a function's body whose two sides are the same expression
+        (`ids[b, q_idx] == ids[b, q_idx]`) does not depend on the positions. A score
+        function's score is left alone (`score != score` is a NaN test)."""
+        params = [p.name for p in definition.params]
+        score = params[0] if score_roles(len(params)) else None
+        roles = (score_roles if score else mask_roles)(len(params)) or ()
+        positions = {role: name for role, name in zip(roles, params)}
+        for node in _comparisons(definition.body):
+            side = self._source(node.left)
+            if not side or "".join(side.split()) != "".join(self._source(node.right).split()) \
+                    or score is not None and score in _read_names(node.left):
+                continue
+            value = node.op in ("==", "<=", ">=")
+            self.model.diagnostics.append(codes.SELF_COMPARISON.diag(
+                node.op_span, comparison=self._source(node), side=side,
+                value=codes.MASK_TEXT["always_true" if value else "always_false"],
+                help=self._other_position(node, positions)))
+
+    def _other_position(self, node: nodes.BinOp, positions: dict[str, str]) -> list[str]:
+        """`did you mean ids[q] == ids[k]?`: the right side read at the other position, when
+        it reads exactly one of the query's and the key's."""
+        query, key = positions.get("q"), positions.get("k")
+        read = _read_names(node.right)
+        if query is None or key is None or (query in read) == (key in read):
+            return []
+        old, new = (query, key) if query in read else (key, query)
+        right = _renamed(self._source(node.right), old, new)
+        return [codes.help_text("self_comparison",
+                                fixed=f"{self._source(node.left)} {node.op} {right}")]
+
     # --- helpers -----------------------------------------------------------------------
 
     def _error(self, span: Span, problem: str) -> None:
@@ -619,6 +655,24 @@ class _Analysis:
     def _source(self, node: object) -> str:
         span = getattr(node, "span", None)
         return "" if span is None else span_text(self.program.source, self.starts, span)
+
+
+_COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">="})
+
+
+def _comparisons(node: nodes.Expr) -> list[nodes.BinOp]:
+    found = [node] if isinstance(node, nodes.BinOp) and node.op in _COMPARISONS else []
+    return found + [c for child in nodes.children(node) for c in _comparisons(child)]
+
+
+def _read_names(node: nodes.Expr) -> set[str]:
+    if isinstance(node, nodes.Name):
+        return {node.name}
+    return {name for child in nodes.children(node) for name in _read_names(child)}
+
+
+def _renamed(text: str, old: str, new: str) -> str:
+    return re.sub(rf"\b{re.escape(old)}\b", new, text)
 
 
 def _concatenation(statement: nodes.Stmt) -> tuple[tuple[nodes.Expr, ...], int] | None:

@@ -973,6 +973,19 @@ FULLY_MASKED_ROW = _code(
     fix="State the constraint that rules it out (`constraint N <= M`), or let each query "
     "see its own key.",
 )
+SELF_COMPARISON = _code(
+    "SC435", "comparison-with-itself", W, "a function of positions compares a value with itself",
+    "`{comparison}` compares `{side}` with itself: it is always {value}",
+    what="In a mask or score function (`def`, a traced `mask_mod` or `score_mod`), a comparison "
+    "whose two sides are the same expression does not depend on the positions: `==`, `<=` "
+    "and `>=` are always true, `!=`, `<` and `>` always false. One side was meant to read the "
+    "other position (a document id at the key, `ids[b, kv_idx]`).",
+    why="The condition keeps or drops every pair the others leave: a document mask that keeps "
+    "every earlier document, a padding mask that hides nothing, without an error.",
+    example="dim N\ninput ids: int[N]\ndef same_document(q, k) = ids[q] == ids[q]\n"
+    "# warning[SC435]: `ids[q] == ids[q]` compares `ids[q]` with itself: it is always true",
+    fix="Read one side at the other position: `ids[q] == ids[k]`.",
+)
 MASK_CLAIM_UNKNOWN = _code(
     "SC434", "mask-claim-unknown", E, "a claim names no function or no known property",
     "{problem}",
@@ -1133,6 +1146,7 @@ TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
     "mask_mod": "a `mask_mod` returns True where the query may attend: compare so that the "
     "query's position is the larger side (`kv_idx <= q_idx`)",
     "SC610": "build it with `torch.tril`: each query keeps the keys up to it (`k <= q`)",
+    "SC435": "read one side at the other position (`ids[b, kv_idx]` against `ids[b, q_idx]`)",
     "SC610 shifted": "each query keeps the keys up to itself, no later one: `diagonal=0` in "
     "`torch.tril` (`diagonal=1` in a `torch.triu` of the dropped keys)",
     "SC611 diagonal": "keep each query's own key: `torch.tril(ones)` keeps `k <= q` (`diagonal=0`; "
@@ -1140,6 +1154,7 @@ TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
     "spec": "in the traced spec: {help}",
     "traced_as": "traced as `{statement}`",
     "called_here": "the function that does it is called here",
+    "compared_here": "the comparison is written here",
     "scale_set_here": "the scale it multiplies by is set here",
     "confirmed": "confirmed by PyTorch: the module built and called at {sizes} {detail}",
     "unconfirmed": "unconfirmed: shapecheck could not run the module at {sizes} to confirm "
@@ -1235,6 +1250,7 @@ HELPS: Table = Table("codes", "HELPS", {
     "split_in_merge_order": "split the axis in the order it was merged, [{parts}], then move "
     "the axes with `transpose` (or use `split_heads`)",
     "mask_keys": "broadcast the mask along the queries, so that its axis lines up with the keys",
+    "self_comparison": "did you mean `{fixed}`?",
     "padding_keys": "read `{input}` at the key position (`{key_index}`); read it at the query's too "
     "if padded queries must see nothing",
     "mask_after_cap": "cap the scores first, then mask: `where(mask, c * tanh(S / c), -inf)`",
@@ -1308,6 +1324,8 @@ SYNTAX_TEXT: Table = Table("codes", "SYNTAX_TEXT", {
 # The mask model's words (shapecheck/masks): the properties a claim names, the reasons.
 MASK_TEXT: Table = Table("codes", "MASK_TEXT", {
     "causal": "causal",
+    "always_true": "true",
+    "always_false": "false",
     "window": "a window of width {width}",
     "every_row": "seen by every query",
     "reads_keys": "reading `{input}` on the key side",

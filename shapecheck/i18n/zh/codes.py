@@ -808,6 +808,18 @@ CODES: dict[str, dict[str, str]] = {
         "softmax 中是 NaN, 在 SDPA 和 FlexAttention 中是无声的零",
         fix="陈述排除它的约束 (`constraint N <= M`), 或让每个 query 看见自己的 key。",
     ),
+    "SC435": dict(
+        summary="位置函数把一个值和它自己比较",
+        message="`{comparison}` 把 `{side}` 和它自己比较: 结果总是 {value}",
+        what="在掩码或分数函数 (`def`, 追踪得到的 `mask_mod` 或 `score_mod`) 中, 两边是同一个表达式的比较"
+        "不依赖位置: `==`, `<=`, `>=` 总是真, `!=`, `<`, `>` 总是假。其中一边本应读取另一个位置 "
+        "(key 处的文档 id, `ids[b, kv_idx]`)。",
+        why="这个条件保留或丢弃其余条件留下的每一对: 文档掩码保留了之前所有的文档, 填充掩码什么也不隐藏, "
+        "而且不报错。",
+        example="dim N\ninput ids: int[N]\ndef same_document(q, k) = ids[q] == ids[q]\n"
+        "# warning[SC435]: `ids[q] == ids[q]` 把 `ids[q]` 和它自己比较: 结果总是 真",
+        fix="让一边读取另一个位置: `ids[q] == ids[k]`。",
+    ),
     "SC434": dict(
         summary="断言没有指向函数或已知的性质",
         message="{problem}",
@@ -905,6 +917,8 @@ TORCH_HELPS = {
     "被丢弃的键用 `torch.triu(..., diagonal=1)`)",
     "spec": "在追踪得到的 spec 中: {help}",
     "traced_as": "追踪为 `{statement}`",
+    "compared_here": "比较写在这里",
+    "SC435": "让一边读取另一个位置 (`ids[b, kv_idx]` 对 `ids[b, q_idx]`)",
     "called_here": "做这件事的函数在这里被调用",
     "scale_set_here": "它所乘的缩放因子在这里设定",
     "confirmed": "已由 PyTorch 确认: 在 {sizes} 构建并调用该模块时, 它{detail}",
@@ -991,6 +1005,7 @@ HELPS = {
     "split_in_merge_order": "按合并时的顺序 [{parts}] 拆分这个轴, 再用 `transpose` 移动轴 "
     "(或使用 `split_heads`)",
     "mask_keys": "沿 query 广播掩码, 让它的轴与 key 对齐",
+    "self_comparison": "是不是想写 `{fixed}`?",
     "padding_keys": "在 key 的位置 (`{key_index}`) 读取 `{input}`; 如果填充的 query 也不应看到任何东西, "
     "再在 query 的位置读取它",
     "mask_after_cap": "先截断分数, 再掩盖: `where(mask, c * tanh(S / c), -inf)`",
@@ -1234,6 +1249,8 @@ DETAILS = {
 }
 
 MASK_TEXT = {
+    "always_true": "真",
+    "always_false": "假",
     "causal": "因果的",
     "window": "宽度为 {width} 的窗口",
     "every_row": "每个 query 都能看见 key 的",

@@ -1,4 +1,5 @@
-"""Where a number a statement reads was set (docs/torch.md, "Notes at their lines").
+"""Where a number a statement reads was set, and where a traced function compares a value
+with itself (docs/torch.md, "Notes at their lines").
 
 torch.export inlines a module's Python numbers: `dots = q @ k.T * self.scale` is traced with
 the value of `self.scale`, not with the line of `__init__` that computed it, which is where a
@@ -40,6 +41,23 @@ def root_definitions(text: str, line: int) -> list[int]:
         if lines and lines[-1] != line and lines[-1] not in found:
             found.append(lines[-1])
     return found
+
+
+def self_comparisons(text: str, line: int) -> list[int]:
+    """The lines of the function holding ``line`` (a traced `mask_mod`, whose body the
+    trace maps to its `return`) that compare an expression with itself
+    (`ids[b, q_idx] == ids[b, q_idx]`), other than ``line``."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    function, _ = _enclosing(tree, line)
+    if function is None:
+        return []
+    found = {node.lineno for node in ast.walk(function) if isinstance(node, ast.Compare)
+             and len(node.comparators) == 1
+             and ast.dump(node.left) == ast.dump(node.comparators[0])}
+    return sorted(found - {line})
 
 
 def _enclosing(tree: ast.Module, line: int) -> tuple[ast.FunctionDef | None, ast.ClassDef | None]:

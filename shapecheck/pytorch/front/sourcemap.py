@@ -132,6 +132,7 @@ def check_extraction(extraction: Extraction, target: str,
                  and getattr(extraction.lines.get(n.span.line), "path", None) == location.path}
         shown_there = _with_callers(_in_torch_terms(diagnostic, spec_line, lines), location)
         shown_there = _with_scale_definitions(shown_there, location)
+        shown_there = _with_self_comparisons(shown_there, location)
         results.add(location, shown_there, ANCHORS.get(diagnostic.code, ()), extraction)
     if "SC414" not in ignore:  # what a helper documents, checked by running it
         from .documented import findings
@@ -270,6 +271,21 @@ def _with_scale_definitions(diagnostic: Diagnostic, location: Location | None) -
 
     notes = tuple(Note(codes.TORCH_HELPS["scale_set_here"], Span(line, 1, line, 1))
                   for line in root_definitions(text, location.line))
+    return replace(diagnostic, notes=diagnostic.notes + notes)
+
+
+def _with_self_comparisons(diagnostic: Diagnostic, location: Location | None) -> Diagnostic:
+    """SC435 on a traced `mask_mod`: a note at the line of the function that writes the
+    comparison (the trace maps the whole body to its `return`)."""
+    if diagnostic.code != "SC435" or location is None:
+        return diagnostic
+    text = python_source(location.path)
+    if text is None:
+        return diagnostic
+    from .definitions import self_comparisons
+
+    notes = tuple(Note(codes.TORCH_HELPS["compared_here"], Span(line, 1, line, 1))
+                  for line in self_comparisons(text, location.line))
     return replace(diagnostic, notes=diagnostic.notes + notes)
 
 
