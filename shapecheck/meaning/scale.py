@@ -98,7 +98,15 @@ class ScaleChecks:
 
     def _learned(self, scores: Contraction, axis: Axis | None) -> bool:
         """The scores' axis comes straight from a parameter's axis: `X @ W_g` is a learned
-        projection (a gate over experts, a classifier), not queries against keys."""
+        projection (a gate over experts, a classifier), not queries against keys; so is
+        any product with a parameter as one factor (ConvBERT's dynamic kernel `x @ W.T`,
+        reshaped before its softmax)."""
+        for operand in scores.operands:
+            stripped = self._strip(operand)
+            named = self.program.tensors.get(stripped.name) \
+                if isinstance(stripped, nodes.Name) else None
+            if named is not None and named.kind == "param":
+                return True
         if axis is None or axis.node is not scores.node or not axis.sources:
             return False
         operand, position = axis.sources[0]
