@@ -1162,6 +1162,9 @@ TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
     "other_shape": "returns `{name}` of shape {actual}, where the traced spec says {expected}",
     "raises": "raises {error}",
     "no_shapes": "the traced spec gives its inputs no shape there",
+    "other_sizes": "other sizes",
+    "data_sizes": "the sizes {names} are decided by the data, not by the shapes of the "
+    "inputs, so the module cannot be run at chosen ones",
     "not_rebuilt": "the module cannot be built again at other sizes: its factory fixes them",
     "transposed_product": "did you mean `{product}`?",
 })

@@ -926,6 +926,8 @@ TORCH_HELPS = {
     "other_shape": "返回形状为 {actual} 的 `{name}`, 而追踪得到的 spec 说是 {expected}",
     "raises": "抛出 {error}",
     "no_shapes": "追踪得到的 spec 在那里没有给出输入的形状",
+    "other_sizes": "其他大小",
+    "data_sizes": "大小 {names} 由数据决定, 而不是由输入的形状决定, 因此无法在选定的大小上运行该模块",
     "not_rebuilt": "该模块无法在其他大小下重新构建: 它的工厂函数固定了大小",
     "transposed_product": "你是不是想写 `{product}`?",
 }

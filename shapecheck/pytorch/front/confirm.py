@@ -70,11 +70,16 @@ def confirm(extraction: Extraction, program: Program) -> Confirmed:
     base = base_bindings(extraction, program)
     lines = program.source.splitlines()
     for diagnostic in program.diagnostics:
-        if not diagnostic.code.startswith(CONFIRMED_FAMILIES) or base is None \
+        if not diagnostic.code.startswith(CONFIRMED_FAMILIES) \
                 or _states_an_annotation(diagnostic, lines):
             confirmed.shown.append(diagnostic)
             continue
-        outcome = _judge(extraction, program, diagnostic, base)
+        # a size no input's shape gives (one the data decides: an expert's share of the
+        # tokens, `nonzero`'s count) cannot be chosen for a run: no confirmation
+        outcome = _judge(extraction, program, diagnostic, base) if base is not None else \
+            Outcome("unrun", dict(diagnostic.counterexample),
+                    codes.TORCH_HELPS["data_sizes"].format(names=", ".join(
+                        f"`{name}`" for name in _unbound(extraction, program))))
         if outcome.verdict == "contradicted":
             confirmed.contradicted.append(diagnostic)
         else:
@@ -93,7 +98,8 @@ def _annotated(diagnostic: Diagnostic, outcome: Outcome) -> Diagnostic:
 
 
 def _sizes_text(sizes: Mapping[str, int]) -> str:
-    return ", ".join(f"{name}={size}" for name, size in sizes.items()) or "-"
+    return ", ".join(f"{name}={size}" for name, size in sizes.items()) or \
+        codes.TORCH_HELPS["other_sizes"]
 
 
 def _states_an_annotation(diagnostic: Diagnostic, lines: list[str]) -> bool:
@@ -119,6 +125,18 @@ def base_bindings(extraction: Extraction, program: Program) -> dict[str, int] | 
             if text in free and text not in bindings:
                 bindings[text] = int(size)
     return bindings if all(name in bindings for name in free) else None
+
+
+def _unbound(extraction: Extraction, program: Program) -> list[str]:
+    """The spec's free dims that neither the module nor an input's shape gives."""
+    bound = set(extraction.bindings)
+    for name, (argument, path) in extraction.lowered.inputs.items():
+        tensor = program.tensors.get(name)
+        leaf = _leaf(extraction.example.get(argument), path)
+        if tensor is not None and tensor.value.shape is not None and hasattr(leaf, "shape"):
+            bound |= {str(dim) for dim in tensor.value.shape[:len(leaf.shape)]}
+    return [name for name, info in program.dims.dims.items()
+            if info.kind == "free" and name not in bound]
 
 
 def _judge(extraction: Extraction, program: Program, diagnostic: Diagnostic,
