@@ -244,6 +244,13 @@ def capture(family: str, form: str) -> tuple[Any, dict[str, Any]]:
     return module, _named_call(module, args, kwargs)
 
 
+def _generates(config_type: str) -> bool:
+    """Whether the family has a causal language model: a decode step is its form."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    return config_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+
 def _has_sdpa(config_type: str) -> bool:
     from transformers import CONFIG_MAPPING, MODEL_MAPPING
 
@@ -267,7 +274,7 @@ def cases(families: list[str] | None = None,
         config_type = {"clip_text": "clip_text_model", "clip_vision": "clip_vision_model",
                        "siglip_vision": "siglip_vision_model"}.get(family, family)
         encoder_decoder = getattr(CONFIG_MAPPING[config_type](), "is_encoder_decoder", False)
-        decoder = not encoder_decoder and family not in _ENCODERS
+        decoder = not encoder_decoder and family not in _ENCODERS and _generates(config_type)
         for form in forms:
             if form == "cross" and not encoder_decoder \
                     or form in ("decode", "whole_decode") and not decoder \
