@@ -627,7 +627,7 @@ class _Analysis:
         for node in _comparisons(definition.body):
             side = self._source(node.left)
             if not side or "".join(side.split()) != "".join(self._source(node.right).split()) \
-                    or score is not None and score in _read_names(node.left):
+                    or score is not None and score in set(nodes.names_in(node.left)):
                 continue
             value = node.op in ("==", "<=", ">=")
             self.model.diagnostics.append(codes.SELF_COMPARISON.diag(
@@ -639,7 +639,7 @@ class _Analysis:
         """`did you mean ids[q] == ids[k]?`: the right side read at the other position, when
         it reads exactly one of the query's and the key's."""
         query, key = positions.get("q"), positions.get("k")
-        read = _read_names(node.right)
+        read = set(nodes.names_in(node.right))
         if query is None or key is None or (query in read) == (key in read):
             return []
         old, new = (query, key) if query in read else (key, query)
@@ -663,12 +663,6 @@ _COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">="})
 def _comparisons(node: nodes.Expr) -> list[nodes.BinOp]:
     found = [node] if isinstance(node, nodes.BinOp) and node.op in _COMPARISONS else []
     return found + [c for child in nodes.children(node) for c in _comparisons(child)]
-
-
-def _read_names(node: nodes.Expr) -> set[str]:
-    if isinstance(node, nodes.Name):
-        return {node.name}
-    return {name for child in nodes.children(node) for name in _read_names(child)}
 
 
 def _renamed(text: str, old: str, new: str) -> str:

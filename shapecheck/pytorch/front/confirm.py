@@ -22,7 +22,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...messages import codes
@@ -67,19 +66,19 @@ def confirm(extraction: Extraction, program: Program) -> Confirmed:
     errors confirmed by PyTorch shown with a note on what it did, those it contradicts set
     apart, those it cannot run demoted to notes; the others as they are."""
     confirmed = Confirmed([], [])
-    base = base_bindings(extraction, program)
+    base = _traced_sizes(extraction, program)
+    # a size no input's shape gives (one the data decides: an expert's share of the
+    # tokens, `nonzero`'s count) cannot be chosen for a run: no confirmation
+    unbound = [name for name in _free(program) if name not in base]
     lines = program.source.splitlines()
     for diagnostic in program.diagnostics:
         if not diagnostic.code.startswith(CONFIRMED_FAMILIES) \
                 or _states_an_annotation(diagnostic, lines):
             confirmed.shown.append(diagnostic)
             continue
-        # a size no input's shape gives (one the data decides: an expert's share of the
-        # tokens, `nonzero`'s count) cannot be chosen for a run: no confirmation
-        outcome = _judge(extraction, program, diagnostic, base) if base is not None else \
-            Outcome("unrun", dict(diagnostic.counterexample),
-                    codes.TORCH_HELPS["data_sizes"].format(names=", ".join(
-                        f"`{name}`" for name in _unbound(extraction, program))))
+        outcome = Outcome("unrun", dict(diagnostic.counterexample), codes.TORCH_HELPS[
+            "data_sizes"].format(names=", ".join(f"`{name}`" for name in unbound))) \
+            if unbound else _judge(extraction, program, diagnostic, base)
         if outcome.verdict == "contradicted":
             confirmed.contradicted.append(diagnostic)
         else:
@@ -113,7 +112,18 @@ def _states_an_annotation(diagnostic: Diagnostic, lines: list[str]) -> bool:
 def base_bindings(extraction: Extraction, program: Program) -> dict[str, int] | None:
     """The traced sizes of the spec's free dims: the built dims', and each symbolic axis
     read from the example input it belongs to. None when one cannot be told."""
-    free = [name for name, info in program.dims.dims.items() if info.kind == "free"]
+    free = _free(program)
+    bindings = _traced_sizes(extraction, program)
+    return bindings if all(name in bindings for name in free) else None
+
+
+def _free(program: Program) -> list[str]:
+    return [name for name, info in program.dims.dims.items() if info.kind == "free"]
+
+
+def _traced_sizes(extraction: Extraction, program: Program) -> dict[str, int]:
+    """The free dims the module's build or an example input's shape gives, with their sizes."""
+    free = _free(program)
     bindings = {name: size for name, size in extraction.bindings.items() if name in free}
     for name, (argument, path) in extraction.lowered.inputs.items():
         tensor = program.tensors.get(name)
@@ -124,19 +134,7 @@ def base_bindings(extraction: Extraction, program: Program) -> dict[str, int] | 
             text = str(dim)
             if text in free and text not in bindings:
                 bindings[text] = int(size)
-    return bindings if all(name in bindings for name in free) else None
-
-
-def _unbound(extraction: Extraction, program: Program) -> list[str]:
-    """The spec's free dims that neither the module nor an input's shape gives."""
-    bound = set(extraction.bindings)
-    for name, (argument, path) in extraction.lowered.inputs.items():
-        tensor = program.tensors.get(name)
-        leaf = _leaf(extraction.example.get(argument), path)
-        if tensor is not None and tensor.value.shape is not None and hasattr(leaf, "shape"):
-            bound |= {str(dim) for dim in tensor.value.shape[:len(leaf.shape)]}
-    return [name for name, info in program.dims.dims.items()
-            if info.kind == "free" and name not in bound]
+    return bindings
 
 
 def _judge(extraction: Extraction, program: Program, diagnostic: Diagnostic,

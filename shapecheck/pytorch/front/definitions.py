@@ -12,6 +12,7 @@ before the statement, or an attribute of the same class (`self.scale = ...`).
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 
 #: calls whose result is a root: `math.sqrt(d)`, `torch.rsqrt(d)`, `np.sqrt(d)`
@@ -23,9 +24,8 @@ def root_definitions(text: str, line: int) -> list[int]:
     for each name it reads (`scale`, `self.scaling`), the last assignment of a root to it
     before the statement in its function, or in its class; empty when there is none or
     the file does not parse."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
+    tree = _parsed(text)
+    if tree is None:
         return []
     function, owner = _enclosing(tree, line)
     statement = _statement_at(function, line) if function is not None else None
@@ -47,9 +47,8 @@ def self_comparisons(text: str, line: int) -> list[int]:
     """The lines of the function holding ``line`` (a traced `mask_mod`, whose body the
     trace maps to its `return`) that compare an expression with itself
     (`ids[b, q_idx] == ids[b, q_idx]`), other than ``line``."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
+    tree = _parsed(text)
+    if tree is None:
         return []
     function, _ = _enclosing(tree, line)
     if function is None:
@@ -58,6 +57,15 @@ def self_comparisons(text: str, line: int) -> list[int]:
              and len(node.comparators) == 1
              and ast.dump(node.left) == ast.dump(node.comparators[0])}
     return sorted(found - {line})
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(text: str) -> ast.Module | None:
+    """The file's syntax tree, parsed once for all the diagnostics in it (never changed)."""
+    try:
+        return ast.parse(text)
+    except SyntaxError:
+        return None
 
 
 def _enclosing(tree: ast.Module, line: int) -> tuple[ast.FunctionDef | None, ast.ClassDef | None]:

@@ -537,19 +537,17 @@ def lower(low: Any, node: Any, args: list[Any], kw: dict[str, Any]) -> Any:
     k, v = _grouped(low, node, call, k, v)
     traced = {key: item.meta.get("val") for (key, _), item in zip(call.captured, node.args[3])}
     written = Writer(low, captured, traced, low.location(node), _cached(low, node))
-    parts = [q, k, v]
-    if call.mask is not None:
-        parts.append(f"mask={written.function(call.mask)}")
-    if call.score is not None:
-        parts.append(f"score={written.function(call.score)}")
+    mask = written.function(call.mask) if call.mask is not None else None
+    score = written.function(call.score) if call.score is not None else None
     width = low.size(node.args[0].meta["val"].shape[-1])
     scale = f"1 / sqrt({width})"
     if call.scale is not None:
         root = low.dims.scale(call.scale, width)
         scale = f"1 / {root}" if root else literal(low, call.scale)
-        parts.append(f"scale={scale}")
-    names = {p.partition("=")[0]: p.partition("=")[2] for p in parts[3:]}
-    call.written = (q, k, names.get("mask"), names.get("score"), scale)
+    call.written = (q, k, mask, score, scale)
+    parts = [q, k, v, *(f"{key}={text}" for key, text in (
+        ("mask", mask), ("score", score),
+        ("scale", scale if call.scale is not None else None)) if text is not None)]
     return Val(f"flex_attention({', '.join(parts)})")
 
 

@@ -277,17 +277,6 @@ def _diagnostic(argument: str, finding: _MaskFinding, layers: str) -> Diagnostic
     return replace(diagnostic, help=(finding.help,) if finding.help else ())
 
 
-def _drops_where_true(item: Checked, argument: str) -> bool:
-    """Whether the layer hides the scores where the boolean mask is true: a `tril` it
-    drops is as wrong as the layer's reading of it, so building the mask with `tril`
-    (SC610's help) is no fix there."""
-    import torch
-
-    value = item.group.first.call.get(argument)
-    return isinstance(value, torch.Tensor) and value.dtype == torch.bool and \
-        _bool_polarity(item, argument) is False
-
-
 def _read_at(item: Checked, argument: str) -> Location | None:
     """The Python line where the layer first reads the mask passed as ``argument``: which
     of its values keep a score is decided there as much as where it was built (a
@@ -321,7 +310,8 @@ def _judge(item: Checked, argument: str) -> _MaskFinding | None:
     if not isinstance(value, torch.Tensor) or value.dim() < 2 or queries is None \
             or value.shape[-2] != queries or queries < 2:
         return None
-    keep = _keeps(value, _bool_polarity(item, argument))
+    polarity = _bool_polarity(item, argument)
+    keep = _keeps(value, polarity)
     if keep is None:
         return None
     table = keep.reshape(-1, *keep.shape[-2:])
@@ -342,9 +332,11 @@ def _judge(item: Checked, argument: str) -> _MaskFinding | None:
         return None
     _, query, key = (int(v) for v in leaks[0])
     if _upper_triangle(table, offset):
-        # a `tril` the layer drops: building it with `tril` is no fix
-        return _MaskFinding(query, key, MESSAGES["mask_transposed"], None
-                            if _drops_where_true(item, argument) else codes.TORCH_HELPS["SC610"])
+        # a `tril` the layer drops (hides the scores where the mask is true): building it
+        # with `tril` is no fix
+        drops = value.dtype == torch.bool and polarity is False
+        return _MaskFinding(query, key, MESSAGES["mask_transposed"],
+                            None if drops else codes.TORCH_HELPS["SC610"])
     shift = _shift(table, offset)
     if shift is not None:
         return _MaskFinding(query, key, MESSAGES["mask_shifted"].format(shift=shift),

@@ -131,8 +131,7 @@ def check_extraction(extraction: Extraction, target: str,
                  if n.span is not None and location is not None
                  and getattr(extraction.lines.get(n.span.line), "path", None) == location.path}
         shown_there = _with_callers(_in_torch_terms(diagnostic, spec_line, lines), location)
-        shown_there = _with_scale_definitions(shown_there, location)
-        shown_there = _with_self_comparisons(shown_there, location)
+        shown_there = _with_source_notes(shown_there, location)
         results.add(location, shown_there, ANCHORS.get(diagnostic.code, ()), extraction)
     if "SC414" not in ignore:  # what a helper documents, checked by running it
         from .documented import findings
@@ -254,38 +253,27 @@ def _with_callers(diagnostic: Diagnostic, location: Location | None) -> Diagnost
     return replace(diagnostic, notes=diagnostic.notes + notes)
 
 
-#: Codes about a scale: a note where the number the statement multiplies by was set
-SCALE_CODES = frozenset({"SC404"})
+#: Codes whose fix is on another line of the function or class than the traced statement,
+#: found from the file's syntax tree (:mod:`.definitions`): where a scale the statement
+#: reads was set (torch.export inlined the number: `self.scale = dim ** -0.5` in
+#: `__init__`), where a traced `mask_mod` compares a value with itself (the trace maps its
+#: whole body to its `return`). Code -> (the finder's name, the note's text).
+SOURCE_NOTES = {"SC404": ("root_definitions", "scale_set_here"),
+                "SC435": ("self_comparisons", "compared_here")}
 
 
-def _with_scale_definitions(diagnostic: Diagnostic, location: Location | None) -> Diagnostic:
-    """A note at each line of the same file that set a root the statement reads
-    (`self.scale = dim ** -0.5` in `__init__`): torch.export inlined the number, and that
-    line is where a scale by another width is written."""
-    if diagnostic.code not in SCALE_CODES or location is None:
+def _with_source_notes(diagnostic: Diagnostic, location: Location | None) -> Diagnostic:
+    """A note at each line :data:`SOURCE_NOTES` finds for the diagnostic's code."""
+    found = SOURCE_NOTES.get(diagnostic.code)
+    text = python_source(location.path) if found is not None and location is not None \
+        else None
+    if text is None or location is None or found is None:
         return diagnostic
-    text = python_source(location.path)
-    if text is None:
-        return diagnostic
-    from .definitions import root_definitions
+    from . import definitions
 
-    notes = tuple(Note(codes.TORCH_HELPS["scale_set_here"], Span(line, 1, line, 1))
-                  for line in root_definitions(text, location.line))
-    return replace(diagnostic, notes=diagnostic.notes + notes)
-
-
-def _with_self_comparisons(diagnostic: Diagnostic, location: Location | None) -> Diagnostic:
-    """SC435 on a traced `mask_mod`: a note at the line of the function that writes the
-    comparison (the trace maps the whole body to its `return`)."""
-    if diagnostic.code != "SC435" or location is None:
-        return diagnostic
-    text = python_source(location.path)
-    if text is None:
-        return diagnostic
-    from .definitions import self_comparisons
-
-    notes = tuple(Note(codes.TORCH_HELPS["compared_here"], Span(line, 1, line, 1))
-                  for line in self_comparisons(text, location.line))
+    finder, message = found
+    notes = tuple(Note(codes.TORCH_HELPS[message], Span(line, 1, line, 1))
+                  for line in getattr(definitions, finder)(text, location.line))
     return replace(diagnostic, notes=diagnostic.notes + notes)
 
 
