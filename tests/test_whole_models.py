@@ -142,6 +142,74 @@ def test_other_masks_the_model_builds_wrong_are_flagged_at_their_line(
 
 
 @pytest.mark.slow
+def test_positions_numbered_from_zero_at_a_decode_step_are_flagged_at_their_arange() -> None:
+    """The model numbers the new tokens, makes the rotary tables and passes them with each
+    layer's cache: numbered after the cache is clean; from 0 again is SC612 at the
+    `arange`, once for both layers (issue 30: the positions a model builds)."""
+    path = DATA / "rotary_cache.py"
+    assert _diagnostics(f"{path}:make_decode") == []
+    found = _diagnostics(f"{path}:make_decode_from_zero")
+    assert [(f, line, code) for f, line, code, _ in found] == [
+        ("rotary_cache.py", _line(path, "return torch.arange(T, device=device)"), "SC612")]
+
+
+_LLAMA_TARGET = """
+import importlib.util, sys
+import torch
+from transformers import LlamaConfig
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(
+        f"transformers.models.llama.{{name}}", f"{folder}/{{name}}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+def _make(name):
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=99, hidden_size=60, intermediate_size=44,
+                         num_hidden_layers=2, num_attention_heads=6, num_key_value_heads=3,
+                         head_dim=10)
+    config._attn_implementation = "eager"
+    model = _load(name).LlamaForCausalLM(config).eval()
+    ids = torch.randint(0, 99, (2, 5))
+    with torch.no_grad():
+        first = model(input_ids=ids, use_cache=True)
+    return model, {{"input_ids": ids[:, -1:], "attention_mask": torch.ones(2, 6, dtype=torch.long),
+                   "past_key_values": first.past_key_values, "use_cache": True}}
+
+def make_as_it_is():
+    return _make("modeling_llama_copy")
+
+def make_from_zero():
+    return _make("modeling_llama_from_zero")
+"""
+
+
+@pytest.mark.slow
+def test_transformers_llama_copied_with_its_cache_offset_dropped(tmp_path: Path) -> None:
+    """transformers' own modeling_llama.py, copied as a user copies it (loaded as a module of
+    its package), at a decode step: as it is, clean; with `+ past_seen_tokens` dropped from
+    its `position_ids`, SC612 at that line."""
+    import transformers.models.llama.modeling_llama as llama
+
+    source = Path(llama.__file__).read_text()
+    offset = " + past_seen_tokens"
+    line = next(i for i, text in enumerate(source.splitlines(), 1)
+                if "position_ids = torch.arange(" in text and text.endswith(offset))
+    (tmp_path / "modeling_llama_copy.py").write_text(source)
+    (tmp_path / "modeling_llama_from_zero.py").write_text(
+        "\n".join(text[:-len(offset)] if i == line else text
+                  for i, text in enumerate(source.splitlines(), 1)) + "\n")
+    (tmp_path / "target.py").write_text(_LLAMA_TARGET.format(folder=tmp_path))
+    assert _diagnostics(f"{tmp_path / 'target.py'}:make_as_it_is") == []
+    found = _diagnostics(f"{tmp_path / 'target.py'}:make_from_zero")
+    assert [(f, at, code) for f, at, code, _ in found] == [
+        ("modeling_llama_from_zero.py", line, "SC612")]
+
+
+@pytest.mark.slow
 def test_a_padding_mask_is_no_opinion_where_a_sequence_could_be_all_padding() -> None:
     path = DATA / "decoder.py"
     assert _diagnostics(f"{path}:make_padded") == []

@@ -86,6 +86,23 @@ class Capped:
         self.node = node
 
 
+class Positions:
+    """Values computed from the positions ``start``, ..., ``start + count - 1``, made at
+    ``node``: `arange(P, P + N)`, the angles a rotary table makes of them, their cos and
+    sin, a value rotated by them (issue 30: where the new keys' positions start)."""
+
+    __slots__ = ("start", "count", "node")
+
+    def __init__(self, start: Dim, count: Dim, node: nodes.Expr) -> None:
+        self.start = start
+        self.count = count
+        self.node = node
+
+    def plus(self, offset: Dim, node: nodes.Expr) -> Positions:
+        """The positions shifted by ``offset`` at ``node`` (`arange(N) + P`)."""
+        return Positions(self.start + offset, self.count, node)
+
+
 class Applied:
     """A mask applied to a value, in the value's own axes."""
 
@@ -272,6 +289,7 @@ class Info:
     squashed: tuple[tuple[Applied, nodes.Expr], ...] = ()  # masks, and the soft-cap after them
     positional: nodes.Expr | None = None  # a rotary transform of positions made this value
     table: bool = False  # a table of positions' cos or sin (`cos(angle)`, an input `cos_t`)
+    positions: Positions | None = None  # computed from these positions (`arange(P, P + N)`)
     projection: str | None = None  # a projection of this tensor (`X @ W.T`, W a param), moved
     pieces_of: int | None = None  # parts of this value (its id), cut, negated or rejoined
     term_of: int | None = None  # a value's parts times a table (a term of a rotation)
@@ -312,6 +330,8 @@ class Info:
             info.positional = self.positional
         if self.table:
             info.table = True
+        if self.positions is not None:
+            info.positions = self.positions
         if self.projection is not None and all(type(op) is Factor for op in ops):
             info.projection = self.projection  # a projection scaled (`(X @ Wq) * d ** -0.5`)
         if ops or self.ops:

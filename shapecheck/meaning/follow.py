@@ -24,6 +24,7 @@ from ..check.value_rules import axes_of
 from ..symbolic import Dim, DimSystem
 from .facts import (
     Axis,
+    Positions,
     Applied,
     Capped,
     BLOCKS,
@@ -55,7 +56,7 @@ from .facts import (
     scalar_power,
     scalar_sum,
 )
-from .results import Attention, Meaning
+from .results import Attention, Meaning, RotatedCache
 
 
 class Follow:
@@ -71,6 +72,7 @@ class Follow:
         self.contractions: dict[int, Contraction] = {}
         self.patterns: list[Attention] = []
         self.diagnostics: list[Diagnostic] = []
+        self.rotated_caches: list[RotatedCache] = []
         self._reported: set[tuple[str, int]] = set()
         self._statement: nodes.Stmt | None = None
         self._line_starts = line_starts(program.source)
@@ -104,7 +106,7 @@ class Follow:
                     self.names[statement.name.name] = UNKNOWN
 
     def result(self) -> Meaning:
-        return Meaning(self.patterns, self.diagnostics, self.infos)
+        return Meaning(self.patterns, self.diagnostics, self.infos, self.rotated_caches)
 
     def checkpoint(self) -> dict[str, Any]:
         """What the statements followed so far found (copies of the tables; the facts in
@@ -223,6 +225,7 @@ class Follow:
         if node.op == "-":
             info.pieces_of, info.table = base_of(operand), operand.table
             info.term_of, info.positional = operand.term_of, operand.positional
+            info.positions = operand.positions
         return info
 
     def _transpose(self, node: nodes.Transpose, value: Value) -> Info:
@@ -440,10 +443,23 @@ class Follow:
             if tensor.position is not None and (node.op == "+" or tensor_first):
                 # positions plus an offset (`i + M - N`) keep their order; `T - i` does not
                 info.position, info.shifted_position = tensor.position, True
+            info.positions = None
+            if tensor.positions is not None and (node.op == "+" or tensor_first):
+                offset = self._size_of(scalar_node)  # `arange(N) + P`: positions from P
+                if offset is not None:
+                    info.positions = tensor.positions.plus(offset if node.op == "+" else -offset, node)
             if node.op == "-" and not tensor_first and self._number(scalar_node) == 1.0:
                 self._complement(info, tensor)
             return info
         return Info(tensor.axes, norm=norm, reduced=tensor.reduced)
+
+    def _size_of(self, node: nodes.Expr) -> Dim | None:
+        """A scalar that is a size (`T3`, `M - N`, `3`) as its dim expression."""
+        value = self.types.get(id(node))
+        if value is not None and value.dim is not None:
+            return value.dim
+        number = self._number(node)
+        return symbolic.integer(int(number)) if number is not None and number.is_integer() else None
 
     def _scaled_values(self, node: nodes.BinOp, tensor: Info, info: Info, factor: float) -> None:
         """The numbers of a mask times a number: a triangle of `-1e9` (or `-inf`) added to
@@ -512,6 +528,9 @@ class Follow:
             self._follow_positions(node, operands, info)
             if node.op == "*":
                 self._expanded(operands, info)
+                carried = {id(o.positions): o.positions for o in operands if o.positions is not None}
+                if len(carried) == 1 and info.positions is None:  # angles: positions * freqs
+                    info.positions = next(iter(carried.values()))
         return info
 
     @staticmethod
@@ -717,6 +736,7 @@ class Follow:
             # of it go on (a complex rotary: `view_as_real(view_as_complex(x) * freqs)`)
             return Info(kept + tuple(Axis(size, node) for size in value.shape[len(kept):]),
                         projection=x.projection, scale=x.scale, positional=x.positional,
+                        positions=x.positions,
                         table=x.table, paired=len(value.shape) < len(x.axes))
         return self._opaque(node, value)
 
@@ -780,6 +800,7 @@ class Follow:
         info = Info(x.axes, norm=norm, reduced=x.reduced, exp_of=exp_of)
         if name in ("cos", "sin") or x.table:
             info.table = True
+            info.positions = x.positions
         if name in FEATURE_NORMS:
             info.projection = x.projection
         if name in SQUASHING and (x.applied or x.squashed):
@@ -812,11 +833,21 @@ class Follow:
         if axis_map.triangle is not None and len(axes) >= 2:
             return Info(axes, causal=(self._triangle(node, axis_map, args, axes),), nonzero=1.0)
         if axis_map.positions and len(axes) == 1:
-            return Info(axes, position=axes[0])
+            return Info(axes, position=axes[0], positions=self._arange(node, args, axes[0]))
         constant = CONSTANTS.get(node.func.name)
         if constant is None and axis_map.fill is not None and args.get(axis_map.fill) is not None:
             constant = self._number(args[axis_map.fill])
         return Info(axes, constant=constant)
+
+    @staticmethod
+    def _arange(node: nodes.Call, args: dict[str, Any], axis: Axis) -> Positions | None:
+        """`arange(N)`: the positions 0, ..., N - 1; `arange(P, P + N)` from P (a step other
+        than 1 is not a run of positions)."""
+        step = args.get("step")
+        if step is not None and symbolic.as_int(step) != 1:
+            return None
+        start = args.get("n") if args.get("stop") is not None else symbolic.integer(0)
+        return Positions(start, axis.size, node) if start is not None else None
 
     def _triangle(self, node: nodes.Call, axis_map: Any, args: dict[str, Any],
                   axes: tuple[Axis, ...]) -> Causal:
@@ -904,6 +935,13 @@ class Follow:
         positional = [i.positional for _, i in tensors if i.positional is not None]
         if positional:  # a rotated part (the new keys after the cache, MLA's rotary part)
             info.positional = positional[0]
+        carried = {id(i.positions) for _, i in tensors}
+        if len(value.shape) != len(first) or len(tensors) < 2:
+            pass
+        elif len(carried) == 1 and tensors[0][1].positions is not None:
+            info.positions = tensors[0][1].positions  # `concat([freqs, freqs])`
+        else:
+            self._positions_after_cache(node, tensors, where)
         projections = {i.projection for _, i in tensors}
         if len(projections) == 1:  # the interleaved pairs of one projection, stacked back
             info.projection = projections.pop()
@@ -1103,4 +1141,5 @@ _HANDLERS: dict[type, Any] = {
 }
 
 #: What :meth:`Follow.checkpoint` keeps: everything a statement leaves for the next ones.
-_STATE = ("names", "scalars", "infos", "contractions", "patterns", "diagnostics", "_reported")
+_STATE = ("names", "scalars", "infos", "contractions", "patterns", "diagnostics",
+          "rotated_caches", "_reported")

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from ..messages import codes
 from ..syntax import nodes
-from .facts import Contraction, Info, base_of, children
+from .. import symbolic
+from ..symbolic import Dim, Verdict, to_text
+from .facts import Contraction, Info, Positions, base_of, children
+from .results import RotatedCache
 
 
 class PositionChecks:
@@ -127,6 +130,67 @@ class PositionChecks:
                    for name in _names(info.positional)
                    if not (table := self.names.get(name.name)) or not table.table}
         return next((name for name in self._reads(operand) if name.name in rotated), None)
+
+
+    def _positions_after_cache(self, node: nodes.Call, parts: list[tuple[nodes.Expr, Info]],
+                               axis: int) -> None:
+        """SC420: keys concatenated along ``axis`` after others (a cache, then the new
+        keys), rotated by positions made in the spec that do not start where the keys
+        before them end (`arange(N)` where `arange(P, P + N)` was meant). Said only when
+        the positions count the part's keys and the difference is proved."""
+        before = symbolic.integer(0)
+        for i, (part_node, info) in enumerate(parts):
+            if info.axes is None or len(info.axes) <= axis:
+                return
+            positions = info.positions
+            size = info.axes[axis].size
+            if i and info.positional is not None and positions is None:
+                self._rotated_after(parts[:i], info, axis)
+            elif i and positions is not None and info.positional is not None \
+                    and self.system.equal(positions.count, size) \
+                    and self._provably_other(positions.start, before):
+                self._report_positions(node, part_node, positions, before)
+            if not self._cached(part_node):
+                return  # keys of the module's own (learned memory keys) are not a cache
+            before = before + size
+
+    def _rotated_after(self, cache: list[tuple[nodes.Expr, Info]], info: Info, axis: int) -> None:
+        """Keys rotated by input tables after a cache: recorded for a whole model, which
+        reads where the tables' positions start from their values."""
+        assert info.positional is not None
+        read = [name for name in self._reads(info.positional)
+                if (table := self.names.get(name.name)) is not None and table.table]
+        tables = tuple(dict.fromkeys(  # the inputs the tables are cut from (`cos = pe[0]`)
+            name.name for table in read for name in self._reads(table)
+            if (tensor := self.program.tensors.get(name.name)) is not None
+            and tensor.kind == "input"))
+        names = tuple(nodes.strip_parens(n).name for n, _ in cache)  # type: ignore[attr-defined]
+        if tables:
+            self.rotated_caches.append(RotatedCache(tables, names, axis))
+
+    def _cached(self, part: nodes.Expr) -> bool:
+        """A part of the keys that is an input as it is (the cache a step is given)."""
+        part = nodes.strip_parens(part)
+        tensor = self.program.tensors.get(part.name) if isinstance(part, nodes.Name) else None
+        return tensor is not None and tensor.kind == "input"
+
+    def _provably_other(self, a: Dim, b: Dim) -> bool:
+        return Verdict.PROVED in (self.system.positive(a - b), self.system.positive(b - a))
+
+    def _report_positions(self, node: nodes.Call, part: nodes.Expr, positions: Positions,
+                          cached: Dim) -> None:
+        report = ("SC420", id(positions.node))
+        if report in self._reported:
+            return
+        self._reported.add(report)
+        cached_text = to_text(cached)
+        fixed = f"arange({cached_text}, {cached_text} + {to_text(positions.count)})"
+        self._report(codes.ROTARY_POSITIONS_CACHE.diag(
+            positions.node.span, positions=self._text(positions.node),
+            start=to_text(positions.start), cached=cached_text, keys=self._text(node),
+            notes=[codes.note("keys_after_cache", node.span, part=self._text(part),
+                              cached=cached_text)],
+            help=[codes.help_text("positions_after_cache", cached=cached_text, fixed=fixed)]))
 
 
 def _names(expr: nodes.Expr) -> list[nodes.Name]:

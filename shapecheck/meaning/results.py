@@ -183,16 +183,28 @@ class Attention(NamedTuple):
     mask_ok: bool | None
 
 
+class RotatedCache(NamedTuple):
+    """Keys rotated by tables the spec is given (inputs: the positions are not made in the
+    spec), concatenated along ``axis`` after ``cache`` (inputs as they are): where the
+    tables' positions start can only be read from their values (a whole model's
+    positions, :mod:`shapecheck.pytorch.front.model`)."""
+
+    tables: tuple[str, ...]
+    cache: tuple[str, ...]
+    axis: int
+
+
 class Meaning:
     """What :func:`analyse` found: the attention patterns and the diagnostics."""
 
-    __slots__ = ("patterns", "diagnostics", "_infos")
+    __slots__ = ("patterns", "diagnostics", "_infos", "rotated_caches")
 
     def __init__(self, patterns: list[Attention], diagnostics: list[Diagnostic],
-                 infos: dict[int, Info]) -> None:
+                 infos: dict[int, Info], rotated_caches: list[RotatedCache] | None = None) -> None:
         self.patterns = patterns
         self.diagnostics = diagnostics
         self._infos = infos
+        self.rotated_caches = rotated_caches or []
 
     def axes(self, node: nodes.Expr) -> tuple[Axis, ...] | None:
         """The axes of an expression's value (identity is the object), None if unknown."""

@@ -894,6 +894,31 @@ KV_PARTS_MISALIGNED = _code(
     "V = concat([v, Vc], axis=0)\nO = softmax(Q @ K.T / sqrt(d)) @ V\n# warning[SC419]",
     fix="Concatenate the values in the keys' order: `concat([Vc, v], axis=0)`.",
 )
+ROTARY_POSITIONS_CACHE = _code(
+    "SC420", "rotary-positions-cache", W, "new keys are rotated at positions that the cache before them holds",
+    "`{positions}` numbers the new tokens from {start}, but {cached} keys come before them "
+    "in `{keys}`: the new keys are rotated as if they stood among the cached ones, not after "
+    "them",
+    what="A rotary embedding rotates the key at position j by the angle of j. At a decode or "
+    "chunked-prefill step the keys are the cached ones followed by the new ones (a concat "
+    "along the keys): the new tokens stand at positions P, ..., P + N - 1, P the number of "
+    "cached keys. Checked when the positions are made in the spec (`arange`, plus an "
+    "offset), turned into the rotary tables (angles, `cos`, `sin`), and the keys they rotate "
+    "are concatenated after other keys along the key axis; positions that are an input "
+    "(`position_ids`) or read from a table by an index are no opinion.",
+    why="Numbered from 0 again, each new key (and the query rotated alike) gets the angle of "
+    "an old position: every score of a new query with the cache then depends on the wrong "
+    "distance. The shapes agree and the model runs; generation drifts after the first token "
+    "(a `position_ids = arange(T)` that ignores `past_key_values_length`).",
+    example="dim N, P, h\ndim d = 2 * h\ninput X: [N, d]\nparam Wk: [d, d]\n"
+    "input Q: [N, d]\ninput Kc: [P, d]\ninput V: [P + N, d]\nparam inv_freq: [h]\n"
+    "pos = arange(N)\nangles = concat([pos[:, None] * inv_freq, pos[:, None] * inv_freq], axis=-1)\n"
+    "k = X @ Wk.T\nkr = k * cos(angles) + concat([-k[:, h:], k[:, :h]], axis=-1) * sin(angles)\n"
+    "K = concat([Kc, kr], axis=0)\n"
+    "O = softmax(Q @ K.T / sqrt(d)) @ V\n# warning[SC420]",
+    fix="Number the new tokens after the cache: `arange(P, P + N)` (PyTorch: "
+    "`torch.arange(past_len, past_len + T)`, `past_len` the cached keys).",
+)
 FUNCTION_ARGUMENTS = _code(
     "SC350", "function-arguments", E, "a function of positions is called with the wrong arguments",
     "`{name}` takes {count} positional arguments, {given} given",
@@ -1109,6 +1134,29 @@ MODEL_MASK_EMPTY = _code(
     fix="Keep each query's own key (`torch.tril(ones)`, `k <= q`), and build a padding mask so "
     "that it hides the padding: the keys whose attention mask is 0.",
 )
+MODEL_POSITIONS_RESTART = _code(
+    "SC612", "model-positions-restart", E, "a model numbers the new tokens from 0 while keys are cached",
+    "the positions numbered here reach {layers} as rotary tables that rotate the first new token "
+    "as position 0, while {cached} keys are cached before it: each new token is rotated as if "
+    "it stood among the cached ones",
+    what="At a decode or chunked-prefill step a whole model's layers put the new keys after "
+    "the cached ones (a concat along the keys) and rotate them by the tables the model made "
+    "from its positions. The tables are read as the layer received them: a sine table whose "
+    "row for the first new token is all zeros (a complex table: all real) is position 0. "
+    "Reported at the `arange` that numbered the positions (the one the tables are computed "
+    "from) when the layer's cache holds keys; positions passed to the model by its caller, a "
+    "table of every position indexed inside the layer, or tables computed from several "
+    "`arange`s are no opinion.",
+    why="Rotary embeddings make each score depend on the distance between a query and a key; "
+    "numbered from 0 again, the new tokens get the angles of the first cached ones and every "
+    "distance to the cache is wrong. The model runs and the shapes agree; generation drifts "
+    "after the first token (a `position_ids = torch.arange(T)` that ignores the cache).",
+    example="# (Python) pos = torch.arange(T)   # error[SC612]\n"
+    "#          freqs = pos[:, None] * self.inv_freq; cos, sin = ...\n"
+    "#          for i, block in enumerate(self.blocks): x = block(x, cos, sin, cache[i])",
+    fix="Number the new tokens after the cache: `torch.arange(past_len, past_len + T)`, "
+    "`past_len` the cached keys.",
+)
 
 
 #: help in PyTorch terms for a diagnostic found in a traced module (the fix is a source change)
@@ -1129,6 +1177,8 @@ TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
     "sin)`, and use that `k` (and the original `v`) in the attention",
     "SC419": "concatenate the values as the keys: `torch.cat([past_v, v], dim=2)` beside "
     "`torch.cat([past_k, k], dim=2)`",
+    "SC420": "number the new tokens after the cache: `torch.arange(past_len, past_len + T)`, "
+    "`past_len` the number of cached keys",
     "SC417": "align the mask bottom-right: `torch.tril(..., diagonal=T_k - T)` "
     "(`T_k - T` the cached keys)",
     "SC408 drop_negation": "drop the negation: the causal mask (`torch.tril`) already says "
@@ -1192,6 +1242,7 @@ NOTES: Table = Table("codes", "NOTES", {
     "padding_read": "`{input}` is as long as the keys but read at the query position only: "
     "the queries it marks see nothing, and every query still sees the keys it marks",
     "mask_built": "the mask is built here by `{mask}`",
+    "keys_after_cache": "the rotated keys `{part}` come after {cached} other keys here",
     "mask_added": "`{mask}` is added to the scores here",
     "values_read_keys": "V reads `{name}` here, the rotated tensor the keys are built from",
     "query_parts_here": "the queries are joined here in this order: {parts}",
@@ -1259,6 +1310,8 @@ HELPS: Table = Table("codes", "HELPS", {
     "mask_after_cap": "cap the scores first, then mask: `where(mask, c * tanh(S / c), -inf)`",
     "rotary_qk_only": "rotate Q and K only; sum the values as they are",
     "rotary_both_sides": "rotate the queries and the keys alike, with the same tables",
+    "positions_after_cache": "number the new tokens after the {cached} cached keys: "
+    "`{fixed}`",
     "repeat_heads": "repeat each key/value head in place on its own axis, as `repeat_kv` does: "
     "`repeat(K, G, axis=1)`",
     "same_part_order": "concatenate the parts in the same order on both sides",

@@ -48,6 +48,23 @@ CODES: dict[str, dict[str, str]] = {
         "#          for block in self.blocks: x = block(x, mask)",
         fix="用 `torch.tril` 构造掩码 (每个查询保留不晚于它的键, `k <= q`), 并符合层读取它的极性。",
     ),
+    "SC612": dict(
+        summary="有缓存的 key 时, 模型从 0 开始给新 token 编号",
+        message="这里编号的位置作为旋转表到达 {layers}, 把第一个新 token 当作位置 0 旋转, 而它前面缓存了 "
+        "{cached} 个 key: 每个新 token 都被当作位于缓存之中来旋转",
+        what="在解码或分块预填充的一步, 整个模型的各层把新的 key 放在缓存的 key 之后 (沿 key 轴拼接), "
+        "并用模型由位置算出的表旋转它们。表按层收到的样子读取: 第一个新 token 那一行全为 0 的正弦表 "
+        "(复数表: 全为实数) 就是位置 0。当层的缓存中有 key 时, 在给位置编号的 `arange` (表由它算出) "
+        "处报告; 由调用者传给模型的位置、在层内按索引读取的全部位置的表、由多个 `arange` 算出的表: "
+        "不下结论。",
+        why="旋转位置编码让每个分数依赖 query 与 key 之间的距离; 重新从 0 编号时, 新 token 得到最先缓存"
+        "的那些 token 的角度, 与缓存的每个距离都是错的。模型照常运行, 形状一致; 生成在第一个 token 之后"
+        "偏离 (忽略缓存的 `position_ids = torch.arange(T)`)。",
+        example="# (Python) pos = torch.arange(T)   # error[SC612]\n"
+        "#          freqs = pos[:, None] * self.inv_freq; cos, sin = ...\n"
+        "#          for i, block in enumerate(self.blocks): x = block(x, cos, sin, cache[i])",
+        fix="在缓存之后给新 token 编号: `torch.arange(past_len, past_len + T)`, `past_len` 是缓存的 key 数。",
+    ),
     "SC611": dict(
         summary="模型的掩码让某个查询无键可看",
         message="这里构造的掩码作为 `{argument}` 传给 {layers}, 让查询 {query} 没有可关注的键: {reason}",
@@ -739,6 +756,22 @@ CODES: dict[str, dict[str, str]] = {
         "V = concat([v, Vc], axis=0)\nO = softmax(Q @ K.T / sqrt(d)) @ V\n# warning[SC419]",
         fix="按 key 的顺序拼接 value: `concat([Vc, v], axis=0)`。",
     ),
+    "SC420": dict(
+        summary="新的 key 被旋转到它前面的缓存已占用的位置",
+        message="`{positions}` 从 {start} 开始给新 token 编号, 但 `{keys}` 中它们前面有 {cached} 个 "
+        "key: 新的 key 被当作位于缓存之中而不是之后来旋转",
+        what="旋转位置编码把位置 j 上的 key 旋转 j 对应的角度。在解码或分块预填充的一步, key 是缓存"
+        "的 key 接着新的 key (沿 key 轴拼接): 新 token 位于位置 P, ..., P + N - 1, P 是缓存的 key 数。"
+        "仅当位置在规约中构造 (`arange`, 加上偏移)、变成旋转表 (角度、`cos`、`sin`), 并且它们旋转的 "
+        "key 沿 key 轴拼接在其他 key 之后时才检查; 作为输入的位置 (`position_ids`) 或按索引从表中读取的"
+        "位置: 不下结论。",
+        why="重新从 0 编号时, 每个新 key (以及同样旋转的 query) 得到的是旧位置的角度: 新 query 与缓存的"
+        "每个分数都依赖错误的距离。形状一致, 模型照常运行; 生成在第一个 token 之后偏离 (忽略 "
+        "`past_key_values_length` 的 `position_ids = arange(T)`)。",
+        example='dim N, P, h\ndim d = 2 * h\ninput X: [N, d]\nparam Wk: [d, d]\ninput Q: [N, d]\ninput Kc: [P, d]\ninput V: [P + N, d]\nparam inv_freq: [h]\npos = arange(N)\nangles = concat([pos[:, None] * inv_freq, pos[:, None] * inv_freq], axis=-1)\nk = X @ Wk.T\nkr = k * cos(angles) + concat([-k[:, h:], k[:, :h]], axis=-1) * sin(angles)\nK = concat([Kc, kr], axis=0)\nO = softmax(Q @ K.T / sqrt(d)) @ V\n# warning[SC420]',
+        fix="在缓存之后给新 token 编号: `arange(P, P + N)` (PyTorch: "
+        "`torch.arange(past_len, past_len + T)`, `past_len` 是缓存的 key 数)。",
+    ),
     "SC350": dict(
         summary="位置函数的调用参数不对",
         message="`{name}` 接受 {count} 个位置参数, 给了 {given} 个",
@@ -895,6 +928,8 @@ TORCH_HELPS = {
     "SC402 drop_weights_transpose": "按 softmax 给出的样子用权重读取 value: `weights @ v`, 不要对权重做 `.transpose(-2, -1)`",
     "SC418": "保留调用返回的两个旋转结果: `q, k = apply_rotary_pos_emb(q, k, cos, sin)`, "
     "并在注意力中使用这个 `k` (以及原来的 `v`)",
+    "SC420": "在缓存之后给新 token 编号: `torch.arange(past_len, past_len + T)`, `past_len` 是缓存的 "
+    "key 数",
     "SC419": "像 key 一样拼接 value: 在 `torch.cat([past_k, k], dim=2)` 旁边写 "
     "`torch.cat([past_v, v], dim=2)`",
     "SC417": "按右下角对齐掩码: `torch.tril(..., diagonal=T_k - T)` (`T_k - T` 是缓存的 key)",
@@ -955,6 +990,7 @@ NOTES = {
     "padding_read": "`{input}` 与 key 一样长, 却只在 query 的位置读取: 它标记的 query 什么也看不到, "
     "而每个 query 仍然看得到它标记的 key",
     "mask_built": "掩码在这里由 `{mask}` 构造",
+    "keys_after_cache": "旋转后的 key `{part}` 在这里接在另外 {cached} 个 key 之后",
     "mask_added": "`{mask}` 在这里加到分数上",
     "values_read_keys": "V 在这里读取 `{name}`, 即构造 key 所用的那个已旋转的张量",
     "query_parts_here": "query 在这里按此顺序拼接: {parts}",
@@ -1013,6 +1049,7 @@ HELPS = {
     "mask_after_cap": "先截断分数, 再掩盖: `where(mask, c * tanh(S / c), -inf)`",
     "same_part_order_kv": "按 key 的顺序拼接 value",
     "rotary_both_sides": "用同样的表旋转 query 和 key",
+    "positions_after_cache": "在 {cached} 个缓存的 key 之后给新 token 编号: `{fixed}`",
     "rotary_qk_only": "只旋转 Q 和 K; V 按原样求和",
     "repeat_heads": "像 `repeat_kv` 那样在头自己的轴上原地重复每个 key/value 头: "
     "`repeat(K, G, axis=1)`",

@@ -127,10 +127,10 @@ def _traced_sizes(extraction: Extraction, program: Program) -> dict[str, int]:
     bindings = {name: size for name, size in extraction.bindings.items() if name in free}
     for name, (argument, path) in extraction.lowered.inputs.items():
         tensor = program.tensors.get(name)
-        leaf = _leaf(extraction.example.get(argument), path)
-        if tensor is None or tensor.value.shape is None or not hasattr(leaf, "shape"):
+        found = leaf(extraction.example.get(argument), path)
+        if tensor is None or tensor.value.shape is None or not hasattr(found, "shape"):
             continue
-        for dim, size in zip(tensor.value.shape, leaf.shape):
+        for dim, size in zip(tensor.value.shape, found.shape):
             text = str(dim)
             if text in free and text not in bindings:
                 bindings[text] = int(size)
@@ -279,7 +279,7 @@ def _tensor(extraction: Extraction, name: str, shape: tuple[int, ...]) -> Any:
     import torch
 
     argument, path = extraction.lowered.inputs[name]
-    traced = _leaf(extraction.example.get(argument), path)
+    traced = leaf(extraction.example.get(argument), path)
     dtype = getattr(traced, "dtype", torch.float32)
     if dtype == torch.bool:
         return torch.ones(shape, dtype=torch.bool)
@@ -289,7 +289,7 @@ def _tensor(extraction: Extraction, name: str, shape: tuple[int, ...]) -> Any:
     return torch.randn(shape, dtype=dtype)
 
 
-def _leaf(value: Any, path: tuple[int, ...]) -> Any:
+def leaf(value: Any, path: tuple[int, ...]) -> Any:
     """The tensor at ``path`` (child positions, as the trace numbers them) in ``value``."""
     import torch.utils._pytree as pytree
 

@@ -51,6 +51,9 @@ class Layer:
     module: Any
     call: dict[str, Any]                       # forward's arguments by name, as passed
     made_at: dict[str, Location] = field(default_factory=dict)  # argument -> its line
+    #: argument -> the lines of the `arange` calls its values were computed from (the
+    #: positions a model numbers its tokens with), each tensor of a tuple argument by its index
+    positions_from: dict[str, tuple[Location, ...]] = field(default_factory=dict)
 
 
 @dataclass
@@ -149,9 +152,12 @@ def _captured(model: Any, inputs: dict[str, Any], owners: list[Any]) -> list[Lay
             return  # a layer the model calls again (shared weights) is checked at its first call
         call = _named_call(module, args, kwargs)
         made = {name: watch.made_at(value) for name, value in call.items()}
+        positions = {name: lines for name, value in call.items()
+                     if (lines := watch.positions_of(value))}
         # A copy: the layer then writes this call's keys into the cache object it was given.
         layers[id(module)] = Layer(names[id(module)], module, copy.deepcopy(call),
-                                   {n: where for n, where in made.items() if where is not None})
+                                   {n: where for n, where in made.items() if where is not None},
+                                   positions)
 
     handles = [m.register_forward_pre_hook(hook, with_kwargs=True) for m in owners]
     try:
@@ -198,6 +204,8 @@ class _Watch:
         self.stack: list[Any] = []
         self.kinds: dict[int, tuple[Any, set[str]]] = {}
         self.made: dict[int, tuple[Any, Location]] = {}
+        # tensor -> the `arange` lines it was computed from (with ``lines``)
+        self.positions: dict[int, tuple[Any, frozenset[Location]]] = {}
         self.holds: dict[int, bool] = {}
         self.skip = (str(Path(torch.__file__).resolve().parent),
                      str(Path(__file__).resolve().parents[2]))
@@ -256,6 +264,33 @@ class _Watch:
             where = self._line()
             if where is not None:
                 self.made[id(result)] = (weakref.ref(result), where)
+        if self.lines:
+            self._follow_positions(name, args, kwargs, result)
+
+    def _follow_positions(self, name: str, args: Any, kwargs: dict[str, Any], result: Any) -> None:
+        """Which `arange` calls each tensor is computed from: the positions made there,
+        through every operation on them (angles, cos and sin, an index, a shift)."""
+        if name == "arange":
+            where = self._line()
+            found = frozenset((where,)) if where is not None else frozenset()
+        elif self.positions:
+            found = frozenset(line for value in [*_flat(list(args)), *_flat(list(kwargs.values()))]
+                              for line in self._positions(value))
+        else:
+            return
+        if found:
+            for value in _flat(result):
+                if _is_tensor(value):
+                    self.positions[id(value)] = (weakref.ref(value), found)
+
+    def _positions(self, value: Any) -> frozenset[Location]:
+        found = self.positions.get(id(value)) if _is_tensor(value) else None
+        return found[1] if found is not None and found[0]() is value else frozenset()
+
+    def positions_of(self, value: Any) -> tuple[Location, ...]:
+        """The `arange` lines a call argument (or any tensor of a tuple) comes from."""
+        found = {line for leaf in _flat(value) for line in self._positions(leaf)}
+        return tuple(sorted(found, key=lambda where: (where.path, where.line)))
 
     def _line(self) -> Location | None:
         """The innermost frame outside torch and shapecheck: the line that made a value."""

@@ -27,6 +27,8 @@ from .sourcemap import Results, Traced, check_extraction
 
 #: where in the line that built a mask SC610 and SC611 point
 _MASK_ANCHORS = ("triu", "tril", "masked_fill", "where", "ones", "=")
+#: where in the line that numbered the positions SC612 points
+_POSITION_ANCHORS = ("arange", "=")
 #: an additive mask's dropped entries are at most this (HF's `finfo.min`, `-1e9`, `-inf`)
 _DROPPED = -1e4
 
@@ -49,7 +51,7 @@ class WholeModel:
     #: the rest of the model by kind ("embeddings", "MLPs", "norms", "heads"): module names
     others: dict[str, list[str]] = field(default_factory=dict)
     #: the model's masks that a layer reads as letting a query see later keys (SC610) or as
-    #: leaving a query no key (SC611)
+    #: leaving a query no key (SC611); its positions numbering new tokens from 0 (SC612)
     mask_findings: list[tuple[Location, Diagnostic]] = field(default_factory=list)
 
 
@@ -65,7 +67,8 @@ def analyse(built: Any, target: str, bindings: Mapping[str, int] | None = None,
     checked = [_check_group(g, target, bindings, ignore) for g in groups]
     whole = WholeModel(target, checked, _others(built.module, found))
     whole.mask_findings = [(location, diagnostic) for location, diagnostic
-                           in _mask_findings(checked) if diagnostic.code not in ignore]
+                           in [*_mask_findings(checked), *_position_findings(checked)]
+                           if diagnostic.code not in ignore]
     return whole
 
 
@@ -140,7 +143,8 @@ def results(whole: WholeModel) -> list[FileResult]:
         result.diagnostics.append(replace(diagnostic, notes=(*diagnostic.notes, note)))
     results = Results(main or "")
     for location, diagnostic in whole.mask_findings:
-        results.add(location, diagnostic, _MASK_ANCHORS, None)
+        results.add(location, diagnostic,
+                    _POSITION_ANCHORS if diagnostic.code == "SC612" else _MASK_ANCHORS, None)
     for result in results.finish():
         if result.diagnostics:
             by_file.setdefault(result.path, FileResult(result.path, result.source, []))
@@ -342,6 +346,65 @@ def _judge(item: Checked, argument: str) -> _MaskFinding | None:
         return _MaskFinding(query, key, MESSAGES["mask_shifted"].format(shift=shift),
                             codes.TORCH_HELPS["SC610 shifted"])
     return None
+
+
+# --- the model's positions ----------------------------------------------------------------
+
+
+def _position_findings(checked: list[Checked]) -> list[tuple[Location, Diagnostic]]:
+    """SC612: the positions a model numbered at one `arange` line reach a layer as rotary
+    tables whose row for the first new token is position 0, while the layer puts its new
+    keys after cached ones (:class:`shapecheck.meaning.RotatedCache`) — once per line,
+    naming every layer."""
+    from ...meaning import analyse
+    from .confirm import leaf
+
+    found: dict[Location, tuple[int, list[str]]] = {}
+    for item in checked:
+        program, extraction = item.traced.program, item.extraction
+        if program is None or extraction is None:
+            continue
+        layer = item.group.first
+        queries = _query_length(layer)
+        for record in analyse(program).rotated_caches:
+            cached = sum(_length(leaf(extraction.example.get(argument), path), record.axis)
+                         for argument, path in (extraction.lowered.inputs[name]
+                                                for name in record.cache))
+            if not cached or queries is None:
+                continue
+            for name in record.tables:
+                argument, path = extraction.lowered.inputs[name]
+                lines = layer.positions_from.get(argument, ())
+                if len(lines) == 1 and _from_zero(leaf(extraction.example.get(argument), path),
+                                                  queries):
+                    labels = found.setdefault(lines[0], (cached, []))[1]
+                    if item.group.label not in labels:
+                        labels.append(item.group.label)
+    return [(location, codes.MODEL_POSITIONS_RESTART.diag(
+        Span(1, 1, 1, 1), layers="; ".join(labels), cached=cached,
+        help=[codes.TORCH_HELPS["SC420"]]))
+        for location, (cached, labels) in found.items()]
+
+
+def _length(value: Any, axis: int) -> int:
+    import torch
+
+    return int(value.shape[axis]) if isinstance(value, torch.Tensor) and value.dim() > axis else 0
+
+
+def _from_zero(table: Any, queries: int) -> bool:
+    """A rotary table of the new tokens (one row each, the rows its next-to-last axis)
+    whose first row is position 0: a sine table's row all zeros, a complex table's all
+    real (angle 0 for every frequency; at a later position the first frequency's angle is
+    the position itself, never a multiple of pi)."""
+    import torch
+
+    if not isinstance(table, torch.Tensor) or table.dim() < 2 or table.shape[-2] != queries \
+            or table.shape[-1] < 2:
+        return False
+    row = table.select(-2, 0)
+    values = row.imag if table.is_complex() else row
+    return values.numel() > 0 and bool((values == 0).all())
 
 
 def _query_length(layer: Layer) -> int | None:
