@@ -17,7 +17,7 @@ from typing import Any
 
 from ..messages import codes
 from ..records import NamedTuple, dataclass
-from . import einsum, value_rules
+from . import value_rules
 from ..syntax import nodes
 from .. import symbolic
 from ..messages.diagnostics import Edit, Fix
@@ -741,7 +741,7 @@ def _table() -> dict[str, Builtin]:
         Builtin("zeros", (Param("shape", Kind.SHAPE),), _constant, "a constant of zeros",
                 AxisMap(AxisKind.CREATE, tensors=())),
         Builtin("einsum", (Param("subscripts", Kind.STRING), Param("operands", Kind.TENSORS)),
-                einsum.rule, "NumPy einsum; `...` allowed",
+                _deferred("einsum", "rule"), "NumPy einsum; `...` allowed",
                 AxisMap(AxisKind.CONTRACT, tensors=("operands",), axis="subscripts")),
         Builtin("dropout", (X, Param("p", Kind.NUMBER, 0.0, required=False)), _dropout,
                 "shape of x (identity when executed)",
