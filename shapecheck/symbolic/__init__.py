@@ -60,7 +60,7 @@ _LAZY = {"pins_sizes": ".guards", "multiples": ".guards", "SEARCH_SIZE": ".posit
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        raise AttributeError(name, name=name)  # (the protocol of getattr and hasattr)
     value = getattr(import_module(module, __name__), name)
     globals()[name] = value
     return value
