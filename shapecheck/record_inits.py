@@ -1289,3 +1289,97 @@ INITS = {
     "def __init__(self, verdict, method, definitions=_default_definitions, constraints=_default_constraints, bound=_default_bound):\n    _object.__setattr__(self, 'verdict', verdict)\n    _object.__setattr__(self, 'method', method)\n    _object.__setattr__(self, 'definitions', definitions)\n    _object.__setattr__(self, 'constraints', constraints)\n    _object.__setattr__(self, 'bound', bound)\n": _111,
     'def __init__(self, word, args, span):\n    self.word = word\n    self.args = args\n    self.span = span\n': _112,
 }
+
+
+def _new_0(_tuple_new):
+    return lambda _cls, dims, lhs, op, rhs, built, reuse: _tuple_new(_cls, (dims, lhs, op, rhs, built, reuse))
+
+
+def _new_1(_tuple_new):
+    return lambda _cls, dims, relations: _tuple_new(_cls, (dims, relations))
+
+
+def _new_2(_tuple_new):
+    return lambda _cls, dims, tensors: _tuple_new(_cls, (dims, tensors))
+
+
+def _new_3(_tuple_new):
+    return lambda _cls, factors, coefficient, powers, radicand, expected, verdict: _tuple_new(_cls, (factors, coefficient, powers, radicand, expected, verdict))
+
+
+def _new_4(_tuple_new):
+    return lambda _cls, kind, left, right: _tuple_new(_cls, (kind, left, right))
+
+
+def _new_5(_tuple_new):
+    return lambda _cls, kind, tensors, axis, keepdims, keeps_values, normalises, triangle, offset, positions, fill, index, along: _tuple_new(_cls, (kind, tensors, axis, keepdims, keeps_values, normalises, triangle, offset, positions, fill, index, along))
+
+
+def _new_6(_tuple_new):
+    return lambda _cls, line, column, end_line, end_column: _tuple_new(_cls, (line, column, end_line, end_column))
+
+
+def _new_7(_tuple_new):
+    return lambda _cls, name, value, span, origins: _tuple_new(_cls, (name, value, span, origins))
+
+
+def _new_8(_tuple_new):
+    return lambda _cls, node, axes, subtracts: _tuple_new(_cls, (node, axes, subtracts))
+
+
+def _new_9(_tuple_new):
+    return lambda _cls, node, axes: _tuple_new(_cls, (node, axes))
+
+
+def _new_10(_tuple_new):
+    return lambda _cls, node, condition, kind, keeps, fill, additive, alignment, after_softmax, strict: _tuple_new(_cls, (node, condition, kind, keeps, fill, additive, alignment, after_softmax, strict))
+
+
+def _new_11(_tuple_new):
+    return lambda _cls, node, divides, operand: _tuple_new(_cls, (node, divides, operand))
+
+
+def _new_12(_tuple_new):
+    return lambda _cls, node,: _tuple_new(_cls, (node,))
+
+
+def _new_13(_tuple_new):
+    return lambda _cls, statement, output, output_roles, weights, weights_operand, weights_roles, summed_axes, softmax, softmax_statement, softmax_axis, softmax_roles, scores, scores_statement, query, key, value, batch, scale, biases, masks, ops, changes, axis_ok, scale_ok, mask_ok: _tuple_new(_cls, (statement, output, output_roles, weights, weights_operand, weights_roles, summed_axes, softmax, softmax_statement, softmax_axis, softmax_roles, scores, scores_statement, query, key, value, batch, scale, biases, masks, ops, changes, axis_ok, scale_ok, mask_ok))
+
+
+def _new_14(_tuple_new):
+    return lambda _cls, tensors, dims, declarations: _tuple_new(_cls, (tensors, dims, declarations))
+
+
+def _new_15(_tuple_new):
+    return lambda _cls, terms, degree, bits: _tuple_new(_cls, (terms, degree, bits))
+
+
+def _new_16(_tuple_new):
+    return lambda _cls, values, sides: _tuple_new(_cls, (values, sides))
+
+
+def _new_17(_tuple_new):
+    return lambda _cls, verdict, counterexample, needed: _tuple_new(_cls, (verdict, counterexample, needed))
+
+
+NEWS = {
+    'lambda _cls, dims, lhs, op, rhs, built, reuse: _tuple_new(_cls, (dims, lhs, op, rhs, built, reuse))': _new_0,
+    'lambda _cls, dims, relations: _tuple_new(_cls, (dims, relations))': _new_1,
+    'lambda _cls, dims, tensors: _tuple_new(_cls, (dims, tensors))': _new_2,
+    'lambda _cls, factors, coefficient, powers, radicand, expected, verdict: _tuple_new(_cls, (factors, coefficient, powers, radicand, expected, verdict))': _new_3,
+    'lambda _cls, kind, left, right: _tuple_new(_cls, (kind, left, right))': _new_4,
+    'lambda _cls, kind, tensors, axis, keepdims, keeps_values, normalises, triangle, offset, positions, fill, index, along: _tuple_new(_cls, (kind, tensors, axis, keepdims, keeps_values, normalises, triangle, offset, positions, fill, index, along))': _new_5,
+    'lambda _cls, line, column, end_line, end_column: _tuple_new(_cls, (line, column, end_line, end_column))': _new_6,
+    'lambda _cls, name, value, span, origins: _tuple_new(_cls, (name, value, span, origins))': _new_7,
+    'lambda _cls, node, axes, subtracts: _tuple_new(_cls, (node, axes, subtracts))': _new_8,
+    'lambda _cls, node, axes: _tuple_new(_cls, (node, axes))': _new_9,
+    'lambda _cls, node, condition, kind, keeps, fill, additive, alignment, after_softmax, strict: _tuple_new(_cls, (node, condition, kind, keeps, fill, additive, alignment, after_softmax, strict))': _new_10,
+    'lambda _cls, node, divides, operand: _tuple_new(_cls, (node, divides, operand))': _new_11,
+    'lambda _cls, node,: _tuple_new(_cls, (node,))': _new_12,
+    'lambda _cls, statement, output, output_roles, weights, weights_operand, weights_roles, summed_axes, softmax, softmax_statement, softmax_axis, softmax_roles, scores, scores_statement, query, key, value, batch, scale, biases, masks, ops, changes, axis_ok, scale_ok, mask_ok: _tuple_new(_cls, (statement, output, output_roles, weights, weights_operand, weights_roles, summed_axes, softmax, softmax_statement, softmax_axis, softmax_roles, scores, scores_statement, query, key, value, batch, scale, biases, masks, ops, changes, axis_ok, scale_ok, mask_ok))': _new_13,
+    'lambda _cls, tensors, dims, declarations: _tuple_new(_cls, (tensors, dims, declarations))': _new_14,
+    'lambda _cls, terms, degree, bits: _tuple_new(_cls, (terms, degree, bits))': _new_15,
+    'lambda _cls, values, sides: _tuple_new(_cls, (values, sides))': _new_16,
+    'lambda _cls, verdict, counterexample, needed: _tuple_new(_cls, (verdict, counterexample, needed))': _new_17,
+}

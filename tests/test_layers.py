@@ -177,14 +177,22 @@ def test_heavy_dependencies_stay_behind_their_doors(name: str) -> None:
 
 def test_verify_imports_neither_numpy_nor_torch(tmp_path: Path) -> None:
     # Nor what a correct spec does not need at start-up (issue 36): the fix verifier and
-    # the editor's incremental checker, the other commands' modules, a JSON decoder.
+    # the editor's incremental checker, the other commands' modules, a JSON decoder, the
+    # rules of subscripts, gathers, einsum and complex values, inference's unifier, the masks
+    # pass's position questions, torch's guards, the Gröbner pass's heap, the codec of a byte
+    # order mark.
     spec = tmp_path / "spec.attn"
     spec.write_text("dim N, d\ninput Q: [N, d]\ninput K: [N, d]\nS = Q @ K.T\n", encoding="utf-8")
     code = ("import sys\nfrom shapecheck.cli import main\ntry:\n    main(['verify', sys.argv[1]])\n"
             "except SystemExit as done:\n    assert done.code == 0, done.code\n"
             "print(sorted({'numpy', 'torch', 'jax', 'click', 'sympy', 'shapecheck.passes.fixcheck',\n"
             "              'shapecheck.passes.incremental', 'json', 'shapecheck.cli.run',\n"
-            "              'shapecheck.cli.conform', 'shapecheck.cli.report'} & set(sys.modules)))")
+            "              'shapecheck.cli.conform', 'shapecheck.cli.report',\n"
+            "              'shapecheck.symbolic.guards', 'shapecheck.symbolic.positions',\n"
+            "              'shapecheck.symbolic.unify', 'shapecheck.check.indexing',\n"
+            "              'shapecheck.check.gathers', 'shapecheck.check.complex_values',\n"
+            "              'shapecheck.check.einsum', 'heapq', 'encodings.utf_8_sig'}\n"
+            "             & set(sys.modules)))")
     shown = subprocess.run([sys.executable, "-c", code, str(spec)], capture_output=True,
                            text=True, check=True).stdout
     assert shown.splitlines()[-1] == "['click', 'sympy']"

@@ -253,12 +253,18 @@ def test_verify_compiles_no_init_at_start_up() -> None:
     from pathlib import Path
 
     example = Path(__file__).resolve().parent.parent / "examples" / "multi_head.attn"
-    code = ("import builtins, sys\ncompiled = []\nreal = builtins.exec\n"
+    # A named tuple's __new__ likewise (compiled with eval where not shipped).
+    code = ("import builtins, sys\ncompiled = []\nreal = builtins.exec\nreal_eval = builtins.eval\n"
             "def exec(source, *args):\n"
             "    if isinstance(source, str) and source.startswith('def __init__'):\n"
             "        compiled.append(source.split(':')[0])\n"
             "    return real(source, *args)\n"
-            "builtins.exec = exec\nfrom shapecheck.cli import main\ntry:\n"
+            "def eval(source, *args):\n"
+            "    if isinstance(source, str) and source.startswith('lambda _cls') and \\\n"
+            "            sys._getframe(1).f_code.co_filename.endswith('records.py'):\n"
+            "        compiled.append(source.split(':')[0])\n"
+            "    return real_eval(source, *args)\n"
+            "builtins.exec = exec\nbuiltins.eval = eval\nfrom shapecheck.cli import main\ntry:\n"
             "    main(['verify', sys.argv[1]])\nexcept SystemExit:\n    pass\nprint(compiled)")
     shown = subprocess.run([sys.executable, "-c", code, str(example)], capture_output=True,
                            text=True, check=True).stdout
@@ -327,3 +333,53 @@ def test_a_named_tuple_refuses_what_typing_refuses() -> None:
             exec("class Bad(base):\n    a: int = 1\n    b: int\n", {"base": base})
         with pytest.raises(AttributeError, match="Cannot overwrite NamedTuple attribute _make"):
             exec("class Bad(base):\n    a: int\n    def _make(self): pass\n", {"base": base})
+
+
+@pytest.mark.parametrize("source", sorted(__import__("shapecheck.record_inits").record_inits.NEWS))
+def test_a_shipped_named_tuple_new_is_the_one_compiled_from_its_source(source: str) -> None:
+    import inspect
+
+    from shapecheck.record_inits import NEWS
+
+    compiled = eval(source, {"_tuple_new": tuple.__new__, "__builtins__": {}})
+    shipped = NEWS[source](tuple.__new__)
+    assert inspect.signature(shipped) == inspect.signature(compiled)
+    count = len(inspect.signature(compiled).parameters) - 1
+    values = [f"<{index}>" for index in range(count)]
+    assert shipped(tuple, *values) == compiled(tuple, *values) == tuple(values)
+
+
+def test_a_named_tuple_with_a_shipped_new_is_typings(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The fields of one the package declares: its __new__ comes from record_inits.
+    def declare(base: Any) -> type:
+        class Pair(base):
+            values: int
+            sides: str = "both"
+        return Pair
+
+    ours, theirs = declare(records.NamedTuple), declare(typing.NamedTuple)
+    assert ours.__new__.__code__.co_filename.endswith("record_inits.py")
+    monkeypatch.setattr(records, "_SHIPPED_NEWS", [{}])
+    compiled = declare(records.NamedTuple)
+    assert compiled.__new__.__code__.co_filename == "<string>"
+    for name in ("_fields", "_field_defaults", "__doc__", "__module__", "__match_args__",
+                 "__bases__", "__slots__"):
+        assert getattr(ours, name) == getattr(theirs, name) == getattr(compiled, name), name
+    assert set(vars(ours)) == set(vars(theirs)) == set(vars(compiled))
+    for made in (ours, compiled):
+        for method in ("__new__", "_replace", "__repr__", "_asdict", "__getnewargs__"):
+            ours_method, typing_method = getattr(made, method), getattr(theirs, method)
+            for attribute in ("__name__", "__qualname__", "__doc__", "__defaults__"):
+                assert getattr(ours_method, attribute, None) == getattr(
+                    typing_method, attribute, None), (method, attribute)
+        assert made.__new__.__module__ == theirs.__new__.__module__
+        assert made.__new__.__doc__ == theirs.__new__.__doc__
+        a, b = made(1), theirs(1)
+        assert a == b == (1, "both") and repr(a) == repr(b).replace("Pair", made.__name__)
+        assert a._replace(sides="left") == (1, "left") and a._asdict() == b._asdict()
+        assert made._make((2, "x")) == (2, "x")
+        with pytest.raises(TypeError, match="Expected 2 arguments, got 1"):
+            made._make((2,))
+        with pytest.raises(ValueError, match="Got unexpected field names"):
+            a._replace(other=1)
+        assert copy.deepcopy(a) == a  # pickling: a module-level one, above

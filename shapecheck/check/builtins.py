@@ -11,19 +11,20 @@ builtin is adding a row.
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib import import_module
 from enum import Enum
 from typing import Any
 
 from ..messages import codes
 from ..records import NamedTuple, dataclass
-from . import complex_values, einsum, gathers, value_rules
+from . import value_rules
 from ..syntax import nodes
 from .. import symbolic
 from ..messages.diagnostics import Edit, Fix
 from .program import SCALAR, Shape, Value
 from .rules import (
     Ctx, axis_index, broadcast, constraint_help, counterexample, needed_fixes, needed_help,
-    relation, resolve_axis,
+    real_argument, relation, resolve_axis,
 )
 from ..symbolic import Claim, Decision, Dim, Verdict, shape_text, to_text
 
@@ -57,6 +58,22 @@ class Param:
 
 
 Rule = Callable[[Ctx, dict[str, Any]], "Value | None"]
+
+
+def _deferred(module: str, name: str, *arguments: Any) -> Rule:
+    """``module.name`` (or ``module.name(*arguments)``, a rule made by a factory), imported on
+    its first call: the complex-value and gather rules, which a spec without them never
+    loads (issue 36, the cold start)."""
+    made: list[Rule] = []
+
+    def rule(ctx: Ctx, args: dict[str, Any]) -> Value | None:
+        if not made:
+            found = getattr(import_module(f".{module}", __package__), name)
+            made.append(found(*arguments) if arguments else found)
+        return made[0](ctx, args)
+
+    rule.__qualname__ = rule.__name__ = name
+    return rule
 
 
 class AxisKind(Enum):
@@ -310,7 +327,7 @@ def _same_shape(ctx: Ctx, a: dict[str, Any], name: str = "") -> Value | None:
         # (relu, the norms, softmax) take real numbers.
         if name in COMPLEX_FUNCTIONS:
             return Value(x.shape, element="complex")
-        if name != "abs" and not complex_values.real_argument(
+        if name != "abs" and not real_argument(
                 ctx, name or codes.detail("bool_in_builtin"), "x", x):
             return None
     if name in ("abs", "square") and x.element == "int":
@@ -724,7 +741,7 @@ def _table() -> dict[str, Builtin]:
         Builtin("zeros", (Param("shape", Kind.SHAPE),), _constant, "a constant of zeros",
                 AxisMap(AxisKind.CREATE, tensors=())),
         Builtin("einsum", (Param("subscripts", Kind.STRING), Param("operands", Kind.TENSORS)),
-                einsum.rule, "NumPy einsum; `...` allowed",
+                _deferred("einsum", "rule"), "NumPy einsum; `...` allowed",
                 AxisMap(AxisKind.CONTRACT, tensors=("operands",), axis="subscripts")),
         Builtin("dropout", (X, Param("p", Kind.NUMBER, 0.0, required=False)), _dropout,
                 "shape of x (identity when executed)",
@@ -828,45 +845,50 @@ def _real_code_rows() -> list[Builtin]:
                 "int: x rounded toward zero (PyTorch's .long()); a mask gives 0 and 1",
                 AxisMap(AxisKind.ELEMENTWISE)),
         # complex values
-        Builtin("view_as_complex", (X,), complex_values.view_as_complex,
+        Builtin("view_as_complex", (X,), _deferred("complex_values", "view_as_complex"),
                 "[..., 2] -> complex[...]: the last axis as (real, imaginary)",
                 AxisMap(AxisKind.PAIRS)),
-        Builtin("view_as_real", (X,), complex_values.view_as_real,
+        Builtin("view_as_real", (X,), _deferred("complex_values", "view_as_real"),
                 "complex[...] -> [..., 2]: (real, imaginary) on a new last axis",
                 AxisMap(AxisKind.PAIRS)),
-        Builtin("as_complex", (X,), complex_values.as_complex,
+        Builtin("as_complex", (X,), _deferred("complex_values", "as_complex"),
                 "[..., 2*h] -> complex[..., h]: neighbours (2i, 2i+1) paired; even width",
                 AxisMap(AxisKind.PAIRS)),
-        Builtin("as_real", (X,), complex_values.as_real,
+        Builtin("as_real", (X,), _deferred("complex_values", "as_real"),
                 "complex[..., h] -> [..., 2*h]: the inverse of as_complex",
                 AxisMap(AxisKind.PAIRS)),
         Builtin("polar", (Param("abs", Kind.TENSOR), Param("angle", Kind.TENSOR)),
-                complex_values.polar, "complex: abs * (cos(angle) + i sin(angle)); the two broadcast",
+                _deferred("complex_values", "polar"),
+                "complex: abs * (cos(angle) + i sin(angle)); the two broadcast",
                 AxisMap(AxisKind.ELEMENTWISE, tensors=("abs", "angle")), partners=("abs", "angle")),
-        Builtin("real", (X,), complex_values.part("real", False), "the real parts; shape of x",
+        Builtin("real", (X,), _deferred("complex_values", "part", "real", False),
+                "the real parts; shape of x",
                 AxisMap(AxisKind.ELEMENTWISE)),
-        Builtin("imag", (X,), complex_values.part("imag", True), "the imaginary parts; shape of x",
+        Builtin("imag", (X,), _deferred("complex_values", "part", "imag", True),
+                "the imaginary parts; shape of x",
                 AxisMap(AxisKind.ELEMENTWISE)),
-        Builtin("conj", (X,), complex_values.part("conj", True), "the complex conjugates",
+        Builtin("conj", (X,), _deferred("complex_values", "part", "conj", True),
+                "the complex conjugates",
                 AxisMap(AxisKind.ELEMENTWISE)),
         # integer tensors as positions
         Builtin("take", (X, Param("indices", Kind.TENSOR), Param("axis", Kind.AXIS)),
-                gathers.take, "x's axis replaced by the indices' axes (NumPy take)",
+                _deferred("gathers", "take"), "x's axis replaced by the indices' axes (NumPy take)",
                 AxisMap(AxisKind.GATHER, tensors=("x", "indices"), axis="axis", index="indices")),
         Builtin("index_select", (X, Param("axis", Kind.AXIS), Param("index", Kind.TENSOR)),
-                gathers.index_select, "x's axis replaced by the index vector's (PyTorch)",
+                _deferred("gathers", "index_select"),
+                "x's axis replaced by the index vector's (PyTorch)",
                 AxisMap(AxisKind.GATHER, tensors=("x", "index"), axis="axis", index="index")),
         Builtin("take_along_axis", (X, Param("indices", Kind.TENSOR), Param("axis", Kind.AXIS)),
-                gathers.take_along_axis,
+                _deferred("gathers", "take_along_axis"),
                 "indices of x's rank pick entries along axis (NumPy take_along_axis, torch.gather)",
                 AxisMap(AxisKind.GATHER, tensors=("x", "indices"), axis="axis",
                         index="indices", along=True)),
         Builtin("index_copy", (X, Param("axis", Kind.AXIS), Param("index", Kind.TENSOR),
-                               Param("source", Kind.TENSOR)), gathers.index_copy,
+                               Param("source", Kind.TENSOR)), _deferred("gathers", "index_copy"),
                 "x with the entries at index along axis replaced by source (a rolling cache)",
                 AxisMap(AxisKind.ELEMENTWISE)),
         Builtin("scatter", (X, Param("axis", Kind.AXIS), Param("index", Kind.TENSOR),
-                            Param("src", Kind.TENSOR)), gathers.scatter,
+                            Param("src", Kind.TENSOR)), _deferred("gathers", "scatter"),
                 "x with src written at index along axis (torch.scatter)",
                 AxisMap(AxisKind.ELEMENTWISE)),
     ]

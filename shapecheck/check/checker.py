@@ -9,11 +9,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..messages import codes
 from ..records import dataclass
-from . import gathers
 from ..syntax import invisible, nodes
 from .builtins import (
     BUILTINS, KEYWORD_SYNONYMS, VARIADIC, Builtin, Kind, axis_index, broadcast, matmul,
@@ -22,7 +21,6 @@ from .builtins import (
 from ..messages.diagnostics import (
     VERSION_MARK, Diagnostic, DiagnosticSink, Edit, Fix, Note, Span, line_starts, shown, span_text,
 )
-from .indexing import Entry, subscript_shape
 from .program import SCALAR, UNKNOWN, CallInfo, Inferred, Program, Tensor, Value
 from .. import symbolic
 from .rules import (
@@ -32,6 +30,12 @@ from .value_rules import combined_element
 from ..symbolic import (
     Claim, Decision, Dim, DimBuilder, DimSystem, TooComplex, Verdict, as_int, free_names, to_text,
 )
+
+if TYPE_CHECKING:
+    from .indexing import Entry
+
+# `indexing` and `gathers` are imported where a subscript or gather is checked: a spec with
+# neither never loads them (issue 36, the cold start).
 
 RESERVED_WORDS = frozenset(
     "dim constraint input param output assert bool inf row col true false True False".split()
@@ -745,6 +749,7 @@ class Checker:
             return UNKNOWN
         if not operand.known:
             return UNKNOWN
+        from .indexing import subscript_shape
         result = subscript_shape(self._ctx(node, params), operand, entries)
         if result is None:
             return UNKNOWN
@@ -776,6 +781,7 @@ class Checker:
             return UNKNOWN
         if not (operand.known and written.known):
             return UNKNOWN
+        from .indexing import subscript_shape
         result = subscript_shape(self._ctx(node, params), operand, entries)
         if result is None:
             return operand  # the new version has the old one's shape all the same
@@ -840,7 +846,8 @@ class Checker:
             return UNKNOWN
         params = {"x": node.operand, "indices": index}
         args = {"x": operand, "indices": self.value(index), "axis": axis}
-        result = gathers.take(self._ctx(node, params), args, "[...]", "indices")
+        from .gathers import take
+        result = take(self._ctx(node, params), args, "[...]", "indices")
         if result is None:
             return UNKNOWN
         self.program.calls[id(node)] = CallInfo("take", {"x": node.operand, "indices": index,
@@ -849,6 +856,7 @@ class Checker:
 
     def _index_entry(self, item: nodes.Index, key: str, params: dict[str, Any]) -> Entry | None:
         """One entry of `x[...]` with its dims built; None after reporting an error."""
+        from .indexing import Entry
         if isinstance(item, nodes.EllipsisIndex):
             return Entry("ellipsis", key)
         if isinstance(item, nodes.NewAxis):

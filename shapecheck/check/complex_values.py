@@ -13,7 +13,7 @@ from typing import Any
 from ..messages import codes
 from .. import symbolic
 from .program import Value
-from .rules import Ctx, broadcast, counterexample
+from .rules import Ctx, broadcast, counterexample, real_argument
 from ..symbolic import Claim, to_text
 
 
@@ -23,15 +23,6 @@ def _complex_argument(ctx: Ctx, builtin: str, param: str, value: Value) -> bool:
         return True
     ctx.report(codes.WRONG_ELEMENT, param, notes=ctx.notes(param), detail=codes.detail(
         "not_complex", builtin=builtin, text=ctx.text(param), shape=value.text()))
-    return False
-
-
-def real_argument(ctx: Ctx, builtin: str, param: str, value: Value) -> bool:
-    """``value`` holds real numbers (or ints, or a mask read as 0 and 1): SC322 for complex."""
-    if value.element != "complex":
-        return True
-    ctx.report(codes.WRONG_ELEMENT, param, notes=ctx.notes(param), detail=codes.detail(
-        "complex_input", builtin=builtin, text=ctx.text(param), shape=value.text()))
     return False
 
 

@@ -149,6 +149,16 @@ def relation(decision: Decision, to: bool = False) -> str:
     return codes.relation(kind, to, decision.counterexample)
 
 
+def real_argument(ctx: Ctx, builtin: str, param: str, value: Value) -> bool:
+    """``value`` holds real numbers (or ints, or a mask read as 0 and 1): SC322 for complex
+    (here, not in `complex_values`, which only complex-valued specs load)."""
+    if value.element != "complex":
+        return True
+    ctx.report(codes.WRONG_ELEMENT, param, notes=ctx.notes(param), detail=codes.detail(
+        "complex_input", builtin=builtin, text=ctx.text(param), shape=value.text()))
+    return False
+
+
 def counterexample(decision: Decision) -> tuple[tuple[str, int], ...]:
     """The sizes where a refuted claim fails, as a diagnostic carries them."""
     return decision.counterexample.values if decision.counterexample is not None else ()

@@ -13,9 +13,8 @@ from typing import Any
 
 from ..messages import codes
 from .. import symbolic
-from .complex_values import real_argument
 from .program import Shape, Value
-from .rules import Ctx, axis_index, broadcast, counterexample, resolve_axis
+from .rules import Ctx, axis_index, broadcast, counterexample, real_argument, resolve_axis
 from ..symbolic import Claim, to_text
 
 

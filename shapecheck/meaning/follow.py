@@ -18,7 +18,6 @@ from ..syntax import nodes
 from .. import symbolic
 from ..check.builtins import BUILTINS, AxisKind, axis_index
 from ..messages.diagnostics import Diagnostic, Note, line_starts, span_text
-from ..check.einsum import SubscriptError, parse_subscripts
 from ..check.program import NewAxis, Program, Take, Value
 from ..check.value_rules import axes_of
 from ..symbolic import Dim, DimSystem
@@ -353,6 +352,7 @@ class Follow:
         result = self.types[id(node)].shape
         if result is None or any(info.axes is None for info in infos):
             return UNKNOWN
+        from ..check.einsum import SubscriptError, parse_subscripts  # an einsum's own rules
         try:
             parsed = parse_subscripts(subscripts, len(operands))
         except SubscriptError:

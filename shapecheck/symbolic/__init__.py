@@ -20,6 +20,9 @@ text. The package is split by job; every name is re-exported here, so
 
 from __future__ import annotations
 
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from .budget import (
     MAX_BASIS, MAX_BITS, MAX_DEGREE, MAX_EXPONENT, MAX_STEPS, MAX_TERMS, MAX_WORK, Size,
     TooComplex, actual_bits, affordable, bits_of, cancel, estimate, expand, has_denominator,
@@ -35,14 +38,33 @@ from .dims import (
     integer, is_literal_one, is_name, monomial_quotient, pretty, product, radicand, shape_text,
     spaced, symbol, to_text, total,
 )
-from .guards import pins_sizes, multiples
 from .groebner import Basis, Steps, checked_poly, groebner_basis
 from .proofs import (
     ConstraintOutcome, ConstraintUse, DimChanges, DimInfo, DimSystem, Proof, explain_divides,
     explain_equal, growth, solve_for,
 )
-from .positions import SEARCH_SIZE, Outcome, Question, Unsupported
-from .unify import Unifier
+
+if TYPE_CHECKING:
+    from .guards import multiples, pins_sizes
+    from .positions import SEARCH_SIZE, Outcome, Question, Unsupported
+    from .unify import Unifier
+
+# Imported on first use: the modules a plain `verify` never reaches (the PyTorch front end's
+# guards, the position questions of the masks pass, inference's unifier), each ~0.3-2.3M
+# instructions of every cold start (issue 36; docs/design.md, "Performance").
+_LAZY = {"pins_sizes": ".guards", "multiples": ".guards", "SEARCH_SIZE": ".positions",
+         "Outcome": ".positions", "Question": ".positions", "Unsupported": ".positions",
+         "Unifier": ".unify"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(name, name=name)  # (the protocol of getattr and hasattr)
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DISTINCT_SIZES", "MAX_BASIS", "MAX_BITS", "MAX_DEGREE", "MAX_EXPONENT", "MAX_STEPS",

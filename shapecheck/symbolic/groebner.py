@@ -8,7 +8,6 @@ step that cancels a leading term is counted against MAX_STEPS.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
 from typing import Any
 
@@ -68,6 +67,8 @@ def _reduce(poly: PolyElement, basis: Sequence[PolyElement], steps: Steps) -> Po
 
 def groebner_basis(polys: Sequence[PolyElement], steps: Steps) -> list[PolyElement]:
     """A Gröbner basis (monic) of ``polys``, or TooComplex past the budget."""
+    import heapq  # here: a spec with linear constraints only never loads it (issue 36)
+
     basis: list[PolyElement] = []
     pairs: list[tuple[Any, int, int]] = []  # a heap: smallest lcm first (normal strategy)
     order = polys[0].ring.order if polys else lex

@@ -58,9 +58,11 @@ class Spelling:
     written: str = ""  # the row's own spelling, filled in by the tables
 
 
-def _row(builtin: str, *positional: str, sizes: str | None = None,
-         receiver: bool = True) -> Spelling:
-    return Spelling(builtin, positional, sizes, receiver)
+_Row = tuple[str, tuple[str, ...], "str | None", bool]  # a Spelling's fields before `written`
+
+
+def _row(builtin: str, *positional: str, sizes: str | None = None, receiver: bool = True) -> _Row:
+    return builtin, positional, sizes, receiver
 
 
 _ELEMENTWISE = ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "abs", "cos", "sin",
@@ -69,7 +71,7 @@ _CASTS = ("float", "double", "half", "bfloat16", "contiguous", "clone", "detach"
           "type_as", "cpu", "cuda")
 
 # `x.name(...)`: PyTorch's tensor methods.
-METHODS: dict[str, Spelling] = {
+_METHOD_ROWS: dict[str, _Row] = {
     "transpose": _row("swap", "axis1", "axis2"),
     "swapaxes": _row("swap", "axis1", "axis2"),
     "permute": _row("transpose", sizes="perm"),
@@ -121,8 +123,8 @@ METHODS: dict[str, Spelling] = {
 
 # `torch.name(...)`, `F.name(...)`, `np.name(...)`, `math.name(...)`: the tensor (where
 # there is one) is the first argument.
-FUNCTIONS: dict[str, Spelling] = {
-    **{f"torch.{name}": METHODS[name] for name in (
+_FUNCTION_ROWS: dict[str, _Row] = {
+    **{f"torch.{name}": _METHOD_ROWS[name] for name in (
         "transpose", "swapaxes", "permute", "reshape", "masked_fill", "softmax", "sum", "mean",
         "amax", "amin", "max", "min", "repeat_interleave", "matmul", "bmm", "mm", "tril",
         "triu", "unsqueeze", "squeeze", "t", "flatten", *_ELEMENTWISE)},
@@ -135,7 +137,7 @@ FUNCTIONS: dict[str, Spelling] = {
     "torch.ones": _row("ones", sizes="shape", receiver=False),
     "torch.zeros": _row("zeros", sizes="shape", receiver=False),
     "torch.arange": _row("arange", receiver=False),
-    **{f"torch.{name}": METHODS[name] for name in (
+    **{f"torch.{name}": _METHOD_ROWS[name] for name in (
         "cumsum", "cumprod", "clamp", "clip", "all", "any", "index_select", "index_copy",
         "scatter", "minimum", "maximum", "outer", "conj", "argmax", "argmin", "argsort",
         "flip")},
@@ -165,7 +167,7 @@ FUNCTIONS: dict[str, Spelling] = {
     "np.real": _row("real"),
     "np.imag": _row("imag"),
     "np.conj": _row("conj"),
-    **{f"F.{name}": METHODS[name] for name in (
+    **{f"F.{name}": _METHOD_ROWS[name] for name in (
         "softmax", "relu", "gelu", "silu", "sigmoid", "tanh", "softplus")},
     "F.dropout": _row("dropout", "p"),
     "F.elu": _row("elu", "alpha"),
@@ -192,6 +194,11 @@ FUNCTIONS: dict[str, Spelling] = {
     **{f"math.{name}": _row(name) for name in ("sqrt", "exp", "log", "tanh", "cos", "sin")},
 }
 
+# Each row made a Spelling once, with its own spelling (some two hundred rows at start-up).
+METHODS: dict[str, Spelling] = {key: Spelling(*row, key) for key, row in _METHOD_ROWS.items()}
+FUNCTIONS: dict[str, Spelling] = {key: Spelling(*row, key)
+                                  for key, row in _FUNCTION_ROWS.items()}
+
 # Attributes that are values: `math.pi`, `np.inf`, `x.mT`.
 CONSTANTS = {"math.pi": math.pi, "math.e": math.e, "np.pi": math.pi, "np.e": math.e,
              "torch.pi": math.pi}
@@ -208,18 +215,6 @@ UNSUPPORTED: dict[str, str] = {
 
 # `x.name` without a call: the attributes there are.
 _ATTRIBUTES = {".T": Spelling("T"), ".mT": Spelling("mT"), ".shape": Spelling("shape")}
-
-def _written(spelling: Spelling, written: str) -> Spelling:
-    """``replace(spelling, written=written)``, without its cost (some two hundred rows at
-    start-up): every field of the row, and its own spelling."""
-    return Spelling(spelling.builtin, spelling.positional, spelling.sizes, spelling.receiver,
-                    written)
-
-
-for _table in (METHODS, FUNCTIONS):
-    for _key, _spelling in list(_table.items()):
-        _table[_key] = _written(_spelling, _key)
-
 
 _DOTTED_METHODS = {f".{name}": spelling for name, spelling in METHODS.items()}
 
