@@ -1348,18 +1348,22 @@ def _new_13(_tuple_new):
 
 
 def _new_14(_tuple_new):
-    return lambda _cls, tensors, dims, declarations: _tuple_new(_cls, (tensors, dims, declarations))
+    return lambda _cls, tables, cache, axis: _tuple_new(_cls, (tables, cache, axis))
 
 
 def _new_15(_tuple_new):
-    return lambda _cls, terms, degree, bits: _tuple_new(_cls, (terms, degree, bits))
+    return lambda _cls, tensors, dims, declarations: _tuple_new(_cls, (tensors, dims, declarations))
 
 
 def _new_16(_tuple_new):
-    return lambda _cls, values, sides: _tuple_new(_cls, (values, sides))
+    return lambda _cls, terms, degree, bits: _tuple_new(_cls, (terms, degree, bits))
 
 
 def _new_17(_tuple_new):
+    return lambda _cls, values, sides: _tuple_new(_cls, (values, sides))
+
+
+def _new_18(_tuple_new):
     return lambda _cls, verdict, counterexample, needed: _tuple_new(_cls, (verdict, counterexample, needed))
 
 
@@ -1378,8 +1382,9 @@ NEWS = {
     'lambda _cls, node, divides, operand: _tuple_new(_cls, (node, divides, operand))': _new_11,
     'lambda _cls, node,: _tuple_new(_cls, (node,))': _new_12,
     'lambda _cls, statement, output, output_roles, weights, weights_operand, weights_roles, summed_axes, softmax, softmax_statement, softmax_axis, softmax_roles, scores, scores_statement, query, key, value, batch, scale, biases, masks, ops, changes, axis_ok, scale_ok, mask_ok: _tuple_new(_cls, (statement, output, output_roles, weights, weights_operand, weights_roles, summed_axes, softmax, softmax_statement, softmax_axis, softmax_roles, scores, scores_statement, query, key, value, batch, scale, biases, masks, ops, changes, axis_ok, scale_ok, mask_ok))': _new_13,
-    'lambda _cls, tensors, dims, declarations: _tuple_new(_cls, (tensors, dims, declarations))': _new_14,
-    'lambda _cls, terms, degree, bits: _tuple_new(_cls, (terms, degree, bits))': _new_15,
-    'lambda _cls, values, sides: _tuple_new(_cls, (values, sides))': _new_16,
-    'lambda _cls, verdict, counterexample, needed: _tuple_new(_cls, (verdict, counterexample, needed))': _new_17,
+    'lambda _cls, tables, cache, axis: _tuple_new(_cls, (tables, cache, axis))': _new_14,
+    'lambda _cls, tensors, dims, declarations: _tuple_new(_cls, (tensors, dims, declarations))': _new_15,
+    'lambda _cls, terms, degree, bits: _tuple_new(_cls, (terms, degree, bits))': _new_16,
+    'lambda _cls, values, sides: _tuple_new(_cls, (values, sides))': _new_17,
+    'lambda _cls, verdict, counterexample, needed: _tuple_new(_cls, (verdict, counterexample, needed))': _new_18,
 }
