@@ -2017,8 +2017,6 @@ def _values(low: Lowering, size: str) -> tuple[int | None, ...]:
     (the symbolic axes, and the atomic dims unless they are declared at their sizes): two
     sizes equal at both are one size for the checker too; a size that does not change is
     fixed. None where the text holds anything else."""
-    from .tables import _evaluated
-
     free = [*dict.fromkeys(low.dims.symbolic.values())]
     if not low.dims.fixed:
         free = [*low.dims.atomic, *free]
@@ -2027,7 +2025,7 @@ def _values(low: Lowering, size: str) -> tuple[int | None, ...]:
     for start in (0, len(free)):
         bindings = {**low.dims.atomic, **dict(zip(free, primes[start:]))}
         bindings.update({name: low.dims.value_at(name, bindings) for name in low.dims.derived})
-        found.append(_evaluated(size, bindings))
+        found.append(_tables.size_at(size, bindings))
     return tuple(found) if None not in found else (None,)
 
 
