@@ -26,6 +26,9 @@ LOWERED = {  # factory -> a form its spec must hold (the conv lowered, not SC602
     # a 1x1 conv: the channels last, times the weight, and back
     "pointwise_attn_block": "transpose(transpose(h_, [0, 2, 3, 1]) @ reshape(q_weight, "
                             "[channels, channels]).T + q_bias, [0, 3, 1, 2])",
+    # a volume's patches of 2: the module runs only where each axis holds one (torch's own
+    # floor of 2 is no range constraint torch records)
+    "other_shapes": "constraint T3 >= 2",
 }
 
 

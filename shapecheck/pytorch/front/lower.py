@@ -1902,6 +1902,8 @@ def _pad_amount(low: Lowering, amount: Any) -> str:
     if isinstance(traced, int) and traced < 0:
         raise Unlowerable("pad that crops")
     return "0" if traced == 0 else _index(low, amount)
+
+
 # --- convolutions that are products (issue 29) ------------------------------------------------
 
 
@@ -1913,9 +1915,10 @@ def _convolution(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) 
     reduction `Conv2d(C, C, sr, stride=sr)`, a ViT's patch embedding, and (kernel 1) a
     product over the channels. It is the patches (`reshape` of each spatial axis into
     `[n, k]`, the kernel's axes moved beside the channels) times the weight as a matrix
-    `[O, C * k...]`, plus the bias. **Decision**: only where each input axis is provably its
-    output times its kernel (the patches cover it exactly): a conv that drops a remainder,
-    pads, dilates, groups or overlaps stays SC602, never lowered to something untrue."""
+    `[O, C * k...]`, plus the bias. **Decision**: only where the spec can count the patches
+    (:func:`_patched`: they cover each axis, or a remainder torch drops is sliced off where
+    the checker can prove the slice); a conv that pads, dilates, groups or overlaps, or whose
+    patches the spec cannot count, stays SC602, never lowered to something untrue."""
     x, weight = _tensor(args[0]), _tensor(args[1])
     convolution = _name(node.target) == "convolution.default"
     stride = _given(node, 3, "stride", 1)
@@ -1950,6 +1953,11 @@ def _convolution(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) 
     if any(c is None for c in cut):
         raise Unlowerable("a convolution whose patches the spec cannot count")
     if any(cut):  # the rows and columns past the last whole patch, which torch drops
+        for size, k, c in zip(inputs[lead + 1:], kernels, cut):
+            # the module runs only where the axis holds a patch (torch's floor is 2)
+            text = f"constraint {size} >= {k}"
+            if c and size in low.dims.symbolic.values() and text not in low.out.constraints:
+                low.out.constraints.append(text)
         entries = [":"] * (lead + 1) + [f":{c}" if c else ":" for c in cut]
         x = Val(f"{x.at(POSTFIX)}[{', '.join(entries)}]", POSTFIX)
         inputs[lead + 1:] = [c or size for size, c in zip(inputs[lead + 1:], cut)]
@@ -2012,6 +2020,10 @@ def _factor(size: str) -> str:
     return size if re.fullmatch(r"\w+", size) else f"({size})"
 
 
+#: Unrelated sizes for the free dims when two written sizes are compared (:func:`_values`).
+_PRIMES = [n for n in range(1009, 4000) if all(n % d for d in range(2, int(n ** 0.5) + 1))]
+
+
 def _values(low: Lowering, size: str) -> tuple[int | None, ...]:
     """A size as the spec writes it at two bindings of its free dims to unrelated primes
     (the symbolic axes, and the atomic dims unless they are declared at their sizes): two
@@ -2020,10 +2032,9 @@ def _values(low: Lowering, size: str) -> tuple[int | None, ...]:
     free = [*dict.fromkeys(low.dims.symbolic.values())]
     if not low.dims.fixed:
         free = [*low.dims.atomic, *free]
-    primes = [n for n in range(1009, 4000) if all(n % d for d in range(2, int(n ** 0.5) + 1))]
     found: list[int | None] = []
     for start in (0, len(free)):
-        bindings = {**low.dims.atomic, **dict(zip(free, primes[start:]))}
+        bindings = {**low.dims.atomic, **dict(zip(free, _PRIMES[start:]))}
         bindings.update({name: low.dims.value_at(name, bindings) for name in low.dims.derived})
         found.append(_tables.size_at(size, bindings))
     return tuple(found) if None not in found else (None,)

@@ -3,7 +3,7 @@ these tests in the style of the code they stand for: a ViT patch embedding feedi
 attention (`nn.Conv2d(3, D, kernel_size=P, stride=P)`, then `flatten(2).transpose(1, 2)`,
 as ViT, CLIP's vision tower and Swin embed an image), the attention block of the VQGAN /
 latent-diffusion autoencoders (q, k, v and the output as 1x1 `Conv2d`s over a `[B, C, H, W]`
-map, `torch.bmm` of the flattened maps), and the convolutions that stay SC602 (padded,
+map, `torch.bmm` of the flattened maps), other ranks, and the convolutions that stay SC602 (padded,
 overlapping, depthwise, dilated). transformers' own
 modules (SegFormer's spatially reduced attention, a one-layer ViT traced whole) are built
 from their config classes: nothing downloaded, transformers imported where used."""
@@ -80,6 +80,30 @@ def pointwise_attn_block():
     # past float32's tolerance in a few entries (float64 agrees to 1e-12)
     block = PointwiseAttnBlock().double().eval()
     return block, {"x": torch.randn(2, 40, 6, 5, dtype=torch.float64)}
+
+
+class OtherShapes(nn.Module):
+    # the same products in other ranks: a 1x1 Conv1d without bias, a Conv3d of 2 x 2 x 2
+    # patches, a 2 x 3 kernel over an unbatched map (as a layer and as `F.conv2d(...,
+    # padding="valid")`)
+    def __init__(self):
+        super().__init__()
+        self.pointwise = nn.Conv1d(6, 10, kernel_size=1, bias=False)
+        self.cubes = nn.Conv3d(3, 5, kernel_size=2, stride=2)
+        self.tiles = nn.Conv2d(3, 7, kernel_size=(2, 3), stride=(2, 3))
+
+    def forward(self, x, volume, image):
+        return (self.pointwise(x), self.cubes(volume), self.tiles(image),
+                F.conv2d(image, self.tiles.weight, stride=(2, 3), padding="valid"))
+
+
+def other_shapes():
+    # float64 for conformance, as above
+    torch.manual_seed(0)
+    return OtherShapes().double().eval(), {
+        "x": torch.randn(2, 6, 12, dtype=torch.float64),
+        "volume": torch.randn(2, 3, 4, 6, 10, dtype=torch.float64),
+        "image": torch.randn(3, 8, 9, dtype=torch.float64)}
 
 
 class NotProducts(nn.Module):
