@@ -126,6 +126,9 @@ POSITIVE = [
     (LOWER, {}, "M - 4", UNPROVED),
     (LOWER, {}, "K - 1", PROVED),
     (LOWER, {}, "(N - 1) * (M - 3)", PROVED),
+    # a map cut into patches of 5, flattened (issue 29): each floor positive, so the product
+    ("dim T, S\nconstraint T >= 5\nconstraint S >= 5", {}, "(T // 5) * (S // 5)", PROVED),
+    ("dim T, S\nconstraint T >= 5", {}, "(T // 5) * (S // 5)", UNPROVED),  # 0 at S = 1
     (DERIVED, {}, "D - d + 1", PROVED),
     (DERIVED, {}, "D - d", UNPROVED),  # 0 when H = 1
     (DMODEL, {}, "D - H * d + 1", PROVED),

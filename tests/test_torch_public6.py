@@ -31,6 +31,7 @@ CLEAN = [
     "cait_attention.py:make_layer_scale",
     "max_vit_attention.py:make",         # [b, x, y, w1, w2, d] windows, embedding bias
     "pvt_v2_attention.py:make_last",     # sr_ratio 1: keys of the map itself
+    "pvt_v2_attention.py:make_sr2",      # keys of the map reduced by a strided conv (was SC602)
 ]
 
 #: extract and conform, one target per project (each costs seconds of torch work)
@@ -39,7 +40,7 @@ CONFORM = [
     "llama2c_attention.py:make_manual",
     "cait_attention.py:make",
     "max_vit_attention.py:make",
-    "pvt_v2_attention.py:make_last",
+    "pvt_v2_attention.py:make_sr2",
 ]
 
 BUGS = [
@@ -48,6 +49,8 @@ BUGS = [
     # the talking heads' mix after it (was silent: the mixed maps were no weights)
     ("bugs/cait_scale_width.py:make", "SC404", 98),  # inner_dim ** -0.5, through the mix
     # before the softmax (the scores mixed over the heads are still Q @ K.T)
+    ("bugs/pvt_v2_softmax_axis.py:make_sr2", "SC402", 140),  # softmax(dim=-2), over keys
+    # the strided conv reduced
 ]
 
 FORMS = [

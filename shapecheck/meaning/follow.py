@@ -196,9 +196,12 @@ class Follow:
         return info
 
     def _param(self, node: nodes.Expr) -> bool:
-        """A param of the spec (a weight, a bias), transposed or not."""
-        while isinstance(node, (nodes.Transpose, nodes.Paren)):
-            node = node.operand if isinstance(node, nodes.Transpose) else node.inner
+        """A param of the spec (a weight, a bias), transposed or reshaped or not (a conv's
+        `[O, C, k, k]` weight is the matrix `reshape(w, [O, C * k * k])`)."""
+        while isinstance(node, (nodes.Transpose, nodes.Paren)) or isinstance(node, nodes.Call) \
+                and node.func.name == "reshape" and node.args and not node.keywords:
+            node = node.operand if isinstance(node, nodes.Transpose) else \
+                node.inner if isinstance(node, nodes.Paren) else node.args[0]
         tensor = self.program.tensors.get(node.name) if isinstance(node, nodes.Name) else None
         return tensor is not None and tensor.kind == "param"
 

@@ -568,7 +568,7 @@ class DimSystem(Refutation):
         if direct.is_number:
             return _number_verdict(direct)
         if self._positive_polynomial(direct) or self._positive_floor(direct) \
-                or self._positive_relaxed(direct):
+                or self._positive_relaxed(direct) or self._positive_product(direct):
             return Verdict.PROVED
         reduced = self.canonical(dim)
         if reduced.is_number:
@@ -619,6 +619,12 @@ class DimSystem(Refutation):
         numerator, denominator = numer_denom(dim.args[0])
         return bool(self.positive(denominator)) and bool(
             self.positive(expand(numerator - denominator + 1)))
+
+    def _positive_product(self, dim: Dim) -> bool:
+        """A product of positive integers is one (a flattened map's `(T//5) * (S//5)`, each
+        floor positive on its own)."""
+        return isinstance(dim, sympy.Mul) and all(
+            self.positive(factor) is Verdict.PROVED for factor in dim.args)
 
     def _bind_only(self, dim: Dim) -> Dim:
         values = {s: sympy.Integer(v) for s, v in self._values.items() if s in dim.free_symbols}

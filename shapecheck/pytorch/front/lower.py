@@ -1902,6 +1902,144 @@ def _pad_amount(low: Lowering, amount: Any) -> str:
     if isinstance(traced, int) and traced < 0:
         raise Unlowerable("pad that crops")
     return "0" if traced == 0 else _index(low, amount)
+
+
+# --- convolutions that are products (issue 29) ------------------------------------------------
+
+
+@rule("conv1d.default", "conv2d.default", "conv3d.default", "conv1d.padding", "conv2d.padding",
+      "conv3d.padding", "convolution.default")
+def _convolution(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    """A convolution whose kernel equals its stride (no padding, no dilation, one group) reads
+    each input position once, in non-overlapping patches: PVT v2's and SegFormer's spatial
+    reduction `Conv2d(C, C, sr, stride=sr)`, a ViT's patch embedding, and (kernel 1) a
+    product over the channels. It is the patches (`reshape` of each spatial axis into
+    `[n, k]`, the kernel's axes moved beside the channels) times the weight as a matrix
+    `[O, C * k...]`, plus the bias. **Decision**: only where the spec can count the patches
+    (:func:`_patched`: they cover each axis, or a remainder torch drops is sliced off where
+    the checker can prove the slice); a conv that pads, dilates, groups or overlaps, or whose
+    patches the spec cannot count, stays SC602, never lowered to something untrue."""
+    x, weight = _tensor(args[0]), _tensor(args[1])
+    convolution = _name(node.target) == "convolution.default"
+    stride = _given(node, 3, "stride", 1)
+    padding = _given(node, 4, "padding", 0)
+    dilation = _given(node, 5, "dilation", 1)
+    groups = _given(node, 8 if convolution else 6, "groups", 1)
+    if convolution and (_given(node, 6, "transposed", False) or
+                        any(p != 0 for p in _given(node, 7, "output_padding", [0]))):
+        raise Unlowerable("a transposed convolution")
+    kernel = list(node.args[1].meta["val"].shape[2:])
+    spatial = len(kernel)
+    if not all(isinstance(k, int) for k in kernel):
+        raise Unlowerable("a traced kernel size")
+
+    def each(value: Any) -> list[Any]:
+        return list(value) * (spatial if len(value) == 1 else 1) \
+            if isinstance(value, (list, tuple)) else [value] * spatial
+
+    if groups != 1 or each(stride) != kernel or each(dilation) != [1] * spatial or \
+            (padding != "valid" and each(padding) != [0] * spatial):
+        raise Unlowerable("a convolution that is no product of patches")
+    before = list(node.args[0].meta["val"].shape)
+    after = list(node.meta["val"].shape)
+    lead = len(before) - spatial - 1  # a batch axis, or none (an unbatched input)
+    if lead not in (0, 1):
+        raise Unlowerable("input rank")
+    inputs = [low.size(s) for s in before]
+    outputs = [low.size(s) for s in after[lead + 1:]]
+    kernels = [low.size(k) for k in kernel]
+    cut = [_patched(low, size, out, k)
+           for size, out, k in zip(inputs[lead + 1:], outputs, kernels)]
+    if any(c is None for c in cut):
+        raise Unlowerable("a convolution whose patches the spec cannot count")
+    if any(cut):  # the rows and columns past the last whole patch, which torch drops
+        for size, k, c in zip(inputs[lead + 1:], kernels, cut):
+            # the module runs only where the axis holds a patch (torch's floor is 2)
+            text = f"constraint {size} >= {k}"
+            if c and size in low.dims.symbolic.values() and text not in low.out.constraints:
+                low.out.constraints.append(text)
+        entries = [":"] * (lead + 1) + [f":{c}" if c else ":" for c in cut]
+        x = Val(f"{x.at(POSTFIX)}[{', '.join(entries)}]", POSTFIX)
+        inputs[lead + 1:] = [c or size for size, c in zip(inputs[lead + 1:], cut)]
+    width = " * ".join([inputs[lead], *(k for k in kernels if k != "1")])
+    matrix = f"reshape({weight.text}, [{low.size(after[lead])}, {width}]).T"
+    batch = list(range(lead))
+    if all(k == 1 for k in kernel):  # a product over the channels: channels last and back
+        patches = _moved(x, [*batch, *range(lead + 1, lead + 1 + spatial), lead])
+    else:
+        split = [*inputs[:lead + 1], *(part for pair in zip(outputs, kernels) for part in pair)]
+        order = [*batch, *(lead + 1 + 2 * i for i in range(spatial)), lead,
+                 *(lead + 2 + 2 * i for i in range(spatial))]
+        moved = _moved(Val(f"reshape({x.text}, [{', '.join(split)}])"), order)
+        patches = Val(f"reshape({moved.text}, [{', '.join([*inputs[:lead], *outputs, width])}])")
+    product = Val(f"{patches.at(PRODUCT)} @ {matrix}", PRODUCT)
+    bias = args[2] if len(args) > 2 else kw.get("bias", Val("None", kind="none"))
+    if bias.kind != "none":
+        product = Val(f"{product.text} + {_tensor(bias).at(SUM + 1)}", SUM)
+    return _moved(product, [*batch, lead + spatial, *range(lead, lead + spatial)])
+
+
+def _moved(x: Val, order: list[int]) -> Val:
+    """``x`` with its axes in ``order`` (the last two swapped is `.T`)."""
+    rank = len(order)
+    if order == list(range(rank)):
+        return x
+    if order == [*range(rank - 2), rank - 1, rank - 2]:
+        return Val(f"{x.at(POSTFIX)}.T", POSTFIX)
+    return Val(f"transpose({x.text}, {order})")
+
+
+def _patched(low: Lowering, size: str, out: str, kernel: str) -> str | None:
+    """How the spec cuts an input axis of ``size`` into ``out`` patches of ``kernel``: ""
+    where they cover it (``size`` is ``out * kernel`` whatever the free dims are), the end
+    of the slice that keeps them where torch drops a remainder (``out`` is ``size //
+    kernel`` and the checker can prove the slice in range: a kernel the spec fixes, of an
+    axis that is a dim of its own or fixed too), else None."""
+    if _same(low, size, f"{_factor(out)} * {_factor(kernel)}"):
+        return ""
+    if _fixed(low, kernel) and (size in low.dims.symbolic.values() or _fixed(low, size)) \
+            and _same(low, out, f"{_factor(size)} // {_factor(kernel)}"):
+        return f"{_factor(out)} * {_factor(kernel)}"
+    return None
+
+
+def _same(low: Lowering, a: str, b: str) -> bool:
+    """Two sizes the checker reads as one: equal at both bindings of :func:`_values`."""
+    found = _values(low, a)
+    return found != (None,) and found == _values(low, b)
+
+
+def _fixed(low: Lowering, size: str) -> bool:
+    """A size the spec fixes: a number, or dims declared at their sizes."""
+    found = _values(low, size)
+    return found != (None,) and len(set(found)) == 1
+
+
+def _factor(size: str) -> str:
+    """A size as a factor of a product (parenthesised unless a name or a number)."""
+    return size if re.fullmatch(r"\w+", size) else f"({size})"
+
+
+#: Unrelated sizes for the free dims when two written sizes are compared (:func:`_values`).
+_PRIMES = [n for n in range(1009, 4000) if all(n % d for d in range(2, int(n ** 0.5) + 1))]
+
+
+def _values(low: Lowering, size: str) -> tuple[int | None, ...]:
+    """A size as the spec writes it at two bindings of its free dims to unrelated primes
+    (the symbolic axes, and the atomic dims unless they are declared at their sizes): two
+    sizes equal at both are one size for the checker too; a size that does not change is
+    fixed. None where the text holds anything else."""
+    free = [*dict.fromkeys(low.dims.symbolic.values())]
+    if not low.dims.fixed:
+        free = [*low.dims.atomic, *free]
+    found: list[int | None] = []
+    for start in (0, len(free)):
+        bindings = {**low.dims.atomic, **dict(zip(free, _PRIMES[start:]))}
+        bindings.update({name: low.dims.value_at(name, bindings) for name in low.dims.derived})
+        found.append(_tables.size_at(size, bindings))
+    return tuple(found) if None not in found else (None,)
+
+
 # FlexAttention: the stand-in operator `pytorch/front/flex.py` leaves in the graph
 from . import flex as _flex  # noqa: E402
 

@@ -287,11 +287,11 @@ def _run_sizes(mask: TableMask, tensors: dict[str, Any]) -> tuple[int, int, int]
     texts, sources = SIZES[mask.key]
     bindings = {dim: int(tensors[name].shape[axis]) for dim, (name, axis) in sources.items()
                 if name in tensors}
-    found = [_evaluated(text, bindings) for text in texts]
+    found = [size_at(text, bindings) for text in texts]
     return traced if None in found else (found[0], found[1], found[2])  # type: ignore[return-value]
 
 
-def _evaluated(text: str, bindings: dict[str, int]) -> int | None:
+def size_at(text: str, bindings: dict[str, int]) -> int | None:
     """A size the spec writes (`P + T`, `2 * W`) at ``bindings``: names, integers, + - * //
     read from its syntax tree (never run as code); None when it holds anything else."""
     import ast

@@ -822,3 +822,9 @@ def make_flash():
     # Decoder(attn_flash = True): F.scaled_dot_product_attention, is_causal
     module = _Layer(48, heads = 6, dim_head = 8, causal = True, flash = True).eval()
     return module, {"x": torch.randn(2, 9, 48)}
+
+
+def make_talking_heads():
+    # Decoder(attn_talking_heads = True): the heads' scores and weights mixed by 1x1 convs
+    module = _Layer(48, heads = 6, dim_head = 8, causal = True, talking_heads = True).eval()
+    return module, {"x": torch.randn(2, 9, 48)}

@@ -7,8 +7,9 @@ linear `-li` models, by `AdaptiveAvgPool2d(7)`, a 1x1 conv and GELU), then
 imports): `DropPath` is never built (drop_path=0), `to_2tuple` and `trunc_normal_` are
 timm's; `register_model` and `_cfg` are not used by these lines. The factories build the
 layers as `PyramidVisionTransformerV2` does (stage 1 of pvt_v2_b0: dim 32, one head,
-sr_ratio 8; stage 2: dim 64, two heads, sr_ratio 4). Only `make_last` (sr_ratio 1) is a
-clean target: the strided conv and the pooling are not lowered (SC602, docs/torch.md)."""
+sr_ratio 8; stage 2: dim 64, two heads, sr_ratio 4; stage 3: dim 160, five heads, sr_ratio 2).
+The strided conv is lowered as patches times its weight (docs/torch.md, "Convolutions"): the
+factories with sr_ratio > 1 verify clean; the `-li` models' pooling stays SC602."""
 import collections.abc
 from itertools import repeat
 import torch
@@ -211,6 +212,12 @@ def make():
 def make_stage2():
     attn = Attention(64, num_heads=2, qkv_bias=True, sr_ratio=4).eval()
     return attn, {"x": torch.randn(2, 96, 64), "H": 8, "W": 12}
+
+
+def make_sr2():
+    # pvt_v2_b0 stage 3 on a 64 x 96 image: a 4 x 6 map, keys and values of its 2 x 3 reduction
+    attn = Attention(160, num_heads=5, qkv_bias=True, sr_ratio=2).eval()
+    return attn, {"x": torch.randn(2, 24, 160), "H": 4, "W": 6}
 
 
 def make_linear():
