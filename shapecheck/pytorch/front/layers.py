@@ -52,7 +52,7 @@ class Layer:
     call: dict[str, Any]                       # forward's arguments by name, as passed
     made_at: dict[str, Location] = field(default_factory=dict)  # argument -> its line
     #: argument -> the lines of the `arange` calls its values were computed from (the
-    #: positions a model numbers its tokens with), each tensor of a tuple argument by its index
+    #: positions a model numbers its tokens with; a tuple's: those of all its tensors)
     positions_from: dict[str, tuple[Location, ...]] = field(default_factory=dict)
 
 
