@@ -1,8 +1,9 @@
 """The cyclic collector of a process that runs one command (issue 36 item 4, cli/collector.py).
 
 The console script and ``python -m shapecheck`` own their process: what `import torch` made
-is frozen before a Python target is traced, and what is left is frozen before the exit. A
-program or a test that calls ``main(argv)`` keeps its collector as it was.
+is frozen before a Python target is traced, and what is left is frozen before the exit (a
+spec's `verify` freezes nothing). A program or a test that calls ``main(argv)`` keeps its
+collector as it was.
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ def _last_line(code: str) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-def test_the_console_script_freezes_before_its_exit() -> None:
-    # main() reads sys.argv: the process is the command's own
+def test_the_console_script_on_a_spec_freezes_nothing() -> None:
+    # main() reads sys.argv: the process is the command's own, but it traced no module
     code = _AT_EXIT + f"sys.argv = ['shapecheck', 'verify', {str(SPEC)!r}]\nmain()\n"
-    assert _last_line(code) == "frozen True"
+    assert _last_line(code) == "frozen False"
 
 
 def test_a_caller_of_main_keeps_its_collector() -> None:
@@ -59,15 +60,20 @@ def test_torch_is_frozen_once_in_an_owned_process(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(collector, "_torch_frozen", False)
     before = gc.get_freeze_count()
     collector.torch_frozen()  # not owned: nothing
+    collector.before_exit()
     assert gc.get_freeze_count() == before
     collector.own_process()
     try:
+        collector.before_exit()  # owned, but no Python target traced: as a spec's verify
+        assert gc.get_freeze_count() == before
         collector.torch_frozen()
         frozen = gc.get_freeze_count()
         assert frozen > before and "torch" in sys.modules
         kept = [[] for _ in range(1000)]  # made after: a second target's leftovers
         collector.torch_frozen()  # once per process: what the first target left is not frozen
         assert gc.get_freeze_count() == frozen
+        collector.before_exit()  # the exit: now what is left is frozen too
+        assert gc.get_freeze_count() > frozen
         del kept
     finally:
         gc.unfreeze()

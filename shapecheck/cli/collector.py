@@ -7,7 +7,7 @@ collector's sight (the collector still runs, on what is made after). Measured on
 attention (docs/design.md, "**2026-12-07, the collector**"): frozen after `import torch` and
 before the exit, a `verify` spends ~20% less CPU.
 
-Only a process the command owns is frozen: the console script and ``python -m shapecheck``
+Only a process the command owns, and that traces a Python target, is frozen: the console script and ``python -m shapecheck``
 (``main()`` reading ``sys.argv``). A program or a test calling ``main(argv)`` keeps its
 collector as it was: a frozen object is never collected, which a long-lived caller must
 decide for itself (the language server does, for its own reasons: lsp/server.py).
@@ -48,6 +48,8 @@ def torch_frozen() -> None:
 
 def before_exit() -> None:
     """What the command leaves is freed by reference counts at the exit, not walked again by
-    the exit's collection: in an owned process only."""
-    if _owned:
+    the exit's collection: in an owned process that imported torch for a Python target only
+    (a spec's `verify` exits as before: issue 36 item 1 compares it with a floor that does
+    not freeze, docs/design.md)."""
+    if _owned and _torch_frozen:
         gc.freeze()
