@@ -40,9 +40,9 @@ def torch_frozen() -> None:
     global _torch_frozen
     if not _owned or _torch_frozen:
         return
-    try:
-        import torch  # noqa: F401
-    except ImportError:
+    from ..pytorch.front import torch_imported
+
+    if not torch_imported():
         return
     gc.freeze()
     _torch_frozen = True
