@@ -21,11 +21,14 @@ rusage). Target: <= 1.1x.
 Two floors are printed: the static export (``torch.export.export(module, (), inputs)``, the
 issue's floor) and the export with the batch and sequence axes symbolic, which is the one
 export ``verify`` does (so that B and T are dims of the spec, not numbers); the second is
-the floor of any tool that names those dims. ``--against CHECKOUT`` times another
-checkout's ``verify`` in the same rounds.
+the floor of any tool that names those dims. ``--frozen`` adds both floors with what
+`import torch` made and what is left at the exit frozen (``gc.freeze``), as ``verify``'s own
+process does (cli/collector.py): the issue's floors do not, so only these say whether
+``verify`` does less work of its own. ``--against CHECKOUT`` times another checkout's
+``verify`` in the same rounds.
 
 Usage: python benchmarks/bench_python_target.py [--runs N] [--target FILE:FACTORY]
-       [--folder K] [--profile] [--against CHECKOUT]
+       [--folder K] [--profile] [--frozen] [--against CHECKOUT]
 """
 
 from __future__ import annotations
@@ -57,9 +60,15 @@ def make():
 # The floor: what tracing the module costs any tool (the factory's file loaded by path).
 # SYMBOLIC: its batch and sequence axes traced as symbolic, as verify traces them (the
 # export a tool that names those dims cannot do without).
+# FROZEN ("static-frozen", "symbolic-frozen"): what `import torch` made frozen, and what is
+# left before the exit (gc.freeze), as verify's own process does (cli/collector.py): the
+# floor of like with like, which says whether verify does less work of its own.
 FLOOR = '''
-import importlib.util, sys, torch
-symbolic = sys.argv[1] == "symbolic"
+import gc, importlib.util, sys, torch
+symbolic = sys.argv[1].startswith("symbolic")
+frozen = sys.argv[1].endswith("-frozen")
+if frozen:
+    gc.freeze()
 
 
 def axes(value):
@@ -78,16 +87,22 @@ for target in sys.argv[2:]:
     module, inputs = getattr(loaded, name)()
     shapes = {k: axes(v) for k, v in inputs.items()} if symbolic else None
     torch.export.export(module.eval(), (), inputs, dynamic_shapes=shapes)
+if frozen:
+    gc.freeze()
 '''
 
 
 def _time(command: list[str], cwd: Path, root: Path = ROOT) -> tuple[float, float, int]:
     """Wall time, CPU time (user + system, the child's rusage) and exit status of one run
     (``root``: the checkout whose ``shapecheck`` it imports)."""
+    # bytecode written (the warm-up run writes it), as an installed package has it: with
+    # PYTHONDONTWRITEBYTECODE inherited, a checkout without __pycache__ compiles shapecheck's
+    # modules in every timed run (~0.1-0.3 s of verify's CPU, none of the floor's)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          env={**os.environ, "PYTHONPATH": str(root)}, check=False)
+                          env={**env, "PYTHONPATH": str(root)}, check=False)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode not in (0, 1):  # time no failure
@@ -170,6 +185,8 @@ def main() -> None:
     parser.add_argument("--target", help="FILE:FACTORY (default: nanoGPT's attention)")
     parser.add_argument("--folder", type=int, default=0, metavar="K")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--frozen", action="store_true",
+                        help="also both floors with torch's objects frozen, as verify's")
     parser.add_argument("--against", metavar="CHECKOUT",
                         help="another checkout's verify, timed in the same rounds")
     options = parser.parse_args()
@@ -190,6 +207,10 @@ def main() -> None:
                                               ROOT),
                     "floor (symbolic B, T)": ([sys.executable, "-c", FLOOR, "symbolic", target],
                                               ROOT)}
+        if options.frozen:
+            for kind in ("static", "symbolic"):
+                commands[f"floor ({kind}, frozen)"] = (
+                    [sys.executable, "-c", FLOOR, f"{kind}-frozen", target], ROOT)
         if options.against:
             commands["against"] = (verify, Path(options.against).resolve())
         print("target <= 1.1 (issue 36); the ratios are medians of paired runs (quartiles)")

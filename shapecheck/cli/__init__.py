@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import click
 
 from .. import i18n
+from . import collector
 from .common import EXIT_OK, EXIT_USAGE, MESSAGES, UsageFailure, cli
 
 __all__ = ["cli", "main"]
@@ -28,9 +29,14 @@ __all__ = ["cli", "main"]
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the CLI, turning every failure into a message and an exit status."""
-    # In a context of its own: `--lang` chooses the language for this call only (a test
-    # or a program that calls `main` several times gets no language left behind).
-    contextvars.copy_context().run(_main, argv)
+    if argv is None:  # the console script, `python -m shapecheck`: this process is ours
+        collector.own_process()
+    try:
+        # In a context of its own: `--lang` chooses the language for this call only (a test
+        # or a program that calls `main` several times gets no language left behind).
+        contextvars.copy_context().run(_main, argv)
+    finally:
+        collector.before_exit()
 
 
 def _main(argv: Sequence[str] | None) -> None:

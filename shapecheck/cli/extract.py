@@ -38,8 +38,11 @@ def extract(target: str, output: str, init: tuple[str, ...]) -> None:
     from ..pytorch.front import ExtractError, Untraceable, display
     from ..pytorch.front import extract as trace
 
+    from .collector import torch_frozen
+
     if output != STDOUT:
         check_output(output, [])
+    torch_frozen()  # what torch's import made is not walked by each collection after it
     try:
         extraction = trace(target, init)
     except ExtractError as error:
@@ -84,7 +87,9 @@ def traced_program(target: str, bindings: dict[str, int], ignore: frozenset[str]
     from ..pytorch.front import ExtractError, Untraceable, extract as trace
     from ..pytorch.front import model
     from ..pytorch.front.target import build
+    from .collector import torch_frozen
 
+    torch_frozen()
     try:
         with contextlib.redirect_stdout(sys.stderr):  # what the model prints as it is built
             built = build(target)

@@ -141,7 +141,9 @@ def check_python(raw: str, finder: Finder, bindings: Mapping[str, int],
 def check_python_target(target: str, init: tuple[str, ...], finder: Finder,
                         bindings: Mapping[str, int]) -> list[FileResult]:
     from ..pytorch.front.sourcemap import check
+    from .collector import torch_frozen
 
+    torch_frozen()  # what torch's import made is not walked by each collection after it
     path = target.rpartition(":")[0]
     settings = finder.settings_for(Path(path))
     try:

@@ -31,6 +31,16 @@ __all__ = ["WIDTH", "Extraction", "ExtractError", "Untraceable", "call_inputs", 
            "extract_built", "is_python_target", "second_trace_needed", "traced_target"]
 
 
+def torch_imported() -> bool:
+    """``import torch``; whether it is installed (the command line then freezes what the
+    import made: cli/collector.py)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def is_python_target(path: str) -> bool:
     """``model.py``, ``model.py:Name`` or ``package.module:Name`` (not an ``.attn`` path)."""
     if path.endswith(".py"):
