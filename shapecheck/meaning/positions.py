@@ -131,32 +131,32 @@ class PositionChecks:
                    if not (table := self.names.get(name.name)) or not table.table}
         return next((name for name in self._reads(operand) if name.name in rotated), None)
 
-
     def _positions_after_cache(self, node: nodes.Call, parts: list[tuple[nodes.Expr, Info]],
                                axis: int) -> None:
-        """SC420: keys concatenated along ``axis`` after others (a cache, then the new
-        keys), rotated by positions made in the spec that do not start where the keys
-        before them end (`arange(N)` where `arange(P, P + N)` was meant). Said only when
-        the positions count the part's keys and the difference is proved."""
-        before = symbolic.integer(0)
+        """SC420: keys concatenated along ``axis`` after a cache (inputs as they are), then
+        rotated by positions made in the spec that do not start where the keys before them
+        end (`arange(N)` where `arange(P, P + N)` was meant). Said only when the positions
+        count the part's keys and the difference is proved. Keys rotated by tables the spec
+        is given are recorded (:class:`RotatedCache`): a whole model reads their values."""
+        before, cache = symbolic.integer(0), []
         for i, (part_node, info) in enumerate(parts):
             if info.axes is None or len(info.axes) <= axis:
                 return
             positions = info.positions
             size = info.axes[axis].size
             if i and info.positional is not None and positions is None:
-                self._rotated_after(parts[:i], info, axis)
+                self._rotated_after(tuple(cache), info, axis)
             elif i and positions is not None and info.positional is not None \
                     and self.system.equal(positions.count, size) \
                     and self._provably_other(positions.start, before):
                 self._report_positions(node, part_node, positions, before)
-            if not self._cached(part_node):
+            name = self._cached(part_node)
+            if name is None:
                 return  # keys of the module's own (learned memory keys) are not a cache
-            before = before + size
+            before, cache = before + size, cache + [name]
 
-    def _rotated_after(self, cache: list[tuple[nodes.Expr, Info]], info: Info, axis: int) -> None:
-        """Keys rotated by input tables after a cache: recorded for a whole model, which
-        reads where the tables' positions start from their values."""
+    def _rotated_after(self, cache: tuple[str, ...], info: Info, axis: int) -> None:
+        """The input tables that rotate keys put after the inputs ``cache``."""
         assert info.positional is not None
         read = [name for name in self._reads(info.positional)
                 if (table := self.names.get(name.name)) is not None and table.table]
@@ -164,15 +164,16 @@ class PositionChecks:
             name.name for table in read for name in self._reads(table)
             if (tensor := self.program.tensors.get(name.name)) is not None
             and tensor.kind == "input"))
-        names = tuple(nodes.strip_parens(n).name for n, _ in cache)  # type: ignore[attr-defined]
         if tables:
-            self.rotated_caches.append(RotatedCache(tables, names, axis))
+            self.rotated_caches.append(RotatedCache(tables, cache, axis))
 
-    def _cached(self, part: nodes.Expr) -> bool:
-        """A part of the keys that is an input as it is (the cache a step is given)."""
+    def _cached(self, part: nodes.Expr) -> str | None:
+        """The input a part of the keys is, as it is (the cache a step is given)."""
         part = nodes.strip_parens(part)
-        tensor = self.program.tensors.get(part.name) if isinstance(part, nodes.Name) else None
-        return tensor is not None and tensor.kind == "input"
+        if not isinstance(part, nodes.Name):
+            return None
+        tensor = self.program.tensors.get(part.name)
+        return part.name if tensor is not None and tensor.kind == "input" else None
 
     def _provably_other(self, a: Dim, b: Dim) -> bool:
         return Verdict.PROVED in (self.system.positive(a - b), self.system.positive(b - a))
