@@ -366,11 +366,13 @@ def _position_findings(checked: list[Checked]) -> list[tuple[Location, Diagnosti
             continue
         layer = item.group.first
         queries = _query_length(layer)
+        if not layer.positions_from or queries is None:
+            continue  # no argument computed from positions the model numbered
         for record in analyse(program).rotated_caches:
             cached = sum(_length(leaf(extraction.example.get(argument), path), record.axis)
                          for argument, path in (extraction.lowered.inputs[name]
                                                 for name in record.cache))
-            if not cached or queries is None:
+            if not cached:
                 continue
             for name in record.tables:
                 argument, path = extraction.lowered.inputs[name]
@@ -395,8 +397,8 @@ def _length(value: Any, axis: int) -> int:
 def _from_zero(table: Any, queries: int) -> bool:
     """A rotary table of the new tokens (one row each, the rows its next-to-last axis)
     whose first row is position 0: a sine table's row all zeros, a complex table's all
-    real (angle 0 for every frequency; at a later position the first frequency's angle is
-    the position itself, never a multiple of pi)."""
+    real (angle 0 for every frequency; at a later position p the angles p * f are not 0,
+    and a floating-point sine is 0 only at 0)."""
     import torch
 
     if not isinstance(table, torch.Tensor) or table.dim() < 2 or table.shape[-2] != queries \
