@@ -12,14 +12,21 @@ and called with inputs of the spec's shapes at those sizes:
 - the module cannot be built or run there (its constructor refuses the sizes, it fails at
   another line, it cannot be rebuilt at other sizes): the smallest admissible
   counterexample of the same diagnostic is tried; when none can be run, the diagnostic is
-  shown as a note that names the sizes and says it is unconfirmed.
+  shown as a note that names the sizes and says it is unconfirmed;
+- the module refuses those sizes by a check of its own (a `raise` or an `assert` in Python
+  outside torch: einops' "can't divide axis of length 1 in chunks of 7", a module's
+  `assert T <= block_size`) at every counterexample tried: **refused**, never shown — the
+  sizes the diagnostic needs are ones the code rejects on purpose.
 
 One entry point, :func:`confirm` (the checked spec's diagnostics -> those to show).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
+import linecache
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -45,7 +52,7 @@ SMALL = (1, 2, 3, 4, 5, 6, 7, 8)
 class Outcome:
     """What running the module at some sizes said about a diagnostic."""
 
-    verdict: str                 # "confirmed", "contradicted" or "unrun"
+    verdict: str                 # "confirmed", "contradicted", "refused" or "unrun"
     sizes: dict[str, int]
     detail: str = ""
 
@@ -81,6 +88,8 @@ def confirm(extraction: Extraction, program: Program) -> Confirmed:
             if unbound else _judge(extraction, program, diagnostic, base)
         if outcome.verdict == "contradicted":
             confirmed.contradicted.append(diagnostic)
+        elif outcome.verdict == "refused":
+            continue  # the module rejects the sizes on purpose: nothing true to say
         else:
             confirmed.shown.append(_annotated(diagnostic, outcome))
             confirmed.unconfirmed += outcome.verdict != "confirmed"
@@ -147,10 +156,14 @@ def _judge(extraction: Extraction, program: Program, diagnostic: Diagnostic,
         changeable |= set(base) if extraction.rebuilt is None else set(base) & extraction.rebuilt
     unrun: Outcome | None = None
     contradicted: Outcome | None = None
+    refused: Outcome | None = None
     for sizes in itertools.islice(_candidates(program, diagnostic, base, changeable), MAX_TRIES):
         outcome = _run(extraction, program, {**base, **sizes}, sizes, location)
         if outcome.verdict == "confirmed":
             return outcome
+        if outcome.verdict == "refused":
+            refused = refused or outcome
+            continue
         if outcome.verdict == "contradicted":
             # a size of 1 broadcasts: a contradiction there is checked where none is 1
             if 1 not in sizes.values():
@@ -160,6 +173,8 @@ def _judge(extraction: Extraction, program: Program, diagnostic: Diagnostic,
             unrun = unrun or outcome
     if contradicted is not None:
         return contradicted
+    if refused is not None and unrun is None:
+        return refused
     return unrun or Outcome("unrun", dict(diagnostic.counterexample) or dict(base),
                             codes.TORCH_HELPS["not_rebuilt"])
 
@@ -239,8 +254,10 @@ def _rebuilt(extraction: Extraction, bindings: dict[str, int]) -> Any:
 
 
 def _failed(error: BaseException, location: Location | None, sizes: dict[str, int]) -> Outcome:
-    """PyTorch raised: a confirmation where it fails at the diagnostic's line, else these
-    sizes could not be run."""
+    """PyTorch raised: a refusal where the module's own check raised, a confirmation where
+    it fails at the diagnostic's line, else these sizes could not be run."""
+    if _refuses(error):
+        return Outcome("refused", sizes, _error_text(error))
     if location is not None and _fails_at(error, location):
         detail = codes.TORCH_HELPS["raises"].format(error=_error_text(error))
         return Outcome("confirmed", sizes, detail)
@@ -304,6 +321,30 @@ def leaf(value: Any, path: tuple[int, ...]) -> Any:
 def _fails_at(error: BaseException, location: Location) -> bool:
     """Does the error's traceback pass through the diagnostic's Python line?"""
     return any(found == location for found in traceback_locations(error))
+
+
+def _refuses(error: BaseException) -> bool:
+    """Was the error raised on purpose by Python code outside torch (its innermost frame a
+    `raise` or an `assert` statement: einops' checks, a module's own)? A failed tensor
+    operation raises from C++ (the innermost Python frame is the call), and torch's own
+    Python checks are the shape errors the spec reports."""
+    tb = error.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    path = tb.tb_frame.f_code.co_filename
+    if path.startswith((_torch_root(), "<")):
+        return False
+    line = linecache.getline(path, tb.tb_lineno).strip()
+    return line.startswith(("raise ", "raise(", "assert ", "assert("))
+
+
+@functools.lru_cache(maxsize=1)
+def _torch_root() -> str:
+    import torch
+
+    return os.path.dirname(os.path.abspath(torch.__file__))
 
 
 def _error_text(error: BaseException) -> str:
