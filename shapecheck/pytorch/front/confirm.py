@@ -71,7 +71,8 @@ class Confirmed:
 def confirm(extraction: Extraction, program: Program) -> Confirmed:
     """The diagnostics of ``program`` (the spec traced from ``extraction``): size and shape
     errors confirmed by PyTorch shown with a note on what it did, those it contradicts set
-    apart, those it cannot run demoted to notes; the others as they are."""
+    apart, those it cannot run demoted to notes, those the module refuses on purpose
+    dropped; the others as they are."""
     confirmed = Confirmed([], [])
     base = _traced_sizes(extraction, program)
     # a size no input's shape gives (one the data decides: an expert's share of the
