@@ -938,13 +938,12 @@ class Follow:
         positional = [i.positional for _, i in tensors if i.positional is not None]
         if positional:  # a rotated part (the new keys after the cache, MLA's rotary part)
             info.positional = positional[0]
-        carried = {id(i.positions) for _, i in tensors}
-        if len(value.shape) != len(first) or len(tensors) < 2:
-            pass
-        elif len(carried) == 1 and tensors[0][1].positions is not None:
-            info.positions = tensors[0][1].positions  # `concat([freqs, freqs])`
-        else:
-            self._positions_after_cache(node, tensors, where)
+        if len(value.shape) == len(first) and len(tensors) > 1:  # a concat of parts
+            positions = {id(i.positions): i.positions for _, i in tensors}
+            if len(positions) == 1 and tensors[0][1].positions is not None:
+                info.positions = tensors[0][1].positions  # `concat([freqs, freqs])`
+            else:
+                self._positions_after_cache(node, tensors, where)
         projections = {i.projection for _, i in tensors}
         if len(projections) == 1:  # the interleaved pairs of one projection, stacked back
             info.projection = projections.pop()
