@@ -353,3 +353,26 @@ def test_talking_heads_mix_whole_maps_and_scores(scale: str, axis: str,
                                                  expected: list[str]) -> None:
     text = _TALKING_HEADS.replace("SCALE", scale).replace("AXIS", axis)
     assert [d.code for d in check_text(text, {}).diagnostics] == expected
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    # a term added to the weights belongs to the scores: the repair puts it inside the
+    # softmax, as written (its axis kept), whichever side it was added on
+    ("P + B", "`softmax(S + B, axis=-1)`"),
+    ("B + P", "`softmax(S + B, axis=-1)`"),
+    ("P - B", "`softmax(S - B, axis=-1)`"),
+    # a mask hides scores: before the softmax, as `where(..., -inf)`
+    ("where(causal_mask(N), P, 0)", "`softmax(where(mask, S, -inf))`"),
+    ("P * causal_mask(N)", "`softmax(where(mask, S, -inf))`"),
+    # a scale, copies, the weights subtracted from a tensor: no repair is evident
+    ("P * 2", None),
+    ("B - P", None),
+])
+def test_a_change_to_the_weights_gets_the_repair_its_form_names(change: str,
+                                                                 expected: str | None) -> None:
+    text = HEAD + f"input B: [N, N]\nS = Q @ K.T / sqrt(d)\nP = softmax(S, axis=-1)\nO = ({change}) @ V\n"
+    [found] = [d for d in check_text(text).diagnostics if d.code == "SC406"]
+    if expected is None:
+        assert found.help == ()
+    else:
+        assert len(found.help) == 1 and found.help[0].endswith(expected), found.help

@@ -22,6 +22,7 @@ pytest.importorskip("torch")
 pytest.importorskip("einops")
 
 from shapecheck.messages.diagnostics import Diagnostic  # noqa: E402
+from shapecheck.messages import codes  # noqa: E402
 from shapecheck.pytorch.front.sourcemap import check  # noqa: E402
 
 from test_torch_public import CLEAN  # noqa: E402
@@ -174,6 +175,16 @@ def test_a_tril_the_layer_drops_is_not_told_to_be_built_with_tril() -> None:
     [found] = _diagnostics(BUGS6 / "decoder_mask_inverted.py:make")
     assert (found.code, found.help) == ("SC610", ())
     assert [n.span.line for n in found.notes if n.span is not None] == [32]
+
+
+@pytest.mark.slow
+def test_a_bias_moved_after_the_softmax_is_told_to_go_back_to_the_scores() -> None:
+    # Swin's relative position bias added to the weights: the help is the bias's, not a
+    # mask's (`masked_fill` would be no repair of a bias)
+    [found] = [d for d in _diagnostics(BUGS6 / "swin_bias_after_softmax.py:make")
+               if d.code == "SC406"]
+    assert found.help[0] == codes.TORCH_HELPS["SC406 add_before_softmax"]
+    assert "before the softmax" in found.help[1] and "masked_fill" not in " ".join(found.help)
 
 
 #: originals no corpus test verifies (the public modules are tests/test_torch_public.py's)

@@ -353,7 +353,30 @@ class Patterns:
                               argument=self._text(norm.argument)),
                    codes.note("summed_here", contraction.node.span,
                               contraction=self._text(contraction.node))],
-            help=[codes.help_text("mask_before_softmax")]))
+            help=self._change_help(norm, change)))
+
+    def _change_help(self, norm: Norm, change: nodes.Expr) -> list[str]:
+        """The repair of a change to the weights, where its form says which it is: a term
+        added (a bias or an additive mask) belongs to the scores, before the softmax; a
+        mask (`where`, or a product with a mask) hides scores there. Any other change (a
+        scale, copies) is no opinion on what was meant: no help."""
+        if isinstance(change, nodes.BinOp) and change.op in "+-":
+            left = self.infos.get(id(change.left))
+            op, term = (change.op, change.right) if left is not None and left.norm is not None \
+                else ("+", change.left) if change.op == "+" else ("", None)
+            if term is None:
+                return []  # `B - P`: the weights negated, no bias of the scores
+            scores = self._text(norm.argument)
+            call = self._text(norm.call).replace(scores, f"{scores} {op} {self._text(term)}", 1)
+            return [codes.help_text("add_before_softmax", term=self._text(term), call=call)]
+        if isinstance(change, nodes.Call) and change.func.name in ("where", "masked_fill"):
+            return [codes.help_text("mask_before_softmax")]
+        if isinstance(change, nodes.BinOp) and change.op == "*":
+            left, right = self.infos.get(id(change.left)), self.infos.get(id(change.right))
+            other = right if left is not None and left.norm is not None else left
+            if other is not None and (other.causal or other.masks or other.nonzero is not None):
+                return [codes.help_text("mask_before_softmax")]
+        return []
 
     def _check_alignment(self, node: nodes.Expr, operand_nodes: list[nodes.Expr],
                          operands: list[Info], lined_up: list[tuple[int, Axis]],

@@ -692,7 +692,8 @@ WEIGHTS_CHANGED = _code(
     example="dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
     "P = softmax(Q @ K.T / sqrt(d))\nPm = where(causal_mask(N), P, 0)\nO = Pm @ V\n"
     "# warning[SC406]",
-    fix="Mask the scores before the softmax: `softmax(where(mask, S, -inf))`.",
+    fix="Mask the scores before the softmax: `softmax(where(mask, S, -inf))`; a bias too is "
+    "added to the scores before it: `softmax(S + bias)`.",
 )
 MASK_TRANSPOSED = _code(
     "SC407", "causal-mask-transposed", W, "the causal mask is transposed",
@@ -1165,8 +1166,10 @@ TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
     "`weights @ v` (no `.transpose(-2, -1)` on the weights)",
     "SC404": "scale by the head width: `/ math.sqrt(head_dim)` (`k.size(-1)`), not the model "
     "width",
-    "SC406": "mask the scores before the softmax: `scores.masked_fill(mask == 0, "
-    "float('-inf'))`, then `softmax`",
+    "SC406 mask_before_softmax": "mask the scores before the softmax: "
+    "`scores.masked_fill(mask == 0, float('-inf'))`, then `softmax`",
+    "SC406 add_before_softmax": "add the bias (or additive mask) to the scores, before the "
+    "softmax: `scores = scores + bias`, then `softmax(scores, dim=-1)`",
     "SC407": "use the mask as `torch.tril` builds it, rows for the queries: no "
     "`.transpose(-2, -1)` on the mask",
     "SC408": "fill where the mask is 0: `masked_fill(mask == 0, float('-inf'))`",
@@ -1287,6 +1290,8 @@ HELPS: Table = Table("codes", "HELPS", {
                               "transpose: `{product}`",
     "scale_by": "scale by the contracted size: `/ sqrt({size})`",
     "mask_before_softmax": "mask the scores before the softmax: `softmax(where(mask, S, -inf))`",
+    "add_before_softmax": "add `{term}` to the scores, before the softmax, not to its weights: "
+    "`{call}`",
     "untranspose_mask": "use the mask as `causal_mask` builds it (rows are queries), without "
     "the transpose",
     "keep_diagonal": "let each query see its own key: compare with `<=` (`j <= i`), or "

@@ -576,7 +576,8 @@ CODES: dict[str, dict[str, str]] = {
         example="dim N, d\ninput Q: [N, d]\ninput K: [N, d]\ninput V: [N, d]\n"
         "P = softmax(Q @ K.T / sqrt(d))\nPm = where(causal_mask(N), P, 0)\nO = Pm @ V\n"
         "# warning[SC406]",
-        fix="在 softmax 之前掩盖分数: `softmax(where(mask, S, -inf))`。",
+        fix="在 softmax 之前掩盖分数: `softmax(where(mask, S, -inf))`; 偏置同样加在 softmax "
+        "之前的分数上: `softmax(S + bias)`。",
     ),
     "SC407": dict(
         summary="因果掩码被转置了",
@@ -922,7 +923,9 @@ TORCH_HELPS = {
     "SC402": "在键上归一化: `softmax(scores, dim=-1)`, 再用 `weights @ v` 读取值 (不要对权重做 "
     "`.transpose(-2, -1)`)",
     "SC404": "按头宽缩放: `/ math.sqrt(head_dim)` (`k.size(-1)`), 而不是模型宽度",
-    "SC406": "在 softmax 之前屏蔽分数: `scores.masked_fill(mask == 0, float('-inf'))`, 再做 `softmax`",
+    "SC406 add_before_softmax": "把偏置 (或加性掩码) 加在 softmax 之前的分数上: "
+    "`scores = scores + bias`, 再做 `softmax(scores, dim=-1)`",
+    "SC406 mask_before_softmax": "在 softmax 之前屏蔽分数: `scores.masked_fill(mask == 0, float('-inf'))`, 再做 `softmax`",
     "SC407": "按 `torch.tril` 构造的方式使用掩码, 行对应查询: 不要对掩码做 `.transpose(-2, -1)`",
     "SC408": "在掩码为 0 的位置填充: `masked_fill(mask == 0, float('-inf'))`",
     "SC402 drop_weights_transpose": "按 softmax 给出的样子用权重读取 value: `weights @ v`, 不要对权重做 `.transpose(-2, -1)`",
@@ -1029,6 +1032,8 @@ HELPS = {
     "drop_weights_transpose": "按 softmax 给出的样子对权重求和, 去掉转置: `{product}`",
     "scale_by": "按缩并的大小缩放: `/ sqrt({size})`",
     "mask_before_softmax": "在 softmax 之前掩盖分数: `softmax(where(mask, S, -inf))`",
+    "add_before_softmax": "把 `{term}` 加在 softmax 之前的分数上, 而不是加在它的权重上: "
+    "`{call}`",
     "untranspose_mask": "按 `causal_mask` 构造的方向使用掩码 (行是 query), 去掉转置",
     "keep_diagonal": "让每个 query 看到它自己的 key: 用 `<=` 比较 (`j <= i`), 或保留带对角线的三角 "
     "(`tril(x)`, 而不是 `tril(x, -1)`)",

@@ -289,6 +289,7 @@ def _variant(diagnostic: Diagnostic) -> str:
 
 #: per code, the spec helps that have a torch help of their own
 VARIANTS: dict[str, tuple[str, ...]] = {"SC402": ("drop_weights_transpose",),
+                                        "SC406": ("mask_before_softmax", "add_before_softmax"),
                                         "SC408": ("drop_negation",),
                                         "SC411": ("split_in_merge_order",)}
 
