@@ -180,3 +180,28 @@ def test_fix_reports_what_remains(capsys, tmp_path, fileio):
     status, out, _ = run(capsys, "verify", "--fix", path)
     assert status == 1 and "error[SC303]" in out and "SC501" not in out
     assert path.read_text(encoding="utf-8") == FIXED + "output T = Q + ones([d + 1])\n"
+
+
+_SCORES = "dim N, M, d\ninput Q: [N, d]; input K: [KEYS, d]; input V: [KEYS, d]\n"
+
+
+@pytest.mark.parametrize(("body", "keys", "line"), [
+    # self-attention: `Q.T @ K` is [d, d] and fails only at `P @ V`; the repair is the
+    # scores' own statement, not `P @ V.T` (another formula)
+    ("S = Q.T @ K / sqrt(d)\nP = softmax(S)\nO = P @ V\n", "N", 3),
+    ("O = softmax(Q.T @ K / sqrt(d)) @ V\n", "N", 3),
+    ("S = Q.T @ K\nP = dropout(softmax(S / sqrt(d), axis=-1), 0.1)\nO = P @ V\n",
+     "N", 3),
+    # cross-attention: the product itself fails, and is repaired where it is
+    ("S = Q.T @ K / sqrt(d)\nO = softmax(S) @ V\n", "M", 3),
+])
+def test_scores_with_the_query_transposed_are_repaired_where_they_are_made(
+        body: str, keys: str, line: int) -> None:
+    text = _SCORES.replace("KEYS", keys) + body
+    [found] = [d for d in check_text(text).diagnostics if d.code != "SC401"]  # M unused
+    assert found.code == "SC301" and found.help[0].endswith("`Q @ K.T` there?") or \
+        found.help[0] == "did you mean `Q @ K.T`?", found.help
+    fixed = apply_edits(text, found.fixes[0].edits)
+    assert fixed == text.replace("Q.T @ K", "Q @ K.T")
+    assert [d.code for d in check_text(fixed).diagnostics if d.code != "SC401"] == []
+    assert found.fixes[0].edits[0].span.line == line

@@ -223,8 +223,11 @@ def _matmul_fixes(ctx: Ctx, left: Value, right: Value) -> tuple[list[Fix], list[
         return _replace(ctx, None, f"{new_left} @ {new_right}",
                         codes.help_text("transpose", fix=f"{new_left} @ {new_right}"), safe)
 
-    candidates: list[Fix | None] = []
+    candidates: list[Fix | None] = [_scores_untransposed(ctx, ctx.argument("left"))]
     redeclarations: list[Fix | None] = []
+    if isinstance(ctx.argument("left"), nodes.Transpose) and \
+            not isinstance(ctx.argument("right"), nodes.Transpose) and fits(lshape[-2], rshape[-1]):
+        candidates.append(rewrite(_transposed(left_text), _transposed(right_text), True))  # `Q.T @ K`
     declared_right = ctx.declaration("right")
     weight = declared_right is not None and declared_right.kind == "param" and len(right.shape) == 2
     if weight and fits(lshape[-1], rshape[-1]):
@@ -249,6 +252,40 @@ def _matmul_fixes(ctx: Ctx, left: Value, right: Value) -> tuple[list[Fix], list[
     if len(left.shape) == 2:
         redeclarations.append(_redeclare(ctx, "left", (lshape[-2], rshape[-2]), left.is_bool))
     return ([f for f in candidates if f is not None], [f for f in redeclarations if f is not None])
+
+
+#: calls whose first argument the weights are made from (`softmax(S)`, `where(m, S, -inf)`)
+_WEIGHTS_OF = frozenset({"softmax", "dropout", "where", "exp", "tanh", "sigmoid"})
+
+
+def _scores_untransposed(ctx: Ctx, node: nodes.Expr | None, depth: int = 0) -> Fix | None:
+    """`softmax(Q.T @ K) @ V` (or the scores defined before): the product the weights come
+    from, its left factor transposed (`Q.T @ K`: [d, d] when Q and K are [N, d]), written
+    `Q @ K.T` at its own statement. The error shows at the product with the values; the
+    repair is where the scores are made (issue 31), offered, like every candidate, only
+    where the spec then checks clean."""
+    if node is None or depth > 6:
+        return None
+    node = nodes.strip_parens(node)
+    if isinstance(node, nodes.Name):
+        return _scores_untransposed(ctx, ctx.defined_as(node.name), depth + 1)
+    if isinstance(node, nodes.BinOp) and node.op == "@":
+        left, right = ctx.source(node.left), ctx.source(node.right)
+        if isinstance(nodes.strip_parens(node.left), nodes.Transpose) and \
+                not isinstance(nodes.strip_parens(node.right), nodes.Transpose):
+            text = f"{_transposed(left)} @ {_transposed(right)}"
+            help = codes.help_text("transpose_scores", fix=text, scores=ctx.source(node),
+                                   line=node.span.line)
+            return Fix(help, (Edit(node.span, text),), False)
+        return None
+    if isinstance(node, nodes.BinOp) and node.op in ("*", "/", "+", "-"):
+        return _scores_untransposed(ctx, node.left, depth + 1) or \
+            _scores_untransposed(ctx, node.right, depth + 1)
+    if isinstance(node, nodes.Call) and node.func.name in _WEIGHTS_OF and node.args:
+        made_from = node.args[1:] if node.func.name == "where" else node.args[:1]
+        return next((fix for fix in (_scores_untransposed(ctx, arg, depth + 1)
+                                     for arg in made_from) if fix is not None), None)
+    return None
 
 
 def _replace(ctx: Ctx, param: str | None, text: str, help: str, safe: bool) -> Fix:

@@ -1164,6 +1164,15 @@ class _RuleCtx:
         target = self.params.get(param)
         return nodes.strip_parens(target) if target is not None else None
 
+    def defined_as(self, name: str) -> nodes.Expr | None:
+        before = (self.node.span.line, self.node.span.column)
+        found = None
+        for statement in self.checker.program.statements:
+            if isinstance(statement, nodes.Define) and statement.name.name == name and \
+                    (statement.span.line, statement.span.column) < before:
+                found = statement.value
+        return found
+
     def span(self, param: str | None) -> Span | None:
         target = self.params.get(param) if param is not None else self.node
         return target.span if target is not None else None

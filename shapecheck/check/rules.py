@@ -69,6 +69,9 @@ class Ctx(Protocol):
     def source(self, node: nodes.Expr) -> str:
         """The text of any expression inside the arguments, as written."""
 
+    def defined_as(self, name: str) -> nodes.Expr | None:
+        """The value of the last statement before this one that defines ``name``."""
+
     def span(self, param: str | None) -> Span | None:
         """Where the argument ``param`` is written (``None``: the whole call or operation)."""
 

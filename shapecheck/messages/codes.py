@@ -1267,6 +1267,7 @@ NOTES: Table = Table("codes", "NOTES", {
 
 HELPS: Table = Table("codes", "HELPS", {
     "transpose": "did you mean `{fix}`?",
+    "transpose_scores": "the scores are `{scores}` (line {line}): did you mean `{fix}` there?",
     "redeclare": "if `{name}` is declared with the wrong shape: `{kind} {name}: {shape}`",
     "or": "or: {text}",
     "add_constraint": "add `constraint {constraint}`",

@@ -1012,6 +1012,7 @@ HELPS = {
     "not_a_spec": "shapecheck 检查 `.attn` spec: 文件夹指其下的 `*.attn` 文件",
     "spelling_instead": "请写成 `{spelling}`",
     "transpose": "你是不是想写 `{fix}`?",
+    "transpose_scores": "分数是 `{scores}` (第 {line} 行): 是不是想在那里写 `{fix}`?",
     "redeclare": "如果 `{name}` 声明的形状错了: `{kind} {name}: {shape}`",
     "or": "或者: {text}",
     "add_constraint": "加上 `constraint {constraint}`",
