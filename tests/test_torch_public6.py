@@ -114,3 +114,21 @@ def test_public6_form_is_lowered_clean_and_conforms(target: str, tmp_path: Path,
     # each was an SC602 (index_put, hstack) or an unparseable spec (SC001) before
     assert _found(target) == []
     _conforms(target, tmp_path, capsys)
+
+
+@pytest.mark.slow  # extract, verify the spec, conform: ~40 s each
+@pytest.mark.parametrize("target", ["max_vit_attention.py:make_block", "max_vit_attention.py:make_grid"])
+def test_maxvit_windows_cut_by_einops_are_written_as_multiples_of_the_window(
+        target: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # `(x w1)` with w1=7: einops refuses any other size, and torch's guards together admit
+    # only multiples of 7 (none alone does: `T // (T // 7) == 7` holds at 15): the map is
+    # `7 * T`, so the spec extract writes verifies (it was SC201 on every `T//7`) and conforms
+    spec = tmp_path / "spec.attn"
+    path = str(DATA / target)
+    code, out = _command(capsys, "extract", path, "-o", str(spec))
+    assert code == 0, out
+    assert "input input_: [B, 4 * heads * heads * heads * heads, 7 * T, 7 * S]" in spec.read_text()
+    code, out = _command(capsys, "verify", str(spec))
+    assert code == 0 and "error" not in out and "warning" not in out, out
+    code, out = _command(capsys, "conform", str(spec), path)
+    assert code == 0 and "conforms" in out, out

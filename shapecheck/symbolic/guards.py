@@ -53,3 +53,64 @@ def multiples(equations: Iterable[Any], names: Collection[str]) -> dict[Any, tup
                     found[size] = (str(quotient), whole)
                     break
     return found
+
+
+def literal_multiples(guards: Collection[Any], traced: dict[Any, int],
+                      names: Collection[str]) -> dict[Any, tuple[str, Any]]:
+    """The sizes among ``names`` that the guards admit only at multiples of a number the
+    code divides them by (einops' ``(x w1)`` with ``w1=7``, a ``view(B, T // 7, 7, ...)``):
+    each such size's symbol -> the quotient's name and the product ``number * quotient``.
+
+    No single guard says it (``T // (T // 7) == 7`` holds at T = 15 too): the guards are
+    evaluated together, every other size at its traced value, at multiples of the number
+    near the traced size (which they must all admit) and at every other size between
+    them (each of which one guard must refuse). Torch's own solver suggests the same
+    (``T = 7*_T``) when the dims are declared strictly."""
+    found: dict[Any, tuple[str, Any]] = {}
+    for size in sorted(traced, key=str):
+        if str(size) not in names:
+            continue
+        for number in sorted(_divisors_of(guards, size), reverse=True):
+            value = traced[size]
+            if value % number or value < number:
+                continue
+            base = dict(traced)
+
+            def admitted(at: int) -> bool | None:
+                return _all_hold(guards, {**base, size: sympy.Integer(at)})
+
+            wholes = [value + number * step for step in (0, 1, 3)]
+            others = [w + r for w in wholes for r in range(1, number)]
+            if all(admitted(w) is True for w in wholes) and \
+                    all(admitted(o) is False for o in others):
+                quotient = sympy.Symbol(f"q{size}", integer=True, positive=True)
+                found[size] = (str(quotient), number * quotient)
+                break
+    return found
+
+
+def _divisors_of(guards: Collection[Any], size: Any) -> set[int]:
+    """The numbers the guards divide ``size`` by (``size // 7``, ``size % 7``)."""
+    numbers: set[int] = set()
+    for guard in guards:
+        for part in sympy.preorder_traversal(guard):
+            args = getattr(part, "args", ())
+            if len(args) == 2 and args[0] == size and args[1].is_Integer and \
+                    type(part).__name__ in ("FloorDiv", "Mod", "PythonMod", "CleanDiv") and \
+                    2 <= int(args[1]) <= 64:
+                numbers.add(int(args[1]))
+    return numbers
+
+
+def _all_hold(guards: Collection[Any], values: dict[Any, Any]) -> bool | None:
+    """Whether every guard holds at ``values`` (None: one could not be decided)."""
+    for guard in guards:
+        try:
+            result = guard.xreplace(values)
+        except (ArithmeticError, TypeError, ValueError):
+            return None
+        if result is sympy.false:
+            return False
+        if result is not sympy.true:
+            return None
+    return True

@@ -244,6 +244,8 @@ class Lowering:
             name = self.dims.symbolic.get(str(symbol))
             if name is None:
                 continue
+            if symbol in self._multiple_of:  # the size is written as a product: `7 * T`
+                name = self.sym(str(self._multiple_of[symbol]))
             for value, relation in ((bounds.lower, ">="),):
                 if not str(value).lstrip("-").isdigit():  # torch's infinity: no bound
                     continue
@@ -381,10 +383,31 @@ class Lowering:
         """A size (int or SymInt) as a dim expression."""
         if isinstance(value, int):
             return self.dims.size(value)
-        if hasattr(value, "node") and self._multiple_of:
-            return self.sym(str(value.node.expr.xreplace(self._multiple_of)))
-        expression = str(value.node.expr) if hasattr(value, "node") else str(value)
-        return self.sym(expression)
+        if not hasattr(value, "node"):
+            return self.sym(str(value))
+        expr = value.node.expr.xreplace(self._multiple_of) if self._multiple_of \
+            else value.node.expr
+        self._whole_parts(expr)
+        return self.sym(str(expr))
+
+    def _whole_parts(self, expr: Any) -> None:
+        """A size `T // 7` (windows or patches of a literal size cut from a traced axis:
+        `view(B, H // 7, 7, ...)`, einops' `(x w1)` with `w1=7`) is an axis the module has
+        only where `T` holds a whole part; below, it is empty, which no spec axis can be.
+        The spec says `constraint T >= 7`, as for a convolution's patches: the domain the
+        module is written for, not a claim that smaller inputs are fine (issue 29)."""
+        if "//" not in str(expr):
+            return
+        from torch.utils._sympy.functions import FloorDiv
+
+        for part in expr.atoms(FloorDiv):
+            base, divisor = part.args
+            name = self.dims.symbolic.get(str(base)) if base.is_Symbol else None
+            if name is None or not divisor.is_Integer or int(divisor) < 2:
+                continue
+            text = f"constraint {name} >= {int(divisor)}"
+            if text not in self.out.constraints:
+                self.out.constraints.append(text)
 
     def _multiples(self, placeholders: Any) -> None:
         """An input size the module splits by another (Swin's `attn.view(B_ // nW, nW, ...)`,
@@ -392,16 +415,29 @@ class Lowering:
         `Eq(B_, (B_//nW) * (B_//(B_//nW)))` holds for every multiple and for nothing else.
         Such a size is written `B * B2` (the quotient takes its name): the module relies on
         its caller for it, as for sizes the caller keeps equal."""
-        from ...symbolic import multiples
+        from ...symbolic import literal_multiples, multiples
 
         env = shape_env(placeholders)
         if env is None:
             return
         names = {str(symbol) for guard in env.guards for symbol in guard.expr.free_symbols
                  if str(symbol) in self.dims.symbolic}
-        for size, (quotient, whole) in multiples((g.expr for g in env.guards), names).items():
+        found = multiples((g.expr for g in env.guards), names)
+        # a size cut into windows of a number (einops' `(x w1)`, `w1=7`): `7 * T`
+        traced = {symbol: int(value) for symbol, value in env.var_to_val.items()
+                  if symbol not in found}
+        found.update((size, (quotient, whole)) for size, (quotient, whole)
+                     in literal_multiples([g.expr for g in env.guards], traced, names).items()
+                     if self._a_number(int(whole.as_coeff_Mul()[0])))
+        for size, (quotient, whole) in found.items():
             self._multiple_of[size] = whole
             self.dims.symbolic[quotient] = self.dims.symbolic[str(size)]
+
+    def _a_number(self, number: int) -> bool:
+        """Whether the spec writes ``number`` as itself, not as a dim of that size (a window
+        the factory sets, `window_size=4`): a size a multiple of such a window keeps its
+        quotient form, which the dim reads (ViTDet's and timm's windows)."""
+        return self.dims.size(number) == str(number)
 
     def sym(self, expression: str) -> str:
         def word(match: re.Match[str]) -> str:
