@@ -236,3 +236,10 @@ def make_block():
     block = Block(64, num_heads=2, mlp_ratio=8, qkv_bias=True,
                   norm_layer=partial(nn.LayerNorm, eps=1e-6), sr_ratio=4).eval()
     return block, {"x": torch.randn(2, 96, 64), "H": 8, "W": 12}
+
+
+def make_mlp():
+    # the feed-forward of every PVT v2 block: fc1, DWConv (a depthwise 3x3 padded conv of
+    # the [B, N, C] sequence as its H x W map), GELU, fc2
+    mlp = Mlp(64, hidden_features=128).eval()
+    return mlp, {"x": torch.randn(2, 96, 64), "H": 8, "W": 12}
