@@ -61,6 +61,10 @@ BY_TAPS = {
                            "running_mean[:, None, None]",
     # SqueezeBERT's grouped 1x1 conv1d
     "conv_windows.py:squeezebert": '"...gch,gocj->...goh"',
+    # flash-attn's MHA with dwconv=True: a causal depthwise conv1d (padded by 2, cut back)
+    "public4/flash_attn_mha.py:make_dwconv": '"...ch,yjh,cj->...cy"',
+    # MaxViT's MBConv: BatchNorm2d, a depthwise 3x3 padded conv, squeeze-excitation
+    "public6/max_vit_attention.py:make_mbconv": '"...chw,yjh,xkw,cjk->...cyx"',
 }
 
 #: factories of conv_windows.py with a softmax over the queries (`# BUG`) after a conv or a
