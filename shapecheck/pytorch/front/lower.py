@@ -2235,8 +2235,17 @@ def _average_pool(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val])
                                    for axis, part in enumerate(parts) if part != "1") + ")"
     else:
         counted = "".join(o for o, i in zip(outs, inputs) if o != i)
-        divisor = f'einsum("{",".join(terms)}->{counted}", {", ".join(names)})'
+        divisor = f'einsum("{",".join(terms)}->{counted}", {", ".join(names)})' + \
+            _kept_axes([w.identity for w in windows])
     return Val(f"{total} / {divisor}", PRODUCT)
+
+
+def _kept_axes(identity: list[bool]) -> str:
+    """The index that broadcasts a count over the windowed axes against every spatial axis
+    (`[:, None]` where the second axis's window is the identity), else nothing."""
+    if not any(identity):
+        return ""
+    return "[" + ", ".join("None" if same else ":" for same in identity) + "]"
 
 
 def _spatial(value: Any, spatial: int) -> list[Any]:
@@ -2330,7 +2339,9 @@ def _adaptive_pool(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]
         return x
     total = f'einsum("...{inputs},{",".join(terms)}->...{letters}", {", ".join([x.text, *names])})'
     counted = "".join(t[0] for t in terms)
-    return Val(f'{total} / einsum("{",".join(terms)}->{counted}", {", ".join(names)})', PRODUCT)
+    kept = _kept_axes([size == out for size, out in zip(sizes, outs)])
+    return Val(f'{total} / einsum("{",".join(terms)}->{counted}", {", ".join(names)}){kept}',
+               PRODUCT)
 
 
 def _bins(low: Lowering, node: Any, size: str, out: str) -> str:

@@ -152,7 +152,8 @@ class Windows(nn.Module):
     # conv with two filters per channel, a padded conv3d, an unbatched padded conv2d, the
     # poolings (avg 1d/2d/3d with and without counting the padding, ceil_mode, a divisor
     # override; adaptive 1d/2d with overlapping bins and global; max 1d/2d/3d padded,
-    # ceil_mode, dilated, MViT's (1, 3, 3) of stride (1, 2, 2)), an unfold with stride
+    # ceil_mode, dilated, MViT's (1, 3, 3) of stride (1, 2, 2); a window of one on an axis
+    # where the padding is not counted or the size kept), an unfold with stride
     # and dilation, a batch norm in eval
     def __init__(self, channels=6):
         super().__init__()
@@ -178,7 +179,9 @@ class Windows(nn.Module):
                 self.norm(x), F.max_pool2d(x, 3, stride=2, padding=1), F.max_pool1d(seq, 2),
                 F.max_pool2d(x, 2, ceil_mode=True),
                 F.max_pool3d(vol, (1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1)),
-                F.max_pool2d(image, (2, 3), stride=1, dilation=(2, 1)))
+                F.max_pool2d(image, (2, 3), stride=1, dilation=(2, 1)),
+                F.avg_pool2d(x, (3, 1), stride=1, padding=(1, 0), count_include_pad=False),
+                F.adaptive_avg_pool2d(x, (3, None)))
 
 
 def windows():
