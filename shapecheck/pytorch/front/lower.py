@@ -2061,7 +2061,7 @@ class _Window:
 
     size: str      # the input axis, as the spec writes it
     out: str       # the output axis (its traced size)
-    kernel: str    # the number of taps, as the weight's shape writes it
+    kernel: str    # the number of taps, as the weight's shape writes it (else the number)
     taps: int      # the number of taps
     stride: int
     pad: int
@@ -2078,13 +2078,16 @@ _LETTERS = {1: ("h", "y", "j"), 2: ("hw", "yx", "jk"), 3: ("dhw", "zyx", "ijk")}
 
 
 def _windows(low: Lowering, sizes: list[Any], outs: list[Any], kernel: list[Any],
-             stride: list[Any], pads: list[Any], dilation: list[Any]) -> list[_Window]:
-    """The windows of each spatial axis, from the traced sizes and the operator's numbers."""
+             stride: list[Any], pads: list[Any], dilation: list[Any],
+             weighted: bool = True) -> list[_Window]:
+    """The windows of each spatial axis, from the traced sizes and the operator's numbers;
+    the kernel written as the weight's shape writes it (``weighted``), else as a number (a
+    pooling's, an unfold's: no size of the module)."""
     numbers = [*kernel, *stride, *pads, *dilation]
     if not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers) or \
             any(n < 0 for n in pads) or any(n < 1 for n in [*kernel, *stride, *dilation]):
         raise Unlowerable("a window of traced or negative numbers")
-    return [_Window(low.size(n), low.size(o), low.size(k), k, s, p, d)
+    return [_Window(low.size(n), low.size(o), low.size(k) if weighted else str(k), k, s, p, d)
             for n, o, k, s, p, d in zip(sizes, outs, kernel, stride, pads, dilation)]
 
 
@@ -2123,7 +2126,8 @@ def _taps(low: Lowering, node: Any, window: _Window) -> str:
     return name
 
 
-def _selected(low: Lowering, node: Any, windows: list[_Window]) -> tuple[str, str, str, list[str]]:
+def _selected(low: Lowering, node: Any, windows: list[_Window]) \
+        -> tuple[str, str, str, list[str], list[str]]:
     """Each spatial axis's letters as an einsum reads them: the input's, the output's (the
     input's own where the window is the identity), the taps', and the selections' terms
     (`yjh`) and names."""
@@ -2136,7 +2140,7 @@ def _selected(low: Lowering, node: Any, windows: list[_Window]) -> tuple[str, st
         outs += o
         terms.append(f"{o}{t}{i}")
         names.append(_taps(low, node, window))
-    return inputs, outs, taps, [*terms, *names]
+    return inputs, outs, taps, terms, names
 
 
 def _by_taps(low: Lowering, node: Any, x: Val, weight: Val, bias: Val, groups: Any,
@@ -2152,9 +2156,7 @@ def _by_taps(low: Lowering, node: Any, x: Val, weight: Val, bias: Val, groups: A
     filters = list(node.args[1].meta["val"].shape)
     spatial = len(windows)
     lead = before[:len(before) - spatial - 1]
-    inputs, outs, taps, selection = _selected(low, node, windows)
-    half = len(selection) // 2
-    terms, names = selection[:half], selection[half:]
+    inputs, outs, taps, terms, names = _selected(low, node, windows)
     w = weight
     if groups == 1:
         x_term, w_term, result = "c", "oc", "o"
@@ -2164,10 +2166,11 @@ def _by_taps(low: Lowering, node: Any, x: Val, weight: Val, bias: Val, groups: A
     else:
         x_term, w_term, result = "gc", "goc", "go"
         shape = [*(low.size(s) for s in lead), low.size(groups),
-                 low.size(before[len(lead)] // groups), *(w_.size for w_ in windows)]
+                 low.size(before[len(lead)] // groups), *(window.size for window in windows)]
         x = Val(f"reshape({x.text}, [{', '.join(shape)}])")
-        w = Val(f"reshape({weight.text}, [{low.size(groups)}, "
-                f"{low.size(filters[0] // groups)}, {', '.join(low.size(f) for f in filters[1:])}])")
+        split = [low.size(groups), low.size(filters[0] // groups),
+                 *(low.size(f) for f in filters[1:])]
+        w = Val(f"reshape({weight.text}, [{', '.join(split)}])")
     subscripts = f"...{x_term}{inputs},{','.join(terms) + ',' if terms else ''}" \
         f"{w_term}{taps}->...{result}{outs}"
     operands = ", ".join([x.text, *names, w.text])
@@ -2215,12 +2218,8 @@ def _average_pool(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val])
     override = _given(node, 6, "divisor_override", None) if spatial > 1 else None
     before, after = node.args[0].meta["val"].shape, node.meta["val"].shape
     windows = _windows(low, list(before[-spatial:]), list(after[-spatial:]), kernel, stride,
-                       pads, [1] * spatial)
-    windows = [_Window(w.size, w.out, str(w.taps), w.taps, w.stride, w.pad, w.dilation)
-               for w in windows]  # a pooling's kernel is a number, no weight's size
-    inputs, outs, _, selection = _selected(low, node, windows)
-    half = len(selection) // 2
-    terms, names = selection[:half], selection[half:]
+                       pads, [1] * spatial, weighted=False)
+    inputs, outs, _, terms, names = _selected(low, node, windows)
     if not terms:  # every window the identity
         return x
     total = f'einsum("...{inputs},{",".join(terms)}->...{outs}", {", ".join([x.text, *names])})'
@@ -2277,7 +2276,7 @@ def _max_pool(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> 
     dilation = _spatial(_given(node, 4, "dilation", 1), spatial)
     before, after = node.args[0].meta["val"].shape, node.meta["val"].shape
     windows = _windows(low, list(before[-spatial:]), list(after[-spatial:]), kernel, stride,
-                       pads, dilation)
+                       pads, dilation, weighted=False)
     lead = len(before) - spatial
     past = bool(_given(node, 5, "ceil_mode", False))  # the last window may pass the axis
     kept = [a for a in range(spatial) if not windows[a].identity]
@@ -2287,7 +2286,7 @@ def _max_pool(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> 
     for axis in reversed(kept):  # the last first: the earlier axes keep their place
         w = windows[axis]
         index = f"arange({w.out})[:, None]" + (f" * {w.stride}" if w.stride != 1 else "") + \
-            (f" - {w.pad}" if w.pad else "") + f" + arange({w.taps})[None, :]" + \
+            (f" - {w.pad}" if w.pad else "") + f" + arange({w.kernel})[None, :]" + \
             (f" * {w.dilation}" if w.dilation != 1 else "")
         name = low._fresh("window")
         low.out.statements.append(Statement(f"{name} = {index}", low.location(node), name))
@@ -2377,12 +2376,8 @@ def _unfold(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Va
     # torch simplifies it (`(S + 1)//2`), so that the checker proves their product the result's
     outs = [(n + 2 * p - d * (k - 1) - 1 + s) // s
             for n, k, d, p, s in zip(sizes, kernel, dilation, pads, stride)]
-    windows = _windows(low, sizes, outs, kernel, stride, pads, dilation)
-    windows = [_Window(w.size, w.out, str(w.taps), w.taps, w.stride, w.pad, w.dilation)
-               for w in windows]
-    inputs, outs_letters, taps, selection = _selected(low, node, windows)
-    half = len(selection) // 2
-    terms, names = selection[:half], selection[half:]
+    windows = _windows(low, sizes, outs, kernel, stride, pads, dilation, weighted=False)
+    inputs, outs_letters, taps, terms, names = _selected(low, node, windows)
     kept = "".join(t for w, t in zip(windows, taps) if not w.identity)
     columns = f'einsum("...c{inputs},{",".join(terms)}->...c{kept}{outs_letters}", ' \
         f'{", ".join([x.text, *names])})' if terms else x.text
