@@ -3,10 +3,10 @@ no padding, dilation or groups (a ViT's patch embedding, PVT v2's and SegFormer'
 reduction, a 1x1 conv) is lowered as patches times the weight as a matrix; every other one
 (padded, overlapping, dilated, grouped, depthwise, `'same'`), the poolings (average,
 adaptive, max) and `nn.Unfold` as one einsum with a selection of taps per spatial axis (or,
-for a max, a gather by an index from `arange`), so the attention they feed is checked with
-their sizes: clean and conforming where the code is right (conformance in NumPy is what
-proves each lowering exact), a bug after them flagged at its line; a transposed conv stays
-SC602. (PVT v2, as its repository writes it, is in tests/test_torch_public6.py.)"""
+for a max, a gather by an index from `arange`; a transposed conv reads its selections the
+other way round), so the attention they feed is checked with their sizes: clean and
+conforming where the code is right (conformance in NumPy is what proves each lowering
+exact), a bug after them flagged at its line; an adaptive max pooling stays SC602. (PVT v2, as its repository writes it, is in tests/test_torch_public6.py.)"""
 
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ BY_TAPS = {
     # a padded 3x3 conv, a depthwise one of kernel 1, a dilated conv1d, an overlapping one
     "convolutions.py:not_products": 'einsum("...chw,yjh,xkw,ocjk->...oyx", x, taps, taps_1, '
                                     'padded_weight) + padded_bias[:, None, None]',
-    # every form at once (avg/adaptive/max poolings, groups, 'same', unfold, batch norm):
+    # every form at once (avg/adaptive/max poolings, groups, 'same', unfold, batch norm,
+    # transposed convs):
     # the selection of a 'same' conv1d of kernel 4 (one zero before, two after)
     "conv_windows.py:windows": "taps = maximum(1 - abs(arange(13)[None, None, :] - "
                                "(arange(13)[:, None, None] - 1 + arange(4)[None, :, None])), 0)",
@@ -132,8 +133,8 @@ def test_a_softmax_over_the_queries_after_a_window_is_flagged_at_its_line(factor
 
 
 @pytest.mark.slow
-def test_a_transposed_convolution_stays_unlowered_at_its_line() -> None:
-    assert _found("transposed") == [("SC602", _line("y = self.up(x)"))]
+def test_an_adaptive_max_pooling_stays_unlowered_at_its_line() -> None:
+    assert _found("adaptive_max") == [("SC602", _line("y = F.adaptive_max_pool2d(x, 3)"))]
 
 
 @pytest.mark.slow

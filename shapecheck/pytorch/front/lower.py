@@ -1930,9 +1930,8 @@ def _convolution(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) 
     padding = _given(node, 4, "padding", 0)
     dilation = _given(node, 5, "dilation", 1)
     groups = _given(node, 8 if convolution else 6, "groups", 1)
-    if convolution and (_given(node, 6, "transposed", False) or
-                        any(p != 0 for p in _given(node, 7, "output_padding", [0]))):
-        raise Unlowerable("a transposed convolution")
+    if convolution and _given(node, 6, "transposed", False):
+        return _transposed(low, node, args, kw, dilation=_given(node, 5, "dilation", 1))
     kernel = list(node.args[1].meta["val"].shape[2:])
     spatial = len(kernel)
     if not all(isinstance(k, int) for k in kernel):
@@ -2126,11 +2125,12 @@ def _taps(low: Lowering, node: Any, window: _Window) -> str:
     return name
 
 
-def _selected(low: Lowering, node: Any, windows: list[_Window]) \
+def _selected(low: Lowering, node: Any, windows: list[_Window], transposed: bool = False) \
         -> tuple[str, str, str, list[str], list[str]]:
     """Each spatial axis's letters as an einsum reads them: the input's, the output's (the
     input's own where the window is the identity), the taps', and the selections' terms
-    (`yjh`) and names."""
+    (`yjh`; `hjy` for a transposed conv, whose windows run from the output to the input)
+    and names."""
     inputs, outputs, taps = _LETTERS[len(windows)]
     outs, terms, names = "", [], []
     for window, i, o, t in zip(windows, inputs, outputs, taps):
@@ -2138,17 +2138,19 @@ def _selected(low: Lowering, node: Any, windows: list[_Window]) \
             outs += i
             continue
         outs += o
-        terms.append(f"{o}{t}{i}")
+        terms.append(f"{i}{t}{o}" if transposed else f"{o}{t}{i}")
         names.append(_taps(low, node, window))
     return inputs, outs, taps, terms, names
 
 
 def _by_taps(low: Lowering, node: Any, x: Val, weight: Val, bias: Val, groups: Any,
-             windows: list[_Window]) -> Val:
+             windows: list[_Window], transposed: bool = False) -> Val:
     """A convolution as one einsum of its input, each spatial axis's selection of taps and
     the weight: `einsum("...chw,yjh,xkw,ocjk->...oyx", x, taps, taps_1, w)`; depthwise
     (`groups` = channels, one filter each) `w[:, 0]` over `c` kept; other groups with the
-    channels split `[groups, C / groups]`, and the result's groups and filters merged."""
+    channels split `[groups, C / groups]`, and the result's groups and filters merged. A
+    transposed one (its weight `[C, O / groups, k...]`) reads each selection the other way
+    round: input ``i``'s tap ``j`` adds to output ``o`` where ``o == i * s - p + j * d``."""
     if not isinstance(groups, int) or groups < 1:
         raise Unlowerable("traced groups")
     before = list(node.args[0].meta["val"].shape)
@@ -2156,17 +2158,20 @@ def _by_taps(low: Lowering, node: Any, x: Val, weight: Val, bias: Val, groups: A
     filters = list(node.args[1].meta["val"].shape)
     spatial = len(windows)
     lead = before[:len(before) - spatial - 1]
-    inputs, outs, taps, terms, names = _selected(low, node, windows)
+    channels, out_channels = before[len(lead)], after[len(lead)]
+    inputs, outs, taps, terms, names = _selected(low, node, windows, transposed)
     w = weight
+    # a filter per channel: the weight's second axis is 1, as many groups as channels
+    depthwise = filters[1] == 1 and (channels if transposed else out_channels) == groups
     if groups == 1:
-        x_term, w_term, result = "c", "oc", "o"
-    elif filters[1] == 1 and after[len(lead)] == groups:  # depthwise: a filter per channel
+        x_term, w_term, result = "c", "co" if transposed else "oc", "o"
+    elif depthwise:
         x_term, w_term, result = "c", "c", "c"
         w = Val(f"{weight.at(POSTFIX)}[:, 0]", POSTFIX)
     else:
-        x_term, w_term, result = "gc", "goc", "go"
+        x_term, w_term, result = "gc", "gco" if transposed else "goc", "go"
         shape = [*(low.size(s) for s in lead), low.size(groups),
-                 low.size(before[len(lead)] // groups), *(window.size for window in windows)]
+                 low.size(channels // groups), *(low.size(s) for s in before[-spatial:])]
         x = Val(f"reshape({x.text}, [{', '.join(shape)}])")
         split = [low.size(groups), low.size(filters[0] // groups),
                  *(low.size(f) for f in filters[1:])]
@@ -2180,6 +2185,35 @@ def _by_taps(low: Lowering, node: Any, x: Val, weight: Val, bias: Val, groups: A
     if bias.kind != "none":
         value = Val(f"{value.text} + {_tensor(bias).at(POSTFIX)}[:{', None' * spatial}]", SUM)
     return value
+
+
+@rule("conv_transpose1d.default", "conv_transpose2d.input", "conv_transpose3d.input")
+def _transposed_convolution(low: Lowering, node: Any, args: list[Val],
+                            kw: dict[str, Val]) -> Val:
+    """`nn.ConvTranspose{1,2,3}d`: its windows run from the output to the input, so each is
+    the selection of a convolution from the output's size to the input's (`output_padding`
+    only lengthens the output, which is traced), read the other way round (:func:`_by_taps`)."""
+    return _transposed(low, node, args, kw, dilation=_given(node, 7, "dilation", 1))
+
+
+def _transposed(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val],
+                dilation: Any) -> Val:
+    """A transposed convolution, `conv_transpose*d` or `convolution(..., transposed=True)`
+    (whose groups are its 9th argument, not its 7th)."""
+    kernel = list(node.args[1].meta["val"].shape[2:])
+    spatial = len(kernel)
+    convolution = _name(node.target) == "convolution.default"
+    stride, padding = _spatial(_given(node, 3, "stride", 1), spatial), \
+        _spatial(_given(node, 4, "padding", 0), spatial)
+    groups = _given(node, 8 if convolution else 6, "groups", 1)
+    before, after = node.args[0].meta["val"].shape, node.meta["val"].shape
+    if len(before) - spatial - 1 not in (0, 1):
+        raise Unlowerable("input rank")
+    bias = args[2] if len(args) > 2 else kw.get("bias", Val("None", kind="none"))
+    windows = _windows(low, list(after[-spatial:]), list(before[-spatial:]), kernel, stride,
+                       padding, _spatial(dilation, spatial))
+    return _by_taps(low, node, _tensor(args[0]), _tensor(args[1]), bias, groups, windows,
+                    transposed=True)
 
 
 @rule("batch_norm.default")

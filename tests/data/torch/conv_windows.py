@@ -154,7 +154,8 @@ class Windows(nn.Module):
     # override; adaptive 1d/2d with overlapping bins and global; max 1d/2d/3d padded,
     # ceil_mode, dilated, MViT's (1, 3, 3) of stride (1, 2, 2); a window of one on an axis
     # where the padding is not counted or the size kept), an unfold with stride
-    # and dilation, a batch norm in eval
+    # and dilation, a batch norm in eval, transposed convs (padded with an output padding,
+    # grouped and dilated, depthwise)
     def __init__(self, channels=6):
         super().__init__()
         self.same = nn.Conv1d(channels, channels, kernel_size=4, padding="same")
@@ -164,6 +165,12 @@ class Windows(nn.Module):
                                     groups=channels)
         self.volume = nn.Conv3d(3, 5, kernel_size=3, stride=(1, 2, 2), padding=1)
         self.norm = nn.BatchNorm2d(channels)
+        self.up = nn.ConvTranspose2d(channels, 4, kernel_size=3, stride=2, padding=1,
+                                     output_padding=1)
+        self.up_grouped = nn.ConvTranspose1d(channels, 4, kernel_size=3, stride=2, groups=2,
+                                             dilation=2)
+        self.up_depthwise = nn.ConvTranspose2d(channels, channels, kernel_size=2, stride=2,
+                                               groups=channels, bias=False)
 
     def forward(self, x, seq, vol, image):
         return (self.same(seq), self.dilated(seq), self.grouped(x), self.multiplier(x),
@@ -181,7 +188,8 @@ class Windows(nn.Module):
                 F.max_pool3d(vol, (1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1)),
                 F.max_pool2d(image, (2, 3), stride=1, dilation=(2, 1)),
                 F.avg_pool2d(x, (3, 1), stride=1, padding=(1, 0), count_include_pad=False),
-                F.adaptive_avg_pool2d(x, (3, None)))
+                F.adaptive_avg_pool2d(x, (3, None)), self.up(x), self.up_grouped(seq),
+                self.up_depthwise(x))
 
 
 def windows():

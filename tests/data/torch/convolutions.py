@@ -5,7 +5,7 @@ as ViT, CLIP's vision tower and Swin embed an image), the attention block of the
 latent-diffusion autoencoders (q, k, v and the output as 1x1 `Conv2d`s over a `[B, C, H, W]`
 map, `torch.bmm` of the flattened maps), other ranks, the convolutions that are no products
 (padded, overlapping, depthwise, dilated: read by their taps since, tests/data/torch/
-conv_windows.py has more) and a transposed one, which stays SC602. transformers' own
+conv_windows.py has more) and an adaptive max pooling, which stays SC602. transformers' own
 modules (SegFormer's spatially reduced attention, a one-layer ViT traced whole) are built
 from their config classes: nothing downloaded, transformers imported where used."""
 import torch
@@ -132,20 +132,16 @@ def not_products():
     return NotProducts().double().eval(), {"x": torch.randn(2, 8, 10, 6, dtype=torch.float64)}
 
 
-class Transposed(nn.Module):
-    # a transposed convolution (a decoder's upsampling; rare around attention) stays an
-    # input of its traced shape (SC602)
-    def __init__(self, channels=8):
-        super().__init__()
-        self.up = nn.ConvTranspose2d(channels, channels, kernel_size=2, stride=2)
-
+class MaxOfEachMap(nn.Module):
+    # an adaptive max pooling (no lowering: its bins' maximum is no sum of taps) stays an
+    # input of its traced shape (SC602), and the rest is checked
     def forward(self, x):
-        y = self.up(x).flatten(2)
+        y = F.adaptive_max_pool2d(x, 3).flatten(2)
         return y.softmax(dim=-1)
 
 
-def transposed():
-    return Transposed().eval(), {"x": torch.randn(2, 8, 5, 6)}
+def adaptive_max():
+    return MaxOfEachMap().eval(), {"x": torch.randn(2, 8, 5, 6)}
 
 
 def segformer_attention():
