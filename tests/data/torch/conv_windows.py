@@ -189,7 +189,12 @@ class Windows(nn.Module):
                 F.max_pool2d(image, (2, 3), stride=1, dilation=(2, 1)),
                 F.avg_pool2d(x, (3, 1), stride=1, padding=(1, 0), count_include_pad=False),
                 F.adaptive_avg_pool2d(x, (3, None)), self.up(x), self.up_grouped(seq),
-                self.up_depthwise(x))
+                self.up_depthwise(x),
+                # the operator a second pass over the graph writes, transposed or not
+                torch.ops.aten.convolution(x, self.up.weight, None, [2, 2], [1, 1], [1, 1],
+                                           True, [1, 1], 1),
+                torch.ops.aten.convolution(x, self.grouped.weight, None, [1, 2], [1, 0],
+                                           [2, 1], False, [0, 0], 2))
 
 
 def windows():
