@@ -2254,8 +2254,8 @@ def _average_pool(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val])
     windows = _windows(low, list(before[-spatial:]), list(after[-spatial:]), kernel, stride,
                        pads, [1] * spatial, weighted=False)
     inputs, outs, _, terms, names = _selected(low, node, windows)
-    if not terms:  # every window the identity
-        return x
+    if not terms:  # every window the identity: each output its own input
+        return Val(f"{x.at(PRODUCT)} / {override}", PRODUCT) if override else x
     total = f'einsum("...{inputs},{",".join(terms)}->...{outs}", {", ".join([x.text, *names])})'
     if override:
         divisor = str(override)
