@@ -1,9 +1,12 @@
-"""Convolutions that are products (issue 29; docs/torch.md, "Convolutions"): a kernel equal
-to its stride with no padding, dilation or groups (a ViT's patch embedding, PVT v2's and
-SegFormer's spatial reduction, a 1x1 conv) is lowered as patches times the weight as a
-matrix, so the attention it feeds is checked with its sizes: clean and conforming where the
-code is right, a bug after it flagged at its line; every other convolution stays SC602.
-(PVT v2's reduction, as its repository writes it, is in tests/test_torch_public6.py.)"""
+"""Convolutions (issue 29; docs/torch.md, "Convolutions"): a kernel equal to its stride with
+no padding, dilation or groups (a ViT's patch embedding, PVT v2's and SegFormer's spatial
+reduction, a 1x1 conv) is lowered as patches times the weight as a matrix; every other one
+(padded, overlapping, dilated, grouped, depthwise, `'same'`), the poolings (average,
+adaptive, max) and `nn.Unfold` as one einsum with a selection of taps per spatial axis (or,
+for a max, a gather by an index from `arange`; a transposed conv reads its selections the
+other way round), so the attention they feed is checked with their sizes: clean and
+conforming where the code is right (conformance in NumPy is what proves each lowering
+exact), a bug after them flagged at its line; an adaptive max pooling stays SC602. (PVT v2, as its repository writes it, is in tests/test_torch_public6.py.)"""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from shapecheck.pytorch.front import extract  # noqa: E402
 from shapecheck.pytorch.front.sourcemap import check, check_extraction  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "torch" / "convolutions.py"
+WINDOWS = DATA.parent / "conv_windows.py"
 
 LOWERED = {  # factory -> a form its spec must hold (the conv lowered, not SC602)
     # the 30 x 27 image's last two columns dropped, as torch's conv drops them, then patches
@@ -32,12 +36,49 @@ LOWERED = {  # factory -> a form its spec must hold (the conv lowered, not SC602
 }
 
 
-def _line(text: str) -> int:
-    return next(i for i, line in enumerate(DATA.read_text().splitlines(), 1) if text in line)
+#: factory of conv_windows.py (or convolutions.py) -> a form its spec must hold: the conv
+#: or pooling read by its taps, not SC602
+BY_TAPS = {
+    # a padded 3x3 conv, a depthwise one of kernel 1, a dilated conv1d, an overlapping one
+    "convolutions.py:not_products": 'einsum("...chw,yjh,xkw,ocjk->...oyx", x, taps, taps_1, '
+                                    'padded_weight) + padded_bias[:, None, None]',
+    # every form at once (avg/adaptive/max poolings, groups, 'same', unfold, batch norm,
+    # transposed convs):
+    # the selection of a 'same' conv1d of kernel 4 (one zero before, two after)
+    "conv_windows.py:windows": "taps = maximum(1 - abs(arange(13)[None, None, :] - "
+                               "(arange(13)[:, None, None] - 1 + arange(4)[None, :, None])), 0)",
+    # Restormer-style MDTA: the depthwise 3x3 padded conv of q, k, v
+    "conv_windows.py:channel_attention": '"...chw,yjh,xkw,cjk->...cyx"',
+    # SegFormer's overlapping patch embedding: kernel 7, stride 4, padding 3
+    "conv_windows.py:overlap_embed_attention": "[:, None, None] * 4 - 3 + arange(7)",
+    # keys and values average-pooled with padding, the padding not counted
+    "conv_windows.py:pooled_keys_attention": '/ einsum("yjh,xkw->yx", taps, taps_1)',
+    # Nyströmformer's depthwise (3, 1) conv of the values, a group per head
+    "conv_windows.py:nystromformer": '"...chw,yjh,cjk->...cyw"',
+    # ConvBERT's separable conv1d and its unfold of a [B, C, T, 1] map by (k, 1) windows
+    "conv_windows.py:convbert": '"...chw,yjh->...cjyw"',
+    # CvT's depthwise conv (stride 2 for the keys and values) and its BatchNorm2d in eval
+    "conv_windows.py:cvt": "convolution_projection_key_convolution_projection_normalization_"
+                           "running_mean[:, None, None]",
+    # SqueezeBERT's grouped 1x1 conv1d
+    "conv_windows.py:squeezebert": '"...gch,gocj->...goh"',
+    # flash-attn's MHA with dwconv=True: a causal depthwise conv1d (padded by 2, cut back)
+    "public4/flash_attn_mha.py:make_dwconv": '"...ch,yjh,cj->...cy"',
+    # MaxViT's MBConv: BatchNorm2d, a depthwise 3x3 padded conv, squeeze-excitation
+    "public6/max_vit_attention.py:make_mbconv": '"...chw,yjh,xkw,cjk->...cyx"',
+}
+
+#: factories of conv_windows.py with a softmax over the queries (`# BUG`) after a conv or a
+#: pooling read by its taps
+BUGS = ["channel_attention_bug", "overlap_embed_attention_bug", "pooled_keys_attention_bug"]
 
 
-def _found(factory: str) -> list[tuple[str, int]]:
-    return [(d.code, d.span.line) for r in check(f"{DATA}:{factory}") for d in r.diagnostics]
+def _line(text: str, data: Path = DATA) -> int:
+    return next(i for i, line in enumerate(data.read_text().splitlines(), 1) if text in line)
+
+
+def _found(factory: str, data: Path = DATA) -> list[tuple[str, int]]:
+    return [(d.code, d.span.line) for r in check(f"{data}:{factory}") for d in r.diagnostics]
 
 
 @pytest.mark.slow  # a trace each (seconds)
@@ -61,11 +102,39 @@ def test_a_bug_after_a_patch_embedding_is_flagged_at_its_line() -> None:
     assert _found("patch_attention_bug") == [("SC404", _line("# BUG"))]
 
 
+@pytest.mark.slow  # a trace each, and conformance at five bindings (seconds)
+@pytest.mark.parametrize("target", list(BY_TAPS))
+def test_a_window_read_by_its_taps_is_clean_and_conforms(target: str, tmp_path: Path) -> None:
+    if target.split(":")[1] in ("nystromformer", "convbert", "cvt", "squeezebert"):
+        pytest.importorskip("transformers")
+    path = f"{DATA.parent / target}"
+    extraction = extract(path)
+    assert extraction.unknown == [], extraction.text
+    assert BY_TAPS[target] in extraction.text, extraction.text
+    traced = check_extraction(extraction, path)
+    assert [d.code for r in traced.results for d in r.diagnostics] == [], extraction.text
+    # the spec on its own: the checker proves each einsum's shapes, and the selections,
+    # made from `arange`, raise no formula warning (no SC4xx from positions or masks)
+    from shapecheck.loader import check_text
+
+    program = check_text(extraction.text)
+    assert [d.code for d in program.diagnostics] == [], extraction.text
+    result = conform(extraction.text, extraction.function(), dims=extraction.bindings,
+                     framework="torch", cases=3)
+    assert result.ok, result.report()
+
+
 @pytest.mark.slow
-def test_other_convolutions_stay_unlowered_at_their_lines() -> None:
-    lines = [_line(f"= self.{name}(") for name in ("padded", "depthwise", "dilated",
-                                                    "overlapping")]
-    assert _found("not_products") == [("SC602", line) for line in lines]
+@pytest.mark.parametrize("factory", BUGS)
+def test_a_softmax_over_the_queries_after_a_window_is_flagged_at_its_line(factory: str) -> None:
+    # each bug module's `# BUG` line, in the order of BUGS
+    lines = [i for i, line in enumerate(WINDOWS.read_text().splitlines(), 1) if "# BUG" in line]
+    assert _found(factory, WINDOWS) == [("SC402", lines[BUGS.index(factory)])]
+
+
+@pytest.mark.slow
+def test_an_adaptive_max_pooling_stays_unlowered_at_its_line() -> None:
+    assert _found("adaptive_max") == [("SC602", _line("y = F.adaptive_max_pool2d(x, 3)"))]
 
 
 @pytest.mark.slow

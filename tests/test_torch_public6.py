@@ -32,6 +32,8 @@ CLEAN = [
     "max_vit_attention.py:make",         # [b, x, y, w1, w2, d] windows, embedding bias
     "pvt_v2_attention.py:make_last",     # sr_ratio 1: keys of the map itself
     "pvt_v2_attention.py:make_sr2",      # keys of the map reduced by a strided conv (was SC602)
+    "pvt_v2_attention.py:make_linear",   # AdaptiveAvgPool2d(7), a 1x1 conv, GELU (was SC602)
+    "pvt_v2_attention.py:make_mlp",      # DWConv: depthwise 3x3 padded conv (was SC602)
 ]
 
 #: extract and conform, one target per project (each costs seconds of torch work)
@@ -41,6 +43,8 @@ CONFORM = [
     "cait_attention.py:make",
     "max_vit_attention.py:make",
     "pvt_v2_attention.py:make_sr2",
+    "pvt_v2_attention.py:make_linear",   # the pooling's bins and the DWConv's taps exact
+    "pvt_v2_attention.py:make_mlp",
 ]
 
 BUGS = [
@@ -51,6 +55,8 @@ BUGS = [
     # before the softmax (the scores mixed over the heads are still Q @ K.T)
     ("bugs/pvt_v2_softmax_axis.py:make_sr2", "SC402", 140),  # softmax(dim=-2), over keys
     # the strided conv reduced
+    ("bugs/pvt_v2_softmax_axis.py:make_linear", "SC402", 140),  # over keys AdaptiveAvgPool2d
+    # pooled to 7 x 7 (was hidden behind the pooling's SC602)
 ]
 
 FORMS = [

@@ -564,6 +564,8 @@ class DimSystem(Refutation):
     def _positive(self, dim: Dim) -> Verdict:
         if built_of_positives(dim):  # no expansion: `(N + 1)**64 * (d + 1)` is instant
             return Verdict.PROVED
+        if self._positive_product(dim):  # before expansion, which loses the factors
+            return Verdict.PROVED
         direct = self._bind_only(dim)
         if direct.is_number:
             return _number_verdict(direct)
@@ -622,7 +624,8 @@ class DimSystem(Refutation):
 
     def _positive_product(self, dim: Dim) -> bool:
         """A product of positive integers is one (a flattened map's `(T//5) * (S//5)`, each
-        floor positive on its own)."""
+        floor positive on its own; an overlapping convolution's `(T//2 - 1) * (S//2 - 1)`,
+        each factor positive where `T >= 4`, as the product's expansion is not)."""
         return isinstance(dim, sympy.Mul) and all(
             self.positive(factor) is Verdict.PROVED for factor in dim.args)
 

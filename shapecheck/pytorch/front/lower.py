@@ -106,6 +106,7 @@ class Lowering:
         self._materialise: set[Any] = set()
         self._hinted: dict[int, str] = {}  # a symbolic size's traced value -> its dim name
         self._multiple_of: dict[Any, Any] = {}  # a size -> quotient * divisor (`_multiples`)
+        self.taps: dict[tuple[Any, ...], str] = {}  # a window's selection -> its name (`_taps`)
 
     # --- the walk -----------------------------------------------------------------------
 
@@ -225,6 +226,9 @@ class Lowering:
                     and tensor.numel() == 1 and _element(tensor) == "int":
                 # one index the code wrote as a tensor (Falcon's `[-2]`): a slice of one
                 self.values[node] = Val(str(int(tensor.item())), kind="index1")
+                continue
+            if kind == "BUFFER" and target.rsplit(".", 1)[-1] == "num_batches_tracked" \
+                    and not node.users:  # a batch norm's step count, never read in eval
                 continue
             name = self._fresh(target.replace(".", "_"))
             self.out.state[name] = target
@@ -841,7 +845,7 @@ def _divided(low: Lowering, node: Any, a: Val, divisor: float) -> Val | None:
 
 RULES["add.Tensor"] = _binary("+", SUM)
 RULES["sub.Tensor"] = _binary("-", SUM)
-RULES["mul.Tensor"] = _binary("*", PRODUCT)
+RULES["mul.Tensor"] = RULES["multiply.Tensor"] = _binary("*", PRODUCT)  # torch.multiply
 RULES["div.Tensor"] = _binary("/", PRODUCT)
 
 
@@ -1951,19 +1955,19 @@ def _convolution(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) 
     reduction `Conv2d(C, C, sr, stride=sr)`, a ViT's patch embedding, and (kernel 1) a
     product over the channels. It is the patches (`reshape` of each spatial axis into
     `[n, k]`, the kernel's axes moved beside the channels) times the weight as a matrix
-    `[O, C * k...]`, plus the bias. **Decision**: only where the spec can count the patches
-    (:func:`_patched`: they cover each axis, or a remainder torch drops is sliced off where
-    the checker can prove the slice); a conv that pads, dilates, groups or overlaps, or whose
-    patches the spec cannot count, stays SC602, never lowered to something untrue."""
+    `[O, C * k...]`, plus the bias, where the spec can count the patches (:func:`_patched`:
+    they cover each axis, or a remainder torch drops is sliced off where the checker can
+    prove the slice). Every other one (padded, overlapping, dilated, grouped or depthwise,
+    `'same'`) is one einsum of the input, a selection of taps per spatial axis and the
+    weight (:func:`_by_taps`); a transposed one stays SC602."""
     x, weight = _tensor(args[0]), _tensor(args[1])
     convolution = _name(node.target) == "convolution.default"
     stride = _given(node, 3, "stride", 1)
     padding = _given(node, 4, "padding", 0)
     dilation = _given(node, 5, "dilation", 1)
     groups = _given(node, 8 if convolution else 6, "groups", 1)
-    if convolution and (_given(node, 6, "transposed", False) or
-                        any(p != 0 for p in _given(node, 7, "output_padding", [0]))):
-        raise Unlowerable("a transposed convolution")
+    if convolution and _given(node, 6, "transposed", False):
+        return _transposed(low, node, args, kw, dilation=_given(node, 5, "dilation", 1))
     kernel = list(node.args[1].meta["val"].shape[2:])
     spatial = len(kernel)
     if not all(isinstance(k, int) for k in kernel):
@@ -1973,21 +1977,26 @@ def _convolution(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) 
         return list(value) * (spatial if len(value) == 1 else 1) \
             if isinstance(value, (list, tuple)) else [value] * spatial
 
-    if groups != 1 or each(stride) != kernel or each(dilation) != [1] * spatial or \
-            (padding != "valid" and each(padding) != [0] * spatial):
-        raise Unlowerable("a convolution that is no product of patches")
+    bias = args[2] if len(args) > 2 else kw.get("bias", Val("None", kind="none"))
     before = list(node.args[0].meta["val"].shape)
     after = list(node.meta["val"].shape)
     lead = len(before) - spatial - 1  # a batch axis, or none (an unbatched input)
     if lead not in (0, 1):
         raise Unlowerable("input rank")
+    if groups != 1 or each(stride) != kernel or each(dilation) != [1] * spatial or \
+            (padding != "valid" and each(padding) != [0] * spatial):
+        pads = _left_pads(kernel, padding, each(dilation), each)
+        return _by_taps(low, node, x, weight, bias, groups, _windows(
+            low, before[-spatial:], after[-spatial:], kernel, each(stride), pads, each(dilation)))
     inputs = [low.size(s) for s in before]
     outputs = [low.size(s) for s in after[lead + 1:]]
     kernels = [low.size(k) for k in kernel]
     cut = [_patched(low, size, out, k)
            for size, out, k in zip(inputs[lead + 1:], outputs, kernels)]
-    if any(c is None for c in cut):
-        raise Unlowerable("a convolution whose patches the spec cannot count")
+    if any(c is None for c in cut):  # read by its taps, as an overlapping one is
+        return _by_taps(low, node, x, weight, bias, groups, _windows(
+            low, before[-spatial:], after[-spatial:], kernel, kernel, [0] * spatial,
+            [1] * spatial))
     if any(cut):  # the rows and columns past the last whole patch, which torch drops
         for size, k, c in zip(inputs[lead + 1:], kernels, cut):
             # the module runs only where the axis holds a patch (torch's floor is 2)
@@ -2009,7 +2018,6 @@ def _convolution(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) 
         moved = _moved(Val(f"reshape({x.text}, [{', '.join(split)}])"), order)
         patches = Val(f"reshape({moved.text}, [{', '.join([*inputs[:lead], *outputs, width])}])")
     product = Val(f"{patches.at(PRODUCT)} @ {matrix}", PRODUCT)
-    bias = args[2] if len(args) > 2 else kw.get("bias", Val("None", kind="none"))
     if bias.kind != "none":
         product = Val(f"{product.text} + {_tensor(bias).at(SUM + 1)}", SUM)
     return _moved(product, [*batch, lead + spatial, *range(lead, lead + spatial)])
@@ -2074,6 +2082,376 @@ def _values(low: Lowering, size: str) -> tuple[int | None, ...]:
         bindings.update({name: low.dims.value_at(name, bindings) for name in low.dims.derived})
         found.append(_tables.size_at(size, bindings))
     return tuple(found) if None not in found else (None,)
+
+
+
+# --- convolutions and poolings by their taps (issue 29) ---------------------------------------
+
+
+@dataclass(frozen=True)
+class _Window:
+    """One spatial axis of a convolution, a pooling or an unfold: output ``o`` reads the
+    inputs ``o * stride - pad + j * dilation`` of the taps ``j < kernel``; those outside
+    ``[0, size)`` are the zero padding, and read nothing."""
+
+    size: str      # the input axis, as the spec writes it
+    out: str       # the output axis (its traced size)
+    kernel: str    # the number of taps, as the weight's shape writes it (else the number)
+    taps: int      # the number of taps
+    stride: int
+    pad: int
+    dilation: int
+
+    @property
+    def identity(self) -> bool:
+        """Each output reads its own input (a kernel of 1): no selection is needed."""
+        return self.taps == 1 and self.stride == 1 and self.pad == 0 and self.size == self.out
+
+
+#: The einsum letters of 1, 2 and 3 spatial axes: the input's, the output's, the taps'.
+_LETTERS = {1: ("h", "y", "j"), 2: ("hw", "yx", "jk"), 3: ("dhw", "zyx", "ijk")}
+
+
+def _windows(low: Lowering, sizes: list[Any], outs: list[Any], kernel: list[Any],
+             stride: list[Any], pads: list[Any], dilation: list[Any],
+             weighted: bool = True) -> list[_Window]:
+    """The windows of each spatial axis, from the traced sizes and the operator's numbers;
+    the kernel written as the weight's shape writes it (``weighted``), else as a number (a
+    pooling's, an unfold's: no size of the module)."""
+    numbers = [*kernel, *stride, *pads, *dilation]
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers) or \
+            any(n < 0 for n in pads) or any(n < 1 for n in [*kernel, *stride, *dilation]):
+        raise Unlowerable("a window of traced or negative numbers")
+    return [_Window(low.size(n), low.size(o), low.size(k) if weighted else str(k), k, s, p, d)
+            for n, o, k, s, p, d in zip(sizes, outs, kernel, stride, pads, dilation)]
+
+
+def _left_pads(kernel: list[Any], padding: Any, dilation: list[Any],
+               each: Callable[[Any], list[Any]]) -> list[Any]:
+    """The zeros before each spatial axis: `'valid'` none, `'same'` as torch splits them
+    (half the dilated kernel's reach before, the rest after), else the numbers given."""
+    if padding == "valid":
+        return [0] * len(kernel)
+    if padding == "same":
+        return [d * (k - 1) // 2 for k, d in zip(kernel, dilation)]
+    if isinstance(padding, str):
+        raise Unlowerable(f"padding {padding!r}")
+    return each(padding)
+
+
+def _taps(low: Lowering, node: Any, window: _Window) -> str:
+    """The name of a window's selection `int[out, kernel, size]`, one where input ``i`` is
+    tap ``j`` of output ``o`` (``i == o * stride - pad + j * dilation``), zero elsewhere:
+    written from `arange` with the tent `maximum(1 - abs(a - b), 0)` (1 where two
+    integers are equal, else 0), as `_linear_resize` weighs its inputs. A tap in the zero
+    padding equals no input and selects nothing. One statement for each window, at the
+    line of the first operator that reads it."""
+    key = (window.size, window.out, window.kernel, window.stride, window.pad, window.dilation)
+    if key in low.taps:
+        return low.taps[key]
+    first = f"arange({window.out})[:, None, None]" + \
+        (f" * {window.stride}" if window.stride != 1 else "") + \
+        (f" - {window.pad}" if window.pad else "")
+    tap = f"arange({window.kernel})[None, :, None]" + \
+        (f" * {window.dilation}" if window.dilation != 1 else "")
+    text = f"maximum(1 - abs(arange({window.size})[None, None, :] - ({first} + {tap})), 0)"
+    name = low._fresh("taps")
+    low.out.statements.append(Statement(f"{name} = {text}", low.location(node), name))
+    low.taps[key] = name
+    return name
+
+
+def _selected(low: Lowering, node: Any, windows: list[_Window], transposed: bool = False) \
+        -> tuple[str, str, str, list[str], list[str]]:
+    """Each spatial axis's letters as an einsum reads them: the input's, the output's (the
+    input's own where the window is the identity), the taps', and the selections' terms
+    (`yjh`; `hjy` for a transposed conv, whose windows run from the output to the input)
+    and names."""
+    inputs, outputs, taps = _LETTERS[len(windows)]
+    outs, terms, names = "", [], []
+    for window, i, o, t in zip(windows, inputs, outputs, taps):
+        if window.identity:
+            outs += i
+            continue
+        outs += o
+        terms.append(f"{i}{t}{o}" if transposed else f"{o}{t}{i}")
+        names.append(_taps(low, node, window))
+    return inputs, outs, taps, terms, names
+
+
+def _by_taps(low: Lowering, node: Any, x: Val, weight: Val, bias: Val, groups: Any,
+             windows: list[_Window], transposed: bool = False) -> Val:
+    """A convolution as one einsum of its input, each spatial axis's selection of taps and
+    the weight: `einsum("...chw,yjh,xkw,ocjk->...oyx", x, taps, taps_1, w)`; depthwise
+    (`groups` = channels, one filter each) `w[:, 0]` over `c` kept; other groups with the
+    channels split `[groups, C / groups]`, and the result's groups and filters merged. A
+    transposed one (its weight `[C, O / groups, k...]`) reads each selection the other way
+    round: input ``i``'s tap ``j`` adds to output ``o`` where ``o == i * s - p + j * d``."""
+    if not isinstance(groups, int) or groups < 1:
+        raise Unlowerable("traced groups")
+    before = list(node.args[0].meta["val"].shape)
+    after = list(node.meta["val"].shape)
+    filters = list(node.args[1].meta["val"].shape)
+    spatial = len(windows)
+    lead = before[:len(before) - spatial - 1]
+    channels, out_channels = before[len(lead)], after[len(lead)]
+    inputs, outs, taps, terms, names = _selected(low, node, windows, transposed)
+    w = weight
+    # a filter per channel: the weight's second axis is 1, as many groups as channels
+    depthwise = filters[1] == 1 and (channels if transposed else out_channels) == groups
+    if groups == 1:
+        x_term, w_term, result = "c", "co" if transposed else "oc", "o"
+    elif depthwise:
+        x_term, w_term, result = "c", "c", "c"
+        w = Val(f"{weight.at(POSTFIX)}[:, 0]", POSTFIX)
+    else:
+        x_term, w_term, result = "gc", "gco" if transposed else "goc", "go"
+        shape = [*(low.size(s) for s in lead), low.size(groups),
+                 low.size(channels // groups), *(low.size(s) for s in before[-spatial:])]
+        x = Val(f"reshape({x.text}, [{', '.join(shape)}])")
+        split = [low.size(groups), low.size(filters[0] // groups),
+                 *(low.size(f) for f in filters[1:])]
+        w = Val(f"reshape({weight.text}, [{', '.join(split)}])")
+    subscripts = f"...{x_term}{inputs},{','.join(terms) + ',' if terms else ''}" \
+        f"{w_term}{taps}->...{result}{outs}"
+    operands = ", ".join([x.text, *names, w.text])
+    value = Val(f'einsum("{subscripts}", {operands})')
+    if result == "go":
+        value = Val(f"reshape({value.text}, [{', '.join(low.size(s) for s in after)}])")
+    if bias.kind != "none":
+        value = Val(f"{value.text} + {_tensor(bias).at(POSTFIX)}[:{', None' * spatial}]", SUM)
+    return value
+
+
+@rule("conv_transpose1d.default", "conv_transpose2d.input", "conv_transpose3d.input")
+def _transposed_convolution(low: Lowering, node: Any, args: list[Val],
+                            kw: dict[str, Val]) -> Val:
+    """`nn.ConvTranspose{1,2,3}d`: its windows run from the output to the input, so each is
+    the selection of a convolution from the output's size to the input's (`output_padding`
+    only lengthens the output, which is traced), read the other way round (:func:`_by_taps`)."""
+    return _transposed(low, node, args, kw, dilation=_given(node, 7, "dilation", 1))
+
+
+def _transposed(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val],
+                dilation: Any) -> Val:
+    """A transposed convolution, `conv_transpose*d` or `convolution(..., transposed=True)`
+    (whose groups are its 9th argument, not its 7th)."""
+    kernel = list(node.args[1].meta["val"].shape[2:])
+    spatial = len(kernel)
+    convolution = _name(node.target) == "convolution.default"
+    stride, padding = _spatial(_given(node, 3, "stride", 1), spatial), \
+        _spatial(_given(node, 4, "padding", 0), spatial)
+    groups = _given(node, 8 if convolution else 6, "groups", 1)
+    before, after = node.args[0].meta["val"].shape, node.meta["val"].shape
+    if len(before) - spatial - 1 not in (0, 1):
+        raise Unlowerable("input rank")
+    bias = args[2] if len(args) > 2 else kw.get("bias", Val("None", kind="none"))
+    windows = _windows(low, list(after[-spatial:]), list(before[-spatial:]), kernel, stride,
+                       padding, _spatial(dilation, spatial))
+    return _by_taps(low, node, _tensor(args[0]), _tensor(args[1]), bias, groups, windows,
+                    transposed=True)
+
+
+@rule("batch_norm.default")
+def _batch_norm(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    """`nn.BatchNorm{1,2,3}d` in eval (CvT's convolutional projection): each channel (axis
+    1) less its running mean, over the root of its running variance plus eps, times the
+    weight, plus the bias. In training, or without running statistics, it normalises by
+    the batch's own: not lowered."""
+    x = _tensor(args[0])
+    training, eps = _given(node, 5, "training", False), _given(node, 7, "eps", 1e-5)
+    if training or any(a.kind == "none" for a in args[3:5]):
+        raise Unlowerable("batch_norm of the batch's statistics")
+    axes = f"[:{', None' * (low.rank(node.args[0]) - 2)}]"
+    mean, var = (f"{_tensor(a).at(POSTFIX)}{axes}" for a in args[3:5])
+    value = f"({x.text} - {mean}) / sqrt({var} + {number(float(eps)).text})"
+    if args[1].kind != "none":
+        value = f"{value} * {_tensor(args[1]).at(POSTFIX)}{axes}"
+    if args[2].kind != "none":
+        value = f"{value} + {_tensor(args[2]).at(POSTFIX)}{axes}"
+    return Val(value, SUM if args[2].kind != "none" else PRODUCT)
+
+
+@rule("avg_pool1d.default", "avg_pool2d.default", "avg_pool3d.default")
+def _average_pool(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    """`nn.AvgPool{1,2,3}d` (`F.avg_pool*`): the taps' sum (an einsum of the selections,
+    :func:`_taps`) over their number: the kernel's, its part inside the padded axis where
+    `ceil_mode` lets the last window past it (`count_include_pad`), the real inputs' (an
+    einsum of the selections alone) where the padding is not counted, or the divisor the
+    code gives."""
+    x = _tensor(args[0])
+    spatial = int(_name(node.target)[len("avg_pool")])
+    kernel = _spatial(_given(node, 1, "kernel_size", None), spatial)
+    stride = _spatial(_given(node, 2, "stride", None) or kernel, spatial)
+    pads = _spatial(_given(node, 3, "padding", 0), spatial)
+    ceil, include = _given(node, 4, "ceil_mode", False), _given(node, 5, "count_include_pad", True)
+    override = _given(node, 6, "divisor_override", None) if spatial > 1 else None
+    before, after = node.args[0].meta["val"].shape, node.meta["val"].shape
+    windows = _windows(low, list(before[-spatial:]), list(after[-spatial:]), kernel, stride,
+                       pads, [1] * spatial, weighted=False)
+    inputs, outs, _, terms, names = _selected(low, node, windows)
+    if not terms:  # every window the identity: each output its own input
+        return Val(f"{x.at(PRODUCT)} / {override}", PRODUCT) if override else x
+    total = f'einsum("...{inputs},{",".join(terms)}->...{outs}", {", ".join([x.text, *names])})'
+    if override:
+        divisor = str(override)
+    elif include and not ceil or not any(w.pad for w in windows) and not ceil:
+        divisor = str(math.prod(kernel))
+    elif include:  # the last window may pass the padding: only its part inside is counted
+        parts = [f"minimum({w.size} + {2 * w.pad} - arange({w.out}) * {w.stride}, {w.taps})"
+                 if not w.identity else "1" for w in windows]
+        divisor = "(" + " * ".join(_broadcast(part, axis, spatial)
+                                   for axis, part in enumerate(parts) if part != "1") + ")"
+    else:
+        counted = "".join(o for o, i in zip(outs, inputs) if o != i)
+        divisor = f'einsum("{",".join(terms)}->{counted}", {", ".join(names)})' + \
+            _kept_axes([w.identity for w in windows])
+    return Val(f"{total} / {divisor}", PRODUCT)
+
+
+def _kept_axes(identity: list[bool]) -> str:
+    """The index that broadcasts a count over the windowed axes against every spatial axis
+    (`[:, None]` where the second axis's window is the identity), else nothing."""
+    if not any(identity):
+        return ""
+    return "[" + ", ".join("None" if same else ":" for same in identity) + "]"
+
+
+def _spatial(value: Any, spatial: int) -> list[Any]:
+    """A number or a list of numbers (one, or one per spatial axis) as one per axis."""
+    if isinstance(value, (list, tuple)):
+        return list(value) * (spatial if len(value) == 1 else 1)
+    return [value] * spatial
+
+
+def _broadcast(vector: str, axis: int, spatial: int) -> str:
+    """A vector along spatial axis ``axis`` of ``spatial``, indexed to broadcast."""
+    if spatial == 1:
+        return vector
+    index = ", ".join(":" if a == axis else "None" for a in range(spatial))
+    return f"{vector}[{index}]"
+
+
+@rule("max_pool1d.default", "max_pool2d.default", "max_pool3d.default")
+def _max_pool(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    """`nn.MaxPool{1,2,3}d` (MViT's pooled keys and values): each window's inputs gathered by
+    an index from `arange` (`take` of ``o * stride - pad + j * dilation``, held in the axis),
+    the padding's taps set to `-inf` (torch's implicit padding) where any window reaches
+    it, and the maximum over the taps."""
+    x = _tensor(args[0])
+    spatial = int(_name(node.target)[len("max_pool")])
+    kernel = _spatial(_given(node, 1, "kernel_size", None), spatial)
+    stride = _spatial(_given(node, 2, "stride", None) or kernel, spatial)
+    pads = _spatial(_given(node, 3, "padding", 0), spatial)
+    dilation = _spatial(_given(node, 4, "dilation", 1), spatial)
+    before, after = node.args[0].meta["val"].shape, node.meta["val"].shape
+    windows = _windows(low, list(before[-spatial:]), list(after[-spatial:]), kernel, stride,
+                       pads, dilation, weighted=False)
+    lead = len(before) - spatial
+    past = bool(_given(node, 5, "ceil_mode", False))  # the last window may pass the axis
+    kept = [a for a in range(spatial) if not windows[a].identity]
+    if not kept:
+        return x
+    gathered, valid = x.text, []
+    for axis in reversed(kept):  # the last first: the earlier axes keep their place
+        w = windows[axis]
+        index = f"arange({w.out})[:, None]" + (f" * {w.stride}" if w.stride != 1 else "") + \
+            (f" - {w.pad}" if w.pad else "") + f" + arange({w.kernel})[None, :]" + \
+            (f" * {w.dilation}" if w.dilation != 1 else "")
+        name = low._fresh("window")
+        low.out.statements.append(Statement(f"{name} = {index}", low.location(node), name))
+        if w.pad or past:
+            gathered = f"take({gathered}, clamp({name}, min=0, max={w.size} - 1), " \
+                f"axis={lead + axis})"
+            valid.insert(0, (axis, f"({name} >= 0) & ({name} < {w.size})"))
+        else:
+            gathered = f"take({gathered}, {name}, axis={lead + axis})"
+    # each kept axis is now two, [out, taps]: where each spatial axis sits after the gathers
+    place = {a: sum(1 if windows[b].identity else 2 for b in range(a)) for a in range(spatial)}
+    width = place[spatial - 1] + (1 if windows[-1].identity else 2)
+    if valid:
+        masks = []
+        for axis, text in valid:
+            index = ", ".join(":" if i in (place[axis], place[axis] + 1) else "None"
+                              for i in range(width))
+            masks.append(f"({text})[{index}]" if width > 2 else f"({text})")
+        gathered = f"where({' & '.join(masks)}, {gathered}, -inf)"
+    taps = ", ".join(str(lead + place[a] + 1) for a in kept)
+    return Val(f"amax({gathered}, axis={taps if len(kept) == 1 else f'({taps})'})")
+
+
+@rule("adaptive_avg_pool1d.default", "adaptive_avg_pool2d.default", "_adaptive_avg_pool2d.default")
+def _adaptive_pool(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    """`nn.AdaptiveAvgPool{1,2}d(out)` (PVT v2's linear reduction, `AdaptiveAvgPool2d(7)`):
+    output ``o`` of an axis of ``n`` averages the inputs ``[floor(o * n / out),
+    ceil((o + 1) * n / out))`` (torch's bins, which may overlap): a `[out, n]` matrix of
+    ones in each bin, from `arange`, summed with the inputs and divided by its own sums; a
+    global pooling (`out` 1) is the mean."""
+    x = _tensor(args[0])
+    spatial = 1 if "1d" in _name(node.target) else 2
+    before, after = node.args[0].meta["val"].shape, node.meta["val"].shape
+    sizes = [low.size(s) for s in before[-spatial:]]
+    outs = [low.size(s) for s in after[-spatial:]]
+    if all(o == "1" for o in outs):
+        axes = ", ".join(str(a) for a in range(-spatial, 0))
+        return Val(f"mean({x.text}, axis={axes if spatial == 1 else f'({axes})'}, keepdims=true)")
+    inputs, outputs, _ = _LETTERS[spatial]
+    terms, names, letters = [], [], ""
+    for size, out, i, o in zip(sizes, outs, inputs, outputs):
+        if size == out:
+            letters += i
+            continue
+        letters += o
+        terms.append(f"{o}{i}")
+        names.append(_bins(low, node, size, out))
+    if not terms:
+        return x
+    total = f'einsum("...{inputs},{",".join(terms)}->...{letters}", {", ".join([x.text, *names])})'
+    counted = "".join(t[0] for t in terms)
+    kept = _kept_axes([size == out for size, out in zip(sizes, outs)])
+    return Val(f'{total} / einsum("{",".join(terms)}->{counted}", {", ".join(names)}){kept}',
+               PRODUCT)
+
+
+def _bins(low: Lowering, node: Any, size: str, out: str) -> str:
+    """The name of an adaptive pooling's `int[out, size]`: 1 where input ``i`` is in bin
+    ``o``, from ``o * size // out`` to ``((o + 1) * size + out - 1) // out`` (torch's floor
+    and ceiling), else 0."""
+    key = ("bins", size, out)
+    if key in low.taps:
+        return low.taps[key]
+    i, o = f"arange({size})[None, :]", f"arange({out})[:, None]"
+    text = f"where(({i} >= {o} * {_factor(size)} // {_factor(out)}) & " \
+        f"({i} < (({o} + 1) * {_factor(size)} + {out} - 1) // {_factor(out)}), 1, 0)"
+    name = low._fresh("bins")
+    low.out.statements.append(Statement(f"{name} = {text}", low.location(node), name))
+    low.taps[key] = name
+    return name
+
+
+@rule("im2col.default")
+def _unfold(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    """`nn.Unfold` (`F.unfold`; ConvBERT's span-based dynamic convolution, HaloNet): each
+    window's taps, channel-major, as a column, `[..., C * kh * kw, L]`: the input's taps
+    (an einsum with the selections, :func:`_taps`), the channels and taps merged, and the
+    windows."""
+    x = _tensor(args[0])
+    kernel, dilation, pads, stride = (_spatial(_given(node, i, word, None), 2) for i, word in
+                                      ((1, "kernel_size"), (2, "dilation"), (3, "padding"),
+                                       (4, "stride")))
+    before, after = node.args[0].meta["val"].shape, node.meta["val"].shape
+    sizes = list(before[-2:])
+    # torch's count of windows on each axis (the result holds only their product)
+    # torch's count of windows, `1 + (n + 2p - d(k - 1) - 1) // s`, written as one floor as
+    # torch simplifies it (`(S + 1)//2`), so that the checker proves their product the result's
+    outs = [(n + 2 * p - d * (k - 1) - 1 + s) // s
+            for n, k, d, p, s in zip(sizes, kernel, dilation, pads, stride)]
+    windows = _windows(low, sizes, outs, kernel, stride, pads, dilation, weighted=False)
+    inputs, outs_letters, taps, terms, names = _selected(low, node, windows)
+    kept = "".join(t for w, t in zip(windows, taps) if not w.identity)
+    columns = f'einsum("...c{inputs},{",".join(terms)}->...c{kept}{outs_letters}", ' \
+        f'{", ".join([x.text, *names])})' if terms else x.text
+    return Val(f"reshape({columns}, [{', '.join(low.size(s) for s in after)}])")
 
 
 # FlexAttention: the stand-in operator `pytorch/front/flex.py` leaves in the graph

@@ -3,8 +3,9 @@ these tests in the style of the code they stand for: a ViT patch embedding feedi
 attention (`nn.Conv2d(3, D, kernel_size=P, stride=P)`, then `flatten(2).transpose(1, 2)`,
 as ViT, CLIP's vision tower and Swin embed an image), the attention block of the VQGAN /
 latent-diffusion autoencoders (q, k, v and the output as 1x1 `Conv2d`s over a `[B, C, H, W]`
-map, `torch.bmm` of the flattened maps), other ranks, and the convolutions that stay SC602 (padded,
-overlapping, depthwise, dilated). transformers' own
+map, `torch.bmm` of the flattened maps), other ranks, the convolutions that are no products
+(padded, overlapping, depthwise, dilated: read by their taps since, tests/data/torch/
+conv_windows.py has more) and an adaptive max pooling, which stays SC602. transformers' own
 modules (SegFormer's spatially reduced attention, a one-layer ViT traced whole) are built
 from their config classes: nothing downloaded, transformers imported where used."""
 import torch
@@ -107,8 +108,9 @@ def other_shapes():
 
 
 class NotProducts(nn.Module):
-    # convolutions whose patches overlap, are padded, grouped or dilated: each stays an
-    # input of its traced shape (SC602)
+    # convolutions whose patches overlap, are padded, grouped or dilated: no products of
+    # patches, each an einsum with a selection of its taps per spatial axis (they stayed
+    # SC602 before)
     def __init__(self, channels=8):
         super().__init__()
         self.padded = nn.Conv2d(channels, channels, kernel_size=3, padding=1)
@@ -125,7 +127,21 @@ class NotProducts(nn.Module):
 
 
 def not_products():
-    return NotProducts().eval(), {"x": torch.randn(2, 8, 10, 6)}
+    # float64 for conformance, as above
+    torch.manual_seed(0)
+    return NotProducts().double().eval(), {"x": torch.randn(2, 8, 10, 6, dtype=torch.float64)}
+
+
+class MaxOfEachMap(nn.Module):
+    # an adaptive max pooling (no lowering: its bins' maximum is no sum of taps) stays an
+    # input of its traced shape (SC602), and the rest is checked
+    def forward(self, x):
+        y = F.adaptive_max_pool2d(x, 3).flatten(2)
+        return y.softmax(dim=-1)
+
+
+def adaptive_max():
+    return MaxOfEachMap().eval(), {"x": torch.randn(2, 8, 5, 6)}
 
 
 def segformer_attention():

@@ -8,7 +8,7 @@ written there, with `get_alibi_slopes`. The optional imports of the CUDA kernels
 `except ImportError` branches (flash_attn is not installed: `FlashSelfAttention` and the
 rotary embedding are never built at these options). The factories build `MHA` as
 `flash_attn/models/gpt.py` and `bert.py` do (`causal=True` for GPT, a `key_padding_mask` for
-BERT, `num_heads_kv` for GQA, `cross_attn` with `x_kv`)."""
+BERT, `num_heads_kv` for GQA, `cross_attn` with `x_kv`; `dwconv` for its depthwise convs)."""
 import math
 from functools import partial
 
@@ -431,3 +431,12 @@ def make_cross():
     # cross_attn=True: queries from x, keys and values from x_kv of another length
     mha = MHA(48, 6, cross_attn=True, causal=False, use_flash_attn=False).eval()
     return mha, {"x": torch.randn(2, 9, 48), "x_kv": torch.randn(2, 11, 48)}
+
+
+def make_dwconv():
+    # dwconv=True: q, k, v each through a depthwise conv1d of kernel 3 padded by 2 and cut
+    # back (`[..., :-2]`: a causal conv); float64 for conformance (docs/torch.md,
+    # "Convolutions")
+    torch.manual_seed(0)
+    mha = MHA(48, 6, causal=True, dwconv=True, layer_idx=0, use_flash_attn=False)
+    return mha.double().eval(), {"x": torch.randn(2, 9, 48, dtype=torch.float64)}

@@ -4,8 +4,9 @@
 a relative position bias of an `nn.Embedding` gathered by a registered index buffer), called
 as `MaxViT` calls it: between `Rearrange('b d (x w1) (y w2) -> b x y w1 w2 d')` for the
 block-like attention and `Rearrange('b d (w1 x) (w2 y) -> b x y w1 w2 d')` for the grid-like
-one, each in a `Residual`. Only `make` is a clean target: the spec written for the two
-layers does not verify (docs/torch.md)."""
+one, each in a `Residual`. Of the attention, only `make` is a clean target: the spec
+written for the two layers does not verify (docs/torch.md); `make_mbconv` (after the copied
+lines) builds the MBConv before it."""
 from functools import partial
 
 import torch
@@ -242,3 +243,12 @@ def make_block():
 
 def make_grid():
     return _stage(64, 32, 7, grid=True).eval(), {"input": torch.randn(2, 64, 14, 21)}
+
+
+def make_mbconv():
+    # MaxViT's MBConv before each attention: 1x1 conv, BatchNorm2d, GELU, a depthwise 3x3
+    # padded conv, BatchNorm2d, squeeze-excitation, 1x1 conv (docs/torch.md, "Convolutions");
+    # float64 for conformance
+    torch.manual_seed(0)
+    block = MBConv(64, 64, downsample=False).double().eval()
+    return block, {"x": torch.randn(2, 64, 14, 21, dtype=torch.float64)}

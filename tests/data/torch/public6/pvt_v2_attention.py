@@ -8,8 +8,9 @@ imports): `DropPath` is never built (drop_path=0), `to_2tuple` and `trunc_normal
 timm's; `register_model` and `_cfg` are not used by these lines. The factories build the
 layers as `PyramidVisionTransformerV2` does (stage 1 of pvt_v2_b0: dim 32, one head,
 sr_ratio 8; stage 2: dim 64, two heads, sr_ratio 4; stage 3: dim 160, five heads, sr_ratio 2).
-The strided conv is lowered as patches times its weight (docs/torch.md, "Convolutions"): the
-factories with sr_ratio > 1 verify clean; the `-li` models' pooling stays SC602."""
+The strided conv is lowered as patches times its weight, the `-li` models' pooling and the
+MLP's DWConv (a depthwise 3x3 padded conv) by their taps (docs/torch.md, "Convolutions"):
+every factory verifies clean. `make_mlp` (after the copied lines) builds the MLP alone."""
 import collections.abc
 from itertools import repeat
 import torch
@@ -236,3 +237,10 @@ def make_block():
     block = Block(64, num_heads=2, mlp_ratio=8, qkv_bias=True,
                   norm_layer=partial(nn.LayerNorm, eps=1e-6), sr_ratio=4).eval()
     return block, {"x": torch.randn(2, 96, 64), "H": 8, "W": 12}
+
+
+def make_mlp():
+    # the feed-forward of every PVT v2 block: fc1, DWConv (a depthwise 3x3 padded conv of
+    # the [B, N, C] sequence as its H x W map), GELU, fc2
+    mlp = Mlp(64, hidden_features=128).eval()
+    return mlp, {"x": torch.randn(2, 96, 64), "H": 8, "W": 12}
