@@ -73,7 +73,30 @@ _SIZES = {
     "first_k_dense_replace": 0, "num_experts_per_tok": 2, "partial_rotary_factor": 0.4,
     "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2, "decoder_start_token_id": 0, "window_size": 2, "depths": [1], 
     "sliding_window": 16, "rotary_dim": 4, "type_vocab_size": 2, "embedding_size": 60,
+    "n_shared_experts": 1, "num_conv_pos_embedding_groups": 2,
 }
+#: Fields that count layers per stage (a list of them in hierarchical vision models): one
+#: layer in each of the config's stages.
+_LAYER_COUNTS = {"depths"}
+#: An image's side: 16, or 32 where the config declares several stages (each halves the
+#: map: a 32-pixel image keeps a map at every stage of a four-stage model).
+IMAGE, STAGED_IMAGE = 16, 32
+#: Settings a family's config truly requires beyond the sizes above (its own constraint
+#: between fields, stated where the config or model checks it):
+PER_FAMILY: dict[str, dict[str, Any]] = {
+    # the differential attention splits the values along the key/value heads: an even count
+    "diffllama": {"num_key_value_heads": 2},
+    # block-sparse attention needs more tokens than (5 + 2 * random blocks) * block_size,
+    # or the model swaps the module for full attention at its first call
+    "big_bird": {"block_size": 1, "num_random_blocks": 1},
+    # its last layers reuse the caches of earlier ones, of each layer type: none at two to
+    # five layers (the model refuses a type whose cache no earlier layer makes)
+    "gemma3n": {"num_kv_shared_layers": 0},
+}
+#: A family whose config class is a composite (text, vision, audio towers): the zoo builds
+#: its text model (the tower with the decoder's self-attention).
+_MODEL_TYPES = {"clip_text": "clip_text_model", "clip_vision": "clip_vision_model",
+                "siglip_vision": "siglip_vision_model", "gemma3n": "gemma3n_text"}
 BATCH, LENGTH, CACHED = 7, 9, 8
 
 
@@ -90,12 +113,34 @@ class Case:
 def _config(family: str, implementation: str) -> Any:
     from transformers import CONFIG_MAPPING
 
-    model_type = {"clip_text": "clip_text_model", "clip_vision": "clip_vision_model",
-                  "siglip_vision": "siglip_vision_model"}.get(family, family)
-    cls = CONFIG_MAPPING[model_type]
+    cls = CONFIG_MAPPING[_MODEL_TYPES.get(family, family)]
     defaults = cls()
-    known = set(defaults.to_dict()) | set(getattr(cls, "attribute_map", {}))
-    sizes = {k: v for k, v in _SIZES.items() if k in known}
+    declared = defaults.to_dict()
+    known = set(declared) | set(getattr(cls, "attribute_map", {}))
+    staged = _stages(declared) > 1
+    sizes = {k: _as_declared(k, v, declared.get(k), staged) for k, v in _SIZES.items()
+             if k in known}
+    sizes = {k: v for k, v in sizes.items() if v is not None}
+    layer_types = declared.get("layer_types")
+    if isinstance(layer_types, list) and layer_types and "num_hidden_layers" in sizes:
+        # hybrid models (full and linear or sliding attention by layer): enough layers that
+        # each type the config declares appears once
+        kinds = set(layer_types)
+        sizes["num_hidden_layers"] = max(sizes["num_hidden_layers"], next(
+            i + 1 for i in range(len(layer_types)) if set(layer_types[:i + 1]) == kinds))
+    layers = declared.get("num_hidden_layers")
+    if isinstance(layers, int) and "num_hidden_layers" in sizes:
+        # a field declared per layer (a list as long as the layers: Gemma 3n's widths and
+        # sparsity) follows the tiny layer count: the size given, or the config's first
+        for name, default in declared.items():
+            if isinstance(default, list) and len(default) == layers and name != "layer_types":
+                given = _SIZES.get(name)
+                sizes[name] = [given] * sizes["num_hidden_layers"] if isinstance(given, int) \
+                    else default[:sizes["num_hidden_layers"]]
+    if "kv_lora_rank" in declared:
+        # multi-head latent attention (DeepSeek-V2/V3) expands its keys to every head
+        sizes["num_key_value_heads"] = sizes.get("num_attention_heads", 6)
+    sizes.update(PER_FAMILY.get(family, {}))
     if family == "swin":  # its heads and depths are per stage (lists)
         for alias in ("num_attention_heads", "num_hidden_layers", "hidden_size"):
             sizes.pop(alias, None)
@@ -111,8 +156,8 @@ def _config(family: str, implementation: str) -> Any:
     rope = defaults.to_dict().get("rope_parameters")
     if isinstance(rope, dict) and "partial_rotary_factor" in rope:  # an even rotary width
         sizes["rope_parameters"] = {**rope, "partial_rotary_factor": 0.4}
-    if family == "deepseek_v3":  # its head_dim is the rotary part's; MLA expands its keys
-        sizes.update(head_dim=4, num_key_value_heads=6)  # to every head (eager repeats them)
+    if family == "deepseek_v3":  # its head_dim is the rotary part's
+        sizes.update(head_dim=4)
     if family == "gpt_neo":  # one attention type per layer
         sizes.update(attention_types=[[["global", "local"], 1]])
     if family == "mpt":
@@ -122,6 +167,27 @@ def _config(family: str, implementation: str) -> Any:
     config = cls(**sizes)
     config._attn_implementation = implementation
     return config
+
+
+def _stages(declared: dict[str, Any]) -> int:
+    """How many stages the config declares (the length of its per-stage layer counts)."""
+    counts = [v for k, v in declared.items() if k in _LAYER_COUNTS and isinstance(v, list)]
+    return max((len(v) for v in counts), default=1)
+
+
+def _as_declared(name: str, value: Any, default: Any, staged: bool) -> Any:
+    """A tiny size in the form the config declares the field: an image's side for each of
+    its axes, one layer for each stage; a field declared per stage (widths, heads, strides)
+    keeps the config's own values (None: not given)."""
+    if name == "image_size":
+        value = STAGED_IMAGE if staged else value
+    if name in _LAYER_COUNTS and isinstance(default, (list, tuple)):
+        return [1] * len(default)
+    if not isinstance(default, (list, tuple)) or isinstance(value, (list, tuple)):
+        return value
+    if name == "image_size":
+        return [value] * len(default)
+    return None
 
 
 def _model(family: str, implementation: str) -> Any:
@@ -142,8 +208,13 @@ def _inputs(model: Any, config: Any, length: int) -> dict[str, Any]:
     main = getattr(model, "main_input_name", "input_ids")
     generator = torch.Generator().manual_seed(1)
     if main == "pixel_values":
-        size = config.image_size
-        return {main: torch.randn(BATCH, config.num_channels, size, size, generator=generator)}
+        side = getattr(config, "image_size", STAGED_IMAGE)  # no image size declared: a
+        height, width = (side, side) if isinstance(side, int) else side  # staged model's
+        return {main: torch.randn(BATCH, getattr(config, "num_channels", 3), height, width,
+                                  generator=generator)}
+    if main == "input_values":  # raw audio: enough samples for `length` frames
+        ratio = getattr(config, "inputs_to_logits_ratio", 1)
+        return {main: torch.randn(BATCH, ratio * (length + 1), generator=generator)}
     if main == "input_features":
         features = torch.randn(BATCH, config.num_mel_bins, 2 * config.max_source_positions,
                                generator=generator)
@@ -208,6 +279,12 @@ def capture(family: str, form: str) -> tuple[Any, dict[str, Any]]:
                       "flex_decode": "flex_attention"}.get(form, "eager")
     decoding = form in ("decode", "flex_decode")
     model, config = _model(family, implementation)
+    inputs = _inputs(model, config, LENGTH if not decoding else CACHED)
+    first = None
+    if decoding:  # the prefill first: a model may swap a layer's module for its cache
+        with torch.no_grad(), warnings.catch_warnings():  # (BigBird's block-sparse one)
+            warnings.simplefilter("ignore")
+            first = model(**inputs, use_cache=True)
     modules = _attention_modules(model)
     if form == "cross":
         modules = [(n, m) for n, m in modules if _CROSS.search(n) or _CROSS.search(type(m).__name__)]
@@ -215,29 +292,31 @@ def capture(family: str, form: str) -> tuple[Any, dict[str, Any]]:
         modules = [(n, m) for n, m in modules if not _CROSS.search(n)]
     if not modules:
         raise LookupError(f"{family}: no {form} attention module")
-    _, module = modules[0]
+    name, module = modules[0]
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
 
     def hook(_: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         # A copy: the layer then writes this call's keys into the cache object it was given.
         calls.append(copy.deepcopy((args, dict(kwargs))))
 
-    inputs = _inputs(model, config, LENGTH if not decoding else CACHED)
-    handle = module.register_forward_pre_hook(hook, with_kwargs=True)
-    try:
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            if decoding:
-                first = model(**inputs, use_cache=True)
-                calls.clear()
-                step = {k: v[:, -1:] for k, v in inputs.items() if k.endswith("input_ids")}
-                if "attention_mask" in inputs:
-                    step["attention_mask"] = torch.ones(BATCH, CACHED + 1, dtype=torch.long)
-                model(**step, past_key_values=first.past_key_values, use_cache=True)
-            else:
-                model(**inputs)
-    finally:
-        handle.remove()
+    for _ in range(2):  # again if the call swapped the module for another (BigBird's
+        handle = module.register_forward_pre_hook(hook, with_kwargs=True)  # block-sparse
+        try:  # attention, replaced by full attention for a step too short for its blocks)
+            with torch.no_grad(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if first is not None:
+                    step = {k: v[:, -1:] for k, v in inputs.items() if k.endswith("input_ids")}
+                    if "attention_mask" in inputs:
+                        step["attention_mask"] = torch.ones(BATCH, CACHED + 1, dtype=torch.long)
+                    model(**step, past_key_values=copy.deepcopy(first.past_key_values),
+                          use_cache=True)
+                else:
+                    model(**inputs)
+        finally:
+            handle.remove()
+        if calls or model.get_submodule(name) is module:
+            break
+        module = model.get_submodule(name)
     if not calls:
         raise LookupError(f"{family}: the {form} attention module was not called")
     args, kwargs = calls[0]
@@ -271,8 +350,7 @@ def cases(families: list[str] | None = None,
 
     found = []
     for family in families or FAMILIES:
-        config_type = {"clip_text": "clip_text_model", "clip_vision": "clip_vision_model",
-                       "siglip_vision": "siglip_vision_model"}.get(family, family)
+        config_type = _MODEL_TYPES.get(family, family)
         encoder_decoder = getattr(CONFIG_MAPPING[config_type](), "is_encoder_decoder", False)
         decoder = not encoder_decoder and family not in _ENCODERS and _generates(config_type)
         for form in forms:

@@ -106,6 +106,10 @@ class Lowering:
         self._materialise: set[Any] = set()
         self._hinted: dict[int, str] = {}  # a symbolic size's traced value -> its dim name
         self._multiple_of: dict[Any, Any] = {}  # a size -> quotient * divisor (`_multiples`)
+        #: a result's axis written as its rule computes it, where the traced size's name
+        #: would be another dim's by coincidence (`x[..., r:]` of width `d - r`, traced 6,
+        #: not the 6 heads): node -> axis -> size text
+        self.axis_sizes: dict[Any, dict[int, str]] = {}
 
     # --- the walk -----------------------------------------------------------------------
 
@@ -336,8 +340,9 @@ class Lowering:
         value_meta = node.meta.get("val")
         # An int or complex statement is written without its annotation: the checker keeps
         # an annotated value's shape but not its element type (it would read as real).
-        shape = self.shape(value_meta) if _is_tensor(value_meta) \
-            and _element(value_meta) not in ("int", "complex") else None
+        shape = self.shape(value_meta, self.axis_sizes.get(node, {})) \
+            if _is_tensor(value_meta) and _element(value_meta) not in ("int", "complex") \
+            else None
         annotation = f": {shape}" if shape else ""
         self.out.statements.append(Statement(f"{name}{annotation} = {value.text}",
                                              self.location(node), name))
@@ -429,8 +434,10 @@ class Lowering:
         self.dims.symbolic[token] = name
         return name
 
-    def shape(self, value: Any) -> str:
-        return _element(value) + "[" + ", ".join(self.size(s) for s in value.shape) + "]"
+    def shape(self, value: Any, written: dict[int, str] | None = None) -> str:
+        """A tensor's type; ``written``: axes whose size its rule wrote (`axis_sizes`)."""
+        return _element(value) + "[" + ", ".join(
+            (written or {}).get(axis) or self.size(s) for axis, s in enumerate(value.shape)) + "]"
 
     def rank(self, node_arg: Any) -> int:
         return len(node_arg.meta["val"].shape)
@@ -1161,6 +1168,9 @@ def _slice(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val
     if not whole_end and (not isinstance(end, int) or end > 1):
         # the module reads that far into the axis (`[:T]`, `[..., :2]`): the spec says so
         _constraint(low, _index(low, end), low.size(size))
+    if step == 1 and not whole_start:
+        _sliced_size(low, node, axis, _index(low, start),
+                     low.size(size) if whole_end else _index(low, end))
     entries = [":"] * axis + [bound]
     if axis == rank - 1 and axis > 0:
         entries = ["...", bound]
@@ -1174,6 +1184,28 @@ def _slice(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val
         return Val(text, kind=x.kind, causal01=x.causal01, causal=corner)
     return Val(f"{x.at(POSTFIX)}[{', '.join(entries)}]", POSTFIX, kind=x.kind,
                causal01=x.causal01, causal=corner)
+
+
+def _sliced_size(low: Lowering, node: Any, axis: int, start: str, end: str) -> None:
+    """The width of `x[..., a:b]` as `b - a` where the traced width's name is another dim's
+    (GPT-NeoX-Japanese's `query[..., rotary_ndims:]`, `head_size - rotary_ndims`, traced 6
+    as its 6 heads are): two dims equal at the traced sizes only, which the annotation
+    would assert for every size (a false SC303)."""
+    traced = node.meta["val"].shape[axis]
+    if not isinstance(traced, int) or start.startswith("-") or end.startswith("-"):
+        return
+    width = f"{end} - {_factor(start)}"
+    named = low.size(traced)
+    at_trace = {**low.dims.atomic, **{n: low.dims.value(n) for n in low.dims.derived}}
+    if _tables.size_at(width, at_trace) != traced or _values(low, width) == _values(low, named) \
+            or None in _values(low, width):
+        return
+    low.axis_sizes.setdefault(node, {})[axis] = width
+    # the spec has no empty axis: it holds where the slice keeps some of the axis, as at
+    # the traced sizes (an empty pass-through, `rotary_ndims == head_size`, is another form)
+    text = f"constraint {start} < {end}"
+    if text not in low.out.constraints:
+        low.out.constraints.append(text)
 
 
 def _corner(x: Val, axis: int, rank: int, from_start: bool, step: Any,
@@ -1373,6 +1405,18 @@ def _integer(text: str, node: Any) -> str:
     """A table of ones or zeros of an integer dtype stays integers (`long(zeros([T, T]))`):
     T5's `min(relative_position, zeros_like(relative_position))` indexes a table."""
     return f"long({text})" if _element(node.meta["val"]) == "int" else text
+
+
+@rule("new_ones.default")
+def _new_ones(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # `x.new_ones(size)` is `ones(size)` of x's dtype (BigBird's block-sparse padding of its
+    # masks, `to_mask.new_ones([B, 1, 1, r * b])`): what x holds is never read
+    text = f"ones({_shape_list(low, node.meta['val'].shape)})"
+    if _kind(node.meta["val"]) == "bool":
+        return Val(f"{text} > 0", COMPARE, kind="bool")
+    if _element(node.meta["val"]) == "complex":
+        raise Unlowerable("new_ones of complex")
+    return Val(_integer(text, node))
 
 
 @rule("ones_like.default", "zeros_like.default")

@@ -1,0 +1,42 @@
+"""Forms of the transformers zoo's other families (tools/zoo.py, docs/torch.md "Families
+beyond the list"), written small in the style of the code they come from; each factory
+returns the module and its call."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+class PartialRotary(nn.Module):
+    """GPT-NeoX-Japanese's attention (transformers' modeling_gpt_neox_japanese.py): a fused
+    qkv projection split per head, the first `rotary_ndims` of each head rotated and the rest
+    passed through (`query[..., self.rotary_ndims:]`). At heads 6, head width 10 and rotary
+    width 4 the pass-through is 6 wide, as wide as the heads are many."""
+
+    def __init__(self, hidden: int = 60, heads: int = 6, rotary_ndims: int = 4) -> None:
+        super().__init__()
+        self.heads, self.head_size, self.rotary_ndims = heads, hidden // heads, rotary_ndims
+        self.query_key_value = nn.Linear(hidden, 3 * hidden, bias=False)
+        self.dense = nn.Linear(hidden, hidden, bias=False)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        b, t, _ = hidden_states.shape
+        qkv = self.query_key_value(hidden_states).view(b, t, self.heads, 3 * self.head_size)
+        query = qkv[..., : self.head_size].permute(0, 2, 1, 3)
+        key = qkv[..., self.head_size: 2 * self.head_size].permute(0, 2, 1, 3)
+        value = qkv[..., 2 * self.head_size:].permute(0, 2, 1, 3)
+        query_rot, query_pass = query[..., : self.rotary_ndims], query[..., self.rotary_ndims:]
+        key_rot, key_pass = key[..., : self.rotary_ndims], key[..., self.rotary_ndims:]
+        query = torch.cat((-query_rot, query_pass), dim=-1)
+        key = torch.cat((-key_rot, key_pass), dim=-1)
+        scores = query @ key.transpose(-1, -2) / math.sqrt(self.head_size)
+        out = scores.softmax(dim=-1) @ value
+        return self.dense(out.transpose(1, 2).reshape(b, t, -1))
+
+
+def partial_rotary() -> tuple[nn.Module, dict]:
+    torch.manual_seed(0)
+    return PartialRotary().eval(), {"hidden_states": torch.randn(7, 9, 60)}
