@@ -449,6 +449,8 @@ def _dynamic_shapes(built: Any) -> dict[str, Any]:
                 return size not in known
             return {axis: torch.export.Dim.AUTO for axis, size in enumerate(value.shape)
                     if size > 1 and symbolic(axis, int(size))}
+        if isinstance(value, torch.Size):  # sizes given as numbers (BEiT's `resolution`,
+            return None                     # the patch grid): no tensor, nothing dynamic
         if isinstance(value, (tuple, list)):
             return type(value)(spec(v) for v in value)
         if isinstance(value, dict):
