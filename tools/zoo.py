@@ -73,7 +73,8 @@ _SIZES = {
     "first_k_dense_replace": 0, "num_experts_per_tok": 2, "partial_rotary_factor": 0.4,
     "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2, "decoder_start_token_id": 0, "window_size": 2, "depths": [1], 
     "sliding_window": 16, "rotary_dim": 4, "type_vocab_size": 2, "embedding_size": 60,
-    "n_shared_experts": 1, "num_conv_pos_embedding_groups": 2,
+    "n_shared_experts": 1, "num_conv_pos_embedding_groups": 2, "mamba_n_heads": 6,
+    "num_encoder_attention_heads": 6, "num_decoder_attention_heads": 6,
 }
 #: Fields that count layers per stage (a list of them in hierarchical vision models): one
 #: layer in each of the config's stages.
@@ -92,12 +93,26 @@ PER_FAMILY: dict[str, dict[str, Any]] = {
     # its last layers reuse the caches of earlier ones, of each layer type: none at two to
     # five layers (the model refuses a type whose cache no earlier layer makes)
     "gemma3n": {"num_kv_shared_layers": 0},
+    # its layout stream is `hidden_size / channel_shrink_ratio` wide, split into the heads
+    "lilt": {"channel_shrink_ratio": 2},
+    # its hash embeddings split the width into `num_hashes` parts
+    "canine": {"num_hash_functions": 4},
+    # its default places no attention layer (`attn_layer_indices=None`): one, the second
+    "bamba": {"attn_layer_indices": [1]},
+    # its stem is four stride-2 convolutions (16 pixels a patch, whatever `patch_size`
+    # says): the attention biases are sized by `image_size // patch_size`
+    "levit": {"patch_size": 16, "image_size": 64},
+    # its spectrogram is cut into 16 x 16 patches: one must fit
+    "audio-spectrogram-transformer": {"num_mel_bins": 16, "max_length": 32},
 }
 #: A family whose config class is a composite (text, vision, audio towers): the zoo builds
 #: its text model (the tower with the decoder's self-attention).
 _MODEL_TYPES = {"clip_text": "clip_text_model", "clip_vision": "clip_vision_model",
                 "siglip_vision": "siglip_vision_model", "gemma3n": "gemma3n_text"}
 BATCH, LENGTH, CACHED = 7, 9, 8
+#: Samples a frame of raw audio where the config declares no ratio (Moonshine's strided
+#: convolutions, 384 samples a frame).
+AUDIO_HOP = 400
 
 
 @dataclass
@@ -110,7 +125,7 @@ class Case:
         return f"{self.family.replace('-', '_')}__{self.form}"
 
 
-def _config(family: str, implementation: str) -> Any:
+def _config(family: str, implementation: str, layers: int | None = None) -> Any:
     from transformers import CONFIG_MAPPING
 
     cls = CONFIG_MAPPING[_MODEL_TYPES.get(family, family)]
@@ -118,9 +133,15 @@ def _config(family: str, implementation: str) -> Any:
     declared = defaults.to_dict()
     known = set(declared) | set(getattr(cls, "attribute_map", {}))
     staged = _stages(declared) > 1
-    sizes = {k: _as_declared(k, v, declared.get(k), staged) for k, v in _SIZES.items()
-             if k in known}
+    aliases = getattr(cls, "attribute_map", {})
+    sizes = {k: _as_declared(k, v, declared.get(aliases.get(k, k)), staged)
+             for k, v in _SIZES.items() if k in known}
+    if staged:  # a model of stages: its layer count and final width follow from them
+        for derived in ("num_hidden_layers", "num_layers", "hidden_size"):
+            sizes.pop(derived, None)
     sizes = {k: v for k, v in sizes.items() if v is not None}
+    if layers is not None and "num_hidden_layers" in sizes:
+        sizes["num_hidden_layers"] = layers
     layer_types = declared.get("layer_types")
     if isinstance(layer_types, list) and layer_types and "num_hidden_layers" in sizes:
         # hybrid models (full and linear or sliding attention by layer): enough layers that
@@ -191,15 +212,45 @@ def _as_declared(name: str, value: Any, default: Any, staged: bool) -> Any:
 
 
 def _model(family: str, implementation: str) -> Any:
+    model, config = _built(family, implementation)
+    layers = getattr(config, "num_hidden_layers", None)
+    while not _attention_modules(model) and isinstance(layers, int) and layers < 8:
+        # a hybrid model whose attention layers come every few (Jamba's every 8th from the
+        # 4th, Zamba's shared block): enough layers that one is there
+        layers *= 2
+        model, config = _built(family, implementation, layers)
+    return model, config
+
+
+def _built(family: str, implementation: str, layers: int | None = None) -> Any:
     import torch
     from transformers import AutoModel
 
     torch.manual_seed(0)
-    config = _config(family, implementation)
+    config = _config(family, implementation, layers)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = AutoModel.from_config(config, attn_implementation=implementation)
+        try:
+            model = AutoModel.from_config(config, attn_implementation=implementation)
+        except ValueError as error:  # a tower of a composite model (OWL-ViT's vision
+            if "Unrecognized configuration" not in str(error):  # model): no auto class,
+                raise                                           # its config's model
+            model = _tower(config)(config)
     return model.eval(), config
+
+
+def _tower(config: Any) -> Any:
+    """The model class its modeling module declares for the config's class
+    (`OwlViTVisionModel.config_class` is `OwlViTVisionConfig`): a tower AutoModel lacks."""
+    import importlib
+
+    module = importlib.import_module(type(config).__module__.replace(".configuration_",
+                                                                     ".modeling_"))
+    found = [c for c in vars(module).values() if isinstance(c, type)
+             and getattr(c, "config_class", None) is type(config) and c.__name__.endswith("Model")]
+    if not found:
+        raise LookupError(f"no model class for {type(config).__name__}")
+    return min(found, key=lambda c: len(c.__name__))
 
 
 def _inputs(model: Any, config: Any, length: int) -> dict[str, Any]:
@@ -212,12 +263,23 @@ def _inputs(model: Any, config: Any, length: int) -> dict[str, Any]:
         height, width = (side, side) if isinstance(side, int) else side  # staged model's
         return {main: torch.randn(BATCH, getattr(config, "num_channels", 3), height, width,
                                   generator=generator)}
-    if main == "input_values":  # raw audio: enough samples for `length` frames
-        ratio = getattr(config, "inputs_to_logits_ratio", 1)
-        return {main: torch.randn(BATCH, ratio * (length + 1), generator=generator)}
-    if main == "input_features":
-        features = torch.randn(BATCH, config.num_mel_bins, 2 * config.max_source_positions,
-                               generator=generator)
+    if main == "input_values" and hasattr(config, "max_length") and hasattr(config,
+                                                                               "num_mel_bins"):
+        # a spectrogram of the config's length (the Audio Spectrogram Transformer's)
+        return {main: torch.randn(BATCH, config.max_length, config.num_mel_bins,
+                                  generator=generator)}
+    if main == "input_values":  # raw audio: enough samples for `length` frames (a
+        ratio = getattr(config, "inputs_to_logits_ratio", None) or AUDIO_HOP  # hop of
+        audio = {main: torch.randn(BATCH, ratio * (length + 1), generator=generator)}
+        if getattr(config, "is_encoder_decoder", False):  # Moonshine: a decoder too
+            audio["decoder_input_ids"] = torch.randint(3, 90, (BATCH, length))
+        return audio
+    if main == "input_features":  # [B, mel, frames] (Whisper) or [B, frames, features]
+        bins = getattr(config, "num_mel_bins", None)  # (Speech2Text's filter bank)
+        frames = 2 * config.max_source_positions
+        features = torch.randn(BATCH, bins, frames, generator=generator) if bins else \
+            torch.randn(BATCH, frames, config.input_feat_per_channel * getattr(
+                config, "input_channels", 1), generator=generator)
         return {main: features, "decoder_input_ids": torch.randint(3, 90, (BATCH, length))}
     ids = torch.randint(3, 90, (BATCH, length), generator=generator)
     inputs = {"input_ids": ids, "attention_mask": torch.ones(BATCH, length, dtype=torch.long)}
@@ -330,17 +392,26 @@ def _generates(config_type: str) -> bool:
     return config_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 
+def _tower_of(config_type: str) -> Any:
+    from transformers import CONFIG_MAPPING
+
+    try:
+        return _tower(CONFIG_MAPPING[config_type]())
+    except (LookupError, ImportError):
+        return None
+
+
 def _has_sdpa(config_type: str) -> bool:
     from transformers import CONFIG_MAPPING, MODEL_MAPPING
 
-    model = MODEL_MAPPING.get(CONFIG_MAPPING[config_type], None)
+    model = MODEL_MAPPING.get(CONFIG_MAPPING[config_type], None) or _tower_of(config_type)
     return bool(getattr(model, "_supports_sdpa", False))
 
 
 def _has_flex(config_type: str) -> bool:
     from transformers import CONFIG_MAPPING, MODEL_MAPPING
 
-    model = MODEL_MAPPING.get(CONFIG_MAPPING[config_type], None)
+    model = MODEL_MAPPING.get(CONFIG_MAPPING[config_type], None) or _tower_of(config_type)
     return bool(getattr(model, "_supports_flex_attn", False))
 
 
