@@ -48,3 +48,17 @@ def test_a_size_passed_as_torch_size_is_a_number_not_a_crash() -> None:
     """BEiT's `resolution=torch.Size([4, 4])`: no dynamic axis to ask torch for (it was a
     TypeError building the dynamic shapes: a traceback, not a diagnostic)."""
     _clean("grid_call")
+
+
+def test_an_entry_written_in_place_is_lowered() -> None:
+    """`band[:, :, 0] = ...` and `[:, :, -1]` (select_scatter): the entry and the parts of the
+    tensor around it, concatenated (it was SC602, and `conform` could not bind the cut)."""
+    text = _clean("block_writes")
+    assert "select_scatter" not in text
+    assert "[:, :, None]" in text
+
+
+def test_a_train_override_returning_none_is_traced() -> None:
+    """LeViT's `train` returns None, so `module.eval()` is None: the tracer used that result
+    (an AttributeError, a traceback instead of a diagnostic)."""
+    _clean("train_override")

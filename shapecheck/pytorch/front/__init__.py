@@ -191,7 +191,8 @@ def _trace(built: Any) -> Any:
     from .opaque import register_inputs
     from .tables import as_tables
 
-    module = built.module.eval()
+    module = built.module
+    module.eval()  # not its result: LeViT's `train` override returns None
     built.inputs = as_functions(built.inputs)  # a BlockMask argument (HF's flex path)
     built.inputs = as_tables(built.inputs)  # a table HF's masking_utils made (tables.py)
     register_inputs(built.inputs)  # a cache object the model passes is a traced input too

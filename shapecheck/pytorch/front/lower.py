@@ -1723,6 +1723,31 @@ def _slice_scatter(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]
     return source if len(parts) == 1 else Val(f"concat([{', '.join(parts)}], axis={axis})")
 
 
+@rule("select_scatter.default")
+def _select_scatter(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # `x[:, :, i] = src` (BigBird's block-sparse scores, written block by block): the parts
+    # of x around entry i and src given that axis back, concatenated
+    x, source = _tensor(args[0]), _tensor(args[1])
+    rank = low.rank(node.args[0])
+    axis = (node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)) % rank
+    index = node.args[3] if len(node.args) > 3 else node.kwargs.get("index")
+    size = node.args[0].meta["val"].shape[axis]
+    if not isinstance(index, int):
+        raise Unlowerable("select_scatter at a traced index")
+    if index < 0 and isinstance(size, int):
+        index += size
+    lead = ":, " * axis
+    written = f"{source.at(POSTFIX)}[{lead}None]"
+    if index == -1:  # the last entry of an axis of any length
+        return Val(f"concat([{x.at(POSTFIX)}[{lead}:-1], {written}], axis={axis})")
+    if index < 0:
+        raise Unlowerable("select_scatter counting from the end")
+    parts = ([f"{x.at(POSTFIX)}[{lead}:{index}]"] if index else []) + [written] + \
+        ([f"{x.at(POSTFIX)}[{lead}{index + 1}:]"] if not isinstance(size, int)
+         or index + 1 < size else [])
+    return Val(f"concat([{', '.join(parts)}], axis={axis})")
+
+
 def _traced(value: Any) -> Any:
     """A size argument as traced: a graph node (``x.shape[1]``) stands for its SymInt."""
     return value.meta.get("val") if hasattr(value, "meta") else value

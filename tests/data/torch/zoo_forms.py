@@ -96,3 +96,59 @@ def grid_call() -> tuple[nn.Module, dict]:
     return GridCall().eval(), {"hidden_states": torch.randn(7, 17, 60),
                                "interpolate_pos_encoding": False,
                                "resolution": torch.Size([4, 4])}
+
+
+class BlockWrites(nn.Module):
+    """BigBird's block-sparse attention (transformers' modeling_big_bird.py) fills its
+    per-block tensors entry by entry (`second_seq_pad[:, :, 0] = ...`, `[:, :, -1]`): the
+    first and last query block attend to everything, the middle ones to their band."""
+
+    def __init__(self, hidden: int = 60, heads: int = 6) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        b, t, c = hidden_states.shape
+        q, k, v = self.qkv(hidden_states).view(b, t, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(q.size(-1))
+        band = torch.zeros_like(scores)
+        band[:, :, 0] = scores[:, :, 0]
+        band[:, :, -1] = scores[:, :, -1]
+        band[:, :, 1:-1] = scores[:, :, 1:-1] * 0.5
+        return (band.softmax(dim=-1) @ v).transpose(1, 2).reshape(b, t, c)
+
+
+def block_writes() -> tuple[nn.Module, dict]:
+    torch.manual_seed(0)
+    return BlockWrites().eval(), {"hidden_states": torch.randn(7, 9, 60)}
+
+
+class TrainOverride(nn.Module):
+    """LeViT's attention (transformers' modeling_levit.py) overrides `train` to clear its
+    cache of biases, and returns nothing: `module.eval()` is then None."""
+
+    def __init__(self, hidden: int = 60, heads: int = 6) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.attention_bias_cache: dict = {}
+
+    @torch.no_grad()
+    def train(self, mode: bool = True) -> None:
+        super().train(mode)
+        if mode and self.attention_bias_cache:
+            self.attention_bias_cache = {}
+
+    def forward(self, hidden_state: torch.Tensor) -> torch.Tensor:
+        b, t, c = hidden_state.shape
+        q, k, v = self.qkv(hidden_state).view(b, t, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        out = (q @ k.transpose(-1, -2) / math.sqrt(q.size(-1))).softmax(dim=-1) @ v
+        return out.transpose(1, 2).reshape(b, t, c)
+
+
+def train_override() -> tuple[nn.Module, dict]:
+    torch.manual_seed(0)
+    module = TrainOverride()
+    module.eval()
+    return module, {"hidden_state": torch.randn(7, 9, 60)}
