@@ -62,3 +62,10 @@ def test_a_train_override_returning_none_is_traced() -> None:
     """LeViT's `train` returns None, so `module.eval()` is None: the tracer used that result
     (an AttributeError, a traceback instead of a diagnostic)."""
     _clean("train_override")
+
+
+def test_a_repeat_by_a_traced_count_is_a_tile() -> None:
+    """`pos.repeat(q.size(0) // heads, 1, 1)`: torch's `repeat` is NumPy's `tile` (it was
+    SC602, the count traced)."""
+    text = _clean("relative_repeat")
+    assert "tile(" in text

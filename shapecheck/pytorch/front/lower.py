@@ -1086,8 +1086,14 @@ def _tile(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     x = _tensor(args[0])
     counts = [_traced(count) for count in node.args[1]]
     before = node.args[0].meta["val"].shape
-    if len(counts) != len(before):
-        raise Unlowerable("repeat rank")
+    if len(counts) != len(before) or any(not isinstance(count, int) or count > 8
+                                         for b, count in zip(before, counts)
+                                         if count != 1 and str(b) != "1"):
+        # more counts than axes (new leading axes), or a count traced or large (SEW-D's
+        # `pos_query_layer.repeat(B * H // heads, 1, 1)`): NumPy's `tile`, which is
+        # torch's `repeat`, leading axes included
+        reps = ", ".join(low.size(count) for count in counts)
+        return Val(f"tile({x.text}, reps=[{reps}])", kind=x.kind)
     text = x.text
     for axis, count in enumerate(counts):
         if count == 1:

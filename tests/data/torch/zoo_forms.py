@@ -152,3 +152,32 @@ def train_override() -> tuple[nn.Module, dict]:
     module = TrainOverride()
     module.eval()
     return module, {"hidden_state": torch.randn(7, 9, 60)}
+
+
+class RelativeRepeat(nn.Module):
+    """SEW-D's disentangled attention (transformers' modeling_sew_d.py, DeBERTa's): the
+    relative-position projections, one per head, are repeated over the batch to meet the
+    queries folded as [B * heads, T, d] (`pos_query_layer.repeat(q.size(0) // heads, 1, 1)`),
+    a count torch traces."""
+
+    def __init__(self, hidden: int = 60, heads: int = 6, span: int = 9) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.pos = nn.Linear(hidden, hidden)
+        self.rel_embeddings = nn.Parameter(torch.randn(span, hidden))
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        b, t, c = hidden_states.shape
+        q, k, v = (y.reshape(b, t, self.heads, -1).transpose(1, 2).reshape(b * self.heads, t, -1)
+                   for y in self.qkv(hidden_states).split(c, dim=-1))
+        pos = self.pos(self.rel_embeddings[:t]).view(t, self.heads, -1).transpose(0, 1)
+        pos = pos.repeat(q.size(0) // self.heads, 1, 1)
+        scores = (q @ k.transpose(-1, -2) + q @ pos.transpose(-1, -2)) / math.sqrt(2 * q.size(-1))
+        out = scores.softmax(dim=-1) @ v
+        return out.view(b, self.heads, t, -1).transpose(1, 2).reshape(b, t, c)
+
+
+def relative_repeat() -> tuple[nn.Module, dict]:
+    torch.manual_seed(0)
+    return RelativeRepeat().eval(), {"hidden_states": torch.randn(7, 9, 60)}
