@@ -103,3 +103,16 @@ def test_the_families_built_are_clean_and_conform(case: zoo.Case) -> None:
     outcome = zoo.check(case, str(ROOT / "tools" / "zoo.py"))
     assert outcome.clean, outcome.detail
     assert outcome.conform == "conforms", outcome.conform
+
+
+def test_an_inference_batch_norm_is_lowered() -> None:
+    """LeViT's `Linear` + `BatchNorm1d` (it was SC602): each channel shifted by its running
+    mean and divided by its running deviation, then the affine; and it conforms."""
+    text = _clean("normed_projections")
+    assert "sqrt(qkv_batch_norm_running_var + 1e-05)" in text
+    from shapecheck.pytorch.conform import conform
+
+    extraction = extract(f"{FORMS}:normed_projections")
+    result = conform(extraction.text, extraction.function(), dims=extraction.bindings,
+                     framework="torch", cases=2, dtype="float32")
+    assert result.ok, result.report()

@@ -669,7 +669,7 @@ RULES: dict[str, Rule] = {}
 #: Multi-output operators: their parts are read with getitem.
 MULTI = frozenset({"split.Tensor", "split_with_sizes.default", "chunk.default", "unbind.int",
                    "split.default", "sort.default", "sort.stable", "topk.default", "max.dim",
-                   "min.dim"})
+                   "min.dim", "_native_batch_norm_legit_no_training.default"})
 #: Operators that compute nothing the spec needs (asserts, guards).
 IGNORED = frozenset({"_assert_tensor_metadata.default", "_assert_scalar.default",
                      "sym_constrain_range_for_size.default", "_assert_async.msg",
@@ -944,6 +944,32 @@ def _layer_norm(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -
     eps = node.args[4] if len(node.args) > 4 else node.kwargs.get("eps", 1e-5)
     text = f"layernorm({_tensor(args[0]).text}, eps={number(float(eps)).text})"
     return _affine(text, args[2] if len(args) > 2 else None, args[3] if len(args) > 3 else None)
+
+
+@rule("_native_batch_norm_legit_no_training.default")
+def _batch_norm(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # an inference batch norm (LeViT's attention projections, `Linear` then `BatchNorm1d`):
+    # each channel (axis 1) shifted by its running mean, divided by its running deviation,
+    # then the affine; its two other results (no statistics saved) are never read
+    x = _tensor(args[0])
+    rank = low.rank(node.args[0])
+    weight, bias, mean, var = (args[i] if len(args) > i else None for i in (1, 2, 3, 4))
+    if mean is None or var is None or mean.kind == "none" or var.kind == "none" or rank < 2:
+        raise Unlowerable("batch_norm without running statistics")
+    eps = _given(node, 6, "eps", 1e-5)
+    spread = "[:, " + ", ".join(["None"] * (rank - 2)) + "]" if rank > 2 else ""
+
+    def channel(value: Val | None) -> Val | None:
+        if value is None or value.kind == "none" or not spread:
+            return value
+        return Val(f"{value.at(POSTFIX)}{spread}", POSTFIX)
+
+    mean, var = channel(mean), channel(var)
+    text = f"(({x.at(SUM)} - {mean.at(SUM + 1)}) / sqrt({var.at(SUM)} + " \
+        f"{number(float(eps)).text}))"
+    normed = _affine(text, channel(weight), channel(bias))
+    unread = Val("?", kind="unknown")
+    return Val("parts", kind="multi", items=[normed, unread, unread])
 
 
 @rule("group_norm.default")

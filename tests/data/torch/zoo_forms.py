@@ -181,3 +181,40 @@ class RelativeRepeat(nn.Module):
 def relative_repeat() -> tuple[nn.Module, dict]:
     torch.manual_seed(0)
     return RelativeRepeat().eval(), {"hidden_states": torch.randn(7, 9, 60)}
+
+
+class LinearWithBatchNorm(nn.Module):
+    """LeViT's projections (transformers' modeling_levit.py, `MLPLayerWithBN`): a linear
+    layer then a `BatchNorm1d` over the flattened tokens, at inference."""
+
+    def __init__(self, hidden: int = 60, out: int = 60) -> None:
+        super().__init__()
+        self.linear = nn.Linear(hidden, out, bias=False)
+        self.batch_norm = nn.BatchNorm1d(out)
+
+    def forward(self, hidden_state: torch.Tensor) -> torch.Tensor:
+        hidden_state = self.linear(hidden_state)
+        return self.batch_norm(hidden_state.flatten(0, 1)).reshape_as(hidden_state)
+
+
+class NormedProjections(nn.Module):
+    def __init__(self, hidden: int = 60, heads: int = 6) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = LinearWithBatchNorm(hidden, 3 * hidden)
+        self.proj = LinearWithBatchNorm(hidden, hidden)
+
+    def forward(self, hidden_state: torch.Tensor) -> torch.Tensor:
+        b, t, c = hidden_state.shape
+        q, k, v = self.qkv(hidden_state).view(b, t, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        out = (q @ k.transpose(-1, -2) / math.sqrt(q.size(-1))).softmax(dim=-1) @ v
+        return self.proj(out.transpose(1, 2).reshape(b, t, c))
+
+
+def normed_projections() -> tuple[nn.Module, dict]:
+    torch.manual_seed(0)
+    module = NormedProjections()
+    for norm in (module.qkv.batch_norm, module.proj.batch_norm):  # statistics of its own
+        norm.running_mean.normal_()
+        norm.running_var.uniform_(0.5, 2.0)
+    return module.eval(), {"hidden_state": torch.randn(7, 9, 60)}
