@@ -37,13 +37,6 @@ def test_a_slice_from_a_bound_is_as_wide_as_its_bounds_say() -> None:
     assert "query_pass: [B, heads, T, head_size - rotary_ndims]" in text
 
 
-def test_a_slice_of_a_fixed_length_buffer_says_how_far_it_reaches() -> None:
-    """`bias[:, :, :T, :T]` of a 64-long causal buffer: the spec says `T <= 64` (a false
-    SC317 at T = 65, where the module fails as well)."""
-    text = _clean("causal_buffer")
-    assert "constraint T <= 64" in text
-
-
 def test_a_size_passed_as_torch_size_is_a_number_not_a_crash() -> None:
     """BEiT's `resolution=torch.Size([4, 4])`: no dynamic axis to ask torch for (it was a
     TypeError building the dynamic shapes: a traceback, not a diagnostic)."""

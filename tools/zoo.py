@@ -470,7 +470,10 @@ def __getattr__(name: str) -> Any:
 #: so), and SC405 says exactly that; a linter that hid it would be wrong about the code.
 #: LongT5's local attention (an einsum of its blocks) writes no scale at all, as T5 was
 #: trained (T5's own eager path now passes `scaling=1.0`, a constant the check accepts).
-EXPECTED = {"gpt_neo": "SC405", "longt5": "SC405"}
+#: OpenAI GPT's attention cuts its causal buffer of `n_positions` rows to the scores
+#: (`self.bias[:, :, :T, :T]`): past 64 positions the module fails, and SC317 says so,
+#: confirmed by PyTorch (as tests/data/torch/public/planted.py's position table).
+EXPECTED = {"gpt_neo": "SC405", "longt5": "SC405", "openai-gpt": "SC317"}
 
 
 @dataclass

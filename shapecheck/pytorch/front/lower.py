@@ -1251,10 +1251,8 @@ def _corner(x: Val, axis: int, rank: int, from_start: bool, step: Any,
 
 
 def _constraint(low: Lowering, bound: str, size: str) -> None:
-    """A slice `[:T]` of an axis of a fixed size: the spec says `T <= size`, a number too
-    (OpenAI GPT's causal buffer of its 64 positions, `bias[:, :, :T, :T]`: past it the
-    module fails, as it does past its position table)."""
-    if bound != size and not bound.isdigit():
+    """A slice `[:T]` of an axis of a fixed size: the spec says `T <= size`."""
+    if bound != size and not size.isdigit():
         text = f"constraint {bound} <= {size}"
         if text not in low.out.constraints:
             low.out.constraints.append(text)

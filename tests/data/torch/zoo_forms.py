@@ -42,38 +42,6 @@ def partial_rotary() -> tuple[nn.Module, dict]:
     return PartialRotary().eval(), {"hidden_states": torch.randn(7, 9, 60)}
 
 
-#: the position table's length, a number of the model (its config's `n_positions`)
-POSITIONS = 64
-
-
-class CausalBuffer(nn.Module):
-    """OpenAI GPT's attention (transformers' modeling_openai.py): a causal buffer as long as
-    the position table, cut to the scores (`self.bias[:, :, : w.size(-2), : w.size(-1)]`)."""
-
-    def __init__(self, hidden: int = 60, heads: int = 6) -> None:
-        super().__init__()
-        self.heads = heads
-        self.register_buffer("bias", torch.tril(torch.ones(POSITIONS, POSITIONS)).view(
-            1, 1, POSITIONS, POSITIONS), persistent=False)
-        self.c_attn = nn.Linear(hidden, 3 * hidden)
-        self.c_proj = nn.Linear(hidden, hidden)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, c = x.shape
-        q, k, v = self.c_attn(x).split(c, dim=2)
-        q, k, v = (y.view(b, t, self.heads, c // self.heads).transpose(1, 2) for y in (q, k, v))
-        w = q @ k.transpose(-1, -2) / math.sqrt(v.size(-1))
-        mask = self.bias[:, :, : w.size(-2), : w.size(-1)]
-        w = w * mask + -1e4 * (1 - mask)
-        out = w.softmax(dim=-1) @ v
-        return self.c_proj(out.transpose(1, 2).reshape(b, t, c))
-
-
-def causal_buffer() -> tuple[nn.Module, dict]:
-    torch.manual_seed(0)
-    return CausalBuffer().eval(), {"x": torch.randn(7, 9, 60)}
-
-
 class GridCall(nn.Module):
     """BEiT's and Data2Vec-Vision's self-attention (transformers' modeling_beit.py) is called
     with its patch grid as a `torch.Size` (`resolution`), beside its hidden states."""
