@@ -99,10 +99,12 @@ def test_the_families_built_are_clean_and_conform(case: zoo.Case) -> None:
 
 
 def test_an_inference_batch_norm_is_lowered() -> None:
-    """LeViT's `Linear` + `BatchNorm1d` (it was SC602): each channel shifted by its running
-    mean and divided by its running deviation, then the affine; and it conforms."""
+    """LeViT's `Linear` + `BatchNorm1d` and its `Hardswish` (each was SC602): each channel
+    shifted by its running mean and divided by its running deviation, then the affine;
+    `x * relu6(x + 3) / 6`; and it conforms."""
     text = _clean("normed_projections")
     assert "sqrt(qkv_batch_norm_running_var + 1e-05)" in text
+    assert "minimum(maximum(" in text
     from shapecheck.pytorch.conform import conform
 
     extraction = extract(f"{FORMS}:normed_projections")

@@ -879,6 +879,13 @@ def _gelu(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
                f"0.044715 * {x.at(POSTFIX)} ** 3)))", PRODUCT)
 
 
+@rule("hardswish.default")
+def _hardswish(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # x * relu6(x + 3) / 6 (LeViT's attention output, `nn.Hardswish` before its projection)
+    x = _tensor(args[0])
+    return Val(f"{x.at(PRODUCT)} * minimum(maximum({x.at(SUM)} + 3, 0), 6) / 6", PRODUCT)
+
+
 @rule("softmax.int", "_softmax.default")
 def _softmax(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     return Val(f"softmax({_tensor(args[0]).text}, axis={_axis(node, 1)})")

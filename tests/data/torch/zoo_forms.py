@@ -170,13 +170,14 @@ class NormedProjections(nn.Module):
         super().__init__()
         self.heads = heads
         self.qkv = LinearWithBatchNorm(hidden, 3 * hidden)
+        self.activation = nn.Hardswish()  # LeViT's, before its projection
         self.proj = LinearWithBatchNorm(hidden, hidden)
 
     def forward(self, hidden_state: torch.Tensor) -> torch.Tensor:
         b, t, c = hidden_state.shape
         q, k, v = self.qkv(hidden_state).view(b, t, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
         out = (q @ k.transpose(-1, -2) / math.sqrt(q.size(-1))).softmax(dim=-1) @ v
-        return self.proj(out.transpose(1, 2).reshape(b, t, c))
+        return self.proj(self.activation(out.transpose(1, 2).reshape(b, t, c)))
 
 
 def normed_projections() -> tuple[nn.Module, dict]:
