@@ -73,8 +73,46 @@ _SIZES = {
     "first_k_dense_replace": 0, "num_experts_per_tok": 2, "partial_rotary_factor": 0.4,
     "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2, "decoder_start_token_id": 0, "window_size": 2, "depths": [1], 
     "sliding_window": 16, "rotary_dim": 4, "type_vocab_size": 2, "embedding_size": 60,
+    "n_shared_experts": 1, "num_conv_pos_embedding_groups": 2, "mamba_n_heads": 6,
+    "num_encoder_attention_heads": 6, "num_decoder_attention_heads": 6,
 }
+#: Fields that count layers per stage (a list of them in hierarchical vision models): one
+#: layer in each of the config's stages.
+_LAYER_COUNTS = {"depths"}
+#: An image's side: 16, or 32 where the config declares several stages (each halves the
+#: map: a 32-pixel image keeps a map at every stage of a four-stage model).
+IMAGE, STAGED_IMAGE = 16, 32
+#: Settings a family's config truly requires beyond the sizes above (its own constraint
+#: between fields, stated where the config or model checks it):
+PER_FAMILY: dict[str, dict[str, Any]] = {
+    # the differential attention splits the values along the key/value heads: an even count
+    "diffllama": {"num_key_value_heads": 2},
+    # block-sparse attention needs more tokens than (5 + 2 * random blocks) * block_size,
+    # or the model swaps the module for full attention at its first call
+    "big_bird": {"block_size": 1, "num_random_blocks": 1},
+    # its last layers reuse the caches of earlier ones, of each layer type: none at two to
+    # five layers (the model refuses a type whose cache no earlier layer makes)
+    "gemma3n": {"num_kv_shared_layers": 0},
+    # its layout stream is `hidden_size / channel_shrink_ratio` wide, split into the heads
+    "lilt": {"channel_shrink_ratio": 2},
+    # its hash embeddings split the width into `num_hashes` parts
+    "canine": {"num_hash_functions": 4},
+    # its default places no attention layer (`attn_layer_indices=None`): one, the second
+    "bamba": {"attn_layer_indices": [1]},
+    # its stem is four stride-2 convolutions (16 pixels a patch, whatever `patch_size`
+    # says): the attention biases are sized by `image_size // patch_size`
+    "levit": {"patch_size": 16, "image_size": 64},
+    # its spectrogram is cut into 16 x 16 patches: one must fit
+    "audio-spectrogram-transformer": {"num_mel_bins": 16, "max_length": 32},
+}
+#: A family whose config class is a composite (text, vision, audio towers): the zoo builds
+#: its text model (the tower with the decoder's self-attention).
+_MODEL_TYPES = {"clip_text": "clip_text_model", "clip_vision": "clip_vision_model",
+                "siglip_vision": "siglip_vision_model", "gemma3n": "gemma3n_text"}
 BATCH, LENGTH, CACHED = 7, 9, 8
+#: Samples a frame of raw audio where the config declares no ratio (Moonshine's strided
+#: convolutions, 384 samples a frame).
+AUDIO_HOP = 400
 
 
 @dataclass
@@ -87,15 +125,43 @@ class Case:
         return f"{self.family.replace('-', '_')}__{self.form}"
 
 
-def _config(family: str, implementation: str) -> Any:
+def _config(family: str, implementation: str, layers: int | None = None) -> Any:
     from transformers import CONFIG_MAPPING
 
-    model_type = {"clip_text": "clip_text_model", "clip_vision": "clip_vision_model",
-                  "siglip_vision": "siglip_vision_model"}.get(family, family)
-    cls = CONFIG_MAPPING[model_type]
+    cls = CONFIG_MAPPING[_MODEL_TYPES.get(family, family)]
     defaults = cls()
-    known = set(defaults.to_dict()) | set(getattr(cls, "attribute_map", {}))
-    sizes = {k: v for k, v in _SIZES.items() if k in known}
+    declared = defaults.to_dict()
+    known = set(declared) | set(getattr(cls, "attribute_map", {}))
+    staged = _stages(declared) > 1
+    aliases = getattr(cls, "attribute_map", {})
+    sizes = {k: _as_declared(k, v, declared.get(aliases.get(k, k)), staged)
+             for k, v in _SIZES.items() if k in known}
+    if staged:  # a model of stages: its layer count and final width follow from them
+        for derived in ("num_hidden_layers", "num_layers", "hidden_size"):
+            sizes.pop(derived, None)
+    sizes = {k: v for k, v in sizes.items() if v is not None}
+    if layers is not None and "num_hidden_layers" in sizes:
+        sizes["num_hidden_layers"] = layers
+    layer_types = declared.get("layer_types")
+    if isinstance(layer_types, list) and layer_types and "num_hidden_layers" in sizes:
+        # hybrid models (full and linear or sliding attention by layer): enough layers that
+        # each type the config declares appears once
+        kinds = set(layer_types)
+        sizes["num_hidden_layers"] = max(sizes["num_hidden_layers"], next(
+            i + 1 for i in range(len(layer_types)) if set(layer_types[:i + 1]) == kinds))
+    layers = declared.get("num_hidden_layers")
+    if isinstance(layers, int) and "num_hidden_layers" in sizes:
+        # a field declared per layer (a list as long as the layers: Gemma 3n's widths and
+        # sparsity) follows the tiny layer count: the size given, or the config's first
+        for name, default in declared.items():
+            if isinstance(default, list) and len(default) == layers and name != "layer_types":
+                given = _SIZES.get(name)
+                sizes[name] = [given] * sizes["num_hidden_layers"] if isinstance(given, int) \
+                    else default[:sizes["num_hidden_layers"]]
+    if "kv_lora_rank" in declared:
+        # multi-head latent attention (DeepSeek-V2/V3) expands its keys to every head
+        sizes["num_key_value_heads"] = sizes.get("num_attention_heads", 6)
+    sizes.update(PER_FAMILY.get(family, {}))
     if family == "swin":  # its heads and depths are per stage (lists)
         for alias in ("num_attention_heads", "num_hidden_layers", "hidden_size"):
             sizes.pop(alias, None)
@@ -111,8 +177,8 @@ def _config(family: str, implementation: str) -> Any:
     rope = defaults.to_dict().get("rope_parameters")
     if isinstance(rope, dict) and "partial_rotary_factor" in rope:  # an even rotary width
         sizes["rope_parameters"] = {**rope, "partial_rotary_factor": 0.4}
-    if family == "deepseek_v3":  # its head_dim is the rotary part's; MLA expands its keys
-        sizes.update(head_dim=4, num_key_value_heads=6)  # to every head (eager repeats them)
+    if family == "deepseek_v3":  # its head_dim is the rotary part's
+        sizes.update(head_dim=4)
     if family == "gpt_neo":  # one attention type per layer
         sizes.update(attention_types=[[["global", "local"], 1]])
     if family == "mpt":
@@ -124,16 +190,67 @@ def _config(family: str, implementation: str) -> Any:
     return config
 
 
+def _stages(declared: dict[str, Any]) -> int:
+    """How many stages the config declares (the length of its per-stage layer counts)."""
+    counts = [v for k, v in declared.items() if k in _LAYER_COUNTS and isinstance(v, list)]
+    return max((len(v) for v in counts), default=1)
+
+
+def _as_declared(name: str, value: Any, default: Any, staged: bool) -> Any:
+    """A tiny size in the form the config declares the field: an image's side for each of
+    its axes, one layer for each stage; a field declared per stage (widths, heads, strides)
+    keeps the config's own values (None: not given)."""
+    if name == "image_size":
+        value = STAGED_IMAGE if staged else value
+    if name in _LAYER_COUNTS and isinstance(default, (list, tuple)):
+        return [1] * len(default)
+    if not isinstance(default, (list, tuple)) or isinstance(value, (list, tuple)):
+        return value
+    if name == "image_size":
+        return [value] * len(default)
+    return None
+
+
 def _model(family: str, implementation: str) -> Any:
+    model, config = _built(family, implementation)
+    layers = getattr(config, "num_hidden_layers", None)
+    while not _attention_modules(model) and isinstance(layers, int) and layers < 8:
+        # a hybrid model whose attention layers come every few (Jamba's every 8th from the
+        # 4th, Zamba's shared block): enough layers that one is there
+        layers *= 2
+        model, config = _built(family, implementation, layers)
+    return model, config
+
+
+def _built(family: str, implementation: str, layers: int | None = None) -> Any:
     import torch
     from transformers import AutoModel
 
     torch.manual_seed(0)
-    config = _config(family, implementation)
+    config = _config(family, implementation, layers)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = AutoModel.from_config(config, attn_implementation=implementation)
+        try:
+            model = AutoModel.from_config(config, attn_implementation=implementation)
+        except ValueError as error:  # a tower of a composite model (OWL-ViT's vision
+            if "Unrecognized configuration" not in str(error):  # model): no auto class,
+                raise                                           # its config's model
+            model = _tower(config)(config)
     return model.eval(), config
+
+
+def _tower(config: Any) -> Any:
+    """The model class its modeling module declares for the config's class
+    (`OwlViTVisionModel.config_class` is `OwlViTVisionConfig`): a tower AutoModel lacks."""
+    import importlib
+
+    module = importlib.import_module(type(config).__module__.replace(".configuration_",
+                                                                     ".modeling_"))
+    found = [c for c in vars(module).values() if isinstance(c, type)
+             and getattr(c, "config_class", None) is type(config) and c.__name__.endswith("Model")]
+    if not found:
+        raise LookupError(f"no model class for {type(config).__name__}")
+    return min(found, key=lambda c: len(c.__name__))
 
 
 def _inputs(model: Any, config: Any, length: int) -> dict[str, Any]:
@@ -142,11 +259,27 @@ def _inputs(model: Any, config: Any, length: int) -> dict[str, Any]:
     main = getattr(model, "main_input_name", "input_ids")
     generator = torch.Generator().manual_seed(1)
     if main == "pixel_values":
-        size = config.image_size
-        return {main: torch.randn(BATCH, config.num_channels, size, size, generator=generator)}
-    if main == "input_features":
-        features = torch.randn(BATCH, config.num_mel_bins, 2 * config.max_source_positions,
-                               generator=generator)
+        side = getattr(config, "image_size", STAGED_IMAGE)  # no image size declared: a
+        height, width = (side, side) if isinstance(side, int) else side  # staged model's
+        return {main: torch.randn(BATCH, getattr(config, "num_channels", 3), height, width,
+                                  generator=generator)}
+    if main == "input_values" and hasattr(config, "max_length") and hasattr(config,
+                                                                               "num_mel_bins"):
+        # a spectrogram of the config's length (the Audio Spectrogram Transformer's)
+        return {main: torch.randn(BATCH, config.max_length, config.num_mel_bins,
+                                  generator=generator)}
+    if main == "input_values":  # raw audio: enough samples for `length` frames (a
+        ratio = getattr(config, "inputs_to_logits_ratio", None) or AUDIO_HOP  # hop of
+        audio = {main: torch.randn(BATCH, ratio * (length + 1), generator=generator)}
+        if getattr(config, "is_encoder_decoder", False):  # Moonshine: a decoder too
+            audio["decoder_input_ids"] = torch.randint(3, 90, (BATCH, length))
+        return audio
+    if main == "input_features":  # [B, mel, frames] (Whisper) or [B, frames, features]
+        bins = getattr(config, "num_mel_bins", None)  # (Speech2Text's filter bank)
+        frames = 2 * config.max_source_positions
+        features = torch.randn(BATCH, bins, frames, generator=generator) if bins else \
+            torch.randn(BATCH, frames, config.input_feat_per_channel * getattr(
+                config, "input_channels", 1), generator=generator)
         return {main: features, "decoder_input_ids": torch.randint(3, 90, (BATCH, length))}
     ids = torch.randint(3, 90, (BATCH, length), generator=generator)
     inputs = {"input_ids": ids, "attention_mask": torch.ones(BATCH, length, dtype=torch.long)}
@@ -208,6 +341,12 @@ def capture(family: str, form: str) -> tuple[Any, dict[str, Any]]:
                       "flex_decode": "flex_attention"}.get(form, "eager")
     decoding = form in ("decode", "flex_decode")
     model, config = _model(family, implementation)
+    inputs = _inputs(model, config, LENGTH if not decoding else CACHED)
+    first = None
+    if decoding:  # the prefill first: a model may swap a layer's module for its cache
+        with torch.no_grad(), warnings.catch_warnings():  # (BigBird's block-sparse one)
+            warnings.simplefilter("ignore")
+            first = model(**inputs, use_cache=True)
     modules = _attention_modules(model)
     if form == "cross":
         modules = [(n, m) for n, m in modules if _CROSS.search(n) or _CROSS.search(type(m).__name__)]
@@ -215,29 +354,31 @@ def capture(family: str, form: str) -> tuple[Any, dict[str, Any]]:
         modules = [(n, m) for n, m in modules if not _CROSS.search(n)]
     if not modules:
         raise LookupError(f"{family}: no {form} attention module")
-    _, module = modules[0]
+    name, module = modules[0]
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
 
     def hook(_: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         # A copy: the layer then writes this call's keys into the cache object it was given.
         calls.append(copy.deepcopy((args, dict(kwargs))))
 
-    inputs = _inputs(model, config, LENGTH if not decoding else CACHED)
-    handle = module.register_forward_pre_hook(hook, with_kwargs=True)
-    try:
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            if decoding:
-                first = model(**inputs, use_cache=True)
-                calls.clear()
-                step = {k: v[:, -1:] for k, v in inputs.items() if k.endswith("input_ids")}
-                if "attention_mask" in inputs:
-                    step["attention_mask"] = torch.ones(BATCH, CACHED + 1, dtype=torch.long)
-                model(**step, past_key_values=first.past_key_values, use_cache=True)
-            else:
-                model(**inputs)
-    finally:
-        handle.remove()
+    for _ in range(2):  # again if the call swapped the module for another (BigBird's
+        handle = module.register_forward_pre_hook(hook, with_kwargs=True)  # block-sparse
+        try:  # attention, replaced by full attention for a step too short for its blocks)
+            with torch.no_grad(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if first is not None:
+                    step = {k: v[:, -1:] for k, v in inputs.items() if k.endswith("input_ids")}
+                    if "attention_mask" in inputs:
+                        step["attention_mask"] = torch.ones(BATCH, CACHED + 1, dtype=torch.long)
+                    model(**step, past_key_values=copy.deepcopy(first.past_key_values),
+                          use_cache=True)
+                else:
+                    model(**inputs)
+        finally:
+            handle.remove()
+        if calls or model.get_submodule(name) is module:
+            break
+        module = model.get_submodule(name)
     if not calls:
         raise LookupError(f"{family}: the {form} attention module was not called")
     args, kwargs = calls[0]
@@ -251,17 +392,26 @@ def _generates(config_type: str) -> bool:
     return config_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 
+def _tower_of(config_type: str) -> Any:
+    from transformers import CONFIG_MAPPING
+
+    try:
+        return _tower(CONFIG_MAPPING[config_type]())
+    except (LookupError, ImportError):
+        return None
+
+
 def _has_sdpa(config_type: str) -> bool:
     from transformers import CONFIG_MAPPING, MODEL_MAPPING
 
-    model = MODEL_MAPPING.get(CONFIG_MAPPING[config_type], None)
+    model = MODEL_MAPPING.get(CONFIG_MAPPING[config_type], None) or _tower_of(config_type)
     return bool(getattr(model, "_supports_sdpa", False))
 
 
 def _has_flex(config_type: str) -> bool:
     from transformers import CONFIG_MAPPING, MODEL_MAPPING
 
-    model = MODEL_MAPPING.get(CONFIG_MAPPING[config_type], None)
+    model = MODEL_MAPPING.get(CONFIG_MAPPING[config_type], None) or _tower_of(config_type)
     return bool(getattr(model, "_supports_flex_attn", False))
 
 
@@ -271,8 +421,7 @@ def cases(families: list[str] | None = None,
 
     found = []
     for family in families or FAMILIES:
-        config_type = {"clip_text": "clip_text_model", "clip_vision": "clip_vision_model",
-                       "siglip_vision": "siglip_vision_model"}.get(family, family)
+        config_type = _MODEL_TYPES.get(family, family)
         encoder_decoder = getattr(CONFIG_MAPPING[config_type](), "is_encoder_decoder", False)
         decoder = not encoder_decoder and family not in _ENCODERS and _generates(config_type)
         for form in forms:
@@ -319,7 +468,12 @@ def __getattr__(name: str) -> Any:
 #: Findings that are true of a family's code, expected in place of "clean" (docs/torch.md):
 #: GPT-Neo does not scale its scores by 1/sqrt(head_dim), by design (the model was trained
 #: so), and SC405 says exactly that; a linter that hid it would be wrong about the code.
-EXPECTED = {"gpt_neo": "SC405"}
+#: LongT5's local attention (an einsum of its blocks) writes no scale at all, as T5 was
+#: trained (T5's own eager path now passes `scaling=1.0`, a constant the check accepts).
+#: OpenAI GPT's attention cuts its causal buffer of `n_positions` rows to the scores
+#: (`self.bias[:, :, :T, :T]`): past 64 positions the module fails, and SC317 says so,
+#: confirmed by PyTorch (as tests/data/torch/public/planted.py's position table).
+EXPECTED = {"gpt_neo": "SC405", "longt5": "SC405", "openai-gpt": "SC317"}
 
 
 @dataclass

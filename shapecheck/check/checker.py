@@ -718,7 +718,8 @@ class Checker:
             if not all(valid):
                 return UNKNOWN
         as_bools = node.op in nodes.LOGICAL or (
-            left.is_bool and right.is_bool and node.op in _BOOL_WITH_BOOL)
+            left.is_bool and right.is_bool and node.op in _BOOL_WITH_BOOL) \
+            or _set_or_not(node)
         for operand, value, other in ((node.left, left, node.right),
                                       (node.right, right, node.left)):
             if value.is_bool and not as_bools:
@@ -1209,6 +1210,18 @@ _RESOLVERS: dict[Kind, Callable[[Checker, nodes.Expr], Any]] = {
 # Two bool operands stay bools (no SC403) only here: NumPy's logical or / and for
 # `+` / `*`, and bool comparison for `==` / `!=`.
 _BOOL_WITH_BOOL = frozenset({"+", "*", "==", "!="})
+
+
+def _set_or_not(node: nodes.BinOp) -> bool:
+    """`M > 0`, `M != 0`, `M == 0` (either way round): whether each entry is set, of a mask
+    whatever its dtype (LongT5's `where(local_attention_mask > 0, 0.0, -1e10)` of a bool
+    mask): exactly M or ~M for a bool M, no number read from it."""
+    def zero(operand: nodes.Expr) -> bool:
+        return isinstance(operand, nodes.Integer) and operand.value == 0 or \
+            isinstance(operand, nodes.Decimal) and operand.value == 0.0
+    if zero(node.right):
+        return node.op in (">", "!=", "==")
+    return zero(node.left) and node.op in ("<", "!=", "==")
 # A bool mask added to (or multiplied with) numbers: applied with `where` (SC403's fix).
 _MASKING = frozenset({"+", "*"})
 

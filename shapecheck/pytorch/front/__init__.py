@@ -191,7 +191,8 @@ def _trace(built: Any) -> Any:
     from .opaque import register_inputs
     from .tables import as_tables
 
-    module = built.module.eval()
+    module = built.module
+    module.eval()  # not its result: LeViT's `train` override returns None
     built.inputs = as_functions(built.inputs)  # a BlockMask argument (HF's flex path)
     built.inputs = as_tables(built.inputs)  # a table HF's masking_utils made (tables.py)
     register_inputs(built.inputs)  # a cache object the model passes is a traced input too
@@ -449,6 +450,8 @@ def _dynamic_shapes(built: Any) -> dict[str, Any]:
                 return size not in known
             return {axis: torch.export.Dim.AUTO for axis, size in enumerate(value.shape)
                     if size > 1 and symbolic(axis, int(size))}
+        if isinstance(value, torch.Size):  # sizes given as numbers (BEiT's `resolution`,
+            return None                     # the patch grid): no tensor, nothing dynamic
         if isinstance(value, (tuple, list)):
             return type(value)(spec(v) for v in value)
         if isinstance(value, dict):

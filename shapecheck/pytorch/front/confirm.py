@@ -238,7 +238,8 @@ def _run(extraction: Extraction, program: Program, bindings: dict[str, int],
         arguments = call_inputs(extraction, tensors)
         try:
             with torch.no_grad():
-                result = module.eval()(**arguments)
+                module.eval()  # not its result (a `train` override may return None)
+                result = module(**arguments)
         except Exception as error:
             return _failed(error, location, sizes)
     return _compare(extraction, checked, result, sizes)

@@ -107,6 +107,10 @@ class Lowering:
         self._hinted: dict[int, str] = {}  # a symbolic size's traced value -> its dim name
         self._multiple_of: dict[Any, Any] = {}  # a size -> quotient * divisor (`_multiples`)
         self.taps: dict[tuple[Any, ...], str] = {}  # a window's selection -> its name (`_taps`)
+        #: a result's axis written as its rule computes it, where the traced size's name
+        #: would be another dim's by coincidence (`x[..., r:]` of width `d - r`, traced 6,
+        #: not the 6 heads): node -> axis -> size text
+        self.axis_sizes: dict[Any, dict[int, str]] = {}
 
     # --- the walk -----------------------------------------------------------------------
 
@@ -342,8 +346,9 @@ class Lowering:
         value_meta = node.meta.get("val")
         # An int or complex statement is written without its annotation: the checker keeps
         # an annotated value's shape but not its element type (it would read as real).
-        shape = self.shape(value_meta) if _is_tensor(value_meta) \
-            and _element(value_meta) not in ("int", "complex") else None
+        shape = self.shape(value_meta, self.axis_sizes.get(node, {})) \
+            if _is_tensor(value_meta) and _element(value_meta) not in ("int", "complex") \
+            else None
         annotation = f": {shape}" if shape else ""
         self.out.statements.append(Statement(f"{name}{annotation} = {value.text}",
                                              self.location(node), name))
@@ -469,8 +474,10 @@ class Lowering:
         self.dims.symbolic[token] = name
         return name
 
-    def shape(self, value: Any) -> str:
-        return _element(value) + "[" + ", ".join(self.size(s) for s in value.shape) + "]"
+    def shape(self, value: Any, written: dict[int, str] | None = None) -> str:
+        """A tensor's type; ``written``: axes whose size its rule wrote (`axis_sizes`)."""
+        return _element(value) + "[" + ", ".join(
+            (written or {}).get(axis) or self.size(s) for axis, s in enumerate(value.shape)) + "]"
 
     def rank(self, node_arg: Any) -> int:
         return len(node_arg.meta["val"].shape)
@@ -702,7 +709,7 @@ RULES: dict[str, Rule] = {}
 #: Multi-output operators: their parts are read with getitem.
 MULTI = frozenset({"split.Tensor", "split_with_sizes.default", "chunk.default", "unbind.int",
                    "split.default", "sort.default", "sort.stable", "topk.default", "max.dim",
-                   "min.dim"})
+                   "min.dim", "_native_batch_norm_legit_no_training.default"})
 #: Operators that compute nothing the spec needs (asserts, guards).
 IGNORED = frozenset({"_assert_tensor_metadata.default", "_assert_scalar.default",
                      "sym_constrain_range_for_size.default", "_assert_async.msg",
@@ -912,6 +919,13 @@ def _gelu(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
                f"0.044715 * {x.at(POSTFIX)} ** 3)))", PRODUCT)
 
 
+@rule("hardswish.default")
+def _hardswish(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # x * relu6(x + 3) / 6 (LeViT's attention output, `nn.Hardswish` before its projection)
+    x = _tensor(args[0])
+    return Val(f"{x.at(PRODUCT)} * minimum(maximum({x.at(SUM)} + 3, 0), 6) / 6", PRODUCT)
+
+
 @rule("softmax.int", "_softmax.default")
 def _softmax(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     return Val(f"softmax({_tensor(args[0]).text}, axis={_axis(node, 1)})")
@@ -977,6 +991,50 @@ def _layer_norm(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -
     eps = node.args[4] if len(node.args) > 4 else node.kwargs.get("eps", 1e-5)
     text = f"layernorm({_tensor(args[0]).text}, eps={number(float(eps)).text})"
     return _affine(text, args[2] if len(args) > 2 else None, args[3] if len(args) > 3 else None)
+
+
+@rule("_native_batch_norm_legit_no_training.default")
+def _batch_norm_parts(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # the same, as a second pass decomposes it: its two other results (no statistics
+    # saved) are never read
+    weight, bias, mean, var = (args[i] if len(args) > i else None for i in (1, 2, 3, 4))
+    normed = _by_running_statistics(low, node, _tensor(args[0]), weight, bias, mean, var,
+                                    _given(node, 6, "eps", 1e-5))
+    unread = Val("?", kind="unknown")
+    return Val("parts", kind="multi", items=[normed, unread, unread])
+
+
+@rule("batch_norm.default")
+def _batch_norm(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    """`nn.BatchNorm{1,2,3}d` in eval (CvT's convolutional projection, LeViT's `Linear` then
+    `BatchNorm1d`). In training it normalises by the batch's own statistics: not lowered."""
+    if _given(node, 5, "training", False):
+        raise Unlowerable("batch_norm of the batch's statistics")
+    weight, bias, mean, var = (args[i] if len(args) > i else None for i in (1, 2, 3, 4))
+    return _by_running_statistics(low, node, _tensor(args[0]), weight, bias, mean, var,
+                                  _given(node, 7, "eps", 1e-5))
+
+
+def _by_running_statistics(low: Lowering, node: Any, x: Val, weight: Val | None,
+                           bias: Val | None, mean: Val | None, var: Val | None,
+                           eps: Any) -> Val:
+    """Each channel (axis 1) less its running mean, over the root of its running variance
+    plus eps, then the affine."""
+    rank = low.rank(node.args[0])
+    if mean is None or var is None or mean.kind == "none" or var.kind == "none" or rank < 2:
+        raise Unlowerable("batch_norm without running statistics")
+    spread = "[:, " + ", ".join(["None"] * (rank - 2)) + "]" if rank > 2 else ""
+
+    def channel(value: Val | None) -> Val | None:
+        if value is None or value.kind == "none" or not spread:
+            return value
+        return Val(f"{_tensor(value).at(POSTFIX)}{spread}", POSTFIX)
+
+    mean, var = channel(mean), channel(var)
+    assert mean is not None and var is not None
+    text = f"(({x.at(SUM)} - {mean.at(SUM + 1)}) / sqrt({var.at(SUM)} + " \
+        f"{number(float(eps)).text}))"
+    return _affine(text, channel(weight), channel(bias))
 
 
 @rule("group_norm.default")
@@ -1119,8 +1177,14 @@ def _tile(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     x = _tensor(args[0])
     counts = [_traced(count) for count in node.args[1]]
     before = node.args[0].meta["val"].shape
-    if len(counts) != len(before):
-        raise Unlowerable("repeat rank")
+    if len(counts) != len(before) or any(not isinstance(count, int) or count > 8
+                                         for b, count in zip(before, counts)
+                                         if count != 1 and str(b) != "1"):
+        # more counts than axes (new leading axes), or a count traced or large (SEW-D's
+        # `pos_query_layer.repeat(B * H // heads, 1, 1)`): NumPy's `tile`, which is
+        # torch's `repeat`, leading axes included
+        reps = ", ".join(low.size(count) for count in counts)
+        return Val(f"tile({x.text}, reps=[{reps}])", kind=x.kind)
     text = x.text
     for axis, count in enumerate(counts):
         if count == 1:
@@ -1201,6 +1265,9 @@ def _slice(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val
     if not whole_end and (not isinstance(end, int) or end > 1):
         # the module reads that far into the axis (`[:T]`, `[..., :2]`): the spec says so
         _constraint(low, _index(low, end), low.size(size))
+    if step == 1 and not whole_start:
+        _sliced_size(low, node, axis, _index(low, start),
+                     low.size(size) if whole_end else _index(low, end))
     entries = [":"] * axis + [bound]
     if axis == rank - 1 and axis > 0:
         entries = ["...", bound]
@@ -1214,6 +1281,28 @@ def _slice(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val
         return Val(text, kind=x.kind, causal01=x.causal01, causal=corner)
     return Val(f"{x.at(POSTFIX)}[{', '.join(entries)}]", POSTFIX, kind=x.kind,
                causal01=x.causal01, causal=corner)
+
+
+def _sliced_size(low: Lowering, node: Any, axis: int, start: str, end: str) -> None:
+    """The width of `x[..., a:b]` as `b - a` where the traced width's name is another dim's
+    (GPT-NeoX-Japanese's `query[..., rotary_ndims:]`, `head_size - rotary_ndims`, traced 6
+    as its 6 heads are): two dims equal at the traced sizes only, which the annotation
+    would assert for every size (a false SC303)."""
+    traced = node.meta["val"].shape[axis]
+    if not isinstance(traced, int) or start.startswith("-") or end.startswith("-"):
+        return
+    width = f"{end} - {_factor(start)}"
+    named = low.size(traced)
+    at_trace = {**low.dims.atomic, **{n: low.dims.value(n) for n in low.dims.derived}}
+    if _tables.size_at(width, at_trace) != traced or _values(low, width) == _values(low, named) \
+            or None in _values(low, width):
+        return
+    low.axis_sizes.setdefault(node, {})[axis] = width
+    # the spec has no empty axis: it holds where the slice keeps some of the axis, as at
+    # the traced sizes (an empty pass-through, `rotary_ndims == head_size`, is another form)
+    text = f"constraint {start} < {end}"
+    if text not in low.out.constraints:
+        low.out.constraints.append(text)
 
 
 def _corner(x: Val, axis: int, rank: int, from_start: bool, step: Any,
@@ -1413,6 +1502,18 @@ def _integer(text: str, node: Any) -> str:
     """A table of ones or zeros of an integer dtype stays integers (`long(zeros([T, T]))`):
     T5's `min(relative_position, zeros_like(relative_position))` indexes a table."""
     return f"long({text})" if _element(node.meta["val"]) == "int" else text
+
+
+@rule("new_ones.default")
+def _new_ones(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # `x.new_ones(size)` is `ones(size)` of x's dtype (BigBird's block-sparse padding of its
+    # masks, `to_mask.new_ones([B, 1, 1, r * b])`): what x holds is never read
+    text = f"ones({_shape_list(low, node.meta['val'].shape)})"
+    if _kind(node.meta["val"]) == "bool":
+        return Val(f"{text} > 0", COMPARE, kind="bool")
+    if _element(node.meta["val"]) == "complex":
+        raise Unlowerable("new_ones of complex")
+    return Val(_integer(text, node))
 
 
 @rule("ones_like.default", "zeros_like.default")
@@ -1715,6 +1816,31 @@ def _slice_scatter(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]
     parts = ([f"{x.at(POSTFIX)}[{lead}:{first}]"] if first != "0" else []) + \
         [source.text] + ([f"{x.at(POSTFIX)}[{lead}{last}:]"] if last != whole else [])
     return source if len(parts) == 1 else Val(f"concat([{', '.join(parts)}], axis={axis})")
+
+
+@rule("select_scatter.default")
+def _select_scatter(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # `x[:, :, i] = src` (BigBird's block-sparse scores, written block by block): the parts
+    # of x around entry i and src given that axis back, concatenated
+    x, source = _tensor(args[0]), _tensor(args[1])
+    rank = low.rank(node.args[0])
+    axis = (node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)) % rank
+    index = node.args[3] if len(node.args) > 3 else node.kwargs.get("index")
+    size = node.args[0].meta["val"].shape[axis]
+    if not isinstance(index, int):
+        raise Unlowerable("select_scatter at a traced index")
+    if index < 0 and isinstance(size, int):
+        index += size
+    lead = ":, " * axis
+    written = f"{source.at(POSTFIX)}[{lead}None]"
+    if index == -1:  # the last entry of an axis of any length
+        return Val(f"concat([{x.at(POSTFIX)}[{lead}:-1], {written}], axis={axis})")
+    if index < 0:
+        raise Unlowerable("select_scatter counting from the end")
+    parts = ([f"{x.at(POSTFIX)}[{lead}:{index}]"] if index else []) + [written] + \
+        ([f"{x.at(POSTFIX)}[{lead}{index + 1}:]"] if not isinstance(size, int)
+         or index + 1 < size else [])
+    return Val(f"concat([{', '.join(parts)}], axis={axis})")
 
 
 def _traced(value: Any) -> Any:
@@ -2250,26 +2376,6 @@ def _transposed(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val],
                        padding, _spatial(dilation, spatial))
     return _by_taps(low, node, _tensor(args[0]), _tensor(args[1]), bias, groups, windows,
                     transposed=True)
-
-
-@rule("batch_norm.default")
-def _batch_norm(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
-    """`nn.BatchNorm{1,2,3}d` in eval (CvT's convolutional projection): each channel (axis
-    1) less its running mean, over the root of its running variance plus eps, times the
-    weight, plus the bias. In training, or without running statistics, it normalises by
-    the batch's own: not lowered."""
-    x = _tensor(args[0])
-    training, eps = _given(node, 5, "training", False), _given(node, 7, "eps", 1e-5)
-    if training or any(a.kind == "none" for a in args[3:5]):
-        raise Unlowerable("batch_norm of the batch's statistics")
-    axes = f"[:{', None' * (low.rank(node.args[0]) - 2)}]"
-    mean, var = (f"{_tensor(a).at(POSTFIX)}{axes}" for a in args[3:5])
-    value = f"({x.text} - {mean}) / sqrt({var} + {number(float(eps)).text})"
-    if args[1].kind != "none":
-        value = f"{value} * {_tensor(args[1]).at(POSTFIX)}{axes}"
-    if args[2].kind != "none":
-        value = f"{value} + {_tensor(args[2]).at(POSTFIX)}{axes}"
-    return Val(value, SUM if args[2].kind != "none" else PRODUCT)
 
 
 @rule("avg_pool1d.default", "avg_pool2d.default", "avg_pool3d.default")

@@ -1,0 +1,189 @@
+"""Forms of the transformers zoo's other families (tools/zoo.py, docs/torch.md "Families
+beyond the list"), written small in the style of the code they come from; each factory
+returns the module and its call."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+class PartialRotary(nn.Module):
+    """GPT-NeoX-Japanese's attention (transformers' modeling_gpt_neox_japanese.py): a fused
+    qkv projection split per head, the first `rotary_ndims` of each head rotated and the rest
+    passed through (`query[..., self.rotary_ndims:]`). At heads 6, head width 10 and rotary
+    width 4 the pass-through is 6 wide, as wide as the heads are many."""
+
+    def __init__(self, hidden: int = 60, heads: int = 6, rotary_ndims: int = 4) -> None:
+        super().__init__()
+        self.heads, self.head_size, self.rotary_ndims = heads, hidden // heads, rotary_ndims
+        self.query_key_value = nn.Linear(hidden, 3 * hidden, bias=False)
+        self.dense = nn.Linear(hidden, hidden, bias=False)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        b, t, _ = hidden_states.shape
+        qkv = self.query_key_value(hidden_states).view(b, t, self.heads, 3 * self.head_size)
+        query = qkv[..., : self.head_size].permute(0, 2, 1, 3)
+        key = qkv[..., self.head_size: 2 * self.head_size].permute(0, 2, 1, 3)
+        value = qkv[..., 2 * self.head_size:].permute(0, 2, 1, 3)
+        query_rot, query_pass = query[..., : self.rotary_ndims], query[..., self.rotary_ndims:]
+        key_rot, key_pass = key[..., : self.rotary_ndims], key[..., self.rotary_ndims:]
+        query = torch.cat((-query_rot, query_pass), dim=-1)
+        key = torch.cat((-key_rot, key_pass), dim=-1)
+        scores = query @ key.transpose(-1, -2) / math.sqrt(self.head_size)
+        out = scores.softmax(dim=-1) @ value
+        return self.dense(out.transpose(1, 2).reshape(b, t, -1))
+
+
+def partial_rotary() -> tuple[nn.Module, dict]:
+    torch.manual_seed(0)
+    return PartialRotary().eval(), {"hidden_states": torch.randn(7, 9, 60)}
+
+
+class GridCall(nn.Module):
+    """BEiT's and Data2Vec-Vision's self-attention (transformers' modeling_beit.py) is called
+    with its patch grid as a `torch.Size` (`resolution`), beside its hidden states."""
+
+    def __init__(self, hidden: int = 60, heads: int = 6) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+
+    def forward(self, hidden_states: torch.Tensor, interpolate_pos_encoding: bool = False,
+                resolution: torch.Size | None = None) -> torch.Tensor:
+        b, t, c = hidden_states.shape
+        q, k, v = self.qkv(hidden_states).view(b, t, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        out = (q @ k.transpose(-1, -2) / math.sqrt(q.size(-1))).softmax(dim=-1) @ v
+        return out.transpose(1, 2).reshape(b, t, c)
+
+
+def grid_call() -> tuple[nn.Module, dict]:
+    torch.manual_seed(0)
+    return GridCall().eval(), {"hidden_states": torch.randn(7, 17, 60),
+                               "interpolate_pos_encoding": False,
+                               "resolution": torch.Size([4, 4])}
+
+
+class BlockWrites(nn.Module):
+    """BigBird's block-sparse attention (transformers' modeling_big_bird.py) fills its
+    per-block tensors entry by entry (`second_seq_pad[:, :, 0] = ...`, `[:, :, -1]`): the
+    first and last query block attend to everything, the middle ones to their band."""
+
+    def __init__(self, hidden: int = 60, heads: int = 6) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        b, t, c = hidden_states.shape
+        q, k, v = self.qkv(hidden_states).view(b, t, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(q.size(-1))
+        band = torch.zeros_like(scores)
+        band[:, :, 0] = scores[:, :, 0]
+        band[:, :, -1] = scores[:, :, -1]
+        band[:, :, 1:-1] = scores[:, :, 1:-1] * 0.5
+        return (band.softmax(dim=-1) @ v).transpose(1, 2).reshape(b, t, c)
+
+
+def block_writes() -> tuple[nn.Module, dict]:
+    torch.manual_seed(0)
+    return BlockWrites().eval(), {"hidden_states": torch.randn(7, 9, 60)}
+
+
+class TrainOverride(nn.Module):
+    """LeViT's attention (transformers' modeling_levit.py) overrides `train` to clear its
+    cache of biases, and returns nothing: `module.eval()` is then None."""
+
+    def __init__(self, hidden: int = 60, heads: int = 6) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.attention_bias_cache: dict = {}
+
+    @torch.no_grad()
+    def train(self, mode: bool = True) -> None:
+        super().train(mode)
+        if mode and self.attention_bias_cache:
+            self.attention_bias_cache = {}
+
+    def forward(self, hidden_state: torch.Tensor) -> torch.Tensor:
+        b, t, c = hidden_state.shape
+        q, k, v = self.qkv(hidden_state).view(b, t, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        out = (q @ k.transpose(-1, -2) / math.sqrt(q.size(-1))).softmax(dim=-1) @ v
+        return out.transpose(1, 2).reshape(b, t, c)
+
+
+def train_override() -> tuple[nn.Module, dict]:
+    torch.manual_seed(0)
+    module = TrainOverride()
+    module.eval()
+    return module, {"hidden_state": torch.randn(7, 9, 60)}
+
+
+class RelativeRepeat(nn.Module):
+    """SEW-D's disentangled attention (transformers' modeling_sew_d.py, DeBERTa's): the
+    relative-position projections, one per head, are repeated over the batch to meet the
+    queries folded as [B * heads, T, d] (`pos_query_layer.repeat(q.size(0) // heads, 1, 1)`),
+    a count torch traces."""
+
+    def __init__(self, hidden: int = 60, heads: int = 6, span: int = 9) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.pos = nn.Linear(hidden, hidden)
+        self.rel_embeddings = nn.Parameter(torch.randn(span, hidden))
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        b, t, c = hidden_states.shape
+        q, k, v = (y.reshape(b, t, self.heads, -1).transpose(1, 2).reshape(b * self.heads, t, -1)
+                   for y in self.qkv(hidden_states).split(c, dim=-1))
+        pos = self.pos(self.rel_embeddings[:t]).view(t, self.heads, -1).transpose(0, 1)
+        pos = pos.repeat(q.size(0) // self.heads, 1, 1)
+        scores = (q @ k.transpose(-1, -2) + q @ pos.transpose(-1, -2)) / math.sqrt(2 * q.size(-1))
+        out = scores.softmax(dim=-1) @ v
+        return out.view(b, self.heads, t, -1).transpose(1, 2).reshape(b, t, c)
+
+
+def relative_repeat() -> tuple[nn.Module, dict]:
+    torch.manual_seed(0)
+    return RelativeRepeat().eval(), {"hidden_states": torch.randn(7, 9, 60)}
+
+
+class LinearWithBatchNorm(nn.Module):
+    """LeViT's projections (transformers' modeling_levit.py, `MLPLayerWithBN`): a linear
+    layer then a `BatchNorm1d` over the flattened tokens, at inference."""
+
+    def __init__(self, hidden: int = 60, out: int = 60) -> None:
+        super().__init__()
+        self.linear = nn.Linear(hidden, out, bias=False)
+        self.batch_norm = nn.BatchNorm1d(out)
+
+    def forward(self, hidden_state: torch.Tensor) -> torch.Tensor:
+        hidden_state = self.linear(hidden_state)
+        return self.batch_norm(hidden_state.flatten(0, 1)).reshape_as(hidden_state)
+
+
+class NormedProjections(nn.Module):
+    def __init__(self, hidden: int = 60, heads: int = 6) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = LinearWithBatchNorm(hidden, 3 * hidden)
+        self.activation = nn.Hardswish()  # LeViT's, before its projection
+        self.proj = LinearWithBatchNorm(hidden, hidden)
+
+    def forward(self, hidden_state: torch.Tensor) -> torch.Tensor:
+        b, t, c = hidden_state.shape
+        q, k, v = self.qkv(hidden_state).view(b, t, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        out = (q @ k.transpose(-1, -2) / math.sqrt(q.size(-1))).softmax(dim=-1) @ v
+        return self.proj(self.activation(out.transpose(1, 2).reshape(b, t, c)))
+
+
+def normed_projections() -> tuple[nn.Module, dict]:
+    torch.manual_seed(0)
+    module = NormedProjections()
+    for norm in (module.qkv.batch_norm, module.proj.batch_norm):  # statistics of its own
+        norm.running_mean.normal_()
+        norm.running_var.uniform_(0.5, 2.0)
+    return module.eval(), {"hidden_state": torch.randn(7, 9, 60)}
