@@ -662,7 +662,7 @@ RULES: dict[str, Rule] = {}
 #: Multi-output operators: their parts are read with getitem.
 MULTI = frozenset({"split.Tensor", "split_with_sizes.default", "chunk.default", "unbind.int",
                    "split.default", "sort.default", "sort.stable", "topk.default", "max.dim",
-                   "min.dim"})
+                   "min.dim", "_native_batch_norm_legit_no_training.default"})
 #: Operators that compute nothing the spec needs (asserts, guards).
 IGNORED = frozenset({"_assert_tensor_metadata.default", "_assert_scalar.default",
                      "sym_constrain_range_for_size.default", "_assert_async.msg",
@@ -959,6 +959,27 @@ def _group_norm(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -
     return _affine(normed, *(Val(f"reshape({v.text}, [{low.size(shape[1])}{ones}])")
                              if v is not None and v.kind != "none" else None
                              for v in (weight, bias)))
+
+
+@rule("_native_batch_norm_legit_no_training.default")
+def _batch_norm_eval(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # nn.BatchNorm in eval mode: (x - running_mean) / sqrt(running_var + eps) * weight + bias,
+    # each statistic a [C] vector along axis 1 of x [N, C, *] (EfficientViT's ConvLayer);
+    # its other two parts (the saved statistics, empty in eval) are not read
+    shape = list(node.args[0].meta["val"].shape)
+    eps = _given(node, 6, "eps", 1e-5)
+    if len(shape) < 2 or len(args) < 5 or any(v.kind != "tensor" for v in args[3:5]):
+        raise Unlowerable("batch_norm")
+    ones = ", 1" * (len(shape) - 2)
+
+    def channels(v: Val) -> Val:
+        return Val(f"reshape({v.text}, [{low.size(shape[1])}{ones}])")
+
+    mean, var = channels(args[3]), channels(args[4])
+    normed = f"({_tensor(args[0]).at(SUM + 1)} - {mean.text}) / " \
+        f"sqrt({var.text} + {number(float(eps)).text})"
+    weight, bias = (channels(v) if v.kind != "none" else None for v in args[1:3])
+    return Val("parts", kind="multi", items=[_affine(normed, weight, bias)])
 
 
 def _group_size(shape: list[Any], groups: int) -> Any:
