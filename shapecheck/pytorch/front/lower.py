@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -253,6 +253,28 @@ class Lowering:
                 text = f"constraint {name} {relation} {int(value)}"
                 if text not in self.out.constraints:
                     self.out.constraints.append(text)
+        for name, least in self._selected():
+            text = f"constraint {name} >= {least}"
+            if text not in self.out.constraints:
+                self.out.constraints.append(text)
+
+    def _selected(self) -> Iterator[tuple[str, int]]:
+        """The sizes an index the code wrote reads into (`freqs_cis[..., 1]`, Flux's rotation
+        matrices given to the layer as an input): the axis holds at least index + 1. torch
+        checks `1 < s` against its floor for a symbolic size (2) and records nothing, so the
+        spec must say it, or size 1 reads as an index out of range that the module's input
+        never has (a larger index is torch's own range, read above)."""
+        for node in self.program.graph.nodes:
+            if node.op != "call_function" or _name(node.target) != "select.int" or \
+                    not isinstance(node.args[2], int):
+                continue
+            shape = node.args[0].meta["val"].shape
+            size = shape[node.args[1] % len(shape)]
+            expression = str(size.node.expr) if hasattr(size, "node") else None
+            name = self.dims.symbolic.get(expression) if expression is not None else None
+            index = node.args[2]
+            if name is not None:
+                yield name, index + 1 if index >= 0 else -index
 
     def _declare(self, word: str, name: str, value: Any) -> None:
         shape = self.shape(value)
