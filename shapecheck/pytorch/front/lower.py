@@ -864,6 +864,17 @@ def _pow(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     return Val(f"{_tensor(args[0]).at(POSTFIX)} ** {exponent.at(UNARY)}", POWER)
 
 
+@rule("pow.Scalar")
+def _pow_of_number(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # `torch.pow(m_0, torch.arange(1, 1 + n))` (ALiBi's slopes): a positive number raised
+    # to each entry, written exp(x * log(base)), which the spec's `**` (a number exponent)
+    # does not say
+    base = node.args[0]
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or base <= 0:
+        raise Unlowerable("pow")
+    return Val(f"exp({_tensor(args[1]).at(PRODUCT)} * {number(math.log(base)).at(PRODUCT + 1)})")
+
+
 @rule("neg.default")
 def _neg(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     return Val(f"-{_tensor(args[0]).at(UNARY)}", UNARY)
@@ -1204,6 +1215,13 @@ def _slice(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val
     if not whole_end and (not isinstance(end, int) or end > 1):
         # the module reads that far into the axis (`[:T]`, `[..., :2]`): the spec says so
         _constraint(low, _index(low, end), low.size(size))
+    if not whole_start and _traced_at(start) is not None and _traced_at(start) >= 0:
+        # a start the sizes move (Transformer-XL's `table[P - k:P + q]`), traced counting
+        # from the start of the axis: the spec says it stays there (one traced negative,
+        # `x[:, -k:]`, counts from the end, as written)
+        text = f"constraint {_index(low, start)} >= 0"
+        if text not in low.out.constraints:
+            low.out.constraints.append(text)
     entries = [":"] * axis + [bound]
     if axis == rank - 1 and axis > 0:
         entries = ["...", bound]
@@ -1229,9 +1247,19 @@ def _corner(x: Val, axis: int, rank: int, from_start: bool, step: Any,
     return (end, columns, lead) if axis == rank - 2 else (rows, end, lead)
 
 
+def _traced_at(value: Any) -> int | None:
+    """A symbolic size's value at the traced call (an FX node of one, or a SymInt); None
+    for a number or where torch kept no hint."""
+    if hasattr(value, "op"):
+        value = value.meta.get("val")
+    hint = getattr(getattr(value, "node", None), "hint", None)
+    return int(hint) if isinstance(hint, int) else None
+
+
 def _constraint(low: Lowering, bound: str, size: str) -> None:
     """A slice `[:T]` of an axis of a fixed size: the spec says `T <= size`."""
-    if bound != size and not size.isdigit():
+    if bound != size and not (size.isdigit() and bound.isdigit()):
+        # a literal table read to a size (`table[:P + q]` of 8192 rows) bounds that size
         text = f"constraint {bound} <= {size}"
         if text not in low.out.constraints:
             low.out.constraints.append(text)

@@ -242,8 +242,9 @@ class SingleStreamBlock(nn.Module):
 
 
 # ---- factories: Flux.forward's call (FluxParams: hidden 3072, 24 heads of 128,
-# axes_dim [16, 56, 56], theta 10000; here hidden 96, 3 heads of 32, axes_dim [4, 14, 14],
-# a batch of 3: no size coincides with the rotation matrices' 2 x 2)
+# axes_dim [16, 56, 56], theta 10000; here hidden 160, 5 heads of 32, axes_dim [4, 14, 14],
+# a batch of 11: no size coincides with a literal of the code (the 2 x 2 rotations, the
+# three axes of the ids, qkv's 3, the modulation's 6 or 3 chunks, axes_dim's halves)
 
 
 def _ids(b: int, txt: int, h: int, w: int) -> Tensor:
@@ -259,7 +260,7 @@ class _Double(nn.Module):
     def __init__(self):
         super().__init__()
         self.pe_embedder = EmbedND(dim=32, theta=10_000, axes_dim=[4, 14, 14])
-        self.block = DoubleStreamBlock(96, 3, mlp_ratio=4.0, qkv_bias=True)
+        self.block = DoubleStreamBlock(160, 5, mlp_ratio=4.0, qkv_bias=True)
 
     def forward(self, img, txt, vec, ids):
         pe = self.pe_embedder(ids)
@@ -270,7 +271,7 @@ class _Single(nn.Module):
     def __init__(self):
         super().__init__()
         self.pe_embedder = EmbedND(dim=32, theta=10_000, axes_dim=[4, 14, 14])
-        self.block = SingleStreamBlock(96, 3, mlp_ratio=4.0)
+        self.block = SingleStreamBlock(160, 5, mlp_ratio=4.0)
 
     def forward(self, img, txt, vec, ids):
         pe = self.pe_embedder(ids)
@@ -282,21 +283,21 @@ class _Self(nn.Module):
     def __init__(self):
         super().__init__()
         self.pe_embedder = EmbedND(dim=32, theta=10_000, axes_dim=[4, 14, 14])
-        self.attn = SelfAttention(96, num_heads=3, qkv_bias=True)
+        self.attn = SelfAttention(160, num_heads=5, qkv_bias=True)
 
     def forward(self, x, ids):
         return self.attn(x, pe=self.pe_embedder(ids))
 
 
 def make():
-    return _Self().eval(), {"x": torch.randn(3, 12, 96), "ids": _ids(3, 0, 3, 4)}
+    return _Self().eval(), {"x": torch.randn(11, 10, 160), "ids": _ids(11, 0, 2, 5)}
 
 
 def make_double():
-    return _Double().eval(), {"img": torch.randn(3, 12, 96), "txt": torch.randn(3, 5, 96),
-                              "vec": torch.randn(3, 96), "ids": _ids(3, 5, 3, 4)}
+    return _Double().eval(), {"img": torch.randn(11, 10, 160), "txt": torch.randn(11, 9, 160),
+                              "vec": torch.randn(11, 160), "ids": _ids(11, 9, 2, 5)}
 
 
 def make_single():
-    return _Single().eval(), {"img": torch.randn(3, 12, 96), "txt": torch.randn(3, 5, 96),
-                              "vec": torch.randn(3, 96), "ids": _ids(3, 5, 3, 4)}
+    return _Single().eval(), {"img": torch.randn(11, 10, 160), "txt": torch.randn(11, 9, 160),
+                              "vec": torch.randn(11, 160), "ids": _ids(11, 9, 2, 5)}
