@@ -92,13 +92,14 @@ class ViewChecks:
         value = self._defined(nodes.strip_parens(x_node))
         if isinstance(value, nodes.Call) and value.func.name == "concat" and value.args and \
                 isinstance(value.args[0], nodes.ListExpr):
-            axis = next((k.value for k in value.keywords if k.name.name == "axis"), None)
-            if not isinstance(axis, nodes.Integer):
+            axis = _literal(next((k.value for k in value.keywords if k.name.name == "axis"),
+                                 None))
+            if axis is None:
                 return False
             for part in value.args[0].items:
                 shape = getattr(self.types.get(id(part)), "shape", None)
-                if shape is not None and -len(shape) <= axis.value < len(shape) and \
-                        symbolic.is_literal_one(shape[axis.value]):
+                if shape is not None and -len(shape) <= axis < len(shape) and \
+                        symbolic.is_literal_one(shape[axis]):
                     return True
             return False
         if depth > 1 and isinstance(value, nodes.Subscript):
@@ -167,3 +168,10 @@ class ViewChecks:
                 have = source[i]
             else:
                 return target[j]
+
+
+def _literal(expr: nodes.Expr | None) -> int | None:
+    """An axis written as a number (`axis=1`, `axis=-1`), else None."""
+    if isinstance(expr, nodes.Unary) and expr.op == "-" and isinstance(expr.operand, nodes.Integer):
+        return -expr.operand.value
+    return expr.value if isinstance(expr, nodes.Integer) else None
