@@ -1157,7 +1157,9 @@ def _cat(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
         return kept[0]
     parts = ", ".join(_tensor(v).text for v in kept)
     axis = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
-    return Val(f"concat([{parts}], axis={axis})")
+    # a concat of masks is a mask (Transformer-XL's memory columns before the causal ones):
+    # `mask == 0` of it is then its negation, not arithmetic on a bool (SC403)
+    return Val(f"concat([{parts}], axis={axis})", kind=_kind(node.meta.get("val")))
 
 
 @rule("hstack.default")
@@ -1168,14 +1170,15 @@ def _hstack(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Va
     if len(kept) == 1:
         return kept[0]
     axis = 0 if low.rank(node.args[0][0]) == 1 else 1
-    return Val(f"concat([{', '.join(_tensor(v).text for v in kept)}], axis={axis})")
+    return Val(f"concat([{', '.join(_tensor(v).text for v in kept)}], axis={axis})",
+               kind=_kind(node.meta.get("val")))
 
 
 @rule("stack.default")
 def _stack(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     parts = ", ".join(_tensor(v).text for v in args[0].items)
     axis = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
-    return Val(f"stack([{parts}], axis={axis})")
+    return Val(f"stack([{parts}], axis={axis})", kind=_kind(node.meta.get("val")))
 
 
 _BIG = 2 ** 62
