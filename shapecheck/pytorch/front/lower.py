@@ -273,8 +273,9 @@ class Lowering:
             expression = str(size.node.expr) if hasattr(size, "node") else None
             name = self.dims.symbolic.get(expression) if expression is not None else None
             index = node.args[2]
-            if name is not None:
-                yield name, index + 1 if index >= 0 else -index
+            least = index + 1 if index >= 0 else -index
+            if name is not None and least >= 2:  # index 0 or -1: every size holds it
+                yield name, least
 
     def _declare(self, word: str, name: str, value: Any) -> None:
         shape = self.shape(value)
@@ -1261,8 +1262,7 @@ def _traced_at(value: Any) -> int | None:
 
 def _constraint(low: Lowering, bound: str, size: str) -> None:
     """A slice `[:T]` of an axis of a fixed size: the spec says `T <= size`."""
-    if bound != size and not (size.isdigit() and bound.isdigit()):
-        # a literal table read to a size (`table[:P + q]` of 8192 rows) bounds that size
+    if bound != size and not size.isdigit():
         text = f"constraint {bound} <= {size}"
         if text not in low.out.constraints:
             low.out.constraints.append(text)
