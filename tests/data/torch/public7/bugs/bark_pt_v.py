@@ -2,7 +2,7 @@
 """PLANTED BUG (one edit, for tests/test_torch_public7.py): `att.transpose(-2, -1) @ v` on the manual path.
 
 suno-ai/bark (MIT), commit 15606ed12fd07bfea79bed6413615adf002da983, `bark/model.py`
-lines 1-120 as written there (`LayerNorm`, `CausalSelfAttention`, `MLP`, `Block`; the `GPT`
+lines 5-120 as written there, after its docstring crediting nanoGPT (`LayerNorm`, `CausalSelfAttention`, `MLP`, `Block`; the `GPT`
 around them left out): nanoGPT's attention with a key/value cache passed in (`layer_past`,
 concatenated before the new keys: `torch.cat((past_key, k), dim=-2)`) and returned
 (`present`), SDPA `is_causal` only without a past, and the manual path's causal buffer cut
