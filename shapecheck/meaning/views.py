@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from ..messages import codes
 from ..messages.diagnostics import Note
 from ..syntax import nodes
+from .. import symbolic
 from ..symbolic import Dim, to_text
 from .facts import Axis, MAX_VIEW_AXES, monomial_text
 
@@ -22,6 +23,8 @@ class ViewChecks:
         """SC411: a reshape that would have to move an axis (`[H, N, d]` -> `[N, H*d]`),
         or one that groups the source's axes out of their order (ViT's patches cut with a
         view and no permute: `[C, h, P, w, P]` -> `[h*w, P*P*C]`)."""
+        if self._relative_shift(x_node, source, target):
+            return
         for position, size in enumerate(target):
             for index, axis in enumerate(source):
                 if index != position and self.system.equal(axis.size, size):
@@ -69,6 +72,51 @@ class ViewChecks:
                               parts=", ".join(to_text(p.size) for p in parts))],
             help=[codes.help_text("split_in_merge_order",
                                   parts=", ".join(to_text(p.size) for p in parts))]))
+
+    def _relative_shift(self, x_node: nodes.Expr, source: Sequence[Axis],
+                        target: Sequence[Dim]) -> bool:
+        """Transformer-XL's relative shift (labml's `shift_right`, espnet's `rel_shift`):
+        scores [i, j] padded by one column, viewed as [j + 1, i], a row dropped, viewed back
+        as [i, j]; each row comes out shifted by its index. The swapped view is the point of
+        it, not a transpose left out: it reads a value padded by one along the axis it moves,
+        or a row cut of such a view, which no layout a transpose makes is."""
+        equal = self.system.equal
+        if len(source) != 2 or len(target) != 2 or not (
+                equal(source[0].size, target[1]) and equal(source[1].size, target[0])):
+            return False
+        return self._padded_by_one(x_node, 2)
+
+    def _padded_by_one(self, x_node: nodes.Expr, depth: int) -> bool:
+        """Whether ``x_node`` is a concat with a part one wide along its axis (the pad), or
+        (``depth`` > 1) rows cut from a reshape of one."""
+        value = self._defined(nodes.strip_parens(x_node))
+        if isinstance(value, nodes.Call) and value.func.name == "concat" and value.args and \
+                isinstance(value.args[0], nodes.ListExpr):
+            axis = _literal(next((k.value for k in value.keywords if k.name.name == "axis"),
+                                 None))
+            if axis is None:
+                return False
+            for part in value.args[0].items:
+                shape = getattr(self.types.get(id(part)), "shape", None)
+                if shape is not None and -len(shape) <= axis < len(shape) and \
+                        symbolic.is_literal_one(shape[axis]):
+                    return True
+            return False
+        if depth > 1 and isinstance(value, nodes.Subscript):
+            inner = self._defined(nodes.strip_parens(value.operand))
+            if isinstance(inner, nodes.Call) and inner.func.name == "reshape" and inner.args:
+                return self._padded_by_one(inner.args[0], depth - 1)
+        return False
+
+    def _defined(self, expr: nodes.Expr) -> nodes.Expr:
+        """A name's value as its statement wrote it; any other expression itself."""
+        if not isinstance(expr, nodes.Name):
+            return expr
+        for statement in self.program.statements:
+            if isinstance(statement, nodes.Define) and statement.value is not None \
+                    and statement.name.name == expr.name:
+                return nodes.strip_parens(statement.value)
+        return expr
 
     def _report_mixing(self, node: nodes.Call, x_node: nodes.Expr, size: Dim) -> None:
         x_value = self.types[id(x_node)]
@@ -120,3 +168,10 @@ class ViewChecks:
                 have = source[i]
             else:
                 return target[j]
+
+
+def _literal(expr: nodes.Expr | None) -> int | None:
+    """An axis written as a number (`axis=1`, `axis=-1`), else None."""
+    if isinstance(expr, nodes.Unary) and expr.op == "-" and isinstance(expr.operand, nodes.Integer):
+        return -expr.operand.value
+    return expr.value if isinstance(expr, nodes.Integer) else None

@@ -265,7 +265,8 @@ def _export(module: Any, inputs: dict[str, Any], shapes: Any) -> Any:
     branched: set[str] = set()
     with warnings.catch_warnings(), _named_forward(module, list(inputs)), \
             built_in_forward(module, tables), _every_frame(), intercepted(), \
-            _flags_settled(module), _torch_logs_quiet(), _branches_on_one(branched):
+            _flags_settled(module), _torch_logs_quiet(), _branches_on_one(branched), \
+            _data_detached():
         warnings.simplefilter("ignore")
         exported = torch.export.export(module, (), dict(inputs), dynamic_shapes=shapes,
                                        strict=False)
@@ -276,6 +277,23 @@ def _export(module: Any, inputs: dict[str, Any], shapes: Any) -> Any:
             exported = exported.run_decompositions({})
     exported.shapecheck_branched_on_one = frozenset(branched)
     return exported
+
+
+@contextmanager
+def _data_detached() -> Iterator[None]:
+    """`x.data` read in `forward` (the annotated transformer's `type_as(tgt_mask.data)`,
+    older code's `attn.data.masked_fill_(...)`) is `x.detach()` while a module is traced: the
+    same values and storage, without autograd; torch.export's own `.data` makes a tensor it
+    then refuses as a constant of the program ("a fake tensor in the exported program
+    constant's list"). Writing `x.data = y` keeps torch's meaning."""
+    import torch
+
+    base = torch._C.TensorBase.data
+    torch.Tensor.data = property(lambda self: self.detach(), base.__set__)
+    try:
+        yield
+    finally:
+        del torch.Tensor.data
 
 
 @contextmanager

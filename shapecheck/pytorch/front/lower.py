@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -263,6 +263,29 @@ class Lowering:
                 text = f"constraint {name} {relation} {int(value)}"
                 if text not in self.out.constraints:
                     self.out.constraints.append(text)
+        for name, least in self._selected():
+            text = f"constraint {name} >= {least}"
+            if text not in self.out.constraints:
+                self.out.constraints.append(text)
+
+    def _selected(self) -> Iterator[tuple[str, int]]:
+        """The sizes an index the code wrote reads into (`freqs_cis[..., 1]`, Flux's rotation
+        matrices given to the layer as an input): the axis holds at least index + 1. torch
+        checks `1 < s` against its floor for a symbolic size (2) and records nothing, so the
+        spec must say it, or size 1 reads as an index out of range that the module's input
+        never has (a larger index is torch's own range, read above)."""
+        for node in self.program.graph.nodes:
+            if node.op != "call_function" or _name(node.target) != "select.int" or \
+                    not isinstance(node.args[2], int):
+                continue
+            shape = node.args[0].meta["val"].shape
+            size = shape[node.args[1] % len(shape)]
+            expression = str(size.node.expr) if hasattr(size, "node") else None
+            name = self.dims.symbolic.get(expression) if expression is not None else None
+            index = node.args[2]
+            least = index + 1 if index >= 0 else -index
+            if name is not None and least >= 2:  # index 0 or -1: every size holds it
+                yield name, least
 
     def _declare(self, word: str, name: str, value: Any) -> None:
         shape = self.shape(value)
@@ -889,6 +912,17 @@ def _pow(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     return Val(f"{_tensor(args[0]).at(POSTFIX)} ** {exponent.at(UNARY)}", POWER)
 
 
+@rule("pow.Scalar")
+def _pow_of_number(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # `torch.pow(m_0, torch.arange(1, 1 + n))` (ALiBi's slopes): a positive number raised
+    # to each entry, written exp(x * log(base)), which the spec's `**` (a number exponent)
+    # does not say
+    base = node.args[0]
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or base <= 0:
+        raise Unlowerable("pow")
+    return Val(f"exp({_tensor(args[1]).at(PRODUCT)} * {number(math.log(base)).at(PRODUCT + 1)})")
+
+
 @rule("neg.default")
 def _neg(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     return Val(f"-{_tensor(args[0]).at(UNARY)}", UNARY)
@@ -1207,7 +1241,9 @@ def _cat(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
         return kept[0]
     parts = ", ".join(_tensor(v).text for v in kept)
     axis = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
-    return Val(f"concat([{parts}], axis={axis})")
+    # a concat of masks is a mask (Transformer-XL's memory columns before the causal ones):
+    # `mask == 0` of it is then its negation, not arithmetic on a bool (SC403)
+    return Val(f"concat([{parts}], axis={axis})", kind=_kind(node.meta.get("val")))
 
 
 @rule("hstack.default")
@@ -1218,14 +1254,15 @@ def _hstack(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Va
     if len(kept) == 1:
         return kept[0]
     axis = 0 if low.rank(node.args[0][0]) == 1 else 1
-    return Val(f"concat([{', '.join(_tensor(v).text for v in kept)}], axis={axis})")
+    return Val(f"concat([{', '.join(_tensor(v).text for v in kept)}], axis={axis})",
+               kind=_kind(node.meta.get("val")))
 
 
 @rule("stack.default")
 def _stack(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     parts = ", ".join(_tensor(v).text for v in args[0].items)
     axis = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
-    return Val(f"stack([{parts}], axis={axis})")
+    return Val(f"stack([{parts}], axis={axis})", kind=_kind(node.meta.get("val")))
 
 
 _BIG = 2 ** 62
@@ -1268,6 +1305,13 @@ def _slice(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val
     if step == 1 and not whole_start:
         _sliced_size(low, node, axis, _index(low, start),
                      low.size(size) if whole_end else _index(low, end))
+    if not whole_start and _traced_at(start) is not None and _traced_at(start) >= 0:
+        # a start the sizes move (Transformer-XL's `table[P - k:P + q]`), traced counting
+        # from the start of the axis: the spec says it stays there (one traced negative,
+        # `x[:, -k:]`, counts from the end, as written)
+        text = f"constraint {_index(low, start)} >= 0"
+        if text not in low.out.constraints:
+            low.out.constraints.append(text)
     entries = [":"] * axis + [bound]
     if axis == rank - 1 and axis > 0:
         entries = ["...", bound]
@@ -1313,6 +1357,15 @@ def _corner(x: Val, axis: int, rank: int, from_start: bool, step: Any,
     end = bound.lstrip(":")
     rows, columns, lead = x.causal
     return (end, columns, lead) if axis == rank - 2 else (rows, end, lead)
+
+
+def _traced_at(value: Any) -> int | None:
+    """A symbolic size's value at the traced call (an FX node of one, or a SymInt); None
+    for a number or where torch kept no hint."""
+    if hasattr(value, "op"):
+        value = value.meta.get("val")
+    hint = getattr(getattr(value, "node", None), "hint", None)
+    return int(hint) if isinstance(hint, int) else None
 
 
 def _constraint(low: Lowering, bound: str, size: str) -> None:
