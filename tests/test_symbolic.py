@@ -129,6 +129,9 @@ POSITIVE = [
     # a map cut into patches of 5, flattened (issue 29): each floor positive, so the product
     ("dim T, S\nconstraint T >= 5\nconstraint S >= 5", {}, "(T // 5) * (S // 5)", PROVED),
     ("dim T, S\nconstraint T >= 5", {}, "(T // 5) * (S // 5)", UNPROVED),  # 0 at S = 1
+    # a square map pooled by 2 and flattened (SAM 2's hiera q-pooling): a power of a positive
+    ("dim T\nconstraint T >= 2", {}, "(T // 2) ** 2", PROVED),
+    ("dim T", {}, "(T // 2) ** 2", UNPROVED),  # 0 at T = 1
     (DERIVED, {}, "D - d + 1", PROVED),
     (DERIVED, {}, "D - d", UNPROVED),  # 0 when H = 1
     (DMODEL, {}, "D - H * d + 1", PROVED),

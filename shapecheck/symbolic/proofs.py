@@ -626,6 +626,10 @@ class DimSystem(Refutation):
         """A product of positive integers is one (a flattened map's `(T//5) * (S//5)`, each
         floor positive on its own; an overlapping convolution's `(T//2 - 1) * (S//2 - 1)`,
         each factor positive where `T >= 4`, as the product's expansion is not)."""
+        if isinstance(dim, sympy.Pow):  # a flattened square map's `(T//2)**2`
+            base, exponent = dim.args
+            return exponent.is_Integer and int(exponent) > 0 and \
+                self.positive(base) is Verdict.PROVED
         return isinstance(dim, sympy.Mul) and all(
             self.positive(factor) is Verdict.PROVED for factor in dim.args)
 
