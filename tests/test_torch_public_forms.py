@@ -107,7 +107,10 @@ def test_a_positions_table_keeps_the_width_the_module_gave_it() -> None:
     # a free size S, and `t[..., :rot_dim]` of a head of 12 gave notes (SC317, SC201) at
     # every slice; it is the module's width, as a [B, T, width] table's is
     text = _lowered_clean_and_conforms("partial_rotary", DATA4)
-    assert "input freqs: [T, dim_head_half]" in text
+    # its traced width, 6, not a free size; since slices are written as wide as their
+    # bounds say (`t[..., rot_dim:]`, issue 29's zoo), the width stays the number, which
+    # the module takes from the caller (`rot_dim = freqs.shape[-1]`), not half the head
+    assert "input freqs: [T, 6]" in text and "constraint 6 < head_dim" in text
 
 
 @pytest.mark.slow
