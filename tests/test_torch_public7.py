@@ -15,6 +15,7 @@ pytest.importorskip("torch")
 pytest.importorskip("einops")
 
 from shapecheck.pytorch.front.sourcemap import check  # noqa: E402
+from test_torch_public6 import _command  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "torch" / "public7"
@@ -80,19 +81,6 @@ FORMS = [
 
 def _found(target: str) -> list[tuple[str, int]]:
     return [(d.code, d.span.line) for r in check(str(DATA / target)) for d in r.diagnostics]
-
-
-def _command(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    from shapecheck.cli import main
-
-    try:
-        main(list(args))
-    except SystemExit as exit:
-        code = exit.code if isinstance(exit.code, int) else 0 if exit.code is None else 1
-    else:
-        code = 0
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
 
 
 def _conforms(target: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
