@@ -50,7 +50,7 @@ def test_main_in_this_process_freezes_nothing() -> None:
     with pytest.raises(SystemExit) as done:
         main(["verify", str(SPEC)])
     assert done.value.code == 0
-    assert gc.get_freeze_count() == before
+    assert gc.get_freeze_count() <= before  # frozen objects may still be freed; none added
     assert not collector.owned()
 
 
@@ -61,19 +61,19 @@ def test_torch_is_frozen_once_in_an_owned_process(monkeypatch: pytest.MonkeyPatc
     before = gc.get_freeze_count()
     collector.torch_frozen()  # not owned: nothing
     collector.before_exit()
-    assert gc.get_freeze_count() == before
+    assert gc.get_freeze_count() <= before  # frozen objects may still be freed; none added
     collector.own_process()
     try:
         collector.before_exit()  # owned, but no Python target traced: as a spec's verify
-        assert gc.get_freeze_count() == before
+        assert gc.get_freeze_count() <= before
         collector.torch_frozen()
         frozen = gc.get_freeze_count()
         assert frozen > before and "torch" in sys.modules
         kept = [[] for _ in range(1000)]  # made after: a second target's leftovers
         collector.torch_frozen()  # once per process: what the first target left is not frozen
-        assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() <= frozen
         collector.before_exit()  # the exit: now what is left is frozen too
-        assert gc.get_freeze_count() > frozen
+        assert gc.get_freeze_count() > frozen + len(kept) // 2
         del kept
     finally:
         gc.unfreeze()
