@@ -376,3 +376,45 @@ def test_a_change_to_the_weights_gets_the_repair_its_form_names(change: str,
         assert found.help == ()
     else:
         assert len(found.help) == 1 and found.help[0].endswith(expected), found.help
+
+
+NYSTROM = """dim B, N, L, d
+constraint N == 4 * L
+input X: [B, N, d]
+param W_Q: [d, d]
+param W_K: [d, d]
+Q = X @ W_Q / d ** 0.25
+K = X @ W_K / d ** 0.25
+Q_l = mean(reshape(Q, [B, L, 4, d]), axis=2)
+K_l = mean(reshape(K, [B, L, 4, d]), axis=2)
+A1 = softmax(Q @ K_l.T, axis=-1)
+A2 = softmax(Q_l @ K_l.T, axis=-1)
+Z = A2.T / max(sum(A2, axis=-2))
+AZ = A2 @ Z
+Z2 = (0.25 * Z) @ (13 * AZ - AZ @ AZ)
+O = A1 @ Z2
+"""
+
+
+def test_landmarks_averaged_keep_their_scale_and_the_pseudo_inverse_is_algebra() -> None:
+    # Nyströmformer: the landmarks are means of scaled queries and keys (each side by
+    # d ** -0.25: the product by d ** -0.5), and the Newton iteration multiplies the
+    # landmark kernel by its own transpose, scaled: matrix algebra, no sum of values
+    assert codes_of(NYSTROM) == []
+
+
+def test_a_sum_divided_by_a_count_per_row_keeps_the_scale() -> None:
+    text = HEAD.replace("dim N, d", "dim N, L, d\nconstraint N == 4 * L") + \
+        "input M: [L, 1]\nQ_l = sum(reshape(Q / sqrt(d), [L, 4, d]), axis=1) / (M + 1)\n" \
+        "O = softmax(Q_l @ K.T, axis=-1) @ V\n"
+    assert codes_of(text) == []
+    unscaled = text.replace("Q / sqrt(d)", "Q")
+    assert "SC405" in codes_of(unscaled)
+
+
+def test_weights_times_another_softmax_still_sum_values() -> None:
+    # the exemption is for weights met by their own softmax's: two softmaxes' weights
+    # multiplied are still checked (here the second is summed over its queries)
+    text = HEAD + "P = softmax(Q @ K.T / sqrt(d), axis=-1)\nR = softmax(K @ Q.T / sqrt(d), axis=-1)\n" \
+        "O = (P @ R) @ V\n"
+    assert "SC402" in codes_of(text)

@@ -477,6 +477,9 @@ CONSTANTS = {"ones": 1.0, "zeros": 0.0}
 # Soft-caps (`c * tanh(S / c)`): a `-inf` fill passed through them becomes `-c`.
 SQUASHING = frozenset({"tanh"})
 
+# Reductions that commute with a constant factor: `mean(c * x) == c * mean(x)`
+LINEAR_REDUCTIONS = frozenset({"mean", "sum"})
+
 # Normalisations of each feature vector (QK-norm: Gemma 3, OLMo 2): a projection normalised
 # is still a projection of the same tensor.
 FEATURE_NORMS = frozenset({"layernorm", "rmsnorm"})

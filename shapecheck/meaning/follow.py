@@ -27,6 +27,7 @@ from .facts import (
     Applied,
     Capped,
     BLOCKS,
+    LINEAR_REDUCTIONS,
     BiasTerm,
     CONSTANTS,
     Causal,
@@ -72,6 +73,7 @@ class Follow:
         self.patterns: list[Attention] = []
         self.diagnostics: list[Diagnostic] = []
         self.rotated_caches: list[RotatedCache] = []
+        self._algebra: set[int] = set()  # softmaxes whose weights met their own (`P @ P.T`)
         self._reported: set[tuple[str, int]] = set()
         self._statement: nodes.Stmt | None = None
         self._line_starts = line_starts(program.source)
@@ -395,7 +397,15 @@ class Follow:
                                    size if len(operands) == 2 else None, self._statement)
         self.contractions[id(node)] = contraction
         if len(operands) == 2:
+            softmaxes = {id(info.norm.call) for info in infos if info.norm is not None}
+            if len(softmaxes) == 1 and all(info.norm is not None for info in infos):
+                # weights times their own (transposed, scaled): matrix algebra on them
+                # (Nyströmformer's pseudo-inverse iteration), no sum of values; their
+                # later products are that algebra's too
+                self._algebra |= softmaxes
             for operand, info in enumerate(infos):
+                if info.norm is not None and id(info.norm.call) in self._algebra:
+                    continue
                 if info.norm is not None:
                     mixed = self._mixed_maps(contraction, operand)
                     if mixed is not None:
@@ -611,10 +621,26 @@ class Follow:
                                         main.product.parts + parts, node,
                                         main.product.terms + terms)
             return info
+        if op == "/" and not norms and self._per_row_count(operands):
+            # a sum divided by how many entries it summed, row by row (a masked mean:
+            # `sum(q * m) / (sum(m) + eps)`): scaled vectors averaged keep their scale
+            return Info(axes, scale=operands[0].scale)
         if len(norms) == 1:
             # Weights masked, scaled by a tensor or mixed with other numbers.
             return Info(axes, norm=norms[0].changed_by(node))
         return Info(axes)
+
+    def _per_row_count(self, operands: list[Info]) -> bool:
+        """Scaled vectors summed (`mean`, `sum`), divided by numbers constant along their
+        features (one per row: `count[..., None]`)."""
+        total, count = operands
+        reduced = total.reduced
+        if not total.scale or reduced is None or total.axes is None or count.axes is None \
+                or not count.axes or len(count.axes) > len(total.axes):
+            return False
+        info = self.calls.get(id(reduced.call))
+        return info is not None and info.builtin in LINEAR_REDUCTIONS and \
+            symbolic.is_literal_one(count.axes[-1].size)
 
     @staticmethod
     def _masked_product(operands: list[Info], mappings: list[dict[int, Axis]],
@@ -999,7 +1025,12 @@ class Follow:
                          for i, a in enumerate(x.axes))
         else:
             axes = tuple(a for i, a in enumerate(x.axes) if i not in removed)
-        return Info(axes, reduced=Reduced(node, x_node, removed))
+        info = Info(axes, reduced=Reduced(node, x_node, removed))
+        if node.func.name in LINEAR_REDUCTIONS and x.scale:
+            # the mean of scaled queries is scaled as they are (Nyströmformer's landmarks,
+            # means of segments of `Q / d ** 0.25`): its product with the keys keeps it
+            info.scale = x.scale
+        return info
 
     def _where(self, node: nodes.Call, tensors: list[tuple[nodes.Expr, Info]], value: Value) -> Info:
         (c_node, cond), (x_node, x), (y_node, y) = tensors

@@ -835,6 +835,8 @@ def _einsum(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Va
 def _binary(symbol: str, prec: int) -> Rule:
     def lower(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
         a, b = _tensor(args[0]), _tensor(args[1])
+        if symbol == "*" and "bool" in (a.kind, b.kind) and "number" not in (a.kind, b.kind):
+            return _times_mask(a, b)
         alpha = kw.get("alpha")
         if alpha is not None and alpha.text not in ("1", "1.0"):
             b = Val(f"{alpha.at(PRODUCT)} * {b.at(PRODUCT + 1)}", PRODUCT)
@@ -851,10 +853,39 @@ def _binary(symbol: str, prec: int) -> Rule:
     return lower
 
 
+def _times_mask(a: Val, b: Val) -> Val:
+    """A product with a mask: of two masks, both set (`m[..., None] * m2[..., None, :]`,
+    torch's `*` of bools is their and); of a tensor, the tensor where the mask is set and 0
+    elsewhere (`t * mask[..., None]`: torch reads the bools as 1 and 0, as `.float()` does)."""
+    if a.kind == b.kind == "bool":
+        return Val(f"{a.at(AND)} & {b.at(AND + 1)}", AND, kind="bool")
+    mask, other = (a, b) if a.kind == "bool" else (b, a)
+    ones = f"where({mask.text}, 1, 0)"
+    return Val(f"{other.at(PRODUCT)} * {ones}" if mask is b else f"{ones} * {other.at(PRODUCT + 1)}",
+               PRODUCT)
+
+
 def _contracted(low: Lowering, node: Any) -> str | None:
     source = node.args[0]
     value = low.values.get(source) if hasattr(source, "op") else None
     return value.contracted if value is not None else None
+
+
+def _summed_count(low: Lowering, source: Any, divisor: float) -> str | None:
+    """`x.sum(axis) / n` where n is the number of entries summed (lucidrains'
+    Nyströmformer: its landmarks `reduce(q, '... (n l) d -> ... n d', 'sum', l=l) / l`):
+    n as the product of the summed axes' sizes, not a scale read from its number."""
+    if not hasattr(source, "target") or "sum.dim_IntList" not in str(source.target):
+        return None
+    axes = source.args[1] if len(source.args) > 1 else None
+    shape = source.args[0].meta["val"].shape
+    if not axes or any(not isinstance(axis, int) for axis in axes):
+        return None
+    sizes = [shape[axis % len(shape)] for axis in axes]
+    if not all(isinstance(size, int) or hasattr(size, "node") for size in sizes) or \
+            math.prod(int(size) for size in sizes) != divisor:
+        return None
+    return " * ".join(low.size(size) for size in sizes)
 
 
 def _scaled(low: Lowering, node: Any, a: Val, factor: float) -> Val | None:
@@ -867,6 +898,10 @@ def _scaled(low: Lowering, node: Any, a: Val, factor: float) -> Val | None:
 def _divided(low: Lowering, node: Any, a: Val, divisor: float) -> Val | None:
     if divisor <= 1:
         return None
+    counted = _summed_count(low, node.args[0], divisor)
+    if counted is not None:  # a sum divided by how many it summed: a mean
+        shown = counted if re.fullmatch(r"\w+", counted) else f"({counted})"
+        return Val(f"{a.at(PRODUCT)} / {shown}", PRODUCT)
     root = low.dims.scale(1.0 / divisor, _contracted(low, node))
     if root is None:
         return None
@@ -993,8 +1028,8 @@ RULES["sum.dim_IntList"] = RULES["sum.default"] = _reduction("sum")
 for _word in ("any", "all"):
     for _overload in ("dim", "dims", "default"):
         RULES[f"{_word}.{_overload}"] = _reduction(_word)
-RULES["amax.default"] = _reduction("max")
-RULES["amin.default"] = _reduction("min")
+RULES["amax.default"] = RULES["max.default"] = _reduction("max")  # `torch.max(x)`: of all
+RULES["amin.default"] = RULES["min.default"] = _reduction("min")
 
 
 @rule("var.correction", "var.dim")
@@ -1627,6 +1662,17 @@ def _triangle(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> 
     shown = offset if isinstance(offset, int) else _index(low, offset)
     suffix = f", {shown}" if offset != 0 else ""
     return Val(f"{word}({x.text}{suffix})", kind=x.kind)
+
+
+@rule("eye.default", "eye.m")
+def _eye(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # `torch.eye(n)` (Nyströmformer's pseudo-inverse): 1 where the two indices are equal,
+    # written with the tent `_taps` uses
+    rows, columns = node.meta["val"].shape
+    if _element(node.meta["val"]) in ("bool", "complex"):
+        raise Unlowerable("eye")
+    return Val(f"maximum(1 - abs(arange({low.size(rows)})[:, None] - "
+               f"arange({low.size(columns)})[None, :]), 0)")
 
 
 @rule("arange.default", "arange.start", "arange.start_step")
