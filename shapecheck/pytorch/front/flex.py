@@ -793,6 +793,16 @@ class Writer:
                 break
         operand = self.expr(current, scope)
         positions = [item for item in items if _node(item) is not None]
+        if len(positions) == 1 and any(type(item) is int for item in items) and all(
+                _node(i) is not None or type(i) is int or i == slice(None) for i in items):
+            # one position beside fixed entries (Flamingo's `intervals[image_idx][0]`): the
+            # fixed entries taken first, then the gather on the axis left, whole axes around
+            # it, as the language gathers
+            at = items.index(positions[0])
+            fixed = ", ".join(":" if i is positions[0] else self._entry(i, scope) for i in items)
+            kept = sum(1 for i in items[:at] if type(i) is not int)
+            gather = ", ".join([":"] * kept + [self._entry(positions[0], scope)])
+            return Val(f"{operand.at(POSTFIX)}[{fixed}][{gather}]", POSTFIX)
         if len(positions) < 2:
             entries = ", ".join(self._entry(item, scope) for item in items)
             return Val(f"{operand.at(POSTFIX)}[{entries}]", POSTFIX)
