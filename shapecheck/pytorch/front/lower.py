@@ -71,6 +71,9 @@ class Lowered:
     #: spec param name -> the tensor a constant param is (one the module keeps outside its
     #: state, as OLMo's rotary sin/cos in a dict): conformance writes its values there
     constants: dict[str, Any] = field(default_factory=dict)
+    #: diagnostics the lowering finds at Python lines itself (a FlexAttention function's
+    #: read past an axis, SC613), each once
+    findings: list[tuple[Location, Any]] = field(default_factory=list)
 
 
 class Unlowerable(Exception):

@@ -272,9 +272,9 @@ class VisionCrossAttention(nn.Module):
 
 
 def flamingo():
-    intervals = torch.tensor([[0, 7], [1, 7], [7, 12]], dtype=torch.int32)
+    intervals = torch.tensor([[0, 7], [1, 7], [7, 12], [7, 10], [10, 12]], dtype=torch.int32)
     return VisionCrossAttention(48, 4, 3), {
-        "x": torch.randn(3, 12, 48), "images": torch.randn(3, 9, 48), "intervals": intervals}
+        "x": torch.randn(3, 12, 48), "images": torch.randn(3, 15, 48), "intervals": intervals}
 
 
 class Blocked(nn.Module):
