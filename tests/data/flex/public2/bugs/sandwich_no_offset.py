@@ -6,7 +6,7 @@ examples call flex_attention with create_block_mask.
 The mask_mod and score_mod bodies are those of meta-pytorch/attention-gym at commit
 7fdb85d0b96668397adee48de54b6f1036497717 (BSD-3-Clause, Copyright (c) 2023, Driss
 Guessous; the license's conditions kept: this notice and its disclaimer, see
-https://github.com/meta-pytorch/attention-gym/blob/7fdb85d/LICENSE), from
+tests/data/flex/public2/LICENSE.attention-gym), from
 attn_gym/masks/{global_sliding_window,shared_prefix,flamingo,batchify,block_diffusion,
 jetspec,document_mask}.py and attn_gym/mods/{sandwich,graphormer,activation}.py; the
 modules around them are written for this corpus (tests/test_flex_public2.py)."""

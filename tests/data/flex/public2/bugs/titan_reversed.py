@@ -5,7 +5,7 @@ torchtitan's FlexAttention masks, called as its models call them.
 The mask_mod bodies are those of pytorch/torchtitan at commit
 b5bcd76c66d0acb1a08b176d9639425bc55e0b2a (BSD-3-Clause, (c) Meta Platforms, Inc. and
 affiliates; the license's conditions kept: this notice and its disclaimer, see
-https://github.com/pytorch/torchtitan/blob/b5bcd76/LICENSE), from
+tests/data/flex/public2/LICENSE.torchtitan), from
 torchtitan/models/common/attention.py (get_causal_mask_mod, get_document_mask_mod,
 get_efficient_causal_mask_mod_for_packed_document, get_fixed_block_mask_mod,
 get_sliding_window_mask_mod) and torchtitan/models/common/vision_encoder.py
