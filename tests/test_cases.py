@@ -166,6 +166,7 @@ NOT_FROM_A_SPEC = {
     "SC610": "tests/test_whole_models.py::test_a_mask_the_model_builds_wrong_is_flagged_at_its_line",
     "SC611": "tests/test_whole_models.py::test_other_masks_the_model_builds_wrong_are_flagged_at_their_line",
     "SC612": "tests/test_whole_models.py::test_positions_numbered_from_zero_at_a_decode_step_are_flagged_at_their_arange",
+    "SC613": "tests/test_flex_public2.py::test_reads_past_an_axis_are_flagged_at_the_mask_mod",
 }
 
 

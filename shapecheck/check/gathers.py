@@ -10,6 +10,7 @@ the axis, its size and the offending value).
 
 from __future__ import annotations
 
+from dataclasses import fields, is_dataclass
 from typing import Any
 
 from ..messages import codes
@@ -162,7 +163,47 @@ def index_ranges(program: Program) -> dict[str, list[Dim]]:
             continue
         rank = len(shape)
         found.setdefault(index.name, []).append(shape[axis_index(info.args["axis"], rank)])
+    for read in _subscripts(program.statements):
+        _subscript_ranges(program, read, found)
     return found
+
+
+def _subscripts(roots: Any) -> list[nodes.Subscript]:
+    """Every `x[...]` in the statements (a function of positions' body inlined there)."""
+    found: list[nodes.Subscript] = []
+    stack: list[Any] = [roots]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (list, tuple)):
+            stack.extend(current)
+        elif is_dataclass(current) and not isinstance(current, type):
+            if isinstance(current, nodes.Subscript):
+                found.append(current)
+            stack.extend(getattr(current, f.name) for f in fields(current))
+    return found
+
+
+def _subscript_ranges(program: Program, read: nodes.Subscript,
+                      found: dict[str, list[Dim]]) -> None:
+    """`x[ids[q_idx]]` (attention-gym's `offsets[document_id[q_idx]]`): an integer input
+    read as the entry of `x` on an axis holds positions of that axis."""
+    shape = program.type_of(read.operand).shape
+    if shape is None or any(isinstance(i, (nodes.EllipsisIndex, nodes.NewAxis))
+                            for i in read.indices):
+        return
+    for axis, item in enumerate(read.indices[:len(shape)]):
+        shift = 0
+        if isinstance(item, nodes.BinOp) and item.op == "+" and \
+                isinstance(item.right, nodes.Integer):
+            # `offsets[prefix_document_id[q_document] + 1]`: the ids end one short of it
+            item, shift = item.left, int(item.right.value)
+        source = item.operand if isinstance(item, nodes.Subscript) else item
+        if not isinstance(source, nodes.Name):
+            continue
+        tensor = program.tensors.get(source.name)
+        if tensor is not None and tensor.kind in ("input", "param") and \
+                tensor.value.element == "int":
+            found.setdefault(source.name, []).append(shape[axis] - shift)
 
 
 __all__ = ["GATHERS", "WRITES", "index_copy", "index_ranges", "index_select",

@@ -625,6 +625,9 @@ class _Analysis:
         roles = (score_roles if score else mask_roles)(len(params)) or ()
         positions = {role: name for role, name in zip(roles, params)}
         for node in _comparisons(definition.body):
+            if any(d.code == codes.SELF_COMPARISON.id and d.span == node.op_span
+                   for d in self.model.diagnostics):
+                continue  # a caller's body holds the callee's comparison, inlined, once more
             side = self._source(node.left)
             if not side or "".join(side.split()) != "".join(self._source(node.right).split()) \
                     or score is not None and score in set(nodes.names_in(node.left)):

@@ -1159,6 +1159,29 @@ MODEL_POSITIONS_RESTART = _code(
     "`past_len` the cached keys.",
 )
 
+FLEX_READ_OUT_OF_RANGE = _code(
+    "SC613", "flex-read-out-of-range", E, "a mask or score function reads past an axis",
+    "`{function}` reads `{tensor}` at {index} on axis {axis}, which has {size} entries "
+    "(positions 0 to {last}), at {at}: FlexAttention calls it at every position of the call",
+    what="FlexAttention calls a `mask_mod` (and a `score_mod`) at every sample, head, query and "
+    "key of the call. A tensor the function reads at an index computed from the positions "
+    "alone (`document_ids[h, q_idx]`, `bias[q_idx - kv_idx + 31]`) is read at every value that "
+    "index takes; the traced function is evaluated at the sizes it was called with, and a "
+    "value past the axis (or below `-size`) is reported at the function's `return` line, with "
+    "a note at the read's own line. An index that depends on a value read from a tensor "
+    "(`offsets[document_id[q_idx]]`) is not judged, nor one from `-size` to `-1` (eager "
+    "PyTorch reads it from the end).",
+    why="Eager, the call fails with an index error; compiled, the kernel reads memory outside "
+    "the tensor with no check, and the mask or the scores are whatever lies there: the wrong "
+    "index (a head where the sample was meant) runs without a word whenever the sizes happen "
+    "to fit.",
+    example="# (Python) def mask_mod(b, h, q_idx, kv_idx):\n"
+    "#              return document_ids[h, q_idx] == document_ids[h, kv_idx]   # error[SC613]\n"
+    "#          flex_attention(q, k, v, block_mask=create_block_mask(mask_mod, B, None, T, T))",
+    fix="Read the axis at the position it counts (`document_ids[b, q_idx]`: the ids are per "
+    "sample), or bound the index (`clamp`) where the positions run past the table.",
+)
+
 
 #: help in PyTorch terms for a diagnostic found in a traced module (the fix is a source change)
 TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
@@ -1208,6 +1231,7 @@ TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
     "traced_as": "traced as `{statement}`",
     "called_here": "the function that does it is called here",
     "compared_here": "the comparison is written here",
+    "read_here": "the read is written here",
     "scale_set_here": "the scale it multiplies by is set here",
     "confirmed": "confirmed by PyTorch: the module built and called at {sizes} {detail}",
     "unconfirmed": "unconfirmed: shapecheck could not run the module at {sizes} to confirm "

@@ -48,6 +48,23 @@ CODES: dict[str, dict[str, str]] = {
         "#          for block in self.blocks: x = block(x, mask)",
         fix="用 `torch.tril` 构造掩码 (每个查询保留不晚于它的键, `k <= q`), 并符合层读取它的极性。",
     ),
+    "SC613": dict(
+        summary="掩码或分数函数读取越过了轴的范围",
+        message="`{function}` 在轴 {axis} 上以 {index} 读取 `{tensor}`, 而该轴有 {size} 个元素 "
+        "(位置 0 到 {last}), 在 {at}: FlexAttention 在调用的每个位置都调用它",
+        what="FlexAttention 在调用的每个样本、头、query 和 key 处调用 `mask_mod` (以及 `score_mod`)。"
+        "函数以仅由位置算出的索引读取的张量 (`document_ids[h, q_idx]`, `bias[q_idx - kv_idx + 31]`) "
+        "在该索引取到的每个值处被读取; 在调用时的尺寸上求值追踪得到的函数, 越过轴 (或小于 `-size`) "
+        "的值在函数的 `return` 行报告, 并在读取所在的行附注。依赖从张量读出的值的索引 "
+        "(`offsets[document_id[q_idx]]`) 不作判断, `-size` 到 `-1` 的索引也不 (eager PyTorch 从末尾读取)。",
+        why="eager 时调用因索引错误而失败; 编译后 kernel 不加检查地读取张量之外的内存, 掩码或分数就是"
+        "那里碰巧的内容: 错误的索引 (本应是样本处用了头) 在尺寸碰巧合适时一声不响地运行。",
+        example="# (Python) def mask_mod(b, h, q_idx, kv_idx):\n"
+        "#              return document_ids[h, q_idx] == document_ids[h, kv_idx]   # error[SC613]\n"
+        "#          flex_attention(q, k, v, block_mask=create_block_mask(mask_mod, B, None, T, T))",
+        fix="按轴所计数的位置读取 (`document_ids[b, q_idx]`: id 按样本区分), 或在位置超出表时限定索引 "
+        "(`clamp`)。",
+    ),
     "SC612": dict(
         summary="有缓存的 key 时, 模型从 0 开始给新 token 编号",
         message="这里编号的位置作为旋转表到达 {layers}, 把第一个新 token 当作位置 0 旋转, 而它前面缓存了 "
@@ -956,6 +973,7 @@ TORCH_HELPS = {
     "spec": "在追踪得到的 spec 中: {help}",
     "traced_as": "追踪为 `{statement}`",
     "compared_here": "比较写在这里",
+    "read_here": "读取写在这里",
     "SC435": "让一边读取另一个位置 (`ids[b, kv_idx]` 对 `ids[b, q_idx]`)",
     "called_here": "做这件事的函数在这里被调用",
     "scale_set_here": "它所乘的缩放因子在这里设定",

@@ -21,7 +21,7 @@ import itertools
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ class Call:
     result: Any = None
     location: Location | None = None  # its `return` line
     made_at: Location | None = None  # torch's and_masks/or_masks: the line that called it
+    first: int = 0                # the first line of its `def` (a read inside it, SC613)
 
     def traced(self) -> list[tuple[str, Any]]:
         """Its parameters given a traced value, with those values. A parameter given a
@@ -442,6 +443,7 @@ def traced_function(function: Any, kind: str, captured: dict[int, Any],
     # A fixed signature (a partial or a callable object traces too); its frame is ours.
     entry = _entry(function, params)
     tracer = Tracer()
+    tracer.record_stack_traces = True  # each read's own line (a read past an axis, SC613)
     previous = sys.getprofile()
     sys.setprofile(recorder.profile)
     try:
@@ -503,7 +505,8 @@ class _Recorder:
             if not any(isinstance(a, self.proxy) for a in args):
                 return
             parent = self.stack[-1] if self.stack else None
-            call = Call(code.co_name, tuple(names), args, frame, parent)
+            call = Call(code.co_name, tuple(names), args, frame, parent,
+                        first=code.co_firstlineno)
             if str(Path(code.co_filename).resolve()).startswith(self.torch_dir):
                 held = COMBINED.get(id(frame.f_locals.get("mask_mods")))
                 call.made_at = held[1] if held is not None else None
@@ -539,6 +542,11 @@ def lower(low: Any, node: Any, args: list[Any], kw: dict[str, Any]) -> Any:
     written = Writer(low, captured, traced, low.location(node), _cached(low, node))
     mask = written.function(call.mask) if call.mask is not None else None
     score = written.function(call.score) if call.score is not None else None
+    for function in (call.mask, call.score):
+        if function is not None:
+            for found in _reads_past(low, node, function, traced, captured):
+                if found not in low.out.findings:
+                    low.out.findings.append(found)
     width = low.size(node.args[0].meta["val"].shape[-1])
     scale = f"1 / sqrt({width})"
     if call.scale is not None:
@@ -549,6 +557,75 @@ def lower(low: Any, node: Any, args: list[Any], kw: dict[str, Any]) -> Any:
         ("mask", mask), ("score", score),
         ("scale", scale if call.scale is not None else None)) if text is not None)]
     return Val(f"flex_attention({', '.join(parts)})")
+
+
+def _reads_past(low: Any, node: Any, function: Function, traced: dict[int, Any],
+                captured: dict[int, str]) -> list[tuple[Location, Any]]:
+    """SC613 for each read of ``function`` past an axis at the call's sizes (:mod:`.bounds`),
+    at the `return` line of the Python function holding it, a note at the read's line."""
+    from ...messages import codes
+    from ...messages.diagnostics import Note, Span
+    from .bounds import out_of_range
+
+    query, key = node.args[0].meta["val"], node.args[1].meta["val"]
+    sizes = {"b": _hint(query.shape[0]), "h": _hint(query.shape[1]),
+             "q_idx": _hint(query.shape[-2]), "kv_idx": _hint(key.shape[-2])}
+    shapes, names = {}, {}
+    for target, tensor in function.constants.items():
+        value = traced.get(id(tensor))
+        shape = tuple(_hint(s) for s in value.shape) if value is not None else ()
+        if value is not None and None not in shape:
+            shapes[target] = shape
+            names[target] = captured.get(id(tensor), target)
+    if None in sizes.values():
+        return []
+    params = _MASK_PARAMS if function.kind == "mask" else _SCORE_PARAMS
+    found = []
+    for read in out_of_range(function.graph, params, sizes, shapes):  # type: ignore[arg-type]
+        at = low.location(read.node)
+        holder = _holder(function.calls, at)
+        where = holder.location if holder is not None and holder.location is not None else at
+        if where is None:
+            continue
+        notes = (Note(codes.TORCH_HELPS["read_here"], Span(at.line, 1, at.line, 1)),) \
+            if at is not None and at.line != where.line else ()
+        diagnostic = codes.FLEX_READ_OUT_OF_RANGE.diag(
+            Span(where.line, 1, where.line, 1),
+            function=holder.name if holder is not None else function.kind,
+            tensor=names[read.target], index=read.index, axis=read.axis, size=read.size,
+            last=read.size - 1, at=_at(read.at, sizes))
+        found.append((Location(where.path, where.line), replace(diagnostic, notes=notes)))
+    return found
+
+
+def _at(at: tuple[tuple[str, int], ...], sizes: dict[str, int | None]) -> str:
+    """`h = 2 (a call of 2 samples, 5 heads, 24 queries and 24 keys)`."""
+    where = ", ".join(f"{p} = {v}" for p, v in at) or "every position"
+    return f"{where} (a call of {sizes['b']} samples, {sizes['h']} heads, " \
+        f"{sizes['q_idx']} queries and {sizes['kv_idx']} keys)"
+
+
+def _hint(size: Any) -> int | None:
+    """A traced size as the number it was traced at."""
+    if isinstance(size, int):
+        return size
+    hint = getattr(getattr(size, "node", None), "hint", None)
+    return int(hint) if hint is not None else None
+
+
+def _holder(calls: list[Call], at: Location | None) -> Call | None:
+    """The innermost recorded Python function whose body holds the line ``at``."""
+    if at is None:
+        return None
+    for call in calls:
+        location = call.location
+        if location is not None and location.path == at.path \
+                and call.first <= at.line <= location.line:
+            return _holder(call.children, at) or call
+        inner = _holder(call.children, at)
+        if inner is not None:
+            return inner
+    return None
 
 
 def _log_sum_exp(low: Any, node: Any, call: FlexCall | None) -> Any:
@@ -793,6 +870,17 @@ class Writer:
                 break
         operand = self.expr(current, scope)
         positions = [item for item in items if _node(item) is not None]
+        if len(positions) == 1 and any(type(item) is int for item in items) and all(
+                _node(i) is not None or type(i) is int or i == slice(None) for i in items):
+            # one position beside fixed entries (Flamingo's `intervals[image_idx][0]`): the
+            # fixed entries taken first, then the gather on the axis left, whole axes around
+            # it, as the language gathers
+            at = items.index(positions[0])
+            self._holds(current, items)
+            fixed = ", ".join(":" if i is positions[0] else self._entry(i, scope) for i in items)
+            kept = sum(1 for i in items[:at] if type(i) is not int)
+            gather = ", ".join([":"] * kept + [self._entry(positions[0], scope)])
+            return Val(f"{operand.at(POSTFIX)}[{fixed}][{gather}]", POSTFIX)
         if len(positions) < 2:
             entries = ", ".join(self._entry(item, scope) for item in items)
             return Val(f"{operand.at(POSTFIX)}[{entries}]", POSTFIX)
@@ -810,6 +898,19 @@ class Writer:
             stride = f"{size} * {stride}" if stride else size
         flat = " + ".join(reversed(terms)) or "0"
         return Val(f"reshape({operand.text}, [{stride}])[{flat}]", POSTFIX)
+
+    def _holds(self, node: Any, items: list[Any]) -> None:
+        """A fixed entry the code reads (`interval[1]`) says its axis holds that entry: a
+        symbolic size is constrained to it (as lower.py's `_selected`), or size 1 would read
+        out of range where the code's input never has it."""
+        shape = self._shape(node) or []
+        for item, size in zip(items, shape):
+            least = item + 1 if type(item) is int and item >= 0 else \
+                -item if type(item) is int else 0
+            if least >= 2 and size.isidentifier():
+                text = f"constraint {size} >= {least}"
+                if text not in self.low.out.constraints:
+                    self.low.out.constraints.append(text)
 
     def _shape(self, node: Any) -> list[str] | None:
         """The sizes of a tensor the function reads (as dims), from its traced value."""

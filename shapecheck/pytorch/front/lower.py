@@ -71,6 +71,9 @@ class Lowered:
     #: spec param name -> the tensor a constant param is (one the module keeps outside its
     #: state, as OLMo's rotary sin/cos in a dict): conformance writes its values there
     constants: dict[str, Any] = field(default_factory=dict)
+    #: diagnostics the lowering finds at Python lines itself (a FlexAttention function's
+    #: read past an axis, SC613), each once
+    findings: list[tuple[Location, Any]] = field(default_factory=list)
 
 
 class Unlowerable(Exception):
@@ -1236,6 +1239,10 @@ def _expand(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Va
 def _repeat_interleave(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     x = _tensor(args[0])
     axis = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim")
+    if axis is None and len(node.args[0].meta["val"].shape) == 1:
+        # without dim torch repeats the flattened input: a vector's own axis (Flamingo's
+        # `repeat_interleave(arange(num_images), repeats=image_token_length)`)
+        axis = 0
     if axis is None:
         raise Unlowerable("repeat_interleave without dim")
     return Val(f"repeat({x.text}, {low.size(node.args[1])}, axis={axis})", kind=x.kind)

@@ -138,6 +138,9 @@ def check_extraction(extraction: Extraction, target: str,
 
         for location, diagnostic in findings(extraction):
             results.add(location, diagnostic, (), extraction)
+    for location, diagnostic in extraction.lowered.findings:  # SC613: found while lowering
+        if diagnostic.code not in ignore:
+            results.add(location, diagnostic, (), extraction)
     for operator, location, name in extraction.unknown:
         if "SC602" in ignore:
             continue
