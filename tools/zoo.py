@@ -334,9 +334,10 @@ def capture(family: str, form: str) -> tuple[Any, dict[str, Any]]:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             first = model(**inputs, use_cache=True)
-        return model, {"input_ids": inputs["input_ids"][:, -1:],
-                       "attention_mask": torch.ones(BATCH, CACHED + 1, dtype=torch.long),
-                       "past_key_values": first.past_key_values, "use_cache": True}
+        keyword, cache = _cache(first)
+        return model, {"input_ids": inputs["input_ids"][:, -1:], "attention_mask": torch.ones(
+                           BATCH, 1 if keyword == "mems" else CACHED + 1, dtype=torch.long),
+                       keyword: cache, "use_cache": True}
     implementation = {"sdpa": "sdpa", "flex": "flex_attention",
                       "flex_decode": "flex_attention"}.get(form, "eager")
     decoding = form in ("decode", "flex_decode")
@@ -368,10 +369,12 @@ def capture(family: str, form: str) -> tuple[Any, dict[str, Any]]:
                 warnings.simplefilter("ignore")
                 if first is not None:
                     step = {k: v[:, -1:] for k, v in inputs.items() if k.endswith("input_ids")}
-                    if "attention_mask" in inputs:
-                        step["attention_mask"] = torch.ones(BATCH, CACHED + 1, dtype=torch.long)
-                    model(**step, past_key_values=copy.deepcopy(first.past_key_values),
-                          use_cache=True)
+                    keyword, cache = _cache(first)
+                    if "attention_mask" in inputs:  # the cached tokens' and the new one's
+                        # (XLNet's mask is the new tokens', its memory's columns its own)
+                        step["attention_mask"] = torch.ones(
+                            BATCH, 1 if keyword == "mems" else CACHED + 1, dtype=torch.long)
+                    model(**step, **{keyword: copy.deepcopy(cache)}, use_cache=True)
                 else:
                     model(**inputs)
         finally:
@@ -383,6 +386,16 @@ def capture(family: str, form: str) -> tuple[Any, dict[str, Any]]:
         raise LookupError(f"{family}: the {form} attention module was not called")
     args, kwargs = calls[0]
     return module, _named_call(module, args, kwargs)
+
+
+def _cache(output: Any) -> tuple[str, Any]:
+    """The cache a prefill returned and the keyword its model takes it back by: a
+    ``past_key_values`` cache, or XLNet's ``mems`` (each layer's hidden states, which the
+    next step's attention reads before its own: `klen = mlen + qlen`)."""
+    if getattr(output, "past_key_values", None) is None and getattr(output, "mems", None) \
+            is not None:
+        return "mems", output.mems
+    return "past_key_values", output.past_key_values
 
 
 def _generates(config_type: str) -> bool:
