@@ -939,7 +939,7 @@ for _aten, _builtin in {"exp.default": "exp", "log.default": "log", "sqrt.defaul
                         "sigmoid.default": "sigmoid", "relu.default": "relu",
                         "silu.default": "silu", "abs.default": "abs", "cos.default": "cos",
                         "sin.default": "sin", "erf.default": "erf", "square.default": "square",
-                        "softplus.default": "softplus"}.items():
+                        "softplus.default": "softplus", "acos.default": "acos"}.items():
     RULES[_aten] = _function(_builtin)
 
 
@@ -1175,8 +1175,11 @@ def _unsqueeze(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) ->
                causal01=x.causal01)
 
 
-@rule("squeeze.dim", "squeeze.dims")
+@rule("squeeze.dim", "squeeze.dims", "squeeze.default")
 def _squeeze(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # `squeeze()` of every axis of 1 too (MRA's `attention_mask.squeeze()`): an axis of a
+    # traced size is never 1 (torch traces one of 1 as the number), so the traced shape
+    # says which went
     x = _viewed(args[0])
     shape = ", ".join(low.size(s) for s in node.meta["val"].shape)
     return Val(f"reshape({x.text}, [{shape}])", kind=x.kind)
