@@ -104,6 +104,11 @@ PER_FAMILY: dict[str, dict[str, Any]] = {
     "levit": {"patch_size": 16, "image_size": 64},
     # its spectrogram is cut into 16 x 16 patches: one must fit
     "audio-spectrogram-transformer": {"num_mel_bins": 16, "max_length": 32},
+    # its adapters are per language: a call without `lang_ids` needs the default one (the
+    # config's first language, what `set_default_language` sets)
+    "xmod": {"default_language": "en_XX"},
+    # its attention runs at the bottleneck's width (`true_hidden_size`), split into the heads
+    "mobilebert": {"intra_bottleneck_size": 60},
 }
 #: A family whose config class is a composite (text, vision, audio towers): the zoo builds
 #: its text model (the tower with the decoder's self-attention).
@@ -228,6 +233,10 @@ def _built(family: str, implementation: str, layers: int | None = None) -> Any:
 
     torch.manual_seed(0)
     config = _config(family, implementation, layers)
+    if getattr(config, "architectures", []) is None:
+        # transformers' AutoModel iterates the config's architectures where a config class
+        # maps to several models (Funnel's base and full model): none given is none to try
+        config.architectures = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
