@@ -109,6 +109,9 @@ PER_FAMILY: dict[str, dict[str, Any]] = {
     "xmod": {"default_language": "en_XX"},
     # its attention runs at the bottleneck's width (`true_hidden_size`), split into the heads
     "mobilebert": {"intra_bottleneck_size": 60},
+    # its box embeddings are a quarter of the width, split over the 8 coordinates, halved
+    # for sin and cos: a width of 64 (four heads of 16)
+    "bros": {"hidden_size": 64, "num_attention_heads": 4},
 }
 #: A family whose config class is a composite (text, vision, audio towers): the zoo builds
 #: its text model (the tower with the decoder's self-attention).
@@ -167,7 +170,7 @@ def _config(family: str, implementation: str, layers: int | None = None) -> Any:
         # multi-head latent attention (DeepSeek-V2/V3) expands its keys to every head
         sizes["num_key_value_heads"] = sizes.get("num_attention_heads", 6)
     sizes.update(PER_FAMILY.get(family, {}))
-    if family == "swin":  # its heads and depths are per stage (lists)
+    if family in ("swin", "donut-swin"):  # its heads and depths are per stage (lists)
         for alias in ("num_attention_heads", "num_hidden_layers", "hidden_size"):
             sizes.pop(alias, None)
         sizes.update(embed_dim=20, depths=[1], num_heads=[2], window_size=2, image_size=16,
@@ -292,6 +295,8 @@ def _inputs(model: Any, config: Any, length: int) -> dict[str, Any]:
         return {main: features, "decoder_input_ids": torch.randint(3, 90, (BATCH, length))}
     ids = torch.randint(3, 90, (BATCH, length), generator=generator)
     inputs = {"input_ids": ids, "attention_mask": torch.ones(BATCH, length, dtype=torch.long)}
+    if type(model).__name__ == "BrosModel":  # each token's box, required: its four
+        inputs["bbox"] = torch.rand(BATCH, length, 4, generator=generator)  # corners in [0, 1]
     if getattr(config, "is_encoder_decoder", False):
         inputs["decoder_input_ids"] = ids
     return inputs
