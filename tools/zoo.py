@@ -112,11 +112,17 @@ PER_FAMILY: dict[str, dict[str, Any]] = {
     # its box embeddings are a quarter of the width, split over the 8 coordinates, halved
     # for sin and cos: a width of 64 (four heads of 16)
     "bros": {"hidden_size": 64, "num_attention_heads": 4},
+    # CLAP's audio tower folds its spectrogram into a `spec_size` square image (its time
+    # axis cut in `spec_size / num_mel_bins` rows), its last map grouped by that ratio: a
+    # 128-pixel one of 32 mel bins (a last map of 4, the ratio's)
+    "clap": {"spec_size": 128, "num_mel_bins": 32},
 }
 #: A family whose config class is a composite (text, vision, audio towers): the zoo builds
 #: its text model (the tower with the decoder's self-attention).
 _MODEL_TYPES = {"clip_text": "clip_text_model", "clip_vision": "clip_vision_model",
-                "siglip_vision": "siglip_vision_model", "gemma3n": "gemma3n_text"}
+                "siglip_vision": "siglip_vision_model", "gemma3n": "gemma3n_text",
+                "siglip2": "siglip2_text_model", "xclip": "xclip_text_model",
+                "clap": "clap_audio_model"}
 BATCH, LENGTH, CACHED = 7, 9, 8
 #: Samples a frame of raw audio where the config declares no ratio (Moonshine's strided
 #: convolutions, 384 samples a frame).
@@ -286,6 +292,11 @@ def _inputs(model: Any, config: Any, length: int) -> dict[str, Any]:
         if getattr(config, "is_encoder_decoder", False):  # Moonshine: a decoder too
             audio["decoder_input_ids"] = torch.randint(3, 90, (BATCH, length))
         return audio
+    if main == "input_features" and hasattr(config, "spec_size"):
+        # CLAP's audio tower: [B, 1, frames, mel] of as many frames as its square image of
+        # the spectrogram folds (`spec_size * freq_ratio`, no interpolation)
+        frames = config.spec_size * (config.spec_size // config.num_mel_bins)
+        return {main: torch.randn(BATCH, 1, frames, config.num_mel_bins, generator=generator)}
     if main == "input_features":  # [B, mel, frames] (Whisper) or [B, frames, features]
         bins = getattr(config, "num_mel_bins", None)  # (Speech2Text's filter bank)
         frames = 2 * config.max_source_positions
