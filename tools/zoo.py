@@ -116,6 +116,8 @@ PER_FAMILY: dict[str, dict[str, Any]] = {
     # axis cut in `spec_size / num_mel_bins` rows), its last map grouped by that ratio: a
     # 128-pixel one of 32 mel bins (a last map of 4, the ratio's)
     "clap": {"spec_size": 128, "num_mel_bins": 32},
+    # its axial position embeddings split the width in two parts that must sum to it
+    "reformer": {"axial_pos_embds_dim": [20, 40], "axial_pos_shape": [4, 16]},
 }
 #: A family whose config class is a composite (text, vision, audio towers): the zoo builds
 #: its text model (the tower with the decoder's self-attention).
