@@ -111,9 +111,12 @@ def test_zoo_whole_models_are_clean(family: str) -> None:
 
 
 #: Families beyond the list whose false findings, SC602s or failed conformance were fixed
-#: (docs/torch.md, "What remains, by cause"): XLNet's relative shift and its memory, SEW-D's
-#: relative span, YOSO's `acos`, MRA's `squeeze()`.
-BEYOND = ("xlnet", "sew-d", "yoso", "mra")
+#: (docs/torch.md, "Issue 29's remaining families"): XLNet's relative shift and its memory,
+#: SEW-D's relative span, YOSO's `acos`, MRA's `squeeze()`; and those the harness builds
+#: since (X-MOD, MobileBERT, BROS, Donut-Swin, SigLIP 2's and X-CLIP's text towers, CLAP's
+#: audio tower).
+BEYOND = ("xlnet", "sew-d", "yoso", "mra", "xmod", "mobilebert", "bros", "donut-swin",
+          "siglip2", "xclip", "clap")
 
 
 @pytest.mark.slow
