@@ -7,6 +7,7 @@ HEAD = ("dim N, M, H\ninput X: [N, M]\ninput Y: [N, M]\ninput T: [N, H * M]\n"
         "input B: [H, N, M]\ninput keep: bool[N, M]\n")
 CALLS = {  # one small use of each builtin, its arguments' options included
     "abs": "output O = abs(X) + abs(Y - X)",
+    "acos": "output O = acos(tanh(X))",
     "arange": "output O = X + arange(M)\noutput O2 = arange(N) * 0.5",
     "causal_mask": "output O = where(causal_mask(N), X @ Y.T, -1.0) + where(causal_mask(N).T, 1, 0)"
                    "\noutput O2 = where(causal_mask(N, M), X, 0) + where(causal_mask(N, M, window=2), 1, 0)",

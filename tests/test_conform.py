@@ -205,6 +205,17 @@ def test_a_derived_dim_needs_a_divisible_binding():
         assert values["D"] % values["H"] == 0
 
 
+def test_a_dim_bounded_from_below_is_drawn_above_its_bound():
+    """SEW-D's relative table (`constraint S >= 512`, torch's guard on its span): every
+    candidate of sizes up to 8 was below it, so conform found no binding; a size below a
+    dim's least is drawn again above it, the others as before."""
+    source = ("dim B, S\nconstraint S >= 512\ninput X: [B, S]\n"
+              "output Y: [B, 256] = X[:, :256]\n")
+    found = [p.dims.bindings for p in api.admissible_bindings(api.check_text(source), 3)]
+    assert len(found) == 3 and all(b["S"] >= 512 and b["B"] <= 8 for b in found)
+    assert found[0]["B"] == 3  # a size the bound does not touch is the one drawn
+
+
 def test_draw_bindings_is_reproducible_and_lists_the_free_dims():
     system = api.check_path(EXAMPLES / "grouped_query.attn").dims
     first = [b for _, b in zip(range(6), symbolic.draw_bindings(system, seed=3))]

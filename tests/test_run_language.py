@@ -144,6 +144,24 @@ def test_new_elementwise_builtins(dtype):
         assert out[name].dtype == np.dtype(dtype), name
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_acos_is_the_arc_cosine(dtype):
+    """YOSO's collision probability `1 - acos(q·k)/π` (issue 29): `acos`, with its
+    spellings, is the arc cosine in [0, π]; outside [-1, 1] it is NaN, as NumPy and PyTorch
+    give."""
+    x = np.array([[-1.0, -0.5, 0.0, 0.25, 1.0, 2.0]])
+    out = run("dim N, M\ninput x: [N, M]\na = acos(x)\nb = x.acos()\nc = torch.arccos(x)\n"
+              "d = np.arccos(x) + math.acos(0.5)", dtype=dtype, x=x)
+    rtol = 1e-14 if dtype == "float64" else 1e-6
+    with np.errstate(invalid="ignore"):
+        expected = np.arccos(x)
+    for name in "abc":
+        np.testing.assert_allclose(out[name], expected, rtol=rtol)
+        assert out[name].dtype == np.dtype(dtype), name
+    np.testing.assert_allclose(out["d"], expected + math.pi / 3, rtol=rtol)
+    assert out["a"][0, 0] == pytest.approx(math.pi) and np.isnan(out["a"][0, -1])
+
+
 def test_arange_stack_tril_triu():
     x, y = RNG.standard_normal((3, 4)), RNG.standard_normal((3, 4))
     m = RNG.random((3, 4)) < 0.5

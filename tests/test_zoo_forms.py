@@ -64,6 +64,39 @@ def test_a_repeat_by_a_traced_count_is_a_tile() -> None:
     assert "tile(" in text
 
 
+@pytest.mark.parametrize("name", ["relative_shift", "relative_shift_memory"])
+def test_xlnets_relative_shift_without_a_pad_is_clean(name: str) -> None:
+    """XLNet's `rel_shift_bnij`: the scores viewed with the lengths swapped, the first row
+    dropped, viewed back (no pad): both views are the shift, not a transpose left out (they
+    were SC411), and `index_select(x, 3, arange(klen))` is `[..., :klen]`, which reads that
+    far into the relative positions (`constraint B <= B2 - 1`; with a memory of B3,
+    `B3 + B <= B2 - 1`, klen = mlen + qlen): the cut row and the slice then prove, where
+    they were SC201/SC318 at one relative position."""
+    text = _clean(name)
+    assert ("constraint B <= B2 - 1" if name == "relative_shift" else
+            "constraint B3 + B <= B2 - 1") in text, text
+    assert "index_select" not in text
+
+
+@pytest.mark.parametrize(("name", "code", "written"), [
+    ("relative_shift_last_row", "SC411", ("x = x.reshape(x_size[0], x_size[1], x_size[3]",
+                                          "x = x.reshape(x_size[0], x_size[1], x_size[2]")),
+    ("relative_shift_queries", "SC402", ("attn_prob = nn.functional.softmax(attn_score, dim=2)",))])
+def test_a_one_edit_bug_in_xlnets_shift_is_flagged(name: str, code: str,
+                                                   written: tuple[str, ...]) -> None:
+    """The shift dropping the last row of the swapped view (`x[:, :, :-1, :]`: each row
+    shifted the other way, its first entries another row's) is no relative shift: its two
+    views are SC411; a softmax over the queries is SC402. Each at the bug's own lines (the first of them in the subclass that has the bug)."""
+    from shapecheck.pytorch.front.sourcemap import check
+
+    lines = FORMS.read_text().splitlines()
+    start = lines.index(next(l for l in lines if l.startswith(f"def {name}("))) - 20
+    expected = [next(i + 1 for i in range(start, len(lines)) if lines[i].strip().startswith(w))
+                for w in written]
+    found = [(d.code, d.span.line) for r in check(f"{FORMS}:{name}") for d in r.diagnostics]
+    assert found == [(code, line) for line in expected]
+
+
 pytest.importorskip("transformers")
 sys.path.insert(0, str(ROOT / "tools"))
 import zoo  # noqa: E402

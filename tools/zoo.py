@@ -104,11 +104,27 @@ PER_FAMILY: dict[str, dict[str, Any]] = {
     "levit": {"patch_size": 16, "image_size": 64},
     # its spectrogram is cut into 16 x 16 patches: one must fit
     "audio-spectrogram-transformer": {"num_mel_bins": 16, "max_length": 32},
+    # its adapters are per language: a call without `lang_ids` needs the default one (the
+    # config's first language, what `set_default_language` sets)
+    "xmod": {"default_language": "en_XX"},
+    # its attention runs at the bottleneck's width (`true_hidden_size`), split into the heads
+    "mobilebert": {"intra_bottleneck_size": 60},
+    # its box embeddings are a quarter of the width, split over the 8 coordinates, halved
+    # for sin and cos: a width of 64 (four heads of 16)
+    "bros": {"hidden_size": 64, "num_attention_heads": 4},
+    # CLAP's audio tower folds its spectrogram into a `spec_size` square image (its time
+    # axis cut in `spec_size / num_mel_bins` rows), its last map grouped by that ratio: a
+    # 128-pixel one of 32 mel bins (a last map of 4, the ratio's)
+    "clap": {"spec_size": 128, "num_mel_bins": 32},
+    # its axial position embeddings split the width in two parts that must sum to it
+    "reformer": {"axial_pos_embds_dim": [20, 40], "axial_pos_shape": [4, 16]},
 }
 #: A family whose config class is a composite (text, vision, audio towers): the zoo builds
 #: its text model (the tower with the decoder's self-attention).
 _MODEL_TYPES = {"clip_text": "clip_text_model", "clip_vision": "clip_vision_model",
-                "siglip_vision": "siglip_vision_model", "gemma3n": "gemma3n_text"}
+                "siglip_vision": "siglip_vision_model", "gemma3n": "gemma3n_text",
+                "siglip2": "siglip2_text_model", "xclip": "xclip_text_model",
+                "clap": "clap_audio_model"}
 BATCH, LENGTH, CACHED = 7, 9, 8
 #: Samples a frame of raw audio where the config declares no ratio (Moonshine's strided
 #: convolutions, 384 samples a frame).
@@ -162,7 +178,7 @@ def _config(family: str, implementation: str, layers: int | None = None) -> Any:
         # multi-head latent attention (DeepSeek-V2/V3) expands its keys to every head
         sizes["num_key_value_heads"] = sizes.get("num_attention_heads", 6)
     sizes.update(PER_FAMILY.get(family, {}))
-    if family == "swin":  # its heads and depths are per stage (lists)
+    if family in ("swin", "donut-swin"):  # its heads and depths are per stage (lists)
         for alias in ("num_attention_heads", "num_hidden_layers", "hidden_size"):
             sizes.pop(alias, None)
         sizes.update(embed_dim=20, depths=[1], num_heads=[2], window_size=2, image_size=16,
@@ -228,6 +244,10 @@ def _built(family: str, implementation: str, layers: int | None = None) -> Any:
 
     torch.manual_seed(0)
     config = _config(family, implementation, layers)
+    if getattr(config, "architectures", []) is None:
+        # transformers' AutoModel iterates the config's architectures where a config class
+        # maps to several models (Funnel's base and full model): none given is none to try
+        config.architectures = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -274,6 +294,11 @@ def _inputs(model: Any, config: Any, length: int) -> dict[str, Any]:
         if getattr(config, "is_encoder_decoder", False):  # Moonshine: a decoder too
             audio["decoder_input_ids"] = torch.randint(3, 90, (BATCH, length))
         return audio
+    if main == "input_features" and hasattr(config, "spec_size"):
+        # CLAP's audio tower: [B, 1, frames, mel] of as many frames as its square image of
+        # the spectrogram folds (`spec_size * freq_ratio`, no interpolation)
+        frames = config.spec_size * (config.spec_size // config.num_mel_bins)
+        return {main: torch.randn(BATCH, 1, frames, config.num_mel_bins, generator=generator)}
     if main == "input_features":  # [B, mel, frames] (Whisper) or [B, frames, features]
         bins = getattr(config, "num_mel_bins", None)  # (Speech2Text's filter bank)
         frames = 2 * config.max_source_positions
@@ -283,6 +308,8 @@ def _inputs(model: Any, config: Any, length: int) -> dict[str, Any]:
         return {main: features, "decoder_input_ids": torch.randint(3, 90, (BATCH, length))}
     ids = torch.randint(3, 90, (BATCH, length), generator=generator)
     inputs = {"input_ids": ids, "attention_mask": torch.ones(BATCH, length, dtype=torch.long)}
+    if type(model).__name__ == "BrosModel":  # each token's box, required: its four
+        inputs["bbox"] = torch.rand(BATCH, length, 4, generator=generator)  # corners in [0, 1]
     if getattr(config, "is_encoder_decoder", False):
         inputs["decoder_input_ids"] = ids
     return inputs
@@ -334,9 +361,10 @@ def capture(family: str, form: str) -> tuple[Any, dict[str, Any]]:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             first = model(**inputs, use_cache=True)
-        return model, {"input_ids": inputs["input_ids"][:, -1:],
-                       "attention_mask": torch.ones(BATCH, CACHED + 1, dtype=torch.long),
-                       "past_key_values": first.past_key_values, "use_cache": True}
+        keyword, cache = _cache(first)
+        return model, {"input_ids": inputs["input_ids"][:, -1:], "attention_mask": torch.ones(
+                           BATCH, 1 if keyword == "mems" else CACHED + 1, dtype=torch.long),
+                       keyword: cache, "use_cache": True}
     implementation = {"sdpa": "sdpa", "flex": "flex_attention",
                       "flex_decode": "flex_attention"}.get(form, "eager")
     decoding = form in ("decode", "flex_decode")
@@ -368,10 +396,12 @@ def capture(family: str, form: str) -> tuple[Any, dict[str, Any]]:
                 warnings.simplefilter("ignore")
                 if first is not None:
                     step = {k: v[:, -1:] for k, v in inputs.items() if k.endswith("input_ids")}
-                    if "attention_mask" in inputs:
-                        step["attention_mask"] = torch.ones(BATCH, CACHED + 1, dtype=torch.long)
-                    model(**step, past_key_values=copy.deepcopy(first.past_key_values),
-                          use_cache=True)
+                    keyword, cache = _cache(first)
+                    if "attention_mask" in inputs:  # the cached tokens' and the new one's
+                        # (XLNet's mask is the new tokens', its memory's columns its own)
+                        step["attention_mask"] = torch.ones(
+                            BATCH, 1 if keyword == "mems" else CACHED + 1, dtype=torch.long)
+                    model(**step, **{keyword: copy.deepcopy(cache)}, use_cache=True)
                 else:
                     model(**inputs)
         finally:
@@ -383,6 +413,16 @@ def capture(family: str, form: str) -> tuple[Any, dict[str, Any]]:
         raise LookupError(f"{family}: the {form} attention module was not called")
     args, kwargs = calls[0]
     return module, _named_call(module, args, kwargs)
+
+
+def _cache(output: Any) -> tuple[str, Any]:
+    """The cache a prefill returned and the keyword its model takes it back by: a
+    ``past_key_values`` cache, or XLNet's ``mems`` (each layer's hidden states, which the
+    next step's attention reads before its own: `klen = mlen + qlen`)."""
+    if getattr(output, "past_key_values", None) is None and getattr(output, "mems", None) \
+            is not None:
+        return "mems", output.mems
+    return "past_key_values", output.past_key_values
 
 
 def _generates(config_type: str) -> bool:

@@ -374,6 +374,7 @@ RECIPES: dict[str, tuple[str, tuple[Any, ...]]] = {
     **{name: ("pairwise", (Fn(),)) for name in ("minimum", "maximum")},
     **{name: ("logical", (Fn(),)) for name in ("all", "any")},
     **{name: ("complex_part", (Fn(),)) for name in ("real", "imag", "conj")},
+    "acos": ("unary", (Fn("arccos"),)),  # NumPy 1's name (torch and jax.numpy have it too)
     "ones_like": ("like", (Fn("ones"),)), "zeros_like": ("like", (Fn("zeros"),)),
     "take": ("gather", ("indices",)), "index_select": ("gather", ("index",)),
     "take_along_axis": ("gather", ("indices", True)),

@@ -704,7 +704,7 @@ X = Param("x", Kind.TENSOR)
 OFFSET = Param("k", Kind.OFFSET, symbolic.integer(0), required=False)
 # Elementwise functions of x alone (`elu` also takes `alpha`); in this order in the table.
 _ELEMENTWISE_ORDER = ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "abs",
-                      "cos", "sin", "silu", "softplus", "erf", "square", "rsqrt")
+                      "cos", "sin", "silu", "softplus", "erf", "square", "rsqrt", "acos")
 # The elementwise functions of complex numbers whose result is complex.
 COMPLEX_FUNCTIONS = frozenset({"exp", "log", "sqrt", "tanh", "sigmoid", "cos", "sin", "square",
                                "rsqrt"})

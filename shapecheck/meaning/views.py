@@ -23,7 +23,7 @@ class ViewChecks:
         """SC411: a reshape that would have to move an axis (`[H, N, d]` -> `[N, H*d]`),
         or one that groups the source's axes out of their order (ViT's patches cut with a
         view and no permute: `[C, h, P, w, P]` -> `[h*w, P*P*C]`)."""
-        if self._relative_shift(x_node, source, target):
+        if self._relative_shift(node, x_node, source, target):
             return
         for position, size in enumerate(target):
             for index, axis in enumerate(source):
@@ -73,18 +73,120 @@ class ViewChecks:
             help=[codes.help_text("split_in_merge_order",
                                   parts=", ".join(to_text(p.size) for p in parts))]))
 
-    def _relative_shift(self, x_node: nodes.Expr, source: Sequence[Axis],
+    def _relative_shift(self, node: nodes.Call, x_node: nodes.Expr, source: Sequence[Axis],
                         target: Sequence[Dim]) -> bool:
         """Transformer-XL's relative shift (labml's `shift_right`, espnet's `rel_shift`):
         scores [i, j] padded by one column, viewed as [j + 1, i], a row dropped, viewed back
         as [i, j]; each row comes out shifted by its index. The swapped view is the point of
         it, not a transpose left out: it reads a value padded by one along the axis it moves,
-        or a row cut of such a view, which no layout a transpose makes is."""
+        or a row cut of such a view, which no layout a transpose makes is. XLNet's
+        `rel_shift_bnij` has no pad: scores [i, r] viewed as [r, i], the first row dropped,
+        viewed back as [i, r - 1]: row i comes out shifted by i as well (its first `klen`
+        columns kept). Both of its views are the shift: the first, whose result loses its
+        first row before it is viewed back, and the second, of that cut."""
         equal = self.system.equal
         if len(source) != 2 or len(target) != 2 or not (
                 equal(source[0].size, target[1]) and equal(source[1].size, target[0])):
             return False
-        return self._padded_by_one(x_node, 2)
+        return self._padded_by_one(x_node, 2) or self._first_row_cut(x_node) or \
+            self._cut_and_viewed_back(node)
+
+    def _first_row_cut(self, x_node: nodes.Expr) -> bool:
+        """Whether ``x_node`` is a swapped view with its first row dropped (`x[:, :, 1:]` of
+        `reshape(s, [b, n, r, i])` where `s` is [b, n, i, r]): the cut axis is the first of
+        the two the view swapped."""
+        value = self._defined(nodes.strip_parens(x_node))
+        if not isinstance(value, nodes.Subscript):
+            return False
+        inner = self._defined(nodes.strip_parens(value.operand))
+        if not isinstance(inner, nodes.Call) or inner.func.name != "reshape" or not inner.args:
+            return False
+        swapped = self._swapped_axes(inner)
+        return swapped is not None and self._cut_axis(value) == swapped[0]
+
+    def _cut_and_viewed_back(self, node: nodes.Call) -> bool:
+        """Whether the view ``node`` swaps two axes and its result is read only with its
+        first row (of the first swapped axis) dropped, that cut viewed back swapped: XLNet's
+        first view, the shift's."""
+        swapped = self._swapped_axes(node)
+        name = self._name_of(node)
+        if swapped is None or name is None:
+            return False
+        expressions = self._expressions()
+        uses = [e for e in expressions if isinstance(e, nodes.Name) and e.name == name]
+        cuts = [e for e in expressions if isinstance(e, nodes.Subscript)
+                and isinstance(nodes.strip_parens(e.operand), nodes.Name)
+                and nodes.strip_parens(e.operand).name == name]
+        if not cuts or len(cuts) != len(uses) or \
+                any(self._cut_axis(cut) != swapped[0] for cut in cuts):
+            return False  # read whole somewhere, or cut otherwise: no shift
+        cut_ids = {id(cut) for cut in cuts}
+        return any(isinstance(e, nodes.Call) and e.func.name == "reshape" and e.args
+                   and id(self._defined(nodes.strip_parens(e.args[0]))) in cut_ids
+                   and self._swapped_axes(e) is not None for e in expressions)
+
+    def _swapped_axes(self, call: nodes.Call) -> tuple[int, int] | None:
+        """The two adjacent axes a reshape swaps (`[b, n, i, r]` -> `[b, n, r, i]`), every
+        other axis kept; None for any other reshape."""
+        source = getattr(self.types.get(id(call.args[0])), "shape", None) if call.args else None
+        target = getattr(self.types.get(id(call)), "shape", None)
+        if source is None or target is None or len(source) != len(target):
+            return None
+        equal = self.system.equal
+        moved = [i for i, (a, b) in enumerate(zip(source, target)) if not equal(a, b)]
+        if len(moved) != 2 or moved[1] != moved[0] + 1:
+            return None
+        first, second = moved
+        if not (equal(source[first], target[second]) and equal(source[second], target[first])):
+            return None
+        return first, second
+
+    def _cut_axis(self, cut: nodes.Subscript) -> int | None:
+        """The axis a subscript drops the first entry of (`x[:, :, 1:]`: 2), every other
+        axis whole; None for any other subscript."""
+        shape = getattr(self.types.get(id(cut.operand)), "shape", None)
+        if shape is None:
+            return None
+        indices = list(cut.indices)
+        ellipses = [i for i, index in enumerate(indices) if isinstance(index, nodes.EllipsisIndex)]
+        if len(ellipses) > 1:
+            return None
+        if ellipses:
+            at = ellipses[0]
+            indices[at:at + 1] = [None] * (len(shape) - len(indices) + 1)
+        indices += [None] * (len(shape) - len(indices))
+        if len(indices) != len(shape):
+            return None
+        found = None
+        for axis, index in enumerate(indices):
+            if index is None or isinstance(index, nodes.Slice) and index.start is None \
+                    and index.stop is None and index.step is None:
+                continue
+            if not (isinstance(index, nodes.Slice) and _literal(index.start) == 1
+                    and index.stop is None and index.step is None) or found is not None:
+                return None
+            found = axis
+        return found
+
+    def _name_of(self, value: nodes.Expr) -> str | None:
+        """The name a statement gives ``value`` (the whole of its right-hand side)."""
+        for statement in self.program.statements:
+            if isinstance(statement, nodes.Define) and statement.value is not None \
+                    and nodes.strip_parens(statement.value) is value:
+                return statement.name.name
+        return None
+
+    def _expressions(self) -> list[nodes.Expr]:
+        """Every expression of the program's statements, in order."""
+        found: list[nodes.Expr] = []
+        for statement in self.program.statements:
+            value = getattr(statement, "value", None)
+            stack = [value] if value is not None else []
+            while stack:
+                expr = stack.pop()
+                found.append(expr)
+                stack.extend(nodes.children(expr))
+        return found
 
     def _padded_by_one(self, x_node: nodes.Expr, depth: int) -> bool:
         """Whether ``x_node`` is a concat with a part one wide along its axis (the pad), or

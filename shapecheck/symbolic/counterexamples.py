@@ -434,9 +434,16 @@ def draw_bindings(system: DimSystem, *, seed: int = 0, high: int = 8) -> Iterato
     by checking the spec at the candidate (``check_text(source, candidate)``).
     """
     names = system.unbound()
+    least = {name: system.least(name) for name in names}
+
+    def lifted(sizes: dict[str, int]) -> dict[str, int]:
+        # a size below a dim's least (`constraint S >= 512`, a relative table's span that
+        # torch guards) is drawn again above it: `least + size - 1`, so sizes still differ
+        return {n: v if v >= least[n] else least[n] + v - 1 for n, v in sizes.items()}
+
     extra = range(max(DISTINCT_SIZES) + 1, max(DISTINCT_SIZES) + 1 + len(names))
-    yield dict(zip(names, (*DISTINCT_SIZES, *extra)))
-    yield {name: SQUARE_SIZE for name in names}
+    yield lifted(dict(zip(names, (*DISTINCT_SIZES, *extra))))
+    yield lifted({name: SQUARE_SIZE for name in names})
     rng = random.Random(seed)
     while True:
-        yield {name: rng.randint(1, high) for name in names}
+        yield lifted({name: rng.randint(1, high) for name in names})

@@ -764,6 +764,12 @@ class DimSystem(Refutation):
             and self._symbols[info.name] not in self._eliminated
         ]
 
+    def least(self, name: str) -> int:
+        """The least size a constraint allows the dim (`constraint S >= 512`: 512; 1 where
+        none bounds it from below)."""
+        sym = self._symbols.get(name)
+        return 1 if sym is None else self._lower.get(sym, 1)
+
     def determined(self) -> list[str]:
         """Free dims with no value yet that a constraint defines from others (``D_model``
         under ``constraint D_model == H * d``): binding the others gives their value."""

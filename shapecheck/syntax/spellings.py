@@ -66,7 +66,7 @@ def _row(builtin: str, *positional: str, sizes: str | None = None, receiver: boo
 
 
 _ELEMENTWISE = ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "abs", "cos", "sin",
-                "silu", "erf", "square", "rsqrt", "softplus")
+                "silu", "erf", "square", "rsqrt", "softplus", "acos")
 _CASTS = ("float", "double", "half", "bfloat16", "contiguous", "clone", "detach", "to",
           "type_as", "cpu", "cuda")
 
@@ -191,7 +191,9 @@ _FUNCTION_ROWS: dict[str, _Row] = {
     **{f"np.{name}": _row(name) for name in _ELEMENTWISE if name not in ("gelu", "silu", "relu",
                                                                           "sigmoid", "softplus",
                                                                           "rsqrt", "erf")},
-    **{f"math.{name}": _row(name) for name in ("sqrt", "exp", "log", "tanh", "cos", "sin")},
+    **{f"math.{name}": _row(name) for name in ("sqrt", "exp", "log", "tanh", "cos", "sin",
+                                                 "acos")},
+    "np.arccos": _row("acos"), "torch.arccos": _row("acos"),
 }
 
 # Each row made a Spelling once, with its own spelling (some two hundred rows at start-up).

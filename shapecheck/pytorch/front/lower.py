@@ -977,7 +977,7 @@ for _aten, _builtin in {"exp.default": "exp", "log.default": "log", "sqrt.defaul
                         "sigmoid.default": "sigmoid", "relu.default": "relu",
                         "silu.default": "silu", "abs.default": "abs", "cos.default": "cos",
                         "sin.default": "sin", "erf.default": "erf", "square.default": "square",
-                        "softplus.default": "softplus"}.items():
+                        "softplus.default": "softplus", "acos.default": "acos"}.items():
     RULES[_aten] = _function(_builtin)
 
 
@@ -1213,8 +1213,11 @@ def _unsqueeze(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) ->
                causal01=x.causal01)
 
 
-@rule("squeeze.dim", "squeeze.dims")
+@rule("squeeze.dim", "squeeze.dims", "squeeze.default")
 def _squeeze(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # `squeeze()` of every axis of 1 too (MRA's `attention_mask.squeeze()`): an axis of a
+    # traced size is never 1 (torch traces one of 1 as the number), so the traced shape
+    # says which went
     x = _viewed(args[0])
     shape = ", ".join(low.size(s) for s in node.meta["val"].shape)
     return Val(f"reshape({x.text}, [{shape}])", kind=x.kind)
@@ -1767,7 +1770,30 @@ def _index_tensor(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val])
 def _index_select(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     x = _viewed(args[0])
     axis = node.args[1] % low.rank(node.args[0])
+    count = _leading_count(node.args[2])
+    if count is not None:
+        # the first `count` entries (XLNet's `index_select(x, 3, arange(klen))`, its
+        # `x[:, :, :, :klen]`): a slice, which reads that far into the axis (the spec says so)
+        size = node.args[0].meta["val"].shape[axis]
+        _constraint(low, _index(low, count), low.size(size))
+        rank = low.rank(node.args[0])
+        entries = ["...", f":{_index(low, count)}"] if axis == rank - 1 and axis > 0 else \
+            [":"] * axis + [f":{_index(low, count)}"]
+        return Val(f"{x.at(POSTFIX)}[{', '.join(entries)}]", POSTFIX, kind=x.kind)
     return Val(f"index_select({x.text}, {axis}, {_ids(args[2]).text})", kind=x.kind)
+
+
+def _leading_count(index: Any) -> Any:
+    """``n`` where an index operand is ``arange(n)`` (from 0, step 1); None otherwise."""
+    if not hasattr(index, "op") or index.op != "call_function":
+        return None
+    name = _name(index.target)
+    if name == "arange.default" and len(index.args) == 1:
+        return index.args[0]
+    if name in ("arange.start", "arange.start_step") and index.args[0] == 0 and (
+            len(index.args) < 3 or index.args[2] == 1):
+        return index.args[1]
+    return None
 
 
 @rule("scatter.src", "index_copy.default")

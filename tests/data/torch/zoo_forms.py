@@ -187,3 +187,107 @@ def normed_projections() -> tuple[nn.Module, dict]:
         norm.running_mean.normal_()
         norm.running_var.uniform_(0.5, 2.0)
     return module.eval(), {"hidden_state": torch.randn(7, 9, 60)}
+
+
+class RelativeShift(nn.Module):
+    """XLNet's relative attention (transformers' modeling_xlnet.py, `XLNetRelativeAttention`,
+    Apache-2.0), time first ([qlen, bsz, d]): content scores against the memory and the
+    tokens, position scores against `pos_emb` (klen + qlen relative positions, the model's),
+    the latter shifted with `rel_shift_bnij` as written there: viewed with the two lengths
+    swapped, the first row dropped, viewed back, the first `klen` columns kept."""
+
+    def __init__(self, d_model: int = 60, n_head: int = 6, d_head: int = 10) -> None:
+        super().__init__()
+        self.scale = 1 / (d_head**0.5)
+        self.q = nn.Parameter(torch.randn(d_model, n_head, d_head) * 0.1)
+        self.k = nn.Parameter(torch.randn(d_model, n_head, d_head) * 0.1)
+        self.v = nn.Parameter(torch.randn(d_model, n_head, d_head) * 0.1)
+        self.o = nn.Parameter(torch.randn(d_model, n_head, d_head) * 0.1)
+        self.r = nn.Parameter(torch.randn(d_model, n_head, d_head) * 0.1)
+        self.r_r_bias = nn.Parameter(torch.randn(n_head, d_head) * 0.1)
+        self.r_w_bias = nn.Parameter(torch.randn(n_head, d_head) * 0.1)
+
+    @staticmethod
+    def rel_shift_bnij(x, klen=-1):
+        x_size = x.shape
+
+        x = x.reshape(x_size[0], x_size[1], x_size[3], x_size[2])
+        x = x[:, :, 1:, :]
+        x = x.reshape(x_size[0], x_size[1], x_size[2], x_size[3] - 1)
+        x = torch.index_select(x, 3, torch.arange(klen, device=x.device, dtype=torch.long))
+        return x
+
+    def rel_attn_core(self, q_head, k_head_h, v_head_h, k_head_r):
+        ac = torch.einsum("ibnd,jbnd->bnij", q_head + self.r_w_bias, k_head_h)
+        bd = torch.einsum("ibnd,jbnd->bnij", q_head + self.r_r_bias, k_head_r)
+        bd = self.rel_shift_bnij(bd, klen=ac.shape[3])
+        attn_score = (ac + bd) * self.scale
+        attn_prob = nn.functional.softmax(attn_score, dim=3)
+        return torch.einsum("bnij,jbnd->ibnd", attn_prob, v_head_h)
+
+    def forward(self, h: torch.Tensor, pos_emb: torch.Tensor,
+                mems: torch.Tensor | None = None) -> torch.Tensor:
+        cat = torch.cat([mems, h], dim=0) if mems is not None else h
+        q_head_h = torch.einsum("ibh,hnd->ibnd", h, self.q)
+        k_head_h = torch.einsum("ibh,hnd->ibnd", cat, self.k)
+        v_head_h = torch.einsum("ibh,hnd->ibnd", cat, self.v)
+        k_head_r = torch.einsum("ibh,hnd->ibnd", pos_emb, self.r)
+        attn_vec = self.rel_attn_core(q_head_h, k_head_h, v_head_h, k_head_r)
+        return torch.einsum("ibnd,hnd->ibh", attn_vec, self.o) + h
+
+
+def _positions(klen: int, qlen: int, bsz: int, d_model: int = 60) -> torch.Tensor:
+    """XLNet's `relative_positional_encoding` (bidirectional): klen down to -qlen + 1."""
+    inv_freq = 1 / torch.pow(10000, torch.arange(0, d_model, 2.0) / d_model)
+    sinusoid = torch.arange(klen, -qlen, -1.0)[:, None] * inv_freq
+    return torch.cat([sinusoid.sin(), sinusoid.cos()], dim=-1)[:, None].expand(-1, bsz, -1)
+
+
+def relative_shift() -> tuple[nn.Module, dict]:
+    torch.manual_seed(0)
+    return RelativeShift().eval(), {"h": torch.randn(9, 7, 60), "pos_emb": _positions(9, 9, 7)}
+
+
+def relative_shift_memory() -> tuple[nn.Module, dict]:
+    """With a memory of 5 positions before the 9 tokens: klen = mlen + qlen = 14."""
+    torch.manual_seed(0)
+    return RelativeShift().eval(), {"h": torch.randn(9, 7, 60), "pos_emb": _positions(14, 9, 7),
+                                    "mems": torch.randn(5, 7, 60)}
+
+
+class RelativeShiftLastRow(RelativeShift):
+    """A one-edit bug: the shift drops the last row of the swapped view, not the first."""
+
+    @staticmethod
+    def rel_shift_bnij(x, klen=-1):
+        x_size = x.shape
+
+        x = x.reshape(x_size[0], x_size[1], x_size[3], x_size[2])
+        x = x[:, :, :-1, :]
+        x = x.reshape(x_size[0], x_size[1], x_size[2], x_size[3] - 1)
+        x = torch.index_select(x, 3, torch.arange(klen, device=x.device, dtype=torch.long))
+        return x
+
+
+def relative_shift_last_row() -> tuple[nn.Module, dict]:
+    torch.manual_seed(0)
+    return RelativeShiftLastRow().eval(), {"h": torch.randn(9, 7, 60),
+                                           "pos_emb": _positions(9, 9, 7)}
+
+
+class RelativeShiftQueries(RelativeShift):
+    """A one-edit bug: the softmax over the queries (`dim=2`), not the keys."""
+
+    def rel_attn_core(self, q_head, k_head_h, v_head_h, k_head_r):
+        ac = torch.einsum("ibnd,jbnd->bnij", q_head + self.r_w_bias, k_head_h)
+        bd = torch.einsum("ibnd,jbnd->bnij", q_head + self.r_r_bias, k_head_r)
+        bd = self.rel_shift_bnij(bd, klen=ac.shape[3])
+        attn_score = (ac + bd) * self.scale
+        attn_prob = nn.functional.softmax(attn_score, dim=2)
+        return torch.einsum("bnij,jbnd->ibnd", attn_prob, v_head_h)
+
+
+def relative_shift_queries() -> tuple[nn.Module, dict]:
+    torch.manual_seed(0)
+    return RelativeShiftQueries().eval(), {"h": torch.randn(9, 7, 60),
+                                           "pos_emb": _positions(9, 9, 7)}
