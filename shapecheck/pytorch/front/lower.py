@@ -2056,13 +2056,31 @@ def _index_put(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) ->
     if entries[axis].kind != "bool":
         return _put_at_positions(low, node, x, axis, entries[axis], values)
     mask = node.args[1][axis].meta["val"]
-    if axis + len(mask.shape) != low.rank(node.args[0]):
-        raise Unlowerable("index_put of leading axes")
     source = node.args[2].meta["val"]
     if _is_tensor(source) and len(source.shape) > 0 and math.prod(
             int(s) if isinstance(s, int) else 2 for s in source.shape) != 1:
         raise Unlowerable("index_put of a tensor of values")
-    return Val(f"where({entries[axis].text}, {values.text}, {x.text})")
+    # a mask of leading axes (torchaudio's `x[mask] = 0.0`, mask [B, T] of x [B, T, C]) is
+    # widened by an axis of one for each axis after it
+    after = low.rank(node.args[0]) - axis - len(mask.shape)
+    widened = entries[axis].text if after == 0 else \
+        f"{entries[axis].at(POSTFIX)}[{', '.join([':'] * len(mask.shape) + ['None'] * after)}]"
+    return Val(f"where({widened}, {values.text}, {x.text})")
+
+
+@rule("_weight_norm.default")
+def _weight_norm(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # `weight_norm`'s parametrization (wav2vec2's positional convolution, dim=2): v times
+    # g over v's 2-norm along every axis but `dim` (dim -1: along every axis)
+    v, g = _tensor(args[0]), _tensor(args[1])
+    rank = low.rank(node.args[0])
+    dim = _given(node, 2, "dim", 0)
+    axes = [a for a in range(rank) if dim == -1 or a != dim % rank]
+    if not axes:
+        raise Unlowerable("weight norm of a vector along its axis")
+    named = str(axes[0]) if len(axes) == 1 else f"({', '.join(str(a) for a in axes)})"
+    norm = f"sqrt(sum({v.at(POSTFIX)} ** 2, axis={named}, keepdims=true))"
+    return Val(f"{v.at(POSTFIX)} * ({g.text} / {norm})")
 
 
 def _put_at_positions(low: Lowering, node: Any, x: Val, axis: int, positions: Val,
