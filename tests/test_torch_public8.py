@@ -57,7 +57,9 @@ BUGS = [
 #: what the checker finds in the originals, true of their code: SpeechBrain scales the
 #: scores by 1 / sqrt(embed_dim) (`self.scale`), not by the head width they sum over
 FINDINGS = [
-    ("speechbrain_attention.py:make_rope", [("SC404", 735)]),
+    ("speechbrain_attention.py:make", [("SC404", 392)]),        # RelPosMHAXL (its
+    ("speechbrain_attention.py:make_causal", [("SC404", 392)]),  # `pos_bias_u` view was SC411 x2)
+    ("speechbrain_attention.py:make_rope", [("SC404", 735)]),   # SDPA's `scale=self.scale`
 ]
 
 FORMS = [
@@ -67,18 +69,15 @@ FORMS = [
     "forms.py:remasked_weights",      # the same mask computed twice (was SC406)
 ]
 
-#: still a false alarm, strict: each reason is what the checker does wrong
+#: still a false alarm, strict: the reason is what the checker does wrong
 OPEN = [
-    pytest.param("speechbrain_attention.py:make", marks=pytest.mark.xfail(strict=True, reason=(
-        "SC411 x2 on `pos_bias_u.view(1, 1, num_heads, head_dim)` of a parameter declared "
-        "[head_dim, num_heads]: a learned bias read only through that view, its declared "
-        "layout means nothing (the SC404 beside them is true: 1 / sqrt(embed_dim))"))),
-    pytest.param("xcit_attention.py:make_class_attention", marks=pytest.mark.xfail(
-        strict=True, reason=(
-            "SC318 note: sizes the factory gives (48 wide, 4 heads) are named 48 = 3 * "
-            "num_heads**2 while 144 stays literal, so the block's reshape is an unconfirmed "
-            "SC307 and the block is checked as its layer alone, where `x[:, 1:]` of the class "
-            "token and the patches may be empty")))
+    pytest.param(target, marks=pytest.mark.xfail(strict=True, reason=(
+        "SC318 note: sizes the factory gives (48 wide, 4 heads) are named 48 = 3 * "
+        "num_heads**2 and 12 = 3 * num_heads while 144 stays literal, so the block's qkv "
+        "reshape is an unconfirmed SC307 and the class-attention layer is checked alone, where "
+        "`x[:, 1:]` of the class token and the patches may be empty")))
+    for target in ("xcit_attention.py:make_class_attention",
+                   "xcit_attention.py:make_class_attention_tokens_norm", "xcit_attention.py:make")
 ]
 
 
