@@ -79,9 +79,15 @@ class Remasked(_Heads):
         b, t, _ = x.shape
         q, k, v = self.split(x)
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
-        scores = scores.masked_fill(pad.view(b, 1, 1, t), float("-inf"))
+        scores = scores.masked_fill(
+            pad.view(b, 1, 1, t),  # on a line of its own, as SpeechBrain writes it:
+            float("-inf"),         # the spec names the view
+        )
         weights = scores.softmax(dim=-1)
-        weights = weights.masked_fill(pad.view(b, 1, 1, t), 0.0)  # the same mask, again
+        weights = weights.masked_fill(
+            pad.view(b, 1, 1, t),  # the same mask, again, under another name
+            0.0,
+        )
         return self.merge(weights @ v)
 
 
