@@ -68,6 +68,7 @@ class Follow:
         self.calls = program.calls
         self.names: dict[str, Info] = {}
         self.scalars: dict[str, nodes.Expr] = {}  # scalar tensors: their definitions
+        self.definitions: dict[str, str] = {}  # each defined tensor: its expression's text
         self.infos: dict[int, Info] = {}
         self.contractions: dict[int, Contraction] = {}
         self.patterns: list[Attention] = []
@@ -147,6 +148,7 @@ class Follow:
             info = info.moved(info.axes)
             info.table = True
         self.names[name] = info
+        self.definitions[name] = self._text(statement.value)
         if tensor.value.shape == ():
             self.scalars[name] = statement.value
 
@@ -707,6 +709,12 @@ class Follow:
             return a.name == b.name
         return self._text(a) == self._text(b)
 
+    def _definition_text(self, node: nodes.Expr) -> str:
+        """A name's defining expression (a name not defined is itself), else the text."""
+        if isinstance(node, nodes.Name):
+            return self.definitions.get(node.name, node.name)
+        return self._text(node)
+
     def _call(self, node: nodes.Call, value: Value) -> Info:
         info = self.calls.get(id(node))
         builtin = BUILTINS.get(info.builtin) if info is not None else None
@@ -1103,7 +1111,13 @@ class Follow:
 
     def _remasks(self, norm: Norm, condition: nodes.Expr) -> bool:
         """The weights masked again with the mask the scores already had (zeroing NaN rows)."""
-        return any(self._same(m.condition, condition) for m in norm.source.applied)
+        # or a mask of the same expression under another name (SpeechBrain's
+        # `key_padding_mask.view(...)` written again where it masks the weights): the spec
+        # is pure, so the two are one value
+        return any(self._same(m.condition, condition)
+                   or self._definition_text(nodes.strip_parens(m.condition))
+                   == self._definition_text(nodes.strip_parens(condition))
+                   for m in norm.source.applied)
 
     def _number(self, node: nodes.Expr) -> float | None:
         scalar = self.scalar(node)

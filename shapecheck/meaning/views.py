@@ -23,7 +23,7 @@ class ViewChecks:
         """SC411: a reshape that would have to move an axis (`[H, N, d]` -> `[N, H*d]`),
         or one that groups the source's axes out of their order (ViT's patches cut with a
         view and no permute: `[C, h, P, w, P]` -> `[h*w, P*P*C]`)."""
-        if self._relative_shift(node, x_node, source, target):
+        if self._relative_shift(node, x_node, source, target) or self._learned_layout(x_node):
             return
         for position, size in enumerate(target):
             for index, axis in enumerate(source):
@@ -187,6 +187,35 @@ class ViewChecks:
                 found.append(expr)
                 stack.extend(nodes.children(expr))
         return found
+
+    def _learned_layout(self, x_node: nodes.Expr) -> bool:
+        """A parameter read only through reshapes to one shape (SpeechBrain's `pos_bias_u`,
+        declared `[head_dim, heads]`, read as `[1, 1, heads, head_dim]`): it is learned in
+        the layout the code reads, so its declared axes name nothing a reshape could mix.
+        A parameter read another way too (a weight also used in a matmul) keeps its axes."""
+        name = nodes.strip_parens(x_node)
+        if not isinstance(name, nodes.Name) or not any(
+                isinstance(s, nodes.TensorDecl) and s.kind == "param" and s.name.name == name.name
+                for s in self.program.statements):
+            return False
+        uses = 0
+        shapes: set[str] = set()
+        for statement in self.program.statements:
+            if isinstance(statement, nodes.TensorDecl):
+                continue
+            uses += sum(1 for used in nodes.names_in(statement) if used == name.name)
+            stack: list[nodes.Expr] = [getattr(statement, "value", None)] \
+                if getattr(statement, "value", None) is not None else []
+            while stack:
+                current = stack.pop()
+                if isinstance(current, nodes.Call) and current.func.name == "reshape" and \
+                        len(current.args) == 2 and isinstance(
+                            nodes.strip_parens(current.args[0]), nodes.Name) and \
+                        nodes.strip_parens(current.args[0]).name == name.name:
+                    shapes.add(self._text(current.args[1]))
+                    uses -= 1
+                stack.extend(nodes.children(current))
+        return uses == 0 and len(shapes) == 1
 
     def _padded_by_one(self, x_node: nodes.Expr, depth: int) -> bool:
         """Whether ``x_node`` is a concat with a part one wide along its axis (the pad), or

@@ -1691,10 +1691,12 @@ def _arange(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Va
         return Val(f"arange({_index(low, node.args[0])})")
     start = node.args[0]
     step = node.args[2] if len(node.args) > 2 else 1
-    if step != 1 or not isinstance(start, int):
+    if step != 1 or not isinstance(start, int) and not hasattr(start, "op"):
         raise Unlowerable("arange")
+    # a traced start (OpenNMT's `torch.arange(-length + 1, 1, 1)`) is its dims
+    first = str(start) if isinstance(start, int) else f"({_index(low, start)})"
     count = node.meta["val"].shape[0]
-    return Val(f"{start} + arange({low.size(count)})", SUM)
+    return Val(f"{first} + arange({low.size(count)})", SUM)
 
 
 @rule("scaled_dot_product_attention.default")
@@ -2133,13 +2135,31 @@ def _index_put(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) ->
     if entries[axis].kind != "bool":
         return _put_at_positions(low, node, x, axis, entries[axis], values)
     mask = node.args[1][axis].meta["val"]
-    if axis + len(mask.shape) != low.rank(node.args[0]):
-        raise Unlowerable("index_put of leading axes")
     source = node.args[2].meta["val"]
     if _is_tensor(source) and len(source.shape) > 0 and math.prod(
             int(s) if isinstance(s, int) else 2 for s in source.shape) != 1:
         raise Unlowerable("index_put of a tensor of values")
-    return Val(f"where({entries[axis].text}, {values.text}, {x.text})")
+    # a mask of leading axes (torchaudio's `x[mask] = 0.0`, mask [B, T] of x [B, T, C]) is
+    # widened by an axis of one for each axis after it
+    after = low.rank(node.args[0]) - axis - len(mask.shape)
+    widened = entries[axis].text if after == 0 else \
+        f"{entries[axis].at(POSTFIX)}[{', '.join([':'] * len(mask.shape) + ['None'] * after)}]"
+    return Val(f"where({widened}, {values.text}, {x.text})")
+
+
+@rule("_weight_norm.default")
+def _weight_norm(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # `weight_norm`'s parametrization (wav2vec2's positional convolution, dim=2): v times
+    # g over v's 2-norm along every axis but `dim` (dim -1: along every axis)
+    v, g = _tensor(args[0]), _tensor(args[1])
+    rank = low.rank(node.args[0])
+    dim = _given(node, 2, "dim", 0)
+    axes = [a for a in range(rank) if dim == -1 or a != dim % rank]
+    if not axes:
+        raise Unlowerable("weight norm of a vector along its axis")
+    named = str(axes[0]) if len(axes) == 1 else f"({', '.join(str(a) for a in axes)})"
+    norm = f"sqrt(sum({v.at(POSTFIX)} ** 2, axis={named}, keepdims=true))"
+    return Val(f"{v.at(POSTFIX)} * ({g.text} / {norm})")
 
 
 def _put_at_positions(low: Lowering, node: Any, x: Val, axis: int, positions: Val,

@@ -225,12 +225,15 @@ class Dims:
         """The fewest atomic dims whose product times a small factor (1..4) is ``n``."""
 
         names = sorted(self.atomic, key=lambda k: -self.atomic[k])
-        for count in range(1, 5):  # distinct dims first: a square is the last reading
-            for choose in (combinations, combinations_with_replacement):
-                for parts in choose(names, count):
-                    product = math.prod(self.atomic[p] for p in parts)
-                    if n % product == 0 and n // product in (1, 2, 3, 4):
-                        return n // product, parts
+        # a product of distinct dims with no literal factor first (OpenFold's 24 at 4 heads
+        # of 6 is `c_hidden * no_heads`, not `4 * c_hidden`), then with a factor
+        for factors in ((1,), (1, 2, 3, 4)):
+            for count in range(1, 5):  # distinct dims first: a square is the last reading
+                for choose in (combinations, combinations_with_replacement):
+                    for parts in choose(names, count):
+                        product = math.prod(self.atomic[p] for p in parts)
+                        if n % product == 0 and n // product in factors:
+                            return n // product, parts
         return None
 
     def _group(self, parts: list[str]) -> list[str]:
