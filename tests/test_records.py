@@ -71,7 +71,60 @@ def _kinds(decorate: Any) -> dict[str, type]:
     return {kind.__name__: kind for kind in (Node, Sub, Frozen, FrozenSlots, Mutable, Empty, Own)}
 
 
-STDLIB, OURS = _kinds(dataclasses.dataclass), _kinds(records.dataclass)
+def _record_kinds() -> dict[str, type]:
+    """The same records as ``_kinds``, declared with the ``Record`` base instead."""
+    Record = records.Record
+
+    class Node(Record, slots=True):
+        name: str
+        depth: int = 1
+
+    class Sub(Node, slots=True):
+        extra: tuple[int, ...] = ()
+
+    class Frozen(Record, frozen=True):
+        """A frozen record."""
+
+        code: str
+        items: list[int] = field(default_factory=list)
+        note: Any = field(default=None, repr=False, compare=False)
+
+    class FrozenSlots(Record, frozen=True, slots=True):
+        a: int
+        b: float
+
+    class Mutable(Record):
+        values: dict[str, int] = field(default_factory=dict)
+        derived: int = field(init=False)
+        seen: list[str] = field(default_factory=list, repr=False)
+
+        def __post_init__(self) -> None:
+            self.derived = len(self.values)
+
+    class Empty(Record, frozen=True):
+        pass
+
+    class Own(Record, frozen=True):
+        x: int
+
+        def __repr__(self) -> str:
+            return "own"
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Own)
+
+        __hash__ = None  # type: ignore[assignment]
+
+    return {kind.__name__: kind for kind in (Node, Sub, Frozen, FrozenSlots, Mutable, Empty, Own)}
+
+
+STDLIB, DECORATED, BASED = _kinds(dataclasses.dataclass), _kinds(records.dataclass), _record_kinds()
+OURS = DECORATED
+FORMS = pytest.mark.parametrize("ours_form", ["decorator", "base"])
+
+
+def _ours(form: str) -> dict[str, type]:
+    return DECORATED if form == "decorator" else BASED
 
 SAMPLES: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "Node": (("n",), {}), "Sub": (("n", 2), {"extra": (1,)}),
@@ -92,8 +145,10 @@ def _outcome(call: Any) -> Any:
         return ("raises", type(error).__name__)
 
 
+@FORMS
 @pytest.mark.parametrize("name", sorted(SAMPLES))
-def test_a_record_behaves_as_the_stdlib_dataclass(name: str) -> None:
+def test_a_record_behaves_as_the_stdlib_dataclass(name: str, ours_form: str) -> None:
+    OURS = _ours(ours_form)
     theirs, ours = _make(STDLIB, name), _make(OURS, name)
     assert repr(ours) == repr(theirs).replace(STDLIB[name].__qualname__, OURS[name].__qualname__)
     assert (ours == _make(OURS, name)) == (theirs == _make(STDLIB, name))
@@ -118,14 +173,17 @@ def test_a_record_behaves_as_the_stdlib_dataclass(name: str) -> None:
         _outcome(lambda: delattr(_make(STDLIB, name), first))
 
 
+@FORMS
 @pytest.mark.parametrize("name", sorted(SAMPLES))
-def test_replace_and_copy_keep_the_fields(name: str) -> None:
-    ours = _make(OURS, name)
+def test_replace_and_copy_keep_the_fields(name: str, ours_form: str) -> None:
+    ours = _make(_ours(ours_form), name)
     assert repr(dataclasses.replace(ours)) == repr(ours)
     assert repr(copy.deepcopy(ours)) == repr(ours)
 
 
-def test_defaults_factories_and_post_init() -> None:
+@FORMS
+def test_defaults_factories_and_post_init(ours_form: str) -> None:
+    OURS = _ours(ours_form)
     first, second = OURS["Mutable"](), OURS["Mutable"]()
     assert first.values is not second.values and first.derived == 0
     assert OURS["Mutable"]({"a": 1, "b": 2}).derived == 2

@@ -11,6 +11,7 @@ fails while `verify` still compiles one; until then it is compiled, as before):
 
 from __future__ import annotations
 
+import gc
 import importlib
 import pkgutil
 import sys
@@ -52,6 +53,10 @@ def declared() -> tuple[list[tuple[type, Any, bool]], list[tuple[str, ...]]]:
             importlib.import_module(module.name)
         except Exception:  # torch, jax, an editor's server: not installed here
             continue
+    # The records declared with the `Record` base (records._RecordMeta), every one made so far.
+    for kind in gc.get_objects():
+        if type(kind) is records._RecordMeta and kind is not records.Record:
+            found.append((kind, tuple(kind.__dataclass_fields__.values()), records.frozen(kind)))
     return found, tuples
 
 

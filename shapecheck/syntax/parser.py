@@ -18,7 +18,7 @@ from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from ..messages import codes
-from ..records import dataclass
+from ..records import Record
 from . import grammar_cache, nodes
 from ..messages.diagnostics import MAX_DIAGNOSTICS, Diagnostic, Span
 
@@ -369,8 +369,7 @@ def _ident(token: Token) -> nodes.Ident:
     return nodes.Ident(str(token), token_span(token))
 
 
-@dataclass
-class _Parsers:
+class _Parsers(Record):
     lark: Lark
     postlex: BracketNewlines
 
@@ -412,8 +411,7 @@ def bare_parser() -> Lark:
 # --- parsing with recovery -------------------------------------------------------
 
 
-@dataclass
-class ParseResult:
+class ParseResult(Record):
     statements: list[nodes.Stmt]
     diagnostics: list[Diagnostic]
 
@@ -495,8 +493,7 @@ def _name() -> re.Pattern[str]:
     return re.compile(_NAME_PATTERN)
 
 
-@dataclass(frozen=True)
-class Chunk:
+class Chunk(Record, frozen=True):
     text: str
     line: int
     column: int

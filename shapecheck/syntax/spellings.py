@@ -23,7 +23,7 @@ from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
 from ..messages import codes
-from ..records import dataclass
+from ..records import Record
 from . import nodes
 from ..messages.diagnostics import Diagnostic, Span
 
@@ -36,8 +36,7 @@ KEYWORDS = {"dim": "axis", "keepdim": "keepdims", "diagonal": "k", "start_dim": 
             "end_dim": "end"}
 
 
-@dataclass(frozen=True)
-class Spelling:
+class Spelling(Record, frozen=True):
     """How one spelling maps onto a builtin.
 
     - ``builtin``: the builtin's name, or one of the forms ``"@"`` (matmul),
@@ -219,8 +218,7 @@ _ATTRIBUTES = {".T": Spelling("T"), ".mT": Spelling("mT"), ".shape": Spelling("s
 _DOTTED_METHODS = {f".{name}": spelling for name, spelling in METHODS.items()}
 
 
-@dataclass
-class Resolved:
+class Resolved(Record):
     statements: list[nodes.Stmt]
     diagnostics: list[Diagnostic]
 
