@@ -28,12 +28,14 @@ from collections import _tuplegetter  # type: ignore[attr-defined]  # namedtuple
 from collections.abc import Callable, Iterable, Mapping
 from keyword import iskeyword
 from operator import attrgetter
-from reprlib import recursive_repr
+from threading import get_ident
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 T = TypeVar("T")
 
 _MISSING = dataclasses.MISSING
+_Field = dataclasses.Field
+_FIELD_TYPE = dataclasses._FIELD  # type: ignore[attr-defined]  # the kind `fields()` lists
 
 
 @overload
@@ -180,9 +182,17 @@ def _key(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
 
 
 def _repr(names: tuple[str, ...]) -> Callable[[Any], str]:
-    @recursive_repr()
-    def __repr__(self: Any) -> str:
-        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
+    running: set[tuple[int, int]] = set()
+
+    def __repr__(self: Any) -> str:  # with `reprlib.recursive_repr()`'s guard, without its wrapper
+        key = id(self), get_ident()
+        if key in running:
+            return "..."
+        running.add(key)
+        try:
+            inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
+        finally:
+            running.discard(key)
         return f"{self.__class__.__qualname__}({inner})"
     return __repr__
 
@@ -360,26 +370,28 @@ class _RecordMeta(type):
             for ancestor in base.__mro__[-1::-1]:
                 found.update(getattr(ancestor, "__dataclass_fields__", {}))
         for key, annotation in ns.get("__annotations__", {}).items():
-            kind = _annotation_kind(annotation)
-            if kind == "classvar":
-                continue
-            if kind != "field":
-                raise TypeError(f"records.Record does not support {kind} ({name}.{key})")
+            if annotation.__class__ is not str or "ClassVar" in annotation or \
+                    "InitVar" in annotation or "KW_ONLY" in annotation:  # else a plain field
+                kind = _annotation_kind(annotation)
+                if kind == "classvar":
+                    continue
+                if kind != "field":
+                    raise TypeError(f"records.Record does not support {kind} ({name}.{key})")
             found[key] = _namespace_field(ns, key, annotation)
         for key, value in ns.items():
-            if isinstance(value, dataclasses.Field) and key not in found:
+            if value.__class__ is _Field and key not in found:
                 raise TypeError(f"{key!r} is a field but has no type annotation")
         fields = tuple(found.values())
         ns["__dataclass_fields__"] = found
         ns["__dataclass_params__"] = _PARAMS
         if "__match_args__" not in ns:
-            ns["__match_args__"] = tuple(f.name for f in fields if f.init)
+            ns["__match_args__"] = tuple([f.name for f in fields if f.init])
         if slots:
             if "__slots__" in ns:
                 raise TypeError(f"{name} already specifies __slots__")
             inherited = {slot for base in bases for ancestor in base.__mro__[:-1]
                          for slot in _slots_of(ancestor)}
-            ns["__slots__"] = tuple(key for key in found if key not in inherited)
+            ns["__slots__"] = tuple([key for key in found if key not in inherited])
             for key in (*found, "__dict__", "__weakref__"):
                 ns.pop(key, None)
         made: type | None = None  # the class, once made (the closures below read it)
@@ -391,14 +403,21 @@ class _RecordMeta(type):
             __init__.__qualname__ = f"{ns.get('__qualname__', name)}.__init__"
             ns["__init__"] = __init__
         if "__repr__" not in ns:
-            ns["__repr__"] = _repr(tuple(f.name for f in fields if f.repr))
+            ns["__repr__"] = _repr(tuple([f.name for f in fields if f.repr]))
         own_eq, explicit_hash = "__eq__" in ns, ns.get("__hash__", _MISSING)
+        compared = tuple([f.name for f in fields if f.compare])
+        key_of = None
         if not own_eq:
-            ns["__eq__"] = _eq(_key(tuple(f.name for f in fields if f.compare)))
+            ns["__eq__"] = _eq(key_of := _key(compared))
         if explicit_hash is _MISSING or (explicit_hash is None and own_eq):
             # As `dataclass` (an own __eq__ without __hash__ is the __hash__ = None Python sets).
-            hashed = tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash))
-            ns["__hash__"] = _hash(_key(hashed)) if frozen else None
+            if not frozen:
+                ns["__hash__"] = None
+            else:
+                hashed = tuple([f.name for f in fields
+                                if (f.compare if f.hash is None else f.hash)])
+                ns["__hash__"] = _hash(key_of if key_of is not None and hashed == compared
+                                       else _key(hashed))
         if frozen:
             names = frozenset(found)
 
@@ -416,7 +435,7 @@ class _RecordMeta(type):
             if slots:  # pickle and copy restore slots by setattr, which a frozen class refuses
                 ns["__getstate__"], ns["__setstate__"] = _getstate, _setstate
         if not ns.get("__doc__"):
-            ns["__doc__"] = name + "(" + ", ".join(_parameter(f) for f in fields if f.init) + ")"
+            ns["__doc__"] = name + "(" + ", ".join([_parameter(f) for f in fields if f.init]) + ")"
         made = type.__new__(mcls, name, bases, ns)
         return made
 
@@ -430,15 +449,17 @@ def frozen(cls: type) -> bool:
 def _namespace_field(ns: dict[str, Any], name: str, annotation: Any) -> dataclasses.Field[Any]:
     """The field as ``_field`` makes it, reading and fixing the class body's namespace."""
     value = ns.get(name, _MISSING)
-    made = value if isinstance(value, dataclasses.Field) else dataclasses.field(default=value)
+    given = value.__class__ is _Field
+    # What `dataclasses.field(default=value)` makes (its arguments in `Field`'s order).
+    made = value if given else _Field(value, _MISSING, True, True, None, True, None, False)
     made.name, made.type = name, annotation
-    made._field_type = dataclasses._FIELD  # type: ignore[attr-defined]  # what fields() lists
+    made._field_type = _FIELD_TYPE  # type: ignore[attr-defined]  # what fields() lists
     if made.kw_only is _MISSING:  # type: ignore[comparison-overlap]
         made.kw_only = False
     if made.default is not _MISSING and made.default.__class__.__hash__ is None:
         raise ValueError(f"mutable default {type(made.default)} for field {name} is not "
                          "allowed: use default_factory")
-    if isinstance(value, dataclasses.Field):
+    if given:
         if made.default is _MISSING:
             del ns[name]
         else:

@@ -441,3 +441,14 @@ def test_a_named_tuple_with_a_shipped_new_is_typings(monkeypatch: pytest.MonkeyP
         with pytest.raises(ValueError, match="Got unexpected field names"):
             a._replace(other=1)
         assert copy.deepcopy(a) == a  # pickling: a module-level one, above
+
+
+@FORMS
+def test_a_record_that_holds_itself_reprs_as_the_stdlibs(ours_form: str) -> None:
+    # `__repr__` guards against recursion as `reprlib.recursive_repr` does (issue 36: without
+    # its wrapper), per thread and per object.
+    theirs, ours = _make(STDLIB, "Mutable"), _make(_ours(ours_form), "Mutable")
+    theirs.values["self"], ours.values["self"] = theirs, ours  # type: ignore[assignment]
+    assert repr(ours) == repr(theirs).replace(STDLIB["Mutable"].__qualname__,
+                                              _ours(ours_form)["Mutable"].__qualname__)
+    assert "..." in repr(ours) and repr(ours).count("Mutable(") == 1
