@@ -218,6 +218,22 @@ def test_verify_compiles_only_the_patterns_it_uses(tmp_path: Path) -> None:
     assert shown.splitlines()[-1] == "[]"
 
 
+@pytest.mark.parametrize(("line", "built"), [("S = Q @ K.T", "[]"),
+                                              ("S = Q @ K.transpose(0, 1)", "['FUNCTIONS',"
+                                               " 'METHODS', '_ATTRIBUTES', '_DOTTED_METHODS']")])
+def test_verify_makes_the_spelling_tables_only_for_a_spelling(tmp_path: Path, line: str,
+                                                              built: str) -> None:
+    # Issue 36: PyTorch's ~200 spellings are made into records when a spec first uses one.
+    spec = tmp_path / "spec.attn"
+    spec.write_text(f"dim N, d\ninput Q: [N, d]\ninput K: [N, d]\n{line}\n", encoding="utf-8")
+    code = ("import sys\nfrom shapecheck.cli import main\ntry:\n    main(['verify', sys.argv[1]])\n"
+            "except SystemExit as done:\n    assert done.code == 0, done.code\n"
+            "print(sorted(sys.modules['shapecheck.syntax.spellings']._TABLES))")
+    shown = subprocess.run([sys.executable, "-c", code, str(spec)], capture_output=True,
+                           text=True, check=True).stdout
+    assert shown.splitlines()[-1] == built
+
+
 # The run path only goes down (load -> bind -> plan -> execute -> report): what executes a
 # spec, and what binds a real function to one, read specs through `loader` and never call
 # back up into the faces of the package.
