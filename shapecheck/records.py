@@ -26,6 +26,7 @@ import sys
 import typing
 from collections import _tuplegetter  # type: ignore[attr-defined]  # namedtuple's accessor
 from collections.abc import Callable, Iterable, Mapping
+from importlib import import_module
 from keyword import iskeyword
 from operator import attrgetter
 from threading import get_ident
@@ -306,17 +307,38 @@ def init_source(cls: type, fields: Fields, frozen: bool) -> tuple[str, dict[str,
     return source, namespace
 
 
-_SHIPPED: list[Mapping[str, Callable[..., Callable[..., None]]]] = []
+class _Ahead:
+    """The factories compiled ahead, by source: first :mod:`shapecheck.record_inits` (those a
+    plain `verify` uses), then, on the first source not there, ``record_inits_rest`` (every
+    other record the package declares): a run reads only the bytecode it needs (issue 36)."""
+
+    def __init__(self, table: str) -> None:
+        self._table = table  # "INITS" or "NEWS"
+        self._hot = self._read("record_inits")
+        self._rest: Mapping[str, Any] | None = None
+
+    def _read(self, module: str) -> Mapping[str, Any]:
+        try:
+            return getattr(import_module(f"{__package__}.{module}"), self._table)  # type: ignore[no-any-return]
+        except (ImportError, AttributeError):  # being written (tools/record_inits.py): compiled
+            return {}
+
+    def get(self, source: str) -> Any:
+        found = self._hot.get(source)
+        if found is None:
+            if self._rest is None:
+                self._rest = self._read("record_inits_rest")
+            found = self._rest.get(source)
+        return found
 
 
-def _shipped() -> Mapping[str, Callable[..., Callable[..., None]]]:
+_SHIPPED: list[Any] = []
+
+
+def _shipped() -> Any:
     """The ``__init__`` factories compiled ahead, by source (loaded on the first record built)."""
     if not _SHIPPED:
-        try:
-            from .record_inits import INITS
-        except ImportError:  # being written (tools/record_inits.py): every one is compiled
-            INITS = {}
-        _SHIPPED.append(INITS)
+        _SHIPPED.append(_Ahead("INITS"))
     return _SHIPPED[0]
 
 
@@ -592,18 +614,15 @@ def _named_tuple(typename: str, names: tuple[str, ...], defaults: tuple[Any, ...
     return made
 
 
-_SHIPPED_NEWS: list[Mapping[str, Callable[[Any], Callable[..., Any]]]] = []
+_SHIPPED_NEWS: list[Any] = []
 
 
-def _shipped_news() -> Mapping[str, Callable[[Any], Callable[..., Any]]]:
+def _shipped_news() -> Any:
     """The named tuples' ``__new__`` factories compiled ahead, by source."""
     if not _SHIPPED_NEWS:
-        try:
-            from .record_inits import NEWS
-        except ImportError:  # being written (tools/record_inits.py), or older: compiled
-            NEWS = {}
-        _SHIPPED_NEWS.append(NEWS)
+        _SHIPPED_NEWS.append(_Ahead("NEWS"))
     return _SHIPPED_NEWS[0]
+
 
 if TYPE_CHECKING:  # type checkers know typing's
     from typing import NamedTuple
