@@ -319,9 +319,10 @@ class _Ahead:
 
     def _read(self, module: str) -> Mapping[str, Any]:
         try:
-            return getattr(import_module(f"{__package__}.{module}"), self._table)  # type: ignore[no-any-return]
+            found = getattr(import_module(f"{__package__}.{module}"), self._table)
         except (ImportError, AttributeError):  # being written (tools/record_inits.py): compiled
             return {}
+        return found  # type: ignore[no-any-return]
 
     def get(self, source: str) -> Any:
         found = self._hot.get(source)
@@ -416,21 +417,19 @@ class _RecordMeta(type):
             ns["__slots__"] = tuple([key for key in found if key not in inherited])
             for key in (*found, "__dict__", "__weakref__"):
                 ns.pop(key, None)
-        made: type | None = None  # the class, once made (the closures below read it)
+        # The methods are shared by every record (no closures: ~15 objects less a record, each
+        # one walked by every collection and the teardown); what is the class's own is read
+        # from `__record__`: the names `__repr__` shows, the key `__eq__` and `__hash__` compare.
         if "__init__" not in ns:
-            def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-                if made.__init__ is __init__:  # type: ignore[union-attr,misc]
-                    made.__init__ = _compile_init(made, fields, frozen)  # type: ignore[union-attr,misc,arg-type]
-                made.__init__(self, *args, **kwargs)  # type: ignore[union-attr,misc]
-            __init__.__qualname__ = f"{ns.get('__qualname__', name)}.__init__"
-            ns["__init__"] = __init__
+            ns["__init__"] = _first_init
         if "__repr__" not in ns:
-            ns["__repr__"] = _repr(tuple([f.name for f in fields if f.repr]))
+            ns["__repr__"] = _record_repr
         own_eq, explicit_hash = "__eq__" in ns, ns.get("__hash__", _MISSING)
         compared = tuple([f.name for f in fields if f.compare])
-        key_of = None
+        key_of = _key(compared)
+        hash_key = None
         if not own_eq:
-            ns["__eq__"] = _eq(key_of := _key(compared))
+            ns["__eq__"] = _record_eq
         if explicit_hash is _MISSING or (explicit_hash is None and own_eq):
             # As `dataclass` (an own __eq__ without __hash__ is the __hash__ = None Python sets).
             if not frozen:
@@ -438,34 +437,79 @@ class _RecordMeta(type):
             else:
                 hashed = tuple([f.name for f in fields
                                 if (f.compare if f.hash is None else f.hash)])
-                ns["__hash__"] = _hash(key_of if key_of is not None and hashed == compared
-                                       else _key(hashed))
+                hash_key = key_of if hashed == compared else _key(hashed)
+                ns["__hash__"] = _record_hash
+        ns["__record__"] = (tuple([f.name for f in fields if f.repr]), key_of, hash_key)
         if frozen:
-            names = frozenset(found)
-
-            def __setattr__(self: Any, key: str, value: Any) -> None:
-                if type(self) is made or key in names:
-                    raise dataclasses.FrozenInstanceError(f"cannot assign to field {key!r}")
-                super(made, self).__setattr__(key, value)  # type: ignore[arg-type]
-
-            def __delattr__(self: Any, key: str) -> None:
-                if type(self) is made or key in names:
-                    raise dataclasses.FrozenInstanceError(f"cannot delete field {key!r}")
-                super(made, self).__delattr__(key)  # type: ignore[arg-type]
-
-            ns["__setattr__"], ns["__delattr__"] = __setattr__, __delattr__
+            ns["__setattr__"], ns["__delattr__"] = _frozen_setattr, _frozen_delattr
             if slots:  # pickle and copy restore slots by setattr, which a frozen class refuses
                 ns["__getstate__"], ns["__setstate__"] = _getstate, _setstate
         if not ns.get("__doc__"):
             ns["__doc__"] = name + "(" + ", ".join([_parameter(f) for f in fields if f.init]) + ")"
-        made = type.__new__(mcls, name, bases, ns)
-        return made
+        return type.__new__(mcls, name, bases, ns)
+
+
+def _first_init(self: Any, *args: Any, **kwargs: Any) -> None:
+    """A record's ``__init__`` until its first instance: puts the real one in its place."""
+    owner = next(kind for kind in type(self).__mro__
+                 if kind.__dict__.get("__init__") is _first_init)
+    owner.__init__ = _compile_init(  # type: ignore[misc]
+        owner, tuple(owner.__dataclass_fields__.values()), frozen(owner))
+    owner.__init__(self, *args, **kwargs)  # type: ignore[misc]
+
+
+_REPR_RUNNING: set[tuple[int, int]] = set()
+
+
+def _record_repr(self: Any) -> str:
+    """``dataclass``'s ``__repr__``, with ``reprlib.recursive_repr``'s guard (per object and
+    thread): ``...`` for a record met again inside its own repr."""
+    key = id(self), get_ident()
+    if key in _REPR_RUNNING:
+        return "..."
+    _REPR_RUNNING.add(key)
+    try:
+        inner = ", ".join([f"{name}={getattr(self, name)!r}"
+                           for name in self.__class__.__record__[0]])
+    finally:
+        _REPR_RUNNING.discard(key)
+    return f"{self.__class__.__qualname__}({inner})"
+
+
+def _record_eq(self: Any, other: Any) -> Any:
+    if other.__class__ is self.__class__:
+        key = self.__class__.__record__[1]
+        return key(self) == key(other)
+    return NotImplemented
+
+
+def _record_hash(self: Any) -> int:
+    return hash(self.__class__.__record__[2](self))
+
+
+def _frozen_owner(kind: type) -> type:
+    """The frozen record whose ``__setattr__`` an instance of ``kind`` runs."""
+    return next(owner for owner in kind.__mro__
+                if owner.__dict__.get("__setattr__") is _frozen_setattr)
+
+
+def _frozen_setattr(self: Any, key: str, value: Any) -> None:
+    owner = _frozen_owner(type(self))
+    if type(self) is owner or key in owner.__dataclass_fields__:  # type: ignore[attr-defined]
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {key!r}")
+    super(owner, self).__setattr__(key, value)
+
+
+def _frozen_delattr(self: Any, key: str) -> None:
+    owner = _frozen_owner(type(self))
+    if type(self) is owner or key in owner.__dataclass_fields__:  # type: ignore[attr-defined]
+        raise dataclasses.FrozenInstanceError(f"cannot delete field {key!r}")
+    super(owner, self).__delattr__(key)
 
 
 def frozen(cls: type) -> bool:
     """Whether a record declared with ``Record`` is frozen (its ``__setattr__`` is ours)."""
-    setter = cls.__dict__.get("__setattr__")
-    return setter is not None and setter.__qualname__.startswith("_RecordMeta.__new__.")
+    return cls.__dict__.get("__setattr__") is _frozen_setattr
 
 
 def _namespace_field(ns: dict[str, Any], name: str, annotation: Any) -> dataclasses.Field[Any]:
