@@ -207,7 +207,8 @@ def test_verify_compiles_only_the_patterns_it_uses(tmp_path: Path) -> None:
                                          "_convention_place", "_head"],
             "shapecheck.messages.suppress": ["_file", "_line", "_token", "_code_like"],
             "shapecheck.options": ["_digits", "_size"],
-            "shapecheck.messages.diagnostics": ["_version"]}
+            "shapecheck.messages.diagnostics": ["_version"],
+            "shapecheck.syntax.invisible": ["_pattern"]}
     code = ("import sys\nfrom shapecheck.cli import main\ntry:\n    main(['verify', sys.argv[1]])\n"
             "except SystemExit as done:\n    assert done.code == 0, done.code\n"
             f"lazy = {lazy!r}\n"
