@@ -376,3 +376,19 @@ def test_a_change_to_the_weights_gets_the_repair_its_form_names(change: str,
         assert found.help == ()
     else:
         assert len(found.help) == 1 and found.help[0].endswith(expected), found.help
+
+
+def test_a_table_name_is_what_the_pattern_finds() -> None:
+    # Issue 36: TABLE_NAME reads an ASCII name by hand (no compile at start-up); every name
+    # built from these pieces gets the pattern's answer (re.IGNORECASE).
+    import itertools
+    import re
+
+    from shapecheck.meaning import facts
+
+    pattern = re.compile(facts.TABLE_PATTERN, re.IGNORECASE)
+    pieces = ["", "_", "x", "2", "cos", "COS", "Sin", "freq", "freqs", "fReQs", "rope", "rotary",
+              "ropes", "cis", "ſin", "K", "\n", "_cached", "cosine"]
+    for parts in itertools.product(pieces, repeat=3):
+        name = "".join(parts)
+        assert bool(facts.TABLE_NAME.search(name)) == bool(pattern.search(name)), repr(name)
