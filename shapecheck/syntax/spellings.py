@@ -221,7 +221,7 @@ def _table(name: str) -> dict[str, Spelling]:
 
 def __getattr__(name: str) -> Any:
     if name not in ("METHODS", "FUNCTIONS", "_ATTRIBUTES", "_DOTTED_METHODS"):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}", name=__name__)
+        raise AttributeError(name, name=name)  # (the protocol of getattr and hasattr)
     value = globals()[name] = _table(name)
     return value
 
