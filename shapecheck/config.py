@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from .i18n import Table
-from .records import dataclass
+from .records import Record
 
 CONFIG_NAMES: tuple[str, ...] = (".shapecheck.toml", "shapecheck.toml", "pyproject.toml")
 SECTION = ("tool", "shapecheck")
@@ -103,8 +103,7 @@ class ConfigError(Exception):
         return f"{where}:{key} {self.message}"
 
 
-@dataclass(frozen=True)
-class Layer:
+class Layer(Record, frozen=True):
     """One layer of rule selection: a configuration file's, or the command line's."""
 
     select: tuple[str, ...] | None = None
@@ -112,8 +111,7 @@ class Layer:
     ignore: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(Record, frozen=True):
     """What applies to the specs below one configuration file (or the defaults).
 
     ``root`` is the folder relative patterns (``exclude``, ``per-file-ignores``)
@@ -179,8 +177,7 @@ class Settings:
             return absolute.name
 
 
-@dataclass(frozen=True)
-class Overrides:
+class Overrides(Record, frozen=True):
     """The command line's layer: flags, and ``--config 'KEY = VALUE'`` pairs."""
 
     select: tuple[str, ...] | None = None

@@ -29,13 +29,15 @@ import os
 import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import BinaryIO, Union
+from typing import TYPE_CHECKING, BinaryIO, Union
 
 from .i18n import Table
 
-PathLike = Union[str, "os.PathLike[str]"]
-Protected = Union[PathLike, tuple[PathLike, str]]  # a path, or (path, what it is)
-Content = Union[bytes, str, Callable[[BinaryIO], None]]
+if TYPE_CHECKING:  # annotations only (typing's Union and its forward reference cost ~1M
+    # instructions of every start, issue 36)
+    PathLike = Union[str, "os.PathLike[str]"]
+    Protected = Union[PathLike, tuple[PathLike, str]]  # a path, or (path, what it is)
+    Content = Union[bytes, str, Callable[[BinaryIO], None]]
 
 MESSAGES: Table = Table("fileio", "MESSAGES", {
     "fifo": "not a regular file (a FIFO)",

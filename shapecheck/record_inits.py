@@ -13,13 +13,6 @@ def _0(_FACTORY, _object):
 
 
 def _1(_FACTORY, _object):
-    def __init__(self, axis, index):
-        _object.__setattr__(self, 'axis', axis)
-        _object.__setattr__(self, 'index', index)
-    return __init__
-
-
-def _2(_FACTORY, _object):
     def __init__(self, axis, start, stop, step, length):
         _object.__setattr__(self, 'axis', axis)
         _object.__setattr__(self, 'start', start)
@@ -29,7 +22,7 @@ def _2(_FACTORY, _object):
     return __init__
 
 
-def _3(_FACTORY, _object, _factory_bindings, _factory_dims, _factory_constraints, _factory__symbols, _factory__values, _factory__derived, _factory__eliminated, _factory__eliminated_by, _factory__relations, _factory__opaque, _factory__lower, _factory__facts, _factory__resolved, _factory__resolved_unvalued, _factory__resolved_sizes, _factory__users, _factory__canon_cache, _factory__unequal, _factory__answers, _factory__relying, _default_relation_uses, _default__basis, _factory__derived_bindings, _default__unbound_view, _default_taken, _default_at):
+def _2(_FACTORY, _object, _factory_bindings, _factory_dims, _factory_constraints, _factory__symbols, _factory__values, _factory__derived, _factory__eliminated, _factory__eliminated_by, _factory__relations, _factory__opaque, _factory__lower, _factory__facts, _factory__resolved, _factory__resolved_unvalued, _factory__resolved_sizes, _factory__users, _factory__canon_cache, _factory__unequal, _factory__answers, _factory__relying, _default_relation_uses, _default__basis, _factory__derived_bindings, _default__unbound_view, _default_taken, _default_at):
     def __init__(self, bindings=_FACTORY, dims=_FACTORY, constraints=_FACTORY, _symbols=_FACTORY, _values=_FACTORY, _derived=_FACTORY, _eliminated=_FACTORY, _eliminated_by=_FACTORY, _relations=_FACTORY, _opaque=_FACTORY, _lower=_FACTORY, _facts=_FACTORY, _resolved=_FACTORY, _resolved_unvalued=_FACTORY, _resolved_sizes=_FACTORY, _users=_FACTORY, _canon_cache=_FACTORY, _unequal=_FACTORY, _answers=_FACTORY, _relying=_FACTORY, relation_uses=_default_relation_uses, _basis=_default__basis, _derived_bindings=_FACTORY, _unbound_view=_default__unbound_view, taken=_default_taken, at=_default_at):
         self.bindings = _factory_bindings() if bindings is _FACTORY else bindings
         self.dims = _factory_dims() if dims is _FACTORY else dims
@@ -60,14 +53,14 @@ def _3(_FACTORY, _object, _factory_bindings, _factory_dims, _factory_constraints
     return __init__
 
 
-def _4(_FACTORY, _object):
+def _3(_FACTORY, _object):
     def __init__(self, builtin, args):
         _object.__setattr__(self, 'builtin', builtin)
         _object.__setattr__(self, 'args', args)
     return __init__
 
 
-def _5(_FACTORY, _object, _default_positional, _default_sizes, _default_receiver, _default_written):
+def _4(_FACTORY, _object, _default_positional, _default_sizes, _default_receiver, _default_written):
     def __init__(self, builtin, positional=_default_positional, sizes=_default_sizes, receiver=_default_receiver, written=_default_written):
         _object.__setattr__(self, 'builtin', builtin)
         _object.__setattr__(self, 'positional', positional)
@@ -77,7 +70,7 @@ def _5(_FACTORY, _object, _default_positional, _default_sizes, _default_receiver
     return __init__
 
 
-def _6(_FACTORY, _object, _factory_normalised):
+def _5(_FACTORY, _object, _factory_normalised):
     def __init__(self, checker, node, params, normalised=_FACTORY):
         self.checker = checker
         self.node = node
@@ -86,7 +79,7 @@ def _6(_FACTORY, _object, _factory_normalised):
     return __init__
 
 
-def _7(_FACTORY, _object, _default_notes, _default_help, _default_fixes, _default_counterexample):
+def _6(_FACTORY, _object, _default_notes, _default_help, _default_fixes, _default_counterexample):
     def __init__(self, code, severity, message, span, notes=_default_notes, help=_default_help, fixes=_default_fixes, counterexample=_default_counterexample):
         _object.__setattr__(self, 'code', code)
         _object.__setattr__(self, 'severity', severity)
@@ -99,23 +92,7 @@ def _7(_FACTORY, _object, _default_notes, _default_help, _default_fixes, _defaul
     return __init__
 
 
-def _8(_FACTORY, _object, _default_name):
-    def __init__(self, data, name=_default_name):
-        _object.__setattr__(self, 'data', data)
-        _object.__setattr__(self, 'name', name)
-    return __init__
-
-
-def _9(_FACTORY, _object, _default_mentions):
-    def __init__(self, defines, is_dim, span, mentions=_default_mentions):
-        self.defines = defines
-        self.is_dim = is_dim
-        self.span = span
-        self.mentions = mentions
-    return __init__
-
-
-def _10(_FACTORY, _object, _factory_definitions, _factory_claims, _factory_applications, _factory_tables, _factory_calls, _factory_moved, _factory_mentions):
+def _7(_FACTORY, _object, _factory_definitions, _factory_claims, _factory_applications, _factory_tables, _factory_calls, _factory_moved, _factory_mentions):
     def __init__(self, definitions=_FACTORY, claims=_FACTORY, applications=_FACTORY, tables=_FACTORY, calls=_FACTORY, moved=_FACTORY, mentions=_FACTORY):
         self.definitions = _factory_definitions() if definitions is _FACTORY else definitions
         self.claims = _factory_claims() if claims is _FACTORY else claims
@@ -127,7 +104,7 @@ def _10(_FACTORY, _object, _factory_definitions, _factory_claims, _factory_appli
     return __init__
 
 
-def _11(_FACTORY, _object, _default_element):
+def _8(_FACTORY, _object, _default_element):
     def __init__(self, dims, is_bool, span, element=_default_element):
         self.dims = dims
         self.is_bool = is_bool
@@ -136,29 +113,19 @@ def _11(_FACTORY, _object, _default_element):
     return __init__
 
 
-def _12(_FACTORY, _object, _factory_dims, _factory_positions, _factory_ranges, _factory_constraints, _factory_choosable):
-    def __init__(self, dims=_FACTORY, positions=_FACTORY, ranges=_FACTORY, constraints=_FACTORY, choosable=_FACTORY):
-        self.dims = _factory_dims() if dims is _FACTORY else dims
-        self.positions = _factory_positions() if positions is _FACTORY else positions
-        self.ranges = _factory_ranges() if ranges is _FACTORY else ranges
-        self.constraints = _factory_constraints() if constraints is _FACTORY else constraints
-        self.choosable = _factory_choosable() if choosable is _FACTORY else choosable
-    return __init__
-
-
-def _13(_FACTORY, _object):
+def _9(_FACTORY, _object):
     def __init__(self, enabled):
         _object.__setattr__(self, 'enabled', enabled)
     return __init__
 
 
-def _14(_FACTORY, _object):
+def _10(_FACTORY, _object):
     def __init__(self, entries):
         _object.__setattr__(self, 'entries', entries)
     return __init__
 
 
-def _15(_FACTORY, _object, _default_code_warnings):
+def _11(_FACTORY, _object, _default_code_warnings):
     def __init__(self, files, errors, warnings, code_warnings=_default_code_warnings):
         _object.__setattr__(self, 'files', files)
         _object.__setattr__(self, 'errors', errors)
@@ -167,14 +134,7 @@ def _15(_FACTORY, _object, _default_code_warnings):
     return __init__
 
 
-def _16(_FACTORY, _object, _factory_ops):
-    def __init__(self, flops, ops=_FACTORY):
-        self.flops = flops
-        self.ops = _factory_ops() if ops is _FACTORY else ops
-    return __init__
-
-
-def _17(_FACTORY, _object, _default_depth):
+def _12(_FACTORY, _object, _default_depth):
     def __init__(self, func, args, keywords, span, depth=_default_depth):
         self.func = func
         self.args = args
@@ -184,31 +144,7 @@ def _17(_FACTORY, _object, _default_depth):
     return __init__
 
 
-def _18(_FACTORY, _object):
-    def __init__(self, gens, polys):
-        _object.__setattr__(self, 'gens', gens)
-        _object.__setattr__(self, 'polys', polys)
-    return __init__
-
-
-def _19(_FACTORY, _object):
-    def __init__(self, guess, unifier, shapes, blocking):
-        self.guess = guess
-        self.unifier = unifier
-        self.shapes = shapes
-        self.blocking = blocking
-    return __init__
-
-
-def _20(_FACTORY, _object, _default_safe):
-    def __init__(self, help, edits, safe=_default_safe):
-        _object.__setattr__(self, 'help', help)
-        _object.__setattr__(self, 'edits', edits)
-        _object.__setattr__(self, 'safe', safe)
-    return __init__
-
-
-def _21(_FACTORY, _object, _default_about_tool):
+def _13(_FACTORY, _object, _default_about_tool):
     def __init__(self, id, name, severity, summary, message, what, why, example, fix, about_tool=_default_about_tool):
         _object.__setattr__(self, 'id', id)
         _object.__setattr__(self, 'name', name)
@@ -223,15 +159,7 @@ def _21(_FACTORY, _object, _default_about_tool):
     return __init__
 
 
-def _22(_FACTORY, _object, _factory_names):
-    def __init__(self, inference, attempt, names=_FACTORY):
-        self.inference = inference
-        self.attempt = attempt
-        self.names = _factory_names() if names is _FACTORY else names
-    return __init__
-
-
-def _23(_FACTORY, _object, _default_depth):
+def _14(_FACTORY, _object, _default_depth):
     def __init__(self, inner, span, depth=_default_depth):
         self.inner = inner
         self.span = span
@@ -239,14 +167,14 @@ def _23(_FACTORY, _object, _default_depth):
     return __init__
 
 
-def _24(_FACTORY, _object):
+def _15(_FACTORY, _object):
     def __init__(self, inputs, output):
         _object.__setattr__(self, 'inputs', inputs)
         _object.__setattr__(self, 'output', output)
     return __init__
 
 
-def _25(_FACTORY, _object, _default_depth):
+def _16(_FACTORY, _object, _default_depth):
     def __init__(self, items, span, depth=_default_depth):
         self.items = items
         self.span = span
@@ -254,7 +182,7 @@ def _25(_FACTORY, _object, _default_depth):
     return __init__
 
 
-def _26(_FACTORY, _object, _default_index, _default_start, _default_stop, _default_step):
+def _17(_FACTORY, _object, _default_index, _default_start, _default_stop, _default_step):
     def __init__(self, kind, key, index=_default_index, start=_default_start, stop=_default_stop, step=_default_step):
         _object.__setattr__(self, 'kind', kind)
         _object.__setattr__(self, 'key', key)
@@ -265,7 +193,7 @@ def _26(_FACTORY, _object, _default_index, _default_start, _default_stop, _defau
     return __init__
 
 
-def _27(_FACTORY, _object, _default_conventions):
+def _18(_FACTORY, _object, _default_conventions):
     def __init__(self, kind, name, shape, span, conventions=_default_conventions):
         self.kind = kind
         self.name = name
@@ -275,48 +203,21 @@ def _27(_FACTORY, _object, _default_conventions):
     return __init__
 
 
-def _28(_FACTORY, _object, _factory_kind, _factory_used):
+def _19(_FACTORY, _object, _factory_kind, _factory_used):
     def __init__(self, kind=_FACTORY, used=_FACTORY):
         self.kind = _factory_kind() if kind is _FACTORY else kind
         self.used = _factory_used() if used is _FACTORY else used
     return __init__
 
 
-def _29(_FACTORY, _object):
-    def __init__(self, label, detail, report):
-        _object.__setattr__(self, 'label', label)
-        _object.__setattr__(self, 'detail', detail)
-        _object.__setattr__(self, 'report', report)
-    return __init__
-
-
-def _30(_FACTORY, _object, _default_note, _default_unbound):
-    def __init__(self, label, shape, concrete, status, note=_default_note, unbound=_default_unbound):
-        _object.__setattr__(self, 'label', label)
-        _object.__setattr__(self, 'shape', shape)
-        _object.__setattr__(self, 'concrete', concrete)
-        _object.__setattr__(self, 'status', status)
-        _object.__setattr__(self, 'note', note)
-        _object.__setattr__(self, 'unbound', unbound)
-    return __init__
-
-
-def _31(_FACTORY, _object):
-    def __init__(self, label, text, ok):
-        _object.__setattr__(self, 'label', label)
-        _object.__setattr__(self, 'text', text)
-        _object.__setattr__(self, 'ok', ok)
-    return __init__
-
-
-def _32(_FACTORY, _object):
+def _20(_FACTORY, _object):
     def __init__(self, lark, postlex):
         self.lark = lark
         self.postlex = postlex
     return __init__
 
 
-def _33(_FACTORY, _object):
+def _21(_FACTORY, _object):
     def __init__(self, left, op, right, span):
         self.left = left
         self.op = op
@@ -325,7 +226,7 @@ def _33(_FACTORY, _object):
     return __init__
 
 
-def _34(_FACTORY, _object, _default_limit, _factory_items, _default_dropped, _factory_seen):
+def _22(_FACTORY, _object, _default_limit, _factory_items, _default_dropped, _factory_seen):
     def __init__(self, limit=_default_limit, items=_FACTORY, dropped=_default_dropped, seen=_FACTORY):
         self.limit = limit
         self.items = _factory_items() if items is _FACTORY else items
@@ -334,51 +235,7 @@ def _34(_FACTORY, _object, _default_limit, _factory_items, _default_dropped, _fa
     return __init__
 
 
-def _35(_FACTORY, _object, _default_blank):
-    def __init__(self, line, name, flops, flops_value, bytes, bytes_value, ops, blank=_default_blank):
-        _object.__setattr__(self, 'line', line)
-        _object.__setattr__(self, 'name', name)
-        _object.__setattr__(self, 'flops', flops)
-        _object.__setattr__(self, 'flops_value', flops_value)
-        _object.__setattr__(self, 'bytes', bytes)
-        _object.__setattr__(self, 'bytes_value', bytes_value)
-        _object.__setattr__(self, 'ops', ops)
-        _object.__setattr__(self, 'blank', blank)
-    return __init__
-
-
-def _36(_FACTORY, _object, _default_index_form):
-    def __init__(self, line, ok, text, index_form=_default_index_form):
-        _object.__setattr__(self, 'line', line)
-        _object.__setattr__(self, 'ok', ok)
-        _object.__setattr__(self, 'text', text)
-        _object.__setattr__(self, 'index_form', index_form)
-    return __init__
-
-
-def _37(_FACTORY, _object):
-    def __init__(self, line, source, steps):
-        _object.__setattr__(self, 'line', line)
-        _object.__setattr__(self, 'source', source)
-        _object.__setattr__(self, 'steps', steps)
-    return __init__
-
-
-def _38(_FACTORY, _object, _factory_used):
-    def __init__(self, line, span, codes, file_level, whole_comment, comment_start, code_end, line_end, used=_FACTORY):
-        self.line = line
-        self.span = span
-        self.codes = codes
-        self.file_level = file_level
-        self.whole_comment = whole_comment
-        self.comment_start = comment_start
-        self.code_end = code_end
-        self.line_end = line_end
-        self.used = _factory_used() if used is _FACTORY else used
-    return __init__
-
-
-def _39(_FACTORY, _object):
+def _23(_FACTORY, _object):
     def __init__(self, line, text, start, width, continues_to):
         _object.__setattr__(self, 'line', line)
         _object.__setattr__(self, 'text', text)
@@ -388,21 +245,14 @@ def _39(_FACTORY, _object):
     return __init__
 
 
-def _40(_FACTORY, _object):
-    def __init__(self, line, what):
-        _object.__setattr__(self, 'line', line)
-        _object.__setattr__(self, 'what', what)
-    return __init__
-
-
-def _41(_FACTORY, _object, _default_span):
+def _24(_FACTORY, _object, _default_span):
     def __init__(self, message, span=_default_span):
         _object.__setattr__(self, 'message', message)
         _object.__setattr__(self, 'span', span)
     return __init__
 
 
-def _42(_FACTORY, _object):
+def _25(_FACTORY, _object):
     def __init__(self, name, annotation, value, span):
         self.name = name
         self.annotation = annotation
@@ -411,7 +261,7 @@ def _42(_FACTORY, _object):
     return __init__
 
 
-def _43(_FACTORY, _object, _default_conventions):
+def _26(_FACTORY, _object, _default_conventions):
     def __init__(self, name, annotation, value, span, conventions=_default_conventions):
         self.name = name
         self.annotation = annotation
@@ -421,16 +271,7 @@ def _43(_FACTORY, _object, _default_conventions):
     return __init__
 
 
-def _44(_FACTORY, _object, _default_lengths):
-    def __init__(self, name, items, span, lengths=_default_lengths):
-        self.name = name
-        self.items = items
-        self.span = span
-        self.lengths = lengths
-    return __init__
-
-
-def _45(_FACTORY, _object, _default_default, _default_required):
+def _27(_FACTORY, _object, _default_default, _default_required):
     def __init__(self, name, kind, default=_default_default, required=_default_required):
         _object.__setattr__(self, 'name', name)
         _object.__setattr__(self, 'kind', kind)
@@ -439,32 +280,7 @@ def _45(_FACTORY, _object, _default_default, _default_required):
     return __init__
 
 
-def _46(_FACTORY, _object, _default_unbound):
-    def __init__(self, name, kind, definition, value, line, unbound=_default_unbound):
-        _object.__setattr__(self, 'name', name)
-        _object.__setattr__(self, 'kind', kind)
-        _object.__setattr__(self, 'definition', definition)
-        _object.__setattr__(self, 'value', value)
-        _object.__setattr__(self, 'line', line)
-        _object.__setattr__(self, 'unbound', unbound)
-    return __init__
-
-
-def _47(_FACTORY, _object, _default_anchor, _default_problem):
-    def __init__(self, name, kind, shape, concrete, output, failed, line, anchor=_default_anchor, problem=_default_problem):
-        _object.__setattr__(self, 'name', name)
-        _object.__setattr__(self, 'kind', kind)
-        _object.__setattr__(self, 'shape', shape)
-        _object.__setattr__(self, 'concrete', concrete)
-        _object.__setattr__(self, 'output', output)
-        _object.__setattr__(self, 'failed', failed)
-        _object.__setattr__(self, 'line', line)
-        _object.__setattr__(self, 'anchor', anchor)
-        _object.__setattr__(self, 'problem', problem)
-    return __init__
-
-
-def _48(_FACTORY, _object, _default_definition):
+def _28(_FACTORY, _object, _default_definition):
     def __init__(self, name, kind, span, definition=_default_definition):
         self.name = name
         self.kind = kind
@@ -473,7 +289,7 @@ def _48(_FACTORY, _object, _default_definition):
     return __init__
 
 
-def _49(_FACTORY, _object, _default_inferred):
+def _29(_FACTORY, _object, _default_inferred):
     def __init__(self, name, kind, value, span, name_span, inferred=_default_inferred):
         _object.__setattr__(self, 'name', name)
         _object.__setattr__(self, 'kind', kind)
@@ -484,28 +300,7 @@ def _49(_FACTORY, _object, _default_inferred):
     return __init__
 
 
-def _50(_FACTORY, _object, _default_x, _default_y, _default_width, _default_height):
-    def __init__(self, name, node, column, x=_default_x, y=_default_y, width=_default_width, height=_default_height):
-        self.name = name
-        self.node = node
-        self.column = column
-        self.x = x
-        self.y = y
-        self.width = width
-        self.height = height
-    return __init__
-
-
-def _51(_FACTORY, _object):
-    def __init__(self, name, params, body, span):
-        self.name = name
-        self.params = params
-        self.body = body
-        self.span = span
-    return __init__
-
-
-def _52(_FACTORY, _object, _default_partners, _default_cost, _default_elementwise):
+def _30(_FACTORY, _object, _default_partners, _default_cost, _default_elementwise):
     def __init__(self, name, params, rule, doc, axes, partners=_default_partners, cost=_default_cost, elementwise=_default_elementwise):
         _object.__setattr__(self, 'name', name)
         _object.__setattr__(self, 'params', params)
@@ -518,7 +313,7 @@ def _52(_FACTORY, _object, _default_partners, _default_cost, _default_elementwis
     return __init__
 
 
-def _53(_FACTORY, _object):
+def _31(_FACTORY, _object):
     def __init__(self, name, shape, span):
         self.name = name
         self.shape = shape
@@ -526,14 +321,14 @@ def _53(_FACTORY, _object):
     return __init__
 
 
-def _54(_FACTORY, _object):
+def _32(_FACTORY, _object):
     def __init__(self, name, span):
         self.name = name
         self.span = span
     return __init__
 
 
-def _55(_FACTORY, _object, _default_depth):
+def _33(_FACTORY, _object, _default_depth):
     def __init__(self, name, span, depth=_default_depth):
         self.name = name
         self.span = span
@@ -541,7 +336,7 @@ def _55(_FACTORY, _object, _default_depth):
     return __init__
 
 
-def _56(_FACTORY, _object, _default_depth, _default_tensor, _default_axis, _default_rank):
+def _34(_FACTORY, _object, _default_depth, _default_tensor, _default_axis, _default_rank):
     def __init__(self, name, span, depth=_default_depth, tensor=_default_tensor, axis=_default_axis, rank=_default_rank):
         self.name = name
         self.span = span
@@ -552,7 +347,7 @@ def _56(_FACTORY, _object, _default_depth, _default_tensor, _default_axis, _defa
     return __init__
 
 
-def _57(_FACTORY, _object):
+def _35(_FACTORY, _object):
     def __init__(self, name, value, span):
         self.name = name
         self.value = value
@@ -560,7 +355,7 @@ def _57(_FACTORY, _object):
     return __init__
 
 
-def _58(_FACTORY, _object, _default_depth):
+def _36(_FACTORY, _object, _default_depth):
     def __init__(self, name, value, span, depth=_default_depth):
         self.name = name
         self.value = value
@@ -569,7 +364,7 @@ def _58(_FACTORY, _object, _default_depth):
     return __init__
 
 
-def _59(_FACTORY, _object, _default_conventions):
+def _37(_FACTORY, _object, _default_conventions):
     def __init__(self, names, span, conventions=_default_conventions):
         self.names = names
         self.span = span
@@ -577,43 +372,7 @@ def _59(_FACTORY, _object, _default_conventions):
     return __init__
 
 
-def _60(_FACTORY, _object, _default_queries, _default_keys, _default_spans, _default_ok):
-    def __init__(self, number, line, title, summary, rows, checks, identity, identity_ok, core_flops, core_value, sequence, queries=_default_queries, keys=_default_keys, spans=_default_spans, ok=_default_ok):
-        _object.__setattr__(self, 'number', number)
-        _object.__setattr__(self, 'line', line)
-        _object.__setattr__(self, 'title', title)
-        _object.__setattr__(self, 'summary', summary)
-        _object.__setattr__(self, 'rows', rows)
-        _object.__setattr__(self, 'checks', checks)
-        _object.__setattr__(self, 'identity', identity)
-        _object.__setattr__(self, 'identity_ok', identity_ok)
-        _object.__setattr__(self, 'core_flops', core_flops)
-        _object.__setattr__(self, 'core_value', core_value)
-        _object.__setattr__(self, 'sequence', sequence)
-        _object.__setattr__(self, 'queries', queries)
-        _object.__setattr__(self, 'keys', keys)
-        _object.__setattr__(self, 'spans', spans)
-        _object.__setattr__(self, 'ok', ok)
-    return __init__
-
-
-def _61(_FACTORY, _object):
-    def __init__(self, number, text, annotations, problems):
-        _object.__setattr__(self, 'number', number)
-        _object.__setattr__(self, 'text', text)
-        _object.__setattr__(self, 'annotations', annotations)
-        _object.__setattr__(self, 'problems', problems)
-    return __init__
-
-
-def _62(_FACTORY, _object, _default_errors_left):
-    def __init__(self, ok, errors_left=_default_errors_left):
-        _object.__setattr__(self, 'ok', ok)
-        _object.__setattr__(self, 'errors_left', errors_left)
-    return __init__
-
-
-def _63(_FACTORY, _object, _default_depth):
+def _38(_FACTORY, _object, _default_depth):
     def __init__(self, op, left, right, span, op_span, depth=_default_depth):
         self.op = op
         self.left = left
@@ -624,7 +383,7 @@ def _63(_FACTORY, _object, _default_depth):
     return __init__
 
 
-def _64(_FACTORY, _object, _default_depth):
+def _39(_FACTORY, _object, _default_depth):
     def __init__(self, op, operand, span, depth=_default_depth):
         self.op = op
         self.operand = operand
@@ -633,7 +392,7 @@ def _64(_FACTORY, _object, _default_depth):
     return __init__
 
 
-def _65(_FACTORY, _object, _default_depth):
+def _40(_FACTORY, _object, _default_depth):
     def __init__(self, operand, indices, span, bracket, depth=_default_depth):
         self.operand = operand
         self.indices = indices
@@ -643,7 +402,7 @@ def _65(_FACTORY, _object, _default_depth):
     return __init__
 
 
-def _66(_FACTORY, _object, _default_depth):
+def _41(_FACTORY, _object, _default_depth):
     def __init__(self, operand, indices, value, span, bracket, depth=_default_depth):
         self.operand = operand
         self.indices = indices
@@ -654,7 +413,7 @@ def _66(_FACTORY, _object, _default_depth):
     return __init__
 
 
-def _67(_FACTORY, _object, _default_depth):
+def _42(_FACTORY, _object, _default_depth):
     def __init__(self, operand, span, depth=_default_depth):
         self.operand = operand
         self.span = span
@@ -662,40 +421,7 @@ def _67(_FACTORY, _object, _default_depth):
     return __init__
 
 
-def _68(_FACTORY, _object, _default_written, _default_result):
-    def __init__(self, path, before, after, applied, written=_default_written, result=_default_result):
-        _object.__setattr__(self, 'path', path)
-        _object.__setattr__(self, 'before', before)
-        _object.__setattr__(self, 'after', after)
-        _object.__setattr__(self, 'applied', applied)
-        _object.__setattr__(self, 'written', written)
-        _object.__setattr__(self, 'result', result)
-    return __init__
-
-
-def _69(_FACTORY, _object, _default_input_files, _default_archive, _default_seed, _default_save, _default_save_all, _default_dtype, _default_max_memory, _default_color, _default_ignore, _factory_defaults, _default_infer, _default_backend, _default_device, _default_fused, _default_source):
-    def __init__(self, path, bindings, input_files=_default_input_files, archive=_default_archive, seed=_default_seed, save=_default_save, save_all=_default_save_all, dtype=_default_dtype, max_memory=_default_max_memory, color=_default_color, ignore=_default_ignore, defaults=_FACTORY, infer=_default_infer, backend=_default_backend, device=_default_device, fused=_default_fused, source=_default_source):
-        _object.__setattr__(self, 'path', path)
-        _object.__setattr__(self, 'bindings', bindings)
-        _object.__setattr__(self, 'input_files', input_files)
-        _object.__setattr__(self, 'archive', archive)
-        _object.__setattr__(self, 'seed', seed)
-        _object.__setattr__(self, 'save', save)
-        _object.__setattr__(self, 'save_all', save_all)
-        _object.__setattr__(self, 'dtype', dtype)
-        _object.__setattr__(self, 'max_memory', max_memory)
-        _object.__setattr__(self, 'color', color)
-        _object.__setattr__(self, 'ignore', ignore)
-        _object.__setattr__(self, 'defaults', _factory_defaults() if defaults is _FACTORY else defaults)
-        _object.__setattr__(self, 'infer', infer)
-        _object.__setattr__(self, 'backend', backend)
-        _object.__setattr__(self, 'device', device)
-        _object.__setattr__(self, 'fused', fused)
-        _object.__setattr__(self, 'source', source)
-    return __init__
-
-
-def _70(_FACTORY, _object, _default_problem, _default_explicit):
+def _43(_FACTORY, _object, _default_problem, _default_explicit):
     def __init__(self, path, problem=_default_problem, explicit=_default_explicit):
         _object.__setattr__(self, 'path', path)
         _object.__setattr__(self, 'problem', problem)
@@ -703,7 +429,7 @@ def _70(_FACTORY, _object, _default_problem, _default_explicit):
     return __init__
 
 
-def _71(_FACTORY, _object, _factory_shapes, _default_inferred, _default_covered):
+def _44(_FACTORY, _object, _factory_shapes, _default_inferred, _default_covered):
     def __init__(self, path, source, diagnostics, shapes=_FACTORY, inferred=_default_inferred, covered=_default_covered):
         self.path = path
         self.source = source
@@ -714,63 +440,7 @@ def _71(_FACTORY, _object, _factory_shapes, _default_inferred, _default_covered)
     return __init__
 
 
-def _72(_FACTORY, _object, _default_names, _default_layouts, _default_dtype, _default_cases, _default_seed, _default_rtol, _default_atol, _default_framework, _default_device, _default_shrink, _default_color, _default_init, _default_args, _default_masks, _default_params, _default_outputs, _default_fused):
-    def __init__(self, path, target, bindings, names=_default_names, layouts=_default_layouts, dtype=_default_dtype, cases=_default_cases, seed=_default_seed, rtol=_default_rtol, atol=_default_atol, framework=_default_framework, device=_default_device, shrink=_default_shrink, color=_default_color, init=_default_init, args=_default_args, masks=_default_masks, params=_default_params, outputs=_default_outputs, fused=_default_fused):
-        _object.__setattr__(self, 'path', path)
-        _object.__setattr__(self, 'target', target)
-        _object.__setattr__(self, 'bindings', bindings)
-        _object.__setattr__(self, 'names', names)
-        _object.__setattr__(self, 'layouts', layouts)
-        _object.__setattr__(self, 'dtype', dtype)
-        _object.__setattr__(self, 'cases', cases)
-        _object.__setattr__(self, 'seed', seed)
-        _object.__setattr__(self, 'rtol', rtol)
-        _object.__setattr__(self, 'atol', atol)
-        _object.__setattr__(self, 'framework', framework)
-        _object.__setattr__(self, 'device', device)
-        _object.__setattr__(self, 'shrink', shrink)
-        _object.__setattr__(self, 'color', color)
-        _object.__setattr__(self, 'init', init)
-        _object.__setattr__(self, 'args', args)
-        _object.__setattr__(self, 'masks', masks)
-        _object.__setattr__(self, 'params', params)
-        _object.__setattr__(self, 'outputs', outputs)
-        _object.__setattr__(self, 'fused', fused)
-    return __init__
-
-
-def _73(_FACTORY, _object, _default_dtype, _factory_uses, _factory__printed, _factory__growth):
-    def __init__(self, program, path, bindings, dtype=_default_dtype, uses=_FACTORY, _printed=_FACTORY, _growth=_FACTORY):
-        self.program = program
-        self.path = path
-        self.bindings = bindings
-        self.dtype = dtype
-        self.uses = _factory_uses() if uses is _FACTORY else uses
-        self._printed = _factory__printed() if _printed is _FACTORY else _printed
-        self._growth = _factory__growth() if _growth is _FACTORY else _growth
-        self.__post_init__()
-    return __init__
-
-
-def _74(_FACTORY, _object):
-    def __init__(self, queries, keys, d, dv, batch, keys_axis):
-        _object.__setattr__(self, 'queries', queries)
-        _object.__setattr__(self, 'keys', keys)
-        _object.__setattr__(self, 'd', d)
-        _object.__setattr__(self, 'dv', dv)
-        _object.__setattr__(self, 'batch', batch)
-        _object.__setattr__(self, 'keys_axis', keys_axis)
-    return __init__
-
-
-def _75(_FACTORY, _object):
-    def __init__(self, ranks, bools):
-        _object.__setattr__(self, 'ranks', ranks)
-        _object.__setattr__(self, 'bools', bools)
-    return __init__
-
-
-def _76(_FACTORY, _object, _default_depth):
+def _45(_FACTORY, _object, _default_depth):
     def __init__(self, receiver, name, args, keywords, span, depth=_default_depth):
         self.receiver = receiver
         self.name = name
@@ -781,16 +451,7 @@ def _76(_FACTORY, _object, _default_depth):
     return __init__
 
 
-def _77(_FACTORY, _object, _default_depth):
-    def __init__(self, receiver, name, span, depth=_default_depth):
-        self.receiver = receiver
-        self.name = name
-        self.span = span
-        self.depth = depth
-    return __init__
-
-
-def _78(_FACTORY, _object, _factory_results, _factory_notices, _factory_settings):
+def _46(_FACTORY, _object, _factory_results, _factory_notices, _factory_settings):
     def __init__(self, results=_FACTORY, notices=_FACTORY, settings=_FACTORY):
         self.results = _factory_results() if results is _FACTORY else results
         self.notices = _factory_notices() if notices is _FACTORY else notices
@@ -798,18 +459,7 @@ def _78(_FACTORY, _object, _factory_results, _factory_notices, _factory_settings
     return __init__
 
 
-def _79(_FACTORY, _object, _default_ok):
-    def __init__(self, role, tensor, shape, concrete, meaning, ok=_default_ok):
-        _object.__setattr__(self, 'role', role)
-        _object.__setattr__(self, 'tensor', tensor)
-        _object.__setattr__(self, 'shape', shape)
-        _object.__setattr__(self, 'concrete', concrete)
-        _object.__setattr__(self, 'meaning', meaning)
-        _object.__setattr__(self, 'ok', ok)
-    return __init__
-
-
-def _80(_FACTORY, _object, _default_file, _default_layers, _default_fail_on, _default_exclude, _default_extend_exclude, _default_per_file_ignores, _factory_dims, _default_respect_gitignore, _default_modules):
+def _47(_FACTORY, _object, _default_file, _default_layers, _default_fail_on, _default_exclude, _default_extend_exclude, _default_per_file_ignores, _factory_dims, _default_respect_gitignore, _default_modules):
     def __init__(self, root, file=_default_file, layers=_default_layers, fail_on=_default_fail_on, exclude=_default_exclude, extend_exclude=_default_extend_exclude, per_file_ignores=_default_per_file_ignores, dims=_FACTORY, respect_gitignore=_default_respect_gitignore, modules=_default_modules):
         _object.__setattr__(self, 'root', root)
         _object.__setattr__(self, 'file', file)
@@ -824,25 +474,7 @@ def _80(_FACTORY, _object, _default_file, _default_layers, _default_fail_on, _de
     return __init__
 
 
-def _81(_FACTORY, _object):
-    def __init__(self, rows, total, total_value, partial, largest):
-        _object.__setattr__(self, 'rows', rows)
-        _object.__setattr__(self, 'total', total)
-        _object.__setattr__(self, 'total_value', total_value)
-        _object.__setattr__(self, 'partial', partial)
-        _object.__setattr__(self, 'largest', largest)
-    return __init__
-
-
-def _82(_FACTORY, _object, _default_select, _default_extend_select, _default_ignore):
-    def __init__(self, select=_default_select, extend_select=_default_extend_select, ignore=_default_ignore):
-        _object.__setattr__(self, 'select', select)
-        _object.__setattr__(self, 'extend_select', extend_select)
-        _object.__setattr__(self, 'ignore', ignore)
-    return __init__
-
-
-def _83(_FACTORY, _object, _default_select, _default_extend_select, _default_ignore, _default_exclude, _default_extend_exclude, _default_fail_on, _factory_inline):
+def _48(_FACTORY, _object, _default_select, _default_extend_select, _default_ignore, _default_exclude, _default_extend_exclude, _default_fail_on, _factory_inline):
     def __init__(self, select=_default_select, extend_select=_default_extend_select, ignore=_default_ignore, exclude=_default_exclude, extend_exclude=_default_extend_exclude, fail_on=_default_fail_on, inline=_FACTORY):
         _object.__setattr__(self, 'select', select)
         _object.__setattr__(self, 'extend_select', extend_select)
@@ -854,21 +486,7 @@ def _83(_FACTORY, _object, _default_select, _default_extend_select, _default_ign
     return __init__
 
 
-def _84(_FACTORY, _object, _default_anchor, _default_node, _default_card):
-    def __init__(self, severity, code, line, column, message, frame, anchor=_default_anchor, node=_default_node, card=_default_card):
-        _object.__setattr__(self, 'severity', severity)
-        _object.__setattr__(self, 'code', code)
-        _object.__setattr__(self, 'line', line)
-        _object.__setattr__(self, 'column', column)
-        _object.__setattr__(self, 'message', message)
-        _object.__setattr__(self, 'frame', frame)
-        _object.__setattr__(self, 'anchor', anchor)
-        _object.__setattr__(self, 'node', node)
-        _object.__setattr__(self, 'card', card)
-    return __init__
-
-
-def _85(_FACTORY, _object, _default_is_bool, _default_dim, _default_element):
+def _49(_FACTORY, _object, _default_is_bool, _default_dim, _default_element):
     def __init__(self, shape, is_bool=_default_is_bool, dim=_default_dim, element=_default_element):
         _object.__setattr__(self, 'shape', shape)
         _object.__setattr__(self, 'is_bool', is_bool)
@@ -877,7 +495,7 @@ def _85(_FACTORY, _object, _default_is_bool, _default_dim, _default_element):
     return __init__
 
 
-def _86(_FACTORY, _object, _factory_tensors, _factory_outputs, _factory_diagnostics, _factory_types, _factory_calls, _factory_subscripts, _factory_undeclared, _default_inferred, _default_infer, _default_recheck, _default_meaning, _default_functions, _default_masks, _default_recheck_statements):
+def _50(_FACTORY, _object, _factory_tensors, _factory_outputs, _factory_diagnostics, _factory_types, _factory_calls, _factory_subscripts, _factory_undeclared, _default_inferred, _default_infer, _default_recheck, _default_meaning, _default_functions, _default_masks, _default_recheck_statements):
     def __init__(self, source, statements, dims, tensors=_FACTORY, outputs=_FACTORY, diagnostics=_FACTORY, types=_FACTORY, calls=_FACTORY, subscripts=_FACTORY, undeclared=_FACTORY, inferred=_default_inferred, infer=_default_infer, recheck=_default_recheck, meaning=_default_meaning, functions=_default_functions, masks=_default_masks, recheck_statements=_default_recheck_statements):
         self.source = source
         self.statements = statements
@@ -899,16 +517,7 @@ def _86(_FACTORY, _object, _factory_tensors, _factory_outputs, _factory_diagnost
     return __init__
 
 
-def _87(_FACTORY, _object, _default_failed):
-    def __init__(self, source, target, label, failed=_default_failed):
-        _object.__setattr__(self, 'source', source)
-        _object.__setattr__(self, 'target', target)
-        _object.__setattr__(self, 'label', label)
-        _object.__setattr__(self, 'failed', failed)
-    return __init__
-
-
-def _88(_FACTORY, _object, _default_at_start, _default_newline):
+def _51(_FACTORY, _object, _default_at_start, _default_newline):
     def __init__(self, span, at_start=_default_at_start, newline=_default_newline):
         _object.__setattr__(self, 'span', span)
         _object.__setattr__(self, 'at_start', at_start)
@@ -916,29 +525,14 @@ def _88(_FACTORY, _object, _default_at_start, _default_newline):
     return __init__
 
 
-def _89(_FACTORY, _object):
-    def __init__(self, span, code, candidates):
-        _object.__setattr__(self, 'span', span)
-        _object.__setattr__(self, 'code', code)
-        _object.__setattr__(self, 'candidates', candidates)
-    return __init__
-
-
-def _90(_FACTORY, _object, _default_depth):
+def _52(_FACTORY, _object, _default_depth):
     def __init__(self, span, depth=_default_depth):
         self.span = span
         self.depth = depth
     return __init__
 
 
-def _91(_FACTORY, _object):
-    def __init__(self, span, replacement):
-        _object.__setattr__(self, 'span', span)
-        _object.__setattr__(self, 'replacement', replacement)
-    return __init__
-
-
-def _92(_FACTORY, _object, _default_depth):
+def _53(_FACTORY, _object, _default_depth):
     def __init__(self, start, stop, step, span, depth=_default_depth):
         self.start = start
         self.stop = stop
@@ -948,59 +542,14 @@ def _92(_FACTORY, _object, _default_depth):
     return __init__
 
 
-def _93(_FACTORY, _object, _default_replayable, _default_movable, _default_dims, _default_tree, _default_relied):
-    def __init__(self, statement, line, mentions, inputs, kinds, added, used, replayable=_default_replayable, movable=_default_movable, dims=_default_dims, tree=_default_tree, relied=_default_relied):
-        self.statement = statement
-        self.line = line
-        self.mentions = mentions
-        self.inputs = inputs
-        self.kinds = kinds
-        self.added = added
-        self.used = used
-        self.replayable = replayable
-        self.movable = movable
-        self.dims = dims
-        self.tree = tree
-        self.relied = relied
-    return __init__
-
-
-def _94(_FACTORY, _object, _default_masks, _default_missing, _default_attention):
-    def __init__(self, statement, output, weights, softmax, scores, query, key, key_given_transposed, value, masks=_default_masks, missing=_default_missing, attention=_default_attention):
-        _object.__setattr__(self, 'statement', statement)
-        _object.__setattr__(self, 'output', output)
-        _object.__setattr__(self, 'weights', weights)
-        _object.__setattr__(self, 'softmax', softmax)
-        _object.__setattr__(self, 'scores', scores)
-        _object.__setattr__(self, 'query', query)
-        _object.__setattr__(self, 'key', key)
-        _object.__setattr__(self, 'key_given_transposed', key_given_transposed)
-        _object.__setattr__(self, 'value', value)
-        _object.__setattr__(self, 'masks', masks)
-        _object.__setattr__(self, 'missing', missing)
-        _object.__setattr__(self, 'attention', attention)
-    return __init__
-
-
-def _95(_FACTORY, _object):
+def _54(_FACTORY, _object):
     def __init__(self, statements, diagnostics):
         self.statements = statements
         self.diagnostics = diagnostics
     return __init__
 
 
-def _96(_FACTORY, _object, _default_sizes, _default_positions, _default_inputs, _default_detail, _default_depends):
-    def __init__(self, status, sizes=_default_sizes, positions=_default_positions, inputs=_default_inputs, detail=_default_detail, depends=_default_depends):
-        _object.__setattr__(self, 'status', status)
-        _object.__setattr__(self, 'sizes', sizes)
-        _object.__setattr__(self, 'positions', positions)
-        _object.__setattr__(self, 'inputs', inputs)
-        _object.__setattr__(self, 'detail', detail)
-        _object.__setattr__(self, 'depends', depends)
-    return __init__
-
-
-def _97(_FACTORY, _object, _default_values, _default_unknown):
+def _55(_FACTORY, _object, _default_values, _default_unknown):
     def __init__(self, status, values=_default_values, unknown=_default_unknown):
         _object.__setattr__(self, 'status', status)
         _object.__setattr__(self, 'values', values)
@@ -1008,7 +557,7 @@ def _97(_FACTORY, _object, _default_values, _default_unknown):
     return __init__
 
 
-def _98(_FACTORY, _object, _default_in_constraint, _default_needed_fixes):
+def _56(_FACTORY, _object, _default_in_constraint, _default_needed_fixes):
     def __init__(self, system, resolve, diagnostics, in_constraint=_default_in_constraint, needed_fixes=_default_needed_fixes):
         self.system = system
         self.resolve = resolve
@@ -1018,7 +567,7 @@ def _98(_FACTORY, _object, _default_in_constraint, _default_needed_fixes):
     return __init__
 
 
-def _99(_FACTORY, _object):
+def _57(_FACTORY, _object):
     def __init__(self, target, indices, value, span, bracket):
         self.target = target
         self.indices = indices
@@ -1028,7 +577,7 @@ def _99(_FACTORY, _object):
     return __init__
 
 
-def _100(_FACTORY, _object):
+def _58(_FACTORY, _object):
     def __init__(self, targets, value, span):
         self.targets = targets
         self.value = value
@@ -1036,48 +585,7 @@ def _100(_FACTORY, _object):
     return __init__
 
 
-def _101(_FACTORY, _object):
-    def __init__(self, text, applied, rounds):
-        _object.__setattr__(self, 'text', text)
-        _object.__setattr__(self, 'applied', applied)
-        _object.__setattr__(self, 'rounds', rounds)
-    return __init__
-
-
-def _102(_FACTORY, _object, _default_parsed):
-    def __init__(self, text, column, line, offset, statement, problem, parsed=_default_parsed):
-        self.text = text
-        self.column = column
-        self.line = line
-        self.offset = offset
-        self.statement = statement
-        self.problem = problem
-        self.parsed = parsed
-    return __init__
-
-
-def _103(_FACTORY, _object):
-    def __init__(self, text, line, column, span, defines, is_dim):
-        _object.__setattr__(self, 'text', text)
-        _object.__setattr__(self, 'line', line)
-        _object.__setattr__(self, 'column', column)
-        _object.__setattr__(self, 'span', span)
-        _object.__setattr__(self, 'defines', defines)
-        _object.__setattr__(self, 'is_dim', is_dim)
-    return __init__
-
-
-def _104(_FACTORY, _object):
-    def __init__(self, text, line, ok, status, uses):
-        _object.__setattr__(self, 'text', text)
-        _object.__setattr__(self, 'line', line)
-        _object.__setattr__(self, 'ok', ok)
-        _object.__setattr__(self, 'status', status)
-        _object.__setattr__(self, 'uses', uses)
-    return __init__
-
-
-def _105(_FACTORY, _object, _default_eliminates, _default_sides):
+def _59(_FACTORY, _object, _default_eliminates, _default_sides):
     def __init__(self, text, span, eliminates=_default_eliminates, sides=_default_sides):
         self.text = text
         self.span = span
@@ -1086,60 +594,7 @@ def _105(_FACTORY, _object, _default_eliminates, _default_sides):
     return __init__
 
 
-def _106(_FACTORY, _object):
-    def __init__(self, title, ok, verdict, dims, layers, others, problems, version):
-        _object.__setattr__(self, 'title', title)
-        _object.__setattr__(self, 'ok', ok)
-        _object.__setattr__(self, 'verdict', verdict)
-        _object.__setattr__(self, 'dims', dims)
-        _object.__setattr__(self, 'layers', layers)
-        _object.__setattr__(self, 'others', others)
-        _object.__setattr__(self, 'problems', problems)
-        _object.__setattr__(self, 'version', version)
-    return __init__
-
-
-def _107(_FACTORY, _object, _default_masks):
-    def __init__(self, title, path, ok, verdict, errors, warnings, bindings, dtype, version, lines, problems, dims, constraints, identities, cards, unfilled_cards, cost, reasoning, nodes, edges, masks=_default_masks):
-        _object.__setattr__(self, 'title', title)
-        _object.__setattr__(self, 'path', path)
-        _object.__setattr__(self, 'ok', ok)
-        _object.__setattr__(self, 'verdict', verdict)
-        _object.__setattr__(self, 'errors', errors)
-        _object.__setattr__(self, 'warnings', warnings)
-        _object.__setattr__(self, 'bindings', bindings)
-        _object.__setattr__(self, 'dtype', dtype)
-        _object.__setattr__(self, 'version', version)
-        _object.__setattr__(self, 'lines', lines)
-        _object.__setattr__(self, 'problems', problems)
-        _object.__setattr__(self, 'dims', dims)
-        _object.__setattr__(self, 'constraints', constraints)
-        _object.__setattr__(self, 'identities', identities)
-        _object.__setattr__(self, 'cards', cards)
-        _object.__setattr__(self, 'unfilled_cards', unfilled_cards)
-        _object.__setattr__(self, 'cost', cost)
-        _object.__setattr__(self, 'reasoning', reasoning)
-        _object.__setattr__(self, 'nodes', nodes)
-        _object.__setattr__(self, 'edges', edges)
-        _object.__setattr__(self, 'masks', masks)
-    return __init__
-
-
-def _108(_FACTORY, _object, _factory_dims, _default_ignore, _default_config_problem, _default__bound):
-    def __init__(self, uri, version, text, program, parsed, dims=_FACTORY, ignore=_default_ignore, config_problem=_default_config_problem, _bound=_default__bound):
-        self.uri = uri
-        self.version = version
-        self.text = text
-        self.program = program
-        self.parsed = parsed
-        self.dims = _factory_dims() if dims is _FACTORY else dims
-        self.ignore = ignore
-        self.config_problem = config_problem
-        self._bound = _bound
-    return __init__
-
-
-def _109(_FACTORY, _object, _default_depth):
+def _60(_FACTORY, _object, _default_depth):
     def __init__(self, value, span, depth=_default_depth):
         self.value = value
         self.span = span
@@ -1147,7 +602,7 @@ def _109(_FACTORY, _object, _default_depth):
     return __init__
 
 
-def _110(_FACTORY, _object, _default_depth):
+def _61(_FACTORY, _object, _default_depth):
     def __init__(self, value, text, span, depth=_default_depth):
         self.value = value
         self.text = text
@@ -1156,138 +611,69 @@ def _110(_FACTORY, _object, _default_depth):
     return __init__
 
 
-def _111(_FACTORY, _object, _default_definitions, _default_constraints, _default_bound):
-    def __init__(self, verdict, method, definitions=_default_definitions, constraints=_default_constraints, bound=_default_bound):
-        _object.__setattr__(self, 'verdict', verdict)
-        _object.__setattr__(self, 'method', method)
-        _object.__setattr__(self, 'definitions', definitions)
-        _object.__setattr__(self, 'constraints', constraints)
-        _object.__setattr__(self, 'bound', bound)
-    return __init__
-
-
-def _112(_FACTORY, _object):
-    def __init__(self, word, args, span):
-        self.word = word
-        self.args = args
-        self.span = span
-    return __init__
-
-
 INITS = {
     'def __init__(self, ):\n    pass\n': _0,
-    "def __init__(self, axis, index):\n    _object.__setattr__(self, 'axis', axis)\n    _object.__setattr__(self, 'index', index)\n": _1,
-    "def __init__(self, axis, start, stop, step, length):\n    _object.__setattr__(self, 'axis', axis)\n    _object.__setattr__(self, 'start', start)\n    _object.__setattr__(self, 'stop', stop)\n    _object.__setattr__(self, 'step', step)\n    _object.__setattr__(self, 'length', length)\n": _2,
-    'def __init__(self, bindings=_FACTORY, dims=_FACTORY, constraints=_FACTORY, _symbols=_FACTORY, _values=_FACTORY, _derived=_FACTORY, _eliminated=_FACTORY, _eliminated_by=_FACTORY, _relations=_FACTORY, _opaque=_FACTORY, _lower=_FACTORY, _facts=_FACTORY, _resolved=_FACTORY, _resolved_unvalued=_FACTORY, _resolved_sizes=_FACTORY, _users=_FACTORY, _canon_cache=_FACTORY, _unequal=_FACTORY, _answers=_FACTORY, _relying=_FACTORY, relation_uses=_default_relation_uses, _basis=_default__basis, _derived_bindings=_FACTORY, _unbound_view=_default__unbound_view, taken=_default_taken, at=_default_at):\n    self.bindings = _factory_bindings() if bindings is _FACTORY else bindings\n    self.dims = _factory_dims() if dims is _FACTORY else dims\n    self.constraints = _factory_constraints() if constraints is _FACTORY else constraints\n    self._symbols = _factory__symbols() if _symbols is _FACTORY else _symbols\n    self._values = _factory__values() if _values is _FACTORY else _values\n    self._derived = _factory__derived() if _derived is _FACTORY else _derived\n    self._eliminated = _factory__eliminated() if _eliminated is _FACTORY else _eliminated\n    self._eliminated_by = _factory__eliminated_by() if _eliminated_by is _FACTORY else _eliminated_by\n    self._relations = _factory__relations() if _relations is _FACTORY else _relations\n    self._opaque = _factory__opaque() if _opaque is _FACTORY else _opaque\n    self._lower = _factory__lower() if _lower is _FACTORY else _lower\n    self._facts = _factory__facts() if _facts is _FACTORY else _facts\n    self._resolved = _factory__resolved() if _resolved is _FACTORY else _resolved\n    self._resolved_unvalued = _factory__resolved_unvalued() if _resolved_unvalued is _FACTORY else _resolved_unvalued\n    self._resolved_sizes = _factory__resolved_sizes() if _resolved_sizes is _FACTORY else _resolved_sizes\n    self._users = _factory__users() if _users is _FACTORY else _users\n    self._canon_cache = _factory__canon_cache() if _canon_cache is _FACTORY else _canon_cache\n    self._unequal = _factory__unequal() if _unequal is _FACTORY else _unequal\n    self._answers = _factory__answers() if _answers is _FACTORY else _answers\n    self._relying = _factory__relying() if _relying is _FACTORY else _relying\n    self.relation_uses = relation_uses\n    self._basis = _basis\n    self._derived_bindings = _factory__derived_bindings() if _derived_bindings is _FACTORY else _derived_bindings\n    self._unbound_view = _unbound_view\n    self.taken = taken\n    self.at = at\n': _3,
-    "def __init__(self, builtin, args):\n    _object.__setattr__(self, 'builtin', builtin)\n    _object.__setattr__(self, 'args', args)\n": _4,
-    "def __init__(self, builtin, positional=_default_positional, sizes=_default_sizes, receiver=_default_receiver, written=_default_written):\n    _object.__setattr__(self, 'builtin', builtin)\n    _object.__setattr__(self, 'positional', positional)\n    _object.__setattr__(self, 'sizes', sizes)\n    _object.__setattr__(self, 'receiver', receiver)\n    _object.__setattr__(self, 'written', written)\n": _5,
-    'def __init__(self, checker, node, params, normalised=_FACTORY):\n    self.checker = checker\n    self.node = node\n    self.params = params\n    self.normalised = _factory_normalised() if normalised is _FACTORY else normalised\n': _6,
-    "def __init__(self, code, severity, message, span, notes=_default_notes, help=_default_help, fixes=_default_fixes, counterexample=_default_counterexample):\n    _object.__setattr__(self, 'code', code)\n    _object.__setattr__(self, 'severity', severity)\n    _object.__setattr__(self, 'message', message)\n    _object.__setattr__(self, 'span', span)\n    _object.__setattr__(self, 'notes', notes)\n    _object.__setattr__(self, 'help', help)\n    _object.__setattr__(self, 'fixes', fixes)\n    _object.__setattr__(self, 'counterexample', counterexample)\n": _7,
-    "def __init__(self, data, name=_default_name):\n    _object.__setattr__(self, 'data', data)\n    _object.__setattr__(self, 'name', name)\n": _8,
-    'def __init__(self, defines, is_dim, span, mentions=_default_mentions):\n    self.defines = defines\n    self.is_dim = is_dim\n    self.span = span\n    self.mentions = mentions\n': _9,
-    'def __init__(self, definitions=_FACTORY, claims=_FACTORY, applications=_FACTORY, tables=_FACTORY, calls=_FACTORY, moved=_FACTORY, mentions=_FACTORY):\n    self.definitions = _factory_definitions() if definitions is _FACTORY else definitions\n    self.claims = _factory_claims() if claims is _FACTORY else claims\n    self.applications = _factory_applications() if applications is _FACTORY else applications\n    self.tables = _factory_tables() if tables is _FACTORY else tables\n    self.calls = _factory_calls() if calls is _FACTORY else calls\n    self.moved = _factory_moved() if moved is _FACTORY else moved\n    self.mentions = _factory_mentions() if mentions is _FACTORY else mentions\n': _10,
-    'def __init__(self, dims, is_bool, span, element=_default_element):\n    self.dims = dims\n    self.is_bool = is_bool\n    self.span = span\n    self.element = element\n': _11,
-    'def __init__(self, dims=_FACTORY, positions=_FACTORY, ranges=_FACTORY, constraints=_FACTORY, choosable=_FACTORY):\n    self.dims = _factory_dims() if dims is _FACTORY else dims\n    self.positions = _factory_positions() if positions is _FACTORY else positions\n    self.ranges = _factory_ranges() if ranges is _FACTORY else ranges\n    self.constraints = _factory_constraints() if constraints is _FACTORY else constraints\n    self.choosable = _factory_choosable() if choosable is _FACTORY else choosable\n': _12,
-    "def __init__(self, enabled):\n    _object.__setattr__(self, 'enabled', enabled)\n": _13,
-    "def __init__(self, entries):\n    _object.__setattr__(self, 'entries', entries)\n": _14,
-    "def __init__(self, files, errors, warnings, code_warnings=_default_code_warnings):\n    _object.__setattr__(self, 'files', files)\n    _object.__setattr__(self, 'errors', errors)\n    _object.__setattr__(self, 'warnings', warnings)\n    _object.__setattr__(self, 'code_warnings', code_warnings)\n": _15,
-    'def __init__(self, flops, ops=_FACTORY):\n    self.flops = flops\n    self.ops = _factory_ops() if ops is _FACTORY else ops\n': _16,
-    'def __init__(self, func, args, keywords, span, depth=_default_depth):\n    self.func = func\n    self.args = args\n    self.keywords = keywords\n    self.span = span\n    self.depth = depth\n': _17,
-    "def __init__(self, gens, polys):\n    _object.__setattr__(self, 'gens', gens)\n    _object.__setattr__(self, 'polys', polys)\n": _18,
-    'def __init__(self, guess, unifier, shapes, blocking):\n    self.guess = guess\n    self.unifier = unifier\n    self.shapes = shapes\n    self.blocking = blocking\n': _19,
-    "def __init__(self, help, edits, safe=_default_safe):\n    _object.__setattr__(self, 'help', help)\n    _object.__setattr__(self, 'edits', edits)\n    _object.__setattr__(self, 'safe', safe)\n": _20,
-    "def __init__(self, id, name, severity, summary, message, what, why, example, fix, about_tool=_default_about_tool):\n    _object.__setattr__(self, 'id', id)\n    _object.__setattr__(self, 'name', name)\n    _object.__setattr__(self, 'severity', severity)\n    _object.__setattr__(self, 'summary', summary)\n    _object.__setattr__(self, 'message', message)\n    _object.__setattr__(self, 'what', what)\n    _object.__setattr__(self, 'why', why)\n    _object.__setattr__(self, 'example', example)\n    _object.__setattr__(self, 'fix', fix)\n    _object.__setattr__(self, 'about_tool', about_tool)\n": _21,
-    'def __init__(self, inference, attempt, names=_FACTORY):\n    self.inference = inference\n    self.attempt = attempt\n    self.names = _factory_names() if names is _FACTORY else names\n': _22,
-    'def __init__(self, inner, span, depth=_default_depth):\n    self.inner = inner\n    self.span = span\n    self.depth = depth\n': _23,
-    "def __init__(self, inputs, output):\n    _object.__setattr__(self, 'inputs', inputs)\n    _object.__setattr__(self, 'output', output)\n": _24,
-    'def __init__(self, items, span, depth=_default_depth):\n    self.items = items\n    self.span = span\n    self.depth = depth\n': _25,
-    "def __init__(self, kind, key, index=_default_index, start=_default_start, stop=_default_stop, step=_default_step):\n    _object.__setattr__(self, 'kind', kind)\n    _object.__setattr__(self, 'key', key)\n    _object.__setattr__(self, 'index', index)\n    _object.__setattr__(self, 'start', start)\n    _object.__setattr__(self, 'stop', stop)\n    _object.__setattr__(self, 'step', step)\n": _26,
-    'def __init__(self, kind, name, shape, span, conventions=_default_conventions):\n    self.kind = kind\n    self.name = name\n    self.shape = shape\n    self.span = span\n    self.conventions = conventions\n': _27,
-    'def __init__(self, kind=_FACTORY, used=_FACTORY):\n    self.kind = _factory_kind() if kind is _FACTORY else kind\n    self.used = _factory_used() if used is _FACTORY else used\n': _28,
-    "def __init__(self, label, detail, report):\n    _object.__setattr__(self, 'label', label)\n    _object.__setattr__(self, 'detail', detail)\n    _object.__setattr__(self, 'report', report)\n": _29,
-    "def __init__(self, label, shape, concrete, status, note=_default_note, unbound=_default_unbound):\n    _object.__setattr__(self, 'label', label)\n    _object.__setattr__(self, 'shape', shape)\n    _object.__setattr__(self, 'concrete', concrete)\n    _object.__setattr__(self, 'status', status)\n    _object.__setattr__(self, 'note', note)\n    _object.__setattr__(self, 'unbound', unbound)\n": _30,
-    "def __init__(self, label, text, ok):\n    _object.__setattr__(self, 'label', label)\n    _object.__setattr__(self, 'text', text)\n    _object.__setattr__(self, 'ok', ok)\n": _31,
-    'def __init__(self, lark, postlex):\n    self.lark = lark\n    self.postlex = postlex\n': _32,
-    'def __init__(self, left, op, right, span):\n    self.left = left\n    self.op = op\n    self.right = right\n    self.span = span\n': _33,
-    'def __init__(self, limit=_default_limit, items=_FACTORY, dropped=_default_dropped, seen=_FACTORY):\n    self.limit = limit\n    self.items = _factory_items() if items is _FACTORY else items\n    self.dropped = dropped\n    self.seen = _factory_seen() if seen is _FACTORY else seen\n': _34,
-    "def __init__(self, line, name, flops, flops_value, bytes, bytes_value, ops, blank=_default_blank):\n    _object.__setattr__(self, 'line', line)\n    _object.__setattr__(self, 'name', name)\n    _object.__setattr__(self, 'flops', flops)\n    _object.__setattr__(self, 'flops_value', flops_value)\n    _object.__setattr__(self, 'bytes', bytes)\n    _object.__setattr__(self, 'bytes_value', bytes_value)\n    _object.__setattr__(self, 'ops', ops)\n    _object.__setattr__(self, 'blank', blank)\n": _35,
-    "def __init__(self, line, ok, text, index_form=_default_index_form):\n    _object.__setattr__(self, 'line', line)\n    _object.__setattr__(self, 'ok', ok)\n    _object.__setattr__(self, 'text', text)\n    _object.__setattr__(self, 'index_form', index_form)\n": _36,
-    "def __init__(self, line, source, steps):\n    _object.__setattr__(self, 'line', line)\n    _object.__setattr__(self, 'source', source)\n    _object.__setattr__(self, 'steps', steps)\n": _37,
-    'def __init__(self, line, span, codes, file_level, whole_comment, comment_start, code_end, line_end, used=_FACTORY):\n    self.line = line\n    self.span = span\n    self.codes = codes\n    self.file_level = file_level\n    self.whole_comment = whole_comment\n    self.comment_start = comment_start\n    self.code_end = code_end\n    self.line_end = line_end\n    self.used = _factory_used() if used is _FACTORY else used\n': _38,
-    "def __init__(self, line, text, start, width, continues_to):\n    _object.__setattr__(self, 'line', line)\n    _object.__setattr__(self, 'text', text)\n    _object.__setattr__(self, 'start', start)\n    _object.__setattr__(self, 'width', width)\n    _object.__setattr__(self, 'continues_to', continues_to)\n": _39,
-    "def __init__(self, line, what):\n    _object.__setattr__(self, 'line', line)\n    _object.__setattr__(self, 'what', what)\n": _40,
-    "def __init__(self, message, span=_default_span):\n    _object.__setattr__(self, 'message', message)\n    _object.__setattr__(self, 'span', span)\n": _41,
-    'def __init__(self, name, annotation, value, span):\n    self.name = name\n    self.annotation = annotation\n    self.value = value\n    self.span = span\n': _42,
-    'def __init__(self, name, annotation, value, span, conventions=_default_conventions):\n    self.name = name\n    self.annotation = annotation\n    self.value = value\n    self.span = span\n    self.conventions = conventions\n': _43,
-    'def __init__(self, name, items, span, lengths=_default_lengths):\n    self.name = name\n    self.items = items\n    self.span = span\n    self.lengths = lengths\n': _44,
-    "def __init__(self, name, kind, default=_default_default, required=_default_required):\n    _object.__setattr__(self, 'name', name)\n    _object.__setattr__(self, 'kind', kind)\n    _object.__setattr__(self, 'default', default)\n    _object.__setattr__(self, 'required', required)\n": _45,
-    "def __init__(self, name, kind, definition, value, line, unbound=_default_unbound):\n    _object.__setattr__(self, 'name', name)\n    _object.__setattr__(self, 'kind', kind)\n    _object.__setattr__(self, 'definition', definition)\n    _object.__setattr__(self, 'value', value)\n    _object.__setattr__(self, 'line', line)\n    _object.__setattr__(self, 'unbound', unbound)\n": _46,
-    "def __init__(self, name, kind, shape, concrete, output, failed, line, anchor=_default_anchor, problem=_default_problem):\n    _object.__setattr__(self, 'name', name)\n    _object.__setattr__(self, 'kind', kind)\n    _object.__setattr__(self, 'shape', shape)\n    _object.__setattr__(self, 'concrete', concrete)\n    _object.__setattr__(self, 'output', output)\n    _object.__setattr__(self, 'failed', failed)\n    _object.__setattr__(self, 'line', line)\n    _object.__setattr__(self, 'anchor', anchor)\n    _object.__setattr__(self, 'problem', problem)\n": _47,
-    'def __init__(self, name, kind, span, definition=_default_definition):\n    self.name = name\n    self.kind = kind\n    self.span = span\n    self.definition = definition\n': _48,
-    "def __init__(self, name, kind, value, span, name_span, inferred=_default_inferred):\n    _object.__setattr__(self, 'name', name)\n    _object.__setattr__(self, 'kind', kind)\n    _object.__setattr__(self, 'value', value)\n    _object.__setattr__(self, 'span', span)\n    _object.__setattr__(self, 'name_span', name_span)\n    _object.__setattr__(self, 'inferred', inferred)\n": _49,
-    'def __init__(self, name, node, column, x=_default_x, y=_default_y, width=_default_width, height=_default_height):\n    self.name = name\n    self.node = node\n    self.column = column\n    self.x = x\n    self.y = y\n    self.width = width\n    self.height = height\n': _50,
-    'def __init__(self, name, params, body, span):\n    self.name = name\n    self.params = params\n    self.body = body\n    self.span = span\n': _51,
-    "def __init__(self, name, params, rule, doc, axes, partners=_default_partners, cost=_default_cost, elementwise=_default_elementwise):\n    _object.__setattr__(self, 'name', name)\n    _object.__setattr__(self, 'params', params)\n    _object.__setattr__(self, 'rule', rule)\n    _object.__setattr__(self, 'doc', doc)\n    _object.__setattr__(self, 'axes', axes)\n    _object.__setattr__(self, 'partners', partners)\n    _object.__setattr__(self, 'cost', cost)\n    _object.__setattr__(self, 'elementwise', elementwise)\n": _52,
-    'def __init__(self, name, shape, span):\n    self.name = name\n    self.shape = shape\n    self.span = span\n': _53,
-    'def __init__(self, name, span):\n    self.name = name\n    self.span = span\n': _54,
-    'def __init__(self, name, span, depth=_default_depth):\n    self.name = name\n    self.span = span\n    self.depth = depth\n': _55,
-    'def __init__(self, name, span, depth=_default_depth, tensor=_default_tensor, axis=_default_axis, rank=_default_rank):\n    self.name = name\n    self.span = span\n    self.depth = depth\n    self.tensor = tensor\n    self.axis = axis\n    self.rank = rank\n': _56,
-    'def __init__(self, name, value, span):\n    self.name = name\n    self.value = value\n    self.span = span\n': _57,
-    'def __init__(self, name, value, span, depth=_default_depth):\n    self.name = name\n    self.value = value\n    self.span = span\n    self.depth = depth\n': _58,
-    'def __init__(self, names, span, conventions=_default_conventions):\n    self.names = names\n    self.span = span\n    self.conventions = conventions\n': _59,
-    "def __init__(self, number, line, title, summary, rows, checks, identity, identity_ok, core_flops, core_value, sequence, queries=_default_queries, keys=_default_keys, spans=_default_spans, ok=_default_ok):\n    _object.__setattr__(self, 'number', number)\n    _object.__setattr__(self, 'line', line)\n    _object.__setattr__(self, 'title', title)\n    _object.__setattr__(self, 'summary', summary)\n    _object.__setattr__(self, 'rows', rows)\n    _object.__setattr__(self, 'checks', checks)\n    _object.__setattr__(self, 'identity', identity)\n    _object.__setattr__(self, 'identity_ok', identity_ok)\n    _object.__setattr__(self, 'core_flops', core_flops)\n    _object.__setattr__(self, 'core_value', core_value)\n    _object.__setattr__(self, 'sequence', sequence)\n    _object.__setattr__(self, 'queries', queries)\n    _object.__setattr__(self, 'keys', keys)\n    _object.__setattr__(self, 'spans', spans)\n    _object.__setattr__(self, 'ok', ok)\n": _60,
-    "def __init__(self, number, text, annotations, problems):\n    _object.__setattr__(self, 'number', number)\n    _object.__setattr__(self, 'text', text)\n    _object.__setattr__(self, 'annotations', annotations)\n    _object.__setattr__(self, 'problems', problems)\n": _61,
-    "def __init__(self, ok, errors_left=_default_errors_left):\n    _object.__setattr__(self, 'ok', ok)\n    _object.__setattr__(self, 'errors_left', errors_left)\n": _62,
-    'def __init__(self, op, left, right, span, op_span, depth=_default_depth):\n    self.op = op\n    self.left = left\n    self.right = right\n    self.span = span\n    self.op_span = op_span\n    self.depth = depth\n': _63,
-    'def __init__(self, op, operand, span, depth=_default_depth):\n    self.op = op\n    self.operand = operand\n    self.span = span\n    self.depth = depth\n': _64,
-    'def __init__(self, operand, indices, span, bracket, depth=_default_depth):\n    self.operand = operand\n    self.indices = indices\n    self.span = span\n    self.bracket = bracket\n    self.depth = depth\n': _65,
-    'def __init__(self, operand, indices, value, span, bracket, depth=_default_depth):\n    self.operand = operand\n    self.indices = indices\n    self.value = value\n    self.span = span\n    self.bracket = bracket\n    self.depth = depth\n': _66,
-    'def __init__(self, operand, span, depth=_default_depth):\n    self.operand = operand\n    self.span = span\n    self.depth = depth\n': _67,
-    "def __init__(self, path, before, after, applied, written=_default_written, result=_default_result):\n    _object.__setattr__(self, 'path', path)\n    _object.__setattr__(self, 'before', before)\n    _object.__setattr__(self, 'after', after)\n    _object.__setattr__(self, 'applied', applied)\n    _object.__setattr__(self, 'written', written)\n    _object.__setattr__(self, 'result', result)\n": _68,
-    "def __init__(self, path, bindings, input_files=_default_input_files, archive=_default_archive, seed=_default_seed, save=_default_save, save_all=_default_save_all, dtype=_default_dtype, max_memory=_default_max_memory, color=_default_color, ignore=_default_ignore, defaults=_FACTORY, infer=_default_infer, backend=_default_backend, device=_default_device, fused=_default_fused, source=_default_source):\n    _object.__setattr__(self, 'path', path)\n    _object.__setattr__(self, 'bindings', bindings)\n    _object.__setattr__(self, 'input_files', input_files)\n    _object.__setattr__(self, 'archive', archive)\n    _object.__setattr__(self, 'seed', seed)\n    _object.__setattr__(self, 'save', save)\n    _object.__setattr__(self, 'save_all', save_all)\n    _object.__setattr__(self, 'dtype', dtype)\n    _object.__setattr__(self, 'max_memory', max_memory)\n    _object.__setattr__(self, 'color', color)\n    _object.__setattr__(self, 'ignore', ignore)\n    _object.__setattr__(self, 'defaults', _factory_defaults() if defaults is _FACTORY else defaults)\n    _object.__setattr__(self, 'infer', infer)\n    _object.__setattr__(self, 'backend', backend)\n    _object.__setattr__(self, 'device', device)\n    _object.__setattr__(self, 'fused', fused)\n    _object.__setattr__(self, 'source', source)\n": _69,
-    "def __init__(self, path, problem=_default_problem, explicit=_default_explicit):\n    _object.__setattr__(self, 'path', path)\n    _object.__setattr__(self, 'problem', problem)\n    _object.__setattr__(self, 'explicit', explicit)\n": _70,
-    'def __init__(self, path, source, diagnostics, shapes=_FACTORY, inferred=_default_inferred, covered=_default_covered):\n    self.path = path\n    self.source = source\n    self.diagnostics = diagnostics\n    self.shapes = _factory_shapes() if shapes is _FACTORY else shapes\n    self.inferred = inferred\n    self.covered = covered\n': _71,
-    "def __init__(self, path, target, bindings, names=_default_names, layouts=_default_layouts, dtype=_default_dtype, cases=_default_cases, seed=_default_seed, rtol=_default_rtol, atol=_default_atol, framework=_default_framework, device=_default_device, shrink=_default_shrink, color=_default_color, init=_default_init, args=_default_args, masks=_default_masks, params=_default_params, outputs=_default_outputs, fused=_default_fused):\n    _object.__setattr__(self, 'path', path)\n    _object.__setattr__(self, 'target', target)\n    _object.__setattr__(self, 'bindings', bindings)\n    _object.__setattr__(self, 'names', names)\n    _object.__setattr__(self, 'layouts', layouts)\n    _object.__setattr__(self, 'dtype', dtype)\n    _object.__setattr__(self, 'cases', cases)\n    _object.__setattr__(self, 'seed', seed)\n    _object.__setattr__(self, 'rtol', rtol)\n    _object.__setattr__(self, 'atol', atol)\n    _object.__setattr__(self, 'framework', framework)\n    _object.__setattr__(self, 'device', device)\n    _object.__setattr__(self, 'shrink', shrink)\n    _object.__setattr__(self, 'color', color)\n    _object.__setattr__(self, 'init', init)\n    _object.__setattr__(self, 'args', args)\n    _object.__setattr__(self, 'masks', masks)\n    _object.__setattr__(self, 'params', params)\n    _object.__setattr__(self, 'outputs', outputs)\n    _object.__setattr__(self, 'fused', fused)\n": _72,
-    'def __init__(self, program, path, bindings, dtype=_default_dtype, uses=_FACTORY, _printed=_FACTORY, _growth=_FACTORY):\n    self.program = program\n    self.path = path\n    self.bindings = bindings\n    self.dtype = dtype\n    self.uses = _factory_uses() if uses is _FACTORY else uses\n    self._printed = _factory__printed() if _printed is _FACTORY else _printed\n    self._growth = _factory__growth() if _growth is _FACTORY else _growth\n    self.__post_init__()\n': _73,
-    "def __init__(self, queries, keys, d, dv, batch, keys_axis):\n    _object.__setattr__(self, 'queries', queries)\n    _object.__setattr__(self, 'keys', keys)\n    _object.__setattr__(self, 'd', d)\n    _object.__setattr__(self, 'dv', dv)\n    _object.__setattr__(self, 'batch', batch)\n    _object.__setattr__(self, 'keys_axis', keys_axis)\n": _74,
-    "def __init__(self, ranks, bools):\n    _object.__setattr__(self, 'ranks', ranks)\n    _object.__setattr__(self, 'bools', bools)\n": _75,
-    'def __init__(self, receiver, name, args, keywords, span, depth=_default_depth):\n    self.receiver = receiver\n    self.name = name\n    self.args = args\n    self.keywords = keywords\n    self.span = span\n    self.depth = depth\n': _76,
-    'def __init__(self, receiver, name, span, depth=_default_depth):\n    self.receiver = receiver\n    self.name = name\n    self.span = span\n    self.depth = depth\n': _77,
-    'def __init__(self, results=_FACTORY, notices=_FACTORY, settings=_FACTORY):\n    self.results = _factory_results() if results is _FACTORY else results\n    self.notices = _factory_notices() if notices is _FACTORY else notices\n    self.settings = _factory_settings() if settings is _FACTORY else settings\n': _78,
-    "def __init__(self, role, tensor, shape, concrete, meaning, ok=_default_ok):\n    _object.__setattr__(self, 'role', role)\n    _object.__setattr__(self, 'tensor', tensor)\n    _object.__setattr__(self, 'shape', shape)\n    _object.__setattr__(self, 'concrete', concrete)\n    _object.__setattr__(self, 'meaning', meaning)\n    _object.__setattr__(self, 'ok', ok)\n": _79,
-    "def __init__(self, root, file=_default_file, layers=_default_layers, fail_on=_default_fail_on, exclude=_default_exclude, extend_exclude=_default_extend_exclude, per_file_ignores=_default_per_file_ignores, dims=_FACTORY, respect_gitignore=_default_respect_gitignore, modules=_default_modules):\n    _object.__setattr__(self, 'root', root)\n    _object.__setattr__(self, 'file', file)\n    _object.__setattr__(self, 'layers', layers)\n    _object.__setattr__(self, 'fail_on', fail_on)\n    _object.__setattr__(self, 'exclude', exclude)\n    _object.__setattr__(self, 'extend_exclude', extend_exclude)\n    _object.__setattr__(self, 'per_file_ignores', per_file_ignores)\n    _object.__setattr__(self, 'dims', _factory_dims() if dims is _FACTORY else dims)\n    _object.__setattr__(self, 'respect_gitignore', respect_gitignore)\n    _object.__setattr__(self, 'modules', modules)\n": _80,
-    "def __init__(self, rows, total, total_value, partial, largest):\n    _object.__setattr__(self, 'rows', rows)\n    _object.__setattr__(self, 'total', total)\n    _object.__setattr__(self, 'total_value', total_value)\n    _object.__setattr__(self, 'partial', partial)\n    _object.__setattr__(self, 'largest', largest)\n": _81,
-    "def __init__(self, select=_default_select, extend_select=_default_extend_select, ignore=_default_ignore):\n    _object.__setattr__(self, 'select', select)\n    _object.__setattr__(self, 'extend_select', extend_select)\n    _object.__setattr__(self, 'ignore', ignore)\n": _82,
-    "def __init__(self, select=_default_select, extend_select=_default_extend_select, ignore=_default_ignore, exclude=_default_exclude, extend_exclude=_default_extend_exclude, fail_on=_default_fail_on, inline=_FACTORY):\n    _object.__setattr__(self, 'select', select)\n    _object.__setattr__(self, 'extend_select', extend_select)\n    _object.__setattr__(self, 'ignore', ignore)\n    _object.__setattr__(self, 'exclude', exclude)\n    _object.__setattr__(self, 'extend_exclude', extend_exclude)\n    _object.__setattr__(self, 'fail_on', fail_on)\n    _object.__setattr__(self, 'inline', _factory_inline() if inline is _FACTORY else inline)\n": _83,
-    "def __init__(self, severity, code, line, column, message, frame, anchor=_default_anchor, node=_default_node, card=_default_card):\n    _object.__setattr__(self, 'severity', severity)\n    _object.__setattr__(self, 'code', code)\n    _object.__setattr__(self, 'line', line)\n    _object.__setattr__(self, 'column', column)\n    _object.__setattr__(self, 'message', message)\n    _object.__setattr__(self, 'frame', frame)\n    _object.__setattr__(self, 'anchor', anchor)\n    _object.__setattr__(self, 'node', node)\n    _object.__setattr__(self, 'card', card)\n": _84,
-    "def __init__(self, shape, is_bool=_default_is_bool, dim=_default_dim, element=_default_element):\n    _object.__setattr__(self, 'shape', shape)\n    _object.__setattr__(self, 'is_bool', is_bool)\n    _object.__setattr__(self, 'dim', dim)\n    _object.__setattr__(self, 'element', element)\n": _85,
-    'def __init__(self, source, statements, dims, tensors=_FACTORY, outputs=_FACTORY, diagnostics=_FACTORY, types=_FACTORY, calls=_FACTORY, subscripts=_FACTORY, undeclared=_FACTORY, inferred=_default_inferred, infer=_default_infer, recheck=_default_recheck, meaning=_default_meaning, functions=_default_functions, masks=_default_masks, recheck_statements=_default_recheck_statements):\n    self.source = source\n    self.statements = statements\n    self.dims = dims\n    self.tensors = _factory_tensors() if tensors is _FACTORY else tensors\n    self.outputs = _factory_outputs() if outputs is _FACTORY else outputs\n    self.diagnostics = _factory_diagnostics() if diagnostics is _FACTORY else diagnostics\n    self.types = _factory_types() if types is _FACTORY else types\n    self.calls = _factory_calls() if calls is _FACTORY else calls\n    self.subscripts = _factory_subscripts() if subscripts is _FACTORY else subscripts\n    self.undeclared = _factory_undeclared() if undeclared is _FACTORY else undeclared\n    self.inferred = inferred\n    self.infer = infer\n    self.recheck = recheck\n    self.meaning = meaning\n    self.functions = functions\n    self.masks = masks\n    self.recheck_statements = recheck_statements\n': _86,
-    "def __init__(self, source, target, label, failed=_default_failed):\n    _object.__setattr__(self, 'source', source)\n    _object.__setattr__(self, 'target', target)\n    _object.__setattr__(self, 'label', label)\n    _object.__setattr__(self, 'failed', failed)\n": _87,
-    "def __init__(self, span, at_start=_default_at_start, newline=_default_newline):\n    _object.__setattr__(self, 'span', span)\n    _object.__setattr__(self, 'at_start', at_start)\n    _object.__setattr__(self, 'newline', newline)\n": _88,
-    "def __init__(self, span, code, candidates):\n    _object.__setattr__(self, 'span', span)\n    _object.__setattr__(self, 'code', code)\n    _object.__setattr__(self, 'candidates', candidates)\n": _89,
-    'def __init__(self, span, depth=_default_depth):\n    self.span = span\n    self.depth = depth\n': _90,
-    "def __init__(self, span, replacement):\n    _object.__setattr__(self, 'span', span)\n    _object.__setattr__(self, 'replacement', replacement)\n": _91,
-    'def __init__(self, start, stop, step, span, depth=_default_depth):\n    self.start = start\n    self.stop = stop\n    self.step = step\n    self.span = span\n    self.depth = depth\n': _92,
-    'def __init__(self, statement, line, mentions, inputs, kinds, added, used, replayable=_default_replayable, movable=_default_movable, dims=_default_dims, tree=_default_tree, relied=_default_relied):\n    self.statement = statement\n    self.line = line\n    self.mentions = mentions\n    self.inputs = inputs\n    self.kinds = kinds\n    self.added = added\n    self.used = used\n    self.replayable = replayable\n    self.movable = movable\n    self.dims = dims\n    self.tree = tree\n    self.relied = relied\n': _93,
-    "def __init__(self, statement, output, weights, softmax, scores, query, key, key_given_transposed, value, masks=_default_masks, missing=_default_missing, attention=_default_attention):\n    _object.__setattr__(self, 'statement', statement)\n    _object.__setattr__(self, 'output', output)\n    _object.__setattr__(self, 'weights', weights)\n    _object.__setattr__(self, 'softmax', softmax)\n    _object.__setattr__(self, 'scores', scores)\n    _object.__setattr__(self, 'query', query)\n    _object.__setattr__(self, 'key', key)\n    _object.__setattr__(self, 'key_given_transposed', key_given_transposed)\n    _object.__setattr__(self, 'value', value)\n    _object.__setattr__(self, 'masks', masks)\n    _object.__setattr__(self, 'missing', missing)\n    _object.__setattr__(self, 'attention', attention)\n": _94,
-    'def __init__(self, statements, diagnostics):\n    self.statements = statements\n    self.diagnostics = diagnostics\n': _95,
-    "def __init__(self, status, sizes=_default_sizes, positions=_default_positions, inputs=_default_inputs, detail=_default_detail, depends=_default_depends):\n    _object.__setattr__(self, 'status', status)\n    _object.__setattr__(self, 'sizes', sizes)\n    _object.__setattr__(self, 'positions', positions)\n    _object.__setattr__(self, 'inputs', inputs)\n    _object.__setattr__(self, 'detail', detail)\n    _object.__setattr__(self, 'depends', depends)\n": _96,
-    "def __init__(self, status, values=_default_values, unknown=_default_unknown):\n    _object.__setattr__(self, 'status', status)\n    _object.__setattr__(self, 'values', values)\n    _object.__setattr__(self, 'unknown', unknown)\n": _97,
-    'def __init__(self, system, resolve, diagnostics, in_constraint=_default_in_constraint, needed_fixes=_default_needed_fixes):\n    self.system = system\n    self.resolve = resolve\n    self.diagnostics = diagnostics\n    self.in_constraint = in_constraint\n    self.needed_fixes = needed_fixes\n': _98,
-    'def __init__(self, target, indices, value, span, bracket):\n    self.target = target\n    self.indices = indices\n    self.value = value\n    self.span = span\n    self.bracket = bracket\n': _99,
-    'def __init__(self, targets, value, span):\n    self.targets = targets\n    self.value = value\n    self.span = span\n': _100,
-    "def __init__(self, text, applied, rounds):\n    _object.__setattr__(self, 'text', text)\n    _object.__setattr__(self, 'applied', applied)\n    _object.__setattr__(self, 'rounds', rounds)\n": _101,
-    'def __init__(self, text, column, line, offset, statement, problem, parsed=_default_parsed):\n    self.text = text\n    self.column = column\n    self.line = line\n    self.offset = offset\n    self.statement = statement\n    self.problem = problem\n    self.parsed = parsed\n': _102,
-    "def __init__(self, text, line, column, span, defines, is_dim):\n    _object.__setattr__(self, 'text', text)\n    _object.__setattr__(self, 'line', line)\n    _object.__setattr__(self, 'column', column)\n    _object.__setattr__(self, 'span', span)\n    _object.__setattr__(self, 'defines', defines)\n    _object.__setattr__(self, 'is_dim', is_dim)\n": _103,
-    "def __init__(self, text, line, ok, status, uses):\n    _object.__setattr__(self, 'text', text)\n    _object.__setattr__(self, 'line', line)\n    _object.__setattr__(self, 'ok', ok)\n    _object.__setattr__(self, 'status', status)\n    _object.__setattr__(self, 'uses', uses)\n": _104,
-    'def __init__(self, text, span, eliminates=_default_eliminates, sides=_default_sides):\n    self.text = text\n    self.span = span\n    self.eliminates = eliminates\n    self.sides = sides\n': _105,
-    "def __init__(self, title, ok, verdict, dims, layers, others, problems, version):\n    _object.__setattr__(self, 'title', title)\n    _object.__setattr__(self, 'ok', ok)\n    _object.__setattr__(self, 'verdict', verdict)\n    _object.__setattr__(self, 'dims', dims)\n    _object.__setattr__(self, 'layers', layers)\n    _object.__setattr__(self, 'others', others)\n    _object.__setattr__(self, 'problems', problems)\n    _object.__setattr__(self, 'version', version)\n": _106,
-    "def __init__(self, title, path, ok, verdict, errors, warnings, bindings, dtype, version, lines, problems, dims, constraints, identities, cards, unfilled_cards, cost, reasoning, nodes, edges, masks=_default_masks):\n    _object.__setattr__(self, 'title', title)\n    _object.__setattr__(self, 'path', path)\n    _object.__setattr__(self, 'ok', ok)\n    _object.__setattr__(self, 'verdict', verdict)\n    _object.__setattr__(self, 'errors', errors)\n    _object.__setattr__(self, 'warnings', warnings)\n    _object.__setattr__(self, 'bindings', bindings)\n    _object.__setattr__(self, 'dtype', dtype)\n    _object.__setattr__(self, 'version', version)\n    _object.__setattr__(self, 'lines', lines)\n    _object.__setattr__(self, 'problems', problems)\n    _object.__setattr__(self, 'dims', dims)\n    _object.__setattr__(self, 'constraints', constraints)\n    _object.__setattr__(self, 'identities', identities)\n    _object.__setattr__(self, 'cards', cards)\n    _object.__setattr__(self, 'unfilled_cards', unfilled_cards)\n    _object.__setattr__(self, 'cost', cost)\n    _object.__setattr__(self, 'reasoning', reasoning)\n    _object.__setattr__(self, 'nodes', nodes)\n    _object.__setattr__(self, 'edges', edges)\n    _object.__setattr__(self, 'masks', masks)\n": _107,
-    'def __init__(self, uri, version, text, program, parsed, dims=_FACTORY, ignore=_default_ignore, config_problem=_default_config_problem, _bound=_default__bound):\n    self.uri = uri\n    self.version = version\n    self.text = text\n    self.program = program\n    self.parsed = parsed\n    self.dims = _factory_dims() if dims is _FACTORY else dims\n    self.ignore = ignore\n    self.config_problem = config_problem\n    self._bound = _bound\n': _108,
-    'def __init__(self, value, span, depth=_default_depth):\n    self.value = value\n    self.span = span\n    self.depth = depth\n': _109,
-    'def __init__(self, value, text, span, depth=_default_depth):\n    self.value = value\n    self.text = text\n    self.span = span\n    self.depth = depth\n': _110,
-    "def __init__(self, verdict, method, definitions=_default_definitions, constraints=_default_constraints, bound=_default_bound):\n    _object.__setattr__(self, 'verdict', verdict)\n    _object.__setattr__(self, 'method', method)\n    _object.__setattr__(self, 'definitions', definitions)\n    _object.__setattr__(self, 'constraints', constraints)\n    _object.__setattr__(self, 'bound', bound)\n": _111,
-    'def __init__(self, word, args, span):\n    self.word = word\n    self.args = args\n    self.span = span\n': _112,
+    "def __init__(self, axis, start, stop, step, length):\n    _object.__setattr__(self, 'axis', axis)\n    _object.__setattr__(self, 'start', start)\n    _object.__setattr__(self, 'stop', stop)\n    _object.__setattr__(self, 'step', step)\n    _object.__setattr__(self, 'length', length)\n": _1,
+    'def __init__(self, bindings=_FACTORY, dims=_FACTORY, constraints=_FACTORY, _symbols=_FACTORY, _values=_FACTORY, _derived=_FACTORY, _eliminated=_FACTORY, _eliminated_by=_FACTORY, _relations=_FACTORY, _opaque=_FACTORY, _lower=_FACTORY, _facts=_FACTORY, _resolved=_FACTORY, _resolved_unvalued=_FACTORY, _resolved_sizes=_FACTORY, _users=_FACTORY, _canon_cache=_FACTORY, _unequal=_FACTORY, _answers=_FACTORY, _relying=_FACTORY, relation_uses=_default_relation_uses, _basis=_default__basis, _derived_bindings=_FACTORY, _unbound_view=_default__unbound_view, taken=_default_taken, at=_default_at):\n    self.bindings = _factory_bindings() if bindings is _FACTORY else bindings\n    self.dims = _factory_dims() if dims is _FACTORY else dims\n    self.constraints = _factory_constraints() if constraints is _FACTORY else constraints\n    self._symbols = _factory__symbols() if _symbols is _FACTORY else _symbols\n    self._values = _factory__values() if _values is _FACTORY else _values\n    self._derived = _factory__derived() if _derived is _FACTORY else _derived\n    self._eliminated = _factory__eliminated() if _eliminated is _FACTORY else _eliminated\n    self._eliminated_by = _factory__eliminated_by() if _eliminated_by is _FACTORY else _eliminated_by\n    self._relations = _factory__relations() if _relations is _FACTORY else _relations\n    self._opaque = _factory__opaque() if _opaque is _FACTORY else _opaque\n    self._lower = _factory__lower() if _lower is _FACTORY else _lower\n    self._facts = _factory__facts() if _facts is _FACTORY else _facts\n    self._resolved = _factory__resolved() if _resolved is _FACTORY else _resolved\n    self._resolved_unvalued = _factory__resolved_unvalued() if _resolved_unvalued is _FACTORY else _resolved_unvalued\n    self._resolved_sizes = _factory__resolved_sizes() if _resolved_sizes is _FACTORY else _resolved_sizes\n    self._users = _factory__users() if _users is _FACTORY else _users\n    self._canon_cache = _factory__canon_cache() if _canon_cache is _FACTORY else _canon_cache\n    self._unequal = _factory__unequal() if _unequal is _FACTORY else _unequal\n    self._answers = _factory__answers() if _answers is _FACTORY else _answers\n    self._relying = _factory__relying() if _relying is _FACTORY else _relying\n    self.relation_uses = relation_uses\n    self._basis = _basis\n    self._derived_bindings = _factory__derived_bindings() if _derived_bindings is _FACTORY else _derived_bindings\n    self._unbound_view = _unbound_view\n    self.taken = taken\n    self.at = at\n': _2,
+    "def __init__(self, builtin, args):\n    _object.__setattr__(self, 'builtin', builtin)\n    _object.__setattr__(self, 'args', args)\n": _3,
+    "def __init__(self, builtin, positional=_default_positional, sizes=_default_sizes, receiver=_default_receiver, written=_default_written):\n    _object.__setattr__(self, 'builtin', builtin)\n    _object.__setattr__(self, 'positional', positional)\n    _object.__setattr__(self, 'sizes', sizes)\n    _object.__setattr__(self, 'receiver', receiver)\n    _object.__setattr__(self, 'written', written)\n": _4,
+    'def __init__(self, checker, node, params, normalised=_FACTORY):\n    self.checker = checker\n    self.node = node\n    self.params = params\n    self.normalised = _factory_normalised() if normalised is _FACTORY else normalised\n': _5,
+    "def __init__(self, code, severity, message, span, notes=_default_notes, help=_default_help, fixes=_default_fixes, counterexample=_default_counterexample):\n    _object.__setattr__(self, 'code', code)\n    _object.__setattr__(self, 'severity', severity)\n    _object.__setattr__(self, 'message', message)\n    _object.__setattr__(self, 'span', span)\n    _object.__setattr__(self, 'notes', notes)\n    _object.__setattr__(self, 'help', help)\n    _object.__setattr__(self, 'fixes', fixes)\n    _object.__setattr__(self, 'counterexample', counterexample)\n": _6,
+    'def __init__(self, definitions=_FACTORY, claims=_FACTORY, applications=_FACTORY, tables=_FACTORY, calls=_FACTORY, moved=_FACTORY, mentions=_FACTORY):\n    self.definitions = _factory_definitions() if definitions is _FACTORY else definitions\n    self.claims = _factory_claims() if claims is _FACTORY else claims\n    self.applications = _factory_applications() if applications is _FACTORY else applications\n    self.tables = _factory_tables() if tables is _FACTORY else tables\n    self.calls = _factory_calls() if calls is _FACTORY else calls\n    self.moved = _factory_moved() if moved is _FACTORY else moved\n    self.mentions = _factory_mentions() if mentions is _FACTORY else mentions\n': _7,
+    'def __init__(self, dims, is_bool, span, element=_default_element):\n    self.dims = dims\n    self.is_bool = is_bool\n    self.span = span\n    self.element = element\n': _8,
+    "def __init__(self, enabled):\n    _object.__setattr__(self, 'enabled', enabled)\n": _9,
+    "def __init__(self, entries):\n    _object.__setattr__(self, 'entries', entries)\n": _10,
+    "def __init__(self, files, errors, warnings, code_warnings=_default_code_warnings):\n    _object.__setattr__(self, 'files', files)\n    _object.__setattr__(self, 'errors', errors)\n    _object.__setattr__(self, 'warnings', warnings)\n    _object.__setattr__(self, 'code_warnings', code_warnings)\n": _11,
+    'def __init__(self, func, args, keywords, span, depth=_default_depth):\n    self.func = func\n    self.args = args\n    self.keywords = keywords\n    self.span = span\n    self.depth = depth\n': _12,
+    "def __init__(self, id, name, severity, summary, message, what, why, example, fix, about_tool=_default_about_tool):\n    _object.__setattr__(self, 'id', id)\n    _object.__setattr__(self, 'name', name)\n    _object.__setattr__(self, 'severity', severity)\n    _object.__setattr__(self, 'summary', summary)\n    _object.__setattr__(self, 'message', message)\n    _object.__setattr__(self, 'what', what)\n    _object.__setattr__(self, 'why', why)\n    _object.__setattr__(self, 'example', example)\n    _object.__setattr__(self, 'fix', fix)\n    _object.__setattr__(self, 'about_tool', about_tool)\n": _13,
+    'def __init__(self, inner, span, depth=_default_depth):\n    self.inner = inner\n    self.span = span\n    self.depth = depth\n': _14,
+    "def __init__(self, inputs, output):\n    _object.__setattr__(self, 'inputs', inputs)\n    _object.__setattr__(self, 'output', output)\n": _15,
+    'def __init__(self, items, span, depth=_default_depth):\n    self.items = items\n    self.span = span\n    self.depth = depth\n': _16,
+    "def __init__(self, kind, key, index=_default_index, start=_default_start, stop=_default_stop, step=_default_step):\n    _object.__setattr__(self, 'kind', kind)\n    _object.__setattr__(self, 'key', key)\n    _object.__setattr__(self, 'index', index)\n    _object.__setattr__(self, 'start', start)\n    _object.__setattr__(self, 'stop', stop)\n    _object.__setattr__(self, 'step', step)\n": _17,
+    'def __init__(self, kind, name, shape, span, conventions=_default_conventions):\n    self.kind = kind\n    self.name = name\n    self.shape = shape\n    self.span = span\n    self.conventions = conventions\n': _18,
+    'def __init__(self, kind=_FACTORY, used=_FACTORY):\n    self.kind = _factory_kind() if kind is _FACTORY else kind\n    self.used = _factory_used() if used is _FACTORY else used\n': _19,
+    'def __init__(self, lark, postlex):\n    self.lark = lark\n    self.postlex = postlex\n': _20,
+    'def __init__(self, left, op, right, span):\n    self.left = left\n    self.op = op\n    self.right = right\n    self.span = span\n': _21,
+    'def __init__(self, limit=_default_limit, items=_FACTORY, dropped=_default_dropped, seen=_FACTORY):\n    self.limit = limit\n    self.items = _factory_items() if items is _FACTORY else items\n    self.dropped = dropped\n    self.seen = _factory_seen() if seen is _FACTORY else seen\n': _22,
+    "def __init__(self, line, text, start, width, continues_to):\n    _object.__setattr__(self, 'line', line)\n    _object.__setattr__(self, 'text', text)\n    _object.__setattr__(self, 'start', start)\n    _object.__setattr__(self, 'width', width)\n    _object.__setattr__(self, 'continues_to', continues_to)\n": _23,
+    "def __init__(self, message, span=_default_span):\n    _object.__setattr__(self, 'message', message)\n    _object.__setattr__(self, 'span', span)\n": _24,
+    'def __init__(self, name, annotation, value, span):\n    self.name = name\n    self.annotation = annotation\n    self.value = value\n    self.span = span\n': _25,
+    'def __init__(self, name, annotation, value, span, conventions=_default_conventions):\n    self.name = name\n    self.annotation = annotation\n    self.value = value\n    self.span = span\n    self.conventions = conventions\n': _26,
+    "def __init__(self, name, kind, default=_default_default, required=_default_required):\n    _object.__setattr__(self, 'name', name)\n    _object.__setattr__(self, 'kind', kind)\n    _object.__setattr__(self, 'default', default)\n    _object.__setattr__(self, 'required', required)\n": _27,
+    'def __init__(self, name, kind, span, definition=_default_definition):\n    self.name = name\n    self.kind = kind\n    self.span = span\n    self.definition = definition\n': _28,
+    "def __init__(self, name, kind, value, span, name_span, inferred=_default_inferred):\n    _object.__setattr__(self, 'name', name)\n    _object.__setattr__(self, 'kind', kind)\n    _object.__setattr__(self, 'value', value)\n    _object.__setattr__(self, 'span', span)\n    _object.__setattr__(self, 'name_span', name_span)\n    _object.__setattr__(self, 'inferred', inferred)\n": _29,
+    "def __init__(self, name, params, rule, doc, axes, partners=_default_partners, cost=_default_cost, elementwise=_default_elementwise):\n    _object.__setattr__(self, 'name', name)\n    _object.__setattr__(self, 'params', params)\n    _object.__setattr__(self, 'rule', rule)\n    _object.__setattr__(self, 'doc', doc)\n    _object.__setattr__(self, 'axes', axes)\n    _object.__setattr__(self, 'partners', partners)\n    _object.__setattr__(self, 'cost', cost)\n    _object.__setattr__(self, 'elementwise', elementwise)\n": _30,
+    'def __init__(self, name, shape, span):\n    self.name = name\n    self.shape = shape\n    self.span = span\n': _31,
+    'def __init__(self, name, span):\n    self.name = name\n    self.span = span\n': _32,
+    'def __init__(self, name, span, depth=_default_depth):\n    self.name = name\n    self.span = span\n    self.depth = depth\n': _33,
+    'def __init__(self, name, span, depth=_default_depth, tensor=_default_tensor, axis=_default_axis, rank=_default_rank):\n    self.name = name\n    self.span = span\n    self.depth = depth\n    self.tensor = tensor\n    self.axis = axis\n    self.rank = rank\n': _34,
+    'def __init__(self, name, value, span):\n    self.name = name\n    self.value = value\n    self.span = span\n': _35,
+    'def __init__(self, name, value, span, depth=_default_depth):\n    self.name = name\n    self.value = value\n    self.span = span\n    self.depth = depth\n': _36,
+    'def __init__(self, names, span, conventions=_default_conventions):\n    self.names = names\n    self.span = span\n    self.conventions = conventions\n': _37,
+    'def __init__(self, op, left, right, span, op_span, depth=_default_depth):\n    self.op = op\n    self.left = left\n    self.right = right\n    self.span = span\n    self.op_span = op_span\n    self.depth = depth\n': _38,
+    'def __init__(self, op, operand, span, depth=_default_depth):\n    self.op = op\n    self.operand = operand\n    self.span = span\n    self.depth = depth\n': _39,
+    'def __init__(self, operand, indices, span, bracket, depth=_default_depth):\n    self.operand = operand\n    self.indices = indices\n    self.span = span\n    self.bracket = bracket\n    self.depth = depth\n': _40,
+    'def __init__(self, operand, indices, value, span, bracket, depth=_default_depth):\n    self.operand = operand\n    self.indices = indices\n    self.value = value\n    self.span = span\n    self.bracket = bracket\n    self.depth = depth\n': _41,
+    'def __init__(self, operand, span, depth=_default_depth):\n    self.operand = operand\n    self.span = span\n    self.depth = depth\n': _42,
+    "def __init__(self, path, problem=_default_problem, explicit=_default_explicit):\n    _object.__setattr__(self, 'path', path)\n    _object.__setattr__(self, 'problem', problem)\n    _object.__setattr__(self, 'explicit', explicit)\n": _43,
+    'def __init__(self, path, source, diagnostics, shapes=_FACTORY, inferred=_default_inferred, covered=_default_covered):\n    self.path = path\n    self.source = source\n    self.diagnostics = diagnostics\n    self.shapes = _factory_shapes() if shapes is _FACTORY else shapes\n    self.inferred = inferred\n    self.covered = covered\n': _44,
+    'def __init__(self, receiver, name, args, keywords, span, depth=_default_depth):\n    self.receiver = receiver\n    self.name = name\n    self.args = args\n    self.keywords = keywords\n    self.span = span\n    self.depth = depth\n': _45,
+    'def __init__(self, results=_FACTORY, notices=_FACTORY, settings=_FACTORY):\n    self.results = _factory_results() if results is _FACTORY else results\n    self.notices = _factory_notices() if notices is _FACTORY else notices\n    self.settings = _factory_settings() if settings is _FACTORY else settings\n': _46,
+    "def __init__(self, root, file=_default_file, layers=_default_layers, fail_on=_default_fail_on, exclude=_default_exclude, extend_exclude=_default_extend_exclude, per_file_ignores=_default_per_file_ignores, dims=_FACTORY, respect_gitignore=_default_respect_gitignore, modules=_default_modules):\n    _object.__setattr__(self, 'root', root)\n    _object.__setattr__(self, 'file', file)\n    _object.__setattr__(self, 'layers', layers)\n    _object.__setattr__(self, 'fail_on', fail_on)\n    _object.__setattr__(self, 'exclude', exclude)\n    _object.__setattr__(self, 'extend_exclude', extend_exclude)\n    _object.__setattr__(self, 'per_file_ignores', per_file_ignores)\n    _object.__setattr__(self, 'dims', _factory_dims() if dims is _FACTORY else dims)\n    _object.__setattr__(self, 'respect_gitignore', respect_gitignore)\n    _object.__setattr__(self, 'modules', modules)\n": _47,
+    "def __init__(self, select=_default_select, extend_select=_default_extend_select, ignore=_default_ignore, exclude=_default_exclude, extend_exclude=_default_extend_exclude, fail_on=_default_fail_on, inline=_FACTORY):\n    _object.__setattr__(self, 'select', select)\n    _object.__setattr__(self, 'extend_select', extend_select)\n    _object.__setattr__(self, 'ignore', ignore)\n    _object.__setattr__(self, 'exclude', exclude)\n    _object.__setattr__(self, 'extend_exclude', extend_exclude)\n    _object.__setattr__(self, 'fail_on', fail_on)\n    _object.__setattr__(self, 'inline', _factory_inline() if inline is _FACTORY else inline)\n": _48,
+    "def __init__(self, shape, is_bool=_default_is_bool, dim=_default_dim, element=_default_element):\n    _object.__setattr__(self, 'shape', shape)\n    _object.__setattr__(self, 'is_bool', is_bool)\n    _object.__setattr__(self, 'dim', dim)\n    _object.__setattr__(self, 'element', element)\n": _49,
+    'def __init__(self, source, statements, dims, tensors=_FACTORY, outputs=_FACTORY, diagnostics=_FACTORY, types=_FACTORY, calls=_FACTORY, subscripts=_FACTORY, undeclared=_FACTORY, inferred=_default_inferred, infer=_default_infer, recheck=_default_recheck, meaning=_default_meaning, functions=_default_functions, masks=_default_masks, recheck_statements=_default_recheck_statements):\n    self.source = source\n    self.statements = statements\n    self.dims = dims\n    self.tensors = _factory_tensors() if tensors is _FACTORY else tensors\n    self.outputs = _factory_outputs() if outputs is _FACTORY else outputs\n    self.diagnostics = _factory_diagnostics() if diagnostics is _FACTORY else diagnostics\n    self.types = _factory_types() if types is _FACTORY else types\n    self.calls = _factory_calls() if calls is _FACTORY else calls\n    self.subscripts = _factory_subscripts() if subscripts is _FACTORY else subscripts\n    self.undeclared = _factory_undeclared() if undeclared is _FACTORY else undeclared\n    self.inferred = inferred\n    self.infer = infer\n    self.recheck = recheck\n    self.meaning = meaning\n    self.functions = functions\n    self.masks = masks\n    self.recheck_statements = recheck_statements\n': _50,
+    "def __init__(self, span, at_start=_default_at_start, newline=_default_newline):\n    _object.__setattr__(self, 'span', span)\n    _object.__setattr__(self, 'at_start', at_start)\n    _object.__setattr__(self, 'newline', newline)\n": _51,
+    'def __init__(self, span, depth=_default_depth):\n    self.span = span\n    self.depth = depth\n': _52,
+    'def __init__(self, start, stop, step, span, depth=_default_depth):\n    self.start = start\n    self.stop = stop\n    self.step = step\n    self.span = span\n    self.depth = depth\n': _53,
+    'def __init__(self, statements, diagnostics):\n    self.statements = statements\n    self.diagnostics = diagnostics\n': _54,
+    "def __init__(self, status, values=_default_values, unknown=_default_unknown):\n    _object.__setattr__(self, 'status', status)\n    _object.__setattr__(self, 'values', values)\n    _object.__setattr__(self, 'unknown', unknown)\n": _55,
+    'def __init__(self, system, resolve, diagnostics, in_constraint=_default_in_constraint, needed_fixes=_default_needed_fixes):\n    self.system = system\n    self.resolve = resolve\n    self.diagnostics = diagnostics\n    self.in_constraint = in_constraint\n    self.needed_fixes = needed_fixes\n': _56,
+    'def __init__(self, target, indices, value, span, bracket):\n    self.target = target\n    self.indices = indices\n    self.value = value\n    self.span = span\n    self.bracket = bracket\n': _57,
+    'def __init__(self, targets, value, span):\n    self.targets = targets\n    self.value = value\n    self.span = span\n': _58,
+    'def __init__(self, text, span, eliminates=_default_eliminates, sides=_default_sides):\n    self.text = text\n    self.span = span\n    self.eliminates = eliminates\n    self.sides = sides\n': _59,
+    'def __init__(self, value, span, depth=_default_depth):\n    self.value = value\n    self.span = span\n    self.depth = depth\n': _60,
+    'def __init__(self, value, text, span, depth=_default_depth):\n    self.value = value\n    self.text = text\n    self.span = span\n    self.depth = depth\n': _61,
 }
 
 

@@ -26,14 +26,17 @@ import sys
 import typing
 from collections import _tuplegetter  # type: ignore[attr-defined]  # namedtuple's accessor
 from collections.abc import Callable, Iterable, Mapping
+from importlib import import_module
 from keyword import iskeyword
 from operator import attrgetter
-from reprlib import recursive_repr
+from threading import get_ident
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 T = TypeVar("T")
 
 _MISSING = dataclasses.MISSING
+_Field = dataclasses.Field
+_FIELD_TYPE = dataclasses._FIELD  # type: ignore[attr-defined]  # the kind `fields()` lists
 
 
 @overload
@@ -180,9 +183,17 @@ def _key(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
 
 
 def _repr(names: tuple[str, ...]) -> Callable[[Any], str]:
-    @recursive_repr()
-    def __repr__(self: Any) -> str:
-        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
+    running: set[tuple[int, int]] = set()
+
+    def __repr__(self: Any) -> str:  # with `reprlib.recursive_repr()`'s guard, without its wrapper
+        key = id(self), get_ident()
+        if key in running:
+            return "..."
+        running.add(key)
+        try:
+            inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
+        finally:
+            running.discard(key)
         return f"{self.__class__.__qualname__}({inner})"
     return __repr__
 
@@ -296,17 +307,39 @@ def init_source(cls: type, fields: Fields, frozen: bool) -> tuple[str, dict[str,
     return source, namespace
 
 
-_SHIPPED: list[Mapping[str, Callable[..., Callable[..., None]]]] = []
+class _Ahead:
+    """The factories compiled ahead, by source: first :mod:`shapecheck.record_inits` (those a
+    plain `verify` uses), then, on the first source not there, ``record_inits_rest`` (every
+    other record the package declares): a run reads only the bytecode it needs (issue 36)."""
+
+    def __init__(self, table: str) -> None:
+        self._table = table  # "INITS" or "NEWS"
+        self._hot = self._read("record_inits")
+        self._rest: Mapping[str, Any] | None = None
+
+    def _read(self, module: str) -> Mapping[str, Any]:
+        try:
+            found = getattr(import_module(f"{__package__}.{module}"), self._table)
+        except (ImportError, AttributeError):  # being written (tools/record_inits.py): compiled
+            return {}
+        return found  # type: ignore[no-any-return]
+
+    def get(self, source: str) -> Any:
+        found = self._hot.get(source)
+        if found is None:
+            if self._rest is None:
+                self._rest = self._read("record_inits_rest")
+            found = self._rest.get(source)
+        return found
 
 
-def _shipped() -> Mapping[str, Callable[..., Callable[..., None]]]:
+_SHIPPED: list[Any] = []
+
+
+def _shipped() -> Any:
     """The ``__init__`` factories compiled ahead, by source (loaded on the first record built)."""
     if not _SHIPPED:
-        try:
-            from .record_inits import INITS
-        except ImportError:  # being written (tools/record_inits.py): every one is compiled
-            INITS = {}
-        _SHIPPED.append(INITS)
+        _SHIPPED.append(_Ahead("INITS"))
     return _SHIPPED[0]
 
 
@@ -332,6 +365,177 @@ def shipped_source(inits: Iterable[tuple[str, tuple[str, ...]]], news: Iterable[
         entries.append(f"    {source!r}: _new_{index},\n")
     parts.append("\n\nNEWS = {\n" + "".join(entries) + "}\n")
     return "".join(parts)
+
+
+# --- records declared by a base class ------------------------------------------------------
+
+# ``class Name(Record, frozen=True, slots=True):`` declares what ``@dataclass(frozen=True,
+# slots=True) class Name:`` declares, in one class: the decorator receives a class already
+# made, so a slotted record is made twice (the second time with ``__slots__``) and each method
+# set on it afterwards recomputes the type's slots; here the metaclass reads the class body's
+# namespace, puts the fields, ``__slots__`` and the methods in it, and makes the class once
+# (~90k instructions less for a slotted record, issue 36). Every subclass of ``Record`` is a
+# record (a record's subclass is declared the same way, with its own options); the methods,
+# fields, parameters, docstring and MRO are the ones ``dataclass`` gives.
+
+
+class _RecordMeta(type):
+    def __new__(mcls, name: str, bases: tuple[type, ...], ns: dict[str, Any], *,
+                frozen: bool = False, slots: bool = False) -> Any:
+        if frozen and ("__setattr__" in ns or "__delattr__" in ns):
+            raise TypeError("Cannot overwrite attribute __setattr__ or __delattr__ "
+                            f"in class {name}")
+        # `Record` only declares: the class's bases are the others (its MRO is the decorated
+        # class's, with no base of ours: `__slots__` and `isinstance` as before).
+        bases = tuple(base for base in bases if base is not Record)
+        found: dict[str, dataclasses.Field[Any]] = {}
+        for base in reversed(bases):
+            for ancestor in base.__mro__[-1::-1]:
+                found.update(getattr(ancestor, "__dataclass_fields__", {}))
+        for key, annotation in ns.get("__annotations__", {}).items():
+            if annotation.__class__ is not str or "ClassVar" in annotation or \
+                    "InitVar" in annotation or "KW_ONLY" in annotation:  # else a plain field
+                kind = _annotation_kind(annotation)
+                if kind == "classvar":
+                    continue
+                if kind != "field":
+                    raise TypeError(f"records.Record does not support {kind} ({name}.{key})")
+            found[key] = _namespace_field(ns, key, annotation)
+        for key, value in ns.items():
+            if value.__class__ is _Field and key not in found:
+                raise TypeError(f"{key!r} is a field but has no type annotation")
+        fields = tuple(found.values())
+        ns["__dataclass_fields__"] = found
+        ns["__dataclass_params__"] = _PARAMS
+        if "__match_args__" not in ns:
+            ns["__match_args__"] = tuple([f.name for f in fields if f.init])
+        if slots:
+            if "__slots__" in ns:
+                raise TypeError(f"{name} already specifies __slots__")
+            inherited = {slot for base in bases for ancestor in base.__mro__[:-1]
+                         for slot in _slots_of(ancestor)}
+            ns["__slots__"] = tuple([key for key in found if key not in inherited])
+            for key in (*found, "__dict__", "__weakref__"):
+                ns.pop(key, None)
+        # The methods are shared by every record (no closures: ~15 objects less a record, each
+        # one walked by every collection and the teardown); what is the class's own is read
+        # from `__record__`: the names `__repr__` shows, the key `__eq__` and `__hash__` compare.
+        if "__init__" not in ns:
+            ns["__init__"] = _first_init
+        if "__repr__" not in ns:
+            ns["__repr__"] = _record_repr
+        own_eq, explicit_hash = "__eq__" in ns, ns.get("__hash__", _MISSING)
+        compared = tuple([f.name for f in fields if f.compare])
+        key_of = _key(compared)
+        hash_key = None
+        if not own_eq:
+            ns["__eq__"] = _record_eq
+        if explicit_hash is _MISSING or (explicit_hash is None and own_eq):
+            # As `dataclass` (an own __eq__ without __hash__ is the __hash__ = None Python sets).
+            if not frozen:
+                ns["__hash__"] = None
+            else:
+                hashed = tuple([f.name for f in fields
+                                if (f.compare if f.hash is None else f.hash)])
+                hash_key = key_of if hashed == compared else _key(hashed)
+                ns["__hash__"] = _record_hash
+        ns["__record__"] = (tuple([f.name for f in fields if f.repr]), key_of, hash_key)
+        if frozen:
+            ns["__setattr__"], ns["__delattr__"] = _frozen_setattr, _frozen_delattr
+            if slots:  # pickle and copy restore slots by setattr, which a frozen class refuses
+                ns["__getstate__"], ns["__setstate__"] = _getstate, _setstate
+        if not ns.get("__doc__"):
+            ns["__doc__"] = name + "(" + ", ".join([_parameter(f) for f in fields if f.init]) + ")"
+        return type.__new__(mcls, name, bases, ns)
+
+
+def _first_init(self: Any, *args: Any, **kwargs: Any) -> None:
+    """A record's ``__init__`` until its first instance: puts the real one in its place."""
+    owner = next(kind for kind in type(self).__mro__
+                 if kind.__dict__.get("__init__") is _first_init)
+    owner.__init__ = _compile_init(  # type: ignore[misc]
+        owner, tuple(owner.__dataclass_fields__.values()), frozen(owner))
+    owner.__init__(self, *args, **kwargs)  # type: ignore[misc]
+
+
+_REPR_RUNNING: set[tuple[int, int]] = set()
+
+
+def _record_repr(self: Any) -> str:
+    """``dataclass``'s ``__repr__``, with ``reprlib.recursive_repr``'s guard (per object and
+    thread): ``...`` for a record met again inside its own repr."""
+    key = id(self), get_ident()
+    if key in _REPR_RUNNING:
+        return "..."
+    _REPR_RUNNING.add(key)
+    try:
+        inner = ", ".join([f"{name}={getattr(self, name)!r}"
+                           for name in self.__class__.__record__[0]])
+    finally:
+        _REPR_RUNNING.discard(key)
+    return f"{self.__class__.__qualname__}({inner})"
+
+
+def _record_eq(self: Any, other: Any) -> Any:
+    if other.__class__ is self.__class__:
+        key = self.__class__.__record__[1]
+        return key(self) == key(other)
+    return NotImplemented
+
+
+def _record_hash(self: Any) -> int:
+    return hash(self.__class__.__record__[2](self))
+
+
+def _frozen_owner(kind: type) -> type:
+    """The frozen record whose ``__setattr__`` an instance of ``kind`` runs."""
+    return next(owner for owner in kind.__mro__
+                if owner.__dict__.get("__setattr__") is _frozen_setattr)
+
+
+def _frozen_setattr(self: Any, key: str, value: Any) -> None:
+    owner = _frozen_owner(type(self))
+    if type(self) is owner or key in owner.__dataclass_fields__:  # type: ignore[attr-defined]
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {key!r}")
+    super(owner, self).__setattr__(key, value)
+
+
+def _frozen_delattr(self: Any, key: str) -> None:
+    owner = _frozen_owner(type(self))
+    if type(self) is owner or key in owner.__dataclass_fields__:  # type: ignore[attr-defined]
+        raise dataclasses.FrozenInstanceError(f"cannot delete field {key!r}")
+    super(owner, self).__delattr__(key)
+
+
+def frozen(cls: type) -> bool:
+    """Whether a record declared with ``Record`` is frozen (its ``__setattr__`` is ours)."""
+    return cls.__dict__.get("__setattr__") is _frozen_setattr
+
+
+def _namespace_field(ns: dict[str, Any], name: str, annotation: Any) -> dataclasses.Field[Any]:
+    """The field as ``_field`` makes it, reading and fixing the class body's namespace."""
+    value = ns.get(name, _MISSING)
+    given = value.__class__ is _Field
+    # What `dataclasses.field(default=value)` makes (its arguments in `Field`'s order).
+    made = value if given else _Field(value, _MISSING, True, True, None, True, None, False)
+    made.name, made.type = name, annotation
+    made._field_type = _FIELD_TYPE  # type: ignore[attr-defined]  # what fields() lists
+    if made.kw_only is _MISSING:  # type: ignore[comparison-overlap]
+        made.kw_only = False
+    if made.default is not _MISSING and made.default.__class__.__hash__ is None:
+        raise ValueError(f"mutable default {type(made.default)} for field {name} is not "
+                         "allowed: use default_factory")
+    if given:
+        if made.default is _MISSING:
+            del ns[name]
+        else:
+            ns[name] = made.default
+    return made
+
+
+Record = type.__new__(_RecordMeta, "Record", (), {
+    "__module__": __name__,
+    "__doc__": "The base of a record: ``class Name(Record, frozen=..., slots=...):``."})
 
 
 # --- named tuples ------------------------------------------------------------------------------
@@ -454,18 +658,15 @@ def _named_tuple(typename: str, names: tuple[str, ...], defaults: tuple[Any, ...
     return made
 
 
-_SHIPPED_NEWS: list[Mapping[str, Callable[[Any], Callable[..., Any]]]] = []
+_SHIPPED_NEWS: list[Any] = []
 
 
-def _shipped_news() -> Mapping[str, Callable[[Any], Callable[..., Any]]]:
+def _shipped_news() -> Any:
     """The named tuples' ``__new__`` factories compiled ahead, by source."""
     if not _SHIPPED_NEWS:
-        try:
-            from .record_inits import NEWS
-        except ImportError:  # being written (tools/record_inits.py), or older: compiled
-            NEWS = {}
-        _SHIPPED_NEWS.append(NEWS)
+        _SHIPPED_NEWS.append(_Ahead("NEWS"))
     return _SHIPPED_NEWS[0]
+
 
 if TYPE_CHECKING:  # type checkers know typing's
     from typing import NamedTuple

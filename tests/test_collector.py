@@ -45,6 +45,24 @@ def test_a_caller_of_main_keeps_its_collector() -> None:
     assert _last_line(code) == "frozen False"
 
 
+_PARSER_AT_EXIT = ("import atexit, sys\n"
+                   "atexit.register(lambda: print('parser', sys.modules['shapecheck.syntax.parser']"
+                   "._parsers.cache_info().currsize))\n"
+                   "from shapecheck.cli import main\n")
+
+
+def test_the_console_script_lets_its_parser_go_before_the_exit() -> None:
+    # Issue 36 item 1: freed by reference counts, not walked by the exit's collections.
+    code = _PARSER_AT_EXIT + f"sys.argv = ['shapecheck', 'verify', {str(SPEC)!r}]\nmain()\n"
+    assert _last_line(code) == "parser 0"
+
+
+def test_a_caller_of_main_keeps_its_parser() -> None:
+    code = (_PARSER_AT_EXIT
+            + f"try:\n    main(['verify', {str(SPEC)!r}])\nexcept SystemExit:\n    pass\n")
+    assert _last_line(code) == "parser 1"
+
+
 def test_main_in_this_process_freezes_nothing() -> None:
     before = gc.get_freeze_count()
     with pytest.raises(SystemExit) as done:

@@ -6,6 +6,7 @@ not, the parser is the same.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import subprocess
@@ -213,6 +214,47 @@ def test_the_shipped_tables_parse_as_the_analysed_grammar():
     assert grammar_cache.from_tables(grammar_tables.KEY, grammar_tables.DATA, grammar_tables.memo,
                                      parser.grammar_text() + "\n", grammar_tables.states,
                                      **options) is None
+
+
+def test_the_shipped_parsers_callbacks_are_larks_each_made_on_first_use():
+    # Issue 36: a rule's callback is made when the parser first reduces by it, by Lark's own
+    # ParseTreeBuilder; each one is the one Lark makes for all rules at once.
+    from shapecheck.syntax import grammar_tables
+
+    options = parser.parser_options(parser.BracketNewlines())
+    shipped = grammar_cache.from_tables(grammar_tables.KEY, grammar_tables.DATA,
+                                        grammar_tables.memo, parser.grammar_text(),
+                                        grammar_tables.states, grammar_tables.UNLESS,
+                                        grammar_tables.PATTERNS, **options)
+    assert shipped is not None
+    callbacks = shipped._callbacks
+
+    def made() -> list:
+        return [key for key in callbacks if isinstance(key, lark.grammar.Rule)]
+
+    assert made() == [] and callbacks  # none yet, and the parser still sees callbacks
+    shipped.parse((ROOT / "examples" / "multi_head.attn").read_text(encoding="utf-8"),
+                  start="file")
+    assert 0 < len(made()) < len(shipped.rules) // 2
+    eager = copy.copy(shipped)
+    lark.Lark._prepare_callbacks(eager)  # Lark's own: every rule's callback at once
+    assert type(eager._callbacks) is dict and len(eager._callbacks) >= len(shipped.rules)
+    eager = eager._callbacks
+    assert all(_callback(callbacks[rule]) == _callback(eager[rule]) for rule in shipped.rules)
+    assert len(made()) == len(shipped.rules)
+
+
+def _callback(made: object) -> object:
+    """What a callback does: its wrappers (Lark's classes, with their settings) down to the
+    transformer's method or the tree's default, named."""
+    if hasattr(made, "node_builder"):
+        settings = {k: v for k, v in vars(made).items() if k != "node_builder"}
+        return (type(made).__name__, repr(settings), _callback(made.node_builder))
+    if hasattr(made, "func") and hasattr(made, "args"):  # a partial
+        return ("partial", _callback(made.func), made.args)
+    if hasattr(made, "__wrapped__"):
+        return ("wraps", _callback(made.__wrapped__))
+    return getattr(getattr(made, "__func__", made), "__qualname__", repr(made))
 
 
 def _rows(states: dict) -> list:

@@ -14,8 +14,16 @@ from shapecheck.api import check_bytes, check_text
 def test_every_format_character_is_invisible_to_us() -> None:
     """The written-out class covers Unicode's format characters (Cf), as this Python knows them."""
     missing = [f"U+{c:04X}" for c in range(sys.maxunicode + 1)
-               if unicodedata.category(chr(c)) == "Cf" and not invisible._INVISIBLE.fullmatch(chr(c))]
+               if unicodedata.category(chr(c)) == "Cf" and not invisible._pattern().fullmatch(chr(c))]
     assert missing == []
+
+
+def test_the_members_are_what_the_pattern_matches() -> None:
+    # Issue 36: a text with none of MEMBERS is not searched (the pattern is compiled on the
+    # first text that has one): the two must be the same characters.
+    pattern = invisible._pattern()
+    assert invisible.MEMBERS == {chr(c) for c in range(sys.maxunicode + 1)
+                                 if pattern.fullmatch(chr(c))}
 
 
 @pytest.mark.parametrize("character", ["\u200b", "\u200c", "\u200d", "\u2060", "\u00ad",

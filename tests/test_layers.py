@@ -20,12 +20,12 @@ PACKAGE = Path(__file__).resolve().parent.parent / "shapecheck"
 
 # What may stay at the top: the entry points and the spine every stage shares.
 TOP = {"__init__", "__main__", "_version", "api", "loader", "config", "options", "fileio",
-       "depth", "records", "record_inits", "testing", "notebook"}
+       "depth", "records", "record_inits", "record_inits_rest", "testing", "notebook"}
 
 # The pipeline, lowest first: a unit (a folder, or a module at the top) imports only units of
 # the layers before its own.
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in (
-    "record_inits",             # the records' __init__ methods, compiled ahead (generated)
+    "record_inits record_inits_rest",  # the records' __init__ methods, compiled ahead (generated)
     "i18n depth _version records",  # the words, the recursion room, the version, cheap dataclasses
     "messages fileio options",  # diagnostics, the code registry, fixes, suppression; file I/O
     "config syntax",            # configuration; text -> syntax tree
@@ -207,7 +207,8 @@ def test_verify_compiles_only_the_patterns_it_uses(tmp_path: Path) -> None:
                                          "_convention_place", "_head"],
             "shapecheck.messages.suppress": ["_file", "_line", "_token", "_code_like"],
             "shapecheck.options": ["_digits", "_size"],
-            "shapecheck.messages.diagnostics": ["_version"]}
+            "shapecheck.messages.diagnostics": ["_version"],
+            "shapecheck.syntax.invisible": ["_pattern"]}
     code = ("import sys\nfrom shapecheck.cli import main\ntry:\n    main(['verify', sys.argv[1]])\n"
             "except SystemExit as done:\n    assert done.code == 0, done.code\n"
             f"lazy = {lazy!r}\n"
@@ -216,6 +217,22 @@ def test_verify_compiles_only_the_patterns_it_uses(tmp_path: Path) -> None:
     shown = subprocess.run([sys.executable, "-c", code, str(spec)], capture_output=True,
                            text=True, check=True).stdout
     assert shown.splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize(("line", "built"), [("S = Q @ K.T", "[]"),
+                                              ("S = Q @ K.transpose(0, 1)", "['FUNCTIONS',"
+                                               " 'METHODS', '_ATTRIBUTES', '_DOTTED_METHODS']")])
+def test_verify_makes_the_spelling_tables_only_for_a_spelling(tmp_path: Path, line: str,
+                                                              built: str) -> None:
+    # Issue 36: PyTorch's ~200 spellings are made into records when a spec first uses one.
+    spec = tmp_path / "spec.attn"
+    spec.write_text(f"dim N, d\ninput Q: [N, d]\ninput K: [N, d]\n{line}\n", encoding="utf-8")
+    code = ("import sys\nfrom shapecheck.cli import main\ntry:\n    main(['verify', sys.argv[1]])\n"
+            "except SystemExit as done:\n    assert done.code == 0, done.code\n"
+            "print(sorted(sys.modules['shapecheck.syntax.spellings']._TABLES))")
+    shown = subprocess.run([sys.executable, "-c", code, str(spec)], capture_output=True,
+                           text=True, check=True).stdout
+    assert shown.splitlines()[-1] == built
 
 
 # The run path only goes down (load -> bind -> plan -> execute -> report): what executes a

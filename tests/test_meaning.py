@@ -418,3 +418,17 @@ def test_weights_times_another_softmax_still_sum_values() -> None:
     text = HEAD + "P = softmax(Q @ K.T / sqrt(d), axis=-1)\nR = softmax(K @ Q.T / sqrt(d), axis=-1)\n" \
         "O = (P @ R) @ V\n"
     assert "SC402" in codes_of(text)
+def test_a_table_name_is_what_the_pattern_finds() -> None:
+    # Issue 36: TABLE_NAME reads an ASCII name by hand (no compile at start-up); every name
+    # built from these pieces gets the pattern's answer (re.IGNORECASE).
+    import itertools
+    import re
+
+    from shapecheck.meaning import facts
+
+    pattern = re.compile(facts.TABLE_PATTERN, re.IGNORECASE)
+    pieces = ["", "_", "x", "2", "cos", "COS", "Sin", "freq", "freqs", "fReQs", "rope", "rotary",
+              "ropes", "cis", "ſin", "K", "\n", "_cached", "cosine"]
+    for parts in itertools.product(pieces, repeat=3):
+        name = "".join(parts)
+        assert bool(facts.TABLE_NAME.search(name)) == bool(pattern.search(name)), repr(name)

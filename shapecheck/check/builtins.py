@@ -16,7 +16,7 @@ from enum import Enum
 from typing import Any
 
 from ..messages import codes
-from ..records import NamedTuple, dataclass
+from ..records import NamedTuple, Record
 from . import value_rules
 from ..syntax import nodes
 from .. import symbolic
@@ -49,8 +49,7 @@ class Kind(Enum):
         return codes.detail(f"kind_{self.value}")
 
 
-@dataclass(frozen=True)
-class Param:
+class Param(Record, frozen=True):
     name: str
     kind: Kind
     default: Any = None
@@ -143,8 +142,7 @@ class AxisMap(NamedTuple):
     along: bool = False  # GATHER: take_along_axis (the index has x's rank)
 
 
-@dataclass(frozen=True)
-class Builtin:
+class Builtin(Record, frozen=True):
     """Every fact of one builtin, in its row: a new builtin touches this row and the
     backends' op tables only."""
 

@@ -12,7 +12,7 @@ from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from ..messages import codes
-from ..records import dataclass
+from ..records import Record
 from ..syntax import invisible, nodes
 from .builtins import (
     BUILTINS, KEYWORD_SYNONYMS, VARIADIC, Builtin, Kind, axis_index, broadcast, matmul,
@@ -45,8 +45,7 @@ STATEMENT_KEYWORDS = frozenset("dim constraint input param output assert".split(
 _UNSUPPORTED = "<unsupported>"  # a spelling that shapecheck.spellings reported already
 
 
-@dataclass
-class _Names:
+class _Names(Record):
     """What each name is: a dim, a tensor, or unknown (its statement failed)."""
 
     kind: dict[str, str] = field(default_factory=dict)  # "dim" | "tensor" | "unknown"
@@ -1120,8 +1119,7 @@ class Checker:
                 self.report(codes.UNKNOWN_BINDING.diag(first, name=name, value=value))
 
 
-@dataclass
-class _RuleCtx:
+class _RuleCtx(Record):
     """The :class:`builtins.Ctx` a shape rule reports through."""
 
     checker: Checker

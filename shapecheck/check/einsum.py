@@ -19,7 +19,7 @@ import string
 from typing import Any
 
 from ..messages import codes
-from ..records import dataclass
+from ..records import Record
 from .program import Shape, Value
 from .rules import MAX_EINSUM_OPERANDS, Ctx, broadcast, counterexample, relation
 from ..symbolic import Claim, Dim, to_text
@@ -31,8 +31,7 @@ class SubscriptError(Exception):
     """Subscripts that cannot be read; the message is the reason, in words."""
 
 
-@dataclass(frozen=True)
-class Subscripts:
+class Subscripts(Record, frozen=True):
     """Subscripts as read: one term per operand and the explicit output term."""
 
     inputs: tuple[str, ...]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..messages import codes
 from .. import symbolic
-from ..records import dataclass
+from ..records import Record
 from .program import NewAxis, Range, ResolvedSubscript, Take, Value
 from ..symbolic import Claim, Decision, Dim, Verdict, to_text
 
@@ -22,8 +22,7 @@ if TYPE_CHECKING:
     from .builtins import Ctx
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(Record, frozen=True, slots=True):
     """One written entry of a subscript, its dims built by the checker.
 
     ``kind`` is ``index``, ``slice``, ``ellipsis`` or ``new``; ``key`` names the

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import field
 from typing import Any, ClassVar
 
-from ..records import NamedTuple, dataclass
+from ..records import NamedTuple, Record
 from ..syntax import nodes
 from ..messages.diagnostics import Diagnostic, Note, Span
 from ..symbolic import Dim, DimSystem, shape_text
@@ -19,8 +19,7 @@ from ..symbolic import Dim, DimSystem, shape_text
 Shape = tuple[Dim, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Value:
+class Value(Record, frozen=True, slots=True):
     """The type of an expression: its shape and element type."""
 
     shape: Shape | None
@@ -52,8 +51,7 @@ UNKNOWN = Value(None)
 SCALAR = Value(())
 
 
-@dataclass(frozen=True, slots=True)
-class Tensor:
+class Tensor(Record, frozen=True, slots=True):
     """A named tensor: declared (input/param) or defined.
 
     An input the spec uses without declaring it (a sketch; :mod:`shapecheck.infer`) has
@@ -99,8 +97,7 @@ class Inferred(NamedTuple):
         return next((t for t in self.tensors if t.name == name), None)
 
 
-@dataclass(frozen=True, slots=True)
-class CallInfo:
+class CallInfo(Record, frozen=True, slots=True):
     """A builtin call as resolved by the checker, for the backends.
 
     ``args`` holds the normalised arguments by parameter name: tensors are the
@@ -112,8 +109,7 @@ class CallInfo:
     args: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class Take:
+class Take(Record, frozen=True, slots=True):
     """An integer index: axis ``axis`` of the operand is dropped at ``index``
     (normalised: ``0 <= index < size``)."""
 
@@ -121,8 +117,7 @@ class Take:
     index: Dim
 
 
-@dataclass(frozen=True, slots=True)
-class Range:
+class Range(Record, frozen=True, slots=True):
     """A slice of axis ``axis``: ``start`` and ``stop`` normalised to ``0 .. size``
     (None: the default for the step's direction), ``step`` a non-zero integer dim,
     ``length`` the size of the result's axis."""
@@ -134,13 +129,11 @@ class Range:
     length: Dim
 
 
-@dataclass(frozen=True, slots=True)
-class NewAxis:
+class NewAxis(Record, frozen=True, slots=True):
     """`None`: a new axis of size 1."""
 
 
-@dataclass(frozen=True, slots=True)
-class ResolvedSubscript:
+class ResolvedSubscript(Record, frozen=True, slots=True):
     """A subscript `x[...]` as resolved by the checker: one entry per axis of the
     operand (`...` and missing trailing entries expanded to whole-axis ranges) and
     per new axis, in order."""
@@ -153,8 +146,7 @@ class ResolvedSubscript:
                      for e in self.entries if not isinstance(e, Take))
 
 
-@dataclass
-class Program:
+class Program(Record):
     source: str
     statements: list[nodes.Stmt]
     dims: DimSystem

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from ..messages import codes
-from ..records import dataclass
+from ..records import Record
 from ..syntax import nodes
 from .. import symbolic
 from ..messages.diagnostics import Edit, Fix, Note, Span
@@ -29,8 +29,7 @@ MAX_EINSUM_OPERANDS = 63
 MAX_ELEMENTS = (2 ** 63 - 1) // 8
 
 
-@dataclass(frozen=True)
-class Anchor:
+class Anchor(Record, frozen=True):
     """Where a suggested `dim` or `constraint` goes in the file: at the end of the line of
     the last dim or constraint statement (all dims are declared by then), or at the very
     start of a file that has none; ``newline`` is the file's own."""

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..records import dataclass
+from ..records import Record
 from .common import cli, dim_option, lang_option, parse_bindings, use_color
 
 if TYPE_CHECKING:
@@ -77,8 +77,7 @@ def conform_command(path: str, target: str, dims: tuple[str, ...], names: tuple[
     sys.exit(command(options))
 
 
-@dataclass(frozen=True)
-class ConformOptions:
+class ConformOptions(Record, frozen=True):
     """`shapecheck conform`'s command line, parsed by click."""
 
     path: str

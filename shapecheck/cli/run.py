@@ -19,7 +19,7 @@ import click
 
 from .. import fileio
 from ..options import OptionError, parse_size
-from ..records import dataclass
+from ..records import Record
 from .common import (
     EXIT_ERRORS, EXIT_OK, EXIT_USAGE, STDOUT, cli, color_option, config_option, dim_option,
     finder_for, infer_option, isolated_option, lang_option, parse_bindings, stdin_filename_option,
@@ -32,8 +32,7 @@ if TYPE_CHECKING:
     from ..check.program import Program
 
 
-@dataclass(frozen=True)
-class RunOptions:
+class RunOptions(Record, frozen=True):
     path: str
     bindings: dict[str, int]
     input_files: tuple[str, ...] = ()

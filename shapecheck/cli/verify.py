@@ -26,7 +26,7 @@ from ..config import Finder, Settings
 from ..messages.diagnostics import Diagnostic, FileResult, Span
 from ..formats import FORMATS  # light: each format's module loads only when used
 from ..formats.common import Totals
-from ..records import dataclass
+from ..records import Record
 from .common import (
     EXIT_ERRORS, EXIT_OK, EXIT_STATUS_HELP, EXIT_USAGE, MESSAGES, UsageFailure, cli, codes_list,
     color_option,
@@ -44,8 +44,7 @@ TOOL_CODES = frozenset({"SC006", "SC007", "SC603"})
 FILE_START = Span(1, 1, 1, 1)
 
 
-@dataclass
-class Outcome:
+class Outcome(Record):
     """Everything a format renders: one result per file, and run-level notices."""
 
     results: list[FileResult] = field(default_factory=list)
@@ -57,8 +56,7 @@ class Outcome:
         return any(d.code in TOOL_CODES for r in self.results for d in r.diagnostics)
 
 
-@dataclass(frozen=True)
-class Stdin:
+class Stdin(Record, frozen=True):
     """The spec read from standard input (``-``), and the name it is checked as."""
 
     data: bytes
@@ -240,8 +238,7 @@ def _internal(path: str, data: bytes | None, error: BaseException) -> FileResult
 BOM = b"\xef\xbb\xbf"
 
 
-@dataclass(frozen=True)
-class FileFix:
+class FileFix(Record, frozen=True):
     """What fixing one file did (or would do, with ``--diff``)."""
 
     path: str

@@ -26,14 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Finder
-from ..records import dataclass
+from ..records import Record
 
 SPEC_SUFFIX = ".attn"
 STDIN = "-"
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(Record, frozen=True):
     """One thing to check: a file (as named or as found), or a path that failed."""
 
     path: Path

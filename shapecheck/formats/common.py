@@ -11,7 +11,7 @@ from urllib.parse import quote
 from ..messages.codes import fails
 from ..messages.diagnostics import Diagnostic, FileResult, Severity
 from ..i18n import Table
-from ..records import dataclass
+from ..records import Record
 
 # The words of the formats' summaries (`verify`'s last line, the GitHub job summary) and of
 # `report`'s verdict. A counted word has one entry for 1 (`error`) and one for the rest
@@ -50,8 +50,7 @@ WORDS: Table = Table("formats", "WORDS", {
 })
 
 
-@dataclass(frozen=True, slots=True)
-class Totals:
+class Totals(Record, frozen=True, slots=True):
     """Counts over all files, as the summaries report them."""
 
     files: int

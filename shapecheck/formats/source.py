@@ -13,7 +13,7 @@ from __future__ import annotations
 import unicodedata
 
 from ..messages.diagnostics import Span
-from ..records import dataclass
+from ..records import Record
 
 TAB = "    "
 #: Lines longer than this (in characters) are shown as a window around the span.
@@ -77,8 +77,7 @@ def cells(text: str) -> int:
     return sum(cell_width(char) for char in text)
 
 
-@dataclass(frozen=True, slots=True)
-class Excerpt:
+class Excerpt(Record, frozen=True, slots=True):
     """One source line ready to print, and where the underline goes under it."""
 
     line: int

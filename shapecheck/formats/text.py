@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..messages.diagnostics import Diagnostic, FileResult, Note, Severity, Span
-from ..records import dataclass
+from ..records import Record
 from .common import WORDS, Totals, plural
 from .source import Excerpt, SourceLines, printable, printable_line
 
@@ -39,8 +39,7 @@ PRIMARY_MARK = "^"
 SECONDARY_MARK = "-"
 
 
-@dataclass(frozen=True, slots=True)
-class Palette:
+class Palette(Record, frozen=True, slots=True):
     """ANSI styling, or none at all: the caller decides (a terminal, no NO_COLOR)."""
 
     enabled: bool

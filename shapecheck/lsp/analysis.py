@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from ..records import dataclass
+from ..records import Record
 from ..syntax import nodes
 from ..messages.diagnostics import Diagnostic, Span, line_starts
 from ..passes.incremental import Memo
@@ -157,8 +157,7 @@ def _fields(kind: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
 _PLAIN = frozenset({"str", "int", "float", "bool", "tuple[str, ...]"})
 
 
-@dataclass
-class _Parsed:
+class _Parsed(Record):
     text: str  # the statement's text (a chunk of the document's)
     column: int
     line: int
@@ -294,8 +293,7 @@ def _common_suffix(a: str, b: str, prefix: int) -> int:
 # --- one document -------------------------------------------------------------------------------
 
 
-@dataclass
-class Analysis:
+class Analysis(Record):
     """A document's text at one version, and what the checker made of it."""
 
     uri: str

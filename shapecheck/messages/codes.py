@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..records import dataclass
+from ..records import Record
 from .diagnostics import Diagnostic, Edit, Fix, Note, Severity, Span, shown
 from ..i18n import Table, code_text
 
 
-@dataclass(frozen=True, slots=True)
-class Code:
+class Code(Record, frozen=True, slots=True):
     id: str
     name: str
     severity: Severity

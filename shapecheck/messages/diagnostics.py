@@ -11,7 +11,7 @@ from dataclasses import field
 from enum import Enum
 from functools import cache
 
-from ..records import NamedTuple, dataclass
+from ..records import NamedTuple, Record
 
 
 class Span(NamedTuple):
@@ -70,16 +70,14 @@ class Severity(str, Enum):
     NOTE = "note"
 
 
-@dataclass(frozen=True, slots=True)
-class Note:
+class Note(Record, frozen=True, slots=True):
     """A secondary location with a message ("`Q` declared here as [N, d]")."""
 
     message: str
     span: Span | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Edit:
+class Edit(Record, frozen=True, slots=True):
     """Replace the text of ``span`` (1-based lines, character columns, end
     exclusive, in the file as read) with ``replacement``; an empty span inserts."""
 
@@ -87,8 +85,7 @@ class Edit:
     replacement: str
 
 
-@dataclass(frozen=True, slots=True)
-class Fix:
+class Fix(Record, frozen=True, slots=True):
     """A `help:` suggestion that is an exact edit of the spec.
 
     ``help`` is the help line it belongs to (one of ``Diagnostic.help``). A fix
@@ -103,8 +100,7 @@ class Fix:
     safe: bool = True
 
 
-@dataclass(frozen=True, slots=True)
-class Diagnostic:
+class Diagnostic(Record, frozen=True, slots=True):
     """One problem. ``counterexample`` holds, for a claim about dims that was refuted
     ("fails at D_model=1, H=2"), the sizes where it fails: (dim name, size) pairs,
     sorted by name; empty otherwise."""
@@ -126,8 +122,7 @@ class Diagnostic:
 MAX_DIAGNOSTICS = 200  # per file: past that, SC004 says the checker stopped
 
 
-@dataclass(slots=True)
-class DiagnosticSink:
+class DiagnosticSink(Record, slots=True):
     """Collects diagnostics for one file, capping runaway counts."""
 
     limit: int = MAX_DIAGNOSTICS
@@ -169,8 +164,7 @@ class InferredNames(NamedTuple):
     declarations: tuple[str, ...] = ()
 
 
-@dataclass(slots=True)
-class FileResult:
+class FileResult(Record, slots=True):
     """What `verify` knows about one file, ready for any output format.
 
     ``shapes`` maps every tensor whose shape is known to its dims, each printed

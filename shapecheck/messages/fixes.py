@@ -24,14 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..records import dataclass
+from ..records import Record
 from .diagnostics import Diagnostic, Edit, Fix, Span
 
 MAX_ROUNDS = 10
 
 
-@dataclass(frozen=True)
-class Fixed:
+class Fixed(Record, frozen=True):
     """The outcome of fixing one text."""
 
     text: str

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import field, replace
 from functools import cache
 
-from ..records import dataclass
+from ..records import Record
 from . import codes
 from .diagnostics import Diagnostic, Edit, Fix, Severity, Span
 
@@ -52,8 +52,7 @@ def _code_like() -> re.Pattern[str]:
     return re.compile(r"[A-Za-z]+[0-9]+")
 
 
-@dataclass
-class Directive:
+class Directive(Record):
     """One ``noqa`` comment: where it is, which codes it names (None: all)."""
 
     line: int

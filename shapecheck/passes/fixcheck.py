@@ -35,7 +35,7 @@ import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from ..records import dataclass
+from ..records import Record
 from ..syntax import nodes
 from ..messages.diagnostics import VERSION_MARK, Diagnostic, Edit, Fix, Span
 from ..syntax.parser import Chunk, parse_chunk
@@ -63,8 +63,7 @@ def verified(program: Program, check_whole: CheckWhole) -> list[Diagnostic]:
     return [verifier.diagnostic(d) if d.fixes else d for d in program.diagnostics]
 
 
-@dataclass(frozen=True)
-class _Outcome:
+class _Outcome(Record, frozen=True):
     ok: bool
     errors_left: int = 0
 

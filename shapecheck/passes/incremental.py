@@ -39,7 +39,7 @@ from functools import lru_cache
 from itertools import islice
 from typing import Any
 
-from ..records import dataclass
+from ..records import Record
 from ..syntax import nodes
 from ..check.checker import Checker, is_dim_statement
 from ..messages.diagnostics import Diagnostic, Span
@@ -53,8 +53,7 @@ __all__ = ["Memo"]
 _REMEMBERED = (nodes.TensorDecl, nodes.Define, nodes.Assert)
 
 
-@dataclass(slots=True)
-class _Effect:
+class _Effect(Record, slots=True):
     """What checking one statement did, and what it read."""
 
     statement: nodes.Stmt  # held, so that its id stays its own

@@ -41,7 +41,7 @@ from dataclasses import field
 from typing import Protocol
 
 from ..messages import codes
-from ..records import dataclass
+from ..records import Record
 from ..syntax import nodes
 from ..check.builtins import BUILTINS
 from ..messages.diagnostics import Diagnostic, Note, Severity, Span
@@ -120,8 +120,7 @@ def is_sketch(program: Program) -> bool:
 # --- the search -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Guess:
+class _Guess(Record, frozen=True):
     """A rank and an element type for each undeclared tensor (in first-use order)."""
 
     ranks: tuple[int, ...]
@@ -146,15 +145,13 @@ class _Guess:
         return _Guess(self.ranks, tuple(bools))
 
 
-@dataclass(frozen=True)
-class _Failure:
+class _Failure(Record, frozen=True):
     span: Span
     code: str
     candidates: tuple[int, ...]  # indices of the tensors that could fix it
 
 
-@dataclass
-class _Attempt:
+class _Attempt(Record):
     guess: _Guess
     unifier: Unifier
     shapes: list[tuple[Dim, ...]]
@@ -349,8 +346,7 @@ def _inside(inner: Span, outer: Span) -> bool:
 # --- naming and declaring ----------------------------------------------------------------
 
 
-@dataclass
-class _Namer:
+class _Namer(Record):
     inference: _Inference
     attempt: _Attempt
     names: dict[Dim, str] = field(default_factory=dict)

@@ -18,7 +18,7 @@ cannot be checked.
 from __future__ import annotations
 
 
-from ..records import dataclass
+from ..records import Record
 from ..syntax import nodes
 from ..messages.diagnostics import Diagnostic, Span
 from ..syntax.nodes import strip_parens
@@ -33,8 +33,7 @@ from .templates import Rich, code, inline, join, mark, math, rich, shape, text
 _MAX_DEPTH = 64
 
 
-@dataclass(frozen=True)
-class Pattern:
+class Pattern(Record, frozen=True):
     """One attention pattern, as a card needs it: meaning's analysis of it, or — for a broken
     pattern the analysis cannot see — its statements named from the syntax."""
 
@@ -52,8 +51,7 @@ class Pattern:
     attention: Attention | None = None  # the analysis (None: a broken pattern)
 
 
-@dataclass(frozen=True)
-class Axes:
+class Axes(Record, frozen=True):
     queries: Dim | None
     keys: Dim | None
     d: Dim | None
@@ -62,8 +60,7 @@ class Axes:
     keys_axis: int | None  # the axis of the weights that the output sums over
 
 
-@dataclass(frozen=True)
-class CardRow:
+class CardRow(Record, frozen=True):
     role: str
     tensor: Rich
     shape: str | None  # None: unknown (a failed step)
@@ -72,8 +69,7 @@ class CardRow:
     ok: bool = True  # False: the step failed (its shape is unknown or its statement has an error)
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(Record, frozen=True):
     """A line of the card's checks: the 30-second self-check, the axes, the scale."""
 
     label: str
@@ -81,8 +77,7 @@ class Check:
     ok: bool | None  # None: nothing to tick (no opinion, or it cannot be checked)
 
 
-@dataclass(frozen=True)
-class Card:
+class Card(Record, frozen=True):
     number: int
     line: int
     title: Rich

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import field
 
-from ..records import dataclass
+from ..records import Record
 from ..syntax import nodes
 from ..syntax.nodes import children, strip_parens
 from ..messages.diagnostics import Diagnostic, Span
@@ -24,16 +24,14 @@ ITEM_SIZES = {"float32": 4, "float64": 8}
 _METHOD_RANK = ["identical", "algebra", "definition", "constraint", "bindings", "relations"]
 
 
-@dataclass(frozen=True)
-class Use:
+class Use(Record, frozen=True):
     """A check that relied on a constraint."""
 
     line: int
     what: str
 
 
-@dataclass
-class Spec:
+class Spec(Record):
     program: Program
     path: str
     bindings: dict[str, int]

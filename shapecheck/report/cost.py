@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import field
 
-from ..records import dataclass
+from ..records import Record
 from ..syntax import nodes
 from ..check.builtins import BUILTINS
 from ..check.program import Value
@@ -26,8 +26,7 @@ PER_ELEMENT = {name: row.cost for name, row in BUILTINS.items() if row.cost}
 REDUCTIONS = frozenset({"sum", "mean", "max", "min", "amax", "amin", "all", "any"})
 
 
-@dataclass
-class StatementCost:
+class StatementCost(Record):
     flops: Dim | None  # None: an operation in it has an unknown shape
     ops: Counter[str] = field(default_factory=Counter)
 

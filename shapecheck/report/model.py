@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 
 from .. import depth
-from ..records import dataclass
+from ..records import Record
 from ..syntax import nodes
 from .._version import __version__
 from ..messages.diagnostics import Diagnostic, Severity, Span, shown
@@ -28,8 +28,7 @@ from .reasoning import StatementReasoning, reasoning
 from .templates import Rich, code, inline, join, listing, math, rich, text
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(Record, frozen=True):
     severity: str
     code: str
     line: int
@@ -41,8 +40,7 @@ class Problem:
     card: int | None = None  # the card of the attention pattern it breaks
 
 
-@dataclass(frozen=True)
-class Annotation:
+class Annotation(Record, frozen=True):
     label: str
     shape: str | None
     concrete: str | None
@@ -51,16 +49,14 @@ class Annotation:
     unbound: str | None = None  # with bindings: why there is no concrete shape ("d unbound")
 
 
-@dataclass(frozen=True)
-class SourceLine:
+class SourceLine(Record, frozen=True):
     number: int
     text: str
     annotations: tuple[Annotation, ...]
     problems: tuple[Problem, ...]
 
 
-@dataclass(frozen=True)
-class DimRow:
+class DimRow(Record, frozen=True):
     name: str
     kind: str
     definition: Rich
@@ -69,8 +65,7 @@ class DimRow:
     unbound: str | None = None  # with bindings, a dim with no value says so
 
 
-@dataclass(frozen=True)
-class ConstraintRow:
+class ConstraintRow(Record, frozen=True):
     text: str
     line: int
     ok: bool | None
@@ -78,8 +73,7 @@ class ConstraintRow:
     uses: Rich
 
 
-@dataclass(frozen=True)
-class CostRow:
+class CostRow(Record, frozen=True):
     line: int
     name: str
     flops: str | None
@@ -90,8 +84,7 @@ class CostRow:
     blank: str | None = None  # why a value cell is empty: "failed", "d unbound"
 
 
-@dataclass(frozen=True)
-class Cost:
+class Cost(Record, frozen=True):
     rows: tuple[CostRow, ...]
     total: str | None
     total_value: int | None
@@ -99,8 +92,7 @@ class Cost:
     largest: Rich
 
 
-@dataclass(frozen=True)
-class GraphNode:
+class GraphNode(Record, frozen=True):
     name: str
     kind: str  # "input", "param", "defined"
     shape: str
@@ -112,16 +104,14 @@ class GraphNode:
     problem: str | None = None  # the anchor of the first error in its statement
 
 
-@dataclass(frozen=True)
-class GraphEdge:
+class GraphEdge(Record, frozen=True):
     source: str
     target: str
     label: str
     failed: bool = False  # it flows into a statement with an error
 
 
-@dataclass(frozen=True)
-class Report:
+class Report(Record, frozen=True):
     title: str
     path: str
     ok: bool
@@ -557,8 +547,7 @@ def _canonical_text(system: DimSystem, symbol: Dim) -> str:
 # --- a whole model (docs/torch.md, "Whole models") -------------------------------------------
 
 
-@dataclass(frozen=True)
-class LayerSection:
+class LayerSection(Record, frozen=True):
     """Layers traced alike, on a whole model's page: who they are, where their code is, and
     the report of their traced spec (its cards)."""
 
@@ -567,8 +556,7 @@ class LayerSection:
     report: Report
 
 
-@dataclass(frozen=True)
-class ModelReport:
+class ModelReport(Record, frozen=True):
     """One page for a whole model: its dims once, each group of attention layers with its
     cards, the rest of the model by kind, the problems at their Python lines."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..records import dataclass
+from ..records import Record
 from ..syntax import nodes
 from ..check.program import Value
 from ..symbolic import Dim, Proof, as_int, is_literal_one, pretty, product, to_text
@@ -22,16 +22,14 @@ from .context import Spec, einsum_terms, merge, postorder
 from .templates import Rich, code, join, listing, mark, math, plain, rich, shape, text
 
 
-@dataclass(frozen=True)
-class ReasoningLine:
+class ReasoningLine(Record, frozen=True):
     line: int
     ok: bool | None
     text: Rich
     index_form: Rich = ()
 
 
-@dataclass(frozen=True)
-class StatementReasoning:
+class StatementReasoning(Record, frozen=True):
     line: int
     source: str
     steps: tuple[ReasoningLine, ...]

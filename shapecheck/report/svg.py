@@ -20,7 +20,7 @@ from __future__ import annotations
 import unicodedata
 from html import escape
 
-from ..records import dataclass
+from ..records import Record
 from .model import GraphEdge, GraphNode
 from .templates import text
 
@@ -43,8 +43,7 @@ LABEL_HEIGHT = 14
 MAX_NODES = 400
 
 
-@dataclass
-class _Box:
+class _Box(Record):
     """A node, or a waypoint that carries a long edge through a column (``node`` is None)."""
 
     name: str

@@ -8,7 +8,7 @@ from typing import Any
 import sympy
 
 from ..messages import codes
-from ..records import dataclass
+from ..records import Record
 from ..syntax import nodes
 from ..messages.diagnostics import Diagnostic, Fix, Span
 from .budget import MAX_EXPONENT, TooComplex
@@ -20,8 +20,7 @@ from .proofs import DimSystem
 Resolve = Callable[[nodes.Name], "Dim | None"]
 
 
-@dataclass
-class DimBuilder:
+class DimBuilder(Record):
     """Turns an expression node into a dim expression, reporting what is not allowed."""
 
     system: DimSystem

@@ -17,7 +17,7 @@ from sympy.polys.monomials import monomial_div, monomial_lcm
 from sympy.polys.orderings import lex
 from sympy.polys.rings import PolyElement, ring
 
-from ..records import dataclass
+from ..records import Record
 from .budget import MAX_BASIS, MAX_BITS, MAX_STEPS, MAX_TERMS, bits_of, too_complex
 from .dims import Dim
 
@@ -100,8 +100,7 @@ def groebner_basis(polys: Sequence[PolyElement], steps: Steps) -> list[PolyEleme
     return basis
 
 
-@dataclass(frozen=True)
-class Basis:
+class Basis(Record, frozen=True):
     """A Gröbner basis of the relations, over their dims (lex, sorted by name)."""
 
     gens: tuple[Dim, ...]

@@ -20,7 +20,7 @@ from fractions import Fraction
 import sympy
 from sympy.logic.boolalg import Boolean, BooleanFalse, BooleanTrue
 
-from ..records import dataclass
+from ..records import Record
 from ..syntax import nodes
 
 # The counterexample search: sizes 1..SEARCH_SIZE for every dim, every position in range.
@@ -40,8 +40,7 @@ class Unsupported(Exception):
     """A part of a body that has no formula (a tensor product, a reduction)."""
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(Record, frozen=True):
     """``status``: "proved", "refuted" or "undetermined". ``sizes`` and ``positions``: the
     counterexample (dim and position values); ``inputs``: input reads it sets; ``detail``:
     what a refutation shows or what would decide an undetermined claim."""
@@ -54,8 +53,7 @@ class Outcome:
     depends: tuple[str, ...] = ()  # undetermined: the inputs whose values decide
 
 
-@dataclass
-class Space:
+class Space(Record):
     """Where a claim is asked: the position variables with their ranges, the dims, the
     constraints the spec states."""
 

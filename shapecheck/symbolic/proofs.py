@@ -23,7 +23,7 @@ from sympy.polys.rings import ring
 
 from ..messages import codes
 from ..messages.diagnostics import Span
-from ..records import NamedTuple, dataclass
+from ..records import NamedTuple, Record
 from .budget import (
     MAX_BITS, Size, TooComplex, actual_bits, affordable, cancel, estimate, expand, has_denominator,
     numer_denom, too_complex,
@@ -36,8 +36,7 @@ from .dims import (
 from .groebner import Basis, Steps, checked_poly, groebner_basis
 
 
-@dataclass
-class ConstraintUse:
+class ConstraintUse(Record):
     """A constraint and what it was used for (shown by the report)."""
 
     text: str
@@ -46,16 +45,14 @@ class ConstraintUse:
     sides: tuple[Dim, str, Dim] | None = None  # left, op, right (replayed by without_bindings)
 
 
-@dataclass
-class DimInfo:
+class DimInfo(Record):
     name: str
     kind: str  # "free", "derived", "fixed"
     span: Span
     definition: Dim | None = None
 
 
-@dataclass
-class DimSystem(Refutation):
+class DimSystem(Refutation, Record):
     """What the spec says about its dims, and the questions the checker asks of it.
 
     Each dim with a *rule* stands for something else: a value (``_values``: a binding,
@@ -935,8 +932,7 @@ class DimChanges(NamedTuple):
     relations: frozenset[str]
 
 
-@dataclass(frozen=True)
-class ConstraintOutcome:
+class ConstraintOutcome(Record, frozen=True):
     status: str  # "ok", "trivial", "violated", "unsatisfiable"
     values: tuple[str, str, str] | None = None
     unknown: str | None = None  # "unsatisfiable": the dim no positive integer can be
@@ -950,8 +946,7 @@ class ConstraintOutcome:
 # always the checker's (DimSystem.equal / divides), never recomputed differently.
 
 
-@dataclass(frozen=True)
-class Proof:
+class Proof(Record, frozen=True):
     """How a verdict on a fact about dims was reached.
 
     ``method``: ``identical`` (the same expression), ``algebra`` (equal after expanding),

@@ -16,7 +16,7 @@ from dataclasses import field, fields, is_dataclass, replace
 from typing import Any
 
 from ..messages import codes
-from ..records import dataclass
+from ..records import Record
 from ..messages.diagnostics import Diagnostic, Span
 from . import nodes
 
@@ -38,8 +38,7 @@ _SCALE = "__scale"  # where the `scale=` argument goes in the written-out attent
 _SCORE_ROLES = {3: ("s", "q", "k"), 5: ("s", "b", "h", "q", "k")}
 
 
-@dataclass
-class Functions:
+class Functions(Record):
     """The functions a spec defines and the claims it makes about them."""
 
     definitions: dict[str, nodes.FunctionDef] = field(default_factory=dict)

@@ -48,6 +48,8 @@ from typing import Any
 
 import lark
 from lark import Lark
+from lark.parse_tree_builder import ParseTreeBuilder
+from lark.parser_frontends import _get_lexer_callbacks
 from lark.parsers import lalr_analysis, lalr_parser
 
 FORMAT = 2
@@ -117,12 +119,47 @@ def from_tables(key: str, data: dict[str, Any], memo: Callable[[], dict[int, Any
         table = {**frontend["parser"], "states": states(records)}
         data = {**data, "parser": {**frontend, "parser": table}}
         load_options["_plugins"] = {**load_options.get("_plugins", {}), "LALR_Parser": _BuiltTable}
-    parser = Lark._load_from_dict(data, records, **load_options)
+    parser = _ShippedLark._load_from_dict(data, records, **load_options)
     lexer = getattr(parser.parser.lexer, "lexer", parser.parser.lexer)  # under a postlexer
     if unless is not None and isinstance(lexer, lark.lexer.BasicLexer):
         lexer._build_scanner = partial(  # type: ignore[method-assign]
             _shipped_scanner, lexer, unless, patterns)
     return parser
+
+
+class _ShippedLark(Lark):
+    """Lark, whose LALR parser's callbacks (one a rule, ~200) are each made by Lark's own
+    ``ParseTreeBuilder`` when the parser first reduces by its rule, not all of them when the
+    parser is built: a short spec reduces by a third of them (issue 36, ~4M instructions of
+    every cold start). The callbacks are the ones ``create_callback`` makes, rule by rule."""
+
+    def _prepare_callbacks(self) -> None:
+        options = self.options
+        if options.parser != "lalr" or options.ambiguity == "forest":
+            super()._prepare_callbacks()
+            return
+        self._parse_tree_builder = ParseTreeBuilder(
+            [], options.tree_class or lark.Tree, options.propagate_positions, False,
+            options.maybe_placeholders)
+        self._callbacks = _Callbacks(self._parse_tree_builder, options.transformer)
+        self._callbacks.update(_get_lexer_callbacks(options.transformer, self.terminals))
+
+
+class _Callbacks(dict):  # type: ignore[type-arg]
+    """A rule's callback, made on the first look-up (the LALR parser reads ``callbacks[rule]``
+    and tests ``if callbacks``; the lexer's callbacks, by terminal name, are added at once)."""
+
+    def __init__(self, builder: ParseTreeBuilder, transformer: Any) -> None:
+        super().__init__()
+        self._builder, self._transformer = builder, transformer
+
+    def __missing__(self, rule: lark.grammar.Rule) -> Callable[..., Any]:
+        self._builder.rule_builders = list(self._builder._init_builders([rule]))
+        made = self[rule] = self._builder.create_callback(self._transformer)[rule]
+        return made
+
+    def __bool__(self) -> bool:
+        return True
 
 
 # --- the lexer's keyword table ---------------------------------------------------------------

@@ -23,7 +23,7 @@ from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
 from ..messages import codes
-from ..records import dataclass
+from ..records import Record
 from . import nodes
 from ..messages.diagnostics import Diagnostic, Span
 
@@ -36,8 +36,7 @@ KEYWORDS = {"dim": "axis", "keepdim": "keepdims", "diagonal": "k", "start_dim": 
             "end_dim": "end"}
 
 
-@dataclass(frozen=True)
-class Spelling:
+class Spelling(Record, frozen=True):
     """How one spelling maps onto a builtin.
 
     - ``builtin``: the builtin's name, or one of the forms ``"@"`` (matmul),
@@ -70,136 +69,163 @@ _ELEMENTWISE = ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "abs", 
 _CASTS = ("float", "double", "half", "bfloat16", "contiguous", "clone", "detach", "to",
           "type_as", "cpu", "cuda")
 
-# `x.name(...)`: PyTorch's tensor methods.
-_METHOD_ROWS: dict[str, _Row] = {
-    "transpose": _row("swap", "axis1", "axis2"),
-    "swapaxes": _row("swap", "axis1", "axis2"),
-    "permute": _row("transpose", sizes="perm"),
-    "view": _row("reshape", sizes="shape"),
-    "reshape": _row("reshape", sizes="shape"),
-    "masked_fill": _row("masked_fill", "mask", "value"),
-    "softmax": _row("softmax", "axis"),
-    "sum": _row("sum", "axis", "keepdims"),
-    "mean": _row("mean", "axis", "keepdims"),
-    "amax": _row("max", "axis", "keepdims"),
-    "amin": _row("min", "axis", "keepdims"),
-    "max": _row("max", "axis", "keepdims"),
-    "min": _row("min", "axis", "keepdims"),
-    "unsqueeze": _row("unsqueeze", "axis"),
-    "squeeze": _row("squeeze", "axis"),
-    "repeat_interleave": _row("repeat", "repeats", "axis"),
-    "matmul": _row("@", "other"),
-    "bmm": _row("@", "other"),
-    "mm": _row("@", "other"),
-    "tril": _row("tril", "k"),
-    "triu": _row("triu", "k"),
-    "size": _row("size", "axis"),
-    # issue 21's builtins (lang-types): PyTorch's methods for them
-    "cumsum": _row("cumsum", "axis"),
-    "cumprod": _row("cumprod", "axis"),
-    "clamp": _row("clamp", "min", "max"),
-    "clip": _row("clamp", "min", "max"),
-    "all": _row("all", "axis", "keepdims"),
-    "any": _row("any", "axis", "keepdims"),
-    "repeat": _row("tile", sizes="reps"),
-    "expand": _row("expand", sizes="shape"),
-    "t": _row("transpose_2d"),
-    "flatten": _row("flatten", "start", "end"),
-    "long": _row("long"),
-    "index_select": _row("index_select", "axis", "index"),
-    "index_copy": _row("index_copy", "axis", "index", "source"),
-    "scatter": _row("scatter", "axis", "index", "src"),
-    "minimum": _row("minimum", "y"),
-    "maximum": _row("maximum", "y"),
-    "outer": _row("outer", "y"),
-    "conj": _row("conj"),
-    "argmax": _row("argmax", "axis", "keepdims"),
-    "argmin": _row("argmin", "axis", "keepdims"),
-    "argsort": _row("argsort", "axis", "descending"),
-    "flip": _row("flip", "axis"),
-    **{name: _row(name) for name in _ELEMENTWISE},
-    **{name: _row("identity") for name in _CASTS},
-}
 
-# `torch.name(...)`, `F.name(...)`, `np.name(...)`, `math.name(...)`: the tensor (where
-# there is one) is the first argument.
-_FUNCTION_ROWS: dict[str, _Row] = {
-    **{f"torch.{name}": _METHOD_ROWS[name] for name in (
-        "transpose", "swapaxes", "permute", "reshape", "masked_fill", "softmax", "sum", "mean",
-        "amax", "amin", "max", "min", "repeat_interleave", "matmul", "bmm", "mm", "tril",
-        "triu", "unsqueeze", "squeeze", "t", "flatten", *_ELEMENTWISE)},
-    "torch.cat": _row("concat", "axis"),
-    "torch.concat": _row("concat", "axis"),
-    "torch.concatenate": _row("concat", "axis"),
-    "torch.stack": _row("stack", "axis"),
-    "torch.where": _row("where", "x", "y"),
-    "torch.einsum": _row("einsum"),
-    "torch.ones": _row("ones", sizes="shape", receiver=False),
-    "torch.zeros": _row("zeros", sizes="shape", receiver=False),
-    "torch.arange": _row("arange", receiver=False),
-    **{f"torch.{name}": _METHOD_ROWS[name] for name in (
-        "cumsum", "cumprod", "clamp", "clip", "all", "any", "index_select", "index_copy",
-        "scatter", "minimum", "maximum", "outer", "conj", "argmax", "argmin", "argsort",
-        "flip")},
-    "torch.full": _row("full", "shape", "value", receiver=False),
-    "torch.ones_like": _row("ones_like"),
-    "torch.zeros_like": _row("zeros_like"),
-    "torch.full_like": _row("full_like", "value"),
-    "torch.polar": _row("polar", "angle"),
-    "torch.view_as_complex": _row("view_as_complex"),
-    "torch.view_as_real": _row("view_as_real"),
-    "torch.real": _row("real"),
-    "torch.imag": _row("imag"),
-    "np.cumsum": _row("cumsum", "axis"),
-    "np.cumprod": _row("cumprod", "axis"),
-    "np.minimum": _row("minimum", "y"),
-    "np.maximum": _row("maximum", "y"),
-    "np.clip": _row("clamp", "min", "max"),
-    "np.all": _row("all", "axis", "keepdims"),
-    "np.any": _row("any", "axis", "keepdims"),
-    "np.take": _row("take", "indices", "axis"),
-    "np.take_along_axis": _row("take_along_axis", "indices", "axis"),
-    "np.tile": _row("tile", "reps"),
-    "np.outer": _row("outer", "y"),
-    "np.full": _row("full", "shape", "value", receiver=False),
-    "np.ones_like": _row("ones_like"),
-    "np.zeros_like": _row("zeros_like"),
-    "np.real": _row("real"),
-    "np.imag": _row("imag"),
-    "np.conj": _row("conj"),
-    **{f"F.{name}": _METHOD_ROWS[name] for name in (
-        "softmax", "relu", "gelu", "silu", "sigmoid", "tanh", "softplus")},
-    "F.dropout": _row("dropout", "p"),
-    "F.elu": _row("elu", "alpha"),
-    **{f"np.{name}": _row(name, "axis", "keepdims") for name in ("sum", "mean", "max", "min")},
-    "np.amax": _row("max", "axis", "keepdims"),
-    "np.amin": _row("min", "axis", "keepdims"),
-    "np.matmul": _row("@", "other"),
-    "np.transpose": _row("transpose", "perm"),
-    "np.swapaxes": _row("swap", "axis1", "axis2"),
-    "np.reshape": _row("reshape", "shape"),
-    "np.concatenate": _row("concat", "axis"),
-    "np.stack": _row("stack", "axis"),
-    "np.where": _row("where", "x", "y"),
-    "np.einsum": _row("einsum"),
-    "np.tril": _row("tril", "k"),
-    "np.triu": _row("triu", "k"),
-    "np.repeat": _row("repeat", "repeats", "axis"),
-    "np.ones": _row("ones", "shape", receiver=False),
-    "np.zeros": _row("zeros", "shape", receiver=False),
-    "np.arange": _row("arange", receiver=False),
-    **{f"np.{name}": _row(name) for name in _ELEMENTWISE if name not in ("gelu", "silu", "relu",
-                                                                          "sigmoid", "softplus",
-                                                                          "rsqrt", "erf")},
-    **{f"math.{name}": _row(name) for name in ("sqrt", "exp", "log", "tanh", "cos", "sin",
-                                                 "acos")},
-    "np.arccos": _row("acos"), "torch.arccos": _row("acos"),
-}
+def _rows() -> tuple[dict[str, _Row], dict[str, _Row]]:
+    """The tables' rows: the tensor methods and the namespaces' functions."""
+    # `x.name(...)`: PyTorch's tensor methods.
+    _METHOD_ROWS: dict[str, _Row] = {
+        "transpose": _row("swap", "axis1", "axis2"),
+        "swapaxes": _row("swap", "axis1", "axis2"),
+        "permute": _row("transpose", sizes="perm"),
+        "view": _row("reshape", sizes="shape"),
+        "reshape": _row("reshape", sizes="shape"),
+        "masked_fill": _row("masked_fill", "mask", "value"),
+        "softmax": _row("softmax", "axis"),
+        "sum": _row("sum", "axis", "keepdims"),
+        "mean": _row("mean", "axis", "keepdims"),
+        "amax": _row("max", "axis", "keepdims"),
+        "amin": _row("min", "axis", "keepdims"),
+        "max": _row("max", "axis", "keepdims"),
+        "min": _row("min", "axis", "keepdims"),
+        "unsqueeze": _row("unsqueeze", "axis"),
+        "squeeze": _row("squeeze", "axis"),
+        "repeat_interleave": _row("repeat", "repeats", "axis"),
+        "matmul": _row("@", "other"),
+        "bmm": _row("@", "other"),
+        "mm": _row("@", "other"),
+        "tril": _row("tril", "k"),
+        "triu": _row("triu", "k"),
+        "size": _row("size", "axis"),
+        # issue 21's builtins (lang-types): PyTorch's methods for them
+        "cumsum": _row("cumsum", "axis"),
+        "cumprod": _row("cumprod", "axis"),
+        "clamp": _row("clamp", "min", "max"),
+        "clip": _row("clamp", "min", "max"),
+        "all": _row("all", "axis", "keepdims"),
+        "any": _row("any", "axis", "keepdims"),
+        "repeat": _row("tile", sizes="reps"),
+        "expand": _row("expand", sizes="shape"),
+        "t": _row("transpose_2d"),
+        "flatten": _row("flatten", "start", "end"),
+        "long": _row("long"),
+        "index_select": _row("index_select", "axis", "index"),
+        "index_copy": _row("index_copy", "axis", "index", "source"),
+        "scatter": _row("scatter", "axis", "index", "src"),
+        "minimum": _row("minimum", "y"),
+        "maximum": _row("maximum", "y"),
+        "outer": _row("outer", "y"),
+        "conj": _row("conj"),
+        "argmax": _row("argmax", "axis", "keepdims"),
+        "argmin": _row("argmin", "axis", "keepdims"),
+        "argsort": _row("argsort", "axis", "descending"),
+        "flip": _row("flip", "axis"),
+        **{name: _row(name) for name in _ELEMENTWISE},
+        **{name: _row("identity") for name in _CASTS},
+    }
 
-# Each row made a Spelling once, with its own spelling (some two hundred rows at start-up).
-METHODS: dict[str, Spelling] = {key: Spelling(*row, key) for key, row in _METHOD_ROWS.items()}
-FUNCTIONS: dict[str, Spelling] = {key: Spelling(*row, key)
-                                  for key, row in _FUNCTION_ROWS.items()}
+    # `torch.name(...)`, `F.name(...)`, `np.name(...)`, `math.name(...)`: the tensor (where
+    # there is one) is the first argument.
+    _FUNCTION_ROWS: dict[str, _Row] = {
+        **{f"torch.{name}": _METHOD_ROWS[name] for name in (
+            "transpose", "swapaxes", "permute", "reshape", "masked_fill", "softmax", "sum", "mean",
+            "amax", "amin", "max", "min", "repeat_interleave", "matmul", "bmm", "mm", "tril",
+            "triu", "unsqueeze", "squeeze", "t", "flatten", *_ELEMENTWISE)},
+        "torch.cat": _row("concat", "axis"),
+        "torch.concat": _row("concat", "axis"),
+        "torch.concatenate": _row("concat", "axis"),
+        "torch.stack": _row("stack", "axis"),
+        "torch.where": _row("where", "x", "y"),
+        "torch.einsum": _row("einsum"),
+        "torch.ones": _row("ones", sizes="shape", receiver=False),
+        "torch.zeros": _row("zeros", sizes="shape", receiver=False),
+        "torch.arange": _row("arange", receiver=False),
+        **{f"torch.{name}": _METHOD_ROWS[name] for name in (
+            "cumsum", "cumprod", "clamp", "clip", "all", "any", "index_select", "index_copy",
+            "scatter", "minimum", "maximum", "outer", "conj", "argmax", "argmin", "argsort",
+            "flip")},
+        "torch.full": _row("full", "shape", "value", receiver=False),
+        "torch.ones_like": _row("ones_like"),
+        "torch.zeros_like": _row("zeros_like"),
+        "torch.full_like": _row("full_like", "value"),
+        "torch.polar": _row("polar", "angle"),
+        "torch.view_as_complex": _row("view_as_complex"),
+        "torch.view_as_real": _row("view_as_real"),
+        "torch.real": _row("real"),
+        "torch.imag": _row("imag"),
+        "np.cumsum": _row("cumsum", "axis"),
+        "np.cumprod": _row("cumprod", "axis"),
+        "np.minimum": _row("minimum", "y"),
+        "np.maximum": _row("maximum", "y"),
+        "np.clip": _row("clamp", "min", "max"),
+        "np.all": _row("all", "axis", "keepdims"),
+        "np.any": _row("any", "axis", "keepdims"),
+        "np.take": _row("take", "indices", "axis"),
+        "np.take_along_axis": _row("take_along_axis", "indices", "axis"),
+        "np.tile": _row("tile", "reps"),
+        "np.outer": _row("outer", "y"),
+        "np.full": _row("full", "shape", "value", receiver=False),
+        "np.ones_like": _row("ones_like"),
+        "np.zeros_like": _row("zeros_like"),
+        "np.real": _row("real"),
+        "np.imag": _row("imag"),
+        "np.conj": _row("conj"),
+        **{f"F.{name}": _METHOD_ROWS[name] for name in (
+            "softmax", "relu", "gelu", "silu", "sigmoid", "tanh", "softplus")},
+        "F.dropout": _row("dropout", "p"),
+        "F.elu": _row("elu", "alpha"),
+        **{f"np.{name}": _row(name, "axis", "keepdims") for name in ("sum", "mean", "max", "min")},
+        "np.amax": _row("max", "axis", "keepdims"),
+        "np.amin": _row("min", "axis", "keepdims"),
+        "np.matmul": _row("@", "other"),
+        "np.transpose": _row("transpose", "perm"),
+        "np.swapaxes": _row("swap", "axis1", "axis2"),
+        "np.reshape": _row("reshape", "shape"),
+        "np.concatenate": _row("concat", "axis"),
+        "np.stack": _row("stack", "axis"),
+        "np.where": _row("where", "x", "y"),
+        "np.einsum": _row("einsum"),
+        "np.tril": _row("tril", "k"),
+        "np.triu": _row("triu", "k"),
+        "np.repeat": _row("repeat", "repeats", "axis"),
+        "np.ones": _row("ones", "shape", receiver=False),
+        "np.zeros": _row("zeros", "shape", receiver=False),
+        "np.arange": _row("arange", receiver=False),
+        **{f"np.{name}": _row(name) for name in _ELEMENTWISE if name not in ("gelu", "silu", "relu",
+                                                                              "sigmoid", "softplus",
+                                                                              "rsqrt", "erf")},
+        **{f"math.{name}": _row(name) for name in ("sqrt", "exp", "log", "tanh", "cos", "sin",
+                                                     "acos")},
+        "np.arccos": _row("acos"), "torch.arccos": _row("acos"),
+    }
+    return _METHOD_ROWS, _FUNCTION_ROWS
+
+
+# The tables are made on first use: a spec without a PyTorch spelling never reads them (some
+# two hundred records, ~3M instructions of every cold `verify`; issue 36). Each row is made a
+# Spelling once, with its own spelling. `METHODS` and `FUNCTIONS` are read as the module's
+# attributes (`__getattr__`), within the module through `_table`.
+_TABLES: dict[str, dict[str, Spelling]] = {}
+
+
+def _table(name: str) -> dict[str, Spelling]:
+    """``METHODS``, ``FUNCTIONS``, ``_DOTTED_METHODS`` or ``_ATTRIBUTES``."""
+    if not _TABLES:
+        method_rows, function_rows = _rows()
+        methods = {key: Spelling(*row, key) for key, row in method_rows.items()}
+        _TABLES.update(
+            METHODS=methods,
+            FUNCTIONS={key: Spelling(*row, key) for key, row in function_rows.items()},
+            # `x.name` without a call: the attributes there are.
+            _ATTRIBUTES={".T": Spelling("T"), ".mT": Spelling("mT"), ".shape": Spelling("shape")},
+            _DOTTED_METHODS={f".{name}": spelling for name, spelling in methods.items()})
+    return _TABLES[name]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in ("METHODS", "FUNCTIONS", "_ATTRIBUTES", "_DOTTED_METHODS"):
+        raise AttributeError(name, name=name)  # (the protocol of getattr and hasattr)
+    value = globals()[name] = _table(name)
+    return value
 
 # Attributes that are values: `math.pi`, `np.inf`, `x.mT`.
 CONSTANTS = {"math.pi": math.pi, "math.e": math.e, "np.pi": math.pi, "np.e": math.e,
@@ -215,14 +241,9 @@ UNSUPPORTED: dict[str, str] = {
     "F.layer_norm": "layernorm(x)",
 }
 
-# `x.name` without a call: the attributes there are.
-_ATTRIBUTES = {".T": Spelling("T"), ".mT": Spelling("mT"), ".shape": Spelling("shape")}
-
-_DOTTED_METHODS = {f".{name}": spelling for name, spelling in METHODS.items()}
 
 
-@dataclass
-class Resolved:
+class Resolved(Record):
     statements: list[nodes.Stmt]
     diagnostics: list[Diagnostic]
 
@@ -375,30 +396,31 @@ class _Resolver:
         keywords = node.keywords if cast else tuple(self._rebuild(k) for k in node.keywords)
         if space is not None:
             written = f"{space}.{node.name.name}"
-            spelling = FUNCTIONS.get(written)
+            spelling = _table("FUNCTIONS").get(written)
             if spelling is None:
-                return self._unsupported(node, written, FUNCTIONS)
+                return self._unsupported(node, written, _table("FUNCTIONS"))
             if spelling.receiver:
                 if not args:
-                    return self._unsupported(node, written, FUNCTIONS)
+                    return self._unsupported(node, written, _table("FUNCTIONS"))
                 if written in ("torch.max", "torch.min") and len(args) == 2 \
                         and not _is_int(args[1]):  # of two tensors: elementwise
-                    spelling = FUNCTIONS[written.replace("max", "maximum").replace("min", "minimum")]
+                    spelling = _table("FUNCTIONS")[
+                        written.replace("max", "maximum").replace("min", "minimum")]
                 return self.apply(spelling, node, args[0], args[1:], keywords)
             return self.apply(spelling, node, None, args, keywords)
         if self.namespace(node.receiver) is None and _bare_namespace(node.receiver, self.declared):
             return self._unsupported(node, f"{_bare_namespace(node.receiver, self.declared)}."
-                                     f"{node.name.name}", FUNCTIONS)
+                                     f"{node.name.name}", _table("FUNCTIONS"))
         if isinstance(node.receiver, nodes.Name) and node.receiver.name in self.dims:
             # `F.softmax(x)` with `dim F`: the dim wins, and a dim has no methods.
             self.diagnostics.append(codes.WRONG_KIND.diag(
                 node.receiver.span, name=node.receiver.name, actual=codes.detail("noun_dim"),
                 expected=codes.detail("noun_tensor")))
             return _unresolved(node)
-        spelling = METHODS.get(node.name.name)
+        spelling = _table("METHODS").get(node.name.name)
         receiver = self._rebuild(node.receiver)
         if spelling is None:
-            return self._unsupported(node, f".{node.name.name}", _DOTTED_METHODS)
+            return self._unsupported(node, f".{node.name.name}", _table("_DOTTED_METHODS"))
         return self.apply(spelling, node, receiver, args, keywords)
 
     def apply(self, spelling: Spelling, node: nodes.Method, x: nodes.Expr | None,
@@ -444,7 +466,7 @@ class _Resolver:
                 and node.receiver.name.name in ("max", "min"):
             return self.method(node.receiver)  # `x.max(dim).values`: the values
         help_text = "x.shape[i]" if node.name.name == "shape" else None
-        return self._unsupported(node, f".{node.name.name}", _ATTRIBUTES, help_text)
+        return self._unsupported(node, f".{node.name.name}", _table("_ATTRIBUTES"), help_text)
 
     def shape_index(self, node: nodes.Subscript) -> nodes.Expr:
         """`x.shape[i]`: the size of axis i, a dim."""
@@ -469,7 +491,7 @@ class _Resolver:
                      instead: str | None = None) -> nodes.Expr:
         """SC105 with the spelling that is supported; the node is left unknown."""
         instead = instead or UNSUPPORTED.get(written) or UNSUPPORTED.get(written.split(".")[-1])
-        if instead is None and written in _DOTTED_METHODS:
+        if instead is None and written in _table("_DOTTED_METHODS"):
             instead = f"x{written}(...)"  # a method written as an attribute (`x.float`)
         helps: list[str] = []
         if instead:
