@@ -885,10 +885,11 @@ def _summed_count(low: Lowering, source: Any, divisor: float) -> str | None:
     if not axes or any(not isinstance(axis, int) for axis in axes):
         return None
     sizes = [shape[axis % len(shape)] for axis in axes]
-    if not all(isinstance(size, int) or hasattr(size, "node") for size in sizes) or \
-            math.prod(int(size) for size in sizes) != divisor:
+    try:  # a traced size's number (a size known only at run time has none)
+        count = math.prod(int(size) for size in sizes)
+    except Exception:  # noqa: BLE001 - torch's data-dependent guard errors have no common base
         return None
-    return " * ".join(low.size(size) for size in sizes)
+    return " * ".join(low.size(size) for size in sizes) if count == divisor else None
 
 
 def _scaled(low: Lowering, node: Any, a: Val, factor: float) -> Val | None:
