@@ -1034,7 +1034,7 @@ class Follow:
         else:
             axes = tuple(a for i, a in enumerate(x.axes) if i not in removed)
         info = Info(axes, reduced=Reduced(node, x_node, removed))
-        if node.func.name in LINEAR_REDUCTIONS and x.scale:
+        if x.scale and self.calls[id(node)].builtin in LINEAR_REDUCTIONS:
             # the mean of scaled queries is scaled as they are (Nyströmformer's landmarks,
             # means of segments of `Q / d ** 0.25`): its product with the keys keeps it
             info.scale = x.scale

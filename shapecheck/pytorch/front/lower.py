@@ -863,9 +863,14 @@ def _times_mask(a: Val, b: Val) -> Val:
     if a.kind == b.kind == "bool":
         return Val(f"{a.at(AND)} & {b.at(AND + 1)}", AND, kind="bool")
     mask, other = (a, b) if a.kind == "bool" else (b, a)
-    ones = f"where({mask.text}, 1, 0)"
+    ones = _as_numbers(mask)
     return Val(f"{other.at(PRODUCT)} * {ones}" if mask is b else f"{ones} * {other.at(PRODUCT + 1)}",
                PRODUCT)
+
+
+def _as_numbers(mask: Val) -> str:
+    """A mask as the numbers torch reads it as: 1 where set, 0 elsewhere."""
+    return f"where({mask.text}, 1, 0)"
 
 
 def _contracted(low: Lowering, node: Any) -> str | None:
@@ -1548,7 +1553,7 @@ def _same(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     if _element(result) == "int" and source != "int":
         return Val(f"long({x.text})")  # a mask or reals to integers (`.to(torch.long)`)
     if x.kind == "bool" and _kind(result) != "bool":  # a mask turned into numbers
-        return Val(f"where({x.text}, 1, 0)")
+        return Val(_as_numbers(x))
     return x
 
 
