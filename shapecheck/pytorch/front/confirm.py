@@ -227,7 +227,8 @@ def _run(extraction: Extraction, program: Program, bindings: dict[str, int],
         return Outcome("unrun", sizes, _error_text(error))
     if any(shape is None for shape in shapes.values()):
         return Outcome("unrun", sizes, codes.TORCH_HELPS["no_shapes"])
-    changed = any(bindings.get(n) != v for n, v in extraction.bindings.items())
+    # a built dim the spec declares at its size is not among the bindings: not changed
+    changed = any(bindings.get(n, v) != v for n, v in extraction.bindings.items())
     with torch.random.fork_rng(devices=[]):  # the caller's random state is its own
         torch.manual_seed(0)
         try:

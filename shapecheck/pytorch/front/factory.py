@@ -14,8 +14,10 @@ from __future__ import annotations
 import copy
 import inspect
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import sizes as sizing
@@ -36,6 +38,9 @@ class Call:
     #: again gets too
     made: Any = None
     _settings: dict[str, dict[str, Any]] | None = None
+    #: the size arguments of the constructors of its parts, by name (ClassAttentionBlock(dim,
+    #: num_heads) built inside a wrapper that takes no size): the first call's value of each
+    inner: dict[str, int] = field(default_factory=dict)
 
     def sizes(self) -> dict[str, int]:
         """The int arguments that name a size, and the size fields of a config argument."""
@@ -116,8 +121,10 @@ def run_capturing(factory: Callable[[], Any]) -> tuple[Any, Call | None]:
         inherited(self, *args, **kwargs)
 
     kind.__init__ = init  # type: ignore[misc]
+    inner: dict[str, int] = {}
     try:
-        again = factory()
+        with _recording_parts(inner):
+            again = factory()
     except Exception:
         return made, None
     finally:
@@ -136,7 +143,42 @@ def run_capturing(factory: Callable[[], Any]) -> tuple[Any, Call | None]:
     except (TypeError, ValueError):
         return again, None
     bound.apply_defaults()
-    return again, Call(kind, bound, _module_of(again))
+    return again, Call(kind, bound, _module_of(again), inner=inner)
+
+
+@contextmanager
+def _recording_parts(found: dict[str, int]) -> Iterator[None]:
+    """While the factory runs: the size arguments (by their names) of each constructor of a
+    module class outside torch, read from its frame when it calls ``nn.Module.__init__``
+    (``super().__init__()``, first in a constructor: its locals are its arguments then)."""
+    import torch
+
+    base = torch.nn.Module.__init__
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_name == "__init__" \
+                and frame.f_code.co_argcount and frame.f_locals.get(
+                    frame.f_code.co_varnames[0]) is self:
+            if not type(self).__module__.startswith("torch."):
+                _record_arguments(frame, found)
+            frame = frame.f_back
+        base(self, *args, **kwargs)
+
+    torch.nn.Module.__init__ = init  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        torch.nn.Module.__init__ = base  # type: ignore[method-assign]
+
+
+def _record_arguments(frame: Any, found: dict[str, int]) -> None:
+    code = frame.f_code
+    count = code.co_argcount + code.co_kwonlyargcount
+    for name in code.co_varnames[1:count]:
+        value = frame.f_locals.get(name)
+        if _is_size(name, value) and sizing.is_size_name(name):
+            found.setdefault(name, value)
 
 
 def _module_of(made: Any) -> Any:
@@ -165,6 +207,8 @@ def recovered(module: Any, call: Call | None, inputs: dict[str, Any]) -> dict[st
             for name, value in list(vars(sub).items()):
                 if _is_size(name, value) and sizing.is_size_name(name):
                     found.setdefault(name, value)
+    for name, value in (call.inner if call is not None else {}).items():
+        found.setdefault(name, value)
     found.update({k: v for k, v in _annotated_sizes(module, inputs).items() if k not in found})
     return found
 
@@ -200,6 +244,8 @@ def apart(call: Call, named: dict[str, int], inputs: dict[str, Any], *,
     input axis of a size that was one of theirs the size chosen for it (the batch and
     sequence axes keep theirs). None when an axis's size was several dims' with different
     new sizes, or an input is not tensors."""
+    if not call.sizes():
+        return None  # nothing the constructor takes can be chosen (a wrapper's parts' sizes)
     fixed = _fixed_sizes(inputs, set(named.values())) | _fixed_sizes(
         dict(call.arguments.arguments), set())
     chosen = sizing.choose(list(call.sizes()), {}, even_heads=even_heads, avoid=fixed)

@@ -921,6 +921,8 @@ RULES["add.Tensor"] = _binary("+", SUM)
 RULES["sub.Tensor"] = _binary("-", SUM)
 RULES["mul.Tensor"] = RULES["multiply.Tensor"] = _binary("*", PRODUCT)  # torch.multiply
 RULES["div.Tensor"] = _binary("/", PRODUCT)
+# `dim_t // 2` on a float tensor (DETR-style sine positions): the language's `//`
+RULES["floor_divide.default"] = RULES["floor_divide.Scalar"] = _binary("//", PRODUCT)
 
 
 @rule("remainder.Scalar", "remainder.Tensor")

@@ -226,10 +226,11 @@ class Dims:
 
         names = sorted(self.atomic, key=lambda k: -self.atomic[k])
         # a product of distinct dims with no literal factor first (OpenFold's 24 at 4 heads
-        # of 6 is `c_hidden * no_heads`, not `4 * c_hidden`), then with a factor
-        for factors in ((1,), (1, 2, 3, 4)):
-            for count in range(1, 5):  # distinct dims first: a square is the last reading
-                for choose in (combinations, combinations_with_replacement):
+        # of 6 is `c_hidden * no_heads`, not `4 * c_hidden`), then with a factor; a square
+        # is the last reading (XCiT's 144 at 4 heads of 12 is `3 * dim`, not `head_dim ** 2`)
+        for choose in (combinations, combinations_with_replacement):
+            for factors in ((1,), (1, 2, 3, 4)):
+                for count in range(1, 5):
                     for parts in choose(names, count):
                         product = math.prod(self.atomic[p] for p in parts)
                         if n % product == 0 and n // product in factors:
@@ -429,6 +430,11 @@ def from_given(named: dict[str, int]) -> Dims:
     size keeps powers of two from being read as each other (128 is `head_dim`, not
     `num_heads * 4`). Ties keep the first name."""
     dims = Dims()
+    widened = _with_head_width(named)
+    # a head width read off the numbers is as sure as they are: traced apart, or declared
+    # at their sizes
+    dims.fixed = widened is not named
+    named = widened
     order = sorted(((name, size) for name, size in named.items() if size >= 2),
                    key=lambda item: (_category(item[0]), item[1]))
     seen_sizes: set[int] = set()
@@ -454,6 +460,20 @@ def from_given(named: dict[str, int]) -> Dims:
     if any(big % small == 0 for i, small in enumerate(sizes) for big in sizes[i + 1:]):
         dims.fixed = True  # 4 divides 8: a product could be read two ways
     return dims
+
+
+def _with_head_width(named: dict[str, int]) -> dict[str, int]:
+    """A head width where the sizes name heads and a width they divide but no head width
+    (XCiT's `ClassAttention(dim, num_heads)` with `head_dim = dim // num_heads` a local):
+    the width is then heads × head width, as the code's `C // num_heads` reads it, not a
+    multiple of the head count."""
+    if any(_HEAD_DIM.search(name) for name in named):
+        return named
+    heads = [size for name, size in named.items() if _category(name) == 2 and size >= 2]
+    widths = [size for name, size in named.items() if is_width(name)]
+    if len(set(heads)) != 1 or not widths or widths[0] % heads[0] or widths[0] // heads[0] < 2:
+        return named
+    return {**named, "head_dim": widths[0] // heads[0]}
 
 
 def _product_of(size: int, atomic: dict[str, int]) -> tuple[str, ...] | None:
