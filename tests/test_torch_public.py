@@ -59,6 +59,9 @@ CLEAN = [
     "public3/beit_attention.py:make_shared",    # the model's shared bias; attn_head_dim (was SC404)
     "public3/mistral_attention.py:make",        # rolling cache: scatter_ at positions % window (SC602)
     "public3/mistral_attention.py:make_attention",  # window past the prompt; `if T > 1` prefill
+    # PaLM registers its causal mask and rotary table as buffers inside forward: traced once,
+    # its module's tensors put back after (was SC601: traced a second time at the same sizes)
+    "public3/palm_attention.py:make",
     "public3/performer_attention.py:make",      # FAVOR+ linear attention: 1 / einsum (was SC602)
     "public3/performer_attention.py:make_masked",  # v.masked_fill_(~mask) of a padding mask
     "public4/x_transformers_attention.py:make",  # rotary freqs [T, 32] passed in (free size S)
@@ -138,12 +141,6 @@ UNTRACEABLE = [
      "KVCache.update's `assert (self.cache_pos[0] + seq_len) <= self.k_cache.shape[2]` reads "
      "a tensor as a bool: torch.export 'Could not guard on data-dependent expression "
      "Eq(u0, 1)'"),
-    # PaLM registers its causal mask and rotary table as buffers inside forward
-    ("public3/palm_attention.py:make",
-     "`self.register_buffer(\"position\", pos_emb)` in forward: torch.export records it as "
-     "a copy_ into another of the module's tensors (norm.beta, then the input x), and its "
-     "own exported program fails to run ('The size of tensor a (48) must match the size of "
-     "tensor b (12) at non-singleton dimension 2'), as does run_decompositions"),
 ]
 
 

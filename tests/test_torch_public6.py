@@ -133,7 +133,8 @@ def test_maxvit_windows_cut_by_einops_are_written_as_multiples_of_the_window(
     path = str(DATA / target)
     code, out = _command(capsys, "extract", path, "-o", str(spec))
     assert code == 0, out
-    assert "input input_: [B, 4 * heads * heads * heads * heads, 7 * T, 7 * S]" in spec.read_text()
+    # the channels are the width its parts' constructors name (`dim=64`; was `4 * heads ** 4`)
+    assert "input input_: [B, dim_, 7 * T, 7 * S]" in spec.read_text()
     code, out = _command(capsys, "verify", str(spec))
     assert code == 0 and "error" not in out and "warning" not in out, out
     code, out = _command(capsys, "conform", str(spec), path)

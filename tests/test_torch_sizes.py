@@ -10,7 +10,8 @@ def test_a_width_and_heads_without_a_head_width_get_one() -> None:
     dims = sizing.from_given({"dim": 48, "num_heads": 4})
     assert dims.atomic == {"head_dim": 12, "num_heads": 4}
     assert dims.derived["dim_"] == (1, ("head_dim", "num_heads"))
-    assert dims.fixed  # 4 divides 12: declared at their sizes
+    assert dims.fixed  # read off the numbers: traced apart, or declared at their sizes
+    assert dims.inferred == {"head_dim"}  # an input axis of 12 is not the head width
     assert dims.size(12) == "head_dim"
     assert dims.size(48) == "dim_"
     assert dims.size(144) == "3 * dim_"  # the qkv projection, not head_dim * head_dim

@@ -266,7 +266,7 @@ def _export(module: Any, inputs: dict[str, Any], shapes: Any) -> Any:
     with warnings.catch_warnings(), _named_forward(module, list(inputs)), \
             built_in_forward(module, tables), _every_frame(), intercepted(), \
             _flags_settled(module), _torch_logs_quiet(), _branches_on_one(branched), \
-            _data_detached():
+            _data_detached(), _state_kept(module):
         warnings.simplefilter("ignore")
         exported = torch.export.export(module, (), dict(inputs), dynamic_shapes=shapes,
                                        strict=False)
@@ -277,6 +277,29 @@ def _export(module: Any, inputs: dict[str, Any], shapes: Any) -> Any:
             exported = exported.run_decompositions({})
     exported.shapecheck_branched_on_one = frozenset(branched)
     return exported
+
+
+@contextmanager
+def _state_kept(module: Any) -> Iterator[None]:
+    """The module's tensors as they were before it was traced: a `forward` that caches a
+    tensor on its module (PaLM's `self.register_buffer("mask", mask)`, a plain attribute)
+    stores a tracing tensor there, which a later call (confirmation, `conform`) would read
+    back instead of computing its own."""
+    import torch
+
+    kept = [(sub, dict(sub._buffers), {name: value for name, value in vars(sub).items()
+                                       if isinstance(value, torch.Tensor)})
+            for sub in module.modules()]
+    try:
+        yield
+    finally:
+        for sub, buffers, tensors in kept:
+            sub._buffers.clear()
+            sub._buffers.update(buffers)
+            for name in [n for n, v in vars(sub).items() if isinstance(v, torch.Tensor)]:
+                if name not in tensors:
+                    del sub.__dict__[name]
+            sub.__dict__.update(tensors)
 
 
 @contextmanager
@@ -438,7 +461,8 @@ def _dynamic_shapes(built: Any) -> dict[str, Any]:
 
     from .opaque import is_registered, leaves
 
-    known = {built.dims.value(n) for n in (*built.dims.atomic, *built.dims.derived)}
+    known = {built.dims.value(n) for n in (*built.dims.atomic, *built.dims.derived)
+             if n not in built.dims.inferred}
     lengths = _sequence_lengths(built.inputs)
     tokens = _sequence_lengths(built.inputs, rank=3)
 

@@ -148,6 +148,9 @@ class Dims:
     #: conventions an API documents for a dim (HF's `sliding_window`: `window exclusive`):
     #: such a dim is declared free with them (docs/language.md §10.3)
     conventions: dict[str, str] = field(default_factory=dict)
+    #: dims read off the others' sizes, which no name in the code gives (a head width
+    #: `dim // num_heads` kept in a local): an input axis of that size is not theirs
+    inferred: set[str] = field(default_factory=set)
 
     def value(self, name: str) -> int:
         if name in self.atomic:
@@ -431,9 +434,11 @@ def from_given(named: dict[str, int]) -> Dims:
     `num_heads * 4`). Ties keep the first name."""
     dims = Dims()
     widened = _with_head_width(named)
-    # a head width read off the numbers is as sure as they are: traced apart, or declared
-    # at their sizes
-    dims.fixed = widened is not named
+    if widened is not named:
+        # a head width read off the numbers is as sure as they are: traced apart, or
+        # declared at their sizes
+        dims.fixed = True
+        dims.inferred = set(widened) - set(named)
     named = widened
     order = sorted(((name, size) for name, size in named.items() if size >= 2),
                    key=lambda item: (_category(item[0]), item[1]))
