@@ -20,7 +20,7 @@ from typing import Any
 
 from ...check.builtins import BUILTINS
 from .errors import Location, python_source
-from .sizes import Dims
+from .sizes import LITERAL_FACTORS, Dims
 
 ATOM, POSTFIX, POWER, UNARY, PRODUCT, SUM, AND, OR, COMPARE = 90, 80, 70, 60, 50, 40, 30, 20, 10
 RESERVED = frozenset({"dim", "constraint", "input", "param", "output", "assert", "bool", "inf",
@@ -450,7 +450,7 @@ class Lowering:
         `Eq(B_, (B_//nW) * (B_//(B_//nW)))` holds for every multiple and for nothing else.
         Such a size is written `B * B2` (the quotient takes its name): the module relies on
         its caller for it, as for sizes the caller keeps equal."""
-        from ...symbolic import literal_multiples, multiples
+        from ...symbolic import counted_multiples, literal_multiples, multiples
 
         env = shape_env(placeholders)
         if env is None:
@@ -464,15 +464,28 @@ class Lowering:
         found.update((size, (quotient, whole)) for size, (quotient, whole)
                      in literal_multiples([g.expr for g in env.guards], traced, names).items()
                      if self._a_number(int(whole.as_coeff_Mul()[0])))
+        # a size cut into a count of parts computed from itself (Hiera's windows): `64 * T`
+        found.update((size, parts) for size, parts in counted_multiples(
+            self._traced_sizes(), traced, set(self.dims.symbolic)).items() if size not in found)
         for size, (quotient, whole) in found.items():
             self._multiple_of[size] = whole
             self.dims.symbolic[quotient] = self.dims.symbolic[str(size)]
 
+    def _traced_sizes(self) -> Iterator[Any]:
+        """The symbolic sizes of every tensor the graph computes."""
+        for node in self.program.graph.nodes:
+            value = node.meta.get("val")
+            for size in getattr(value, "shape", ()) if _is_tensor(value) else ():
+                if hasattr(size, "node"):
+                    yield size.node.expr
+
     def _a_number(self, number: int) -> bool:
         """Whether the spec writes ``number`` as itself, not as a dim of that size (a window
         the factory sets, `window_size=4`): a size a multiple of such a window keeps its
-        quotient form, which the dim reads (ViTDet's and timm's windows)."""
-        return self.dims.size(number) == str(number)
+        quotient form, which the dim reads (ViTDet's and timm's windows). A literal factor
+        (2, 3, 4: `sym` writes it as itself) is a number even where a dim has its size
+        (Hiera's `q_stride` of 4, the queries pooled by `view(..., q_stride, -1, ...)`)."""
+        return number in LITERAL_FACTORS or self.dims.size(number) == str(number)
 
     def sym(self, expression: str) -> str:
         def word(match: re.Match[str]) -> str:
@@ -1434,7 +1447,9 @@ def _index(low: Lowering, value: Any) -> str:
             raise Unlowerable("index")
         return found.text
     if isinstance(value, int):
-        return str(value) if value < 0 else low.size(value)
+        # a number below 5 is written as itself, as `sym` writes it: `qkv[2]` of a packed
+        # q, k, v is the third, not `qkv[heads]` where a factory's heads are 2 (Hiera's)
+        return str(value) if value < 5 else low.size(value)
     return low.size(value)
 
 
