@@ -20,7 +20,7 @@ from typing import Any
 
 from ...check.builtins import BUILTINS
 from .errors import Location, python_source
-from .sizes import LITERAL_FACTORS, Dims
+from .sizes import Dims
 
 ATOM, POSTFIX, POWER, UNARY, PRODUCT, SUM, AND, OR, COMPARE = 90, 80, 70, 60, 50, 40, 30, 20, 10
 RESERVED = frozenset({"dim", "constraint", "input", "param", "output", "assert", "bool", "inf",
@@ -482,10 +482,8 @@ class Lowering:
     def _a_number(self, number: int) -> bool:
         """Whether the spec writes ``number`` as itself, not as a dim of that size (a window
         the factory sets, `window_size=4`): a size a multiple of such a window keeps its
-        quotient form, which the dim reads (ViTDet's and timm's windows). A literal factor
-        (2, 3, 4: `sym` writes it as itself) is a number even where a dim has its size
-        (Hiera's `q_stride` of 4, the queries pooled by `view(..., q_stride, -1, ...)`)."""
-        return number in LITERAL_FACTORS or self.dims.size(number) == str(number)
+        quotient form, which the dim reads (ViTDet's and timm's windows)."""
+        return self.dims.size(number) == str(number)
 
     def sym(self, expression: str) -> str:
         def word(match: re.Match[str]) -> str:

@@ -417,9 +417,9 @@ class _Packed(nn.Module):
     """NaViT.forward's masks, from the image id of each token and each sequence's length,
     then `self.transformer(x, attn_mask = attn_mask)`."""
 
-    def __init__(self):
+    def __init__(self, dim, depth, heads, dim_head, mlp_dim):
         super().__init__()
-        self.transformer = Transformer(32, 1, 2, 16, 64)
+        self.transformer = Transformer(dim, depth, heads, dim_head, mlp_dim)
 
     def forward(self, x, batched_image_ids, lengths):
         seq_arange = torch.arange(x.shape[-2], device=x.device)
@@ -432,10 +432,10 @@ class _Packed(nn.Module):
 class _Pool(nn.Module):
     """NaViT.forward's attention pool: a query per image over the packed tokens."""
 
-    def __init__(self):
+    def __init__(self, dim, heads, dim_head):
         super().__init__()
-        self.attn_pool_queries = nn.Parameter(torch.randn(32))
-        self.attn_pool = Attention(dim = 32, dim_head = 16, heads = 2)
+        self.attn_pool_queries = nn.Parameter(torch.randn(dim))
+        self.attn_pool = Attention(dim = dim, dim_head = dim_head, heads = heads)
 
     def forward(self, x, batched_image_ids, lengths, num_images):
         seq_arange = torch.arange(x.shape[-2], device=x.device)
@@ -457,14 +457,16 @@ def _ids():
 
 def make():
     ids, lengths = _ids()
-    return _Packed().eval(), {"x": torch.randn(2, 12, 32), "batched_image_ids": ids,
-                              "lengths": lengths}
+    packed = _Packed(dim=32, depth=1, heads=2, dim_head=16, mlp_dim=64)
+    return packed.eval(), {"x": torch.randn(2, 12, 32), "batched_image_ids": ids,
+                           "lengths": lengths}
 
 
 def make_pool():
     ids, lengths = _ids()
-    return _Pool().eval(), {"x": torch.randn(2, 12, 32), "batched_image_ids": ids,
-                            "lengths": lengths, "num_images": torch.tensor([2, 1])}
+    pool = _Pool(dim=32, heads=2, dim_head=16)
+    return pool.eval(), {"x": torch.randn(2, 12, 32), "batched_image_ids": ids,
+                         "lengths": lengths, "num_images": torch.tensor([2, 1])}
 
 
 def make_model():
