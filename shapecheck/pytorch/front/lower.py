@@ -1445,9 +1445,7 @@ def _index(low: Lowering, value: Any) -> str:
             raise Unlowerable("index")
         return found.text
     if isinstance(value, int):
-        # a number below 5 is written as itself, as `sym` writes it: `qkv[2]` of a packed
-        # q, k, v is the third, not `qkv[heads]` where a factory's heads are 2 (Hiera's)
-        return str(value) if value < 5 else low.size(value)
+        return str(value) if value < 0 else low.size(value)
     return low.size(value)
 
 
@@ -1456,7 +1454,11 @@ def _select(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Va
     x = _viewed(args[0])
     rank = low.rank(node.args[0])
     axis = node.args[1] % rank
-    entries = [":"] * axis + [_index(low, node.args[2])]
+    index = node.args[2]
+    # an entry below 5 is a number, as `sym` writes one: `qkv[2]` of a packed q, k, v is the
+    # third, not `qkv[heads]` where a factory's heads are 2 (Hiera's)
+    entry = str(index) if isinstance(index, int) and 0 <= index < 5 else _index(low, index)
+    entries = [":"] * axis + [entry]
     return Val(f"{x.at(POSTFIX)}[{', '.join(entries)}]", POSTFIX, kind=x.kind)
 
 
