@@ -24,8 +24,9 @@ Usage: python benchmarks/bench_bugs.py [--ci | --public | --cases llama__eager,.
        [--markdown]
 
 ``--public`` runs the operators on the public corpora's modules (tests/data/torch/public*,
-code copied from public projects, called as their models call it; tests/test_torch_public.py
-lists them): code the zoo's transformers modules do not write.
+code copied from public projects, called as their models call it; the ``CLEAN`` lists of
+tests/test_torch_public.py and tests/test_torch_public6.py .. 9 name them): code the zoo's
+transformers modules do not write.
 """
 
 from __future__ import annotations
@@ -690,14 +691,23 @@ def public_original(target: str) -> Original:
     return Original(f"public:{target}", module, call)
 
 
+#: the test files that list each public corpus's clean targets (their ``CLEAN``), and the
+#: folder under tests/data/torch their targets are written from
+PUBLIC_LISTS = (("test_torch_public.py", ""), ("test_torch_public6.py", "public6/"),
+                ("test_torch_public7.py", "public7/"), ("test_torch_public8.py", "public8/"),
+                ("test_torch_public9.py", "public9/"))
+
+
 def public_cases() -> list[str]:
-    """The clean targets of tests/test_torch_public.py (its ``CLEAN`` list)."""
-    tree = ast.parse((ROOT / "tests" / "test_torch_public.py").read_text(encoding="utf-8"))
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "CLEAN"
-                                                for t in node.targets):
-            return [f"public:{target}" for target in ast.literal_eval(node.value)]
-    return []
+    """The clean targets of the public corpora's tests (each file's ``CLEAN`` list)."""
+    cases: list[str] = []
+    for name, folder in PUBLIC_LISTS:
+        tree = ast.parse((ROOT / "tests" / name).read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "CLEAN"
+                                                    for t in node.targets):
+                cases += [f"public:{folder}{target}" for target in ast.literal_eval(node.value)]
+    return cases
 
 
 def original(case: str) -> Original:
@@ -816,7 +826,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", help="comma-separated cases (zoo names, example:NAME, "
                         "public:FILE:FACTORY)")
     parser.add_argument("--public", action="store_true",
-                        help="the public corpora's clean modules (tests/test_torch_public.py)")
+                        help="the public corpora's clean modules (tests/test_torch_public*.py)")
     parser.add_argument("-v", "--verbose", action="store_true")
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--minutes", type=float, default=None,

@@ -128,6 +128,11 @@ POSITIVE = [
     (LOWER, {}, "(N - 1) * (M - 3)", PROVED),
     # a map cut into patches of 5, flattened (issue 29): each floor positive, so the product
     ("dim T, S\nconstraint T >= 5\nconstraint S >= 5", {}, "(T // 5) * (S // 5)", PROVED),
+    # Hiera's windows counted from the tokens (`N // 64`), each window's tokens the rest
+    # (`N // (N // 64)`), read back as their product: a floor by a size is at most its
+    # numerator, so `N - N // (N // 64) + 1` is positive (issue 31)
+    ("dim T\nconstraint T >= 64", {}, "(T // (T // 64)) * (T // (T // (T // 64)))", PROVED),
+    ("dim T\nconstraint T >= 64", {}, "T - T // (T // 64)", UNPROVED),  # 0 at T = 64
     ("dim T, S\nconstraint T >= 5", {}, "(T // 5) * (S // 5)", UNPROVED),  # 0 at S = 1
     # a square map pooled by 2 and flattened (SAM 2's hiera q-pooling): a power of a positive
     ("dim T\nconstraint T >= 2", {}, "(T // 2) ** 2", PROVED),

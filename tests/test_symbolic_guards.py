@@ -11,7 +11,7 @@ pytest.importorskip("torch")
 
 from torch.utils._sympy.functions import FloorDiv, Mod  # noqa: E402
 
-from shapecheck.symbolic import literal_multiples  # noqa: E402
+from shapecheck.symbolic import counted_multiples, literal_multiples  # noqa: E402
 
 T = sympy.Symbol("s0", integer=True, positive=True)
 
@@ -38,3 +38,20 @@ def test_guards_that_admit_other_sizes_claim_nothing(guards: list[sympy.Basic]) 
 def test_a_size_traced_at_no_multiple_claims_nothing() -> None:
     guards = [sympy.Eq(Mod(T, 7), 0)]
     assert literal_multiples(guards, {T: 15}, {"s0"}) == {}
+
+
+def test_a_size_cut_into_a_count_computed_from_itself_is_a_product() -> None:
+    """Hiera's `reshape(B, -1, N // 64, ...)`: torch writes each part `N // (N // 64)` and
+    keeps no guard; traced at a multiple of 64, the size is written `64 * q`."""
+    part = FloorDiv(T, FloorDiv(T, 64))
+    [(size, (quotient, whole))] = counted_multiples([3 * part], {T: 256}, {"s0"}).items()
+    assert size == T and whole == 64 * sympy.Symbol(quotient, integer=True, positive=True)
+
+
+@pytest.mark.parametrize(("sizes", "traced"), [
+    ([FloorDiv(T, FloorDiv(T, 64))], 260),  # traced at no multiple
+    ([FloorDiv(T, 64)], 256),               # a count, no part cut by it
+    ([FloorDiv(T, FloorDiv(T + 1, 64))], 256),
+])
+def test_other_quotients_claim_nothing(sizes: list[sympy.Basic], traced: int) -> None:
+    assert counted_multiples(sizes, {T: traced}, {"s0"}) == {}

@@ -45,7 +45,7 @@ from .proofs import (
 )
 
 if TYPE_CHECKING:
-    from .guards import literal_multiples, multiples, pins_sizes
+    from .guards import counted_multiples, literal_multiples, multiples, pins_sizes
     from .positions import SEARCH_SIZE, Outcome, Question, Unsupported
     from .unify import Unifier
 
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 # guards, the position questions of the masks pass, inference's unifier), each ~0.3-2.3M
 # instructions of every cold start (issue 36; docs/design.md, "Performance").
 _LAZY = {"pins_sizes": ".guards", "multiples": ".guards", "literal_multiples": ".guards",
+         "counted_multiples": ".guards",
          "SEARCH_SIZE": ".positions",
          "Outcome": ".positions", "Question": ".positions", "Unsupported": ".positions",
          "Unifier": ".unify"}
@@ -75,7 +76,7 @@ __all__ = [
     "Outcome", "Question", "Size", "Steps", "Unsupported", "TooComplex", "Unifier", "Verdict", "actual_bits", "affordable", "as_int",
     "bits_of", "built_of_positives", "cancel", "checked_poly", "draw_bindings", "estimate",
     "exact_quotient", "expand", "explain_divides", "explain_equal", "floor_quotient",
-    "free_names", "groebner_basis", "pins_sizes", "multiples", "literal_multiples", "growth", "has_denominator", "integer", "is_literal_one",
+    "free_names", "groebner_basis", "pins_sizes", "multiples", "literal_multiples", "counted_multiples", "growth", "has_denominator", "integer", "is_literal_one",
     "is_name", "monomial_quotient", "numer_denom", "pretty", "product", "radicand",
     "shape_text", "solve_for", "spaced", "symbol", "to_text", "too_complex", "total",
 ]

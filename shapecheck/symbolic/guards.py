@@ -89,6 +89,41 @@ def literal_multiples(guards: Collection[Any], traced: dict[Any, int],
     return found
 
 
+def counted_multiples(sizes: Iterable[Any], traced: dict[Any, int],
+                      names: Collection[str]) -> dict[Any, tuple[str, Any]]:
+    """The sizes among ``names`` that the module cuts into a count of parts it computes from
+    the size itself (Hiera's ``num_windows = N // (q_stride * window_size)`` then
+    ``reshape(B, -1, num_windows, ...)``: torch writes each part's length ``N // (N // 64)``
+    and keeps no guard, the reshape failing at run time where the count does not divide the
+    size): each such size whose traced value is a multiple of the number -> the quotient's
+    name and the product ``number * quotient``, as :func:`literal_multiples` writes them. The
+    spec then holds at the multiples, the sizes the code is written for."""
+    found: dict[Any, tuple[str, Any]] = {}
+    for expression in sizes:
+        for part in sympy.preorder_traversal(expression):
+            size = _self_divided(part)
+            if size is None or str(size) not in names or size in found \
+                    or size not in traced:
+                continue
+            number = int(part.args[1].args[1])
+            if traced[size] % number == 0 and traced[size] >= number:
+                quotient = sympy.Symbol(f"q{size}", integer=True, positive=True)
+                found[size] = (str(quotient), number * quotient)
+    return found
+
+
+def _self_divided(part: Any) -> Any:
+    """``s`` of ``s // (s // number)`` (torch's ``FloorDiv``), else None."""
+    if type(part).__name__ != "FloorDiv" or len(part.args) != 2:
+        return None
+    size, count = part.args
+    if not isinstance(size, sympy.Symbol) or type(count).__name__ != "FloorDiv" \
+            or len(count.args) != 2:
+        return None
+    base, number = count.args
+    return size if base == size and number.is_Integer and int(number) >= 2 else None
+
+
 def _divisors_of(guards: Collection[Any], size: Any) -> set[int]:
     """The numbers the guards divide ``size`` by (``size // 7``, ``size % 7``)."""
     numbers: set[int] = set()

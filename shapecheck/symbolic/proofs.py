@@ -581,7 +581,9 @@ class DimSystem(Refutation, Record):
         """Floor divisions by a number, as in slice lengths (`d - d//2 + 1`): each
         ``c * (p // q)`` is replaced by the bound of ``p // q`` that makes the sum
         smallest, ``p/q`` or ``(p - q + 1)/q``. When that polynomial is positive for
-        every admissible size, so is ``dim``, an integer: it is at least 1."""
+        every admissible size, so is ``dim``, an integer: it is at least 1. A floor by a
+        size (`T // (T // 64)`: Hiera's tokens per window, its count of windows computed from
+        `T`) is bounded by ``0 <= p // q <= p`` where both are positive integers."""
         if not dim.has(sympy.floor):
             return False
         relaxed: list[Dim] = []
@@ -591,8 +593,15 @@ class DimSystem(Refutation, Record):
                 return False
             if isinstance(rest, sympy.floor):
                 numerator, denominator = sympy.fraction(sympy.together(rest.args[0]))
-                if not (denominator.is_Integer and denominator > 0) \
-                        or not self._integer_valued(numerator):
+                if not self._integer_valued(numerator):
+                    return False
+                if not denominator.is_Integer:
+                    bound = self._floor_by_size_bound(numerator, denominator, coefficient > 0)
+                    if bound is None:
+                        return False
+                    relaxed.append(coefficient * bound)
+                    continue
+                if denominator <= 0:
                     return False
                 low = (numerator - denominator + 1) / denominator
                 relaxed.append(coefficient * (low if coefficient > 0 else numerator / denominator))
@@ -602,6 +611,14 @@ class DimSystem(Refutation, Record):
                 relaxed.append(term)
         bound = expand(sympy.Add(*relaxed))
         return bool(bound > 0) if bound.is_number else self._definite(bound)
+
+    def _floor_by_size_bound(self, numerator: Dim, denominator: Dim, low: bool) -> Dim | None:
+        """The bound of ``numerator // denominator`` by a size (not a number) that makes a sum
+        smallest: 0 below, ``numerator`` above; None unless both are positive integers."""
+        if self.positive(denominator) is not Verdict.PROVED \
+                or self.positive(numerator) is not Verdict.PROVED:
+            return None
+        return sympy.Integer(0) if low else numerator
 
     def _positive_by_fact(self, dim: Dim) -> bool:
         """``dim = fact + p`` with ``fact >= 0`` (an inequality) and ``p`` provably

@@ -465,6 +465,7 @@ def _dynamic_shapes(built: Any) -> dict[str, Any]:
              if n not in built.dims.inferred}
     lengths = _sequence_lengths(built.inputs)
     tokens = _sequence_lengths(built.inputs, rank=3)
+    batches = _batch_sizes(built.inputs)
 
     def spec(value: Any) -> Any:
         if isinstance(value, torch.Tensor):
@@ -475,6 +476,10 @@ def _dynamic_shapes(built: Any) -> dict[str, Any]:
             sequence = {int(value.shape[a]) for a in axes if a > 0}
 
             def symbolic(axis: int, size: int) -> bool:
+                if rank == 1 and size in batches:
+                    # a value per sample (NaViT's and wav2vec2's `lengths` [B]) beside a
+                    # batched input: its axis is the batch, even where a dim has its size
+                    return True
                 if value.dtype == torch.bool:
                     # a mask holds no width: each axis is a length (fairseq's [B, S] beside
                     # a time-first [T, B, C] input; wenet's chunk mask [1, 1, S + T] over
@@ -503,6 +508,14 @@ def _dynamic_shapes(built: Any) -> dict[str, Any]:
         return None
 
     return {name: spec(value) for name, value in built.inputs.items()}
+
+
+def _batch_sizes(inputs: dict[str, Any]) -> set[int]:
+    """The sizes of the batch axes (the first) of the inputs' tensors of rank 3 or more."""
+    import torch
+
+    return {int(value.shape[0]) for value in inputs.values()
+            if isinstance(value, torch.Tensor) and value.dim() >= 3}
 
 
 def _sequence_lengths(inputs: dict[str, Any], rank: int = 2) -> set[int]:

@@ -144,7 +144,26 @@ def _traced_sizes(extraction: Extraction, program: Program) -> dict[str, int]:
             text = str(dim)
             if text in free and text not in bindings:
                 bindings[text] = int(size)
+        for dim, size in zip(tensor.value.shape, found.shape):
+            bindings.update(_of_multiple(str(dim), int(size), free, {**extraction.bindings,
+                                                                       **bindings}))
     return bindings
+
+
+def _of_multiple(text: str, size: int, free: set[str], known: dict[str, int]) -> dict[str, int]:
+    """The free dim of an axis written as its multiple (`7 * T`, `patch_size * T`: a size
+    the module cuts into windows or patches), every other factor a number or a known dim."""
+    factors = [part.strip() for part in text.split("*")] if "*" in text and "**" not in text \
+        and "/" not in text and "+" not in text and "-" not in text else []
+    unknown = [f for f in factors if f in free and f not in known]
+    if len(unknown) != 1 or any(f not in known and not f.isdigit() for f in factors
+                                if f != unknown[0]):
+        return {}
+    product = 1
+    for factor in factors:
+        if factor != unknown[0]:
+            product *= int(factor) if factor.isdigit() else known[factor]
+    return {unknown[0]: size // product} if product and size % product == 0 else {}
 
 
 def _judge(extraction: Extraction, program: Program, diagnostic: Diagnostic,

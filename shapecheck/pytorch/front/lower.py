@@ -450,7 +450,7 @@ class Lowering:
         `Eq(B_, (B_//nW) * (B_//(B_//nW)))` holds for every multiple and for nothing else.
         Such a size is written `B * B2` (the quotient takes its name): the module relies on
         its caller for it, as for sizes the caller keeps equal."""
-        from ...symbolic import literal_multiples, multiples
+        from ...symbolic import counted_multiples, literal_multiples, multiples
 
         env = shape_env(placeholders)
         if env is None:
@@ -464,9 +464,20 @@ class Lowering:
         found.update((size, (quotient, whole)) for size, (quotient, whole)
                      in literal_multiples([g.expr for g in env.guards], traced, names).items()
                      if self._a_number(int(whole.as_coeff_Mul()[0])))
+        # a size cut into a count of parts computed from itself (Hiera's windows): `64 * T`
+        found.update((size, parts) for size, parts in counted_multiples(
+            self._traced_sizes(), traced, set(self.dims.symbolic)).items() if size not in found)
         for size, (quotient, whole) in found.items():
             self._multiple_of[size] = whole
             self.dims.symbolic[quotient] = self.dims.symbolic[str(size)]
+
+    def _traced_sizes(self) -> Iterator[Any]:
+        """The symbolic sizes of every tensor the graph computes."""
+        for node in self.program.graph.nodes:
+            value = node.meta.get("val")
+            for size in getattr(value, "shape", ()) if _is_tensor(value) else ():
+                if hasattr(size, "node"):
+                    yield size.node.expr
 
     def _a_number(self, number: int) -> bool:
         """Whether the spec writes ``number`` as itself, not as a dim of that size (a window
@@ -1445,7 +1456,11 @@ def _select(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Va
     x = _viewed(args[0])
     rank = low.rank(node.args[0])
     axis = node.args[1] % rank
-    entries = [":"] * axis + [_index(low, node.args[2])]
+    index = node.args[2]
+    # an entry below 5 is a number, as `sym` writes one: `qkv[2]` of a packed q, k, v is the
+    # third, not `qkv[heads]` where a factory's heads are 2 (Hiera's)
+    entry = str(index) if isinstance(index, int) and 0 <= index < 5 else _index(low, index)
+    entries = [":"] * axis + [entry]
     return Val(f"{x.at(POSTFIX)}[{', '.join(entries)}]", POSTFIX, kind=x.kind)
 
 
