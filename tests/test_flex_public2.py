@@ -150,6 +150,7 @@ EDITS: dict[str, tuple[str, str, tuple[tuple[str, str], ...]]] = {
 
 BUGS = [  # (name in EDITS, code, line of the function that is wrong)
     ("batchify_div", "SC433", 95),             # `//` for `%`: query 4 sees no key
+    ("flamingo_same_bound", "SC433", 83),      # `iv[0] <= q < iv[0]`: no query sees a key
     ("jetspec_tree_key", "SC613", 139),        # ancestor_matrix[q_idx, kv_idx]: past its nodes
     ("sandwich_scale_by_query", "SC613", 158),  # head_scale[q_idx]: past its heads
     ("graphormer_by_head", "SC613", 166),      # distances[h, ...]: past the samples
@@ -168,8 +169,6 @@ INTENT_ONLY = {
                         "documents' starts, which the data says, not the code",
     "shared_prefix_end": "`offsets[p]` for `offsets[p + 1]`: an empty prefix range, by "
                          "what the offsets mean",
-    "flamingo_same_bound": "`interval[0] <= q < interval[0]`: never true, but proving it "
-                           "needs the two reads to be one value (opaque reads)",
     "diffusion_own_block": "`>=` for `>`: a block diffusion of another shape",
     "jetspec_anchor": "`<` for `<=`: the anchor sees the prefix only; valid",
     "sandwich_no_offset": "the offset left out: another distance's bias, in range (eager "
