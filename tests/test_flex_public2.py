@@ -155,6 +155,7 @@ BUGS = [  # (name in EDITS, code, line of the function that is wrong)
     ("sandwich_scale_by_query", "SC613", 158),  # head_scale[q_idx]: past its heads
     ("graphormer_by_head", "SC613", 166),      # distances[h, ...]: past the samples
     ("titan_documents_same", "SC435", 27),     # doc_ids[q_idx] == doc_ids[q_idx]
+    ("longformer_same_side", "SC435", 34),     # g[q_idx] | g[q_idx]: the key's flag read nowhere
     ("titan_reversed", "SC407", 20),           # q_idx <= kv_idx: the keys after each query
     ("titan_vision_by_head", "SC613", 155),    # segment_ids[h * N + q_idx]: past its end
 ]
@@ -163,8 +164,6 @@ BUGS = [  # (name in EDITS, code, line of the function that is wrong)
 #: or score of another shape, or a difference that only the data's meaning shows
 INTENT_ONLY = {
     "longformer_and": "and_masks for or_masks: a window of global tokens, valid if meant",
-    "longformer_same_side": "`g[q] | g[q]`: the key's flag never read; a mask of another "
-                            "shape (global queries only), redundant but valid",
     "doc_start_strict": "`kv > offsets[ids[q]]`: empty rows only if the offsets are the "
                         "documents' starts, which the data says, not the code",
     "shared_prefix_end": "`offsets[p]` for `offsets[p + 1]`: an empty prefix range, by "

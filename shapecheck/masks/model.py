@@ -618,7 +618,8 @@ class _Analysis:
 
     def _self_comparisons(self, definition: nodes.FunctionDef) -> None:
         """SC435: a comparison in a function's body whose two sides are the same expression
-        (`ids[b, q_idx] == ids[b, q_idx]`) does not depend on the positions. A score
+        (`ids[b, q_idx] == ids[b, q_idx]`) does not depend on the positions; an `|` or `&`
+        of an expression with itself (`g[q_idx] | g[q_idx]`) is that expression. A score
         function's score is left alone (`score != score` is a NaN test)."""
         params = [p.name for p in definition.params]
         score = params[0] if score_roles(len(params)) else None
@@ -632,10 +633,11 @@ class _Analysis:
             if not side or "".join(side.split()) != "".join(self._source(node.right).split()) \
                     or score is not None and score in set(nodes.names_in(node.left)):
                 continue
-            value = node.op in ("==", "<=", ">=")
+            value = codes.MASK_TEXT["itself"].format(side=side) if node.op in ("&", "|") \
+                else codes.MASK_TEXT["always_true" if node.op in ("==", "<=", ">=")
+                                     else "always_false"]
             self.model.diagnostics.append(codes.SELF_COMPARISON.diag(
-                node.op_span, comparison=self._source(node), side=side,
-                value=codes.MASK_TEXT["always_true" if value else "always_false"],
+                node.op_span, comparison=self._source(node), side=side, value=value,
                 help=self._other_position(node, positions)))
 
     def _other_position(self, node: nodes.BinOp, positions: dict[str, str]) -> list[str]:
@@ -660,7 +662,8 @@ class _Analysis:
         return "" if span is None else span_text(self.program.source, self.starts, span)
 
 
-_COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">="})
+#: the operations whose two sides, the same expression, make it constant or redundant
+_COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">=", "&", "|"})
 
 
 def _comparisons(node: nodes.Expr) -> list[nodes.BinOp]:

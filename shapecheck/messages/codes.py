@@ -999,16 +999,19 @@ FULLY_MASKED_ROW = _code(
     "see its own key.",
 )
 SELF_COMPARISON = _code(
-    "SC435", "comparison-with-itself", W, "a function of positions compares a value with itself",
-    "`{comparison}` compares `{side}` with itself: it is always {value}",
+    "SC435", "comparison-with-itself", W,
+    "a function of positions compares or combines a value with itself",
+    "`{comparison}` has `{side}` on both sides: it is always {value}",
     what="In a mask or score function (`def`, a traced `mask_mod` or `score_mod`), a comparison "
     "whose two sides are the same expression does not depend on the positions: `==`, `<=` "
-    "and `>=` are always true, `!=`, `<` and `>` always false. One side was meant to read the "
-    "other position (a document id at the key, `ids[b, kv_idx]`).",
+    "and `>=` are always true, `!=`, `<` and `>` always false; an `|` or `&` of an expression "
+    "with itself is that expression, its other side read nowhere. One side was meant to read "
+    "the other position (a document id at the key, `ids[b, kv_idx]`; a global token's flag at "
+    "the key, `is_global[kv_idx]`).",
     why="The condition keeps or drops every pair the others leave: a document mask that keeps "
     "every earlier document, a padding mask that hides nothing, without an error.",
     example="dim N\ninput ids: int[N]\ndef same_document(q, k) = ids[q] == ids[q]\n"
-    "# warning[SC435]: `ids[q] == ids[q]` compares `ids[q]` with itself: it is always true",
+    "# warning[SC435]: `ids[q] == ids[q]` has `ids[q]` on both sides: it is always true",
     fix="Read one side at the other position: `ids[q] == ids[k]`.",
 )
 MASK_CLAIM_UNKNOWN = _code(
@@ -1229,7 +1232,7 @@ TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
     "spec": "in the traced spec: {help}",
     "traced_as": "traced as `{statement}`",
     "called_here": "the function that does it is called here",
-    "compared_here": "the comparison is written here",
+    "compared_here": "the two sides are written here",
     "read_here": "the read is written here",
     "scale_set_here": "the scale it multiplies by is set here",
     "confirmed": "confirmed by PyTorch: the module built and called at {sizes} {detail}",
@@ -1411,6 +1414,7 @@ MASK_TEXT: Table = Table("codes", "MASK_TEXT", {
     "causal": "causal",
     "always_true": "true",
     "always_false": "false",
+    "itself": "`{side}`, as one side alone",
     "window": "a window of width {width}",
     "every_row": "seen by every query",
     "reads_keys": "reading `{input}` on the key side",

@@ -860,15 +860,16 @@ CODES: dict[str, dict[str, str]] = {
         fix="陈述排除它的约束 (`constraint N <= M`), 或让每个 query 看见自己的 key。",
     ),
     "SC435": dict(
-        summary="位置函数把一个值和它自己比较",
-        message="`{comparison}` 把 `{side}` 和它自己比较: 结果总是 {value}",
+        summary="位置函数把一个值和它自己比较或组合",
+        message="`{comparison}` 两边都是 `{side}`: 结果总是 {value}",
         what="在掩码或分数函数 (`def`, 追踪得到的 `mask_mod` 或 `score_mod`) 中, 两边是同一个表达式的比较"
-        "不依赖位置: `==`, `<=`, `>=` 总是真, `!=`, `<`, `>` 总是假。其中一边本应读取另一个位置 "
-        "(key 处的文档 id, `ids[b, kv_idx]`)。",
+        "不依赖位置: `==`, `<=`, `>=` 总是真, `!=`, `<`, `>` 总是假; 一个表达式和它自己的 `|` 或 `&` "
+        "就是这个表达式, 另一边什么也没读。其中一边本应读取另一个位置 "
+        "(key 处的文档 id, `ids[b, kv_idx]`; key 处的全局 token 标记, `is_global[kv_idx]`)。",
         why="这个条件保留或丢弃其余条件留下的每一对: 文档掩码保留了之前所有的文档, 填充掩码什么也不隐藏, "
         "而且不报错。",
         example="dim N\ninput ids: int[N]\ndef same_document(q, k) = ids[q] == ids[q]\n"
-        "# warning[SC435]: `ids[q] == ids[q]` 把 `ids[q]` 和它自己比较: 结果总是 真",
+        "# warning[SC435]: `ids[q] == ids[q]` 两边都是 `ids[q]`: 结果总是 真",
         fix="让一边读取另一个位置: `ids[q] == ids[k]`。",
     ),
     "SC434": dict(
@@ -972,7 +973,7 @@ TORCH_HELPS = {
     "被丢弃的键用 `torch.triu(..., diagonal=1)`)",
     "spec": "在追踪得到的 spec 中: {help}",
     "traced_as": "追踪为 `{statement}`",
-    "compared_here": "比较写在这里",
+    "compared_here": "两边写在这里",
     "read_here": "读取写在这里",
     "SC435": "让一边读取另一个位置 (`ids[b, kv_idx]` 对 `ids[b, q_idx]`)",
     "called_here": "做这件事的函数在这里被调用",
@@ -1314,6 +1315,7 @@ DETAILS = {
 MASK_TEXT = {
     "always_true": "真",
     "always_false": "假",
+    "itself": "`{side}`, 与只写一边相同",
     "causal": "因果的",
     "window": "宽度为 {width} 的窗口",
     "every_row": "每个 query 都能看见 key 的",
