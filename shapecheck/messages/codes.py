@@ -1234,6 +1234,8 @@ TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
     "called_here": "the function that does it is called here",
     "compared_here": "the two sides are written here",
     "read_here": "the read is written here",
+    "past_at_other_sizes": "in range at the traced sizes ({dim} = {traced}); past the axis "
+    "once `{dim}` is {value}, a size the module takes as well (the spec leaves `{dim}` free)",
     "scale_set_here": "the scale it multiplies by is set here",
     "confirmed": "confirmed by PyTorch: the module built and called at {sizes} {detail}",
     "unconfirmed": "unconfirmed: shapecheck could not run the module at {sizes} to confirm "

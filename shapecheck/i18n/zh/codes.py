@@ -975,6 +975,8 @@ TORCH_HELPS = {
     "traced_as": "追踪为 `{statement}`",
     "compared_here": "两边写在这里",
     "read_here": "读取写在这里",
+    "past_at_other_sizes": "在追踪时的大小下在范围内 ({dim} = {traced}); 当 `{dim}` 为 {value} "
+    "(模块同样接受的大小, spec 未限定 `{dim}`) 时越过该轴",
     "SC435": "让一边读取另一个位置 (`ids[b, kv_idx]` 对 `ids[b, q_idx]`)",
     "called_here": "做这件事的函数在这里被调用",
     "scale_set_here": "它所乘的缩放因子在这里设定",
