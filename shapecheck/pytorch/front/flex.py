@@ -18,6 +18,7 @@ padding, slopes: graph values like any other). :func:`lower` writes that operato
 from __future__ import annotations
 
 import itertools
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -619,8 +620,8 @@ def _past_at_other_sizes(low: Any, function: Function, params: tuple[str, ...],
     size the export left free (a position's count written as one dim name: `B`, `T`) is
     given one more than each axis of another dim the function reads (the least size past
     it), and every count and axis written as that name takes it; a read past an axis is
-    kept only where the axis is a dim of its own (a
-    table of a fixed length, `rel_bias: [136]`, is the module's limit, not a mistake). Not
+    kept only where the axis is a dim of its own (a table of a fixed length, `rel_bias:
+    [136]`, is the module's limit, not a mistake). Not
     tried: a size the module was built with (`n_heads`: another module), a dim a size
     writes in an expression (`T + S`), one bounded from above (by the export, or a
     constraint) below the size needed, one whose traced value the function holds as a
@@ -636,9 +637,9 @@ def _past_at_other_sizes(low: Any, function: Function, params: tuple[str, ...],
     for dim in dict.fromkeys(t for t in counts.values() if t in dynamic):
         traced = next(sizes[r] for r, t in counts.items() if t == dim)
         most = _upper(low, dim)
-        if traced in numbers or any(dim in t.replace("(", " ").replace(")", " ").split()
-                                    and t != dim for t in texts) \
-                or any(dim in c.split() and "<" in c for c in low.out.constraints):
+        named = re.compile(rf"\b{re.escape(dim)}\b")
+        if traced in numbers or any(t != dim and named.search(t) for t in texts) \
+                or any("<" in c and named.search(c) for c in low.out.constraints):
             continue
         others = {n for shape, names in zip(shapes.values(), axes.values())
                   for n, text in zip(shape, names) if text.isidentifier() and text != dim}
