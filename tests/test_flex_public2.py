@@ -151,6 +151,7 @@ EDITS: dict[str, tuple[str, str, tuple[tuple[str, str], ...]]] = {
 BUGS = [  # (name in EDITS, code, line of the function that is wrong)
     ("batchify_div", "SC433", 95),             # `//` for `%`: query 4 sees no key
     ("flamingo_same_bound", "SC433", 83),      # `iv[0] <= q < iv[0]`: no query sees a key
+    ("shared_prefix_end", "SC436", 73),        # `o[p] <= kv < o[p]`: the prefix part never true
     ("jetspec_tree_key", "SC613", 139),        # ancestor_matrix[q_idx, kv_idx]: past its nodes
     ("sandwich_scale_by_query", "SC613", 158),  # head_scale[q_idx]: past its heads
     ("graphormer_by_head", "SC613", 166),      # distances[h, ...]: past the samples
@@ -168,8 +169,6 @@ INTENT_ONLY = {
     "longformer_and": "and_masks for or_masks: a window of global tokens, valid if meant",
     "doc_start_strict": "`kv > offsets[ids[q]]`: empty rows only if the offsets are the "
                         "documents' starts, which the data says, not the code",
-    "shared_prefix_end": "`offsets[p]` for `offsets[p + 1]`: an empty prefix range, by "
-                         "what the offsets mean",
     "diffusion_own_block": "`>=` for `>`: a block diffusion of another shape",
     "jetspec_anchor": "`<` for `<=`: the anchor sees the prefix only; valid",
     "sandwich_no_offset": "the offset left out: another distance's bias, in range (eager "

@@ -101,6 +101,8 @@ class _Analysis:
         self._tensor_padding_sides()
         for definition in self.functions.definitions.values():
             self._self_comparisons(definition)
+        for function in list(self.model.functions.values()):
+            self._parts_never_true(function)
 
     # --- the functions ---------------------------------------------------------------
 
@@ -652,6 +654,28 @@ class _Analysis:
         return [codes.help_text("self_comparison",
                                 fixed=f"{self._source(node.left)} {node.op} {right}")]
 
+    # --- a side of `|` that is never true ---------------------------------------------
+
+    def _parts_never_true(self, function: MaskFunction) -> None:
+        """SC436: a side of an `|` in a mask function's body that no position, size or
+        value of the integer inputs makes true (`(k >= iv[p]) & (k < iv[p])`): the `|`
+        adds nothing. A constant side (`False | m`) is left alone, and one holding a
+        comparison with itself (SC435 says why: `(k < k) | ...`)."""
+        if function.question is None or function.kind != "mask":
+            return
+        for node in _disjunctions(function.definition.body):
+            for side in (node.left, node.right):
+                try:
+                    never = function.question.never_true(side)
+                except (Unsupported, TypeError, ValueError):
+                    continue
+                if never and not any(d.code == codes.NEVER_TRUE_PART.id and d.span == side.span
+                                     or d.code == codes.SELF_COMPARISON.id
+                                     and _within(d.span, side.span)
+                                     for d in self.model.diagnostics):  # said once
+                    self.model.diagnostics.append(codes.NEVER_TRUE_PART.diag(
+                        side.span, part=self._source(side), name=function.name))
+
     # --- helpers -----------------------------------------------------------------------
 
     def _error(self, span: Span, problem: str) -> None:
@@ -669,6 +693,16 @@ _COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">=", "&", "|"})
 def _comparisons(node: nodes.Expr) -> list[nodes.BinOp]:
     found = [node] if isinstance(node, nodes.BinOp) and node.op in _COMPARISONS else []
     return found + [c for child in nodes.children(node) for c in _comparisons(child)]
+
+
+def _within(inner: Span, outer: Span) -> bool:
+    return (outer.line, outer.column) <= (inner.line, inner.column) \
+        and (inner.end_line, inner.end_column) <= (outer.end_line, outer.end_column)
+
+
+def _disjunctions(node: nodes.Expr) -> list[nodes.BinOp]:
+    found = [node] if isinstance(node, nodes.BinOp) and node.op == "|" else []
+    return found + [d for child in nodes.children(node) for d in _disjunctions(child)]
 
 
 def _renamed(text: str, old: str, new: str) -> str:

@@ -1014,6 +1014,20 @@ SELF_COMPARISON = _code(
     "# warning[SC435]: `ids[q] == ids[q]` has `ids[q]` on both sides: it is always true",
     fix="Read one side at the other position: `ids[q] == ids[k]`.",
 )
+NEVER_TRUE_PART = _code(
+    "SC436", "mask-part-never-true", W, "a side of `|` in a mask function is never true",
+    "`{part}`, a side of `|` in `{name}`, is never true, whatever the positions, the sizes "
+    "and the inputs hold: the `|` adds nothing",
+    what="In a mask function (`def`, a traced `mask_mod`), a side of an `|` that no position "
+    "in range, no admissible size and no value of the integer inputs it reads makes true "
+    "(each entry an unknown integer, one entry read twice one value): `(k >= iv[p]) & "
+    "(k < iv[p])`, an interval from a value to itself. The mask is the other side alone.",
+    why="The keys that side was written to let through are never seen: a shared prompt its "
+    "continuations never read, global tokens no query reaches, without an error.",
+    example="dim N\ninput iv: int[N]\ndef m(q, k) = (k <= q) | (k >= iv[q]) & (k < iv[q])\n"
+    "# warning[SC436]: `(k >= iv[q]) & (k < iv[q])`, a side of `|` in `m`, is never true",
+    fix="Read the interval's other end: `(k >= iv[q]) & (k < iv[q + 1])`.",
+)
 MASK_CLAIM_UNKNOWN = _code(
     "SC434", "mask-claim-unknown", E, "a claim names no function or no known property",
     "{problem}",

@@ -309,6 +309,19 @@ def _empty(cell: sympy.Basic, space: Space) -> bool:
     return _infeasible(cell.xreplace(unknowns), space)
 
 
+def never_true(space: Space, formula: Boolean) -> bool:
+    """No position in range, at no admissible size, with no value of the integer inputs it
+    reads (each entry an unknown integer, one entry read twice one unknown), makes
+    ``formula`` true. A formula reading another input is not judged."""
+    reads = formula.atoms(sympy.core.function.AppliedUndef)
+    if any(r.func.__name__ not in space.choosable for r in reads):
+        return False
+    unknowns = {read: sympy.Symbol(f"_entry{i}", integer=True) for i, read in
+                enumerate(sorted(reads, key=sympy.default_sort_key))}
+    return _infeasible(sympy.And(space.hypotheses(formula.free_symbols),
+                                 formula.xreplace(unknowns)), space)
+
+
 def score_at_masked(space: Space, score: sympy.Expr, variable: sympy.Symbol) -> Outcome:
     """A score change keeps a masked score masked: at −inf it gives −inf."""
     value = score.xreplace({variable: -sympy.oo})
@@ -618,6 +631,14 @@ class Question:
         inside = sympy.And(sympy.Ge(distance, 0),
                            sympy.Le(distance, w) if inclusive else sympy.Lt(distance, w))
         return prove(self.space, sympy.Implies(inside, permissive(self.body, self.atoms)))
+
+    def never_true(self, part: nodes.Expr) -> bool:
+        """``part`` of the body (a side of an `|`), read at positions of the function's
+        own, is never true: whatever the sizes, the positions and the integer inputs."""
+        formula = self.formulas.of(part)
+        positions = {p for r, p in self.role_param.items() if r != "s"}
+        return isinstance(formula, Boolean) and bool(set(nodes.names_in(part)) & positions) \
+            and never_true(self.space, formula)
 
     def every_row(self) -> Outcome:
         """Every query sees at least one key."""

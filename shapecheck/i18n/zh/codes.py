@@ -872,6 +872,19 @@ CODES: dict[str, dict[str, str]] = {
         "# warning[SC435]: `ids[q] == ids[q]` 两边都是 `ids[q]`: 结果总是 真",
         fix="让一边读取另一个位置: `ids[q] == ids[k]`。",
     ),
+    "SC436": dict(
+        summary="掩码函数中 `|` 的一边永远不为真",
+        message="`{part}` 是 `{name}` 中 `|` 的一边, 无论位置、大小和输入取什么值都永远不为真: 这个 `|` "
+        "什么也没加",
+        what="在掩码函数 (`def`, 追踪得到的 `mask_mod`) 中, `|` 的一边在范围内的任何位置、任何允许的大小、"
+        "它读取的整数输入的任何值下都不为真 (每个元素是一个未知整数, 同一元素读两次是同一个值): "
+        "`(k >= iv[p]) & (k < iv[p])`, 从一个值到它自己的区间。掩码就是另一边本身。",
+        why="这一边本应放行的 key 永远看不到: 续写永远读不到的共享提示, 没有 query 能到达的全局 token, "
+        "而且不报错。",
+        example="dim N\ninput iv: int[N]\ndef m(q, k) = (k <= q) | (k >= iv[q]) & (k < iv[q])\n"
+        "# warning[SC436]: `(k >= iv[q]) & (k < iv[q])` 是 `m` 中 `|` 的一边, 永远不为真",
+        fix="读取区间的另一端: `(k >= iv[q]) & (k < iv[q + 1])`。",
+    ),
     "SC434": dict(
         summary="断言没有指向函数或已知的性质",
         message="{problem}",
