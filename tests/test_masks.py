@@ -170,6 +170,21 @@ def test_an_entry_read_twice_is_one_value(body: str, expected: list[str]) -> Non
     assert [c for c in codes_of(spec) if c != "SC401"] == expected
 
 
+@pytest.mark.parametrize("body, expected", [
+    ("(k <= q) | (k >= iv[:, 0][q]) & (k < iv[:, 0][q])", ["SC436"]),  # one entry, twice
+    ("(k <= q) | (k > q) & (k < q + 1)", ["SC436"]),            # no integer between
+    ("(k <= q) | (k >= iv[:, 0][q]) & (k < iv[:, 1][q])", []),  # two entries: may hold
+    ("(k <= q) | (k > x[q]) & (k < x[q] + 1)", []),             # a real entry: may hold
+    ("False | (k <= q)", []),                                   # a constant side: left alone
+    ("(k < k) | (k <= q)", ["SC435"]),                          # said once, by SC435
+])
+def test_a_side_of_an_or_that_is_never_true(body: str, expected: list[str]) -> None:
+    """SC436: the `|` adds nothing (attention-gym's shared prefix with `offsets[p]` for
+    `offsets[p + 1]`, tests/test_flex_public2.py); the rows are not empty, so not SC433."""
+    spec = f"{INTERVALS}def m(b, h, q, k) = {body}\nO = flex_attention(Q, K, V, mask=m)\n"
+    assert [c for c in codes_of(spec) if c != "SC401"] == expected
+
+
 def test_the_builtin_causal_masks_are_these_functions() -> None:
     """`causal_mask(N, M)` and `causal_mask(N, M, window=W)` give the same tables as the
     functions, and so do the attentions run with each (NumPy backend)."""
