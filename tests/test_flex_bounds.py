@@ -67,3 +67,14 @@ def test_an_index_read_from_data_is_not_judged() -> None:
         return kv_idx >= offsets[offsets[q_idx % 2]]
 
     assert reads(mask_mod, offsets) == []
+
+
+def test_the_numbers_a_function_holds_are_its_literals() -> None:
+    """What the search at other sizes leaves alone (docs/torch.md, "Reads out of range"):
+    a dim whose traced value the function holds as a number may stand for it."""
+    from shapecheck.pytorch.front.bounds import literals
+
+    def score_mod(score, b, h, q_idx, kv_idx):  # type: ignore[no-untyped-def]
+        return score + IDS[b, (q_idx - kv_idx + 23) % 6] * (h > 1)
+
+    assert literals(fx.Tracer().trace(score_mod)) == {23, 6, 1}

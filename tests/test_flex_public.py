@@ -53,8 +53,9 @@ BUGS = [  # (file in bugs/, code, line of the function that is wrong)
 ]
 
 
-def found(path: Path, factory: str) -> list[tuple[str, int]]:
-    return [(d.code, d.span.line) for r in check(f"{path}:{factory}") for d in r.diagnostics]
+def found(path: Path, factory: str, init: list[str] | None = None) -> list[tuple[str, int]]:
+    return [(d.code, d.span.line) for r in check(f"{path}:{factory}", init or [])
+            for d in r.diagnostics]
 
 
 @pytest.mark.parametrize("name", CLEAN)
@@ -99,3 +100,15 @@ def test_a_comparison_with_itself_is_noted_where_it_is_written() -> None:
     assert found.code == "SC435"
     assert [n.span.line for n in found.notes if n.span is not None] == [22]
     assert "kv_idx]`?" in found.help[-1]
+
+
+def test_a_window_convention_stated_under_its_own_name_finds_the_window_made_strict() -> None:
+    """attention-gym's `window_size` is inclusive (`q_idx - kv_idx <= window_size`); stated
+    so under the argument's own name, the module is still traced again at sizes apart
+    (its `setting = 6` is half its head width) and the convention holds there: `<` is
+    SC432 at the mask_mod's line and nothing else; the correct window is clean. (Renamed,
+    `setting=W`, the retrace is dropped: docs/torch.md, "The six left".)"""
+    stated = ["setting=setting window inclusive"]
+    assert found(DATA / "bugs" / "window_lt.py", "make", stated) == [("SC432", 16)]
+    assert found(DATA / "gym_masks.py", "sliding_window",
+                 ["window=window window inclusive"]) == []

@@ -145,6 +145,46 @@ def test_flex_attention_checks_every_row() -> None:
         "constraint N <= M\n", "constraint N <= M\ninput Q", 1)) == []
 
 
+INTERVALS = ("dim B, G, N, M, d\ninput Q: [B, G, N, d]\ninput K: [B, G, M, d]\n"
+             "input V: [B, G, M, d]\ninput iv: int[M, 2]\ninput x: [M]\n")
+
+
+@pytest.mark.parametrize("body, expected", [
+    # one entry read twice is one value: an interval from it to itself holds no query
+    ("(q >= iv[:, 0][k]) & (q < iv[:, 0][k])", ["SC433"]),
+    # ... the chain `iv[:, 0][k]` read as `iv[k, 0]`, whose `:` the later index fills
+    ("(q > iv[:, 0][k]) & (q < iv[:, 0][k] + 1)", ["SC433"]),
+    # ... through a value the spec defines, not declares (Flamingo's image of each key)
+    ("(q >= iv[:, 0][ids[k]]) & (q < iv[:, 0][ids[k]])", ["SC433"]),
+    # two entries: an interval that holds the queries between them
+    ("(q >= iv[:, 0][k]) & (q < iv[:, 1][k])", []),
+    # a real entry: `x < q < x + 1` holds a query when x is not an integer
+    ("(q > x[k]) & (q < x[k] + 1)", []),
+])
+def test_an_entry_read_twice_is_one_value(body: str, expected: list[str]) -> None:
+    """A mask's rows are empty when no value of the integer inputs it reads lets a key
+    through (each entry an unknown integer, one entry read twice one unknown): Flamingo's
+    interval read at one end twice (tests/test_flex_public2.py, `flamingo_same_bound`)."""
+    spec = f"{INTERVALS}ids = arange(M)\ndef m(b, h, q, k) = {body}\n" \
+           "O = flex_attention(Q, K, V, mask=m)\n"
+    assert [c for c in codes_of(spec) if c != "SC401"] == expected
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("(k <= q) | (k >= iv[:, 0][q]) & (k < iv[:, 0][q])", ["SC436"]),  # one entry, twice
+    ("(k <= q) | (k > q) & (k < q + 1)", ["SC436"]),            # no integer between
+    ("(k <= q) | (k >= iv[:, 0][q]) & (k < iv[:, 1][q])", []),  # two entries: may hold
+    ("(k <= q) | (k > x[q]) & (k < x[q] + 1)", []),             # a real entry: may hold
+    ("False | (k <= q)", []),                                   # a constant side: left alone
+    ("(k < k) | (k <= q)", ["SC435"]),                          # said once, by SC435
+])
+def test_a_side_of_an_or_that_is_never_true(body: str, expected: list[str]) -> None:
+    """SC436: the `|` adds nothing (attention-gym's shared prefix with `offsets[p]` for
+    `offsets[p + 1]`, tests/test_flex_public2.py); the rows are not empty, so not SC433."""
+    spec = f"{INTERVALS}def m(b, h, q, k) = {body}\nO = flex_attention(Q, K, V, mask=m)\n"
+    assert [c for c in codes_of(spec) if c != "SC401"] == expected
+
+
 def test_the_builtin_causal_masks_are_these_functions() -> None:
     """`causal_mask(N, M)` and `causal_mask(N, M, window=W)` give the same tables as the
     functions, and so do the attentions run with each (NumPy backend)."""

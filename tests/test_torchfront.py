@@ -357,3 +357,15 @@ def test_each_new_operator_is_lowered() -> None:
     assert "polar(ones([T, dim__half]), angles)" in rotary           # Rotary(dim=10)
     assert "view_as_real(z * freqs)" in rotary
     assert "z = view_as_complex(" in rotary                            # complex: no annotation
+
+
+def test_an_init_naming_a_dim_as_itself_states_a_convention_and_renames_nothing() -> None:
+    """`--init "setting=setting window inclusive"`: a convention for the argument under its
+    own name; a rename would drop the factory's call, and with it the trace at sizes apart
+    (docs/torch.md, "The six left"). `setting=W` still renames."""
+    from shapecheck.pytorch.front.target import parse_init
+
+    own = parse_init(["setting=setting window inclusive"])
+    assert (own.rename, own.stated) == ({}, {"setting": "window inclusive"})
+    renamed = parse_init(["setting=W window inclusive"])
+    assert (renamed.rename, renamed.stated) == ({"setting": "W"}, {"W": "window inclusive"})

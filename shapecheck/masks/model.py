@@ -101,6 +101,8 @@ class _Analysis:
         self._tensor_padding_sides()
         for definition in self.functions.definitions.values():
             self._self_comparisons(definition)
+        for function in list(self.model.functions.values()):
+            self._parts_never_true(function)
 
     # --- the functions ---------------------------------------------------------------
 
@@ -618,7 +620,8 @@ class _Analysis:
 
     def _self_comparisons(self, definition: nodes.FunctionDef) -> None:
         """SC435: a comparison in a function's body whose two sides are the same expression
-        (`ids[b, q_idx] == ids[b, q_idx]`) does not depend on the positions. A score
+        (`ids[b, q_idx] == ids[b, q_idx]`) does not depend on the positions; an `|` or `&`
+        of an expression with itself (`g[q_idx] | g[q_idx]`) is that expression. A score
         function's score is left alone (`score != score` is a NaN test)."""
         params = [p.name for p in definition.params]
         score = params[0] if score_roles(len(params)) else None
@@ -632,10 +635,11 @@ class _Analysis:
             if not side or "".join(side.split()) != "".join(self._source(node.right).split()) \
                     or score is not None and score in set(nodes.names_in(node.left)):
                 continue
-            value = node.op in ("==", "<=", ">=")
+            value = codes.MASK_TEXT["itself"].format(side=side) if node.op in ("&", "|") \
+                else codes.MASK_TEXT["always_true" if node.op in ("==", "<=", ">=")
+                                     else "always_false"]
             self.model.diagnostics.append(codes.SELF_COMPARISON.diag(
-                node.op_span, comparison=self._source(node), side=side,
-                value=codes.MASK_TEXT["always_true" if value else "always_false"],
+                node.op_span, comparison=self._source(node), side=side, value=value,
                 help=self._other_position(node, positions)))
 
     def _other_position(self, node: nodes.BinOp, positions: dict[str, str]) -> list[str]:
@@ -650,6 +654,28 @@ class _Analysis:
         return [codes.help_text("self_comparison",
                                 fixed=f"{self._source(node.left)} {node.op} {right}")]
 
+    # --- a side of `|` that is never true ---------------------------------------------
+
+    def _parts_never_true(self, function: MaskFunction) -> None:
+        """SC436: a side of an `|` in a mask function's body that no position, size or
+        value of the integer inputs makes true (`(k >= iv[p]) & (k < iv[p])`): the `|`
+        adds nothing. A constant side (`False | m`) is left alone, and one holding a
+        comparison with itself (SC435 says why: `(k < k) | ...`)."""
+        if function.question is None or function.kind != "mask":
+            return
+        for node in _disjunctions(function.definition.body):
+            for side in (node.left, node.right):
+                try:
+                    never = function.question.never_true(side)
+                except (Unsupported, TypeError, ValueError):
+                    continue
+                if never and not any(d.code == codes.NEVER_TRUE_PART.id and d.span == side.span
+                                     or d.code == codes.SELF_COMPARISON.id
+                                     and _within(d.span, side.span)
+                                     for d in self.model.diagnostics):  # said once
+                    self.model.diagnostics.append(codes.NEVER_TRUE_PART.diag(
+                        side.span, part=self._source(side), name=function.name))
+
     # --- helpers -----------------------------------------------------------------------
 
     def _error(self, span: Span, problem: str) -> None:
@@ -660,12 +686,23 @@ class _Analysis:
         return "" if span is None else span_text(self.program.source, self.starts, span)
 
 
-_COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">="})
+#: the operations whose two sides, the same expression, make it constant or redundant
+_COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">=", "&", "|"})
 
 
 def _comparisons(node: nodes.Expr) -> list[nodes.BinOp]:
     found = [node] if isinstance(node, nodes.BinOp) and node.op in _COMPARISONS else []
     return found + [c for child in nodes.children(node) for c in _comparisons(child)]
+
+
+def _within(inner: Span, outer: Span) -> bool:
+    return (outer.line, outer.column) <= (inner.line, inner.column) \
+        and (inner.end_line, inner.end_column) <= (outer.end_line, outer.end_column)
+
+
+def _disjunctions(node: nodes.Expr) -> list[nodes.BinOp]:
+    found = [node] if isinstance(node, nodes.BinOp) and node.op == "|" else []
+    return found + [d for child in nodes.children(node) for d in _disjunctions(child)]
 
 
 def _renamed(text: str, old: str, new: str) -> str:

@@ -999,17 +999,34 @@ FULLY_MASKED_ROW = _code(
     "see its own key.",
 )
 SELF_COMPARISON = _code(
-    "SC435", "comparison-with-itself", W, "a function of positions compares a value with itself",
-    "`{comparison}` compares `{side}` with itself: it is always {value}",
+    "SC435", "comparison-with-itself", W,
+    "a function of positions compares or combines a value with itself",
+    "`{comparison}` has `{side}` on both sides: it is always {value}",
     what="In a mask or score function (`def`, a traced `mask_mod` or `score_mod`), a comparison "
     "whose two sides are the same expression does not depend on the positions: `==`, `<=` "
-    "and `>=` are always true, `!=`, `<` and `>` always false. One side was meant to read the "
-    "other position (a document id at the key, `ids[b, kv_idx]`).",
+    "and `>=` are always true, `!=`, `<` and `>` always false; an `|` or `&` of an expression "
+    "with itself is that expression, its other side read nowhere. One side was meant to read "
+    "the other position (a document id at the key, `ids[b, kv_idx]`; a global token's flag at "
+    "the key, `is_global[kv_idx]`).",
     why="The condition keeps or drops every pair the others leave: a document mask that keeps "
     "every earlier document, a padding mask that hides nothing, without an error.",
     example="dim N\ninput ids: int[N]\ndef same_document(q, k) = ids[q] == ids[q]\n"
-    "# warning[SC435]: `ids[q] == ids[q]` compares `ids[q]` with itself: it is always true",
+    "# warning[SC435]: `ids[q] == ids[q]` has `ids[q]` on both sides: it is always true",
     fix="Read one side at the other position: `ids[q] == ids[k]`.",
+)
+NEVER_TRUE_PART = _code(
+    "SC436", "mask-part-never-true", W, "a side of `|` in a mask function is never true",
+    "`{part}`, a side of `|` in `{name}`, is never true, whatever the positions, the sizes "
+    "and the inputs hold: the `|` adds nothing",
+    what="In a mask function (`def`, a traced `mask_mod`), a side of an `|` that no position "
+    "in range, no admissible size and no value of the integer inputs it reads makes true "
+    "(each entry an unknown integer, one entry read twice one value): `(k >= iv[p]) & "
+    "(k < iv[p])`, an interval from a value to itself. The mask is the other side alone.",
+    why="The keys that side was written to let through are never seen: a shared prompt its "
+    "continuations never read, global tokens no query reaches, without an error.",
+    example="dim N\ninput iv: int[N]\ndef m(q, k) = (k <= q) | (k >= iv[q]) & (k < iv[q])\n"
+    "# warning[SC436]: `(k >= iv[q]) & (k < iv[q])`, a side of `|` in `m`, is never true",
+    fix="Read the interval's other end: `(k >= iv[q]) & (k < iv[q + 1])`.",
 )
 MASK_CLAIM_UNKNOWN = _code(
     "SC434", "mask-claim-unknown", E, "a claim names no function or no known property",
@@ -1229,8 +1246,10 @@ TORCH_HELPS: Table = Table("codes", "TORCH_HELPS", {
     "spec": "in the traced spec: {help}",
     "traced_as": "traced as `{statement}`",
     "called_here": "the function that does it is called here",
-    "compared_here": "the comparison is written here",
+    "compared_here": "the two sides are written here",
     "read_here": "the read is written here",
+    "past_at_other_sizes": "in range at the traced sizes ({dim} = {traced}); past the axis "
+    "once `{dim}` is {value}, a size the module takes as well (the spec leaves `{dim}` free)",
     "scale_set_here": "the scale it multiplies by is set here",
     "confirmed": "confirmed by PyTorch: the module built and called at {sizes} {detail}",
     "unconfirmed": "unconfirmed: shapecheck could not run the module at {sizes} to confirm "
@@ -1411,6 +1430,7 @@ MASK_TEXT: Table = Table("codes", "MASK_TEXT", {
     "causal": "causal",
     "always_true": "true",
     "always_false": "false",
+    "itself": "`{side}`, as one side alone",
     "window": "a window of width {width}",
     "every_row": "seen by every query",
     "reads_keys": "reading `{input}` on the key side",

@@ -129,6 +129,10 @@ class Formulas:
         if isinstance(node, nodes.Subscript) and isinstance(node.operand, nodes.Name) \
                 and node.operand.name in self.inputs:
             return self._read(node.operand.name, tuple(self.of(i) for i in node.indices))  # type: ignore[arg-type]
+        chained = _chained_read(node, self.inputs, self.bound)
+        if chained is not None:  # `x[:, 0][ids[k]]`, `ids[k]` of a value the spec defines
+            name, indices = chained
+            return self._read(name, tuple(self.of(i) for i in indices))
         flat = _flattened_input(node, self.inputs)
         if flat is not None:  # `reshape(pad, [B * T])[b * T + k]`: a read of pad, opaque
             return self._read(flat, tuple(self.of(i) for i in node.indices))  # type: ignore[attr-defined]
@@ -167,6 +171,43 @@ class Formulas:
         if name in ("minimum", "maximum") and len(args) == 2:
             return (sympy.Min if name == "minimum" else sympy.Max)(*args)
         raise Unsupported(name)
+
+
+def _chained_read(node: nodes.Expr, inputs: set[str], bound: Mapping[str, sympy.Expr]
+                  ) -> tuple[str, list[nodes.Expr]] | None:
+    """A read the plain form does not cover, as its tensor and one index per axis: a chain
+    whose earlier subscripts leave whole axes (`x[:, 0][i]` reads `x[i, 0]`; the later
+    indices fill the `:` in order, then the axes after), or a read of a value the spec
+    defines rather than declares (`ids = repeat(...)`; `ids[k]`): a subscripted name is a
+    tensor, never a position or a dim. Each entry is opaque like an input's; None for any
+    other form (a slice with bounds, a step, a new axis)."""
+    if not isinstance(node, nodes.Subscript):
+        return None
+    chain: list[tuple[nodes.Index, ...]] = []
+    base: nodes.Expr = node
+    while isinstance(base, nodes.Subscript):
+        chain.append(base.indices)
+        base = nodes.strip_parens(base.operand)
+    if not isinstance(base, nodes.Name) or base.name in bound \
+            or len(chain) == 1 and base.name in inputs:
+        return None
+    placed: list[nodes.Index] = []
+    for indices in reversed(chain):  # the innermost subscript first
+        given = list(indices)
+        for slot, entry in enumerate(placed):
+            if _whole(entry) and given:
+                placed[slot] = given.pop(0)
+        placed += given
+    if any(isinstance(entry, (nodes.Slice, nodes.EllipsisIndex, nodes.NewAxis))
+           for entry in placed):
+        return None
+    return base.name, placed  # type: ignore[return-value]
+
+
+def _whole(entry: object) -> bool:
+    """`:`, an axis taken whole."""
+    return isinstance(entry, nodes.Slice) and entry.start is None and entry.stop is None \
+        and entry.step is None
 
 
 def _flattened_input(node: nodes.Expr, inputs: set[str]) -> str | None:
@@ -250,9 +291,35 @@ def prove_nonempty(space: Space, mask: Boolean, query: str, key: str,
         for qv in range(_int(space.ranges[query].xreplace(sizes))):
             keys = _int(size_k.xreplace(sizes))
             row = [mask.xreplace({**sizes, q: sympy.Integer(qv), k: sympy.Integer(kv)}) for kv in range(keys)]
-            if all(_decided(permissive(cell, atoms), False) for cell in row):
+            if all(_decided(permissive(cell, atoms), False) or _empty(cell, space)
+                   for cell in row):
                 return Outcome("refuted", _named(sizes), ((query, qv),))
     return Outcome("undetermined", depends=_inputs_read(mask))
+
+
+def _empty(cell: sympy.Basic, space: Space) -> bool:
+    """No value of the integer inputs ``cell`` reads lets it through: each entry an unknown
+    integer, one entry read twice one unknown (`(q >= iv(j, 0)) & (q < iv(j, 0))` is never
+    true, whatever `iv` holds). Only reads of integer inputs (``space.choosable``: ints and
+    bools), whose entries are integers, are replaced; a cell reading another is not judged."""
+    reads = sorted(cell.atoms(sympy.core.function.AppliedUndef), key=sympy.default_sort_key)
+    if not reads or any(r.func.__name__ not in space.choosable for r in reads):
+        return False
+    unknowns = {read: sympy.Symbol(f"_entry{i}", integer=True) for i, read in enumerate(reads)}
+    return _infeasible(cell.xreplace(unknowns), space)
+
+
+def never_true(space: Space, formula: Boolean) -> bool:
+    """No position in range, at no admissible size, with no value of the integer inputs it
+    reads (each entry an unknown integer, one entry read twice one unknown), makes
+    ``formula`` true. A formula reading another input is not judged."""
+    reads = formula.atoms(sympy.core.function.AppliedUndef)
+    if any(r.func.__name__ not in space.choosable for r in reads):
+        return False
+    unknowns = {read: sympy.Symbol(f"_entry{i}", integer=True) for i, read in
+                enumerate(sorted(reads, key=sympy.default_sort_key))}
+    return _infeasible(sympy.And(space.hypotheses(formula.free_symbols),
+                                 formula.xreplace(unknowns)), space)
 
 
 def score_at_masked(space: Space, score: sympy.Expr, variable: sympy.Symbol) -> Outcome:
@@ -564,6 +631,14 @@ class Question:
         inside = sympy.And(sympy.Ge(distance, 0),
                            sympy.Le(distance, w) if inclusive else sympy.Lt(distance, w))
         return prove(self.space, sympy.Implies(inside, permissive(self.body, self.atoms)))
+
+    def never_true(self, part: nodes.Expr) -> bool:
+        """``part`` of the body (a side of an `|`), read at positions of the function's
+        own, is never true: whatever the sizes, the positions and the integer inputs."""
+        formula = self.formulas.of(part)
+        positions = {p for r, p in self.role_param.items() if r != "s"}
+        return isinstance(formula, Boolean) and bool(set(nodes.names_in(part)) & positions) \
+            and never_true(self.space, formula)
 
     def every_row(self) -> Outcome:
         """Every query sees at least one key."""

@@ -860,16 +860,30 @@ CODES: dict[str, dict[str, str]] = {
         fix="陈述排除它的约束 (`constraint N <= M`), 或让每个 query 看见自己的 key。",
     ),
     "SC435": dict(
-        summary="位置函数把一个值和它自己比较",
-        message="`{comparison}` 把 `{side}` 和它自己比较: 结果总是 {value}",
+        summary="位置函数把一个值和它自己比较或组合",
+        message="`{comparison}` 两边都是 `{side}`: 结果总是 {value}",
         what="在掩码或分数函数 (`def`, 追踪得到的 `mask_mod` 或 `score_mod`) 中, 两边是同一个表达式的比较"
-        "不依赖位置: `==`, `<=`, `>=` 总是真, `!=`, `<`, `>` 总是假。其中一边本应读取另一个位置 "
-        "(key 处的文档 id, `ids[b, kv_idx]`)。",
+        "不依赖位置: `==`, `<=`, `>=` 总是真, `!=`, `<`, `>` 总是假; 一个表达式和它自己的 `|` 或 `&` "
+        "就是这个表达式, 另一边什么也没读。其中一边本应读取另一个位置 "
+        "(key 处的文档 id, `ids[b, kv_idx]`; key 处的全局 token 标记, `is_global[kv_idx]`)。",
         why="这个条件保留或丢弃其余条件留下的每一对: 文档掩码保留了之前所有的文档, 填充掩码什么也不隐藏, "
         "而且不报错。",
         example="dim N\ninput ids: int[N]\ndef same_document(q, k) = ids[q] == ids[q]\n"
-        "# warning[SC435]: `ids[q] == ids[q]` 把 `ids[q]` 和它自己比较: 结果总是 真",
+        "# warning[SC435]: `ids[q] == ids[q]` 两边都是 `ids[q]`: 结果总是 真",
         fix="让一边读取另一个位置: `ids[q] == ids[k]`。",
+    ),
+    "SC436": dict(
+        summary="掩码函数中 `|` 的一边永远不为真",
+        message="`{part}` 是 `{name}` 中 `|` 的一边, 无论位置、大小和输入取什么值都永远不为真: 这个 `|` "
+        "什么也没加",
+        what="在掩码函数 (`def`, 追踪得到的 `mask_mod`) 中, `|` 的一边在范围内的任何位置、任何允许的大小、"
+        "它读取的整数输入的任何值下都不为真 (每个元素是一个未知整数, 同一元素读两次是同一个值): "
+        "`(k >= iv[p]) & (k < iv[p])`, 从一个值到它自己的区间。掩码就是另一边本身。",
+        why="这一边本应放行的 key 永远看不到: 续写永远读不到的共享提示, 没有 query 能到达的全局 token, "
+        "而且不报错。",
+        example="dim N\ninput iv: int[N]\ndef m(q, k) = (k <= q) | (k >= iv[q]) & (k < iv[q])\n"
+        "# warning[SC436]: `(k >= iv[q]) & (k < iv[q])` 是 `m` 中 `|` 的一边, 永远不为真",
+        fix="读取区间的另一端: `(k >= iv[q]) & (k < iv[q + 1])`。",
     ),
     "SC434": dict(
         summary="断言没有指向函数或已知的性质",
@@ -972,8 +986,10 @@ TORCH_HELPS = {
     "被丢弃的键用 `torch.triu(..., diagonal=1)`)",
     "spec": "在追踪得到的 spec 中: {help}",
     "traced_as": "追踪为 `{statement}`",
-    "compared_here": "比较写在这里",
+    "compared_here": "两边写在这里",
     "read_here": "读取写在这里",
+    "past_at_other_sizes": "在追踪时的大小下在范围内 ({dim} = {traced}); 当 `{dim}` 为 {value} "
+    "(模块同样接受的大小, spec 未限定 `{dim}`) 时越过该轴",
     "SC435": "让一边读取另一个位置 (`ids[b, kv_idx]` 对 `ids[b, q_idx]`)",
     "called_here": "做这件事的函数在这里被调用",
     "scale_set_here": "它所乘的缩放因子在这里设定",
@@ -1314,6 +1330,7 @@ DETAILS = {
 MASK_TEXT = {
     "always_true": "真",
     "always_false": "假",
+    "itself": "`{side}`, 与只写一边相同",
     "causal": "因果的",
     "window": "宽度为 {width} 的窗口",
     "every_row": "每个 query 都能看见 key 的",

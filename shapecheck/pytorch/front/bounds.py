@@ -86,6 +86,24 @@ def out_of_range(graph: Any, params: tuple[str, ...], sizes: dict[str, int],
     return found
 
 
+def literals(graph: Any) -> set[int]:
+    """The integers ``graph`` holds as numbers (arguments of its operations): a size the
+    function was traced with may be among them, standing for a dim."""
+    import torch.fx as fx
+
+    found: set[int] = set()
+
+    def note(item: Any) -> Any:
+        if isinstance(item, int) and not isinstance(item, bool):
+            found.add(abs(item))
+        return item
+
+    for node in graph.nodes:
+        if node.op in ("call_function", "call_method"):
+            fx.node.map_aggregate((node.args, node.kwargs), note)
+    return found
+
+
 def _evaluate(node: Any, values: dict[Any, Any], shapes: dict[str, tuple[int, ...]],
               counts: list[int], found: list[Read]) -> Any:
     import torch
@@ -159,4 +177,4 @@ def _check(node: Any, target: str, axis: int, index: Any, size: int, counts: lis
     found.append(Read(node, target, axis, int(full), size, at))
 
 
-__all__ = ["Read", "out_of_range"]
+__all__ = ["Read", "literals", "out_of_range"]

@@ -45,18 +45,24 @@ def root_definitions(text: str, line: int) -> list[int]:
 
 def self_comparisons(text: str, line: int) -> list[int]:
     """The lines of the function holding ``line`` (a traced `mask_mod`, whose body the
-    trace maps to its `return`) that compare an expression with itself
-    (`ids[b, q_idx] == ids[b, q_idx]`), other than ``line``."""
+    trace maps to its `return`) that compare or combine an expression with itself
+    (`ids[b, q_idx] == ids[b, q_idx]`, `g[q_idx] | g[q_idx]`), other than ``line``."""
     tree = _parsed(text)
     if tree is None:
         return []
     function, _ = _enclosing(tree, line)
     if function is None:
         return []
-    found = {node.lineno for node in ast.walk(function) if isinstance(node, ast.Compare)
-             and len(node.comparators) == 1
-             and ast.dump(node.left) == ast.dump(node.comparators[0])}
+    found = {node.lineno for node in ast.walk(function) if _same_sides(node)}
     return sorted(found - {line})
+
+
+def _same_sides(node: ast.AST) -> bool:
+    """`a == a` (one comparison), `a | a`, `a & a`: an operation of an expression with itself."""
+    if isinstance(node, ast.Compare):
+        return len(node.comparators) == 1 and ast.dump(node.left) == ast.dump(node.comparators[0])
+    return isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitOr, ast.BitAnd)) \
+        and ast.dump(node.left) == ast.dump(node.right)
 
 
 @functools.lru_cache(maxsize=8)

@@ -18,6 +18,7 @@ padding, slopes: graph values like any other). :func:`lower` writes that operato
 from __future__ import annotations
 
 import itertools
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -568,20 +569,27 @@ def _reads_past(low: Any, node: Any, function: Function, traced: dict[int, Any],
     from .bounds import out_of_range
 
     query, key = node.args[0].meta["val"], node.args[1].meta["val"]
-    sizes = {"b": _hint(query.shape[0]), "h": _hint(query.shape[1]),
-             "q_idx": _hint(query.shape[-2]), "kv_idx": _hint(key.shape[-2])}
-    shapes, names = {}, {}
+    raw = {"b": query.shape[0], "h": query.shape[1], "q_idx": query.shape[-2],
+           "kv_idx": key.shape[-2]}
+    sizes = {role: _hint(size) for role, size in raw.items()}
+    shapes, names, axes = {}, {}, {}
     for target, tensor in function.constants.items():
         value = traced.get(id(tensor))
         shape = tuple(_hint(s) for s in value.shape) if value is not None else ()
         if value is not None and None not in shape:
             shapes[target] = shape
             names[target] = captured.get(id(tensor), target)
+            axes[target] = tuple(low.size(s) for s in value.shape)
     if None in sizes.values():
         return []
     params = _MASK_PARAMS if function.kind == "mask" else _SCORE_PARAMS
+    reads = [(read, sizes, None) for read in
+             out_of_range(function.graph, params, sizes, shapes)]  # type: ignore[arg-type]
+    counts = {role: low.size(size) for role, size in raw.items()}
+    reads += _past_at_other_sizes(low, function, params, (sizes, counts), (shapes, axes),
+                                  {(r.target, r.axis) for r, _s, _g in reads})
     found = []
-    for read in out_of_range(function.graph, params, sizes, shapes):  # type: ignore[arg-type]
+    for read, at_sizes, grown in reads:
         at = low.location(read.node)
         holder = _holder(function.calls, at)
         where = holder.location if holder is not None and holder.location is not None else at
@@ -589,13 +597,72 @@ def _reads_past(low: Any, node: Any, function: Function, traced: dict[int, Any],
             continue
         notes = (Note(codes.TORCH_HELPS["read_here"], Span(at.line, 1, at.line, 1)),) \
             if at is not None and at.line != where.line else ()
+        if grown is not None:
+            notes += (Note(codes.TORCH_HELPS["past_at_other_sizes"].format(
+                dim=grown[0], value=grown[1], traced=grown[2]), None),)
         diagnostic = codes.FLEX_READ_OUT_OF_RANGE.diag(
             Span(where.line, 1, where.line, 1),
             function=holder.name if holder is not None else function.kind,
             tensor=names[read.target], index=read.index, axis=read.axis, size=read.size,
-            last=read.size - 1, at=_at(read.at, sizes))
+            last=read.size - 1, at=_at(read.at, at_sizes))
         found.append((Location(where.path, where.line), replace(diagnostic, notes=notes)))
     return found
+
+
+def _past_at_other_sizes(low: Any, function: Function, params: tuple[str, ...],
+                         call: tuple[dict[str, int], dict[str, str]],
+                         tensors: tuple[dict[str, tuple[int, ...]], dict[str, tuple[str, ...]]],
+                         seen: set[tuple[str, int]]) -> list[tuple[Any, dict[str, int],
+                                                                  tuple[str, int, int]]]:
+    """Reads in range at the traced sizes that are past an axis once one dim of the call
+    takes another size (docs/torch.md, "Reads out of range": `spatial_bias[b, ...]`, a
+    table of `n_heads` rows read by sample, is in range while the samples are fewer). A
+    size the export left free (a position's count written as one dim name: `B`, `T`) is
+    given one more than each axis of another dim the function reads (the least size past
+    it), and every count and axis written as that name takes it; a read past an axis is
+    kept only where the axis is a dim of its own (a table of a fixed length, `rel_bias:
+    [136]`, is the module's limit, not a mistake). Not
+    tried: a size the module was built with (`n_heads`: another module), a dim a size
+    writes in an expression (`T + S`), one bounded from above (by the export, or a
+    constraint) below the size needed, one whose traced value the function holds as a
+    number (it may stand for it)."""
+    from .bounds import literals, out_of_range
+
+    sizes, counts = call
+    shapes, axes = tensors
+    texts = [*counts.values(), *(t for shape in axes.values() for t in shape)]
+    numbers = literals(function.graph)
+    found: list[tuple[Any, dict[str, int], tuple[str, int, int]]] = []
+    dynamic = set(low.dims.symbolic.values())  # the sizes the export left free
+    for dim in dict.fromkeys(t for t in counts.values() if t in dynamic):
+        traced = next(sizes[r] for r, t in counts.items() if t == dim)
+        most = _upper(low, dim)
+        named = re.compile(rf"\b{re.escape(dim)}\b")
+        if traced in numbers or any(t != dim and named.search(t) for t in texts) \
+                or any("<" in c and named.search(c) for c in low.out.constraints):
+            continue
+        others = {n for shape, names in zip(shapes.values(), axes.values())
+                  for n, text in zip(shape, names) if text.isidentifier() and text != dim}
+        for value in sorted(n + 1 for n in others if traced < n + 1 <= most):  # least past each
+            grown = {r: value if counts[r] == dim else n for r, n in sizes.items()}
+            grown_shapes = {target: tuple(value if text == dim else n for n, text in
+                                          zip(shape, axes[target]))
+                            for target, shape in shapes.items()}
+            for read in out_of_range(function.graph, params, grown, grown_shapes):  # type: ignore[arg-type]
+                text = axes[read.target][read.axis]
+                if (read.target, read.axis) not in seen and text.isidentifier() and text != dim:
+                    seen.add((read.target, read.axis))
+                    found.append((read, grown, (dim, value, traced)))
+    return found
+
+
+def _upper(low: Any, dim: str) -> int | float:
+    """The most the export lets the dynamic size ``dim`` be (infinity when unbounded)."""
+    most: int | float = float("inf")
+    for symbol, bounds in getattr(low.program, "range_constraints", {}).items():
+        if low.dims.symbolic.get(str(symbol)) == dim and str(bounds.upper).isdigit():
+            most = min(most, int(bounds.upper))
+    return most
 
 
 def _at(at: tuple[tuple[str, int], ...], sizes: dict[str, int | None]) -> str:

@@ -79,8 +79,10 @@ def parse_init(values: tuple[str, ...] | list[str]) -> Init:
             raise ExtractError("init_syntax", value=value)
         if first.isdigit() and int(first) > 0:
             init.given[name] = int(first)
-        elif first.isidentifier():
+        elif first.isidentifier() and first != sizing.spec_name(name):
             init.rename[name] = first
+        elif first.isidentifier():  # its own name: a convention stated, nothing renamed
+            pass
         else:
             raise ExtractError("init_syntax", value=value)
         if words:
@@ -479,6 +481,10 @@ def apart(built: Built, even_heads: bool = False) -> Built | None:
     chosen, module, inputs = found
     dims = sizing.from_chosen(chosen, {})
     _keep_other_sizes(dims, made_by.recovered(module, None, inputs))
+    # the conventions stated for a dim under its own name (`setting=setting window
+    # inclusive`) hold at any size of it
+    dims.conventions.update({n: c for n, c in built.dims.conventions.items()
+                             if n in dims.atomic or n in dims.derived})
     call = built.call
 
     def remake(bindings: dict[str, int]) -> Any:
