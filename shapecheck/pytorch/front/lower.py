@@ -21,6 +21,7 @@ from typing import Any
 from ...check.builtins import BUILTINS
 from .errors import Location, python_source
 from .sizes import Dims
+from .writes import read_back, unread
 
 ATOM, POSTFIX, POWER, UNARY, PRODUCT, SUM, AND, OR, COMPARE = 90, 80, 70, 60, 50, 40, 30, 20, 10
 RESERVED = frozenset({"dim", "constraint", "input", "param", "output", "assert", "bool", "inf",
@@ -123,8 +124,9 @@ class Lowering:
         self._mark_statements(graph, outputs)
         self._placeholders()
         self._ranges()
+        skipped = unread(graph, _operands)
         for node in graph.nodes:
-            if node.op != "call_function":
+            if node.op != "call_function" or node in skipped:
                 continue
             self._lower(node)
         for position, node in outputs:
@@ -329,10 +331,17 @@ class Lowering:
             # an empty tensor (a cache before its first write): `cat` skips it
             self.values[node] = Val("[]", kind="empty")
             return
+        written = read_back(node)  # a view of a tensor written through it (writes.py)
+        normalised = _logsumexp_softmax(node)
         try:
             if rule is None:
                 raise Unlowerable(name)
-            value = _applied(rule, self, node)
+            if written is not None:
+                value = self.arg(written)
+            elif normalised is not None:
+                value = Val(f"softmax({_tensor(self.arg(normalised[0])).text}, axis={normalised[1]})")
+            else:
+                value = _applied(rule, self, node)
         except Unlowerable as reason:
             if str(reason) == "operand":  # it reads an unknown result: that one is reported
                 self._unknown(node, name, report=False)
@@ -1007,6 +1016,47 @@ def _hardswish(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) ->
 @rule("softmax.int", "_softmax.default")
 def _softmax(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     return Val(f"softmax({_tensor(args[0]).text}, axis={_axis(node, 1)})")
+
+
+def _operands(node: Any) -> list[Any]:
+    """The nodes a node's lowering reads: what was written, for a view read back; the
+    scores, for a softmax written with `logsumexp`; else its inputs."""
+    written = read_back(node)
+    if written is not None:
+        return [written]
+    normalised = _logsumexp_softmax(node)
+    return [normalised[0]] if normalised is not None else list(node.all_input_nodes)
+
+
+def _logsumexp_softmax(node: Any) -> tuple[Any, int] | None:
+    """`exp(x - logsumexp(x, dim=a, keepdim=True))` (Reformer's attention probabilities, and
+    its hashes' weights): `softmax(x, axis=a)`, exactly; its scores node and axis."""
+    if _name(node.target) != "exp.default" or not hasattr(node.args[0], "op") \
+            or _name(node.args[0].target) != "sub.Tensor" or len(node.args[0].args) != 2:
+        return None
+    scores, normaliser = node.args[0].args
+    if not hasattr(normaliser, "op") or _name(normaliser.target) != "logsumexp.default" \
+            or normaliser.args[0] is not scores or node.args[0].kwargs.get("alpha", 1) != 1:
+        return None
+    axes = normaliser.args[1] if len(normaliser.args) > 1 else normaliser.kwargs.get("dim")
+    keep = normaliser.args[2] if len(normaliser.args) > 2 else normaliser.kwargs.get("keepdim")
+    if not keep or not isinstance(axes, (list, tuple)) or len(axes) != 1:
+        return None
+    return scores, axes[0] % len(scores.meta["val"].shape)
+
+
+@rule("logsumexp.default")
+def _logsumexp(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # log(sum(exp(x))) along the axes, as torch defines it (a softmax's normaliser; the
+    # softmax itself, `exp(x - logsumexp(x))`, is read as one: `_logsumexp_softmax`)
+    x = _tensor(args[0])
+    keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+    axes = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    rank = low.rank(node.args[0])
+    text = f"exp({x.text})"
+    for axis in sorted((a % rank for a in axes), reverse=True):
+        text = f"sum({text}, axis={axis}{', keepdims=true' if keep else ''})"
+    return Val(f"log({text})")
 
 
 @rule("log_softmax.int", "_log_softmax.default")

@@ -291,3 +291,107 @@ def relative_shift_queries() -> tuple[nn.Module, dict]:
     torch.manual_seed(0)
     return RelativeShiftQueries().eval(), {"h": torch.randn(9, 7, 60),
                                            "pos_emb": _positions(9, 9, 7)}
+
+
+class InPlaceShift(nn.Module):
+    """Funnel's relative attention (transformers' modeling_funnel.py,
+    `FunnelRelMultiheadAttention` with `attention_type="relative_shift"`, Apache-2.0), one
+    block: position scores against `2 * T` relative positions, shifted by
+    `_relative_shift_gather` as written there, then multiplied in place by the `cls_mask`
+    (`positional_attn *= cls_mask`, on the view the shift returns)."""
+
+    def __init__(self, d_model: int = 60, n_head: int = 6, d_head: int = 10) -> None:
+        super().__init__()
+        self.n_head, self.d_head = n_head, d_head
+        self.scale = 1.0 / (d_head**0.5)
+        self.q_head = nn.Linear(d_model, n_head * d_head, bias=False)
+        self.k_head = nn.Linear(d_model, n_head * d_head)
+        self.v_head = nn.Linear(d_model, n_head * d_head)
+        self.r_w_bias = nn.Parameter(torch.randn(n_head, d_head) * 0.1)
+        self.r_r_bias = nn.Parameter(torch.randn(n_head, d_head) * 0.1)
+        self.r_kernel = nn.Parameter(torch.randn(d_model, n_head, d_head) * 0.1)
+        self.post_proj = nn.Linear(n_head * d_head, d_model)
+
+    @staticmethod
+    def relative_shift_gather(positional_attn, context_len, shift):
+        batch_size, n_head, seq_len, max_rel_len = positional_attn.shape
+
+        positional_attn = torch.reshape(positional_attn, [batch_size, n_head, max_rel_len, seq_len])
+        positional_attn = positional_attn[:, :, shift:, :]
+        positional_attn = torch.reshape(positional_attn, [batch_size, n_head, seq_len, max_rel_len - shift])
+        positional_attn = positional_attn[..., :context_len]
+        return positional_attn
+
+    def relative_positional_attention(self, r, q_head, context_len, cls_mask):
+        v = self.r_r_bias * self.scale
+        r_head = torch.einsum("td,dnh->tnh", r, self.r_kernel)
+        positional_attn = torch.einsum("binh,tnh->bnit", q_head + v, r_head)
+        positional_attn = self.relative_shift_gather(positional_attn, context_len, 1)
+
+        positional_attn *= cls_mask
+        return positional_attn
+
+    def forward(self, hidden: torch.Tensor, r: torch.Tensor, cls_mask: torch.Tensor) -> torch.Tensor:
+        batch_size, seq_len, _ = hidden.shape
+        q_head = self.q_head(hidden).view(batch_size, seq_len, self.n_head, self.d_head)
+        k_head = self.k_head(hidden).view(batch_size, seq_len, self.n_head, self.d_head)
+        v_head = self.v_head(hidden).view(batch_size, seq_len, self.n_head, self.d_head)
+        q_head = q_head * self.scale
+        content_score = torch.einsum("bind,bjnd->bnij", q_head + self.r_w_bias * self.scale, k_head)
+        positional_attn = self.relative_positional_attention(r, q_head, seq_len, cls_mask)
+        attn_prob = torch.softmax(content_score + positional_attn, dim=-1)
+        attn_vec = torch.einsum("bnij,bjnd->bind", attn_prob, v_head)
+        return self.post_proj(attn_vec.reshape(batch_size, seq_len, -1)) + hidden
+
+
+def _funnel_call(seq_len: int = 9) -> dict:
+    """Funnel's relative positions (`2 * T` of them at one block) and its `cls_mask`: ones
+    but for the first row and column (the <cls> token attends apart)."""
+    cls_mask = nn.functional.pad(torch.ones([seq_len - 1, seq_len - 1]), (1, 0, 1, 0))
+    return {"hidden": torch.randn(7, seq_len, 60), "r": torch.randn(2 * seq_len, 60),
+            "cls_mask": cls_mask}
+
+
+def in_place_shift() -> tuple[nn.Module, dict]:
+    torch.manual_seed(0)
+    return InPlaceShift().eval(), _funnel_call()
+
+
+class InPlaceShiftLastRow(InPlaceShift):
+    """A one-edit bug: the shift drops the last row of the swapped view, not the first."""
+
+    @staticmethod
+    def relative_shift_gather(positional_attn, context_len, shift):
+        batch_size, n_head, seq_len, max_rel_len = positional_attn.shape
+
+        positional_attn = torch.reshape(positional_attn, [batch_size, n_head, max_rel_len, seq_len])
+        positional_attn = positional_attn[:, :, :-shift, :]
+        positional_attn = torch.reshape(positional_attn, [batch_size, n_head, seq_len, max_rel_len - shift])
+        positional_attn = positional_attn[..., :context_len]
+        return positional_attn
+
+
+def in_place_shift_last_row() -> tuple[nn.Module, dict]:
+    torch.manual_seed(0)
+    return InPlaceShiftLastRow().eval(), _funnel_call()
+
+
+class InPlaceShiftQueries(InPlaceShift):
+    """A one-edit bug: the softmax of the masked, shifted scores over the queries."""
+
+    def forward(self, hidden: torch.Tensor, r: torch.Tensor, cls_mask: torch.Tensor) -> torch.Tensor:
+        batch_size, seq_len, _ = hidden.shape
+        q_head = self.q_head(hidden).view(batch_size, seq_len, self.n_head, self.d_head)
+        k_head = self.k_head(hidden).view(batch_size, seq_len, self.n_head, self.d_head)
+        v_head = self.v_head(hidden).view(batch_size, seq_len, self.n_head, self.d_head)
+        q_head = q_head * self.scale
+        content_score = torch.einsum("bind,bjnd->bnij", q_head + self.r_w_bias * self.scale, k_head)
+        positional_attn = self.relative_positional_attention(r, q_head, seq_len, cls_mask)
+        attn_prob = torch.softmax(content_score + positional_attn, dim=2)
+        attn_vec = torch.einsum("bnij,bjnd->bind", attn_prob, v_head)
+        return self.post_proj(attn_vec.reshape(batch_size, seq_len, -1)) + hidden
+
+
+def in_place_shift_queries() -> tuple[nn.Module, dict]:
+    torch.manual_seed(0)
+    return InPlaceShiftQueries().eval(), _funnel_call()
