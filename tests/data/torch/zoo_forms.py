@@ -395,3 +395,101 @@ class InPlaceShiftQueries(InPlaceShift):
 def in_place_shift_queries() -> tuple[nn.Module, dict]:
     torch.manual_seed(0)
     return InPlaceShiftQueries().eval(), _funnel_call()
+
+
+class LogSumExpAttention(nn.Module):
+    """Reformer's local attention (transformers' modeling_reformer.py,
+    `LocalSelfAttention._attend` and its callers, Apache-2.0), unchunked: the probabilities
+    written with `logsumexp` (`exp(dots - logsumexp(dots))`), the keys scaled, padding
+    masked with a large negative value."""
+
+    def __init__(self, hidden: int = 60, heads: int = 6, head_size: int = 10) -> None:
+        super().__init__()
+        self.heads, self.head_size = heads, head_size
+        self.query = nn.Linear(hidden, heads * head_size, bias=False)
+        self.key = nn.Linear(hidden, heads * head_size, bias=False)
+        self.value = nn.Linear(hidden, heads * head_size, bias=False)
+        self.register_buffer("mask_value_float32", torch.tensor(-1e9))
+
+    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        return x.view(b, t, self.heads, self.head_size).transpose(2, 1)
+
+    def _attend(self, query_vectors, key_vectors, value_vectors, attention_mask):
+        query_key_dots = torch.matmul(query_vectors, key_vectors.transpose(-1, -2))
+        mask = attention_mask.to(torch.bool)[:, None, None, :]
+        query_key_dots = torch.where(mask, query_key_dots, self.mask_value_float32)
+
+        logits = torch.logsumexp(query_key_dots, dim=-1, keepdim=True)
+        attention_probs = torch.exp(query_key_dots - logits)
+        return torch.matmul(attention_probs, value_vectors)
+
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        b, t, _ = hidden_states.shape
+        query_vectors = self._split_heads(self.query(hidden_states))
+        key_vectors = self._split_heads(self.key(hidden_states))
+        value_vectors = self._split_heads(self.value(hidden_states))
+        key_vectors = key_vectors / torch.sqrt(torch.tensor(self.head_size, dtype=torch.float32))
+        out_vectors = self._attend(query_vectors, key_vectors, value_vectors, attention_mask)
+        return out_vectors.transpose(2, 1).reshape(b, t, -1)
+
+
+def _reformer_call() -> dict:
+    mask = torch.ones(7, 9, dtype=torch.long)
+    mask[:, -2:] = 0
+    return {"hidden_states": torch.randn(7, 9, 60), "attention_mask": mask}
+
+
+def logsumexp_attention() -> tuple[nn.Module, dict]:
+    torch.manual_seed(0)
+    return LogSumExpAttention().eval(), _reformer_call()
+
+
+class LogSumExpQueries(LogSumExpAttention):
+    """A one-edit bug: the normaliser taken over the queries (`dim=-2`), not the keys."""
+
+    def _attend(self, query_vectors, key_vectors, value_vectors, attention_mask):
+        query_key_dots = torch.matmul(query_vectors, key_vectors.transpose(-1, -2))
+        mask = attention_mask.to(torch.bool)[:, None, None, :]
+        query_key_dots = torch.where(mask, query_key_dots, self.mask_value_float32)
+
+        logits = torch.logsumexp(query_key_dots, dim=-2, keepdim=True)
+        attention_probs = torch.exp(query_key_dots - logits)
+        return torch.matmul(attention_probs, value_vectors)
+
+
+def logsumexp_queries() -> tuple[nn.Module, dict]:
+    torch.manual_seed(0)
+    return LogSumExpQueries().eval(), _reformer_call()
+
+
+class HashesCombined(nn.Module):
+    """Reformer's LSH attention combining its hash rounds (modeling_reformer.py,
+    `LSHSelfAttention.forward`, Apache-2.0): each round's output weighted by the softmax of
+    the rounds' `logsumexp` logits, `exp(logits - logsumexp(logits, dim=2))`, and summed
+    over the rounds; the logits are also returned."""
+
+    def __init__(self, hidden: int = 60, heads: int = 6, head_size: int = 10,
+                 num_hashes: int = 2) -> None:
+        super().__init__()
+        self.heads, self.head_size, self.num_hashes = heads, head_size, num_hashes
+        self.query_key = nn.Linear(hidden, num_hashes * heads * head_size, bias=False)
+        self.value = nn.Linear(hidden, heads * head_size, bias=False)
+
+    def forward(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        b, t, _ = hidden_states.shape
+        qk = self.query_key(hidden_states).view(b, t, self.heads, self.num_hashes, self.head_size)
+        qk = qk.permute(0, 2, 3, 1, 4)
+        value = self.value(hidden_states).view(b, t, self.heads, 1, self.head_size).permute(0, 2, 3, 1, 4)
+        dots = torch.matmul(qk, qk.transpose(-1, -2)) / self.head_size**0.5
+        logits = torch.logsumexp(dots, dim=-1, keepdim=True)
+        out_vectors = torch.matmul(torch.exp(dots - logits), value)
+
+        probs_vectors = torch.exp(logits - torch.logsumexp(logits, dim=2, keepdim=True))
+        out_vectors = torch.sum(out_vectors * probs_vectors, dim=2)
+        return out_vectors.transpose(2, 1).reshape(b, t, -1), logits
+
+
+def hashes_combined() -> tuple[nn.Module, dict]:
+    torch.manual_seed(0)
+    return HashesCombined().eval(), {"hidden_states": torch.randn(7, 9, 60)}
