@@ -99,6 +99,8 @@ PER_FAMILY: dict[str, dict[str, Any]] = {
     "canine": {"num_hash_functions": 4},
     # its default places no attention layer (`attn_layer_indices=None`): one, the second
     "bamba": {"attn_layer_indices": [1]},
+    # the same, declared by layer type: its default makes every layer a Mamba layer
+    "granitemoehybrid": {"layer_types": ["linear_attention", "full_attention"]},
     # its stem is four stride-2 convolutions (16 pixels a patch, whatever `patch_size`
     # says): the attention biases are sized by `image_size // patch_size`
     "levit": {"patch_size": 16, "image_size": 64},
@@ -230,11 +232,18 @@ def _as_declared(name: str, value: Any, default: Any, staged: bool) -> Any:
 def _model(family: str, implementation: str) -> Any:
     model, config = _built(family, implementation)
     layers = getattr(config, "num_hidden_layers", None)
-    while not _attention_modules(model) and isinstance(layers, int) and layers < 8:
+    while not _attention_modules(model) and isinstance(layers, int) and layers < 16:
         # a hybrid model whose attention layers come every few (Jamba's every 8th from the
         # 4th, Zamba's shared block): enough layers that one is there
         layers *= 2
-        model, config = _built(family, implementation, layers)
+        try:
+            model, config = _built(family, implementation, layers)
+        except ValueError as error:
+            # Zamba ties every use of its shared attention block to the first: a model with
+            # one use fails transformers' check that the tie finds its copies ("to tie into
+            # []"); more layers, more uses
+            if "tie into []" not in str(error):
+                raise
     return model, config
 
 
