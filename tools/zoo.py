@@ -370,7 +370,7 @@ def capture(family: str, form: str) -> tuple[Any, dict[str, Any]]:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             first = model(**inputs, use_cache=True)
-        keyword, cache = _cache(first)
+        keyword, cache = _cache(first, model)
         return model, {"input_ids": inputs["input_ids"][:, -1:], "attention_mask": torch.ones(
                            BATCH, 1 if keyword == "mems" else CACHED + 1, dtype=torch.long),
                        keyword: cache, "use_cache": True}
@@ -405,7 +405,7 @@ def capture(family: str, form: str) -> tuple[Any, dict[str, Any]]:
                 warnings.simplefilter("ignore")
                 if first is not None:
                     step = {k: v[:, -1:] for k, v in inputs.items() if k.endswith("input_ids")}
-                    keyword, cache = _cache(first)
+                    keyword, cache = _cache(first, model)
                     if "attention_mask" in inputs:  # the cached tokens' and the new one's
                         # (XLNet's mask is the new tokens', its memory's columns its own)
                         step["attention_mask"] = torch.ones(
@@ -424,12 +424,16 @@ def capture(family: str, form: str) -> tuple[Any, dict[str, Any]]:
     return module, _named_call(module, args, kwargs)
 
 
-def _cache(output: Any) -> tuple[str, Any]:
-    """The cache a prefill returned and the keyword its model takes it back by: a
-    ``past_key_values`` cache, or XLNet's ``mems`` (each layer's hidden states, which the
-    next step's attention reads before its own: `klen = mlen + qlen`)."""
-    if getattr(output, "past_key_values", None) is None and getattr(output, "mems", None) \
-            is not None:
+def _cache(output: Any, model: Any = None) -> tuple[str, Any]:
+    """The cache a prefill returned and the keyword its model takes it back by: the field
+    of the output that the model's forward takes by its name (``past_key_values``, XLNet's
+    ``mems``: each layer's hidden states, which the next step's attention reads before its
+    own, `klen = mlen + qlen`; Reformer's ``past_buckets_states``)."""
+    taken = set(inspect.signature(model.forward).parameters) if model is not None else set()
+    for keyword in output.keys():
+        if keyword in taken and (keyword.startswith("past") or keyword == "mems"):
+            return keyword, output[keyword]
+    if getattr(output, "mems", None) is not None:
         return "mems", output.mems
     return "past_key_values", output.past_key_values
 
