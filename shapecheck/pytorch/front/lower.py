@@ -744,7 +744,8 @@ RULES: dict[str, Rule] = {}
 #: Multi-output operators: their parts are read with getitem.
 MULTI = frozenset({"split.Tensor", "split_with_sizes.default", "chunk.default", "unbind.int",
                    "split.default", "sort.default", "sort.stable", "topk.default", "max.dim",
-                   "min.dim", "_native_batch_norm_legit_no_training.default"})
+                   "min.dim", "_native_batch_norm_legit_no_training.default",
+                   "adaptive_max_pool1d.default", "adaptive_max_pool2d.default"})
 #: Operators that compute nothing the spec needs (asserts, guards).
 IGNORED = frozenset({"_assert_tensor_metadata.default", "_assert_scalar.default",
                      "sym_constrain_range_for_size.default", "_assert_async.msg",
@@ -1534,6 +1535,8 @@ def _unbind(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Va
 def _getitem(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     whole, index = args[0], node.args[1]
     if whole.kind != "multi" or not isinstance(index, int) or index >= len(whole.items):
+        raise Unlowerable("getitem")
+    if whole.items[index].kind == "unknown":  # a part without a lowering (a pooling's indices)
         raise Unlowerable("getitem")
     return whole.items[index]
 
@@ -2725,6 +2728,36 @@ def _adaptive_pool(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]
     kept = _kept_axes([size == out for size, out in zip(sizes, outs)])
     return Val(f'{total} / einsum("{",".join(terms)}->{counted}", {", ".join(names)}){kept}',
                PRODUCT)
+
+
+@rule("adaptive_max_pool1d.default", "adaptive_max_pool2d.default")
+def _adaptive_max_pool(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    """`nn.AdaptiveMaxPool{1,2}d(out)`: output ``o`` of an axis is the maximum of torch's
+    bin ``o`` (:func:`_bins`): the input given a new axis per output axis, `-inf` outside
+    each bin, and the maximum over the input's axes; a global pooling (`out` 1) is the
+    maximum. Its indices (`return_indices`) stay unlowered."""
+    x = _tensor(args[0])
+    spatial = 1 if "1d" in _name(node.target) else 2
+    before, after = node.args[0].meta["val"].shape, node.meta["val"][0].shape
+    lead = len(before) - spatial
+    sizes = [low.size(s) for s in before[-spatial:]]
+    outs = [low.size(s) for s in after[-spatial:]]
+    unknown = Val("?", kind="unknown")
+    if all(o == "1" for o in outs):
+        axes = ", ".join(str(lead + a) for a in range(spatial))
+        text = f"max({x.text}, axis={axes if spatial == 1 else f'({axes})'}, keepdims=true)"
+        return Val("parts", kind="multi", items=[Val(text), unknown])
+    # x as [..., 1, H, 1, W]: a new axis for each output axis, before its input axis
+    spread = ", ".join([":"] * lead + ["None", ":"] * spatial)
+    masks = []
+    for axis, (size, out) in enumerate(zip(sizes, outs)):
+        index = ", ".join(":, :" if a == axis else "None, None" for a in range(spatial))
+        bins = _bins(low, node, size, out)
+        masks.append(f"({bins} > 0)" if spatial == 1 else f"({bins} > 0)[{index}]")
+    inputs = ", ".join(str(lead + 2 * a + 1) for a in range(spatial))
+    text = f"amax(where({' & '.join(masks)}, {x.at(POSTFIX)}[{spread}], -inf), " \
+        f"axis={inputs if spatial == 1 else f'({inputs})'})"
+    return Val("parts", kind="multi", items=[Val(text), unknown])
 
 
 def _bins(low: Lowering, node: Any, size: str, out: str) -> str:

@@ -40,10 +40,12 @@ def read_back(node: Any) -> Any | None:
 def unread(graph: Any, operands: Callable[[Any], list[Any]]) -> set[Any]:
     """The nodes the spec does not read, where a node's lowering reads ``operands(node)``
     (a read-back view reads what was written, not the base rebuilt around it): the base's
-    other entries, re-viewed to be written around the update. Torch's graph holds no other
-    unread node but those kept for their effect (asserts), kept."""
+    other entries, re-viewed to be written around the update; a part of a several-output
+    operator that nothing reads (an adaptive max pooling's indices). Torch's graph holds no
+    other unread node but those kept for their effect (asserts), kept."""
     needed: set[Any] = set()
-    pending = [node for node in graph.nodes if node.op == "output" or not node.users]
+    pending = [node for node in graph.nodes if node.op == "output" or not node.users
+               and getattr(node.target, "__name__", "") != "getitem"]
     while pending:
         node = pending.pop()
         if node not in needed:
