@@ -118,6 +118,8 @@ PER_FAMILY: dict[str, dict[str, Any]] = {
     # axis cut in `spec_size / num_mel_bins` rows), its last map grouped by that ratio: a
     # 128-pixel one of 32 mel bins (a last map of 4, the ratio's)
     "clap": {"spec_size": 128, "num_mel_bins": 32},
+    # NaFlex: its images come as patches padded to `num_patches` (a 4 x 4 grid at most)
+    "siglip2_vision": {"num_patches": 16},
     # its axial position embeddings split the width in two parts that must sum to it
     "reformer": {"axial_pos_embds_dim": [20, 40], "axial_pos_shape": [4, 16]},
 }
@@ -126,6 +128,7 @@ PER_FAMILY: dict[str, dict[str, Any]] = {
 _MODEL_TYPES = {"clip_text": "clip_text_model", "clip_vision": "clip_vision_model",
                 "siglip_vision": "siglip_vision_model", "gemma3n": "gemma3n_text",
                 "siglip2": "siglip2_text_model", "xclip": "xclip_text_model",
+                "siglip2_vision": "siglip2_vision_model",
                 "clap": "clap_audio_model"}
 BATCH, LENGTH, CACHED = 7, 9, 8
 #: Samples a frame of raw audio where the config declares no ratio (Moonshine's strided
@@ -287,6 +290,8 @@ def _inputs(model: Any, config: Any, length: int) -> dict[str, Any]:
 
     main = getattr(model, "main_input_name", "input_ids")
     generator = torch.Generator().manual_seed(1)
+    if main == "pixel_values" and "spatial_shapes" in inspect.signature(model.forward).parameters:
+        return _patches(config, generator)
     if main == "pixel_values":
         side = getattr(config, "image_size", STAGED_IMAGE)  # no image size declared: a
         height, width = (side, side) if isinstance(side, int) else side  # staged model's
@@ -322,6 +327,20 @@ def _inputs(model: Any, config: Any, length: int) -> dict[str, Any]:
     if getattr(config, "is_encoder_decoder", False):
         inputs["decoder_input_ids"] = ids
     return inputs
+
+
+def _patches(config: Any, generator: Any) -> dict[str, Any]:
+    """NaFlex inputs (SigLIP 2's vision tower): each image already cut into its patches,
+    flattened, padded to the config's `num_patches`, a mask of its real ones and each
+    image's grid of patches (images of different sizes: some padding in every batch)."""
+    import torch
+
+    grids = [(4, 4), (3, 4), (2, 3)]
+    shapes = torch.tensor([grids[b % len(grids)] for b in range(BATCH)])
+    width = config.num_channels * config.patch_size ** 2
+    mask = (torch.arange(config.num_patches)[None, :] < shapes.prod(-1)[:, None]).long()
+    return {"pixel_values": torch.randn(BATCH, config.num_patches, width, generator=generator),
+            "pixel_attention_mask": mask, "spatial_shapes": shapes}
 
 
 _ATTENTION = re.compile(r"Attention$|Attention\d*$|SelfAttention|Attn$")
@@ -496,7 +515,7 @@ def _others() -> list[str]:
     issue's list is the test, the rest is there to try."""
     from transformers import CONFIG_MAPPING
 
-    return list(CONFIG_MAPPING.keys())
+    return [*CONFIG_MAPPING.keys(), *(k for k in _MODEL_TYPES if k not in CONFIG_MAPPING)]
 
 
 def __getattr__(name: str) -> Any:
