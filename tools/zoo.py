@@ -120,6 +120,9 @@ PER_FAMILY: dict[str, dict[str, Any]] = {
     "clap": {"spec_size": 128, "num_mel_bins": 32},
     # NaFlex: its images come as patches padded to `num_patches` (a 4 x 4 grid at most)
     "siglip2_vision": {"num_patches": 16},
+    # a video's frames are a batch of images to its vision tower (`[B * frames, C, H, W]`),
+    # each layer's message attention across them: one video of the batch's 7 frames
+    "xclip_vision": {"num_frames": 7},
     # its axial position embeddings split the width in two parts that must sum to it
     "reformer": {"axial_pos_embds_dim": [20, 40], "axial_pos_shape": [4, 16]},
 }
@@ -128,7 +131,7 @@ PER_FAMILY: dict[str, dict[str, Any]] = {
 _MODEL_TYPES = {"clip_text": "clip_text_model", "clip_vision": "clip_vision_model",
                 "siglip_vision": "siglip_vision_model", "gemma3n": "gemma3n_text",
                 "siglip2": "siglip2_text_model", "xclip": "xclip_text_model",
-                "siglip2_vision": "siglip2_vision_model",
+                "siglip2_vision": "siglip2_vision_model", "xclip_vision": "xclip_vision_model",
                 "clap": "clap_audio_model"}
 BATCH, LENGTH, CACHED = 7, 9, 8
 #: Samples a frame of raw audio where the config declares no ratio (Moonshine's strided
