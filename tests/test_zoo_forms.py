@@ -119,6 +119,7 @@ def _conforms(name: str) -> None:
     assert result.ok, result.report()
 
 
+@pytest.mark.slow  # a trace, and conformance
 def test_a_view_written_in_place_is_read_back_as_what_was_written() -> None:
     """Funnel's `positional_attn *= cls_mask` on the view its relative shift returns: torch
     records the product, the base rebuilt around it (a slice write per slice, a view per
@@ -131,6 +132,7 @@ def test_a_view_written_in_place_is_read_back_as_what_was_written() -> None:
     _conforms("in_place_shift")
 
 
+@pytest.mark.slow  # a trace, and conformance
 def test_a_softmax_written_with_logsumexp_is_a_softmax() -> None:
     """Reformer's `exp(dots - logsumexp(dots, dim=-1, keepdim=True))` is `softmax(dots,
     axis=3)` (it was SC602, `logsumexp` not lowered); a `logsumexp` the module returns is
@@ -146,6 +148,7 @@ def test_a_softmax_written_with_logsumexp_is_a_softmax() -> None:
     _conforms("hashes_combined")
 
 
+@pytest.mark.slow  # a trace each
 @pytest.mark.parametrize(("name", "code", "written"), [
     ("in_place_shift_last_row", "SC411", (
         "positional_attn = torch.reshape(positional_attn, [batch_size, n_head, max_rel_len",
