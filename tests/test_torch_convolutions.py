@@ -6,7 +6,8 @@ adaptive, max) and `nn.Unfold` as one einsum with a selection of taps per spatia
 for a max, a gather by an index from `arange`; a transposed conv reads its selections the
 other way round), so the attention they feed is checked with their sizes: clean and
 conforming where the code is right (conformance in NumPy is what proves each lowering
-exact), a bug after them flagged at its line; an adaptive max pooling stays SC602. (PVT v2, as its repository writes it, is in tests/test_torch_public6.py.)"""
+exact), a bug after them flagged at its line; an adaptive max pooling by its bins (its
+indices stay SC602). (PVT v2, as its repository writes it, is in tests/test_torch_public6.py.)"""
 
 from __future__ import annotations
 
@@ -53,6 +54,14 @@ BY_TAPS = {
     "conv_windows.py:overlap_embed_attention": "[:, None, None] * 4 - 3 + arange(7)",
     # keys and values average-pooled with padding, the padding not counted
     "conv_windows.py:pooled_keys_attention": '/ einsum("yjh,xkw->yx", taps, taps_1)',
+    # an adaptive max pooling: the map given an axis per output axis, -inf outside each of
+    # torch's bins (overlapping: 5 rows in 3 bins), the maximum over the map's axes
+    "convolutions.py:adaptive_max": "amax(where((bins > 0)[:, :, None, None] & (bins_1 > 0)"
+                                    "[None, None, :, :], x[:, :, None, :, None, :], -inf), "
+                                    "axis=(3, 5))",
+    # a sequence pooled to 4 spans, and to 1 (the maximum of each channel)
+    "convolutions.py:adaptive_max_spans": "amax(where((bins > 0), pooled[:, :, None, :], -inf), "
+                                          "axis=3) + max(pooled_1, axis=2, keepdims=true)",
     # Nyströmformer's depthwise (3, 1) conv of the values, a group per head
     "conv_windows.py:nystromformer": '"...chw,yjh,cjk->...cyw"',
     # ConvBERT's separable conv1d and its unfold of a [B, C, T, 1] map by (k, 1) windows
@@ -133,8 +142,10 @@ def test_a_softmax_over_the_queries_after_a_window_is_flagged_at_its_line(factor
 
 
 @pytest.mark.slow
-def test_an_adaptive_max_pooling_stays_unlowered_at_its_line() -> None:
-    assert _found("adaptive_max") == [("SC602", _line("y = F.adaptive_max_pool2d(x, 3)"))]
+def test_an_adaptive_max_poolings_indices_stay_unlowered_at_their_line() -> None:
+    # its maximum is lowered (BY_TAPS); the indices `return_indices=True` gives are not
+    assert _found("adaptive_max_indices") == [
+        ("SC602", _line("y, where = F.adaptive_max_pool2d(x, 3, return_indices=True)"))]
 
 
 @pytest.mark.slow

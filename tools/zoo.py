@@ -99,6 +99,8 @@ PER_FAMILY: dict[str, dict[str, Any]] = {
     "canine": {"num_hash_functions": 4},
     # its default places no attention layer (`attn_layer_indices=None`): one, the second
     "bamba": {"attn_layer_indices": [1]},
+    # the same, declared by layer type: its default makes every layer a Mamba layer
+    "granitemoehybrid": {"layer_types": ["linear_attention", "full_attention"]},
     # its stem is four stride-2 convolutions (16 pixels a patch, whatever `patch_size`
     # says): the attention biases are sized by `image_size // patch_size`
     "levit": {"patch_size": 16, "image_size": 64},
@@ -116,6 +118,11 @@ PER_FAMILY: dict[str, dict[str, Any]] = {
     # axis cut in `spec_size / num_mel_bins` rows), its last map grouped by that ratio: a
     # 128-pixel one of 32 mel bins (a last map of 4, the ratio's)
     "clap": {"spec_size": 128, "num_mel_bins": 32},
+    # NaFlex: its images come as patches padded to `num_patches` (a 4 x 4 grid at most)
+    "siglip2_vision": {"num_patches": 16},
+    # a video's frames are a batch of images to its vision tower (`[B * frames, C, H, W]`),
+    # each layer's message attention across them: one video of the batch's 7 frames
+    "xclip_vision": {"num_frames": 7},
     # its axial position embeddings split the width in two parts that must sum to it
     "reformer": {"axial_pos_embds_dim": [20, 40], "axial_pos_shape": [4, 16]},
 }
@@ -124,6 +131,7 @@ PER_FAMILY: dict[str, dict[str, Any]] = {
 _MODEL_TYPES = {"clip_text": "clip_text_model", "clip_vision": "clip_vision_model",
                 "siglip_vision": "siglip_vision_model", "gemma3n": "gemma3n_text",
                 "siglip2": "siglip2_text_model", "xclip": "xclip_text_model",
+                "siglip2_vision": "siglip2_vision_model", "xclip_vision": "xclip_vision_model",
                 "clap": "clap_audio_model"}
 BATCH, LENGTH, CACHED = 7, 9, 8
 #: Samples a frame of raw audio where the config declares no ratio (Moonshine's strided
@@ -230,11 +238,18 @@ def _as_declared(name: str, value: Any, default: Any, staged: bool) -> Any:
 def _model(family: str, implementation: str) -> Any:
     model, config = _built(family, implementation)
     layers = getattr(config, "num_hidden_layers", None)
-    while not _attention_modules(model) and isinstance(layers, int) and layers < 8:
+    while not _attention_modules(model) and isinstance(layers, int) and layers < 16:
         # a hybrid model whose attention layers come every few (Jamba's every 8th from the
         # 4th, Zamba's shared block): enough layers that one is there
         layers *= 2
-        model, config = _built(family, implementation, layers)
+        try:
+            model, config = _built(family, implementation, layers)
+        except ValueError as error:
+            # Zamba ties every use of its shared attention block to the first: a model with
+            # one use fails transformers' check that the tie finds its copies ("to tie into
+            # []"); more layers, more uses
+            if "tie into []" not in str(error):
+                raise
     return model, config
 
 
@@ -278,6 +293,8 @@ def _inputs(model: Any, config: Any, length: int) -> dict[str, Any]:
 
     main = getattr(model, "main_input_name", "input_ids")
     generator = torch.Generator().manual_seed(1)
+    if main == "pixel_values" and "spatial_shapes" in inspect.signature(model.forward).parameters:
+        return _patches(config, generator)
     if main == "pixel_values":
         side = getattr(config, "image_size", STAGED_IMAGE)  # no image size declared: a
         height, width = (side, side) if isinstance(side, int) else side  # staged model's
@@ -313,6 +330,20 @@ def _inputs(model: Any, config: Any, length: int) -> dict[str, Any]:
     if getattr(config, "is_encoder_decoder", False):
         inputs["decoder_input_ids"] = ids
     return inputs
+
+
+def _patches(config: Any, generator: Any) -> dict[str, Any]:
+    """NaFlex inputs (SigLIP 2's vision tower): each image already cut into its patches,
+    flattened, padded to the config's `num_patches`, a mask of its real ones and each
+    image's grid of patches (images of different sizes: some padding in every batch)."""
+    import torch
+
+    grids = [(4, 4), (3, 4), (2, 3)]
+    shapes = torch.tensor([grids[b % len(grids)] for b in range(BATCH)])
+    width = config.num_channels * config.patch_size ** 2
+    mask = (torch.arange(config.num_patches)[None, :] < shapes.prod(-1)[:, None]).long()
+    return {"pixel_values": torch.randn(BATCH, config.num_patches, width, generator=generator),
+            "pixel_attention_mask": mask, "spatial_shapes": shapes}
 
 
 _ATTENTION = re.compile(r"Attention$|Attention\d*$|SelfAttention|Attn$")
@@ -361,7 +392,7 @@ def capture(family: str, form: str) -> tuple[Any, dict[str, Any]]:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             first = model(**inputs, use_cache=True)
-        keyword, cache = _cache(first)
+        keyword, cache = _cache(first, model)
         return model, {"input_ids": inputs["input_ids"][:, -1:], "attention_mask": torch.ones(
                            BATCH, 1 if keyword == "mems" else CACHED + 1, dtype=torch.long),
                        keyword: cache, "use_cache": True}
@@ -396,7 +427,7 @@ def capture(family: str, form: str) -> tuple[Any, dict[str, Any]]:
                 warnings.simplefilter("ignore")
                 if first is not None:
                     step = {k: v[:, -1:] for k, v in inputs.items() if k.endswith("input_ids")}
-                    keyword, cache = _cache(first)
+                    keyword, cache = _cache(first, model)
                     if "attention_mask" in inputs:  # the cached tokens' and the new one's
                         # (XLNet's mask is the new tokens', its memory's columns its own)
                         step["attention_mask"] = torch.ones(
@@ -415,12 +446,16 @@ def capture(family: str, form: str) -> tuple[Any, dict[str, Any]]:
     return module, _named_call(module, args, kwargs)
 
 
-def _cache(output: Any) -> tuple[str, Any]:
-    """The cache a prefill returned and the keyword its model takes it back by: a
-    ``past_key_values`` cache, or XLNet's ``mems`` (each layer's hidden states, which the
-    next step's attention reads before its own: `klen = mlen + qlen`)."""
-    if getattr(output, "past_key_values", None) is None and getattr(output, "mems", None) \
-            is not None:
+def _cache(output: Any, model: Any = None) -> tuple[str, Any]:
+    """The cache a prefill returned and the keyword its model takes it back by: the field
+    of the output that the model's forward takes by its name (``past_key_values``, XLNet's
+    ``mems``: each layer's hidden states, which the next step's attention reads before its
+    own, `klen = mlen + qlen`; Reformer's ``past_buckets_states``)."""
+    taken = set(inspect.signature(model.forward).parameters) if model is not None else set()
+    for keyword in output.keys():
+        if keyword in taken and (keyword.startswith("past") or keyword == "mems"):
+            return keyword, output[keyword]
+    if getattr(output, "mems", None) is not None:
         return "mems", output.mems
     return "past_key_values", output.past_key_values
 
@@ -483,7 +518,7 @@ def _others() -> list[str]:
     issue's list is the test, the rest is there to try."""
     from transformers import CONFIG_MAPPING
 
-    return list(CONFIG_MAPPING.keys())
+    return [*CONFIG_MAPPING.keys(), *(k for k in _MODEL_TYPES if k not in CONFIG_MAPPING)]
 
 
 def __getattr__(name: str) -> Any:

@@ -21,6 +21,7 @@ from typing import Any
 from ...check.builtins import BUILTINS
 from .errors import Location, python_source
 from .sizes import Dims
+from .writes import read_back, unread
 
 ATOM, POSTFIX, POWER, UNARY, PRODUCT, SUM, AND, OR, COMPARE = 90, 80, 70, 60, 50, 40, 30, 20, 10
 RESERVED = frozenset({"dim", "constraint", "input", "param", "output", "assert", "bool", "inf",
@@ -123,8 +124,9 @@ class Lowering:
         self._mark_statements(graph, outputs)
         self._placeholders()
         self._ranges()
+        skipped = unread(graph, _operands)
         for node in graph.nodes:
-            if node.op != "call_function":
+            if node.op != "call_function" or node in skipped:
                 continue
             self._lower(node)
         for position, node in outputs:
@@ -329,10 +331,17 @@ class Lowering:
             # an empty tensor (a cache before its first write): `cat` skips it
             self.values[node] = Val("[]", kind="empty")
             return
+        written = read_back(node)  # a view of a tensor written through it (writes.py)
+        normalised = _logsumexp_softmax(node)
         try:
             if rule is None:
                 raise Unlowerable(name)
-            value = _applied(rule, self, node)
+            if written is not None:
+                value = self.arg(written)
+            elif normalised is not None:
+                value = Val(f"softmax({_tensor(self.arg(normalised[0])).text}, axis={normalised[1]})")
+            else:
+                value = _applied(rule, self, node)
         except Unlowerable as reason:
             if str(reason) == "operand":  # it reads an unknown result: that one is reported
                 self._unknown(node, name, report=False)
@@ -746,7 +755,8 @@ RULES: dict[str, Rule] = {}
 #: Multi-output operators: their parts are read with getitem.
 MULTI = frozenset({"split.Tensor", "split_with_sizes.default", "chunk.default", "unbind.int",
                    "split.default", "sort.default", "sort.stable", "topk.default", "max.dim",
-                   "min.dim", "_native_batch_norm_legit_no_training.default"})
+                   "min.dim", "_native_batch_norm_legit_no_training.default",
+                   "adaptive_max_pool1d.default", "adaptive_max_pool2d.default"})
 #: Operators that compute nothing the spec needs (asserts, guards).
 IGNORED = frozenset({"_assert_tensor_metadata.default", "_assert_scalar.default",
                      "sym_constrain_range_for_size.default", "_assert_async.msg",
@@ -1020,6 +1030,47 @@ def _hardswish(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) ->
 @rule("softmax.int", "_softmax.default")
 def _softmax(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     return Val(f"softmax({_tensor(args[0]).text}, axis={_axis(node, 1)})")
+
+
+def _operands(node: Any) -> list[Any]:
+    """The nodes a node's lowering reads: what was written, for a view read back; the
+    scores, for a softmax written with `logsumexp`; else its inputs."""
+    written = read_back(node)
+    if written is not None:
+        return [written]
+    normalised = _logsumexp_softmax(node)
+    return [normalised[0]] if normalised is not None else list(node.all_input_nodes)
+
+
+def _logsumexp_softmax(node: Any) -> tuple[Any, int] | None:
+    """`exp(x - logsumexp(x, dim=a, keepdim=True))` (Reformer's attention probabilities, and
+    its hashes' weights): `softmax(x, axis=a)`, exactly; its scores node and axis."""
+    if _name(node.target) != "exp.default" or not hasattr(node.args[0], "op") \
+            or _name(node.args[0].target) != "sub.Tensor" or len(node.args[0].args) != 2:
+        return None
+    scores, normaliser = node.args[0].args
+    if not hasattr(normaliser, "op") or _name(normaliser.target) != "logsumexp.default" \
+            or normaliser.args[0] is not scores or node.args[0].kwargs.get("alpha", 1) != 1:
+        return None
+    axes = normaliser.args[1] if len(normaliser.args) > 1 else normaliser.kwargs.get("dim")
+    keep = normaliser.args[2] if len(normaliser.args) > 2 else normaliser.kwargs.get("keepdim")
+    if not keep or not isinstance(axes, (list, tuple)) or len(axes) != 1:
+        return None
+    return scores, axes[0] % len(scores.meta["val"].shape)
+
+
+@rule("logsumexp.default")
+def _logsumexp(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    # log(sum(exp(x))) along the axes, as torch defines it (a softmax's normaliser; the
+    # softmax itself, `exp(x - logsumexp(x))`, is read as one: `_logsumexp_softmax`)
+    x = _tensor(args[0])
+    keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+    axes = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    rank = low.rank(node.args[0])
+    text = f"exp({x.text})"
+    for axis in sorted((a % rank for a in axes), reverse=True):
+        text = f"sum({text}, axis={axis}{', keepdims=true' if keep else ''})"
+    return Val(f"log({text})")
 
 
 @rule("log_softmax.int", "_log_softmax.default")
@@ -1501,6 +1552,8 @@ def _unbind(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Va
 def _getitem(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
     whole, index = args[0], node.args[1]
     if whole.kind != "multi" or not isinstance(index, int) or index >= len(whole.items):
+        raise Unlowerable("getitem")
+    if whole.items[index].kind == "unknown":  # a part without a lowering (a pooling's indices)
         raise Unlowerable("getitem")
     return whole.items[index]
 
@@ -2692,6 +2745,36 @@ def _adaptive_pool(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]
     kept = _kept_axes([size == out for size, out in zip(sizes, outs)])
     return Val(f'{total} / einsum("{",".join(terms)}->{counted}", {", ".join(names)}){kept}',
                PRODUCT)
+
+
+@rule("adaptive_max_pool1d.default", "adaptive_max_pool2d.default")
+def _adaptive_max_pool(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Val:
+    """`nn.AdaptiveMaxPool{1,2}d(out)`: output ``o`` of an axis is the maximum of torch's
+    bin ``o`` (:func:`_bins`): the input given a new axis per output axis, `-inf` outside
+    each bin, and the maximum over the input's axes; a global pooling (`out` 1) is the
+    maximum. Its indices (`return_indices`) stay unlowered."""
+    x = _tensor(args[0])
+    spatial = 1 if "1d" in _name(node.target) else 2
+    before, after = node.args[0].meta["val"].shape, node.meta["val"][0].shape
+    lead = len(before) - spatial
+    sizes = [low.size(s) for s in before[-spatial:]]
+    outs = [low.size(s) for s in after[-spatial:]]
+    unknown = Val("?", kind="unknown")
+    if all(o == "1" for o in outs):
+        axes = ", ".join(str(lead + a) for a in range(spatial))
+        text = f"max({x.text}, axis={axes if spatial == 1 else f'({axes})'}, keepdims=true)"
+        return Val("parts", kind="multi", items=[Val(text), unknown])
+    # x as [..., 1, H, 1, W]: a new axis for each output axis, before its input axis
+    spread = ", ".join([":"] * lead + ["None", ":"] * spatial)
+    masks = []
+    for axis, (size, out) in enumerate(zip(sizes, outs)):
+        index = ", ".join(":, :" if a == axis else "None, None" for a in range(spatial))
+        bins = _bins(low, node, size, out)
+        masks.append(f"({bins} > 0)" if spatial == 1 else f"({bins} > 0)[{index}]")
+    inputs = ", ".join(str(lead + 2 * a + 1) for a in range(spatial))
+    text = f"amax(where({' & '.join(masks)}, {x.at(POSTFIX)}[{spread}], -inf), " \
+        f"axis={inputs if spatial == 1 else f'({inputs})'})"
+    return Val("parts", kind="multi", items=[Val(text), unknown])
 
 
 def _bins(low: Lowering, node: Any, size: str, out: str) -> str:

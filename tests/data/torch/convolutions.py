@@ -5,7 +5,7 @@ as ViT, CLIP's vision tower and Swin embed an image), the attention block of the
 latent-diffusion autoencoders (q, k, v and the output as 1x1 `Conv2d`s over a `[B, C, H, W]`
 map, `torch.bmm` of the flattened maps), other ranks, the convolutions that are no products
 (padded, overlapping, depthwise, dilated: read by their taps since, tests/data/torch/
-conv_windows.py has more) and an adaptive max pooling, which stays SC602. transformers' own
+conv_windows.py has more) and adaptive max poolings, whose indices stay SC602. transformers' own
 modules (SegFormer's spatially reduced attention, a one-layer ViT traced whole) are built
 from their config classes: nothing downloaded, transformers imported where used."""
 import torch
@@ -133,8 +133,8 @@ def not_products():
 
 
 class MaxOfEachMap(nn.Module):
-    # an adaptive max pooling (no lowering: its bins' maximum is no sum of taps) stays an
-    # input of its traced shape (SC602), and the rest is checked
+    # an adaptive max pooling: each output the maximum of torch's bin (bins that overlap
+    # where the map is not a multiple of 3: 5 rows)
     def forward(self, x):
         y = F.adaptive_max_pool2d(x, 3).flatten(2)
         return y.softmax(dim=-1)
@@ -142,6 +142,37 @@ class MaxOfEachMap(nn.Module):
 
 def adaptive_max():
     return MaxOfEachMap().eval(), {"x": torch.randn(2, 8, 5, 6)}
+
+
+class MaxOfEachSpan(nn.Module):
+    # a sequence's adaptive max pooling to 4 spans (`nn.AdaptiveMaxPool1d`), keys and
+    # values of the pooled tokens, and a global one (the maximum of each channel) added
+    def __init__(self, dim=12):
+        super().__init__()
+        self.pool, self.whole = nn.AdaptiveMaxPool1d(4), nn.AdaptiveMaxPool1d(1)
+        self.q, self.kv = nn.Linear(dim, dim), nn.Linear(dim, 2 * dim)
+
+    def forward(self, x):
+        pooled = self.pool(x.transpose(1, 2)) + self.whole(x.transpose(1, 2))
+        k, v = self.kv(pooled.transpose(1, 2)).chunk(2, dim=-1)
+        scores = self.q(x) @ k.transpose(1, 2) / k.shape[-1] ** 0.5
+        return scores.softmax(dim=-1) @ v
+
+
+def adaptive_max_spans():
+    return MaxOfEachSpan().eval(), {"x": torch.randn(2, 10, 12)}
+
+
+class MaxAndWhere(nn.Module):
+    # an adaptive max pooling's indices (`return_indices=True`) have no lowering: they stay
+    # an input of their traced shape (SC602), and the rest is checked
+    def forward(self, x):
+        y, where = F.adaptive_max_pool2d(x, 3, return_indices=True)
+        return y.flatten(2).softmax(dim=-1) + where.flatten(2).float()
+
+
+def adaptive_max_indices():
+    return MaxAndWhere().eval(), {"x": torch.randn(2, 8, 5, 6)}
 
 
 def segformer_attention():

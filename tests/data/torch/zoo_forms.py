@@ -291,3 +291,205 @@ def relative_shift_queries() -> tuple[nn.Module, dict]:
     torch.manual_seed(0)
     return RelativeShiftQueries().eval(), {"h": torch.randn(9, 7, 60),
                                            "pos_emb": _positions(9, 9, 7)}
+
+
+class InPlaceShift(nn.Module):
+    """Funnel's relative attention (transformers' modeling_funnel.py,
+    `FunnelRelMultiheadAttention` with `attention_type="relative_shift"`, Apache-2.0), one
+    block: position scores against `2 * T` relative positions, shifted by
+    `_relative_shift_gather` as written there, then multiplied in place by the `cls_mask`
+    (`positional_attn *= cls_mask`, on the view the shift returns)."""
+
+    def __init__(self, d_model: int = 60, n_head: int = 6, d_head: int = 10) -> None:
+        super().__init__()
+        self.n_head, self.d_head = n_head, d_head
+        self.scale = 1.0 / (d_head**0.5)
+        self.q_head = nn.Linear(d_model, n_head * d_head, bias=False)
+        self.k_head = nn.Linear(d_model, n_head * d_head)
+        self.v_head = nn.Linear(d_model, n_head * d_head)
+        self.r_w_bias = nn.Parameter(torch.randn(n_head, d_head) * 0.1)
+        self.r_r_bias = nn.Parameter(torch.randn(n_head, d_head) * 0.1)
+        self.r_kernel = nn.Parameter(torch.randn(d_model, n_head, d_head) * 0.1)
+        self.post_proj = nn.Linear(n_head * d_head, d_model)
+
+    @staticmethod
+    def relative_shift_gather(positional_attn, context_len, shift):
+        batch_size, n_head, seq_len, max_rel_len = positional_attn.shape
+
+        positional_attn = torch.reshape(positional_attn, [batch_size, n_head, max_rel_len, seq_len])
+        positional_attn = positional_attn[:, :, shift:, :]
+        positional_attn = torch.reshape(positional_attn, [batch_size, n_head, seq_len, max_rel_len - shift])
+        positional_attn = positional_attn[..., :context_len]
+        return positional_attn
+
+    def relative_positional_attention(self, r, q_head, context_len, cls_mask):
+        v = self.r_r_bias * self.scale
+        r_head = torch.einsum("td,dnh->tnh", r, self.r_kernel)
+        positional_attn = torch.einsum("binh,tnh->bnit", q_head + v, r_head)
+        positional_attn = self.relative_shift_gather(positional_attn, context_len, 1)
+
+        positional_attn *= cls_mask
+        return positional_attn
+
+    def forward(self, hidden: torch.Tensor, r: torch.Tensor, cls_mask: torch.Tensor) -> torch.Tensor:
+        batch_size, seq_len, _ = hidden.shape
+        q_head = self.q_head(hidden).view(batch_size, seq_len, self.n_head, self.d_head)
+        k_head = self.k_head(hidden).view(batch_size, seq_len, self.n_head, self.d_head)
+        v_head = self.v_head(hidden).view(batch_size, seq_len, self.n_head, self.d_head)
+        q_head = q_head * self.scale
+        content_score = torch.einsum("bind,bjnd->bnij", q_head + self.r_w_bias * self.scale, k_head)
+        positional_attn = self.relative_positional_attention(r, q_head, seq_len, cls_mask)
+        attn_prob = torch.softmax(content_score + positional_attn, dim=-1)
+        attn_vec = torch.einsum("bnij,bjnd->bind", attn_prob, v_head)
+        return self.post_proj(attn_vec.reshape(batch_size, seq_len, -1)) + hidden
+
+
+def _funnel_call(seq_len: int = 9) -> dict:
+    """Funnel's relative positions (`2 * T` of them at one block) and its `cls_mask`: ones
+    but for the first row and column (the <cls> token attends apart)."""
+    cls_mask = nn.functional.pad(torch.ones([seq_len - 1, seq_len - 1]), (1, 0, 1, 0))
+    return {"hidden": torch.randn(7, seq_len, 60), "r": torch.randn(2 * seq_len, 60),
+            "cls_mask": cls_mask}
+
+
+def in_place_shift() -> tuple[nn.Module, dict]:
+    torch.manual_seed(0)
+    return InPlaceShift().eval(), _funnel_call()
+
+
+class InPlaceShiftLastRow(InPlaceShift):
+    """A one-edit bug: the shift drops the last row of the swapped view, not the first."""
+
+    @staticmethod
+    def relative_shift_gather(positional_attn, context_len, shift):
+        batch_size, n_head, seq_len, max_rel_len = positional_attn.shape
+
+        positional_attn = torch.reshape(positional_attn, [batch_size, n_head, max_rel_len, seq_len])
+        positional_attn = positional_attn[:, :, :-shift, :]
+        positional_attn = torch.reshape(positional_attn, [batch_size, n_head, seq_len, max_rel_len - shift])
+        positional_attn = positional_attn[..., :context_len]
+        return positional_attn
+
+
+def in_place_shift_last_row() -> tuple[nn.Module, dict]:
+    torch.manual_seed(0)
+    return InPlaceShiftLastRow().eval(), _funnel_call()
+
+
+class InPlaceShiftQueries(InPlaceShift):
+    """A one-edit bug: the softmax of the masked, shifted scores over the queries."""
+
+    def forward(self, hidden: torch.Tensor, r: torch.Tensor, cls_mask: torch.Tensor) -> torch.Tensor:
+        batch_size, seq_len, _ = hidden.shape
+        q_head = self.q_head(hidden).view(batch_size, seq_len, self.n_head, self.d_head)
+        k_head = self.k_head(hidden).view(batch_size, seq_len, self.n_head, self.d_head)
+        v_head = self.v_head(hidden).view(batch_size, seq_len, self.n_head, self.d_head)
+        q_head = q_head * self.scale
+        content_score = torch.einsum("bind,bjnd->bnij", q_head + self.r_w_bias * self.scale, k_head)
+        positional_attn = self.relative_positional_attention(r, q_head, seq_len, cls_mask)
+        attn_prob = torch.softmax(content_score + positional_attn, dim=2)
+        attn_vec = torch.einsum("bnij,bjnd->bind", attn_prob, v_head)
+        return self.post_proj(attn_vec.reshape(batch_size, seq_len, -1)) + hidden
+
+
+def in_place_shift_queries() -> tuple[nn.Module, dict]:
+    torch.manual_seed(0)
+    return InPlaceShiftQueries().eval(), _funnel_call()
+
+
+class LogSumExpAttention(nn.Module):
+    """Reformer's local attention (transformers' modeling_reformer.py,
+    `LocalSelfAttention._attend` and its callers, Apache-2.0), unchunked: the probabilities
+    written with `logsumexp` (`exp(dots - logsumexp(dots))`), the keys scaled, padding
+    masked with a large negative value."""
+
+    def __init__(self, hidden: int = 60, heads: int = 6, head_size: int = 10) -> None:
+        super().__init__()
+        self.heads, self.head_size = heads, head_size
+        self.query = nn.Linear(hidden, heads * head_size, bias=False)
+        self.key = nn.Linear(hidden, heads * head_size, bias=False)
+        self.value = nn.Linear(hidden, heads * head_size, bias=False)
+        self.register_buffer("mask_value_float32", torch.tensor(-1e9))
+
+    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        return x.view(b, t, self.heads, self.head_size).transpose(2, 1)
+
+    def _attend(self, query_vectors, key_vectors, value_vectors, attention_mask):
+        query_key_dots = torch.matmul(query_vectors, key_vectors.transpose(-1, -2))
+        mask = attention_mask.to(torch.bool)[:, None, None, :]
+        query_key_dots = torch.where(mask, query_key_dots, self.mask_value_float32)
+
+        logits = torch.logsumexp(query_key_dots, dim=-1, keepdim=True)
+        attention_probs = torch.exp(query_key_dots - logits)
+        return torch.matmul(attention_probs, value_vectors)
+
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        b, t, _ = hidden_states.shape
+        query_vectors = self._split_heads(self.query(hidden_states))
+        key_vectors = self._split_heads(self.key(hidden_states))
+        value_vectors = self._split_heads(self.value(hidden_states))
+        key_vectors = key_vectors / torch.sqrt(torch.tensor(self.head_size, dtype=torch.float32))
+        out_vectors = self._attend(query_vectors, key_vectors, value_vectors, attention_mask)
+        return out_vectors.transpose(2, 1).reshape(b, t, -1)
+
+
+def _reformer_call() -> dict:
+    mask = torch.ones(7, 9, dtype=torch.long)
+    mask[:, -2:] = 0
+    return {"hidden_states": torch.randn(7, 9, 60), "attention_mask": mask}
+
+
+def logsumexp_attention() -> tuple[nn.Module, dict]:
+    torch.manual_seed(0)
+    return LogSumExpAttention().eval(), _reformer_call()
+
+
+class LogSumExpQueries(LogSumExpAttention):
+    """A one-edit bug: the normaliser taken over the queries (`dim=-2`), not the keys."""
+
+    def _attend(self, query_vectors, key_vectors, value_vectors, attention_mask):
+        query_key_dots = torch.matmul(query_vectors, key_vectors.transpose(-1, -2))
+        mask = attention_mask.to(torch.bool)[:, None, None, :]
+        query_key_dots = torch.where(mask, query_key_dots, self.mask_value_float32)
+
+        logits = torch.logsumexp(query_key_dots, dim=-2, keepdim=True)
+        attention_probs = torch.exp(query_key_dots - logits)
+        return torch.matmul(attention_probs, value_vectors)
+
+
+def logsumexp_queries() -> tuple[nn.Module, dict]:
+    torch.manual_seed(0)
+    return LogSumExpQueries().eval(), _reformer_call()
+
+
+class HashesCombined(nn.Module):
+    """Reformer's LSH attention combining its hash rounds (modeling_reformer.py,
+    `LSHSelfAttention.forward`, Apache-2.0): each round's output weighted by the softmax of
+    the rounds' `logsumexp` logits, `exp(logits - logsumexp(logits, dim=2))`, and summed
+    over the rounds; the logits are also returned."""
+
+    def __init__(self, hidden: int = 60, heads: int = 6, head_size: int = 10,
+                 num_hashes: int = 2) -> None:
+        super().__init__()
+        self.heads, self.head_size, self.num_hashes = heads, head_size, num_hashes
+        self.query_key = nn.Linear(hidden, num_hashes * heads * head_size, bias=False)
+        self.value = nn.Linear(hidden, heads * head_size, bias=False)
+
+    def forward(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        b, t, _ = hidden_states.shape
+        qk = self.query_key(hidden_states).view(b, t, self.heads, self.num_hashes, self.head_size)
+        qk = qk.permute(0, 2, 3, 1, 4)
+        value = self.value(hidden_states).view(b, t, self.heads, 1, self.head_size).permute(0, 2, 3, 1, 4)
+        dots = torch.matmul(qk, qk.transpose(-1, -2)) / self.head_size**0.5
+        logits = torch.logsumexp(dots, dim=-1, keepdim=True)
+        out_vectors = torch.matmul(torch.exp(dots - logits), value)
+
+        probs_vectors = torch.exp(logits - torch.logsumexp(logits, dim=2, keepdim=True))
+        out_vectors = torch.sum(out_vectors * probs_vectors, dim=2)
+        return out_vectors.transpose(2, 1).reshape(b, t, -1), logits
+
+
+def hashes_combined() -> tuple[nn.Module, dict]:
+    torch.manual_seed(0)
+    return HashesCombined().eval(), {"hidden_states": torch.randn(7, 9, 60)}
