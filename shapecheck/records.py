@@ -446,8 +446,22 @@ class _RecordMeta(type):
             if slots:  # pickle and copy restore slots by setattr, which a frozen class refuses
                 ns["__getstate__"], ns["__setstate__"] = _getstate, _setstate
         if not ns.get("__doc__"):
-            ns["__doc__"] = name + "(" + ", ".join([_parameter(f) for f in fields if f.init]) + ")"
+            ns["__doc__"] = _SIGNATURE_DOC
         return type.__new__(mcls, name, bases, ns)
+
+
+class _SignatureDoc:
+    """The docstring ``dataclass`` gives an undocumented record (``Name(field: type, ...)``),
+    written when it is first read: most never are (issue 36)."""
+
+    __slots__ = ()
+
+    def __get__(self, instance: Any, owner: type) -> str:
+        fields = owner.__dataclass_fields__.values()  # type: ignore[attr-defined]
+        return owner.__name__ + "(" + ", ".join([_parameter(f) for f in fields if f.init]) + ")"
+
+
+_SIGNATURE_DOC = _SignatureDoc()
 
 
 def _first_init(self: Any, *args: Any, **kwargs: Any) -> None:

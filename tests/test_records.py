@@ -540,3 +540,29 @@ def test_shapechecks_simple_enums_are_the_enums_they_declare(path: str) -> None:
     assert pickle.loads(pickle.dumps(list(made))) == list(made)
     if hasattr(enum, "_test_simple_enum"):
         enum._test_simple_enum(made, declared)
+
+
+def test_an_undocumented_records_docstring_is_written_when_read() -> None:
+    # Issue 36: not built for every record at start-up; read from the class, an instance or
+    # a subclass, it is the stdlib's (`Name(field: type, ...)`, init fields only).
+    class Base(records.Record, frozen=True):
+        name: str
+        depth: int = 1
+        hidden: int = field(default=0, init=False)
+
+    class Sub(Base, frozen=True):
+        extra: tuple[int, ...] = ()
+
+    @dataclasses.dataclass(frozen=True)
+    class StdBase:
+        name: str
+        depth: int = 1
+        hidden: int = field(default=0, init=False)
+
+    @dataclasses.dataclass(frozen=True)
+    class StdSub(StdBase):
+        extra: tuple[int, ...] = ()
+
+    assert Base.__doc__ == StdBase.__doc__.replace("StdBase", "Base")
+    assert Sub.__doc__ == StdSub.__doc__.replace("StdSub", "Sub")
+    assert Sub("n").__doc__ == Sub.__doc__
