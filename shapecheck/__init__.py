@@ -16,11 +16,13 @@ In a notebook, ``%load_ext shapecheck`` gives the ``%%attn`` and ``%shapecheck``
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._version import __version__
+if TYPE_CHECKING:
+    from ._version import __version__
 
 _EXPORTS = {
+    "__version__": "_version",  # read when asked for: `verify` never is (issue 36)
     "check_text": "api",
     "check_path": "api",
     "check_bytes": "api",
@@ -37,7 +39,7 @@ _EXPORTS = {
     "SpecError": "backend",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = [*_EXPORTS]
 
 
 def load_ipython_extension(ipython: Any) -> None:

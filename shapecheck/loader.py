@@ -29,7 +29,6 @@ from .options import check_bindings
 from .syntax.parser import ParseResult, parse
 from .check.program import Inferred, Program
 from .symbolic import DimSystem
-from .syntax.functions import inline
 from .syntax.versions import lower
 
 if TYPE_CHECKING:  # the language server's memo: `verify` never imports it
@@ -107,7 +106,12 @@ def _check_deep(text: str, parsed: ParseResult | None, bindings: dict[str, int] 
         declared = nodes.declared_dims(parsed.statements)
         given = {**default_bindings(defaults, declared), **(bindings or {})} if defaults \
             else bindings
-        inlined, functions, found = inline(parsed.statements, text)
+        if nodes.defines_functions(parsed.statements, text):
+            from .syntax.functions import inline  # else never loaded (issue 36)
+
+            inlined, functions, found = inline(parsed.statements, text)
+        else:  # nothing to inline: the statements as they are
+            inlined, functions, found = parsed.statements, nodes.Functions(), []
         statements, syntax = lower(inlined, parsed.diagnostics + found,
                                    memo.plain if memo is not None else None)
 

@@ -22,6 +22,7 @@ Only what shapecheck uses is supported: ``frozen`` and ``slots``; fields with ``
 from __future__ import annotations
 
 import dataclasses
+import enum
 import sys
 import typing
 from collections import _tuplegetter  # type: ignore[attr-defined]  # namedtuple's accessor
@@ -445,8 +446,22 @@ class _RecordMeta(type):
             if slots:  # pickle and copy restore slots by setattr, which a frozen class refuses
                 ns["__getstate__"], ns["__setstate__"] = _getstate, _setstate
         if not ns.get("__doc__"):
-            ns["__doc__"] = name + "(" + ", ".join([_parameter(f) for f in fields if f.init]) + ")"
+            ns["__doc__"] = _SIGNATURE_DOC
         return type.__new__(mcls, name, bases, ns)
+
+
+class _SignatureDoc:
+    """The docstring ``dataclass`` gives an undocumented record (``Name(field: type, ...)``),
+    written when it is first read: most never are (issue 36)."""
+
+    __slots__ = ()
+
+    def __get__(self, instance: Any, owner: type) -> str:
+        fields = owner.__dataclass_fields__.values()  # type: ignore[attr-defined]
+        return owner.__name__ + "(" + ", ".join([_parameter(f) for f in fields if f.init]) + ")"
+
+
+_SIGNATURE_DOC = _SignatureDoc()
 
 
 def _first_init(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -666,6 +681,36 @@ def _shipped_news() -> Any:
     if not _SHIPPED_NEWS:
         _SHIPPED_NEWS.append(_Ahead("NEWS"))
     return _SHIPPED_NEWS[0]
+
+
+if TYPE_CHECKING:  # type checkers see an Enum declared as usual
+    from enum import Enum as EnumBody
+else:
+    EnumBody = object  # the body of a `simple_enum`: a plain class until it is made an Enum
+
+E = TypeVar("E")
+
+
+def simple_enum(cls: type[E]) -> type[E]:
+    """``class Name(EnumBody)``'s body made into an ``Enum``, the way the standard library makes
+    its own at start-up (``enum._simple_enum``, Python 3.11+: ``re.RegexFlag``,
+    ``http.HTTPStatus``): the members, their values, lookup by value, iteration, ``repr``,
+    pickling and methods are ``class Name(Enum)``'s, made without its checks on each member,
+    at ~40% of the cost (issue 36; ``tests/test_records.py`` compares each one with the
+    ``Enum`` its body declares). Older Pythons get that ``Enum``."""
+    made = getattr(enum, "_simple_enum", None)
+    if made is not None:
+        return made(enum.Enum)(cls)  # type: ignore[no-any-return]
+    return declared_enum(cls)  # type: ignore[return-value]
+
+
+def declared_enum(cls: type) -> type[enum.Enum]:
+    """The ``Enum`` that ``class Name(Enum)`` with ``cls``'s body makes."""
+    namespace = type(enum.Enum).__prepare__(cls.__name__, (enum.Enum,))
+    for key, value in cls.__dict__.items():
+        if key not in ("__dict__", "__weakref__"):
+            namespace[key] = value
+    return type(enum.Enum)(cls.__name__, (enum.Enum,), namespace)  # type: ignore[no-any-return]
 
 
 if TYPE_CHECKING:  # type checkers know typing's

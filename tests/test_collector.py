@@ -95,3 +95,37 @@ def test_torch_is_frozen_once_in_an_owned_process(monkeypatch: pytest.MonkeyPatc
         del kept
     finally:
         gc.unfreeze()
+
+
+# Records each pause of the collector and its resumption: whether SymPy, Lark and shapecheck's
+# symbolic package (SymPy's door) were imported when it was paused, and the loader then and
+# when it resumed.
+_PAUSES = ("import gc, sys\n"
+           "events = []\n"
+           "disable, enable = gc.disable, gc.enable\n"
+           "def noting_disable():\n"
+           "    floor = all(m in sys.modules for m in ('sympy', 'lark', 'shapecheck.symbolic'))\n"
+           "    events.append(('off', floor, 'shapecheck.loader' in sys.modules))\n"
+           "    disable()\n"
+           "def noting_enable():\n"
+           "    events.append(('on', 'shapecheck.loader' in sys.modules))\n"
+           "    enable()\n"
+           "gc.disable, gc.enable = noting_disable, noting_enable\n"
+           "from shapecheck.cli import main\n")
+_SHOW = "\nprint(events[:2], gc.isenabled())\n"
+
+
+def test_the_console_script_imports_its_pipeline_with_the_collector_paused() -> None:
+    # Issue 36 item 1: paused after SymPy, Lark and the symbolic package are imported (as the
+    # floor imports them, with the collector running), before the loader; running again
+    # once the loader is imported.
+    code = (_PAUSES + f"sys.argv = ['shapecheck', 'verify', {str(SPEC)!r}]\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n" + _SHOW)
+    assert _last_line(code) == "[('off', True, False), ('on', True)] True"
+
+
+def test_a_caller_of_main_imports_the_pipeline_with_its_collector_as_it_is() -> None:
+    # the first pause is the loader's own (while a spec is parsed and checked)
+    code = (_PAUSES + f"try:\n    main(['verify', {str(SPEC)!r}])\nexcept SystemExit:\n    pass\n"
+            + _SHOW)
+    assert _last_line(code) == "[('off', True, True), ('on', True)] True"

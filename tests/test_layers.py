@@ -179,8 +179,9 @@ def test_verify_imports_neither_numpy_nor_torch(tmp_path: Path) -> None:
     # Nor what a correct spec does not need at start-up (issue 36): the fix verifier and
     # the editor's incremental checker, the other commands' modules, a JSON decoder, the
     # rules of subscripts, gathers, einsum and complex values, inference's unifier, the masks
-    # pass's position questions, torch's guards, the Gröbner pass's heap, the codec of a byte
-    # order mark.
+    # pass's position questions, torch's guards, the Gröbner pass (and its heap), the codec of
+    # a byte order mark, the inliner of functions of positions (the spec defines none), the
+    # version (read by `--version` only).
     spec = tmp_path / "spec.attn"
     spec.write_text("dim N, d\ninput Q: [N, d]\ninput K: [N, d]\nS = Q @ K.T\n", encoding="utf-8")
     code = ("import sys\nfrom shapecheck.cli import main\ntry:\n    main(['verify', sys.argv[1]])\n"
@@ -191,7 +192,9 @@ def test_verify_imports_neither_numpy_nor_torch(tmp_path: Path) -> None:
             "              'shapecheck.symbolic.guards', 'shapecheck.symbolic.positions',\n"
             "              'shapecheck.symbolic.unify', 'shapecheck.check.indexing',\n"
             "              'shapecheck.check.gathers', 'shapecheck.check.complex_values',\n"
-            "              'shapecheck.check.einsum', 'heapq', 'encodings.utf_8_sig'}\n"
+            "              'shapecheck.check.einsum', 'heapq', 'encodings.utf_8_sig',\n"
+            "              'shapecheck.symbolic.groebner', 'shapecheck.syntax.functions',\n"
+            "              'shapecheck._version'}\n"
             "             & set(sys.modules)))")
     shown = subprocess.run([sys.executable, "-c", code, str(spec)], capture_output=True,
                            text=True, check=True).stdout

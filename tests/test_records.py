@@ -472,3 +472,97 @@ def test_a_record_that_holds_itself_reprs_as_the_stdlibs(ours_form: str) -> None
     assert repr(ours) == repr(theirs).replace(STDLIB["Mutable"].__qualname__,
                                               _ours(ours_form)["Mutable"].__qualname__)
     assert "..." in repr(ours) and repr(ours).count("Mutable(") == 1
+
+
+# --- enums made as the standard library makes its own (records.simple_enum) ----------------
+
+
+def _enum_body() -> type:
+    """A body with what shapecheck's enums hold: string values, a method, a property."""
+    class Mode(records.EnumBody):
+        """How a thing is done."""
+
+        FAST = "fast"
+        SLOW = "slow"
+        NEVER = "never"
+
+        def __bool__(self) -> bool:
+            return self is not type(self).NEVER
+
+        @property
+        def shout(self) -> str:
+            return self.value.upper()
+
+    return Mode
+
+
+def test_a_simple_enum_is_the_enum_its_body_declares() -> None:
+    import enum
+
+    made, declared = records.simple_enum(_enum_body()), records.declared_enum(_enum_body())
+    assert isinstance(made.FAST, enum.Enum) and type(made) is type(declared)
+    assert [(m.name, m.value) for m in made] == [(m.name, m.value) for m in declared]
+    assert made("slow") is made.SLOW and made["NEVER"] is made.NEVER
+    assert bool(made.FAST) and not made.NEVER and made.SLOW.shout == "SLOW"
+    assert (repr(made.FAST), str(made.FAST), f"{made.FAST}") == \
+        (repr(declared.FAST), str(declared.FAST), f"{declared.FAST}")
+    assert made.__doc__ == declared.__doc__ == "How a thing is done."
+    with pytest.raises(ValueError):
+        made("other")
+    if hasattr(enum, "_test_simple_enum"):  # 3.11+: the stdlib's own comparison
+        enum._test_simple_enum(made, declared)
+
+
+def _body_of(made: type) -> type:
+    """The body a shapecheck enum was declared with: its members and its own functions."""
+    namespace = {"__module__": made.__module__, "__qualname__": made.__qualname__}
+    if made.__dict__.get("__doc__") not in (None, "An enumeration."):
+        namespace["__doc__"] = made.__doc__
+    namespace.update({member.name: member.value for member in made})  # type: ignore[attr-defined]
+    for key, value in made.__dict__.items():
+        function = value.fget if isinstance(value, property) else value
+        if getattr(function, "__qualname__", "").startswith(made.__qualname__ + "."):
+            namespace[key] = value
+    return type(made.__name__, (), namespace)
+
+
+@pytest.mark.parametrize("path", ["shapecheck.symbolic.dims:Verdict",
+                                  "shapecheck.check.builtins:Kind",
+                                  "shapecheck.check.builtins:AxisKind"])
+def test_shapechecks_simple_enums_are_the_enums_they_declare(path: str) -> None:
+    import enum
+    import importlib
+
+    module, name = path.split(":")
+    made = getattr(importlib.import_module(module), name)
+    declared = records.declared_enum(_body_of(made))
+    assert [(m.name, m.value) for m in made] == [(m.name, m.value) for m in declared]
+    assert pickle.loads(pickle.dumps(list(made))) == list(made)
+    if hasattr(enum, "_test_simple_enum"):
+        enum._test_simple_enum(made, declared)
+
+
+def test_an_undocumented_records_docstring_is_written_when_read() -> None:
+    # Issue 36: not built for every record at start-up; read from the class, an instance or
+    # a subclass, it is the stdlib's (`Name(field: type, ...)`, init fields only).
+    class Base(records.Record, frozen=True):
+        name: str
+        depth: int = 1
+        hidden: int = field(default=0, init=False)
+
+    class Sub(Base, frozen=True):
+        extra: tuple[int, ...] = ()
+
+    @dataclasses.dataclass(frozen=True)
+    class StdBase:
+        name: str
+        depth: int = 1
+        hidden: int = field(default=0, init=False)
+
+    @dataclasses.dataclass(frozen=True)
+    class StdSub(StdBase):
+        extra: tuple[int, ...] = ()
+
+    assert Base.__doc__ == StdBase.__doc__.replace("StdBase", "Base")
+    assert Sub.__doc__ == StdSub.__doc__.replace("StdSub", "Sub")
+    assert Sub("n").__doc__ == Sub.__doc__

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from importlib import import_module
-from enum import Enum
 from typing import Any
 
 from ..messages import codes
-from ..records import NamedTuple, Record
+from ..records import EnumBody, NamedTuple, Record, simple_enum
 from . import value_rules
 from ..syntax import nodes
 from .. import symbolic
@@ -29,7 +28,8 @@ from .rules import (
 from ..symbolic import Claim, Decision, Dim, Verdict, shape_text, to_text
 
 
-class Kind(Enum):
+@simple_enum
+class Kind(EnumBody):
     """The kind of argument a parameter takes; ``codes.DETAILS["kind_" + value]`` words it."""
 
     TENSOR = "tensor"
@@ -75,7 +75,8 @@ def _deferred(module: str, name: str, *arguments: Any) -> Rule:
     return rule
 
 
-class AxisKind(Enum):
+@simple_enum
+class AxisKind(EnumBody):
     """How a builtin's result axes come from its arguments' axes (see :class:`AxisMap`)."""
 
     ELEMENTWISE = "elementwise"  # the tensors' axes, broadcast together (NumPy rules)

@@ -170,7 +170,7 @@ class Program(Record):
     # What the axis-meaning pass found (a meaning.Meaning), set by api.check_parsed; the
     # pass stands above this module, so the type is not imported here.
     meaning: Any = None
-    # The functions of positions and the claims about them (syntax.functions.Functions),
+    # The functions of positions and the claims about them (syntax.nodes.Functions),
     # which the mask model (shapecheck.masks) reads; None when the spec defines none.
     functions: Any = None
     masks: Any = None  # the mask model's findings (shapecheck.masks.MaskModel), when it ran

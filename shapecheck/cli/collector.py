@@ -13,12 +13,18 @@ script and ``python -m shapecheck`` (``main()`` reading ``sys.argv``). A spec's 
 not (issue 36 item 1 compares it with a floor that does not freeze). A program or a test
 calling ``main(argv)`` keeps its collector as it was: a frozen object is never collected,
 which a long-lived caller must decide for itself (the language server does: lsp/server.py).
+
+The first import of shapecheck's pipeline in an owned process runs with the collector paused
+(:func:`own_imports`; SymPy, Lark and the symbolic package are imported before, with it
+running).
 """
 
 from __future__ import annotations
 
 import gc
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 _owned = False
 _torch_frozen = False
@@ -47,6 +53,30 @@ def torch_frozen() -> None:
         return
     gc.freeze()
     _torch_frozen = True
+
+
+@contextmanager
+def own_imports() -> Iterator[None]:
+    """The first import of shapecheck's pipeline (the loader: the checker, the meaning pass,
+    the parser), in an owned process, with the collector paused: it makes modules, classes and
+    records that live to the exit and no garbage, so each young collection it would trigger
+    walks only what it has just made (issue 36; docs/design.md). SymPy and Lark are imported
+    first with the collector running, as the floor (`import sympy, lark, click`) imports
+    them, and so is the symbolic package, SymPy's door: only the rest of shapecheck's own
+    imports are spared. The collector runs again, with all they made counted, before the
+    check. A caller of ``main(argv)`` keeps its collector as it is."""
+    if not _owned or not gc.isenabled() or "shapecheck.loader" in sys.modules:
+        yield
+        return
+    import lark  # noqa: F401  # as the floor imports it: with the collector running
+
+    from .. import symbolic  # noqa: F401  # SymPy's door: SymPy, as the floor imports it
+
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def before_exit() -> None:

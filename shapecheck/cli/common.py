@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 import click
 
 from .. import depth, i18n
-from .._version import __version__
 
 if TYPE_CHECKING:
     from ..config import Finder
@@ -209,6 +208,17 @@ class Commands(click.Group):
         return sorted(set(self.MODULES) | set(self.commands))
 
 
+def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``, as ``click.version_option`` prints it; the version module is read only
+    then (a `verify` never reads it: issue 36)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from .._version import __version__
+
+    click.echo(f"shapecheck {__version__}", color=ctx.color)
+    ctx.exit()
+
+
 @click.group(cls=Commands,
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
              epilog="""\b
@@ -220,8 +230,8 @@ Examples:
   shapecheck explain SC301                      what a code means and how to fix it
 
 """ + EXIT_STATUS_HELP)
-@click.version_option(__version__, "--version", prog_name="shapecheck",
-                      message="%(prog)s %(version)s")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              help="Show the version and exit.", callback=_show_version)
 @lang_option
 @click.pass_context
 def cli(ctx: click.Context) -> None:

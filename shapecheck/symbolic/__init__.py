@@ -38,25 +38,27 @@ from .dims import (
     integer, is_literal_one, is_name, monomial_quotient, pretty, product, radicand, shape_text,
     spaced, symbol, to_text, total,
 )
-from .groebner import Basis, Steps, checked_poly, groebner_basis
 from .proofs import (
     ConstraintOutcome, ConstraintUse, DimChanges, DimInfo, DimSystem, Proof, explain_divides,
     explain_equal, growth, solve_for,
 )
 
 if TYPE_CHECKING:
+    from .groebner import Basis, Steps, checked_poly, groebner_basis
     from .guards import counted_multiples, literal_multiples, multiples, pins_sizes
     from .positions import SEARCH_SIZE, Outcome, Question, Unsupported
     from .unify import Unifier
 
 # Imported on first use: the modules a plain `verify` never reaches (the PyTorch front end's
-# guards, the position questions of the masks pass, inference's unifier), each ~0.3-2.3M
-# instructions of every cold start (issue 36; docs/design.md, "Performance").
+# guards, the position questions of the masks pass, inference's unifier, the Gröbner basis of
+# constraints that a proof has not needed), each ~0.3-2.3M instructions of every cold start
+# (issue 36; docs/design.md, "Performance").
 _LAZY = {"pins_sizes": ".guards", "multiples": ".guards", "literal_multiples": ".guards",
          "counted_multiples": ".guards",
          "SEARCH_SIZE": ".positions",
          "Outcome": ".positions", "Question": ".positions", "Unsupported": ".positions",
-         "Unifier": ".unify"}
+         "Unifier": ".unify", "Basis": ".groebner", "Steps": ".groebner",
+         "checked_poly": ".groebner", "groebner_basis": ".groebner"}
 
 
 def __getattr__(name: str) -> Any:

@@ -9,13 +9,13 @@ writes cost formulas as a reader does (``4·H·N²·d``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from enum import Enum
 from fractions import Fraction
 from typing import Any, TypeAlias
 
 import sympy
 from sympy.printing.str import StrPrinter
 
+from ..records import EnumBody, simple_enum
 from .budget import TooComplex, cancel, expand, numer_denom
 
 
@@ -23,7 +23,8 @@ Dim: TypeAlias = sympy.Expr
 """A dim expression. Other modules treat it as opaque (and may use + - *)."""
 
 
-class Verdict(Enum):
+@simple_enum
+class Verdict(EnumBody):
     PROVED = "proved"
     DIFFERENT = "different"  # provably different (or different at the bindings)
     UNPROVED = "unproved"  # may hold for some sizes, not proved for all

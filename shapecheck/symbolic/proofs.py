@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sympy
 from sympy.core.evalf import PrecisionExhausted
@@ -33,7 +33,9 @@ from .dims import (
     Dim, Verdict, as_int, built_of_positives, exact_quotient, free_names, monomial_quotient,
     spaced, symbol, to_text,
 )
-from .groebner import Basis, Steps, checked_poly, groebner_basis
+
+if TYPE_CHECKING:
+    from .groebner import Basis
 
 
 class ConstraintUse(Record):
@@ -512,6 +514,9 @@ class DimSystem(Refutation, Record):
         return self._basis
 
     def _build_basis(self) -> Basis:
+        # Imported here: a spec whose proofs never need a basis never loads it (issue 36).
+        from .groebner import Basis, Steps, checked_poly, groebner_basis
+
         # A relation stated before a later constraint eliminated one of its dims is
         # rewritten first, so that the basis speaks of the dims canonical forms use.
         polys = [p for p in (self.canonical(r) for r in self._relations) if p != 0]

@@ -12,13 +12,13 @@ model (:mod:`shapecheck.masks`) reads them from :class:`Functions`.
 
 from __future__ import annotations
 
-from dataclasses import field, fields, is_dataclass, replace
+from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
 from ..messages import codes
-from ..records import Record
 from ..messages.diagnostics import Diagnostic, Span
 from . import nodes
+from .nodes import Functions  # declared with the nodes: a spec without functions gets one
 
 # FlexAttention's keywords and this language's short ones, as one role each.
 _FLEX_KEYWORDS = {"mask": "mask", "mask_mod": "mask", "block_mask": "mask",
@@ -38,26 +38,6 @@ _SCALE = "__scale"  # where the `scale=` argument goes in the written-out attent
 _SCORE_ROLES = {3: ("s", "q", "k"), 5: ("s", "b", "h", "q", "k")}
 
 
-class Functions(Record):
-    """The functions a spec defines and the claims it makes about them."""
-
-    definitions: dict[str, nodes.FunctionDef] = field(default_factory=dict)
-    claims: list[nodes.Claim] = field(default_factory=list)
-    # flex_attention calls: (mask function or None, score function or None, Q, K, span)
-    applications: list[tuple[str | None, str | None, str, str, Span]] = field(default_factory=list)
-    # Mask functions a statement calls at every position (a Hugging Face table:
-    # `f(arange(B)[:, None, None, None], ..., arange(T)[None, None, None, :])`): the function,
-    # the length each role's `arange` spans, the call.
-    tables: list[tuple[str, dict[str, nodes.Expr], Span]] = field(default_factory=list)
-    # The functions each function's body calls: they share its query and key lengths,
-    # unless they are called with moved positions (`f(b, h, q_idx + P, kv_idx)`, a decode
-    # step's offset): those read positions of their own, and are in `moved`.
-    calls: dict[str, set[str]] = field(default_factory=dict)
-    moved: dict[str, set[str]] = field(default_factory=dict)
-    # Every name the definitions and claims read (dims, inputs): they count as used.
-    mentions: set[str] = field(default_factory=set)
-
-
 def mask_roles(count: int) -> tuple[str, ...] | None:
     """What each parameter of a mask function of ``count`` parameters is."""
     return _MASK_ROLES.get(count)
@@ -74,8 +54,7 @@ def inline(statements: list[nodes.Stmt], source: str
     replaced by its body; the functions; the mistakes (a wrong number of arguments).
     Unchanged (the same list, no walk) for a spec that defines no function and whose text
     never names `flex_attention` — every spec before this extension."""
-    if not any(isinstance(s, (nodes.FunctionDef, nodes.Claim)) for s in statements) \
-            and "flex_attention" not in source:
+    if not nodes.defines_functions(statements, source):
         return statements, Functions(), []
     inliner = _Inliner()
     kept: list[nodes.Stmt] = []

@@ -11,7 +11,7 @@ constraints; the checker decides what each position may hold.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import fields, is_dataclass
+from dataclasses import field, fields, is_dataclass
 
 from ..messages.diagnostics import Span
 from ..records import Record
@@ -338,6 +338,35 @@ class Claim(Record, slots=True):
 
 Stmt = (DimFree | DimDef | Constraint | TensorDecl | Define | Assert | Output | Broken | Unpack
         | Write | FunctionDef | Claim)
+
+
+class Functions(Record):
+    """The functions a spec defines and the claims it makes about them
+    (:func:`shapecheck.syntax.functions.inline` fills it; the mask model reads it)."""
+
+    definitions: dict[str, FunctionDef] = field(default_factory=dict)
+    claims: list[Claim] = field(default_factory=list)
+    # flex_attention calls: (mask function or None, score function or None, Q, K, span)
+    applications: list[tuple[str | None, str | None, str, str, Span]] = field(default_factory=list)
+    # Mask functions a statement calls at every position (a Hugging Face table:
+    # `f(arange(B)[:, None, None, None], ..., arange(T)[None, None, None, :])`): the function,
+    # the length each role's `arange` spans, the call.
+    tables: list[tuple[str, dict[str, Expr], Span]] = field(default_factory=list)
+    # The functions each function's body calls: they share its query and key lengths,
+    # unless they are called with moved positions (`f(b, h, q_idx + P, kv_idx)`, a decode
+    # step's offset): those read positions of their own, and are in `moved`.
+    calls: dict[str, set[str]] = field(default_factory=dict)
+    moved: dict[str, set[str]] = field(default_factory=dict)
+    # Every name the definitions and claims read (dims, inputs): they count as used.
+    mentions: set[str] = field(default_factory=set)
+
+
+def defines_functions(statements: Iterable[Stmt], source: str) -> bool:
+    """Has :func:`shapecheck.syntax.functions.inline` work here: a function defined, a claim
+    stated, or `flex_attention` named? A spec without (every spec before functions of
+    positions) is not walked, and a plain `verify` never loads that module (issue 36)."""
+    return any(isinstance(s, (FunctionDef, Claim)) for s in statements) \
+        or "flex_attention" in source
 
 
 def declared_dims(statements: Iterable[Stmt]) -> set[str]:
