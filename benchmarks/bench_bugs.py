@@ -557,18 +557,22 @@ def _register(module: Any, call: dict[str, Any]) -> str:
     return f"{TARGET}:make"
 
 
-def verified(target: str) -> tuple[Any, list[Any]]:
-    """The extraction (or None) and the diagnostics of TARGET, each with its file."""
+def verified(target: str, *, spec: bool = True) -> tuple[Any, list[Any]]:
+    """What ``shapecheck verify TARGET`` shows (a model holding attention layers: layer by
+    layer), each diagnostic with its file; and, with ``spec``, the extraction `conform` runs
+    the mutants against (None where the module cannot be traced whole)."""
     from shapecheck.pytorch.front import ExtractError, Untraceable, extract
-    from shapecheck.pytorch.front.sourcemap import check, check_extraction
+    from shapecheck.pytorch.front.sourcemap import check
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        try:
-            extraction = extract(target)
-        except (ExtractError, Untraceable):
-            extraction = None
-        results = check(target) if extraction is None else check_extraction(extraction, target).results
+        results = check(target)
+        extraction = None
+        if spec:
+            try:
+                extraction = extract(target)
+            except (ExtractError, Untraceable):
+                pass
     return extraction, [(r.path, d) for r in results for d in r.diagnostics]
 
 
@@ -623,7 +627,7 @@ def _run_patched(result: Result, module: Any, call: dict[str, Any], source: Sour
         return result
     result.outcome = "silent"
     try:
-        _, diagnostics = verified(_register(module, call))
+        _, diagnostics = verified(_register(module, call), spec=False)
     except Exception as error:  # a shapecheck bug on this mutant: shown, counted as a miss
         result.note = f"crash: {type(error).__name__}: {error}"[:120]
         diagnostics = []

@@ -1767,12 +1767,15 @@ def _arange(low: Lowering, node: Any, args: list[Val], kw: dict[str, Val]) -> Va
         return Val(f"arange({_index(low, node.args[0])})")
     start = node.args[0]
     step = node.args[2] if len(node.args) > 2 else 1
-    if step != 1 or not isinstance(start, int) and not hasattr(start, "op"):
+    if not isinstance(step, int) or step < 1 or not isinstance(start, int) \
+            and not hasattr(start, "op"):
         raise Unlowerable("arange")
-    # a traced start (OpenNMT's `torch.arange(-length + 1, 1, 1)`) is its dims
+    # a traced start (OpenNMT's `torch.arange(-length + 1, 1, 1)`) is its dims; a step
+    # (Flux's rotary `arange(0, dim, 2)`) multiplies the count's positions
     first = str(start) if isinstance(start, int) else f"({_index(low, start)})"
     count = node.meta["val"].shape[0]
-    return Val(f"{first} + arange({low.size(count)})", SUM)
+    stepped = f"arange({low.size(count)})" + (f" * {step}" if step != 1 else "")
+    return Val(stepped if first == "0" else f"{first} + {stepped}", SUM)
 
 
 @rule("scaled_dot_product_attention.default")

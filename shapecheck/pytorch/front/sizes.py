@@ -29,10 +29,11 @@ SYMBOLIC_SIZES: tuple[int, ...] = (BATCH_SIZE, SEQUENCE_SIZE, 21, 25, 27, 33, 35
 
 # A factory's one-letter dims, as specs name them (`factory(D, H, G, d)`): H heads, G kv
 # heads (groups), d the head width, D the width.
-_HEADS = re.compile(r"(^|_)(n_?heads?|num_heads|num_attention_heads|heads|nhead|n_head)$|^[Hh]$")
+_HEADS = re.compile(r"(^|_)(n_?heads?|num_heads|num_attention_heads|heads|nhead|n_head|"
+                    r"head_count|num_head)$|^[Hh]$")
 _KV_HEADS = re.compile(r"(kv_heads?|key_value_heads|n_kv_head|num_kv)$|^G$")
 _HEAD_DIM = re.compile(r"^(?!all_|inner_|total_)(.*_)?(head_dim|head_size|d_head|dim_head|d_k|hs|"
-                       r"attention_head_size|key_size|d_kv)$|^d$")
+                       r"attention_head_size|key_size|d_kv|dim_per_head|size_per_head)$|^d$")
 WIDTH = re.compile(r"(n_embd|embed_dim|d_model|dim|hidden_size|hidden|width|n_state|emb_dim|"
                     r"d_embed|model_dim|channels|n_embed)$|^D$")
 
