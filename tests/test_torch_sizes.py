@@ -22,6 +22,16 @@ def test_a_named_head_width_is_kept() -> None:
     assert "head_dim" not in dims.atomic and dims.atomic["head_size"] == 16
 
 
+def test_a_feed_forward_width_is_not_the_model_width() -> None:
+    # a wrapper's parts: `Attention(dim, num_heads)` beside `FeedForward(dim, hidden_dim)`
+    dims = sizing.from_given({"hidden_dim": 256, "dim": 64, "num_heads": 4})
+    assert dims.atomic.get("head_dim") == 16
+
+
+def test_two_model_widths_that_differ_give_no_head_width() -> None:
+    assert "head_dim" not in sizing.from_given({"dim": 64, "embed_dim": 48, "num_heads": 4}).atomic
+
+
 def test_a_width_the_heads_do_not_divide_gets_no_head_width() -> None:
     assert "head_dim" not in sizing.from_given({"dim": 50, "num_heads": 4}).atomic
 

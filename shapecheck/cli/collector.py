@@ -63,8 +63,9 @@ def own_imports() -> Iterator[None]:
     walks only what it has just made (issue 36; docs/design.md). SymPy and Lark are imported
     first with the collector running, as the floor (`import sympy, lark, click`) imports
     them, and so is the symbolic package, SymPy's door: only the rest of shapecheck's own
-    imports are spared. The collector runs again, with all they made counted, before the
-    check. A caller of ``main(argv)`` keeps its collector as it is."""
+    imports are spared. The collector is enabled again before the check, with all they made
+    counted toward its next collection. A caller of ``main(argv)`` keeps its collector as
+    it is."""
     if not _owned or not gc.isenabled() or "shapecheck.loader" in sys.modules:
         yield
         return

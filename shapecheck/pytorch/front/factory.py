@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -148,19 +149,22 @@ def run_capturing(factory: Callable[[], Any]) -> tuple[Any, Call | None]:
 
 @contextmanager
 def _recording_parts(found: dict[str, int]) -> Iterator[None]:
-    """While the factory runs: the size arguments (by their names) of each constructor of a
-    module class outside torch, read from its frame when it calls ``nn.Module.__init__``
+    """While the factory runs: the size arguments (by their names) of each constructor
+    written outside torch, read from its frame when it calls ``nn.Module.__init__``
     (``super().__init__()``, first in a constructor: its locals are its arguments then)."""
     import torch
 
     base = torch.nn.Module.__init__
+    torch_files = os.path.dirname(torch.__file__) + os.sep
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         frame = sys._getframe(1)
         while frame is not None and frame.f_code.co_name == "__init__" \
                 and frame.f_code.co_argcount and frame.f_locals.get(
                     frame.f_code.co_varnames[0]) is self:
-            if not type(self).__module__.startswith("torch."):
+            # a constructor of torch's own (`nn.Linear`, or the one a user's subclass of
+            # `nn.MultiheadAttention` calls) names torch's arguments, not the code's
+            if not frame.f_code.co_filename.startswith(torch_files):
                 _record_arguments(frame, found)
             frame = frame.f_back
         base(self, *args, **kwargs)

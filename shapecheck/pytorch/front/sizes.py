@@ -38,6 +38,10 @@ WIDTH = re.compile(r"(n_embd|embed_dim|d_model|dim|hidden_size|hidden|width|n_st
                     r"d_embed|model_dim|channels|n_embed)$|^D$")
 
 
+#: widths that are not the model's: a feed-forward's, a convolution's channels
+_NOT_MODEL = re.compile(r"(mlp|ffn|intermediate|hidden_dim|hidden_features|channels)")
+
+
 def is_size_name(name: str) -> bool:
     """A name of heads, kv heads, a head width or a width (``num_attention_heads``,
     ``head_dim``, ``hidden_size``)."""
@@ -475,11 +479,16 @@ def _with_head_width(named: dict[str, int]) -> dict[str, int]:
     multiple of the head count."""
     if any(_HEAD_DIM.search(name) for name in named):
         return named
-    heads = [size for name, size in named.items() if _category(name) == 2 and size >= 2]
-    widths = [size for name, size in named.items() if is_width(name)]
-    if len(set(heads)) != 1 or not widths or widths[0] % heads[0] or widths[0] // heads[0] < 2:
+    heads = {size for name, size in named.items() if _category(name) == 2 and size >= 2}
+    # the model's width, not a feed-forward's or a convolution's (`FeedForward(dim,
+    # hidden_dim)` among a wrapper's parts): one size, or no head width is read
+    widths = {size for name, size in named.items() if is_width(name) and not _NOT_MODEL.search(name)}
+    if len(heads) != 1 or len(widths) != 1:
         return named
-    return {**named, "head_dim": widths[0] // heads[0]}
+    (width,), (count,) = widths, heads
+    if width % count or width // count < 2:
+        return named
+    return {**named, "head_dim": width // count}
 
 
 def _product_of(size: int, atomic: dict[str, int]) -> tuple[str, ...] | None:

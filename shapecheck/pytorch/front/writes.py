@@ -115,7 +115,8 @@ def _bounds(node: Any) -> tuple[int, Any, Any]:
         axis = args[2] if len(args) > 2 else node.kwargs.get("dim", 0)
         return axis, (args[3] if len(args) > 3 else node.kwargs.get("start")), \
             (args[4] if len(args) > 4 else node.kwargs.get("end"))
-    return axis, (args[2] if len(args) > 2 else None), (args[3] if len(args) > 3 else None)
+    return axis, (args[2] if len(args) > 2 else node.kwargs.get("start")), \
+        (args[3] if len(args) > 3 else node.kwargs.get("end"))
 
 
 def _step(node: Any, position: int) -> Any:
