@@ -482,7 +482,8 @@ def _with_head_width(named: dict[str, int]) -> dict[str, int]:
     heads = {size for name, size in named.items() if _category(name) == 2 and size >= 2}
     # the model's width, not a feed-forward's or a convolution's (`FeedForward(dim,
     # hidden_dim)` among a wrapper's parts): one size, or no head width is read
-    widths = {size for name, size in named.items() if is_width(name) and not _NOT_MODEL.search(name)}
+    widths = {size for name, size in named.items()
+              if is_width(name) and not _NOT_MODEL.search(name)}
     if len(heads) != 1 or len(widths) != 1:
         return named
     (width,), (count,) = widths, heads
