@@ -671,7 +671,7 @@ class _Analysis:
                     continue
                 if never and not any(d.code == codes.NEVER_TRUE_PART.id and d.span == side.span
                                      or d.code == codes.SELF_COMPARISON.id
-                                     and _within(d.span, side.span)
+                                     and side.span.contains(d.span)
                                      for d in self.model.diagnostics):  # said once
                     self.model.diagnostics.append(codes.NEVER_TRUE_PART.diag(
                         side.span, part=self._source(side), name=function.name))
@@ -693,11 +693,6 @@ _COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">=", "&", "|"})
 def _comparisons(node: nodes.Expr) -> list[nodes.BinOp]:
     found = [node] if isinstance(node, nodes.BinOp) and node.op in _COMPARISONS else []
     return found + [c for child in nodes.children(node) for c in _comparisons(child)]
-
-
-def _within(inner: Span, outer: Span) -> bool:
-    return (outer.line, outer.column) <= (inner.line, inner.column) \
-        and (inner.end_line, inner.end_column) <= (outer.end_line, outer.end_column)
 
 
 def _disjunctions(node: nodes.Expr) -> list[nodes.BinOp]:

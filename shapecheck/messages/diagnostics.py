@@ -30,6 +30,11 @@ class Span(NamedTuple):
         """The span from the start of ``self`` to the end of ``other``."""
         return Span(self.line, self.column, other.end_line, other.end_column)
 
+    def contains(self, inner: Span) -> bool:
+        """``inner`` lies wholly inside ``self``."""
+        return (self.line, self.column) <= (inner.line, inner.column) \
+            and (inner.end_line, inner.end_column) <= (self.end_line, self.end_column)
+
 
 def line_starts(text: str) -> list[int]:
     """The offset where each line of ``text`` starts (line 1 at index 0)."""

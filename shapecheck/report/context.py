@@ -253,8 +253,7 @@ def postorder(node: nodes.Expr) -> Iterator[nodes.Expr]:
 
 def within(inner: Span, outer: Span) -> bool:
     """``inner`` lies wholly inside ``outer`` (a problem *in* an operand, not around it)."""
-    return (outer.line, outer.column) <= (inner.line, inner.column) \
-        and (inner.end_line, inner.end_column) <= (outer.end_line, outer.end_column)
+    return outer.contains(inner)
 
 
 def inside(inner: Span, outer: Span) -> bool:

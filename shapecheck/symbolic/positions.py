@@ -298,28 +298,32 @@ def prove_nonempty(space: Space, mask: Boolean, query: str, key: str,
 
 
 def _empty(cell: sympy.Basic, space: Space) -> bool:
-    """No value of the integer inputs ``cell`` reads lets it through: each entry an unknown
-    integer, one entry read twice one unknown (`(q >= iv(j, 0)) & (q < iv(j, 0))` is never
-    true, whatever `iv` holds). Only reads of integer inputs (``space.choosable``: ints and
-    bools), whose entries are integers, are replaced; a cell reading another is not judged."""
-    reads = sorted(cell.atoms(sympy.core.function.AppliedUndef), key=sympy.default_sort_key)
-    if not reads or any(r.func.__name__ not in space.choosable for r in reads):
-        return False
-    unknowns = {read: sympy.Symbol(f"_entry{i}", integer=True) for i, read in enumerate(reads)}
-    return _infeasible(cell.xreplace(unknowns), space)
+    """No value of the integer inputs ``cell`` reads lets it through (`(q >= iv(j, 0)) & (q <
+    iv(j, 0))` is never true, whatever `iv` holds); a cell reading no input or another input
+    is not judged."""
+    unknown = _as_unknowns(cell, space)
+    return unknown is not None and bool(cell.atoms(sympy.core.function.AppliedUndef)) \
+        and _infeasible(unknown, space)
+
+
+def _as_unknowns(formula: sympy.Basic, space: Space) -> sympy.Basic | None:
+    """``formula`` with each entry of the integer inputs it reads (``space.choosable``: ints
+    and bools) an unknown integer, one entry read twice one unknown; None where it reads
+    another input, whose entries are not integers."""
+    reads = sorted(formula.atoms(sympy.core.function.AppliedUndef), key=sympy.default_sort_key)
+    if any(r.func.__name__ not in space.choosable for r in reads):
+        return None
+    return formula.xreplace({read: sympy.Symbol(f"_entry{i}", integer=True)
+                             for i, read in enumerate(reads)})
 
 
 def never_true(space: Space, formula: Boolean) -> bool:
     """No position in range, at no admissible size, with no value of the integer inputs it
     reads (each entry an unknown integer, one entry read twice one unknown), makes
     ``formula`` true. A formula reading another input is not judged."""
-    reads = formula.atoms(sympy.core.function.AppliedUndef)
-    if any(r.func.__name__ not in space.choosable for r in reads):
-        return False
-    unknowns = {read: sympy.Symbol(f"_entry{i}", integer=True) for i, read in
-                enumerate(sorted(reads, key=sympy.default_sort_key))}
-    return _infeasible(sympy.And(space.hypotheses(formula.free_symbols),
-                                 formula.xreplace(unknowns)), space)
+    unknown = _as_unknowns(formula, space)
+    return unknown is not None and _infeasible(
+        sympy.And(space.hypotheses(formula.free_symbols), unknown), space)
 
 
 def score_at_masked(space: Space, score: sympy.Expr, variable: sympy.Symbol) -> Outcome:
