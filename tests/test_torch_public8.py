@@ -91,9 +91,10 @@ def _found(target: str) -> list[tuple[str, int]]:
     return [(d.code, d.span.line) for r in check(str(DATA / target)) for d in r.diagnostics]
 
 
-def _conforms(target: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+def _conforms(target: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+              data: Path = DATA) -> str:
     spec = tmp_path / "spec.attn"
-    path = str(DATA / target)
+    path = str(data / target)
     code, out = _command(capsys, "extract", path, "-o", str(spec))
     assert code == 0, out
     assert "SC602" not in out, out
@@ -121,14 +122,21 @@ def test_public8_module_conforms_with_no_flag(target: str, tmp_path: Path,
 def test_public8_planted_bug_is_flagged_at_its_line(target: str, edited: int, old: str, new: str,
                                                     code: str, line: int,
                                                     tmp_path: Path) -> None:
+    planted = _planted(DATA, target, edited, old, new, tmp_path)
+    assert [(d.code, d.span.line) for r in check(planted)
+            for d in r.diagnostics] == [(code, line)]
+
+
+def _planted(data: Path, target: str, edited: int, old: str, new: str, tmp_path: Path) -> str:
+    """The target of a copy of its module (in ``tmp_path``, the original's lines) with one
+    edit on line ``edited``."""
     file, _, factory = target.partition(":")
-    lines = (DATA / file).read_text().splitlines(keepends=True)
+    lines = (data / file).read_text().splitlines(keepends=True)
     assert old in lines[edited - 1], (file, edited, old)
     lines[edited - 1] = lines[edited - 1].replace(old, new)
     planted = tmp_path / file
     planted.write_text("".join(lines))
-    assert [(d.code, d.span.line) for r in check(f"{planted}:{factory}")
-            for d in r.diagnostics] == [(code, line)]
+    return f"{planted}:{factory}"
 
 
 @pytest.mark.slow

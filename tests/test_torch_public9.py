@@ -15,7 +15,7 @@ pytest.importorskip("torch")
 pytest.importorskip("einops")
 
 from shapecheck.pytorch.front.sourcemap import check  # noqa: E402
-from test_torch_public6 import _command  # noqa: E402
+from test_torch_public8 import _conforms, _planted  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "torch" / "public9"
@@ -106,14 +106,7 @@ def test_public9_module_verifies_clean(target: str) -> None:
 @pytest.mark.parametrize("target", CONFORM)
 def test_public9_module_conforms_with_no_flag(target: str, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    spec = tmp_path / "spec.attn"
-    path = str(DATA / target)
-    code, out = _command(capsys, "extract", path, "-o", str(spec))
-    assert code == 0, out
-    assert "SC602" not in out, out
-    code, out = _command(capsys, "conform", str(spec), path)
-    assert code == 0, out
-    assert "conforms" in out
+    _conforms(target, tmp_path, capsys, DATA)
 
 
 @pytest.mark.slow
@@ -121,13 +114,8 @@ def test_public9_module_conforms_with_no_flag(target: str, tmp_path: Path,
 def test_public9_planted_bug_is_flagged_at_its_line(target: str, edited: int, old: str,
                                                     new: str, found: list[tuple[str, int]],
                                                     tmp_path: Path) -> None:
-    file, _, factory = target.partition(":")
-    lines = (DATA / file).read_text().splitlines(keepends=True)
-    assert old in lines[edited - 1], (file, edited, old)
-    lines[edited - 1] = lines[edited - 1].replace(old, new)
-    planted = tmp_path / file
-    planted.write_text("".join(lines))
-    assert [(d.code, d.span.line) for r in check(f"{planted}:{factory}")
+    planted = _planted(DATA, target, edited, old, new, tmp_path)
+    assert [(d.code, d.span.line) for r in check(planted)
             for d in r.diagnostics] == found
 
 
