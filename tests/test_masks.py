@@ -177,6 +177,7 @@ def test_an_entry_read_twice_is_one_value(body: str, expected: list[str]) -> Non
     ("(k <= q) | (k > x[q]) & (k < x[q] + 1)", []),             # a real entry: may hold
     ("False | (k <= q)", []),                                   # a constant side: left alone
     ("(k < k) | (k <= q)", ["SC435"]),                          # said once, by SC435
+    ("(k <= q) & (k <= q) | (k <= q) & (k <= q)", ["SC435"]),   # the outer `|`, not inside
 ])
 def test_a_side_of_an_or_that_is_never_true(body: str, expected: list[str]) -> None:
     """SC436: the `|` adds nothing (attention-gym's shared prefix with `offsets[p]` for

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from collections.abc import Collection
 from typing import Any
 
 from ..check.program import Program
@@ -627,9 +628,10 @@ class _Analysis:
         score = params[0] if score_roles(len(params)) else None
         roles = (score_roles if score else mask_roles)(len(params)) or ()
         positions = {role: name for role, name in zip(roles, params)}
-        for node in _comparisons(definition.body):
+        said: list[Span] = []  # an operation with itself inside one said is not said again
+        for node in _operations(definition.body, _COMPARISONS):
             if any(d.code == codes.SELF_COMPARISON.id and d.span == node.op_span
-                   for d in self.model.diagnostics):
+                   for d in self.model.diagnostics) or any(s.contains(node.span) for s in said):
                 continue  # a caller's body holds the callee's comparison, inlined, once more
             side = self._source(node.left)
             if not side or "".join(side.split()) != "".join(self._source(node.right).split()) \
@@ -641,6 +643,7 @@ class _Analysis:
             self.model.diagnostics.append(codes.SELF_COMPARISON.diag(
                 node.op_span, comparison=self._source(node), side=side, value=value,
                 help=self._other_position(node, positions)))
+            said.append(node.span)
 
     def _other_position(self, node: nodes.BinOp, positions: dict[str, str]) -> list[str]:
         """`did you mean ids[q] == ids[k]?`: the right side read at the other position, when
@@ -663,7 +666,7 @@ class _Analysis:
         comparison with itself (SC435 says why: `(k < k) | ...`)."""
         if function.question is None or function.kind != "mask":
             return
-        for node in _disjunctions(function.definition.body):
+        for node in _operations(function.definition.body, {"|"}):
             for side in (node.left, node.right):
                 try:
                     never = function.question.never_true(side)
@@ -690,14 +693,10 @@ class _Analysis:
 _COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">=", "&", "|"})
 
 
-def _comparisons(node: nodes.Expr) -> list[nodes.BinOp]:
-    found = [node] if isinstance(node, nodes.BinOp) and node.op in _COMPARISONS else []
-    return found + [c for child in nodes.children(node) for c in _comparisons(child)]
-
-
-def _disjunctions(node: nodes.Expr) -> list[nodes.BinOp]:
-    found = [node] if isinstance(node, nodes.BinOp) and node.op == "|" else []
-    return found + [d for child in nodes.children(node) for d in _disjunctions(child)]
+def _operations(node: nodes.Expr, ops: Collection[str]) -> list[nodes.BinOp]:
+    """The binary operations of ``ops`` in ``node``, outermost first."""
+    found = [node] if isinstance(node, nodes.BinOp) and node.op in ops else []
+    return found + [o for child in nodes.children(node) for o in _operations(child, ops)]
 
 
 def _renamed(text: str, old: str, new: str) -> str:
